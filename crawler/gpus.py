@@ -1,0 +1,485 @@
+"""The one canonical GPU catalog; every provider spider maps its GPU strings through here.
+
+Why one module: GPU-name mapping is the most frequent bug class in price trackers. Each
+provider spells the same card differently ("NVIDIA H100 80GB HBM3", "H100 SXM",
+"nvidia-h100-80gb", "H100 (80 GB SXM5)"), and one card name can hide several variants that
+differ in price and speed (A100 40 GB vs 80 GB, H100 SXM vs PCIe vs NVL). So:
+
+* the catalog is data (`_GPUS`): one `Gpu` per variant, each listing the raw strings that
+  providers really use for it (`aliases`);
+* `lookup` normalises a raw string, matches it against those aliases, and uses the memory the
+  provider reports to pick between variants. It never guesses: a string that matches nothing,
+  or stays ambiguous, gives None and the caller keeps the raw name.
+
+Conventions, in one place so spiders do not reinvent them:
+
+* A bare name denotes a variant only where every provider that sends it means that variant:
+  "H100", "H200", "H800" and "A800" are the SXM (HGX) boards on every cloud that reports them
+  bare (AWS, Azure ND, GCP, OCI, Tencent HCC, Alibaba ebmgn); PCIe and NVL cards are always
+  labelled. A spider whose provider sells an unlabelled PCIe card must pass "... PCIe".
+* "A100", "V100" and "RTX 6000" need the memory: 40 vs 80 GB, 16 vs 32 GB, and Quadro RTX
+  6000 (24 GB) vs RTX 6000 Ada (48 GB) vs RTX PRO 6000 (96 GB) are all real.
+* Memory matches within +-10 %: providers report GiB, MiB, or usable rather than nominal
+  memory (AWS reports the 24 GB L4 as 22.4 GiB; Vast.ai reports MB).
+* TFLOPS are dense (not 2:4-sparse) figures from the vendor's datasheet or whitepaper; None
+  when no dense figure is published (or, for fp8, when the GPU has no FP8).
+
+Provider strings deliberately left unmatched (no public source says what they are):
+Alibaba's internal GPUSpec names "GPU H", "L20N" and "G49" (Alibaba's instance-family pages
+describe those GPUs by memory and TFLOPS only, never by model), Huawei's "nvidia-l2", and
+AutoDL's "vGPU-32GB" (a slice of an unnamed card).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+__all__ = [
+    "CATALOG",
+    "MEMORY_TOLERANCE",
+    "Gpu",
+    "families",
+    "lookup",
+    "match_family",
+    "parse_count_and_name",
+    "suggest",
+]
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU variant: the unit prices are compared in."""
+
+    name: str  # canonical id, e.g. "H100-SXM-80GB"
+    family: str  # what users type, e.g. "H100"
+    vendor: str  # "NVIDIA" | "AMD" | "Huawei"
+    memory_gb: float  # per GPU
+    architecture: str
+    form_factor: str  # "SXM" | "PCIe" | "NVL" | "OAM" | "superchip" | "" (not tracked)
+    bf16_tflops: float | None  # dense BF16 (FP16 tensor for pre-Ampere); None if unpublished
+    fp8_tflops: float | None  # dense FP8; None if the GPU has no FP8 or none is published
+    aliases: tuple[str, ...] = ()  # raw strings providers really use for this variant
+
+
+# Memory reported by a provider matches a catalog entry within this fraction.
+MEMORY_TOLERANCE = 0.10
+# difflib ratio below which a "did you mean" suggestion is noise ('H10O' vs 'H100' is 0.75).
+_SUGGEST_CUTOFF = 0.7
+
+_NV, _AMD, _HW = "NVIDIA", "AMD", "Huawei"
+
+# Sources for the figures: NVIDIA datasheets (per-GPU figures for HGX/NVL72 systems are the
+# system figure divided by the GPU count, halved to undo sparsity), NVIDIA Ampere/Ada/Blackwell
+# whitepapers for GeForce and RTX cards (FP32-accumulate rates), AMD Instinct datasheets.
+# One GPU per two lines reads as a table; the formatter would make it 600 lines.
+# fmt: off
+_GPUS: tuple[Gpu, ...] = (
+    # -- NVIDIA Blackwell ---------------------------------------------------------------------
+    Gpu("B200", "B200", _NV, 180, "Blackwell", "SXM", 2250, 4500,
+        ("B200", "NVIDIA B200", "nvidia-b200", "NVIDIA B200 SXM6")),
+    Gpu("B300", "B300", _NV, 288, "Blackwell Ultra", "SXM", 2250, 4500,
+        ("B300", "NVIDIA B300", "NVIDIA B300 SXM6 AC")),
+    Gpu("GB200", "GB200", _NV, 186, "Blackwell", "superchip", 2500, 5000,
+        ("GB200", "NVIDIA GB200", "nvidia-gb200")),
+    Gpu("GB300", "GB300", _NV, 288, "Blackwell Ultra", "superchip", 2500, 5000,
+        ("GB300", "NVIDIA GB300", "nvidia-gb300")),
+    # Server, Workstation and Max-Q editions share chip and memory: one entry. The datasheet
+    # publishes only sparse FP4 "AI TOPS", so no dense BF16/FP8 figure.
+    Gpu("RTX-PRO-6000", "RTX-PRO-6000", _NV, 96, "Blackwell", "PCIe", None, None,
+        ("RTX PRO 6000", "RTX PRO 6000 WS", "RTX PRO 6000 S", "RTX PRO 6000 WK",
+         "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+         "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+         "nvidia-rtx-pro-6000",  # GCP accelerator id
+         "RTX 6000 96GB",  # GCP SKU description
+         "RTXPRO",  # OCI shape GPU name; OCI sells only the RTX PRO 6000 under it
+         "RTX 6000")),  # ambiguous: memory picks among the three "RTX 6000" cards
+    Gpu("RTX-5090", "RTX-5090", _NV, 32, "Blackwell", "PCIe", 209.5, None,
+        ("RTX 5090", "NVIDIA GeForce RTX 5090")),
+    # -- NVIDIA Hopper ------------------------------------------------------------------------
+    Gpu("H200-SXM-141GB", "H200", _NV, 141, "Hopper", "SXM", 989.5, 1979,
+        ("H200", "NVIDIA H200", "H200 SXM", "nvidia-h200-141gb", "Nvidia H200 141GB")),
+    Gpu("H200-NVL-141GB", "H200", _NV, 141, "Hopper", "NVL", 835.5, 1670.5,
+        ("H200 NVL", "NVIDIA H200 NVL")),
+    # GCP's "H100 Mega" (a3-megagpu) and SKU "H100 80GB Plus" are this GPU in a machine with
+    # more network; the GPU itself is the H100 SXM 80 GB.
+    Gpu("H100-SXM-80GB", "H100", _NV, 80, "Hopper", "SXM", 989.5, 1979,
+        ("H100", "NVIDIA H100", "H100 SXM", "H100 SXM5", "NVIDIA H100 SXM",
+         "NVIDIA H100 80GB HBM3", "nvidia-h100-80gb", "Nvidia H100 80GB",
+         "nvidia-h100-mega-80gb", "Nvidia H100 80GB Plus")),
+    Gpu("H100-PCIE-80GB", "H100", _NV, 80, "Hopper", "PCIe", 756.5, 1513,
+        ("H100 PCIE", "NVIDIA H100 PCIe")),
+    Gpu("H100-NVL-94GB", "H100", _NV, 94, "Hopper", "NVL", 835.5, 1670.5,
+        ("H100 NVL", "NVIDIA H100 NVL")),
+    # Tencent's HCC H800 cluster is quoted at 1979 TFLOPS FP8 per GPU: the SXM figure.
+    Gpu("H800-SXM-80GB", "H800", _NV, 80, "Hopper", "SXM", 989.5, 1979,
+        ("H800", "NVIDIA H800", "nvidia-h800", "H800 SXM")),
+    Gpu("H800-PCIE-80GB", "H800", _NV, 80, "Hopper", "PCIe", 756.5, 1513,
+        ("H800 PCIE", "NVIDIA H800 PCIe")),
+    Gpu("H20", "H20", _NV, 96, "Hopper", "SXM", 148, 296,
+        ("H20", "NVIDIA H20")),
+    Gpu("GH200-96GB", "GH200", _NV, 96, "Hopper", "superchip", 989.5, 1979,
+        ("GH200", "NVIDIA GH200", "GH200 SXM")),
+    # -- NVIDIA Ampere ------------------------------------------------------------------------
+    # Bare "A100" is SXM4 on AWS, GCP, OCI, Lambda, Alibaba and Tencent; the memory picks
+    # 40 vs 80 GB. GCP's "nvidia-tesla-a100" is always the 40 GB card (A2 standard).
+    Gpu("A100-SXM-40GB", "A100", _NV, 40, "Ampere", "SXM", 312, None,
+        ("A100", "NVIDIA A100", "nvidia-a100", "A100 SXM", "A100 SXM4", "NVIDIA A100 SXM",
+         "NVIDIA A100-SXM4-40GB", "A100 SXM 40GB", "nvidia-tesla-a100", "Nvidia Tesla A100")),
+    Gpu("A100-SXM-80GB", "A100", _NV, 80, "Ampere", "SXM", 312, None,
+        ("A100", "NVIDIA A100", "nvidia-a100", "A100 SXM", "A100 SXM4", "NVIDIA A100 SXM",
+         "NVIDIA A100-SXM4-80GB", "nvidia-a100-80gb", "Nvidia A100 80GB",
+         "A100-v2")),  # OCI BM.GPU.A100-v2.8
+    Gpu("A100-PCIE-40GB", "A100", _NV, 40, "Ampere", "PCIe", 312, None,
+        ("A100 PCIE", "NVIDIA A100-PCIE-40GB")),
+    Gpu("A100-PCIE-80GB", "A100", _NV, 80, "Ampere", "PCIe", 312, None,
+        ("A100 PCIE", "NVIDIA A100 80GB PCIe")),
+    # A100 with an on-board BlueField-2 DPU (Vast.ai "A100X"): its own product, own family.
+    Gpu("A100X", "A100X", _NV, 80, "Ampere", "PCIe", None, None,
+        ("A100X",)),
+    Gpu("A800-SXM-80GB", "A800", _NV, 80, "Ampere", "SXM", 312, None,
+        ("A800", "NVIDIA A800", "nvidia-a800", "A800 SXM")),
+    Gpu("A800-PCIE-80GB", "A800", _NV, 80, "Ampere", "PCIe", 312, None,
+        ("A800 PCIE", "NVIDIA A800 80GB PCIe")),
+    Gpu("A10", "A10", _NV, 24, "Ampere", "PCIe", 125, None,
+        ("A10", "NVIDIA A10", "nvidia-a10")),
+    Gpu("A10G", "A10G", _NV, 24, "Ampere", "PCIe", None, None,  # AWS-only; no datasheet
+        ("A10G", "NVIDIA A10G")),
+    Gpu("A40", "A40", _NV, 48, "Ampere", "PCIe", 149.7, None,
+        ("A40", "NVIDIA A40")),
+    Gpu("A16", "A16", _NV, 16, "Ampere", "PCIe", None, None,  # one of the board's four GPUs
+        ("A16", "NVIDIA A16")),
+    Gpu("A2", "A2", _NV, 16, "Ampere", "PCIe", 18, None,
+        ("A2", "NVIDIA A2")),
+    Gpu("RTX-A6000", "RTX-A6000", _NV, 48, "Ampere", "PCIe", 154.8, None,
+        ("RTX A6000", "A6000", "NVIDIA RTX A6000")),
+    Gpu("RTX-A5000", "RTX-A5000", _NV, 24, "Ampere", "PCIe", 111.1, None,
+        ("RTX A5000", "A5000", "NVIDIA RTX A5000")),
+    Gpu("RTX-A4000", "RTX-A4000", _NV, 16, "Ampere", "PCIe", 76.7, None,
+        ("RTX A4000", "A4000", "NVIDIA RTX A4000")),
+    Gpu("RTX-3090", "RTX-3090", _NV, 24, "Ampere", "PCIe", 71, None,
+        ("RTX 3090", "NVIDIA GeForce RTX 3090")),
+    Gpu("RTX-3080-TI", "RTX-3080-TI", _NV, 12, "Ampere", "PCIe", None, None,
+        ("RTX 3080 Ti", "NVIDIA GeForce RTX 3080 Ti")),
+    Gpu("RTX-3080", "RTX-3080", _NV, 10, "Ampere", "PCIe", 59.5, None,
+        ("RTX 3080", "NVIDIA GeForce RTX 3080")),
+    Gpu("RTX-3070", "RTX-3070", _NV, 8, "Ampere", "PCIe", 40.6, None,
+        ("RTX 3070", "NVIDIA GeForce RTX 3070")),
+    # -- NVIDIA Ada Lovelace ------------------------------------------------------------------
+    Gpu("L40S", "L40S", _NV, 48, "Ada Lovelace", "PCIe", 362.05, 733,
+        ("L40S", "NVIDIA L40S")),
+    Gpu("L40", "L40", _NV, 48, "Ada Lovelace", "PCIe", 181.05, 362.1,
+        ("L40", "NVIDIA L40")),
+    # NVIDIA publishes no L20 datasheet outside China; figures from Alibaba's gn8is page.
+    Gpu("L20", "L20", _NV, 48, "Ada Lovelace", "PCIe", 119, 237,
+        ("L20", "NVIDIA L20")),
+    Gpu("L4", "L4", _NV, 24, "Ada Lovelace", "PCIe", 121, 242.5,
+        ("L4", "NVIDIA L4", "nvidia-l4")),
+    Gpu("RTX-6000-ADA", "RTX-6000-ADA", _NV, 48, "Ada Lovelace", "PCIe", 364.2, 728.5,
+        ("RTX 6000 Ada", "RTX 6000Ada", "NVIDIA RTX 6000 Ada Generation", "RTX 6000")),
+    Gpu("RTX-4090", "RTX-4090", _NV, 24, "Ada Lovelace", "PCIe", 165.2, 330.3,
+        ("RTX 4090", "NVIDIA GeForce RTX 4090")),
+    # China-market cut-down 4090 (fewer SMs): not the same card, no published tensor figure.
+    Gpu("RTX-4090D", "RTX-4090D", _NV, 24, "Ada Lovelace", "PCIe", None, None,
+        ("RTX 4090D", "RTX 4090 D", "NVIDIA GeForce RTX 4090 D")),
+    Gpu("RTX-4080", "RTX-4080", _NV, 16, "Ada Lovelace", "PCIe", 97.5, 194.9,
+        ("RTX 4080", "NVIDIA GeForce RTX 4080")),
+    # -- NVIDIA Turing and older (bf16 column holds the FP16 tensor figure; none if no tensor
+    # cores) --------------------------------------------------------------------------------
+    Gpu("QUADRO-RTX-6000", "QUADRO-RTX-6000", _NV, 24, "Turing", "PCIe", 130.5, None,
+        ("Quadro RTX 6000", "Q RTX 6000", "NVIDIA Quadro RTX 6000", "RTX 6000")),
+    Gpu("QUADRO-RTX-8000", "QUADRO-RTX-8000", _NV, 48, "Turing", "PCIe", 130.5, None,
+        ("Quadro RTX 8000", "Q RTX 8000", "NVIDIA Quadro RTX 8000", "RTX 8000")),
+    Gpu("T4", "T4", _NV, 16, "Turing", "PCIe", 65, None,
+        ("T4", "Tesla T4", "NVIDIA T4", "nvidia-t4", "nvidia-tesla-t4", "Nvidia Tesla T4")),
+    Gpu("T4G", "T4G", _NV, 16, "Turing", "PCIe", 65, None,  # AWS g5g (Graviton hosts)
+        ("T4g", "NVIDIA T4G")),
+    # V100 ships as SXM2 (125 TFLOPS) and PCIe (112); clouds rarely say which: not tracked.
+    # GCP and Lambda sell only the 16 GB card, so their "Tesla V100" strings mean 16 GB.
+    Gpu("V100-16GB", "V100", _NV, 16, "Volta", "", 125, None,
+        ("V100", "Tesla V100", "NVIDIA V100", "nvidia-v100", "NVIDIA Tesla V100",
+         "nvidia-tesla-v100", "Tesla V100-SXM2-16GB", "Tesla V100-PCIE-16GB")),
+    Gpu("V100-32GB", "V100", _NV, 32, "Volta", "", 125, None,
+        ("V100", "Tesla V100", "NVIDIA V100", "nvidia-v100", "Tesla V100-SXM2-32GB",
+         "V100-32GB")),
+    Gpu("P100", "P100", _NV, 16, "Pascal", "", None, None,
+        ("P100", "Tesla P100", "NVIDIA P100", "nvidia-p100", "nvidia-tesla-p100",
+         "Nvidia Tesla P100")),
+    Gpu("P4", "P4", _NV, 8, "Pascal", "PCIe", None, None,
+        ("P4", "Tesla P4", "NVIDIA P4", "nvidia-p4", "nvidia-tesla-p4", "Nvidia Tesla P4")),
+    Gpu("K80", "K80", _NV, 12, "Kepler", "PCIe", None, None,  # one of the board's two GPUs
+        ("K80", "Tesla K80", "NVIDIA K80")),
+    Gpu("M60", "M60", _NV, 8, "Maxwell", "PCIe", None, None,  # one of the board's two GPUs
+        ("M60", "Tesla M60", "NVIDIA M60")),
+    # -- AMD ----------------------------------------------------------------------------------
+    Gpu("MI355X", "MI355X", _AMD, 288, "CDNA4", "OAM", 2516.6, 5033.2,
+        ("MI355X", "AMD Instinct MI355X")),
+    Gpu("MI325X", "MI325X", _AMD, 256, "CDNA3", "OAM", 1307.4, 2614.9,
+        ("MI325X", "AMD Instinct MI325X")),
+    Gpu("MI300X", "MI300X", _AMD, 192, "CDNA3", "OAM", 1307.4, 2614.9,
+        ("MI300X", "AMD Instinct MI300X", "AMD Instinct MI300X OAM")),
+    Gpu("MI250X", "MI250X", _AMD, 128, "CDNA2", "OAM", 383, None,
+        ("MI250X", "AMD Instinct MI250X")),
+    Gpu("MI250", "MI250", _AMD, 128, "CDNA2", "OAM", 362.1, None,
+        ("MI250", "AMD Instinct MI250")),
+    Gpu("V520", "V520", _AMD, 8, "RDNA", "PCIe", None, None,  # AWS g4ad
+        ("Radeon Pro V520", "AMD Radeon Pro V520")),
+    Gpu("V710", "V710", _AMD, 28, "RDNA3", "PCIe", None, None,  # Azure NVv5-V710
+        ("V710", "Radeon Pro V710", "AMD Radeon Pro V710")),
+    # -- Huawei -------------------------------------------------------------------------------
+    # 910B SKUs (B1..B4) differ in clocks, so there is no single published FP16 figure.
+    Gpu("ASCEND-910B", "910B", _HW, 64, "Da Vinci", "", None, None,
+        ("Ascend 910B", "Ascend-910B", "910B", "Huawei Ascend 910B", "昇腾910B", "华为昇腾910B")),
+    Gpu("ASCEND-910", "910", _HW, 32, "Da Vinci", "", 256, None,  # FP16; no BF16
+        ("Ascend 910", "Huawei Ascend 910")),
+)
+# fmt: on
+
+CATALOG: dict[str, Gpu] = {g.name: g for g in _GPUS}
+
+# -- normalisation ----------------------------------------------------------------------------
+# Chinese names AutoDL uses; everything else non-ASCII is a separator.
+_CJK = (("华为", " huawei "), ("昇腾", " ascend "))
+_SPLIT = re.compile(r"[^a-z0-9]+")
+# "80GB", "80 GB", "141gb", "32GiB" -- but not the "4g" in "T4g" or the "gb" in "GB200".
+_MEMORY = re.compile(r"(?<![a-z0-9.])(\d+(?:\.\d+)?)\s*gi?b(?![a-z0-9])")
+# Leading brand words dropped when the rest is still a known alias. "Quadro" and "Radeon" are
+# not here: without them "RTX 6000" is ambiguous, so their names are listed whole as aliases.
+_PREFIXES = frozenset({"nvidia", "tesla", "geforce", "amd", "instinct", "huawei"})
+# Words that never distinguish two GPUs.
+_NOISE = frozenset(
+    {"hbm2", "hbm2e", "hbm3", "hbm3e", "gddr6", "gddr6x", "gddr7", "tensor", "core", "gpu"}
+)
+_FORM_FACTOR_WORDS = {
+    "sxm": "SXM",
+    "sxm2": "SXM",
+    "sxm3": "SXM",
+    "sxm4": "SXM",
+    "sxm5": "SXM",
+    "sxm6": "SXM",
+    "pcie": "PCIe",
+    "nvl": "NVL",
+    "oam": "OAM",
+}
+
+
+def _clean(raw: str) -> str:
+    text = raw.lower()
+    for native, latin in _CJK:
+        text = text.replace(native, latin)
+    return text
+
+
+def _tokens(text: str) -> list[str]:
+    return [t for t in _SPLIT.split(text) if t]
+
+
+def _key(raw: str) -> str:
+    """Case, spaces and punctuation removed: 'NVIDIA A100-SXM4-80GB' -> 'nvidiaa100sxm480gb'."""
+    return "".join(_tokens(_clean(raw)))
+
+
+def _split_memory(text: str) -> tuple[float | None, str]:
+    """The first memory size named in `text` (GB), and the text without any."""
+    found = _MEMORY.search(text)
+    return (float(found.group(1)) if found else None), _MEMORY.sub(" ", text)
+
+
+def _without_prefixes(tokens: list[str]) -> Iterator[list[str]]:
+    """The tokens, then with leading brand words dropped one at a time (never empty)."""
+    while tokens:
+        yield tokens
+        if tokens[0] not in _PREFIXES:
+            return
+        tokens = tokens[1:]
+
+
+def _memory_fits(gpu: Gpu, memory_gb: float) -> bool:
+    return abs(memory_gb - gpu.memory_gb) <= MEMORY_TOLERANCE * gpu.memory_gb
+
+
+def _build_aliases() -> dict[str, tuple[Gpu, ...]]:
+    """Normalised alias (and canonical name) -> the variants it may denote."""
+    index: dict[str, list[Gpu]] = {}
+    for gpu in _GPUS:
+        for key in {_key(gpu.name), *(_key(a) for a in gpu.aliases)}:
+            index.setdefault(key, []).append(gpu)
+    return {k: tuple(v) for k, v in index.items()}
+
+
+def _build_families() -> dict[str, tuple[Gpu, ...]]:
+    members: dict[str, list[Gpu]] = {}
+    for gpu in _GPUS:
+        members.setdefault(gpu.family, []).append(gpu)
+    return {k: tuple(v) for k, v in members.items()}
+
+
+_ALIASES = _build_aliases()
+_FAMILIES = _build_families()
+_CANONICAL_KEYS = {_key(g.name): g for g in _GPUS}
+
+
+def _family_keys() -> dict[str, str]:
+    """Normalised family -> family, plus the bare number for RTX cards ('4090', 'a6000')."""
+    keys: dict[str, str] = {}
+    for family in _FAMILIES:
+        key = _key(family)
+        keys[key] = family
+        rest = key[3:]
+        if key.startswith("rtx") and re.match(r"a?\d", rest):
+            keys[rest] = family
+    return keys
+
+
+_FAMILY_KEYS = _family_keys()
+
+
+# -- lookup -----------------------------------------------------------------------------------
+def _narrow(
+    candidates: tuple[Gpu, ...], memory_gb: float | None, form_factor: str | None
+) -> Gpu | None:
+    """The one candidate that fits the memory and form factor, else None."""
+    fits = [
+        g
+        for g in candidates
+        if (form_factor is None or g.form_factor in (form_factor, ""))
+        and (memory_gb is None or _memory_fits(g, memory_gb))
+    ]
+    return fits[0] if len(fits) == 1 else None
+
+
+def _resolve(key: str, memory_gb: float | None, form_factor: str | None) -> Gpu | None:
+    candidates = _ALIASES.get(key)
+    if not candidates:
+        return None
+    hit = _narrow(candidates, memory_gb, form_factor)
+    if hit is not None or (memory_gb is None and form_factor is None):
+        return hit
+    # The string named a family and the memory or form factor picks the variant, e.g. "H100"
+    # with 94 GB is the H100 NVL, "A800 PCIe" the A800 PCIe.
+    named = {g.family for g in candidates}
+    if len(named) != 1:
+        return None
+    return _narrow(_FAMILIES[named.pop()], memory_gb, form_factor)
+
+
+def lookup(raw: str, memory_gb: float | None = None) -> Gpu | None:
+    """Map a provider's GPU string to the catalog; None if it matches nothing (never guess).
+
+    `memory_gb` is the per-GPU memory the provider reports (GB or GiB; +-10 %); it picks the
+    variant when the string alone does not ("A100" 40 vs 80, "V100" 16 vs 32). A memory size
+    inside the string ("nvidia-a100-80gb", "H100 (80 GB SXM5)") counts the same; if it
+    contradicts `memory_gb`, the answer is None. A zero or negative memory counts as unknown.
+    """
+    if not raw or not raw.strip():
+        return None
+    text = _clean(raw)
+    named_memory, core_text = _split_memory(text)
+    memory = memory_gb if memory_gb is not None and memory_gb > 0 else None
+    if named_memory is not None:
+        if memory is not None and abs(named_memory - memory) > MEMORY_TOLERANCE * max(
+            named_memory, memory
+        ):
+            return None
+        memory = memory if memory is not None else named_memory
+
+    # 1. The whole string is a known alias ("nvidia-tesla-a100", "NVIDIA H100 80GB HBM3").
+    for tokens in _without_prefixes(_tokens(text)):
+        if hit := _resolve("".join(tokens), memory, None):
+            return hit
+    # 2. Without memory sizes and filler words; then with a form-factor word taken as a hint
+    #    ("A100-SXM4-80GB" -> A100, SXM, 80 GB).
+    core = [t for t in _tokens(core_text) if t not in _NOISE]
+    for tokens in _without_prefixes(core):
+        if hit := _resolve("".join(tokens), memory, None):
+            return hit
+        hints = {_FORM_FACTOR_WORDS[t] for t in tokens if t in _FORM_FACTOR_WORDS}
+        base = [t for t in tokens if t not in _FORM_FACTOR_WORDS]
+        if len(hints) == 1 and base and (hit := _resolve("".join(base), memory, hints.pop())):
+            return hit
+    return None
+
+
+# -- what users type --------------------------------------------------------------------------
+def families() -> list[str]:
+    """Sorted family names, the names users filter by."""
+    return sorted(_FAMILIES)
+
+
+def match_family(query: str) -> list[Gpu]:
+    """What a user typed -> matching catalog entries, in catalog order.
+
+    'H100', 'h100-sxm-80gb', 'A100-80GB', '4090', 'RTX 4090', '910B': an exact canonical name
+    gives that one GPU; a family gives all its variants; a family+memory like 'A100-80GB'
+    gives the 80 GB variants (a form factor, 'A100 PCIe', narrows likewise).
+    Case-insensitive. Empty list when nothing matches.
+    """
+    if not query or not query.strip():
+        return []
+    exact = _CANONICAL_KEYS.get(_key(query))
+    if exact is not None:
+        return [exact]
+    specific = lookup(query)
+    memory, core_text = _split_memory(_clean(query))
+    core = [t for t in _tokens(core_text) if t not in _NOISE]
+    for tokens in _without_prefixes(core):
+        hints = {_FORM_FACTOR_WORDS[t] for t in tokens if t in _FORM_FACTOR_WORDS}
+        base = [t for t in tokens if t not in _FORM_FACTOR_WORDS]
+        family = _FAMILY_KEYS.get("".join(base))
+        if family is None or len(hints) > 1:
+            continue
+        if specific is not None and lookup("".join(base), memory) is None:
+            # The words around the family name carried meaning: GCP's "nvidia-tesla-a100" is
+            # the 40 GB A100 although "A100" alone is ambiguous.
+            return [specific]
+        form_factor = hints.pop() if hints else None
+        return [
+            g
+            for g in _FAMILIES[family]
+            if (form_factor is None or g.form_factor in (form_factor, ""))
+            and (memory is None or _memory_fits(g, memory))
+        ]
+    # A provider-style string ("nvidia-h100-mega-80gb") still names one variant.
+    return [specific] if specific is not None else []
+
+
+def suggest(query: str) -> str | None:
+    """Closest family/canonical name for a typo ('H10O' -> 'H100'), via difflib.
+
+    None if nothing is close enough to be a plausible typo.
+    """
+    key = _key(query or "")
+    if not key:
+        return None
+    best, best_ratio = None, 0.0
+    # Families first, so a tie goes to the short name users type.
+    for name in [*sorted(_FAMILIES), *CATALOG]:
+        ratio = difflib.SequenceMatcher(None, key, _key(name)).ratio()
+        if ratio > best_ratio:
+            best, best_ratio = name, ratio
+    return best if best_ratio >= _SUGGEST_CUTOFF else None
+
+
+_COUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)(?:\s*/\s*(\d+))?\s*[*x×]\s*(\S.*?)\s*$", re.IGNORECASE)
+
+
+def parse_count_and_name(desc: str) -> tuple[float, str] | None:
+    """Split Tencent's 'N * NAME' GPU description: '8 * NVIDIA A100' -> (8.0, 'NVIDIA A100').
+
+    N may be a fraction of one GPU: '1/4 * NVIDIA T4' -> (0.25, 'NVIDIA T4'). None when the
+    text is not of that form or the count is not positive.
+    """
+    found = _COUNT.match(desc or "")
+    if not found:
+        return None
+    count = float(found.group(1))
+    if found.group(2) is not None:
+        denominator = int(found.group(2))
+        if denominator == 0:
+            return None
+        count /= denominator
+    if count <= 0:
+        return None
+    return count, found.group(3)

@@ -1,0 +1,63 @@
+"""The records every spider yields.
+
+`PriceItem` is the contract between spiders and the rest of gpuradar (see the design
+document): one offer as observed, in the provider's own units and currency. The
+pipeline fills the derived fields (`price_usd`, `price_per_gpu_usd`) and maps `gpu`
+through the catalog; spiders fill the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+Pricing = Literal["on_demand", "spot"]
+PRICINGS: tuple[str, ...] = ("on_demand", "spot")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class PriceItem:
+    source: str
+    region: str
+    instance_type: str
+    pricing: str
+    gpu: str
+    gpu_count: float
+    price: float | None
+    currency: str
+    zone: str = ""
+    gpu_memory_gb: float | None = None
+    vcpus: float | None = None
+    memory_gb: float | None = None
+    available: bool | None = None
+    available_count: int | None = None
+    observed_at: datetime = field(default_factory=utcnow)
+    url: str = ""
+    # Provider-specific extras kept with the offer (interruption band, tiered prices,
+    # reliability, interconnect, "derived" flags, ...). Small, JSON-serialisable.
+    attributes: dict[str, Any] = field(default_factory=dict)
+    # Filled by the pipeline.
+    price_usd: float | None = None
+    price_per_gpu_usd: float | None = None
+    # Raw GPU string when it matched nothing in the catalog (then `gpu` is the raw string too).
+    gpu_raw: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        """The offer identity used by storage: one time series per key."""
+        return (self.source, self.region, self.zone, self.instance_type, self.pricing)
+
+
+@dataclass
+class FxRateItem:
+    """A reference exchange rate: how many units of `currency` one EUR buys, on `rate_date`."""
+
+    currency: str
+    per_eur: float
+    rate_date: str  # ISO date as published
+    source: str = "fx"

@@ -1,0 +1,234 @@
+"""Item pipelines: validate, normalise, store.
+
+Spiders only read responses; everything that is the same for every source happens here:
+drop what cannot be an offer (reason counted in the crawl's stats), map the GPU through the
+catalog, convert to USD, and hand batches to storage.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from datetime import date
+from typing import Any
+
+from scrapy import signals
+from scrapy.crawler import Crawler
+from scrapy.exceptions import DropItem
+
+from crawler import gpus
+from crawler.currency import FxTable
+from crawler.items import PRICINGS, FxRateItem, PriceItem
+
+log = logging.getLogger(__name__)
+
+
+def _drop(crawler: Crawler, reason: str, item: PriceItem) -> DropItem:
+    crawler.stats.inc_value(f"gpuradar/dropped/{reason}")
+    return DropItem(f"{reason}: {item.source} {item.region} {item.instance_type} {item.pricing}")
+
+
+def database_url(crawler: Crawler) -> str:
+    from gpuradar.config import default_database_url
+
+    return crawler.settings.get("GPURADAR_DATABASE_URL") or default_database_url()
+
+
+def validate(item: PriceItem) -> str | None:
+    """Coerce the price; the reason the item cannot be stored, or None when it can."""
+    price = item.price
+    if price is None or isinstance(price, bool):
+        return "no_price"
+    try:
+        price = float(price)
+    except (TypeError, ValueError):
+        return "bad_price"
+    if math.isnan(price) or math.isinf(price):
+        return "bad_price"
+    if price <= 0:
+        return "zero_price"
+    item.price = price
+    if item.pricing not in PRICINGS:
+        return "bad_pricing"
+    if not item.currency or len(item.currency) != 3:
+        return "unknown_currency"
+    item.currency = item.currency.upper()
+    if not item.gpu_count or item.gpu_count <= 0:
+        return "no_gpu"
+    if not item.instance_type or not item.region:
+        return "no_identity"
+    return None
+
+
+def normalize(item: PriceItem, fx: FxTable) -> str | None:
+    """Canonical GPU and USD prices; the drop reason, or None. An unknown GPU is kept as-is
+    (`gpu_raw` set), never guessed."""
+    raw = item.gpu
+    gpu = gpus.lookup(raw, item.gpu_memory_gb)
+    if gpu is None:
+        item.gpu_raw = raw
+    else:
+        item.gpu = gpu.name
+        if item.gpu_memory_gb is None:
+            item.gpu_memory_gb = gpu.memory_gb
+    usd = fx.to_usd(item.price, item.currency)
+    if usd is None:
+        return "unknown_currency"
+    item.price_usd = round(usd, 6)
+    item.price_per_gpu_usd = round(usd / item.gpu_count, 6)
+    return None
+
+
+class ValidatePipeline:
+    """Reject what cannot be stored as an offer; never store a zero or missing price."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ValidatePipeline:
+        return cls(crawler)
+
+    def process_item(self, item: Any) -> Any:
+        if isinstance(item, PriceItem):
+            reason = validate(item)
+            if reason:
+                raise _drop(self.crawler, reason, item)
+        return item
+
+
+class NormalizePipeline:
+    """Canonical GPU names, USD prices, per-GPU prices."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.fx = FxTable()
+        self.unknown: set[str] = set()
+        crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> NormalizePipeline:
+        return cls(crawler)
+
+    def spider_opened(self, spider) -> None:
+        from storage.db import open_database
+        from storage.queries import latest_fx
+
+        self.fx = FxTable(latest_fx(open_database(database_url(self.crawler))))
+
+    def process_item(self, item: Any) -> Any:
+        if not isinstance(item, PriceItem):
+            return item
+        reason = normalize(item, self.fx)
+        if item.gpu_raw:
+            self.crawler.stats.inc_value("gpuradar/unknown_gpu")
+            if item.gpu_raw not in self.unknown:
+                self.unknown.add(item.gpu_raw)
+                self.crawler.stats.set_value("gpuradar/unknown_gpu_names", sorted(self.unknown))
+                log.warning("%s: GPU %r matches nothing in the catalog; kept as-is",
+                            item.source, item.gpu_raw)
+        if reason:
+            raise _drop(self.crawler, reason, item)
+        return item
+
+
+class StoragePipeline:
+    """Batches items into the change-point store and records the crawl's outcome."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.batch_size = crawler.settings.getint("GPURADAR_BATCH_SIZE", 1000)
+        self.batch: list[PriceItem] = []
+        self.fx: dict[tuple[str, date], float] = {}
+        self.errors: list[str] = []
+        self.writer = None
+        self.summary = None
+        crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(self.spider_error, signal=signals.spider_error)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> StoragePipeline:
+        return cls(crawler)
+
+    def spider_opened(self, spider) -> None:
+        from storage.db import open_database
+        from storage.ingest import CrawlWriter
+
+        self.engine = open_database(database_url(self.crawler))
+        self.writer = CrawlWriter(self.engine, spider.name)
+        self.crawler.stats.set_value("gpuradar/crawl_id", self.writer.crawl_id)
+
+    def spider_error(self, failure, response, spider) -> None:
+        self.errors.append(f"{failure.getErrorMessage()} ({response.url if response else '?'})")
+
+    def process_item(self, item: Any) -> Any:
+        if isinstance(item, FxRateItem):
+            self.fx[(item.currency, date.fromisoformat(item.rate_date))] = item.per_eur
+        elif isinstance(item, PriceItem):
+            self.batch.append(item)
+            if len(self.batch) >= self.batch_size:
+                self.flush()
+        return item
+
+    def flush(self) -> None:
+        if self.batch and self.writer is not None:
+            self.writer.add(self.batch)
+            self.batch = []
+
+    def _outcome(self, reason: str) -> tuple[str, str]:
+        stats = self.crawler.stats
+        errors = list(self.errors)
+        for key, value in sorted(stats.get_stats().items()):
+            if key.startswith("downloader/response_status_count/") and not key.endswith(
+                    ("/200", "/201", "/204", "/301", "/302", "/304", "/307", "/308")):
+                errors.append(f"{value} response(s) with HTTP {key.rsplit('/', 1)[1]}")
+        ignored = stats.get_value("httperror/response_ignored_count", 0)
+        gave_up = stats.get_value("retry/max_reached", 0)
+        if gave_up:
+            errors.append(f"gave up after retries on {gave_up} request(s)")
+        download_errors = stats.get_value("log_count/ERROR", 0) - len(self.errors)
+        if reason != "finished":
+            return "failed", "; ".join([f"crawl stopped early: {reason}", *errors])
+        if self.errors or ignored or gave_up or download_errors > 0:
+            if not errors:
+                errors.append(f"{download_errors} request(s) failed")
+            status = "partial" if self.writer and self.writer.items else "failed"
+            return status, "; ".join(errors)
+        return "ok", ""
+
+    def spider_closed(self, spider, reason: str) -> None:
+        if self.writer is None:
+            return
+        try:
+            self.flush()
+        except Exception as exc:  # storage failed mid-crawl: record it, close nothing
+            log.exception("%s: storing items failed", spider.name)
+            self.errors.append(f"storage error: {exc}")
+            reason = "storage_error"
+        if self.fx:
+            self._store_fx()
+        status, error = self._outcome(reason)
+        stats = self.crawler.stats.get_stats()
+        dropped = {k.rsplit("/", 1)[1]: v for k, v in stats.items()
+                   if k.startswith("gpuradar/dropped/")}
+        self.summary = self.writer.finish(
+            status, error=error, dropped=dropped,
+            unknown_gpus=stats.get("gpuradar/unknown_gpu_names", ()))
+        self.crawler.gpuradar_summary = self.summary  # read by the command line and daemon
+
+    def _store_fx(self) -> None:
+        from storage.queries import store_fx
+
+        by_date: dict[date, dict[str, float]] = {}
+        for (cur, day), per_eur in self.fx.items():
+            by_date.setdefault(day, {})[cur] = per_eur
+        for day, per_eur in by_date.items():
+            usd_per_eur = per_eur.get("USD")
+            if not usd_per_eur:
+                self.errors.append(f"ECB rates of {day} have no USD rate")
+                continue
+            rates = {cur: usd_per_eur / v for cur, v in per_eur.items() if v > 0}
+            rates["EUR"] = usd_per_eur
+            rates.pop("USD", None)
+            store_fx(self.engine, rates, day)

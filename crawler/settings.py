@@ -1,0 +1,65 @@
+"""Scrapy settings for gpuradar's crawler (`scrapy crawl azure` reads these too)."""
+
+BOT_NAME = "gpuradar"
+SPIDER_MODULES = ["crawler.spiders"]
+NEWSPIDER_MODULE = "crawler.spiders"
+
+USER_AGENT = "gpuradar/0.1 (+https://github.com/gpuradar/gpuradar)"
+ROBOTSTXT_OBEY = False  # official pricing APIs, not crawled sites
+TELNETCONSOLE_ENABLED = False
+TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+LOG_LEVEL = "INFO"
+LOG_FORMATTER = "crawler.logformatter.QuietDropLogFormatter"
+
+CONCURRENT_REQUESTS = 8
+CONCURRENT_REQUESTS_PER_DOMAIN = 4
+DOWNLOAD_TIMEOUT = 60
+# A hung crawl is closed (and recorded as failed) instead of blocking its schedule slot.
+CLOSESPIDER_TIMEOUT = 900
+
+RETRY_ENABLED = True
+RETRY_TIMES = 3
+RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
+# Exponential backoff on 429/503 (honours Retry-After): base * 2**attempt, capped.
+RETRY_BACKOFF_BASE = 1.0
+RETRY_BACKOFF_MAX = 60.0
+
+DOWNLOADER_MIDDLEWARES = {
+    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    "crawler.middlewares.BackoffRetryMiddleware": 550,
+    # Outermost, so that replay answers before anything touches the network and record
+    # sees the final response.
+    "crawler.middlewares.RecordReplayMiddleware": 50,
+}
+
+ITEM_PIPELINES = {
+    "crawler.pipelines.ValidatePipeline": 100,
+    "crawler.pipelines.NormalizePipeline": 200,
+    "crawler.pipelines.StoragePipeline": 300,
+}
+
+# --- gpuradar ------------------------------------------------------------------------
+# Database the StoragePipeline writes to; None = the embedded SQLite in the user data dir.
+GPURADAR_DATABASE_URL = None
+# Items per storage transaction.
+GPURADAR_BATCH_SIZE = 1000
+# Record every response under this directory / answer every request from it.
+GPURADAR_RECORD_DIR = None
+GPURADAR_REPLAY_DIR = None
+# Endpoint overrides, "source.endpoint" -> URL (tests, mirrors): {"azure.prices": "http://..."}
+GPURADAR_ENDPOINTS: dict[str, str] = {}
+# Per-source options from the config file (credentials, regions, currency, ...).
+GPURADAR_SOURCES: dict[str, dict] = {}
+
+# --- Playwright (pages that only render with JavaScript) --------------------------------
+# Spiders opt in per request with meta={"playwright": True}; the handler is only installed
+# for those spiders (see crawler.spiders.base.GpuRadarSpider.use_playwright).
+PLAYWRIGHT_BROWSER_TYPE = "chromium"
+PLAYWRIGHT_LAUNCH_OPTIONS = {
+    "executable_path": "/usr/bin/chromium",
+    "headless": True,
+    "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"],
+}
+PLAYWRIGHT_MAX_CONTEXTS = 2
+PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 20_000

@@ -1,0 +1,1 @@
+"""One spider per provider; each yields PriceItem and nothing else."""

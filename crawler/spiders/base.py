@@ -1,0 +1,88 @@
+"""What every gpuradar spider shares: endpoints that settings can override, per-source
+options and credentials, and parse errors that name the source and the field."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import scrapy
+from scrapy.settings import BaseSettings
+
+
+class ParseError(ValueError):
+    """A response in a shape the parser does not know: names source, field and where."""
+
+    def __init__(self, source: str, field: str, where: str = "", detail: str = "") -> None:
+        self.source, self.field, self.where = source, field, where
+        msg = f"{source}: unexpected response shape: field {field!r}"
+        if detail:
+            msg += f" {detail}"
+        if where:
+            msg += f" (in {where})"
+        super().__init__(msg)
+
+
+def require(obj: Any, key: str, source: str, where: str = "", kind: type | tuple = object) -> Any:
+    """obj[key], or a ParseError naming the missing/mistyped field."""
+    if not isinstance(obj, Mapping) or key not in obj:
+        raise ParseError(source, key, where, "is missing")
+    value = obj[key]
+    if kind is not object and not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise ParseError(source, key, where, f"is {type(value).__name__}, expected {names}")
+    return value
+
+
+class GpuRadarSpider(scrapy.Spider):
+    """Base class: a source of PriceItems."""
+
+    #: endpoint name -> default URL; override with GPURADAR_ENDPOINTS["<source>.<name>"]
+    endpoints: ClassVar[dict[str, str]] = {}
+    #: option name -> environment variable that can also provide it (credentials).
+    credentials: ClassVar[dict[str, str]] = {}
+    #: True when the source needs credentials to yield anything.
+    requires_credentials: ClassVar[bool] = False
+    #: Shown by `gpuradar sources` (experimental key-less paths, units, ...).
+    notes: ClassVar[str] = ""
+    #: Default crawl interval for the daemon, seconds.
+    default_interval: ClassVar[int] = 3600
+
+    def endpoint(self, name: str) -> str:
+        overrides = self.settings.getdict("GPURADAR_ENDPOINTS")
+        return overrides.get(f"{self.name}.{name}") or self.endpoints[name]
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return self.options_from(self.settings).get(name, default)
+
+    @classmethod
+    def options_from(cls, settings: BaseSettings) -> dict[str, Any]:
+        """Source options: the config file's `sources.<name>` section, then environment
+        variables for credentials."""
+        opts = dict(settings.getdict("GPURADAR_SOURCES").get(cls.name, {}) or {})
+        for opt, env in cls.credentials.items():
+            if not opts.get(opt) and os.environ.get(env):
+                opts[opt] = os.environ[env]
+        return opts
+
+    def parse_file(self, response) -> Any:
+        """Parse one saved response (`gpuradar parse`); spiders that read several kinds of
+        response override this to pick the parser from the content."""
+        return self.parse(response)
+
+    @classmethod
+    def status(cls, settings: BaseSettings) -> tuple[bool, str]:
+        """Whether the source runs with this configuration, and why (for `gpuradar sources`)."""
+        opts = cls.options_from(settings)
+        if opts.get("enabled") is False:
+            return False, "disabled in the config file"
+        missing = [f"{env} (or sources.{cls.name}.{opt})" for opt, env in cls.credentials.items()
+                   if not opts.get(opt)]
+        if cls.requires_credentials and missing:
+            return False, "needs " + " and ".join(missing)
+        if cls.credentials and not missing:
+            return True, "credentials found"
+        if cls.credentials:
+            return True, "public endpoint; " + ", ".join(missing) + " would add more"
+        return True, "public endpoint"

@@ -1,0 +1,114 @@
+"""Running crawls from the command line: which sources exist, which are enabled, and a
+one-shot crawl of several sources at once in one Scrapy process."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scrapy import signals
+from scrapy.settings import Settings
+from scrapy.spiderloader import get_spider_loader
+
+from crawler.spiders.base import GpuRadarSpider
+
+log = logging.getLogger(__name__)
+
+
+def spider_classes(settings: Settings) -> dict[str, type[GpuRadarSpider]]:
+    loader = get_spider_loader(settings)
+    return {name: loader.load(name) for name in sorted(loader.list())}
+
+
+def enabled_sources(settings: Settings) -> list[str]:
+    return [n for n, cls in spider_classes(settings).items() if cls.status(settings)[0]]
+
+
+class UnknownSource(ValueError):
+    pass
+
+
+def resolve_sources(names: Iterable[str], settings: Settings) -> list[str]:
+    """The sources to crawl: the named ones (validated), or every enabled one."""
+    known = spider_classes(settings)
+    names = list(names)
+    if not names:
+        return enabled_sources(settings)
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise UnknownSource(f"unknown source(s) {', '.join(bad)}; known: {', '.join(known)}")
+    return names
+
+
+@dataclass
+class CrawlResult:
+    source: str
+    status: str
+    items: int = 0
+    new_offers: int = 0
+    changed: int = 0
+    closed: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    unknown_gpus: list[str] = field(default_factory=list)
+    error: str = ""
+    duration_s: float = 0.0
+    crawl_id: int | None = None
+    changed_offer_ids: set[int] = field(default_factory=set)
+
+    @classmethod
+    def from_crawler(cls, source: str, crawler: Any) -> CrawlResult:
+        summary = getattr(crawler, "gpuradar_summary", None)
+        if summary is None:  # the crawl never reached storage (failed to open)
+            stats = crawler.stats.get_stats() if crawler.stats else {}
+            return cls(source=source, status="failed",
+                       error=str(stats.get("finish_reason", "crawl did not start")))
+        return cls(source=source, status=summary.status, items=summary.items,
+                   new_offers=summary.new_offers, changed=summary.changed, closed=summary.closed,
+                   dropped=summary.dropped, unknown_gpus=summary.unknown_gpus,
+                   error=summary.error, duration_s=summary.duration_s,
+                   crawl_id=summary.crawl_id, changed_offer_ids=summary.changed_offer_ids)
+
+
+def run_once(sources: list[str], settings: Settings,
+             on_item: Callable[[str], None] | None = None) -> list[CrawlResult]:
+    """Crawl `sources` and wait for all of them: `fx` first (so the others convert with
+    today's rates), then the rest concurrently. Starts and stops a reactor: once per process.
+    """
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.utils.reactor import install_reactor
+
+    install_reactor(settings["TWISTED_REACTOR"])  # before anything imports the reactor
+    from twisted.internet import defer, reactor
+
+    process = CrawlerProcess(settings)
+    crawlers = {}
+    handlers = []
+    for name in sources:
+        crawler = process.create_crawler(name)
+        if on_item is not None:
+            def counted(item, response, spider, _name=name):
+                on_item(_name)
+            handlers.append(counted)  # signals hold weak references: keep one
+            crawler.signals.connect(counted, signal=signals.item_scraped)
+        crawlers[name] = crawler
+    groups = [[n for n in sources if n == "fx"], [n for n in sources if n != "fx"]]
+
+    @defer.inlineCallbacks
+    def crawl_all():
+        try:
+            for group in groups:
+                if group:
+                    results = yield defer.DeferredList(
+                        [process.crawl(crawlers[n]) for n in group], consumeErrors=True)
+                    for ok, failure in results:
+                        if not ok:
+                            log.error("crawl failed: %s", failure.getTraceback())
+        finally:
+            if reactor.running:
+                reactor.callLater(0, reactor.stop)
+
+    reactor.callWhenRunning(crawl_all)
+    process.start(stop_after_crawl=False)
+    return [CrawlResult.from_crawler(name, c) for name, c in crawlers.items()]

@@ -1,0 +1,1 @@
+"""Persistence: the schema, the change-point price store and every query."""

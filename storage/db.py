@@ -1,0 +1,95 @@
+"""Engines, connection settings and schema migrations.
+
+SQLite (WAL) is the embedded default; PostgreSQL is selected by URL. The schema is owned by
+Alembic: `upgrade()` runs on start and through `gpuradar db upgrade`.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cache
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+
+log = logging.getLogger(__name__)
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+class DatabaseError(RuntimeError):
+    """A database that cannot be used: bad URL, unreachable server, failed migration."""
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparsable database URL>"
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+@cache
+def get_engine(url: str) -> Engine:
+    """One engine per URL and process; raises DatabaseError with a one-line reason."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise DatabaseError(f"malformed database URL {url!r}: {exc}") from None
+    if parsed.drivername.startswith("postgresql") and parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:"):
+        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    try:
+        engine = create_engine(parsed, pool_pre_ping=True)
+    except Exception as exc:  # unknown driver, missing DBAPI, bad options
+        raise DatabaseError(f"cannot use database {redact_url(url)}: {exc}") from None
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def check_connection(engine: Engine) -> None:
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except OperationalError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        where = engine.url.render_as_string(hide_password=True)
+        raise DatabaseError(f"cannot connect to database {where}: {reason}") from None
+
+
+def alembic_config(engine: Engine) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.attributes["engine"] = engine
+    return cfg
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to `revision` (applied on start; idempotent)."""
+    check_connection(engine)
+    try:
+        command.upgrade(alembic_config(engine), revision)
+    except OperationalError as exc:
+        raise DatabaseError(f"migration failed: {str(exc.orig or exc).splitlines()[0]}") from None
+
+
+def open_database(url: str) -> Engine:
+    """Engine for `url` with the schema at head: what every command starts with."""
+    engine = get_engine(url)
+    upgrade(engine)
+    return engine

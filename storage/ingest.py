@@ -1,0 +1,208 @@
+"""Writing crawls into the change-point store.
+
+One `CrawlWriter` per crawl of one source. It loads the source's current offers once, then
+compares every observation in memory: an unchanged observation writes nothing, a price or
+availability change closes the open span and opens a new one, a new offer gets its first
+span. Only when the crawl finishes cleanly are offers that were not seen closed.
+Everything goes through SQLAlchemy Core bulk statements, one transaction per batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, bindparam, insert, select, update
+
+from crawler.items import PriceItem
+from storage.models import Crawl, Offer, PriceSpan
+
+log = logging.getLogger(__name__)
+
+OFFER = Offer.__table__
+SPAN = PriceSpan.__table__
+CRAWL = Crawl.__table__
+
+# Columns that only describe the offer: a difference updates the offer row, no new span.
+_DETAIL_FIELDS = (
+    "gpu", "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb", "currency", "price_usd",
+    "price_per_gpu_usd", "available_count", "url", "attributes",
+)
+_STATE_COLUMNS = (OFFER.c.id, OFFER.c.region, OFFER.c.zone, OFFER.c.instance_type, OFFER.c.pricing,
+                  OFFER.c.price, OFFER.c.available, OFFER.c.active, OFFER.c.span_id,
+                  *(OFFER.c[f] for f in _DETAIL_FIELDS if f != "currency"), OFFER.c.currency)
+
+
+def _same_price(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return a == b
+
+
+@dataclass
+class CrawlSummary:
+    crawl_id: int
+    source: str
+    status: str
+    items: int = 0
+    new_offers: int = 0
+    changed: int = 0
+    closed: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    unknown_gpus: list[str] = field(default_factory=list)
+    error: str = ""
+    duration_s: float = 0.0
+    changed_offer_ids: set[int] = field(default_factory=set)
+
+
+class CrawlWriter:
+    """Accumulates one crawl of one source into storage."""
+
+    def __init__(self, engine: Engine, source: str, started_at: datetime | None = None) -> None:
+        self.engine = engine
+        self.source = source
+        self.started_at = started_at or datetime.now(UTC)
+        self.seen: set[tuple[str, str, str, str]] = set()
+        self.items = self.new_offers = self.changed = 0
+        self.changed_offer_ids: set[int] = set()
+        with engine.begin() as conn:
+            self.crawl_id: int = conn.execute(
+                insert(CRAWL).values(source=source, started_at=self.started_at, status="running",
+                                     items=0, new_offers=0, changed=0, closed=0, dropped={},
+                                     unknown_gpus=[], error="")
+                .returning(CRAWL.c.id)
+            ).scalar_one()
+            rows = conn.execute(select(*_STATE_COLUMNS).where(OFFER.c.source == source)).all()
+        self.current: dict[tuple[str, str, str, str], Any] = {
+            (r.region, r.zone, r.instance_type, r.pricing): r for r in rows
+        }
+
+    # -- observations -------------------------------------------------------------------
+    def add(self, items: Iterable[PriceItem]) -> None:
+        """Store one batch of observations (one transaction)."""
+        new: list[PriceItem] = []
+        changed: list[tuple[Any, PriceItem]] = []
+        details: list[dict[str, Any]] = []
+        for item in items:
+            key = (item.region, item.zone, item.instance_type, item.pricing)
+            if key in self.seen:
+                continue  # a source listing the same offer twice: first one wins
+            self.seen.add(key)
+            self.items += 1
+            state = self.current.get(key)
+            if state is None:
+                new.append(item)
+            elif (not state.active or state.available != item.available
+                  or not _same_price(state.price, item.price)):
+                changed.append((state, item))
+            else:
+                diff = {f: getattr(item, f) for f in _DETAIL_FIELDS
+                        if not _same(getattr(state, f), getattr(item, f))}
+                if diff:
+                    details.append({"_id": state.id, **diff})
+        if not (new or changed or details):
+            return
+        with self.engine.begin() as conn:
+            if new:
+                self._insert_new(conn, new)
+            if changed:
+                self._apply_changes(conn, changed)
+            for row in details:  # rare: FX moved, stock count changed, specs corrected
+                oid = row.pop("_id")
+                conn.execute(update(OFFER).where(OFFER.c.id == oid).values(**row))
+
+    def _offer_values(self, item: PriceItem) -> dict[str, Any]:
+        return {
+            "gpu": item.gpu, "gpu_count": item.gpu_count, "gpu_memory_gb": item.gpu_memory_gb,
+            "vcpus": item.vcpus, "memory_gb": item.memory_gb, "price": item.price,
+            "currency": item.currency, "price_usd": item.price_usd,
+            "price_per_gpu_usd": item.price_per_gpu_usd, "available": item.available,
+            "available_count": item.available_count, "url": item.url[:2000],
+            "attributes": item.attributes or {},
+        }
+
+    @staticmethod
+    def _span_values(offer_id: int, item: PriceItem) -> dict[str, Any]:
+        return {"offer_id": offer_id, "price": item.price, "currency": item.currency,
+                "price_usd": item.price_usd, "price_per_gpu_usd": item.price_per_gpu_usd,
+                "available": item.available, "valid_from": item.observed_at, "valid_to": None}
+
+    def _insert_new(self, conn, new: list[PriceItem]) -> None:
+        rows = [{"source": self.source, "region": i.region, "zone": i.zone,
+                 "instance_type": i.instance_type, "pricing": i.pricing,
+                 "first_seen": i.observed_at, "changed_at": i.observed_at, "active": True,
+                 **self._offer_values(i)} for i in new]
+        ids = conn.execute(insert(OFFER).returning(OFFER.c.id, sort_by_parameter_order=True),
+                           rows).scalars().all()
+        span_ids = conn.execute(
+            insert(SPAN).returning(SPAN.c.id, sort_by_parameter_order=True),
+            [self._span_values(oid, i) for oid, i in zip(ids, new, strict=True)],
+        ).scalars().all()
+        conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id"))
+                     .values(span_id=bindparam("_span")),
+                     [{"_id": o, "_span": s} for o, s in zip(ids, span_ids, strict=True)])
+        self.new_offers += len(new)
+        self.changed_offer_ids.update(ids)
+
+    def _apply_changes(self, conn, changed: list[tuple[Any, PriceItem]]) -> None:
+        to_close = [{"_sid": s.span_id, "_to": i.observed_at} for s, i in changed if s.span_id]
+        if to_close:
+            conn.execute(update(SPAN).where(SPAN.c.id == bindparam("_sid"))
+                         .values(valid_to=bindparam("_to")), to_close)
+        span_ids = conn.execute(
+            insert(SPAN).returning(SPAN.c.id, sort_by_parameter_order=True),
+            [self._span_values(s.id, i) for s, i in changed],
+        ).scalars().all()
+        for (state, item), span_id in zip(changed, span_ids, strict=True):
+            conn.execute(update(OFFER).where(OFFER.c.id == state.id).values(
+                **self._offer_values(item), span_id=span_id, changed_at=item.observed_at,
+                active=True))
+            self.changed_offer_ids.add(state.id)
+        self.changed += len(changed)
+
+    # -- end of crawl -------------------------------------------------------------------
+    def finish(self, status: str, *, error: str = "", dropped: dict[str, int] | None = None,
+               unknown_gpus: Iterable[str] = ()) -> CrawlSummary:
+        """Record the outcome; only a clean ("ok") crawl closes offers it did not see."""
+        finished = datetime.now(UTC)
+        closed = 0
+        if status == "ok" and self.items == 0 and any(s.active for s in self.current.values()):
+            # An empty answer from a source that listed offers before is a broken source,
+            # not a market that emptied in one go: close nothing.
+            status, error = "failed", error or "crawl returned no offers; nothing closed"
+        with self.engine.begin() as conn:
+            if status == "ok":
+                gone = [s for k, s in self.current.items() if s.active and k not in self.seen]
+                if gone:
+                    spans = [{"_sid": s.span_id, "_to": self.started_at} for s in gone if s.span_id]
+                    if spans:
+                        conn.execute(update(SPAN).where(SPAN.c.id == bindparam("_sid"))
+                                     .values(valid_to=bindparam("_to")), spans)
+                    conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
+                        active=False, available=False, span_id=None, changed_at=self.started_at,
+                        available_count=None), [{"_id": s.id} for s in gone])
+                    closed = len(gone)
+                    self.changed_offer_ids.update(s.id for s in gone)
+            summary = CrawlSummary(
+                crawl_id=self.crawl_id, source=self.source, status=status, items=self.items,
+                new_offers=self.new_offers, changed=self.changed, closed=closed,
+                dropped=dict(dropped or {}), unknown_gpus=sorted(set(unknown_gpus)),
+                error=error[:4000], duration_s=(finished - self.started_at).total_seconds(),
+                changed_offer_ids=self.changed_offer_ids,
+            )
+            conn.execute(update(CRAWL).where(CRAWL.c.id == self.crawl_id).values(
+                finished_at=finished, status=status, items=summary.items,
+                new_offers=summary.new_offers, changed=summary.changed, closed=closed,
+                dropped=summary.dropped, unknown_gpus=summary.unknown_gpus, error=summary.error,
+                duration_s=summary.duration_s))
+        log.info("%s crawl %s: %s, %d items, %d new, %d changed, %d closed", self.source,
+                 self.crawl_id, status, self.items, self.new_offers, self.changed, closed)
+        return summary

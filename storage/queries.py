@@ -1,0 +1,278 @@
+"""Every read gpuradar makes, in one place."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, and_, func, or_, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from storage.models import Crawl, FxRate, Offer, PriceSpan
+
+OFFER = Offer.__table__
+SPAN = PriceSpan.__table__
+CRAWL = Crawl.__table__
+FX = FxRate.__table__
+
+
+def _aware(ts: datetime | None) -> datetime | None:
+    if ts is not None and ts.tzinfo is None:
+        return ts.replace(tzinfo=UTC)
+    return ts
+
+
+# -- crawls ------------------------------------------------------------------------------
+def last_success(engine: Engine) -> dict[str, datetime]:
+    """When each source's last successful crawl started: every offer it listed was observed
+    after that instant, so it is the end of every open span."""
+    q = (select(CRAWL.c.source, func.max(CRAWL.c.started_at))
+         .where(CRAWL.c.status == "ok").group_by(CRAWL.c.source))
+    with engine.connect() as conn:
+        return {s: _aware(t) for s, t in conn.execute(q)}
+
+
+def last_crawls(engine: Engine) -> dict[str, dict[str, Any]]:
+    """The latest crawl of each source, whatever its outcome."""
+    latest = (select(CRAWL.c.source, func.max(CRAWL.c.id).label("id"))
+              .group_by(CRAWL.c.source).subquery())
+    q = select(CRAWL).join(latest, CRAWL.c.id == latest.c.id)
+    with engine.connect() as conn:
+        return {r.source: dict(r._mapping) for r in conn.execute(q)}
+
+
+def consecutive_failures(engine: Engine, source: str, limit: int = 50) -> int:
+    q = (select(CRAWL.c.status).where(CRAWL.c.source == source, CRAWL.c.status != "running")
+         .order_by(CRAWL.c.id.desc()).limit(limit))
+    n = 0
+    with engine.connect() as conn:
+        for (status,) in conn.execute(q):
+            if status == "ok":
+                break
+            n += 1
+    return n
+
+
+def mark_interrupted_crawls(engine: Engine) -> int:
+    """Crawls left 'running' by a killed process are failed: they closed nothing."""
+    from sqlalchemy import update
+    with engine.begin() as conn:
+        return conn.execute(update(CRAWL).where(CRAWL.c.status == "running").values(
+            status="failed", error="interrupted (process stopped during the crawl)",
+            finished_at=datetime.now(UTC))).rowcount
+
+
+# -- current offers ----------------------------------------------------------------------
+@dataclass
+class OfferFilter:
+    gpus: Sequence[str] = ()          # canonical names (already resolved from a family)
+    pricing: str | None = None
+    sources: Sequence[str] = ()
+    regions: Sequence[str] = ()       # globs
+    max_price: float | None = None    # USD per GPU-hour
+    min_gpus: float | None = None
+    min_gpu_memory: float | None = None
+    available_only: bool = False
+    include_inactive: bool = False
+
+
+def current_offers(engine: Engine, flt: OfferFilter | None = None,
+                   limit: int | None = None) -> list[dict[str, Any]]:
+    """Offers as they stand now, cheapest USD per GPU-hour first."""
+    flt = flt or OfferFilter()
+    conds = []
+    if not flt.include_inactive:
+        conds.append(OFFER.c.active.is_(True))
+    if flt.gpus:
+        conds.append(OFFER.c.gpu.in_(list(flt.gpus)))
+    if flt.pricing:
+        conds.append(OFFER.c.pricing == flt.pricing)
+    if flt.sources:
+        conds.append(OFFER.c.source.in_(list(flt.sources)))
+    if flt.max_price is not None:
+        conds.append(OFFER.c.price_per_gpu_usd <= flt.max_price)
+    if flt.min_gpus is not None:
+        conds.append(OFFER.c.gpu_count >= flt.min_gpus)
+    if flt.min_gpu_memory is not None:
+        conds.append(OFFER.c.gpu_memory_gb >= flt.min_gpu_memory)
+    if flt.available_only:
+        conds.append(or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None)))
+    q = (select(OFFER).where(and_(*conds))
+         .order_by(OFFER.c.price_per_gpu_usd.is_(None), OFFER.c.price_per_gpu_usd,
+                   OFFER.c.source, OFFER.c.region, OFFER.c.instance_type))
+    with engine.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(q)]
+    if flt.regions:
+        rows = [r for r in rows if region_matches(r["region"], r["zone"], flt.regions)]
+    seen = last_success(engine)
+    for r in rows:
+        r["changed_at"] = _aware(r["changed_at"])
+        r["first_seen"] = _aware(r["first_seen"])
+        r["observed_at"] = seen.get(r["source"]) or r["changed_at"]
+    return rows[:limit] if limit else rows
+
+
+def region_matches(region: str, zone: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(region.lower(), p.lower())
+               or (zone and fnmatch.fnmatchcase(zone.lower(), p.lower())) for p in patterns)
+
+
+def offer_counts(engine: Engine) -> list[tuple[str, str, str, int]]:
+    """(source, pricing, availability, count) of listed offers, for metrics."""
+    q = (select(OFFER.c.source, OFFER.c.pricing, OFFER.c.available, func.count())
+         .where(OFFER.c.active.is_(True))
+         .group_by(OFFER.c.source, OFFER.c.pricing, OFFER.c.available))
+    out = []
+    with engine.connect() as conn:
+        for source, pricing, available, n in conn.execute(q):
+            state = ("unknown" if available is None
+                     else "available" if available else "unavailable")
+            out.append((source, pricing, state, n))
+    return out
+
+
+def cheapest_per_gpu(engine: Engine) -> list[tuple[str, str, str, float]]:
+    """(gpu, pricing, source, min USD per GPU-hour) over listed, not-unavailable offers."""
+    q = (select(OFFER.c.gpu, OFFER.c.pricing, OFFER.c.source, func.min(OFFER.c.price_per_gpu_usd))
+         .where(OFFER.c.active.is_(True), OFFER.c.price_per_gpu_usd.is_not(None),
+                or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None)))
+         .group_by(OFFER.c.gpu, OFFER.c.pricing, OFFER.c.source))
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(q)]
+
+
+# -- history -----------------------------------------------------------------------------
+def find_offer(engine: Engine, source: str, instance_type: str, region: str | None = None,
+               pricing: str | None = None, zone: str | None = None) -> list[dict[str, Any]]:
+    conds = [OFFER.c.source == source, OFFER.c.instance_type == instance_type]
+    if region:
+        conds.append(OFFER.c.region == region)
+    if pricing:
+        conds.append(OFFER.c.pricing == pricing)
+    if zone is not None:
+        conds.append(OFFER.c.zone == zone)
+    with engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(select(OFFER).where(*conds))]
+
+
+def spans(engine: Engine, offer_id: int) -> list[dict[str, Any]]:
+    """The spans of one offer, oldest first; open spans end at the source's last success."""
+    with engine.connect() as conn:
+        source = conn.execute(select(OFFER.c.source).where(OFFER.c.id == offer_id)).scalar_one()
+        rows = [dict(r._mapping) for r in conn.execute(
+            select(SPAN).where(SPAN.c.offer_id == offer_id).order_by(SPAN.c.valid_from))]
+    end = last_success(engine).get(source)
+    for r in rows:
+        r["valid_from"] = _aware(r["valid_from"])
+        r["valid_to"] = _aware(r["valid_to"])
+        r["open"] = r["valid_to"] is None
+        r["seen_until"] = r["valid_to"] or end or r["valid_from"]
+    return rows
+
+
+def price_at(engine: Engine, offer_id: int, at: datetime) -> dict[str, Any] | None:
+    """The span in force at `at`, or None when the offer was not listed then (or not yet known).
+
+    An open span only answers up to the source's last successful crawl: after that we do
+    not know."""
+    for span in spans(engine, offer_id):
+        if span["valid_from"] <= at and (
+            (span["valid_to"] is not None and at < span["valid_to"])
+            or (span["valid_to"] is None and at <= span["seen_until"])
+        ):
+            return span
+    return None
+
+
+def gpu_spans(engine: Engine, gpus: Sequence[str], since: datetime, until: datetime | None = None,
+              pricing: str | None = None, sources: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Spans of every offer of the given GPUs overlapping [since, until]."""
+    until = until or datetime.now(UTC)
+    conds = [OFFER.c.gpu.in_(list(gpus)), SPAN.c.valid_from <= until,
+             or_(SPAN.c.valid_to.is_(None), SPAN.c.valid_to > since),
+             SPAN.c.price_per_gpu_usd.is_not(None)]
+    if pricing:
+        conds.append(OFFER.c.pricing == pricing)
+    if sources:
+        conds.append(OFFER.c.source.in_(list(sources)))
+    q = (select(SPAN, OFFER.c.source, OFFER.c.region, OFFER.c.instance_type, OFFER.c.pricing,
+                OFFER.c.gpu, OFFER.c.gpu_count)
+         .join(OFFER, OFFER.c.id == SPAN.c.offer_id).where(*conds))
+    ends = last_success(engine)
+    out = []
+    with engine.connect() as conn:
+        for r in conn.execute(q):
+            d = dict(r._mapping)
+            d["valid_from"] = _aware(d["valid_from"])
+            d["valid_to"] = _aware(d["valid_to"])
+            end = d["valid_to"] or ends.get(d["source"]) or d["valid_from"]
+            if end < since:
+                continue
+            d["seen_until"] = end
+            out.append(d)
+    return out
+
+
+def cheapest_over(engine: Engine, gpus: Sequence[str], since: datetime,
+                  until: datetime | None = None, pricing: str | None = None,
+                  available_only: bool = True) -> dict[str, Any] | None:
+    """The lowest USD per GPU-hour any offer of these GPUs had within [since, until]."""
+    best = None
+    for s in gpu_spans(engine, gpus, since, until, pricing):
+        if available_only and s["available"] is False:
+            continue
+        if best is None or s["price_per_gpu_usd"] < best["price_per_gpu_usd"]:
+            best = s
+    return best
+
+
+def cheapest_series(engine: Engine, gpus: Sequence[str], since: datetime, until: datetime,
+                    buckets: int, pricing: str | None = None
+                    ) -> list[tuple[datetime, float | None]]:
+    """Cheapest USD per GPU-hour in each of `buckets` equal slices of [since, until]."""
+    step = (until - since) / buckets
+    spans_ = [s for s in gpu_spans(engine, gpus, since, until, pricing)
+              if s["available"] is not False]
+    out: list[tuple[datetime, float | None]] = []
+    for i in range(buckets):
+        lo, hi = since + step * i, since + step * (i + 1)
+        prices = [s["price_per_gpu_usd"] for s in spans_
+                  if s["valid_from"] < hi and s["seen_until"] >= lo]
+        out.append((lo, min(prices) if prices else None))
+    return out
+
+
+# -- FX ----------------------------------------------------------------------------------
+def latest_fx(engine: Engine) -> dict[str, tuple[float, date, str]]:
+    """currency -> (USD per unit, rate date, origin) from the newest stored rate."""
+    newest = (select(FX.c.currency, func.max(FX.c.rate_date).label("d"))
+              .group_by(FX.c.currency).subquery())
+    q = select(FX.c.currency, FX.c.usd_per_unit, FX.c.rate_date, FX.c.source).join(
+        newest, and_(FX.c.currency == newest.c.currency, FX.c.rate_date == newest.c.d))
+    with engine.connect() as conn:
+        return {c: (u, d, s) for c, u, d, s in conn.execute(q)}
+
+
+def store_fx(engine: Engine, rates: dict[str, float], rate_date: date, origin: str = "ecb") -> int:
+    """Upsert USD-per-unit rates for one date."""
+    if not rates:
+        return 0
+    now = datetime.now(UTC)
+    rows = [{"currency": c, "rate_date": rate_date, "usd_per_unit": v, "source": origin,
+             "fetched_at": now} for c, v in rates.items()]
+    dialect = engine.dialect.name
+    ins = (postgresql.insert(FX) if dialect == "postgresql" else sqlite.insert(FX))
+    stmt = ins.on_conflict_do_update(
+        index_elements=["currency", "rate_date"],
+        set_={"usd_per_unit": ins.excluded.usd_per_unit, "source": ins.excluded.source,
+              "fetched_at": ins.excluded.fetched_at})
+    with engine.begin() as conn:
+        conn.execute(stmt, rows)
+    return len(rows)
+
+
+def since_days(days: float) -> datetime:
+    return datetime.now(UTC) - timedelta(days=days)

@@ -1,0 +1,1 @@
+"""Fixture routes, one module per provider: each defines ROUTES."""

@@ -1,0 +1,153 @@
+"""Change-point storage semantics, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import func, select
+
+from crawler.items import PriceItem
+from storage import queries
+from storage.ingest import CrawlWriter
+from storage.models import PriceSpan
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+def item(instance: str, price: float, at: datetime, *, region: str = "eastus",
+         gpu: str = "H100-SXM-80GB", count: float = 8, available: bool | None = True,
+         pricing: str = "on_demand") -> PriceItem:
+    return PriceItem(source="azure", region=region, instance_type=instance, pricing=pricing,
+                     gpu=gpu, gpu_count=count, price=price, currency="USD", available=available,
+                     observed_at=at, price_usd=price, price_per_gpu_usd=price / count)
+
+
+def crawl(engine, items, status="ok", at=None):
+    writer = CrawlWriter(engine, "azure", started_at=at)
+    writer.add(items)
+    return writer.finish(status)
+
+
+def span_count(engine) -> int:
+    with engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(PriceSpan)).scalar_one()
+
+
+def test_unchanged_observation_writes_no_span(engine):
+    crawl(engine, [item("A", 80.0, T0), item("B", 40.0, T0)], at=T0)
+    assert span_count(engine) == 2
+    summary = crawl(engine, [item("A", 80.0, T0 + timedelta(hours=1)),
+                             item("B", 40.0, T0 + timedelta(hours=1))], at=T0 + timedelta(hours=1))
+    assert (summary.new_offers, summary.changed, summary.closed) == (0, 0, 0)
+    assert span_count(engine) == 2
+    offer = queries.find_offer(engine, "azure", "A")[0]
+    (span,) = queries.spans(engine, offer["id"])
+    assert span["open"] and span["valid_from"] == T0
+    # The open span reaches the last successful crawl.
+    assert span["seen_until"] >= T0 + timedelta(hours=1)
+
+
+def test_price_change_opens_a_new_span_and_closes_the_old(engine):
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [item("A", 80.0, T0)], at=T0)
+    summary = crawl(engine, [item("A", 72.0, t1)], at=t1)
+    assert summary.changed == 1
+    offer = queries.find_offer(engine, "azure", "A")[0]
+    first, second = queries.spans(engine, offer["id"])
+    assert first["price"] == 80.0 and first["valid_to"] == t1
+    assert second["price"] == 72.0 and second["open"]
+    assert offer["price"] == 72.0 and offer["changed_at"].replace(tzinfo=UTC) == t1
+
+
+def test_availability_change_opens_a_span(engine):
+    crawl(engine, [item("A", 80.0, T0, available=True)], at=T0)
+    crawl(engine, [item("A", 80.0, T0 + timedelta(minutes=5), available=False)],
+          at=T0 + timedelta(minutes=5))
+    offer = queries.find_offer(engine, "azure", "A")[0]
+    assert [s["available"] for s in queries.spans(engine, offer["id"])] == [True, False]
+
+
+def test_failed_crawl_closes_nothing(engine):
+    crawl(engine, [item("A", 80.0, T0), item("B", 40.0, T0)], at=T0)
+    t1 = T0 + timedelta(hours=1)
+    summary = crawl(engine, [item("A", 80.0, t1)], status="failed", at=t1)
+    assert summary.closed == 0
+    rows = queries.current_offers(engine)
+    assert {r["instance_type"] for r in rows} == {"A", "B"}
+    assert queries.last_success(engine)["azure"] < t1
+
+
+def test_missing_from_successful_crawl_is_closed_as_unavailable(engine):
+    crawl(engine, [item("A", 80.0, T0), item("B", 40.0, T0)], at=T0)
+    t1 = T0 + timedelta(hours=1)
+    summary = crawl(engine, [item("A", 80.0, t1)], at=t1)
+    assert summary.closed == 1
+    assert {r["instance_type"] for r in queries.current_offers(engine)} == {"A"}
+    gone = queries.find_offer(engine, "azure", "B")[0]
+    assert gone["active"] is False and gone["available"] is False
+    (span,) = queries.spans(engine, gone["id"])
+    assert span["valid_to"] == t1
+    # It comes back: a new span, listed again.
+    t2 = T0 + timedelta(hours=2)
+    crawl(engine, [item("A", 80.0, t2), item("B", 40.0, t2)], at=t2)
+    assert len(queries.spans(engine, gone["id"])) == 2
+    assert {r["instance_type"] for r in queries.current_offers(engine)} == {"A", "B"}
+
+
+def test_empty_successful_crawl_is_a_failure_and_closes_nothing(engine):
+    crawl(engine, [item("A", 80.0, T0)], at=T0)
+    summary = crawl(engine, [], at=T0 + timedelta(hours=1))
+    assert summary.status == "failed" and summary.closed == 0
+    assert len(queries.current_offers(engine)) == 1
+
+
+def test_price_at_time_is_exact(engine):
+    t1, t2 = T0 + timedelta(hours=2), T0 + timedelta(hours=4)
+    crawl(engine, [item("A", 80.0, T0)], at=T0)
+    crawl(engine, [item("A", 72.0, t1)], at=t1)
+    crawl(engine, [item("A", 72.0, t2)], at=t2)
+    oid = queries.find_offer(engine, "azure", "A")[0]["id"]
+    assert queries.price_at(engine, oid, T0 - timedelta(seconds=1)) is None
+    assert queries.price_at(engine, oid, T0)["price"] == 80.0
+    assert queries.price_at(engine, oid, t1 - timedelta(seconds=1))["price"] == 80.0
+    assert queries.price_at(engine, oid, t1)["price"] == 72.0
+    assert queries.price_at(engine, oid, t2 - timedelta(minutes=1))["price"] == 72.0
+    # Beyond the last successful crawl we do not know.
+    assert queries.price_at(engine, oid, datetime.now(UTC) + timedelta(days=1)) is None
+
+
+def test_cheapest_h100_over_the_last_seven_days(engine):
+    now = datetime.now(UTC)
+    old, mid, recent = now - timedelta(days=9), now - timedelta(days=5), now - timedelta(hours=1)
+    crawl(engine, [item("A", 16.0, old), item("B", 24.0, old)], at=old)         # $2/GPU-h
+    crawl(engine, [item("A", 12.0, mid), item("B", 24.0, mid)], at=mid)         # $1.5/GPU-h
+    crawl(engine, [item("A", 20.0, recent), item("B", 24.0, recent)], at=recent)
+    best = queries.cheapest_over(engine, ["H100-SXM-80GB"], now - timedelta(days=7))
+    assert best["price_per_gpu_usd"] == 1.5 and best["instance_type"] == "A"
+    # An 8-day-old 16.0 span that ended 5 days ago still overlaps a 7-day window's start.
+    best_10 = queries.cheapest_over(engine, ["H100-SXM-80GB"], now - timedelta(days=10))
+    assert best_10["price_per_gpu_usd"] == 1.5
+    assert queries.cheapest_over(engine, ["A100-SXM-80GB"], now - timedelta(days=7)) is None
+    series = queries.cheapest_series(engine, ["H100-SXM-80GB"], now - timedelta(days=7), now, 7)
+    assert series[0][1] == 2.0      # days 7..6 ago: A at $2/GPU-h
+    assert series[-1][1] == 1.5     # the $1.5 span lasted until an hour ago
+    now_best = queries.cheapest_over(engine, ["H100-SXM-80GB"], recent)
+    assert now_best["price_per_gpu_usd"] == 2.5
+
+
+def test_spot_and_on_demand_are_separate_offers(engine):
+    crawl(engine, [item("A", 80.0, T0), item("A", 30.0, T0, pricing="spot")], at=T0)
+    rows = queries.current_offers(engine, queries.OfferFilter(pricing="spot"))
+    assert [(r["instance_type"], r["price"]) for r in rows] == [("A", 30.0)]
+
+
+def test_region_globs_and_filters(engine):
+    crawl(engine, [item("A", 80.0, T0, region="eastus"), item("B", 8.0, T0, region="westeurope",
+                                                               count=1, gpu="A100-PCIE-80GB")],
+          at=T0)
+    flt = queries.OfferFilter(regions=["east*"])
+    assert [r["instance_type"] for r in queries.current_offers(engine, flt)] == ["A"]
+    flt = queries.OfferFilter(min_gpus=8)
+    assert [r["instance_type"] for r in queries.current_offers(engine, flt)] == ["A"]
+    flt = queries.OfferFilter(max_price=9.0)
+    assert [r["instance_type"] for r in queries.current_offers(engine, flt)] == ["B"]
