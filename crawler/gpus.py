@@ -13,10 +13,12 @@ differ in price and speed (A100 40 GB vs 80 GB, H100 SXM vs PCIe vs NVL). So:
 
 Conventions, in one place so spiders do not reinvent them:
 
-* A bare name denotes a variant only where every provider that sends it means that variant:
-  "H100", "H200", "H800" and "A800" are the SXM (HGX) boards on every cloud that reports them
-  bare (AWS, Azure ND, GCP, OCI, Tencent HCC, Alibaba ebmgn); PCIe and NVL cards are always
-  labelled. A spider whose provider sells an unlabelled PCIe card must pass "... PCIe".
+* A bare name denotes a variant only where the providers that send it mean that variant:
+  "H100" and "H200" are the SXM (HGX) boards on AWS, Azure ND, GCP and OCI, where PCIe and
+  NVL cards are always labelled; "H800" and "A800" are the 8-GPU NVLink (SXM) servers Tencent
+  and Alibaba sell (Tencent quotes its H800 at 1979 TFLOPS FP8, the SXM figure). AutoDL and
+  Huawei do not say which board they use: a spider that knows it has a PCIe card must pass
+  "... PCIe", which picks the PCIe variant.
 * "A100", "V100" and "RTX 6000" need the memory: 40 vs 80 GB, 16 vs 32 GB, and Quadro RTX
   6000 (24 GB) vs RTX 6000 Ada (48 GB) vs RTX PRO 6000 (96 GB) are all real.
 * Memory matches within +-10 %: providers report GiB, MiB, or usable rather than nominal
