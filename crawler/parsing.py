@@ -48,6 +48,10 @@ def parse_files(source: str, files: list[Path], settings: Settings,
     classes = spider_classes(settings)
     if source not in classes:
         raise ParseFailed(f"unknown source {source!r}; known: {', '.join(classes)}")
+    from scrapy.utils.reactor import install_reactor, is_reactor_installed
+
+    if not is_reactor_installed():  # a crawler needs one installed, though none runs here
+        install_reactor(settings["TWISTED_REACTOR"])
     crawler = get_crawler(classes[source], settings.copy_to_dict())
     spider = crawler._create_spider()
     fx = fx or FxTable()

@@ -132,6 +132,26 @@ class NormalizePipeline:
         return item
 
 
+class _CrawlErrors(logging.Handler):
+    """Collects ERROR records about one spider. Scrapy's `log_count/ERROR` cannot be used:
+    its handler counts every crawler's errors in every crawler running in the process."""
+
+    def __init__(self, spider) -> None:
+        super().__init__(level=logging.ERROR)
+        self.spider = spider
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "spider", None) is self.spider:
+            try:
+                message = record.getMessage().splitlines()[0]
+            except Exception:  # noqa: BLE001 - a broken log call must not break the crawl
+                message = str(record.msg)
+            if record.exc_info and record.exc_info[1] is not None:
+                message += f": {record.exc_info[1]}"
+            self.messages.append(message[:500])
+
+
 class StoragePipeline:
     """Batches items into the change-point store and records the crawl's outcome."""
 
@@ -157,9 +177,12 @@ class StoragePipeline:
 
         self.engine = open_database(database_url(self.crawler))
         self.writer = CrawlWriter(self.engine, spider.name)
+        self.log_errors = _CrawlErrors(spider)
+        logging.getLogger().addHandler(self.log_errors)
         self.crawler.stats.set_value("gpuradar/crawl_id", self.writer.crawl_id)
 
     def spider_error(self, failure, response, spider) -> None:
+        # Also logged (and collected) by Scrapy; keep the message for the crawl record.
         self.errors.append(f"{failure.getErrorMessage()} ({response.url if response else '?'})")
 
     def process_item(self, item: Any) -> Any:
@@ -187,12 +210,11 @@ class StoragePipeline:
         gave_up = stats.get_value("retry/max_reached", 0)
         if gave_up:
             errors.append(f"gave up after retries on {gave_up} request(s)")
-        download_errors = stats.get_value("log_count/ERROR", 0) - len(self.errors)
+        logged = [m for m in self.log_errors.messages if not m.startswith("Spider error")]
+        errors.extend(dict.fromkeys(logged))  # download errors, spiders' own error reports
         if reason != "finished":
             return "failed", "; ".join([f"crawl stopped early: {reason}", *errors])
-        if self.errors or ignored or gave_up or download_errors > 0:
-            if not errors:
-                errors.append(f"{download_errors} request(s) failed")
+        if self.errors or ignored or gave_up or logged:
             status = "partial" if self.writer and self.writer.items else "failed"
             return status, "; ".join(errors)
         return "ok", ""
@@ -200,6 +222,7 @@ class StoragePipeline:
     def spider_closed(self, spider, reason: str) -> None:
         if self.writer is None:
             return
+        logging.getLogger().removeHandler(self.log_errors)
         try:
             self.flush()
         except Exception as exc:  # storage failed mid-crawl: record it, close nothing

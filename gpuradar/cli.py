@@ -158,20 +158,22 @@ def crawl(
 
 
 # -- prices ------------------------------------------------------------------------------
-def resolve_gpus(query: str | None) -> list[str]:
-    """Canonical names for a family ('H100') or an exact name ('H100-SXM-80GB')."""
+def resolve_gpus(query: str | None, engine) -> list[str]:
+    """Canonical names for a family ('H100') or an exact name ('H100-SXM-80GB'); a name the
+    catalog does not know matches the raw name a source reported, if any did."""
     from crawler import gpus
+    from storage.queries import gpu_names
 
     if not query:
         return []
     found = [g.name for g in gpus.match_family(query)]
     if found:
         return found
+    raw = [n for n in gpu_names(engine) if n.lower() == query.lower()]
+    if raw:
+        return raw
     hint = gpus.suggest(query)
-    # Unknown to the catalog: match the raw name a source reported.
-    if hint is None:
-        return [query]
-    raise fail(f"unknown GPU {query!r}; did you mean {hint}?")
+    raise fail(f"unknown GPU {query!r}" + (f"; did you mean {hint}?" if hint else ""))
 
 
 def offer_rows(offers: list[dict], now: datetime) -> list[dict]:
@@ -232,7 +234,7 @@ def prices(
             raise fail(f"--pricing must be on-demand or spot, not {pricing!r}")
     cfg = get_config(config, database_url)
     engine = get_engine(cfg)
-    flt = OfferFilter(gpus=resolve_gpus(gpu), pricing=pricing, sources=source or [],
+    flt = OfferFilter(gpus=resolve_gpus(gpu, engine), pricing=pricing, sources=source or [],
                       regions=region or [], max_price=max_price, min_gpus=min_gpus,
                       min_gpu_memory=min_gpu_memory, available_only=available,
                       include_inactive=all_offers)
@@ -285,7 +287,7 @@ def history(
     engine = get_engine(cfg)
     f = pick_format(fmt, as_json, as_csv)
     if gpu:
-        names = resolve_gpus(gpu)
+        names = resolve_gpus(gpu, engine)
         until = datetime.now(UTC)
         since = until - timedelta(days=days)
         series = queries.cheapest_series(engine, names, since, until, buckets=60, pricing=pricing)
@@ -439,7 +441,17 @@ def demo(keep: Annotated[Path | None, typer.Option(help="Keep the demo database 
 
 
 # -- commands contributed by the other parts (alerts, daemon, recommend) ---------------------
-# (registered below this line)
+def _register_commands() -> None:
+    import importlib
+    import pkgutil
+
+    import gpuradar.commands as pkg
+
+    for mod in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        importlib.import_module(f"gpuradar.commands.{mod.name}").register(app)
+
+
+_register_commands()
 
 
 def main() -> None:

@@ -115,6 +115,12 @@ def current_offers(engine: Engine, flt: OfferFilter | None = None,
     return rows[:limit] if limit else rows
 
 
+def gpu_names(engine: Engine) -> list[str]:
+    """Every GPU name stored, including raw names the catalog does not know."""
+    with engine.connect() as conn:
+        return sorted(conn.execute(select(OFFER.c.gpu).distinct()).scalars())
+
+
 def region_matches(region: str, zone: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(region.lower(), p.lower())
                or (zone and fnmatch.fnmatchcase(zone.lower(), p.lower())) for p in patterns)
