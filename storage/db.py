@@ -10,6 +10,7 @@ import logging
 from functools import cache
 from pathlib import Path
 
+import orjson
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
@@ -33,6 +34,11 @@ def redact_url(url: str) -> str:
         return "<unparsable database URL>"
 
 
+def _json_dumps(value) -> str:
+    # orjson: JSON columns (offer attributes) are read for every offer of every crawl.
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -54,7 +60,8 @@ def get_engine(url: str) -> Engine:
     if parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:"):
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     try:
-        engine = create_engine(parsed, pool_pre_ping=True)
+        engine = create_engine(parsed, pool_pre_ping=True, json_serializer=_json_dumps,
+                               json_deserializer=orjson.loads)
     except Exception as exc:  # unknown driver, missing DBAPI, bad options
         raise DatabaseError(f"cannot use database {redact_url(url)}: {exc}") from None
     if engine.dialect.name == "sqlite":

@@ -10,7 +10,6 @@ Everything goes through SQLAlchemy Core bulk statements, one transaction per bat
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,23 +27,26 @@ SPAN = PriceSpan.__table__
 CRAWL = Crawl.__table__
 
 # Columns that only describe the offer: a difference updates the offer row, no new span.
-_DETAIL_FIELDS = (
-    "gpu", "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb", "currency", "price_usd",
-    "price_per_gpu_usd", "available_count", "url", "attributes",
-)
-_STATE_COLUMNS = (OFFER.c.id, OFFER.c.region, OFFER.c.zone, OFFER.c.instance_type, OFFER.c.pricing,
-                  OFFER.c.price, OFFER.c.available, OFFER.c.active, OFFER.c.span_id,
-                  *(OFFER.c[f] for f in _DETAIL_FIELDS if f != "currency"), OFFER.c.currency)
+DETAIL_FIELDS = ("gpu", "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb", "currency",
+                 "price_usd", "price_per_gpu_usd", "available_count", "url", "attributes")
+_KEY_FIELDS = ("region", "zone", "instance_type", "pricing")
 
 
-def _same_price(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+@dataclass(slots=True)
+class _State:
+    """What storage holds for one offer, as far as change detection needs it."""
+
+    id: int
+    price: float
+    available: bool | None
+    active: bool
+    details: tuple
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-    return a == b
+def _details(item: PriceItem) -> tuple:
+    return (item.gpu, item.gpu_count, item.gpu_memory_gb, item.vcpus, item.memory_gb,
+            item.currency, item.price_usd, item.price_per_gpu_usd, item.available_count,
+            item.url[:2000], item.attributes or {})
 
 
 @dataclass
@@ -73,6 +75,8 @@ class CrawlWriter:
         self.seen: set[tuple[str, str, str, str]] = set()
         self.items = self.new_offers = self.changed = 0
         self.changed_offer_ids: set[int] = set()
+        cols = [OFFER.c[f] for f in ("id", *_KEY_FIELDS, "price", "available", "active",
+                                     *DETAIL_FIELDS)]
         with engine.begin() as conn:
             self.crawl_id: int = conn.execute(
                 insert(CRAWL).values(source=source, started_at=self.started_at, status="running",
@@ -80,34 +84,33 @@ class CrawlWriter:
                                      unknown_gpus=[], error="")
                 .returning(CRAWL.c.id)
             ).scalar_one()
-            rows = conn.execute(select(*_STATE_COLUMNS).where(OFFER.c.source == source)).all()
-        self.current: dict[tuple[str, str, str, str], Any] = {
-            (r.region, r.zone, r.instance_type, r.pricing): r for r in rows
-        }
+            rows = conn.execute(select(*cols).where(OFFER.c.source == source)).all()
+        self.current: dict[tuple[str, str, str, str], _State] = {}
+        for row in rows:
+            r = tuple(row)
+            self.current[r[1:5]] = _State(r[0], r[5], r[6], r[7], r[8:])
 
     # -- observations -------------------------------------------------------------------
     def add(self, items: Iterable[PriceItem]) -> None:
         """Store one batch of observations (one transaction)."""
         new: list[PriceItem] = []
-        changed: list[tuple[Any, PriceItem]] = []
-        details: list[dict[str, Any]] = []
+        changed: list[tuple[_State, PriceItem]] = []
+        details: list[tuple[_State, PriceItem]] = []
+        seen, current = self.seen, self.current
         for item in items:
             key = (item.region, item.zone, item.instance_type, item.pricing)
-            if key in self.seen:
-                continue  # a source listing the same offer twice: first one wins
-            self.seen.add(key)
+            if key in seen:
+                continue  # a source listing the same offer twice: the first one wins
+            seen.add(key)
             self.items += 1
-            state = self.current.get(key)
+            state = current.get(key)
             if state is None:
                 new.append(item)
-            elif (not state.active or state.available != item.available
-                  or not _same_price(state.price, item.price)):
+            elif (state.price != item.price or state.available != item.available
+                  or not state.active):
                 changed.append((state, item))
-            else:
-                diff = {f: getattr(item, f) for f in _DETAIL_FIELDS
-                        if not _same(getattr(state, f), getattr(item, f))}
-                if diff:
-                    details.append({"_id": state.id, **diff})
+            elif state.details != _details(item):
+                details.append((state, item))
         if not (new or changed or details):
             return
         with self.engine.begin() as conn:
@@ -115,19 +118,16 @@ class CrawlWriter:
                 self._insert_new(conn, new)
             if changed:
                 self._apply_changes(conn, changed)
-            for row in details:  # rare: FX moved, stock count changed, specs corrected
-                oid = row.pop("_id")
-                conn.execute(update(OFFER).where(OFFER.c.id == oid).values(**row))
+            if details:  # rare: FX moved, stock count changed, specs corrected
+                conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
+                    {f: bindparam(f) for f in DETAIL_FIELDS}),
+                    [{"_id": s.id, **self._detail_values(i)} for s, i in details])
+                for state, item in details:
+                    state.details = _details(item)
 
-    def _offer_values(self, item: PriceItem) -> dict[str, Any]:
-        return {
-            "gpu": item.gpu, "gpu_count": item.gpu_count, "gpu_memory_gb": item.gpu_memory_gb,
-            "vcpus": item.vcpus, "memory_gb": item.memory_gb, "price": item.price,
-            "currency": item.currency, "price_usd": item.price_usd,
-            "price_per_gpu_usd": item.price_per_gpu_usd, "available": item.available,
-            "available_count": item.available_count, "url": item.url[:2000],
-            "attributes": item.attributes or {},
-        }
+    @staticmethod
+    def _detail_values(item: PriceItem) -> dict[str, Any]:
+        return dict(zip(DETAIL_FIELDS, _details(item), strict=True))
 
     @staticmethod
     def _span_values(offer_id: int, item: PriceItem) -> dict[str, Any]:
@@ -137,34 +137,35 @@ class CrawlWriter:
 
     def _insert_new(self, conn, new: list[PriceItem]) -> None:
         rows = [{"source": self.source, "region": i.region, "zone": i.zone,
-                 "instance_type": i.instance_type, "pricing": i.pricing,
-                 "first_seen": i.observed_at, "changed_at": i.observed_at, "active": True,
-                 **self._offer_values(i)} for i in new]
+                 "instance_type": i.instance_type, "pricing": i.pricing, "price": i.price,
+                 "available": i.available, "first_seen": i.observed_at,
+                 "changed_at": i.observed_at, "active": True, **self._detail_values(i)}
+                for i in new]
         ids = conn.execute(insert(OFFER).returning(OFFER.c.id, sort_by_parameter_order=True),
                            rows).scalars().all()
-        span_ids = conn.execute(
-            insert(SPAN).returning(SPAN.c.id, sort_by_parameter_order=True),
-            [self._span_values(oid, i) for oid, i in zip(ids, new, strict=True)],
-        ).scalars().all()
-        conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id"))
-                     .values(span_id=bindparam("_span")),
-                     [{"_id": o, "_span": s} for o, s in zip(ids, span_ids, strict=True)])
+        conn.execute(insert(SPAN), [self._span_values(oid, i)
+                                    for oid, i in zip(ids, new, strict=True)])
+        for oid, i in zip(ids, new, strict=True):
+            self.current[(i.region, i.zone, i.instance_type, i.pricing)] = _State(
+                oid, i.price, i.available, True, _details(i))
         self.new_offers += len(new)
         self.changed_offer_ids.update(ids)
 
-    def _apply_changes(self, conn, changed: list[tuple[Any, PriceItem]]) -> None:
-        to_close = [{"_sid": s.span_id, "_to": i.observed_at} for s, i in changed if s.span_id]
-        if to_close:
-            conn.execute(update(SPAN).where(SPAN.c.id == bindparam("_sid"))
-                         .values(valid_to=bindparam("_to")), to_close)
-        span_ids = conn.execute(
-            insert(SPAN).returning(SPAN.c.id, sort_by_parameter_order=True),
-            [self._span_values(s.id, i) for s, i in changed],
-        ).scalars().all()
-        for (state, item), span_id in zip(changed, span_ids, strict=True):
-            conn.execute(update(OFFER).where(OFFER.c.id == state.id).values(
-                **self._offer_values(item), span_id=span_id, changed_at=item.observed_at,
-                active=True))
+    def _apply_changes(self, conn, changed: list[tuple[_State, PriceItem]]) -> None:
+        # The open span of an offer is the one without an end (index ix_span_open).
+        conn.execute(update(SPAN).where(SPAN.c.offer_id == bindparam("_oid"),
+                                        SPAN.c.valid_to.is_(None))
+                     .values(valid_to=bindparam("_to")),
+                     [{"_oid": s.id, "_to": i.observed_at} for s, i in changed])
+        conn.execute(insert(SPAN), [self._span_values(s.id, i) for s, i in changed])
+        values = {f: bindparam(f) for f in ("price", "available", *DETAIL_FIELDS)}
+        conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
+            **values, changed_at=bindparam("_at"), active=True),
+            [{"_id": s.id, "_at": i.observed_at, "price": i.price, "available": i.available,
+              **self._detail_values(i)} for s, i in changed])
+        for state, item in changed:
+            state.price, state.available, state.active = item.price, item.available, True
+            state.details = _details(item)
             self.changed_offer_ids.add(state.id)
         self.changed += len(changed)
 
@@ -182,12 +183,12 @@ class CrawlWriter:
             if status == "ok":
                 gone = [s for k, s in self.current.items() if s.active and k not in self.seen]
                 if gone:
-                    spans = [{"_sid": s.span_id, "_to": self.started_at} for s in gone if s.span_id]
-                    if spans:
-                        conn.execute(update(SPAN).where(SPAN.c.id == bindparam("_sid"))
-                                     .values(valid_to=bindparam("_to")), spans)
+                    conn.execute(update(SPAN).where(SPAN.c.offer_id == bindparam("_oid"),
+                                                    SPAN.c.valid_to.is_(None))
+                                 .values(valid_to=self.started_at),
+                                 [{"_oid": s.id} for s in gone])
                     conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
-                        active=False, available=False, span_id=None, changed_at=self.started_at,
+                        active=False, available=False, changed_at=self.started_at,
                         available_count=None), [{"_id": s.id} for s in gone])
                     closed = len(gone)
                     self.changed_offer_ids.update(s.id for s in gone)

@@ -70,7 +70,6 @@ def upgrade() -> None:
     sa.Column('first_seen', sqlmodel.sql.sqltypes.UTCDateTime(), nullable=False),
     sa.Column('changed_at', sqlmodel.sql.sqltypes.UTCDateTime(), nullable=False),
     sa.Column('active', sa.Boolean(), nullable=False),
-    sa.Column('span_id', sa.Integer(), nullable=True),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('source', 'region', 'zone', 'instance_type', 'pricing', name='uq_offer_key')
     )
