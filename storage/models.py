@@ -48,7 +48,6 @@ class Offer(SQLModel, table=True):
     changed_at: datetime
     # Listed in the source's last successful crawl; False once it vanished.
     active: bool = True
-    span_id: int | None = None
 
 
 class PriceSpan(SQLModel, table=True):
