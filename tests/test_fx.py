@@ -1,0 +1,48 @@
+"""FX: ECB reference rates stored by date; conversion uses the latest; the built-in table
+is a loud last resort."""
+
+from __future__ import annotations
+
+import logging
+from datetime import date
+
+import pytest
+
+from crawler.currency import FxTable
+from crawler.items import PriceItem
+from crawler.pipelines import normalize
+from storage.queries import latest_fx, store_fx
+
+
+def cny_item(price: float = 2.72) -> PriceItem:
+    return PriceItem(source="autodl", region="west-B", instance_type="m1", pricing="on_demand",
+                     gpu="RTX 4090", gpu_count=1, price=price, currency="CNY")
+
+
+def test_latest_stored_rate_converts(engine):
+    store_fx(engine, {"CNY": 0.14, "EUR": 1.10}, date(2026, 11, 26))
+    store_fx(engine, {"CNY": 1.1562 / 8.1871, "EUR": 1.1562}, date(2026, 11, 27))
+    rates = latest_fx(engine)
+    assert rates["CNY"][1] == date(2026, 11, 27)
+    item = cny_item()
+    assert normalize(item, FxTable(rates)) is None
+    assert item.price_usd == pytest.approx(2.72 * 1.1562 / 8.1871, rel=1e-6)
+    assert item.price == 2.72 and item.currency == "CNY"  # the quoted price is kept
+    assert item.gpu == "RTX-4090"
+    # Re-storing a date replaces its rate instead of duplicating it.
+    store_fx(engine, {"CNY": 0.15}, date(2026, 11, 27))
+    assert latest_fx(engine)["CNY"][0] == 0.15
+
+
+def test_fallback_rate_is_used_with_a_warning(caplog):
+    item = cny_item()
+    with caplog.at_level(logging.WARNING):
+        assert normalize(item, FxTable({})) is None
+    assert item.price_usd is not None
+    assert "built-in fallback" in caplog.text and "gpuradar crawl fx" in caplog.text
+
+
+def test_unknown_currency_is_dropped():
+    item = cny_item()
+    item.currency = "XYZ"
+    assert normalize(item, FxTable({})) == "unknown_currency"
