@@ -456,7 +456,3 @@ _register_commands()
 
 def main() -> None:
     app()
-
-
-if __name__ == "__main__":
-    main()

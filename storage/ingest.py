@@ -2,8 +2,9 @@
 
 One `CrawlWriter` per crawl of one source. It loads the source's current offers once, then
 compares every observation in memory: an unchanged observation writes nothing, a price or
-availability change closes the open span and opens a new one, a new offer gets its first
-span. Only when the crawl finishes cleanly are offers that were not seen closed.
+availability change (or a new offer) writes one change point, which ends the span before
+it. Only when the crawl finishes cleanly are offers that were not seen closed (a change
+point with no price: not listed from then on).
 Everything goes through SQLAlchemy Core bulk statements, one transaction per batch.
 """
 
@@ -16,17 +17,37 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, bindparam, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from crawler.items import PriceItem
-from storage.models import Crawl, Offer, PriceSpan
+from storage.models import Crawl, Offer, PriceChange
 
 log = logging.getLogger(__name__)
 
 OFFER = Offer.__table__
-SPAN = PriceSpan.__table__
+CHANGE = PriceChange.__table__
 CRAWL = Crawl.__table__
 
-# Columns that only describe the offer: a difference updates the offer row, no new span.
+
+def epoch(ts: datetime) -> int:
+    return int(ts.timestamp())
+
+
+def micros(price: float | None) -> int | None:
+    return None if price is None else round(price * 1_000_000)
+
+
+def _record_changes(conn, rows: list[dict[str, Any]]) -> None:
+    """Insert change points; a second change of one offer within the same second replaces
+    the first (the later state is the one that held)."""
+    ins = (postgresql.insert(CHANGE) if conn.dialect.name == "postgresql"
+           else sqlite.insert(CHANGE))
+    conn.execute(ins.on_conflict_do_update(
+        index_elements=["offer_id", "at"],
+        set_={"price_micros": ins.excluded.price_micros, "available": ins.excluded.available}),
+        rows)
+
+# Columns that only describe the offer: a difference updates the offer row, no change point.
 DETAIL_FIELDS = ("gpu", "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb", "currency",
                  "price_usd", "price_per_gpu_usd", "available_count", "url", "attributes")
 _KEY_FIELDS = ("region", "zone", "instance_type", "pricing")
@@ -130,10 +151,9 @@ class CrawlWriter:
         return dict(zip(DETAIL_FIELDS, _details(item), strict=True))
 
     @staticmethod
-    def _span_values(offer_id: int, item: PriceItem) -> dict[str, Any]:
-        return {"offer_id": offer_id, "price": item.price, "currency": item.currency,
-                "price_usd": item.price_usd, "price_per_gpu_usd": item.price_per_gpu_usd,
-                "available": item.available, "valid_from": item.observed_at, "valid_to": None}
+    def _change(offer_id: int, item: PriceItem) -> dict[str, Any]:
+        return {"offer_id": offer_id, "at": epoch(item.observed_at),
+                "price_micros": micros(item.price), "available": item.available}
 
     def _insert_new(self, conn, new: list[PriceItem]) -> None:
         rows = [{"source": self.source, "region": i.region, "zone": i.zone,
@@ -143,8 +163,8 @@ class CrawlWriter:
                 for i in new]
         ids = conn.execute(insert(OFFER).returning(OFFER.c.id, sort_by_parameter_order=True),
                            rows).scalars().all()
-        conn.execute(insert(SPAN), [self._span_values(oid, i)
-                                    for oid, i in zip(ids, new, strict=True)])
+        conn.execute(insert(CHANGE), [self._change(oid, i)
+                                      for oid, i in zip(ids, new, strict=True)])
         for oid, i in zip(ids, new, strict=True):
             self.current[(i.region, i.zone, i.instance_type, i.pricing)] = _State(
                 oid, i.price, i.available, True, _details(i))
@@ -152,12 +172,7 @@ class CrawlWriter:
         self.changed_offer_ids.update(ids)
 
     def _apply_changes(self, conn, changed: list[tuple[_State, PriceItem]]) -> None:
-        # The open span of an offer is the one without an end (index ix_span_open).
-        conn.execute(update(SPAN).where(SPAN.c.offer_id == bindparam("_oid"),
-                                        SPAN.c.valid_to.is_(None))
-                     .values(valid_to=bindparam("_to")),
-                     [{"_oid": s.id, "_to": i.observed_at} for s, i in changed])
-        conn.execute(insert(SPAN), [self._span_values(s.id, i) for s, i in changed])
+        _record_changes(conn, [self._change(s.id, i) for s, i in changed])
         values = {f: bindparam(f) for f in ("price", "available", *DETAIL_FIELDS)}
         conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
             **values, changed_at=bindparam("_at"), active=True),
@@ -183,10 +198,9 @@ class CrawlWriter:
             if status == "ok":
                 gone = [s for k, s in self.current.items() if s.active and k not in self.seen]
                 if gone:
-                    conn.execute(update(SPAN).where(SPAN.c.offer_id == bindparam("_oid"),
-                                                    SPAN.c.valid_to.is_(None))
-                                 .values(valid_to=self.started_at),
-                                 [{"_oid": s.id} for s in gone])
+                    at = epoch(self.started_at)
+                    _record_changes(conn, [{"offer_id": s.id, "at": at, "price_micros": None,
+                                            "available": False} for s in gone])
                     conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
                         active=False, available=False, changed_at=self.started_at,
                         available_count=None), [{"_id": s.id} for s in gone])

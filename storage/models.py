@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -50,22 +50,21 @@ class Offer(SQLModel, table=True):
     active: bool = True
 
 
-class PriceSpan(SQLModel, table=True):
-    __tablename__ = "price_span"
-    __table_args__ = (
-        Index("ix_span_offer_from", "offer_id", "valid_from"),
-        Index("ix_span_open", "valid_to", "offer_id"),
-    )
+class PriceChange(SQLModel, table=True):
+    """One change point of one offer: from `at` on, its price and availability were these,
+    until its next change. `price_micros` NULL means the offer stopped being listed.
 
-    id: int | None = Field(default=None, primary_key=True)
-    offer_id: int = Field(foreign_key="offer.id")
-    price: float
-    currency: str = Field(max_length=3)
-    price_usd: float | None = None
-    price_per_gpu_usd: float | None = None
+    Deliberately compact (integer epoch seconds, integer micro-units of the quoted
+    currency, clustered on its primary key with no rowid on SQLite): the history grows by
+    one ~20-byte row per change, whatever the crawl frequency."""
+
+    __tablename__ = "price_change"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    offer_id: int = Field(foreign_key="offer.id", primary_key=True)
+    at: int = Field(primary_key=True, sa_type=BigInteger)  # epoch seconds, UTC
+    price_micros: int | None = Field(default=None, sa_type=BigInteger)
     available: bool | None = None
-    valid_from: datetime
-    valid_to: datetime | None = None
 
 
 class Crawl(SQLModel, table=True):

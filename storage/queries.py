@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import Engine, and_, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from storage.models import Crawl, FxRate, Offer, PriceSpan
+from storage.models import Crawl, FxRate, Offer, PriceChange
 
 OFFER = Offer.__table__
-SPAN = PriceSpan.__table__
+CHANGE = PriceChange.__table__
 CRAWL = Crawl.__table__
 FX = FxRate.__table__
 
@@ -164,26 +164,62 @@ def find_offer(engine: Engine, source: str, instance_type: str, region: str | No
         return [dict(r._mapping) for r in conn.execute(select(OFFER).where(*conds))]
 
 
+def _when(at: int) -> datetime:
+    return datetime.fromtimestamp(at, UTC)
+
+
+def _spans_of(offer: dict[str, Any], changes: Sequence[tuple[int, int | None, bool | None]],
+              end: datetime | None) -> list[dict[str, Any]]:
+    """Turn an offer's change points (oldest first) into spans.
+
+    USD values use the conversion of the offer's latest observation: the quoted price is
+    exact, the USD figure of an old CNY span follows today's rate."""
+    factor = (offer["price_usd"] / offer["price"]
+              if offer.get("price_usd") and offer.get("price") else None)
+    count = offer.get("gpu_count") or None
+    out = []
+    for n, (at, price_micros, available) in enumerate(changes):
+        if price_micros is None:  # not listed from here on
+            continue
+        nxt = changes[n + 1][0] if n + 1 < len(changes) else None
+        price = price_micros / 1_000_000
+        usd = round(price * factor, 6) if factor is not None else None
+        start, stop = _when(at), (_when(nxt) if nxt is not None else None)
+        out.append({
+            "offer_id": offer["id"], "price": price, "currency": offer["currency"],
+            "price_usd": usd, "price_per_gpu_usd": round(usd / count, 6) if usd and count
+            else None, "available": available, "valid_from": start, "valid_to": stop,
+            "open": stop is None, "seen_until": stop or (end if end and end > start else start),
+        })
+    return out
+
+
+def _changes(conn, offer_ids: Sequence[int], until: datetime | None = None
+             ) -> dict[int, list[tuple[int, int | None, bool | None]]]:
+    q = select(CHANGE.c.offer_id, CHANGE.c.at, CHANGE.c.price_micros, CHANGE.c.available)
+    if until is not None:
+        q = q.where(CHANGE.c.at <= int(until.timestamp()))
+    out: dict[int, list] = {}
+    ids = list(offer_ids)
+    for chunk in range(0, len(ids), 5000):
+        part = q.where(CHANGE.c.offer_id.in_(ids[chunk:chunk + 5000]))
+        for oid, at, pm, av in conn.execute(part.order_by(CHANGE.c.offer_id, CHANGE.c.at)):
+            out.setdefault(oid, []).append((at, pm, av))
+    return out
+
+
 def spans(engine: Engine, offer_id: int) -> list[dict[str, Any]]:
-    """The spans of one offer, oldest first; open spans end at the source's last success."""
+    """The spans of one offer, oldest first; an open span ends at the source's last
+    successful crawl (`seen_until`)."""
     with engine.connect() as conn:
-        source = conn.execute(select(OFFER.c.source).where(OFFER.c.id == offer_id)).scalar_one()
-        rows = [dict(r._mapping) for r in conn.execute(
-            select(SPAN).where(SPAN.c.offer_id == offer_id).order_by(SPAN.c.valid_from))]
-    end = last_success(engine).get(source)
-    for r in rows:
-        r["valid_from"] = _aware(r["valid_from"])
-        r["valid_to"] = _aware(r["valid_to"])
-        r["open"] = r["valid_to"] is None
-        r["seen_until"] = r["valid_to"] or end or r["valid_from"]
-    return rows
+        offer = dict(conn.execute(select(OFFER).where(OFFER.c.id == offer_id)).one()._mapping)
+        changes = _changes(conn, [offer_id]).get(offer_id, [])
+    return _spans_of(offer, changes, last_success(engine).get(offer["source"]))
 
 
 def price_at(engine: Engine, offer_id: int, at: datetime) -> dict[str, Any] | None:
-    """The span in force at `at`, or None when the offer was not listed then (or not yet known).
-
-    An open span only answers up to the source's last successful crawl: after that we do
-    not know."""
+    """The span in force at `at`, or None when the offer was not listed then (or not yet
+    known). An open span only answers up to the source's last successful crawl."""
     for span in spans(engine, offer_id):
         if span["valid_from"] <= at and (
             (span["valid_to"] is not None and at < span["valid_to"])
@@ -193,32 +229,30 @@ def price_at(engine: Engine, offer_id: int, at: datetime) -> dict[str, Any] | No
     return None
 
 
-def gpu_spans(engine: Engine, gpus: Sequence[str], since: datetime, until: datetime | None = None,
-              pricing: str | None = None, sources: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """Spans of every offer of the given GPUs overlapping [since, until]."""
+def gpu_spans(engine: Engine, gpus: Sequence[str] | None, since: datetime,
+              until: datetime | None = None, pricing: str | None = None,
+              sources: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Spans overlapping [since, until] of every offer of the given GPUs (None: every GPU),
+    each merged with its offer's identity and specs."""
     until = until or datetime.now(UTC)
-    conds = [OFFER.c.gpu.in_(list(gpus)), SPAN.c.valid_from <= until,
-             or_(SPAN.c.valid_to.is_(None), SPAN.c.valid_to > since),
-             SPAN.c.price_per_gpu_usd.is_not(None)]
+    conds = []
+    if gpus is not None:
+        conds.append(OFFER.c.gpu.in_(list(gpus)))
     if pricing:
         conds.append(OFFER.c.pricing == pricing)
     if sources:
         conds.append(OFFER.c.source.in_(list(sources)))
-    q = (select(SPAN, OFFER.c.source, OFFER.c.region, OFFER.c.instance_type, OFFER.c.pricing,
-                OFFER.c.gpu, OFFER.c.gpu_count)
-         .join(OFFER, OFFER.c.id == SPAN.c.offer_id).where(*conds))
     ends = last_success(engine)
     out = []
     with engine.connect() as conn:
-        for r in conn.execute(q):
-            d = dict(r._mapping)
-            d["valid_from"] = _aware(d["valid_from"])
-            d["valid_to"] = _aware(d["valid_to"])
-            end = d["valid_to"] or ends.get(d["source"]) or d["valid_from"]
-            if end < since:
+        offers = {r.id: dict(r._mapping) for r in conn.execute(select(OFFER).where(*conds))}
+        changes = _changes(conn, list(offers), until)
+    for oid, rows in changes.items():
+        offer = offers[oid]
+        for span in _spans_of(offer, rows, ends.get(offer["source"])):
+            if span["seen_until"] < since or span["price_per_gpu_usd"] is None:
                 continue
-            d["seen_until"] = end
-            out.append(d)
+            out.append({**{k: v for k, v in offer.items() if k not in span}, **span})
     return out
 
 

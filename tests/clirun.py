@@ -27,7 +27,7 @@ def gpuradar(*args: str, db_url: str | None = None, config: Path | None = None,
     if config:
         full_env["GPURADAR_CONFIG"] = str(config)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "gpuradar.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "gpuradar", *args], capture_output=True,
                           text=True, env=full_env, timeout=timeout)
 
 

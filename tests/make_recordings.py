@@ -18,18 +18,22 @@ import yaml
 from tests.provider_server import ProviderServer, serve_standard
 
 RECORDINGS = Path(__file__).parent.parent / "gpuradar" / "recordings"
+# Source options a recording run needs: a dummy key (the fixture server takes any), and no
+# signed AWS calls (the demo has no credentials to replay them with).
+OPTIONS = {"gcp": {"api_key": "recording-dummy-key"}, "aws": {"spot_history": False}}
 
 
 def main(sources: list[str]) -> int:
     with ProviderServer() as server, tempfile.TemporaryDirectory() as tmp:
         endpoints = serve_standard(server)
+        names = sources or sorted({k.split(".")[0] for k in endpoints})
         cfg = Path(tmp) / "config.yaml"
         cfg.write_text(yaml.safe_dump({"endpoints": endpoints, "scrapy": {"DOWNLOAD_DELAY": 0},
-                                       "sources": {s: {"enabled": True} for s in sources}}))
+                                       "sources": {s: {"enabled": True, **OPTIONS.get(s, {})}
+                                                   for s in names}}))
         out = Path(tmp) / "rec"
         env = dict(os.environ, GPURADAR_DATABASE_URL=f"sqlite:///{tmp}/rec.db")
-        names = sources or sorted({k.split(".")[0] for k in endpoints})
-        proc = subprocess.run([sys.executable, "-m", "gpuradar.cli", "crawl", "--config",
+        proc = subprocess.run([sys.executable, "-m", "gpuradar", "crawl", "--config",
                                str(cfg), "--record", str(out), *names], env=env)
         for name in names:
             if (out / name).exists():

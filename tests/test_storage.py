@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from crawler.items import PriceItem
 from storage import queries
 from storage.ingest import CrawlWriter
-from storage.models import PriceSpan
+from storage.models import PriceChange
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -30,7 +30,7 @@ def crawl(engine, items, status="ok", at=None):
 
 def span_count(engine) -> int:
     with engine.connect() as conn:
-        return conn.execute(select(func.count()).select_from(PriceSpan)).scalar_one()
+        return conn.execute(select(func.count()).select_from(PriceChange)).scalar_one()
 
 
 def test_unchanged_observation_writes_no_span(engine):

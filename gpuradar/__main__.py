@@ -1,0 +1,5 @@
+"""`python -m gpuradar` is the `gpuradar` command."""
+
+from gpuradar.cli import main
+
+main()
