@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, bindparam, insert, select, update
+from sqlalchemy import Engine, bindparam, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from crawler.items import PriceItem
@@ -70,6 +70,12 @@ def _details(item: PriceItem) -> tuple:
             item.url[:2000], item.attributes or {})
 
 
+# (database URL, source) -> (id of the crawl that left this state, offers' state). A daemon
+# crawls the same sources again and again: when nobody else wrote the source since our last
+# crawl, its state is already in memory and need not be read back.
+_STATE_CACHE: dict[tuple[str, str], tuple[int, dict]] = {}
+
+
 @dataclass
 class CrawlSummary:
     crawl_id: int
@@ -96,17 +102,25 @@ class CrawlWriter:
         self.seen: set[tuple[str, str, str, str]] = set()
         self.items = self.new_offers = self.changed = 0
         self.changed_offer_ids: set[int] = set()
+        self._cache_key = (engine.url.render_as_string(hide_password=False), source)
+        self._clean = True  # False once a write failed: memory may then differ from the DB
         cols = [OFFER.c[f] for f in ("id", *_KEY_FIELDS, "price", "available", "active",
                                      *DETAIL_FIELDS)]
         with engine.begin() as conn:
+            latest = conn.execute(select(func.max(CRAWL.c.id))
+                                  .where(CRAWL.c.source == source)).scalar()
             self.crawl_id: int = conn.execute(
                 insert(CRAWL).values(source=source, started_at=self.started_at, status="running",
                                      items=0, new_offers=0, changed=0, closed=0, dropped={},
                                      unknown_gpus=[], error="")
                 .returning(CRAWL.c.id)
             ).scalar_one()
+            cached = _STATE_CACHE.pop(self._cache_key, None)
+            if cached is not None and cached[0] == latest:
+                self.current: dict[tuple[str, str, str, str], _State] = cached[1]
+                return
             rows = conn.execute(select(*cols).where(OFFER.c.source == source)).all()
-        self.current: dict[tuple[str, str, str, str], _State] = {}
+        self.current = {}
         for row in rows:
             r = tuple(row)
             self.current[r[1:5]] = _State(r[0], r[5], r[6], r[7], r[8:])
@@ -134,6 +148,7 @@ class CrawlWriter:
                 details.append((state, item))
         if not (new or changed or details):
             return
+        self._clean = False
         with self.engine.begin() as conn:
             if new:
                 self._insert_new(conn, new)
@@ -145,6 +160,7 @@ class CrawlWriter:
                     [{"_id": s.id, **self._detail_values(i)} for s, i in details])
                 for state, item in details:
                     state.details = _details(item)
+        self._clean = True
 
     @staticmethod
     def _detail_values(item: PriceItem) -> dict[str, Any]:
@@ -206,6 +222,10 @@ class CrawlWriter:
                         available_count=None), [{"_id": s.id} for s in gone])
                     closed = len(gone)
                     self.changed_offer_ids.update(s.id for s in gone)
+                    for s in gone:
+                        s.active, s.available = False, False
+                        i = DETAIL_FIELDS.index("available_count")
+                        s.details = (*s.details[:i], None, *s.details[i + 1:])
             summary = CrawlSummary(
                 crawl_id=self.crawl_id, source=self.source, status=status, items=self.items,
                 new_offers=self.new_offers, changed=self.changed, closed=closed,
@@ -218,6 +238,8 @@ class CrawlWriter:
                 new_offers=summary.new_offers, changed=summary.changed, closed=closed,
                 dropped=summary.dropped, unknown_gpus=summary.unknown_gpus, error=summary.error,
                 duration_s=summary.duration_s))
+        if self._clean:
+            _STATE_CACHE[self._cache_key] = (self.crawl_id, self.current)
         log.info("%s crawl %s: %s, %d items, %d new, %d changed, %d closed", self.source,
                  self.crawl_id, status, self.items, self.new_offers, self.changed, closed)
         return summary

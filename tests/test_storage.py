@@ -151,3 +151,19 @@ def test_region_globs_and_filters(engine):
     assert [r["instance_type"] for r in queries.current_offers(engine, flt)] == ["A"]
     flt = queries.OfferFilter(max_price=9.0)
     assert [r["instance_type"] for r in queries.current_offers(engine, flt)] == ["B"]
+
+
+def test_state_kept_in_memory_is_dropped_when_another_writer_crawled(engine):
+    """The in-process state cache must never hide a crawl written by another process."""
+    from storage import ingest
+
+    t1, t2 = T0 + timedelta(hours=1), T0 + timedelta(hours=2)
+    crawl(engine, [item("A", 80.0, T0)], at=T0)
+    seen_by_us = dict(ingest._STATE_CACHE)          # what this process knew after crawl 1
+    crawl(engine, [item("A", 72.0, t1)], at=t1)     # "another process" changes A
+    ingest._STATE_CACHE.update(seen_by_us)          # ... while we still hold the old state
+    summary = crawl(engine, [item("A", 72.0, t2)], at=t2)
+    assert summary.changed == 0 and span_count(engine) == 2
+    # And with an up-to-date cache the same crawl is also unchanged.
+    assert crawl(engine, [item("A", 72.0, t2 + timedelta(hours=1))],
+                 at=t2 + timedelta(hours=1)).changed == 0

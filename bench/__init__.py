@@ -1,0 +1,1 @@
+"""gpuradar's benchmark: `python -m bench` (quick) or `python -m bench --full`."""

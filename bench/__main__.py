@@ -1,0 +1,135 @@
+"""Measure gpuradar: `python -m bench` (quick, < 2 min) or `python -m bench --full`.
+
+Prints a table of figures against their targets and writes them to a JSON file so runs can
+be compared. Speed is measured here, never in a test."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from bench import storage
+
+PG_ADMIN = os.environ.get("GPURADAR_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+QUICK = {"ingest_offers": 20_000, "growth_offers": 20_000, "growth_crawls": 24,
+         "rules": 1_000, "rule_offers": 50_000, "daemon_cycles": 20}
+FULL = {"ingest_offers": 100_000, "growth_offers": 20_000, "growth_crawls": 96,
+        "rules": 1_000, "rule_offers": 50_000, "daemon_cycles": 200}
+
+
+class Figures:
+    """Rows of (figure, SQLite, PostgreSQL, target, met?)."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, figure: str, sqlite: Any, postgres: Any = None, target: str = "",
+            met: bool | None = None, unit: str = "") -> None:
+        self.rows.append({"figure": figure, "sqlite": sqlite, "postgres": postgres,
+                          "unit": unit, "target": target, "met": met})
+
+
+def fmt(value: Any, unit: str) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        text = f"{value:,.0f}" if value >= 100 else f"{value:,.2f}"
+    else:
+        text = str(value)
+    return f"{text} {unit}".strip()
+
+
+def machine() -> str:
+    return (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"{platform.system()} {platform.release()}")
+
+
+def run(full: bool, with_pg: bool) -> Figures:
+    size = FULL if full else QUICK
+    figs = Figures()
+    kinds = ["sqlite"] + (["postgres"] if with_pg else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        ingest: dict[str, dict] = {}
+        growth: dict[str, dict] = {}
+        for kind in kinds:
+            with storage.database(kind, Path(tmp), PG_ADMIN) as engine:
+                ingest[kind] = storage.ingest_figures(engine, size["ingest_offers"])
+            with storage.database(kind, Path(tmp), PG_ADMIN) as engine:
+                growth[kind] = storage.growth_figures(engine, size["growth_offers"],
+                                                      size["growth_crawls"])
+        pg = ingest.get("postgres", {})
+        s = ingest["sqlite"]
+        figs.add(f"ingest, unchanged prices ({s['observations']:,} obs/crawl)",
+                 s["unchanged_obs_per_s"], pg.get("unchanged_obs_per_s"), ">= 50,000 obs/s",
+                 s["unchanged_obs_per_s"] >= 50_000, "obs/s")
+        figs.add("  new change rows written by the unchanged crawl", s["unchanged_new_rows"],
+                 pg.get("unchanged_new_rows"), "0", s["unchanged_new_rows"] == 0)
+        figs.add("ingest, 2 % of prices changed", s["changed_obs_per_s"],
+                 pg.get("changed_obs_per_s"), ">= 30,000 obs/s",
+                 s["changed_obs_per_s"] >= 30_000, "obs/s")
+        g, gp = growth["sqlite"], growth.get("postgres", {})
+        figs.add(f"storage growth, 2 % change, {g['offers']:,} offers, {g['crawls']} crawls",
+                 g["bytes_per_obs"], gp.get("bytes_per_obs"), "<= 0.5 B/obs (SQLite)",
+                 g["bytes_per_obs"] <= 0.5, "B/obs")
+        figs.add("  naive one-row-per-observation store, same crawls", g["naive_bytes_per_obs"],
+                 gp.get("naive_bytes_per_obs"), "(for the ratio)", None, "B/obs")
+        figs.add("  ratio naive / gpuradar", g["naive_bytes_per_obs"] / g["bytes_per_obs"],
+                 (gp["naive_bytes_per_obs"] / gp["bytes_per_obs"]) if gp else None, "", None, "x")
+    for _name, measure in EXTRA:
+        measure(figs, size)
+    from bench.parsing import parse_figures
+    from gpuradar.config import load_config, scrapy_settings
+
+    for source, r in parse_figures(scrapy_settings(load_config(None))).items():
+        if "error" in r:
+            figs.add(f"parse {source}: recording unreadable: {r['error']}", None, None,
+                     "printed", False)
+            continue
+        figs.add(f"parse {source} ({r['items_per_round']:.0f} items in {r['bytes']:,} B)",
+                 r["items_per_s"], None, "printed", None, "items/s")
+    return figs
+
+
+# Further figures (rules, notification latency, daemon memory) register here.
+EXTRA: list[tuple[str, Callable[[Figures, dict], None]]] = []
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    ap.add_argument("--full", action="store_true", help="the sizes of the targets")
+    ap.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    ap.add_argument("--out", type=Path, default=Path("bench/results/latest.json"))
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    figs = run(args.full, not args.no_postgres)
+    table = Table(title=f"gpuradar benchmark ({'full' if args.full else 'quick'}) — {machine()}")
+    for col in ("figure", "SQLite", "PostgreSQL", "target", "met"):
+        table.add_column(col)
+    for r in figs.rows:
+        met = {True: "yes", False: "MISSED", None: ""}[r["met"]]
+        table.add_row(r["figure"], fmt(r["sqlite"], r["unit"]), fmt(r["postgres"], r["unit"]),
+                      r["target"], met)
+    Console(width=140).print(table)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"when": datetime.now(UTC).isoformat(), "machine": machine(),
+                                    "full": args.full, "seconds": time.perf_counter() - t0,
+                                    "figures": figs.rows}, indent=1))
+    print(f"written to {args.out} in {time.perf_counter() - t0:.0f}s")
+    return 0 if all(r["met"] is not False for r in figs.rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
