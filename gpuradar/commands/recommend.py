@@ -1,0 +1,265 @@
+"""`gpuradar recommend`: which live offers can run a given training or inference job."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from gpuradar.cli import EXIT_FAILED, ConfigOpt, DbOpt, fail, get_config, get_engine
+from gpuradar.output import Format, age, console, emit, err_console, money
+
+
+def _split(values: list[str] | None) -> tuple[str, ...]:
+    """Repeatable options that also take comma lists: --providers aws,gcp --providers oci."""
+    return tuple(v.strip().lower() for raw in values or () for v in raw.split(",") if v.strip())
+
+
+def _hours(h: float | None) -> str:
+    if h is None:
+        return "-"
+    if h < 1:
+        return f"{h * 60:.0f} min"
+    if h < 48:
+        return f"{h:.1f} h"
+    return f"{h / 24:.1f} d"
+
+
+def _gb(v: float) -> str:
+    return f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
+
+
+def _print_estimate(rec: Any, budget_text: str | None, fx_note: str | None) -> None:
+    from gpuradar import recommend as rc
+
+    est = rec.estimate
+    job = est.job
+    console.print(f"[bold]Job[/bold]: {escape(job.describe())}", highlight=False)
+    console.print("[bold]Memory estimate[/bold] (GB = 10^9 bytes):", highlight=False)
+    for (name, value), line in zip(est.parts.items(), est.formula, strict=False):
+        shard = "" if name in est.shardable else "  [per GPU]"
+        console.print(f"  {name:<12}{_gb(value):>9}   {line}{shard}", highlight=False,
+                      markup=False)
+    console.print(f"  {'total':<12}{_gb(est.total_gb):>9}   shardable over GPUs: "
+                  f"{_gb(est.shardable_gb)}; held by every GPU: {_gb(est.per_gpu_fixed_gb)}",
+                  highlight=False, markup=False)
+    for note in est.assumptions:
+        console.print(f"  - {note}", highlight=False, markup=False)
+    groups: dict[int, list[float]] = {}
+    for r in rec.hardware:
+        if r["gpus"] is not None and r["gpus"] <= 128:
+            groups.setdefault(r["gpus"], []).append(r["gpu_memory_gb"])
+    if groups:
+        shown = []
+        for n in sorted(groups)[:8]:
+            lo, hi = min(groups[n]), max(groups[n])
+            if n == 1:
+                shown.append(f"1x {lo:g}+ GB")
+                continue
+            text = f"{n}x {lo:g}" + (f"-{hi:g}" if hi > lo else "") + " GB"
+            shown.append(text + (f" ({math.ceil(n / 8)} machines of 8)" if n > 8 else ""))
+        console.print("[bold]Fits on[/bold]: " + "; ".join(shown), highlight=False)
+        if max(groups) > 1:
+            console.print("  - more than one GPU: " + (
+                "state sharded (ZeRO-3/FSDP), so the GPUs need NVLink/NVSwitch; more than one "
+                "machine also needs InfiniBand/EFA/RDMA between them"
+                if job.task in rc.TRAINING else
+                "weights sharded: NVLink, or PCIe with pipeline parallelism; several machines "
+                "need InfiniBand/EFA/RDMA"), highlight=False)
+    else:
+        console.print("[bold]Fits on[/bold]: no GPU in the catalog (see warnings)",
+                      highlight=False)
+    if est.flops is not None:
+        console.print(f"[bold]Compute[/bold]: {est.flops:.3g} FLOPs = {est.flops_formula} × "
+                      f"{job.tokens:.3g} tokens, at {job.mfu:.0%} of each GPU's published "
+                      "dense throughput (MFU)", highlight=False)
+    elif job.gpu_hours is not None:
+        console.print(f"[bold]Job size[/bold]: {job.gpu_hours:g} GPU-hours as measured on the "
+                      "offered GPU (no speed adjustment; --tokens compares GPUs)",
+                      highlight=False)
+    if budget_text:
+        scope = "per GPU" if budget_text.endswith("/GPU-h") else "for the whole configuration"
+        console.print(f"[bold]Budget[/bold]: {budget_text} {scope}"
+                      + (f" ({fx_note})" if fx_note else ""), highlight=False)
+
+
+def _rows(rec: Any, now: datetime) -> list[dict[str, Any]]:
+    from gpuradar import recommend as rc
+
+    rows = []
+    for i, fit in enumerate(rec.fits, 1):
+        o = fit.offer
+        count = f"{o['gpu_count']:g}x {o['gpu']}"
+        if fit.nodes > 1:
+            count = f"{fit.nodes} × {count}"
+        notes = list(fit.flags)
+        if fit.spot:
+            notes.append(f"spot: {fit.spot['signal']}, risk {fit.spot['risk']}"
+                         + (" (BAD IDEA, see below)" if rc.bad_idea(fit) else ""))
+        if fit.also_in:
+            notes.append(f"also {len(fit.also_in)} other region"
+                         f"{'s' if len(fit.also_in) > 1 else ''}")
+        rows.append({
+            "rank": i, "source": o["source"],
+            "region": o["region"] + (f"/{o['zone']}" if o.get("zone") else ""),
+            "instance": o["instance_type"], "pricing": o["pricing"].replace("_", "-"),
+            "gpus": count,
+            "memory": f"{_gb(fit.per_gpu_gb)}/{_gb(fit.usable_gb)}",
+            "link": _link(fit.interconnect),
+            "hourly": money(fit.hourly_usd),
+            "quoted": money(fit.hourly_quoted, o["currency"]) if o["currency"] != "USD" else "",
+            "wall": _hours(fit.wall_hours), "total": money(fit.total_usd),
+            "age": age(o.get("observed_at"), now), "notes": "; ".join(notes),
+        })
+    return rows
+
+
+def _link(info: dict[str, Any]) -> str:
+    intra, inter = info.get("intra_node"), info.get("inter_node")
+    text = intra or "-"
+    return f"{text} + {inter}" if inter else text
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def recommend(
+        params: Annotated[str, typer.Option("--params", "-p", help="Model size: 7B, 70B, "
+                                            "1.5B, 350M.")],
+        task: Annotated[str, typer.Option("--task", "-t", help="finetune | lora | qlora | "
+                                          "pretrain | inference.")],
+        precision: Annotated[str, typer.Option(help="bf16 | fp8 | int4 (int4: inference; "
+                                               "qlora is 4-bit anyway).")] = "bf16",
+        seq_len: Annotated[int, typer.Option("--seq-len", help="Sequence length (tokens).",
+                                             min=1)] = 2048,
+        batch: Annotated[int, typer.Option(help="Micro-batch per GPU (training) or "
+                                           "concurrent sequences (inference).", min=1)] = 1,
+        grad_checkpointing: Annotated[bool | None, typer.Option(
+            "--grad-checkpointing/--no-grad-checkpointing",
+            help="Recompute activations (less memory, ~33 % more compute). Default: on for "
+            "qlora, off otherwise.")] = None,
+        lora_rank: Annotated[int, typer.Option("--lora-rank", help="LoRA/QLoRA rank.",
+                                               min=1)] = 16,
+        layers: Annotated[int | None, typer.Option(help="Transformer layers (default: from "
+                                                   "the size).", min=1)] = None,
+        hidden: Annotated[int | None, typer.Option(help="Hidden size (default: from the "
+                                                   "size).", min=1)] = None,
+        tokens: Annotated[str | None, typer.Option(help="Job size in tokens (2B, 300B): "
+                                                   "ranks by total cost and wall time.")] = None,
+        gpu_hours: Annotated[float | None, typer.Option("--gpu-hours", help="Job size in "
+                                                        "GPU-hours.", min=0)] = None,
+        mfu: Annotated[float, typer.Option(help="Assumed share of the published dense "
+                                           "throughput achieved (MFU).")] = 0.4,
+        budget: Annotated[str | None, typer.Option(help="Max price of the whole "
+                                                   "configuration: 2/h (USD), $2/h, ¥14/h, "
+                                                   "14CNY/h; $1/GPU-h per GPU.")] = None,
+        spot: Annotated[str, typer.Option(help="ok (include spot, marked) | no | only.")
+                        ] = "ok",
+        region: Annotated[list[str] | None, typer.Option(
+            "--region", "-r", help="Region glob (us-*, eu-*); cn-* keeps data in mainland "
+            "China (alibaba, tencent, huawei, autodl). Repeatable.")] = None,
+        providers: Annotated[list[str] | None, typer.Option(
+            "--providers", "-s", help="Only these providers (aws,gcp or repeated).")] = None,
+        top: Annotated[int, typer.Option(help="Options to show (0: all).", min=0)] = 10,
+        max_age: Annotated[str, typer.Option("--max-age", help="Ignore sources not crawled "
+                                             "successfully within this long.")] = "2d",
+        max_nodes: Annotated[int, typer.Option("--max-nodes", help="Most machines one "
+                                               "configuration may span.", min=1)] = 16,
+        any_interconnect: Annotated[bool, typer.Option(
+            "--any-interconnect", help="Also show sharded configurations over PCIe or "
+            "unpublished links (flagged).")] = False,
+        not_resumable: Annotated[bool, typer.Option(
+            "--not-resumable", help="The job cannot resume from a checkpoint (spot is then "
+            "a bad idea for anything over an hour).")] = False,
+        config: ConfigOpt = None, database_url: DbOpt = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output: the "
+                                              "estimate, hardware and ranked options.")
+                           ] = False,
+    ) -> None:
+        """Which live offers can run a training or inference job, cheapest first: the GPU
+        memory it needs (formula printed), the hardware that fits, and the offers that
+        provide it, by hourly price or, with --tokens/--gpu-hours, by total cost."""
+        from crawler.currency import FxTable
+        from gpuradar import recommend as rc
+        from storage.queries import current_offers, latest_fx
+
+        try:
+            size = rc.parse_count(params, "model size")
+            job_tokens = rc.parse_count(tokens, "tokens") if tokens else None
+            job = rc.Job(params=size, task=task.lower(), precision=precision.lower(),
+                         seq_len=seq_len, batch=batch, grad_checkpointing=grad_checkpointing,
+                         lora_rank=lora_rank, layers=layers, hidden=hidden, tokens=job_tokens,
+                         gpu_hours=gpu_hours, mfu=mfu)
+            limit = rc.parse_budget(budget) if budget else None
+            age_limit = rc.parse_age(max_age)
+        except rc.RecommendError as exc:
+            raise fail(str(exc)) from None
+        if spot not in ("ok", "no", "only"):
+            raise fail(f"--spot must be ok, no or only, not {spot!r}")
+        chosen = _split(providers)
+        unknown = [p for p in chosen if p not in rc.KNOWN_SOURCES]
+        if unknown:
+            raise fail(f"unknown provider {unknown[0]!r}; known: {', '.join(rc.KNOWN_SOURCES)}")
+        regions = tuple(region or ())
+        cfg = get_config(config, database_url)
+        engine = get_engine(cfg)
+        fx = FxTable(latest_fx(engine))
+        fx_note = None
+        if limit is not None:
+            if not fx.knows(limit.currency):
+                raise fail(f"no exchange rate for {limit.currency}; run `gpuradar crawl fx`")
+            if limit.currency != "USD":
+                usd = fx.to_usd(limit.amount, limit.currency)
+                fx_note = (f"≈ {money(usd)}; offers quoted in {limit.currency} compare as "
+                           "quoted, others through the stored rate")
+        opts = rc.Options(budget=limit, spot=spot, regions=regions, providers=chosen,
+                          max_age=age_limit, any_interconnect=any_interconnect,
+                          max_nodes=max_nodes, resumable=not not_resumable, top=top)
+        now = datetime.now(UTC)
+        rec = rc.recommend(current_offers(engine), job, opts, fx, now)
+        if rc.wants_mainland(regions):
+            rec.warnings.insert(0, "data location: mainland China only (alibaba, tencent, "
+                                "huawei, autodl; their mainland regions)")
+        if as_json:
+            out = {"estimate": rec.estimate.as_dict(), "hardware": rec.hardware,
+                   "budget": None if limit is None else {
+                       "amount": limit.amount, "currency": limit.currency,
+                       "per_gpu": limit.per_gpu, "usd": fx.to_usd(limit.amount,
+                                                                 limit.currency)},
+                   "options": [dict(f.as_dict(), rank=i) for i, f in enumerate(rec.fits, 1)],
+                   "considered": rec.considered, "excluded": rec.excluded,
+                   "warnings": rec.warnings}
+            json.dump(out, sys.stdout, indent=1, ensure_ascii=False, default=str)
+            sys.stdout.write("\n")
+        else:
+            _print_estimate(rec, limit.text() if limit else None, fx_note)
+            if rec.fits:
+                sized = job.tokens is not None or job.gpu_hours is not None
+                emit(_rows(rec, now),
+                     [("rank", "#"), ("source", "source"), ("region", "region"),
+                      ("instance", "instance"), ("pricing", "pricing"), ("gpus", "GPUs"),
+                      ("memory", "GB/GPU need/usable"), ("link", "interconnect"),
+                      ("hourly", "$/h"), ("quoted", "quoted"), ("wall", "time"),
+                      ("total", "total $"), ("age", "age"), ("notes", "notes")],
+                     Format.table,
+                     title="cheapest by " + ("estimated total cost" if sized
+                                             else "hourly price"))
+            spot_notes: dict[str, list[str]] = {}
+            for i, fit in enumerate(rec.fits, 1):
+                for w in (fit.spot or {}).get("warnings", ()):
+                    spot_notes.setdefault(w, []).append(f"#{i}")
+            for w, ranks in spot_notes.items():
+                console.print(f"spot ({', '.join(ranks)}): {w}", highlight=False,
+                              markup=False)
+            if rec.excluded:
+                console.print("not shown: " + ", ".join(
+                    f"{n} {r}" for r, n in sorted(rec.excluded.items(), key=lambda kv: -kv[1])),
+                    highlight=False, markup=False)
+            for w in rec.warnings:
+                err_console.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
+        if not rec.fits:
+            raise typer.Exit(EXIT_FAILED)

@@ -1,0 +1,497 @@
+"""`gpuradar recommend`: memory estimates against published figures, fitting and ranking on a
+fixed market in real storage (SQLite and PostgreSQL), interconnect filtering, CNY budgets,
+data location, the rule clause, and the command as users run it."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from crawler.currency import FxTable
+from crawler.items import PriceItem
+from gpuradar import recommend as rc
+from storage import queries
+from storage.ingest import CrawlWriter
+from tests.clirun import gpuradar, gpuradar_json
+
+GB = 1e9
+CNY = 0.14  # USD per CNY stored as the ECB-derived rate in these tests
+
+
+# -- memory estimates against published figures --------------------------------------------
+def test_full_finetune_model_states_match_the_zero_paper():
+    # ZeRO (Rajbhandari et al. 2020, arXiv:1910.02054) §3.1: mixed-precision Adam needs
+    # 2Ψ + 2Ψ + 12Ψ = 16Ψ bytes; "GPT-2 with 1.5B parameters ... requires at least 24 GB".
+    est = rc.estimate_memory(rc.Job(1.5e9, "finetune"))
+    states = est.parts["weights"] + est.parts["gradients"] + est.parts["optimizer"]
+    assert states == pytest.approx(24.0)
+    # ZeRO Figure 1: a 7.5B model, baseline data parallelism, 120 GB of model states per GPU.
+    est = rc.estimate_memory(rc.Job(7.5e9, "pretrain"))
+    assert est.shardable_gb == pytest.approx(120.0)
+    # ... and ZeRO-3 across 64 GPUs: 1.9 GB each (Figure 1, Pos+g+p).
+    assert est.shardable_gb / 64 == pytest.approx(1.875)
+
+
+def test_full_finetune_of_7b_needs_112_gb_plus_activations():
+    # 16 bytes/param × 7B = 112 GB (ZeRO accounting) + activations. Activations: Korthikanti
+    # et al. 2022 (arXiv:2205.05198) eq. 1, 34·s·b·h bytes per layer with flash attention
+    # (no s² term): Llama-7B shape (32 layers, h = 4096), s = 2048, b = 1 -> 9.13 GB.
+    est = rc.estimate_memory(rc.Job(7e9, "finetune"))
+    assert est.shardable_gb == pytest.approx(112.0)
+    assert est.parts["activations"] == pytest.approx(34 * 2048 * 4096 * 32 / GB)
+    assert est.total_gb == pytest.approx(121.13, abs=0.01)
+    assert est.gpus_needed(80) == 2 and est.gpus_needed(141) == 1 and est.gpus_needed(24) == 8
+    # Full recomputation keeps 2·s·b·h per layer (same paper, §4): ~17x less here.
+    ckpt = rc.estimate_memory(rc.Job(7e9, "finetune", grad_checkpointing=True))
+    assert ckpt.parts["activations"] < est.parts["activations"] / 10
+
+
+def test_qlora_65b_fits_one_48gb_gpu_as_the_qlora_paper_reports():
+    # QLoRA (Dettmers et al. 2023, arXiv:2305.14314), abstract: finetuning a 65B model on a
+    # single 48 GB GPU; regular 16-bit finetuning of LLaMA 65B needs more than 780 GB.
+    qlora = rc.estimate_memory(rc.Job(65e9, "qlora"))
+    assert qlora.gpus_needed(48) == 1
+    assert qlora.gpus_needed(24) > 1
+    assert rc.estimate_memory(rc.Job(65e9, "finetune")).total_gb > 780
+    # The paper's Guanaco setup: LoRA r = 64 on every linear layer; at a 512-token context
+    # it still fits one 48 GB card (NF4 = 4.127 bits/param with double quantization, §3).
+    guanaco = rc.estimate_memory(rc.Job(65e9, "qlora", lora_rank=64, seq_len=512))
+    assert guanaco.parts["weights"] == pytest.approx(65e9 * 4.127 / 8 / GB)
+    assert guanaco.gpus_needed(48) == 1
+
+
+def test_lora_adapter_count_matches_peft_for_llama2_7b():
+    # PEFT's print_trainable_parameters for Llama-2-7B, r = 16 on q,k,v,o,gate,up,down:
+    # 39,976,960 trainable parameters (= 32 layers × 16 × (4·8192 + 3·15104)).
+    job = rc.Job(7e9, "lora", lora_rank=16)
+    shape = rc.model_shape(7e9)
+    assert (shape.layers, shape.hidden) == (32, 4096)
+    assert rc.lora_params(job, shape) == pytest.approx(39_976_960, rel=0.01)
+
+
+def test_lora_on_gpt3_matches_the_lora_paper():
+    # LoRA (Hu et al. 2021, arXiv:2106.09685) §4.2: on GPT-3 175B, LoRA (r = 4) cuts training
+    # VRAM from 1.2 TB to 350 GB: the frozen 16-bit weights (2 bytes × 175B) dominate.
+    est = rc.estimate_memory(rc.Job(175e9, "lora", lora_rank=4, grad_checkpointing=True))
+    assert est.parts["weights"] == pytest.approx(350.0)
+    assert est.total_gb == pytest.approx(350, rel=0.05)
+    assert rc.estimate_memory(rc.Job(175e9, "finetune")).total_gb > 1200
+
+
+def test_inference_memory_is_weights_plus_kv_cache():
+    # Hugging Face "Optimizing LLMs for Speed and Memory": bf16 weights take ~2 × X GB for X
+    # billion parameters ("Llama-2-70b ... 2 * 70 = 140 GB").
+    est = rc.estimate_memory(rc.Job(70e9, "inference"))
+    assert est.parts["weights"] == pytest.approx(140.0)
+    assert est.gpus_needed(80) == 2
+    # NVIDIA "Mastering LLM Techniques: Inference Optimization": Llama 2 7B, 16-bit, batch 1,
+    # 4096 tokens: KV cache = 1 × 4096 × 2 × 32 × 4096 × 2 bytes ≈ 2 GB.
+    kv = rc.estimate_memory(rc.Job(7e9, "inference", seq_len=4096)).parts["kv_cache"]
+    assert kv == pytest.approx(4096 * 2 * 32 * 4096 * 2 / GB)
+    # Weight-only int4 (group size 128): a quarter of bf16 plus the scales.
+    int4 = rc.estimate_memory(rc.Job(70e9, "inference", precision="int4"))
+    assert int4.parts["weights"] == pytest.approx(70e9 * 4.25 / 8 / GB)
+    assert int4.gpus_needed(48) == 1
+
+
+def test_compute_and_wall_time_from_published_tflops():
+    # 6·N·tokens for training (Kaplan et al. 2020 §2.1); H100 SXM dense BF16 989.5 TFLOPS.
+    est = rc.estimate_memory(rc.Job(7e9, "finetune", tokens=2e9))
+    assert est.flops == pytest.approx(6 * 7e9 * 2e9)
+    assert rc.estimate_memory(rc.Job(7e9, "inference", tokens=1e9)).flops == pytest.approx(
+        2 * 7e9 * 1e9)
+    assert rc.estimate_memory(rc.Job(7e9, "lora", tokens=1e9)).flops == pytest.approx(
+        4 * 7e9 * 1e9)
+    offer = dict(OFFER, source="aws", instance_type="p5.48xlarge", gpu="H100-SXM-80GB",
+                 gpu_count=8, price=55.04, price_usd=55.04)
+    fit, _ = rc.fit_offer(offer, est)
+    assert fit.wall_hours == pytest.approx(8.4e19 / (8 * 989.5e12 * 0.4) / 3600)
+    assert fit.total_usd == pytest.approx(fit.wall_hours * 55.04)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("7B", 7e9), ("70b", 70e9), ("1.5B", 1.5e9), ("350M", 350e6), ("2T", 2e12), ("7e9", 7e9)])
+def test_sizes_parse(text, expected):
+    assert rc.parse_count(text) == expected
+
+
+def test_bad_inputs_say_what_is_wrong():
+    with pytest.raises(rc.RecommendError, match="needs a unit"):
+        rc.parse_count("7")
+    with pytest.raises(rc.RecommendError, match="did you mean finetune"):
+        rc.Job(7e9, "finetne")
+    with pytest.raises(rc.RecommendError, match="int4 is for inference"):
+        rc.Job(7e9, "finetune", precision="int4")
+    with pytest.raises(rc.RecommendError, match="not both"):
+        rc.Job(7e9, "finetune", tokens=1e9, gpu_hours=10)
+
+
+@pytest.mark.parametrize(("text", "budget"), [
+    ("2/h", rc.Budget(2.0, "USD")), ("$2/h", rc.Budget(2.0, "USD")), ("2", rc.Budget(2.0)),
+    ("¥14/h", rc.Budget(14.0, "CNY")), ("14CNY/h", rc.Budget(14.0, "CNY")),
+    ("14 cny/h", rc.Budget(14.0, "CNY")), ("$1.5/GPU-h", rc.Budget(1.5, "USD", True)),
+    ("2 per gpu", rc.Budget(2.0, "USD", True))])
+def test_budgets_parse(text, budget):
+    assert rc.parse_budget(text) == budget
+
+
+def test_budget_with_two_currencies_is_refused():
+    with pytest.raises(rc.RecommendError, match="two currencies"):
+        rc.parse_budget("$14CNY/h")
+
+
+# -- a fixed market in storage ------------------------------------------------------------
+OFFER = {"source": "x", "region": "r", "zone": "", "instance_type": "i", "pricing": "on_demand",
+         "gpu": "H100-SXM-80GB", "gpu_count": 1, "gpu_memory_gb": None, "price": 1.0,
+         "currency": "USD", "price_usd": 1.0, "available": True, "active": True,
+         "attributes": {}}
+
+
+def _item(source, region, instance, gpu, count, price, *, currency="USD", pricing="on_demand",
+          available=True, attributes=None) -> PriceItem:
+    usd = price * (CNY if currency == "CNY" else 1.0)
+    return PriceItem(source=source, region=region, instance_type=instance, pricing=pricing,
+                     gpu=gpu, gpu_count=count, price=price, currency=currency,
+                     available=available, attributes=attributes or {}, price_usd=usd,
+                     price_per_gpu_usd=usd / count, observed_at=datetime.now(UTC))
+
+
+H100, H800 = "H100-SXM-80GB", "H800-SXM-80GB"
+MARKET = [
+    _item("aws", "us-east-1", "p5.48xlarge", H100, 8, 55.04),
+    _item("aws", "us-west-2", "p5.48xlarge", H100, 8, 55.04),
+    _item("aws", "us-east-1", "p5.48xlarge", H100, 8, 20.00, pricing="spot",
+          attributes={"interruption": ">20%", "savings_pct": 64}),
+    _item("azure", "eastus", "Standard_ND96isr_H100_v5", H100, 8, 98.32),
+    _item("runpod", "secure", "2x NVIDIA H100 80GB HBM3", H100, 2, 5.38),
+    _item("runpod", "secure", "1x NVIDIA H100 80GB HBM3", H100, 1, 2.69),
+    _item("vastai", "US", "1:8xRTX_4090", "RTX-4090", 8, 3.20),
+    _item("vastai", "US", "2:8xA100_PCIE", "A100-PCIE-80GB", 8, 8.00),
+    _item("vastai", "US", "3:1xRTX_4090", "RTX-4090", 1, 0.20, pricing="spot",
+          attributes={"reliability": 0.90}),
+    _item("lambda", "us-east-1", "gpu_1x_a6000", "RTX-A6000", 1, 0.80),
+    _item("autodl", "beijing-A", "beijing-A:1x RTX 4090", "RTX-4090", 1, 1.98, currency="CNY"),
+    _item("autodl", "beijing-B", "beijing-B:1x RTX 4090", "RTX-4090", 1, 14.00, currency="CNY"),
+    _item("tencent", "ap-beijing", "HCCPNV5.28XLARGE1920", H800, 8, 260.00, currency="CNY"),
+    _item("alibaba", "cn-hongkong", "ecs.gn7i-c8g1.2xlarge", "A10", 1, 10.00, currency="CNY"),
+    _item("huawei", "cn-north-4", "p2s.2xlarge.8", "V100-32GB", 1, 12.00, currency="CNY"),
+    _item("gcp", "us-central1", "a3-highgpu-8g", H100, 8, 88.49, available=False),
+]
+STALE = [_item("oci", "us-ashburn-1", "BM.GPU.H100.8", H100, 8, 80.00)]
+
+
+def _store(engine) -> None:
+    by_source: dict[str, list[PriceItem]] = {}
+    for it in MARKET:
+        by_source.setdefault(it.source, []).append(it)
+    for source, items in by_source.items():
+        writer = CrawlWriter(engine, source)
+        writer.add(items)
+        assert writer.finish("ok").status == "ok"
+    writer = CrawlWriter(engine, "oci", started_at=datetime.now(UTC) - timedelta(days=5))
+    writer.add(STALE)
+    writer.finish("ok")
+    queries.store_fx(engine, {"CNY": CNY, "EUR": 1.16}, date.today())
+
+
+@pytest.fixture
+def market(engine):
+    _store(engine)
+    return engine
+
+
+def run(engine, job: rc.Job, **options) -> rc.Recommendation:
+    fx = FxTable(queries.latest_fx(engine))
+    return rc.recommend(queries.current_offers(engine), job, rc.Options(**options), fx,
+                        datetime.now(UTC))
+
+
+def picks(rec: rc.Recommendation) -> list[tuple[str, str, str]]:
+    return [(f.offer["source"], f.offer["instance_type"], f.offer["pricing"]) for f in rec.fits]
+
+
+SHARDING_OVER_PCIE = "sharding needs NVLink/NVSwitch; GPUs linked by PCIe"
+
+
+def test_ranking_by_hourly_price_of_the_offers_that_fit(market):
+    rec = run(market, rc.Job(7e9, "finetune"))  # 121 GB: two 80 GB GPUs, sharded
+    assert picks(rec) == [
+        ("runpod", "2x NVIDIA H100 80GB HBM3", "on_demand"),   # $5.38
+        ("aws", "p5.48xlarge", "spot"),                       # $20.00
+        ("tencent", "HCCPNV5.28XLARGE1920", "on_demand"),     # ¥260 = $36.40
+        ("aws", "p5.48xlarge", "on_demand"),                  # $55.04, two regions
+        ("azure", "Standard_ND96isr_H100_v5", "on_demand"),   # $98.32
+    ]
+    aws = rec.fits[3]
+    assert aws.offer["region"] == "us-east-1" and aws.also_in == ["us-west-2"]
+    assert rec.fits[0].gpus_needed == 2 and rec.fits[0].sharded
+    assert rec.fits[0].per_gpu_gb == pytest.approx(112 / 2 + 34 * 2048 * 4096 * 32 / GB)
+    assert rec.fits[2].hourly_usd == pytest.approx(260 * CNY)
+    # What was left out, and why.
+    assert rec.excluded[SHARDING_OVER_PCIE] == 2  # 8x RTX 4090, 8x A100 PCIe
+    assert rec.excluded["unavailable"] == 1
+    assert rec.excluded["stale (source not crawled recently)"] == 1
+    assert rec.excluded["needs several machines; no InfiniBand/EFA/RDMA between them"] >= 4
+
+
+def test_sharded_training_never_picks_pcie_gpus_unless_asked(market):
+    # 70B LoRA (frozen bf16 weights 140 GB) needs two 80 GB GPUs sharing the model: the
+    # 8x A100 PCIe box holds it in memory but its GPUs only talk over PCIe.
+    rec = run(market, rc.Job(70e9, "lora", grad_checkpointing=True))
+    chosen = picks(rec)
+    assert ("vastai", "2:8xA100_PCIE", "on_demand") not in chosen
+    assert ("vastai", "1:8xRTX_4090", "on_demand") not in chosen
+    assert all(f.interconnect["intra_node"] in ("nvlink", "nvswitch") for f in rec.fits)
+    assert rec.excluded[SHARDING_OVER_PCIE] == 2
+    # --any-interconnect shows them, flagged.
+    loose = run(market, rc.Job(70e9, "lora", grad_checkpointing=True), any_interconnect=True)
+    pcie = [f for f in loose.fits if f.offer["instance_type"] == "2:8xA100_PCIE"]
+    assert pcie and "sharded over PCIe: slow" in pcie[0].flags
+
+
+def test_full_70b_finetune_spans_machines_only_over_a_gpu_fabric(market):
+    # 16 B/param × 70B = 1120 GB: 16 GPUs of 80 GB = two machines of eight, which needs
+    # InfiniBand/EFA/RDMA between them (AWS P5 EFA, Azure ND H100 v5 InfiniBand, Tencent HCC).
+    rec = run(market, rc.Job(70e9, "finetune", grad_checkpointing=True))
+    assert sorted(picks(rec)) == [("aws", "p5.48xlarge", "on_demand"),
+                                  ("aws", "p5.48xlarge", "spot"),
+                                  ("azure", "Standard_ND96isr_H100_v5", "on_demand"),
+                                  ("tencent", "HCCPNV5.28XLARGE1920", "on_demand")]
+    assert {f.nodes for f in rec.fits} == {2}
+    assert {f.interconnect["inter_node"] for f in rec.fits} == {"efa", "infiniband", "rdma"}
+    spot = next(f for f in rec.fits if f.offer["pricing"] == "spot")
+    assert spot.hourly_usd == pytest.approx(40.0)  # two machines
+    assert any("2 spot machines" in w for w in spot.spot["warnings"])
+    # Without activation checkpointing, 46 GB of activations per GPU: the output says so.
+    heavy = run(market, rc.Job(70e9, "finetune"))
+    assert any("--grad-checkpointing" in w for w in heavy.warnings)
+
+
+def test_job_size_ranks_by_total_cost_and_wall_time(market):
+    rec = run(market, rc.Job(7e9, "finetune", tokens=2e9))
+    # 8.4e19 FLOPs at 40 % of 989.5 TFLOPS: 7.4 h on eight H100s, 29.5 h on two.
+    first, second = rec.fits[0], rec.fits[1]
+    assert (first.offer["source"], first.offer["pricing"]) == ("aws", "spot")
+    assert first.wall_hours == pytest.approx(7.37, abs=0.01)
+    assert first.total_usd == pytest.approx(147.4, abs=0.1)
+    assert second.offer["source"] == "runpod"
+    assert second.wall_hours == pytest.approx(29.48, abs=0.01)
+    assert second.total_usd == pytest.approx(158.6, abs=0.1)
+    totals = [f.total_usd for f in rec.fits]
+    assert totals == sorted(totals)
+    # The spot offer carries its interruption band.
+    assert first.spot["signal"].startswith("interruption >20%")
+    assert first.spot["risk"] == "high"
+    assert first.spot["warnings"] == ["checkpoint at least hourly"]
+    # A job that cannot resume: spot is a bad idea for a 7 h run, says so, ranks last.
+    strict = run(market, rc.Job(7e9, "finetune", tokens=2e9), resumable=False)
+    assert strict.fits[0].offer["source"] == "runpod"
+    last = strict.fits[-1]
+    assert last.offer["pricing"] == "spot" and rc.bad_idea(last)
+    assert "~7.4 h restarts from zero" in last.spot["warnings"][0]
+
+
+def test_gpu_hours_give_cost_without_speed_adjustment(market):
+    rec = run(market, rc.Job(7e9, "qlora", gpu_hours=10), spot="no", top=0)
+    lambda_ = next(f for f in rec.fits if f.offer["source"] == "lambda")
+    assert lambda_.wall_hours == 10 and lambda_.total_usd == pytest.approx(8.0)
+    eight = next(f for f in rec.fits if f.offer["instance_type"] == "1:8xRTX_4090")
+    assert eight.wall_hours == pytest.approx(10 / 8)
+    assert eight.total_usd == pytest.approx(3.20 * 10 / 8)
+    assert all(f.offer["pricing"] == "on_demand" for f in rec.fits)
+
+
+def test_spot_signals_from_vast_reliability(market):
+    rec = run(market, rc.Job(7e9, "qlora"), spot="only")
+    vast = next(f for f in rec.fits if f.offer["source"] == "vastai")
+    assert vast.spot == {"signal": "host reliability 0.90 (Vast.ai)", "risk": "high",
+                         "warnings": ["long run (a run of unknown length) on a frequently "
+                                      "interrupted offer: checkpoint at least hourly, or use "
+                                      "on-demand"]}
+    assert {f.offer["pricing"] for f in rec.fits} == {"spot"}
+
+
+def test_cny_budget_converts_through_the_stored_rate(market):
+    # ¥14/h at 0.14 USD/CNY = $1.96/h for the whole configuration. CNY offers compare as
+    # quoted (AutoDL's ¥14.00 is in), USD offers through the rate (RunPod's $2.69 = ¥19.2 is
+    # out, Lambda's $0.80 = ¥5.7 is in).
+    rec = run(market, rc.Job(7e9, "qlora"), budget=rc.parse_budget("¥14/h"), top=0)
+    assert picks(rec) == [
+        ("vastai", "3:1xRTX_4090", "spot"),                    # $0.20
+        ("autodl", "beijing-A:1x RTX 4090", "on_demand"),      # ¥1.98
+        ("lambda", "gpu_1x_a6000", "on_demand"),               # $0.80
+        ("alibaba", "ecs.gn7i-c8g1.2xlarge", "on_demand"),     # ¥10
+        ("huawei", "p2s.2xlarge.8", "on_demand"),              # ¥12
+        ("autodl", "beijing-B:1x RTX 4090", "on_demand"),      # ¥14, at the limit
+    ]
+    coded = run(market, rc.Job(7e9, "qlora"), budget=rc.parse_budget("14CNY/h"), top=0)
+    assert picks(coded) == picks(rec)
+    assert rec.excluded["over budget"] >= 5
+    # The same money in USD selects the same offers.
+    usd = run(market, rc.Job(7e9, "qlora"), budget=rc.parse_budget("$1.96/h"), top=0)
+    assert picks(usd) == picks(rec)
+    # A lower CNY budget drops the CNY offers above it, as quoted.
+    low = run(market, rc.Job(7e9, "qlora"), budget=rc.parse_budget("¥11/h"), top=0)
+    assert ("huawei", "p2s.2xlarge.8", "on_demand") not in picks(low)
+    assert ("alibaba", "ecs.gn7i-c8g1.2xlarge", "on_demand") in picks(low)
+
+
+def test_region_cn_keeps_to_mainland_providers_and_regions(market):
+    rec = run(market, rc.Job(7e9, "qlora"), regions=("cn-*",), top=0)
+    assert sorted((f.offer["source"], f.offer["region"]) for f in rec.fits) == [
+        ("autodl", "beijing-A"), ("autodl", "beijing-B"), ("huawei", "cn-north-4"),
+        ("tencent", "ap-beijing")]
+    # Alibaba's Hong Kong region is not mainland China.
+    assert rec.excluded["outside mainland China"] >= 1
+    us = run(market, rc.Job(7e9, "qlora"), regions=("us-*",), top=0)
+    assert {f.offer["source"] for f in us.fits} == {"aws", "lambda"}
+
+
+def test_provider_filter_and_top(market):
+    rec = run(market, rc.Job(7e9, "qlora"), providers=("aws", "runpod"), top=2)
+    assert len(rec.fits) == 2
+    assert {f.offer["source"] for f in rec.fits} <= {"aws", "runpod"}
+
+
+def test_nothing_fits_explains_why(market):
+    rec = run(market, rc.Job(1e12, "pretrain"))
+    assert rec.fits == []
+    assert rec.warnings[-1].startswith("no live offer fits: ")
+    assert "activations alone" in rec.warnings[-1]
+
+
+# -- the rule form ------------------------------------------------------------------------
+def test_rule_clause_parses_to_a_requirement():
+    req = rc.parse_fit_clause("cheapest fit for 7B finetune under $3/h")
+    assert req.job == rc.Job(7e9, "finetune")
+    assert (req.max_price, req.currency, req.per_gpu, req.pricing) == (3.0, "USD", False, None)
+    req = rc.parse_fit_clause("fit for 70B qlora spot under ¥20/h per gpu on autodl,vastai "
+                              "region cn-* seq 4096")
+    assert req.job.params == 70e9 and req.job.task == "qlora" and req.job.seq_len == 4096
+    assert (req.max_price, req.currency, req.per_gpu) == (20.0, "CNY", True)
+    assert req.pricing == "spot" and req.sources == ("autodl", "vastai")
+    assert req.regions == ("cn-*",)
+    assert rc.parse_fit_clause("fit for 13B lora under 14 CNY/h").currency == "CNY"
+    # As in the alert rules: `in` takes providers or region globs, `less than` = `under`.
+    req = rc.parse_fit_clause("fit for 13B lora less than 3 USD/h seq 4096 in eu-*")
+    assert (req.max_price, req.job.seq_len, req.regions, req.sources) == (
+        3.0, 4096, ("eu-*",), ())
+    assert rc.parse_fit_clause("fit for 13B lora in aws,gcp").sources == ("aws", "gcp")
+    assert rc.parse_fit_clause("cheapest fit for 7B finetune under $3/h").describe() == (
+        "cheapest fit for 7B finetune under $3/h")
+
+
+@pytest.mark.parametrize(("clause", "message", "word", "hint"), [
+    ("cheapest fit for 7B finetne under $3/h", "unexpected word", "finetne", "finetune"),
+    ("cheapest fit for finetune under $3/h", "missing the model size", None, None),
+    ("cheapest fit for 7B lora under $3/h on awz", "unknown provider", "awz", "aws"),
+    ("cheapest fit for 7B lora under three", "not a price", "three", None),
+    ("cheapest fits 7B lora", "expected 'for'", "7B", None),
+])
+def test_bad_clauses_point_at_the_word(clause, message, word, hint):
+    with pytest.raises(rc.FitClauseError) as caught:
+        rc.parse_fit_clause(clause)
+    err = caught.value
+    assert message in str(err)
+    assert err.hint == hint
+    if word is not None:
+        assert clause[err.start:err.end] == word
+        assert "^" * len(word) in str(err)
+
+
+def test_offer_fits_the_rule_on_stored_offers(market):
+    offers = queries.current_offers(market)
+    fx = FxTable(queries.latest_fx(market))
+
+    def matching(clause: str) -> set[tuple[str, str, str]]:
+        req = rc.parse_fit_clause(clause)
+        return {(o["source"], o["instance_type"], o["pricing"]) for o in offers
+                if rc.offer_fits(o, req, fx)}
+
+    assert matching("cheapest fit for 7B finetune under $6/h") == {
+        ("runpod", "2x NVIDIA H100 80GB HBM3", "on_demand")}
+    assert matching("cheapest fit for 7B finetune under $25/h") == {
+        ("runpod", "2x NVIDIA H100 80GB HBM3", "on_demand"), ("aws", "p5.48xlarge", "spot")}
+    # Per GPU-hour: RunPod $2.69, AWS spot $2.50 per GPU; on-demand P5 $6.88 is over.
+    assert matching("cheapest fit for 7B finetune under $3/h per gpu") == {
+        ("runpod", "2x NVIDIA H100 80GB HBM3", "on_demand"), ("aws", "p5.48xlarge", "spot")}
+    # The 8x RTX 4090 box is $3.20/h and holds the state, but shards over PCIe: no fit.
+    assert ("vastai", "1:8xRTX_4090", "on_demand") not in matching(
+        "cheapest fit for 7B finetune under $4/h")
+    assert matching("cheapest fit for 7B qlora under ¥2/h on autodl") == {
+        ("autodl", "beijing-A:1x RTX 4090", "on_demand")}
+    # Unavailable offers never fit.
+    assert ("gcp", "a3-highgpu-8g", "on_demand") not in matching(
+        "cheapest fit for 7B finetune under $100/h")
+    # "Under" is strict, as in the alert rules: RunPod's $5.38 is not under $5.38.
+    assert matching("cheapest fit for 7B finetune under $5.38/h") == set()
+    req = rc.parse_fit_clause("cheapest fit for 7B finetune under $25/h")
+    prices = sorted(p for o in offers if (p := rc.fit_price(o, req, fx)) is not None)
+    assert prices == [pytest.approx(5.38), pytest.approx(20.0)]
+
+
+def test_offer_fits_on_plain_offer_dicts():
+    req = rc.parse_fit_clause("cheapest fit for 7B inference under $1/h")
+    l4 = dict(OFFER, source="gcp", instance_type="g2-standard-8", gpu="L4", price=0.85,
+              price_usd=0.85)
+    assert rc.offer_fits(l4, req)
+    assert not rc.offer_fits(dict(l4, price=1.2, price_usd=1.2), req)
+    assert not rc.offer_fits(dict(l4, available=False), req)
+    # 14 GB of bf16 weights + 1.1 GB KV cache: not on a 10 GB card; on a 16 GB T4 only
+    # until the context grows (2.1 GB of KV cache at 4096 tokens).
+    assert not rc.offer_fits(dict(l4, gpu="RTX-3080"), req)
+    assert rc.offer_fits(dict(l4, gpu="T4"), req)
+    longer = rc.parse_fit_clause("cheapest fit for 7B inference seq 4096 under $1/h")
+    assert not rc.offer_fits(dict(l4, gpu="T4"), longer)
+
+
+# -- the command --------------------------------------------------------------------------
+@pytest.fixture
+def market_url(sqlite_url):
+    from storage.db import open_database
+
+    engine = open_database(sqlite_url)
+    _store(engine)
+    engine.dispose()
+    return sqlite_url
+
+
+def test_cli_json(market_url):
+    out = gpuradar_json("recommend", "--params", "7B", "--task", "finetune", "--tokens", "2B",
+                        db_url=market_url)
+    est = out["estimate"]
+    assert est["total_gb"] == pytest.approx(121.13, abs=0.01)
+    assert est["parts_gb"]["optimizer"] == 84.0
+    assert any("12 B × N" in line for line in est["formula"])
+    assert est["flops"] == pytest.approx(8.4e19) and est["mfu"] == 0.4
+    first = out["options"][0]
+    assert (first["rank"], first["source"], first["pricing"]) == (1, "aws", "spot")
+    assert first["interconnect"]["intra_node"] == "nvswitch"
+    assert first["spot"]["risk"] == "high"
+    assert first["wall_hours"] == pytest.approx(7.37, abs=0.01)
+    assert all(o["interconnect"]["intra_node"] != "pcie" for o in out["options"])
+    assert out["excluded"][SHARDING_OVER_PCIE] == 2
+    assert {r["gpu_memory_gb"]: r["gpus"] for r in out["hardware"]}[80] == 2
+
+
+def test_cli_table_with_cny_budget_and_mainland_region(market_url):
+    proc = gpuradar("recommend", "-p", "7B", "-t", "qlora", "--budget", "¥14/h", "--region",
+                    "cn-*", db_url=market_url)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "weights = N × 4.127 bits" in out  # the formula is printed
+    assert "activations" in out and "[per GPU]" in out
+    assert "Budget: ¥14/h for the whole configuration (≈ $1.96" in out
+    assert "beijing-A" in out and "cn-north-4" in out
+    assert "cn-hongkong" not in out and "us-east-1" not in out
+    assert "data location: mainland China only" in proc.stderr
+
+
+def test_cli_exit_codes(market_url):
+    bad = gpuradar("recommend", "-p", "7", "-t", "finetune", db_url=market_url)
+    assert bad.returncode == 2 and "needs a unit" in bad.stderr
+    none = gpuradar("recommend", "-p", "1T", "-t", "pretrain", "--json", db_url=market_url)
+    assert none.returncode == 1
+    assert json.loads(none.stdout)["options"] == []
