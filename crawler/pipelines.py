@@ -18,6 +18,7 @@ from scrapy.exceptions import DropItem
 
 from crawler import gpus
 from crawler.currency import FxTable
+from crawler.interconnect import interconnect_for
 from crawler.items import PRICINGS, FxRateItem, PriceItem
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,13 @@ def normalize(item: PriceItem, fx: FxTable) -> str | None:
         item.gpu = gpu.name
         if item.gpu_memory_gb is None:
             item.gpu_memory_gb = gpu.memory_gb
+    if item.gpu_count >= 2 and "interconnect" not in item.attributes:
+        # What links the GPUs (and machines) of a multi-GPU offer, where the provider
+        # publishes it: `gpuradar recommend` needs it for sharded jobs.
+        link = interconnect_for(item.source, item.instance_type, item.gpu, item.gpu_count)
+        if link["intra_node"] or link["inter_node"]:
+            item.attributes = {**item.attributes, "interconnect": {
+                k: link[k] for k in ("intra_node", "inter_node", "basis")}}
     usd = fx.to_usd(item.price, item.currency)
     if usd is None:
         return "unknown_currency"

@@ -68,3 +68,17 @@ def test_changed_field_name_is_a_clear_error(tmp_path):
                         encoding="utf-8")
     with pytest.raises(ParseError, match="'Items' is dict, expected list"):
         list(AzureSpider().parse(resp))
+
+
+def test_multi_gpu_offers_carry_their_published_interconnect():
+    from crawler.currency import FxTable
+    from crawler.pipelines import normalize
+
+    items, _ = parse("prices_page1.json")
+    nd = next(i for i in items if i.instance_type == "Standard_ND96isr_H100_v5")
+    assert normalize(nd, FxTable()) is None
+    assert nd.attributes["interconnect"]["intra_node"] == "nvswitch"
+    assert nd.attributes["interconnect"]["inter_node"] == "infiniband"
+    single = next(i for i in items if i.instance_type == "Standard_NC40ads_H100_v5")
+    normalize(single, FxTable())
+    assert "interconnect" not in single.attributes
