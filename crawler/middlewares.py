@@ -54,13 +54,15 @@ class BackoffRetryMiddleware(RetryMiddleware):
         return super().process_response(request, response)
 
 
-def request_key(method: str, url: str, body: bytes) -> str:
+def request_key(request: Request) -> str:
     """Identity of a request in a recording: host-independent, so a recording replays
-    whatever base URL the endpoints are configured with."""
-    parts = urlsplit(url)
+    whatever base URL the endpoints are configured with. APIs that say what they want in a
+    header (Tencent's X-TC-Region) set `meta["record_key"]` to tell such requests apart."""
+    parts = urlsplit(request.url)
     path = parts.path + ("?" + parts.query if parts.query else "")
-    digest = hashlib.sha1(body).hexdigest() if body else ""
-    return f"{method.upper()} {path} {digest}".strip()
+    digest = hashlib.sha1(request.body).hexdigest() if request.body else ""
+    extra = request.meta.get("record_key", "")
+    return " ".join(p for p in (request.method.upper(), path, digest, extra) if p)
 
 
 _SUFFIX = {"json": ".json", "xml": ".xml", "html": ".html", "csv": ".csv", "javascript": ".js"}
@@ -86,17 +88,18 @@ class Recording:
         self.by_key = {e["key"]: e for e in self.entries}
 
     def find(self, request: Request) -> dict[str, Any] | None:
-        return self.by_key.get(request_key(request.method, request.url, request.body))
+        return self.by_key.get(request_key(request))
 
     def body(self, entry: dict[str, Any]) -> bytes:
         return (self.dir / entry["file"]).read_bytes()
 
     def save(self, request: Request, response: Response) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        key = request_key(request.method, request.url, request.body)
+        key = request_key(request)
         ctype = response.headers.get(b"Content-Type", b"").decode("latin-1")
         slug = re.sub(r"[^A-Za-z0-9]+", "-", urlsplit(request.url).path).strip("-")[-60:]
-        name = f"{len(self.entries) + 1:04d}-{slug or 'root'}{_suffix(ctype)}"
+        number = 1 + max((int(e["file"][:4]) for e in self.entries), default=0)
+        name = f"{number:04d}-{slug or 'root'}{_suffix(ctype)}"
         (self.dir / name).write_bytes(response.body)
         entry = {"key": key, "method": request.method, "url": request.url,
                  "status": response.status, "content_type": ctype, "file": name}

@@ -52,8 +52,17 @@ GPURADAR_ENDPOINTS: dict[str, str] = {}
 GPURADAR_SOURCES: dict[str, dict] = {}
 
 # --- Playwright (pages that only render with JavaScript) --------------------------------
-# Spiders opt in per request with meta={"playwright": True}; the handler is only installed
-# for those spiders (see crawler.spiders.base.GpuRadarSpider.use_playwright).
+# The download handler is installed once, for every spider: a request with
+# meta={"playwright": True} is rendered by Chromium; every other request goes through Scrapy's
+# own HTTP/1.1 handler unchanged (the Playwright handler delegates to it). The browser
+# provider below starts Playwright's driver and Chromium only on the first rendered request,
+# so a crawl that never asks for a page pays nothing. The handler needs the asyncio reactor
+# (TWISTED_REACTOR above).
+DOWNLOAD_HANDLERS = {
+    "http": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
+    "https": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
+}
+PLAYWRIGHT_BROWSER_PROVIDER = "crawler.playwright.LazyBrowserProvider"
 PLAYWRIGHT_BROWSER_TYPE = "chromium"
 PLAYWRIGHT_LAUNCH_OPTIONS = {
     "executable_path": "/usr/bin/chromium",
@@ -63,3 +72,6 @@ PLAYWRIGHT_LAUNCH_OPTIONS = {
 }
 PLAYWRIGHT_MAX_CONTEXTS = 2
 PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 20_000
+# Price tables need no images, fonts or media.
+PLAYWRIGHT_ABORT_REQUEST = "crawler.playwright.abort_heavy_resources"
+

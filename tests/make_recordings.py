@@ -20,7 +20,10 @@ from tests.provider_server import ProviderServer, serve_standard
 RECORDINGS = Path(__file__).parent.parent / "gpuradar" / "recordings"
 # Source options a recording run needs: a dummy key (the fixture server takes any), and no
 # signed AWS calls (the demo has no credentials to replay them with).
-OPTIONS = {"gcp": {"api_key": "recording-dummy-key"}, "aws": {"spot_history": False}}
+OPTIONS = {"gcp": {"api_key": "recording-dummy-key"}, "aws": {"spot_history": False},
+           "tencent": {"secret_id": "recording-dummy-id", "secret_key": "recording-dummy-key"},
+           "huawei": {"access_key": "recording-dummy-ak", "secret_key": "recording-dummy-sk"},
+           "autodl": {"web_token": "recording-dummy-token", "dev_token": "recording-dummy-token"}}
 
 
 def main(sources: list[str]) -> int:

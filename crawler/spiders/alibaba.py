@@ -1,0 +1,357 @@
+"""Alibaba Cloud ECS: GPU instance prices and, with an AccessKey, availability per zone.
+
+Without credentials: the price file the ECS price calculator loads from Alibaba's CDN,
+`https://g.alicdn.com/aliyun/ecs-price-info[-intl]/<version>/price/download/instancePrice.json`
+(China site `ecs-price-info`: CNY; international site `ecs-price-info-intl`: USD; option
+`site`, default china). Keys are `region::instance_type::network::os::io`, prices are strings;
+the spider reads vpc / linux / optimized hourly prices of the GPU families in FAMILIES. The
+`<version>` changes: pin it with the option `version`, otherwise it is looked for in the
+pricing page (option `discovery_page`; `discover_with_browser: true` renders the page with
+Chromium first). Discovery is EXPERIMENTAL: no public material confirms how the page exposes
+the version; when it finds none, the last version seen in public material is used and a
+warning says so.
+
+With an AccessKey (`access_key_id` / `access_key_secret`, signed RPC calls):
+`DescribeInstanceTypes` (GPU model, count and memory, authoritative), then per region
+`DescribeAvailableResource` (WithStock / WithoutStock per zone, on-demand and spot),
+`DescribePrice` (hourly list price, `OriginalPrice`) and `DescribeSpotPriceHistory` (latest
+spot price per zone). The CDN file is not read then.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+import scrapy
+from scrapy.http import Response
+from scrapy.settings import BaseSettings
+
+from crawler.items import PriceItem
+from crawler.signing import alibaba_rpc_params, signing_credentials
+from crawler.spiders.base import GpuRadarSpider, ParseError, require
+
+# The last price-file version seen in public material (international site).
+FALLBACK_VERSION = "2.0.421"
+_VERSION = re.compile(r"ecs-price-info(-intl)?/(\d+(?:\.\d+)+)/")
+
+# GPU instance family -> (GPU as Alibaba's GPUSpec names it, GB per GPU, GPUs per bare-metal
+# instance or None). Alibaba's GPU-accelerated instance family pages.
+FAMILIES: dict[str, tuple[str, float | None, int | None]] = {
+    "gn5": ("NVIDIA P100", 16, None), "gn5i": ("NVIDIA P4", 8, None),
+    "gn6v": ("NVIDIA V100", 16, None), "gn6e": ("NVIDIA V100", 32, None),
+    "gn6i": ("NVIDIA T4", 16, None), "gn7": ("NVIDIA A100", 40, None),
+    "gn7e": ("NVIDIA A100", 80, None), "gn7i": ("NVIDIA A10", 24, None),
+    "gn8is": ("NVIDIA L20", 48, None),
+    # gn8v: Alibaba describes its GPU by memory only (96 GB); kept under this raw name.
+    "gn8v": ("gn8v GPU", 96, None),
+    "ebmgn6v": ("NVIDIA V100", 16, 8), "ebmgn6e": ("NVIDIA V100", 32, 8),
+    "ebmgn6i": ("NVIDIA T4", 16, 4), "ebmgn7": ("NVIDIA A100", 40, 8),
+    "ebmgn7e": ("NVIDIA A100", 80, 8), "ebmgn7ex": ("NVIDIA A100", 80, 8),
+    "ebmgn7i": ("NVIDIA A10", 24, 4), "ebmgn8is": ("NVIDIA L20", 48, 8),
+    "ebmgn8v": ("gn8v GPU", 96, 8),
+}
+# Sizes whose GPU count the name does not say ("cXg1" = X vCPUs per GPU; "-Nx" = N GPUs).
+SIZES: dict[str, int] = {
+    "ecs.gn5-c8g1.14xlarge": 8, "ecs.gn8is.2xlarge": 1, "ecs.gn8is.4xlarge": 1,
+    "ecs.gn8is.8xlarge": 2, "ecs.gn8is.16xlarge": 4,
+}
+_TYPE = re.compile(r"^ecs\.([a-z0-9]+)(?:-([a-z0-9]+))?\.(\d*)(x?large)$")
+AVAILABLE = {"WithStock": True, "ClosedWithStock": True, "WithoutStock": False,
+             "ClosedWithoutStock": False}
+
+
+def size_vcpus(multiplier: str, size: str) -> int:
+    """vCPUs of an ECS size: large 2, xlarge 4, Nxlarge 4N."""
+    if size == "large":
+        return 2
+    return 4 * (int(multiplier) if multiplier else 1)
+
+
+def gpu_spec(instance_type: str) -> tuple[str, float, float | None, int] | None:
+    """(GPU, count, GB per GPU, vCPUs) of a GPU instance type by its name; None otherwise."""
+    m = _TYPE.match(instance_type)
+    if not m or m.group(1) not in FAMILIES:
+        return None
+    family, variant, multiplier, size = m.groups()
+    gpu, memory, bare_metal = FAMILIES[family]
+    vcpus = size_vcpus(multiplier, size)
+    count: float | None = SIZES.get(instance_type) or bare_metal
+    if count is None and variant:
+        if re.fullmatch(r"\d+x", variant):
+            count = int(variant[:-1])
+        elif c := re.fullmatch(r"c(\d+)g1", variant):
+            count = vcpus / int(c.group(1))
+    if not count or count != int(count):
+        return None
+    return gpu, float(count), memory, vcpus
+
+
+class AlibabaSpider(GpuRadarSpider):
+    name = "alibaba"
+    endpoints = {
+        "price_file_china": ("https://g.alicdn.com/aliyun/ecs-price-info/{version}/price/"
+                             "download/instancePrice.json"),
+        "price_file_intl": ("https://g.alicdn.com/aliyun/ecs-price-info-intl/{version}/price/"
+                            "download/instancePrice.json"),
+        "discovery_china": "https://www.aliyun.com/price/product",
+        "discovery_intl": "https://www.alibabacloud.com/en/product/ecs/pricing",
+        "api": "https://ecs.{region}.aliyuncs.com/",
+    }
+    credentials = {"access_key_id": "ALIBABA_CLOUD_ACCESS_KEY_ID",
+                   "access_key_secret": "ALIBABA_CLOUD_ACCESS_KEY_SECRET"}
+    default_interval = 3600
+    notes = ("Key-less: CDN price file of the ECS calculator (CNY China site / USD intl), "
+             "version discovery EXPERIMENTAL; with an AccessKey: ECS API prices, spot and "
+             "availability per zone.")
+
+    @classmethod
+    def status(cls, settings: BaseSettings) -> tuple[bool, str]:
+        opts = cls.options_from(settings)
+        if opts.get("enabled") is False:
+            return False, "disabled in the config file"
+        site = "intl" if opts.get("site") == "intl" else "china"
+        currency = "USD" if site == "intl" else "CNY"
+        if opts.get("access_key_id") and opts.get("access_key_secret"):
+            return True, (f"AccessKey found: ECS API ({currency}), on-demand and spot prices, "
+                          "availability per zone")
+        version = (f"pinned price-file version {opts['version']}" if opts.get("version")
+                   else "price-file version discovered from the pricing page (EXPERIMENTAL; "
+                        "pin it with sources.alibaba.version)")
+        return True, (f"public CDN price file, {site} site in {currency}, on-demand only, no "
+                      f"availability; {version}. ALIBABA_CLOUD_ACCESS_KEY_ID and "
+                      "ALIBABA_CLOUD_ACCESS_KEY_SECRET (or sources.alibaba.access_key_id / "
+                      "access_key_secret) add spot prices and availability per zone")
+
+    @property
+    def site(self) -> str:
+        return "intl" if self.option("site") == "intl" else "china"
+
+    async def start(self):
+        if self.option("access_key_id") and self.option("access_key_secret"):
+            for request in self.instance_types_request(None):
+                yield request
+            return
+        version = self.option("version")
+        if version:
+            yield self.price_file_request(str(version), "pinned")
+            return
+        meta: dict[str, Any] = {}
+        if self.option("discover_with_browser"):
+            meta = {"playwright": True}
+        yield scrapy.Request(self.endpoint(f"discovery_{self.site}"), callback=self.parse_discovery,
+                             errback=self.discovery_failed, meta=meta, dont_filter=True)
+
+    # -- key-less: the CDN price file --------------------------------------------------------
+    def price_file_request(self, version: str, how: str) -> scrapy.Request:
+        url = self.endpoint(f"price_file_{self.site}").format(version=version)
+        return scrapy.Request(url, callback=self.parse, cb_kwargs={"version_source": how})
+
+    def parse_discovery(self, response: Response, **kwargs: Any) -> Iterator[scrapy.Request]:
+        want_intl = self.site == "intl"
+        found = sorted({tuple(int(p) for p in m.group(2).split(".")) for m in
+                        _VERSION.finditer(response.text) if bool(m.group(1)) == want_intl})
+        if found:
+            version = ".".join(str(p) for p in found[-1])
+            self.logger.info("alibaba: price file version %s found on %s", version, response.url)
+            yield self.price_file_request(version, "discovered")
+            return
+        yield from self.fallback(f"no price-file version on {response.url}")
+
+    def discovery_failed(self, failure) -> Iterator[scrapy.Request]:
+        yield from self.fallback(f"pricing page unreachable ({failure.getErrorMessage()})")
+
+    def fallback(self, why: str) -> Iterator[scrapy.Request]:
+        self.logger.warning("alibaba: %s; using price-file version %s (pin the current one "
+                            "with sources.alibaba.version)", why, FALLBACK_VERSION)
+        yield self.price_file_request(FALLBACK_VERSION, "fallback")
+
+    def parse(self, response: Response, version_source: str = "file",
+              **kwargs: Any) -> Iterator[PriceItem]:
+        try:
+            data = json.loads(response.text)
+        except ValueError as exc:
+            raise ParseError(self.name, "<body>", response.url, f"is not JSON ({exc})") from None
+        info = require(data, "pricingInfo", self.name, response.url, dict)
+        currency = data.get("currency") or ("USD" if self.site == "intl" else "CNY")
+        version = data.get("version")
+        for key, prices in info.items():
+            parts = key.split("::")
+            if len(parts) != 5:
+                raise ParseError(self.name, "pricingInfo key", response.url,
+                                 f"{key!r} is not region::type::network::os::io")
+            region, instance_type, network, os_type, io = parts
+            if (network, os_type, io) != ("vpc", "linux", "optimized"):
+                continue
+            spec = gpu_spec(instance_type)
+            if spec is None:
+                if instance_type.startswith(("ecs.gn", "ecs.ebmgn")) and self.crawler:
+                    self.crawler.stats.inc_value("gpuradar/skipped/unknown_gpu_size")
+                continue
+            hours = require(prices, "hours", self.name, key, list)
+            if not hours:
+                continue
+            price = require(hours[0], "price", self.name, f"{key}.hours[0]", str)
+            gpu, count, memory, vcpus = spec
+            yield PriceItem(
+                source=self.name, region=region, instance_type=instance_type,
+                pricing="on_demand", gpu=gpu, gpu_count=count, gpu_memory_gb=memory,
+                vcpus=vcpus, price=float(price), currency=currency, url=response.url,
+                attributes={"price_file_version": version, "version_source": version_source,
+                            "site": data.get("site")})
+
+    # -- with an AccessKey: the ECS API ------------------------------------------------------
+    def rpc(self, action: str, endpoint_region: str, params: dict[str, Any], callback,
+            **cb_kwargs: Any) -> scrapy.Request | None:
+        creds = signing_credentials(self, ("access_key_id", "access_key_secret"))
+        if creds is None:
+            return None
+        query = alibaba_rpc_params(action, {k: str(v) for k, v in params.items()},
+                                   creds["access_key_id"], creds["access_key_secret"])
+        url = self.endpoint("api").format(region=endpoint_region) + "?" + urlencode(query)
+        return scrapy.Request(url, callback=callback, cb_kwargs={"action": action, **cb_kwargs},
+                              meta={"handle_httpstatus_list": [400, 403, 404]},
+                              dont_filter=True)
+
+    def api_body(self, response: Response, action: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(response.text)
+        except ValueError:
+            data = None
+        if response.status >= 400 or not isinstance(data, dict) or "Code" in data:
+            code = data.get("Code") if isinstance(data, dict) else response.status
+            message = data.get("Message") if isinstance(data, dict) else ""
+            self.logger.error("alibaba: %s failed: %s %s", action, code, message)
+            return None
+        return data
+
+    def instance_types_request(self, token: str | None) -> Iterator[scrapy.Request]:
+        params: dict[str, Any] = {"MaxResults": 1000}
+        if token:
+            params["NextToken"] = token
+        request = self.rpc("DescribeInstanceTypes", self.option("home_region", "cn-hangzhou"),
+                           params, self.parse_instance_types, specs={})
+        if request is not None:
+            yield request
+
+    def parse_instance_types(self, response: Response, action: str,
+                             specs: dict[str, dict[str, Any]]) -> Iterator[scrapy.Request]:
+        data = self.api_body(response, action)
+        if data is None:
+            return
+        types = require(require(data, "InstanceTypes", self.name, action, dict),
+                        "InstanceType", self.name, action, list)
+        for i, t in enumerate(types):
+            type_id = require(t, "InstanceTypeId", self.name, f"InstanceType[{i}]", str)
+            if (t.get("GPUAmount") or 0) > 0:
+                specs[type_id] = t
+        token = data.get("NextToken")
+        if token:
+            for request in self.instance_types_request(token):
+                request.cb_kwargs["specs"] = specs
+                yield request
+            return
+        for region in self.option("regions", ["cn-hangzhou", "cn-shanghai", "cn-beijing",
+                                              "cn-zhangjiakou", "cn-wulanchabu", "cn-shenzhen",
+                                              "cn-hongkong", "ap-southeast-1"]):
+            for spot in (False, True):
+                params = {"RegionId": region, "DestinationResource": "InstanceType",
+                          "IoOptimized": "optimized", "InstanceChargeType": "PostPaid"}
+                if spot:
+                    params["SpotStrategy"] = "SpotAsPriceGo"
+                request = self.rpc("DescribeAvailableResource", region, params,
+                                   self.parse_available, region=region, spot=spot, specs=specs)
+                if request is not None:
+                    yield request
+
+    def parse_available(self, response: Response, action: str, region: str, spot: bool,
+                        specs: dict[str, dict[str, Any]]) -> Iterator[scrapy.Request]:
+        data = self.api_body(response, action)
+        if data is None:
+            return
+        zones: dict[str, dict[str, bool | None]] = {}  # instance type -> zone -> available
+        for z in require(require(data, "AvailableZones", self.name, action, dict),
+                         "AvailableZone", self.name, action, list):
+            zone = require(z, "ZoneId", self.name, "AvailableZone", str)
+            for res in (z.get("AvailableResources") or {}).get("AvailableResource", []):
+                for s in (res.get("SupportedResources") or {}).get("SupportedResource", []):
+                    value = s.get("Value")
+                    if value in specs:
+                        available = AVAILABLE.get(s.get("StatusCategory") or "")
+                        if s.get("Status") == "SoldOut":
+                            available = False
+                        zones.setdefault(value, {})[zone] = available
+        for instance_type, by_zone in sorted(zones.items()):
+            if spot:
+                start = (datetime.now(UTC) - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+                request = self.rpc("DescribeSpotPriceHistory", region, {
+                    "RegionId": region, "InstanceType": instance_type, "NetworkType": "vpc",
+                    "OSType": "linux", "StartTime": start}, self.parse_spot, region=region,
+                    spec=specs[instance_type], zones=by_zone)
+            else:
+                request = self.rpc("DescribePrice", region, {
+                    "RegionId": region, "ResourceType": "instance", "InstanceType": instance_type,
+                    "PriceUnit": "Hour", "SystemDisk.Category": "cloud_essd"},
+                    self.parse_price, region=region, spec=specs[instance_type], zones=by_zone)
+            if request is not None:
+                yield request
+
+    def api_item(self, spec: dict[str, Any], region: str, zone: str, pricing: str,
+                 price: float, currency: str, available: bool | None,
+                 attributes: dict[str, Any]) -> PriceItem:
+        return PriceItem(
+            source=self.name, region=region, zone=zone, instance_type=spec["InstanceTypeId"],
+            pricing=pricing, gpu=spec.get("GPUSpec") or "", gpu_count=float(spec["GPUAmount"]),
+            gpu_memory_gb=spec.get("GPUMemorySize") or None, vcpus=spec.get("CpuCoreCount"),
+            memory_gb=spec.get("MemorySize"), price=price, currency=currency,
+            available=available, attributes=attributes)
+
+    def parse_price(self, response: Response, action: str, region: str,
+                    spec: dict[str, Any], zones: dict[str, bool | None]) -> Iterator[PriceItem]:
+        data = self.api_body(response, action)
+        if data is None:
+            return
+        price = require(require(data, "PriceInfo", self.name, action, dict), "Price",
+                        self.name, action, dict)
+        original = require(price, "OriginalPrice", self.name, "PriceInfo.Price", (int, float))
+        for zone, available in sorted(zones.items()):
+            yield self.api_item(spec, region, zone, "on_demand", original,
+                                price.get("Currency") or "CNY", available,
+                                {"trade_price": price.get("TradePrice")})
+
+    def parse_spot(self, response: Response, action: str, region: str,
+                   spec: dict[str, Any], zones: dict[str, bool | None]) -> Iterator[PriceItem]:
+        data = self.api_body(response, action)
+        if data is None:
+            return
+        points = require(require(data, "SpotPrices", self.name, action, dict),
+                         "SpotPriceType", self.name, action, list)
+        latest: dict[str, dict[str, Any]] = {}
+        for p in points:
+            zone = p.get("ZoneId", "")
+            if zone not in latest or p.get("Timestamp", "") >= latest[zone].get("Timestamp", ""):
+                latest[zone] = p
+        for zone, point in sorted(latest.items()):
+            if point.get("NetworkType", "vpc") != "vpc" or zone not in zones:
+                continue
+            yield self.api_item(spec, region, zone, "spot", point["SpotPrice"],
+                                data.get("Currency") or "CNY", zones[zone],
+                                {"origin_price": point.get("OriginPrice"),
+                                 "observed": point.get("Timestamp")})
+
+    def parse_file(self, response: Response) -> Iterator[PriceItem]:
+        """CDN price files; API answers are checked for shape (they need each other)."""
+        data = json.loads(response.text)
+        if isinstance(data, dict) and "pricingInfo" in data:
+            return self.parse(response)
+        if isinstance(data, dict) and "Code" in data:
+            raise ParseError(self.name, "Code", response.url,
+                             f"says {data['Code']}: {data.get('Message')}")
+        for field in ("InstanceTypes", "AvailableZones", "PriceInfo", "SpotPrices"):
+            if isinstance(data, dict) and field in data:
+                return iter(())
+        raise ParseError(self.name, "pricingInfo", response.url, "is missing")

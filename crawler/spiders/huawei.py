@@ -1,0 +1,290 @@
+"""Huawei Cloud ECS: GPU and Ascend flavors with per-AZ sell status, priced through BSS.
+
+All calls are AK/SK signed (APIG "SDK-HMAC-SHA256", crawler/signing.py):
+
+1. IAM `GET /v3/auth/projects` (KeystoneListAuthProjects): the project id of each region
+   (skipped when the option `projects: {region: project_id}` gives them).
+2. ECS `GET /v1/{project_id}/cloudservers/flavors` (ListFlavors) per region, keeping flavors
+   whose `ecs:performancetype` is gpu or ascend. GPU model and count come from `info:gpus` /
+   `info:asic_accelerators` (JSON text), else `pci_passthrough:alias` ("nvidia-v100:1").
+   Availability per AZ comes from `cond:operation:az` ("az(status),..."); a flavor that lists
+   no AZ takes the region-wide `cond:operation:status` (normal / promotion / obt: on sale,
+   sellout / obt_sellout: sold out, abandon: not offered). The spot sell status per AZ
+   (`cond:spot_block:operation:az`, or `cond:spot:operation:az`) is kept as an attribute:
+   Huawei publishes no spot price API.
+3. BSS `POST /v2/bills/ratings/on-demand-resources`, at most 100 flavors per call, one hour of
+   `<flavor>.linux`: the list price is `official_website_amount` (`amount` is the account's
+   discounted price). A flavor BSS does not know fails its whole batch (CBC.99006006 /
+   CBC.6006), so a failed batch is split in halves and retried: one bad flavor costs itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import scrapy
+from scrapy.http import Response
+from scrapy.settings import BaseSettings
+
+from crawler.items import PriceItem
+from crawler.signing import huawei_sign, signing_credentials
+from crawler.spiders.base import GpuRadarSpider, ParseError, require
+
+BATCH = 100
+PAGE = 1000
+GPU_TYPES = {"gpu", "ascend"}
+ON_SALE = {"normal": True, "promotion": True, "obt": True, "sellout": False,
+           "obt_sellout": False}
+# Errors that mean "this product is unknown to BSS": split the batch and retry.
+UNKNOWN_PRODUCT = {"CBC.99006006", "CBC.6006"}
+_AZ = re.compile(r"\s*([^(),\s]+)\(([^)]*)\)\s*")
+_ALIAS = re.compile(r"^\s*([^:,]+):(\d+)")
+
+
+def az_status(text: str | None) -> dict[str, str]:
+    """'cn-east-2a(normal),cn-east-2b(sellout)' -> {'cn-east-2a': 'normal', ...}."""
+    return {m.group(1): m.group(2) for m in _AZ.finditer(text or "")}
+
+
+def flavor_gpu(specs: dict[str, Any]) -> tuple[str, float, float | None] | None:
+    """(GPU name, count, memory GB) of a flavor's extra specs, or None."""
+    for key in ("info:gpus", "info:asic_accelerators"):
+        raw = specs.get(key)
+        if not raw:
+            continue
+        try:
+            cards = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            continue
+        if isinstance(cards, list) and cards and isinstance(cards[0], dict):
+            card = cards[0]
+            memory = card.get("memory_mb")
+            count = sum(float(c.get("count") or 0) for c in cards)
+            if card.get("name") and count > 0:
+                return str(card["name"]), count, round(memory / 1024, 1) if memory else None
+    match = _ALIAS.match(specs.get("pci_passthrough:alias") or "")
+    if match and int(match.group(2)) > 0:
+        return match.group(1), float(match.group(2)), None
+    return None
+
+
+class HuaweiSpider(GpuRadarSpider):
+    name = "huawei"
+    endpoints = {
+        "iam": "https://iam.myhuaweicloud.com/v3/auth/projects",
+        "ecs": "https://ecs.{region}.myhuaweicloud.com/v1/{project_id}/cloudservers/flavors",
+        "bss": "https://bss.myhuaweicloud.com/v2/bills/ratings/on-demand-resources",
+        "bss_intl": "https://bss-intl.myhuaweicloud.com/v2/bills/ratings/on-demand-resources",
+    }
+    credentials = {"access_key": "HUAWEICLOUD_SDK_AK", "secret_key": "HUAWEICLOUD_SDK_SK"}
+    requires_credentials = True
+    default_interval = 3600
+    notes = ("ECS ListFlavors (GPU + Ascend) per region, sell status per AZ; hourly list "
+             "price from BSS; CNY on the China site (option site: intl for USD).")
+
+    @classmethod
+    def status(cls, settings: BaseSettings) -> tuple[bool, str]:
+        opts = cls.options_from(settings)
+        if opts.get("enabled") is False:
+            return False, "disabled in the config file"
+        if not (opts.get("access_key") and opts.get("secret_key")):
+            return False, ("needs HUAWEICLOUD_SDK_AK and HUAWEICLOUD_SDK_SK (or "
+                           "sources.huawei.access_key / secret_key): an AK/SK allowed to list "
+                           "ECS flavors and query BSS prices; no key-less source is used")
+        site = "international site, USD" if opts.get("site") == "intl" else "China site, CNY"
+        return True, f"AK/SK found; {site}"
+
+    # -- requests --------------------------------------------------------------------------
+    def signed(self, method: str, url: str, callback, body: dict | None = None,
+               **kwargs: Any) -> scrapy.Request | None:
+        creds = signing_credentials(self, ("access_key", "secret_key"))
+        if creds is None:
+            self.logger.error("huawei: no AK/SK; set HUAWEICLOUD_SDK_AK and HUAWEICLOUD_SDK_SK")
+            return None
+        data = json.dumps(body, sort_keys=True).encode() if body is not None else b""
+        headers = huawei_sign(access_key=creds["access_key"], secret_key=creds["secret_key"],
+                              method=method, url=url,
+                              headers={"Content-Type": "application/json"}, body=data)
+        return scrapy.Request(url, method=method, body=data, headers=headers,
+                              callback=callback, dont_filter=True, **kwargs)
+
+    async def start(self):
+        projects = self.option("projects")
+        if projects:
+            for region, project_id in dict(projects).items():
+                request = self.flavors_request(str(region), str(project_id))
+                if request is not None:
+                    yield request
+            return
+        request = self.signed("GET", self.endpoint("iam"), self.parse_projects)
+        if request is not None:
+            yield request
+
+    def flavors_request(self, region: str, project_id: str,
+                        marker: str | None = None) -> scrapy.Request | None:
+        url = self.endpoint("ecs").format(region=region, project_id=project_id)
+        query = {"limit": PAGE, **({"marker": marker} if marker else {})}
+        return self.signed("GET", f"{url}?{urlencode(query)}", self.parse_flavors,
+                           cb_kwargs={"region": region, "project_id": project_id})
+
+    def rating_request(self, region: str, project_id: str,
+                       flavors: list[dict[str, Any]]) -> scrapy.Request | None:
+        body = {"project_id": project_id, "inquiry_precision": 1, "product_infos": [
+            {"id": str(i), "cloud_service_type": "hws.service.type.ec2",
+             "resource_type": "hws.resource.type.vm", "resource_spec": f"{f['id']}.linux",
+             "region": region, "usage_factor": "Duration", "usage_value": 1,
+             "usage_measure_id": 4, "subscription_num": 1} for i, f in enumerate(flavors)]}
+        url = self.endpoint("bss_intl" if self.option("site") == "intl" else "bss")
+        return self.signed("POST", url, self.parse_rating, body=body,
+                           cb_kwargs={"region": region, "project_id": project_id,
+                                      "flavors": flavors},
+                           meta={"handle_httpstatus_list": [400]})
+
+    # -- responses -------------------------------------------------------------------------
+    def json_of(self, response: Response) -> Any:
+        try:
+            return json.loads(response.text)
+        except ValueError as exc:
+            raise ParseError(self.name, "<body>", response.url, f"is not JSON ({exc})") from None
+
+    def parse_projects(self, response: Response) -> Iterator[scrapy.Request]:
+        data = self.json_of(response)
+        wanted = {str(r) for r in self.option("regions") or []}
+        for i, project in enumerate(require(data, "projects", self.name, response.url, list)):
+            name = require(project, "name", self.name, f"projects[{i}]", str)
+            project_id = require(project, "id", self.name, f"projects[{i}]", str)
+            # Sub-projects are "<region>_<name>"; "MOS" and the like are not regions.
+            if "_" in name or "-" not in name or project.get("enabled") is False:
+                continue
+            if wanted and name not in wanted:
+                continue
+            request = self.flavors_request(name, project_id)
+            if request is not None:
+                yield request
+
+    def parse_flavors(self, response: Response, region: str, project_id: str,
+                      **kwargs: Any) -> Iterator[scrapy.Request]:
+        flavors = require(self.json_of(response), "flavors", self.name, response.url, list)
+        if len(flavors) >= PAGE:
+            last = require(flavors[-1], "id", self.name, "flavors[-1]", str)
+            request = self.flavors_request(region, project_id, marker=last)
+            if request is not None:
+                yield request
+        wanted = []
+        for i, flavor in enumerate(flavors):
+            info = self.flavor_info(flavor, f"flavors[{i}]")
+            if info is not None and (info["zones"] or info["region_status"] is not None):
+                wanted.append(info)
+        for start in range(0, len(wanted), BATCH):
+            request = self.rating_request(region, project_id, wanted[start:start + BATCH])
+            if request is not None:
+                yield request
+
+    def flavor_info(self, flavor: dict[str, Any], where: str) -> dict[str, Any] | None:
+        """What the offers of one flavor need, or None when it is not a GPU flavor."""
+        flavor_id = require(flavor, "id", self.name, where, str)
+        specs = require(flavor, "os_extra_specs", self.name, where, dict)
+        kind = specs.get("ecs:performancetype") or specs.get("hws:performancetype")
+        if kind not in GPU_TYPES:
+            return None
+        gpu = flavor_gpu(specs)
+        if gpu is None:
+            if self.crawler:
+                self.crawler.stats.inc_value("gpuradar/skipped/gpu_not_described")
+            return None
+        zones = {az: ON_SALE[s] for az, s in az_status(specs.get("cond:operation:az")).items()
+                 if s in ON_SALE}
+        region_status = None
+        if not specs.get("cond:operation:az"):
+            region_status = ON_SALE.get(specs.get("cond:operation:status") or "normal")
+        spot = az_status(specs.get("cond:spot_block:operation:az")
+                         or specs.get("cond:spot:operation:az"))
+        vcpus = flavor.get("vcpus")
+        ram = flavor.get("ram")
+        return {"id": flavor_id, "gpu": gpu[0], "count": gpu[1], "memory": gpu[2],
+                "kind": kind, "zones": zones, "region_status": region_status,
+                "spot": spot, "vcpus": float(vcpus) if vcpus not in (None, "") else None,
+                "memory_gb": round(ram / 1024, 1) if isinstance(ram, int | float) else None,
+                "cpu": specs.get("info:cpu:name")}
+
+    def parse_rating(self, response: Response, region: str, project_id: str,
+                     flavors: list[dict[str, Any]], **kwargs: Any) -> Iterator[Any]:
+        data = self.json_of(response)
+        if response.status == 400:
+            # A handled answer, not a failed request: keep it out of the crawl's error count.
+            stats = self.crawler.stats
+            key = "downloader/response_status_count/400"
+            if stats.get_value(key, 0) > 0:
+                stats.inc_value(key, -1)
+                if not stats.get_value(key):
+                    stats.get_stats().pop(key, None)  # the collector's own dict
+            stats.inc_value("gpuradar/bss_rejected_batches")
+            code = data.get("error_code") if isinstance(data, dict) else None
+            if code not in UNKNOWN_PRODUCT:
+                self.logger.error("huawei: BSS rating in %s failed: %s %s", region, code,
+                                  data.get("error_msg") if isinstance(data, dict) else "")
+                return
+            if len(flavors) == 1:
+                stats.inc_value("gpuradar/skipped/not_priced_by_bss")
+                self.logger.warning("huawei: BSS has no price for flavor %s in %s (%s)",
+                                    flavors[0]["id"], region, code)
+                return
+            half = len(flavors) // 2
+            for part in (flavors[:half], flavors[half:]):
+                request = self.rating_request(region, project_id, part)
+                if request is not None:
+                    yield request
+            return
+        currency = data.get("currency") or "CNY"  # BSS: empty currency means CNY
+        results = require(data, "product_rating_results", self.name, response.url, list)
+        by_id = {str(require(r, "id", self.name, f"product_rating_results[{i}]")): r
+                 for i, r in enumerate(results)}
+        for i, flavor in enumerate(flavors):
+            result = by_id.get(str(i))
+            if result is None:
+                continue
+            price = require(result, "official_website_amount", self.name,
+                            f"product_rating_results[id={i}]", (int, float))
+            yield from self.offers(flavor, region, price, currency, result, response.url)
+
+    def offers(self, flavor: dict[str, Any], region: str, price: float | None, currency: str,
+               result: dict[str, Any], url: str) -> Iterator[PriceItem]:
+        zones = flavor["zones"] or {"": flavor["region_status"]}
+        for zone, available in sorted(zones.items()):
+            attributes = {k: v for k, v in {
+                "performance_type": flavor["kind"], "cpu": flavor["cpu"],
+                "account_price": result.get("amount"),
+                "spot_status": flavor["spot"].get(zone) if zone else flavor["spot"] or None,
+            }.items() if v not in (None, "", {})}
+            yield PriceItem(
+                source=self.name, region=region, zone=zone, instance_type=flavor["id"],
+                pricing="on_demand", gpu=flavor["gpu"], gpu_count=flavor["count"],
+                gpu_memory_gb=flavor["memory"], vcpus=flavor["vcpus"],
+                memory_gb=flavor["memory_gb"], price=price, currency=currency,
+                available=available, url=urlsplit(url)._replace(query="").geturl(),
+                attributes=attributes)
+
+    def parse_file(self, response: Response) -> Iterator[PriceItem]:
+        """Flavors alone: the offers without a price (so `parse` shows them as dropped
+        no_price); a BSS answer: checked, nothing to show without its flavors."""
+        data = self.json_of(response)
+        if isinstance(data, dict) and "error_code" in data:
+            raise ParseError(self.name, "error_code", response.url,
+                             f"says {data['error_code']}: {data.get('error_msg')}")
+        if isinstance(data, dict) and "flavors" in data:
+            for i, flavor in enumerate(data["flavors"]):
+                info = self.flavor_info(flavor, f"flavors[{i}]")
+                if info is not None:
+                    # The region is not in a flavor; its self link names the regional host.
+                    links = " ".join(str(link.get("href")) for link in flavor.get("links") or [])
+                    host = re.search(r"ecs\.([a-z0-9-]+)\.myhuaweicloud", links)
+                    region = self.option("region") or (host.group(1) if host else "?")
+                    yield from self.offers(info, region, None, "CNY", {}, response.url)
+            return
+        if isinstance(data, dict) and "projects" in data:
+            return
+        require(data, "product_rating_results", self.name, response.url, list)

@@ -1,0 +1,170 @@
+"""Alibaba Cloud: RPC signing against Alibaba's worked example, the GPU family table, the CDN
+price file (with version discovery) and the AccessKey path, each crawled from the fixture
+server into storage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from scrapy.settings import Settings
+
+from crawler.parsing import ParseFailed, parse_files
+from crawler.signing import alibaba_rpc_signature, alibaba_string_to_sign
+from crawler.spiders.alibaba import AlibabaSpider, gpu_spec
+from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.provider_server import Reply, serve_standard
+
+FIX = Path(__file__).parent / "fixtures" / "alibaba"
+SECRET = "alibaba-secret-never-shown-0123456789"
+FAST = {"DOWNLOAD_DELAY": 0, "RETRY_BACKOFF_BASE": 0.05, "RETRY_TIMES": 1}
+DOC_PARAMS = {"Timestamp": "2016-02-23T12:46:24Z", "Format": "XML", "AccessKeyId": "testid",
+              "Action": "DescribeRegions", "SignatureMethod": "HMAC-SHA1",
+              "SignatureNonce": "3ee8c1b8-83d3-44af-a94f-4e0ad82fd6cf", "Version": "2014-05-26",
+              "SignatureVersion": "1.0"}
+
+
+def test_rpc_signature_matches_alibabas_worked_example():
+    assert alibaba_string_to_sign("GET", DOC_PARAMS).startswith(
+        "GET&%2F&AccessKeyId%3Dtestid%26Action%3DDescribeRegions%26Format%3DXML")
+    assert "Timestamp%3D2016-02-23T12%253A46%253A24Z" in alibaba_string_to_sign("GET", DOC_PARAMS)
+    assert alibaba_rpc_signature("GET", DOC_PARAMS, "testsecret") == "OLeaidS1JvxuMvnyHOwuJ+uX5qY="
+
+
+@pytest.mark.parametrize(("instance_type", "expected"), [
+    ("ecs.gn6i-c4g1.xlarge", ("NVIDIA T4", 1, 16, 4)),
+    ("ecs.gn6i-c24g1.24xlarge", ("NVIDIA T4", 4, 16, 96)),
+    ("ecs.gn6v-c8g1.16xlarge", ("NVIDIA V100", 8, 16, 64)),
+    ("ecs.gn6e-c12g1.3xlarge", ("NVIDIA V100", 1, 32, 12)),
+    ("ecs.gn7-c13g1.26xlarge", ("NVIDIA A100", 8, 40, 104)),
+    ("ecs.gn7i-2x.8xlarge", ("NVIDIA A10", 2, 24, 32)),
+    ("ecs.gn5-c8g1.14xlarge", ("NVIDIA P100", 8, 16, 56)),
+    ("ecs.gn5i-c2g1.large", ("NVIDIA P4", 1, 8, 2)),
+    ("ecs.ebmgn7e.32xlarge", ("NVIDIA A100", 8, 80, 128)),
+    ("ecs.gn8is.8xlarge", ("NVIDIA L20", 2, 48, 32)),
+])
+def test_gpu_family_table(instance_type, expected):
+    assert gpu_spec(instance_type) == expected
+
+
+@pytest.mark.parametrize("instance_type", [
+    "ecs.g6.large", "ecs.sgn7i-vws-m2.xlarge", "ecs.gn6i-c6g1.xlarge", "ecs.gn8is.32xlarge"])
+def test_not_a_gpu_or_unknown_size(instance_type):
+    assert gpu_spec(instance_type) is None
+
+
+def project_settings(**options) -> Settings:
+    settings = Settings()
+    settings.setmodule("crawler.settings")
+    settings.set("GPURADAR_SOURCES", {"alibaba": options})
+    return settings
+
+
+def test_parse_china_price_file():
+    items = list(parse_files("alibaba", [FIX / "instancePrice_china_gpu.json"],
+                             project_settings()))
+    by_key = {(i["region"], i["instance_type"]): i for i in items}
+    # vpc/linux/optimized GPU types only; the unknown size gn6i-c6g1 is skipped.
+    assert set(by_key) == {
+        ("cn-hangzhou", "ecs.gn6i-c4g1.xlarge"), ("cn-hangzhou", "ecs.gn7i-c8g1.2xlarge"),
+        ("cn-beijing", "ecs.gn7-c12g1.3xlarge"), ("cn-beijing", "ecs.gn7i-2x.8xlarge"),
+        ("cn-wulanchabu", "ecs.ebmgn7e.32xlarge"), ("cn-shanghai", "ecs.gn8is.4xlarge"),
+        ("cn-shanghai", "ecs.gn6v-c8g1.16xlarge")}
+    t4 = by_key[("cn-hangzhou", "ecs.gn6i-c4g1.xlarge")]
+    assert (t4["price"], t4["currency"], t4["gpu"]) == (8.98, "CNY", "T4")
+    assert t4["available"] is None and t4["attributes"]["price_file_version"] == "2.0.433"
+    assert by_key[("cn-wulanchabu", "ecs.ebmgn7e.32xlarge")]["gpu"] == "A100-SXM-80GB"
+    assert by_key[("cn-beijing", "ecs.gn7-c12g1.3xlarge")]["gpu"] == "A100-SXM-40GB"
+    assert by_key[("cn-shanghai", "ecs.gn8is.4xlarge")]["gpu"] == "L20"
+
+
+def test_reference_file_and_errors():
+    # The real 2018 excerpt has no GPU type: parsed without error, nothing to show.
+    assert list(parse_files("alibaba", [FIX / "reference_instancePrice_intl_cdn_excerpt_2018.json"],
+                            project_settings(site="intl"))) == []
+    with pytest.raises(ParseFailed, match="InvalidAccessKeyId.NotFound"):
+        list(parse_files("alibaba", [FIX / "error_access_key_not_found.json"],
+                         project_settings()))
+
+
+def test_changed_price_format_is_a_clear_error(tmp_path):
+    data = json.loads((FIX / "instancePrice_china_gpu.json").read_text())
+    data["pricingInfo"]["cn-hangzhou::ecs.gn6i-c4g1.xlarge::vpc::linux::optimized"]["hours"][0][
+        "price"] = 8.98
+    bad = tmp_path / "prices.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ParseFailed, match="'price' is float, expected str"):
+        list(parse_files("alibaba", [bad], project_settings()))
+
+
+def test_status_says_what_enables_what(monkeypatch):
+    monkeypatch.delenv("ALIBABA_CLOUD_ACCESS_KEY_ID", raising=False)
+    monkeypatch.delenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", raising=False)
+    enabled, why = AlibabaSpider.status(project_settings())
+    assert enabled and "EXPERIMENTAL" in why and "sources.alibaba.version" in why
+    assert "ALIBABA_CLOUD_ACCESS_KEY_ID" in why and "CNY" in why
+    enabled, why = AlibabaSpider.status(project_settings(version="2.0.433", site="intl"))
+    assert "pinned price-file version 2.0.433" in why and "USD" in why
+
+
+def crawl(tmp_path, server, db_url, **options):
+    cfg = write_config(tmp_path / "config.yaml", endpoints=serve_standard(server), scrapy=FAST,
+                       sources={"alibaba": options})
+    proc = gpuradar("crawl", "fx", "alibaba", "--json", config=cfg, db_url=db_url)
+    assert proc.returncode == 0, proc.stderr
+    return cfg, {r["source"]: r for r in json.loads(proc.stdout)}["alibaba"], proc
+
+
+def test_cdn_crawl_discovers_the_version(tmp_path, provider_server, db_url):
+    cfg, result, _ = crawl(tmp_path, provider_server, db_url)
+    assert result["status"] == "ok" and result["items"] == 7, result
+    paths = [r.path for r in provider_server.requests]
+    assert "/price/product" in paths
+    assert "/aliyun/ecs-price-info/2.0.433/price/download/instancePrice.json" in paths
+    a10 = gpuradar_json("prices", "--gpu", "A10", "--source", "alibaba", config=cfg,
+                        db_url=db_url)
+    assert {o["instance_type"] for o in a10} == {"ecs.gn7i-c8g1.2xlarge", "ecs.gn7i-2x.8xlarge"}
+    two = next(o for o in a10 if o["instance_type"] == "ecs.gn7i-2x.8xlarge")
+    assert two["price"] == 31.29 and two["currency"] == "CNY" and two["gpu_count"] == 2
+    assert two["price_per_gpu_usd"] == pytest.approx(two["price_usd"] / 2)
+
+
+def test_pinned_intl_version_and_discovery_fallback(tmp_path, provider_server, sqlite_url):
+    _, result, _ = crawl(tmp_path, provider_server, sqlite_url, site="intl", version="2.0.421")
+    assert result["status"] == "ok" and result["items"] == 2
+    assert not any(r.path.startswith("/en/product") for r in provider_server.requests)
+    # A pricing page without a version: warn and use the last known version.
+    provider_server.route("GET", "/price/product", lambda req: Reply(
+        body=(FIX / "pricing_page_without_version.html").read_bytes(), content_type="text/html"))
+    provider_server.route("GET", "/aliyun/ecs-price-info/2.0.421/price/download/"
+                          "instancePrice.json", lambda req: Reply(
+                              body=(FIX / "instancePrice_china_gpu.json").read_bytes()))
+    cfg = write_config(tmp_path / "c2.yaml", endpoints={
+        k: v for k, v in serve_standard(provider_server).items()}, scrapy=FAST)
+    provider_server.route("GET", "/price/product", lambda req: Reply(
+        body=(FIX / "pricing_page_without_version.html").read_bytes(), content_type="text/html"))
+    proc = gpuradar("crawl", "alibaba", "--json", config=cfg, db_url=sqlite_url)
+    result = json.loads(proc.stdout)[0]
+    assert result["status"] == "ok" and result["items"] == 7
+    assert "using price-file version 2.0.421" in proc.stderr
+
+
+def test_access_key_crawl_has_spot_and_availability(tmp_path, provider_server, db_url):
+    cfg, result, proc = crawl(tmp_path, provider_server, db_url, access_key_id="LTAItest",
+                              access_key_secret=SECRET, regions=["cn-hangzhou", "cn-beijing"])
+    # gn7i: on-demand in 2 zones + spot in 2 zones; gn7e: on-demand in 1 zone (sold out).
+    assert result["status"] == "ok" and result["items"] == 5, result
+    actions = [r.query["Action"][0] for r in provider_server.requests if r.path == "/"]
+    assert actions.count("DescribeInstanceTypes") == 2  # NextToken followed
+    assert not any(r.path.startswith("/aliyun/") for r in provider_server.requests)
+    offers = gpuradar_json("prices", "--source", "alibaba", "--all", config=cfg, db_url=db_url)
+    by_key = {(o["zone"], o["instance_type"], o["pricing"]): o for o in offers}
+    spot = by_key[("cn-hangzhou-i", "ecs.gn7i-c8g1.2xlarge", "spot")]
+    assert spot["price"] == 3.41 and spot["available"] is True  # the latest point
+    assert by_key[("cn-hangzhou-k", "ecs.gn7i-c8g1.2xlarge", "spot")]["available"] is False
+    od = by_key[("cn-hangzhou-k", "ecs.gn7i-c8g1.2xlarge", "on_demand")]
+    assert od["price"] == 13.12 and od["available"] is True and od["gpu"] == "A10"
+    a100 = by_key[("cn-hangzhou-i", "ecs.gn7e-c16g1.4xlarge", "on_demand")]
+    assert a100["available"] is False and a100["gpu"] == "A100-SXM-80GB"
+    assert SECRET not in proc.stdout + proc.stderr

@@ -1,0 +1,98 @@
+"""AutoDL: machine-list parsing (per-GPU prices in 1/1000 CNY, idle GPUs), data-center stock
+from the developer API, and a real crawl of both through the fixture server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from scrapy.settings import Settings
+
+from crawler.parsing import ParseFailed, parse_files
+from crawler.spiders.autodl import AutodlSpider
+from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.provider_server import serve_standard
+
+FIX = Path(__file__).parent / "fixtures" / "autodl"
+WEB_TOKEN = "eyJhbGciOi-autodl-web-token-never-shown"
+DEV_TOKEN = "autodl-dev-token-never-shown"
+FAST = {"DOWNLOAD_DELAY": 0, "RETRY_BACKOFF_BASE": 0.05, "RETRY_TIMES": 1}
+
+
+def project_settings(**options) -> Settings:
+    settings = Settings()
+    settings.setmodule("crawler.settings")
+    settings.set("GPURADAR_SOURCES", {"autodl": options})
+    return settings
+
+
+def test_machine_list_page():
+    items = {i["instance_type"]: i for i in parse_files(
+        "autodl", [FIX / "machine_list_page1.json"], project_settings())}
+    documented = items["2dd949a4cf"]  # the documented item: payg_price 2720 -> 2.72 CNY/GPU-h
+    assert documented["price"] == 2.72 and documented["currency"] == "CNY"
+    assert documented["gpu"] == "RTX-4090" and documented["gpu_count"] == 1
+    assert documented["region"] == "west-B" and documented["attributes"]["region_name"] == "西北B区"
+    assert documented["memory_gb"] == 90 and documented["available_count"] == 3
+    assert documented["price_usd"] < documented["price"]
+    member = items["5a1f0c9b2e"]
+    assert member["attributes"]["member_price"] == 1.88 and member["price"] == 1.98
+    busy = items["7c2d4e6f80"]
+    assert busy["available"] is False and busy["available_count"] == 0
+
+
+def test_ascend_machine_maps_to_the_catalog():
+    items = list(parse_files("autodl", [FIX / "machine_list_page2.json"], project_settings()))
+    ascend = next(i for i in items if i["instance_type"] == "c0ffee1234")
+    assert ascend["gpu"] == "ASCEND-910B" and ascend["price"] == 7.5
+
+
+def test_stock_file_without_prices_shows_dropped_offers():
+    items = list(parse_files("autodl", [FIX / "gpu_stock_westDC2.json"], project_settings()))
+    assert {i["instance_type"] for i in items} == {"stock:RTX 4090", "stock:RTX 3090", "stock:L20"}
+    assert all(i["dropped"] == "no_price" for i in items)
+    priced = list(parse_files("autodl", [FIX / "gpu_stock_westDC2.json"],
+                              project_settings(prices={"RTX 4090": 1.98})))
+    r4090 = next(i for i in priced if i["instance_type"] == "stock:RTX 4090")
+    assert r4090["price"] == 1.98 and r4090["available_count"] == 12
+    assert "dropped" not in r4090
+
+
+def test_expired_token_is_a_clear_error():
+    with pytest.raises(ParseFailed, match="AuthorizeFailed"):
+        list(parse_files("autodl", [FIX / "error_authorize_failed.json"], project_settings()))
+
+
+def test_status_explains_both_tokens(monkeypatch):
+    monkeypatch.delenv("AUTODL_WEB_TOKEN", raising=False)
+    monkeypatch.delenv("AUTODL_DEV_TOKEN", raising=False)
+    enabled, why = AutodlSpider.status(project_settings())
+    assert not enabled
+    assert "AUTODL_WEB_TOKEN" in why and "AUTODL_DEV_TOKEN" in why and "UNOFFICIAL" in why
+    enabled, why = AutodlSpider.status(project_settings(dev_token="x", prices={"RTX 4090": 2}))
+    assert enabled and "1 GPU price" in why
+
+
+def test_crawl_both_paths_into_storage(tmp_path, provider_server, db_url):
+    cfg = write_config(tmp_path / "config.yaml", endpoints=serve_standard(provider_server),
+                       scrapy=FAST, sources={"autodl": {
+                           "web_token": WEB_TOKEN, "dev_token": DEV_TOKEN,
+                           "prices": {"RTX 4090": 1.98, "L20": 2.48}}})
+    proc = gpuradar("crawl", "fx", "autodl", "--json", config=cfg, db_url=db_url)
+    assert proc.returncode == 0, proc.stderr
+    result = {r["source"]: r for r in json.loads(proc.stdout)}["autodl"]
+    # 6 machines over 2 pages + 2 priced GPUs of westDC2's stock (RTX 3090 has no price).
+    assert result["status"] == "ok" and result["items"] == 8, result
+    pages = [r.json()["page_index"] for r in provider_server.requests
+             if r.path == "/api/v1/user/machine/list"]
+    assert sorted(pages) == [1, 2]
+    offers = gpuradar_json("prices", "--gpu", "4090", "--source", "autodl", config=cfg,
+                           db_url=db_url)
+    cheapest = offers[0]
+    assert (cheapest["price"], cheapest["currency"]) == (1.98, "CNY")
+    assert cheapest["price_per_gpu_usd"] == pytest.approx(cheapest["price_usd"])
+    assert 0.2 < cheapest["price_usd"] < 0.35  # 1.98 CNY through the stored ECB rate
+    stock = next(o for o in offers if o["instance_type"] == "stock:RTX 4090")
+    assert stock["region"] == "westDC2" and stock["available_count"] == 12
+    assert WEB_TOKEN not in proc.stdout + proc.stderr and DEV_TOKEN not in proc.stderr

@@ -1,0 +1,151 @@
+"""Tencent Cloud: TC3 signing against Tencent's worked example, the parser on documented
+response shapes, and a real crawl of the fixture server into storage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from scrapy.settings import Settings
+
+from crawler.parsing import ParseFailed, parse_files
+from crawler.signing import tencent_tc3_headers
+from crawler.spiders.tencent import TencentSpider
+from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.provider_server import Reply, serve_standard
+
+FIX = Path(__file__).parent / "fixtures" / "tencent"
+SECRET_KEY = "tencent-secret-never-shown-0123456789"
+FAST = {"DOWNLOAD_DELAY": 0, "RETRY_BACKOFF_BASE": 0.05, "RETRY_TIMES": 1}
+
+
+def test_tc3_signature_matches_tencents_worked_example():
+    payload = ('{"Limit": 1, "Filters": [{"Values": ["\\u672a\\u547d\\u540d"], '
+               '"Name": "instance-name"}]}')
+    headers = tencent_tc3_headers(
+        secret_id="AKID**********************0123456789EXAMPLE",
+        secret_key="Gu5t9xGARNpq86cd98joQYCN3EXAMPLE", service="cvm",
+        host="cvm.tencentcloudapi.com", action="DescribeInstances", version="2017-03-12",
+        region="ap-guangzhou", payload=payload, timestamp=1551113065)
+    assert headers["Authorization"] == (
+        "TC3-HMAC-SHA256 Credential=AKID**********************0123456789EXAMPLE/2019-02-25/cvm/"
+        "tc3_request, SignedHeaders=content-type;host, "
+        "Signature=72e494ea809ad7a8c8f7a4507b9bddcbaa8e581f516e8da2f66e2c5a96525168")
+    assert headers["X-TC-Timestamp"] == "1551113065" and headers["X-TC-Region"] == "ap-guangzhou"
+
+
+def project_settings(**options) -> Settings:
+    settings = Settings()
+    settings.setmodule("crawler.settings")
+    settings.set("GPURADAR_SOURCES", {"tencent": options})
+    return settings
+
+
+def parsed(name: str, **options) -> list[dict]:
+    return list(parse_files("tencent", [FIX / name], project_settings(**options)))
+
+
+def test_parse_on_demand_answer():
+    items = {(i["zone"], i["instance_type"]): i for i in parsed(
+        "zone_instance_config_postpaid_gpu.json")}
+    assert ("ap-guangzhou-6", "S5.LARGE8") not in items  # not a GPU type
+    t4 = items[("ap-guangzhou-3", "GN7.2XLARGE32")]
+    assert (t4["gpu"], t4["gpu_count"], t4["price"], t4["currency"]) == ("T4", 1.0, 8.68, "CNY")
+    assert t4["region"] == "ap-guangzhou" and t4["pricing"] == "on_demand"
+    assert t4["available"] is True and (t4["vcpus"], t4["memory_gb"]) == (8, 32)
+    assert t4["attributes"]["unit_price_second_step"] == 7.81
+    assert t4["attributes"]["unit_price_third_step"] == 6.94
+    quarter = items[("ap-guangzhou-3", "GN7.LARGE20")]
+    assert quarter["gpu"] == "T4" and quarter["gpu_count"] == 0.25
+    a100 = items[("ap-guangzhou-6", "GT4.41XLARGE948")]
+    assert a100["gpu"] == "A100-SXM-40GB" and a100["gpu_count"] == 8
+    assert a100["available"] is False and a100["attributes"]["sold_out_reason"] == "资源售罄"
+    h800 = items[("ap-shanghai-5", "HCCPNV5.28XLARGE1920")]
+    assert h800["gpu"] == "H800-SXM-80GB" and h800["region"] == "ap-shanghai"
+    assert h800["price_per_gpu_usd"] == pytest.approx(h800["price_usd"] / 8)
+
+
+def test_parse_spot_answer_uses_the_spot_price_and_usd_option():
+    items = parsed("zone_instance_config_spotpaid_gpu.json", currency="usd")
+    t4 = next(i for i in items if i["zone"] == "ap-guangzhou-3")
+    assert t4["pricing"] == "spot" and t4["price"] == 1.74 and t4["currency"] == "USD"
+    assert t4["attributes"]["on_demand_unit_price"] == 8.68
+    assert t4["price_usd"] == 1.74
+    a10 = next(i for i in items if i["instance_type"] == "PNV4.7XLARGE116")
+    assert a10["available"] is False
+
+
+def test_documented_non_gpu_example_yields_nothing_and_errors_are_named():
+    assert parsed("tccli_example_postpaid.json") == []
+    with pytest.raises(ParseFailed, match="AuthFailure.SignatureFailure"):
+        parsed("error_signature.json")
+
+
+def test_changed_field_name_is_a_clear_error(tmp_path):
+    data = json.loads((FIX / "zone_instance_config_postpaid_gpu.json").read_text())
+    data["Response"]["InstanceTypeQuotaSet"][0].pop("Zone")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ParseFailed, match="'Zone' is missing"):
+        list(parse_files("tencent", [bad], project_settings()))
+
+
+def test_status_names_the_settings(monkeypatch):
+    monkeypatch.delenv("TENCENTCLOUD_SECRET_ID", raising=False)
+    monkeypatch.delenv("TENCENTCLOUD_SECRET_KEY", raising=False)
+    enabled, why = TencentSpider.status(Settings({"GPURADAR_SOURCES": {}}))
+    assert not enabled and "TENCENTCLOUD_SECRET_ID" in why and "secret_key" in why
+    monkeypatch.setenv("TENCENTCLOUD_SECRET_ID", "AKIDx")
+    monkeypatch.setenv("TENCENTCLOUD_SECRET_KEY", "y")
+    enabled, why = TencentSpider.status(Settings({"GPURADAR_SOURCES": {}}))
+    assert enabled and "CNY" in why
+
+
+def config(tmp_path: Path, server, **tencent) -> Path:
+    return write_config(tmp_path / "config.yaml", endpoints=serve_standard(server),
+                        scrapy=FAST, sources={"tencent": {"secret_id": "AKIDtest",
+                                                          "secret_key": SECRET_KEY, **tencent}})
+
+
+def test_crawl_into_storage_shows_cny_and_usd(tmp_path, provider_server, db_url):
+    cfg = config(tmp_path, provider_server)
+    proc = gpuradar("crawl", "fx", "tencent", "--json", config=cfg, db_url=db_url)
+    assert proc.returncode == 0, proc.stderr
+    result = {r["source"]: r for r in json.loads(proc.stdout)}["tencent"]
+    # ap-guangzhou: 4 on-demand + 2 spot; ap-shanghai and ap-mumbai are UNAVAILABLE. The
+    # fixture answers every region with zones of both regions: the spider keeps only the
+    # zones of the region it asked about.
+    assert result["status"] == "ok" and result["items"] == 6, (result, proc.stderr[-3000:])
+    bodies = [r.json() for r in provider_server.requests if r.path == "/"]
+    assert {} in bodies and len(bodies) == 1 + 2 * 4  # regions, then 2 charge types x 4
+    offers = gpuradar_json("prices", "--source", "tencent", "--all", config=cfg, db_url=db_url)
+    assert {o["region"] for o in offers} == {"ap-guangzhou"}
+    t4 = next(o for o in offers if o["zone"] == "ap-guangzhou-3" and o["pricing"] == "on_demand"
+              and o["instance_type"] == "GN7.2XLARGE32")
+    assert (t4["price"], t4["currency"], t4["gpu"]) == (8.68, "CNY", "T4")
+    assert 0 < t4["price_usd"] < t4["price"]  # converted from CNY with the stored ECB rate
+    table = gpuradar("prices", "--source", "tencent", "--gpu", "A100", "--all", config=cfg,
+                     db_url=db_url)
+    assert "¥213.60" in table.stdout  # the quoted CNY price beside the USD one
+    assert SECRET_KEY not in proc.stdout + proc.stderr
+
+
+def test_api_error_makes_the_crawl_partial_and_hides_the_key(tmp_path, provider_server,
+                                                              sqlite_url):
+    cfg = config(tmp_path, provider_server)
+    provider_server.route("POST", "/", lambda req: Reply(
+        body=(FIX / "error_signature.json").read_bytes()) if req.json() else Reply(
+        body=(FIX / "describe_regions.json").read_bytes()))
+    proc = gpuradar("crawl", "tencent", "--json", "-v", config=cfg, db_url=sqlite_url)
+    result = json.loads(proc.stdout)[0]
+    assert result["status"] in ("partial", "failed") and result["items"] == 0
+    assert "AuthFailure.SignatureFailure" in proc.stderr
+    assert SECRET_KEY not in proc.stdout + proc.stderr
+
+
+def test_parse_command_on_a_saved_answer():
+    proc = gpuradar("parse", "tencent", str(FIX / "zone_instance_config_spotpaid_gpu.json"))
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(lines) == 3 and {x["pricing"] for x in lines} == {"spot"}
