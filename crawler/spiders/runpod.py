@@ -1,0 +1,179 @@
+"""RunPod: the public GraphQL API (`POST https://api.runpod.io/graphql`, no key needed).
+
+`gpuTypes` gives each GPU type's secure-cloud and community-cloud price per GPU-hour (0: not
+offered in that cloud) and its largest pod; `lowestPrice(input: {gpuCount: N, secureCloud:
+...})` gives the stock for a pod of N GPUs: `stockStatus` High / Medium / Low, or null when
+none is free, plus `maxUnreservedGpuCount`.
+
+One offer per GPU type x cloud x GPU count (1 up to the type's maximum in that cloud): region
+is the cloud (`secure` or `community`), instance type `<N>x <GPU type id>`, price the
+per-GPU price x N. Available when stockStatus is not null; the level is kept in
+`attributes["stock"]`.
+
+Batching: one request per GPU count, asking for every GPU type in both clouds at once through
+two GraphQL aliases (`secure_<N>`, `community_<N>`); the aliases also make each saved answer
+self-describing for `gpuradar parse`. The count-1 answer says how far to go.
+
+No spot offers: RunPod ended spot ("interruptible") pods on 2026-09-11 and its remaining
+`*SpotPrice` fields equal the on-demand prices, so they are not read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import scrapy
+from scrapy.http import Response
+from scrapy.settings import BaseSettings
+
+from crawler.items import PriceItem
+from crawler.spiders.base import GpuRadarSpider, ParseError, require
+
+CLOUDS = ("secure", "community")
+_ALIAS = re.compile(r"^(secure|community)_(\d+)$")
+_TYPE_FIELDS = ("id displayName manufacturer memoryInGb secureCloud communityCloud securePrice "
+                "communityPrice maxGpuCount maxGpuCountSecureCloud maxGpuCountCommunityCloud")
+_STOCK_FIELDS = ("stockStatus maxUnreservedGpuCount availableGpuCounts minVcpu minMemory "
+                 "uninterruptablePrice")
+
+
+def stock_query(count: int) -> str:
+    """Every GPU type in both clouds, with the stock of an N-GPU pod: one request."""
+    parts = [
+        f"{cloud}_{count}: gpuTypes {{ {_TYPE_FIELDS} lowestPrice(input: {{gpuCount: {count}, "
+        f"secureCloud: {'true' if cloud == 'secure' else 'false'}}}) {{ {_STOCK_FIELDS} }} }}"
+        for cloud in CLOUDS
+    ]
+    return "query GpuStock { " + " ".join(parts) + " }"
+
+
+class RunpodSpider(GpuRadarSpider):
+    name = "runpod"
+    endpoints = {"graphql": "https://api.runpod.io/graphql"}
+    credentials = {"api_key": "RUNPOD_API_KEY"}
+    default_interval = 600
+    notes = ("GraphQL gpuTypes + lowestPrice stock; region = secure|community cloud; "
+             "price per GPU-hour x GPUs; no spot (RunPod ended spot pods).")
+
+    @classmethod
+    def status(cls, settings: BaseSettings) -> tuple[bool, str]:
+        opts = cls.options_from(settings)
+        if opts.get("enabled") is False:
+            return False, "disabled in the config file"
+        if opts.get("api_key"):
+            return True, "public endpoint; RUNPOD_API_KEY found (sent, not needed for prices)"
+        return True, "public endpoint, no key needed"
+
+    def request(self, count: int) -> scrapy.Request:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        key = self.option("api_key")
+        if key:  # a header, never the URL: URLs end up in logs and recordings
+            headers["Authorization"] = f"Bearer {key}"
+        body = json.dumps({"query": stock_query(count)}, sort_keys=True)
+        return scrapy.Request(self.endpoint("graphql"), method="POST", headers=headers,
+                              body=body, callback=self.parse, cb_kwargs={"count": count})
+
+    async def start(self):
+        yield self.request(1)
+
+    def parse(self, response: Response, count: int | None = None,
+              **kwargs: Any) -> Iterator[PriceItem | scrapy.Request]:
+        data = self.load(response)
+        yield from self.offers(data, response.url)
+        if count == 1:
+            for n in range(2, self.max_count(data, response.url) + 1):
+                yield self.request(n)
+
+    def parse_file(self, response: Response) -> Iterator[PriceItem]:
+        """A saved answer: the aliases say which cloud and GPU count it holds; a plain
+        `gpuTypes` catalog gives 1-GPU prices of both clouds, availability unknown."""
+        yield from self.offers(self.load(response), response.url)
+
+    def load(self, response: Response) -> dict[str, Any]:
+        try:
+            doc = json.loads(response.text)
+        except ValueError as exc:
+            raise ParseError(self.name, "<body>", response.url, f"is not JSON ({exc})") from None
+        if isinstance(doc, dict) and doc.get("errors"):
+            first = doc["errors"][0]
+            message = first.get("message") if isinstance(first, dict) else first
+            raise ParseError(self.name, "errors", response.url, f"reported: {message}")
+        return require(doc, "data", self.name, response.url, dict)
+
+    def lists(self, data: dict[str, Any], url: str) -> Iterator[tuple[str, int, list, str]]:
+        """(cloud, GPU count, gpuTypes list, where) for each alias in the answer."""
+        if not data:
+            raise ParseError(self.name, "data.gpuTypes", url, "is missing")
+        for key, types in data.items():
+            found = _ALIAS.match(key)
+            if found:
+                clouds, count = [found.group(1)], int(found.group(2))
+            elif key == "gpuTypes":
+                clouds, count = list(CLOUDS), 1
+            else:
+                raise ParseError(self.name, f"data.{key}", url, "is not a gpuTypes list")
+            if not isinstance(types, list):
+                raise ParseError(self.name, f"data.{key}", url,
+                                 f"is {type(types).__name__}, expected list")
+            if not types:  # an empty answer must not close every offer
+                raise ParseError(self.name, f"data.{key}", url, "is empty: no GPU types")
+            for cloud in clouds:
+                yield cloud, count, types, f"{url} data.{key}"
+
+    def max_count(self, data: dict[str, Any], url: str) -> int:
+        """The largest pod any GPU type offers in a cloud where it has a price."""
+        best = 1
+        for cloud, _, types, where in self.lists(data, url):
+            for i, gpu in enumerate(types):
+                if self.gpu_price(gpu, cloud, f"{where}[{i}]"):
+                    best = max(best, self.cloud_max(gpu, cloud) or 1)
+        return min(best, int(self.option("max_gpus", 16)))
+
+    def gpu_price(self, gpu: Any, cloud: str, where: str) -> float | None:
+        """Per-GPU price in that cloud; None when RunPod does not offer the type there."""
+        price = require(gpu, f"{cloud}Price", self.name, where, (int, float, type(None)))
+        if not price or gpu.get(f"{cloud}Cloud") is False:
+            return None
+        return float(price)
+
+    @staticmethod
+    def cloud_max(gpu: dict[str, Any], cloud: str) -> int | None:
+        return gpu.get(f"maxGpuCount{cloud.capitalize()}Cloud") or gpu.get("maxGpuCount")
+
+    def offers(self, data: dict[str, Any], url: str) -> Iterator[PriceItem]:
+        src = self.name
+        for cloud, count, types, where in self.lists(data, url):
+            for i, gpu in enumerate(types):
+                gwhere = f"{where}[{i}]"
+                gpu_id = require(gpu, "id", src, gwhere, str)
+                price = self.gpu_price(gpu, cloud, gwhere)
+                if price is None:
+                    continue
+                largest = self.cloud_max(gpu, cloud)
+                if largest is not None and count > largest:
+                    continue
+                attributes: dict[str, Any] = {"price_per_gpu": price,
+                                              "display_name": gpu.get("displayName")}
+                available, vcpus, memory = None, None, None
+                if "lowestPrice" in gpu:
+                    stock = gpu["lowestPrice"] or {}
+                    if not isinstance(stock, dict):
+                        raise ParseError(src, "lowestPrice", gwhere,
+                                         f"is {type(stock).__name__}, expected object")
+                    level = stock.get("stockStatus")
+                    available = level is not None
+                    vcpus, memory = stock.get("minVcpu"), stock.get("minMemory")
+                    attributes.update(stock=level,
+                                      max_unreserved_gpus=stock.get("maxUnreservedGpuCount"),
+                                      available_gpu_counts=stock.get("availableGpuCounts"))
+                yield PriceItem(
+                    source=src, region=cloud, instance_type=f"{count}x {gpu_id}",
+                    pricing="on_demand", gpu=gpu_id, gpu_count=count,
+                    gpu_memory_gb=gpu.get("memoryInGb") or None, vcpus=vcpus or None,
+                    memory_gb=memory or None, price=round(price * count, 4), currency="USD",
+                    available=available, url="https://www.runpod.io/pricing",
+                    attributes=attributes,
+                )

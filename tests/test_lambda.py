@@ -1,0 +1,230 @@
+"""Lambda: the Cloud API (with a key) and the public pricing page (without), on recorded
+answers in Lambda's formats (the page from a real capture), and real crawls into storage."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy.http import HtmlResponse
+from scrapy.settings import Settings
+
+from crawler.items import PriceItem
+from crawler.spiders.base import ParseError
+from crawler.spiders.lambda_ import REGIONS, LambdaSpider
+from storage.queries import OfferFilter, current_offers
+from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.provider_server import Reply, serve_standard
+
+FIX = Path(__file__).parent / "fixtures" / "lambda"
+PAGE_URL = "https://lambda.ai/pricing"
+API_URL = "https://cloud.lambda.ai/api/v1/instance-types"
+KEY = "secret_lambda_key_0123456789"
+
+
+def spider(**options: Any) -> LambdaSpider:
+    s = LambdaSpider()
+    s.settings = Settings({"GPURADAR_SOURCES": {"lambda": options}})
+    return s
+
+
+def page(html: str | None = None, name: str = "pricing.html") -> list[PriceItem]:
+    body = html.encode() if html is not None else (FIX / name).read_bytes()
+    return list(spider().parse_pricing_page(HtmlResponse(url=PAGE_URL, body=body,
+                                                         encoding="utf-8")))
+
+
+def api(types: dict | None = None, regions: set[str] | None = None) -> list[PriceItem]:
+    data = types or json.loads((FIX / "instance_types.json").read_text())
+    return list(spider().api_offers(data, API_URL, regions))
+
+
+def image_regions() -> set[str]:
+    images = json.loads((FIX / "images.json").read_text())["data"]
+    return {i["region"]["name"] for i in images}
+
+
+# -- the pricing page ------------------------------------------------------------------------
+def test_pricing_page_instances_tables_price_per_instance_hour():
+    items = {i.instance_type: i for i in page()}
+    assert len(items) == 22
+    h100 = items["8x NVIDIA H100 SXM 80 GB"]
+    # $3.99 per GPU-hour on the 8x tab (real capture) -> the 8-GPU instance costs $31.92/h.
+    assert (h100.price, h100.gpu_count, h100.attributes["price_per_gpu"]) == (31.92, 8, 3.99)
+    assert (h100.gpu, h100.gpu_memory_gb, h100.vcpus) == ("NVIDIA H100 SXM", 80, 208)
+    assert h100.memory_gb == pytest.approx(1800 * 1.0737, abs=0.1)  # 1800 GiB
+    assert h100.region == "global" and h100.available is None and h100.currency == "USD"
+    # The same plan prices differently per tab: the tab's GPU count is part of the identity.
+    assert [items[f"{n}x NVIDIA B200 SXM6 180 GB"].price for n in (8, 4, 2, 1)] == [
+        53.52, 27.16, 13.78, 6.99]
+    # Two A100 SXM rows in one tab, told apart by their memory.
+    assert items["8x NVIDIA A100 SXM 40 GB"].price == pytest.approx(15.92)
+    assert items["8x NVIDIA A100 SXM 80 GB"].price == pytest.approx(22.32)
+
+
+def test_reserved_cluster_tables_and_escaped_copies_are_ignored():
+    items = page()
+    assert not any("HGX" in i.gpu or i.gpu == "NVIDIA H100" for i in items)  # 1-Click Clusters
+    assert not any(i.attributes["price_per_gpu"] in (5.29, 2.69, 0.01) for i in items)
+    assert "window.__islands" in (FIX / "pricing.html").read_text()
+
+
+def test_real_capture_excerpt_parses_the_tabs_it_holds(caplog):
+    items = page(name="pricing_excerpt_real.html")
+    counts = sorted({i.gpu_count for i in items})
+    assert counts == [1, 8] and len(items) == 11  # the excerpt kept the 8x and 1x panels
+    assert {i.gpu for i in items if i.gpu_count == 1} == {
+        "NVIDIA B200 SXM6", "NVIDIA GH200", "NVIDIA H100 SXM", "NVIDIA H100 PCIe", "NVIDIA A10",
+        "NVIDIA Quadro RTX 6000"}
+    # The 4x/2x panels were cut from the excerpt: reported as errors (crawl partial).
+    assert "the 4x tab's panel" in caplog.text and "the 2x tab's panel" in caplog.text
+
+
+def test_unpriced_row_is_skipped_and_a_changed_price_format_is_an_error():
+    html = (FIX / "pricing.html").read_text()
+    items = page(html.replace(">$0.69<", ">Contact sales<"))
+    assert "1x NVIDIA Quadro RTX 6000 24 GB" not in {i.instance_type for i in items}
+    assert len(items) == 21
+    with pytest.raises(ParseError, match=r"lambda:.*'PRICE/GPU/HR\*' is '€3.99'.*8x"):
+        page(html.replace(">$3.99<", ">€3.99<"))
+
+
+def test_page_structure_changes_are_clear_errors():
+    html = (FIX / "pricing.html").read_text()
+    with pytest.raises(ParseError, match="'<h2>Instances pricing</h2>' is missing"):
+        page(html.replace(">Instances pricing<", ">On-demand pricing<"))
+    with pytest.raises(ParseError, match="'tab label' is 'Eight GPUs'"):
+        page(html.replace('tab-button">8x<', 'tab-button">Eight GPUs<'))
+    with pytest.raises(ParseError, match="'<td data-label=vCPUs>' is missing"):
+        page(html.replace('data-label="vCPUs"', 'data-label="CPU cores"'))
+
+
+# -- the API ---------------------------------------------------------------------------------
+def test_api_offers_one_per_type_and_region_available_where_capacity_is():
+    regions = image_regions()
+    items = api(regions=regions)
+    # Regions: the images' regions plus any region a capacity list names (us-south-3).
+    assert {i.region for i in items} == regions | {"us-south-3"}
+    assert len(items) == 11 * 10
+    by_key = {(i.instance_type, i.region): i for i in items}
+    h100 = by_key[("gpu_1x_h100_sxm5", "us-south-2")]
+    assert (h100.price, h100.gpu_count, h100.gpu, h100.vcpus) == (4.29, 1, "H100 (80 GB SXM5)", 26)
+    assert h100.available is True and h100.memory_gb == pytest.approx(241.6, abs=0.1)
+    assert [i.region for i in items if i.instance_type == "gpu_1x_h100_sxm5" and i.available] \
+        == ["us-south-2"]
+    assert not any(i.available for i in items if i.instance_type == "gpu_8x_h100_sxm5")
+    assert by_key[("gpu_8x_a100_80gb_sxm4", "us-midwest-1")].price == 22.32  # cents -> $
+
+
+def test_api_description_gives_count_and_gpu_when_the_newer_fields_are_absent():
+    data = {"data": {"gpu_1x_a100": {"instance_type": {
+        "description": "1x RTX A100 (24 GB)", "name": "gpu_1x_a100",
+        "price_cents_per_hour": "80", "specs": {"vcpus": 24, "memory_gib": 800,
+                                                 "storage_gib": 512}},
+        "regions_with_capacity_available": [{"description": "Austin, Texas",
+                                             "name": "us-tx-1"}]}}}
+    [item] = api(data)  # the OpenAPI example: price as a string, no gpu_description/gpus
+    assert (item.gpu_count, item.gpu, item.price, item.region) == (1, "RTX A100 (24 GB)", 0.8,
+                                                                    "us-tx-1")
+
+
+def test_api_renamed_fields_are_clear_errors():
+    data = json.loads((FIX / "instance_types.json").read_text())
+    entry = data["data"]["gpu_1x_a10"]["instance_type"]
+    entry["price_cents"] = entry.pop("price_cents_per_hour")
+    with pytest.raises(ParseError, match=r"'price_cents_per_hour' is missing.*gpu_1x_a10"):
+        api(data)
+    data = json.loads((FIX / "instance_types.json").read_text())
+    for entry in data["data"].values():
+        entry["regions_with_capacity"] = entry.pop("regions_with_capacity_available")
+    with pytest.raises(ParseError, match="'regions_with_capacity_available' is missing"):
+        api(data)
+    with pytest.raises(ParseError, match="'data' is empty"):
+        api({"data": {}})
+
+
+def test_key_selects_the_api_and_travels_only_in_a_header():
+    async def first(s: LambdaSpider):
+        return [r async for r in s.start()]
+
+    [req] = asyncio.run(first(spider(api_key=KEY)))
+    assert req.url == API_URL and req.headers["Authorization"] == f"Bearer {KEY}".encode()
+    assert KEY not in req.url
+    [req] = asyncio.run(first(spider()))
+    assert req.url == PAGE_URL and b"Authorization" not in req.headers
+
+
+def test_status_says_which_path_runs():
+    no_key = LambdaSpider.status(Settings({"GPURADAR_SOURCES": {}}))
+    assert no_key[0] is True and "pricing page" in no_key[1] and "LAMBDA_API_KEY" in no_key[1]
+    with_key = LambdaSpider.status(Settings({"GPURADAR_SOURCES": {"lambda": {"api_key": KEY}}}))
+    assert with_key == (True, "API key found: instance-types API, live availability per region")
+    assert KEY not in with_key[1]
+
+
+def test_gpuradar_parse_on_each_kind_of_answer(tmp_path):
+    proc = gpuradar("parse", "lambda", str(FIX / "pricing.html"),
+                    str(FIX / "instance_types.json"))
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    page_rows = [r for r in rows if r["region"] == "global"]
+    api_rows = [r for r in rows if r["region"] != "global"]
+    assert len(page_rows) == 22 and {r["gpu"] for r in page_rows} >= {
+        "H100-SXM-80GB", "H100-PCIE-80GB", "A100-SXM-40GB", "A100-PCIE-40GB", "B200",
+        "GH200-96GB", "V100-16GB", "QUADRO-RTX-6000", "RTX-A6000", "A10"}
+    assert not any(r["gpu_raw"] for r in rows)  # every Lambda GPU string maps
+    a10 = next(r for r in api_rows if r["instance_type"] == "gpu_1x_a10" and r["available"])
+    assert a10["gpu"] == "A10" and a10["price_per_gpu_usd"] == 1.29
+    images = gpuradar("parse", "lambda", str(FIX / "images.json"))
+    assert images.returncode == 1 and "give the instance-types answer" in images.stderr
+
+
+# -- real crawls -----------------------------------------------------------------------------
+def test_crawl_page_then_api_into_storage(tmp_path, provider_server, db_url, engine):
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    proc = gpuradar("crawl", "lambda", "--json", config=cfg, db_url=db_url)
+    assert proc.returncode == 0, proc.stderr
+    [result] = json.loads(proc.stdout)
+    assert (result["status"], result["items"]) == ("ok", 22)
+    proc = gpuradar("crawl", "lambda", "--json", "--verbose", config=cfg, db_url=db_url,
+                    env={"LAMBDA_API_KEY": KEY})
+    assert proc.returncode == 0, proc.stderr
+    [result] = json.loads(proc.stdout)
+    # The API replaces the page: its offers are new, the page's are closed (not listed).
+    assert (result["status"], result["items"], result["closed"]) == ("ok", 110, 22)
+    assert KEY not in proc.stdout + proc.stderr
+    assert [r.path for r in provider_server.requests] == [
+        "/pricing", "/api/v1/instance-types", "/api/v1/images"]
+    offers = current_offers(engine, OfferFilter(sources=["lambda"], available_only=True))
+    assert sorted((o["instance_type"], o["region"]) for o in offers) == [
+        ("gpu_1x_a10", "us-east-1"), ("gpu_1x_a10", "us-west-1"),
+        ("gpu_1x_gh200", "us-east-3"), ("gpu_1x_gh200", "us-south-3"),
+        ("gpu_1x_h100_pcie", "us-east-1"), ("gpu_1x_h100_pcie", "us-west-3"),
+        ("gpu_1x_h100_sxm5", "us-south-2"), ("gpu_1x_rtx6000", "us-south-1"),
+        ("gpu_8x_a100_80gb_sxm4", "us-midwest-1"), ("gpu_8x_b200_sxm6", "us-east-3")]
+
+
+def test_without_the_images_list_the_documented_regions_are_used(tmp_path, provider_server,
+                                                                   sqlite_url):
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
+                       scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 0})
+    provider_server.route("GET", "/api/v1/images", lambda req: Reply(503, b"unavailable"))
+    proc = gpuradar("crawl", "lambda", "--json", config=cfg, db_url=sqlite_url,
+                    env={"LAMBDA_API_KEY": KEY})
+    [result] = json.loads(proc.stdout)
+    # Offers are stored, but the crawl is partial: nothing is closed on its account.
+    assert result["status"] == "partial" and result["items"] == 11 * len(REGIONS)
+    assert "region list (/api/v1/images) unavailable" in result["error"]
+    rows = {r["source"]: r for r in gpuradar_json("sources", config=cfg, db_url=sqlite_url,
+                                                   env={"LAMBDA_API_KEY": KEY})}
+    assert rows["lambda"]["why"].startswith("API key found") and KEY not in json.dumps(rows)
+    assert rows["lambda"]["last_status"] == "partial"
+    offers = gpuradar_json("prices", "--source", "lambda", "--gpu", "GH200", config=cfg,
+                           db_url=sqlite_url)
+    assert [(o["region"], o["available"]) for o in offers if o["available"]] == [
+        ("us-east-3", True), ("us-south-3", True)]
+    assert len(offers) == len(REGIONS) and offers[0]["price_per_gpu_usd"] == 2.29

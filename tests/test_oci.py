@@ -1,0 +1,249 @@
+"""OCI: cost-estimator shapes joined to the price list, on recorded answers in the providers'
+formats (the price list partly a real capture), and a real crawl into storage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy.http import TextResponse
+from scrapy.settings import Settings
+
+from crawler.items import PriceItem
+from crawler.spiders.base import ParseError
+from crawler.spiders.oci import OciSpider, gpu_of_shape, shape_name
+from storage.queries import OfferFilter, current_offers
+from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.provider_server import serve_standard
+
+FIX = Path(__file__).parent / "fixtures" / "oci"
+SHAPES_URL = "https://www.oracle.com/a/ocom/docs/cloudestimator2/data/shapes.json"
+PRICES_URL = "https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/?currencyCode=USD"
+GPU_SHAPES = {
+    "BM.GPU.H100.8", "BM.GPU4.8", "BM.GPU.A100-v2.8", "BM.GPU.MI300X.8", "BM.GPU.MI355X.8",
+    "BM.GPU.GB200.4", "BM.GPU.GB300.4", "BM.GPU.B300.8", "BM.GPU.RTXPRO.8", "VM.GPU3.1",
+    "VM.GPU3.2", "VM.GPU3.4", "BM.GPU3.8", "VM.GPU2.1", "BM.GPU2.2", "VM.GPU.A10.1",
+    "VM.GPU.A10.2", "BM.GPU.A10.4", "BM.GPU.L40S.4", "BM.GPU.H200.8", "BM.GPU.B200.8",
+}
+
+
+def spider(**options: Any) -> OciSpider:
+    s = OciSpider()
+    s.settings = Settings({"GPURADAR_SOURCES": {"oci": options}})
+    return s
+
+
+def load(name: str) -> dict[str, Any]:
+    return json.loads((FIX / name).read_text())
+
+
+def offers(shapes: dict | None = None, prices: dict | None = None,
+           **options: Any) -> dict[tuple[str, str], PriceItem]:
+    out = list(spider(**options).offers(shapes or load("shapes.json"),
+                                        prices or load("products_usd.json"), PRICES_URL))
+    assert all(isinstance(i, PriceItem) for i in out)
+    return {(i.instance_type, i.pricing): i for i in out}
+
+
+def test_gpu_shapes_join_price_list_parts():
+    got = offers()
+    h100 = got[("BM.GPU.H100.8", "on_demand")]
+    # "GPU Per Hour" part B98415 ($10, the real capture) x 8 GPUs.
+    assert h100.price == 80.0 and h100.currency == "USD" and h100.gpu_count == 8
+    assert (h100.gpu, h100.gpu_memory_gb, h100.vcpus, h100.memory_gb) == ("H100", 80, 224, 2048)
+    assert h100.region == "global" and h100.available is None
+    assert h100.attributes["parts"] == [{"part": "B98415", "metric": "GPU Per Hour",
+                                         "unit_price": 10.0, "qty": 8}]
+    assert h100.attributes["price_list_updated"] == "2026-08-14T09:09:55.872Z"
+    assert got[("BM.GPU.MI300X.8", "on_demand")].price == 48.0
+    assert got[("VM.GPU.A10.2", "on_demand")].price == 4.0
+
+
+def test_every_gpu_shape_and_nothing_else():
+    got = offers()
+    assert {shape for shape, _ in got} == GPU_SHAPES  # no DenseIO/Standard CPU shapes
+    assert all(i.gpu_count > 0 and i.price > 0 for i in got.values())
+
+
+def test_per_gpu_memory_comes_from_the_catalog_not_the_estimator_totals():
+    got = offers()
+    # The estimator reports totals (320 GB for 8 x A100 40 GB) ...
+    assert got[("BM.GPU4.8", "on_demand")].gpu_memory_gb == 40
+    assert got[("BM.GPU.A100-v2.8", "on_demand")].gpu_memory_gb == 80
+    # ... but a per-GPU figure for MI355X (288) and a wrong one for GB300 (278 for 4).
+    assert got[("BM.GPU.MI355X.8", "on_demand")].gpu_memory_gb == 288
+    assert got[("BM.GPU.GB300.4", "on_demand")].gpu_memory_gb == 288
+    assert got[("VM.GPU3.1", "on_demand")].gpu_memory_gb == 16
+
+
+def test_newest_shapes_get_their_documented_cpus_and_a_clean_name():
+    got = offers()
+    gb200 = got[("BM.GPU.GB200.4", "on_demand")]
+    assert gb200.price == 64.0  # 4 x $16
+    assert gb200.vcpus == 144  # two 72-core Arm Grace CPUs: 1 vCPU per OCPU
+    assert gb200.attributes["shape_label"] == "BM.GPU.GB200.4 (NVL72)"
+    b300 = got[("BM.GPU.B300.8", "on_demand")]
+    assert (b300.price, b300.vcpus, b300.memory_gb) == (120.0, 256, 4096)
+    assert shape_name("BM.GPU.GB300.4 (NVL72)") == "BM.GPU.GB300.4"
+    assert [gpu_of_shape(n) for n in ("VM.GPU2.1", "VM.GPU3.4", "BM.GPU4.8", "BM.GPU.RTXPRO.8",
+                                      "VM.Standard.E4.Flex")] == [
+        "P100", "V100", "A100", "RTXPRO", None]
+
+
+def test_preemptible_spot_is_half_of_on_demand_and_marked_derived():
+    got = offers()
+    spot = got[("VM.GPU3.1", "spot")]
+    assert spot.price == pytest.approx(2.95 / 2)
+    assert spot.attributes["derived"] is True
+    assert "derived" not in got[("VM.GPU3.1", "on_demand")].attributes
+    assert ("BM.GPU.H100.8", "spot") not in got  # allowPreemptible false
+    assert {s for s, p in got if p == "spot"} == {
+        "VM.GPU3.1", "VM.GPU3.2", "VM.GPU3.4", "VM.GPU2.1", "VM.GPU.A10.1", "VM.GPU.A10.2"}
+
+
+def test_ocpu_and_memory_parts_multiply_their_quantities():
+    shapes = load("shapes.json")
+    shape = next(s for s in shapes["items"] if s["name"] == "VM.GPU3.1")
+    shape["products"] = [{"partNumber": "B93113", "qty": 6, "type": {"value": "ocpu"}},
+                         {"partNumber": "B93114", "qty": 90, "type": {"value": "memory"}}]
+    item = offers(shapes)[("VM.GPU3.1", "on_demand")]
+    assert item.price == pytest.approx(6 * 0.025 + 90 * 0.0015)  # OCPU Per Hour, Gigabyte
+
+
+def test_lookalike_parts_never_price_a_shape(caplog):
+    got = offers()
+    # The Cloud@Customer L40S twins ($3.50, $2.90) are not the public L40S part.
+    assert got[("BM.GPU.L40S.4", "on_demand")].price == 14.0
+    shapes = load("shapes.json")
+    by_name = {s["name"]: s for s in shapes["items"]}
+    by_name["BM.GPU.H100.8"]["products"][0]["partNumber"] = "B111824"  # AI Enterprise licence
+    by_name["BM.GPU.A10.4"]["products"][0]["partNumber"] = "B108806"  # VMware node, per node
+    by_name["BM.GPU.H200.8"]["products"][0]["partNumber"] = "B000000"  # not in the price list
+    got = offers(shapes)
+    assert not {("BM.GPU.H100.8", "on_demand"), ("BM.GPU.A10.4", "on_demand"),
+                ("BM.GPU.H200.8", "on_demand")} & set(got)
+    assert "BM.GPU.H100.8 skipped: part B111824 is 'OCI - NVIDIA AI Enterprise - H100'" \
+        in caplog.text
+    assert "BM.GPU.H200.8 skipped: part B000000 is not in the price list" in caplog.text
+    assert len(got) == len(offers()) - 3
+
+
+def test_hidden_and_inactive_shapes_are_not_offers():
+    shapes = load("shapes.json")
+    by_name = {s["name"]: s for s in shapes["items"]}
+    by_name["BM.GPU.H200.8"]["hidden"] = True
+    by_name["BM.GPU.B200.8"]["status"] = "DEPRECATED"
+    names = {s for s, _ in offers(shapes)}
+    assert "BM.GPU.H200.8" not in names and "BM.GPU.B200.8" not in names
+
+
+def test_regions_option_repeats_the_offers_per_region():
+    out = list(spider(regions=["us-ashburn-1", "eu-frankfurt-1"]).offers(
+        load("shapes.json"), load("products_usd.json"), PRICES_URL))
+    h100 = [i for i in out if i.instance_type == "BM.GPU.H100.8"]
+    assert sorted(i.region for i in h100) == ["eu-frankfurt-1", "us-ashburn-1"]
+    assert {i.price for i in h100} == {80.0}
+
+
+def test_renamed_fields_are_clear_errors():
+    prices = load("products_usd.json")
+    prices["items"][3]["part_number"] = prices["items"][3].pop("partNumber")
+    with pytest.raises(ParseError, match=r"oci:.*'partNumber' is missing.*items\[3\]"):
+        offers(prices=prices)
+    shapes = load("shapes.json")
+    shapes["items"][3]["gpuCount"] = shapes["items"][3].pop("gpuQty")
+    with pytest.raises(ParseError, match=r"'gpuQty' is missing.*items\[3\] \(BM.GPU4.8\)"):
+        offers(shapes)
+    prices = load("products_usd.json")
+    for item in prices["items"]:
+        item["localizations"] = item.pop("currencyCodeLocalizations")
+    with pytest.raises(ParseError, match="'currencyCodeLocalizations' is missing"):
+        offers(prices=prices)
+    # An empty price list must not become a crawl that closes every offer.
+    with pytest.raises(ParseError, match="'items' priced no GPU shape"):
+        offers(prices={"lastUpdated": "2026-08-14T09:09:55.872Z", "items": []})
+
+
+def response(path: Path, url: str) -> TextResponse:
+    return TextResponse(url=url, body=path.read_bytes(), encoding="utf-8")
+
+
+def test_parse_file_tells_the_two_documents_apart_in_any_order(caplog):
+    s = spider()
+    assert list(s.parse_file(response(FIX / "products_usd.json", PRICES_URL))) == []
+    assert "give the shapes.json too" in caplog.text  # one half alone: nothing to join
+    out = list(s.parse_file(response(FIX / "shapes.json", SHAPES_URL)))
+    assert len(out) == 27
+    with pytest.raises(ParseError, match="neither a cost-estimator shape nor a price-list"):
+        list(spider().parse_file(TextResponse(url=SHAPES_URL, body=b'{"items": [{"x": 1}]}',
+                                              encoding="utf-8")))
+
+
+def test_gpuradar_parse_on_both_documents_and_on_the_real_capture():
+    proc = gpuradar("parse", "oci", str(FIX / "shapes.json"), str(FIX / "products_usd.json"))
+    assert proc.returncode == 0, proc.stderr
+    rows = {(r["instance_type"], r["pricing"]): r
+            for r in map(json.loads, proc.stdout.splitlines())}
+    assert rows[("BM.GPU4.8", "on_demand")]["gpu"] == "A100-SXM-40GB"
+    assert rows[("BM.GPU.A100-v2.8", "on_demand")]["gpu"] == "A100-SXM-80GB"
+    assert rows[("BM.GPU.RTXPRO.8", "on_demand")]["gpu"] == "RTX-PRO-6000"
+    assert rows[("VM.GPU2.1", "spot")]["gpu"] == "P100"
+    assert rows[("BM.GPU.H100.8", "on_demand")]["price_per_gpu_usd"] == 10.0
+    # The verbatim real price-list excerpt prices the shapes whose parts it holds.
+    proc = gpuradar("parse", "oci", str(FIX / "shapes.json"),
+                    str(FIX / "products_usd_real_excerpt.json"))
+    assert proc.returncode == 0, proc.stderr
+    real = {r["instance_type"]: r for r in map(json.loads, proc.stdout.splitlines())
+            if r["pricing"] == "on_demand"}
+    assert real["BM.GPU.H200.8"]["price"] == 80.0 and real["BM.GPU.B200.8"]["price"] == 112.0
+    assert "BM.GPU4.8" not in real  # its part (B92740) is not in the excerpt
+    assert "BM.GPU4.8 skipped: part B92740 is not in the price list" in " ".join(
+        proc.stderr.split())
+
+
+def test_gpuradar_parse_names_a_renamed_field(tmp_path):
+    shapes = load("shapes.json")
+    for item in shapes["items"]:
+        item["parts"] = item.pop("products")
+    bad = tmp_path / "shapes.json"
+    bad.write_text(json.dumps(shapes))
+    proc = gpuradar("parse", "oci", str(FIX / "products_usd.json"), str(bad))
+    assert proc.returncode == 1
+    assert "oci: unexpected response shape: field 'products' is missing (in shapes items[2] " \
+        "(BM.GPU.H100.8))" in " ".join(proc.stderr.split())
+
+
+def test_crawl_into_storage(tmp_path, provider_server, db_url, engine):
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    proc = gpuradar("crawl", "oci", "--json", config=cfg, db_url=db_url)
+    assert proc.returncode == 0, proc.stderr
+    [result] = json.loads(proc.stdout)
+    assert (result["status"], result["items"], result["unknown_gpus"]) == ("ok", 27, [])
+    assert [(r.method, r.path, r.query) for r in provider_server.requests] == [
+        ("GET", "/a/ocom/docs/cloudestimator2/data/shapes.json", {}),
+        ("GET", "/pls/apex/cetools/api/v1/products/", {"currencyCode": ["USD"]})]
+    stored = current_offers(engine, OfferFilter(sources=["oci"]))
+    assert len(stored) == 27
+    h100 = [o for o in stored if o["gpu"].startswith("H100")]
+    assert [(o["instance_type"], o["region"], o["price_per_gpu_usd"], o["available"])
+            for o in h100] == [("BM.GPU.H100.8", "global", 10.0, None)]
+    spot = [o for o in stored if o["pricing"] == "spot"]
+    assert len(spot) == 6 and all(o["attributes"]["derived"] for o in spot)
+    assert spot[0]["instance_type"] == "VM.GPU2.1" and spot[0]["price_usd"] == 0.6375
+
+
+def test_prices_table_marks_spot_derived_and_sources_lists_oci(tmp_path, provider_server,
+                                                               sqlite_url):
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    assert gpuradar("crawl", "oci", config=cfg, db_url=sqlite_url).returncode == 0
+    table = gpuradar("prices", "--source", "oci", "--pricing", "spot", config=cfg,
+                     db_url=sqlite_url, env={"COLUMNS": "200"})
+    line = next(ln for ln in table.stdout.splitlines() if "VM.GPU2.1" in ln)
+    assert "global" in line and "$0.6375" in line and "derived" in line
+    rows = {r["source"]: r for r in gpuradar_json("sources", config=cfg, db_url=sqlite_url)}
+    assert rows["oci"]["enabled"] is True and rows["oci"]["why"] == "public endpoint"
+    assert (rows["oci"]["last_status"], rows["oci"]["last_items"]) == ("ok", 27)

@@ -1,0 +1,199 @@
+"""RunPod: GraphQL gpuTypes + lowestPrice stock on recorded answers in the API's format (built
+from a real capture), the batched requests, and a real crawl into storage."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy import Request
+from scrapy.http import TextResponse
+from scrapy.settings import Settings
+
+from crawler.items import PriceItem
+from crawler.spiders.base import ParseError
+from crawler.spiders.runpod import RunpodSpider, stock_query
+from storage.queries import OfferFilter, current_offers
+from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.provider_server import Reply, serve_standard
+
+FIX = Path(__file__).parent / "fixtures" / "runpod"
+URL = "https://api.runpod.io/graphql"
+
+
+def spider(**options: Any) -> RunpodSpider:
+    s = RunpodSpider()
+    s.settings = Settings({"GPURADAR_SOURCES": {"runpod": options}})
+    return s
+
+
+def response(name: str | None = None, body: bytes | None = None) -> TextResponse:
+    return TextResponse(url=URL, body=body if body is not None else (FIX / name).read_bytes(),
+                        encoding="utf-8")
+
+
+def parse(name: str, count: int | None = None) -> tuple[dict[tuple[str, str], PriceItem],
+                                                         list[Request]]:
+    out = list(spider().parse(response(name), count=count))
+    items = {(o.region, o.instance_type): o for o in out if isinstance(o, PriceItem)}
+    return items, [o for o in out if isinstance(o, Request)]
+
+
+def test_one_offer_per_gpu_type_and_cloud_with_stock_level():
+    items, _ = parse("stock_1.json")
+    h100 = items[("secure", "1x NVIDIA H100 80GB HBM3")]
+    assert (h100.price, h100.gpu_count, h100.gpu, h100.gpu_memory_gb) == (
+        3.29, 1, "NVIDIA H100 80GB HBM3", 80)
+    assert h100.available is True and h100.attributes["stock"] == "High"
+    assert h100.pricing == "on_demand" and h100.currency == "USD"
+    assert items[("community", "1x NVIDIA H100 80GB HBM3")].price == 2.69
+    assert items[("community", "1x NVIDIA H200")].attributes["stock"] == "Low"
+    # stockStatus null: listed with a price but none free.
+    b200 = items[("community", "1x NVIDIA B200")]
+    assert b200.available is False and b200.attributes["stock"] is None and b200.price == 5.98
+
+
+def test_a_zero_price_means_not_offered_in_that_cloud():
+    items, _ = parse("stock_1.json")
+    assert ("secure", "1x NVIDIA A100-SXM4-40GB") not in items  # securePrice 0 (real capture)
+    assert ("community", "1x NVIDIA A100-SXM4-40GB") in items
+    assert ("secure", "1x NVIDIA GeForce RTX 3070") not in items
+    assert len(items) == 18
+
+
+def test_multi_gpu_offers_multiply_the_per_gpu_price_up_to_the_cloud_maximum():
+    items, requests = parse("stock_4.json", count=4)
+    h100 = items[("secure", "4x NVIDIA H100 80GB HBM3")]
+    assert h100.price == pytest.approx(4 * 3.29) and h100.gpu_count == 4
+    assert (h100.vcpus, h100.memory_gb) == (80, 500)  # lowestPrice minVcpu/minMemory
+    assert items[("community", "4x NVIDIA L40S")].attributes["stock"] == "Low"
+    assert requests == []  # only the count-1 answer fans out
+    items5, _ = parse("stock_5.json", count=5)
+    # L40S and RTX 3070 go up to 4 GPUs in community cloud (maxGpuCountCommunityCloud).
+    assert ("community", "5x NVIDIA L40S") not in items5
+    assert ("secure", "5x NVIDIA L40S") in items5
+    assert ("community", "5x NVIDIA GeForce RTX 3070") not in items5
+
+
+def test_queries_are_batched_one_request_per_gpu_count():
+    _, requests = parse("stock_1.json", count=1)
+    assert [r.cb_kwargs["count"] for r in requests] == list(range(2, 9))
+    body = json.loads(requests[0].body)
+    assert body == {"query": stock_query(2)}
+    assert re.findall(r"(\w+): gpuTypes", body["query"]) == ["secure_2", "community_2"]
+    assert re.findall(r"gpuCount: (\d+), secureCloud: (\w+)", body["query"]) == [
+        ("2", "true"), ("2", "false")]
+    assert all(r.method == "POST" and r.url == URL for r in requests)
+    fanned = [r for r in spider(max_gpus=3).parse(response("stock_1.json"), count=1)
+              if isinstance(r, Request)]
+    assert [r.cb_kwargs["count"] for r in fanned] == [2, 3]
+
+
+def test_no_spot_offers_even_where_spot_prices_are_listed():
+    out = list(spider().parse_file(response("gputypes_real.json")))
+    assert out and {i.pricing for i in out} == {"on_demand"}
+
+
+def test_real_gputypes_capture_gives_one_gpu_prices_without_stock():
+    out = {(i.region, i.instance_type): i for i in spider().parse_file(
+        response("gputypes_real.json"))}
+    assert out[("secure", "1x NVIDIA B200")].price == 6.79
+    assert out[("community", "1x NVIDIA B200")].price == 5.98
+    assert out[("community", "1x NVIDIA GeForce RTX 3070")].price == 0.13
+    assert ("secure", "1x NVIDIA GeForce RTX 3070") not in out
+    assert {i.available for i in out.values()} == {None}
+    assert len(out) == 16
+
+
+def test_graphql_errors_and_renamed_fields_are_clear_errors():
+    err = (b'{"errors": [{"message": "Cannot query field \\"maxGpuCountSecureCloud\\" on type '
+           b'\\"GpuType\\"."}], "data": null}')
+    with pytest.raises(ParseError, match="runpod.*'errors' reported: Cannot query field "
+                                         "\"maxGpuCountSecureCloud\""):
+        list(spider().parse(response(body=err), count=1))
+    data = json.loads((FIX / "stock_1.json").read_text())
+    for gpu in data["data"]["secure_1"]:
+        gpu["secureCost"] = gpu.pop("securePrice")
+    with pytest.raises(ParseError, match=r"'securePrice' is missing.*data.secure_1\[0\]"):
+        list(spider().parse(response(body=json.dumps(data).encode()), count=1))
+    with pytest.raises(ParseError, match="'data.gpuTypes' is missing"):
+        list(spider().parse(response(body=b'{"data": {}}'), count=1))
+    with pytest.raises(ParseError, match="'data.secure_1' is empty"):
+        list(spider().parse(response(body=b'{"data": {"secure_1": []}}'), count=1))
+
+
+def test_status_needs_no_key():
+    assert RunpodSpider.status(Settings({"GPURADAR_SOURCES": {}})) == (
+        True, "public endpoint, no key needed")
+
+
+def test_gpuradar_parse_on_each_kind_of_answer():
+    proc = gpuradar("parse", "runpod", str(FIX / "stock_8.json"), str(FIX / "gputypes_real.json"))
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert not any(r["gpu_raw"] for r in rows)  # every RunPod id maps through the catalog
+    h100 = next(r for r in rows if r["instance_type"] == "8x NVIDIA H100 80GB HBM3"
+                and r["region"] == "secure")
+    assert h100["gpu"] == "H100-SXM-80GB" and h100["price_per_gpu_usd"] == 3.29
+    assert h100["attributes"]["stock"] == "Low"
+    assert {r["gpu"] for r in rows} >= {"MI300X", "RTX-4090", "A100-PCIE-80GB", "B300",
+                                        "A100-SXM-40GB"}
+
+
+def test_crawl_into_storage(tmp_path, provider_server, db_url, engine):
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    proc = gpuradar("crawl", "runpod", "--json", config=cfg, db_url=db_url)
+    assert proc.returncode == 0, proc.stderr
+    [result] = json.loads(proc.stdout)
+    assert (result["status"], result["items"], result["unknown_gpus"]) == ("ok", 136, [])
+    posts = [r for r in provider_server.requests if r.path == "/graphql"]
+    assert sorted(re.findall(r"gpuCount: (\d+)", r.json()["query"])[0] for r in posts) == [
+        str(n) for n in range(1, 9)]
+    h100 = current_offers(engine, OfferFilter(sources=["runpod"], gpus=["H100-SXM-80GB"]))
+    by_key = {(o["region"], o["instance_type"]): o for o in h100}
+    assert len(by_key) == 16  # 8 counts x 2 clouds
+    assert by_key[("community", "2x NVIDIA H100 80GB HBM3")]["available"] is True
+    assert by_key[("community", "3x NVIDIA H100 80GB HBM3")]["available"] is False
+    assert by_key[("secure", "8x NVIDIA H100 80GB HBM3")]["price_usd"] == pytest.approx(26.32)
+    assert by_key[("secure", "8x NVIDIA H100 80GB HBM3")]["attributes"]["stock"] == "Low"
+    assert {o["pricing"] for o in h100} == {"on_demand"}
+
+
+def test_stock_running_out_is_a_new_span_and_a_failed_count_closes_nothing(
+        tmp_path, provider_server, sqlite_url):
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
+                       scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 0})
+    assert gpuradar("crawl", "runpod", config=cfg, db_url=sqlite_url).returncode == 0
+    original = provider_server.routes[("POST", "/graphql")]
+
+    def sold_out_h100_and_broken_count_8(req):
+        if "gpuCount: 8" in req.json()["query"]:
+            return Reply(500, b"oops")
+        data = json.loads(original(req).body)
+        for types in data["data"].values():
+            for gpu in types:
+                if gpu["id"] == "NVIDIA H100 80GB HBM3":
+                    gpu["lowestPrice"]["stockStatus"] = None
+        return Reply(body=json.dumps(data).encode())
+
+    provider_server.route("POST", "/graphql", sold_out_h100_and_broken_count_8)
+    proc = gpuradar("crawl", "runpod", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    # The 8-GPU offers were not seen (HTTP 500) but stay listed: the crawl was partial.
+    assert result["status"] == "partial" and result["closed"] == 0
+    assert "HTTP 500" in result["error"]
+    h100 = gpuradar_json("history", "runpod", "1x NVIDIA H100 80GB HBM3", "--region", "secure",
+                         config=cfg, db_url=sqlite_url)
+    assert [s["available"] for s in h100] == [True, False]
+    community = gpuradar_json("prices", "--source", "runpod", "--region", "community",
+                              "--gpu", "4090", config=cfg, db_url=sqlite_url)
+    assert [o["instance_type"] for o in community] == [
+        f"{n}x NVIDIA GeForce RTX 4090" for n in range(1, 9)]  # same $/GPU-h: by name
+    assert {o["attributes"]["stock"] for o in community} >= {"High", "Medium", "Low"}
+    rows = {r["source"]: r for r in gpuradar_json("sources", config=cfg, db_url=sqlite_url)}
+    assert rows["runpod"]["why"] == "public endpoint, no key needed"
+    assert rows["runpod"]["last_status"] == "partial" and rows["runpod"]["last_items"] == 120
