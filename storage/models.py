@@ -1,9 +1,9 @@
 """The schema.
 
 Prices are stored as change points: `Offer` holds the current state of each offer (one row
-per identity), `PriceSpan` one row per run of an unchanged price/availability. An open span
-(`valid_to` NULL) lasts until the source's last successful crawl, so an unchanged
-observation writes nothing at all.
+per identity), `PriceChange` one row each time its price or availability changed. The span
+after an offer's last change lasts until the source's last successful crawl, so an
+unchanged observation writes nothing at all.
 """
 
 from __future__ import annotations
@@ -97,3 +97,68 @@ class FxRate(SQLModel, table=True):
     usd_per_unit: float
     source: str = Field(default="ecb", max_length=16)
     fetched_at: datetime
+
+
+class AlertState(SQLModel, table=True):
+    """One row per alert (a rule, or a source gone stale): what was last decided and sent.
+
+    Kept in the database so that a restart neither repeats a notification nor forgets one.
+    """
+
+    __tablename__ = "alert_state"
+    __table_args__ = (
+        UniqueConstraint("key", name="uq_alert_state_key"),
+        Index("ix_alert_state_state", "state"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    # "rule:<name>" or "source:<name>"
+    key: str = Field(max_length=200)
+    kind: str = Field(max_length=16)  # rule | source
+    name: str = Field(max_length=200)
+    # Hash of the rule's condition: a changed condition starts a new alert.
+    rule_hash: str = Field(default="", max_length=64)
+    description: str = Field(default="", max_length=1000)
+    state: str = Field(default="inactive", max_length=16)  # inactive | pending | firing
+    # Consecutive evaluations the condition held (for `for:`).
+    active_count: int = 0
+    pending_since: datetime | None = None
+    fired_at: datetime | None = None
+    resolved_at: datetime | None = None
+    last_notified_at: datetime | None = None
+    # Best price at the last notification (rule currency and unit); None: not notified yet
+    # in this firing episode (muted, or no target).
+    notified_value: float | None = None
+    best_value: float | None = None
+    currency: str = Field(default="USD", max_length=3)
+    match_count: int = 0
+    best: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    updated_at: datetime
+
+
+class Notification(SQLModel, table=True):
+    """The outbox: one message for one target, written with the state change it reports."""
+
+    __tablename__ = "notification"
+    __table_args__ = (
+        Index("ix_notification_due", "status", "next_attempt_at"),
+        Index("ix_notification_created", "created_at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    created_at: datetime
+    alert_key: str = Field(max_length=200)
+    # firing | improved | repeat | resolved | stale | recovered
+    kind: str = Field(max_length=16)
+    target: str = Field(max_length=100)
+    channel: str = Field(default="", max_length=16)
+    title: str = Field(max_length=1000)
+    body_markdown: str = ""
+    body_text: str = ""
+    body_html: str = ""
+    notify_type: str = Field(default="info", max_length=16)
+    status: str = Field(default="pending", max_length=16)  # pending | sent | failed
+    attempts: int = 0
+    next_attempt_at: datetime
+    last_error: str = Field(default="", max_length=2000)
+    sent_at: datetime | None = None

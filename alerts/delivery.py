@@ -1,0 +1,219 @@
+"""Delivering the outbox through apprise: per target, with retries and exponential backoff.
+
+Each outbox row is one message for one target. A pass takes the due rows, sends each
+target's rows in its own thread (a slow or dead target never holds up another), and marks
+every row sent, or pending again with its next attempt `retry_backoff * 2**attempts` later
+(capped), or failed once `max_attempts` are used up, with the error. Delivery is
+at-least-once: a process killed between sending and recording sends that message again.
+Errors carry apprise's redacted URL, never the URL itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from sqlalchemy import Engine
+
+from alerts.loader import Target, Targets, channel_of, redact
+from storage import alerts as store
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DeliveryResult", "SendOutcome", "channel_of", "deliver_pending", "send"]
+
+MAX_ATTEMPTS = 8
+RETRY_BACKOFF = 30.0       # seconds before the first retry; doubles each time
+MAX_BACKOFF = 3600.0
+SEND_TIMEOUT = 30.0        # one apprise call, seconds
+_LOG_LINE = re.compile(r"^\S+ \S+ - (WARNING|ERROR|CRITICAL) - (.*)$")
+_lock = threading.Lock()   # one delivery pass at a time per process
+
+
+@dataclass
+class DeliveryResult:
+    """The outcome of one outbox row in one pass."""
+
+    id: int
+    target: str
+    channel: str            # slack | email | webhook | other
+    status: str             # sent | failed | retry
+    attempts: int
+    kind: str = ""
+    alert_key: str = ""
+    error: str = ""
+
+
+@dataclass
+class SendOutcome:
+    """One apprise call to one target."""
+
+    ok: bool
+    error: str = ""
+    details: list[tuple[str, bool, str]] | None = None  # (redacted URL, ok, reason)
+
+
+def _asset():
+    import apprise
+
+    return apprise.AppriseAsset(app_id="gpuradar", app_desc="GPU price alerts",
+                                app_url="https://github.com/gpuradar/gpuradar")
+
+
+def _scrub(text: str, urls: tuple[str, ...]) -> str:
+    """Remove anything secret-looking of the target's URLs from an error text."""
+    for url in urls:
+        text = text.replace(url, redact(url))
+        parts = urlsplit(url)
+        secrets = [parts.password or "", parts.username or "", parts.query,
+                   *parts.path.split("/")]
+        for secret in secrets:
+            secret = unquote(secret)
+            if len(secret) >= 6:
+                text = text.replace(secret, "****")
+    return text
+
+
+def _reason(notify_result: Any) -> str:
+    lines = []
+    for entry in notify_result.logs():
+        m = _LOG_LINE.match(str(entry))
+        if m:
+            lines.append(m.group(2).strip())
+    return "; ".join(dict.fromkeys(lines)) or "apprise reported a failure"
+
+
+def send(target: Target, title: str, markdown: str, html: str, text: str,
+         notify_type: str = "info", timeout: float = SEND_TIMEOUT) -> SendOutcome:
+    """Send one message to every URL of `target`, each in the format it takes best
+    (Markdown for Slack and webhooks, HTML for email, text otherwise)."""
+    import apprise
+    from apprise import NotifyFormat, NotifyType
+
+    details: list[tuple[str, bool, str]] = []
+    for url in target.urls:
+        plugin = apprise.Apprise.instantiate(url, asset=_asset())
+        if plugin is None:  # validated at load time; only a changed plugin set gets here
+            details.append((redact(url), False, "apprise cannot parse the URL"))
+            continue
+        shown = plugin.url(privacy=True)
+        fmt = plugin.resolve_format(NotifyFormat.MARKDOWN)
+        body = {NotifyFormat.MARKDOWN: markdown, NotifyFormat.HTML: html}.get(fmt, text)
+        ap = apprise.Apprise(asset=_asset())
+        ap.add(plugin)
+        try:
+            res = ap.notify(body=body, title=title, body_format=fmt,
+                            notify_type=NotifyType(notify_type), timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - a plugin bug must not stop the pass
+            details.append((shown, False, _scrub(f"{type(exc).__name__}: {exc}", target.urls)))
+            continue
+        if res:
+            details.append((shown, True, ""))
+        else:
+            reasons = [_reason(r) for r in res] or [f"apprise status {res.status.name}"]
+            details.append((shown, False, _scrub("; ".join(reasons), target.urls)))
+    failed = [f"{u}: {why}" for u, ok, why in details if not ok]
+    return SendOutcome(ok=not failed, error=" | ".join(failed)[:2000], details=details)
+
+
+def _backoff(attempts: int, base: float, cap: float) -> timedelta:
+    return timedelta(seconds=min(cap, base * 2 ** max(0, attempts - 1)))
+
+
+def deliver_pending(engine: Engine, targets: Targets, *, now: datetime | None = None,
+                    limit: int = 100, max_attempts: int | None = None,
+                    retry_backoff: float | None = None, max_backoff: float = MAX_BACKOFF,
+                    timeout: float | None = None,
+                    sender: Callable[..., SendOutcome] = send) -> list[DeliveryResult]:
+    """Deliver the outbox rows that are due; returns what happened to each.
+
+    Settings not given come from `targets.delivery` (the config's `alerts:` section), then
+    the defaults."""
+    now = now or datetime.now(UTC)
+    conf = getattr(targets, "delivery", {}) or {}
+    max_attempts = int(max_attempts or conf.get("max_attempts") or MAX_ATTEMPTS)
+    retry_backoff = float(retry_backoff or conf.get("retry_backoff") or RETRY_BACKOFF)
+    timeout = float(timeout or conf.get("send_timeout") or SEND_TIMEOUT)
+    if not _lock.acquire(blocking=False):
+        return []  # another pass is running in this process
+    try:
+        rows = store.due_notifications(engine, now, limit)
+        by_target: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_target.setdefault(row["target"], []).append(row)
+        results: list[DeliveryResult] = []
+        if not by_target:
+            return results
+
+        def run(name: str, batch: list[dict[str, Any]]) -> list[DeliveryResult]:
+            return _deliver_target(engine, targets.get(name), name, batch, now, max_attempts,
+                                   retry_backoff, max_backoff, timeout, sender)
+
+        with ThreadPoolExecutor(max_workers=min(8, len(by_target)),
+                                thread_name_prefix="gpuradar-notify") as pool:
+            for out in pool.map(lambda kv: run(*kv), by_target.items()):
+                results.extend(out)
+        return results
+    finally:
+        _lock.release()
+
+
+def _deliver_target(engine: Engine, target: Target | None, name: str,
+                    batch: list[dict[str, Any]], now: datetime, max_attempts: int,
+                    retry_backoff: float, max_backoff: float, timeout: float,
+                    sender: Callable[..., SendOutcome]) -> list[DeliveryResult]:
+    """One target's due rows, oldest first; after a failure the rest wait for the retry."""
+    results = []
+    channel = target.channel if target else "other"
+    failing_until: datetime | None = None
+    for row in batch:
+        base = {"id": row["id"], "target": name, "channel": channel, "kind": row["kind"],
+                "alert_key": row["alert_key"]}
+        if target is None:
+            error = f"target {name!r} is not configured (any more)"
+            store.record_attempt(engine, row["id"], status="failed", last_error=error,
+                                 channel=channel)
+            results.append(DeliveryResult(**base, status="failed", attempts=row["attempts"],
+                                          error=error))
+            continue
+        if failing_until is not None:
+            store.record_attempt(engine, row["id"], next_attempt_at=failing_until,
+                                 channel=channel)
+            results.append(DeliveryResult(**base, status="retry", attempts=row["attempts"],
+                                          error="deferred: the target failed in this pass"))
+            continue
+        try:
+            outcome = sender(target, row["title"], row["body_markdown"], row["body_html"],
+                             row["body_text"], row["notify_type"], timeout)
+        except Exception as exc:  # noqa: BLE001
+            outcome = SendOutcome(False, _scrub(f"{type(exc).__name__}: {exc}", target.urls))
+        attempts = row["attempts"] + 1
+        if outcome.ok:
+            store.record_attempt(engine, row["id"], status="sent", attempts=attempts,
+                                 sent_at=datetime.now(UTC), last_error="", channel=channel)
+            results.append(DeliveryResult(**base, status="sent", attempts=attempts))
+            log.info("notification %d (%s) sent to %s", row["id"], row["kind"], name)
+            continue
+        if attempts >= max_attempts:
+            store.record_attempt(engine, row["id"], status="failed", attempts=attempts,
+                                 last_error=outcome.error, channel=channel)
+            results.append(DeliveryResult(**base, status="failed", attempts=attempts,
+                                          error=outcome.error))
+            log.error("notification %d to %s failed for good after %d attempts: %s",
+                      row["id"], name, attempts, outcome.error)
+            continue
+        failing_until = now + _backoff(attempts, retry_backoff, max_backoff)
+        store.record_attempt(engine, row["id"], attempts=attempts, last_error=outcome.error,
+                             next_attempt_at=failing_until, channel=channel)
+        results.append(DeliveryResult(**base, status="retry", attempts=attempts,
+                                      error=outcome.error))
+        log.warning("notification %d to %s failed (attempt %d), retry at %s: %s", row["id"],
+                    name, attempts, failing_until.isoformat(timespec="seconds"), outcome.error)
+    return results

@@ -1,0 +1,326 @@
+"""`gpuradar rules check|test`, `gpuradar alerts`, `gpuradar notify test`."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gpuradar.cli import (
+    EXIT_FAILED,
+    ConfigOpt,
+    CsvOpt,
+    DbOpt,
+    FormatOpt,
+    JsonOpt,
+    fail,
+    get_config,
+    get_engine,
+    pick_format,
+)
+from gpuradar.config import Config, ConfigError
+from gpuradar.output import Format, age, console, emit, err_console, money
+
+rules_app = typer.Typer(help="Check alert rules and see what they would match now.",
+                        no_args_is_help=True)
+notify_app = typer.Typer(help="Notification targets.", no_args_is_help=True)
+
+
+def _targets(cfg: Config):
+    from alerts.loader import load_targets
+
+    try:
+        return load_targets(cfg)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+
+
+def _print_errors(errors: list) -> None:
+    for exc in errors:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+
+
+def _load(cfg: Config, source: Path | None, *, strict_targets: bool = True):
+    """(rules, errors) from a rules file, or from the configuration."""
+    from alerts.loader import parse_rules, read_rules_file, rule_entries
+    from alerts.rules import RuleError
+
+    targets = _targets(cfg) if strict_targets else None
+    try:
+        if source is not None:
+            entries = [(f"{source}: rule {i + 1}", e)
+                       for i, e in enumerate(read_rules_file(source))]
+        else:
+            entries = rule_entries(cfg)
+    except RuleError as exc:
+        return [], [exc]
+    return parse_rules(entries, targets)
+
+
+def _short(d) -> str:
+    """timedelta -> '12h', '30m', '1d12h'."""
+    seconds, out = int(d.total_seconds()), ""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            out += f"{seconds // size}{unit}"
+            seconds %= size
+    return out or "0s"
+
+
+def _options(rule) -> str:
+    parts = []
+    if rule.for_count and rule.for_count > 1:
+        parts.append(f"for {rule.for_count}")
+    if rule.for_duration:
+        parts.append(f"for {_short(rule.for_duration)}")
+    if rule.repeat_set:
+        parts.append(f"repeat {_short(rule.repeat) if rule.repeat else 'never'}")
+    if rule.min_drop_pct is not None:
+        parts.append(f"min_drop {rule.min_drop_pct * 100:g}%")
+    if rule.min_drop_abs is not None:
+        parts.append(f"min_drop {rule.min_drop_abs:g}")
+    if rule.send_resolved is not None:
+        parts.append(f"send_resolved {str(rule.send_resolved).lower()}")
+    if rule.top:
+        parts.append(f"top {rule.top}")
+    if rule.mute_until:
+        parts.append(f"muted until {rule.mute_until:%Y-%m-%d %H:%M}")
+    return ", ".join(parts)
+
+
+@rules_app.command("check")
+def rules_check(
+    file: Annotated[Path | None, typer.Argument(help="A rules file (YAML with a `rules:` "
+                                                "list); default: the configured rules.")] = None,
+    config: ConfigOpt = None, fmt: FormatOpt = Format.table, as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
+) -> None:
+    """Validate rules (and the targets they notify); exit 1 when any is wrong."""
+    from alerts.engine import parse_settings
+
+    if file is not None and not file.exists():
+        raise fail(f"rules file {file} does not exist")
+    cfg = get_config(config)
+    try:
+        parse_settings(cfg.alerts)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    rules, errors = _load(cfg, file)
+    if errors:
+        _print_errors(errors)
+        err_console.print(f"{len(errors)} bad rule{'s' if len(errors) != 1 else ''}, "
+                          f"{len(rules)} good")
+        raise typer.Exit(EXIT_FAILED)
+    f = pick_format(fmt, as_json, as_csv)
+    rows = [{"name": r.name, "rule": r.text, "notify": ", ".join(r.targets or ()) or "-",
+             "options": _options(r)} for r in rules]
+    emit(rows, [("name", "name"), ("rule", "rule"), ("notify", "targets"),
+                ("options", "options")], f)
+    if f is Format.table:
+        console.print(f"{len(rules)} rule{'s' if len(rules) != 1 else ''} OK")
+
+
+@rules_app.command("test")
+def rules_test(
+    rule: Annotated[str | None, typer.Argument(help="A rule (`H100 under $2/h`) or a rules "
+                                               "file; default: the configured rules.")] = None,
+    top: Annotated[int, typer.Option(help="Offers to list per rule.")] = 5,
+    config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
+    as_json: JsonOpt = False, as_csv: CsvOpt = False,
+) -> None:
+    """What each rule would match and fire on now, against the stored offers (sends
+    nothing, changes nothing)."""
+    from alerts.engine import load_market, match_rules, parse_settings
+    from alerts.loader import parse_rule_entry
+    from alerts.messages import offer_summary
+    from alerts.rules import RuleError
+    from storage.alerts import load_states
+
+    cfg = get_config(config, database_url)
+    if rule and Path(rule).is_file():
+        rules, errors = _load(cfg, Path(rule), strict_targets=False)
+    elif rule:
+        try:
+            rules, errors = [parse_rule_entry(rule)], []
+        except RuleError as exc:
+            raise fail(str(exc)) from None
+    else:
+        rules, errors = _load(cfg, None, strict_targets=False)
+    if errors:
+        _print_errors(errors)
+        raise typer.Exit(EXIT_FAILED)
+    if not rules:
+        raise fail("no rules: give one (`gpuradar rules test 'H100 under $2/h'`) or configure "
+                   "`rules:`")
+    try:
+        settings = parse_settings(cfg.alerts)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    engine = get_engine(cfg)
+    now = datetime.now(UTC)
+    market = load_market(engine, now, settings)
+    matches = match_rules(engine, rules, now=now, alert_settings=settings, market=market)
+    states = load_states(engine)
+    f = pick_format(fmt, as_json, as_csv)
+    out = []
+    for m in matches:
+        r = m.rule
+        st = states.get(r.key) or {}
+        offers = [offer_summary(x, r, market) for x in m.matches[:top]]
+        out.append({"name": r.name, "rule": r.text, "would_fire": m.matched,
+                    "matches": len(m.matches), "best": m.best, "currency": r.currency,
+                    "limit": m.limit, "reference_low": m.reference, "note": m.note,
+                    "stored_state": st.get("state", "inactive"), "offers": offers})
+    if f is Format.json:
+        json.dump(out, sys.stdout, indent=1, default=str, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return
+    if f is Format.csv:
+        emit([], [], f, raw_rows=[{k: v for k, v in o.items() if k != "offers"} for o in out])
+        return
+    for o, m in zip(out, matches, strict=True):
+        unit = "h" if m.rule.per_instance else "GPU-h"
+        if o["would_fire"]:
+            head = (f"[bold green]would fire[/bold green]: {o['matches']} offer"
+                    f"{'s' if o['matches'] != 1 else ''} from {money(o['best'], o['currency'])}"
+                    f"/{unit}")
+        else:
+            head = "[dim]no match[/dim]" + (f" ({o['note']})" if o["note"] else "")
+        if o["reference_low"] is not None:
+            head += (f"; earlier low {money(o['reference_low'], o['currency'])}/{unit}, limit "
+                     f"{money(o['limit'], o['currency'])}/{unit}")
+        console.print(f"[bold]{o['name']}[/bold]  {o['rule']}\n  {head}; stored state: "
+                      f"{o['stored_state']}", highlight=False)
+        if o["offers"]:
+            rows = [{"source": x["source"], "region": x["region"], "instance": x["instance_type"],
+                     "pricing": x["pricing"].replace("_", "-"),
+                     "gpus": f"{x['gpu_count']:g}x {x['gpu']}",
+                     "per_gpu": money(x["per_gpu"], o["currency"]),
+                     "instance_price": money(x["instance"], o["currency"]),
+                     "quoted": (money(x["price"], x["currency"])
+                                if x["currency"] != o["currency"] else ""),
+                     "available": {True: "yes", False: "no", None: "?"}[x["available"]]}
+                    for x in o["offers"]]
+            emit(rows, [("source", "source"), ("region", "region"), ("instance", "instance"),
+                        ("pricing", "pricing"), ("gpus", "GPUs"), ("per_gpu", "per GPU-h"),
+                        ("instance_price", "per h"), ("quoted", "quoted"),
+                        ("available", "avail")], Format.table)
+    if market.stale:
+        err_console.print(f"stale sources (ignored): {', '.join(sorted(market.stale))}")
+
+
+def alerts_command(
+    all_alerts: Annotated[bool, typer.Option("--all", help="Also inactive/resolved "
+                                             "alerts.")] = False,
+    limit: Annotated[int, typer.Option(help="Notifications to list.")] = 20,
+    config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
+    as_json: JsonOpt = False, as_csv: CsvOpt = False,
+) -> None:
+    """Firing alerts and the notification log (delivery status per target)."""
+    from storage.alerts import alert_rows, notification_log
+
+    cfg = get_config(config, database_url)
+    engine = get_engine(cfg)
+    now = datetime.now(UTC)
+    alerts = alert_rows(engine, include_inactive=all_alerts)
+    log = notification_log(engine, limit=limit)
+    f = pick_format(fmt, as_json, as_csv)
+    if f is Format.json:
+        json.dump({"alerts": alerts, "notifications": log}, sys.stdout, indent=1, default=str,
+                  ensure_ascii=False)
+        sys.stdout.write("\n")
+        return
+    if f is Format.csv:
+        emit([], [], f, raw_rows=alerts)
+        return
+    rows = []
+    for a in alerts:
+        since = a["fired_at"] if a["state"] == "firing" else (a["pending_since"]
+                                                               or a["resolved_at"])
+        best = a.get("best") or {}
+        rows.append({
+            "name": a["name"] if a["kind"] == "rule" else f"source {a['name']}",
+            "state": a["state"] + (" (stale)" if a["kind"] == "source" else ""),
+            "since": f"{age(since, now)} ago" if since else "-",
+            "best": money(a["best_value"], a["currency"]) if a["best_value"] is not None
+            else "-",
+            "matches": a["match_count"] if a["kind"] == "rule" else "-",
+            "where": f"{best.get('source')} {best.get('region')}" if best else "-",
+            "notified": f"{age(a['last_notified_at'], now)} ago" if a["last_notified_at"]
+            else "never",
+            "rule": a["description"],
+        })
+    if rows:
+        emit(rows, [("name", "alert"), ("state", "state"), ("since", "since"),
+                    ("best", "best"), ("matches", "offers"), ("where", "cheapest at"),
+                    ("notified", "notified"), ("rule", "rule")], Format.table,
+             title="alerts")
+    else:
+        console.print("no alert is firing" + ("" if all_alerts else
+                                                " (--all shows resolved ones)"))
+    if log:
+        nrows = [{"when": f"{age(n['created_at'], now)} ago", "alert": n["alert_key"],
+                  "kind": n["kind"], "target": n["target"], "channel": n["channel"] or "-",
+                  "status": n["status"], "attempts": n["attempts"],
+                  "next": (f"in {age(now, n['next_attempt_at'])}"
+                           if n["status"] == "pending" and n["next_attempt_at"] > now else "-"),
+                  "error": (n["last_error"] or "")[:120] or "-"} for n in log]
+        emit(nrows, [("when", "queued"), ("alert", "alert"), ("kind", "kind"),
+                     ("target", "target"), ("channel", "channel"), ("status", "status"),
+                     ("attempts", "tries"), ("next", "next try"), ("error", "last error")],
+             Format.table, title="notifications")
+    else:
+        console.print("no notifications yet")
+
+
+@notify_app.command("test")
+def notify_test(
+    targets: Annotated[list[str] | None, typer.Argument(help="Target names (default: all "
+                                                        "targets).")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per target.")] = 30.0,
+    config: ConfigOpt = None, fmt: FormatOpt = Format.table, as_json: JsonOpt = False,
+    as_csv: CsvOpt = False,
+) -> None:
+    """Send a test message to targets now and report apprise's result for each URL."""
+    from alerts.delivery import send
+    from alerts.engine import parse_settings
+    from alerts.loader import channel_of
+    from alerts.messages import Renderer
+
+    cfg = get_config(config)
+    configured = _targets(cfg)
+    if not configured:
+        raise fail("no targets configured (add `targets: {name: apprise URL}` to the config)")
+    names = targets or list(configured)
+    for name in names:
+        if name not in configured:
+            hint = difflib.get_close_matches(name, list(configured), n=1)
+            raise fail(f"unknown target {name!r}" + (f"; did you mean {hint[0]}?" if hint
+                                                     else f" (targets: {', '.join(configured)})"))
+    try:
+        renderer = Renderer(parse_settings(cfg.alerts).templates)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        target = configured[name]
+        msg = renderer.test_message(name)
+        outcome = send(target, msg.title, msg.markdown, msg.html, msg.text, "info", timeout)
+        for (shown, ok, why), url in zip(outcome.details or [], target.urls, strict=False):
+            rows.append({"target": name, "channel": channel_of(url), "url": shown,
+                         "result": "sent" if ok else "FAILED", "error": why or ""})
+    emit(rows, [("target", "target"), ("channel", "channel"), ("url", "url"),
+                ("result", "result"), ("error", "error")], pick_format(fmt, as_json, as_csv))
+    if any(r["result"] != "sent" for r in rows):
+        raise typer.Exit(EXIT_FAILED)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(rules_app, name="rules")
+    app.add_typer(notify_app, name="notify")
+    app.command("alerts")(alerts_command)

@@ -1,0 +1,171 @@
+"""Reads and writes of alert state and the notification outbox.
+
+Rule evaluation reads everything it needs in a few queries (offers once, source health once,
+alert state once) and writes all its changes in one transaction, so a notification is in the
+outbox exactly when the state change it reports is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, bindparam, delete, func, insert, or_, select, update
+
+from storage.models import AlertState, Crawl, Notification, Offer, PriceChange
+
+OFFER = Offer.__table__
+CHANGE = PriceChange.__table__
+CRAWL = Crawl.__table__
+STATE = AlertState.__table__
+OUTBOX = Notification.__table__
+
+# The columns rule matching needs; `attributes` and timestamps stay in the database.
+OFFER_COLUMNS = ("id", "source", "region", "zone", "instance_type", "pricing", "gpu",
+                 "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb", "price", "currency",
+                 "price_usd", "price_per_gpu_usd", "available", "available_count", "url")
+
+
+def _aware(ts: datetime | None) -> datetime | None:
+    if ts is not None and ts.tzinfo is None:
+        return ts.replace(tzinfo=UTC)
+    return ts
+
+
+# -- evaluation inputs -------------------------------------------------------------------
+def alert_offers(engine: Engine, sources: Iterable[str] | None = None) -> list[tuple]:
+    """Listed offers not known to be unavailable, as tuples in OFFER_COLUMNS order (of some
+    sources only, when given).
+
+    The only offers a rule can match; one query per evaluation whatever the number of rules.
+    """
+    q = (select(*(OFFER.c[c] for c in OFFER_COLUMNS))
+         .where(OFFER.c.active.is_(True),
+                or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None))))
+    if sources is not None:
+        q = q.where(OFFER.c.source.in_(sorted(set(sources))))
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(q)]
+
+
+def crawl_versions(engine: Engine) -> dict[str, tuple[int, str]]:
+    """source -> (id, status) of its latest crawl: changes whenever its offers may have."""
+    latest = (select(CRAWL.c.source, func.max(CRAWL.c.id).label("id"))
+              .group_by(CRAWL.c.source).subquery())
+    q = select(CRAWL.c.source, CRAWL.c.id, CRAWL.c.status).join(latest, CRAWL.c.id == latest.c.id)
+    with engine.connect() as conn:
+        return {source: (cid, status) for source, cid, status in conn.execute(q)}
+
+
+def source_health(engine: Engine) -> dict[str, tuple[datetime | None, int]]:
+    """source -> (start of its last successful crawl, failed crawls since then)."""
+    last_ok = (select(CRAWL.c.source, func.max(CRAWL.c.id).label("ok_id"),
+                      func.max(CRAWL.c.started_at).label("ok_at"))
+               .where(CRAWL.c.status == "ok").group_by(CRAWL.c.source).subquery())
+    fails = (select(CRAWL.c.source, func.count().label("n"))
+             .select_from(CRAWL.outerjoin(last_ok, last_ok.c.source == CRAWL.c.source))
+             .where(CRAWL.c.status.in_(("failed", "partial")),
+                    or_(last_ok.c.ok_id.is_(None), CRAWL.c.id > last_ok.c.ok_id))
+             .group_by(CRAWL.c.source))
+    out: dict[str, tuple[datetime | None, int]] = {}
+    with engine.connect() as conn:
+        for source, _id, at in conn.execute(select(last_ok)):
+            out[source] = (_aware(at), 0)
+        for source, n in conn.execute(fails):
+            out[source] = (out.get(source, (None, 0))[0], n)
+    return out
+
+
+def offer_history(engine: Engine, gpus: Iterable[str] | None,
+                  since: datetime) -> list[dict[str, Any]]:
+    """Spans overlapping [since, now] with their offer's identity and specs (for drop rules);
+    `gpus` None means every GPU. (History is stored as change points: see
+    storage.queries.gpu_spans.)"""
+    from storage.queries import gpu_spans
+
+    return gpu_spans(engine, None if gpus is None else sorted(set(gpus)), since)
+
+
+# -- alert state -------------------------------------------------------------------------
+def load_states(engine: Engine) -> dict[str, dict[str, Any]]:
+    """Every alert's stored state, by key."""
+    with engine.connect() as conn:
+        return {r.key: dict(r._mapping) for r in conn.execute(select(STATE))}
+
+
+def save_evaluation(engine: Engine, *, inserts: Sequence[dict[str, Any]],
+                    updates: Sequence[dict[str, Any]], deletes: Sequence[str],
+                    notifications: Sequence[dict[str, Any]]) -> None:
+    """Store state changes and the notifications they cause in ONE transaction."""
+    if not (inserts or updates or deletes or notifications):
+        return
+    with engine.begin() as conn:
+        if deletes:
+            conn.execute(delete(STATE).where(STATE.c.key.in_(list(deletes))))
+        if inserts:
+            conn.execute(insert(STATE), list(inserts))
+        # Group updates by their column set: one executemany per shape.
+        shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for row in updates:
+            cols = tuple(sorted(k for k in row if k != "key"))
+            shapes.setdefault(cols, []).append({**{k: row[k] for k in cols}, "_key": row["key"]})
+        for cols, rows in shapes.items():
+            conn.execute(update(STATE).where(STATE.c.key == bindparam("_key"))
+                         .values({c: bindparam(c) for c in cols}), rows)
+        if notifications:
+            conn.execute(insert(OUTBOX), list(notifications))
+
+
+def firing_count(engine: Engine) -> int:
+    """Rules firing now (the Prometheus gauge); stale-source alerts are not rules."""
+    q = select(func.count()).select_from(STATE).where(STATE.c.state == "firing",
+                                                      STATE.c.kind == "rule")
+    with engine.connect() as conn:
+        return int(conn.execute(q).scalar_one())
+
+
+def alert_rows(engine: Engine, include_inactive: bool = False) -> list[dict[str, Any]]:
+    """Alerts as stored: firing and pending ones first (or all of them)."""
+    q = select(STATE)
+    if not include_inactive:
+        q = q.where(STATE.c.state.in_(("firing", "pending")))
+    q = q.order_by(STATE.c.kind.desc(), STATE.c.state, STATE.c.name)
+    with engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(q)]
+
+
+# -- outbox ------------------------------------------------------------------------------
+def outbox_backlog(engine: Engine) -> int:
+    """Notifications not yet delivered (waiting or being retried)."""
+    q = select(func.count()).select_from(OUTBOX).where(OUTBOX.c.status == "pending")
+    with engine.connect() as conn:
+        return int(conn.execute(q).scalar_one())
+
+
+def due_notifications(engine: Engine, now: datetime, limit: int = 100) -> list[dict[str, Any]]:
+    """Pending notifications whose next attempt is due, oldest first."""
+    q = (select(OUTBOX).where(OUTBOX.c.status == "pending", OUTBOX.c.next_attempt_at <= now)
+         .order_by(OUTBOX.c.id).limit(limit))
+    with engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(q)]
+
+
+def record_attempt(engine: Engine, notification_id: int, **values: Any) -> None:
+    """Store the outcome of one delivery attempt (status, attempts, error, next try)."""
+    with engine.begin() as conn:
+        conn.execute(update(OUTBOX).where(OUTBOX.c.id == notification_id).values(**values))
+
+
+def notification_log(engine: Engine, limit: int = 50,
+                     status: str | None = None) -> list[dict[str, Any]]:
+    """The newest notifications with their delivery outcome."""
+    q = select(OUTBOX.c.id, OUTBOX.c.created_at, OUTBOX.c.alert_key, OUTBOX.c.kind,
+               OUTBOX.c.target, OUTBOX.c.channel, OUTBOX.c.title, OUTBOX.c.status,
+               OUTBOX.c.attempts, OUTBOX.c.next_attempt_at, OUTBOX.c.last_error,
+               OUTBOX.c.sent_at)
+    if status:
+        q = q.where(OUTBOX.c.status == status)
+    q = q.order_by(OUTBOX.c.id.desc()).limit(limit)
+    with engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(q)]

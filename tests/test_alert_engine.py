@@ -1,0 +1,321 @@
+"""Alert state on real storage (SQLite and PostgreSQL): firing, de-duplication, improvement,
+hysteresis, staleness, restarts, and the outbox written with the state."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, date, datetime, timedelta
+
+from sqlalchemy import select
+
+from alerts.engine import evaluate, match_rules
+from alerts.rules import parse_rule
+from crawler.items import PriceItem
+from storage import alerts as store
+from storage.ingest import CrawlWriter
+from storage.models import Notification
+from storage.queries import store_fx
+
+T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+
+
+def offer(instance: str, per_gpu: float, *, source: str = "lambda", region: str = "us-east-1",
+          gpu: str = "H100-SXM-80GB", count: float = 8, available: bool | None = True,
+          pricing: str = "on_demand", currency: str = "USD", usd_rate: float = 1.0,
+          at: datetime = T0) -> PriceItem:
+    price = per_gpu * count
+    return PriceItem(source=source, region=region, instance_type=instance, pricing=pricing,
+                     gpu=gpu, gpu_count=count, price=price, currency=currency,
+                     available=available, observed_at=at, price_usd=price * usd_rate,
+                     price_per_gpu_usd=per_gpu * usd_rate, url=f"https://{source}.example/x")
+
+
+def crawl(engine, items, *, source: str = "lambda", at: datetime = T0, status: str = "ok"):
+    writer = CrawlWriter(engine, source, started_at=at)
+    writer.add([i for i in items if i.source == source])
+    return writer.finish(status)
+
+
+def outbox(engine) -> list[dict]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(Notification.__table__).order_by(Notification.id))
+        return [dict(r._mapping) for r in rows]
+
+
+def rule(text: str, **options):
+    options.setdefault("notify", ("team",))
+    return parse_rule(text, **options)
+
+
+def test_first_evaluation_fires_when_the_price_is_already_under(engine):
+    crawl(engine, [offer("gpu_8x_h100", 1.87), offer("gpu_1x_h100", 2.49, count=1),
+                   offer("gpu_8x_h100b", 1.95, region="us-west-1")])
+    result = evaluate(engine, [rule("H100 under $2/h")], now=T0)
+    assert (result.firing, result.notifications, result.fired) == (1, 1, ["h100-under-2"])
+    (note,) = outbox(engine)
+    assert note["title"] == "H100 under $2/h — 2 offers from $1.87/h"
+    assert note["target"] == "team" and note["kind"] == "firing" and note["status"] == "pending"
+    # The cheapest first, with per-GPU and instance price, availability and a link.
+    body = note["body_markdown"]
+    assert body.index("us-east-1") < body.index("us-west-1")
+    assert "$1.87/GPU-h" in body and "$14.96/h" in body and "available: yes" in body
+    assert "https://lambda.example/x" in body and "gpu_1x_h100" not in body
+    assert "<td>lambda</td>" in note["body_html"] and "$1.87/GPU-h" in note["body_text"]
+    assert store.firing_count(engine) == 1 and store.outbox_backlog(engine) == 1
+
+
+def test_second_evaluation_sends_nothing_new(engine):
+    crawl(engine, [offer("a", 1.87)])
+    rules = [rule("H100 under $2/h")]
+    evaluate(engine, rules, now=T0)
+    crawl(engine, [offer("a", 1.87, at=T0 + timedelta(hours=1))], at=T0 + timedelta(hours=1))
+    again = evaluate(engine, rules, now=T0 + timedelta(hours=1))
+    assert (again.firing, again.notifications, again.fired) == (1, 0, [])
+    assert len(outbox(engine)) == 1
+
+
+def test_a_better_price_notifies_again_only_past_min_drop(engine):
+    rules = [rule("H100 under $2/h", min_drop="5%")]
+    crawl(engine, [offer("a", 1.90)])
+    evaluate(engine, rules, now=T0)
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 1.85, at=t1)], at=t1)         # 2.6 % better: quiet
+    assert evaluate(engine, rules, now=t1).notifications == 0
+    t2 = T0 + timedelta(hours=2)
+    crawl(engine, [offer("a", 1.70, at=t2)], at=t2)         # 10.5 % below the notified 1.90
+    assert evaluate(engine, rules, now=t2).notifications == 1
+    last = outbox(engine)[-1]
+    assert last["kind"] == "improved"
+    assert last["title"] == "H100 under $2/h — 1 offer from $1.70/h (was $1.90/h)"
+    # The next improvement is measured from $1.70, not from the first $1.90.
+    t3 = T0 + timedelta(hours=3)
+    crawl(engine, [offer("a", 1.65, at=t3)], at=t3)
+    assert evaluate(engine, rules, now=t3).notifications == 0
+
+
+def test_resolution_has_hysteresis_and_is_sent_when_asked(engine):
+    rules = [rule("H100 under $2/h", send_resolved=True)]
+    crawl(engine, [offer("a", 1.99)])
+    evaluate(engine, rules, now=T0)
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 2.01, at=t1)], at=t1)   # within the 2 % band: still firing
+    r1 = evaluate(engine, rules, now=t1)
+    assert (r1.firing, r1.resolved, r1.notifications) == (1, [], 0)
+    t2 = T0 + timedelta(hours=2)
+    crawl(engine, [offer("a", 1.98, at=t2)], at=t2)   # back under: no new "firing"
+    assert evaluate(engine, rules, now=t2).notifications == 0
+    t3 = T0 + timedelta(hours=3)
+    crawl(engine, [offer("a", 2.35, at=t3)], at=t3)   # clearly above: resolved
+    r3 = evaluate(engine, rules, now=t3)
+    assert (r3.firing, r3.resolved, r3.notifications) == (0, ["h100-under-2"], 1)
+    last = outbox(engine)[-1]
+    assert last["kind"] == "resolved" and last["notify_type"] == "success"
+    assert last["title"] == "RESOLVED: H100 under $2/h — cheapest now $2.35/h"
+    # Under again: a new firing episode notifies again.
+    t4 = T0 + timedelta(hours=4)
+    crawl(engine, [offer("a", 1.80, at=t4)], at=t4)
+    assert evaluate(engine, rules, now=t4).fired == ["h100-under-2"]
+    assert [n["kind"] for n in outbox(engine)] == ["firing", "resolved", "firing"]
+
+
+def test_resolution_is_silent_without_send_resolved(engine):
+    rules = [rule("H100 under $2/h")]
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, rules, now=T0)
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 3.0, at=t1)], at=t1)
+    result = evaluate(engine, rules, now=t1)
+    assert result.resolved == ["h100-under-2"] and result.notifications == 0
+
+
+def test_unavailable_offers_and_vanished_offers_do_not_match(engine):
+    crawl(engine, [offer("a", 1.5, available=False), offer("b", 2.5)])
+    assert evaluate(engine, [rule("H100 under $2/h")], now=T0).firing == 0
+    # An offer that disappears from a successful crawl resolves the alert.
+    crawl(engine, [offer("c", 1.5, at=T0 + timedelta(hours=1)),
+                   offer("b", 2.5, at=T0 + timedelta(hours=1))], at=T0 + timedelta(hours=1))
+    rules = [rule("H100 under $2/h")]
+    assert evaluate(engine, rules, now=T0 + timedelta(hours=1)).firing == 1
+    t2 = T0 + timedelta(hours=2)
+    crawl(engine, [offer("b", 2.5, at=t2)], at=t2)
+    assert evaluate(engine, rules, now=t2).resolved == ["h100-under-2"]
+
+
+def test_failing_source_neither_resolves_nor_fires_and_raises_one_stale_notice(engine):
+    settings = {"stale_after_failures": 3, "notify_stale": True}
+    rules = [rule("H100 under $2/h", send_resolved=True)]
+    crawl(engine, [offer("a", 1.5)])
+    crawl(engine, [offer("v", 3.0, source="vastai")], source="vastai")
+    evaluate(engine, rules, now=T0, alert_settings=settings)
+    for n in range(1, 5):                   # lambda's crawls fail from now on
+        t = T0 + timedelta(hours=n)
+        crawl(engine, [], at=t, status="failed")
+        result = evaluate(engine, rules, now=t, alert_settings=settings)
+        assert result.firing == 1 and result.resolved == []
+    stale = [o for o in outbox(engine) if o["kind"] == "stale"]
+    assert len(stale) == 1 and stale[0]["alert_key"] == "source:lambda"
+    assert "lambda is stale (3 failed crawls" in stale[0]["title"]
+    assert stale[0]["target"] == "team"
+    # A cheap offer from a stale source does not make another rule fire.
+    cheaper = [rule("H100 under $1.6/h", notify=("team",))]
+    assert match_rules(engine, cheaper, now=T0 + timedelta(hours=5),
+                       alert_settings=settings)[0].matched is False
+    # It recovers, with a higher price: the rule resolves now, and "recovered" is sent.
+    t = T0 + timedelta(hours=6)
+    crawl(engine, [offer("a", 2.6, at=t)], at=t)
+    result = evaluate(engine, rules, now=t, alert_settings=settings)
+    assert result.resolved == ["h100-under-2"] and result.stale_sources == []
+    assert [o["kind"] for o in outbox(engine)][-2:] == ["resolved", "recovered"]
+
+
+def test_stale_notice_is_opt_in(engine):
+    crawl(engine, [offer("a", 1.5)])
+    for n in range(1, 5):
+        crawl(engine, [], at=T0 + timedelta(hours=n), status="failed")
+    result = evaluate(engine, [rule("H100 under $2/h")], now=T0 + timedelta(hours=5))
+    assert result.stale_sources == ["lambda"] and result.notifications == 0
+    assert result.firing == 0   # a stale source cannot make a rule fire
+
+
+def test_restart_in_a_new_process_sends_nothing_twice(engine, db_url):
+    crawl(engine, [offer("a", 1.5)])
+    assert evaluate(engine, [rule("H100 under $2/h")], now=T0).notifications == 1
+    script = (
+        "import json, sys; from datetime import datetime, timedelta, UTC\n"
+        "from storage.db import open_database\n"
+        "from alerts.engine import evaluate\n"
+        "from alerts.rules import parse_rule\n"
+        "e = open_database(sys.argv[1])\n"
+        "r = evaluate(e, [parse_rule('H100 under $2/h', notify=('team',))],\n"
+        "             now=datetime(2026, 11, 2, 13, 0, tzinfo=UTC))\n"
+        "print(json.dumps([r.firing, r.notifications]))\n")
+    done = subprocess.run([sys.executable, "-c", script, db_url], capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [1, 0]
+    assert len(outbox(engine)) == 1
+
+
+def test_for_needs_consecutive_evaluations(engine):
+    rules = [rule("H100 under $2/h", **{"for": 2})]
+    crawl(engine, [offer("a", 1.5)])
+    first = evaluate(engine, rules, now=T0)
+    assert (first.firing, first.pending, first.notifications) == (0, 1, 0)
+    second = evaluate(engine, rules, now=T0 + timedelta(minutes=5))
+    assert (second.firing, second.notifications) == (1, 1)
+
+
+def test_pending_that_stops_matching_never_notifies(engine):
+    rules = [rule("H100 under $2/h", **{"for": 3})]
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, rules, now=T0)
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 2.5, at=t1)], at=t1)
+    evaluate(engine, rules, now=t1)
+    t2 = T0 + timedelta(hours=2)
+    crawl(engine, [offer("a", 1.5, at=t2)], at=t2)
+    assert evaluate(engine, rules, now=t2).pending == 1    # counting starts over
+    assert outbox(engine) == []
+
+
+def test_repeat_interval(engine):
+    rules = [rule("H100 under $2/h", repeat="4h")]
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, rules, now=T0)
+    assert evaluate(engine, rules, now=T0 + timedelta(hours=3)).notifications == 0
+    assert evaluate(engine, rules, now=T0 + timedelta(hours=4)).notifications == 1
+    assert outbox(engine)[-1]["kind"] == "repeat"
+
+
+def test_mute_until_holds_notifications_then_sends_once(engine):
+    rules = [rule("H100 under $2/h", mute_until=T0 + timedelta(hours=2))]
+    crawl(engine, [offer("a", 1.5)])
+    assert evaluate(engine, rules, now=T0).notifications == 0
+    assert evaluate(engine, rules, now=T0 + timedelta(hours=1)).firing == 1
+    assert evaluate(engine, rules, now=T0 + timedelta(hours=3)).notifications == 1
+    assert evaluate(engine, rules, now=T0 + timedelta(hours=4)).notifications == 0
+
+
+def test_cny_rule_compares_in_cny(engine):
+    store_fx(engine, {"CNY": 0.14}, date(2026, 11, 1))
+    crawl(engine, [offer("4090-a", 1.9, source="autodl", gpu="RTX-4090", count=1,
+                         currency="CNY", usd_rate=0.14, region="beijing"),
+                   offer("4090-b", 2.1, source="autodl", gpu="RTX-4090", count=1,
+                         currency="CNY", usd_rate=0.14, region="beijing")], source="autodl")
+    crawl(engine, [offer("4090-v", 0.25, source="vastai", gpu="RTX-4090", count=1)],
+          source="vastai")  # $0.25 = ¥1.79 at 0.14
+    (m,) = match_rules(engine, [rule("4090 under ¥2/h on autodl")], now=T0)
+    assert [(o[4], round(v, 4)) for v, o in m.matches] == [("4090-a", 1.9)]
+    (everywhere,) = match_rules(engine, [rule("4090 under ¥2/h")], now=T0)
+    assert sorted(o[4] for _, o in everywhere.matches) == ["4090-a", "4090-v"]
+    assert round(everywhere.best, 3) == round(0.25 / 0.14, 3)
+    evaluate(engine, [rule("4090 under ¥2/h on autodl")], now=T0)
+    note = outbox(engine)[0]
+    assert note["title"] == "4090 under ¥2/h on autodl — 1 offer from ¥1.90/h"
+
+
+def test_filters_count_region_sources_pricing_availability_instance(engine):
+    crawl(engine, [offer("8x-east", 2.9, count=8, region="us-east-1"),
+                   offer("8x-eu", 2.0, count=8, region="eu-west-1", available=None),
+                   offer("1x-east", 1.0, count=1, region="us-east-1"),
+                   offer("spot-8x", 1.2, count=8, pricing="spot", region="us-west-2")])
+    crawl(engine, [offer("v8", 2.5, source="vastai", count=8, region="us-texas")],
+          source="vastai")
+
+    def names(text: str) -> list[str]:
+        (m,) = match_rules(engine, [rule(text)], now=T0)
+        return sorted(o[4] for _, o in m.matches)
+
+    assert names("8x H100 under $21/h per instance region us-*") == ["spot-8x", "v8"]
+    assert names("8x H100 on-demand under $21/h per instance region us-*") == ["v8"]
+    assert names("8x H100 on-demand under $20/h per instance region us-*") == []  # strict
+    assert names("H100 on-demand under $3/h not on vastai") == ["1x-east", "8x-east", "8x-eu"]
+    assert names("H100 under $3/h available in eu-*") == []          # availability unknown
+    assert names("H100 under $3/h in eu-*") == ["8x-eu"]
+    assert names("H100 spot under 1.5 USD/h in lambda,aws") == ["spot-8x"]
+    assert names("any 80GB+ GPU under $1.10/h") == ["1x-east"]
+    assert names("any 90GB+ GPU under $5/h") == []
+    assert names("H100 under $3/h with 640GB+ total GPU memory not region us-west-*") == [
+        "8x-east", "8x-eu", "v8"]
+
+
+def test_drop_below_the_recent_low(engine):
+    now = datetime.now(UTC).replace(microsecond=0)
+    days = [now - timedelta(days=d) for d in (6, 4)]
+    crawl(engine, [offer("a", 2.0, at=days[0]), offer("b", 2.2, at=days[0])], at=days[0])
+    crawl(engine, [offer("a", 1.9, at=days[1]), offer("b", 2.2, at=days[1])], at=days[1])
+    rules = [rule("H100 drops 15% below its 7-day low")]
+    assert match_rules(engine, rules, now=now)[0].matched is False
+    t = now - timedelta(hours=1)
+    crawl(engine, [offer("a", 1.9, at=t), offer("b", 1.55, at=t)], at=t)   # 18 % under 1.90
+    (m,) = match_rules(engine, rules, now=now)
+    assert m.matched and m.reference == 1.9 and [o[4] for _, o in m.matches] == ["b"]
+    assert evaluate(engine, rules, now=now).fired == ["h100-drops-15pct-below-its-7-day-low"]
+
+
+def test_changed_rule_is_a_new_alert_and_removed_rules_are_forgotten(engine):
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, [rule("H100 under $2/h", name="cheap")], now=T0)
+    again = evaluate(engine, [rule("H100 under $1.8/h", name="cheap")], now=T0)
+    assert again.fired == ["cheap"] and again.notifications == 1
+    evaluate(engine, [], now=T0)
+    assert store.load_states(engine) == {} and store.firing_count(engine) == 0
+
+
+def test_no_targets_means_no_outbox_rows_but_state_is_kept(engine):
+    crawl(engine, [offer("a", 1.5)])
+    result = evaluate(engine, [parse_rule("H100 under $2/h")], now=T0)
+    assert (result.firing, result.notifications) == (1, 0)
+    assert outbox(engine) == []
+
+
+def test_user_templates_override_the_built_in_ones(engine, tmp_path):
+    (tmp_path / "title.txt.j2").write_text(
+        "[gpu] {{ rule.text }}: {{ count }} at {{ best }}", encoding="utf-8")
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, [rule("H100 under $2/h")], now=T0,
+             alert_settings={"templates": str(tmp_path)})
+    (note,) = outbox(engine)
+    assert note["title"] == "[gpu] H100 under $2/h: 1 at $1.50"
+    assert "**$1.50/GPU-h**" in note["body_markdown"]      # the others stay built in

@@ -1,0 +1,132 @@
+"""`gpuradar rules check|test`, `gpuradar alerts`, `gpuradar notify test`, as a user runs
+them: exit codes and what is printed."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from typer.testing import CliRunner
+
+from alerts.delivery import deliver_pending
+from alerts.engine import evaluate
+from alerts.loader import load_rules, load_targets
+from gpuradar.cli import app
+from gpuradar.config import load_config
+from storage.db import open_database
+from tests.test_alert_engine import T0, crawl, offer
+from tests.test_delivery import WebhookReceiver, free_port
+
+runner = CliRunner()
+
+
+def flat(text: str) -> str:
+    """Output with rich's line wrapping undone."""
+    return " ".join(text.split())
+
+
+def write(tmp_path, name: str, text: str):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_rules_check_accepts_a_good_file(tmp_path):
+    rules = write(tmp_path, "rules.yaml", "rules:\n  - H100 under $2/h\n"
+                  "  - {name: big, rule: 8x H100 under $25/h region us-*, repeat: 12h}\n")
+    config = write(tmp_path, "config.yaml", "targets: {team: 'json://127.0.0.1:9/hook'}\n")
+    result = runner.invoke(app, ["rules", "check", str(rules), "-c", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "2 rules OK" in result.output
+    assert "h100-under-2" in result.output and "repeat 12h" in result.output
+
+
+def test_rules_check_points_at_the_bad_word_and_exits_1(tmp_path):
+    rules = write(tmp_path, "rules.yaml", "rules:\n  - H10O under $2/h\n  - H100 under $2/h\n")
+    result = runner.invoke(app, ["rules", "check", str(rules)], env={"GPURADAR_CONFIG": ""})
+    assert result.exit_code == 1
+    out = result.output
+    assert "rule 1: unknown GPU 'H10O'; did you mean H100?" in out
+    assert "    H10O under $2/h\n    ^^^^" in out
+    assert "1 bad rule, 1 good" in out
+
+
+def test_rules_check_reports_a_malformed_target_without_its_secret(tmp_path):
+    config = write(tmp_path, "config.yaml",
+                   "targets:\n  oncall: 'nosuchservice://admin:hunter2secret@example.com'\n"
+                   "rules: [H100 under $2/h]\n")
+    result = runner.invoke(app, ["rules", "check", "-c", str(config)])
+    assert result.exit_code == 2
+    assert ("target 'oncall': apprise cannot use the URL nosuchservice://<redacted>"
+            in flat(result.output))
+    assert "hunter2secret" not in result.output
+
+
+def test_rules_check_missing_file_is_a_usage_error(tmp_path):
+    result = runner.invoke(app, ["rules", "check", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2 and "does not exist" in flat(result.output)
+
+
+def test_rules_test_shows_what_would_fire_without_sending(db_url):
+    engine = open_database(db_url)
+    now = datetime.now(UTC)
+    crawl(engine, [offer("gpu_8x_h100", 1.87, at=now), offer("gpu_1x_h100", 2.49, count=1,
+                                                             at=now)], at=now)
+    result = runner.invoke(app, ["rules", "test", "H100 under $2/h", "--database-url", db_url])
+    assert result.exit_code == 0, result.output
+    assert "would fire: 1 offer from $1.87/GPU-h" in result.output
+    assert "gpu_8x_h100" in result.output and "gpu_1x_h100" not in result.output
+    as_json = runner.invoke(app, ["rules", "test", "H100 under $1/h", "--json",
+                                  "--database-url", db_url])
+    (only,) = json.loads(as_json.stdout)
+    assert (only["would_fire"], only["matches"], only["stored_state"]) == (False, 0, "inactive")
+    bad = runner.invoke(app, ["rules", "test", "H100 undr $2/h", "--database-url", db_url])
+    assert bad.exit_code == 2 and "did you mean under?" in flat(bad.output)
+    # Nothing was written: no alert state, no notification.
+    listing = runner.invoke(app, ["alerts", "--json", "--database-url", db_url])
+    assert json.loads(listing.stdout) == {"alerts": [], "notifications": []}
+
+
+def test_alerts_lists_firing_alerts_and_the_notification_log(tmp_path, db_url):
+    dead = free_port()
+    config = write(tmp_path, "config.yaml", f"""
+targets:
+  hook: "json://alerts:s3cr3t-hook-password@127.0.0.1:{dead}/hook?retry=0"
+rules: ["H100 under $2/h"]
+""")
+    cfg = load_config(config, database_url=db_url)
+    engine = open_database(db_url)
+    crawl(engine, [offer("a", 1.87)])
+    evaluate(engine, load_rules(cfg), now=T0)
+    deliver_pending(engine, load_targets(cfg))
+    result = runner.invoke(app, ["alerts", "-c", str(config), "--database-url", db_url])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "h100-under-2" in out and "firing" in out and "$1.87" in out
+    assert "rule:h100-under-2" in out and "pending" in out and "Connection" in out
+    assert "s3cr3t" not in out
+    data = json.loads(runner.invoke(app, ["alerts", "--json", "--database-url", db_url]).stdout)
+    assert data["alerts"][0]["state"] == "firing"
+    assert data["notifications"][0]["attempts"] == 1
+    assert "s3cr3t" not in json.dumps(data)
+
+
+def test_notify_test_reports_per_target(tmp_path):
+    dead = free_port()
+    with WebhookReceiver() as hook:
+        config = write(tmp_path, "config.yaml", f"""
+targets:
+  good: "{hook.url()}"
+  dead: "json://user:s3cr3tpass@127.0.0.1:{dead}/hook?retry=0"
+""")
+        ok = runner.invoke(app, ["notify", "test", "good", "-c", str(config)])
+        assert ok.exit_code == 0, ok.output
+        assert len(hook.posts) == 1
+        assert hook.posts[0]["json"]["title"] == "gpuradar test notification"
+        assert "sent" in ok.output and "webhook" in ok.output
+        both = runner.invoke(app, ["notify", "test", "-c", str(config)])
+    assert both.exit_code == 1
+    assert "FAILED" in both.output and "sent" in both.output
+    assert "s3cr3tpass" not in both.output
+    unknown = runner.invoke(app, ["notify", "test", "goood", "-c", str(config)])
+    assert unknown.exit_code == 2 and "did you mean good?" in flat(unknown.output)

@@ -1,0 +1,239 @@
+"""Delivery through apprise to real receivers on loopback: an aiosmtpd SMTP server, an
+http.server webhook receiving apprise `json://` posts, and Slack's payload intercepted with
+`responses`. Retries, backoff and the independence of targets, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import json
+import socket
+import threading
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import responses
+from aiosmtpd.controller import Controller
+from sqlalchemy import select
+
+from alerts.delivery import channel_of, deliver_pending
+from alerts.engine import evaluate
+from alerts.loader import parse_targets
+from alerts.rules import parse_rule
+from storage import alerts as store
+from storage.models import Notification
+from tests.test_alert_engine import crawl, offer
+
+T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
+SLACK_HOOK = "https://hooks.slack.com/services/T0000AAAA/B0000BBBB/abcdefghijklmnopqrstuvwx"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class WebhookReceiver:
+    """A real HTTP server that records what apprise's json:// plugin posts."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.posts: list[dict] = []
+        self.status = status
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                receiver.posts.append({"path": self.path, "json": json.loads(body or b"{}")})
+                self.send_response(receiver.status)
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def url(self, path: str = "hook") -> str:
+        return f"json://127.0.0.1:{self.port}/{path}?retry=0"
+
+    def __enter__(self) -> WebhookReceiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class SmtpReceiver:
+    """A real SMTP server (aiosmtpd) on a pre-picked port (port=0 does not work)."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.messages: list[email.message.EmailMessage] = []
+        receiver = self
+
+        class Handler:
+            async def handle_DATA(self, server, session, envelope):  # noqa: N802
+                receiver.messages.append(email.message_from_bytes(
+                    envelope.content, policy=email.policy.default))
+                return "250 OK"
+
+        self.controller = Controller(Handler(), hostname="127.0.0.1", port=self.port)
+
+    def url(self) -> str:
+        return (f"mailto://127.0.0.1:{self.port}?from=alerts@example.com&to=ops@example.com"
+                "&retry=0&cto=2")
+
+    def __enter__(self) -> SmtpReceiver:
+        self.controller.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.controller.stop()
+
+
+def fire(engine, targets: tuple[str, ...], text: str = "H100 under $2/h") -> None:
+    crawl(engine, [offer("gpu_8x_h100", 1.87), offer("gpu_8x_h100b", 1.95, region="us-west-1")])
+    result = evaluate(engine, [parse_rule(text, notify=targets)], now=T0)
+    assert result.notifications == len(targets)
+
+
+def rows(engine) -> dict[str, dict]:
+    with engine.connect() as conn:
+        return {r.target: dict(r._mapping) for r in conn.execute(
+            select(Notification.__table__).order_by(Notification.id))}
+
+
+def test_email_arrives_with_subject_text_and_html(engine):
+    with SmtpReceiver() as smtp:
+        targets = parse_targets({"oncall-mail": smtp.url()})
+        fire(engine, ("oncall-mail",))
+        (result,) = deliver_pending(engine, targets)
+        assert (result.status, result.channel, result.target) == ("sent", "email", "oncall-mail")
+    (msg,) = smtp.messages
+    assert msg["Subject"] == "H100 under $2/h — 2 offers from $1.87/h"
+    assert msg["To"].addresses[0].addr_spec == "ops@example.com"
+    assert msg.get_content_type() == "multipart/alternative"
+    text = msg.get_body(("plain",)).get_content()
+    html = msg.get_body(("html",)).get_content()
+    assert "<table" in html and "<td>lambda</td>" in html and "<b>$1.87</b>" in html
+    assert 'href="https://lambda.example/x"' in html
+    assert "lambda" in text and "$1.87" in text and "<td>" not in text
+    assert rows(engine)["oncall-mail"]["status"] == "sent"
+    assert store.outbox_backlog(engine) == 0
+
+
+def test_webhook_receives_the_markdown_message(engine):
+    with WebhookReceiver() as hook:
+        targets = parse_targets({"hook": hook.url()})
+        fire(engine, ("hook",))
+        (result,) = deliver_pending(engine, targets)
+    assert (result.status, result.channel) == ("sent", "webhook")
+    (post,) = hook.posts
+    assert post["path"] == "/hook"
+    assert post["json"]["title"] == "H100 under $2/h — 2 offers from $1.87/h"
+    assert post["json"]["type"] == "warning"
+    message = post["json"]["message"]
+    assert "**lambda** us-east-1" in message and "**$1.87/GPU-h**" in message
+    assert "[gpu_8x_h100](https://lambda.example/x)" in message
+
+
+def test_slack_payload_is_slack_markdown(engine):
+    targets = parse_targets({"team-slack": SLACK_HOOK})
+    fire(engine, ("team-slack",))
+    with responses.RequestsMock() as rsps:
+        rsps.add(responses.POST, SLACK_HOOK, body="ok", status=200)
+        (result,) = deliver_pending(engine, targets)
+        payload = json.loads(rsps.calls[0].request.body)
+    assert (result.status, result.channel) == ("sent", "slack")
+    attachment = payload["attachments"][0]
+    assert attachment["title"] == "H100 under $2/h — 2 offers from $1.87/h"
+    # CommonMark converted to Slack mrkdwn: bold with single stars, links as <url|label>.
+    assert "*lambda* us-east-1" in attachment["text"]
+    assert "<https://lambda.example/x|gpu_8x_h100>" in attachment["text"]
+    assert "**" not in attachment["text"]
+
+
+def test_smtp_down_then_back_nothing_lost_and_webhook_not_held_up(engine):
+    port = free_port()
+    with WebhookReceiver() as hook:
+        targets = parse_targets({"oncall-mail": SmtpReceiver(port).url(), "hook": hook.url()})
+        fire(engine, ("oncall-mail", "hook"))
+        now = datetime.now(UTC)
+        first = {r.target: r for r in deliver_pending(engine, targets, now=now)}
+        assert first["hook"].status == "sent" and len(hook.posts) == 1
+        assert first["oncall-mail"].status == "retry"
+        assert "127.0.0.1" in first["oncall-mail"].error
+        mail = rows(engine)["oncall-mail"]
+        assert mail["status"] == "pending" and mail["attempts"] == 1
+        assert mail["next_attempt_at"] == now + timedelta(seconds=30)
+        # Not due yet: nothing is attempted.
+        assert deliver_pending(engine, targets, now=now + timedelta(seconds=10)) == []
+        # Still down at the retry: the backoff doubles.
+        second = deliver_pending(engine, targets, now=now + timedelta(seconds=31))
+        assert [r.status for r in second] == ["retry"]
+        assert rows(engine)["oncall-mail"]["next_attempt_at"] == (
+            now + timedelta(seconds=31 + 60))
+        with SmtpReceiver(port) as smtp:
+            third = deliver_pending(engine, targets, now=now + timedelta(seconds=120))
+        assert [(r.target, r.status, r.attempts) for r in third] == [("oncall-mail", "sent", 3)]
+        assert len(smtp.messages) == 1 and len(hook.posts) == 1
+    assert smtp.messages[0]["Subject"] == "H100 under $2/h — 2 offers from $1.87/h"
+    assert store.outbox_backlog(engine) == 0
+
+
+def test_gives_up_after_max_attempts_with_the_error_and_no_secret(engine):
+    dead = free_port()
+    url = f"json://alerts:s3cr3t-hook-password@127.0.0.1:{dead}/hook?retry=0"
+    targets = parse_targets({"hook": url})
+    fire(engine, ("hook",))
+    now = datetime.now(UTC)
+    statuses = []
+    for n in range(3):
+        results = deliver_pending(engine, targets, now=now + timedelta(hours=n), max_attempts=3)
+        statuses += [r.status for r in results]
+    assert statuses == ["retry", "retry", "failed"]
+    row = rows(engine)["hook"]
+    assert row["status"] == "failed" and row["attempts"] == 3
+    assert "Connection error" in row["last_error"] and "json://" in row["last_error"]
+    assert "s3cr3t" not in row["last_error"]
+    assert store.outbox_backlog(engine) == 0
+    assert deliver_pending(engine, targets, now=now + timedelta(days=1)) == []
+
+
+def test_a_failing_target_defers_its_later_messages_but_not_others(engine):
+    with WebhookReceiver(status=500) as broken, WebhookReceiver() as good:
+        targets = parse_targets({"broken": broken.url(), "good": good.url()})
+        crawl(engine, [offer("a", 1.5)])
+        rules = [parse_rule("H100 under $2/h", notify=("broken", "good")),
+                 parse_rule("H100 under $3/h", notify=("broken", "good"))]
+        assert evaluate(engine, rules, now=T0).notifications == 4
+        results = deliver_pending(engine, targets)
+    by = sorted((r.target, r.status) for r in results)
+    assert by == [("broken", "retry"), ("broken", "retry"), ("good", "sent"), ("good", "sent")]
+    assert len(broken.posts) == 1          # the second message waited for the retry
+    assert len(good.posts) == 2
+
+
+def test_a_target_removed_from_the_config_fails_its_rows(engine):
+    fire(engine, ("gone",))
+    (result,) = deliver_pending(engine, parse_targets({}))
+    assert result.status == "failed" and "not configured" in result.error
+
+
+@pytest.mark.parametrize(("url", "channel"), [
+    ("slack://T0000AAAA/B0000BBBB/abcdefghijklmnopqrstuvwx", "slack"),
+    (SLACK_HOOK, "slack"),
+    ("mailtos://user:pw@smtp.example.com:587?to=a@example.com", "email"),
+    ("json://127.0.0.1:8080/hook", "webhook"),
+    ("form://example.com/hook", "webhook"),
+    ("tgram://123456789:abcdefg_hijklmnop/12345/", "other"),
+])
+def test_channel_of(url, channel):
+    assert channel_of(url) == channel

@@ -1,0 +1,264 @@
+"""The rule language (readable and YAML forms), its errors, and target validation."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from alerts.loader import load_rules, load_targets, parse_targets, redact
+from alerts.rules import RuleError, parse_duration, parse_rule, rule_from_mapping
+from gpuradar.config import Config, ConfigError, load_config
+
+H100 = frozenset({"H100-SXM-80GB", "H100-PCIE-80GB", "H100-NVL-94GB"})
+
+
+def test_the_issue_examples():
+    r = parse_rule("H100 under $2/h")
+    assert (r.gpus, r.max_price, r.currency, r.per_instance) == (H100, 2.0, "USD", False)
+
+    r = parse_rule("A100-80GB spot under 1.5 USD/h in aws,gcp")
+    assert r.gpus == {"A100-SXM-80GB", "A100-PCIE-80GB"}
+    assert (r.pricing, r.max_price, r.sources, r.regions) == ("spot", 1.5, ("aws", "gcp"), ())
+
+    r = parse_rule("8x H100 under $25/h region us-*")
+    assert (r.min_gpus, r.max_gpus, r.max_price, r.regions) == (8, 8, 25.0, ("us-*",))
+    assert r.per_instance is False          # per GPU-hour unless the rule says otherwise
+
+    r = parse_rule("4090 under ¥2/h on autodl")
+    assert (r.gpus, r.currency, r.max_price, r.sources) == ({"RTX-4090"}, "CNY", 2.0,
+                                                             ("autodl",))
+
+    r = parse_rule("any 80GB+ GPU under $1.50/h")
+    assert (r.gpus, r.min_gpu_memory, r.max_price) == (None, 80.0, 1.5)
+
+    r = parse_rule("H200 on-demand under $3/h not on vastai")
+    assert (r.pricing, r.exclude_sources, r.sources) == ("on_demand", ("vastai",), ())
+
+    r = parse_rule("L40S under $1/h available in eu-*")
+    assert (r.gpus, r.available_only, r.regions) == ({"L40S"}, True, ("eu-*",))
+
+    r = parse_rule("H100 drops 15% below its 7-day low")
+    assert (r.drop_pct, r.drop_window, r.max_price) == (0.15, timedelta(days=7), None)
+
+
+@pytest.mark.parametrize(("text", "field", "value"), [
+    ("H100 under $20/h per instance", "per_instance", True),
+    ("H100 under 25 USD/instance-h", "per_instance", True),
+    ("H100 under $2/GPU-h", "per_instance", False),
+    ("H100 under 2 CNY/h", "currency", "CNY"),
+    ("H100 under 1.8 EUR/h", "currency", "EUR"),
+    ("H100 under €1.8/h", "currency", "EUR"),
+    ("H100 under 14 cny", "currency", "CNY"),
+    ("RTX 4090 under ¥2/h", "gpus", frozenset({"RTX-4090"})),
+    ("H100,H200 under $3/h", "gpus", H100 | {"H200-SXM-141GB", "H200-NVL-141GB"}),
+    ("8xH100 under $25/h", "max_gpus", 8.0),
+    ("4+x H100 under $2/h", "max_gpus", None),
+    ("H100 4+ GPUs under $2/h", "min_gpus", 4.0),
+    ("H100 under $3/h with 32+ vCPUs", "min_vcpus", 32.0),
+    ("H100 under $3/h with 256GB+ RAM", "min_memory", 256.0),
+    ("H100 under $3/h with 640GB+ total GPU memory", "min_total_gpu_memory", 640.0),
+    ("H100 under $3/h with 1TB+ total GPU memory", "min_total_gpu_memory", 1024.0),
+    ("H100 under $2/h in aws, gcp", "sources", ("aws", "gcp")),
+    ("H100 under $2/h not in eu-*", "exclude_regions", ("eu-*",)),
+    ("H100 under $2/h in us-east-1,us-west-2", "regions", ("us-east-1", "us-west-2")),
+    ("H100 spot below $1/h", "pricing", "spot"),
+    ("H100 less than $2/h", "max_price", 2.0),
+    ("H100 available", "available_only", True),
+    ("H100 drops 10% below its 24h low", "drop_window", timedelta(hours=24)),
+])
+def test_grammar_variants(text, field, value):
+    assert getattr(parse_rule(text), field) == value
+
+
+def show(text: str) -> str:
+    with pytest.raises(RuleError) as info:
+        parse_rule(text)
+    return str(info.value)
+
+
+def test_a_misspelt_gpu_points_at_the_word_and_suggests():
+    message = show("H10O under $2/h")
+    assert message == ("unknown GPU 'H10O'; did you mean H100?\n"
+                       "    H10O under $2/h\n"
+                       "    ^^^^")
+
+
+def test_a_misspelt_keyword_after_the_gpu():
+    message = show("H100 undr $2/h")
+    assert message.splitlines() == ["unexpected word 'undr'; did you mean under?",
+                                    "    H100 undr $2/h", "         ^^^^"]
+
+
+@pytest.mark.parametrize(("text", "first_line", "caret"), [
+    ("H100 under $2/h on vastia", "unknown source 'vastia'", "vastia"),
+    ("H100 under $2/h in vastia", "unknown source 'vastia'", "vastia"),
+    ("H100 under 2 XYZ/h", "unknown currency 'XYZ'", "XYZ/h"),
+    ("H100 under $2/fortnight", "unknown price unit '/fortnight'", "$2/fortnight"),
+    ("H100 under $2/h in aws,eu-*", "mixes sources and regions", "aws,eu-*"),
+    ("H100 under $2/h per banana", "write `per instance` or `per GPU`", "banana"),
+    ("H100 under $2/h spot on-demand", "contradicts an earlier word", "on-demand"),
+    ("H100 drops 15 below its 7-day low", "needs a percentage", "15"),
+    ("H100 under $2/h under $3/h", "two prices", "under"),
+    ("H100 under $2/h not spot", "must be followed by", "spot"),
+    ("under $2/h", "a rule starts with a GPU", "under"),
+])
+def test_errors_quote_the_rule_and_point_at_the_word(text, first_line, caret):
+    lines = show(text).splitlines()
+    assert first_line in lines[0]
+    assert lines[1] == f"    {text}"
+    start = lines[2].index("^")
+    assert text[start - 4:].startswith(caret) and lines[2].count("^") == len(caret)
+
+
+def test_suggestions_for_sources_and_currencies():
+    assert "did you mean vastai?" in show("H100 under $2/h on vastia")
+    assert "did you mean CNY?" in show("H100 under 2 CNX/h")
+
+
+def test_a_rule_needs_a_condition():
+    assert "no condition" in show("H100 in aws")
+    assert "no condition" in show("H100")
+
+
+def test_structured_form_equals_the_readable_form():
+    structured = rule_from_mapping({"gpu": "A100-80GB", "pricing": "spot", "under": "1.5 USD/h",
+                                    "sources": ["aws", "gcp"]})
+    readable = parse_rule("A100-80GB spot under 1.5 USD/h in aws,gcp")
+    assert structured.condition_hash() == readable.condition_hash()
+    assert structured.text == "A100-80GB spot under $1.50/h on aws,gcp"
+
+
+def test_structured_fields_and_options():
+    r = rule_from_mapping({
+        "name": "big-h100", "gpu": ["H100"], "count": 8, "under": "$25/h", "per": "instance",
+        "regions": "us-*", "not_sources": ["vastai"], "available": True, "vcpus": 96,
+        "gpu_memory": "80GB", "notify": ["team-slack", "tag:oncall"], "for": 2,
+        "repeat": "12h", "min_drop": "10%", "send_resolved": True, "top": 3,
+        "mute_until": "2026-12-24T18:00Z", "hysteresis": "5%"})
+    assert (r.name, r.min_gpus, r.max_gpus, r.max_price, r.per_instance) == (
+        "big-h100", 8, 8, 25.0, True)
+    assert (r.regions, r.exclude_sources, r.available_only, r.min_vcpus, r.min_gpu_memory) == (
+        ("us-*",), ("vastai",), True, 96.0, 80.0)
+    assert r.notify == ("team-slack", "tag:oncall")
+    assert (r.for_count, r.repeat, r.min_drop_pct, r.send_resolved, r.top) == (
+        2, timedelta(hours=12), 0.10, True, 3)
+    assert r.mute_until == datetime(2026, 12, 24, 18, 0, tzinfo=UTC) and r.hysteresis == 0.05
+
+
+def test_structured_rule_with_readable_text_and_options():
+    r = rule_from_mapping({"rule": "H100 under $2/h", "name": "cheap-h100",
+                           "min_drop": "$0.10", "for": "30m", "repeat": "never"})
+    assert (r.name, r.text, r.max_price) == ("cheap-h100", "H100 under $2/h", 2.0)
+    assert (r.min_drop_abs, r.for_duration, r.repeat, r.repeat_set) == (
+        0.10, timedelta(minutes=30), None, True)
+    drop = rule_from_mapping({"gpu": "H100", "drop": {"percent": 15, "days": 7}})
+    assert (drop.drop_pct, drop.drop_window) == (0.15, timedelta(days=7))
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"gpu": "H10O", "under": "$2/h"}, "gpu: unknown GPU 'H10O'; did you mean H100?"),
+    ({"gpu": "H100", "undr": "$2/h"}, "unknown field 'undr'; did you mean under?"),
+    ({"gpu": "H100", "under": "$2/h", "repeat": "often"}, "not a duration: 'often'"),
+    ({"gpu": "H100", "under": "$2/h", "top": 0}, "top: a whole number"),
+    ({"gpu": "H100", "under": "$2/h", "sources": ["awz"]}, "unknown source 'awz'"),
+    ({"gpu": "H100", "under": "$2/h", "mute_until": "tomorrow"}, "not a date/time"),
+    ({"under": "$2/h"}, "names no GPU"),
+    ({"gpu": "H100"}, "no condition"),
+])
+def test_structured_errors(data, message):
+    with pytest.raises(RuleError) as info:
+        rule_from_mapping(data)
+    assert message in str(info.value)
+
+
+def test_durations():
+    assert parse_duration("30m") == timedelta(minutes=30)
+    assert parse_duration("4h") == timedelta(hours=4)
+    assert parse_duration("2 weeks") == timedelta(weeks=2)
+    assert parse_duration(90) == timedelta(seconds=90)
+
+
+# -- loading from the configuration -------------------------------------------------------
+SLACK = "https://hooks.slack.com/services/T0000AAAA/B0000BBBB/abcdefghijklmnopqrstuvwx"
+
+
+def config(tmp_path, text: str) -> Config:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load_config(path, database_url="sqlite:///" + str(tmp_path / "x.db"))
+
+
+def test_rules_and_targets_from_the_config_and_a_rules_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("TEST_SMTP_PASSWORD", "app-password-123")
+    (tmp_path / "rules.yaml").write_text(
+        "rules:\n"
+        "  - 4090 under ¥2/h on autodl\n"
+        "  - {gpu: H200, under: $3/h, notify: oncall}\n", encoding="utf-8")
+    cfg = config(tmp_path, f"""
+targets:
+  team-slack: "{SLACK}"
+  oncall-mail:
+    url: "mailtos://alerts:${{TEST_SMTP_PASSWORD}}@smtp.example.com:587?to=ops@example.com"
+    tags: [oncall]
+rules:
+  - H100 under $2/h
+  - rule: 8x H100 under $25/h region us-*
+    notify: [team-slack]
+rules_file: rules.yaml
+""")
+    targets = load_targets(cfg)
+    assert set(targets) == {"team-slack", "oncall-mail"}
+    assert "app-password-123" in targets["oncall-mail"].urls[0]     # expanded for sending
+    assert "app-password-123" not in targets["oncall-mail"].redacted()
+    rules = load_rules(cfg)
+    assert [r.name for r in rules] == ["h100-under-2", "8x-h100-under-25-region-us",
+                                       "4090-under-2-on-autodl", "h200-under-3"]
+    assert [r.targets for r in rules] == [("team-slack", "oncall-mail"), ("team-slack",),
+                                          ("team-slack", "oncall-mail"), ("oncall-mail",)]
+
+
+def test_every_bad_rule_is_reported_with_where_it_is(tmp_path):
+    cfg = config(tmp_path, """
+targets: {team: "json://127.0.0.1:9/hook"}
+rules:
+  - H10O under $2/h
+  - H100 under $2/h
+  - {name: x, gpu: H100, under: $2/h, notify: nobody}
+""")
+    with pytest.raises(RuleError) as info:
+        load_rules(cfg)
+    text = str(info.value)
+    assert f"{tmp_path / 'config.yaml'}: rules[1]: unknown GPU 'H10O'; did you mean H100?" in text
+    assert "rules[3]: notify: 'nobody' is neither a target nor a tag (targets: team)" in text
+
+
+def test_duplicate_names_are_an_error_only_when_explicit(tmp_path):
+    cfg = config(tmp_path, "rules:\n  - H100 under $2/h\n  - H100 under $2/h\n")
+    assert [r.name for r in load_rules(cfg)] == ["h100-under-2", "h100-under-2-2"]
+    cfg = config(tmp_path, "rules:\n  - {name: a, rule: H100 under $2/h}\n"
+                           "  - {name: a, rule: H100 under $3/h}\n")
+    with pytest.raises(RuleError, match="duplicate rule name 'a'"):
+        load_rules(cfg)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("slack://", "apprise cannot use the URL slack://<redacted>"),
+    ("nosuchservice://user:hunter2secret@example.com", "nosuchservice://<redacted>"),
+    ({"url": "json://x", "tagz": ["a"]}, "unknown key(s) tagz"),
+    ({"tags": ["a"]}, "has no URL"),
+    ("mailtos://u:${NOT_SET_ANYWHERE}@smtp.example.com", "NOT_SET_ANYWHERE is not set"),
+])
+def test_bad_targets_name_the_target_and_hide_the_secret(spec, message):
+    with pytest.raises(ConfigError) as info:
+        parse_targets({"oncall": spec}, "config.yaml")
+    text = str(info.value)
+    assert text.startswith("config.yaml: target 'oncall'") and message in text
+    assert "hunter2secret" not in text
+
+
+def test_redaction_uses_apprise_privacy_form():
+    shown = redact("mailtos://alerts:app-password-123@smtp.example.com:587?to=ops@example.com")
+    assert shown.startswith("mailtos://alerts:****@smtp.example.com")
+    assert "app-password-123" not in shown
+    assert "abcdefghijklmnopqrstuvwx" not in redact(SLACK)
