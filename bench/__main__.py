@@ -88,7 +88,20 @@ def run(full: bool, with_pg: bool) -> Figures:
                  gp.get("naive_bytes_per_obs"), "(for the ratio)", None, "B/obs")
         figs.add("  ratio naive / gpuradar", g["naive_bytes_per_obs"] / g["bytes_per_obs"],
                  (gp["naive_bytes_per_obs"] / gp["bytes_per_obs"]) if gp else None, "", None, "x")
-    for _name, measure in EXTRA:
+    from bench.alerting import evaluation_figures, notification_figures
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ev = evaluation_figures(Path(tmp), PG_ADMIN, size["rules"], size["rule_offers"])
+        figs.add(f"rule evaluation, {ev['rules']:,} rules x {ev['offers']:,} offers, "
+                 "repeated (daemon)", ev["warm_ms"], None, "< 200 ms", ev["warm_ms"] < 200, "ms")
+        figs.add("  first evaluation in a new process (loads every offer)", ev["cold_ms"], None,
+                 "printed", None, "ms")
+        nt = notification_figures(Path(tmp), PG_ADMIN)
+        figs.add("end of crawl -> notification handed to apprise", nt["to_apprise_ms"], None,
+                 "< 2,000 ms", nt["to_apprise_ms"] < 2000, "ms")
+        figs.add("  ... and received by a local webhook", nt["to_receiver_ms"], None,
+                 "printed", None, "ms")
+    for measure in EXTRA:
         measure(figs, size)
     from bench.parsing import parse_figures
     from gpuradar.config import load_config, scrapy_settings
@@ -103,8 +116,8 @@ def run(full: bool, with_pg: bool) -> Figures:
     return figs
 
 
-# Further figures (rules, notification latency, daemon memory) register here.
-EXTRA: list[tuple[str, Callable[[Figures, dict], None]]] = []
+# Further figures (the daemon's memory) register here.
+EXTRA: list[Callable[[Figures, dict], None]] = []
 
 
 def main(argv: list[str] | None = None) -> int:
