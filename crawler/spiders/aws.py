@@ -1,0 +1,572 @@
+"""AWS EC2: public on-demand and spot prices, interruption bands, and (with credentials)
+per-zone spot prices.
+
+What is read, in this order (one response at a time, see `memory` below):
+
+1. The Spot Instance Advisor feed (`spot-advisor-data.json`): interruption band ("<5%" ...
+   ">20%") and savings per region and instance type, plus vCPUs/RAM per type.
+2. The spot price feed behind the spot pricing page (`spot.json`): the current Linux spot
+   price per region and instance type, every region in one file. Its region list is also
+   the list of regions whose on-demand files are read next.
+3. One on-demand file per region, the JSON the EC2 on-demand pricing page loads
+   (`meteredUnitMaps/ec2/.../<Region Name>/Linux/index.json`), requested one region after
+   the other.
+4. With AWS credentials (standard chain: environment, profile, SSO, instance role ...):
+   `DescribeRegions`, then `DescribeSpotPriceHistory` in every enabled region, signed with
+   botocore's SigV4 signer: the current spot price per availability zone.
+
+GPU model, count and memory come from the instance-type table below (the price files do not
+name the GPU). Inferentia/Trainium/Gaudi types are not GPUs: skipped and counted. A type the
+price files call a GPU instance but the table does not know is skipped, counted and logged
+once, so a new family shows up instead of vanishing.
+
+Memory: each region's on-demand file is one response, parsed and released before the next
+region is requested; across regions only a small table of interruption bands is kept.
+A region file that fails or has no entries makes the crawl partial, which closes nothing.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import scrapy
+from scrapy.http import Response
+from scrapy.settings import BaseSettings
+from twisted.python.failure import Failure
+
+from crawler.items import PriceItem
+from crawler.spiders.base import GpuRadarSpider, ParseError, require
+
+ONDEMAND_PAGE = "https://aws.amazon.com/ec2/pricing/on-demand/"
+SPOT_PAGE = "https://aws.amazon.com/ec2/spot/pricing/"
+EC2_API_VERSION = "2016-11-15"
+
+# Region code -> the location name AWS's price files use (the on-demand file's URL and its
+# `regions` key). China and GovCloud are sold separately and are not read.
+REGIONS: dict[str, str] = {
+    "us-east-1": "US East (N. Virginia)",
+    "us-east-2": "US East (Ohio)",
+    "us-west-1": "US West (N. California)",
+    "us-west-2": "US West (Oregon)",
+    "ca-central-1": "Canada (Central)",
+    "ca-west-1": "Canada West (Calgary)",
+    "mx-central-1": "Mexico (Central)",
+    "sa-east-1": "South America (Sao Paulo)",
+    "eu-west-1": "EU (Ireland)",
+    "eu-west-2": "EU (London)",
+    "eu-west-3": "EU (Paris)",
+    "eu-central-1": "EU (Frankfurt)",
+    "eu-central-2": "EU (Zurich)",
+    "eu-north-1": "EU (Stockholm)",
+    "eu-south-1": "EU (Milan)",
+    "eu-south-2": "EU (Spain)",
+    "af-south-1": "Africa (Cape Town)",
+    "il-central-1": "Israel (Tel Aviv)",
+    "me-south-1": "Middle East (Bahrain)",
+    "me-central-1": "Middle East (UAE)",
+    "ap-east-1": "Asia Pacific (Hong Kong)",
+    "ap-south-1": "Asia Pacific (Mumbai)",
+    "ap-south-2": "Asia Pacific (Hyderabad)",
+    "ap-northeast-1": "Asia Pacific (Tokyo)",
+    "ap-northeast-2": "Asia Pacific (Seoul)",
+    "ap-northeast-3": "Asia Pacific (Osaka)",
+    "ap-southeast-1": "Asia Pacific (Singapore)",
+    "ap-southeast-2": "Asia Pacific (Sydney)",
+    "ap-southeast-3": "Asia Pacific (Jakarta)",
+    "ap-southeast-4": "Asia Pacific (Melbourne)",
+    "ap-southeast-5": "Asia Pacific (Malaysia)",
+    "ap-southeast-7": "Asia Pacific (Thailand)",
+}
+REGION_OF_LOCATION = {name: code for code, name in REGIONS.items()}
+# Partitions priced elsewhere (China in CNY on amazonaws.cn, GovCloud for US agencies).
+_OTHER_PARTITIONS = ("cn-", "us-gov-", "us-iso")
+
+_FULL = {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1,
+         "12xlarge": 4, "24xlarge": 4, "48xlarge": 8}
+# Family -> (GPU as AWS names it, memory per GPU in GB or None for the catalog's, size -> GPUs).
+# Fractional counts are the GPU shares AWS sells (G6f: 1/8, 1/4, 1/2 of an L4); their memory
+# is the whole GPU's, which is what identifies the model.
+GPU_FAMILIES: dict[str, tuple[str, float | None, dict[str, float]]] = {
+    "p6-b300": ("B300", None, {"48xlarge": 8}),
+    "p6-b200": ("B200", 180, {"48xlarge": 8}),
+    "p6e-gb200": ("GB200", 186, {"36xlarge": 4}),
+    "p5en": ("H200", 141, {"48xlarge": 8}),
+    "p5e": ("H200", 141, {"48xlarge": 8}),
+    "p5": ("H100", 80, {"4xlarge": 1, "48xlarge": 8}),
+    "p4de": ("A100", 80, {"24xlarge": 8}),
+    "p4d": ("A100", 40, {"24xlarge": 8}),
+    "p3dn": ("V100", 32, {"24xlarge": 8}),
+    "p3": ("V100", 16, {"2xlarge": 1, "8xlarge": 4, "16xlarge": 8}),
+    "p2": ("K80", 12, {"xlarge": 1, "8xlarge": 8, "16xlarge": 16}),
+    "g6e": ("L40S", 48, _FULL),
+    "g6": ("L4", 24, _FULL),
+    "gr6": ("L4", 24, {"4xlarge": 1, "8xlarge": 1}),
+    "g6f": ("L4", 24, {"large": 1 / 8, "xlarge": 1 / 8, "2xlarge": 1 / 4, "4xlarge": 1 / 2}),
+    "gr6f": ("L4", 24, {"4xlarge": 1 / 2}),
+    "g5": ("A10G", 24, _FULL),
+    "g5g": ("T4g", 16, {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1,
+                        "16xlarge": 2, "metal": 2}),
+    "g4dn": ("T4", 16, {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1,
+                        "12xlarge": 4, "metal": 8}),
+    "g4ad": ("Radeon Pro V520", 8, {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 2,
+                                    "16xlarge": 4}),
+    "g3": ("M60", 8, {"4xlarge": 1, "8xlarge": 2, "16xlarge": 4}),
+    "g3s": ("M60", 8, {"xlarge": 1}),
+}
+# Accelerators that are not GPUs: Inferentia, Trainium, Gaudi (dl1), Qualcomm (dl2q).
+_NOT_A_GPU = re.compile(r"^(inf\d|trn\d|dl\d)")
+_GPU_FAMILY_NAMES = ("GPU instance",)
+_ASIC_FAMILY_NAMES = ("Machine Learning ASIC Instances",)
+
+
+def gpu_of(instance_type: str) -> tuple[str, float | None, float] | None:
+    """(GPU, memory per GPU, GPU count) of an EC2 instance type; None when not a known one."""
+    family, _, size = instance_type.partition(".")
+    spec = GPU_FAMILIES.get(family)
+    if spec is None or size not in spec[2]:
+        return None
+    return spec[0], spec[1], spec[2][size]
+
+
+def _number(text: Any) -> float | None:
+    """'192' -> 192.0, '2048 GiB' -> 2048.0; None when there is no number."""
+    found = re.match(r"\s*(\d+(?:\.\d+)?)", str(text)) if text is not None else None
+    return float(found.group(1)) if found else None
+
+
+def _body_text(response: Response) -> str:
+    """The body as text: the pricing CDN serves some files gzip-compressed without saying so."""
+    body = response.body
+    if body[:2] == b"\x1f\x8b":
+        body = gzip.decompress(body)
+    return body.decode("utf-8")
+
+
+def _json(response: Response, source: str) -> Any:
+    text = _body_text(response).strip()
+    # The spot feed once was JSONP (`callback({...});`); accept both forms.
+    wrapped = re.match(r"^[A-Za-z_$][\w$]*\((.*)\)\s*;?\s*$", text, re.DOTALL)
+    if wrapped:
+        text = wrapped.group(1)
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ParseError(source, "<body>", response.url, f"is not JSON ({exc})") from None
+
+
+def _xml(response: Response, source: str) -> ET.Element:
+    try:
+        root = ET.fromstring(_body_text(response))
+    except ET.ParseError as exc:
+        raise ParseError(source, "<body>", response.url, f"is not XML ({exc})") from None
+    for element in root.iter():  # drop the EC2 namespace: tags read as in the documentation
+        element.tag = element.tag.rpartition("}")[2]
+    return root
+
+
+def region_of_zone(zone: str) -> str:
+    """'us-east-1a' -> 'us-east-1'; 'us-west-2-lax-1a' (a Local Zone) -> 'us-west-2'."""
+    found = re.match(r"^([a-z]{2}(?:-gov)?-[a-z]+-\d+)", zone)
+    return found.group(1) if found else zone
+
+
+class AwsSpider(GpuRadarSpider):
+    name = "aws"
+    endpoints = {
+        "advisor": "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json",
+        "spot": "https://website.spot.ec2.aws.a2z.com/spot.json",
+        "ondemand": "https://b0.p.awsstatic.com/pricing/2.0/meteredUnitMaps/ec2/USD/current/"
+                    "ec2-ondemand-without-sec-sel/{location}/Linux/index.json",
+        "ec2": "https://ec2.{region}.amazonaws.com/",
+    }
+    default_interval = 3600
+    notes = ("Public on-demand and spot price files, Spot Advisor interruption bands; AWS "
+             "credentials add per-zone spot prices (DescribeSpotPriceHistory).")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # (region, instance type) -> (interruption band, savings %): GPU types only.
+        self.bands: dict[tuple[str, str], tuple[str | None, int | None]] = {}
+        # instance type -> (vCPUs, RAM GB) from the advisor feed: GPU types only.
+        self.shapes: dict[str, tuple[float | None, float | None]] = {}
+        self.warned: set[str] = set()
+        self.pending_regions: list[str] = []
+        self.aws_credentials: Any = None  # frozen botocore credentials, when signing
+
+    # -- configuration -----------------------------------------------------------------
+    def wanted_regions(self) -> set[str] | None:
+        regions = self.option("regions")
+        if not regions:
+            return None
+        return {regions} if isinstance(regions, str) else set(regions)
+
+    @classmethod
+    def credential_source(cls, settings: BaseSettings, with_roles: bool = True) -> Any:
+        """botocore Credentials from the source options or the standard chain; None if none.
+
+        `with_roles=False` skips the container and instance-metadata lookups (network calls),
+        for `gpuradar sources`."""
+        opts = cls.options_from(settings)
+        if opts.get("spot_history") is False:
+            return None
+        from botocore.credentials import Credentials, create_credential_resolver
+        from botocore.session import Session
+
+        if opts.get("access_key_id") and opts.get("secret_access_key"):
+            return Credentials(opts["access_key_id"], opts["secret_access_key"],
+                               opts.get("session_token"), method="config-file")
+        try:
+            resolver = create_credential_resolver(Session(profile=opts.get("profile")))
+            if not with_roles:
+                for provider in ("container-role", "iam-role"):
+                    resolver.remove(provider)  # a provider not in the chain is ignored
+            return resolver.load_credentials()
+        except Exception as exc:  # noqa: BLE001  (a broken profile must not stop public data)
+            return exc
+
+    @classmethod
+    def status(cls, settings: BaseSettings) -> tuple[bool, str]:
+        opts = cls.options_from(settings)
+        if opts.get("enabled") is False:
+            return False, "disabled in the config file"
+        public = "public price files"
+        if opts.get("spot_history") is False:
+            return True, public + "; per-zone spot prices off (sources.aws.spot_history)"
+        creds = cls.credential_source(settings, with_roles=False)
+        if isinstance(creds, Exception):
+            return True, public + f"; AWS credentials unusable ({type(creds).__name__})"
+        if creds is not None:
+            return True, (public + f"; AWS credentials found ({creds.method}): per-zone spot "
+                          "prices")
+        return True, (public + "; AWS credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+                      "AWS_PROFILE or sources.aws.profile; an instance role is tried at "
+                      "crawl time) would add per-zone spot prices")
+
+    # -- requests ------------------------------------------------------------------------
+    async def start(self):
+        credentials = self.credential_source(self.settings)
+        if isinstance(credentials, Exception):
+            self.logger.error("aws: AWS credentials cannot be loaded (%s); per-zone spot "
+                              "prices skipped", type(credentials).__name__)
+        elif credentials is not None:
+            self.aws_credentials = credentials.get_frozen_credentials()
+            self.logger.info("aws: AWS credentials found (%s): reading per-zone spot prices",
+                             credentials.method)
+        yield scrapy.Request(self.endpoint("advisor"), callback=self.parse_advisor,
+                             errback=self.advisor_failed)
+
+    def after_advisor(self) -> Iterator[scrapy.Request]:
+        """The spot feed, and the signed calls: both need the interruption bands first."""
+        yield scrapy.Request(self.endpoint("spot"), callback=self.parse_spot,
+                             errback=self.spot_failed)
+        if self.aws_credentials is not None:
+            home = self.option("home_region", "us-east-1")
+            yield self.signed_request(home, {"Action": "DescribeRegions",
+                                             "AllRegions": "true"},
+                                      callback=self.parse_describe_regions)
+
+    def advisor_failed(self, failure: Failure) -> Iterator[scrapy.Request]:
+        self.logger.error("aws: Spot Advisor feed failed (%s); spot offers carry no "
+                          "interruption band", failure.getErrorMessage())
+        yield from self.after_advisor()
+
+    def spot_failed(self, failure: Failure) -> Iterator[scrapy.Request]:
+        self.logger.error("aws: spot price feed failed (%s); on-demand files of every known "
+                          "region are read instead", failure.getErrorMessage())
+        self.queue_ondemand(REGIONS)
+        yield from self.next_ondemand()
+
+    def queue_ondemand(self, codes: Iterable[str]) -> None:
+        wanted = self.wanted_regions()
+        queue = []
+        for code in codes:
+            if wanted is not None and code not in wanted:
+                continue
+            if code not in REGIONS:
+                if not code.startswith(_OTHER_PARTITIONS):
+                    self.warn_once(f"region:{code}", "aws: region %s is not in the region "
+                                   "table; its on-demand prices are not read", code)
+                    self.count("unknown_region")
+                continue
+            queue.append(code)
+        self.pending_regions = sorted(set(queue))
+
+    def next_ondemand(self) -> Iterator[scrapy.Request]:
+        """The next region's on-demand file: one region in flight at a time."""
+        if self.pending_regions:
+            code = self.pending_regions.pop(0)
+            url = self.endpoint("ondemand").format(location=quote(REGIONS[code]))
+            yield scrapy.Request(url, callback=self.parse_ondemand, errback=self.ondemand_failed,
+                                 cb_kwargs={"region": code})
+
+    def ondemand_failed(self, failure: Failure) -> Iterator[scrapy.Request]:
+        region = failure.request.cb_kwargs.get("region", "?")
+        self.logger.error("aws: on-demand prices of %s failed (%s); nothing is closed this "
+                          "crawl", region, failure.getErrorMessage())
+        yield from self.next_ondemand()
+
+    def signed_request(self, region: str, params: dict[str, str], **kwargs: Any
+                       ) -> scrapy.Request:
+        """A POST to the EC2 Query API of `region`, signed by botocore's SigV4 signer."""
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        url = self.endpoint("ec2").format(region=region)
+        body = urlencode({**params, "Version": EC2_API_VERSION})
+        aws = AWSRequest(method="POST", url=url, data=body, headers={
+            "Content-Type": "application/x-www-form-urlencoded; charset=utf-8"})
+        SigV4Auth(self.aws_credentials, "ec2", region).add_auth(aws)
+        headers = {k: v for k, v in aws.headers.items()}
+        return scrapy.Request(url, method="POST", body=body, headers=headers, dont_filter=True,
+                              meta={"handle_httpstatus_list": [400, 401, 403]},
+                              cb_kwargs={"region": region, "params": params}, **kwargs)
+
+    def spot_history_request(self, region: str, token: str | None = None) -> scrapy.Request:
+        # The price in effect at StartTime plus every change since: the hour keeps the
+        # request body stable within the hour (record/replay) and the answer small.
+        start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        params = {"Action": "DescribeSpotPriceHistory", "ProductDescription.1": "Linux/UNIX",
+                  "StartTime": start.strftime("%Y-%m-%dT%H:%M:%SZ"), "MaxResults": "1000"}
+        types = sorted(f"{family}.{size}" for family, (_, _, sizes) in GPU_FAMILIES.items()
+                       for size in sizes)
+        params.update({f"InstanceType.{i}": t for i, t in enumerate(types, 1)})
+        if token:
+            params["NextToken"] = token
+        return self.signed_request(region, params, callback=self.parse_spot_history)
+
+    # -- parsers -------------------------------------------------------------------------
+    def parse_file(self, response: Response) -> Iterator[PriceItem]:
+        """Tell the five kinds of response apart by content (`gpuradar parse aws FILE`)."""
+        head = _body_text(response).lstrip()[:400]
+        if head.startswith("<"):
+            if "DescribeSpotPriceHistoryResponse" in head:
+                yield from (o for o in self.parse_spot_history(response)
+                            if isinstance(o, PriceItem))
+                return
+            if "DescribeRegionsResponse" in head:
+                return
+            raise ParseError(self.name, "<root>", response.url,
+                             "is not a DescribeSpotPriceHistory or DescribeRegions response")
+        data = _json(response, self.name)
+        if isinstance(data, dict) and "spot_advisor" in data:
+            self.read_advisor(data, response.url)
+            self.logger.info("aws: advisor data read: %d GPU offers with a band", len(self.bands))
+        elif isinstance(data, dict) and "config" in data:
+            yield from self.spot_items(data, response.url)
+        elif isinstance(data, dict) and "regions" in data:
+            yield from self.ondemand_items(data, response.url, None)
+        else:
+            raise ParseError(self.name, "spot_advisor/config/regions", response.url,
+                             "is missing: not an AWS price file gpuradar knows")
+
+    def parse_advisor(self, response: Response, **kwargs: Any) -> Iterator[scrapy.Request]:
+        self.read_advisor(_json(response, self.name), response.url)
+        yield from self.after_advisor()
+
+    def read_advisor(self, data: Any, where: str) -> None:
+        """Keep the interruption band and savings of GPU types only."""
+        ranges = require(data, "ranges", self.name, where, list)
+        labels = {}
+        for i, band in enumerate(ranges):
+            labels[require(band, "index", self.name, f"{where} ranges[{i}]", int)] = require(
+                band, "label", self.name, f"{where} ranges[{i}]", str)
+        advice = require(data, "spot_advisor", self.name, where, dict)
+        for region, by_os in advice.items():
+            linux = (by_os or {}).get("Linux") or {}
+            for instance_type, entry in linux.items():
+                if gpu_of(instance_type) is None or not isinstance(entry, dict):
+                    continue
+                savings = entry.get("s")
+                self.bands[(region, instance_type)] = (
+                    labels.get(entry.get("r")), int(savings) if isinstance(savings, int | float)
+                    else None)
+        for instance_type, shape in (data.get("instance_types") or {}).items():
+            if gpu_of(instance_type) is not None and isinstance(shape, dict):
+                self.shapes[instance_type] = (_number(shape.get("cores")),
+                                              _number(shape.get("ram_gb")))
+
+    def parse_spot(self, response: Response, **kwargs: Any
+                   ) -> Iterator[PriceItem | scrapy.Request]:
+        data = _json(response, self.name)
+        regions = require(require(data, "config", self.name, response.url, dict), "regions",
+                          self.name, response.url, list)
+        codes = [r.get("region") for r in regions if isinstance(r, dict) and r.get("region")]
+        yield from self.spot_items(data, response.url)
+        del data, regions
+        self.queue_ondemand(codes)
+        yield from self.next_ondemand()
+
+    def spot_items(self, data: Any, where: str) -> Iterator[PriceItem]:
+        config = require(data, "config", self.name, where, dict)
+        wanted = self.wanted_regions()
+        for i, region in enumerate(require(config, "regions", self.name, where, list)):
+            at = f"{where} config.regions[{i}]"
+            code = require(region, "region", self.name, at, str)
+            if wanted is not None and code not in wanted:
+                continue
+            for group in require(region, "instanceTypes", self.name, at, list):
+                kind = group.get("type", "")
+                for size in require(group, "sizes", self.name, f"{at} {kind}", list):
+                    instance_type = require(size, "size", self.name, f"{at} {kind}", str)
+                    if not self.is_gpu_offer(instance_type, kind == "gpuCurrentGen"):
+                        continue
+                    price = None
+                    for column in require(size, "valueColumns", self.name,
+                                          f"{at} {instance_type}", list):
+                        if column.get("name") == "linux":
+                            price = (column.get("prices") or {}).get("USD")
+                    yield self.spot_item(code, "", instance_type, price, SPOT_PAGE)
+
+    def spot_item(self, region: str, zone: str, instance_type: str, price: Any, url: str,
+                  extra: dict[str, Any] | None = None) -> PriceItem:
+        gpu, memory, count = gpu_of(instance_type)  # type: ignore[misc]
+        band, savings = self.bands.get((region, instance_type), (None, None))
+        attributes: dict[str, Any] = dict(extra or {})
+        if band:
+            attributes["interruption"] = band
+        if savings is not None:
+            attributes["savings_pct"] = savings
+        vcpus, ram = self.shapes.get(instance_type, (None, None))
+        return PriceItem(source=self.name, region=region, zone=zone, instance_type=instance_type,
+                         pricing="spot", gpu=gpu, gpu_count=count, gpu_memory_gb=memory,
+                         vcpus=vcpus, memory_gb=ram, price=price, currency="USD", url=url,
+                         attributes=attributes)
+
+    def is_gpu_offer(self, instance_type: str, listed_as_gpu: bool) -> bool:
+        """True for a GPU type of the table; counts accelerators and unknown GPU types."""
+        if gpu_of(instance_type) is not None:
+            return True
+        if _NOT_A_GPU.match(instance_type):
+            self.count("not_a_gpu")
+        elif listed_as_gpu:
+            self.count("unknown_gpu_instance")
+            self.warn_once(f"type:{instance_type}", "aws: %s is listed as a GPU instance but "
+                           "is not in the instance-type table; skipped", instance_type)
+        return False
+
+    def parse_ondemand(self, response: Response, region: str | None = None, **kwargs: Any
+                       ) -> Iterator[PriceItem | scrapy.Request]:
+        data = _json(response, self.name)
+        yield from self.ondemand_items(data, response.url, region)
+        del data
+        yield from self.next_ondemand()
+
+    def ondemand_items(self, data: Any, where: str, region: str | None) -> Iterator[PriceItem]:
+        regions = require(data, "regions", self.name, where, dict)
+        entries = 0
+        for location, offers in regions.items():
+            code = REGION_OF_LOCATION.get(location) or region
+            if code is None:
+                raise ParseError(self.name, "regions", where,
+                                 f"names location {location!r} that is not in the region table")
+            if not isinstance(offers, dict):
+                raise ParseError(self.name, f"regions[{location!r}]", where,
+                                 f"is {type(offers).__name__}, expected dict")
+            for key, offer in offers.items():
+                entries += 1
+                item = self.ondemand_item(code, offer, f"{where} regions[{location!r}][{key!r}]")
+                if item is not None:
+                    yield item
+        if entries == 0:
+            # A file without a single entry is a broken publication, not a region that
+            # stopped selling everything: the crawl must not close that region's offers.
+            self.logger.error("aws: on-demand file of %s has no entries; nothing is closed "
+                              "this crawl", region or where)
+
+    def ondemand_item(self, region: str, offer: Any, where: str) -> PriceItem | None:
+        instance_type = require(offer, "Instance Type", self.name, where, str)
+        family = offer.get("Instance Family", "")
+        if family in _ASIC_FAMILY_NAMES and gpu_of(instance_type) is None:
+            self.count("not_a_gpu")
+            return None
+        if not self.is_gpu_offer(instance_type, family in _GPU_FAMILY_NAMES):
+            return None
+        if offer.get("Operating System", "Linux") != "Linux":
+            return None
+        if offer.get("Pre Installed S/W", "NA") not in ("NA", ""):
+            return None
+        if offer.get("Tenancy", "Shared") != "Shared":
+            return None
+        gpu, memory, count = gpu_of(instance_type)  # type: ignore[misc]
+        return PriceItem(source=self.name, region=region, instance_type=instance_type,
+                         pricing="on_demand", gpu=gpu, gpu_count=count, gpu_memory_gb=memory,
+                         vcpus=_number(offer.get("vCPU")), memory_gb=_number(offer.get("Memory")),
+                         price=offer.get("price"), currency="USD", url=ONDEMAND_PAGE)
+
+    def parse_describe_regions(self, response: Response, region: str = "", **kwargs: Any
+                               ) -> Iterator[scrapy.Request]:
+        root = _xml(response, self.name)
+        if self.api_error(root, response, "DescribeRegions", region):
+            return
+        info = root.find("regionInfo")
+        if info is None:
+            raise ParseError(self.name, "regionInfo", response.url, "is missing")
+        enabled, disabled = [], []
+        for item in info.findall("item"):
+            name = item.findtext("regionName") or ""
+            status = item.findtext("optInStatus") or "opt-in-not-required"
+            (disabled if status == "not-opted-in" else enabled).append(name)
+        wanted = self.wanted_regions()
+        known = set(REGIONS) if wanted is None else set(REGIONS) & wanted
+        skipped = sorted(set(disabled) & known)
+        if skipped:
+            self.logger.info("aws: regions not enabled for this account, skipped: %s",
+                             ", ".join(skipped))
+        for code in sorted(set(enabled) & known):
+            yield self.spot_history_request(code)
+
+    def api_error(self, root: ET.Element, response: Response, action: str, region: str) -> bool:
+        """Log an EC2 API error response (its code and message, never the request)."""
+        if root.tag != "Response" and response.status < 400:
+            return False
+        code = root.findtext(".//Error/Code") or f"HTTP {response.status}"
+        message = root.findtext(".//Error/Message") or ""
+        self.logger.error("aws: %s in %s refused: %s %s", action, region, code, message)
+        return True
+
+    def parse_spot_history(self, response: Response, region: str = "", **kwargs: Any
+                           ) -> Iterator[PriceItem | scrapy.Request]:
+        root = _xml(response, self.name)
+        if self.api_error(root, response, "DescribeSpotPriceHistory", region):
+            return
+        history = root.find("spotPriceHistorySet")
+        if history is None:
+            raise ParseError(self.name, "spotPriceHistorySet", response.url, "is missing")
+        latest: dict[tuple[str, str], tuple[str, str | None]] = {}
+        for item in history.findall("item"):
+            instance_type = item.findtext("instanceType") or ""
+            zone = item.findtext("availabilityZone") or ""
+            if not zone:
+                raise ParseError(self.name, "availabilityZone", response.url, "is missing")
+            if not (item.findtext("productDescription") or "").startswith("Linux/UNIX"):
+                continue
+            if not self.is_gpu_offer(instance_type, False):
+                continue
+            stamp = item.findtext("timestamp") or ""
+            key = (zone, instance_type)
+            if key not in latest or stamp > latest[key][0]:
+                latest[key] = (stamp, item.findtext("spotPrice"))
+        for (zone, instance_type), (stamp, price) in sorted(latest.items()):
+            yield self.spot_item(region or region_of_zone(zone), zone, instance_type, price,
+                                 SPOT_PAGE, {"price_since": stamp} if stamp else None)
+        token = (root.findtext("nextToken") or "").strip()
+        if token and region and self.aws_credentials is not None:
+            yield self.spot_history_request(region, token)
+
+    # -- helpers -------------------------------------------------------------------------
+    def count(self, reason: str) -> None:
+        crawler = getattr(self, "crawler", None)
+        if crawler is not None and crawler.stats is not None:
+            crawler.stats.inc_value(f"gpuradar/skipped/{reason}")
+
+    def warn_once(self, key: str, message: str, *args: Any) -> None:
+        if key not in self.warned:
+            self.warned.add(key)
+            self.logger.warning(message, *args)

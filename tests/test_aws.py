@@ -1,0 +1,546 @@
+"""AWS: parsers on recorded files in the real formats, SigV4 signing, and real crawls of the
+fixture server through the `gpuradar` command."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy import Request
+from scrapy.http import TextResponse, XmlResponse
+from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
+
+from crawler import gpus
+from crawler.currency import FxTable
+from crawler.items import PriceItem
+from crawler.parsing import ParseFailed, parse_files
+from crawler.pipelines import normalize, validate
+from crawler.spiders.aws import REGIONS, AwsSpider, gpu_of, region_of_zone
+from crawler.spiders.base import ParseError
+from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.provider_server import ProviderServer, Reply, serve_standard
+
+FIX = Path(__file__).parent / "fixtures" / "aws"
+FAST = {"DOWNLOAD_DELAY": 0, "RETRY_BACKOFF_BASE": 0.05, "RETRY_TIMES": 1}
+# No credential of the machine running the tests may leak into a test.
+NO_AWS = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "",
+          "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
+          "AWS_CONFIG_FILE": "/nonexistent/config", "AWS_EC2_METADATA_DISABLED": "true"}
+FAKE_AWS = {**NO_AWS, "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+            "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}
+
+
+@pytest.fixture
+def no_aws_env(monkeypatch):
+    for name, value in NO_AWS.items():
+        if value:
+            monkeypatch.setenv(name, value)
+        else:
+            monkeypatch.delenv(name, raising=False)
+
+
+def make_spider(**options: Any) -> AwsSpider:
+    crawler = get_crawler(AwsSpider, {"GPURADAR_SOURCES": {"aws": options}})
+    return crawler._create_spider()
+
+
+def stats(spider: AwsSpider) -> dict[str, Any]:
+    return spider.crawler.stats.get_stats()
+
+
+def response(name: str | None = None, body: bytes | None = None, url: str = "https://x/f",
+             **meta: Any) -> TextResponse:
+    body = body if body is not None else (FIX / name).read_bytes()
+    cls = XmlResponse if body.lstrip().startswith(b"<") else TextResponse
+    request = Request(url, meta=meta)
+    return cls(url=url, body=body, encoding="utf-8", request=request)
+
+
+def items(outputs) -> list[PriceItem]:
+    return [o for o in outputs if isinstance(o, PriceItem)]
+
+
+def requests(outputs) -> list[Request]:
+    return [o for o in outputs if isinstance(o, Request)]
+
+
+def ondemand_doc(name: str = "ondemand_us-east-1.json") -> dict[str, Any]:
+    return json.loads((FIX / name).read_text())
+
+
+def by_type(found: list[PriceItem]) -> dict[str, PriceItem]:
+    return {i.instance_type: i for i in found}
+
+
+# -- the instance-type table -------------------------------------------------------------
+def test_instance_types_map_to_gpu_model_count_and_memory():
+    assert gpu_of("p5.48xlarge") == ("H100", 80, 8)
+    assert gpu_of("p5.4xlarge") == ("H100", 80, 1)
+    assert gpu_of("p4d.24xlarge") == ("A100", 40, 8)
+    assert gpu_of("p4de.24xlarge") == ("A100", 80, 8)
+    assert gpu_of("p3dn.24xlarge") == ("V100", 32, 8)
+    assert gpu_of("g6f.large") == ("L4", 24, 1 / 8)
+    assert gpu_of("gr6f.4xlarge") == ("L4", 24, 1 / 2)
+    assert gpu_of("g4ad.16xlarge") == ("Radeon Pro V520", 8, 4)
+    assert gpu_of("inf2.xlarge") is None and gpu_of("trn1.32xlarge") is None
+    assert gpu_of("m7i.large") is None and gpu_of("p5.metal") is None
+
+
+def test_every_family_of_the_table_maps_to_one_catalog_gpu():
+    from crawler.spiders.aws import GPU_FAMILIES
+
+    for family, (raw, memory, _sizes) in GPU_FAMILIES.items():
+        gpu = gpus.lookup(raw, memory)
+        assert gpu is not None, family
+    assert gpus.lookup(*gpu_of("p4de.24xlarge")[:2]).name == "A100-SXM-80GB"
+    assert gpus.lookup(*gpu_of("p5en.48xlarge")[:2]).name == "H200-SXM-141GB"
+    assert gpus.lookup(*gpu_of("g5g.xlarge")[:2]).name == "T4G"
+
+
+def test_zone_names_give_their_region():
+    assert region_of_zone("us-east-1a") == "us-east-1"
+    assert region_of_zone("us-west-2-lax-1a") == "us-west-2"
+    assert region_of_zone("ap-southeast-4c") == "ap-southeast-4"
+
+
+# -- on-demand region files ----------------------------------------------------------------
+def test_ondemand_file_yields_gpu_types_only_with_specs_and_string_prices(caplog):
+    spider = make_spider()
+    found = items(spider.parse_ondemand(response("ondemand_us-east-1.json"), region="us-east-1"))
+    offers = by_type(found)
+    assert {"p5.48xlarge", "p5.4xlarge", "p5en.48xlarge", "p4d.24xlarge", "p4de.24xlarge",
+            "p3.2xlarge", "p3dn.24xlarge", "g6e.xlarge", "g6.48xlarge", "g6f.large",
+            "g5.xlarge", "g4dn.12xlarge"} <= set(offers)
+    # CPU types, Inferentia/Trainium and a GPU family the table does not know are not offers.
+    assert not {"m7i.large", "inf2.xlarge", "trn1.32xlarge", "g7e.2xlarge"} & set(offers)
+    p5 = offers["p5.48xlarge"]
+    assert (p5.region, p5.pricing, p5.gpu, p5.gpu_count, p5.price) == (
+        "us-east-1", "on_demand", "H100", 8, "55.0400000000")
+    assert (p5.vcpus, p5.memory_gb, p5.gpu_memory_gb, p5.zone) == (192, 2048, 80, "")
+    assert offers["g6f.large"].gpu_count == pytest.approx(0.125)
+    assert stats(spider)["gpuradar/skipped/not_a_gpu"] == 2
+    assert stats(spider)["gpuradar/skipped/unknown_gpu_instance"] == 1
+    assert [r.getMessage() for r in caplog.records if "g7e" in r.getMessage()] == [
+        "aws: g7e.2xlarge is listed as a GPU instance but is not in the instance-type table; "
+        "skipped"]
+
+
+def test_region_is_read_from_the_file_when_parsed_alone():
+    found = items(make_spider().parse_file(response("ondemand_us-west-2.json")))
+    assert {i.region for i in found} == {"us-west-2"}
+    assert by_type(found)["p6-b200.48xlarge"].gpu == "B200"
+    assert by_type(found)["gr6f.4xlarge"].gpu_count == 0.5
+
+
+@pytest.mark.parametrize(("price", "reason"), [
+    ("NaN", "bad_price"), ("0.0000000000", "zero_price"), (None, "no_price"),
+    ("n/a", "bad_price"), ("-1", "zero_price")])
+def test_bad_prices_are_dropped_with_their_reason(price, reason):
+    doc = ondemand_doc()
+    entry = doc["regions"]["US East (N. Virginia)"]["p5 48xlarge US East N. Virginia Linux"]
+    if price is None:
+        del entry["price"]
+    else:
+        entry["price"] = price
+    found = by_type(items(make_spider().parse_ondemand(
+        response(body=json.dumps(doc).encode()), region="us-east-1")))
+    assert validate(found["p5.48xlarge"]) == reason
+    assert validate(found["p4d.24xlarge"]) is None and found["p4d.24xlarge"].price == 21.957642
+
+
+def test_empty_region_file_is_an_error_and_yields_nothing(caplog):
+    doc = ondemand_doc()
+    doc["regions"]["US East (N. Virginia)"] = {}
+    with caplog.at_level(logging.ERROR):
+        found = items(make_spider().parse_ondemand(response(body=json.dumps(doc).encode()),
+                                                   region="us-east-1"))
+    assert found == []
+    assert any("us-east-1 has no entries" in r.getMessage() and r.levelno == logging.ERROR
+               for r in caplog.records)
+
+
+def test_gzip_body_without_content_encoding_is_read():
+    body = gzip.compress((FIX / "ondemand_af-south-1.json").read_bytes())
+    found = items(make_spider().parse_ondemand(response(body=body), region="af-south-1"))
+    assert {i.instance_type for i in found} == {"g4dn.xlarge", "g4dn.12xlarge", "g5.xlarge"}
+
+
+def test_changed_field_names_are_clear_errors():
+    doc = ondemand_doc()
+    del doc["regions"]["US East (N. Virginia)"]["p5 48xlarge US East N. Virginia Linux"][
+        "Instance Type"]
+    with pytest.raises(ParseError, match="'Instance Type' is missing"):
+        list(make_spider().parse_ondemand(response(body=json.dumps(doc).encode()),
+                                          region="us-east-1"))
+    with pytest.raises(ParseError, match="'regions' is missing"):
+        list(make_spider().parse_ondemand(response(body=b'{"manifest": {}, "products": {}}'),
+                                          region="us-east-1"))
+
+
+def test_next_region_is_requested_only_after_the_previous_one_is_parsed():
+    spider = make_spider()
+    spider.queue_ondemand(["us-west-2", "us-east-1", "eu-north-1"])
+    [first] = spider.next_ondemand()
+    assert first.url.endswith("/EU%20%28Stockholm%29/Linux/index.json")
+    out = list(spider.parse_ondemand(response("ondemand_eu-north-1.json"), region="eu-north-1"))
+    [second] = requests(out)
+    assert "US%20East%20%28N.%20Virginia%29" in second.url
+    assert second.cb_kwargs == {"region": "us-east-1"}
+
+
+# -- spot feed and interruption bands ------------------------------------------------------
+def test_spot_offers_carry_band_savings_and_shape_from_the_advisor():
+    spider = make_spider()
+    [spot_request] = list(spider.parse_advisor(response("spot-advisor-data.json")))
+    assert spot_request.url == AwsSpider.endpoints["spot"]
+    out = list(spider.parse_spot(response("spot.json")))
+    found = {(i.region, i.instance_type): i for i in items(out)}
+    p5 = found[("us-east-1", "p5.48xlarge")]
+    assert (p5.pricing, p5.zone, p5.price, p5.gpu_count) == ("spot", "", "23.6727", 8)
+    assert p5.attributes == {"interruption": "<5%", "savings_pct": 57}
+    assert (p5.vcpus, p5.memory_gb) == (192, 2048)
+    assert found[("us-east-1", "g4dn.12xlarge")].attributes["interruption"] == ">20%"
+    # The real af-south-1 capture: every g4dn size, inf1 skipped as not a GPU.
+    assert {t for r, t in found if r == "af-south-1"} == {
+        "g4dn.12xlarge", "g4dn.16xlarge", "g4dn.2xlarge", "g4dn.4xlarge", "g4dn.8xlarge",
+        "g4dn.metal", "g4dn.xlarge"}
+    assert found[("af-south-1", "g4dn.metal")].gpu_count == 8
+    assert "interruption" not in found[("us-west-2", "g6e.xlarge")].attributes  # no advice
+    assert stats(spider)["gpuradar/skipped/not_a_gpu"] == 2  # inf1 and inf2
+    # Then the on-demand files of the feed's regions, the first one now.
+    [next_request] = requests(out)
+    assert "Africa%20%28Cape%20Town%29" in next_request.url
+    assert spider.pending_regions == ["eu-north-1", "us-east-1", "us-west-2"]
+
+
+def test_spot_feed_as_jsonp_and_gzip_reads_the_same():
+    plain = items(make_spider().spot_items(json.loads((FIX / "spot.json").read_text()), "f"))
+    wrapped = b"callback(" + (FIX / "spot.json").read_bytes() + b");"
+    found = items(make_spider().parse_spot(response(body=gzip.compress(wrapped))))
+    assert [(i.region, i.instance_type, i.price) for i in found] == [
+        (i.region, i.instance_type, i.price) for i in plain]
+
+
+def test_regions_option_restricts_spot_offers_and_region_files():
+    spider = make_spider(regions=["us-west-2"])
+    out = list(spider.parse_spot(response("spot.json")))
+    assert {i.region for i in items(out)} == {"us-west-2"}
+    assert [r.cb_kwargs["region"] for r in requests(out)] == ["us-west-2"]
+    assert spider.pending_regions == []
+
+
+def test_unknown_region_in_the_spot_feed_is_logged_once_and_still_priced(caplog):
+    data = json.loads((FIX / "spot.json").read_text())
+    data["config"]["regions"][0]["region"] = "ap-southeast-9"
+    data["config"]["regions"].append({**data["config"]["regions"][0], "region": "us-gov-west-1"})
+    spider = make_spider()
+    out = list(spider.parse_spot(response(body=json.dumps(data).encode())))
+    assert "ap-southeast-9" in {i.region for i in items(out)}
+    assert stats(spider)["gpuradar/skipped/unknown_region"] == 1
+    assert [r.getMessage() for r in caplog.records if "region table" in r.getMessage()] == [
+        "aws: region ap-southeast-9 is not in the region table; its on-demand prices are not "
+        "read"]
+
+
+# -- DescribeSpotPriceHistory / DescribeRegions --------------------------------------------
+def test_spot_history_gives_the_latest_price_per_zone():
+    spider = make_spider()
+    list(spider.parse_advisor(response("spot-advisor-data.json")))
+    found = items(spider.parse_spot_history(response("spot_history_us-east-1_page1.xml"),
+                                            region="us-east-1"))
+    prices = {(i.zone, i.instance_type): i.price for i in found}
+    assert prices == {("us-east-1a", "g4dn.xlarge"): "0.209900",  # the newer of two
+                      ("us-east-1c", "g4dn.xlarge"): "0.205500",
+                      ("us-east-1a", "p5.48xlarge"): "24.112100",
+                      ("us-east-1b", "p5.48xlarge"): "23.904300"}
+    p5 = next(i for i in found if i.zone == "us-east-1a" and i.instance_type == "p5.48xlarge")
+    assert (p5.region, p5.pricing, p5.attributes["interruption"]) == ("us-east-1", "spot", "<5%")
+    assert p5.attributes["price_since"] == "2026-09-25T17:02:11.000Z"
+
+
+def test_spot_history_follows_next_token_when_signing():
+    spider = make_spider(access_key_id="AKIDEXAMPLE", secret_access_key="secret")
+    spider.aws_credentials = spider.credential_source(spider.settings).get_frozen_credentials()
+    out = list(spider.parse_spot_history(response("spot_history_us-east-1_page1.xml"),
+                                         region="us-east-1"))
+    [follow] = requests(out)
+    assert b"NextToken=eyJ2Ijoy" in follow.body
+    assert requests(spider.parse_spot_history(response("spot_history_us-east-1_page2.xml"),
+                                              region="us-east-1")) == []
+    empty = list(spider.parse_spot_history(response("spot_history_eu-north-1.xml"),
+                                           region="eu-north-1"))
+    assert empty == []
+
+
+def test_describe_regions_skips_regions_not_enabled_with_one_line(caplog):
+    spider = make_spider(access_key_id="AKIDEXAMPLE", secret_access_key="secret")
+    spider.aws_credentials = spider.credential_source(spider.settings).get_frozen_credentials()
+    with caplog.at_level(logging.INFO):
+        out = list(spider.parse_describe_regions(response("describe_regions.xml"),
+                                                 region="us-east-1"))
+    assert sorted(r.cb_kwargs["region"] for r in out) == ["eu-north-1", "us-east-1", "us-west-2"]
+    lines = [r.getMessage() for r in caplog.records if "not enabled" in r.getMessage()]
+    assert lines == ["aws: regions not enabled for this account, skipped: af-south-1, ap-east-1"]
+
+
+def test_api_error_is_logged_with_its_code(caplog):
+    spider = make_spider()
+    body = (FIX / "error_unauthorized.xml").read_bytes()
+    resp = XmlResponse(url="https://ec2.us-east-1.amazonaws.com/", status=403, body=body,
+                       request=Request("https://ec2.us-east-1.amazonaws.com/"))
+    assert list(spider.parse_spot_history(resp, region="us-east-1")) == []
+    [line] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert line.getMessage() == ("aws: DescribeSpotPriceHistory in us-east-1 refused: "
+                                 "UnauthorizedOperation You are not authorized to perform this "
+                                 "operation.")
+
+
+def test_signed_request_carries_a_valid_sigv4_signature():
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    spider = make_spider(access_key_id="AKIDEXAMPLE", secret_access_key="s3cr3t")
+    spider.aws_credentials = spider.credential_source(spider.settings).get_frozen_credentials()
+    request = spider.spot_history_request("eu-north-1")
+    assert request.url == "https://ec2.eu-north-1.amazonaws.com/" and request.method == "POST"
+    auth = request.headers[b"Authorization"].decode()
+    assert re.match(r"AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/\d{8}/eu-north-1/ec2/aws4_request,"
+                    r" SignedHeaders=[a-z;-]+, Signature=[0-9a-f]{64}$", auth)
+    form = dict(p.split("=", 1) for p in request.body.decode().split("&"))
+    assert form["Action"] == "DescribeSpotPriceHistory" and form["Version"] == "2016-11-15"
+    assert form["ProductDescription.1"] == "Linux%2FUNIX"
+    # Recompute the signature for the same request and time: it must be identical.
+    stamp = request.headers[b"X-Amz-Date"].decode()
+    check = AWSRequest(method="POST", url=request.url, data=request.body, headers={
+        "Content-Type": request.headers[b"Content-Type"].decode(), "X-Amz-Date": stamp})
+    signer = SigV4Auth(Credentials("AKIDEXAMPLE", "s3cr3t"), "ec2", "eu-north-1")
+    signer._modify_request_before_signing = lambda req: None  # keep our X-Amz-Date
+    check.context["timestamp"] = stamp
+    signer.add_auth(check)
+    assert check.headers["Authorization"] == auth
+    assert "s3cr3t" not in auth and b"s3cr3t" not in request.body
+
+
+def test_status_says_what_credentials_add(no_aws_env):
+    def status(**options: Any) -> tuple[bool, str]:
+        return AwsSpider.status(Settings({"GPURADAR_SOURCES": {"aws": options}}))
+
+    enabled, why = status()
+    assert enabled and "AWS_ACCESS_KEY_ID" in why and "per-zone spot prices" in why
+    assert status(access_key_id="AKIDEXAMPLE", secret_access_key="x") == (
+        True, "public price files; AWS credentials found (config-file): per-zone spot prices")
+    assert status(spot_history=False)[1].endswith("off (sources.aws.spot_history)")
+    assert status(enabled=False) == (False, "disabled in the config file")
+
+
+# -- gpuradar parse --------------------------------------------------------------------------
+def settings() -> Settings:
+    import crawler.settings as project
+
+    out = Settings()
+    out.setmodule(project)
+    return out
+
+
+def test_parse_tells_every_kind_of_file_apart():
+    def parsed(*names: str) -> list[dict[str, Any]]:
+        return list(parse_files("aws", [FIX / n for n in names], settings()))
+
+    assert parsed("describe_regions.xml") == []
+    assert parsed("spot-advisor-data.json") == []
+    zones = parsed("spot-advisor-data.json", "spot_history_us-west-2.xml")
+    assert {(o["zone"], o["gpu"], o["attributes"].get("interruption")) for o in zones} == {
+        ("us-west-2a", "T4G", "<5%"), ("us-west-2b", "H100-SXM-80GB", "5-10%")}
+    spot = parsed("spot.json")
+    assert {o["pricing"] for o in spot} == {"spot"} and len(spot) == 28
+    od = parsed("ondemand_eu-north-1.json")
+    assert [(o["instance_type"], o["gpu"], o["price_usd"]) for o in od] == [
+        ("g4dn.xlarge", "T4", 0.558), ("g5.xlarge", "A10G", 1.069),
+        ("g6e.2xlarge", "L40S", 2.448)]
+    with pytest.raises(ParseFailed, match="not an AWS price file"):
+        parsed("../gcp/skus_page2.json")
+
+
+def test_every_gpu_in_the_fixtures_maps_to_the_catalog():
+    names = sorted(p.name for p in FIX.iterdir() if p.name.startswith(("ondemand", "spot")))
+    for record in parse_files("aws", [FIX / n for n in names], settings()):
+        assert record["gpu"] in gpus.CATALOG, record
+        assert not record["gpu_raw"]
+
+
+def test_pipeline_prices_fractional_gpus_per_whole_gpu():
+    item = by_type(items(make_spider().parse_ondemand(response("ondemand_us-east-1.json"),
+                                                      region="us-east-1")))["g6f.large"]
+    assert validate(item) is None and normalize(item, FxTable()) is None
+    assert item.gpu == "L4" and item.price_per_gpu_usd == pytest.approx(0.214 * 8)
+
+
+# -- real crawls over HTTP -------------------------------------------------------------------
+def config(tmp_path: Path, server: ProviderServer, **sources: Any) -> Path:
+    return write_config(tmp_path / "config.yaml", endpoints=serve_standard(server),
+                        scrapy=FAST, sources=sources)
+
+
+def crawl(cfg: Path, db_url: str, *names: str, env: dict[str, str] | None = None
+          ) -> dict[str, dict]:
+    proc = gpuradar("crawl", *names, "--json", config=cfg, db_url=db_url,
+                    env={**NO_AWS, **(env or {})})
+    assert proc.returncode in (0, 1), proc.stderr
+    result = {r["source"]: r for r in json.loads(proc.stdout)}
+    result["_stderr"] = proc.stderr  # type: ignore[assignment]
+    return result
+
+
+def aws_offers(cfg: Path, db_url: str, *args: str) -> list[dict[str, Any]]:
+    """What `gpuradar prices --source aws` lists."""
+    return gpuradar_json("prices", "--source", "aws", "--limit", "0", *args, config=cfg,
+                         db_url=db_url)
+
+
+def stored_aws_offers(db_url: str) -> list[dict[str, Any]]:
+    """The same, read in-process (fewer slow subprocesses for secondary checks)."""
+    from storage.db import open_database
+    from storage.queries import OfferFilter, current_offers
+
+    return current_offers(open_database(db_url), OfferFilter(sources=["aws"]))
+
+
+def test_public_crawl_stores_every_region_and_h100_lists_aws_beside_the_others(
+        tmp_path, provider_server, db_url):
+    cfg = config(tmp_path, provider_server)
+    result = crawl(cfg, db_url, "fx", "azure", "vastai", "aws", "gcp",
+                   env={"GCP_API_KEY": "AIzaFAKE"})
+    assert result["aws"]["status"] == "ok", result
+    assert result["aws"]["items"] == 28 + 33  # spot feed + four region files
+    offers = aws_offers(cfg, db_url)
+    assert {o["region"] for o in offers} == {"af-south-1", "eu-north-1", "us-east-1",
+                                              "us-west-2"}
+    assert {o["zone"] for o in offers} == {""}  # no credentials: no per-zone prices
+    p5 = {(o["region"], o["pricing"]): o for o in offers if o["instance_type"] == "p5.48xlarge"}
+    assert p5[("us-east-1", "on_demand")]["price_per_gpu_usd"] == pytest.approx(6.88)
+    extra = p5[("us-east-1", "spot")]["attributes"]
+    assert (extra["interruption"], extra["savings_pct"]) == ("<5%", 57)
+    # On-demand files are fetched one after the other, each once.
+    od = [r.path for r in provider_server.requests if "/ec2-ondemand-" in r.path]
+    assert len(od) == len(set(od)) == 4
+    table = gpuradar("prices", "--source", "aws", "--gpu", "H100", "--pricing", "spot",
+                     config=cfg, db_url=db_url)
+    assert "interrupt <5%, saves 57%" in table.stdout
+    # `gpuradar prices --gpu H100`: AWS and GCP side by side with Azure and Vast.ai.
+    assert {result[s]["status"] for s in ("azure", "vastai", "gcp")} == {"ok"}
+    h100 = gpuradar_json("prices", "--gpu", "H100", "--limit", "0", config=cfg, db_url=db_url)
+    assert {(o["source"], o["pricing"]) for o in h100} >= {
+        (s, p) for s in ("aws", "gcp", "azure", "vastai") for p in ("on_demand", "spot")}
+    assert all(o["gpu"].startswith("H100") for o in h100)
+    per_gpu = [o["price_per_gpu_usd"] for o in h100]
+    assert per_gpu == sorted(per_gpu)
+
+
+def test_failed_or_empty_region_file_closes_nothing(tmp_path, provider_server, sqlite_url):
+    from tests.routes.aws import ONDEMAND
+
+    cfg = config(tmp_path, provider_server)
+    assert crawl(cfg, sqlite_url, "aws")["aws"]["status"] == "ok"
+    before = {o["id"] for o in stored_aws_offers(sqlite_url)}
+    empty = {"manifest": {"serviceId": "ec2"}, "regions": {"US West (Oregon)": {}}}
+    provider_server.route("GET", ONDEMAND + "US%20West%20%28Oregon%29/Linux/index.json",
+                          lambda req: Reply(body=json.dumps(empty).encode()))
+    provider_server.route("GET", ONDEMAND + "EU%20%28Stockholm%29/Linux/index.json",
+                          lambda req: Reply(500, b"oops"))
+    result = crawl(cfg, sqlite_url, "aws")
+    assert result["aws"]["status"] == "partial" and result["aws"]["closed"] == 0
+    assert "HTTP 500" in result["aws"]["error"]
+    assert "us-west-2 has no entries" in result["_stderr"]
+    assert {o["id"] for o in stored_aws_offers(sqlite_url)} == before
+
+
+def capture_headers(server: ProviderServer) -> list[tuple[str, dict[str, str]]]:
+    """Record the headers of every request the fixture server gets (its routes see none)."""
+    seen: list[tuple[str, dict[str, str]]] = []
+    base = server.httpd.RequestHandlerClass
+
+    class Capturing(base):  # type: ignore[misc, valid-type]
+        def _serve(self) -> None:
+            seen.append((self.path, dict(self.headers.items())))
+            super()._serve()
+
+        do_GET = do_POST = _serve
+
+    server.httpd.RequestHandlerClass = Capturing
+    return seen
+
+
+def test_credentials_add_signed_per_zone_spot_prices(tmp_path, provider_server, sqlite_url):
+    seen = capture_headers(provider_server)
+    cfg = config(tmp_path, provider_server)
+    result = crawl(cfg, sqlite_url, "aws", env=FAKE_AWS)
+    assert result["aws"]["status"] == "ok", result
+    signed = [(p, h) for p, h in seen if p.startswith("/ec2/")]
+    # DescribeRegions in us-east-1, then the enabled regions (two pages in us-east-1).
+    assert sorted(p for p, _ in signed) == ["/ec2/eu-north-1/", "/ec2/us-east-1/",
+                                            "/ec2/us-east-1/", "/ec2/us-east-1/",
+                                            "/ec2/us-west-2/"]
+    for path, headers in signed:
+        region = path.split("/")[2]
+        assert re.match(rf"AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/\d{{8}}/{region}/ec2/"
+                        r"aws4_request, SignedHeaders=\S+, Signature=[0-9a-f]{64}$",
+                        headers["Authorization"])
+        assert re.match(r"\d{8}T\d{6}Z$", headers["X-Amz-Date"])
+    zones = {(o["zone"], o["instance_type"]): o for o in stored_aws_offers(sqlite_url)
+             if o["zone"]}
+    assert set(zones) == {("us-east-1a", "g4dn.xlarge"), ("us-east-1c", "g4dn.xlarge"),
+                          ("us-east-1a", "p5.48xlarge"), ("us-east-1b", "p5.48xlarge"),
+                          ("us-east-1d", "g6e.xlarge"), ("us-east-1f", "g6f.large"),
+                          ("us-west-2a", "g5g.xlarge"), ("us-west-2b", "p5.48xlarge")}
+    assert zones[("us-east-1a", "p5.48xlarge")]["price"] == pytest.approx(24.1121)
+    assert zones[("us-east-1a", "p5.48xlarge")]["attributes"]["interruption"] == "<5%"
+    assert FAKE_AWS["AWS_SECRET_ACCESS_KEY"] not in result["_stderr"]
+
+
+def test_unauthorized_spot_history_makes_the_crawl_partial(tmp_path, provider_server,
+                                                          sqlite_url):
+    from tests.routes import aws as routes
+
+    def refuse_oregon(req):
+        if req.path == "/ec2/us-west-2/":
+            return Reply(403, (FIX / "error_unauthorized.xml").read_bytes(),
+                         content_type="text/xml")
+        return routes.ec2_handler(req)
+
+    cfg = config(tmp_path, provider_server)
+    provider_server.route("POST", "/ec2/us-west-2/", refuse_oregon)
+    result = crawl(cfg, sqlite_url, "aws", env=FAKE_AWS)
+    assert result["aws"]["status"] == "partial" and result["aws"]["closed"] == 0
+    assert "UnauthorizedOperation" in result["_stderr"]
+    assert any(o["zone"] == "us-east-1a" for o in stored_aws_offers(sqlite_url))
+
+
+def test_gpuradar_parse_command_reads_a_saved_file():
+    proc = gpuradar("parse", "aws", str(FIX / "spot_history_us-west-2.xml"))
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [(r["zone"], r["instance_type"], r["price_usd"]) for r in lines] == [
+        ("us-west-2a", "g5g.xlarge", 0.1668), ("us-west-2b", "p5.48xlarge", 25.34)]
+
+
+def test_region_table_names_are_unique():
+    assert len(set(REGIONS.values())) == len(REGIONS)
+
+
+def test_replayed_recordings_land_in_storage(sqlite_url):
+    import gpuradar as package
+
+    recordings = Path(package.__file__).parent / "recordings"
+    proc = gpuradar("crawl", "aws", "gcp", "--replay", str(recordings), "--json",
+                    db_url=sqlite_url, env={**NO_AWS, "GCP_API_KEY": ""})
+    assert proc.returncode == 0, proc.stderr
+    result = {r["source"]: r for r in json.loads(proc.stdout)}
+    assert (result["aws"]["status"], result["aws"]["items"]) == ("ok", 61)
+    assert (result["gcp"]["status"], result["gcp"]["items"]) == ("ok", 121)
