@@ -142,8 +142,9 @@ class RecordReplayMiddleware:
         rec = self.recording(spider)
         entry = rec.find(request)
         if entry is None:
+            # Logged against the spider: the crawl's outcome counts it as an error.
             log.error("%s: no recorded response for %s %s in %s", spider.name, request.method,
-                      request.url, rec.dir)
+                      request.url, rec.dir, extra={"spider": spider})
             raise IgnoreRequest(f"not in recording: {request.method} {request.url}")
         body = rec.body(entry)
         headers = {"Content-Type": entry.get("content_type") or "application/octet-stream"}
