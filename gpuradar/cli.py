@@ -69,12 +69,17 @@ def setup_logging(verbose: bool) -> None:
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
-@app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False
-          ) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         console.print(f"gpuradar {__version__}")
         raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", help="Print the version.",
+                                                callback=_print_version, is_eager=True)] = False
+          ) -> None:
+    """Track GPU cloud prices and availability; alert when rules match."""
 
 
 # -- crawl -------------------------------------------------------------------------------

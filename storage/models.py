@@ -22,6 +22,10 @@ class Offer(SQLModel, table=True):
                          name="uq_offer_key"),
         Index("ix_offer_gpu_price", "gpu", "active", "price_per_gpu_usd"),
         Index("ix_offer_source_active", "source", "active"),
+        # Covering indexes for the reads made at every metrics scrape (migration 0003).
+        Index("ix_offer_cheapest", "active", "gpu", "pricing", "source", "price_per_gpu_usd",
+              "available"),
+        Index("ix_offer_counts", "active", "source", "pricing", "available"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -69,7 +73,11 @@ class PriceChange(SQLModel, table=True):
 
 class Crawl(SQLModel, table=True):
     __tablename__ = "crawl"
-    __table_args__ = (Index("ix_crawl_source_started", "source", "started_at"),)
+    __table_args__ = (
+        Index("ix_crawl_source_started", "source", "started_at"),
+        Index("ix_crawl_source_id", "source", "id", "status"),
+        Index("ix_crawl_status_source", "status", "source", "started_at", "id"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     source: str = Field(max_length=32)

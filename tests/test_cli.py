@@ -72,3 +72,8 @@ def test_history_of_an_offer_and_of_a_gpu(tmp_path, provider_server, sqlite_url)
 def test_db_upgrade(sqlite_url):
     proc = gpuradar("db", "upgrade", db_url=sqlite_url)
     assert proc.returncode == 0 and "is at head" in proc.stdout
+
+
+def test_version():
+    proc = gpuradar("--version")
+    assert proc.returncode == 0 and proc.stdout.strip().startswith("gpuradar 0.")

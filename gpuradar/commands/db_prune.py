@@ -1,0 +1,81 @@
+"""`gpuradar db prune`: retention of history, crawl records and sent notifications."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+import typer
+
+from gpuradar.cli import EXIT_DATABASE, ConfigOpt, DbOpt, db_app, fail, get_config, get_engine
+from gpuradar.output import console
+
+_WITH_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?\s*(s|m|h|d|w)\s*)+$", re.IGNORECASE)
+
+
+def parse_age(value: str) -> timedelta:
+    """'400d', '58w', '12h': a unit is required, so a bare '400' (seconds) cannot prune
+    nearly everything by accident."""
+    from gpuradar.config import ConfigError
+    from scheduler.jobs import parse_duration
+
+    if not _WITH_UNIT.match(value):
+        raise ValueError(f"--older-than {value!r}: give a number with a unit, e.g. 400d, "
+                         "58w, 12h")
+    try:
+        return timedelta(seconds=parse_duration(value, "--older-than"))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _reason(exc: Exception) -> str:
+    return str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+
+
+@db_app.command("prune")
+def db_prune(
+    older_than: Annotated[str, typer.Option(
+        "--older-than", help="Delete history older than this (e.g. 400d, 58w): change points "
+        "before the one in force at the cutoff, crawl records, sent or failed notifications.",
+        show_default=False)],
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Count what would be deleted; delete nothing.")] = False,
+    vacuum: Annotated[bool, typer.Option(
+        "--vacuum", help="Afterwards give the space back (SQLite VACUUM rewrites the file; "
+        "PostgreSQL VACUUM ANALYZE).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
+    config: ConfigOpt = None, database_url: DbOpt = None,
+) -> None:
+    """Retention: keep what the last --older-than answers exactly, drop what is older."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from storage import maintenance
+
+    try:
+        cutoff = datetime.now(UTC) - parse_age(older_than)
+    except (ValueError, OverflowError) as exc:
+        raise fail(str(exc)) from None
+    engine = get_engine(get_config(config, database_url))
+    try:
+        result = maintenance.prune(engine, cutoff, dry_run=dry_run)
+    except SQLAlchemyError as exc:
+        raise fail(f"prune failed, nothing was deleted: {_reason(exc)}", EXIT_DATABASE) from None
+    if vacuum and not dry_run:
+        try:
+            maintenance.vacuum(engine)
+        except SQLAlchemyError as exc:
+            raise fail(f"pruned, but VACUUM failed: {_reason(exc)}", EXIT_DATABASE) from None
+    if as_json:
+        sys.stdout.write(json.dumps(result.as_dict()) + "\n")
+        return
+    verb = "would delete" if dry_run else "deleted"
+    console.print(f"cutoff {cutoff:%Y-%m-%d %H:%M} UTC: {verb} "
+                  f"{result.price_changes} change point(s), {result.crawls} crawl record(s), "
+                  f"{result.notifications} notification(s)", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """The command is on the existing `db` group (registered by the decorator above)."""

@@ -1,0 +1,91 @@
+"""Retention: drop history older than a cutoff without changing what it still answers.
+
+`prune` keeps, for every offer, the change point in force at the cutoff, so the price of
+any offer at any time from the cutoff on is what it was before pruning; only the earlier
+change points go. Crawl records older than the cutoff go too, except each source's latest
+crawl and latest successful crawl (the end of every open span, the failure streak and
+staleness are read from those). Delivered or failed notifications older than the cutoff
+go; pending ones stay whatever their age.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Engine, and_, delete, exists, func, not_, select, text
+from sqlalchemy.sql.elements import ColumnElement
+
+from storage.models import Crawl, Notification, PriceChange
+
+CHANGE = PriceChange.__table__
+CRAWL = Crawl.__table__
+OUTBOX = Notification.__table__
+CLOSED_NOTIFICATIONS = ("sent", "failed")
+
+
+@dataclass
+class PruneResult:
+    """What `prune` deleted (or, with dry_run, would delete)."""
+
+    cutoff: datetime
+    price_changes: int
+    crawls: int
+    notifications: int
+    dry_run: bool = False
+
+    def as_dict(self) -> dict[str, object]:
+        return {"cutoff": self.cutoff.isoformat(), "dry_run": self.dry_run,
+                "deleted": {"price_change": self.price_changes, "crawl": self.crawls,
+                            "notification": self.notifications}}
+
+
+def _superseded_changes(cutoff_ts: int) -> ColumnElement[bool]:
+    """Change points before the cutoff that a later change point, also at or before the
+    cutoff, replaced: everything older than the one in force at the cutoff."""
+    later = CHANGE.alias("later")
+    replaced = exists().where(later.c.offer_id == CHANGE.c.offer_id,
+                              later.c.at > CHANGE.c.at, later.c.at <= cutoff_ts)
+    return and_(CHANGE.c.at < cutoff_ts, replaced)
+
+
+def _old_crawls(cutoff: datetime) -> ColumnElement[bool]:
+    """Finished crawls started before the cutoff, except each source's latest crawl and
+    latest successful crawl."""
+    latest = select(func.max(CRAWL.c.id)).group_by(CRAWL.c.source)
+    latest_ok = (select(func.max(CRAWL.c.id)).where(CRAWL.c.status == "ok")
+                 .group_by(CRAWL.c.source))
+    return and_(CRAWL.c.started_at < cutoff, CRAWL.c.status != "running",
+                not_(CRAWL.c.id.in_(latest)), not_(CRAWL.c.id.in_(latest_ok)))
+
+
+def _old_notifications(cutoff: datetime) -> ColumnElement[bool]:
+    return and_(OUTBOX.c.created_at < cutoff, OUTBOX.c.status.in_(CLOSED_NOTIFICATIONS))
+
+
+def prune(engine: Engine, cutoff: datetime, *, dry_run: bool = False) -> PruneResult:
+    """Delete history older than `cutoff` (UTC) in one transaction; count what goes."""
+    if cutoff.tzinfo is None:
+        cutoff = cutoff.replace(tzinfo=UTC)
+    cutoff_ts = int(cutoff.timestamp())
+    parts = ((CHANGE, _superseded_changes(cutoff_ts)), (CRAWL, _old_crawls(cutoff)),
+             (OUTBOX, _old_notifications(cutoff)))
+    counts: list[int] = []
+    with engine.begin() as conn:
+        for table, where in parts:
+            if dry_run:
+                n = conn.execute(select(func.count()).select_from(table).where(where))
+                counts.append(int(n.scalar_one()))
+            else:
+                counts.append(int(conn.execute(delete(table).where(where)).rowcount))
+    return PruneResult(cutoff, *counts, dry_run=dry_run)
+
+
+def vacuum(engine: Engine) -> None:
+    """Give the space of deleted rows back: SQLite rewrites the file (needs free disk about
+    the size of the database); PostgreSQL marks it reusable and refreshes statistics."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        if engine.dialect.name == "sqlite":
+            conn.exec_driver_sql("VACUUM")
+        elif engine.dialect.name == "postgresql":
+            conn.execute(text("VACUUM (ANALYZE) price_change, crawl, notification"))
