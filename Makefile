@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-test chromium demo test lint bench
+.PHONY: install install-test system-deps demo test lint bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,17 +15,24 @@ install: $(BIN)/python
 install-test: $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
 
-# Debian's Chromium for the Playwright sources (Playwright cannot download its own here).
-chromium:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -q chromium >/dev/null || \
-	    { apt-get update -q && apt-get install -y -q chromium; }; \
-	  else echo "install Debian's chromium (sudo apt-get install chromium)"; fi; }
+# Debian packages the tests use: chromium (the Playwright sources; Playwright cannot
+# download its own browser here), promtool (package prometheus) and docker-compose (to
+# validate deploy/). Installed when missing and we are root; otherwise say what is missing.
+SYSTEM_DEPS := chromium:chromium promtool:prometheus docker-compose:docker-compose
+system-deps:
+	@missing=""; for dep in $(SYSTEM_DEPS); do \
+	  command -v $${dep%%:*} >/dev/null 2>&1 || missing="$$missing $${dep#*:}"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1 || \
+	    { apt-get update -q && apt-get install -y -q --no-install-recommends $$missing; }; \
+	  else echo "missing Debian packages:$$missing (sudo apt-get install$$missing)"; fi; fi
 
 demo: install
 	$(BIN)/gpuradar demo
 
-test: install-test chromium
+test: install-test system-deps
 	$(BIN)/python -m pytest -q
 	$(BIN)/ruff check .
 
