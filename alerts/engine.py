@@ -15,6 +15,10 @@ Semantics (docs/readme/alerts.md has the user's version):
   `hysteresis` (2 %), so a price flapping around the limit does not spam.
 * A stale source (crawls keep failing, or no success for `stale_after`) cannot make a rule
   fire, and its offers still near the limit keep a firing rule firing: no false "resolved".
+* A fit rule (`cheapest fit for 7B finetune under $3/h`) prices each offer as the
+  configuration the job needs on it (gpuradar.recommend.fit_price: memory, interconnect,
+  currency), and offers the job does not fit on are not candidates; everything above
+  (freshness, `for`, hysteresis, notifications) is the same code for every rule.
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ import time
 import weakref
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -39,6 +44,7 @@ from alerts.rules import Rule, parse_datetime, parse_duration, parse_pct_or_amou
 from crawler import gpus as catalog
 from crawler.currency import FxTable
 from gpuradar.config import ConfigError
+from gpuradar.recommend import Fit, FitRequirement, estimate_memory, fit_offer, fit_price
 from storage import alerts as store
 from storage.queries import latest_fx
 
@@ -339,6 +345,65 @@ def _only_gpu_and_pricing(rule: Rule) -> bool:
                 or rule.min_gpu_memory is not None)
 
 
+# -- fit rules ---------------------------------------------------------------------------
+def offer_dict(o: tuple) -> dict[str, Any]:
+    """An offer tuple as the mapping gpuradar.recommend fits jobs on. The tuples carry no
+    `attributes`, so the interconnect comes from crawler.interconnect's table: the same
+    answer the pipeline stores (it fills attributes["interconnect"] from that table)."""
+    return {"source": o[SRC], "region": o[REG], "zone": o[ZONE] or "",
+            "instance_type": o[ITYPE], "pricing": o[PRICING], "gpu": o[GPU],
+            "gpu_count": o[COUNT], "gpu_memory_gb": o[GMEM], "price": o[PRICE],
+            "currency": o[CUR], "price_usd": o[PUSD], "available": o[AVAIL],
+            "available_count": o[ACOUNT], "url": o[URL] or ""}
+
+
+def _unlimited(rule: Rule) -> FitRequirement:
+    """A fit rule's requirement without its price limit: the engine applies the limit
+    (strictly) and the hysteresis band itself, as for every rule."""
+    assert rule.fit is not None
+    return replace(rule.fit, max_price=None, text="")
+
+
+def fit_of(rule: Rule, o: tuple) -> Fit | None:
+    """The configuration a fit rule's job needs on offer `o` (machines, GPUs), or None."""
+    if rule.fit is None:
+        return None
+    fit, _ = fit_offer(offer_dict(o), estimate_memory(rule.fit.job))
+    return fit
+
+
+def _fit_pool(market: Market, rule: Rule, rate: float, bound: float | None) -> _Pool:
+    """The offers a fit rule's job fits on, each priced as its configuration in the rule's
+    currency and unit (gpuradar.recommend.fit_price), up to `bound`."""
+    req = _unlimited(rule)
+    est = estimate_memory(req.job)
+    # A configuration is one or more whole machines of an offer, so it costs at least the
+    # offer's instance price (per GPU: exactly its per-GPU price): only the cheap end of each
+    # sorted list can be under the bound.
+    column = PGPU if req.per_gpu else PUSD
+    slack = 1.0 if rule.currency == "USD" else 1.25  # FX drift between stored rates
+    bound_usd = None if bound is None else bound * rate * slack + 1e-9
+    limit = None if bound is None else bound + 1e-9
+    fresh: list[tuple[float, tuple]] = []
+    stale_min = None
+    for gpu in market.gpus():
+        memory = _NOMINAL_MEMORY.get(gpu)
+        if memory and est.gpus_needed(memory) is None:
+            continue  # what every GPU holds for itself does not fit on this one
+        keys, priced, unpriced = market.sorted_offers(gpu, column, req.pricing)
+        end = len(priced) if bound_usd is None else bisect_right(keys, bound_usd)
+        for o in chain(priced[:end], unpriced):
+            v = fit_price(offer_dict(o), req, market.fx)
+            if v is None or (limit is not None and v > limit):
+                continue
+            if o[SRC] in market.stale:
+                stale_min = v if stale_min is None or v < stale_min else stale_min
+            else:
+                fresh.append((v, o))
+    fresh.sort(key=itemgetter(0))
+    return _Pool([v for v, _ in fresh], fresh, stale_min)
+
+
 def _band(rule: Rule, limit: float | None, settings: AlertSettings) -> float | None:
     hyst = rule.hysteresis if rule.hysteresis is not None else settings.hysteresis
     return None if limit is None else limit * (1 + hyst)
@@ -379,6 +444,8 @@ def match_rule(market: Market, rule: Rule, settings: AlertSettings,
         limit = drop_limit if limit is None else min(limit, drop_limit)
         result.limit = limit
     band = _band(rule, limit, settings)
+    if rule.fit is not None:
+        return _from_pool(rule, _fit_pool(market, rule, rate, band), limit, band, result)
     return _from_pool(rule, _pool(market, rule, rate, band), limit, band, result)
 
 
@@ -387,12 +454,26 @@ def _match_all(market: Market, rules: list[Rule], settings: AlertSettings,
     """Every rule; rules that differ only in their price limit share one pass over the
     offers (the common case: many people watching "H100 under $X")."""
     groups: dict[tuple, list[Rule]] = {}
+    fits: dict[FitRequirement, list[int]] = {}
     out: dict[int, RuleMatch] = {}
     for i, rule in enumerate(rules):
         if rule.drop_pct is not None:
             out[i] = match_rule(market, rule, settings, history)
+        elif rule.fit is not None:  # the same job and filters: one pass, whatever the limits
+            fits.setdefault(_unlimited(rule), []).append(i)
         else:
             groups.setdefault(tuple(getattr(rule, f) for f in _SIGNATURE), []).append(rule)
+    for indices in fits.values():
+        members = [rules[i] for i in indices]
+        rate = market.usd_per_unit(members[0].currency)
+        bands = [_band(r, r.max_price, settings) for r in members]
+        bound = None if any(b is None for b in bands) else max(b for b in bands if b is not None)
+        fit_pool = (_fit_pool(market, members[0], rate, bound)
+                    if rate is not None and rate > 0 else None)
+        for i, r, band in zip(indices, members, bands, strict=True):
+            out[i] = (RuleMatch(r, None, note=f"no exchange rate for {r.currency}")
+                      if fit_pool is None else
+                      _from_pool(r, fit_pool, r.max_price, band, RuleMatch(r, r.max_price)))
     pools: dict[tuple, tuple[_Pool, float] | None] = {}
     for sig, members in groups.items():
         rate = market.usd_per_unit(members[0].currency)
@@ -736,6 +817,9 @@ def _band_best(m: RuleMatch, market: Market) -> float | None:
     rate = market.usd_per_unit(m.rule.currency)
     if rate is None:
         return None
+    if m.rule.fit is not None:
+        values = _fit_pool(market, m.rule, rate, None).values
+        return values[0] if values else None
     ok = offer_filter(m.rule)
     value = price_function(m.rule, rate)
     best = None

@@ -50,12 +50,19 @@ def offer_summary(match: tuple[float, tuple], rule: Rule, market: Market) -> dic
         per_gpu = None if o[x.PGPU] is None else o[x.PGPU] / rate
         instance = None if o[x.PUSD] is None else o[x.PUSD] / rate
     seen = market.last_success.get(o[x.SRC])
-    return {"source": o[x.SRC], "region": o[x.REG], "zone": o[x.ZONE],
-            "instance_type": o[x.ITYPE], "pricing": o[x.PRICING], "gpu": o[x.GPU],
-            "gpu_count": o[x.COUNT], "value": value, "per_gpu": per_gpu, "instance": instance,
-            "price": o[x.PRICE], "currency": o[x.CUR], "price_usd": o[x.PUSD],
-            "available": o[x.AVAIL], "available_count": o[x.ACOUNT],
-            "observed_at": seen.isoformat() if seen else None, "url": o[x.URL] or ""}
+    summary = {"source": o[x.SRC], "region": o[x.REG], "zone": o[x.ZONE],
+               "instance_type": o[x.ITYPE], "pricing": o[x.PRICING], "gpu": o[x.GPU],
+               "gpu_count": o[x.COUNT], "value": value, "per_gpu": per_gpu,
+               "instance": instance, "price": o[x.PRICE], "currency": o[x.CUR],
+               "price_usd": o[x.PUSD], "available": o[x.AVAIL],
+               "available_count": o[x.ACOUNT],
+               "observed_at": seen.isoformat() if seen else None, "url": o[x.URL] or ""}
+    fit = x.fit_of(rule, o)
+    if fit is not None:  # a fit rule: `value` is the price of this configuration
+        summary["configuration"] = {"machines": fit.nodes, "gpus": fit.gpus,
+                                    "gpus_needed": fit.gpus_needed, "sharded": fit.sharded,
+                                    "per_gpu": bool(rule.fit and rule.fit.per_gpu)}
+    return summary
 
 
 def _display(summary: dict[str, Any], rule_currency: str, now: datetime) -> dict[str, Any]:
@@ -64,8 +71,18 @@ def _display(summary: dict[str, Any], rule_currency: str, now: datetime) -> dict
         avail += f" ({summary['available_count']})"
     seen = summary.get("observed_at")
     count = summary["gpu_count"]
+    config = summary.get("configuration")
+    fit = ""
+    if config:  # "$5.38/h for 2 GPUs on 1 machine", "(the job needs 2)" when it uses fewer
+        unit = "GPU-h" if config["per_gpu"] else "h"
+        machines = config["machines"]
+        fit = (f"{money(summary['value'], rule_currency)}/{unit} for {config['gpus']:g} GPUs "
+               f"on {machines} machine{'s' if machines != 1 else ''}"
+               + (f" (the job needs {config['gpus_needed']})"
+                  if config["gpus_needed"] < config["gpus"] else ""))
     return {
         **summary,
+        "fit": fit,
         "region": summary["region"] + (f"/{summary['zone']}" if summary.get("zone") else ""),
         "gpus": f"{count:g}x {summary['gpu']}",
         "pricing": summary["pricing"].replace("_", "-"),

@@ -10,6 +10,12 @@ Readable form (words in any order after the GPU; see docs/readme/alerts.md)::
     H200 on-demand under $3/h not on vastai
     L40S under $1/h available in eu-*
     H100 drops 15% below its 7-day low
+    cheapest fit for 7B finetune under $3/h
+    cheapest fit for 70B lora under ¥100/h in cn-*
+
+A rule starting with `cheapest fit for` (or `fit for`) is a fit rule: the clause is parsed by
+`gpuradar.recommend.parse_fit_clause`, and the rule watches the configurations that can run
+the job (its price is for the whole configuration unless it says `per gpu`).
 
 Prices are per GPU-hour unless the rule says `per instance`; a rule in CNY compares in CNY
 (offers quoted in CNY as quoted, others through the stored FX rate). A rule that cannot be
@@ -29,6 +35,7 @@ from typing import Any
 
 from crawler import gpus as catalog
 from crawler.currency import FALLBACK_USD_PER_UNIT
+from gpuradar.recommend import FitClauseError, FitRequirement, parse_fit_clause
 
 # The spider names (design.md); a word in `in aws,gcp` that is one of these is a source.
 KNOWN_SOURCES = ("aws", "gcp", "azure", "oci", "alibaba", "tencent", "huawei", "lambda",
@@ -95,6 +102,10 @@ class Rule:
     per_instance: bool = False
     drop_pct: float | None = None         # drops N % below ...
     drop_window: timedelta | None = None  # ... its N-day low
+    # A fit rule (`cheapest fit for 7B finetune under $3/h`): the job and its filters. Its
+    # max_price, currency, pricing and sources are mirrored in the fields above, and
+    # per_instance is True unless it says `per gpu` (the price is for the configuration).
+    fit: FitRequirement | None = None
     # -- options --------------------------------------------------------------------------
     notify: tuple[str, ...] = ()          # target names or tags, as written
     targets: tuple[str, ...] | None = None  # resolved target names (loader)
@@ -120,12 +131,16 @@ class Rule:
     def condition_hash(self) -> str:
         """Identity of what the rule watches: a change starts a new alert."""
         cond = {f.name: getattr(self, f.name) for f in fields(self) if f.name in _CONDITION}
+        if self.fit is not None:  # only fit rules carry the key: other hashes stay as they were
+            cond["fit"] = repr(replace(self.fit, text=""))
         blob = json.dumps(cond, sort_keys=True, default=lambda v: sorted(v)
                           if isinstance(v, frozenset) else str(v))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
         """A readable form equivalent to the rule (for structured rules)."""
+        if self.fit is not None:
+            return self.fit.describe()
         words: list[str] = []
         if self.min_gpus is not None and self.min_gpus == self.max_gpus:
             words.append(f"{self.min_gpus:g}x")
@@ -356,6 +371,8 @@ def parse_rule(text: str, **options: Any) -> Rule:
     """Parse the readable form into a Rule (`options` set name and notification options)."""
     if not isinstance(text, str) or not text.strip():
         raise RuleError("empty rule (write e.g. `H100 under $2/h`)")
+    if is_fit_rule(text):
+        return _fit_rule(text, options)
     toks = _tokenize(text)
     spec: dict[str, Any] = {"text": text.strip()}
     i = 0
@@ -469,6 +486,43 @@ def parse_rule(text: str, **options: Any) -> Rule:
         raise _fail("the rule has no condition: say `under $2/h`, `drops 15% below its 7-day "
                     "low` or `available`", text, None)
     return _finish(spec, options)
+
+
+# -- fit rules ---------------------------------------------------------------------------
+def is_fit_rule(text: str) -> bool:
+    """Whether a readable rule is a fit rule: `cheapest fit for ...` or `fit for ...`."""
+    words = str(text).lower().split()
+    return bool(words) and (words[0] == "cheapest"
+                            or (words[0] in ("fit", "fits") and words[1:2] == ["for"]))
+
+
+def _fit_error(exc: FitClauseError, rule: str, shift: int = 0, prefix: str = "") -> RuleError:
+    """The fit clause's error as a RuleError quoting `rule`, the caret under the same word
+    (the clause was parsed with `shift` characters in front of `rule`)."""
+    start = max(0, exc.start - shift) if exc.start >= 0 else -1
+    end = max(start + 1, exc.end - shift) if exc.start >= 0 else -1
+    return RuleError(prefix + exc.message, rule, start, end, hint=exc.hint)
+
+
+def _fit_fields(req: FitRequirement) -> dict[str, Any]:
+    """A fit rule's Rule fields: the requirement, and the parts of it the engine, the
+    messages and the stale-source notices read like any rule's (limit, currency, unit,
+    pricing, sources). Regions stay in the requirement only: there `cn-*` means mainland
+    China (gpuradar.recommend.region_allowed), not a glob."""
+    return {"fit": req, "gpu_query": "", "gpus": None, "max_price": req.max_price,
+            "currency": req.currency, "per_instance": not req.per_gpu, "pricing": req.pricing,
+            "sources": req.sources}
+
+
+def _fit_rule(text: str, options: dict[str, Any]) -> Rule:
+    """`cheapest fit for 7B finetune under $3/h` -> a Rule carrying the FitRequirement."""
+    try:
+        req = parse_fit_clause(text)
+    except FitClauseError as exc:
+        raise _fit_error(exc, text) from None
+    if req.max_price is None:
+        raise _fail("a fit rule needs a price limit: add e.g. `under $3/h`", text, None)
+    return _finish({"text": text.strip(), **_fit_fields(req)}, options)
 
 
 def _gb(q: re.Match) -> float:
@@ -738,7 +792,7 @@ def _finish(spec: dict[str, Any], options: dict[str, Any]) -> Rule:
 
 
 # -- the structured form -----------------------------------------------------------------
-FIELD_KEYS = {"rule", "when", "gpu", "gpus", "count", "min_gpus", "max_gpus", "gpu_memory",
+FIELD_KEYS = {"rule", "when", "fit", "gpu", "gpus", "count", "min_gpus", "max_gpus", "gpu_memory",
               "total_gpu_memory", "vcpus", "memory", "ram", "pricing", "under", "max_price",
               "price", "currency", "per", "sources", "source", "not_sources", "exclude_sources",
               "regions", "region", "not_regions", "exclude_regions", "available", "drop"}
@@ -772,6 +826,8 @@ def rule_from_mapping(data: dict[str, Any]) -> Rule:
     options = {k: v for k, v in data.items() if k in OPTION_KEYS}
     base_text = data.get("rule", data.get("when"))
     structured = [k for k in data if k in FIELD_KEYS and k not in ("rule", "when")]
+    if "fit" in data or (base_text is not None and is_fit_rule(str(base_text))):
+        return _fit_from_mapping(data, base_text, structured, options)
     try:
         spec: dict[str, Any] = {}
         if base_text is not None:
@@ -877,3 +933,94 @@ def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> None:
         else:
             sub = parse_rule(f"any GPU drops {drop}")
             spec["drop_pct"], spec["drop_window"] = sub.drop_pct, sub.drop_window
+
+
+# Fields a fit rule takes in the YAML form (the ones its clause has).
+FIT_FIELD_KEYS = {"rule", "when", "fit", "under", "max_price", "price", "currency", "per",
+                  "pricing", "sources", "source", "regions", "region"}
+_FIT_PREFIX = "cheapest fit for "
+
+
+def _fit_from_mapping(data: dict[str, Any], base_text: Any, structured: list[str],
+                      options: dict[str, Any]) -> Rule:
+    """`fit: 7B finetune` (or `rule: cheapest fit for ...`), refined by the fields a fit
+    clause has: under/price, currency, per, pricing, sources, regions."""
+    other = [k for k in structured if k not in FIT_FIELD_KEYS]
+    if other:
+        takes = ", ".join(sorted(FIT_FIELD_KEYS - {"rule", "when", "fit"}))
+        raise RuleError(f"{other[0]}: does not apply to a fit rule (it takes {takes})")
+    if "fit" in data:
+        if base_text is not None:
+            raise RuleError("give the job in `fit:` or in `rule:`, not both")
+        value = data["fit"]
+        if not isinstance(value, str) or not value.strip():
+            raise RuleError("fit: the job as text, e.g. `fit: 7B finetune`")
+        clause = value if is_fit_rule(value) else _FIT_PREFIX + value
+        shift = len(clause) - len(value)
+        try:
+            req = parse_fit_clause(clause)
+        except FitClauseError as exc:
+            raise _fit_error(exc, value, shift, "fit: ") from None
+    else:
+        text = str(base_text)
+        try:
+            req = parse_fit_clause(text)
+        except FitClauseError as exc:
+            raise _fit_error(exc, text) from None
+    try:
+        req = _refine_fit(req, data)
+    except RuleError:
+        raise
+    except ValueError as exc:
+        raise RuleError(str(exc)) from None
+    if req.max_price is None:
+        raise RuleError("the fit rule has no price limit: set `under: $3/h` (for the whole "
+                        "configuration; `$3/GPU-h` or `per: gpu` per GPU-hour)")
+    text = str(base_text).strip() if base_text is not None and not structured else ""
+    return _finish({"text": text, **_fit_fields(req)}, options)
+
+
+def _refine_fit(req: FitRequirement, data: dict[str, Any]) -> FitRequirement:
+    """The requirement with the structured fields applied (they override the clause)."""
+    changes: dict[str, Any] = {}
+    price = data.get("under", data.get("max_price", data.get("price")))
+    if price is not None:
+        if isinstance(price, int | float) and not isinstance(price, bool):
+            changes["max_price"], changes["currency"] = float(price), "USD"
+        else:
+            try:
+                value, currency, per_inst = parse_price(str(price))
+            except RuleError as exc:
+                raise ValueError(f"under: {exc.message}") from None
+            changes["max_price"], changes["currency"] = value, currency
+            if per_inst is not None:  # `$3/h` is for the configuration, as in the clause
+                changes["per_gpu"] = not per_inst
+    if "currency" in data:
+        cur = str(data["currency"]).upper()
+        cur = SYMBOLS.get(cur, cur)
+        if not known_currency(cur):
+            raise RuleError(f"currency: unknown currency {data['currency']!r}",
+                            hint=_close(cur, FALLBACK_USD_PER_UNIT, 0.6))
+        changes["currency"] = cur
+    if "per" in data:
+        per = str(data["per"]).lower()
+        if per not in ("gpu", "instance", "configuration", "config"):
+            raise ValueError(f"per: gpu or configuration, not {data['per']!r}")
+        changes["per_gpu"] = per == "gpu"
+    if "pricing" in data:
+        p = str(data["pricing"]).lower()
+        if p not in _PRICING_WORDS:
+            raise ValueError(f"pricing: on-demand or spot, not {data['pricing']!r}")
+        changes["pricing"] = _PRICING_WORDS[p]
+    for key in ("sources", "source"):
+        if key in data:
+            items = [s.lower() for s in _as_list(data[key])]
+            for s in items:
+                if s not in KNOWN_SOURCES:
+                    raise RuleError(f"{key}: unknown source {s!r}",
+                                    hint=_close(s, KNOWN_SOURCES))
+            changes["sources"] = tuple(items)
+    for key in ("regions", "region"):
+        if key in data:
+            changes["regions"] = tuple(_as_list(data[key]))
+    return replace(req, **changes)

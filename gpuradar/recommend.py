@@ -858,6 +858,10 @@ class FitRequirement:
             words.append("on " + ",".join(self.sources))
         if self.regions:
             words.append("region " + ",".join(self.regions))
+        if self.job.seq_len != Job.seq_len:  # the defaults are class attributes
+            words.append(f"seq {self.job.seq_len}")
+        if self.job.batch != Job.batch:
+            words.append(f"batch {self.job.batch}")
         return " ".join(words)
 
 
