@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from scrapy import signals
@@ -13,6 +12,7 @@ from scrapy.settings import Settings
 from scrapy.spiderloader import get_spider_loader
 
 from crawler.spiders.base import GpuRadarSpider
+from storage.ingest import CrawlSummary
 
 log = logging.getLogger(__name__)
 
@@ -42,33 +42,17 @@ def resolve_sources(names: Iterable[str], settings: Settings) -> list[str]:
     return names
 
 
-@dataclass
-class CrawlResult:
-    source: str
-    status: str
-    items: int = 0
-    new_offers: int = 0
-    changed: int = 0
-    closed: int = 0
-    dropped: dict[str, int] = field(default_factory=dict)
-    unknown_gpus: list[str] = field(default_factory=list)
-    error: str = ""
-    duration_s: float = 0.0
-    crawl_id: int | None = None
-    changed_offer_ids: set[int] = field(default_factory=set)
+class CrawlResult(CrawlSummary):
+    """The outcome of one crawl as the command line and the daemon report it."""
 
     @classmethod
     def from_crawler(cls, source: str, crawler: Any) -> CrawlResult:
         summary = getattr(crawler, "gpuradar_summary", None)
         if summary is None:  # the crawl never reached storage (failed to open)
             stats = crawler.stats.get_stats() if crawler.stats else {}
-            return cls(source=source, status="failed",
+            return cls(crawl_id=None, source=source, status="failed",
                        error=str(stats.get("finish_reason", "crawl did not start")))
-        return cls(source=source, status=summary.status, items=summary.items,
-                   new_offers=summary.new_offers, changed=summary.changed, closed=summary.closed,
-                   dropped=summary.dropped, unknown_gpus=summary.unknown_gpus,
-                   error=summary.error, duration_s=summary.duration_s,
-                   crawl_id=summary.crawl_id, changed_offer_ids=summary.changed_offer_ids)
+        return cls(**vars(summary))
 
 
 def run_once(sources: list[str], settings: Settings,

@@ -78,7 +78,7 @@ _STATE_CACHE: dict[tuple[str, str], tuple[int, dict]] = {}
 
 @dataclass
 class CrawlSummary:
-    crawl_id: int
+    crawl_id: int | None
     source: str
     status: str
     items: int = 0

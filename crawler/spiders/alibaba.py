@@ -189,8 +189,8 @@ class AlibabaSpider(GpuRadarSpider):
                 continue
             spec = gpu_spec(instance_type)
             if spec is None:
-                if instance_type.startswith(("ecs.gn", "ecs.ebmgn")) and self.crawler:
-                    self.crawler.stats.inc_value("gpuradar/skipped/unknown_gpu_size")
+                if instance_type.startswith(("ecs.gn", "ecs.ebmgn")):
+                    self.count("unknown_gpu_size")
                 continue
             hours = require(prices, "hours", self.name, key, list)
             if not hours:

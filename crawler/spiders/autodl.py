@@ -191,7 +191,7 @@ class AutodlSpider(GpuRadarSpider):
                 total = stock.get("total_gpu_num")
                 price = prices.get(gpu)
                 if price is None and data_center is not None:
-                    self.crawler.stats.inc_value("gpuradar/skipped/stock_without_price")
+                    self.count("stock_without_price")
                     continue
                 yield PriceItem(
                     source=self.name, region=region, instance_type=f"stock:{gpu}",

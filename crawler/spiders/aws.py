@@ -196,7 +196,6 @@ class AwsSpider(GpuRadarSpider):
         self.bands: dict[tuple[str, str], tuple[str | None, int | None]] = {}
         # instance type -> (vCPUs, RAM GB) from the advisor feed: GPU types only.
         self.shapes: dict[str, tuple[float | None, float | None]] = {}
-        self.warned: set[str] = set()
         self.pending_regions: list[str] = []
         self.aws_credentials: Any = None  # frozen botocore credentials, when signing
 
@@ -560,13 +559,3 @@ class AwsSpider(GpuRadarSpider):
         if token and region and self.aws_credentials is not None:
             yield self.spot_history_request(region, token)
 
-    # -- helpers -------------------------------------------------------------------------
-    def count(self, reason: str) -> None:
-        crawler = getattr(self, "crawler", None)
-        if crawler is not None and crawler.stats is not None:
-            crawler.stats.inc_value(f"gpuradar/skipped/{reason}")
-
-    def warn_once(self, key: str, message: str, *args: Any) -> None:
-        if key not in self.warned:
-            self.warned.add(key)
-            self.logger.warning(message, *args)

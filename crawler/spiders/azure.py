@@ -109,8 +109,7 @@ class AzureSpider(GpuRadarSpider):
             return None
         spec = gpu_of(sku)
         if spec is None:
-            if self.crawler:
-                self.crawler.stats.inc_value("gpuradar/skipped/not_a_gpu_size")
+            self.count("not_a_gpu_size")
             return None
         gpu, memory, count, vcpus = spec
         spot = meter_name.endswith(" Spot") or meter.get("skuName", "").endswith(" Spot")

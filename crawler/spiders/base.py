@@ -66,6 +66,19 @@ class GpuRadarSpider(scrapy.Spider):
                 opts[opt] = os.environ[env]
         return opts
 
+    def count(self, reason: str) -> None:
+        """Count something the spider skipped on purpose (`gpuradar/skipped/<reason>`)."""
+        crawler = getattr(self, "crawler", None)
+        if crawler is not None and crawler.stats is not None:
+            crawler.stats.inc_value(f"gpuradar/skipped/{reason}")
+
+    def warn_once(self, key: str, message: str, *args: Any) -> None:
+        """Log a warning the first time `key` comes up in this crawl only."""
+        warned = self.__dict__.setdefault("_warned", set())
+        if key not in warned:
+            warned.add(key)
+            self.logger.warning(message, *args)
+
     def parse_file(self, response) -> Any:
         """Parse one saved response (`gpuradar parse`); spiders that read several kinds of
         response override this to pick the parser from the content."""

@@ -157,7 +157,6 @@ class GcpSpider(GpuRadarSpider):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.index = SkuIndex()
-        self.warned: set[str] = set()
         self.tokens: set[str] = set()
         self.done = False
 
@@ -326,13 +325,3 @@ class GcpSpider(GpuRadarSpider):
                          gpu_memory_gb=spec.memory_gb, vcpus=vcpus, memory_gb=ram, price=price,
                          currency=currency or "USD", url=PRICING_PAGE, attributes=attributes)
 
-    # -- helpers -------------------------------------------------------------------------
-    def count(self, reason: str) -> None:
-        crawler = getattr(self, "crawler", None)
-        if crawler is not None and crawler.stats is not None:
-            crawler.stats.inc_value(f"gpuradar/skipped/{reason}")
-
-    def warn_once(self, key: str, message: str, *args: Any) -> None:
-        if key not in self.warned:
-            self.warned.add(key)
-            self.logger.warning(message, *args)

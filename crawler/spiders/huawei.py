@@ -193,8 +193,7 @@ class HuaweiSpider(GpuRadarSpider):
             return None
         gpu = flavor_gpu(specs)
         if gpu is None:
-            if self.crawler:
-                self.crawler.stats.inc_value("gpuradar/skipped/gpu_not_described")
+            self.count("gpu_not_described")
             return None
         zones = {az: ON_SALE[s] for az, s in az_status(specs.get("cond:operation:az")).items()
                  if s in ON_SALE}

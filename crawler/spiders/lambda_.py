@@ -238,8 +238,7 @@ class LambdaSpider(GpuRadarSpider):
         if not found:
             if re.search(r"\d", price_text):
                 raise ParseError(src, price_label, where, f"is {price_text!r}, expected $N.NN")
-            if getattr(self, "crawler", None):  # "Contact sales" and the like: no price
-                self.crawler.stats.inc_value("gpuradar/skipped/lambda_unpriced_row")
+            self.count("lambda_unpriced_row")  # "Contact sales" and the like: no price
             return None
         vram = _size_gb(cells["VRAM/GPU"])
         try:

@@ -157,8 +157,7 @@ class OciSpider(GpuRadarSpider):
 
     def skip(self, shape: str, why: str) -> None:
         self.logger.warning("oci: shape %s skipped: %s", shape, why)
-        if getattr(self, "crawler", None):
-            self.crawler.stats.inc_value("gpuradar/skipped/oci_shape")
+        self.count("oci_shape")
 
     def offers(self, shapes: Any, prices: Any, url: str) -> Iterator[PriceItem]:
         table = self.price_table(prices, url)
