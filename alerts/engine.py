@@ -4,7 +4,7 @@ One evaluation reads the current offers ONCE, matches every rule in memory (offe
 by GPU and sorted by price, so a rule only looks at the offers that can match it), then
 writes state changes and the notifications they cause in one transaction.
 
-Semantics (docs/readme/alerts.md has the user's version):
+Semantics (docs/alerts.md has the user's version):
 
 * A rule matches when at least one listed, not-unavailable offer from a *fresh* source
   passes its filters and its price condition. Pending while `for` has not been met,

@@ -1,6 +1,6 @@
 """The rule language: a readable one-liner and a structured YAML mapping, one `Rule` object.
 
-Readable form (words in any order after the GPU; see docs/readme/alerts.md)::
+Readable form (words in any order after the GPU; see docs/alerts.md)::
 
     H100 under $2/h
     A100-80GB spot under 1.5 USD/h in aws,gcp

@@ -5,7 +5,7 @@ Three steps, each a plain function so the CLI, the rule language and tests share
 1. `estimate_memory(job)`: GPU memory the job needs, split into what can be sharded across
    GPUs (weights, gradients, optimizer states, LoRA adapters, KV cache) and what every GPU
    holds for itself (activations). The formulas and their sources are in `MemoryEstimate.
-   formula` and docs/readme/recommend.md; every constant below names where it comes from.
+   formula` and docs/recommend.md; every constant below names where it comes from.
 2. `fit_offer(offer, estimate)`: how many of the offer's GPUs (or how many machines) the job
    needs, and whether the links between them are fast enough for sharding
    (crawler.interconnect).

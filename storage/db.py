@@ -95,8 +95,14 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         raise DatabaseError(f"migration failed: {str(exc.orig or exc).splitlines()[0]}") from None
 
 
+_AT_HEAD: set[str] = set()
+
+
 def open_database(url: str) -> Engine:
-    """Engine for `url` with the schema at head: what every command starts with."""
+    """Engine for `url` with the schema at head: what every command and crawl starts with.
+    Checked once per process and URL (a daemon opens its database for every crawl)."""
     engine = get_engine(url)
-    upgrade(engine)
+    if url not in _AT_HEAD:
+        upgrade(engine)
+        _AT_HEAD.add(url)
     return engine

@@ -186,7 +186,7 @@ class AwsSpider(GpuRadarSpider):
                     "ec2-ondemand-without-sec-sel/{location}/Linux/index.json",
         "ec2": "https://ec2.{region}.amazonaws.com/",
     }
-    default_interval = 3600
+    default_interval = 900
     notes = ("Public on-demand and spot price files, Spot Advisor interruption bands; AWS "
              "credentials add per-zone spot prices (DescribeSpotPriceHistory).")
 

@@ -150,7 +150,7 @@ class GcpSpider(GpuRadarSpider):
     endpoints = {"skus": "https://cloudbilling.googleapis.com/v1/services/6F81-5844-456A/skus"}
     credentials = {"api_key": "GCP_API_KEY"}
     requires_credentials = True
-    default_interval = 6 * 3600
+    default_interval = 3600
     notes = ("Cloud Billing Catalog SKUs; machine prices assembled from core + RAM + GPU SKUs; "
              "N1 GPUs per GPU. Needs an API key.")
 

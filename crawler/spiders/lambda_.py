@@ -65,7 +65,7 @@ class LambdaSpider(GpuRadarSpider):
         "pricing": "https://lambda.ai/pricing",
     }
     credentials = {"api_key": "LAMBDA_API_KEY"}
-    default_interval = 300
+    default_interval = 600
     notes = ("API (key): per-region live capacity, price per instance-hour; without a key "
              "the public pricing page: list prices, availability unknown.")
     # The public API allows about one request per second per key.

@@ -79,7 +79,7 @@ class OciSpider(GpuRadarSpider):
         "shapes": "https://www.oracle.com/a/ocom/docs/cloudestimator2/data/shapes.json",
         "prices": "https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/",
     }
-    default_interval = 86400
+    default_interval = 3600
     notes = ("Cost-estimator shapes x public price list; same price in every region "
              "(region 'global'); spot = 50 % of on-demand (derived); no availability.")
 

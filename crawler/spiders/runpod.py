@@ -54,7 +54,7 @@ class RunpodSpider(GpuRadarSpider):
     name = "runpod"
     endpoints = {"graphql": "https://api.runpod.io/graphql"}
     credentials = {"api_key": "RUNPOD_API_KEY"}
-    default_interval = 600
+    default_interval = 300
     notes = ("GraphQL gpuTypes + lowestPrice stock; region = secure|community cloud; "
              "price per GPU-hour x GPUs; no spot (RunPod ended spot pods).")
 

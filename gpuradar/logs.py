@@ -1,0 +1,175 @@
+"""Logging for the long-running process: one line per event, human-readable or JSON, and
+never a secret.
+
+Secrets (notification target URLs and their tokens, source credentials, the database
+password) are masked in the final, formatted text, tracebacks included, so a library that
+logs a URL it was given cannot leak it either.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import threading
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+MASK = "***"
+# user:password@ in any URL, whether or not the password is a known secret.
+_URL_PASSWORD = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:/@\s]*):"
+                           r"(?P<pw>[^@/\s]+)@")
+# Option names whose values are secrets wherever they appear in the config.
+SECRET_NAMES = re.compile(r"(key|token|secret|password|passwd|credential|auth)", re.IGNORECASE)
+_MIN_SECRET = 4  # shorter values would mask ordinary words
+
+
+class Redactor:
+    """Masks a set of known secret strings, plus passwords in URLs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._secrets: frozenset[str] = frozenset()
+        self._pattern: re.Pattern[str] | None = None
+
+    def set_secrets(self, secrets: Iterable[str]) -> None:
+        values = frozenset(s for s in secrets if isinstance(s, str) and len(s) >= _MIN_SECRET)
+        # longest first, so a URL is masked whole before its parts are
+        ordered = sorted(values, key=len, reverse=True)
+        pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        with self._lock:
+            self._secrets, self._pattern = values, pattern
+
+    def __call__(self, text: str) -> str:
+        pattern = self._pattern
+        if pattern is not None:
+            text = pattern.sub(MASK, text)
+        return _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", text)
+
+
+REDACT = Redactor()
+
+
+def url_secrets(url: str) -> set[str]:
+    """The parts of an apprise or database URL that must not be shown: the URL itself, its
+    password, and the long path/host tokens webhook URLs carry (Slack's T…/B…/X…)."""
+    out = {url}
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return out
+    if parts.password:
+        out |= {parts.password, unquote(parts.password)}
+    if parts.username and len(parts.username) >= 16:
+        out.add(parts.username)  # bot tokens live in the user part (slack://xoxb-...@...)
+    tokens = [t for t in re.split(r"[/?&=#]", parts.path + "?" + parts.query) if t]
+    if (parts.hostname or "") and not re.fullmatch(r"[\w.-]+\.\w+|localhost|[\d.]+",
+                                                     parts.hostname or ""):
+        tokens.append(parts.netloc.split("@")[-1])
+    out |= {t for t in tokens if len(t) >= 16 or (len(t) >= 8 and re.search(r"\d", t)
+                                                   and re.search(r"[A-Za-z]", t))}
+    return out
+
+
+def config_secrets(cfg: Any, extra_env: Iterable[str] = ()) -> set[str]:
+    """Every secret a configuration holds: target URLs, credential-like source options and
+    the database password; `extra_env` are values of credential environment variables."""
+    out: set[str] = set()
+
+    def walk(value: Any, key: str = "") -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, str(k))
+        elif isinstance(value, list | tuple):
+            for v in value:
+                walk(v, key)
+        elif isinstance(value, str) and SECRET_NAMES.search(key):
+            out.add(value)
+
+    for target in (getattr(cfg, "targets", None) or {}).values():
+        for url in ([target] if isinstance(target, str) else
+                    target.get("urls", [target.get("url")]) if isinstance(target, dict)
+                    else target if isinstance(target, list) else []):
+            if isinstance(url, str):
+                out |= url_secrets(url)
+    walk(getattr(cfg, "sources", None) or {})
+    walk(getattr(cfg, "scrapy", None) or {})
+    db = getattr(cfg, "database_url", "") or ""
+    try:
+        password = urlsplit(db).password
+    except ValueError:
+        password = None
+    if password:
+        out |= {password, unquote(password)}
+    out |= {v for v in extra_env if v}
+    return out
+
+
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime",
+                                                                           "taskName"}
+
+
+class TextFormatter(logging.Formatter):
+    """`2026-01-02 03:04:05 INFO gpuradar.daemon: message`, secrets masked."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s",
+                         datefmt="%Y-%m-%d %H:%M:%S")
+
+    def format(self, record: logging.LogRecord) -> str:
+        return REDACT(super().format(record))
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, message, structured extras (source,
+    crawl_id, ...) and exc for tracebacks; secrets masked in every string."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key in _STANDARD or key.startswith("_"):
+                continue
+            if key == "spider":  # Scrapy passes the spider object
+                value = getattr(value, "name", str(value))
+            out[key] = value if isinstance(value, int | float | bool | type(None)) else str(value)
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            out["stack"] = self.formatStack(record.stack_info)
+        return REDACT(json.dumps(out, ensure_ascii=False, default=str))
+
+
+# Libraries that say too much at INFO for a process that runs for months.
+_CHATTY = {"scrapy": logging.WARNING, "apscheduler": logging.WARNING,
+           "storage.ingest": logging.WARNING, "py.warnings": logging.ERROR,
+           "asyncio": logging.WARNING, "twisted": logging.WARNING, "apprise": logging.WARNING,
+           "filelock": logging.WARNING, "urllib3": logging.WARNING,
+           "alembic": logging.WARNING, "scrapy-playwright": logging.WARNING,
+           "scrapy_playwright": logging.WARNING}
+
+
+def setup_logging(fmt: str = "text", level: str = "INFO", stream: Any = None) -> None:
+    """Root handler on stderr with the chosen format. At INFO, Scrapy, APScheduler and the
+    other libraries only report warnings; at DEBUG everything is shown."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    numeric = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        raise ValueError(f"unknown log level {level!r}")
+    root.setLevel(numeric)
+    for name, quiet in _CHATTY.items():
+        logging.getLogger(name).setLevel(logging.NOTSET if numeric <= logging.DEBUG
+                                         else max(quiet, numeric))
+    logging.captureWarnings(True)

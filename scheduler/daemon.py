@@ -1,0 +1,717 @@
+"""`gpuradar run`: the one long-running process.
+
+One asyncio event loop carries everything: Twisted's asyncio reactor (installed before
+anything imports a reactor), one Scrapy `AsyncCrawlerRunner`, and an APScheduler 3
+`AsyncIOScheduler` with one job per enabled source. Crawl jobs are coroutines on the loop,
+so sources crawl concurrently and a slow one never holds up another; blocking work after a
+crawl (rule evaluation, apprise delivery) runs in threads. Metrics and /healthz are served
+from a thread of their own.
+
+Life cycle: SIGTERM/SIGINT stop scheduling, let running crawls finish within
+`daemon.grace_period` (then stop them; Scrapy records them failed), wait for the rule
+evaluations those crawls started, flush the outbox once and exit 0; a second signal skips
+the waiting. SIGHUP (or a change of the config or rules file) reloads the configuration:
+a new one that does not load is rejected as a whole, with its error, and the old one stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from gpuradar.config import Config, ConfigError, load_config, scrapy_settings
+from gpuradar.logs import REDACT, config_secrets
+from scheduler.jobs import (
+    DaemonOptions,
+    MetricsOptions,
+    SourcePlan,
+    backoff_delay,
+    daemon_options,
+    first_run,
+    human,
+    metrics_options,
+    plan_source,
+)
+
+log = logging.getLogger("gpuradar.daemon")
+
+ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DATABASE = 0, 1, 2, 3
+FX_FIRST_DELAY = 1.0   # at start, other due sources wait this long so FX is crawled first
+FX_WAIT_MAX = 60.0     # a source waits at most this long for a running FX crawl
+FLUSH_TIMEOUT = 15.0   # the final outbox flush on shutdown
+STOP_TIMEOUT = 15.0    # crawls stopped after the grace period must close within this
+DELIVERY_BATCH = 100
+
+T = TypeVar("T")
+
+
+class StartupError(Exception):
+    """The daemon cannot start; `code` is the command's exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class RunOptions:
+    """The command line of `gpuradar run`."""
+
+    config: Path | None = None
+    database_url: str | None = None
+    replay: Path | None = None
+    log_format: str = "text"
+    log_level: str = "INFO"
+    metrics_address: str | None = None
+    metrics_port: int | None = None
+    interval: float | None = None
+
+
+@dataclass
+class Loaded:
+    """Everything derived from one configuration; swapped as a whole on reload."""
+
+    cfg: Config
+    opts: DaemonOptions
+    metrics: MetricsOptions
+    rules: list[Any]
+    targets: Any
+    settings: Any
+    classes: dict[str, type]
+    plans: dict[str, SourcePlan]
+    skipped: dict[str, str]
+    secrets: set[str]
+
+
+@dataclass
+class SourceState:
+    failures: int = 0
+    job_task: asyncio.Task | None = None
+    crawler: Any = None
+    crawl_task: asyncio.Task | None = None
+
+
+def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+    """Run blocking `fn` in a daemon thread and await its result from the loop. Unlike the
+    default executor, a call stuck in a dead SMTP server cannot hold up the process's exit."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[T] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if fut.done():
+            return
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
+
+    def work() -> None:
+        try:
+            outcome = (True, fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            outcome = (False, exc)
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=work, daemon=True, name=getattr(fn, "__name__", "work")).start()
+    return fut
+
+
+def credential_env_values(classes: dict[str, type]) -> list[str]:
+    """Values of the credential environment variables the spiders read (to mask them)."""
+    return [os.environ[env] for cls in classes.values()
+            for env in getattr(cls, "credentials", {}).values() if os.environ.get(env)]
+
+
+def _files_stamp(paths: list[Path | None]) -> tuple:
+    out = []
+    for p in paths:
+        if p is None:
+            continue
+        try:
+            st = p.stat()
+            out.append((str(p), st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append((str(p), None, None))
+    return tuple(out)
+
+
+class Daemon:
+    def __init__(self, options: RunOptions) -> None:
+        self.options = options
+        self.state: dict[str, SourceState] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._eval_lock: asyncio.Lock | None = None
+        self._deliver_lock: asyncio.Lock | None = None
+        self._deliver_wanted = False
+        self._stop: asyncio.Event | None = None
+        self._force: asyncio.Event | None = None
+        self.stopping = False
+        self.exit_code = EXIT_OK
+        self.httpd: Any = None
+        self.scheduler: Any = None
+        self.runner: Any = None
+        self.engine: Any = None
+        self.metrics: Any = None
+        self.health: Any = None
+        self._stamp: tuple = ()
+        self._secrets: set[str] = set()
+        self._have_fx = False
+        self.loaded: Loaded
+
+    # -- configuration --------------------------------------------------------------------
+    def load(self, previous: Loaded | None = None) -> Loaded:
+        """Read and check the whole configuration; raises ConfigError/RuleError and changes
+        nothing, so a reload can reject a broken file and keep the running one."""
+        from alerts.loader import load_rules, load_targets
+        from gpuradar.crawl import spider_classes
+
+        o = self.options
+        cfg = load_config(o.config, database_url=o.database_url)
+        if previous is not None and cfg.database_url != previous.cfg.database_url:
+            log.warning("database_url changed; the daemon keeps using the old database "
+                        "until it is restarted")
+            cfg.database_url = previous.cfg.database_url
+        opts = daemon_options(cfg)
+        mopts = metrics_options(cfg, o.metrics_address, o.metrics_port)
+        if previous is not None and mopts != previous.metrics:
+            log.warning("metrics settings changed; they take effect after a restart")
+            mopts = previous.metrics
+        targets = load_targets(cfg)
+        rules = load_rules(cfg, targets)
+        overrides: dict[str, Any] = {"LOG_LEVEL": "DEBUG" if o.log_level.upper() == "DEBUG"
+                                     else "INFO"}
+        if o.replay:
+            cfg.endpoints = {}
+            # a recording answers at once: no politeness delay needed
+            overrides |= {"GPURADAR_REPLAY_DIR": str(o.replay), "DOWNLOAD_DELAY": 0,
+                          "AUTOTHROTTLE_ENABLED": False}
+        # Crawls overlap here: their outcome must come from their own errors only, which
+        # is what the StoragePipeline counts (not Scrapy's process-wide log_count).
+        settings = scrapy_settings(cfg, **overrides)
+        classes = spider_classes(settings)
+        default_timeout = settings.getfloat("CLOSESPIDER_TIMEOUT") or 900.0
+        plans: dict[str, SourcePlan] = {}
+        skipped: dict[str, str] = {}
+        for name, cls in classes.items():
+            enabled, why = cls.status(settings)
+            if not enabled:
+                skipped[name] = why
+                continue
+            if o.replay and not (o.replay / name / "index.json").exists():
+                skipped[name] = f"no recording in {o.replay}"
+                continue
+            plans[name] = plan_source(cfg, name, cls.default_interval, opts, o.interval,
+                                      default_timeout)
+        unknown = sorted(set(cfg.sources) - set(classes))
+        if unknown:
+            raise ConfigError(f"{cfg.path or '<defaults>'}: sources: unknown source(s) "
+                              f"{', '.join(unknown)}; known: {', '.join(classes)}")
+        secrets = config_secrets(cfg, credential_env_values(classes))
+        return Loaded(cfg, opts, mopts, rules, targets, settings, classes, plans, skipped,
+                      secrets)
+
+    def crawl_settings(self, plan: SourcePlan) -> Any:
+        """Settings of one crawl: the source's timeout closes a hung crawl. Scrapy waits for
+        requests in flight when it closes a spider, so the download timeout is bounded too:
+        a hung crawl ends at most 1.5 x its timeout after it started."""
+        s = self.loaded.settings.copy()
+        s.set("CLOSESPIDER_TIMEOUT", plan.timeout, priority="cmdline")
+        s.set("DOWNLOAD_TIMEOUT", min(s.getfloat("DOWNLOAD_TIMEOUT") or 180.0,
+                                      max(1.0, plan.timeout / 2)), priority="cmdline")
+        return s
+
+    # -- start --------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Everything that can fail before the loop starts, with a clear error."""
+        from alerts.rules import RuleError
+        from scheduler.health import EndpointError, Health, make_app, serve
+        from scheduler.metrics import Metrics
+        from storage.db import DatabaseError, open_database, redact_url
+        from storage.queries import consecutive_failures, mark_interrupted_crawls
+
+        try:
+            self.loaded = self.load()
+        except (ConfigError, RuleError) as exc:
+            raise StartupError(str(exc)) from None
+        self._secrets = set(self.loaded.secrets)
+        REDACT.set_secrets(self._secrets)
+        if not self.loaded.plans:
+            why = "; ".join(f"{n}: {w}" for n, w in self.loaded.skipped.items())
+            raise StartupError(f"no source to schedule ({why or 'no sources'})")
+        url = self.loaded.cfg.database_url
+        try:
+            self.engine = open_database(url)
+            interrupted = mark_interrupted_crawls(self.engine)
+        except DatabaseError as exc:
+            raise StartupError(str(exc), EXIT_DATABASE) from None
+        if interrupted:
+            log.warning("%d crawl(s) left running by a stopped process marked failed",
+                        interrupted)
+        from storage.queries import latest_fx
+
+        self._have_fx = bool(latest_fx(self.engine))
+        for name in self.loaded.plans:
+            self.state[name] = SourceState(failures=consecutive_failures(self.engine, name))
+        self.metrics = Metrics(lambda: self.engine)
+        self.health = Health(lambda: self.engine, self._scheduler_running)
+        m = self.loaded.metrics
+        if m.enabled:
+            try:
+                self.httpd = serve(m.address, m.port,
+                                   make_app(self.metrics.registry, self.health, REDACT))
+            except EndpointError as exc:
+                raise StartupError(f"{exc}; set metrics.port / --metrics-port (or "
+                                   "metrics.enabled: false)") from None
+        preload(self.loaded.settings)
+        log.info("gpuradar daemon starting: database %s%s", redact_url(url),
+                 f", replaying {self.options.replay}" if self.options.replay else "")
+        self._stamp = self._watched_stamp()
+
+    def _scheduler_running(self) -> bool:
+        from apscheduler.schedulers.base import STATE_RUNNING
+
+        return self.scheduler is not None and self.scheduler.state == STATE_RUNNING
+
+    def _watched_stamp(self) -> tuple:
+        cfg = self.loaded.cfg
+        return _files_stamp([cfg.path, cfg.rules_file])
+
+    async def main(self) -> None:
+        from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
+        from apscheduler.schedulers.asyncio import AsyncIOScheduler
+        from scrapy.crawler import AsyncCrawlerRunner
+
+        loop = asyncio.get_running_loop()
+        self._stop, self._force = asyncio.Event(), asyncio.Event()
+        self._eval_lock, self._deliver_lock = asyncio.Lock(), asyncio.Lock()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_stop_signal, sig)
+        loop.add_signal_handler(signal.SIGHUP, self._on_reload_signal)
+
+        self.runner = AsyncCrawlerRunner(self.loaded.settings)
+        self.scheduler = AsyncIOScheduler(timezone=UTC, job_defaults={
+            "coalesce": True, "max_instances": 1})
+        self.scheduler.add_listener(self._job_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
+        self.scheduler.start()
+        now = datetime.now(UTC)
+        self.scheduler.add_job(self._heartbeat, "interval", seconds=_heartbeat_every(),
+                               id="heartbeat", next_run_time=now, misfire_grace_time=None)
+        self._schedule_outbox(now)
+        self._schedule_watch()
+        self.apply_plans({}, self.loaded.plans)
+        m = self.loaded.metrics
+        log.info("scheduled %d source(s); %d rule(s), %d target(s); metrics %s",
+                 len(self.loaded.plans), len(self.loaded.rules), len(self.loaded.cfg.targets),
+                 f"on http://{_hostport(m.address, self.httpd.server_address[1])}/metrics"
+                 if self.httpd else "disabled")
+        for name, why in self.loaded.skipped.items():
+            log.info("%s: not scheduled (%s)", name, why, extra={"source": name})
+        # rules may have changed while the daemon was down: evaluate what is stored now
+        self._spawn(self._alerts_after_crawl())
+        await self._stop.wait()
+        await self.shutdown()
+
+    def _schedule_outbox(self, now: datetime) -> None:
+        # at start at once: notifications left pending by a previous run go out first
+        self.scheduler.add_job(self._outbox_job, "interval",
+                               seconds=self.loaded.opts.outbox_interval, id="outbox",
+                               next_run_time=now, misfire_grace_time=None,
+                               replace_existing=True)
+
+    def _schedule_watch(self) -> None:
+        every = self.loaded.opts.watch_interval
+        if self.scheduler.get_job("watch"):
+            self.scheduler.remove_job("watch")
+        if every > 0 and (self.loaded.cfg.path or self.loaded.cfg.rules_file):
+            self.scheduler.add_job(self._watch_job, "interval", seconds=every, id="watch",
+                                   misfire_grace_time=None)
+
+    def apply_plans(self, old: dict[str, SourcePlan], new: dict[str, SourcePlan]) -> None:
+        """Add, change and remove crawl jobs. A source is due at once when its last success
+        is older than its interval; otherwise it runs when that interval has passed."""
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        from storage.queries import consecutive_failures, last_success
+
+        now = datetime.now(UTC)
+        last = last_success(self.engine)
+        fx_due = "fx" in new and "fx" not in old and first_run(
+            last.get("fx"), new["fx"].interval, now) <= now
+        for name in sorted(set(old) - set(new)):
+            if self.scheduler.get_job(f"crawl:{name}"):
+                self.scheduler.remove_job(f"crawl:{name}")
+            log.info("%s: no longer scheduled", name, extra={"source": name})
+        for name, plan in new.items():
+            job_id = f"crawl:{name}"
+            trigger = IntervalTrigger(seconds=plan.interval, jitter=plan.jitter or None,
+                                      timezone=UTC)
+            prev = old.get(name)
+            due = first_run(last.get(name), plan.interval, now)
+            if fx_due and name != "fx" and due <= now:
+                due = now + timedelta(seconds=FX_FIRST_DELAY)
+            if prev is None:
+                self.state.setdefault(name, SourceState(
+                    failures=consecutive_failures(self.engine, name)))
+                self.metrics.init_source(name)
+                self.metrics.failures.labels(name).set(self.state[name].failures)
+                self.scheduler.add_job(self._crawl_job, trigger, args=[name], id=job_id,
+                                       name=f"crawl {name}", next_run_time=due,
+                                       misfire_grace_time=plan.misfire_grace,
+                                       replace_existing=True)
+            elif (prev.interval, prev.jitter) != (plan.interval, plan.jitter):
+                self.scheduler.modify_job(job_id, trigger=trigger, next_run_time=due,
+                                          misfire_grace_time=plan.misfire_grace)
+            elif prev.misfire_grace != plan.misfire_grace:
+                self.scheduler.modify_job(job_id, misfire_grace_time=plan.misfire_grace)
+            if prev != plan:
+                when = "now" if due <= now else f"at {due:%Y-%m-%d %H:%M:%S} UTC"
+                log.info("%s: %s; next crawl %s", name, plan.describe(), when,
+                         extra={"source": name})
+
+    # -- jobs -----------------------------------------------------------------------------
+    async def _heartbeat(self) -> None:
+        self.health.beat()
+
+    async def _watch_job(self) -> None:
+        stamp = self._watched_stamp()
+        if stamp != self._stamp:
+            self._stamp = stamp
+            self.reload("the config file changed")
+
+    async def _outbox_job(self) -> None:
+        await self.deliver()
+
+    async def _crawl_job(self, source: str) -> None:
+        from scrapy.crawler import Crawler
+
+        from gpuradar.crawl import CrawlResult
+
+        plan = self.loaded.plans.get(source)
+        if self.stopping or plan is None:
+            return
+        st = self.state.setdefault(source, SourceState())
+        st.job_task = asyncio.current_task()
+        try:
+            fx = self.state.get("fx")
+            if (source != "fx" and not self._have_fx and fx is not None
+                    and fx.crawl_task is not None):
+                # no exchange rate stored yet: without one, non-USD prices would be dropped
+                await asyncio.wait({fx.crawl_task}, timeout=FX_WAIT_MAX)
+            crawler = Crawler(self.loaded.classes[source], self.crawl_settings(plan))
+            started = time.monotonic()
+            log.debug("%s: crawl starting", source, extra={"source": source})
+            error = ""
+            try:
+                st.crawler, st.crawl_task = crawler, self.runner.crawl(crawler)
+                # shielded: a crawl is only ever stopped through Scrapy, which records it
+                await asyncio.shield(st.crawl_task)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a broken spider fails its crawl only
+                log.exception("%s: crawl raised", source, extra={"source": source})
+                error = f"{type(exc).__name__}: {exc}"
+            finally:
+                st.crawler = st.crawl_task = None
+            duration = time.monotonic() - started
+            result = CrawlResult.from_crawler(source, crawler)
+            if error and result.status != "failed":
+                result.status, result.error = "failed", error
+            self.metrics.observe_crawl(source, result.status, duration, result.items,
+                                       result.dropped, result.new_offers, result.changed,
+                                       result.closed)
+            self._after_crawl(source, plan, result, duration)
+            self._spawn(self._alerts_after_crawl())
+        finally:
+            st.job_task = None
+
+    def _after_crawl(self, source: str, plan: SourcePlan, result: Any, duration: float) -> None:
+        """Log the outcome; back a failing source off by moving its next run."""
+        st = self.state[source]
+        if source == "fx" and result.status == "ok":
+            self._have_fx = True
+        extra = {"source": source, "status": result.status, "items": result.items,
+                 "duration_s": round(duration, 3), "crawl_id": result.crawl_id}
+        summary = (f"{result.items} items ({result.new_offers} new, {result.changed} changed, "
+                   f"{result.closed} closed) in {duration:.1f}s")
+        if result.status != "failed":
+            st.failures = 0
+            self.metrics.failures.labels(source).set(0)
+            if result.status == "ok":
+                log.info("%s: crawl ok: %s", source, summary, extra=extra)
+            else:
+                log.warning("%s: crawl partial: %s; %s", source, summary,
+                            result.error[:500], extra=extra)
+            return
+        st.failures += 1
+        self.metrics.failures.labels(source).set(st.failures)
+        delay = backoff_delay(plan.interval, st.failures, self.loaded.opts.backoff_max)
+        job = self.scheduler.get_job(f"crawl:{source}")
+        nxt = ""
+        if job is not None and not self.stopping:
+            if st.failures > 1:
+                job.modify(next_run_time=datetime.now(UTC) + timedelta(seconds=delay))
+            nxt = (f"; {st.failures} failed in a row, next crawl in {human(round(delay))}"
+                   if st.failures > 1 else "")
+        log.warning("%s: crawl failed after %.1fs: %s%s", source, duration,
+                    (result.error or "no detail")[:500], nxt,
+                    extra=extra | {"failures": st.failures})
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _alerts_after_crawl(self) -> None:
+        await self.evaluate()
+        await self.deliver()
+
+    async def evaluate(self) -> None:
+        """One rule evaluation at a time (each sees everything stored so far)."""
+        from alerts.engine import evaluate
+
+        assert self._eval_lock is not None
+        async with self._eval_lock:
+            loaded = self.loaded
+            try:
+                result = await in_thread(evaluate, self.engine, loaded.rules,
+                                         alert_settings=loaded.cfg.alerts)
+            except Exception as exc:  # noqa: BLE001 - retried after the next crawl
+                self.metrics.evaluations.labels("error").inc()
+                log.error("rule evaluation failed: %s", exc, exc_info=exc)
+                return
+            self.metrics.evaluations.labels("ok").inc()
+            if result.notifications:
+                log.info("rules: %d firing, %d notification(s) queued%s", result.firing,
+                         result.notifications,
+                         f" (fired: {', '.join(result.fired)})" if result.fired else "")
+
+    async def deliver(self, wait: bool = False) -> None:
+        """Deliver the outbox. Requests while a delivery runs fold into one more pass, so
+        two deliveries never race for the same notification; `wait` returns only after a
+        pass that started after the call."""
+        from alerts.delivery import deliver_pending
+
+        assert self._deliver_lock is not None
+        self._deliver_wanted = True
+        if self._deliver_lock.locked() and not wait:
+            return
+        async with self._deliver_lock:
+            while self._deliver_wanted:
+                self._deliver_wanted = False
+                try:
+                    results = await in_thread(deliver_pending, self.engine,
+                                              self.loaded.targets, limit=DELIVERY_BATCH)
+                except Exception as exc:  # noqa: BLE001 - the periodic sweep retries
+                    log.error("notification delivery failed: %s", exc, exc_info=exc)
+                    return
+                # alerts.delivery logs each outcome itself (target names, never URLs)
+                results = list(results or [])
+                self.metrics.observe_delivery(results)
+                if len(results) >= DELIVERY_BATCH and not self._force_set():
+                    self._deliver_wanted = True  # more waiting
+
+    def _force_set(self) -> bool:
+        return self._force is not None and self._force.is_set()
+
+    def _job_event(self, event: Any) -> None:
+        from apscheduler.events import EVENT_JOB_MAX_INSTANCES
+
+        reason = "max_instances" if event.code == EVENT_JOB_MAX_INSTANCES else "missed"
+        self.metrics.job_events.labels(event.job_id, reason).inc()
+
+    # -- signals --------------------------------------------------------------------------
+    def _on_stop_signal(self, sig: int) -> None:
+        assert self._stop is not None and self._force is not None
+        name = signal.Signals(sig).name
+        if self._stop.is_set():
+            log.warning("%s again: stopping now without waiting", name)
+            self._force.set()
+            return
+        log.info("%s: stopping (running crawls get %s to finish)", name,
+                 human(self.loaded.opts.grace_period))
+        self._stop.set()
+
+    def _on_reload_signal(self) -> None:
+        if not self.stopping:
+            self.reload("SIGHUP")
+
+    def reload(self, why: str) -> bool:
+        """Load the configuration again; apply it only when all of it loads."""
+        from alerts.rules import RuleError
+
+        try:
+            new = self.load(previous=self.loaded)
+        except (ConfigError, RuleError) as exc:
+            self.metrics.reloads.labels("failure").inc()
+            log.error("configuration reload (%s) rejected; the previous configuration stays "
+                      "in force: %s", why, exc)
+            return False
+        except Exception as exc:  # noqa: BLE001 - a bad file must never stop the daemon
+            self.metrics.reloads.labels("failure").inc()
+            log.error("configuration reload (%s) rejected; the previous configuration stays "
+                      "in force: %s: %s", why, type(exc).__name__, exc, exc_info=exc)
+            return False
+        self._secrets |= new.secrets  # old tokens may still be in flight: keep masking them
+        REDACT.set_secrets(self._secrets)
+        old = self.loaded
+        self.loaded = new
+        self._stamp = self._watched_stamp()
+        try:
+            self.apply_plans(old.plans, new.plans)
+            if new.opts.outbox_interval != old.opts.outbox_interval:
+                self._schedule_outbox(datetime.now(UTC))
+            if (new.opts.watch_interval, new.cfg.path, new.cfg.rules_file) != (
+                    old.opts.watch_interval, old.cfg.path, old.cfg.rules_file):
+                self._schedule_watch()
+        except Exception as exc:  # noqa: BLE001 - e.g. the database is down right now
+            self.metrics.reloads.labels("failure").inc()
+            log.error("configuration reload (%s): rules and targets are new, but the "
+                      "schedule could not be updated: %s", why, exc, exc_info=exc)
+            return False
+        self.metrics.reloads.labels("success").inc()
+        log.info("configuration reloaded (%s): %d rule(s), %d target(s), %d source(s)", why,
+                 len(new.rules), len(new.cfg.targets), len(new.plans))
+        self._spawn(self._alerts_after_crawl())  # new rules apply to what is stored now
+        return True
+
+    # -- stop -----------------------------------------------------------------------------
+    async def _wait(self, tasks: set[asyncio.Future], timeout: float) -> set[asyncio.Future]:
+        """Wait until `tasks` are done, `timeout` passes or a second stop signal comes;
+        return those still pending."""
+        assert self._force is not None
+        tasks = {t for t in tasks if not t.done()}
+        if not tasks or timeout <= 0:
+            return tasks
+        force = asyncio.ensure_future(self._force.wait())
+        everything = asyncio.ensure_future(asyncio.wait(tasks))
+        try:
+            await asyncio.wait({force, everything}, timeout=timeout,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            force.cancel()
+            everything.cancel()  # stops waiting; the tasks themselves go on
+        return {t for t in tasks if not t.done()}
+
+    async def shutdown(self) -> None:
+        self.stopping = True
+        self.health.stopping = True
+        self.scheduler.pause()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.loaded.opts.grace_period
+        running = {n: s for n, s in self.state.items() if s.job_task is not None}
+        if running:
+            log.info("waiting for %d running crawl(s): %s", len(running), ", ".join(running))
+            jobs = {s.job_task for s in running.values() if s.job_task is not None}
+            pending = await self._wait(jobs, deadline - loop.time())
+            if pending:
+                names = [n for n, s in running.items() if s.job_task in pending]
+                log.warning("stopping crawl(s) still running after the grace period: %s",
+                            ", ".join(names))
+                for n in names:
+                    crawler = self.state[n].crawler
+                    if crawler is not None:
+                        self._spawn(crawler.stop_async())
+                await asyncio.wait(pending, timeout=STOP_TIMEOUT)
+        # evaluations started by finished crawls write their notifications first
+        await self._wait(set(self._tasks), max(deadline - loop.time(), FLUSH_TIMEOUT))
+        if not self._force_set():
+            try:
+                await asyncio.wait_for(self.deliver(wait=True), FLUSH_TIMEOUT)
+            except TimeoutError:
+                log.warning("outbox flush did not finish within %s; the rest is delivered "
+                            "after the next start", human(FLUSH_TIMEOUT))
+        self.scheduler.shutdown(wait=False)
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+        log.info("gpuradar daemon stopped")
+
+
+def preload(settings: Any) -> None:
+    """Import every component a crawl loads, before the loop runs: otherwise the first crawl
+    after start spends seconds importing them on the event loop, holding up everything."""
+    import scrapy.core.engine  # noqa: F401
+    from scrapy.utils.misc import load_object
+
+    for key in ("DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES", "ITEM_PIPELINES",
+                "EXTENSIONS", "DOWNLOAD_HANDLERS"):
+        for name, value in settings.getwithbase(key).items():
+            path = value if key == "DOWNLOAD_HANDLERS" else name
+            if isinstance(path, str) and value is not None:
+                try:
+                    load_object(path)
+                except Exception:  # noqa: BLE001 - the crawl will report it properly
+                    log.debug("preloading %s failed", path, exc_info=True)
+
+
+def _heartbeat_every() -> float:
+    from scheduler.health import HEARTBEAT_EVERY
+
+    return HEARTBEAT_EVERY
+
+
+def _hostport(address: str, port: int) -> str:
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def install_asyncio_reactor() -> None:
+    """Twisted's asyncio reactor, before anything imports `twisted.internet.reactor` (which
+    would install the default one for good)."""
+    from scrapy.utils.reactor import (
+        install_reactor,
+        is_asyncio_reactor_installed,
+        is_reactor_installed,
+    )
+
+    if is_reactor_installed():
+        if not is_asyncio_reactor_installed():
+            raise StartupError("a non-asyncio Twisted reactor was installed before the daemon "
+                               "started (something imported twisted.internet.reactor early)",
+                               EXIT_FAILED)
+        return
+    install_reactor(ASYNCIO_REACTOR)
+
+
+def run(options: RunOptions) -> int:
+    """Run the daemon until SIGTERM/SIGINT; the process exit code."""
+    from gpuradar.logs import setup_logging
+
+    setup_logging(options.log_format, options.log_level)
+    install_asyncio_reactor()
+    daemon = Daemon(options)
+    try:
+        daemon.prepare()
+    except StartupError as exc:
+        log.error("cannot start: %s", exc)
+        return exc.code
+    from twisted.internet import reactor
+    from twisted.internet.defer import Deferred
+
+    def started() -> None:
+        future = asyncio.ensure_future(daemon.main())
+
+        def done(f: asyncio.Future) -> None:
+            if not f.cancelled() and f.exception() is not None:
+                log.error("the daemon failed", exc_info=f.exception())
+                daemon.exit_code = EXIT_FAILED
+            reactor.callLater(0, reactor.stop)
+
+        future.add_done_callback(done)
+        Deferred.fromFuture(future).addErrback(lambda _f: None)
+
+    reactor.callWhenRunning(started)
+    # signals are the daemon's (asyncio handlers), not Twisted's
+    reactor.run(installSignalHandlers=False)
+    return daemon.exit_code

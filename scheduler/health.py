@@ -1,0 +1,131 @@
+"""The daemon's HTTP endpoint: `/metrics` (prometheus-client's WSGI app) and `/healthz`.
+
+It runs in a thread of its own, so a scrape never waits for the event loop, and the health
+check can tell a wedged loop from a live one: the scheduler stamps a heartbeat from the
+loop every few seconds, and /healthz answers 200 only when that heartbeat is recent, the
+scheduler is running and the database answers a trivial query in time.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
+from sqlalchemy import Engine, text
+
+HEARTBEAT_EVERY = 5.0    # seconds between heartbeats from the loop
+HEARTBEAT_STALE = 30.0   # a heartbeat older than this: the loop or scheduler is stuck
+DB_TIMEOUT = 5.0         # the database must answer within this
+
+
+@dataclass
+class Health:
+    """State the loop updates and the HTTP thread reads."""
+
+    engine_fn: Callable[[], Engine]
+    scheduler_running: Callable[[], bool] = lambda: False
+    heartbeat: float = field(default_factory=time.monotonic)
+    stopping: bool = False
+
+    def beat(self) -> None:
+        self.heartbeat = time.monotonic()
+
+    def _database(self) -> str | None:
+        """None when the database answers, else why not."""
+        outcome: list[str | None] = []
+
+        def probe() -> None:
+            try:
+                with self.engine_fn().connect() as conn:
+                    conn.execute(text("SELECT 1"))
+                outcome.append(None)
+            except Exception as exc:  # noqa: BLE001 - reported, not raised
+                outcome.append(str(exc).strip().splitlines()[0][:200] if str(exc) else
+                               type(exc).__name__)
+
+        t = threading.Thread(target=probe, daemon=True, name="healthz-db")
+        t.start()
+        t.join(DB_TIMEOUT)
+        if not outcome:
+            return f"no answer within {DB_TIMEOUT:g}s"
+        return outcome[0]
+
+    def check(self) -> tuple[bool, dict[str, Any]]:
+        age = time.monotonic() - self.heartbeat
+        running = self.scheduler_running() and not self.stopping
+        alive = running and age < HEARTBEAT_STALE
+        db_error = self._database()
+        body: dict[str, Any] = {
+            "status": "ok" if alive and db_error is None else "unhealthy",
+            "scheduler": ("stopping" if self.stopping else "running" if running
+                          else "stopped"),
+            "heartbeat_age_seconds": round(age, 1),
+            "database": "ok" if db_error is None else f"error: {db_error}",
+        }
+        if running and not alive:
+            body["scheduler"] = f"stuck (no heartbeat for {age:.0f}s)"
+        return body["status"] == "ok", body
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+
+def make_app(registry: CollectorRegistry, health: Health, redact: Callable[[str], str]
+             ) -> Callable:
+    metrics_app = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: Callable) -> list[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        if path == "/healthz":
+            ok, body = health.check()
+            payload = redact(json.dumps(body)).encode() + b"\n"
+            start_response("200 OK" if ok else "503 Service Unavailable",
+                           [("Content-Type", "application/json"),
+                            ("Cache-Control", "no-store")])
+            return [payload]
+        if path == "/metrics":
+            return metrics_app(environ, start_response)
+        if path == "/":
+            start_response("200 OK", [("Content-Type", "text/html")])
+            return [b'<html><body>gpuradar: <a href="/metrics">/metrics</a> '
+                    b'<a href="/healthz">/healthz</a></body></html>\n']
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found; try /metrics or /healthz\n"]
+
+    return app
+
+
+class EndpointError(OSError):
+    """The metrics endpoint cannot listen where it was told to."""
+
+
+def serve(address: str, port: int, app: Callable) -> ThreadingWSGIServer:
+    """Listen on address:port (IPv4 or IPv6) and serve `app` from a daemon thread."""
+    try:
+        infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise EndpointError(f"cannot resolve metrics address {address!r}: {exc}") from None
+    family, _, _, _, sockaddr = infos[0]
+
+    class Server(ThreadingWSGIServer):
+        address_family = family
+        allow_reuse_address = True
+
+    try:
+        httpd = make_server(sockaddr[0], port, app, Server, handler_class=_QuietHandler)
+    except OSError as exc:
+        raise EndpointError(f"cannot listen on {address}:{port} for metrics: "
+                            f"{exc.strerror or exc}") from None
+    threading.Thread(target=httpd.serve_forever, daemon=True, name="metrics-http").start()
+    return httpd

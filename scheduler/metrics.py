@@ -1,0 +1,197 @@
+"""Prometheus metrics of the daemon.
+
+Events (crawls, notifications, reloads) are counters and a histogram updated as they
+happen. State that lives in the database (offers, cheapest prices, last successes, alerts
+firing, outbox backlog) is read at scrape time by a custom collector, so an offer that
+vanished or a GPU no longer listed disappears from /metrics instead of lingering, and the
+figures are right after a restart. Every label has a bounded set of values: sources,
+statuses, drop reasons, GPU models of the catalog, pricing, notification channels.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import time
+from collections.abc import Callable, Iterator
+from functools import cache
+from typing import Any
+
+import prometheus_client
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    ProcessCollector,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import Engine
+
+from gpuradar import __version__
+
+log = logging.getLogger(__name__)
+
+PREFIX = "gpuradar"
+DURATION_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900, 1800)
+
+
+@cache
+def catalog_gpu(name: str) -> bool:
+    """True for a canonical GPU of the catalog; raw names of GPUs the catalog does not know
+    are left out of labels (they are unbounded) and counted apart."""
+    from crawler import gpus
+
+    found = gpus.lookup(name)
+    return found is not None and found.name == name
+
+
+class DatabaseCollector(Collector):
+    """Series computed from the database at scrape time."""
+
+    def __init__(self, engine_fn: Callable[[], Engine]) -> None:
+        self.engine_fn = engine_fn
+        self._warned_at = 0.0
+
+    def describe(self) -> list:
+        return []  # unchecked: the series depend on what is stored
+
+    def collect(self) -> Iterator[Any]:
+        from storage import queries
+
+        up = GaugeMetricFamily(f"{PREFIX}_database_up",
+                               "1 when the database answered the last scrape's queries.")
+        try:
+            engine = self.engine_fn()
+            families = list(self._collect(engine, queries))
+        except Exception as exc:  # noqa: BLE001 - a scrape must not fail on a database error
+            now = time.monotonic()
+            if now - self._warned_at > 60:
+                self._warned_at = now
+                log.warning("metrics: database query failed: %s", str(exc).splitlines()[0])
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from families
+
+    def _collect(self, engine: Engine, queries: Any) -> Iterator[Any]:
+        offers = GaugeMetricFamily(
+            f"{PREFIX}_offers", "Offers currently listed, by source, pricing and availability.",
+            labels=["source", "pricing", "availability"])
+        for source, pricing, availability, n in queries.offer_counts(engine):
+            offers.add_metric([source, pricing, availability], n)
+        yield offers
+
+        cheapest = GaugeMetricFamily(
+            f"{PREFIX}_cheapest_usd_per_gpu_hour",
+            "Cheapest listed, not unavailable offer in USD per GPU-hour, by catalog GPU "
+            "model, pricing and source.", labels=["gpu", "pricing", "source"])
+        uncatalogued: dict[str, int] = {}
+        for gpu, pricing, source, usd in queries.cheapest_per_gpu(engine):
+            if catalog_gpu(gpu):
+                cheapest.add_metric([gpu, pricing, source], usd)
+            else:
+                uncatalogued[source] = uncatalogued.get(source, 0) + 1
+        yield cheapest
+        unknown = GaugeMetricFamily(
+            f"{PREFIX}_uncatalogued_gpu_models",
+            "GPU models listed by a source that the catalog does not know (left out of "
+            "gpuradar_cheapest_usd_per_gpu_hour).", labels=["source"])
+        for source, n in sorted(uncatalogued.items()):
+            unknown.add_metric([source], n)
+        yield unknown
+
+        last = GaugeMetricFamily(
+            f"{PREFIX}_last_success_timestamp_seconds",
+            "Start of the last successful crawl of each source (Unix time).",
+            labels=["source"])
+        for source, ts in sorted(queries.last_success(engine).items()):
+            last.add_metric([source], ts.timestamp())
+        yield last
+
+        from storage import alerts as alert_store
+
+        yield GaugeMetricFamily(f"{PREFIX}_rules_firing", "Alert rules currently firing.",
+                                value=alert_store.firing_count(engine))
+        yield GaugeMetricFamily(f"{PREFIX}_outbox_backlog",
+                                "Notifications waiting in the outbox to be delivered.",
+                                value=alert_store.outbox_backlog(engine))
+
+
+class Metrics:
+    """Every metric the daemon exports, in its own registry (plus process metrics)."""
+
+    def __init__(self, engine_fn: Callable[[], Engine] | None = None,
+                 registry: CollectorRegistry | None = None) -> None:
+        prometheus_client.disable_created_metrics()
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        ProcessCollector(registry=r)
+        prometheus_client.PlatformCollector(registry=r)
+        prometheus_client.GCCollector(registry=r)
+        self.crawls = Counter(f"{PREFIX}_crawls", "Finished crawls by source and status "
+                              "(ok, partial, failed).", ["source", "status"], registry=r)
+        self.crawl_duration = Histogram(f"{PREFIX}_crawl_duration_seconds",
+                                        "Wall time of a crawl, by source.", ["source"],
+                                        buckets=DURATION_BUCKETS, registry=r)
+        self.items = Counter(f"{PREFIX}_crawl_items", "Offers stored by crawls, by source.",
+                             ["source"], registry=r)
+        self.dropped = Counter(f"{PREFIX}_crawl_dropped_items", "Items dropped by the "
+                               "pipeline, by source and reason.", ["source", "reason"],
+                               registry=r)
+        self.changes = Counter(f"{PREFIX}_offer_changes", "Offers new, changed (price or "
+                               "availability) or closed by crawls.", ["source", "change"],
+                               registry=r)
+        self.failures = Gauge(f"{PREFIX}_source_consecutive_failures", "Failed crawls in a "
+                              "row per source (backoff grows with it).", ["source"], registry=r)
+        self.evaluations = Counter(f"{PREFIX}_rule_evaluations", "Rule evaluations by "
+                                   "result (ok, error).", ["result"], registry=r)
+        self.notifications = Counter(f"{PREFIX}_notifications", "Notification delivery "
+                                     "attempts by channel (slack, email, webhook, other) and "
+                                     "status (sent, failed, retry).", ["channel", "status"],
+                                     registry=r)
+        self.reloads = Counter(f"{PREFIX}_config_reloads", "Configuration reloads by result "
+                               "(success, failure).", ["result"], registry=r)
+        self.job_events = Counter(f"{PREFIX}_scheduler_skipped_runs", "Scheduled runs not "
+                                  "started, by job and reason (max_instances: the previous run "
+                                  "was still going; missed: later than the misfire grace).",
+                                  ["job", "reason"], registry=r)
+        self.build = Info(f"{PREFIX}_build", "Version of gpuradar and its main parts.",
+                          registry=r)
+        import scrapy
+
+        self.build.info({"version": __version__, "python": platform.python_version(),
+                         "scrapy": scrapy.__version__})
+        if engine_fn is not None:
+            r.register(DatabaseCollector(engine_fn))
+
+    def init_source(self, source: str) -> None:
+        """Zero series for a scheduled source, so a first failure is a visible increase."""
+        for status in ("ok", "partial", "failed"):
+            self.crawls.labels(source, status)
+        self.items.labels(source)
+        self.failures.labels(source).set(0)
+
+    def observe_crawl(self, source: str, status: str, duration: float, items: int,
+                      dropped: dict[str, int], new: int, changed: int, closed: int) -> None:
+        self.crawls.labels(source, status).inc()
+        self.crawl_duration.labels(source).observe(duration)
+        if items:
+            self.items.labels(source).inc(items)
+        for reason, n in dropped.items():
+            if n:
+                self.dropped.labels(source, str(reason)[:40]).inc(n)
+        for change, n in (("new", new), ("changed", changed), ("closed", closed)):
+            if n:
+                self.changes.labels(source, change).inc(n)
+
+    def observe_delivery(self, results: list[Any]) -> None:
+        for res in results:
+            channel = getattr(res, "channel", "other") or "other"
+            if channel not in ("slack", "email", "webhook"):
+                channel = "other"
+            self.notifications.labels(channel, str(getattr(res, "status", "unknown"))).inc()

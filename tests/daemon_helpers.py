@@ -1,0 +1,303 @@
+"""Helpers for the daemon tests: the daemon as a real subprocess, a real SMTP server
+(aiosmtpd), a real HTTP webhook receiver, /metrics parsing and database invariants."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+RECORDINGS = REPO / "gpuradar" / "recordings"
+# What the `gpuradar` console script runs (`python -m gpuradar.cli` would import the CLI
+# module twice, as __main__ and as gpuradar.cli).
+GPURADAR = [sys.executable, "-c", "import sys; sys.argv[0] = 'gpuradar'; "
+            "from gpuradar.cli import main; main()"]
+
+
+def free_port() -> int:
+    """A port nobody listens on (aiosmtpd's Controller cannot take port 0)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred: Callable[[], Any], timeout: float, what: str, every: float = 0.1,
+              on_fail: Callable[[], str] | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            extra = f"\n{on_fail()}" if on_fail else ""
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}{extra}")
+        time.sleep(every)
+
+
+# -- receivers -----------------------------------------------------------------------------
+class SmtpSink:
+    """A real SMTP server on loopback keeping every message it receives."""
+
+    def __init__(self) -> None:
+        from aiosmtpd.controller import Controller
+
+        self.messages: list[email.message.EmailMessage] = []
+        sink = self
+
+        class Handler:
+            async def handle_DATA(self, server, session, envelope):  # noqa: N802
+                sink.messages.append(email.message_from_bytes(
+                    envelope.content, policy=email.policy.default))
+                return "250 OK"
+
+        self.port = free_port()
+        self.controller = Controller(Handler(), hostname="127.0.0.1", port=self.port)
+
+    @property
+    def url(self) -> str:
+        return f"mailto://127.0.0.1:{self.port}?from=gpuradar@example.com&to=ops@example.com"
+
+    def subjects(self) -> list[str]:
+        return [str(m["subject"]) for m in self.messages]
+
+    def __enter__(self) -> SmtpSink:
+        self.controller.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.controller.stop()
+
+
+class WebhookSink:
+    """A real HTTP server receiving apprise json:// posts. With `hang` set it records the
+    request, then keeps the sender waiting that many seconds (a delivery in flight)."""
+
+    def __init__(self) -> None:
+        self.posts: list[dict[str, Any]] = []
+        self.hang = 0.0
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    sink.posts.append(json.loads(body))
+                except ValueError:
+                    sink.posts.append({"raw": body.decode("utf-8", "replace")})
+                if sink.hang:
+                    time.sleep(sink.hang)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                except OSError:
+                    pass
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"json://127.0.0.1:{self.port}/hook"
+
+    def titles(self) -> list[str]:
+        return [str(p.get("title", "")) for p in self.posts]
+
+    def __enter__(self) -> WebhookSink:
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+# -- configuration -------------------------------------------------------------------------
+def all_source_names() -> list[str]:
+    from gpuradar.config import Config, scrapy_settings
+    from gpuradar.crawl import spider_classes
+
+    return list(spider_classes(scrapy_settings(Config(database_url="sqlite://"))))
+
+
+def only_sources(wanted: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`sources:` scheduling exactly `wanted` (every other source disabled)."""
+    out: dict[str, dict[str, Any]] = {n: {"enabled": False} for n in all_source_names()}
+    out.update(wanted)
+    return out
+
+
+def copy_recordings(dest: Path, names: list[str]) -> Path:
+    import shutil
+
+    for n in names:
+        shutil.copytree(RECORDINGS / n, dest / n)
+    return dest
+
+
+def write_config(path: Path, config: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+# -- the daemon ----------------------------------------------------------------------------
+def parse_metrics(text: str) -> dict[tuple[str, frozenset], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+class Daemon:
+    """`gpuradar run` in a subprocess, its logs in files, its endpoint over HTTP."""
+
+    def __init__(self, workdir: Path, config: Path, *args: str, metrics_port: int,
+                 env: dict[str, str] | None = None) -> None:
+        self.workdir = workdir
+        self.port = metrics_port
+        n = len(list(workdir.glob("daemon-*.err")))
+        self.err_path = workdir / f"daemon-{n}.err"
+        self.out_path = workdir / f"daemon-{n}.out"
+        full_env = {k: v for k, v in os.environ.items()
+                    if k not in ("GPURADAR_CONFIG", "GPURADAR_DATABASE_URL")}
+        full_env |= {"GPURADAR_DATA_DIR": str(workdir / "data"), "PYTHONUNBUFFERED": "1"}
+        full_env |= env or {}
+        self.proc = subprocess.Popen(
+            [*GPURADAR, "run", "--config", str(config), *args],
+            cwd=workdir, env=full_env, stdout=self.out_path.open("wb"),
+            stderr=self.err_path.open("wb"))
+
+    # endpoint ---------------------------------------------------------------------------
+    def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}",
+                                        timeout=timeout) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def metrics_text(self) -> str:
+        return self.get("/metrics")[1]
+
+    def metrics(self) -> dict[tuple[str, frozenset], float]:
+        return parse_metrics(self.metrics_text())
+
+    def value(self, name: str, default: float | None = 0.0, **labels: str) -> float | None:
+        return self.metrics().get((name, frozenset(labels.items())), default)
+
+    def healthz(self) -> tuple[int, dict[str, Any]]:
+        status, body = self.get("/healthz")
+        return status, json.loads(body)
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        def ready() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited with {self.proc.returncode}:\n"
+                                     f"{self.logs()[-3000:]}")
+            try:
+                return self.get("/healthz", timeout=2)[0] == 200
+            except OSError:
+                return False
+
+        wait_for(ready, timeout, "the daemon's /healthz", every=0.2, on_fail=self.tail)
+
+    def wait_metric(self, name: str, at_least: float, timeout: float = 30.0,
+                    **labels: str) -> float:
+        """Wait until the series `name{labels}` exists with a value >= at_least."""
+        def reached() -> bool:
+            v = self.value(name, None, **labels)
+            return v is not None and v >= at_least
+
+        wait_for(reached, timeout, f"{name}{labels} >= {at_least}", every=0.2,
+                 on_fail=self.tail)
+        return self.value(name, **labels) or 0.0
+
+    # process ----------------------------------------------------------------------------
+    def logs(self) -> str:
+        return self.err_path.read_text(errors="replace") + self.out_path.read_text(
+            errors="replace")
+
+    def tail(self, n: int = 4000) -> str:
+        return "daemon log tail:\n" + self.logs()[-n:]
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait for the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"daemon did not stop within {timeout}s\n{self.tail()}"
+                                 ) from None
+
+    def kill9(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+    def cleanup(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# -- the database ----------------------------------------------------------------------------
+def query(db_url: str, sql: str, **params: Any) -> list[tuple]:
+    from sqlalchemy import text
+
+    from storage.db import get_engine
+
+    with get_engine(db_url).connect() as conn:
+        return [tuple(r) for r in conn.execute(text(sql), params)]
+
+
+def consistency_problems(db_url: str) -> list[str]:
+    """What is wrong with the stored time series, if anything: crawls left running, offers
+    without history, listed offers whose last change says "unlisted" and the reverse."""
+    problems = []
+    running = query(db_url, "SELECT id, source FROM crawl WHERE status = 'running'")
+    if running:
+        problems.append(f"crawls left running: {running}")
+    latest = query(db_url, """
+        SELECT o.id, o.active, c.price_micros FROM offer o
+        LEFT JOIN price_change c ON c.offer_id = o.id
+         AND c.at = (SELECT MAX(at) FROM price_change WHERE offer_id = o.id)""")
+    no_history = [oid for oid, _, micros in latest if micros is None and not any(
+        True for _ in query(db_url, "SELECT 1 FROM price_change WHERE offer_id = :i", i=oid))]
+    if no_history:
+        problems.append(f"offers without history: {no_history}")
+    listed_closed = [oid for oid, active, micros in latest if active and micros is None
+                     and oid not in no_history]
+    if listed_closed:
+        problems.append(f"listed offers whose history ends unlisted: {listed_closed}")
+    closed_listed = [oid for oid, active, micros in latest if not active and micros is not None]
+    if closed_listed:
+        problems.append(f"closed offers whose history ends listed: {closed_listed}")
+    return problems

@@ -1,0 +1,329 @@
+"""`gpuradar run` as users run it: a real subprocess on a seconds-long schedule, replayed
+or served over real HTTP on loopback, notifying a real SMTP server (aiosmtpd) and a real
+webhook receiver, read through /metrics and /healthz, stopped and reloaded by signals.
+
+One daemon run is shared by the replay tests (they run in file order); the hanging-source
+and kill -9 tests start their own."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import time
+
+import pytest
+
+from tests.daemon_helpers import (
+    Daemon,
+    SmtpSink,
+    WebhookSink,
+    consistency_problems,
+    copy_recordings,
+    free_port,
+    only_sources,
+    query,
+    wait_for,
+    write_config,
+)
+from tests.provider_server import Reply, serve_standard
+
+SECRET = "SEKRET-vast-key-123456"
+# one source each, so that a cheaper offer from another source does not re-notify
+H100_RULE = "H100 under $100/h on vastai"
+A100_RULE = "A100 under $100/h on vastai"
+FAST = {"jitter": 0}
+
+
+# -- one replayed daemon, shared ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def replay(tmp_path_factory, sqlite_template):
+    work = tmp_path_factory.mktemp("daemon")
+    recordings = copy_recordings(work / "recordings", ["azure", "vastai", "fx"])
+    shutil.copy(sqlite_template, work / "gpuradar.db")  # migrated already: faster start
+    db_url = f"sqlite:///{work / 'gpuradar.db'}"
+    with SmtpSink() as smtp, WebhookSink() as hook:
+        config = {
+            "database_url": db_url,
+            "sources": {"vastai": {"interval": 2, "api_key": SECRET, **FAST},
+                        "azure": {"interval": 3, **FAST}, "fx": {"interval": 5, **FAST}},
+            "targets": {"mail": smtp.url, "hook": hook.url},
+            "rules": [H100_RULE],
+            "daemon": {"outbox_interval": 1, "grace_period": 20, "watch_interval": 0,
+                       "misfire_grace": 10},
+        }
+        path = write_config(work / "gpuradar.yaml", config)
+        port = free_port()
+        daemon = Daemon(work, path, "--replay", str(recordings), "--log-format", "json",
+                        "--metrics-port", str(port), metrics_port=port)
+        try:
+            daemon.wait_ready()
+            yield {"daemon": daemon, "smtp": smtp, "hook": hook, "config": config,
+                   "path": path, "db_url": db_url}
+        finally:
+            daemon.cleanup()
+
+
+def test_a_matching_rule_notifies_by_email_and_webhook_once(replay):
+    d, smtp, hook = replay["daemon"], replay["smtp"], replay["hook"]
+    wait_for(lambda: smtp.messages and hook.posts, 30, "the email and the webhook",
+             on_fail=d.tail)
+    assert "H100" in smtp.subjects()[0]
+    assert "H100" in hook.titles()[0]
+    body = smtp.messages[0].get_body(("plain",)).get_content()
+    assert "vastai" in body
+    # the recording loops: several more crawls and evaluations, no second notification
+    crawls = d.value("gpuradar_crawls_total", source="vastai", status="ok")
+    d.wait_metric("gpuradar_crawls_total", crawls + 2, source="vastai", status="ok")
+    d.wait_metric("gpuradar_rule_evaluations_total", 4, result="ok")
+    assert len(smtp.messages) == 1 and len(hook.posts) == 1
+
+
+def test_metrics_show_crawls_prices_and_notifications(replay):
+    d = replay["daemon"]
+    d.wait_metric("gpuradar_notifications_total", 1, channel="email", status="sent")
+    d.wait_metric("gpuradar_notifications_total", 1, channel="webhook", status="sent")
+    m = d.metrics()
+
+    def get(name, **labels):
+        return m.get((name, frozenset(labels.items())))
+
+    for source in ("vastai", "azure", "fx"):
+        assert get("gpuradar_crawls_total", source=source, status="ok") >= 1
+        assert get("gpuradar_crawls_total", source=source, status="failed") == 0
+        assert get("gpuradar_crawl_duration_seconds_count", source=source) >= 1
+        assert get("gpuradar_last_success_timestamp_seconds", source=source) > 1.7e9
+        assert get("gpuradar_source_consecutive_failures", source=source) == 0
+    assert get("gpuradar_crawl_items_total", source="vastai") >= 18
+    assert get("gpuradar_crawl_dropped_items_total", source="azure", reason="zero_price") >= 1
+    assert get("gpuradar_offer_changes_total", source="vastai", change="new") == 18
+    assert get("gpuradar_offers", source="vastai", pricing="on_demand",
+               availability="available") > 0
+    h100 = [v for (name, labels), v in m.items()
+            if name == "gpuradar_cheapest_usd_per_gpu_hour"
+            and ("gpu", "H100-SXM-80GB") in labels and ("source", "vastai") in labels]
+    assert h100 and all(0 < v < 100 for v in h100)
+    assert get("gpuradar_rules_firing") == 1
+    assert get("gpuradar_outbox_backlog") == 0
+    assert get("gpuradar_database_up") == 1
+    assert [k for k in m if k[0] == "gpuradar_build_info"]
+    assert get("process_resident_memory_bytes") > 0
+    # labels stay bounded: no offer ids, regions or URLs
+    label_names = {k for (_, labels) in m for k, _ in labels}
+    assert label_names <= {"source", "status", "le", "reason", "change", "pricing",
+                           "availability", "gpu", "channel", "result", "job", "version",
+                           "python", "scrapy", "implementation", "major", "minor",
+                           "patchlevel", "generation"}
+    status, health = d.healthz()
+    assert status == 200 and health["status"] == "ok" and health["database"] == "ok"
+
+
+def test_logs_are_json_lines_without_secrets(replay):
+    d = replay["daemon"]
+    logs = d.logs()
+    lines = [line for line in logs.splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    assert {"ts", "level", "logger", "message"} <= set(records[0])
+    assert any(r.get("source") == "vastai" and "crawl ok" in r["message"] for r in records)
+    assert SECRET not in logs
+    assert SECRET not in d.metrics_text()
+    assert replay["smtp"].url not in logs
+
+
+def test_sighup_with_a_valid_config_applies_new_rules(replay):
+    d, smtp, hook = replay["daemon"], replay["smtp"], replay["hook"]
+    config = replay["config"] = dict(replay["config"], rules=[H100_RULE, A100_RULE])
+    write_config(replay["path"], config)
+    d.signal(signal.SIGHUP)
+    d.wait_metric("gpuradar_config_reloads_total", 1, result="success")
+    wait_for(lambda: any("A100" in s for s in smtp.subjects())
+             and any("A100" in t for t in hook.titles()), 30,
+             "the new rule's notifications", on_fail=d.tail)
+    d.wait_metric("gpuradar_rules_firing", 2)
+    assert sum("H100" in s for s in smtp.subjects()) == 1  # the old rule did not re-fire
+    assert "configuration reloaded (SIGHUP): 2 rule(s)" in d.logs()
+
+
+@pytest.mark.parametrize("broken, error", [
+    ("rules: [\"H100 under $100/h\"\n  bad: [", "not valid YAML"),
+    ("rules: [\"H10O under banana\"]\n", "H10O"),
+])
+def test_sighup_with_a_broken_config_keeps_the_old_one(replay, broken, error):
+    d = replay["daemon"]
+    failures = d.value("gpuradar_config_reloads_total", result="failure")
+    replay["path"].write_text(broken)
+    crawls = d.value("gpuradar_crawls_total", source="vastai", status="ok")
+    d.signal(signal.SIGHUP)
+    d.wait_metric("gpuradar_config_reloads_total", failures + 1, result="failure")
+    rejected = [json.loads(line) for line in d.logs().splitlines()
+                if "reload (SIGHUP) rejected" in line]
+    assert rejected and error in rejected[-1]["message"]
+    assert rejected[-1]["level"] == "error"
+    # still crawling and evaluating with the old configuration
+    d.wait_metric("gpuradar_crawls_total", crawls + 1, source="vastai", status="ok")
+    assert d.value("gpuradar_rules_firing") == 2
+    assert d.healthz()[0] == 200
+    write_config(replay["path"], replay["config"])  # back to valid for the next test
+
+
+def test_a_changed_config_file_is_reloaded_without_a_signal(replay):
+    d = replay["daemon"]
+    config = dict(replay["config"], daemon={**replay["config"]["daemon"], "watch_interval": 1})
+    write_config(replay["path"], config)
+    reloads = d.value("gpuradar_config_reloads_total", result="success")
+    d.signal(signal.SIGHUP)  # turns the watcher on
+    d.wait_metric("gpuradar_config_reloads_total", reloads + 1, result="success")
+    config["sources"] = {**config["sources"], "fx": {"interval": 7, **FAST}}
+    write_config(replay["path"], config)
+    d.wait_metric("gpuradar_config_reloads_total", reloads + 2, result="success")
+    logs = d.logs()
+    assert "configuration reloaded (the config file changed)" in logs
+    assert "fx: every 7s" in logs
+
+
+def test_sigterm_exits_0_within_the_grace_period(replay):
+    d = replay["daemon"]
+    grace = replay["config"]["daemon"]["grace_period"]
+    started = time.monotonic()
+    assert d.stop(timeout=grace + 15) == 0
+    assert time.monotonic() - started < grace
+    logs = d.logs()
+    assert "SIGTERM: stopping" in logs and "gpuradar daemon stopped" in logs
+    assert consistency_problems(replay["db_url"]) == []
+
+
+# -- a hanging source ---------------------------------------------------------------------------
+@pytest.fixture
+def production_db_url(request, sqlite_url):
+    """PostgreSQL (the production store) where the server is there, else SQLite."""
+    from tests.conftest import _pg_database
+
+    try:
+        return _pg_database(request, request.getfixturevalue("pg_template"))
+    except pytest.skip.Exception:
+        return sqlite_url
+
+
+def test_a_hanging_source_does_not_delay_the_others(tmp_path, provider_server,
+                                                    production_db_url):
+    endpoints = serve_standard(provider_server)
+    # azure answers nothing for 30 s; fx fails with 500s; vastai is fine
+    provider_server.route("GET", "/api/retail/prices", lambda req: Reply(delay=30))
+    provider_server.route("GET", "/stats/eurofxref/eurofxref-daily.xml",
+                          lambda req: Reply(status=500, body=b"down"))
+    db_url = production_db_url
+    port = free_port()
+    path = write_config(tmp_path / "gpuradar.yaml", {
+        "database_url": db_url, "endpoints": endpoints,
+        "sources": only_sources({"azure": {"interval": 600, "timeout": 6, **FAST},
+                                 "vastai": {"interval": 1, **FAST},
+                                 "fx": {"interval": 1, **FAST}}),
+        "scrapy": {"DOWNLOAD_DELAY": 0},
+        "daemon": {"backoff_max": 4, "grace_period": 5, "watch_interval": 0,
+                   "misfire_grace": 10},
+        "metrics": {"port": port},
+    })
+    d = Daemon(tmp_path, path, metrics_port=port)
+    try:
+        d.wait_ready()
+        azure = wait_for(lambda: query(db_url, "SELECT started_at, finished_at, status, error "
+                                       "FROM crawl WHERE source = 'azure' AND status != "
+                                       "'running'"), 30, "the hung azure crawl to be closed",
+                         on_fail=d.tail)[0]
+        started, finished, status, error = azure
+        assert status == "failed" and "closespider_timeout" in error, error
+        vast = query(db_url, "SELECT status FROM crawl WHERE source = 'vastai' AND "
+                     "started_at >= :a AND started_at <= :b AND status != 'running'",
+                     a=started, b=finished)
+        assert len(vast) >= 2, "vastai was not crawled on time while azure hung"
+        assert set(vast) == {("ok",)}, "azure's errors leaked into vastai's crawls"
+        assert d.healthz()[0] == 200
+        # the failing source backs off: 1 s, then 2 s, then 4 s (the cap)
+        d.wait_metric("gpuradar_source_consecutive_failures", 3, source="fx")
+        logs = d.logs()
+        assert "fx: crawl failed" in logs
+        assert "2 failed in a row, next crawl in 2s" in logs
+        assert "3 failed in a row, next crawl in 4s" in logs
+        assert d.value("gpuradar_crawls_total", source="azure", status="failed") == 1
+        assert d.stop() == 0
+    finally:
+        d.cleanup()
+    assert consistency_problems(db_url) == []
+
+
+# -- kill -9 and restart ------------------------------------------------------------------------
+def test_kill_9_during_a_crawl_and_a_delivery_then_restart(tmp_path, provider_server,
+                                                           sqlite_url):
+    endpoints = serve_standard(provider_server)
+    standard_azure = provider_server.routes[("GET", "/api/retail/prices")]
+    azure_requests = []
+
+    def azure(req):  # the first crawl (two pages) answers; the next one hangs
+        azure_requests.append(req)
+        return standard_azure(req) if len(azure_requests) <= 2 else Reply(delay=60)
+
+    provider_server.route("GET", "/api/retail/prices", azure)
+    db_url = sqlite_url
+    with SmtpSink() as smtp, WebhookSink() as hook:
+        def start(**sources):
+            port = free_port()
+            path = write_config(tmp_path / "gpuradar.yaml", {
+                "database_url": db_url, "endpoints": endpoints,
+                "sources": only_sources(sources),
+                # rto: apprise waits up to 60 s for the webhook's answer
+                "targets": {"mail": smtp.url, "hook": hook.url + "?rto=60"},
+                "rules": [H100_RULE], "scrapy": {"DOWNLOAD_DELAY": 0},
+                "daemon": {"outbox_interval": 1, "grace_period": 5, "watch_interval": 0,
+                           "misfire_grace": 10},
+                "metrics": {"port": port}})
+            d = Daemon(tmp_path, path, metrics_port=port)
+            d.wait_ready()
+            return d
+
+        def sql(q):
+            return query(db_url, q)
+
+        # 1. the webhook keeps the delivery in flight; azure's second crawl hangs: kill -9
+        hook.hang = 30
+        d = start(azure={"interval": 1, **FAST}, vastai={"interval": 60, **FAST},
+                  fx={"interval": 3600, **FAST})
+        try:
+            wait_for(lambda: hook.posts and sql(
+                "SELECT 1 FROM notification WHERE target = 'mail' AND status = 'sent'")
+                and sql("SELECT 1 FROM crawl WHERE source = 'azure' AND status = 'ok'")
+                and sql("SELECT 1 FROM crawl WHERE source = 'azure' AND status = 'running'"),
+                30, "a delivery and a crawl in flight", on_fail=d.tail)
+            d.kill9()
+        finally:
+            d.cleanup()
+        azure_offers = sql("SELECT COUNT(*) FROM offer WHERE source = 'azure' AND active")
+        assert azure_offers[0][0] > 0
+        assert sql("SELECT status FROM notification WHERE target = 'hook'") == [("pending",)]
+        assert sql("SELECT COUNT(*) FROM crawl WHERE status = 'running'")[0][0] >= 1
+
+        # 2. restart: the crawl is marked failed and closed nothing; the webhook in flight
+        # is delivered again; the email is not; further evaluations send nothing new
+        hook.hang = 0
+        azure_requests.clear()
+        d = start(azure={"interval": 600, **FAST}, vastai={"interval": 1, **FAST},
+                  fx={"interval": 3600, **FAST})
+        try:
+            interrupted = sql("SELECT error FROM crawl WHERE source = 'azure' AND status = "
+                              "'failed'")
+            assert interrupted and interrupted[0][0].startswith("interrupted")
+            assert sql("SELECT COUNT(*) FROM offer WHERE source = 'azure' AND "
+                       "active") == azure_offers
+            d.wait_metric("gpuradar_notifications_total", 1, channel="webhook", status="sent")
+            # evaluations at start and after a crawl: the firing rule sends nothing new
+            d.wait_metric("gpuradar_crawls_total", 1, source="vastai", status="ok")
+            d.wait_metric("gpuradar_rule_evaluations_total", 2, result="ok")
+            assert d.value("gpuradar_outbox_backlog") == 0
+            assert d.stop() == 0
+        finally:
+            d.cleanup()
+
+    # at-least-once: only the message in flight at the kill arrived twice
+    assert len(smtp.messages) == 1 and len(hook.posts) == 2
+    assert hook.posts[0]["title"] == hook.posts[1]["title"]
+    assert sql("SELECT status, COUNT(*) FROM notification GROUP BY status") == [("sent", 2)]
+    assert consistency_problems(db_url) == []
