@@ -25,9 +25,9 @@ from bench import storage
 PG_ADMIN = os.environ.get("GPURADAR_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 QUICK = {"ingest_offers": 20_000, "growth_offers": 20_000, "growth_crawls": 24,
-         "rules": 1_000, "rule_offers": 50_000, "daemon_cycles": 20}
+         "rules": 1_000, "rule_offers": 50_000, "daemon_cycles": 20, "daemon_runs": 2}
 FULL = {"ingest_offers": 100_000, "growth_offers": 20_000, "growth_crawls": 96,
-        "rules": 1_000, "rule_offers": 50_000, "daemon_cycles": 200}
+        "rules": 1_000, "rule_offers": 50_000, "daemon_cycles": 200, "daemon_runs": 5}
 
 
 class Figures:
@@ -116,8 +116,23 @@ def run(full: bool, with_pg: bool) -> Figures:
     return figs
 
 
-# Further figures (the daemon's memory) register here.
-EXTRA: list[Callable[[Figures, dict], None]] = []
+def daemon_figures(figs: Figures, size: dict) -> None:
+    """The real daemon in a subprocess, replaying the shipped recordings."""
+    from bench.daemon import latency, memory
+
+    with tempfile.TemporaryDirectory() as tmp:
+        mem = memory(size["daemon_cycles"], Path(tmp))
+        lat = latency(size["daemon_runs"], Path(tmp))
+    figs.add(f"daemon RSS over {mem['cycles']} replayed crawl cycles (peak)",
+             mem["rss_peak_mb"], None, "< 250 MB", mem["rss_peak_mb"] < 250, "MB")
+    figs.add(f"  start {mem['rss_start_mb']} MB, end {mem['rss_end_mb']} MB; trend over the "
+             "second half", mem["trend_mb_per_100_cycles_second_half"], None, "printed",
+             None, "MB/100 cycles")
+    figs.add(f"daemon: end of crawl -> webhook received (median of {lat['runs']})",
+             lat["median_s"] * 1000, None, "< 2,000 ms", lat["median_s"] < 2, "ms")
+
+
+EXTRA: list[Callable[[Figures, dict], None]] = [daemon_figures]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Benchmark of `gpuradar run` (not a test; `python -m tests.bench_daemon`).
+"""Benchmark of `gpuradar run` (part of `python -m bench`; alone: `python -m bench.daemon`).
 
 1. Memory: the daemon replays the shipped recordings of azure, vastai and fx every second
    for CYCLES crawl cycles; its RSS (process_resident_memory_bytes from /metrics) is
