@@ -147,14 +147,15 @@ class Market:
                     and now - at > settings.stale_after):
                 self.stale.add(source)
         self._by_gpu: dict[str, list[tuple]] | None = None
-        self._sorted: dict[tuple[str, int], tuple[list[float], list[tuple], list[tuple]]] = (
+        self._sorted: dict[tuple, tuple[list[float], list[tuple], list[tuple]]] = (
             {} if sorted_cache is None else sorted_cache)
 
-    def sorted_offers(self, gpu: str, column: int, pricing: str | None
+    def sorted_offers(self, gpu: str, column: int, pricing: str | None,
+                      source: str | None = None
                       ) -> tuple[list[float], list[tuple], list[tuple]]:
         """(USD keys, offers sorted by that USD column, offers without a USD price) of one
-        GPU (and one pricing, if given)."""
-        key = (gpu, column, pricing)
+        GPU (and one pricing, and one source, if given)."""
+        key = (gpu, column, pricing, source)
         hit = self._sorted.get(key)
         if hit is None:
             if self._by_gpu is None:
@@ -164,6 +165,8 @@ class Market:
             pool = self._by_gpu.get(gpu, [])
             if pricing is not None:
                 pool = [o for o in pool if o[PRICING] == pricing]
+            if source is not None:
+                pool = [o for o in pool if o[SRC] == source]
             priced = sorted((o for o in pool if o[column] is not None), key=lambda o: o[column])
             hit = ([o[column] for o in priced], priced, [o for o in pool if o[column] is None])
             self._sorted[key] = hit
@@ -285,11 +288,14 @@ def _candidates(market: Market, rule: Rule, bound_usd: float | None) -> Iterable
     if rule.min_gpu_memory is not None:
         floor = rule.min_gpu_memory * 0.97
         gpus = [g for g in gpus if _NOMINAL_MEMORY.get(g, floor) >= floor]
+    # A rule limited to a few sources reads only their lists (the filter still checks).
+    sources: list[str | None] = sorted(rule.sources) if rule.sources else [None]
     for gpu in gpus:
-        keys, priced, unpriced = market.sorted_offers(gpu, column, rule.pricing)
-        end = len(priced) if bound_usd is None else bisect_right(keys, bound_usd)
-        yield from priced[:end]
-        yield from unpriced
+        for source in sources:
+            keys, priced, unpriced = market.sorted_offers(gpu, column, rule.pricing, source)
+            end = len(priced) if bound_usd is None else bisect_right(keys, bound_usd)
+            yield from priced[:end]
+            yield from unpriced
 
 
 _SIGNATURE = ("gpus", "min_gpus", "max_gpus", "min_gpu_memory", "min_total_gpu_memory",
