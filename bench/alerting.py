@@ -57,9 +57,12 @@ def evaluation_figures(workdir: Path, pg_admin: str, n_rules: int, n_offers: int
         t0 = time.perf_counter()
         cold = evaluate(engine, rules, now=now)
         cold_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        evaluate(engine, rules, now=now + timedelta(minutes=1))
-        warm_s = time.perf_counter() - t0
+        runs = []
+        for k in range(1, 4):  # the daemon's steady state: median of three
+            t0 = time.perf_counter()
+            evaluate(engine, rules, now=now + timedelta(minutes=k))
+            runs.append(time.perf_counter() - t0)
+        warm_s = sorted(runs)[1]
     return {"cold_ms": cold_s * 1000, "warm_ms": warm_s * 1000, "firing": cold.firing,
             "offers": work.size, "rules": len(rules)}
 

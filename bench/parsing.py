@@ -6,7 +6,7 @@ import json
 import time
 from pathlib import Path
 
-from crawler.items import PriceItem
+from crawler.items import FxRateItem, PriceItem
 from crawler.parsing import response_for
 
 RECORDINGS = Path(__file__).parent.parent / "gpuradar" / "recordings"
@@ -34,7 +34,8 @@ def parse_figures(settings, min_seconds: float = 0.3) -> dict[str, dict[str, flo
         try:
             while True:
                 for resp in responses:
-                    items += sum(isinstance(o, PriceItem) for o in spider.parse_file(resp))
+                    items += sum(isinstance(o, PriceItem | FxRateItem)
+                                 for o in spider.parse_file(resp))
                 rounds += 1
                 if time.perf_counter() - t0 >= min_seconds:
                     break

@@ -168,3 +168,15 @@ def test_access_key_crawl_has_spot_and_availability(tmp_path, provider_server, d
     a100 = by_key[("cn-hangzhou-i", "ecs.gn7e-c16g1.4xlarge", "on_demand")]
     assert a100["available"] is False and a100["gpu"] == "A100-SXM-80GB"
     assert SECRET not in proc.stdout + proc.stderr
+
+
+def test_parse_reads_the_recorded_pricing_page_without_error():
+    """`gpuradar parse` on the page the version is discovered from: no offers, no error."""
+    from pathlib import Path
+
+    from tests.clirun import gpuradar
+
+    page = Path(__file__).parent.parent / "gpuradar/recordings/alibaba/0001-price-product.html"
+    proc = gpuradar("parse", "alibaba", str(page))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""

@@ -344,7 +344,11 @@ class AlibabaSpider(GpuRadarSpider):
                                  "observed": point.get("Timestamp")})
 
     def parse_file(self, response: Response) -> Iterator[PriceItem]:
-        """CDN price files; API answers are checked for shape (they need each other)."""
+        """CDN price files; the pricing page (version discovery: no offers, the version it
+        names is logged); API answers are checked for shape (they need each other)."""
+        if response.body.lstrip()[:1] not in (b"{", b"["):
+            list(self.parse_discovery(response))  # logs the version found, or the fallback
+            return iter(())
         data = json.loads(response.text)
         if isinstance(data, dict) and "pricingInfo" in data:
             return self.parse(response)
