@@ -881,18 +881,12 @@ def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> None:
         if p not in _PRICING_WORDS:
             raise ValueError(f"pricing: on-demand or spot, not {data['pricing']!r}")
         spec["pricing"] = _PRICING_WORDS[p]
-    price = data.get("under", data.get("max_price", data.get("price")))
+    price = _structured_price(data)
     if price is not None:
-        if isinstance(price, int | float) and not isinstance(price, bool):
-            spec["max_price"], spec["currency"] = float(price), "USD"
-        else:
-            try:
-                value, currency, per_inst = parse_price(str(price))
-            except RuleError as exc:
-                raise ValueError(f"under: {exc.message}") from None
-            spec["max_price"], spec["currency"] = value, currency
-            if per_inst is not None:
-                spec["per_instance"] = per_inst
+        value, currency, per_inst = price
+        spec["max_price"], spec["currency"] = value, currency
+        if per_inst is not None:
+            spec["per_instance"] = per_inst
     if "currency" in data:
         cur = str(data["currency"]).upper()
         cur = SYMBOLS.get(cur, cur)
@@ -980,21 +974,28 @@ def _fit_from_mapping(data: dict[str, Any], base_text: Any, structured: list[str
     return _finish({"text": text, **_fit_fields(req)}, options)
 
 
+def _structured_price(data: dict[str, Any]) -> tuple[float, str, bool | None] | None:
+    """The YAML form's price (`under`, `max_price` or `price`): a bare number is USD."""
+    price = data.get("under", data.get("max_price", data.get("price")))
+    if price is None:
+        return None
+    if isinstance(price, int | float) and not isinstance(price, bool):
+        return float(price), "USD", None
+    try:
+        return parse_price(str(price))
+    except RuleError as exc:
+        raise ValueError(f"under: {exc.message}") from None
+
+
 def _refine_fit(req: FitRequirement, data: dict[str, Any]) -> FitRequirement:
     """The requirement with the structured fields applied (they override the clause)."""
     changes: dict[str, Any] = {}
-    price = data.get("under", data.get("max_price", data.get("price")))
+    price = _structured_price(data)
     if price is not None:
-        if isinstance(price, int | float) and not isinstance(price, bool):
-            changes["max_price"], changes["currency"] = float(price), "USD"
-        else:
-            try:
-                value, currency, per_inst = parse_price(str(price))
-            except RuleError as exc:
-                raise ValueError(f"under: {exc.message}") from None
-            changes["max_price"], changes["currency"] = value, currency
-            if per_inst is not None:  # `$3/h` is for the configuration, as in the clause
-                changes["per_gpu"] = not per_inst
+        value, currency, per_inst = price
+        changes["max_price"], changes["currency"] = value, currency
+        if per_inst is not None:  # `$3/h` is for the configuration, as in the clause
+            changes["per_gpu"] = not per_inst
     if "currency" in data:
         cur = str(data["currency"]).upper()
         cur = SYMBOLS.get(cur, cur)

@@ -172,10 +172,7 @@ class AlibabaSpider(GpuRadarSpider):
 
     def parse(self, response: Response, version_source: str = "file",
               **kwargs: Any) -> Iterator[PriceItem]:
-        try:
-            data = json.loads(response.text)
-        except ValueError as exc:
-            raise ParseError(self.name, "<body>", response.url, f"is not JSON ({exc})") from None
+        data = self.json_body(response)
         info = require(data, "pricingInfo", self.name, response.url, dict)
         currency = data.get("currency") or ("USD" if self.site == "intl" else "CNY")
         version = data.get("version")

@@ -114,10 +114,7 @@ class AutodlSpider(GpuRadarSpider):
 
     # -- responses -------------------------------------------------------------------------
     def data(self, response: Response) -> Any:
-        try:
-            body = json.loads(response.text)
-        except ValueError as exc:
-            raise ParseError(self.name, "<body>", response.url, f"is not JSON ({exc})") from None
+        body = self.json_body(response)
         code = require(body, "code", self.name, response.url)
         if code != "Success":
             raise ParseError(self.name, "code", response.url,

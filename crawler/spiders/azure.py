@@ -8,7 +8,6 @@ replaced them and would otherwise be stored twice under the spot key.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +17,7 @@ import scrapy
 from scrapy.http import Response
 
 from crawler.items import PriceItem
-from crawler.spiders.base import GpuRadarSpider, ParseError, require
+from crawler.spiders.base import GpuRadarSpider, require
 
 # Family (the part of the size name after the vCPU count, without "Standard_") -> GPU name
 # as Azure documents it, and the GPUs per size keyed by vCPUs (None: one GPU per size).
@@ -80,10 +79,7 @@ class AzureSpider(GpuRadarSpider):
         yield scrapy.Request(self.first_url(), callback=self.parse)
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[PriceItem | scrapy.Request]:
-        try:
-            page = json.loads(response.text)
-        except ValueError as exc:
-            raise ParseError(self.name, "<body>", response.url, f"is not JSON ({exc})") from None
+        page = self.json_body(response)
         items = require(page, "Items", self.name, response.url, list)
         for i, meter in enumerate(items):
             item = self.parse_meter(meter, f"{response.url} Items[{i}]")

@@ -3,6 +3,7 @@ options and credentials, and parse errors that name the source and the field."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -65,6 +66,13 @@ class GpuRadarSpider(scrapy.Spider):
             if not opts.get(opt) and os.environ.get(env):
                 opts[opt] = os.environ[env]
         return opts
+
+    def json_body(self, response) -> Any:
+        """The response's JSON, or a ParseError naming the source and the URL."""
+        try:
+            return json.loads(response.text)
+        except ValueError as exc:
+            raise ParseError(self.name, "<body>", response.url, f"is not JSON ({exc})") from None
 
     def count(self, reason: str) -> None:
         """Count something the spider skipped on purpose (`gpuradar/skipped/<reason>`)."""

@@ -36,7 +36,7 @@ from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
 from crawler.items import PriceItem
-from crawler.spiders.base import GpuRadarSpider, ParseError, require
+from crawler.spiders.base import GpuRadarSpider, require
 
 PRICING_PAGE = "https://cloud.google.com/compute/gpus-pricing"
 
@@ -207,7 +207,7 @@ class GcpSpider(GpuRadarSpider):
                               response.status, message)
             yield from self.assemble()
             return
-        page = self.load(response)
+        page = self.json_body(response)
         self.read_page(page, response.url)
         token = page.get("nextPageToken")
         if token and token not in self.tokens:
@@ -221,14 +221,9 @@ class GcpSpider(GpuRadarSpider):
     def parse_file(self, response: Response) -> Iterator[PriceItem]:
         """One saved SKU page, assembled on its own (`gpuradar parse gcp FILE`)."""
         self.index, self.done = SkuIndex(), False
-        self.read_page(self.load(response), response.url)
+        self.read_page(self.json_body(response), response.url)
         yield from self.assemble()
 
-    def load(self, response: Response) -> Any:
-        try:
-            return json.loads(response.text)
-        except ValueError as exc:
-            raise ParseError(self.name, "<body>", response.url, f"is not JSON ({exc})") from None
 
     def read_page(self, page: Any, where: str) -> None:
         skus = require(page, "skus", self.name, where, list)

@@ -145,14 +145,9 @@ class HuaweiSpider(GpuRadarSpider):
                            meta={"handle_httpstatus_list": [400]})
 
     # -- responses -------------------------------------------------------------------------
-    def json_of(self, response: Response) -> Any:
-        try:
-            return json.loads(response.text)
-        except ValueError as exc:
-            raise ParseError(self.name, "<body>", response.url, f"is not JSON ({exc})") from None
 
     def parse_projects(self, response: Response) -> Iterator[scrapy.Request]:
-        data = self.json_of(response)
+        data = self.json_body(response)
         wanted = {str(r) for r in self.option("regions") or []}
         for i, project in enumerate(require(data, "projects", self.name, response.url, list)):
             name = require(project, "name", self.name, f"projects[{i}]", str)
@@ -168,7 +163,7 @@ class HuaweiSpider(GpuRadarSpider):
 
     def parse_flavors(self, response: Response, region: str, project_id: str,
                       **kwargs: Any) -> Iterator[scrapy.Request]:
-        flavors = require(self.json_of(response), "flavors", self.name, response.url, list)
+        flavors = require(self.json_body(response), "flavors", self.name, response.url, list)
         if len(flavors) >= PAGE:
             last = require(flavors[-1], "id", self.name, "flavors[-1]", str)
             request = self.flavors_request(region, project_id, marker=last)
@@ -212,7 +207,7 @@ class HuaweiSpider(GpuRadarSpider):
 
     def parse_rating(self, response: Response, region: str, project_id: str,
                      flavors: list[dict[str, Any]], **kwargs: Any) -> Iterator[Any]:
-        data = self.json_of(response)
+        data = self.json_body(response)
         if response.status == 400:
             # A handled answer, not a failed request: keep it out of the crawl's error count.
             stats = self.crawler.stats
@@ -270,7 +265,7 @@ class HuaweiSpider(GpuRadarSpider):
     def parse_file(self, response: Response) -> Iterator[PriceItem]:
         """Flavors alone: the offers without a price (so `parse` shows them as dropped
         no_price); a BSS answer: checked, nothing to show without its flavors."""
-        data = self.json_of(response)
+        data = self.json_body(response)
         if isinstance(data, dict) and "error_code" in data:
             raise ParseError(self.name, "error_code", response.url,
                              f"says {data['error_code']}: {data.get('error_msg')}")

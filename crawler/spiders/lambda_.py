@@ -16,7 +16,6 @@ always per instance-hour: the page's per-GPU price times the tab's GPU count.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import replace
@@ -98,7 +97,7 @@ class LambdaSpider(GpuRadarSpider):
         """A saved instance-types answer or pricing page, told apart by content."""
         head = response.body.lstrip()[:1]
         if head in (b"{", b"["):
-            data = self.load(response)
+            data = self.json_body(response)
             entries = require(data, "data", self.name, response.url)
             if isinstance(entries, list):
                 raise ParseError(self.name, "data", response.url, "is the images list; "
@@ -107,15 +106,10 @@ class LambdaSpider(GpuRadarSpider):
         else:
             yield from self.parse_pricing_page(response)
 
-    def load(self, response: Response) -> Any:
-        try:
-            return json.loads(response.text)
-        except ValueError as exc:
-            raise ParseError(self.name, "<body>", response.url, f"is not JSON ({exc})") from None
 
     # -- the API ---------------------------------------------------------------------------
     def parse_instance_types(self, response: Response) -> Iterator[scrapy.Request]:
-        data = self.load(response)
+        data = self.json_body(response)
         require(data, "data", self.name, response.url, dict)
         yield scrapy.Request(self.endpoint("images"), headers=self.auth(self.option("api_key")),
                              callback=self.parse_images, errback=self.images_failed,
@@ -123,7 +117,7 @@ class LambdaSpider(GpuRadarSpider):
 
     def parse_images(self, response: Response, types: dict[str, Any],
                      url: str) -> Iterator[PriceItem]:
-        images = require(self.load(response), "data", self.name, response.url, list)
+        images = require(self.json_body(response), "data", self.name, response.url, list)
         regions = set()
         for i, image in enumerate(images):
             region = require(image, "region", self.name, f"{response.url} data[{i}]", dict)

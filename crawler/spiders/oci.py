@@ -22,7 +22,6 @@ no API publishes it): spot offers are computed, marked `attributes["derived"]`.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import replace
@@ -99,17 +98,17 @@ class OciSpider(GpuRadarSpider):
         yield scrapy.Request(self.endpoint("shapes"), callback=self.parse_shapes)
 
     def parse_shapes(self, response: Response) -> Iterator[scrapy.Request]:
-        shapes = self.load(response)
+        shapes = self.json_body(response)
         require(shapes, "items", self.name, response.url, list)
         yield scrapy.Request(self.prices_url(), callback=self.parse_prices,
                              cb_kwargs={"shapes": shapes})
 
     def parse_prices(self, response: Response, shapes: dict[str, Any]) -> Iterator[PriceItem]:
-        yield from self.offers(shapes, self.load(response), response.url)
+        yield from self.offers(shapes, self.json_body(response), response.url)
 
     def parse_file(self, response: Response) -> Iterator[PriceItem]:
         """A saved shapes.json or price list; offers once both halves have been read."""
-        doc = self.load(response)
+        doc = self.json_body(response)
         items = require(doc, "items", self.name, response.url, list)
         first = items[0] if items else {}
         if isinstance(first, dict) and "partNumber" in first:
@@ -126,11 +125,6 @@ class OciSpider(GpuRadarSpider):
             return
         yield from self.offers(self._shapes, self._prices, response.url)
 
-    def load(self, response: Response) -> Any:
-        try:
-            return json.loads(response.text)
-        except ValueError as exc:
-            raise ParseError(self.name, "<body>", response.url, f"is not JSON ({exc})") from None
 
     # -- the join -------------------------------------------------------------------------
     def price_table(self, doc: Any, where: str) -> dict[str, dict[str, Any]]:

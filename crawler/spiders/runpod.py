@@ -93,10 +93,7 @@ class RunpodSpider(GpuRadarSpider):
         yield from self.offers(self.load(response), response.url)
 
     def load(self, response: Response) -> dict[str, Any]:
-        try:
-            doc = json.loads(response.text)
-        except ValueError as exc:
-            raise ParseError(self.name, "<body>", response.url, f"is not JSON ({exc})") from None
+        doc = self.json_body(response)
         if isinstance(doc, dict) and doc.get("errors"):
             first = doc["errors"][0]
             message = first.get("message") if isinstance(first, dict) else first

@@ -120,10 +120,7 @@ class TencentSpider(GpuRadarSpider):
     # -- responses -------------------------------------------------------------------------
     def body(self, response: Response) -> dict[str, Any]:
         """`Response` of an API 3.0 answer; an API error is a ParseError naming its code."""
-        try:
-            data = json.loads(response.text)
-        except ValueError as exc:
-            raise ParseError(self.name, "<body>", response.url, f"is not JSON ({exc})") from None
+        data = self.json_body(response)
         body = require(data, "Response", self.name, response.url, dict)
         error = body.get("Error")
         if error:

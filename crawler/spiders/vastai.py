@@ -19,7 +19,7 @@ import scrapy
 from scrapy.http import Response
 
 from crawler.items import PriceItem
-from crawler.spiders.base import GpuRadarSpider, ParseError, require
+from crawler.spiders.base import GpuRadarSpider, require
 
 # gpu_name values Vast uses for datacenter and popular consumer GPUs.
 GPU_NAMES = (
@@ -61,10 +61,7 @@ class VastaiSpider(GpuRadarSpider):
                                  callback=self.parse, cb_kwargs={"gpu_name": gpu_name})
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[PriceItem]:
-        try:
-            data = json.loads(response.text)
-        except ValueError as exc:
-            raise ParseError(self.name, "<body>", response.url, f"is not JSON ({exc})") from None
+        data = self.json_body(response)
         offers = require(data, "offers", self.name, response.url, list)
         for i, offer in enumerate(offers):
             yield from self.parse_offer(offer, f"offers[{i}]")
