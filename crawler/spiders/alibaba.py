@@ -110,10 +110,8 @@ class AlibabaSpider(GpuRadarSpider):
              "availability per zone.")
 
     @classmethod
-    def status(cls, settings: BaseSettings) -> tuple[bool, str]:
-        opts = cls.options_from(settings)
-        if opts.get("enabled") is False:
-            return False, "disabled in the config file"
+    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+                        ) -> tuple[bool, str]:
         site = "intl" if opts.get("site") == "intl" else "china"
         currency = "USD" if site == "intl" else "CNY"
         if opts.get("access_key_id") and opts.get("access_key_secret"):

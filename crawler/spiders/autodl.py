@@ -53,10 +53,8 @@ class AutodlSpider(GpuRadarSpider):
     custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_DELAY": 0.2}
 
     @classmethod
-    def status(cls, settings: BaseSettings) -> tuple[bool, str]:
-        opts = cls.options_from(settings)
-        if opts.get("enabled") is False:
-            return False, "disabled in the config file"
+    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+                        ) -> tuple[bool, str]:
         web, dev = bool(opts.get("web_token")), bool(opts.get("dev_token"))
         if not (web or dev):
             return False, ("needs AUTODL_WEB_TOKEN (sources.autodl.web_token: your logged-in "

@@ -231,10 +231,8 @@ class AwsSpider(GpuRadarSpider):
             return exc
 
     @classmethod
-    def status(cls, settings: BaseSettings) -> tuple[bool, str]:
-        opts = cls.options_from(settings)
-        if opts.get("enabled") is False:
-            return False, "disabled in the config file"
+    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+                        ) -> tuple[bool, str]:
         public = "public price files"
         if opts.get("spot_history") is False:
             return True, public + "; per-zone spot prices off (sources.aws.spot_history)"

@@ -98,6 +98,13 @@ class GpuRadarSpider(scrapy.Spider):
         opts = cls.options_from(settings)
         if opts.get("enabled") is False:
             return False, "disabled in the config file"
+        return cls.describe_status(settings, opts)
+
+    @classmethod
+    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+                        ) -> tuple[bool, str]:
+        """Enabled or not, and why, for a source the config file does not disable: which
+        credentials it found or which setting would enable (or add to) it."""
         missing = [f"{env} (or sources.{cls.name}.{opt})" for opt, env in cls.credentials.items()
                    if not opts.get(opt)]
         if cls.requires_credentials and missing:

@@ -161,10 +161,8 @@ class GcpSpider(GpuRadarSpider):
         self.done = False
 
     @classmethod
-    def status(cls, settings: BaseSettings) -> tuple[bool, str]:
-        opts = cls.options_from(settings)
-        if opts.get("enabled") is False:
-            return False, "disabled in the config file"
+    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+                        ) -> tuple[bool, str]:
         if not opts.get("api_key"):
             return False, ("needs a Google Cloud API key with the Cloud Billing API enabled: "
                            "set GCP_API_KEY or sources.gcp.api_key")

@@ -87,10 +87,8 @@ class HuaweiSpider(GpuRadarSpider):
              "price from BSS; CNY on the China site (option site: intl for USD).")
 
     @classmethod
-    def status(cls, settings: BaseSettings) -> tuple[bool, str]:
-        opts = cls.options_from(settings)
-        if opts.get("enabled") is False:
-            return False, "disabled in the config file"
+    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+                        ) -> tuple[bool, str]:
         if not (opts.get("access_key") and opts.get("secret_key")):
             return False, ("needs HUAWEICLOUD_SDK_AK and HUAWEICLOUD_SDK_SK (or "
                            "sources.huawei.access_key / secret_key): an AK/SK allowed to list "

@@ -71,10 +71,8 @@ class LambdaSpider(GpuRadarSpider):
     custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_DELAY": 1.0}
 
     @classmethod
-    def status(cls, settings: BaseSettings) -> tuple[bool, str]:
-        opts = cls.options_from(settings)
-        if opts.get("enabled") is False:
-            return False, "disabled in the config file"
+    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+                        ) -> tuple[bool, str]:
         if opts.get("api_key"):
             return True, "API key found: instance-types API, live availability per region"
         return True, ("public pricing page (list prices, availability unknown); "

@@ -59,10 +59,8 @@ class RunpodSpider(GpuRadarSpider):
              "price per GPU-hour x GPUs; no spot (RunPod ended spot pods).")
 
     @classmethod
-    def status(cls, settings: BaseSettings) -> tuple[bool, str]:
-        opts = cls.options_from(settings)
-        if opts.get("enabled") is False:
-            return False, "disabled in the config file"
+    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+                        ) -> tuple[bool, str]:
         if opts.get("api_key"):
             return True, "public endpoint; RUNPOD_API_KEY found (sent, not needed for prices)"
         return True, "public endpoint, no key needed"

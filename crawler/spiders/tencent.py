@@ -61,10 +61,8 @@ class TencentSpider(GpuRadarSpider):
              "SELL/SOLD_OUT per zone; CNY by default (option currency).")
 
     @classmethod
-    def status(cls, settings: BaseSettings) -> tuple[bool, str]:
-        opts = cls.options_from(settings)
-        if opts.get("enabled") is False:
-            return False, "disabled in the config file"
+    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+                        ) -> tuple[bool, str]:
         if not (opts.get("secret_id") and opts.get("secret_key")):
             return False, ("needs TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY (or "
                            "sources.tencent.secret_id / secret_key): an API key with read "
