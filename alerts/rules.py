@@ -888,12 +888,7 @@ def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> None:
         if per_inst is not None:
             spec["per_instance"] = per_inst
     if "currency" in data:
-        cur = str(data["currency"]).upper()
-        cur = SYMBOLS.get(cur, cur)
-        if not known_currency(cur):
-            raise RuleError(f"currency: unknown currency {data['currency']!r}",
-                            hint=_close(cur, FALLBACK_USD_PER_UNIT, 0.6))
-        spec["currency"] = cur
+        spec["currency"] = _structured_currency(data["currency"])
     if "per" in data:
         per = str(data["per"]).lower()
         if per not in ("gpu", "instance"):
@@ -974,6 +969,16 @@ def _fit_from_mapping(data: dict[str, Any], base_text: Any, structured: list[str
     return _finish({"text": text, **_fit_fields(req)}, options)
 
 
+def _structured_currency(value: Any) -> str:
+    """The YAML form's `currency`: an ISO code or a symbol."""
+    cur = str(value).upper()
+    cur = SYMBOLS.get(cur, cur)
+    if not known_currency(cur):
+        raise RuleError(f"currency: unknown currency {value!r}",
+                        hint=_close(cur, FALLBACK_USD_PER_UNIT, 0.6))
+    return cur
+
+
 def _structured_price(data: dict[str, Any]) -> tuple[float, str, bool | None] | None:
     """The YAML form's price (`under`, `max_price` or `price`): a bare number is USD."""
     price = data.get("under", data.get("max_price", data.get("price")))
@@ -997,12 +1002,7 @@ def _refine_fit(req: FitRequirement, data: dict[str, Any]) -> FitRequirement:
         if per_inst is not None:  # `$3/h` is for the configuration, as in the clause
             changes["per_gpu"] = not per_inst
     if "currency" in data:
-        cur = str(data["currency"]).upper()
-        cur = SYMBOLS.get(cur, cur)
-        if not known_currency(cur):
-            raise RuleError(f"currency: unknown currency {data['currency']!r}",
-                            hint=_close(cur, FALLBACK_USD_PER_UNIT, 0.6))
-        changes["currency"] = cur
+        changes["currency"] = _structured_currency(data["currency"])
     if "per" in data:
         per = str(data["per"]).lower()
         if per not in ("gpu", "instance", "configuration", "config"):

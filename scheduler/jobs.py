@@ -87,14 +87,20 @@ class DaemonOptions:
     intervals: dict[str, float]
 
 
-def daemon_options(cfg: Config) -> DaemonOptions:
-    where = f"{cfg.path or '<defaults>'}: daemon"
-    raw = dict(cfg.daemon or {})
-    unknown = sorted(set(raw) - set(DAEMON_DEFAULTS))
+def _with_defaults(section: dict | None, defaults: dict[str, Any], where: str
+                   ) -> dict[str, Any]:
+    """A config section over its defaults; an unknown key is an error naming it."""
+    raw = dict(section or {})
+    unknown = sorted(set(raw) - set(defaults))
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known keys: "
-                          f"{', '.join(sorted(DAEMON_DEFAULTS))}")
-    opts = {**DAEMON_DEFAULTS, **raw}
+                          f"{', '.join(sorted(defaults))}")
+    return {**defaults, **raw}
+
+
+def daemon_options(cfg: Config) -> DaemonOptions:
+    where = f"{cfg.path or '<defaults>'}: daemon"
+    opts = _with_defaults(cfg.daemon, DAEMON_DEFAULTS, where)
     intervals = opts["intervals"] or {}
     if not isinstance(intervals, dict):
         raise ConfigError(f"{where}.intervals must be a mapping of kind: duration")
@@ -129,12 +135,7 @@ def metrics_options(cfg: Config, address: str | None = None,
                     port: int | None = None) -> MetricsOptions:
     """The `metrics:` section; command-line values win."""
     where = f"{cfg.path or '<defaults>'}: metrics"
-    raw = dict(cfg.metrics or {})
-    unknown = sorted(set(raw) - set(METRICS_DEFAULTS))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known keys: "
-                          f"{', '.join(sorted(METRICS_DEFAULTS))}")
-    opts = {**METRICS_DEFAULTS, **raw}
+    opts = _with_defaults(cfg.metrics, METRICS_DEFAULTS, where)
     if address is not None:
         opts["address"] = address
     if port is not None:
