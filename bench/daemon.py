@@ -22,10 +22,10 @@ from tests.daemon_helpers import (
     Daemon,
     WebhookSink,
     copy_recordings,
-    free_port,
     query,
     write_config,
 )
+from tests.helpers import free_port
 
 SOURCES = ["azure", "vastai", "fx"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from typing import Any
 
-from sqlalchemy import Engine, and_, func, or_, select
+from sqlalchemy import Engine, and_, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from storage.models import Crawl, FxRate, Offer, PriceChange
@@ -58,7 +58,6 @@ def consecutive_failures(engine: Engine, source: str, limit: int = 50) -> int:
 
 def mark_interrupted_crawls(engine: Engine) -> int:
     """Crawls left 'running' by a killed process are failed: they closed nothing."""
-    from sqlalchemy import update
     with engine.begin() as conn:
         return conn.execute(update(CRAWL).where(CRAWL.c.status == "running").values(
             status="failed", error="interrupted (process stopped during the crawl)",
@@ -312,7 +311,3 @@ def store_fx(engine: Engine, rates: dict[str, float], rate_date: date, origin: s
     with engine.begin() as conn:
         conn.execute(stmt, rows)
     return len(rows)
-
-
-def since_days(days: float) -> datetime:
-    return datetime.now(UTC) - timedelta(days=days)

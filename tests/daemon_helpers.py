@@ -8,7 +8,6 @@ import email.policy
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from tests.helpers import free_port
+
 REPO = Path(__file__).resolve().parent.parent
 RECORDINGS = REPO / "gpuradar" / "recordings"
 # What the `gpuradar` console script runs (`python -m gpuradar.cli` would import the CLI
@@ -29,12 +30,6 @@ RECORDINGS = REPO / "gpuradar" / "recordings"
 GPURADAR = [sys.executable, "-c", "import sys; sys.argv[0] = 'gpuradar'; "
             "from gpuradar.cli import main; main()"]
 
-
-def free_port() -> int:
-    """A port nobody listens on (aiosmtpd's Controller cannot take port 0)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(pred: Callable[[], Any], timeout: float, what: str, every: float = 0.1,

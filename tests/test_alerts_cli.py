@@ -14,8 +14,9 @@ from alerts.loader import load_rules, load_targets
 from gpuradar.cli import app
 from gpuradar.config import load_config
 from storage.db import open_database
+from tests.helpers import free_port
 from tests.test_alert_engine import T0, crawl, offer
-from tests.test_delivery import WebhookReceiver, free_port
+from tests.test_delivery import WebhookReceiver
 
 runner = CliRunner()
 

@@ -14,6 +14,7 @@ from crawler.parsing import ParseFailed, parse_files
 from crawler.signing import alibaba_rpc_signature, alibaba_string_to_sign
 from crawler.spiders.alibaba import AlibabaSpider, gpu_spec
 from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.helpers import spider_settings
 from tests.provider_server import Reply, serve_standard
 
 FIX = Path(__file__).parent / "fixtures" / "alibaba"
@@ -55,10 +56,7 @@ def test_not_a_gpu_or_unknown_size(instance_type):
 
 
 def project_settings(**options) -> Settings:
-    settings = Settings()
-    settings.setmodule("crawler.settings")
-    settings.set("GPURADAR_SOURCES", {"alibaba": options})
-    return settings
+    return spider_settings("alibaba", **options)
 
 
 def test_parse_china_price_file():

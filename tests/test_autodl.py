@@ -12,6 +12,7 @@ from scrapy.settings import Settings
 from crawler.parsing import ParseFailed, parse_files
 from crawler.spiders.autodl import AutodlSpider
 from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.helpers import spider_settings
 from tests.provider_server import serve_standard
 
 FIX = Path(__file__).parent / "fixtures" / "autodl"
@@ -21,10 +22,7 @@ FAST = {"DOWNLOAD_DELAY": 0, "RETRY_BACKOFF_BASE": 0.05, "RETRY_TIMES": 1}
 
 
 def project_settings(**options) -> Settings:
-    settings = Settings()
-    settings.setmodule("crawler.settings")
-    settings.set("GPURADAR_SOURCES", {"autodl": options})
-    return settings
+    return spider_settings("autodl", **options)
 
 
 def test_machine_list_page():

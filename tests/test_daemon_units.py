@@ -23,7 +23,8 @@ from scheduler.jobs import (
     parse_duration,
     plan_source,
 )
-from tests.daemon_helpers import free_port, parse_metrics
+from tests.daemon_helpers import parse_metrics
+from tests.helpers import free_port
 
 
 def cfg(**kw) -> Config:

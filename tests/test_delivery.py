@@ -7,7 +7,6 @@ from __future__ import annotations
 import email
 import email.policy
 import json
-import socket
 import threading
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,16 +22,12 @@ from alerts.loader import parse_targets
 from alerts.rules import parse_rule
 from storage import alerts as store
 from storage.models import Notification
+from tests.helpers import free_port
 from tests.test_alert_engine import crawl, offer
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 SLACK_HOOK = "https://hooks.slack.com/services/T0000AAAA/B0000BBBB/abcdefghijklmnopqrstuvwx"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class WebhookReceiver:

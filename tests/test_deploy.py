@@ -15,7 +15,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.helpers import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
@@ -498,11 +499,6 @@ def dockerignore_allows(path: str) -> bool:
                 allowed = negate
     return allowed
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_image_entrypoint_and_healthcheck_run_the_daemon(request, tmp_path, pg_template):

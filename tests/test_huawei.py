@@ -13,6 +13,7 @@ from crawler.parsing import ParseFailed, parse_files
 from crawler.signing import huawei_canonical_request, huawei_sign
 from crawler.spiders.huawei import HuaweiSpider, az_status, flavor_gpu
 from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.helpers import spider_settings
 from tests.provider_server import serve_standard
 
 FIX = Path(__file__).parent / "fixtures" / "huawei"
@@ -50,10 +51,7 @@ def test_availability_and_gpu_fields():
 
 
 def project_settings(**options) -> Settings:
-    settings = Settings()
-    settings.setmodule("crawler.settings")
-    settings.set("GPURADAR_SOURCES", {"huawei": options})
-    return settings
+    return spider_settings("huawei", **options)
 
 
 def test_parse_flavors_file_shows_offers_without_price():

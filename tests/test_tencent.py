@@ -13,6 +13,7 @@ from crawler.parsing import ParseFailed, parse_files
 from crawler.signing import tencent_tc3_headers
 from crawler.spiders.tencent import TencentSpider
 from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.helpers import spider_settings
 from tests.provider_server import Reply, serve_standard
 
 FIX = Path(__file__).parent / "fixtures" / "tencent"
@@ -36,10 +37,7 @@ def test_tc3_signature_matches_tencents_worked_example():
 
 
 def project_settings(**options) -> Settings:
-    settings = Settings()
-    settings.setmodule("crawler.settings")
-    settings.set("GPURADAR_SOURCES", {"tencent": options})
-    return settings
+    return spider_settings("tencent", **options)
 
 
 def parsed(name: str, **options) -> list[dict]:
