@@ -38,6 +38,7 @@ test: install-test system-deps
 
 lint: install-test
 	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q tests/test_architecture.py
 
 bench: install
 	$(BIN)/python -m bench

@@ -20,10 +20,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from gpuradar.alerts.loader import Target, Targets, channel_of, redact
+from gpuradar.storage import alerts as store
 from sqlalchemy import Engine
-
-from alerts.loader import Target, Targets, channel_of, redact
-from storage import alerts as store
 
 log = logging.getLogger(__name__)
 

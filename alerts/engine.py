@@ -23,9 +23,7 @@ Semantics (docs/alerts.md has the user's version):
 
 from __future__ import annotations
 
-import fnmatch
 import logging
-import re
 import threading
 import time
 import weakref
@@ -38,15 +36,16 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from gpuradar.alerts.rules import Rule, parse_datetime, parse_pct_or_amount
+from gpuradar.storage import alerts as store
+from gpuradar.storage.queries import latest_fx
 from sqlalchemy import Engine
 
-from alerts.rules import Rule, parse_datetime, parse_duration, parse_pct_or_amount
-from crawler import gpus as catalog
-from crawler.currency import FxTable
-from gpuradar.config import ConfigError
+from gpuradar.core import gpus as catalog
+from gpuradar.core.config import ConfigError
+from gpuradar.core.currency import FxTable
+from gpuradar.core.units import parse_duration, region_pattern
 from gpuradar.recommend import Fit, FitRequirement, estimate_memory, fit_offer, fit_price
-from storage import alerts as store
-from storage.queries import latest_fx
 
 log = logging.getLogger(__name__)
 
@@ -206,20 +205,13 @@ class RuleMatch:
         return self.matches[0][0] if self.matches else None
 
 
-def _region_regex(patterns: Iterable[str]) -> re.Pattern | None:
-    pats = list(patterns)
-    if not pats:
-        return None
-    return re.compile("|".join(f"(?:{fnmatch.translate(p.lower())})" for p in pats))
-
-
 def offer_filter(rule: Rule) -> Callable[[tuple], bool]:
     """Everything about an offer the rule cares about except its price."""
     pricing = rule.pricing
     sources = set(rule.sources) or None
     excluded = set(rule.exclude_sources)
-    regions = _region_regex(rule.regions)
-    not_regions = _region_regex(rule.exclude_regions)
+    regions = region_pattern(rule.regions)
+    not_regions = region_pattern(rule.exclude_regions)
     min_gpus, max_gpus = rule.min_gpus, rule.max_gpus
     min_gmem, min_total = rule.min_gpu_memory, rule.min_total_gpu_memory
     min_vcpus, min_mem = rule.min_vcpus, rule.min_memory
@@ -354,7 +346,7 @@ def _only_gpu_and_pricing(rule: Rule) -> bool:
 # -- fit rules ---------------------------------------------------------------------------
 def offer_dict(o: tuple) -> dict[str, Any]:
     """An offer tuple as the mapping gpuradar.recommend fits jobs on. The tuples carry no
-    `attributes`, so the interconnect comes from crawler.interconnect's table: the same
+    `attributes`, so the interconnect comes from gpuradar.core.interconnect's table: the same
     answer the pipeline stores (it fills attributes["interconnect"] from that table)."""
     return {"source": o[SRC], "region": o[REG], "zone": o[ZONE] or "",
             "instance_type": o[ITYPE], "pricing": o[PRICING], "gpu": o[GPU],
@@ -654,7 +646,7 @@ def evaluate(engine: Engine, rules: list[Rule], *, now: datetime | None = None,
     Writes the alert state and the outbox rows for the notifications it decides on, in one
     transaction. `rules` is the whole rule set: state of rules no longer in it is dropped.
     """
-    from alerts import messages
+    from gpuradar.alerts import messages
 
     started = time.perf_counter()
     now = now or datetime.now(UTC)

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined
 
-from gpuradar.output import age, money
+from gpuradar.core.units import age, money
 
 if TYPE_CHECKING:
-    from alerts.engine import Market, RuleMatch
-    from alerts.rules import Rule
+    from gpuradar.alerts.engine import Market, RuleMatch
+    from gpuradar.alerts.rules import Rule
 
 TEMPLATES = Path(__file__).parent / "templates"
 TEMPLATE_NAMES = ("title.txt.j2", "message.md.j2", "message.txt.j2", "email.html.j2")
@@ -39,7 +39,7 @@ class Message:
 
 def offer_summary(match: tuple[float, tuple], rule: Rule, market: Market) -> dict[str, Any]:
     """One matching offer as plain data (stored with the alert, listed in messages)."""
-    from alerts import engine as x  # the offer tuple's positions
+    from gpuradar.alerts import engine as x  # the offer tuple's positions
 
     value, o = match
     rate = market.usd_per_unit(rule.currency) or 1.0

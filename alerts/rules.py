@@ -33,15 +33,14 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from crawler import gpus as catalog
-from crawler.currency import FALLBACK_USD_PER_UNIT
+from gpuradar.core import gpus as catalog
+from gpuradar.core.currency import FALLBACK_USD_PER_UNIT
+from gpuradar.core.units import CURRENCY_SIGN, SIGN_CURRENCY, parse_duration
 from gpuradar.recommend import FitClauseError, FitRequirement, parse_fit_clause
 
 # The spider names (design.md); a word in `in aws,gcp` that is one of these is a source.
 KNOWN_SOURCES = ("aws", "gcp", "azure", "oci", "alibaba", "tencent", "huawei", "lambda",
                  "runpod", "vastai", "autodl")
-SYMBOLS = {"$": "USD", "¥": "CNY", "￥": "CNY", "€": "EUR", "£": "GBP"}
-CURRENCY_SIGN = {"USD": "$", "CNY": "¥", "EUR": "€", "GBP": "£"}
 
 
 class RuleError(ValueError):
@@ -209,27 +208,6 @@ def duration_text(d: timedelta) -> str:
 
 
 # -- small value parsers (shared with the YAML form and the settings) ----------------------
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|"
-                       r"hours?|d|days?|w|weeks?)\s*$", re.IGNORECASE)
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_duration(value: Any) -> timedelta:
-    """'30m', '4h', '1d', '2 weeks', or a number of seconds."""
-    if isinstance(value, timedelta):
-        return value
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, int | float):
-        return timedelta(seconds=float(value))
-    found = _DURATION.match(str(value))
-    if not found:
-        raise ValueError(f"not a duration: {value!r} (write e.g. 30m, 4h, 1d, 2w)")
-    unit = found.group(2).lower()
-    size = _UNIT_SECONDS["m" if unit.startswith("mi") or unit == "m" else unit[0]]
-    return timedelta(seconds=float(found.group(1)) * size)
-
-
 def parse_datetime(value: Any) -> datetime:
     """An ISO date or date-time; UTC when no offset is given."""
     if isinstance(value, datetime):
@@ -338,14 +316,14 @@ def _price_tokens(toks: list[_Tok], i: int, text: str) -> tuple[float, str, bool
         raise _fail(f"{tok.text!r} names two currencies", text, tok)
     if not code and i < len(toks):
         w = _CURRENCY_WORD.match(toks[i].text)
-        if w and (w.group("code") in SYMBOLS or known_currency(w.group("code"))):
+        if w and (w.group("code") in SIGN_CURRENCY or known_currency(w.group("code"))):
             code, unit = w.group("code"), w.group("unit") or unit
             tok = toks[i]
             i += 1
         elif w and w.group("unit") and len(w.group("code")) == 3:
             raise _fail(f"unknown currency {w.group('code')!r}", text, toks[i],
                         _close(w.group("code").upper(), FALLBACK_USD_PER_UNIT, 0.6))
-    currency = SYMBOLS.get(code or "$") or (code or "USD").upper()
+    currency = SIGN_CURRENCY.get(code or "$") or (code or "USD").upper()
     if not known_currency(currency):
         raise _fail(f"unknown currency {code!r}", text, tok,
                     _close(currency, FALLBACK_USD_PER_UNIT, 0.6))
@@ -623,7 +601,10 @@ def _drop(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, kw: _Tok) -
     n, unit = int(w.group(1)), w.group(2).lower()[0]
     if n <= 0:
         raise _fail("the window must be longer than zero", text, toks[i])
-    spec["drop_window"] = timedelta(seconds=n * _UNIT_SECONDS[unit])
+    try:
+        spec["drop_window"] = parse_duration(f"{n}{unit}")
+    except ValueError as exc:
+        raise _fail(str(exc), text, toks[i]) from None
     i += 1
     if i >= len(toks) or toks[i].low not in ("low", "minimum", "min", "lowest"):
         raise _fail(f"`low` is missing: {usage}", text, toks[i] if i < len(toks) else None)
@@ -972,7 +953,7 @@ def _fit_from_mapping(data: dict[str, Any], base_text: Any, structured: list[str
 def _structured_currency(value: Any) -> str:
     """The YAML form's `currency`: an ISO code or a symbol."""
     cur = str(value).upper()
-    cur = SYMBOLS.get(cur, cur)
+    cur = SIGN_CURRENCY.get(cur, cur)
     if not known_currency(cur):
         raise RuleError(f"currency: unknown currency {value!r}",
                         hint=_close(cur, FALLBACK_USD_PER_UNIT, 0.6))

@@ -105,7 +105,7 @@ def run(full: bool, with_pg: bool) -> Figures:
     for measure in EXTRA:
         measure(figs, size)
     from bench.parsing import parse_figures
-    from gpuradar.config import load_config, scrapy_settings
+    from gpuradar.core.config import load_config, scrapy_settings
 
     for source, r in parse_figures(scrapy_settings(load_config(None))).items():
         if "error" in r:

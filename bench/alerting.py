@@ -44,8 +44,8 @@ def rule_texts(n: int, seed: int = 7) -> list[str]:
 
 def evaluation_figures(workdir: Path, pg_admin: str, n_rules: int, n_offers: int
                        ) -> dict[str, float]:
-    from alerts.engine import evaluate
-    from alerts.rules import parse_rule
+    from gpuradar.alerts.engine import evaluate
+    from gpuradar.alerts.rules import parse_rule
 
     rules = [parse_rule(t, name=f"bench-{i}") for i, t in enumerate(rule_texts(n_rules))]
     with database("sqlite", workdir, pg_admin) as engine:
@@ -83,11 +83,12 @@ class _Hook(BaseHTTPRequestHandler):
 def notification_figures(workdir: Path, pg_admin: str, n_offers: int = 5_000
                          ) -> dict[str, float]:
     """End of a crawl -> evaluate -> outbox -> the send handed to apprise (and received)."""
-    from alerts import delivery
-    from alerts.engine import evaluate
-    from alerts.loader import load_targets
-    from alerts.rules import parse_rule
-    from gpuradar.config import Config
+    from gpuradar.alerts import delivery
+    from gpuradar.alerts.engine import evaluate
+    from gpuradar.alerts.loader import load_targets
+    from gpuradar.alerts.rules import parse_rule
+
+    from gpuradar.core.config import Config
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -31,7 +31,7 @@ SOURCES = ["azure", "vastai", "fx"]
 
 
 def migrated_db(path: Path) -> str:
-    from storage.db import open_database
+    from gpuradar.storage.db import open_database
 
     url = f"sqlite:///{path}"
     open_database(url)

@@ -10,6 +10,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from gpuradar.storage.db import get_engine, upgrade
+from gpuradar.storage.ingest import CrawlWriter
+from gpuradar.storage.models import PriceChange
 from sqlalchemy import (
     Boolean,
     Column,
@@ -28,9 +31,6 @@ from sqlalchemy import (
 )
 
 from bench.workload import Workload
-from storage.db import get_engine, upgrade
-from storage.ingest import CrawlWriter
-from storage.models import PriceChange
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 

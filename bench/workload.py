@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from crawler.items import PriceItem
+from gpuradar.core.items import PriceItem
 
 # source -> (regions, (gpu, count, typical USD per GPU-hour), currency, marketplace?)
 SHAPES: dict[str, tuple[list[str], list[tuple[str, int, float]], str, bool]] = {

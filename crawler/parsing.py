@@ -11,15 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from gpuradar.crawler.pipelines import normalize, validate
+from gpuradar.crawler.spiders.base import ParseError
 from scrapy import Request
 from scrapy.http import HtmlResponse, TextResponse, XmlResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from crawler.currency import FxTable
-from crawler.items import FxRateItem, PriceItem
-from crawler.pipelines import normalize, validate
-from crawler.spiders.base import ParseError
+from gpuradar.core.currency import FxTable
+from gpuradar.core.items import FxRateItem, PriceItem
 
 
 class ParseFailed(RuntimeError):
@@ -43,7 +43,7 @@ def parse_files(source: str, files: list[Path], settings: Settings,
                 url: str | None = None, fx: FxTable | None = None) -> Iterator[dict[str, Any]]:
     """Normalised items (dicts) the source's parser reads from `files`. Items the pipeline
     would drop are reported with `dropped` set to the reason."""
-    from gpuradar.crawl import spider_classes
+    from gpuradar.crawler.runner import spider_classes
 
     classes = spider_classes(settings)
     if source not in classes:

@@ -16,10 +16,10 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
-from crawler import gpus
-from crawler.currency import FxTable
-from crawler.interconnect import interconnect_for
-from crawler.items import PRICINGS, FxRateItem, PriceItem
+from gpuradar.core import gpus
+from gpuradar.core.currency import FxTable
+from gpuradar.core.interconnect import interconnect_for
+from gpuradar.core.items import PRICINGS, FxRateItem, PriceItem
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def _drop(crawler: Crawler, reason: str, item: PriceItem) -> DropItem:
 
 
 def database_url(crawler: Crawler) -> str:
-    from gpuradar.config import default_database_url
+    from gpuradar.core.config import default_database_url
 
     return crawler.settings.get("GPURADAR_DATABASE_URL") or default_database_url()
 
@@ -119,8 +119,8 @@ class NormalizePipeline:
         return cls(crawler)
 
     def spider_opened(self, spider) -> None:
-        from storage.db import open_database
-        from storage.queries import latest_fx
+        from gpuradar.storage.db import open_database
+        from gpuradar.storage.queries import latest_fx
 
         self.fx = FxTable(latest_fx(open_database(database_url(self.crawler))))
 
@@ -180,8 +180,8 @@ class StoragePipeline:
         return cls(crawler)
 
     def spider_opened(self, spider) -> None:
-        from storage.db import open_database
-        from storage.ingest import CrawlWriter
+        from gpuradar.storage.db import open_database
+        from gpuradar.storage.ingest import CrawlWriter
 
         self.engine = open_database(database_url(self.crawler))
         self.writer = CrawlWriter(self.engine, spider.name)
@@ -249,7 +249,7 @@ class StoragePipeline:
         self.crawler.gpuradar_summary = self.summary  # read by the command line and daemon
 
     def _store_fx(self) -> None:
-        from storage.queries import store_fx
+        from gpuradar.storage.queries import store_fx
 
         by_date: dict[date, dict[str, float]] = {}
         for (cur, day), per_eur in self.fx.items():

@@ -1,15 +1,15 @@
 """Scrapy settings for gpuradar's crawler (`scrapy crawl azure` reads these too)."""
 
 BOT_NAME = "gpuradar"
-SPIDER_MODULES = ["crawler.spiders"]
-NEWSPIDER_MODULE = "crawler.spiders"
+SPIDER_MODULES = ["gpuradar.crawler.spiders"]
+NEWSPIDER_MODULE = "gpuradar.crawler.spiders"
 
 USER_AGENT = "gpuradar/0.1 (+https://github.com/gpuradar/gpuradar)"
 ROBOTSTXT_OBEY = False  # official pricing APIs, not crawled sites
 TELNETCONSOLE_ENABLED = False
 TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 LOG_LEVEL = "INFO"
-LOG_FORMATTER = "crawler.logformatter.QuietDropLogFormatter"
+LOG_FORMATTER = "gpuradar.crawler.logformatter.QuietDropLogFormatter"
 
 CONCURRENT_REQUESTS = 8
 CONCURRENT_REQUESTS_PER_DOMAIN = 4
@@ -26,16 +26,16 @@ RETRY_BACKOFF_MAX = 60.0
 
 DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
-    "crawler.middlewares.BackoffRetryMiddleware": 550,
+    "gpuradar.crawler.middlewares.BackoffRetryMiddleware": 550,
     # Outermost, so that replay answers before anything touches the network and record
     # sees the final response.
-    "crawler.middlewares.RecordReplayMiddleware": 50,
+    "gpuradar.crawler.middlewares.RecordReplayMiddleware": 50,
 }
 
 ITEM_PIPELINES = {
-    "crawler.pipelines.ValidatePipeline": 100,
-    "crawler.pipelines.NormalizePipeline": 200,
-    "crawler.pipelines.StoragePipeline": 300,
+    "gpuradar.crawler.pipelines.ValidatePipeline": 100,
+    "gpuradar.crawler.pipelines.NormalizePipeline": 200,
+    "gpuradar.crawler.pipelines.StoragePipeline": 300,
 }
 
 # --- gpuradar ------------------------------------------------------------------------
@@ -62,7 +62,7 @@ DOWNLOAD_HANDLERS = {
     "http": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
     "https": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
 }
-PLAYWRIGHT_BROWSER_PROVIDER = "crawler.playwright.LazyBrowserProvider"
+PLAYWRIGHT_BROWSER_PROVIDER = "gpuradar.crawler.playwright.LazyBrowserProvider"
 PLAYWRIGHT_BROWSER_TYPE = "chromium"
 PLAYWRIGHT_LAUNCH_OPTIONS = {
     "executable_path": "/usr/bin/chromium",
@@ -73,5 +73,5 @@ PLAYWRIGHT_LAUNCH_OPTIONS = {
 PLAYWRIGHT_MAX_CONTEXTS = 2
 PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 20_000
 # Price tables need no images, fonts or media.
-PLAYWRIGHT_ABORT_REQUEST = "crawler.playwright.abort_heavy_resources"
+PLAYWRIGHT_ABORT_REQUEST = "gpuradar.crawler.playwright.abort_heavy_resources"
 

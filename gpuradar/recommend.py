@@ -8,7 +8,7 @@ Three steps, each a plain function so the CLI, the rule language and tests share
    formula` and docs/recommend.md; every constant below names where it comes from.
 2. `fit_offer(offer, estimate)`: how many of the offer's GPUs (or how many machines) the job
    needs, and whether the links between them are fast enough for sharding
-   (crawler.interconnect).
+   (gpuradar.core.interconnect).
 3. `recommend(offers, job, ...)`: the offers that fit, ranked by hourly price or, when the
    job size is known, by estimated total cost, with spot interruption signals and warnings.
 
@@ -23,7 +23,6 @@ as available to the job.
 from __future__ import annotations
 
 import difflib
-import fnmatch
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -32,9 +31,10 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from crawler import gpus as catalog
-from crawler.currency import FALLBACK_USD_PER_UNIT, FxTable
-from crawler.interconnect import fast_inter, fast_intra, interconnect_for
+from gpuradar.core import gpus as catalog
+from gpuradar.core.currency import FALLBACK_USD_PER_UNIT, FxTable
+from gpuradar.core.interconnect import fast_inter, fast_intra, interconnect_for
+from gpuradar.core.units import SIGN_CURRENCY, parse_duration, region_matches
 
 TASKS = ("pretrain", "finetune", "lora", "qlora", "inference")
 PRECISIONS = ("bf16", "fp8", "int4")
@@ -117,20 +117,15 @@ def human_count(value: float) -> str:
     return f"{value:g}"
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(m|min|h|hr|d|day|days|w)?\s*$", re.IGNORECASE)
-
-
 def parse_age(text: str) -> timedelta:
-    """'2d', '12h', '30m' -> timedelta (no unit: hours)."""
-    found = _DURATION.match(str(text))
-    if not found:
-        raise RecommendError(f"age {text!r}: use e.g. 30m, 12h, 2d")
-    unit = (found.group(2) or "h").lower()[0]
-    hours = {"m": 1 / 60, "h": 1.0, "d": 24.0, "w": 168.0}[unit]
-    return timedelta(hours=float(found.group(1)) * hours)
+    """'2d', '12h', '30m' -> timedelta (a bare number is hours)."""
+    value = f"{text}h" if str(text).strip().replace(".", "", 1).isdigit() else text
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise RecommendError(f"age {text!r}: use e.g. 30m, 12h, 2d") from None
 
 
-SYMBOLS = {"$": "USD", "¥": "CNY", "￥": "CNY", "€": "EUR", "£": "GBP"}
 _PRICE = re.compile(
     r"^\s*(?P<pre>[$¥￥€£])?\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<cur>[$¥￥€£]|[a-z]{3}(?![a-z]))?"
     r"\s*(?:/\s*(?P<unit>h|hr|hour|gpu-?h|gpu-?hr|gpu-?hour)|(?P<per>per\s+gpu(?:-?hour)?))?"
@@ -157,9 +152,9 @@ def parse_budget(text: str) -> Budget:
     if not found:
         raise RecommendError(f"budget {text!r}: use e.g. 2/h, $2/h, ¥14/h or 14CNY/h")
     pre, cur = found.group("pre"), found.group("cur")
-    if pre and cur and SYMBOLS.get(pre) != SYMBOLS.get(cur, cur.upper()):
+    if pre and cur and SIGN_CURRENCY.get(pre) != SIGN_CURRENCY.get(cur, cur.upper()):
         raise RecommendError(f"budget {text!r} names two currencies")
-    code = SYMBOLS.get(pre or "") or (SYMBOLS.get(cur) if cur else None) or (
+    code = SIGN_CURRENCY.get(pre or "") or (SIGN_CURRENCY.get(cur) if cur else None) or (
         cur.upper() if cur else "USD")
     unit = (found.group("unit") or "").lower()
     return Budget(float(found.group("num")), code,
@@ -441,8 +436,7 @@ def region_allowed(source: str, region: str, zone: str, patterns: Sequence[str])
         if p.lower() in MAINLAND_KEYWORDS:
             if source in MAINLAND_SOURCES and is_mainland(source, region):
                 return True
-        elif fnmatch.fnmatchcase(region.lower(), p.lower()) or (
-                zone and fnmatch.fnmatchcase(zone.lower(), p.lower())):
+        elif region_matches(region, zone, [p]):
             return True
     return False
 
@@ -994,7 +988,7 @@ def _clause_price(toks: list[tuple[str, int, int]], i: int, spec: dict[str, Any]
     unit = re.match(r"^([$¥￥€£]|[a-z]{3})(/\S+)?$", toks[i + 1][0] if i + 1 < len(toks) else "",
                     re.IGNORECASE)
     if re.match(r"^\d+(\.\d+)?$", words) and unit and (
-            unit.group(1) in SYMBOLS or unit.group(1).upper() in FALLBACK_USD_PER_UNIT):
+            unit.group(1) in SIGN_CURRENCY or unit.group(1).upper() in FALLBACK_USD_PER_UNIT):
         words += " " + toks[i + 1][0]
         used = 2
     try:

@@ -29,9 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gpuradar.config import Config, ConfigError, load_config, scrapy_settings
-from gpuradar.logs import REDACT, config_secrets
-from scheduler.jobs import (
+from gpuradar.scheduler.jobs import (
     DaemonOptions,
     MetricsOptions,
     SourcePlan,
@@ -43,10 +41,13 @@ from scheduler.jobs import (
     plan_source,
 )
 
+from gpuradar.core.config import Config, ConfigError, load_config, scrapy_settings
+from gpuradar.core.logs import REDACT, config_secrets
+from gpuradar.core.units import EXIT_DATABASE, EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
 log = logging.getLogger("gpuradar.daemon")
 
 ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DATABASE = 0, 1, 2, 3
 FX_FIRST_DELAY = 1.0   # at start, other due sources wait this long so FX is crawled first
 FX_WAIT_MAX = 60.0     # a source waits at most this long for a running FX crawl
 FLUSH_TIMEOUT = 15.0   # the final outbox flush on shutdown
@@ -174,8 +175,8 @@ class Daemon:
     def load(self, previous: Loaded | None = None) -> Loaded:
         """Read and check the whole configuration; raises ConfigError/RuleError and changes
         nothing, so a reload can reject a broken file and keep the running one."""
-        from alerts.loader import load_rules, load_targets
-        from gpuradar.crawl import spider_classes
+        from gpuradar.alerts.loader import load_rules, load_targets
+        from gpuradar.crawler.runner import spider_classes
 
         o = self.options
         cfg = load_config(o.config, database_url=o.database_url)
@@ -235,11 +236,11 @@ class Daemon:
     # -- start --------------------------------------------------------------------------
     def prepare(self) -> None:
         """Everything that can fail before the loop starts, with a clear error."""
-        from alerts.rules import RuleError
-        from scheduler.health import EndpointError, Health, make_app, serve
-        from scheduler.metrics import Metrics
-        from storage.db import DatabaseError, open_database, redact_url
-        from storage.queries import consecutive_failures, mark_interrupted_crawls
+        from gpuradar.alerts.rules import RuleError
+        from gpuradar.scheduler.health import EndpointError, Health, make_app, serve
+        from gpuradar.scheduler.metrics import Metrics
+        from gpuradar.storage.db import DatabaseError, open_database, redact_url
+        from gpuradar.storage.queries import consecutive_failures, mark_interrupted_crawls
 
         try:
             self.loaded = self.load()
@@ -259,7 +260,7 @@ class Daemon:
         if interrupted:
             log.warning("%d crawl(s) left running by a stopped process marked failed",
                         interrupted)
-        from storage.queries import latest_fx
+        from gpuradar.storage.queries import latest_fx
 
         self._have_fx = bool(latest_fx(self.engine))
         for name in self.loaded.plans:
@@ -342,8 +343,7 @@ class Daemon:
         """Add, change and remove crawl jobs. A source is due at once when its last success
         is older than its interval; otherwise it runs when that interval has passed."""
         from apscheduler.triggers.interval import IntervalTrigger
-
-        from storage.queries import consecutive_failures, last_success
+        from gpuradar.storage.queries import consecutive_failures, last_success
 
         now = datetime.now(UTC)
         last = last_success(self.engine)
@@ -394,9 +394,8 @@ class Daemon:
         await self.deliver()
 
     async def _crawl_job(self, source: str) -> None:
+        from gpuradar.crawler.runner import CrawlResult
         from scrapy.crawler import Crawler
-
-        from gpuradar.crawl import CrawlResult
 
         plan = self.loaded.plans.get(source)
         if self.stopping or plan is None:
@@ -479,7 +478,7 @@ class Daemon:
 
     async def evaluate(self) -> None:
         """One rule evaluation at a time (each sees everything stored so far)."""
-        from alerts.engine import evaluate
+        from gpuradar.alerts.engine import evaluate
 
         assert self._eval_lock is not None
         async with self._eval_lock:
@@ -501,7 +500,7 @@ class Daemon:
         """Deliver the outbox. Requests while a delivery runs fold into one more pass, so
         two deliveries never race for the same notification; `wait` returns only after a
         pass that started after the call."""
-        from alerts.delivery import deliver_pending
+        from gpuradar.alerts.delivery import deliver_pending
 
         assert self._deliver_lock is not None
         self._deliver_wanted = True
@@ -549,7 +548,7 @@ class Daemon:
 
     def reload(self, why: str) -> bool:
         """Load the configuration again; apply it only when all of it loads."""
-        from alerts.rules import RuleError
+        from gpuradar.alerts.rules import RuleError
 
         try:
             new = self.load(previous=self.loaded)
@@ -657,7 +656,7 @@ def preload(settings: Any) -> None:
 
 
 def _heartbeat_every() -> float:
-    from scheduler.health import HEARTBEAT_EVERY
+    from gpuradar.scheduler.health import HEARTBEAT_EVERY
 
     return HEARTBEAT_EVERY
 
@@ -686,7 +685,7 @@ def install_asyncio_reactor() -> None:
 
 def run(options: RunOptions) -> int:
     """Run the daemon until SIGTERM/SIGINT; the process exit code."""
-    from gpuradar.logs import setup_logging
+    from gpuradar.core.logs import setup_logging
 
     setup_logging(options.log_format, options.log_level)
     install_asyncio_reactor()

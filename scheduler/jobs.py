@@ -8,12 +8,12 @@ can validate a new configuration completely before anything is changed.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpuradar.config import Config, ConfigError
+from gpuradar.core import units
+from gpuradar.core.config import Config, ConfigError
 
 # Kinds of source, for `daemon.intervals.<kind>` (a spider's own default_interval is the
 # default of its kind: marketplaces 5 min, Lambda 10 min, AWS 15 min, cloud lists 1 h, FX 1 d).
@@ -37,33 +37,12 @@ DAEMON_DEFAULTS: dict[str, Any] = {
 }
 METRICS_DEFAULTS: dict[str, Any] = {"enabled": True, "address": "127.0.0.1", "port": 9108}
 DEFAULT_CRAWL_TIMEOUT = 900.0
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?", re.IGNORECASE)
-_UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0,
-          "w": 604800.0}
-
-
 def parse_duration(value: Any, where: str) -> float:
-    """Seconds from 300, 2.5, "90s", "5m", "1h30m", "1d"; ConfigError naming `where`."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{where}: expected a duration like 300, '5m' or '1h', got {value!r}")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, str) and value.strip():
-        text = value.strip().replace(" ", "")
-        pos, seconds = 0, 0.0
-        for m in _DURATION.finditer(text):
-            if m.start() != pos:
-                break
-            seconds += float(m.group(1)) * _UNITS[(m.group(2) or "").lower() or None]
-            pos = m.end()
-        if pos != len(text):
-            raise ConfigError(f"{where}: {value!r} is not a duration (use e.g. 300, '90s', "
-                              "'5m', '1h', '1d')")
-    else:
-        raise ConfigError(f"{where}: expected a duration like 300, '5m' or '1h', got {value!r}")
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ConfigError(f"{where}: a duration must be zero or more seconds, got {value!r}")
-    return seconds
+    """Seconds from 300, "90s", "5m", "1h30m", "1d"; ConfigError naming `where`."""
+    try:
+        return units.parse_duration(value).total_seconds()
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def _positive(value: Any, where: str) -> float:

@@ -42,7 +42,7 @@ DURATION_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900, 1800)
 def catalog_gpu(name: str) -> bool:
     """True for a canonical GPU of the catalog; raw names of GPUs the catalog does not know
     are left out of labels (they are unbounded) and counted apart."""
-    from crawler import gpus
+    from gpuradar.core import gpus
 
     found = gpus.lookup(name)
     return found is not None and found.name == name
@@ -59,7 +59,7 @@ class DatabaseCollector(Collector):
         return []  # unchecked: the series depend on what is stored
 
     def collect(self) -> Iterator[Any]:
-        from storage import queries
+        from gpuradar.storage import queries
 
         up = GaugeMetricFamily(f"{PREFIX}_database_up",
                                "1 when the database answered the last scrape's queries.")
@@ -113,7 +113,7 @@ class DatabaseCollector(Collector):
             last.add_metric([source], ts.timestamp())
         yield last
 
-        from storage import alerts as alert_store
+        from gpuradar.storage import alerts as alert_store
 
         yield GaugeMetricFamily(f"{PREFIX}_rules_firing", "Alert rules currently firing.",
                                 value=alert_store.firing_count(engine))

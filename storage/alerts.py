@@ -11,9 +11,8 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from gpuradar.storage.models import AlertState, Crawl, Notification, Offer, PriceChange
 from sqlalchemy import Engine, bindparam, delete, func, insert, or_, select, update
-
-from storage.models import AlertState, Crawl, Notification, Offer, PriceChange
 
 OFFER = Offer.__table__
 CHANGE = PriceChange.__table__
@@ -82,7 +81,7 @@ def offer_history(engine: Engine, gpus: Iterable[str] | None,
     """Spans overlapping [since, now] with their offer's identity and specs (for drop rules);
     `gpus` None means every GPU. (History is stored as change points: see
     storage.queries.gpu_spans.)"""
-    from storage.queries import gpu_spans
+    from gpuradar.storage.queries import gpu_spans
 
     return gpu_spans(engine, None if gpus is None else sorted(set(gpus)), since)
 

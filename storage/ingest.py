@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from gpuradar.storage.models import Crawl, Offer, PriceChange
 from sqlalchemy import Engine, bindparam, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from crawler.items import PriceItem
-from storage.models import Crawl, Offer, PriceChange
+from gpuradar.core.items import PriceItem
 
 log = logging.getLogger(__name__)
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
+from gpuradar.storage.models import Crawl, FxRate, Offer, PriceChange
 from sqlalchemy import Engine, and_, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from storage.models import Crawl, FxRate, Offer, PriceChange
+from gpuradar.core.units import region_matches
 
 OFFER = Offer.__table__
 CHANGE = PriceChange.__table__
@@ -118,11 +118,6 @@ def gpu_names(engine: Engine) -> list[str]:
     """Every GPU name stored, including raw names the catalog does not know."""
     with engine.connect() as conn:
         return sorted(conn.execute(select(OFFER.c.gpu).distinct()).scalars())
-
-
-def region_matches(region: str, zone: str, patterns: Iterable[str]) -> bool:
-    return any(fnmatch.fnmatchcase(region.lower(), p.lower())
-               or (zone and fnmatch.fnmatchcase(zone.lower(), p.lower())) for p in patterns)
 
 
 def offer_counts(engine: Engine) -> list[tuple[str, str, str, int]]:

@@ -35,7 +35,7 @@ def pg_template():
         pytest.skip(f"PostgreSQL not reachable: {exc}")
     name = f"gpuradar_tmpl_{uuid.uuid4().hex[:10]}"
     conn.execute(f'CREATE DATABASE "{name}"')
-    from storage.db import get_engine, upgrade
+    from gpuradar.storage.db import get_engine, upgrade
 
     url = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{name}"
     engine = get_engine(url)
@@ -48,7 +48,7 @@ def pg_template():
 
 @pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory) -> Path:
-    from storage.db import get_engine, upgrade
+    from gpuradar.storage.db import get_engine, upgrade
 
     path = tmp_path_factory.mktemp("tmpl") / "template.db"
     engine = get_engine(f"sqlite:///{path}")
@@ -64,7 +64,7 @@ def _pg_database(request, pg_template):
     url = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{name}"
 
     def drop() -> None:
-        from storage.db import get_engine
+        from gpuradar.storage.db import get_engine
 
         get_engine(url).dispose()
         with _pg_connect() as conn:
@@ -93,7 +93,7 @@ def sqlite_url(tmp_path, sqlite_template) -> str:
 
 @pytest.fixture
 def engine(db_url):
-    from storage.db import open_database
+    from gpuradar.storage.db import open_database
 
     return open_database(db_url)
 

@@ -129,8 +129,9 @@ class WebhookSink:
 
 # -- configuration -------------------------------------------------------------------------
 def all_source_names() -> list[str]:
-    from gpuradar.config import Config, scrapy_settings
-    from gpuradar.crawl import spider_classes
+    from gpuradar.crawler.runner import spider_classes
+
+    from gpuradar.core.config import Config, scrapy_settings
 
     return list(spider_classes(scrapy_settings(Config(database_url="sqlite://"))))
 
@@ -265,9 +266,8 @@ class Daemon:
 
 # -- the database ----------------------------------------------------------------------------
 def query(db_url: str, sql: str, **params: Any) -> list[tuple]:
+    from gpuradar.storage.db import get_engine
     from sqlalchemy import text
-
-    from storage.db import get_engine
 
     with get_engine(db_url).connect() as conn:
         return [tuple(r) for r in conn.execute(text(sql), params)]

@@ -17,6 +17,6 @@ def free_port() -> int:
 def spider_settings(source: str, **options) -> Settings:
     """The project's Scrapy settings with `options` as the source's config section."""
     settings = Settings()
-    settings.setmodule("crawler.settings")
+    settings.setmodule("gpuradar.crawler.settings")
     settings.set("GPURADAR_SOURCES", {source: options})
     return settings

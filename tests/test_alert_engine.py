@@ -8,15 +8,15 @@ import subprocess
 import sys
 from datetime import UTC, date, datetime, timedelta
 
+from gpuradar.alerts.engine import evaluate, match_rules
+from gpuradar.alerts.rules import parse_rule
+from gpuradar.storage import alerts as store
+from gpuradar.storage.ingest import CrawlWriter
+from gpuradar.storage.models import Notification
+from gpuradar.storage.queries import store_fx
 from sqlalchemy import select
 
-from alerts.engine import evaluate, match_rules
-from alerts.rules import parse_rule
-from crawler.items import PriceItem
-from storage import alerts as store
-from storage.ingest import CrawlWriter
-from storage.models import Notification
-from storage.queries import store_fx
+from gpuradar.core.items import PriceItem
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 
@@ -184,9 +184,9 @@ def test_restart_in_a_new_process_sends_nothing_twice(engine, db_url):
     assert evaluate(engine, [rule("H100 under $2/h")], now=T0).notifications == 1
     script = (
         "import json, sys; from datetime import datetime, timedelta, UTC\n"
-        "from storage.db import open_database\n"
-        "from alerts.engine import evaluate\n"
-        "from alerts.rules import parse_rule\n"
+        "from gpuradar.storage.db import open_database\n"
+        "from gpuradar.alerts.engine import evaluate\n"
+        "from gpuradar.alerts.rules import parse_rule\n"
         "e = open_database(sys.argv[1])\n"
         "r = evaluate(e, [parse_rule('H100 under $2/h', notify=('team',))],\n"
         "             now=datetime(2026, 11, 2, 13, 0, tzinfo=UTC))\n"

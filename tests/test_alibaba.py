@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from gpuradar.crawler.parsing import ParseFailed, parse_files
+from gpuradar.crawler.signing import alibaba_rpc_signature, alibaba_string_to_sign
+from gpuradar.crawler.spiders.alibaba import AlibabaSpider, gpu_spec
 from scrapy.settings import Settings
 
-from crawler.parsing import ParseFailed, parse_files
-from crawler.signing import alibaba_rpc_signature, alibaba_string_to_sign
-from crawler.spiders.alibaba import AlibabaSpider, gpu_spec
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import spider_settings
 from tests.provider_server import Reply, serve_standard

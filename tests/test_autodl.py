@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from gpuradar.crawler.parsing import ParseFailed, parse_files
+from gpuradar.crawler.spiders.autodl import AutodlSpider
 from scrapy.settings import Settings
 
-from crawler.parsing import ParseFailed, parse_files
-from crawler.spiders.autodl import AutodlSpider
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import spider_settings
 from tests.provider_server import serve_standard

@@ -11,18 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpuradar.crawler.parsing import ParseFailed, parse_files
+from gpuradar.crawler.pipelines import normalize, validate
+from gpuradar.crawler.spiders.aws import REGIONS, AwsSpider, gpu_of, region_of_zone
+from gpuradar.crawler.spiders.base import ParseError
 from scrapy import Request
 from scrapy.http import TextResponse, XmlResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from crawler import gpus
-from crawler.currency import FxTable
-from crawler.items import PriceItem
-from crawler.parsing import ParseFailed, parse_files
-from crawler.pipelines import normalize, validate
-from crawler.spiders.aws import REGIONS, AwsSpider, gpu_of, region_of_zone
-from crawler.spiders.base import ParseError
+from gpuradar.core import gpus
+from gpuradar.core.currency import FxTable
+from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.provider_server import ProviderServer, Reply, serve_standard
 
@@ -93,7 +93,7 @@ def test_instance_types_map_to_gpu_model_count_and_memory():
 
 
 def test_every_family_of_the_table_maps_to_one_catalog_gpu():
-    from crawler.spiders.aws import GPU_FAMILIES
+    from gpuradar.crawler.spiders.aws import GPU_FAMILIES
 
     for family, (raw, memory, _sizes) in GPU_FAMILIES.items():
         gpu = gpus.lookup(raw, memory)
@@ -342,7 +342,7 @@ def test_status_says_what_credentials_add(no_aws_env):
 
 # -- gpuradar parse --------------------------------------------------------------------------
 def settings() -> Settings:
-    import crawler.settings as project
+    import gpuradar.crawler.settings as project
 
     out = Settings()
     out.setmodule(project)
@@ -406,8 +406,8 @@ def aws_offers(cfg: Path, db_url: str, *args: str) -> list[dict[str, Any]]:
 
 def stored_aws_offers(db_url: str) -> list[dict[str, Any]]:
     """The same, read in-process (fewer slow subprocesses for secondary checks)."""
-    from storage.db import open_database
-    from storage.queries import OfferFilter, current_offers
+    from gpuradar.storage.db import open_database
+    from gpuradar.storage.queries import OfferFilter, current_offers
 
     return current_offers(open_database(db_url), OfferFilter(sources=["aws"]))
 

@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from gpuradar.crawler.spiders.azure import AzureSpider, gpu_of
+from gpuradar.crawler.spiders.base import ParseError
 from scrapy import Request
 from scrapy.http import TextResponse
 
-from crawler.items import PriceItem
-from crawler.spiders.azure import AzureSpider, gpu_of
-from crawler.spiders.base import ParseError
+from gpuradar.core.items import PriceItem
 
 FIX = Path(__file__).parent / "fixtures" / "azure"
 
@@ -71,8 +71,9 @@ def test_changed_field_name_is_a_clear_error(tmp_path):
 
 
 def test_multi_gpu_offers_carry_their_published_interconnect():
-    from crawler.currency import FxTable
-    from crawler.pipelines import normalize
+    from gpuradar.crawler.pipelines import normalize
+
+    from gpuradar.core.currency import FxTable
 
     items, _ = parse("prices_page1.json")
     nd = next(i for i in items if i.instance_type == "Standard_ND96isr_H100_v5")

@@ -12,10 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
-from gpuradar.config import Config, ConfigError
-from gpuradar.logs import REDACT, JsonFormatter, Redactor, config_secrets, url_secrets
-from scheduler.jobs import (
+from gpuradar.scheduler.jobs import (
     backoff_delay,
     daemon_options,
     first_run,
@@ -23,6 +20,9 @@ from scheduler.jobs import (
     parse_duration,
     plan_source,
 )
+
+from gpuradar.core.config import Config, ConfigError
+from gpuradar.core.logs import REDACT, JsonFormatter, Redactor, config_secrets, url_secrets
 from tests.daemon_helpers import parse_metrics
 from tests.helpers import free_port
 
@@ -33,13 +33,13 @@ def cfg(**kw) -> Config:
 
 @pytest.mark.parametrize("value, seconds", [
     (300, 300), (2.5, 2.5), ("90s", 90), ("5m", 300), ("1h30m", 5400), ("1d", 86400),
-    ("250ms", 0.25), (" 2 h ", 7200),
+    ("250ms", 0.25), (" 2 h ", 7200), ("5 minutes", 300), ("2 weeks", 1209600),
 ])
 def test_durations(value, seconds):
     assert parse_duration(value, "x") == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("value", ["soon", "5 minutes", "-3", -1, True, None, "1h soon"])
+@pytest.mark.parametrize("value", ["soon", "5 minutez", "-3", -1, True, None, "1h soon", "999999d"])
 def test_bad_durations_name_the_key(value):
     with pytest.raises(ConfigError, match="daemon.grace_period"):
         parse_duration(value, "daemon.grace_period")
@@ -155,10 +155,9 @@ def _offer(source: str, gpu: str, price: float, available: bool | None = True,
 
 
 def test_database_collector_reads_current_state(engine):
+    from gpuradar.scheduler.metrics import Metrics
+    from gpuradar.storage.models import Offer
     from sqlalchemy import insert, update
-
-    from scheduler.metrics import Metrics
-    from storage.models import Offer
 
     table = Offer.__table__
     with engine.begin() as conn:
@@ -201,10 +200,9 @@ def test_database_collector_reads_current_state(engine):
 
 
 def test_health_endpoint(sqlite_url, tmp_path):
+    from gpuradar.scheduler.health import Health, make_app, serve
+    from gpuradar.storage.db import get_engine
     from prometheus_client import CollectorRegistry
-
-    from scheduler.health import Health, make_app, serve
-    from storage.db import get_engine
 
     running = {"value": True}
     broken = get_engine(f"postgresql://nobody@127.0.0.1:{free_port()}/nothing")
@@ -237,7 +235,7 @@ def test_health_endpoint(sqlite_url, tmp_path):
 
 
 def test_metrics_port_in_use_is_a_clear_error():
-    from scheduler.health import EndpointError, serve
+    from gpuradar.scheduler.health import EndpointError, serve
 
     port = free_port()
     first = serve("127.0.0.1", port, lambda e, s: [])
@@ -261,7 +259,8 @@ def test_startup_errors_are_clear(tmp_path, sqlite_url, config, code, message):
     """What `gpuradar run` says (and exits with) before it starts anything."""
     import socket
 
-    from scheduler.daemon import Daemon, RunOptions, StartupError
+    from gpuradar.scheduler.daemon import Daemon, RunOptions, StartupError
+
     from tests.daemon_helpers import write_config
 
     with socket.socket() as busy:

@@ -14,14 +14,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import responses
 from aiosmtpd.controller import Controller
+from gpuradar.alerts.delivery import channel_of, deliver_pending
+from gpuradar.alerts.engine import evaluate
+from gpuradar.alerts.loader import parse_targets
+from gpuradar.alerts.rules import parse_rule
+from gpuradar.storage import alerts as store
+from gpuradar.storage.models import Notification
 from sqlalchemy import select
 
-from alerts.delivery import channel_of, deliver_pending
-from alerts.engine import evaluate
-from alerts.loader import parse_targets
-from alerts.rules import parse_rule
-from storage import alerts as store
-from storage.models import Notification
 from tests.helpers import free_port
 from tests.test_alert_engine import crawl, offer
 

@@ -76,8 +76,8 @@ def exported(tmp_path_factory) -> set[str]:
     """Every series name the daemon's metrics module exposes: its registry's families (the
     database collector's read from a real, migrated database) and every collector's
     describe(), expanded to sample names by type."""
-    from scheduler.metrics import Metrics
-    from storage.db import get_engine, upgrade
+    from gpuradar.scheduler.metrics import Metrics
+    from gpuradar.storage.db import get_engine, upgrade
 
     engine = get_engine(f"sqlite:///{tmp_path_factory.mktemp('metrics') / 'm.db'}")
     upgrade(engine)
@@ -260,8 +260,9 @@ def test_alert_rules_use_only_exported_metrics(alert_rules, exported):
 def test_staleness_intervals_are_the_sources_defaults(alert_rules):
     """The recorded interval of each source is its spider's default_interval, for every
     source: staleness means 'more than 3 of its intervals'."""
-    from gpuradar.config import Config, scrapy_settings
-    from gpuradar.crawl import spider_classes
+    from gpuradar.crawler.runner import spider_classes
+
+    from gpuradar.core.config import Config, scrapy_settings
 
     recorded = {r["labels"]["source"]: float(re.fullmatch(r"vector\((\d+)\)", r["expr"])[1])
                 for r in alert_rules if r.get("record") == "gpuradar:source_interval_seconds"}
@@ -366,8 +367,9 @@ def test_compose_services_volumes_ports_and_environment(compose):
 
 
 def test_compose_passes_only_variables_gpuradar_reads(compose):
-    from gpuradar.config import Config, scrapy_settings
-    from gpuradar.crawl import spider_classes
+    from gpuradar.crawler.runner import spider_classes
+
+    from gpuradar.core.config import Config, scrapy_settings
 
     code = "\n".join(p.read_text() for d in ("gpuradar", "scheduler", "storage", "crawler")
                      for p in (REPO / d).rglob("*.py"))
@@ -431,7 +433,7 @@ def test_image_is_multi_stage_non_root_with_healthcheck_and_entrypoint():
     assert "/healthz" in health
     env = dict(re.findall(r"(\w+)=(\S+)", " ".join(arg for op, arg in final if op == "ENV")))
     assert env["GPURADAR_METRICS_ADDRESS"] == "0.0.0.0"
-    from scheduler.jobs import METRICS_DEFAULTS
+    from gpuradar.scheduler.jobs import METRICS_DEFAULTS
 
     assert [arg for op, arg in final if op == "EXPOSE"] == [str(METRICS_DEFAULTS["port"])]
     volumes = [json.loads(arg) for op, arg in final if op == "VOLUME"]
@@ -463,9 +465,9 @@ def test_image_installs_like_the_makefile_and_ci():
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     copied = {src.rstrip("/") for op, arg in stages()[0] if op == "COPY"
               for src in [a for a in arg.split() if not a.startswith("--")][:-1]}
-    find = pyproject["tool"]["setuptools"]["packages"]["find"]
-    packages = {p.rstrip("*") for p in find["include"]}
-    assert packages | {"pyproject.toml", pyproject["project"]["readme"]} <= copied
+    setup = pyproject["tool"]["setuptools"]
+    folders = {"gpuradar"} | set(setup["package-dir"].values())
+    assert folders | {"pyproject.toml", pyproject["project"]["readme"]} <= copied
     for path in copied | {"deploy/entrypoint.sh"}:
         assert (REPO / path).exists(), path
         assert dockerignore_allows(path), f".dockerignore leaves {path} out of the context"
@@ -474,7 +476,7 @@ def test_image_installs_like_the_makefile_and_ci():
     apt = " ".join(r for r in runs if "apt-get install" in r).split()
     assert "chromium" in apt
     assert "apt-get install" in makefile and "chromium" in makefile
-    from crawler import settings
+    from gpuradar.crawler import settings
 
     assert settings.PLAYWRIGHT_LAUNCH_OPTIONS["executable_path"] == "/usr/bin/chromium"
 
@@ -505,8 +507,9 @@ def test_image_entrypoint_and_healthcheck_run_the_daemon(request, tmp_path, pg_t
     """What the container runs: the entry point script starting `gpuradar run` with the
     image's environment and the compose database URL (PostgreSQL, migrated on start), and
     the HEALTHCHECK command passing against it; SIGTERM stops it cleanly."""
-    from gpuradar.config import Config, scrapy_settings
-    from gpuradar.crawl import spider_classes
+    from gpuradar.crawler.runner import spider_classes
+
+    from gpuradar.core.config import Config, scrapy_settings
     from tests.conftest import _pg_database
 
     url = _pg_database(request, pg_template)
@@ -596,16 +599,17 @@ def test_systemd_analyze_verifies_the_unit(tmp_path):
 
 # -- the example configuration -----------------------------------------------------------------
 def test_example_config_documents_every_key_with_its_default():
-    from alerts.engine import SETTING_KEYS, AlertSettings, parse_settings
-    from alerts.loader import load_rules, load_targets
-    from gpuradar.config import KNOWN_KEYS, Config, load_config, scrapy_settings
-    from gpuradar.crawl import spider_classes
-    from scheduler.jobs import (
+    from gpuradar.alerts.engine import SETTING_KEYS, AlertSettings, parse_settings
+    from gpuradar.alerts.loader import load_rules, load_targets
+    from gpuradar.crawler.runner import spider_classes
+    from gpuradar.scheduler.jobs import (
         DAEMON_DEFAULTS,
         METRICS_DEFAULTS,
         daemon_options,
         metrics_options,
     )
+
+    from gpuradar.core.config import KNOWN_KEYS, Config, load_config, scrapy_settings
 
     raw = yaml.safe_load(EXAMPLE.read_text())
     assert set(raw) == set(KNOWN_KEYS)
@@ -649,7 +653,7 @@ def empty_url(request, tmp_path) -> str:
     url = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
 
     def drop() -> None:
-        from storage.db import get_engine
+        from gpuradar.storage.db import get_engine
 
         get_engine(f"{url}/{name}").dispose()
         with _pg_connect() as conn:
@@ -661,8 +665,7 @@ def empty_url(request, tmp_path) -> str:
 
 def head_revision() -> str:
     from alembic.script import ScriptDirectory
-
-    from storage.db import alembic_config, get_engine
+    from gpuradar.storage.db import alembic_config, get_engine
 
     return ScriptDirectory.from_config(alembic_config(get_engine("sqlite://"))).get_current_head()
 
@@ -690,10 +693,10 @@ def test_migrations_from_empty_and_from_the_previous_revision(empty_url):
     """`gpuradar db upgrade` on an empty database; then the upgrade path of a database at
     the previous revision holding data, and back down and up again."""
     from alembic import command
+    from gpuradar.storage.db import alembic_config, get_engine, upgrade
+    from gpuradar.storage.models import Crawl, Offer, PriceChange
     from sqlalchemy import insert, select
 
-    from storage.db import alembic_config, get_engine, upgrade
-    from storage.models import Crawl, Offer, PriceChange
     from tests.clirun import gpuradar
 
     head = head_revision()
@@ -732,11 +735,10 @@ def test_migrations_from_empty_and_from_the_previous_revision(empty_url):
 def test_migrated_schema_matches_the_models(engine):
     """No drift between the migrations and storage/models.py, except the query indexes of
     0003 when the models do not declare them (yet)."""
+    import gpuradar.storage.models  # noqa: F401
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
     from sqlmodel import SQLModel
-
-    import storage.models  # noqa: F401
 
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}),

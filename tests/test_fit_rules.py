@@ -8,14 +8,14 @@ import json
 from datetime import date, datetime, timedelta
 
 import pytest
+from gpuradar.alerts.engine import evaluate, match_rules
+from gpuradar.alerts.loader import parse_rules
+from gpuradar.alerts.rules import RuleError, parse_rule, rule_from_mapping
+from gpuradar.storage.queries import store_fx
 from typer.testing import CliRunner
 
-from alerts.engine import evaluate, match_rules
-from alerts.loader import parse_rules
-from alerts.rules import RuleError, parse_rule, rule_from_mapping
-from gpuradar.cli import app
+from gpuradar.cli.common import app
 from gpuradar.recommend import Job
-from storage.queries import store_fx
 from tests.test_alert_engine import T0, crawl, offer, outbox, rule
 
 CNY = 0.14  # USD per CNY, stored as the FX rate in these tests
@@ -259,7 +259,7 @@ def test_cny_fit_rule_compares_in_cny_and_keeps_to_the_mainland(engine):
 
 
 def test_rules_test_command_handles_a_fit_rule(db_url):
-    from storage.db import open_database
+    from gpuradar.storage.db import open_database
 
     engine = open_database(db_url)
     now = datetime.now(T0.tzinfo)

@@ -10,17 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpuradar.crawler.parsing import parse_files
+from gpuradar.crawler.pipelines import validate
+from gpuradar.crawler.spiders.base import ParseError
+from gpuradar.crawler.spiders.gcp import GcpSpider, gpu_key, stem_of, unit_price
 from scrapy import Request
 from scrapy.http import TextResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from crawler import gpus
-from crawler.items import PriceItem
-from crawler.parsing import parse_files
-from crawler.pipelines import validate
-from crawler.spiders.base import ParseError
-from crawler.spiders.gcp import GcpSpider, gpu_key, stem_of, unit_price
+from gpuradar.core import gpus
+from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.provider_server import ProviderServer, serve_standard
 
@@ -281,7 +281,7 @@ def test_status_names_the_setting_that_enables_the_source(monkeypatch):
 
 
 def test_parse_command_reads_a_saved_page():
-    import crawler.settings as project
+    import gpuradar.crawler.settings as project
 
     settings = Settings()
     settings.setmodule(project)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from crawler import gpus
-from crawler.gpus import (
+from gpuradar.core import gpus
+from gpuradar.core.gpus import (
     CATALOG,
     Gpu,
     families,

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from gpuradar.crawler.parsing import ParseFailed, parse_files
+from gpuradar.crawler.signing import huawei_canonical_request, huawei_sign
+from gpuradar.crawler.spiders.huawei import HuaweiSpider, az_status, flavor_gpu
 from scrapy.settings import Settings
 
-from crawler.parsing import ParseFailed, parse_files
-from crawler.signing import huawei_canonical_request, huawei_sign
-from crawler.spiders.huawei import HuaweiSpider, az_status, flavor_gpu
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import spider_settings
 from tests.provider_server import serve_standard

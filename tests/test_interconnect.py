@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawler.interconnect import fast_inter, fast_intra, interconnect_for
+from gpuradar.core.interconnect import fast_inter, fast_intra, interconnect_for
 
 
 def links(source: str, instance_type: str, gpu: str, count: float) -> tuple:

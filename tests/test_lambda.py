@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpuradar.crawler.spiders.base import ParseError
+from gpuradar.crawler.spiders.lambda_ import REGIONS, LambdaSpider
+from gpuradar.storage.queries import OfferFilter, current_offers
 from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
 
-from crawler.items import PriceItem
-from crawler.spiders.base import ParseError
-from crawler.spiders.lambda_ import REGIONS, LambdaSpider
-from storage.queries import OfferFilter, current_offers
+from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.provider_server import Reply, serve_standard
 

@@ -7,11 +7,11 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from gpuradar.storage import maintenance, queries
+from gpuradar.storage.db import open_database
+from gpuradar.storage.models import Crawl, Notification, Offer, PriceChange
 from sqlalchemy import func, insert, select
 
-from storage import maintenance, queries
-from storage.db import open_database
-from storage.models import Crawl, Notification, Offer, PriceChange
 from tests.clirun import gpuradar
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -160,7 +160,7 @@ def test_db_prune_command(db_url, history):
 @pytest.mark.parametrize("bad", ["400", "400x", "forever", "", "-3d"])
 def test_an_age_without_a_unit_is_refused(bad):
     import gpuradar.cli  # noqa: F401  (loads the command modules in their order)
-    from gpuradar.commands.db_prune import parse_age
+    from gpuradar.cli.db_prune import parse_age
 
     with pytest.raises(ValueError, match="--older-than"):
         parse_age(bad)

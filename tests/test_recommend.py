@@ -8,12 +8,12 @@ import json
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from gpuradar.storage import queries
+from gpuradar.storage.ingest import CrawlWriter
 
-from crawler.currency import FxTable
-from crawler.items import PriceItem
 from gpuradar import recommend as rc
-from storage import queries
-from storage.ingest import CrawlWriter
+from gpuradar.core.currency import FxTable
+from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json
 
 GB = 1e9
@@ -450,7 +450,7 @@ def test_offer_fits_on_plain_offer_dicts():
 # -- the command --------------------------------------------------------------------------
 @pytest.fixture
 def market_url(sqlite_url):
-    from storage.db import open_database
+    from gpuradar.storage.db import open_database
 
     engine = open_database(sqlite_url)
     _store(engine)

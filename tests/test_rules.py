@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from gpuradar.alerts.loader import load_rules, load_targets, parse_targets, redact
+from gpuradar.alerts.rules import RuleError, parse_duration, parse_rule, rule_from_mapping
 
-from alerts.loader import load_rules, load_targets, parse_targets, redact
-from alerts.rules import RuleError, parse_duration, parse_rule, rule_from_mapping
-from gpuradar.config import Config, ConfigError, load_config
+from gpuradar.core.config import Config, ConfigError, load_config
 
 H100 = frozenset({"H100-SXM-80GB", "H100-PCIE-80GB", "H100-NVL-94GB"})
 

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpuradar.crawler.spiders.base import ParseError
+from gpuradar.crawler.spiders.runpod import RunpodSpider, stock_query
+from gpuradar.storage.queries import OfferFilter, current_offers
 from scrapy import Request
 from scrapy.http import TextResponse
 from scrapy.settings import Settings
 
-from crawler.items import PriceItem
-from crawler.spiders.base import ParseError
-from crawler.spiders.runpod import RunpodSpider, stock_query
-from storage.queries import OfferFilter, current_offers
+from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.provider_server import Reply, serve_standard
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from gpuradar.storage import queries
+from gpuradar.storage.ingest import CrawlWriter
+from gpuradar.storage.models import PriceChange
 from sqlalchemy import func, select
 
-from crawler.items import PriceItem
-from storage import queries
-from storage.ingest import CrawlWriter
-from storage.models import PriceChange
+from gpuradar.core.items import PriceItem
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -155,7 +155,7 @@ def test_region_globs_and_filters(engine):
 
 def test_state_kept_in_memory_is_dropped_when_another_writer_crawled(engine):
     """The in-process state cache must never hide a crawl written by another process."""
-    from storage import ingest
+    from gpuradar.storage import ingest
 
     t1, t2 = T0 + timedelta(hours=1), T0 + timedelta(hours=2)
     crawl(engine, [item("A", 80.0, T0)], at=T0)

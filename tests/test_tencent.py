@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from gpuradar.crawler.parsing import ParseFailed, parse_files
+from gpuradar.crawler.signing import tencent_tc3_headers
+from gpuradar.crawler.spiders.tencent import TencentSpider
 from scrapy.settings import Settings
 
-from crawler.parsing import ParseFailed, parse_files
-from crawler.signing import tencent_tc3_headers
-from crawler.spiders.tencent import TencentSpider
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import spider_settings
 from tests.provider_server import Reply, serve_standard

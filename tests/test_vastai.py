@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from gpuradar.crawler.spiders.base import ParseError
+from gpuradar.crawler.spiders.vastai import VastaiSpider
 from scrapy.http import TextResponse
-
-from crawler.spiders.base import ParseError
-from crawler.spiders.vastai import VastaiSpider
 
 FIX = Path(__file__).parent / "fixtures" / "vastai"
 

@@ -28,12 +28,12 @@ from typing import Any
 from urllib.parse import urlencode
 
 import scrapy
+from gpuradar.crawler.signing import alibaba_rpc_params, signing_credentials
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
-from crawler.items import PriceItem
-from crawler.signing import alibaba_rpc_params, signing_credentials
-from crawler.spiders.base import GpuRadarSpider, ParseError, require
+from gpuradar.core.items import PriceItem
 
 # The last price-file version seen in public material (international site).
 FALLBACK_VERSION = "2.0.421"

@@ -24,12 +24,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import scrapy
+from gpuradar.crawler.signing import REPLAY_PLACEHOLDER
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
-from crawler.items import PriceItem
-from crawler.signing import REPLAY_PLACEHOLDER
-from crawler.spiders.base import GpuRadarSpider, ParseError, require
+from gpuradar.core.items import PriceItem
 
 # Data centers of the developer API (AutoDL's elastic-deployment documentation).
 DATA_CENTERS = ("westDC2", "westDC3", "beijingDC1", "beijingDC2", "beijingDC3", "beijingDC4",

@@ -37,12 +37,12 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import scrapy
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
-from crawler.items import PriceItem
-from crawler.spiders.base import GpuRadarSpider, ParseError, require
+from gpuradar.core.items import PriceItem
 
 ONDEMAND_PAGE = "https://aws.amazon.com/ec2/pricing/on-demand/"
 SPOT_PAGE = "https://aws.amazon.com/ec2/spot/pricing/"

@@ -14,10 +14,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 import scrapy
+from gpuradar.crawler.spiders.base import GpuRadarSpider, require
 from scrapy.http import Response
 
-from crawler.items import PriceItem
-from crawler.spiders.base import GpuRadarSpider, require
+from gpuradar.core.items import PriceItem
 
 # Family (the part of the size name after the vCPU count, without "Standard_") -> GPU name
 # as Azure documents it, and the GPUs per size keyed by vCPUs (None: one GPU per size).

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import scrapy
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError
 from scrapy.http import Response
 
-from crawler.items import FxRateItem
-from crawler.spiders.base import GpuRadarSpider, ParseError
+from gpuradar.core.items import FxRateItem
 
 ECB_NS = {"e": "http://www.ecb.int/vocabulary/2002-08-01/eurofxref"}
 

@@ -31,12 +31,12 @@ from typing import Any
 from urllib.parse import urlencode
 
 import scrapy
+from gpuradar.crawler.spiders.base import GpuRadarSpider, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
-from crawler.items import PriceItem
-from crawler.spiders.base import GpuRadarSpider, require
+from gpuradar.core.items import PriceItem
 
 PRICING_PAGE = "https://cloud.google.com/compute/gpus-pricing"
 

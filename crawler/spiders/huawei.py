@@ -27,12 +27,12 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import scrapy
+from gpuradar.crawler.signing import huawei_sign, signing_credentials
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
-from crawler.items import PriceItem
-from crawler.signing import huawei_sign, signing_credentials
-from crawler.spiders.base import GpuRadarSpider, ParseError, require
+from gpuradar.core.items import PriceItem
 
 BATCH = 100
 PAGE = 1000

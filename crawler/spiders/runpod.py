@@ -26,11 +26,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import scrapy
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
-from crawler.items import PriceItem
-from crawler.spiders.base import GpuRadarSpider, ParseError, require
+from gpuradar.core.items import PriceItem
 
 CLOUDS = ("secure", "community")
 _ALIAS = re.compile(r"^(secure|community)_(\d+)$")

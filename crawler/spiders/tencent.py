@@ -20,13 +20,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import scrapy
+from gpuradar.crawler.signing import signing_credentials, tencent_tc3_headers
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
-from crawler import gpus
-from crawler.items import PriceItem
-from crawler.signing import signing_credentials, tencent_tc3_headers
-from crawler.spiders.base import GpuRadarSpider, ParseError, require
+from gpuradar.core import gpus
+from gpuradar.core.items import PriceItem
 
 API_VERSION = "2017-03-12"
 CHARGE_TYPES = {"POSTPAID_BY_HOUR": "on_demand", "SPOTPAID": "spot"}

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import scrapy
+from gpuradar.crawler.spiders.base import GpuRadarSpider, require
 from scrapy.http import Response
 
-from crawler.items import PriceItem
-from crawler.spiders.base import GpuRadarSpider, require
+from gpuradar.core.items import PriceItem
 
 # gpu_name values Vast uses for datacenter and popular consumer GPUs.
 GPU_NAMES = (

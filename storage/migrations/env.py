@@ -1,9 +1,8 @@
 """Alembic environment: runs on the engine handed over by storage.db (no alembic.ini needed)."""
 
+import gpuradar.storage.models  # noqa: F401  (registers the tables)
 from alembic import context
 from sqlmodel import SQLModel
-
-import storage.models  # noqa: F401  (registers the tables)
 
 target_metadata = SQLModel.metadata
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuradar.cli import (
+from gpuradar.cli.common import (
     EXIT_FAILED,
     ConfigOpt,
     CsvOpt,
@@ -23,8 +23,8 @@ from gpuradar.cli import (
     get_engine,
     pick_format,
 )
-from gpuradar.config import Config, ConfigError
-from gpuradar.output import Format, age, console, emit, err_console, money
+from gpuradar.cli.output import Format, age, console, emit, err_console, money
+from gpuradar.core.config import Config, ConfigError
 
 rules_app = typer.Typer(help="Check alert rules and see what they would match now.",
                         no_args_is_help=True)
@@ -32,7 +32,7 @@ notify_app = typer.Typer(help="Notification targets.", no_args_is_help=True)
 
 
 def _targets(cfg: Config):
-    from alerts.loader import load_targets
+    from gpuradar.alerts.loader import load_targets
 
     try:
         return load_targets(cfg)
@@ -47,8 +47,8 @@ def _print_errors(errors: list) -> None:
 
 def _load(cfg: Config, source: Path | None, *, strict_targets: bool = True):
     """(rules, errors) from a rules file, or from the configuration."""
-    from alerts.loader import parse_rules, read_rules_file, rule_entries
-    from alerts.rules import RuleError
+    from gpuradar.alerts.loader import parse_rules, read_rules_file, rule_entries
+    from gpuradar.alerts.rules import RuleError
 
     targets = _targets(cfg) if strict_targets else None
     try:
@@ -101,7 +101,7 @@ def rules_check(
     as_csv: CsvOpt = False,
 ) -> None:
     """Validate rules (and the targets they notify); exit 1 when any is wrong."""
-    from alerts.engine import parse_settings
+    from gpuradar.alerts.engine import parse_settings
 
     if file is not None and not file.exists():
         raise fail(f"rules file {file} does not exist")
@@ -135,11 +135,11 @@ def rules_test(
 ) -> None:
     """What each rule would match and fire on now, against the stored offers (sends
     nothing, changes nothing)."""
-    from alerts.engine import load_market, match_rules, parse_settings
-    from alerts.loader import parse_rule_entry
-    from alerts.messages import offer_summary
-    from alerts.rules import RuleError
-    from storage.alerts import load_states
+    from gpuradar.alerts.engine import load_market, match_rules, parse_settings
+    from gpuradar.alerts.loader import parse_rule_entry
+    from gpuradar.alerts.messages import offer_summary
+    from gpuradar.alerts.rules import RuleError
+    from gpuradar.storage.alerts import load_states
 
     cfg = get_config(config, database_url)
     if rule and Path(rule).is_file():
@@ -222,7 +222,7 @@ def alerts_command(
     as_json: JsonOpt = False, as_csv: CsvOpt = False,
 ) -> None:
     """Firing alerts and the notification log (delivery status per target)."""
-    from storage.alerts import alert_rows, notification_log
+    from gpuradar.storage.alerts import alert_rows, notification_log
 
     cfg = get_config(config, database_url)
     engine = get_engine(cfg)
@@ -287,10 +287,10 @@ def notify_test(
     as_csv: CsvOpt = False,
 ) -> None:
     """Send a test message to targets now and report apprise's result for each URL."""
-    from alerts.delivery import send
-    from alerts.engine import parse_settings
-    from alerts.loader import channel_of
-    from alerts.messages import Renderer
+    from gpuradar.alerts.delivery import send
+    from gpuradar.alerts.engine import parse_settings
+    from gpuradar.alerts.loader import channel_of
+    from gpuradar.alerts.messages import Renderer
 
     cfg = get_config(config)
     configured = _targets(cfg)

@@ -53,11 +53,11 @@ def register(app: typer.Typer) -> None:
         """Run the service: crawl each source on its schedule, evaluate the rules after
         every crawl, deliver notifications, serve Prometheus metrics. Stops cleanly on
         SIGTERM/SIGINT; SIGHUP reloads the configuration."""
-        from scheduler.daemon import RunOptions
-        from scheduler.daemon import run as run_daemon
+        from gpuradar.scheduler.daemon import RunOptions
+        from gpuradar.scheduler.daemon import run as run_daemon
 
         if replay is not None and not replay.is_dir():
-            from gpuradar.output import err_console
+            from gpuradar.cli.output import err_console
 
             err_console.print(f"[red]error:[/red] recording directory {replay} does not exist",
                               highlight=False)

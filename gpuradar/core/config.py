@@ -125,7 +125,7 @@ def scrapy_settings(config: Config, **overrides: Any):
     """Scrapy settings for crawling with this configuration."""
     from scrapy.utils.project import get_project_settings
 
-    os.environ.setdefault("SCRAPY_SETTINGS_MODULE", "crawler.settings")
+    os.environ.setdefault("SCRAPY_SETTINGS_MODULE", "gpuradar.crawler.settings")
     settings = get_project_settings()
     settings.set("GPURADAR_DATABASE_URL", config.database_url, priority="cmdline")
     settings.set("GPURADAR_SOURCES", config.sources, priority="cmdline")

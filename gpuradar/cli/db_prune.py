@@ -3,32 +3,32 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
 
-from gpuradar.cli import EXIT_DATABASE, ConfigOpt, DbOpt, db_app, fail, get_config, get_engine
-from gpuradar.output import console
-
-_WITH_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?\s*(s|m|h|d|w)\s*)+$", re.IGNORECASE)
+from gpuradar.cli.common import (
+    EXIT_DATABASE,
+    ConfigOpt,
+    DbOpt,
+    db_app,
+    fail,
+    get_config,
+    get_engine,
+)
+from gpuradar.cli.output import console
+from gpuradar.core.units import parse_duration
 
 
 def parse_age(value: str) -> timedelta:
     """'400d', '58w', '12h': a unit is required, so a bare '400' (seconds) cannot prune
     nearly everything by accident."""
-    from gpuradar.config import ConfigError
-    from scheduler.jobs import parse_duration
-
-    if not _WITH_UNIT.match(value):
-        raise ValueError(f"--older-than {value!r}: give a number with a unit, e.g. 400d, "
-                         "58w, 12h")
     try:
-        return timedelta(seconds=parse_duration(value, "--older-than"))
-    except ConfigError as exc:
-        raise ValueError(str(exc)) from None
+        return parse_duration(value, unit_required=True)
+    except ValueError as exc:
+        raise ValueError(f"--older-than {exc}") from None
 
 
 def _reason(exc: Exception) -> str:
@@ -52,7 +52,7 @@ def db_prune(
     """Retention: keep what the last --older-than answers exactly, drop what is older."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from storage import maintenance
+    from gpuradar.storage import maintenance
 
     try:
         cutoff = datetime.now(UTC) - parse_age(older_than)

@@ -6,17 +6,20 @@ import csv
 import json
 import sys
 from collections.abc import Sequence
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from gpuradar.core.units import age, money  # noqa: F401  (re-exported for the commands)
+
 console = Console()
 if not console.is_terminal:  # piped: do not squeeze tables into 80 columns
     console = Console(width=200)
-err_console = Console(stderr=True)
+# Errors are one line whatever the terminal: never wrapped at the console width.
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 class Format(StrEnum):
@@ -31,27 +34,6 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, set):
         return sorted(value)
     return value
-
-
-def age(ts: datetime | None, now: datetime | None = None) -> str:
-    """'3m', '2h', '5d': how old an observation is."""
-    if ts is None:
-        return "-"
-    seconds = ((now or datetime.now(UTC)) - ts).total_seconds()
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{max(int(seconds), 0)}s"
-
-
-def money(value: float | None, currency: str = "USD") -> str:
-    if value is None:
-        return "-"
-    symbol = {"USD": "$", "CNY": "¥", "EUR": "€"}.get(currency)
-    text = f"{value:,.4f}".rstrip("0").rstrip(".") if value < 10 else f"{value:,.2f}"
-    if "." in text and len(text.split(".")[1]) == 1:
-        text += "0"
-    return f"{symbol}{text}" if symbol else f"{text} {currency}"
 
 
 def emit(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], fmt: Format,

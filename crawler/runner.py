@@ -7,12 +7,11 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from gpuradar.crawler.spiders.base import GpuRadarSpider
+from gpuradar.storage.ingest import CrawlSummary
 from scrapy import signals
 from scrapy.settings import Settings
 from scrapy.spiderloader import get_spider_loader
-
-from crawler.spiders.base import GpuRadarSpider
-from storage.ingest import CrawlSummary
 
 log = logging.getLogger(__name__)
 

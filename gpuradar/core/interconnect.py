@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from crawler import gpus
+from gpuradar.core import gpus
 
 __all__ = ["INTER_FAST", "INTRA_FAST", "fast_inter", "fast_intra", "interconnect_for"]
 

@@ -149,7 +149,7 @@ class JsonFormatter(logging.Formatter):
 
 # Libraries that say too much at INFO for a process that runs for months.
 _CHATTY = {"scrapy": logging.WARNING, "apscheduler": logging.WARNING,
-           "storage.ingest": logging.WARNING, "py.warnings": logging.ERROR,
+           "gpuradar.storage.ingest": logging.WARNING, "py.warnings": logging.ERROR,
            "asyncio": logging.WARNING, "twisted": logging.WARNING, "apprise": logging.WARNING,
            "filelock": logging.WARNING, "urllib3": logging.WARNING,
            "alembic": logging.WARNING, "scrapy-playwright": logging.WARNING,

@@ -11,8 +11,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from gpuradar.cli import EXIT_FAILED, ConfigOpt, DbOpt, fail, get_config, get_engine
-from gpuradar.output import Format, age, console, emit, err_console, money
+from gpuradar.cli.common import EXIT_FAILED, ConfigOpt, DbOpt, fail, get_config, get_engine
+from gpuradar.cli.output import Format, age, console, emit, err_console, money
 
 
 def _split(values: list[str] | None) -> tuple[str, ...]:
@@ -183,9 +183,9 @@ def register(app: typer.Typer) -> None:
         """Which live offers can run a training or inference job, cheapest first: the GPU
         memory it needs (formula printed), the hardware that fits, and the offers that
         provide it, by hourly price or, with --tokens/--gpu-hours, by total cost."""
-        from crawler.currency import FxTable
         from gpuradar import recommend as rc
-        from storage.queries import current_offers, latest_fx
+        from gpuradar.core.currency import FxTable
+        from gpuradar.storage.queries import current_offers, latest_fx
 
         try:
             size = rc.parse_count(params, "model size")

@@ -1,13 +1,8 @@
-"""The `gpuradar` command line.
-
-Exit codes scripts can rely on: 0 success; 1 a crawl failed or a check found problems;
-2 bad usage, configuration or input; 3 the database cannot be used.
-"""
+"""The tracking commands: crawl, sources, prices, history, parse, db upgrade, demo."""
 
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 import sys
 import tempfile
@@ -17,69 +12,24 @@ from typing import Annotated
 
 import typer
 
-from gpuradar import __version__
-from gpuradar.config import Config, ConfigError, load_config, scrapy_settings
-from gpuradar.output import Format, age, console, emit, err_console, money
-
-EXIT_FAILED, EXIT_USAGE, EXIT_DATABASE = 1, 2, 3
-RECORDINGS = Path(__file__).parent / "recordings"
-
-app = typer.Typer(help="Track GPU cloud prices and availability; alert when rules match.",
-                  no_args_is_help=True, add_completion=False,
-                  context_settings={"help_option_names": ["-h", "--help"]})
-db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
-app.add_typer(db_app, name="db")
-
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file (YAML).",
-                                                 envvar="GPURADAR_CONFIG")]
-DbOpt = Annotated[str | None, typer.Option("--database-url", help="Database URL (overrides "
-                                           "GPURADAR_DATABASE_URL and the config file).")]
-FormatOpt = Annotated[Format, typer.Option("--format", "-o", help="Output format.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Same as --format json.")]
-CsvOpt = Annotated[bool, typer.Option("--csv", help="Same as --format csv.")]
-
-
-def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}", highlight=False)
-    return typer.Exit(code)
-
-
-def get_config(config: Path | None, database_url: str | None = None) -> Config:
-    try:
-        return load_config(config, database_url=database_url)
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
-
-
-def get_engine(cfg: Config):
-    from storage.db import DatabaseError, open_database
-
-    try:
-        return open_database(cfg.database_url)
-    except DatabaseError as exc:
-        raise fail(str(exc), EXIT_DATABASE) from None
-
-
-def pick_format(fmt: Format, as_json: bool, as_csv: bool) -> Format:
-    return Format.json if as_json else Format.csv if as_csv else fmt
-
-
-def setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        console.print(f"gpuradar {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", help="Print the version.",
-                                                callback=_print_version, is_eager=True)] = False
-          ) -> None:
-    """Track GPU cloud prices and availability; alert when rules match."""
+from gpuradar.cli.common import (
+    EXIT_DATABASE,
+    EXIT_FAILED,
+    RECORDINGS,
+    ConfigOpt,
+    CsvOpt,
+    DbOpt,
+    FormatOpt,
+    JsonOpt,
+    app,
+    db_app,
+    fail,
+    get_config,
+    get_engine,
+    pick_format,
+)
+from gpuradar.cli.output import Format, age, console, emit, err_console, money
+from gpuradar.core.config import Config, scrapy_settings
 
 
 # -- crawl -------------------------------------------------------------------------------
@@ -88,7 +38,7 @@ def _crawl(cfg: Config, sources: list[str], record: Path | None, replay: Path | 
     from rich.live import Live
     from rich.text import Text
 
-    from gpuradar.crawl import UnknownSource, resolve_sources, run_once
+    from gpuradar.crawler.runner import UnknownSource, resolve_sources, run_once
 
     settings = scrapy_settings(cfg, GPURADAR_RECORD_DIR=str(record) if record else None,
                                GPURADAR_REPLAY_DIR=str(replay) if replay else None,
@@ -166,8 +116,8 @@ def crawl(
 def resolve_gpus(query: str | None, engine) -> list[str]:
     """Canonical names for a family ('H100') or an exact name ('H100-SXM-80GB'); a name the
     catalog does not know matches the raw name a source reported, if any did."""
-    from crawler import gpus
-    from storage.queries import gpu_names
+    from gpuradar.core import gpus
+    from gpuradar.storage.queries import gpu_names
 
     if not query:
         return []
@@ -231,7 +181,7 @@ def prices(
     as_json: JsonOpt = False, as_csv: CsvOpt = False,
 ) -> None:
     """Current offers, cheapest USD per GPU-hour first."""
-    from storage.queries import OfferFilter, current_offers
+    from gpuradar.storage.queries import OfferFilter, current_offers
 
     if pricing:
         pricing = pricing.replace("-", "_")
@@ -285,7 +235,7 @@ def history(
     as_json: JsonOpt = False, as_csv: CsvOpt = False,
 ) -> None:
     """The spans of one offer, or the cheapest price of a GPU over time."""
-    from storage import queries
+    from gpuradar.storage import queries
 
     pricing = pricing.replace("-", "_") if pricing else None
     cfg = get_config(config, database_url)
@@ -343,8 +293,8 @@ def history(
 def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
             as_json: JsonOpt = False, as_csv: CsvOpt = False) -> None:
     """Each source: enabled or not and why, last crawl, staleness."""
-    from gpuradar.crawl import spider_classes
-    from storage.queries import last_crawls, last_success
+    from gpuradar.crawler.runner import spider_classes
+    from gpuradar.storage.queries import last_crawls, last_success
 
     cfg = get_config(config, database_url)
     engine = get_engine(cfg)
@@ -381,7 +331,7 @@ def parse(source: Annotated[str, typer.Argument(help="Source whose parser to run
           url: Annotated[str | None, typer.Option(help="URL the response came from.")] = None,
           config: ConfigOpt = None) -> None:
     """Run a source's parser on saved responses; print normalised items as JSON lines."""
-    from crawler.parsing import ParseFailed, parse_files
+    from gpuradar.crawler.parsing import ParseFailed, parse_files
 
     cfg = get_config(config)
     settings = scrapy_settings(cfg)
@@ -397,8 +347,8 @@ def parse(source: Annotated[str, typer.Argument(help="Source whose parser to run
 def db_upgrade(config: ConfigOpt = None, database_url: DbOpt = None,
                revision: Annotated[str, typer.Option(help="Target revision.")] = "head") -> None:
     """Apply the schema migrations (also done on every start)."""
-    from storage.db import DatabaseError, redact_url, upgrade
-    from storage.db import get_engine as engine_for
+    from gpuradar.storage.db import DatabaseError, redact_url, upgrade
+    from gpuradar.storage.db import get_engine as engine_for
 
     cfg = get_config(config, database_url)
     try:
@@ -415,7 +365,7 @@ def demo(keep: Annotated[Path | None, typer.Option(help="Keep the demo database 
          verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
     """Crawl the shipped recordings into a throwaway SQLite file and show the cheapest offer
     of every GPU: gpuradar offline, in seconds."""
-    from storage.queries import current_offers
+    from gpuradar.storage.queries import current_offers
 
     workdir = Path(tempfile.mkdtemp(prefix="gpuradar-demo-"))
     db = keep or workdir / "demo.db"
@@ -443,21 +393,3 @@ def demo(keep: Annotated[Path | None, typer.Option(help="Keep the demo database 
         shutil.rmtree(workdir, ignore_errors=True)
     if any(r.status == "failed" for r in results):
         raise typer.Exit(EXIT_FAILED)
-
-
-# -- commands contributed by the other parts (alerts, daemon, recommend) ---------------------
-def _register_commands() -> None:
-    import importlib
-    import pkgutil
-
-    import gpuradar.commands as pkg
-
-    for mod in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        importlib.import_module(f"gpuradar.commands.{mod.name}").register(app)
-
-
-_register_commands()
-
-
-def main() -> None:
-    app()

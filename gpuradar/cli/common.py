@@ -1,0 +1,84 @@
+"""The `gpuradar` command line.
+
+Exit codes scripts can rely on: 0 success; 1 a crawl failed or a check found problems;
+2 bad usage, configuration or input; 3 the database cannot be used.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpuradar import __version__
+from gpuradar.cli.output import Format, console, err_console
+from gpuradar.core.config import Config, ConfigError, load_config
+from gpuradar.core.units import (  # noqa: F401  (the commands import them from here)
+    EXIT_DATABASE,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_PARTIAL,
+    EXIT_USAGE,
+)
+
+RECORDINGS = Path(__file__).parent.parent / "recordings"
+
+app = typer.Typer(help="Track GPU cloud prices and availability; alert when rules match.",
+                  no_args_is_help=True, add_completion=False,
+                  context_settings={"help_option_names": ["-h", "--help"]})
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file (YAML).",
+                                                 envvar="GPURADAR_CONFIG")]
+DbOpt = Annotated[str | None, typer.Option("--database-url", help="Database URL (overrides "
+                                           "GPURADAR_DATABASE_URL and the config file).")]
+FormatOpt = Annotated[Format, typer.Option("--format", "-o", help="Output format.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Same as --format json.")]
+CsvOpt = Annotated[bool, typer.Option("--csv", help="Same as --format csv.")]
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def get_config(config: Path | None, database_url: str | None = None) -> Config:
+    try:
+        return load_config(config, database_url=database_url)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+
+
+def get_engine(cfg: Config):
+    from gpuradar.storage.db import DatabaseError, open_database
+
+    try:
+        return open_database(cfg.database_url)
+    except DatabaseError as exc:
+        raise fail(str(exc), EXIT_DATABASE) from None
+
+
+def pick_format(fmt: Format, as_json: bool, as_csv: bool) -> Format:
+    return Format.json if as_json else Format.csv if as_csv else fmt
+
+
+def setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        console.print(f"gpuradar {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", help="Print the version.",
+                                                callback=_print_version, is_eager=True)] = False
+          ) -> None:
+    """Track GPU cloud prices and availability; alert when rules match."""

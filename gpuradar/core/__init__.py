@@ -1,0 +1,2 @@
+"""The lowest layer: the offer record, the accelerator catalog, currency, units, configuration
+and logging. It imports nothing else of gpuradar."""

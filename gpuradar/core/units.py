@@ -1,0 +1,141 @@
+"""Units every layer shares: durations, money, currency signs, ages, region globs, exit codes.
+
+One home for each, so a GBP price prints the same from `prices`, an alert and `recommend`,
+and "5m" means five minutes in a rule, a source interval and `db prune` alike.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+# -- exit codes (documented in `gpuradar --help` and the README) -----------------------------
+EXIT_OK = 0
+EXIT_FAILED = 1  # a crawl failed, or a check found problems
+EXIT_USAGE = 2  # bad usage, configuration or input
+EXIT_DATABASE = 3  # the database cannot be used
+EXIT_PARTIAL = 4  # a crawl finished but was partial (some requests failed): nothing closed
+EXIT_INTERRUPTED = 130  # stopped by Ctrl-C / SIGINT
+
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "success",
+    EXIT_FAILED: "a crawl failed or a check found problems",
+    EXIT_USAGE: "bad usage, configuration or input",
+    EXIT_DATABASE: "the database cannot be used",
+    EXIT_PARTIAL: "a crawl was partial (some requests failed; no offer was closed)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+}
+
+# -- durations -------------------------------------------------------------------------------
+_UNIT_SECONDS = {
+    "ms": 0.001, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
+    "d": 86400.0, "day": 86400.0, "days": 86400.0,
+    "w": 604800.0, "week": 604800.0, "weeks": 604800.0,
+}
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)?", re.IGNORECASE)
+# Longest span any duration may have: far beyond any window the store keeps, far below
+# what datetime arithmetic overflows on (so "999999d" is an error, not a crash later).
+MAX_DURATION = timedelta(days=3660)
+
+
+def parse_duration(value: Any, *, unit_required: bool = False) -> timedelta:
+    """'300' / 300 (seconds), '90s', '5m', '1h30m', '2 weeks' -> timedelta.
+
+    ValueError (with an example) for anything else, a negative value or more than
+    MAX_DURATION; `unit_required` refuses a bare number (so '400' cannot mean seconds by
+    accident where days were meant)."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, bool) or value is None:
+        raise ValueError(f"not a duration: {value!r} (write e.g. 90s, 5m, 1h, 2d)")
+    elif isinstance(value, int | float):
+        if unit_required:
+            raise ValueError(f"{value!r}: give a number with a unit, e.g. 12h, 400d, 58w")
+        seconds = float(value)
+    else:
+        text = str(value).strip()
+        pos, seconds, parts = 0, 0.0, 0
+        for found in _PART.finditer(text):
+            if text[pos:found.start()].strip():
+                break
+            unit = (found.group(2) or "").lower()
+            if unit and unit not in _UNIT_SECONDS:
+                break
+            if not unit and (unit_required or parts or found.end() != len(text)):
+                break
+            seconds += float(found.group(1)) * (_UNIT_SECONDS[unit] if unit else 1.0)
+            pos, parts = found.end(), parts + 1
+        if not parts or text[pos:].strip():
+            hint = "12h, 400d, 58w" if unit_required else "90s, 5m, 1h30m, 2d"
+            raise ValueError(f"not a duration: {value!r} (write e.g. {hint})")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"not a duration: {value!r} (must be zero or more)")
+    if seconds > MAX_DURATION.total_seconds():
+        raise ValueError(f"duration {value!r} is longer than the limit of "
+                         f"{MAX_DURATION.days} days")
+    return timedelta(seconds=seconds)
+
+
+def format_duration(value: timedelta | float) -> str:
+    """timedelta or seconds -> '90s', '5m', '1h30m', '2d' (the shortest exact form)."""
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds and seconds < 1:
+        return f"{seconds * 1000:g}ms"
+    out, rest = [], int(round(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            out.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(out) or "0s"
+
+
+def age(ts: datetime | None, now: datetime | None = None) -> str:
+    """'3m', '2h', '5d': how old an observation is."""
+    if ts is None:
+        return "-"
+    seconds = ((now or datetime.now(UTC)) - ts).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{max(int(seconds), 0)}s"
+
+
+# -- money -----------------------------------------------------------------------------------
+# Sign written before an amount, by ISO 4217 code; and what each sign means when read.
+CURRENCY_SIGN: dict[str, str] = {"USD": "$", "CNY": "¥", "EUR": "€", "GBP": "£"}
+SIGN_CURRENCY: dict[str, str] = {"$": "USD", "¥": "CNY", "￥": "CNY", "€": "EUR", "£": "GBP"}
+
+
+def money(value: float | None, currency: str = "USD") -> str:
+    """'$2.98', '¥1.88', '£0.0049', '12.50 CHF': up to 4 decimals below 10, 2 above."""
+    if value is None:
+        return "-"
+    sign = CURRENCY_SIGN.get(currency)
+    text = f"{value:,.4f}".rstrip("0").rstrip(".") if value < 10 else f"{value:,.2f}"
+    if "." in text and len(text.split(".")[1]) == 1:
+        text += "0"
+    return f"{sign}{text}" if sign else f"{text} {currency}"
+
+
+# -- region globs ----------------------------------------------------------------------------
+def region_pattern(patterns: Iterable[str]) -> re.Pattern[str] | None:
+    """One compiled, case-insensitive matcher for shell-style globs ('us-*', 'eu-west-?');
+    None when there are no patterns (anything matches)."""
+    pats = [p.lower() for p in patterns if p]
+    if not pats:
+        return None
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in pats))
+
+
+def region_matches(region: str, zone: str, patterns: Iterable[str]) -> bool:
+    """True when a glob matches the offer's region or its zone (no patterns: True)."""
+    matcher = region_pattern(patterns)
+    if matcher is None:
+        return True
+    return bool(matcher.match(region.lower()) or (zone and matcher.match(zone.lower())))
