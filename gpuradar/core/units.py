@@ -60,6 +60,8 @@ def parse_duration(value: Any, *, unit_required: bool = False) -> timedelta:
         seconds = float(value)
     else:
         text = str(value).strip()
+        if unit_required and re.fullmatch(r"\d+(?:\.\d+)?", text):
+            raise ValueError(f"{value!r}: give a number with a unit, e.g. 12h, 400d, 58w")
         pos, seconds, parts = 0, 0.0, 0
         for found in _PART.finditer(text):
             if text[pos:found.start()].strip():
