@@ -56,8 +56,9 @@ def test_scrapy_project_still_works_from_the_repository_root():
 def test_every_provider_fact_comes_from_its_spider():
     """The registry is Scrapy's spider list; kinds, intervals and the mainland rule are read
     from each spider, so a new provider needs only its spider module."""
-    from gpuradar.core import sources
     from gpuradar.scheduler.jobs import KINDS
+
+    from gpuradar.core import sources
 
     listed = subprocess.run([str(BIN / "scrapy"), "list"], cwd=REPO, capture_output=True,
                             text=True, timeout=120, check=True).stdout.split()

@@ -13,9 +13,6 @@ from functools import cache
 from typing import Any
 
 SPIDER_MODULES = ["gpuradar.crawler.spiders"]
-#: Region words that mean "mainland China" wherever regions are filtered (rules, prices,
-#: recommend): the offers of every source whose spider says the region is mainland.
-MAINLAND_ALIASES = frozenset({"mainland", "cn-mainland", "china"})
 
 
 @cache

@@ -125,6 +125,10 @@ def money(value: float | None, currency: str = "USD") -> str:
     return f"{sign}{text}" if sign else f"{text} {currency}"
 
 
+#: Region words meaning "in mainland China" (by each spider's is_mainland), not a glob.
+MAINLAND_ALIASES = frozenset({"mainland", "china", "cn-mainland"})
+
+
 # -- region globs ----------------------------------------------------------------------------
 def region_pattern(patterns: Iterable[str]) -> re.Pattern[str] | None:
     """One compiled, case-insensitive matcher for shell-style globs ('us-*', 'eu-west-?');
@@ -135,9 +139,20 @@ def region_pattern(patterns: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in pats))
 
 
-def region_matches(region: str, zone: str, patterns: Iterable[str]) -> bool:
-    """True when a glob matches the offer's region or its zone (no patterns: True)."""
-    matcher = region_pattern(patterns)
-    if matcher is None:
+def region_matches(region: str, zone: str, patterns: Iterable[str], source: str = "") -> bool:
+    """True when a glob matches the offer's region or its zone (no patterns: True).
+
+    One meaning everywhere (prices, rules, recommend): a pattern is a plain glob on the
+    provider's own codes, except the alias `mainland` (also `china`, `cn-mainland`), which
+    means "runs in mainland China" as the offer's spider defines it (needs `source`)."""
+    pats = [p for p in patterns if p]
+    if not pats:
         return True
-    return bool(matcher.match(region.lower()) or (zone and matcher.match(zone.lower())))
+    if source and any(p.lower() in MAINLAND_ALIASES for p in pats):
+        from gpuradar.core.sources import is_mainland
+
+        if is_mainland(source, region):
+            return True
+    matcher = region_pattern(p for p in pats if p.lower() not in MAINLAND_ALIASES)
+    return bool(matcher and (matcher.match(region.lower())
+                             or (zone and matcher.match(zone.lower()))))
