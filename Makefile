@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-test system-deps demo test lint bench
+.PHONY: install install-test system-deps demo test lint bench mutation
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,3 +42,8 @@ lint: install-test
 
 bench: install
 	$(BIN)/python -m bench
+
+# Mutation testing of the modules that decide what is stored and sent (slow: not in `test`/CI).
+mutation: install-test
+	$(BIN)/pip install -q -e '.[test,mutation]'
+	$(BIN)/python mutation/run.py
