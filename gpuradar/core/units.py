@@ -77,7 +77,7 @@ def parse_duration(value: Any, *, unit_required: bool = False) -> timedelta:
             hint = "12h, 400d, 58w" if unit_required else "90s, 5m, 1h30m, 2d"
             raise ValueError(f"not a duration: {value!r} (write e.g. {hint})")
     if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"not a duration: {value!r} (must be zero or more)")
+        raise ValueError(f"not a duration: {value!r} (must be zero or more, e.g. 90s, 5m, 1h)")
     if seconds > MAX_DURATION.total_seconds():
         raise ValueError(f"duration {value!r} is longer than the limit of "
                          f"{MAX_DURATION.days} days")
