@@ -62,15 +62,6 @@ def _unsampled(cfg: Config, recorded: list[str]) -> list[str]:
     return lines
 
 
-def _cheapest(offers: list[dict[str, Any]], pricing: str) -> list[dict[str, Any]]:
-    best: dict[str, dict[str, Any]] = {}
-    for o in offers:
-        if (o["pricing"] == pricing and o["price_per_gpu_usd"] is not None
-                and o["available"] is not False):
-            best.setdefault(o["gpu"], o)
-    return sorted(best.values(), key=lambda o: o["price_per_gpu_usd"])
-
-
 def _offer_row(o: dict[str, Any], dates: dict[str, str]) -> dict[str, Any]:
     memory = o.get("gpu_memory_gb")
     return {"gpu": f"{o['gpu_count']:g}x {o['gpu']}", "memory": f"{memory:g} GB" if memory
@@ -114,7 +105,8 @@ def demo(keep: Annotated[Path | None, typer.Option(help="Keep the demo database 
 
 
 def _snapshot(cfg: Config) -> None:
-    from gpuradar.storage.queries import current_offers
+    from gpuradar.storage.queries import OfferFilter
+    from gpuradar.storage.web import cheapest_per_gpu
 
     sources = recorded_sources()
     results = _crawl(cfg, sources, None, RECORDINGS, verbose=False)
@@ -132,9 +124,9 @@ def _snapshot(cfg: Config) -> None:
                         title="Real prices from public captures, replayed offline"))
     for line in _unsampled(cfg, sources):
         console.print(line, highlight=False)
-    offers = current_offers(get_engine(cfg), None)
+    engine = get_engine(cfg)
     for pricing in ("on_demand", "spot"):
-        best = _cheapest(offers, pricing)
+        best = cheapest_per_gpu(engine, OfferFilter(pricing=pricing))
         if best:
             console.print()
             console.print(table([_offer_row(o, dates) for o in best], OFFER_COLUMNS,
@@ -177,10 +169,10 @@ def _timeline(cfg: Config, pace: float) -> None:
             evaluate(engine, rules, now=at)
             notes = [n for n in notification_log(engine, limit=20) if n["id"] > seen]
             seen = max([seen, *(n["id"] for n in notes)])
-            what = ", ".join(f"[bold]{n['kind'].upper()}[/bold] {n['title']}"
-                             for n in reversed(notes)) or "-"
-            console.print(f"{at:%m-%d %H:%M}  {len(step['listed'])} offer(s), cheapest "
-                          f"on-demand {money(cheapest)}/GPU-h   {what}", highlight=False)
+            what = ", ".join(f"[bold]{n['kind'].upper()}[/bold] "
+                             + n["title"].rsplit(" — ", 1)[-1] for n in reversed(notes))
+            console.print(f"{at:%m-%d %H:%M}  {len(step['listed'])} listed, cheapest "
+                          f"{money(cheapest)}/GPU-h  {what}", highlight=False)
             if pace:
                 time.sleep(pace)
     console.print()
@@ -194,10 +186,9 @@ def _store_step(cfg: Config, engine: Any, source: str, body: Path, at: datetime
                 ) -> float | None:
     """Parse one step's answer with the source's own parser and store it as a complete
     crawl started at `at`; the cheapest on-demand price per GPU it listed."""
+    from gpuradar.core.items import PriceItem
     from gpuradar.crawler.parsing import ParseFailed, parse_files
     from gpuradar.storage.ingest import CrawlWriter
-
-    from gpuradar.core.items import PriceItem
 
     try:
         records = list(parse_files(source, [body], scrapy_settings(cfg)))

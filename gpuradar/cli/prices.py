@@ -232,7 +232,7 @@ def gpu_history(engine, gpu: str, names: list[str], since: datetime, until: date
     days = (until - since).total_seconds() / 86400
     lines = [f"cheapest {gpu} ({(pricing or 'any pricing').replace('_', '-')}), USD per "
              f"GPU-hour, {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC "
-             f"({days:g} days)" if days >= 1 else
+             f"({days:g} day{'s' if days != 1 else ''})" if days >= 1 else
              f"cheapest {gpu} ({(pricing or 'any pricing').replace('_', '-')}), USD per "
              f"GPU-hour, {since:%Y-%m-%d %H:%M} to {until:%H:%M} UTC", "",
              *chart(series, until)]
