@@ -28,7 +28,7 @@ from gpuradar.cli.common import (
 )
 from gpuradar.cli.crawl import _crawl, _print_results
 from gpuradar.cli.output import Format, console, money, table
-from gpuradar.cli.prices import YES_NO, gpu_history
+from gpuradar.cli.prices import YES_NO, print_gpu_history
 from gpuradar.core.config import Config, scrapy_settings
 
 TIMELINE = RECORDINGS / "timeline.json"
@@ -66,12 +66,12 @@ def _offer_row(o: dict[str, Any], dates: dict[str, str]) -> dict[str, Any]:
     memory = o.get("gpu_memory_gb")
     return {"gpu": f"{o['gpu_count']:g}x {o['gpu']}", "memory": f"{memory:g} GB" if memory
             else None, "per_gpu": money(o["price_per_gpu_usd"]), "source": o["source"],
-            "region": o["region"], "instance": o["instance_type"],
+            "instance": o["instance_type"],
             "available": YES_NO[o["available"]], "as_of": dates.get(o["source"], "?")}
 
 
 OFFER_COLUMNS = [("gpu", "GPUs"), ("memory", "mem/GPU"), ("per_gpu", "$/GPU-h"),
-                 ("source", "source"), ("region", "region"), ("instance", "instance"),
+                 ("source", "source"), ("instance", "instance"),
                  ("available", "avail"), ("as_of", "as of")]
 
 
@@ -177,9 +177,7 @@ def _timeline(cfg: Config, pace: float) -> None:
                 time.sleep(pace)
     console.print()
     names = [g.name for g in gpus.match_family("H100")]
-    for line in gpu_history(engine, "H100", names, start, until, "on_demand",
-                            console.width):
-        console.print(line, highlight=False, soft_wrap=True)
+    print_gpu_history(engine, "H100", names, start, until, "on_demand")
 
 
 def _store_step(cfg: Config, engine: Any, source: str, body: Path, at: datetime

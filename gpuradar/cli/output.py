@@ -81,9 +81,9 @@ def machine_rows(data: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def emit(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], fmt: Format,
          title: str | None = None, raw_rows: Sequence[dict[str, Any]] | None = None,
-         caption: str | None = None) -> None:
-    """Print `rows`; `columns` are (key, header) for the table; JSON/CSV get `raw_rows`
-    (machine values) when given, else the row dicts."""
+         caption: str | None = None, **fit: Any) -> None:
+    """Print `rows`; `columns` are (key, header) for the table (`fit`: how it may shrink,
+    see table()); JSON/CSV get `raw_rows` (machine values) when given, else the rows."""
     data = raw_rows if raw_rows is not None else rows
     if fmt is Format.json:
         json.dump(machine_rows(data), sys.stdout, indent=1, ensure_ascii=False)
@@ -97,35 +97,68 @@ def emit(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], fmt
             writer.writerow({k: json.dumps(v) if isinstance(v, dict | list) else v
                              for k, v in r.items()})
         return
-    console.print(table(rows, columns, title=title, caption=caption))
+    console.print(table(rows, columns, title=title, caption=caption, **fit))
 
 
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]],
           title: str | None = None, caption: str | None = None,
-          wrap: Sequence[str] = ("notes", "error"), width: int | None = None) -> Table:
-    """A rich table that fits `width` (the console's): see the module docstring. Columns
-    named in `wrap` may wrap onto several lines; every other column stays on one line, the
-    widest text columns giving up width first."""
+          wrap: Sequence[str] = ("notes", "error"), width: int | None = None,
+          squeeze: Sequence[str] = ("instance", "region", "notes", "error"),
+          abbreviate: dict[str, dict[str, str]] | None = None,
+          optional: Sequence[str] = ()) -> Table:
+    """A rich table that fits `width` (the console's): see the module docstring.
+
+    Columns named in `wrap` may wrap onto several lines; every other column stays on one
+    line. When the table is too wide: values are abbreviated (`abbreviate`: column ->
+    {value: short}), then `optional` columns are left out in that order, then the `squeeze`
+    columns give up width, then the widest text columns; the caption says what was done."""
+    room_total = width or console.width
     cells = [[str(r.get(k)) if r.get(k) is not None else "-" for k, _ in columns]
              for r in rows]
     keep = [i for i in range(len(columns))
             if not rows or any(row[i] not in _EMPTY for row in cells)]
-    natural = {i: max(len(v) for v in [columns[i][1], *(row[i] for row in cells)])
-               for i in keep}
+
+    def natural(i: int) -> int:
+        return max(len(v) for v in [columns[i][1], *(row[i] for row in cells)])
+
+    def floor(i: int) -> int:
+        return natural(i) if i in numeric else min(natural(i), max(len(columns[i][1]), 6))
+
     numeric = {i for i in keep if cells and all(_NUMBER.match(row[i]) or row[i] in _EMPTY
                                                 for row in cells)}
-    widths = dict(natural)
-    room = (width or console.width) - 2 * (len(keep) - 1) - 3
-    floor = {i: min(natural[i], max(len(columns[i][1]), 6)) for i in keep}
+    notes = [caption] if caption else []
+    if sum(natural(i) + 2 for i in keep) > room_total and abbreviate:
+        used = {}
+        for i in keep:
+            short = abbreviate.get(columns[i][0], {})
+            for row in cells:
+                if row[i] in short:
+                    used[short[row[i]]] = row[i]
+                    row[i] = short[row[i]]
+        notes += [f"{a} = {v}" for a, v in used.items()]
+    hidden = []
+    for key in optional:
+        if sum(floor(i) + 2 for i in keep) <= room_total:
+            break
+        drop = [i for i in keep if columns[i][0] == key]
+        if drop:
+            keep.remove(drop[0])
+            hidden.append(columns[drop[0]][1])
+    if hidden:
+        notes.append(f"hidden to fit {room_total} columns: {', '.join(hidden)} "
+                     "(widen the terminal or use --json)")
+    widths = {i: natural(i) for i in keep}
+    room = room_total - 2 * len(keep)  # two spaces around every column
     while sum(widths.values()) > room:
-        shrinkable = [i for i in keep if i not in numeric and widths[i] > floor[i]]
+        shrinkable = [i for i in keep if i not in numeric and widths[i] > floor(i)]
         if not shrinkable:
             break
-        widest = max(shrinkable, key=lambda i: widths[i])
+        first = [i for i in shrinkable if columns[i][0] in squeeze]
+        widest = max(first or shrinkable, key=lambda i: widths[i])
         widths[widest] -= 1
-    out = Table(title=title, caption=caption, header_style="bold", box=box.SIMPLE_HEAD,
-                pad_edge=False, collapse_padding=True, title_justify="left",
-                caption_justify="left")
+    out = Table(title=title, caption="; ".join(notes) or None, header_style="bold",
+                box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                title_justify="left", caption_justify="left")
     for i in keep:
         key, header = columns[i]
         if i in numeric:

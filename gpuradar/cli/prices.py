@@ -164,7 +164,8 @@ def prices(
             row["gpu"] = f"{_counts(o['gpu_counts'])} {o['gpu']}"
             if len(o["gpu_counts"]) > 1:
                 row["instance_usd"] = None  # one price per GPU, several instance prices
-    emit(rows, PRICE_COLUMNS, f, raw_rows=offers)
+    emit(rows, PRICE_COLUMNS, f, raw_rows=offers,
+         abbreviate={"pricing": {"on-demand": "OD"}}, optional=("notes", "age", "original"))
 
 
 PRICE_COLUMNS = [("source", "source"), ("region", "region"), ("instance", "instance"),
@@ -220,28 +221,27 @@ def chart(series: list[tuple[datetime, float | None]], until: datetime, width: i
     return out
 
 
-def gpu_history(engine, gpu: str, names: list[str], since: datetime, until: datetime,
-                pricing: str | None, width: int) -> list[str]:
-    """The lines `history --gpu` prints: title, chart, lowest price of the period."""
+def print_gpu_history(engine, gpu: str, names: list[str], since: datetime, until: datetime,
+                      pricing: str | None) -> None:
+    """What `history --gpu` prints: a title, the chart, the lowest price of the period."""
     from gpuradar.storage import queries
 
-    buckets = max(20, min(width - 16, 120))
+    width = console.width
+    buckets = max(20, min(width - 14, 120))  # room for the price labels
     series = queries.cheapest_series(engine, names, since, until, buckets=buckets,
                                      pricing=pricing)
     best = queries.cheapest_over(engine, names, since, until, pricing)
     days = (until - since).total_seconds() / 86400
-    lines = [f"cheapest {gpu} ({(pricing or 'any pricing').replace('_', '-')}), USD per "
-             f"GPU-hour, {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC "
-             f"({days:g} day{'s' if days != 1 else ''})" if days >= 1 else
-             f"cheapest {gpu} ({(pricing or 'any pricing').replace('_', '-')}), USD per "
-             f"GPU-hour, {since:%Y-%m-%d %H:%M} to {until:%H:%M} UTC", "",
-             *chart(series, until)]
+    console.print(f"cheapest {gpu} {(pricing or 'any pricing').replace('_', '-')} per "
+                  f"GPU-hour, {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC "
+                  f"({days:g} day{'s' if days != 1 else ''})\n", highlight=False)
+    for line in chart(series, until):
+        console.print(line, highlight=False, soft_wrap=True)
     if best:
-        lines.append(f"lowest: {money(best['price_per_gpu_usd'])} at {best['source']} "
-                     f"{best['region']} {best['instance_type']} "
-                     f"({best['pricing'].replace('_', '-')}) from "
-                     f"{best['valid_from']:%Y-%m-%d %H:%M} UTC")
-    return lines
+        console.print(f"lowest: {money(best['price_per_gpu_usd'])} at {best['source']} "
+                      f"{best['region']} {best['instance_type']} "
+                      f"({best['pricing'].replace('_', '-')}) from "
+                      f"{best['valid_from']:%Y-%m-%d %H:%M} UTC", highlight=False)
 
 
 @app.command()
@@ -284,8 +284,7 @@ def history(
             emit([], [], f, raw_rows=[{"from": t, "cheapest_usd_per_gpu_hour": v}
                                       for t, v in series])
             return
-        for line in gpu_history(engine, gpu, names, since, until, pricing, console.width):
-            console.print(line, highlight=False, soft_wrap=True)
+        print_gpu_history(engine, gpu, names, since, until, pricing)
         return
     if not (source and instance_type):
         raise fail("give SOURCE and INSTANCE_TYPE of an offer, or --gpu")
