@@ -96,3 +96,25 @@ def test_timeline_history_draws_the_day_with_ticks_and_units(timeline):
                     db_url=db_url, env=NARROW)
     assert proc.returncode == 0 and "lowest: $1.3867 at vastai" in proc.stdout
     assert len(re.findall(r"┬", proc.stdout)) == 3
+
+
+def test_alerts_json_has_one_timestamp_form_and_integral_counts(timeline):
+    _, db_url = timeline
+    data = gpuradar_json("alerts", db_url=db_url)
+    stamps: list[str] = []
+
+    def walk(value, key=""):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, k)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, key)
+        elif isinstance(value, str) and re.match(r"^\d{4}-\d\d-\d\d[ T]\d", value):
+            stamps.append(value)
+        elif key == "gpu_count":
+            assert isinstance(value, int), value
+
+    walk(data)
+    assert stamps and all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", s)
+                          for s in stamps), stamps

@@ -79,6 +79,12 @@ def machine_rows(data: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: _jsonable(v, k) for k, v in r.items()} for r in data]
 
 
+def dump_json(data: Any) -> None:
+    """Any JSON document on stdout, with the timestamp and count rules of `emit`."""
+    json.dump(_jsonable(data), sys.stdout, indent=1, ensure_ascii=False, default=str)
+    sys.stdout.write("\n")
+
+
 def emit(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], fmt: Format,
          title: str | None = None, raw_rows: Sequence[dict[str, Any]] | None = None,
          caption: str | None = None, **fit: Any) -> None:
