@@ -94,7 +94,7 @@ def demo(keep: Annotated[Path | None, typer.Option(help="Keep the demo database 
         if timeline:
             _timeline(cfg, pace)
         else:
-            _snapshot(cfg)
+            _snapshot(cfg, verbose)
         if keep:
             console.print(f"\ndemo database kept at {keep}: try `gpuradar prices "
                           f"--database-url sqlite:///{keep} --gpu H100`"
@@ -104,12 +104,12 @@ def demo(keep: Annotated[Path | None, typer.Option(help="Keep the demo database 
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _snapshot(cfg: Config) -> None:
+def _snapshot(cfg: Config, verbose: bool) -> None:
     from gpuradar.storage.queries import OfferFilter
     from gpuradar.storage.web import cheapest_per_gpu
 
     sources = recorded_sources()
-    results = _crawl(cfg, sources, None, RECORDINGS, verbose=False)
+    results = _crawl(cfg, sources, None, RECORDINGS, verbose)
     if any(r.status != "ok" for r in results):
         _print_results(results, Format.table)
         raise typer.Exit(EXIT_FAILED)
@@ -157,8 +157,8 @@ def _timeline(cfg: Config, pace: float) -> None:
     start = until - timedelta(hours=max(s["hour"] for s in spec["steps"]))
     console.print(f"[bold]A day of {source} prices in about a minute[/bold]", highlight=False)
     console.print(spec["derivation"], highlight=False)
-    console.print(f"rule: {rules[0].name}: {rules[0].text} (repeat every 6h, "
-                  "resolved notice on)\n", highlight=False)
+    console.print(f"rule: {rules[0].name}: {rules[0].text} (repeat every "
+                  f"{spec['rule']['repeat']}, resolved notice on)\n", highlight=False)
     seen = 0
     with tempfile.TemporaryDirectory() as tmp:
         for step in spec["steps"]:
