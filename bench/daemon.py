@@ -1,6 +1,6 @@
 """Benchmark of `gpuradar run` (part of `python -m bench`; alone: `python -m bench.daemon`).
 
-1. Memory: the daemon replays the shipped recordings of azure, vastai and fx every second
+1. Memory: the daemon replays the shipped recordings of lambda, vastai and oci every second
    for CYCLES crawl cycles; its RSS (process_resident_memory_bytes from /metrics) is
    sampled all along. Reports start, peak and end RSS, and the trend over the second half.
 2. Latency: RUNS fresh daemons each crawl once and notify a local webhook; the time from
@@ -27,7 +27,7 @@ from tests.daemon_helpers import (
 )
 from tests.helpers import free_port
 
-SOURCES = ["azure", "vastai", "fx"]
+SOURCES = ["lambda", "vastai", "oci"]
 
 
 def migrated_db(path: Path) -> str:

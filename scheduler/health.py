@@ -82,6 +82,8 @@ class _QuietHandler(WSGIRequestHandler):
 
 def make_app(registry: CollectorRegistry, health: Health, redact: Callable[[str], str]
              ) -> Callable:
+    from gpuradar.scheduler import web
+
     metrics_app = make_wsgi_app(registry)
 
     def app(environ: dict[str, Any], start_response: Callable) -> list[bytes]:
@@ -96,13 +98,11 @@ def make_app(registry: CollectorRegistry, health: Health, redact: Callable[[str]
         if path == "/metrics":
             return metrics_app(environ, start_response)
         if path == "/":
-            start_response("200 OK", [("Content-Type", "text/html")])
-            return [b'<html><body>gpuradar: <a href="/metrics">/metrics</a> '
-                    b'<a href="/healthz">/healthz</a></body></html>\n']
+            return web.page(environ, start_response, health.engine_fn(), redact)
         start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"not found; try /metrics or /healthz\n"]
+        return [b"not found; try /, /metrics or /healthz\n"]
 
-    return app
+    return web.read_only(app)
 
 
 class EndpointError(OSError):

@@ -105,7 +105,8 @@ def current_offers(engine: Engine, flt: OfferFilter | None = None,
     with engine.connect() as conn:
         rows = [dict(r._mapping) for r in conn.execute(q)]
     if flt.regions:
-        rows = [r for r in rows if region_matches(r["region"], r["zone"], flt.regions)]
+        rows = [r for r in rows
+                if region_matches(r["region"], r["zone"], flt.regions, r["source"])]
     seen = last_success(engine)
     for r in rows:
         r["changed_at"] = _aware(r["changed_at"])

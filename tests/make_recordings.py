@@ -1,49 +1,184 @@
-"""Regenerate the recordings shipped for `gpuradar demo` (gpuradar/recordings/) from the
-fixtures, by crawling the fixture server with `gpuradar crawl --record`.
+"""Regenerate the recordings shipped for `gpuradar demo` (gpuradar/recordings/) from real
+public captures only, by crawling a loopback server that answers with them
+(`gpuradar crawl --record`). Each recording gets a `provenance.json` beside it: where every
+captured response came from, when it was captured, and what was trimmed.
 
-    python -m tests.make_recordings [SOURCE...]
+A source with no real public capture of what gpuradar requests gets no recording: the demo
+says so instead of showing invented offers.
+
+    python -m tests.make_recordings
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from tests.provider_server import ProviderServer, serve_standard
+from tests.provider_server import ProviderServer, Reply, Request, fixture
 
 RECORDINGS = Path(__file__).parent.parent / "gpuradar" / "recordings"
-# Source options a recording run needs: a dummy key (the fixture server takes any), and no
-# signed AWS calls (the demo has no credentials to replay them with).
-OPTIONS = {"gcp": {"api_key": "recording-dummy-key"}, "aws": {"spot_history": False},
-           "tencent": {"secret_id": "recording-dummy-id", "secret_key": "recording-dummy-key"},
-           "huawei": {"access_key": "recording-dummy-ak", "secret_key": "recording-dummy-sk"},
-           "autodl": {"web_token": "recording-dummy-token", "dev_token": "recording-dummy-token"}}
+NOT_CAPTURED = "no public capture of this request; answered with an empty list"
+
+
+@dataclass
+class Capture:
+    """The real responses of one source, and what the demo says about them."""
+
+    captured: str                       # ISO date (or month) the provider served them
+    origin: list[dict[str, str]]        # one entry per captured response
+    routes: dict[str, tuple[str, str, Any]]
+    trimmed: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _json_reply(data: Any) -> Reply:
+    return Reply(body=json.dumps(data, indent=1, ensure_ascii=False).encode())
+
+
+# -- Vast.ai: one real search (gpu_name "H100 SXM", cheapest first) -------------------------
+def _vastai(req: Request) -> Reply:
+    name = ((req.json() or {}).get("gpu_name") or {}).get("eq")
+    if name == "H100 SXM":
+        return Reply(body=fixture("vastai/bundles_h100_sxm_real.json"))
+    return Reply(body=b'{"offers": []}')
+
+
+# -- OCI: the real price list of 2026-08-14 and the shapes whose prices it holds ------------
+# Shape records with the estimator's real values (as recorded in gpuhunt's tests, see
+# tests/fixtures/oci/SOURCE.md) whose GPU part number is in the real price-list excerpt.
+OCI_SHAPES = ("BM.GPU.H100.8", "BM.GPU.A100-v2.8", "BM.GPU.MI300X.8", "BM.GPU.MI355X.8",
+              "BM.GPU.RTXPRO.8")
+
+
+def _oci_shapes(req: Request) -> Reply:
+    data = json.loads(fixture("oci/shapes.json"))
+    return _json_reply({**data, "items": [s for s in data["items"] if s["name"] in OCI_SHAPES]})
+
+
+def _oci_prices(req: Request) -> Reply:
+    return Reply(body=fixture("oci/products_usd_real_excerpt.json"))
+
+
+# -- GCP: one real page of the SKU list -----------------------------------------------------
+def _gcp(req: Request) -> Reply:
+    data = json.loads(fixture("gcp/skus_real_opencost.json"))
+    return _json_reply({**data, "nextPageToken": ""})
+
+
+def _lambda(req: Request) -> Reply:
+    """The excerpt lacks the 4x and 2x panels: their tab buttons go too (whole elements)."""
+    page = fixture("lambda/pricing_excerpt_real.html").decode()
+    for n in (1, 2):
+        page = re.sub(rf'<button role="tab"[^>]*tabpanel-[^"]*-{n}"[^>]*>.*?</button>', "",
+                      page, flags=re.S)
+    return Reply(body=page.encode(), content_type="text/html; charset=utf-8")
+
+
+GPU_INDEX = "https://github.com/getcomputable/gpu-index"
+CAPTURES: dict[str, Capture] = {
+    "vastai": Capture(
+        captured="2026-08-22",
+        origin=[{"request": "POST https://console.vast.ai/api/v0/bundles/ (gpu_name H100 SXM, "
+                            "cheapest first)",
+                 "repository": GPU_INDEX, "commit": "055204adf5e64e62595f97c49b7eb65400149871",
+                 "path": "tests/fixtures/observatory/vast/h100_sxm_asc.json",
+                 "when": "2026-08-22 18:14 UTC (end_date - duration of every offer)"}],
+        trimmed="2 of the captured offers, copied verbatim. The other searches gpuradar makes "
+                "(other GPU models, any model) have no public capture: they replay as empty "
+                "answers, so the demo shows Vast.ai's H100 SXM offers only.",
+        routes={"vastai.bundles": ("POST", "/api/v0/bundles/", _vastai)}),
+    "lambda": Capture(
+        captured="2026-08",
+        origin=[{"request": "GET https://lambda.ai/pricing",
+                 "repository": GPU_INDEX, "commit": "055204adf5e64e62595f97c49b7eb65400149871",
+                 "path": "tests/fixtures/observatory/lambda/pricing.html",
+                 "when": "2026-08, exact day not recorded (published with the 2026-08-22 "
+                         "Vast.ai capture)"}],
+        trimmed="Only the on-demand instances section: the 8x panel whole and part of the 1x "
+                "panel, and the tab buttons of those two; whole elements were cut, nothing "
+                "edited.",
+        routes={"lambda.pricing": ("GET", "/pricing", _lambda)}),
+    "oci": Capture(
+        captured="2026-08-14",
+        origin=[{"request": "GET https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/"
+                            "?currencyCode=USD",
+                 "repository": GPU_INDEX, "commit": "38e515c00ad4c186cddb1ca004f18168cfd0d223",
+                 "path": "tests/fixtures/observatory/oracle/products_usd.json",
+                 "when": "2026-08-14 (the list's lastUpdated)"},
+                {"request": "GET https://www.oracle.com/a/ocom/docs/cloudestimator2/data/"
+                            "shapes.json",
+                 "repository": "https://github.com/dstackai/gpuhunt",
+                 "commit": "35841515de3792fe6be73b0422ac8901b6b929c8",
+                 "path": "src/tests/providers/test_oci.py (shape records)",
+                 "when": "2026-09-18 (estimator values recorded in those tests)"}],
+        trimmed="14 price-list items verbatim; the 5 GPU shapes whose price is in them.",
+        routes={"oci.shapes": ("GET", "/a/ocom/docs/cloudestimator2/data/shapes.json",
+                               _oci_shapes),
+                "oci.prices": ("GET", "/pls/apex/cetools/api/v1/products/", _oci_prices)}),
+    "gcp": Capture(
+        captured="2023-03-24",
+        origin=[{"request": "GET https://cloudbilling.googleapis.com/v1/services/"
+                            "6F81-5844-456A/skus",
+                 "repository": "https://github.com/opencost/opencost",
+                 "commit": "5f6533303e3850c8635796a74bb22802d16e9090",
+                 "path": "pkg/cloud/gcp/test/skus.json",
+                 "when": "on or after 2023-03-24 (the SKUs' effectiveTime)"}],
+        trimmed="One page of 7 SKUs verbatim (A100 GPU, A2 core and RAM in the Americas); its "
+                "nextPageToken emptied so the crawl ends there.",
+        options={"api_key": "recording-placeholder"},
+        routes={"gcp.skus": ("GET", "/v1/services/6F81-5844-456A/skus", _gcp)}),
+}
 
 
 def main(sources: list[str]) -> int:
+    names = sources or sorted(CAPTURES)
     with ProviderServer() as server, tempfile.TemporaryDirectory() as tmp:
-        endpoints = serve_standard(server)
-        names = sources or sorted({k.split(".")[0] for k in endpoints})
+        endpoints = {}
+        for name in names:
+            for key, (method, path, handler) in CAPTURES[name].routes.items():
+                server.route(method, path, handler)
+                endpoints[key] = server.base + path
         cfg = Path(tmp) / "config.yaml"
         cfg.write_text(yaml.safe_dump({"endpoints": endpoints, "scrapy": {"DOWNLOAD_DELAY": 0},
-                                       "sources": {s: {"enabled": True, **OPTIONS.get(s, {})}
+                                       "sources": {s: {"enabled": True, **CAPTURES[s].options}
                                                    for s in names}}))
         out = Path(tmp) / "rec"
         env = dict(os.environ, GPURADAR_DATABASE_URL=f"sqlite:///{tmp}/rec.db")
         proc = subprocess.run([sys.executable, "-m", "gpuradar", "crawl", "--config",
                                str(cfg), "--record", str(out), *names], env=env)
+        if not sources:  # a full rebuild: nothing invented may stay behind
+            for old in RECORDINGS.iterdir():
+                if old.is_dir() and old.name not in CAPTURES:
+                    shutil.rmtree(old)
         for name in names:
-            if (out / name).exists():
-                shutil.rmtree(RECORDINGS / name, ignore_errors=True)
-                shutil.copytree(out / name, RECORDINGS / name)
-                print(f"recorded {name}")
+            shutil.rmtree(RECORDINGS / name, ignore_errors=True)
+            shutil.copytree(out / name, RECORDINGS / name)
+            _annotate(RECORDINGS / name, CAPTURES[name])
+            print(f"recorded {name}")
         return proc.returncode
+
+
+def _annotate(folder: Path, capture: Capture) -> None:
+    """Mark stand-in answers in the index and write the provenance file."""
+    index = json.loads((folder / "index.json").read_text())
+    for entry in index:
+        body = (folder / entry["file"]).read_text()
+        if body == '{"offers": []}':
+            entry["note"] = NOT_CAPTURED
+    (folder / "index.json").write_text(json.dumps(index, indent=1, ensure_ascii=False))
+    (folder / "provenance.json").write_text(json.dumps(
+        {"captured": capture.captured, "origin": capture.origin, "trimmed": capture.trimmed},
+        indent=1, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":

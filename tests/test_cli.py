@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import pytest
+
+from gpuradar.core.units import money
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.provider_server import serve_standard
 
@@ -38,7 +42,7 @@ def test_parse_reports_a_changed_page(tmp_path):
 def test_demo_runs_offline_and_shows_cheapest_per_gpu():
     proc = gpuradar("demo")
     assert proc.returncode == 0, proc.stderr
-    assert "cheapest offer per GPU" in proc.stdout
+    assert "cheapest on-demand offer per GPU" in proc.stdout
     assert "H100-SXM-80GB" in proc.stdout and "vastai" in proc.stdout
 
 
@@ -67,6 +71,103 @@ def test_history_of_an_offer_and_of_a_gpu(tmp_path, provider_server, sqlite_url)
     assert proc.returncode == 2 and "narrow with --region/--pricing" in proc.stderr
     proc = gpuradar("history", "--gpu", "H100", "--days", "1", config=cfg, db_url=sqlite_url)
     assert proc.returncode == 0 and "lowest: $4.916 at azure eastus" in proc.stdout
+    # one offer's spans and its price at a time say yes/no/? as `prices` does (Azure
+    # publishes no availability: unknown)
+    args = ("history", "azure", "Standard_ND96isr_H100_v5", "--region", "eastus",
+            "--pricing", "on-demand")
+    proc = gpuradar(*args, config=cfg, db_url=sqlite_url)
+    assert re.search(r"\$12\.29\s+\?", proc.stdout) and "None" not in proc.stdout
+    proc = gpuradar(*args, "--at", spans[0]["valid_from"], config=cfg, db_url=sqlite_url)
+    assert proc.returncode == 0 and "available: ?" in proc.stdout, proc.stderr
+    for when in ("yesterday", "2d", "2026-08-22", "2026-08-22 18:00"):
+        proc = gpuradar(*args, "--at", when, config=cfg, db_url=sqlite_url)
+        assert proc.returncode == 1 and "not listed (or not yet known)" in proc.stdout, when
+    proc = gpuradar(*args, "--at", "last tuesday", config=cfg, db_url=sqlite_url)
+    assert proc.returncode == 2 and "--at: not a time: 'last tuesday'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# -- output that fits and reads the same everywhere ----------------------------------------------
+REC = Path(__file__).parent.parent / "gpuradar" / "recordings"
+ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00$")
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory):
+    """A database holding the shipped (real) recordings."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('replayed') / 'db.sqlite'}"
+    proc = gpuradar("crawl", "gcp", "lambda", "oci", "vastai", "--replay", str(REC),
+                    db_url=url)
+    assert proc.returncode == 0, proc.stderr
+    return url
+
+
+def test_prices_fit_80_columns_and_never_split_a_number(replayed):
+    wide = gpuradar_json("prices", "--limit", "0", db_url=replayed)
+    proc = gpuradar("prices", "--limit", "0", db_url=replayed, env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    # every price per GPU-hour is printed whole on its own row
+    shown = re.findall(r"\$[\d,]+\.\d+", proc.stdout)
+    for offer in wide:
+        assert money(offer["price_per_gpu_usd"]) in shown
+    assert "OD = on-demand" in proc.stdout  # abbreviated, and said so
+    assert "quoted" not in proc.stdout  # an empty column takes no space
+
+
+def test_prices_group_the_variants_of_one_product(replayed):
+    proc = gpuradar("prices", "--source", "lambda", "--group", "--limit", "0",
+                    db_url=replayed, env={"COLUMNS": "200"})
+    rows = [line for line in proc.stdout.splitlines() if " lambda " in line]
+    ungrouped = gpuradar_json("prices", "--source", "lambda", "--limit", "0", db_url=replayed)
+    assert 0 < len(rows) <= len(ungrouped)
+    grouped = gpuradar_json("prices", "--source", "lambda", "--group", "--limit", "0",
+                            db_url=replayed)
+    assert sum(len(g["gpu_counts"]) for g in grouped) == len(ungrouped)
+
+
+def test_json_has_one_timestamp_form_and_integral_counts(replayed):
+    offers = gpuradar_json("prices", db_url=replayed)
+    for o in offers:
+        for key in ("observed_at", "first_seen", "changed_at"):
+            assert ISO.match(o[key]), (key, o[key])
+        assert isinstance(o["gpu_count"], int)
+    sources = gpuradar_json("sources", db_url=replayed)
+    stamps = [v for s in sources for v in s.values()
+              if isinstance(v, str) and re.match(r"^\d{4}-\d\d-\d\d[ T]\d", v)]
+    assert stamps and all(ISO.match(v) for v in stamps)
+
+
+def test_suggestions_only_for_near_misses(replayed):
+    proc = gpuradar("prices", "--gpu", "B100", db_url=replayed)
+    assert proc.returncode == 2 and "unknown GPU 'B100'" in proc.stderr
+    assert "did you mean" not in proc.stderr
+    proc = gpuradar("prices", "--gpu", "H10O", db_url=replayed)
+    assert proc.returncode == 2 and "did you mean H100?" in proc.stderr
+
+
+def test_nothing_matched_tells_a_filter_from_an_empty_database(replayed, sqlite_url):
+    proc = gpuradar("prices", "--gpu", "MI300X", "--source", "lambda", db_url=replayed)
+    assert proc.returncode == 0
+    assert "no offer matches --gpu MI300X, --source lambda" in proc.stderr
+    assert "crawl first" not in proc.stderr
+    assert gpuradar("db", "upgrade", db_url=sqlite_url).returncode == 0
+    proc = gpuradar("prices", db_url=sqlite_url)
+    assert "no offers stored yet: crawl first" in proc.stderr
+
+
+def test_region_alias_mainland_in_prices(replayed):
+    # none of the shipped captures runs in mainland China; a glob still matches
+    assert gpuradar_json("prices", "--region", "mainland", db_url=replayed) == []
+    assert {o["region"] for o in gpuradar_json("prices", "--region", "U?", db_url=replayed)
+            } == {"US"}
+
+
+def test_help_is_not_wrapped_mid_sentence():
+    proc = gpuradar("--help", env={"COLUMNS": "200"})
+    assert "evaluate the rules after every crawl, deliver notifications" in proc.stdout
+    assert "the hardware that fits, and the offers that provide it" in proc.stdout
 
 
 def test_db_upgrade(sqlite_url):

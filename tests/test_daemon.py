@@ -31,7 +31,7 @@ from tests.provider_server import Reply, serve_standard
 SECRET = "SEKRET-vast-key-123456"
 # one source each, so that a cheaper offer from another source does not re-notify
 H100_RULE = "H100 under $100/h on vastai"
-A100_RULE = "A100 under $100/h on vastai"
+A100_RULE = "A100 under $100/h on lambda"
 FAST = {"jitter": 0}
 
 
@@ -39,14 +39,14 @@ FAST = {"jitter": 0}
 @pytest.fixture(scope="module")
 def replay(tmp_path_factory, sqlite_template):
     work = tmp_path_factory.mktemp("daemon")
-    recordings = copy_recordings(work / "recordings", ["azure", "vastai", "fx"])
+    recordings = copy_recordings(work / "recordings", ["lambda", "vastai", "oci"])
     shutil.copy(sqlite_template, work / "gpuradar.db")  # migrated already: faster start
     db_url = f"sqlite:///{work / 'gpuradar.db'}"
     with SmtpSink() as smtp, WebhookSink() as hook:
         config = {
             "database_url": db_url,
             "sources": {"vastai": {"interval": 2, "api_key": SECRET, **FAST},
-                        "azure": {"interval": 3, **FAST}, "fx": {"interval": 5, **FAST}},
+                        "lambda": {"interval": 3, **FAST}, "oci": {"interval": 5, **FAST}},
             "targets": {"mail": smtp.url, "hook": hook.url},
             "rules": [H100_RULE],
             "daemon": {"outbox_interval": 1, "grace_period": 20, "watch_interval": 0,
@@ -88,15 +88,14 @@ def test_metrics_show_crawls_prices_and_notifications(replay):
     def get(name, **labels):
         return m.get((name, frozenset(labels.items())))
 
-    for source in ("vastai", "azure", "fx"):
+    for source in ("vastai", "lambda", "oci"):
         assert get("gpuradar_crawls_total", source=source, status="ok") >= 1
         assert get("gpuradar_crawls_total", source=source, status="failed") == 0
         assert get("gpuradar_crawl_duration_seconds_count", source=source) >= 1
         assert get("gpuradar_last_success_timestamp_seconds", source=source) > 1.7e9
         assert get("gpuradar_source_consecutive_failures", source=source) == 0
-    assert get("gpuradar_crawl_items_total", source="vastai") >= 18
-    assert get("gpuradar_crawl_dropped_items_total", source="azure", reason="zero_price") >= 1
-    assert get("gpuradar_offer_changes_total", source="vastai", change="new") == 18
+    assert get("gpuradar_crawl_items_total", source="vastai") >= 4
+    assert get("gpuradar_offer_changes_total", source="vastai", change="new") == 4
     assert get("gpuradar_offers", source="vastai", pricing="on_demand",
                availability="available") > 0
     h100 = [v for (name, labels), v in m.items()
@@ -173,12 +172,12 @@ def test_a_changed_config_file_is_reloaded_without_a_signal(replay):
     reloads = d.value("gpuradar_config_reloads_total", result="success")
     d.signal(signal.SIGHUP)  # turns the watcher on
     d.wait_metric("gpuradar_config_reloads_total", reloads + 1, result="success")
-    config["sources"] = {**config["sources"], "fx": {"interval": 7, **FAST}}
+    config["sources"] = {**config["sources"], "oci": {"interval": 7, **FAST}}
     write_config(replay["path"], config)
     d.wait_metric("gpuradar_config_reloads_total", reloads + 2, result="success")
     logs = d.logs()
     assert "configuration reloaded (the config file changed)" in logs
-    assert "fx: every 7s" in logs
+    assert "oci: every 7s" in logs
 
 
 def test_sigterm_exits_0_within_the_grace_period(replay):

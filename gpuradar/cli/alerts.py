@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import json
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,7 +21,7 @@ from gpuradar.cli.common import (
     get_engine,
     pick_format,
 )
-from gpuradar.cli.output import Format, age, console, emit, err_console, money
+from gpuradar.cli.output import Format, age, console, dump_json, emit, err_console, money
 from gpuradar.core.config import Config, ConfigError
 
 rules_app = typer.Typer(help="Check alert rules and see what they would match now.",
@@ -177,8 +175,7 @@ def rules_test(
                     "limit": m.limit, "reference_low": m.reference, "note": m.note,
                     "stored_state": st.get("state", "inactive"), "offers": offers})
     if f is Format.json:
-        json.dump(out, sys.stdout, indent=1, default=str, ensure_ascii=False)
-        sys.stdout.write("\n")
+        dump_json(out)
         return
     if f is Format.csv:
         emit([], [], f, raw_rows=[{k: v for k, v in o.items() if k != "offers"} for o in out])
@@ -231,9 +228,7 @@ def alerts_command(
     log = notification_log(engine, limit=limit)
     f = pick_format(fmt, as_json, as_csv)
     if f is Format.json:
-        json.dump({"alerts": alerts, "notifications": log}, sys.stdout, indent=1, default=str,
-                  ensure_ascii=False)
-        sys.stdout.write("\n")
+        dump_json({"alerts": alerts, "notifications": log})
         return
     if f is Format.csv:
         emit([], [], f, raw_rows=alerts)

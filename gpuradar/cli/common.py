@@ -6,10 +6,12 @@ Exit codes scripts can rely on: 0 success; 1 a crawl failed or a check found pro
 
 from __future__ import annotations
 
+import inspect
 import logging
+import re
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -26,7 +28,32 @@ from gpuradar.core.units import (  # noqa: F401  (the commands import them from 
 
 RECORDINGS = Path(__file__).parent.parent / "recordings"
 
-app = typer.Typer(help="Track GPU cloud prices and availability; alert when rules match.",
+def _unwrap(text: str) -> str:
+    """A docstring's hard line breaks removed (blank lines kept): the help output wraps
+    text to the terminal itself, and the command list would otherwise break mid-sentence."""
+    return re.sub(r"(?<=\S)[ \t]*\n[ \t]*(?=\S)", " ", inspect.cleandoc(text))
+
+
+def _unwrap_helps(group: typer.Typer) -> None:
+    for info in group.registered_commands:
+        if info.help:
+            info.help = _unwrap(info.help)
+        elif info.callback is not None and info.callback.__doc__:
+            info.callback.__doc__ = _unwrap(info.callback.__doc__)
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _unwrap_helps(sub.typer_instance)
+
+
+class _App(typer.Typer):
+    """The root app: every command's help unwrapped once, when the command line runs."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        _unwrap_helps(self)
+        return super().__call__(*args, **kwargs)
+
+
+app = _App(help="Track GPU cloud prices and availability; alert when rules match.",
                   no_args_is_help=True, add_completion=False,
                   context_settings={"help_option_names": ["-h", "--help"]})
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)

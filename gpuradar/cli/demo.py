@@ -1,12 +1,20 @@
-"""`gpuradar demo`: the shipped recordings crawled into a throwaway database."""
+"""`gpuradar demo`: real prices from public captures, offline, in seconds.
+
+The shipped recordings (gpuradar/recordings/<source>/) hold only real responses, each with a
+`provenance.json` saying where and when it was captured. `demo` replays them into a
+throwaway SQLite file and shows the cheapest offer per GPU, dated; `demo --timeline` plays a
+day of one source's prices so that history fills and a rule fires, repeats and resolves.
+"""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
-from datetime import UTC, datetime
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -14,46 +22,179 @@ from gpuradar.cli.common import (
     EXIT_FAILED,
     RECORDINGS,
     app,
+    fail,
     get_config,
     get_engine,
 )
 from gpuradar.cli.crawl import _crawl, _print_results
-from gpuradar.cli.output import Format, console, emit
-from gpuradar.cli.prices import offer_rows
+from gpuradar.cli.output import Format, console, money, table
+from gpuradar.cli.prices import YES_NO, print_gpu_history
+from gpuradar.core.config import Config, scrapy_settings
+
+TIMELINE = RECORDINGS / "timeline.json"
 
 
-# -- demo --------------------------------------------------------------------------------
+def provenance(source: str) -> dict[str, Any]:
+    path = RECORDINGS / source / "provenance.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def recorded_sources() -> list[str]:
+    return sorted(p.name for p in RECORDINGS.iterdir() if (p / "index.json").exists())
+
+
+def _unsampled(cfg: Config, recorded: list[str]) -> list[str]:
+    """One line per kind of source without a public sample: what to do instead."""
+    from gpuradar.crawler.runner import spider_classes
+
+    need_keys, public = [], []
+    for name, cls in spider_classes(scrapy_settings(cfg)).items():
+        if name in recorded or name == "fx":
+            continue
+        (need_keys if cls.requires_credentials else public).append(name)
+    lines = []
+    if need_keys:
+        lines.append(f"no public sample: {', '.join(need_keys)} (configure credentials to "
+                     "crawl them)")
+    if public:
+        lines.append(f"no public sample: {', '.join(public)} (crawl them live: "
+                     "`gpuradar crawl NAME`)")
+    return lines
+
+
+def _offer_row(o: dict[str, Any], dates: dict[str, str]) -> dict[str, Any]:
+    memory = o.get("gpu_memory_gb")
+    return {"gpu": f"{o['gpu_count']:g}x {o['gpu']}", "memory": f"{memory:g} GB" if memory
+            else None, "per_gpu": money(o["price_per_gpu_usd"]), "source": o["source"],
+            "instance": o["instance_type"],
+            "available": YES_NO[o["available"]], "as_of": dates.get(o["source"], "?")}
+
+
+OFFER_COLUMNS = [("gpu", "GPUs"), ("memory", "mem/GPU"), ("per_gpu", "$/GPU-h"),
+                 ("source", "source"), ("instance", "instance"),
+                 ("available", "avail"), ("as_of", "as of")]
+
+
 @app.command()
 def demo(keep: Annotated[Path | None, typer.Option(help="Keep the demo database here "
                                                    "instead of a temporary file.")] = None,
+         timeline: Annotated[bool, typer.Option("--timeline", help="Play a day of price "
+                                                "changes in about a minute: history fills, "
+                                                "a rule fires, repeats and resolves.")] = False,
+         pace: Annotated[float, typer.Option(help="Seconds per step of --timeline.", min=0)
+                         ] = 6.0,
          verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
-    """Crawl the shipped recordings into a throwaway SQLite file and show the cheapest offer
-    of every GPU: gpuradar offline, in seconds."""
-    from gpuradar.storage.queries import current_offers
-
+    """Replay real, dated prices captured from public sources into a throwaway SQLite file
+    and show the cheapest offer per GPU: gpuradar offline, in seconds."""
     workdir = Path(tempfile.mkdtemp(prefix="gpuradar-demo-"))
     db = keep or workdir / "demo.db"
     cfg = get_config(None, f"sqlite:///{db}")
     cfg.endpoints = {}
     try:
-        sources_ = sorted(p.name for p in RECORDINGS.iterdir() if (p / "index.json").exists())
-        results = _crawl(cfg, sources_, None, RECORDINGS, verbose)
-        _print_results(results, Format.table)
-        offers = current_offers(get_engine(cfg), None)
-        cheapest: dict[str, dict] = {}
-        for o in offers:
-            if o["price_per_gpu_usd"] is not None and o["available"] is not False:
-                cheapest.setdefault(o["gpu"], o)
-        rows = offer_rows(sorted(cheapest.values(), key=lambda o: o["price_per_gpu_usd"]),
-                          datetime.now(UTC))
-        emit(rows, [("gpu", "GPUs"), ("per_gpu", "$/GPU-h"), ("source", "source"),
-                    ("region", "region"), ("instance", "instance"), ("pricing", "pricing"),
-                    ("original", "quoted")], Format.table,
-             title="cheapest offer per GPU (recorded demo data)")
+        if timeline:
+            _timeline(cfg, pace)
+        else:
+            _snapshot(cfg, verbose)
         if keep:
-            console.print(f"demo database kept at {keep}: try "
-                          f"`gpuradar prices --database-url sqlite:///{keep} --gpu H100`")
+            console.print(f"\ndemo database kept at {keep}: try `gpuradar prices "
+                          f"--database-url sqlite:///{keep} --gpu H100`"
+                          + (" or `gpuradar history --gpu H100 --days 1 --database-url "
+                             f"sqlite:///{keep}`" if timeline else ""), highlight=False)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    if any(r.status == "failed" for r in results):
+
+
+def _snapshot(cfg: Config, verbose: bool) -> None:
+    from gpuradar.storage.queries import OfferFilter
+    from gpuradar.storage.web import cheapest_per_gpu
+
+    sources = recorded_sources()
+    results = _crawl(cfg, sources, None, RECORDINGS, verbose)
+    if any(r.status != "ok" for r in results):
+        _print_results(results, Format.table)
         raise typer.Exit(EXIT_FAILED)
+    dates = {s: provenance(s).get("captured", "?") for s in sources}
+    counts = {r.source: r.items for r in results}
+    rows = [{"source": s, "captured": dates[s], "offers": counts.get(s, 0),
+             "origin": "; ".join(o.get("repository", "").removeprefix("https://github.com/")
+                                 for o in provenance(s).get("origin", []))}
+            for s in sources]
+    console.print(table(rows, [("source", "source"), ("captured", "captured"),
+                               ("offers", "offers"), ("origin", "public capture from")],
+                        title="Real prices from public captures, replayed offline"))
+    for line in _unsampled(cfg, sources):
+        console.print(line, highlight=False)
+    engine = get_engine(cfg)
+    for pricing in ("on_demand", "spot"):
+        best = cheapest_per_gpu(engine, OfferFilter(pricing=pricing))
+        if best:
+            console.print()
+            console.print(table([_offer_row(o, dates) for o in best], OFFER_COLUMNS,
+                                title=f"cheapest {pricing.replace('_', '-')} offer per GPU"))
+    console.print("\nprices are as of each source's capture date, not today's; "
+                  "see gpuradar/recordings/*/provenance.json", highlight=False)
+
+
+# -- the time-lapse ---------------------------------------------------------------------
+def _timeline(cfg: Config, pace: float) -> None:
+    """Replay the staged day of `timeline.json`: each step is one crawl of the source
+    (the real capture's offers listed at that hour) stored at its simulated time, then one
+    rule evaluation at that time; the notifications it queues are shown, not sent."""
+    from gpuradar.alerts.engine import evaluate
+    from gpuradar.alerts.loader import load_rules, load_targets
+    from gpuradar.core import gpus
+    from gpuradar.storage.alerts import notification_log
+
+    spec = json.loads(TIMELINE.read_text())
+    source = spec["source"]
+    capture = json.loads((RECORDINGS / spec["capture"]).read_text())
+    listed = {o["machine_id"]: o for o in capture["offers"]}
+    cfg.targets = {"demo": "json://localhost"}  # queued in the outbox, never delivered
+    cfg.rules = [spec["rule"]]
+    rules = load_rules(cfg, load_targets(cfg))
+    engine = get_engine(cfg)
+    until = datetime.now(UTC).replace(second=0, microsecond=0)
+    start = until - timedelta(hours=max(s["hour"] for s in spec["steps"]))
+    console.print(f"[bold]A day of {source} prices in about a minute[/bold]", highlight=False)
+    console.print(spec["derivation"], highlight=False)
+    console.print(f"rule: {rules[0].name}: {rules[0].text} (repeat every "
+                  f"{spec['rule']['repeat']}, resolved notice on)\n", highlight=False)
+    seen = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for step in spec["steps"]:
+            at = start + timedelta(hours=step["hour"])
+            body = Path(tmp) / f"step-{step['hour']}.json"
+            body.write_text(json.dumps({"offers": [listed[m] for m in step["listed"]]}))
+            cheapest = _store_step(cfg, engine, source, body, at)
+            evaluate(engine, rules, now=at)
+            notes = [n for n in notification_log(engine, limit=20) if n["id"] > seen]
+            seen = max([seen, *(n["id"] for n in notes)])
+            what = ", ".join(f"[bold]{n['kind'].upper()}[/bold] "
+                             + n["title"].rsplit(" — ", 1)[-1] for n in reversed(notes))
+            console.print(f"{at:%m-%d %H:%M}  {len(step['listed'])} listed, cheapest "
+                          f"{money(cheapest)}/GPU-h  {what}", highlight=False)
+            if pace:
+                time.sleep(pace)
+    console.print()
+    names = [g.name for g in gpus.match_family("H100")]
+    print_gpu_history(engine, "H100", names, start, until, "on_demand")
+
+
+def _store_step(cfg: Config, engine: Any, source: str, body: Path, at: datetime
+                ) -> float | None:
+    """Parse one step's answer with the source's own parser and store it as a complete
+    crawl started at `at`; the cheapest on-demand price per GPU it listed."""
+    from gpuradar.core.items import PriceItem
+    from gpuradar.crawler.parsing import ParseFailed, parse_files
+    from gpuradar.storage.ingest import CrawlWriter
+
+    try:
+        records = list(parse_files(source, [body], scrapy_settings(cfg)))
+    except ParseFailed as exc:
+        raise fail(str(exc), EXIT_FAILED) from None
+    items = [PriceItem(**{**r, "observed_at": at}) for r in records if "dropped" not in r]
+    writer = CrawlWriter(engine, source, started_at=at)
+    writer.add(items)
+    writer.finish("ok")
+    prices = [i.price_per_gpu_usd for i in items if i.pricing == "on_demand"]
+    return min(prices) if prices else None

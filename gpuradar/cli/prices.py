@@ -42,16 +42,17 @@ def resolve_gpus(query: str | None, engine) -> list[str]:
     raise fail(f"unknown GPU {query!r}" + (f"; did you mean {hint}?" if hint else ""))
 
 
+YES_NO = {True: "yes", False: "no", None: "?"}
+
+
 def offer_rows(offers: list[dict], now: datetime) -> list[dict]:
     rows = []
     for o in offers:
-        avail = {True: "yes", False: "no", None: "?"}[o["available"]]
+        avail = YES_NO[o["available"]]
         if o.get("available_count") is not None:
             avail += f" ({o['available_count']})"
         if not o["active"]:
             avail = "gone"
-        count = o["gpu_count"]
-        count_text = f"{count:g}"
         extra = o.get("attributes") or {}
         notes = []
         if extra.get("interruption"):
@@ -60,15 +61,53 @@ def offer_rows(offers: list[dict], now: datetime) -> list[dict]:
             notes.append(f"saves {extra['savings_pct']}%")
         if extra.get("derived"):
             notes.append("derived")
+        memory = o.get("gpu_memory_gb")
         rows.append({
             "source": o["source"], "region": o["region"] + (f"/{o['zone']}" if o["zone"] else ""),
             "instance": o["instance_type"], "pricing": o["pricing"].replace("_", "-"),
-            "gpu": f"{count_text}x {o['gpu']}",
+            "gpu": f"{o['gpu_count']:g}x {o['gpu']}",
+            "memory": f"{memory:g} GB" if memory else None,
             "per_gpu": money(o["price_per_gpu_usd"]), "instance_usd": money(o["price_usd"]),
             "original": money(o["price"], o["currency"]) if o["currency"] != "USD" else "",
             "available": avail, "age": age(o["observed_at"], now), "notes": ", ".join(notes),
         })
     return rows
+
+
+def _counts(counts: list[float]) -> str:
+    """'1-8x' for a run of whole counts, else '1,2,4x'."""
+    whole = [int(c) for c in counts if float(c).is_integer()]
+    if len(whole) == len(counts) > 2 and whole == list(range(whole[0], whole[-1] + 1)):
+        return f"{whole[0]}-{whole[-1]}x"
+    return ",".join(f"{c:g}" for c in counts) + "x"
+
+
+def group_variants(offers: list[dict]) -> list[dict]:
+    """One offer per product: the 1x...8x variants of an instance family with the same price
+    per GPU (RunPod, Lambda, OCI list one offer per GPU count) become one row whose
+    `gpu_counts` lists the counts; the cheapest row of each group stands for it."""
+    groups: dict[tuple, dict] = {}
+    for o in offers:
+        key = (o["source"], o["region"], o["zone"], o["pricing"], o["gpu"],
+               o["price_per_gpu_usd"], o["available"], o["active"])
+        if key in groups:
+            groups[key]["gpu_counts"].append(o["gpu_count"])
+        else:
+            groups[key] = {**o, "gpu_counts": [o["gpu_count"]]}
+    out = list(groups.values())
+    for g in out:
+        g["gpu_counts"] = sorted(set(g["gpu_counts"]))
+    return out
+
+
+def nothing_matched(engine, filters: dict[str, object]) -> str:
+    """Why a listing is empty: an empty database, or the filters (named)."""
+    from gpuradar.storage.queries import gpu_names
+
+    if not gpu_names(engine):
+        return "no offers stored yet: crawl first (`gpuradar crawl`, or try `gpuradar demo`)"
+    given = ", ".join(f"{k} {v}" for k, v in filters.items() if v not in (None, False, [], ()))
+    return f"no offer matches {given or 'these filters'} (other offers are stored)"
 
 
 @app.command()
@@ -79,7 +118,8 @@ def prices(
     source: Annotated[list[str] | None, typer.Option("--source", "-s", help="Only these "
                                                      "sources (repeatable).")] = None,
     region: Annotated[list[str] | None, typer.Option("--region", "-r", help="Region glob, "
-                                                     "e.g. 'us-*' (repeatable).")] = None,
+                                                     "e.g. 'us-*', or 'mainland' for "
+                                                     "mainland China (repeatable).")] = None,
     max_price: Annotated[float | None, typer.Option(help="Max USD per GPU-hour.")] = None,
     min_gpus: Annotated[float | None, typer.Option(help="Min GPUs per offer.")] = None,
     min_gpu_memory: Annotated[float | None, typer.Option(help="Min GB per GPU.")] = None,
@@ -87,6 +127,9 @@ def prices(
                                             "unavailable.")] = False,
     all_offers: Annotated[bool, typer.Option("--all", help="Include offers no longer "
                                              "listed.")] = False,
+    group: Annotated[bool, typer.Option("--group", help="One row per product: its 1x...8x "
+                                        "variants at the same price per GPU together.")
+                     ] = False,
     limit: Annotated[int, typer.Option(help="Rows to show (0: all).")] = 50,
     config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
     as_json: JsonOpt = False, as_csv: CsvOpt = False,
@@ -104,30 +147,101 @@ def prices(
                       regions=region or [], max_price=max_price, min_gpus=min_gpus,
                       min_gpu_memory=min_gpu_memory, available_only=available,
                       include_inactive=all_offers)
-    offers = current_offers(engine, flt, limit=limit or None)
+    offers = current_offers(engine, flt, limit=None if group else limit or None)
+    if group:
+        offers = group_variants(offers)[:limit or None]
     f = pick_format(fmt, as_json, as_csv)
     if f is Format.table and not offers:
-        err_console.print("no offers match (crawl first: `gpuradar crawl`)")
+        err_console.print(nothing_matched(engine, {
+            "--gpu": gpu, "--pricing": pricing, "--source": ",".join(source or []),
+            "--region": ",".join(region or []), "--max-price": max_price,
+            "--min-gpus": min_gpus, "--min-gpu-memory": min_gpu_memory,
+            "--available": available}), highlight=False)
         return
-    now = datetime.now(UTC)
-    emit(offer_rows(offers, now),
-         [("source", "source"), ("region", "region"), ("instance", "instance"),
-          ("pricing", "pricing"), ("gpu", "GPUs"), ("per_gpu", "$/GPU-h"),
-          ("instance_usd", "$/h"), ("original", "quoted"), ("available", "avail"),
-          ("age", "age"), ("notes", "notes")], f, raw_rows=offers)
+    rows = offer_rows(offers, datetime.now(UTC))
+    if group:
+        for row, o in zip(rows, offers, strict=True):
+            row["gpu"] = f"{_counts(o['gpu_counts'])} {o['gpu']}"
+            if len(o["gpu_counts"]) > 1:
+                row["instance_usd"] = None  # one price per GPU, several instance prices
+    emit(rows, PRICE_COLUMNS, f, raw_rows=offers,
+         abbreviate={"pricing": {"on-demand": "OD"}}, optional=("notes", "age", "original"))
+
+
+PRICE_COLUMNS = [("source", "source"), ("region", "region"), ("instance", "instance"),
+                 ("pricing", "pricing"), ("gpu", "GPUs"), ("memory", "mem/GPU"),
+                 ("per_gpu", "$/GPU-h"), ("instance_usd", "$/h"), ("original", "quoted"),
+                 ("available", "avail"), ("age", "age"), ("notes", "notes")]
 
 # -- history -----------------------------------------------------------------------------
-def _chart(series: list[tuple[datetime, float | None]], width: int = 60) -> list[str]:
+def chart(series: list[tuple[datetime, float | None]], until: datetime, width: int = 60,
+          height: int = 8) -> list[str]:
+    """A step chart of a price series in text: a labelled price axis ($/GPU-h), the time
+    axis over the whole period (ticks with UTC dates), gaps where nothing was listed."""
     values = [v for _, v in series if v is not None]
     if not values:
         return ["(no data in this period)"]
     lo, hi = min(values), max(values)
-    bars = "▁▂▃▄▅▆▇█"
-    line = "".join(" " if v is None else bars[0 if hi == lo else
-                                               round((v - lo) / (hi - lo) * (len(bars) - 1))]
-                   for _, v in series)
-    return [f"{money(hi):>10} ┤", f"{'':>10} │{line}", f"{money(lo):>10} ┤",
-            f"{'':>10}  {series[0][0]:%Y-%m-%d %H:%M} … {series[-1][0]:%Y-%m-%d %H:%M} UTC"]
+    if hi - lo < 1e-9:
+        lo, hi = lo * 0.95, hi * 1.05 or 1.0
+    rows = [[" "] * len(series) for _ in range(height)]
+    prev: int | None = None
+    for col, (_, v) in enumerate(series):
+        if v is None:
+            prev = None
+            continue
+        r = round((v - lo) / (hi - lo) * (height - 1))
+        if prev is None or prev == r:
+            rows[r][col] = "─"
+        else:
+            up = r > prev
+            rows[prev][col] = "┘" if up else "┐"
+            rows[r][col] = "┌" if up else "└"
+            for mid in range(min(r, prev) + 1, max(r, prev)):
+                rows[mid][col] = "│"
+        prev = r
+    ticks = {0: money(lo), height - 1: money(hi), (height - 1) // 2:
+             money(lo + (hi - lo) * ((height - 1) // 2) / (height - 1))}
+    label_w = max(len(t) for t in ticks.values())
+    out = [f"{'$/GPU-h':>{label_w}}"]
+    for r in range(height - 1, -1, -1):
+        label = ticks.get(r, "")
+        out.append(f"{label:>{label_w}} {'┤' if label else '│'}{''.join(rows[r])}")
+    n = len(series)
+    marks = sorted({0, n // 2, n - 1})
+    out.append(" " * label_w + " └" + "".join("┬" if c in marks else "─" for c in range(n)))
+    start, middle = series[0][0], series[n // 2][0]
+    left, centre, right = (f"{start:%m-%d %H:%M}", f"{middle:%m-%d %H:%M}",
+                           f"{until:%m-%d %H:%M} UTC")
+    axis = [" "] * (n + 2 + len(right))
+    for pos, text in ((0, left), (max(n // 2 - len(centre) // 2, len(left) + 1), centre),
+                      (max(n - len(right), n // 2 + len(centre)), right)):
+        axis[pos:pos + len(text)] = text
+    out.append(" " * (label_w + 2) + "".join(axis).rstrip())
+    return out
+
+
+def print_gpu_history(engine, gpu: str, names: list[str], since: datetime, until: datetime,
+                      pricing: str | None) -> None:
+    """What `history --gpu` prints: a title, the chart, the lowest price of the period."""
+    from gpuradar.storage import queries
+
+    width = console.width
+    buckets = max(20, min(width - 14, 120))  # room for the price labels
+    series = queries.cheapest_series(engine, names, since, until, buckets=buckets,
+                                     pricing=pricing)
+    best = queries.cheapest_over(engine, names, since, until, pricing)
+    days = (until - since).total_seconds() / 86400
+    console.print(f"cheapest {gpu} {(pricing or 'any pricing').replace('_', '-')} per "
+                  f"GPU-hour, {since:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC "
+                  f"({days:g} day{'s' if days != 1 else ''})\n", highlight=False)
+    for line in chart(series, until):
+        console.print(line, highlight=False, soft_wrap=True)
+    if best:
+        console.print(f"lowest: {money(best['price_per_gpu_usd'])} at {best['source']} "
+                      f"{best['region']} {best['instance_type']} "
+                      f"({best['pricing'].replace('_', '-')}) from "
+                      f"{best['valid_from']:%Y-%m-%d %H:%M} UTC", highlight=False)
 
 
 @app.command()
@@ -139,15 +253,24 @@ def history(
     gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="Cheapest price of this GPU "
                                             "over time instead of one offer.")] = None,
     days: Annotated[float, typer.Option(help="How far back (with --gpu).")] = 7.0,
-    at: Annotated[datetime | None, typer.Option(help="Price of the offer at this time "
-                                                "(UTC).")] = None,
+    at: Annotated[str | None, typer.Option(help="Price of the offer at this time: "
+                                           "yesterday, 2d (ago), 2026-08-22, "
+                                           "'2026-08-22 18:00' (UTC unless an offset is "
+                                           "given).")] = None,
     config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
     as_json: JsonOpt = False, as_csv: CsvOpt = False,
 ) -> None:
     """The spans of one offer, or the cheapest price of a GPU over time."""
+    from gpuradar.core.units import parse_when
     from gpuradar.storage import queries
 
     pricing = pricing.replace("-", "_") if pricing else None
+    when = None
+    if at is not None:
+        try:
+            when = parse_when(at)
+        except ValueError as exc:
+            raise fail(f"--at: {exc}") from None
     cfg = get_config(config, database_url)
     engine = get_engine(cfg)
     f = pick_format(fmt, as_json, as_csv)
@@ -155,20 +278,13 @@ def history(
         names = resolve_gpus(gpu, engine)
         until = datetime.now(UTC)
         since = until - timedelta(days=days)
-        series = queries.cheapest_series(engine, names, since, until, buckets=60, pricing=pricing)
-        best = queries.cheapest_over(engine, names, since, until, pricing)
         if f is not Format.table:
+            series = queries.cheapest_series(engine, names, since, until, buckets=60,
+                                             pricing=pricing)
             emit([], [], f, raw_rows=[{"from": t, "cheapest_usd_per_gpu_hour": v}
                                       for t, v in series])
             return
-        console.print(f"cheapest {gpu} ({pricing or 'any pricing'}) per GPU-hour, last "
-                      f"{days:g} days")
-        for line in _chart(series):
-            console.print(line, highlight=False)
-        if best:
-            console.print(f"lowest: {money(best['price_per_gpu_usd'])} at {best['source']} "
-                          f"{best['region']} {best['instance_type']} ({best['pricing']}) from "
-                          f"{best['valid_from']:%Y-%m-%d %H:%M}")
+        print_gpu_history(engine, gpu, names, since, until, pricing)
         return
     if not (source and instance_type):
         raise fail("give SOURCE and INSTANCE_TYPE of an offer, or --gpu")
@@ -179,20 +295,20 @@ def history(
         choices = ", ".join(sorted({f"{o['region']} {o['pricing']}" for o in offers})[:10])
         raise fail(f"{len(offers)} offers match; narrow with --region/--pricing ({choices})")
     offer = offers[0]
-    if at is not None:
-        at = at if at.tzinfo else at.replace(tzinfo=UTC)
-        span = queries.price_at(engine, offer["id"], at)
+    if when is not None:
+        span = queries.price_at(engine, offer["id"], when)
         if span is None:
-            console.print(f"not listed (or not yet known) at {at:%Y-%m-%d %H:%M} UTC")
+            console.print(f"not listed (or not yet known) at {when:%Y-%m-%d %H:%M %Z}")
             raise typer.Exit(EXIT_FAILED)
         console.print(f"{money(span['price'], span['currency'])}/h "
-                      f"({money(span['price_per_gpu_usd'])}/GPU-h), available: {span['available']}")
+                      f"({money(span['price_per_gpu_usd'])}/GPU-h), available: "
+                      f"{YES_NO[span['available']]}", highlight=False)
         return
     spans = queries.spans(engine, offer["id"])
     rows = [{"from": f"{s['valid_from']:%Y-%m-%d %H:%M}",
              "to": "now" if s["open"] else f"{s['valid_to']:%Y-%m-%d %H:%M}",
              "price": money(s["price"], s["currency"]), "per_gpu": money(s["price_per_gpu_usd"]),
-             "available": s["available"]} for s in spans]
-    emit(rows, [("from", "from"), ("to", "to"), ("price", "price/h"), ("per_gpu", "$/GPU-h"),
-                ("available", "available")], f,
+             "available": YES_NO[s["available"]]} for s in spans]
+    emit(rows, [("from", "from (UTC)"), ("to", "to"), ("price", "price/h"),
+                ("per_gpu", "$/GPU-h"), ("available", "available")], f,
          title=f"{source} {offer['region']} {instance_type} {offer['pricing']}", raw_rows=spans)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -12,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from gpuradar.cli.common import EXIT_FAILED, ConfigOpt, DbOpt, fail, get_config, get_engine
-from gpuradar.cli.output import Format, age, console, emit, err_console, money
+from gpuradar.cli.output import Format, age, console, dump_json, emit, err_console, money
 
 
 def _split(values: list[str] | None) -> tuple[str, ...]:
@@ -233,8 +231,7 @@ def register(app: typer.Typer) -> None:
                    "options": [dict(f.as_dict(), rank=i) for i, f in enumerate(rec.fits, 1)],
                    "considered": rec.considered, "excluded": rec.excluded,
                    "warnings": rec.warnings}
-            json.dump(out, sys.stdout, indent=1, ensure_ascii=False, default=str)
-            sys.stdout.write("\n")
+            dump_json(out)
         else:
             _print_estimate(rec, limit.text() if limit else None, fx_note)
             if rec.fits:

@@ -447,17 +447,36 @@ def match_family(query: str) -> list[Gpu]:
     return [specific] if specific is not None else []
 
 
-def suggest(query: str) -> str | None:
-    """Closest family/canonical name for a typo ('H10O' -> 'H100'), via difflib.
+def _one_typo(a: str, b: str) -> bool:
+    """Whether `b` is `a` with at most one slip of the keyboard: a character left out, added,
+    two swapped, or a letter typed for a look-alike digit ('o' for '0'). Replacing one letter
+    by another or one digit by another names a different GPU (B100 is not A100)."""
+    if a == b:
+        return True
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        if len(diff) == 1:
+            x, y = a[diff[0]], b[diff[0]]
+            return x.isdigit() != y.isdigit()
+        return (len(diff) == 2 and diff[1] == diff[0] + 1
+                and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long_ = sorted((a, b), key=len)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
 
-    None if nothing is close enough to be a plausible typo.
-    """
+
+def suggest(query: str) -> str | None:
+    """The family/canonical name a typo meant ('H10O' -> 'H100'); None unless the query is
+    one slip away from a known name (see _one_typo), then the closest such name."""
     key = _key(query or "")
     if not key:
         return None
     best, best_ratio = None, 0.0
     # Families first, so a tie goes to the short name users type.
     for name in [*sorted(_FAMILIES), *CATALOG]:
+        if not _one_typo(key, _key(name)):
+            continue
         ratio = difflib.SequenceMatcher(None, key, _key(name)).ratio()
         if ratio > best_ratio:
             best, best_ratio = name, ratio

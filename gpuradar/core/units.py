@@ -120,7 +120,9 @@ def money(value: float | None, currency: str = "USD") -> str:
         return "-"
     sign = CURRENCY_SIGN.get(currency)
     text = f"{value:,.4f}".rstrip("0").rstrip(".") if value < 10 else f"{value:,.2f}"
-    if "." in text and len(text.split(".")[1]) == 1:
+    if "." not in text:
+        text += ".00"
+    elif len(text.split(".")[1]) == 1:
         text += "0"
     return f"{sign}{text}" if sign else f"{text} {currency}"
 
@@ -156,3 +158,26 @@ def region_matches(region: str, zone: str, patterns: Iterable[str], source: str 
     matcher = region_pattern(p for p in pats if p.lower() not in MAINLAND_ALIASES)
     return bool(matcher and (matcher.match(region.lower())
                              or (zone and matcher.match(zone.lower()))))
+
+
+# -- points in time --------------------------------------------------------------------------
+def parse_when(value: str, now: datetime | None = None) -> datetime:
+    """An instant from what people type: 'now', 'yesterday' (this time yesterday), a
+    duration ago ('2d', '90m', '3h ago'), or an ISO date / date and time ('2026-08-22' is
+    its midnight, '2026-08-22 18:00'; with or without offset, naive means UTC).
+
+    ValueError with examples for anything else."""
+    now = now or datetime.now(UTC)
+    text = (value or "").strip()
+    low = text.lower()
+    if low in ("now", "yesterday"):
+        return now - timedelta(days=1 if low == "yesterday" else 0)
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        try:
+            return now - parse_duration(low.removesuffix(" ago"), unit_required=True)
+        except ValueError:
+            raise ValueError(f"not a time: {value!r} (write e.g. yesterday, 2d, 2026-08-22, "
+                             "'2026-08-22 18:00')") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
