@@ -36,9 +36,11 @@ _CLASSID, _OBJID = LOCK_KEY >> 32, LOCK_KEY & 0xFFFFFFFF
 APPLICATION_NAME = "gpuradar lock"
 
 # The session holding the lock, by pid and application name ("gpuradar lock <host>:<pid>").
+# (Advisory locks are per database: gpuradar databases on one server do not compete.)
 HOLDER_SQL = ("SELECT a.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a "
               "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.classid = "
-              f"{_CLASSID} AND l.objid = {_OBJID} AND l.objsubid = 1 AND l.granted")
+              f"{_CLASSID} AND l.objid = {_OBJID} AND l.objsubid = 1 AND l.granted AND "
+              "l.database = (SELECT oid FROM pg_database WHERE datname = current_database())")
 _OWN_SQL = ("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid "
             f"= {_CLASSID} AND objid = {_OBJID} AND objsubid = 1 AND granted AND "
             "pid = pg_backend_pid())")
