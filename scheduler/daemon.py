@@ -438,6 +438,8 @@ class Daemon:
         plan = self.loaded.plans.get(source)
         if self.stopping or plan is None:
             return
+        if not await self.leadership.confirm() or self.stopping:
+            return  # fencing: a crawl starts only while the leader lock holds
         st = self.state.setdefault(source, SourceState())
         st.job_task = asyncio.current_task()
         try:

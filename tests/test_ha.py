@@ -262,6 +262,61 @@ def test_sigterm_of_the_leader_hands_over_cleanly(tmp_path, pg_url):
     assert consistency_problems(pg_url) == []
 
 
+# -- a frozen leader (the server's view of a lost network) -------------------------------
+def test_a_silent_leader_loses_the_lock_and_stands_down_when_it_wakes(tmp_path, pg_url):
+    """SIGSTOP freezes the leader with its connections open: the server hears nothing from
+    it, as when its network is gone. The server drops the silent lock session
+    (takeover_within - leader_retry = 9 s here), the standby takes over, and the old leader,
+    woken up, stands down before it crawls, evaluates or delivers anything."""
+    recordings = copy_recordings(tmp_path / "recordings", ["vastai"])
+    with WebhookSink() as hook:
+        path = write_config(tmp_path / "gpuradar.yaml", {
+            "database_url": pg_url, "sources": {"vastai": {"interval": 1, **FAST}},
+            "targets": {"hook": hook.url}, "rules": [H100_RULE], "daemon": HA})
+        a = replica(tmp_path, path, "--replay", str(recordings))
+        b = None
+        try:
+            a.wait_ready()
+            wait_for(lambda: role(a) == "leader", 30, "the first replica to lead",
+                     on_fail=a.tail)
+            b = replica(tmp_path, path, "--replay", str(recordings))
+            b.wait_ready()
+            wait_for(lambda: hook.posts, 30, "the notification", on_fail=a.tail)
+            a.wait_metric("gpuradar_crawls_total", 2, source="vastai", status="ok")
+
+            def done(d):
+                return sum(d.value("gpuradar_crawls_total", source="vastai", status=s)
+                           for s in ("ok", "partial", "failed"))
+
+            crawled, evaluated = done(a), a.value("gpuradar_rule_evaluations_total",
+                                                  result="ok")
+            a.signal(signal.SIGSTOP)
+            wait_for(lambda: holder_pid(pg_url) == b.proc.pid and role(b) == "leader",
+                     TAKEOVER, "the standby to take over from the silent leader",
+                     on_fail=b.tail)
+            b.wait_metric("gpuradar_crawls_total", 2, source="vastai", status="ok")
+
+            a.signal(signal.SIGCONT)
+            wait_for(lambda: role(a) == "standby", 30, "the woken leader to stand down",
+                     on_fail=a.tail)
+            assert "leader lock lost" in a.logs()
+            assert holder_pid(pg_url) == b.proc.pid and role(b) == "leader"
+            # at most the crawl in flight at the freeze finished; nothing new was started,
+            # evaluated or sent by the old leader
+            assert done(a) <= crawled + 1
+            assert a.value("gpuradar_rule_evaluations_total", result="ok") <= evaluated + 1
+            b.wait_metric("gpuradar_rule_evaluations_total", 3, result="ok")
+            assert len(hook.posts) == 1
+            assert a.stop() == 0 and b.stop() == 0
+        finally:
+            if a.proc.poll() is None:
+                a.signal(signal.SIGCONT)
+            a.cleanup()
+            if b is not None:
+                b.cleanup()
+    assert consistency_problems(pg_url) == []
+
+
 # -- SQLite: one daemon per file ----------------------------------------------------------------
 def test_a_second_daemon_on_one_sqlite_file_refuses_to_start(tmp_path, sqlite_template):
     from gpuradar.core.units import EXIT_USAGE
