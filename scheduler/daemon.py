@@ -542,7 +542,7 @@ class Daemon:
         """Deliver the outbox. Requests while a delivery runs fold into one more pass, so
         two deliveries never race for the same notification; `wait` returns only after a
         pass that started after the call."""
-        from gpuradar.alerts.delivery import deliver_pending
+        from gpuradar.alerts.delivery import deliver_pending, send
 
         assert self._deliver_lock is not None
         self._deliver_wanted = True
@@ -555,7 +555,8 @@ class Daemon:
                     return  # fencing: a replica without the lock delivers nothing
                 try:
                     results = await in_thread(deliver_pending, self.engine,
-                                              self.loaded.targets, limit=DELIVERY_BATCH)
+                                              self.loaded.targets, limit=DELIVERY_BATCH,
+                                              sender=self.leadership.fenced(send))
                 except Exception as exc:  # noqa: BLE001 - the periodic sweep retries
                     log.error("notification delivery failed: %s", exc, exc_info=exc)
                     return

@@ -194,6 +194,27 @@ class Leadership:
             self._check = asyncio.ensure_future(self._probe())
         return await asyncio.shield(self._check)
 
+    def fenced(self, send: Callable[..., Any]) -> Callable[..., Any]:
+        """`send` for the delivery threads that first confirms the lock on its connection:
+        a leader that lost the lock while a delivery pass was running (it was frozen, or cut
+        off from the database but not from the targets) sends nothing more of that pass.
+        The refusal is recorded as a failed attempt; the new leader sends the message."""
+        if self.single:
+            return send
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            lock = self._lock
+            try:
+                if lock is None or not self.is_leader:
+                    raise LockUnavailable("deposed")
+                lock.confirm()
+            except LockUnavailable as exc:
+                raise LockUnavailable(f"not sent: this replica lost the leader lock ({exc}); "
+                                      "the leader sends it") from None
+            return send(*args, **kwargs)
+
+        return guarded
+
     async def _probe(self) -> bool:
         lock = self._lock
         if lock is None:

@@ -37,6 +37,7 @@ from tests.provider_server import Reply, serve_standard
 
 REPO = Path(__file__).resolve().parent.parent
 H100_RULE = "H100 under $100/h on vastai"
+A100_RULE = "A100 under $100/h on vastai"
 FAST = {"jitter": 0}
 # takeover_within 10 s: the lock session is dropped after 9 s of silence, far above what a
 # loaded test machine delays the leader's 1 s checks
@@ -263,16 +264,22 @@ def test_sigterm_of_the_leader_hands_over_cleanly(tmp_path, pg_url):
 
 
 # -- a frozen leader (the server's view of a lost network) -------------------------------
-def test_a_silent_leader_loses_the_lock_and_stands_down_when_it_wakes(tmp_path, pg_url):
-    """SIGSTOP freezes the leader with its connections open: the server hears nothing from
-    it, as when its network is gone. The server drops the silent lock session
-    (takeover_within - leader_retry = 9 s here), the standby takes over, and the old leader,
-    woken up, stands down before it crawls, evaluates or delivers anything."""
+def test_a_silent_leader_loses_the_lock_and_sends_nothing_more_when_it_wakes(tmp_path,
+                                                                             pg_url):
+    """SIGSTOP freezes the leader in the middle of a delivery pass, its connections open:
+    the server hears nothing from it, as when its network is gone. The server drops the
+    silent lock session (takeover_within - leader_retry = 9 s here), the standby takes over
+    and sends the outbox. The old leader, woken up, finishes the one send it was in (the
+    at-least-once window) but sends nothing more of its pass, and stands down before it
+    crawls or evaluates again."""
     recordings = copy_recordings(tmp_path / "recordings", ["vastai"])
     with WebhookSink() as hook:
         path = write_config(tmp_path / "gpuradar.yaml", {
             "database_url": pg_url, "sources": {"vastai": {"interval": 1, **FAST}},
-            "targets": {"hook": hook.url}, "rules": [H100_RULE], "daemon": HA})
+            # rto: apprise waits up to 60 s for the webhook's answer
+            "targets": {"hook": hook.url + "?rto=60"}, "rules": [H100_RULE, A100_RULE],
+            "daemon": HA})
+        hook.hang = 15  # the first post is answered 15 s late: the leader's pass waits
         a = replica(tmp_path, path, "--replay", str(recordings))
         b = None
         try:
@@ -281,18 +288,23 @@ def test_a_silent_leader_loses_the_lock_and_stands_down_when_it_wakes(tmp_path, 
                      on_fail=a.tail)
             b = replica(tmp_path, path, "--replay", str(recordings))
             b.wait_ready()
-            wait_for(lambda: hook.posts, 30, "the notification", on_fail=a.tail)
-            a.wait_metric("gpuradar_crawls_total", 2, source="vastai", status="ok")
+            wait_for(lambda: hook.posts, 30, "the first notification", on_fail=a.tail)
 
             def done(d):
                 return sum(d.value("gpuradar_crawls_total", source="vastai", status=s)
                            for s in ("ok", "partial", "failed"))
 
-            crawled, evaluated = done(a), a.value("gpuradar_rule_evaluations_total",
-                                                  result="ok")
+            crawled = done(a)
+            evaluated = a.value("gpuradar_rule_evaluations_total", result="ok")
             a.signal(signal.SIGSTOP)
+            hook.hang = 0
+            assert query(pg_url, "SELECT COUNT(*) FROM notification WHERE status = "
+                         "'pending'") == [(2,)]
             wait_for(lambda: holder_pid(pg_url) == b.proc.pid and role(b) == "leader",
                      TAKEOVER, "the standby to take over from the silent leader",
+                     on_fail=b.tail)
+            # the new leader sends both: the one in flight again, and the other one
+            wait_for(lambda: len(hook.posts) == 3, 30, "the new leader's notifications",
                      on_fail=b.tail)
             b.wait_metric("gpuradar_crawls_total", 2, source="vastai", status="ok")
 
@@ -300,13 +312,18 @@ def test_a_silent_leader_loses_the_lock_and_stands_down_when_it_wakes(tmp_path, 
             wait_for(lambda: role(a) == "standby", 30, "the woken leader to stand down",
                      on_fail=a.tail)
             assert "leader lock lost" in a.logs()
+            # its pass ends: the send in flight completes, the next one is refused
+            a.wait_metric("gpuradar_notifications_total", 1, channel="webhook",
+                          status="sent", timeout=40)
+            a.wait_metric("gpuradar_notifications_total", 1, channel="webhook",
+                          status="retry")
+            assert "lost the leader lock" in a.logs()
             assert holder_pid(pg_url) == b.proc.pid and role(b) == "leader"
-            # at most the crawl in flight at the freeze finished; nothing new was started,
-            # evaluated or sent by the old leader
+            # at most the crawl in flight at the freeze finished; nothing new was started
+            # or evaluated by the old leader
             assert done(a) <= crawled + 1
             assert a.value("gpuradar_rule_evaluations_total", result="ok") <= evaluated + 1
             b.wait_metric("gpuradar_rule_evaluations_total", 3, result="ok")
-            assert len(hook.posts) == 1
             assert a.stop() == 0 and b.stop() == 0
         finally:
             if a.proc.poll() is None:
@@ -314,6 +331,12 @@ def test_a_silent_leader_loses_the_lock_and_stands_down_when_it_wakes(tmp_path, 
             a.cleanup()
             if b is not None:
                 b.cleanup()
+
+    # each rule notified once, the one in flight at the freeze twice (at-least-once)
+    titles = hook.titles()
+    assert len(titles) == 3 and titles[0] == titles[1] != titles[2], titles
+    rows = query(pg_url, "SELECT status, attempts, last_error FROM notification")
+    assert sorted(rows) == [("sent", 1, ""), ("sent", 1, "")]  # the late replica wrote nothing
     assert consistency_problems(pg_url) == []
 
 
