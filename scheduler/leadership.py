@@ -3,17 +3,18 @@ the outbox; a standby only serves /metrics and /healthz from the shared database
 
 On PostgreSQL the replicas elect their leader with the advisory lock of storage.leader: a
 standby tries to take it every `daemon.leader_retry`; the leader checks every
-`daemon.leader_retry`, and before each rule evaluation and delivery batch, that its lock
-connection still answers and still holds the lock. A check that fails or does not answer
-within `leader_retry` deposes it AT ONCE (fencing): its crawl and outbox jobs are removed,
-its running crawls stopped, and it delivers nothing more, not even what it had read already.
+`daemon.leader_retry`, and before each crawl, rule evaluation, delivery batch and message,
+that its lock connection still answers and still holds the lock. A check that fails or gets
+no answer in time deposes it AT ONCE (fencing): its crawl and outbox jobs are removed, its
+running crawls stopped, and it sends nothing more, not even what it had read already.
 
 Why that is safe: the lock session asks the server to drop it after
 `takeover_within - leader_retry` of silence, while a leader that stops hearing from the
-server deposes itself within 2 x `leader_retry` (one check interval plus the check's own
-timeout); `takeover_within >= 4 x leader_retry` leaves the old leader at least one
-`leader_retry` of margin to stop before the lock can pass on. A standby takes over at most
-`leader_retry` after the lock is free, so within `takeover_within`.
+server deposes itself within `takeover_within / 2` (one check interval plus the check's
+timeout, `takeover_within / 2 - leader_retry`); with `takeover_within >= 4 x leader_retry`
+the old leader has stopped at least one `leader_retry` before the lock can pass on. A
+standby takes over at most `leader_retry` after the lock is free, so within
+`takeover_within`.
 
 On SQLite there is one daemon per database file (storage.leader.InstanceLock): it is the
 leader from the start and never loses the role.
@@ -67,14 +68,18 @@ class Leadership:
         """Timings of the election (also on reload; a new lock session uses them)."""
         self.retry = opts.leader_retry
         self.takeover_within = opts.takeover_within
+        # the longest a check may take: the leader still stops before the server frees
+        # its lock (module docstring); attempts to take the lock may take longer
+        self.check_timeout = max(self.retry, self.takeover_within / 2 - self.retry)
+        self.attempt_timeout = max(self.check_timeout, 10.0)
 
     @property
     def is_leader(self) -> bool:
         return self.role == LEADER
 
     def claim(self) -> None:
-        """Before anything touches the database: on SQLite take the instance lock (raises
-        InstanceLocked naming the process that holds it)."""
+        """Before the daemon marks or writes anything: on SQLite take the instance lock
+        (raises InstanceLocked naming the process that holds it)."""
         path = sqlite_path(self.engine) if self.single else None
         if path is not None:
             self._instance = InstanceLock(path)
@@ -113,17 +118,17 @@ class Leadership:
                           extra={"role": self.role})
             await asyncio.sleep(self.retry)
 
-    async def _call(self, lock: LeaderLock, fn: Callable[[], Any]) -> Any:
-        """`fn` in a thread, given up after leader_retry (the lock session is abandoned)."""
+    async def _call(self, lock: LeaderLock, fn: Callable[[], Any], timeout: float) -> Any:
+        """`fn` in a thread, given up after `timeout` (the lock session is abandoned)."""
         from gpuradar.scheduler.daemon import in_thread
 
         try:
-            return await asyncio.wait_for(in_thread(fn), self.retry)
+            return await asyncio.wait_for(in_thread(fn), timeout)
         except TimeoutError:
             lock.abandon()
             if self._lock is lock:
                 self._lock = None
-            raise LockUnavailable(f"the database did not answer within {human(self.retry)}"
+            raise LockUnavailable(f"the database did not answer within {timeout:g}s"
                                   ) from None
 
     async def _attempt(self) -> None:
@@ -131,12 +136,13 @@ class Leadership:
         from gpuradar.storage.queries import mark_interrupted_crawls
 
         if self._lock is None:
-            self._lock = LeaderLock(self.engine, self.takeover_within - self.retry, self.retry)
+            self._lock = LeaderLock(self.engine, self.takeover_within - self.retry,
+                                    self.check_timeout)
         lock = self._lock
         try:
-            acquired = await self._call(lock, lock.try_acquire)
+            acquired = await self._call(lock, lock.try_acquire, self.attempt_timeout)
             if not acquired:
-                holder = await self._call(lock, lock.holder)
+                holder = await self._call(lock, lock.holder, self.attempt_timeout)
         except LockUnavailable as exc:
             self._view(f"cannot reach the database for the leader lock ({exc}); retrying "
                        f"every {human(self.retry)}", logging.WARNING)
@@ -177,7 +183,7 @@ class Leadership:
         if self._lock is lock:
             self._lock = None
         try:
-            await asyncio.wait_for(in_thread(lock.release), self.retry)
+            await asyncio.wait_for(in_thread(lock.release), self.check_timeout)
         except TimeoutError:
             lock.abandon()
 
@@ -221,7 +227,7 @@ class Leadership:
             self.depose("the leader lock connection is gone")
             return False
         try:
-            await self._call(lock, lock.confirm)
+            await self._call(lock, lock.confirm, self.check_timeout)
         except LockUnavailable as exc:
             if self._lock is lock or self._lock is None:
                 self.depose(str(exc))
