@@ -401,9 +401,16 @@ def test_compose_ha_runs_two_replicas_on_one_postgres_scraped_by_prometheus():
     from tests.test_deploy import bind_mounts, interpolate
 
     compose = interpolate(yaml.safe_load(COMPOSE_HA.read_text()))
+    single = interpolate(yaml.safe_load((DEPLOY / "compose.yaml").read_text()))["services"]
     services = compose["services"]
     replicas = {n: s for n, s in services.items() if s.get("command") == ["run"]}
     assert len(replicas) == 2
+    for s in replicas.values():  # configured like the single daemon of compose.yaml
+        assert s["environment"] == single["gpuradar"]["environment"]
+        assert s["volumes"][0] == single["gpuradar"]["volumes"][0]  # the config file
+        assert s["image"] == single["gpuradar"]["image"]
+    assert services["postgres"] == single["postgres"]
+    assert services["migrate"] == single["migrate"]
     urls = {s["environment"]["GPURADAR_DATABASE_URL"] for s in replicas.values()}
     (url,) = urls
     assert url.startswith("postgresql://") and "@postgres:5432/" in url
