@@ -169,6 +169,7 @@ class Daemon:
         self._stamp: tuple = ()
         self._secrets: set[str] = set()
         self._have_fx = False
+        self.leadership: Any = None
         self.loaded: Loaded
 
     # -- configuration --------------------------------------------------------------------
@@ -238,6 +239,7 @@ class Daemon:
         """Everything that can fail before the loop starts, with a clear error."""
         from gpuradar.alerts.rules import RuleError
         from gpuradar.scheduler.health import EndpointError, Health, make_app, serve
+        from gpuradar.scheduler.leadership import InstanceLocked, Leadership
         from gpuradar.scheduler.metrics import Metrics
         from gpuradar.storage.db import DatabaseError, open_database, redact_url
         from gpuradar.storage.queries import consecutive_failures, mark_interrupted_crawls
@@ -254,9 +256,14 @@ class Daemon:
         url = self.loaded.cfg.database_url
         try:
             self.engine = open_database(url)
-            interrupted = mark_interrupted_crawls(self.engine)
+            self.leadership = Leadership(self.engine, self.loaded.opts)
+            self.leadership.claim()  # SQLite: one daemon per file
+            # PostgreSQL: the leader marks them when it takes over (leadership.py)
+            interrupted = mark_interrupted_crawls(self.engine) if self.leadership.single else 0
         except DatabaseError as exc:
             raise StartupError(str(exc), EXIT_DATABASE) from None
+        except InstanceLocked as exc:
+            raise StartupError(str(exc)) from None
         if interrupted:
             log.warning("%d crawl(s) left running by a stopped process marked failed",
                         interrupted)
@@ -266,7 +273,9 @@ class Daemon:
         for name in self.loaded.plans:
             self.state[name] = SourceState(failures=consecutive_failures(self.engine, name))
         self.metrics = Metrics(lambda: self.engine)
-        self.health = Health(lambda: self.engine, self._scheduler_running)
+        self.leadership.gauge = self.metrics.leader
+        self.health = Health(lambda: self.engine, self._scheduler_running,
+                             role=lambda: self.leadership.role)
         m = self.loaded.metrics
         if m.enabled:
             try:
@@ -309,9 +318,7 @@ class Daemon:
         now = datetime.now(UTC)
         self.scheduler.add_job(self._heartbeat, "interval", seconds=_heartbeat_every(),
                                id="heartbeat", next_run_time=now, misfire_grace_time=None)
-        self._schedule_outbox(now)
         self._schedule_watch()
-        self.apply_plans({}, self.loaded.plans)
         m = self.loaded.metrics
         log.info("scheduled %d source(s); %d rule(s), %d target(s); metrics %s",
                  len(self.loaded.plans), len(self.loaded.rules), len(self.loaded.cfg.targets),
@@ -319,12 +326,41 @@ class Daemon:
                  if self.httpd else "disabled")
         for name, why in self.loaded.skipped.items():
             log.info("%s: not scheduled (%s)", name, why, extra={"source": name})
-        # rules may have changed while the daemon was down: evaluate what is stored now
-        self._spawn(self._alerts_after_crawl())
+        self.leadership.start(self.lead, self.stand_by)  # SQLite: lead() at once
         await self._stop.wait()
         await self.shutdown()
 
+    # -- role (scheduler/leadership.py) -----------------------------------------------------
+    def lead(self) -> None:
+        """Elected: crawl, evaluate and deliver. The outbox goes first: notifications a
+        previous leader (or run) left pending are sent at once."""
+        from gpuradar.storage.queries import consecutive_failures, latest_fx
+
+        if not self.leadership.single:  # another replica may have crawled meanwhile
+            self._have_fx = bool(latest_fx(self.engine))
+            for name, st in self.state.items():
+                st.failures = consecutive_failures(self.engine, name)
+        self._schedule_outbox(datetime.now(UTC))
+        self.apply_plans({}, self.loaded.plans)
+        # rules may have changed while no one evaluated: evaluate what is stored now
+        self._spawn(self._alerts_after_crawl())
+
+    def stand_by(self) -> None:
+        """Deposed (the leader lock is lost): stop acting at once. Scheduled crawls and the
+        outbox sweep are removed; running crawls are stopped (Scrapy records them failed);
+        evaluate() and deliver() check the lock themselves."""
+        for job in self.scheduler.get_jobs():
+            if job.id == "outbox" or job.id.startswith("crawl:"):
+                job.remove()
+        for name, st in self.state.items():
+            if st.crawler is not None:
+                log.warning("%s: stopping the running crawl (not the leader any more)", name,
+                            extra={"source": name})
+                self._spawn(st.crawler.stop_async())
+
     def _schedule_outbox(self, now: datetime) -> None:
+        if not self.leadership.is_leader:
+            return  # lead() schedules it
         # at start at once: notifications left pending by a previous run go out first
         self.scheduler.add_job(self._outbox_job, "interval",
                                seconds=self.loaded.opts.outbox_interval, id="outbox",
@@ -345,6 +381,8 @@ class Daemon:
         from apscheduler.triggers.interval import IntervalTrigger
         from gpuradar.storage.queries import consecutive_failures, last_success
 
+        if not self.leadership.is_leader:
+            return  # a standby schedules nothing; lead() applies the plans in force
         now = datetime.now(UTC)
         last = last_success(self.engine)
         fx_due = "fx" in new and "fx" not in old and first_run(
@@ -400,6 +438,8 @@ class Daemon:
         plan = self.loaded.plans.get(source)
         if self.stopping or plan is None:
             return
+        if not await self.leadership.confirm() or self.stopping:
+            return  # fencing: a crawl starts only while the leader lock holds
         st = self.state.setdefault(source, SourceState())
         st.job_task = asyncio.current_task()
         try:
@@ -482,6 +522,8 @@ class Daemon:
 
         assert self._eval_lock is not None
         async with self._eval_lock:
+            if not await self.leadership.confirm():
+                return  # only the leader evaluates (a standby's notifications would double)
             loaded = self.loaded
             try:
                 result = await in_thread(evaluate, self.engine, loaded.rules,
@@ -500,7 +542,7 @@ class Daemon:
         """Deliver the outbox. Requests while a delivery runs fold into one more pass, so
         two deliveries never race for the same notification; `wait` returns only after a
         pass that started after the call."""
-        from gpuradar.alerts.delivery import deliver_pending
+        from gpuradar.alerts.delivery import deliver_pending, send
 
         assert self._deliver_lock is not None
         self._deliver_wanted = True
@@ -509,9 +551,12 @@ class Daemon:
         async with self._deliver_lock:
             while self._deliver_wanted:
                 self._deliver_wanted = False
+                if not await self.leadership.confirm():
+                    return  # fencing: a replica without the lock delivers nothing
                 try:
                     results = await in_thread(deliver_pending, self.engine,
-                                              self.loaded.targets, limit=DELIVERY_BATCH)
+                                              self.loaded.targets, limit=DELIVERY_BATCH,
+                                              sender=self.leadership.fenced(send))
                 except Exception as exc:  # noqa: BLE001 - the periodic sweep retries
                     log.error("notification delivery failed: %s", exc, exc_info=exc)
                     return
@@ -567,6 +612,7 @@ class Daemon:
         old = self.loaded
         self.loaded = new
         self._stamp = self._watched_stamp()
+        self.leadership.configure(new.opts)
         try:
             self.apply_plans(old.plans, new.plans)
             if new.opts.outbox_interval != old.opts.outbox_interval:
@@ -607,6 +653,7 @@ class Daemon:
         self.stopping = True
         self.health.stopping = True
         self.scheduler.pause()
+        self.leadership.stop_trying()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.loaded.opts.grace_period
         running = {n: s for n, s in self.state.items() if s.job_task is not None}
@@ -631,6 +678,7 @@ class Daemon:
             except TimeoutError:
                 log.warning("outbox flush did not finish within %s; the rest is delivered "
                             "after the next start", human(FLUSH_TIMEOUT))
+        await self.leadership.release()  # after the flush: the standby takes over cleanly
         self.scheduler.shutdown(wait=False)
         if self.httpd is not None:
             self.httpd.shutdown()

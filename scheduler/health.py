@@ -3,7 +3,9 @@
 It runs in a thread of its own, so a scrape never waits for the event loop, and the health
 check can tell a wedged loop from a live one: the scheduler stamps a heartbeat from the
 loop every few seconds, and /healthz answers 200 only when that heartbeat is recent, the
-scheduler is running and the database answers a trivial query in time.
+scheduler is running and the database answers a trivial query in time. A standby replica
+(another one holds the leader lock, scheduler/leadership.py) is healthy too: it says so in
+`role` and answers 200, so that load balancers and orchestrators keep it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Health:
 
     engine_fn: Callable[[], Engine]
     scheduler_running: Callable[[], bool] = lambda: False
+    role: Callable[[], str] = lambda: "leader"
     heartbeat: float = field(default_factory=time.monotonic)
     stopping: bool = False
 
@@ -69,6 +72,7 @@ class Health:
                           else "stopped"),
             "heartbeat_age_seconds": round(age, 1),
             "database": "ok" if db_error is None else f"error: {db_error}",
+            "role": self.role(),
         }
         if running and not alive:
             body["scheduler"] = f"stuck (no heartbeat for {age:.0f}s)"

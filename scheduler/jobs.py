@@ -28,6 +28,8 @@ DAEMON_DEFAULTS: dict[str, Any] = {
     "misfire_grace": None,      # None: half the interval
     "watch_interval": 10.0,     # poll the config/rules files for changes; 0: only SIGHUP
     "intervals": {},            # per kind: {marketplace: 5m, cloud: 1h, ...}
+    "leader_retry": 5.0,        # PostgreSQL replicas: standbys try the leader lock this often
+    "takeover_within": 30.0,    # a lost leader is replaced within this (>= 4 x leader_retry)
 }
 METRICS_DEFAULTS: dict[str, Any] = {"enabled": True, "address": "127.0.0.1", "port": 9108}
 DEFAULT_CRAWL_TIMEOUT = 900.0
@@ -58,6 +60,8 @@ class DaemonOptions:
     misfire_grace: float | None
     watch_interval: float
     intervals: dict[str, float]
+    leader_retry: float = 5.0
+    takeover_within: float = 30.0
 
 
 def _with_defaults(section: dict | None, defaults: dict[str, Any], where: str
@@ -86,6 +90,11 @@ def daemon_options(cfg: Config) -> DaemonOptions:
         return None if opts[key] is None else _positive(opts[key], f"{where}.{key}")
 
     jitter = None if opts["jitter"] is None else parse_duration(opts["jitter"], f"{where}.jitter")
+    retry = _positive(opts["leader_retry"], f"{where}.leader_retry")
+    takeover = _positive(opts["takeover_within"], f"{where}.takeover_within")
+    if takeover < 4 * retry:
+        raise ConfigError(f"{where}.takeover_within must be at least 4 x leader_retry "
+                          f"({4 * retry:g}s), got {takeover:g}s")
     return DaemonOptions(
         grace_period=parse_duration(opts["grace_period"], f"{where}.grace_period"),
         crawl_timeout=maybe("crawl_timeout"),
@@ -94,6 +103,7 @@ def daemon_options(cfg: Config) -> DaemonOptions:
         jitter=jitter, misfire_grace=maybe("misfire_grace"),
         watch_interval=parse_duration(opts["watch_interval"], f"{where}.watch_interval"),
         intervals={k: _positive(v, f"{where}.intervals.{k}") for k, v in intervals.items()},
+        leader_retry=retry, takeover_within=takeover,
     )
 
 

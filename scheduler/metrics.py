@@ -156,6 +156,9 @@ class Metrics:
                                      registry=r)
         self.reloads = Counter(f"{PREFIX}_config_reloads", "Configuration reloads by result "
                                "(success, failure).", ["result"], registry=r)
+        self.leader = Gauge(f"{PREFIX}_leader", "1 on the replica that crawls, evaluates and "
+                            "delivers (it holds the leader lock), 0 on a standby; "
+                            "sum() over the replicas must be 1.", registry=r)
         self.job_events = Counter(f"{PREFIX}_scheduler_skipped_runs", "Scheduled runs not "
                                   "started, by job and reason (max_instances: the previous run "
                                   "was still going; missed: later than the misfire grace).",

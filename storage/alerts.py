@@ -151,9 +151,12 @@ def due_notifications(engine: Engine, now: datetime, limit: int = 100) -> list[d
 
 
 def record_attempt(engine: Engine, notification_id: int, **values: Any) -> None:
-    """Store the outcome of one delivery attempt (status, attempts, error, next try)."""
+    """Store the outcome of one delivery attempt (status, attempts, error, next try) on a
+    row still pending: a late attempt (a replica that lost the leader lock meanwhile) never
+    overwrites what the leader recorded."""
     with engine.begin() as conn:
-        conn.execute(update(OUTBOX).where(OUTBOX.c.id == notification_id).values(**values))
+        conn.execute(update(OUTBOX).where(OUTBOX.c.id == notification_id,
+                                          OUTBOX.c.status == "pending").values(**values))
 
 
 def notification_log(engine: Engine, limit: int = 50,

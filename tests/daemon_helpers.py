@@ -296,3 +296,74 @@ def consistency_problems(db_url: str) -> list[str]:
     if closed_listed:
         problems.append(f"closed offers whose history ends listed: {closed_listed}")
     return problems
+
+
+# -- replicas on one PostgreSQL database (leader election) -------------------------------------
+def role(daemon: Daemon) -> str | None:
+    """The replica's role from /healthz (None while it does not answer)."""
+    try:
+        return daemon.healthz()[1].get("role")
+    except (OSError, ValueError):
+        return None
+
+
+def leader_lock_holders(db_url: str) -> list[tuple[int, str]]:
+    """(backend pid, application name) of the sessions holding gpuradar's leader lock; the
+    application name ends with the daemon's own pid ("gpuradar lock <host>:<pid>")."""
+    from gpuradar.storage.leader import HOLDER_SQL
+
+    return query(db_url, HOLDER_SQL)
+
+
+def holder_pid(db_url: str) -> int | None:
+    """The pid of the daemon process holding the leader lock, if one does."""
+    holders = leader_lock_holders(db_url)
+    assert len(holders) <= 1, f"two sessions hold the leader lock: {holders}"
+    return int(holders[0][1].rsplit(":", 1)[1]) if holders else None
+
+
+def one_leader(db_url: str, *daemons: Daemon) -> Daemon | None:
+    """The only replica that says it leads, when exactly one does, the others say standby,
+    and its process holds the lock in the database; else None."""
+    roles = [role(d) for d in daemons]
+    if sorted(roles, key=str) != sorted(["leader"] + ["standby"] * (len(daemons) - 1)):
+        return None
+    leader = daemons[roles.index("leader")]
+    return leader if holder_pid(db_url) == leader.proc.pid else None
+
+
+class LockHolder:
+    """An outsider session that queues for the leader lock (pg_advisory_lock waits), so it
+    gets the lock the moment its holder loses it and no replica can take it meanwhile."""
+
+    def __init__(self, db_url: str) -> None:
+        import psycopg
+        from sqlalchemy.engine import make_url
+
+        self.db_url = db_url
+        url = make_url(db_url).set(drivername="postgresql")
+        self.conn = psycopg.connect(url.render_as_string(hide_password=False),
+                                    autocommit=True)
+        self.backend = self.conn.info.backend_pid
+        self._thread = threading.Thread(target=self._take, daemon=True)
+        self.error: BaseException | None = None
+
+    def _take(self) -> None:
+        from gpuradar.storage.leader import LOCK_KEY
+
+        try:
+            self.conn.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
+        except BaseException as exc:  # noqa: BLE001 - reported by `queued`/`held`
+            self.error = exc
+
+    def queue(self) -> None:
+        self._thread.start()
+        wait_for(lambda: query(self.db_url, "SELECT 1 FROM pg_locks WHERE pid = :p AND locktype = "
+                               "'advisory' AND NOT granted", p=self.backend), 10,
+                 "the outsider session to queue for the leader lock")
+
+    def held(self) -> bool:
+        return not self._thread.is_alive() and self.error is None
+
+    def release(self) -> None:
+        self.conn.close()
