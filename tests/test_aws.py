@@ -767,4 +767,4 @@ def test_replayed_recordings_land_in_storage(sqlite_url):
     assert proc.returncode == 0, proc.stderr
     result = {r["source"]: r for r in json.loads(proc.stdout)}
     assert (result["aws"]["status"], result["aws"]["items"]) == ("ok", 65)
-    assert (result["gcp"]["status"], result["gcp"]["items"]) == ("ok", 121)
+    assert (result["gcp"]["status"], result["gcp"]["items"]) == ("ok", 121 + 72)
