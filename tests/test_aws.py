@@ -620,6 +620,44 @@ def test_public_crawl_stores_every_region_and_h100_lists_aws_beside_the_others(
     assert per_gpu == sorted(per_gpu)
 
 
+def test_prices_filters_over_mixed_accelerators(tmp_path, provider_server, db_url):
+    """GPUs, TPUs, Trainium/Inferentia in one store: `--gpu TPU`, `--vendor`, `--kind`."""
+    from gpuradar.storage.db import open_database
+    from gpuradar.storage.queries import OfferFilter, current_offers
+
+    cfg = config(tmp_path, provider_server)
+    result = crawl(cfg, db_url, "aws", "gcp", env={"GCP_API_KEY": "AIzaFAKE"})
+    assert result["aws"]["status"] == result["gcp"]["status"] == "ok", result
+    engine = open_database(db_url)
+
+    def gpus_of(**flt: Any) -> set[str]:
+        return {o["gpu"] for o in current_offers(engine, OfferFilter(**flt))}
+
+    tpus = {"TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P", "TPU-V6E"}
+    assert gpus_of(vendors=["google"]) == tpus == gpus_of(kinds=["TPU"])
+    assert gpus_of(vendors=["AWS"]) == {"TRAINIUM", "INFERENTIA", "INFERENTIA2"}
+    assert gpus_of(kinds=["npu"]) == gpus_of(kinds=["ASIC"]) == {
+        "TRAINIUM", "INFERENTIA", "INFERENTIA2"}
+    assert "H100-SXM-80GB" in gpus_of(kinds=["GPU"]) and not tpus & gpus_of(kinds=["GPU"])
+    assert gpus_of(vendors=["NVIDIA", "Google"]) >= tpus | {"H100-SXM-80GB", "L4"}
+    assert gpus_of(gpus=["TPU-V5E"], vendors=["AWS"]) == set()  # both must hold
+    # The command line: `--gpu TPU` and `--vendor google` list the same offers, cheapest
+    # per chip-hour first; a vendor the catalog does not know is a usage error.
+    by_kind = gpuradar_json("prices", "--gpu", "TPU", "--limit", "0", config=cfg, db_url=db_url)
+    by_vendor = gpuradar_json("prices", "--vendor", "google", "--kind", "tpu", "--limit", "0",
+                              config=cfg, db_url=db_url)
+    assert [o["id"] for o in by_kind] == [o["id"] for o in by_vendor] and by_kind
+    per_chip = [o["price_per_gpu_usd"] for o in by_kind]
+    assert per_chip == sorted(per_chip)
+    trainium = gpuradar_json("prices", "--gpu", "Trainium", "--pricing", "on-demand",
+                             config=cfg, db_url=db_url)
+    assert {(o["instance_type"], o["gpu_count"]) for o in trainium} == {("trn1.32xlarge", 16)}
+    proc = gpuradar("prices", "--vendor", "Nokia", config=cfg, db_url=db_url)
+    assert proc.returncode == 2 and "unknown vendor 'Nokia'" in proc.stderr
+    proc = gpuradar("prices", "--kind", "FPGA", config=cfg, db_url=db_url)
+    assert proc.returncode == 2 and "unknown accelerator kind 'FPGA'" in proc.stderr
+
+
 def test_failed_or_empty_region_file_closes_nothing(tmp_path, provider_server, sqlite_url):
     from tests.routes.aws import ONDEMAND
 
