@@ -338,6 +338,36 @@ def test_the_cloud_tpu_service_prices_4_chip_devices_and_pod_slices(full):
     assert found[("europe-west4", "v3-32", "on_demand")].price == pytest.approx(16 * 2.2)
 
 
+def test_metrics_are_labelled_by_accelerator(tmp_path, provider_server, sqlite_url):
+    from gpuradar.scheduler.metrics import Metrics
+    from gpuradar.storage.db import open_database
+    from prometheus_client import generate_latest
+
+    from tests.daemon_helpers import parse_metrics
+
+    cfg = config(tmp_path, provider_server)
+    proc = gpuradar("crawl", "gcp", config=cfg, db_url=sqlite_url, env={"GCP_API_KEY": "k"})
+    assert proc.returncode == 0, proc.stderr
+    engine = open_database(sqlite_url)
+    series = parse_metrics(generate_latest(Metrics(lambda: engine).registry).decode())
+
+    def get(name, **labels):
+        return series.get((name, frozenset(labels.items())))
+
+    assert get("gpuradar_cheapest_usd_per_gpu_hour", gpu="TPU-V6E", pricing="spot",
+               source="gcp") == pytest.approx(1.4033)
+    assert get("gpuradar_cheapest_usd_per_gpu_hour", gpu="TPU-V4", pricing="on_demand",
+               source="gcp") == pytest.approx(3.22)
+    assert get("gpuradar_accelerator_info", gpu="TPU-V5E", vendor="Google", kind="TPU",
+               frameworks="XLA/JAX") == 1
+    assert get("gpuradar_accelerator_info", gpu="H100-SXM-80GB", vendor="NVIDIA", kind="GPU",
+               frameworks="CUDA") == 1
+    info = {dict(labels)["gpu"] for name, labels in series if name == "gpuradar_accelerator_info"}
+    priced = {dict(labels)["gpu"] for name, labels in series
+              if name == "gpuradar_cheapest_usd_per_gpu_hour"}
+    assert info == priced
+
+
 def test_every_tpu_generation_maps_to_its_catalog_entry():
     for generation, spec in TPU_GENERATIONS.items():
         entry = gpus.lookup(spec.accelerator, spec.memory_gb)
