@@ -5,7 +5,8 @@ happen. State that lives in the database (offers, cheapest prices, last successe
 firing, outbox backlog) is read at scrape time by a custom collector, so an offer that
 vanished or a GPU no longer listed disappears from /metrics instead of lingering, and the
 figures are right after a restart. Every label has a bounded set of values: sources,
-statuses, drop reasons, GPU models of the catalog, pricing, notification channels.
+statuses, drop reasons, accelerator models of the catalog (GPUs, TPUs, NPUs) and their
+vendors and kinds, pricing, notification channels.
 """
 
 from __future__ import annotations
@@ -48,6 +49,21 @@ def catalog_gpu(name: str) -> bool:
     return found is not None and found.name == name
 
 
+def accelerator_info(names: set[str]) -> GaugeMetricFamily:
+    """`gpuradar_accelerator_info{gpu, vendor, kind, frameworks} 1` for the catalog models
+    that have a price series: join on `gpu` to select TPUs, a vendor or a software stack."""
+    from gpuradar.core import gpus
+
+    info = GaugeMetricFamily(
+        f"{PREFIX}_accelerator_info",
+        "Vendor, kind (GPU, TPU, NPU) and frameworks of each accelerator model with a "
+        "price series (value 1).", labels=["gpu", "vendor", "kind", "frameworks"])
+    for name in sorted(names):
+        entry = gpus.CATALOG[name]
+        info.add_metric([name, entry.vendor, entry.kind, ",".join(entry.frameworks)], 1)
+    return info
+
+
 class DatabaseCollector(Collector):
     """Series computed from the database at scrape time."""
 
@@ -88,15 +104,19 @@ class DatabaseCollector(Collector):
 
         cheapest = GaugeMetricFamily(
             f"{PREFIX}_cheapest_usd_per_gpu_hour",
-            "Cheapest listed, not unavailable offer in USD per GPU-hour, by catalog GPU "
-            "model, pricing and source.", labels=["gpu", "pricing", "source"])
+            "Cheapest listed, not unavailable offer in USD per accelerator-hour (a GPU, a TPU "
+            "chip, an NPU), by catalog model, pricing and source.",
+            labels=["gpu", "pricing", "source"])
         uncatalogued: dict[str, int] = {}
+        listed: set[str] = set()
         for gpu, pricing, source, usd in queries.cheapest_per_gpu(engine):
             if catalog_gpu(gpu):
                 cheapest.add_metric([gpu, pricing, source], usd)
+                listed.add(gpu)
             else:
                 uncatalogued[source] = uncatalogued.get(source, 0) + 1
         yield cheapest
+        yield accelerator_info(listed)
         unknown = GaugeMetricFamily(
             f"{PREFIX}_uncatalogued_gpu_models",
             "GPU models listed by a source that the catalog does not know (left out of "

@@ -68,6 +68,8 @@ def mark_interrupted_crawls(engine: Engine) -> int:
 @dataclass
 class OfferFilter:
     gpus: Sequence[str] = ()          # canonical names (already resolved from a family)
+    vendors: Sequence[str] = ()       # accelerator vendors of the catalog ("NVIDIA", "Google")
+    kinds: Sequence[str] = ()         # accelerator kinds ("GPU", "TPU", "NPU"; "ASIC" = NPU)
     pricing: str | None = None
     sources: Sequence[str] = ()
     regions: Sequence[str] = ()       # globs
@@ -87,6 +89,10 @@ def current_offers(engine: Engine, flt: OfferFilter | None = None,
         conds.append(OFFER.c.active.is_(True))
     if flt.gpus:
         conds.append(OFFER.c.gpu.in_(list(flt.gpus)))
+    if flt.vendors:
+        conds.append(OFFER.c.gpu.in_(_catalog_names("vendor", flt.vendors)))
+    if flt.kinds:
+        conds.append(OFFER.c.gpu.in_(_catalog_names("kind", flt.kinds)))
     if flt.pricing:
         conds.append(OFFER.c.pricing == flt.pricing)
     if flt.sources:
@@ -113,6 +119,14 @@ def current_offers(engine: Engine, flt: OfferFilter | None = None,
         r["first_seen"] = _aware(r["first_seen"])
         r["observed_at"] = seen.get(r["source"]) or r["changed_at"]
     return rows[:limit] if limit else rows
+
+
+def _catalog_names(field: str, values: Sequence[str]) -> list[str]:
+    """Catalog names of the accelerators of any of these vendors (or kinds): offers of
+    accelerators the catalog does not know have neither, so they never match."""
+    from gpuradar.core import gpus
+
+    return sorted({g.name for v in values for g in gpus.select(**{field: v})})
 
 
 def gpu_names(engine: Engine) -> list[str]:

@@ -75,6 +75,14 @@ def _gcp(req: Request) -> Reply:
     return _json_reply({**data, "nextPageToken": ""})
 
 
+def _gcp_tpu(req: Request) -> Reply:
+    """The Cloud TPU service (TPU v2-v4): no public capture; an empty page."""
+    return Reply(body=EMPTY_SKUS)
+
+
+EMPTY_SKUS = b'{"skus": [], "nextPageToken": ""}'
+
+
 def _lambda(req: Request) -> Reply:
     """The excerpt lacks the 4x and 2x panels: their tab buttons go too (whole elements)."""
     page = fixture("lambda/pricing_excerpt_real.html").decode()
@@ -134,9 +142,11 @@ CAPTURES: dict[str, Capture] = {
                  "path": "pkg/cloud/gcp/test/skus.json",
                  "when": "on or after 2023-03-24 (the SKUs' effectiveTime)"}],
         trimmed="One page of 7 SKUs verbatim (A100 GPU, A2 core and RAM in the Americas); its "
-                "nextPageToken emptied so the crawl ends there.",
+                "nextPageToken emptied so the crawl ends there. The Cloud TPU service (TPU v2-v4) "
+                "has no public capture: it replays as an empty page.",
         options={"api_key": "recording-placeholder"},
-        routes={"gcp.skus": ("GET", "/v1/services/6F81-5844-456A/skus", _gcp)}),
+        routes={"gcp.skus": ("GET", "/v1/services/6F81-5844-456A/skus", _gcp),
+                "gcp.tpu_skus": ("GET", "/v1/services/E000-3F24-B8AA/skus", _gcp_tpu)}),
 }
 
 
@@ -173,7 +183,7 @@ def _annotate(folder: Path, capture: Capture) -> None:
     index = json.loads((folder / "index.json").read_text())
     for entry in index:
         body = (folder / entry["file"]).read_text()
-        if body == '{"offers": []}':
+        if body in ('{"offers": []}', EMPTY_SKUS.decode()):
             entry["note"] = NOT_CAPTURED
     (folder / "index.json").write_text(json.dumps(index, indent=1, ensure_ascii=False))
     (folder / "provenance.json").write_text(json.dumps(

@@ -1,5 +1,6 @@
-"""AWS: parsers on recorded files in the real formats, SigV4 signing, and real crawls of the
-fixture server through the `gpuradar` command."""
+"""AWS: parsers on recorded files in the real formats (GPU and ML accelerator instances),
+regions from the locations feed, SigV4 signing, a refused instance type, and real crawls of
+the fixture server through the `gpuradar` command."""
 
 from __future__ import annotations
 
@@ -88,14 +89,34 @@ def test_instance_types_map_to_gpu_model_count_and_memory():
     assert gpu_of("g6f.large") == ("L4", 24, 1 / 8)
     assert gpu_of("gr6f.4xlarge") == ("L4", 24, 1 / 2)
     assert gpu_of("g4ad.16xlarge") == ("Radeon Pro V520", 8, 4)
-    assert gpu_of("inf2.xlarge") is None and gpu_of("trn1.32xlarge") is None
     assert gpu_of("m7i.large") is None and gpu_of("p5.metal") is None
 
 
-def test_every_family_of_the_table_maps_to_one_catalog_gpu():
-    from gpuradar.crawler.spiders.aws import GPU_FAMILIES
+@pytest.mark.parametrize(("instance_type", "expected", "catalog"), [
+    ("trn1.2xlarge", ("Trainium", 32, 1), "TRAINIUM"),
+    ("trn1.32xlarge", ("Trainium", 32, 16), "TRAINIUM"),
+    ("trn1n.32xlarge", ("Trainium", 32, 16), "TRAINIUM"),
+    ("trn2.48xlarge", ("Trainium2", 96, 16), "TRAINIUM2"),
+    ("inf1.xlarge", ("Inferentia", 8, 1), "INFERENTIA"),
+    ("inf1.6xlarge", ("Inferentia", 8, 4), "INFERENTIA"),
+    ("inf1.24xlarge", ("Inferentia", 8, 16), "INFERENTIA"),
+    ("inf2.xlarge", ("Inferentia2", 32, 1), "INFERENTIA2"),
+    ("inf2.24xlarge", ("Inferentia2", 32, 6), "INFERENTIA2"),
+    ("inf2.48xlarge", ("Inferentia2", 32, 12), "INFERENTIA2"),
+    ("dl1.24xlarge", ("Gaudi HL-205", 32, 8), "GAUDI-HL205"),
+])
+def test_ml_accelerator_types_map_to_accelerator_chip_count_and_memory(
+        instance_type, expected, catalog):
+    assert gpu_of(instance_type) == expected
+    assert gpus.lookup(*expected[:2]).name == catalog
+    # Sizes not confirmed in AWS's docs here are left to the uncatalogued report.
+    assert gpu_of("trn2.3xlarge") is None and gpu_of("dl2q.24xlarge") is None
 
-    for family, (raw, memory, _sizes) in GPU_FAMILIES.items():
+
+def test_every_family_of_the_table_maps_to_one_catalog_gpu():
+    from gpuradar.crawler.spiders.aws import ACCELERATOR_FAMILIES
+
+    for family, (raw, memory, _sizes) in ACCELERATOR_FAMILIES.items():
         gpu = gpus.lookup(raw, memory)
         assert gpu is not None, family
     assert gpus.lookup(*gpu_of("p4de.24xlarge")[:2]).name == "A100-SXM-80GB"
@@ -110,25 +131,24 @@ def test_zone_names_give_their_region():
 
 
 # -- on-demand region files ----------------------------------------------------------------
-def test_ondemand_file_yields_gpu_types_only_with_specs_and_string_prices(caplog):
+def test_ondemand_file_yields_accelerated_types_only_with_specs_and_string_prices(caplog):
     spider = make_spider()
     found = items(spider.parse_ondemand(response("ondemand_us-east-1.json"), region="us-east-1"))
     offers = by_type(found)
     assert {"p5.48xlarge", "p5.4xlarge", "p5en.48xlarge", "p4d.24xlarge", "p4de.24xlarge",
             "p3.2xlarge", "p3dn.24xlarge", "g6e.xlarge", "g6.48xlarge", "g6f.large",
-            "g5.xlarge", "g4dn.12xlarge"} <= set(offers)
-    # CPU types, Inferentia/Trainium and a GPU family the table does not know are not offers.
-    assert not {"m7i.large", "inf2.xlarge", "trn1.32xlarge", "g7e.2xlarge"} & set(offers)
+            "g5.xlarge", "g4dn.12xlarge", "inf2.xlarge", "trn1.32xlarge"} <= set(offers)
+    # CPU types and a GPU family the table does not know are not offers.
+    assert not {"m7i.large", "g7e.2xlarge"} & set(offers)
     p5 = offers["p5.48xlarge"]
     assert (p5.region, p5.pricing, p5.gpu, p5.gpu_count, p5.price) == (
         "us-east-1", "on_demand", "H100", 8, "55.0400000000")
     assert (p5.vcpus, p5.memory_gb, p5.gpu_memory_gb, p5.zone) == (192, 2048, 80, "")
     assert offers["g6f.large"].gpu_count == pytest.approx(0.125)
-    assert stats(spider)["gpuradar/skipped/not_a_gpu"] == 2
-    assert stats(spider)["gpuradar/skipped/unknown_gpu_instance"] == 1
+    assert stats(spider)["gpuradar/skipped/uncatalogued"] == 1
     assert [r.getMessage() for r in caplog.records if "g7e" in r.getMessage()] == [
-        "aws: g7e.2xlarge is listed as a GPU instance but is not in the instance-type table; "
-        "skipped"]
+        "aws: g7e.2xlarge is listed as a GPU or ML accelerator instance but is not in the "
+        "instance-type table; reported as uncatalogued, not priced"]
 
 
 def test_region_is_read_from_the_file_when_parsed_alone():
@@ -194,10 +214,114 @@ def test_next_region_is_requested_only_after_the_previous_one_is_parsed():
     assert second.cb_kwargs == {"region": "us-east-1"}
 
 
+# -- ML accelerator instances in the real price files ---------------------------------------
+ASIC_TYPES = {"dl1.24xlarge", "inf1.24xlarge", "inf1.2xlarge", "inf1.6xlarge", "inf1.xlarge",
+              "inf2.24xlarge", "inf2.48xlarge", "inf2.8xlarge", "inf2.xlarge", "trn1.2xlarge",
+              "trn1.32xlarge", "trn1n.32xlarge"}
+NEW_GPU_TYPES = {f"{family}.{size}" for family in ("g7", "g7e")
+                 for size in ("2xlarge", "4xlarge", "8xlarge", "12xlarge", "24xlarge", "48xlarge")}
+
+
+def reported(caplog) -> set[str]:
+    """Instance types the spider reported as uncatalogued (one warning each)."""
+    found = [re.match(r"aws: (\S+) is listed as a GPU or ML accelerator instance", r.getMessage())
+             for r in caplog.records]
+    return {m.group(1) for m in found if m}
+
+
+def test_real_price_file_rows_of_the_ml_asic_families_are_offers(caplog):
+    # The real us-east-1 on-demand file of 2026-08 (every GPU, ML ASIC, FPGA and media row).
+    spider = make_spider()
+    found = by_type(items(spider.parse_ondemand(response("ondemand_real_us-east-1.json"),
+                                                region="us-east-1")))
+    assert {t for t in found if gpus.lookup(*gpu_of(t)[:2]).kind != "GPU"} == ASIC_TYPES
+    expected = {"trn1.2xlarge": ("Trainium", 1, "1.3437500000"),
+                "trn1.32xlarge": ("Trainium", 16, "21.5000000000"),
+                "trn1n.32xlarge": ("Trainium", 16, "24.7800000000"),
+                "inf1.xlarge": ("Inferentia", 1, "0.2280000000"),
+                "inf1.6xlarge": ("Inferentia", 4, "1.1800000000"),
+                "inf2.24xlarge": ("Inferentia2", 6, "6.4906300000"),
+                "inf2.48xlarge": ("Inferentia2", 12, "12.9812700000"),
+                "dl1.24xlarge": ("Gaudi HL-205", 8, "13.1090400000")}
+    for instance_type, (accelerator, chips, price) in expected.items():
+        offer = found[instance_type]
+        assert (offer.gpu, offer.gpu_count, offer.price, offer.pricing) == (
+            accelerator, chips, price, "on_demand"), instance_type
+    assert (found["dl1.24xlarge"].vcpus, found["dl1.24xlarge"].memory_gb) == (96, 768)
+    # The new GPU families g7 and g7e are reported, not priced; FPGA (f1, f2) and video
+    # transcoding (vt1) instances are neither offers nor reported.
+    assert not NEW_GPU_TYPES & set(found)
+    assert not any(t.startswith(("f1.", "f2.", "vt1.")) for t in found)
+    assert reported(caplog) == NEW_GPU_TYPES
+    assert stats(spider)["gpuradar/skipped/uncatalogued"] == len(NEW_GPU_TYPES)
+
+
+def test_pipeline_prices_ml_accelerators_per_chip_hour():
+    records = {r["instance_type"]: r for r in parse_files(
+        "aws", [FIX / "ondemand_real_us-east-1.json"], settings())}
+    trn1 = records["trn1.32xlarge"]
+    assert (trn1["gpu"], trn1["gpu_count"], trn1["gpu_memory_gb"]) == ("TRAINIUM", 16, 32)
+    assert trn1["price_per_gpu_usd"] == pytest.approx(21.5 / 16)
+    assert records["inf2.48xlarge"]["gpu"] == "INFERENTIA2"
+    assert records["inf1.24xlarge"]["price_per_gpu_usd"] == pytest.approx(4.721 / 16, abs=1e-6)
+    assert records["dl1.24xlarge"]["gpu"] == "GAUDI-HL205"
+    assert records["dl1.24xlarge"]["price_per_gpu_usd"] == pytest.approx(13.10904 / 8)
+    assert all(r["gpu"] in gpus.CATALOG and not r["gpu_raw"] for r in records.values())
+
+
+def test_real_spot_feed_prices_trainium2_and_gaudi_and_reports_the_rest(caplog):
+    spider = make_spider()
+    spider.read_locations(json.loads((FIX / "locations.json").read_text()), "f")
+    out = list(spider.parse_spot(response("spot_real_accelerators.json")))
+    found = {(i.region, i.instance_type): i for i in items(out)}
+    trn2 = found[("us-east-2", "trn2.48xlarge")]
+    assert (trn2.gpu, trn2.gpu_count, trn2.gpu_memory_gb, trn2.price, trn2.pricing) == (
+        "Trainium2", 16, 96, "8.5964", "spot")
+    dl1 = found[("us-west-2", "dl1.24xlarge")]
+    assert (dl1.gpu, dl1.gpu_count, dl1.price) == ("Gaudi HL-205", 8, "13.109")
+    assert found[("us-west-2", "trn1n.32xlarge")].price == "3.5729"
+    assert found[("us-east-2", "inf2.48xlarge")].gpu_count == 12
+    # trn2.3xlarge (chip count not confirmed) and Qualcomm's dl2q are reported; vt1 is not.
+    assert {("sa-east-1", "trn2.3xlarge"), ("us-west-2", "dl2q.24xlarge")}.isdisjoint(found)
+    assert reported(caplog) == {"trn2.3xlarge", "dl2q.24xlarge"} | NEW_GPU_TYPES
+    assert not any("vt1." in r.getMessage() for r in caplog.records)
+
+
+# -- regions from the locations feed ---------------------------------------------------------
+def test_regions_come_from_the_locations_feed():
+    spider = make_spider()
+    del spider.region_names["ap-southeast-6"]  # as if the built-in table did not know it yet
+    list(spider.parse_locations(response("locations.json")))
+    assert spider.region_names["ap-southeast-6"] == "Asia Pacific (New Zealand)"
+    assert spider.region_names["ap-east-2"] == "Asia Pacific (Taipei)"
+    out = list(spider.parse_spot(response("spot_real_accelerators.json")))
+    # The newest regions' on-demand files are read under the feed's names; the Local Zone
+    # us-east-1-atl-1 (type "AWS Local Zone") is skipped without a warning.
+    [first] = requests(out)
+    assert first.url.endswith("/Asia%20Pacific%20%28Taipei%29/Linux/index.json")
+    assert spider.pending_regions == ["ap-southeast-6", "sa-east-1", "us-east-2", "us-west-2"]
+    assert "gpuradar/skipped/unknown_region" not in stats(spider)
+    [nz] = requests(spider.parse_ondemand(response("ondemand_eu-north-1.json"),
+                                          region="ap-east-2"))
+    assert nz.url.endswith("/Asia%20Pacific%20%28New%20Zealand%29/Linux/index.json")
+
+
+def test_a_broken_locations_feed_falls_back_to_the_table(caplog):
+    spider = make_spider()
+    with caplog.at_level(logging.ERROR):
+        [spot_request] = list(spider.parse_locations(response(body=b'{"oops": 1}')))
+    assert spot_request.url == AwsSpider.endpoints["spot"]
+    assert spider.region_names == REGIONS
+    assert any("locations" in r.getMessage() and r.levelno == logging.ERROR
+               for r in caplog.records)
+
+
 # -- spot feed and interruption bands ------------------------------------------------------
 def test_spot_offers_carry_band_savings_and_shape_from_the_advisor():
     spider = make_spider()
-    [spot_request] = list(spider.parse_advisor(response("spot-advisor-data.json")))
+    [locations_request] = list(spider.parse_advisor(response("spot-advisor-data.json")))
+    assert locations_request.url == AwsSpider.endpoints["locations"]
+    [spot_request] = list(spider.parse_locations(response("locations.json")))
     assert spot_request.url == AwsSpider.endpoints["spot"]
     out = list(spider.parse_spot(response("spot.json")))
     found = {(i.region, i.instance_type): i for i in items(out)}
@@ -206,13 +330,15 @@ def test_spot_offers_carry_band_savings_and_shape_from_the_advisor():
     assert p5.attributes == {"interruption": "<5%", "savings_pct": 57}
     assert (p5.vcpus, p5.memory_gb) == (192, 2048)
     assert found[("us-east-1", "g4dn.12xlarge")].attributes["interruption"] == ">20%"
-    # The real af-south-1 capture: every g4dn size, inf1 skipped as not a GPU.
+    # The real af-south-1 capture: every g4dn size and the 16-chip inf1.
     assert {t for r, t in found if r == "af-south-1"} == {
         "g4dn.12xlarge", "g4dn.16xlarge", "g4dn.2xlarge", "g4dn.4xlarge", "g4dn.8xlarge",
-        "g4dn.metal", "g4dn.xlarge"}
+        "g4dn.metal", "g4dn.xlarge", "inf1.24xlarge"}
     assert found[("af-south-1", "g4dn.metal")].gpu_count == 8
+    inf1 = found[("af-south-1", "inf1.24xlarge")]
+    assert (inf1.gpu, inf1.gpu_count, inf1.price) == ("Inferentia", 16, "0.6249")
     assert "interruption" not in found[("us-west-2", "g6e.xlarge")].attributes  # no advice
-    assert stats(spider)["gpuradar/skipped/not_a_gpu"] == 2  # inf1 and inf2
+    assert stats(spider)["gpuradar/skipped/uncatalogued"] == 1  # g7e.2xlarge
     # Then the on-demand files of the feed's regions, the first one now.
     [next_request] = requests(out)
     assert "Africa%20%28Cape%20Town%29" in next_request.url
@@ -244,8 +370,8 @@ def test_unknown_region_in_the_spot_feed_is_logged_once_and_still_priced(caplog)
     assert "ap-southeast-9" in {i.region for i in items(out)}
     assert stats(spider)["gpuradar/skipped/unknown_region"] == 1
     assert [r.getMessage() for r in caplog.records if "region table" in r.getMessage()] == [
-        "aws: region ap-southeast-9 is not in the region table; its on-demand prices are not "
-        "read"]
+        "aws: region ap-southeast-9 is in neither the locations feed nor the region table; its "
+        "on-demand prices are not read"]
 
 
 # -- DescribeSpotPriceHistory / DescribeRegions --------------------------------------------
@@ -258,7 +384,8 @@ def test_spot_history_gives_the_latest_price_per_zone():
     assert prices == {("us-east-1a", "g4dn.xlarge"): "0.209900",  # the newer of two
                       ("us-east-1c", "g4dn.xlarge"): "0.205500",
                       ("us-east-1a", "p5.48xlarge"): "24.112100",
-                      ("us-east-1b", "p5.48xlarge"): "23.904300"}
+                      ("us-east-1b", "p5.48xlarge"): "23.904300",
+                      ("us-east-1a", "inf2.xlarge"): "0.231200"}
     p5 = next(i for i in found if i.zone == "us-east-1a" and i.instance_type == "p5.48xlarge")
     assert (p5.region, p5.pricing, p5.attributes["interruption"]) == ("us-east-1", "spot", "<5%")
     assert p5.attributes["price_since"] == "2026-09-25T17:02:11.000Z"
@@ -276,6 +403,55 @@ def test_spot_history_follows_next_token_when_signing():
     empty = list(spider.parse_spot_history(response("spot_history_eu-north-1.xml"),
                                            region="eu-north-1"))
     assert empty == []
+
+
+def signing_spider() -> AwsSpider:
+    spider = make_spider(access_key_id="AKIDEXAMPLE", secret_access_key="secret")
+    spider.aws_credentials = spider.credential_source(spider.settings).get_frozen_credentials()
+    return spider
+
+
+def history_types(request: Request) -> list[str]:
+    form = dict(p.split("=", 1) for p in request.body.decode().split("&"))
+    return [v for k, v in sorted(form.items(), key=lambda kv: kv[0])
+            if k.startswith("InstanceType.")]
+
+
+def error_response(body: bytes, region: str = "us-west-2", **cb: Any) -> XmlResponse:
+    url = f"https://ec2.{region}.amazonaws.com/"
+    return XmlResponse(url=url, status=400, body=body, request=Request(url))
+
+
+def test_a_refused_instance_type_named_by_ec2_is_left_out():
+    spider = signing_spider()
+    first = spider.spot_history_request("us-west-2")
+    asked = tuple(history_types(first))
+    assert "p6-b300.48xlarge" in asked and len(asked) > 60
+    out = list(spider.parse_spot_history(
+        error_response((FIX / "error_invalid_instance_type.xml").read_bytes()),
+        region="us-west-2", types=first.cb_kwargs["types"]))
+    [again] = requests(out)
+    assert set(history_types(again)) == set(asked) - {"p6-b300.48xlarge"}
+    assert stats(spider)["gpuradar/skipped/refused_instance_type"] == 1
+
+
+def test_a_refusal_that_names_no_type_is_narrowed_down_by_halves(caplog):
+    # A message naming none of the requested types (wording not seen from EC2, but the
+    # spider must not depend on the wording).
+    body = (FIX / "error_invalid_instance_type.xml").read_bytes().replace(
+        b"Invalid value 'p6-b300.48xlarge' for InstanceType.", b"Invalid instance type.")
+    spider = signing_spider()
+    types = ("g5.xlarge", "g6.xlarge", "p5.48xlarge", "trn1.2xlarge")
+    halves = requests(spider.parse_spot_history(error_response(body), region="us-west-2",
+                                                types=types))
+    assert [history_types(r) for r in halves] == [["g5.xlarge", "g6.xlarge"],
+                                                  ["p5.48xlarge", "trn1.2xlarge"]]
+    # One type left and still refused without being named: an error (the crawl is partial).
+    with caplog.at_level(logging.ERROR):
+        assert list(spider.parse_spot_history(error_response(body), region="us-west-2",
+                                              types=("g6.xlarge",))) == []
+    assert any("InvalidParameterValue" in r.getMessage() and r.levelno == logging.ERROR
+               for r in caplog.records)
 
 
 def test_describe_regions_skips_regions_not_enabled_with_one_line(caplog):
@@ -359,7 +535,8 @@ def test_parse_tells_every_kind_of_file_apart():
     assert {(o["zone"], o["gpu"], o["attributes"].get("interruption")) for o in zones} == {
         ("us-west-2a", "T4G", "<5%"), ("us-west-2b", "H100-SXM-80GB", "5-10%")}
     spot = parsed("spot.json")
-    assert {o["pricing"] for o in spot} == {"spot"} and len(spot) == 28
+    assert {o["pricing"] for o in spot} == {"spot"} and len(spot) == 30
+    assert parsed("locations.json") == []
     od = parsed("ondemand_eu-north-1.json")
     assert [(o["instance_type"], o["gpu"], o["price_usd"]) for o in od] == [
         ("g4dn.xlarge", "T4", 0.558), ("g5.xlarge", "A10G", 1.069),
@@ -418,7 +595,7 @@ def test_public_crawl_stores_every_region_and_h100_lists_aws_beside_the_others(
     result = crawl(cfg, db_url, "fx", "azure", "vastai", "aws", "gcp",
                    env={"GCP_API_KEY": "AIzaFAKE"})
     assert result["aws"]["status"] == "ok", result
-    assert result["aws"]["items"] == 28 + 33  # spot feed + four region files
+    assert result["aws"]["items"] == 30 + 35  # spot feed + four region files
     offers = aws_offers(cfg, db_url)
     assert {o["region"] for o in offers} == {"af-south-1", "eu-north-1", "us-east-1",
                                               "us-west-2"}
@@ -441,6 +618,44 @@ def test_public_crawl_stores_every_region_and_h100_lists_aws_beside_the_others(
     assert all(o["gpu"].startswith("H100") for o in h100)
     per_gpu = [o["price_per_gpu_usd"] for o in h100]
     assert per_gpu == sorted(per_gpu)
+
+
+def test_prices_filters_over_mixed_accelerators(tmp_path, provider_server, db_url):
+    """GPUs, TPUs, Trainium/Inferentia in one store: `--gpu TPU`, `--vendor`, `--kind`."""
+    from gpuradar.storage.db import open_database
+    from gpuradar.storage.queries import OfferFilter, current_offers
+
+    cfg = config(tmp_path, provider_server)
+    result = crawl(cfg, db_url, "aws", "gcp", env={"GCP_API_KEY": "AIzaFAKE"})
+    assert result["aws"]["status"] == result["gcp"]["status"] == "ok", result
+    engine = open_database(db_url)
+
+    def gpus_of(**flt: Any) -> set[str]:
+        return {o["gpu"] for o in current_offers(engine, OfferFilter(**flt))}
+
+    tpus = {"TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P", "TPU-V6E"}
+    assert gpus_of(vendors=["google"]) == tpus == gpus_of(kinds=["TPU"])
+    assert gpus_of(vendors=["AWS"]) == {"TRAINIUM", "INFERENTIA", "INFERENTIA2"}
+    assert gpus_of(kinds=["npu"]) == gpus_of(kinds=["ASIC"]) == {
+        "TRAINIUM", "INFERENTIA", "INFERENTIA2"}
+    assert "H100-SXM-80GB" in gpus_of(kinds=["GPU"]) and not tpus & gpus_of(kinds=["GPU"])
+    assert gpus_of(vendors=["NVIDIA", "Google"]) >= tpus | {"H100-SXM-80GB", "L4"}
+    assert gpus_of(gpus=["TPU-V5E"], vendors=["AWS"]) == set()  # both must hold
+    # The command line: `--gpu TPU` and `--vendor google` list the same offers, cheapest
+    # per chip-hour first; a vendor the catalog does not know is a usage error.
+    by_kind = gpuradar_json("prices", "--gpu", "TPU", "--limit", "0", config=cfg, db_url=db_url)
+    by_vendor = gpuradar_json("prices", "--vendor", "google", "--kind", "tpu", "--limit", "0",
+                              config=cfg, db_url=db_url)
+    assert [o["id"] for o in by_kind] == [o["id"] for o in by_vendor] and by_kind
+    per_chip = [o["price_per_gpu_usd"] for o in by_kind]
+    assert per_chip == sorted(per_chip)
+    trainium = gpuradar_json("prices", "--gpu", "Trainium", "--pricing", "on-demand",
+                             config=cfg, db_url=db_url)
+    assert {(o["instance_type"], o["gpu_count"]) for o in trainium} == {("trn1.32xlarge", 16)}
+    proc = gpuradar("prices", "--vendor", "Nokia", config=cfg, db_url=db_url)
+    assert proc.returncode == 2 and "unknown vendor 'Nokia'" in proc.stderr
+    proc = gpuradar("prices", "--kind", "FPGA", config=cfg, db_url=db_url)
+    assert proc.returncode == 2 and "unknown accelerator kind 'FPGA'" in proc.stderr
 
 
 def test_failed_or_empty_region_file_closes_nothing(tmp_path, provider_server, sqlite_url):
@@ -498,8 +713,10 @@ def test_credentials_add_signed_per_zone_spot_prices(tmp_path, provider_server, 
     assert set(zones) == {("us-east-1a", "g4dn.xlarge"), ("us-east-1c", "g4dn.xlarge"),
                           ("us-east-1a", "p5.48xlarge"), ("us-east-1b", "p5.48xlarge"),
                           ("us-east-1d", "g6e.xlarge"), ("us-east-1f", "g6f.large"),
-                          ("us-west-2a", "g5g.xlarge"), ("us-west-2b", "p5.48xlarge")}
+                          ("us-west-2a", "g5g.xlarge"), ("us-west-2b", "p5.48xlarge"),
+                          ("us-east-1a", "inf2.xlarge")}
     assert zones[("us-east-1a", "p5.48xlarge")]["price"] == pytest.approx(24.1121)
+    assert zones[("us-east-1a", "inf2.xlarge")]["gpu"] == "INFERENTIA2"
     assert zones[("us-east-1a", "p5.48xlarge")]["attributes"]["interruption"] == "<5%"
     assert FAKE_AWS["AWS_SECRET_ACCESS_KEY"] not in result["_stderr"]
 
@@ -520,6 +737,51 @@ def test_unauthorized_spot_history_makes_the_crawl_partial(tmp_path, provider_se
     assert result["aws"]["status"] == "partial" and result["aws"]["closed"] == 0
     assert "UnauthorizedOperation" in result["_stderr"]
     assert any(o["zone"] == "us-east-1a" for o in stored_aws_offers(sqlite_url))
+
+
+def test_one_refused_instance_type_costs_a_region_nothing_else(tmp_path, provider_server,
+                                                              sqlite_url):
+    """The local EC2 answers like EC2 does for a type it does not know in a region (HTTP 400,
+    `InvalidParameterValue` naming the type): the region is asked again without it."""
+    from urllib.parse import parse_qs
+
+    from tests.routes import aws as routes
+
+    asked: list[list[str]] = []
+
+    def oregon_lacks_b300(req):
+        form = {k: v[0] for k, v in parse_qs(req.body.decode()).items()}
+        if form.get("Action") == "DescribeSpotPriceHistory":
+            types = [v for k, v in form.items() if k.startswith("InstanceType.")]
+            asked.append(types)
+            if "p6-b300.48xlarge" in types:
+                return Reply(400, (FIX / "error_invalid_instance_type.xml").read_bytes(),
+                             content_type=routes.XML)
+        return routes.ec2_handler(req)
+
+    cfg = config(tmp_path, provider_server)
+    provider_server.route("POST", "/ec2/us-west-2/", oregon_lacks_b300)
+    result = crawl(cfg, sqlite_url, "aws", env=FAKE_AWS)
+    assert result["aws"]["status"] == "ok", result
+    assert len(asked) == 2 and "p6-b300.48xlarge" not in asked[1]
+    assert set(asked[0]) - set(asked[1]) == {"p6-b300.48xlarge"}
+    assert "refuses p6-b300.48xlarge" in result["_stderr"]
+    zones = {(o["zone"], o["instance_type"]) for o in stored_aws_offers(sqlite_url)}
+    assert {("us-west-2a", "g5g.xlarge"), ("us-west-2b", "p5.48xlarge")} <= zones
+
+
+def test_a_failed_locations_feed_makes_the_crawl_partial(tmp_path, provider_server,
+                                                         sqlite_url):
+    cfg = config(tmp_path, provider_server)
+    assert crawl(cfg, sqlite_url, "aws")["aws"]["status"] == "ok"
+    before = {o["id"] for o in stored_aws_offers(sqlite_url)}
+    provider_server.route("GET", "/locations/1.0/aws/current/locations.json",
+                          lambda req: Reply(503, b"unavailable"))
+    result = crawl(cfg, sqlite_url, "aws")
+    assert result["aws"]["status"] == "partial" and result["aws"]["closed"] == 0
+    assert "locations feed failed" in result["_stderr"]
+    # The built-in table still names the four regions: nothing was lost.
+    assert {o["id"] for o in stored_aws_offers(sqlite_url)} == before
 
 
 def test_gpuradar_parse_command_reads_a_saved_file():

@@ -112,7 +112,7 @@ def test_metrics_show_crawls_prices_and_notifications(replay):
     assert label_names <= {"source", "status", "le", "reason", "change", "pricing",
                            "availability", "gpu", "channel", "result", "job", "version",
                            "python", "scrapy", "implementation", "major", "minor",
-                           "patchlevel", "generation"}
+                           "patchlevel", "generation", "vendor", "kind", "frameworks"}
     status, health = d.healthz()
     assert status == 200 and health["status"] == "ok" and health["database"] == "ok"
 

@@ -1,5 +1,6 @@
 """GCP: SKU pages in the Cloud Billing Catalog's format, machine prices assembled from core +
-RAM + GPU SKUs, the API key kept out of URLs, and real crawls through `gpuradar`."""
+RAM + GPU SKUs, TPU slices priced per chip from both services' TPU SKUs, the API key kept out
+of URLs, and real crawls through `gpuradar`."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ import pytest
 from gpuradar.crawler.parsing import parse_files
 from gpuradar.crawler.pipelines import validate
 from gpuradar.crawler.spiders.base import ParseError
-from gpuradar.crawler.spiders.gcp import GcpSpider, gpu_key, stem_of, unit_price
+from gpuradar.crawler.spiders.gcp import (
+    TPU_GENERATIONS,
+    GcpSpider,
+    gpu_key,
+    stem_of,
+    tpu_generation,
+    unit_price,
+)
 from scrapy import Request
 from scrapy.http import TextResponse
 from scrapy.settings import Settings
@@ -26,6 +34,8 @@ from tests.provider_server import ProviderServer, serve_standard
 
 FIX = Path(__file__).parent / "fixtures" / "gcp"
 URL = "https://cloudbilling.googleapis.com/v1/services/6F81-5844-456A/skus"
+TPU_URL = "https://cloudbilling.googleapis.com/v1/services/E000-3F24-B8AA/skus"
+NO_SKUS = {"skus": [], "nextPageToken": ""}
 
 
 def make_spider(**options: Any) -> GcpSpider:
@@ -43,11 +53,15 @@ def response(data: Any, url: str = URL, status: int = 200) -> TextResponse:
                         request=Request(url))
 
 
-def crawl_pages(spider: GcpSpider, *pages: dict[str, Any]) -> list[Any]:
-    """Feed the pages through parse() as the crawl does; all outputs."""
+def crawl_pages(spider: GcpSpider, *pages: dict[str, Any],
+                tpu_pages: tuple[dict[str, Any], ...] = (NO_SKUS,)) -> list[Any]:
+    """Feed the Compute Engine pages, then the Cloud TPU pages, through parse() as the crawl
+    does; all outputs."""
     out: list[Any] = []
     for data in pages:
         out += list(spider.parse(response(data)))
+    for data in tpu_pages:
+        out += list(spider.parse(response(data, TPU_URL), service="tpu_skus"))
     return out
 
 
@@ -59,7 +73,8 @@ def offers(outputs) -> dict[tuple[str, str, str], PriceItem]:
 @pytest.fixture
 def full() -> tuple[GcpSpider, dict[tuple[str, str, str], PriceItem]]:
     spider = make_spider(api_key="k")
-    return spider, offers(crawl_pages(spider, page("skus_page1.json"), page("skus_page2.json")))
+    return spider, offers(crawl_pages(spider, page("skus_page1.json"), page("skus_page2.json"),
+                                      tpu_pages=(page("skus_tpu_service.json"),)))
 
 
 def stats(spider: GcpSpider) -> dict[str, Any]:
@@ -160,21 +175,27 @@ def test_commitments_reservations_dws_and_sole_tenancy_are_skipped(full):
     assert not any(t.startswith("a3-megagpu") and p == "spot" for _, t, p in found)
 
 
-def test_unmatched_gpu_sku_is_counted_and_logged_once(full, caplog):
+def test_unmatched_gpu_and_tpu_skus_are_reported_as_uncatalogued_once(full, caplog):
     spider, _ = full
-    assert stats(spider)["gpuradar/skipped/unmatched_gpu_sku"] == 1
+    # The GB200 GPU SKU and the real TPU7x SKU (a TPU generation not in the table).
+    assert stats(spider)["gpuradar/skipped/uncatalogued"] == 2
     # Seen again on a later crawl page: counted again, logged once.
     spider.read_page(page("skus_page2.json"), "again")
-    assert stats(spider)["gpuradar/skipped/unmatched_gpu_sku"] == 2
+    assert stats(spider)["gpuradar/skipped/uncatalogued"] == 4
     logged = caplog.get_records("setup") + caplog.records  # the fixture crawled the pages
-    lines = [r.getMessage() for r in logged if "GB200" in r.getMessage()]
-    assert lines == ["gcp: GPU SKU 'Nvidia GB200 GPU' matches no known GPU (renamed or new?); "
-                     "skipped"]
+    lines = [r.getMessage() for r in logged if "uncatalogued" in r.getMessage()]
+    assert lines == [
+        "gcp: GPU SKU 'Nvidia GB200 GPU' matches no known GPU (renamed or new?); reported as "
+        "uncatalogued, not priced",
+        "gcp: TPU SKU 'TPU7x' names no TPU generation gpuradar knows; reported as "
+        "uncatalogued, not priced"]
 
 
 def test_machines_without_core_or_ram_skus_are_not_priced(full, caplog):
     spider, found = full
-    assert not any(r == "europe-west4" for r, _, _ in found)  # H100 GPU SKU only
+    # europe-west4 has the H100 GPU SKU only (and a TPU v3 pod SKU, priced per chip).
+    assert {t for r, t, _ in found if r == "europe-west4"} == {
+        name for name, _ in TPU_GENERATIONS["v3"].pod_slices}
     assert stats(spider)["gpuradar/skipped/incomplete_price"] == 5
     assert any("a3-highgpu-8g europe-west4 on_demand" in r.getMessage()
                for r in caplog.get_records("setup"))
@@ -231,6 +252,130 @@ def test_changed_field_names_are_clear_errors():
         list(make_spider().parse_file(response(data)))
 
 
+# -- TPUs ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("description", "generation"), [
+    ("TpuV5e running in Delhi", "v5e"),
+    ("TpuV5p running in Sao Paulo", "v5p"),
+    ("TpuV6e attached to Spot Preemptible VMs running in Columbus", "v6e"),
+    ("TPU7x running in Americas", "7x"),
+    ("Tpu-v4 Pod Accelerator USA", "v4"),
+    ("TPU-v2 Accelerator USA", "v2"),
+    ("Nvidia Tesla T4 GPU running in Americas", None),
+    ("A3 Instance Core running in Americas", None),
+])
+def test_the_tpu_generation_is_read_from_the_sku_description(description, generation):
+    assert tpu_generation(description) == generation
+
+
+def test_real_tpu_skus_become_the_slices_users_rent_priced_per_chip(caplog):
+    # Seven SKUs captured live from the Compute Engine service (resourceGroup "TPU").
+    spider = make_spider()
+    found = offers(spider.parse_file(response(page("skus_tpu_real.json"))))
+    v5e = found[("asia-south2", "v5litepod-8", "on_demand")]
+    assert (v5e.gpu, v5e.gpu_count, v5e.gpu_memory_gb, v5e.currency) == ("TPU v5e", 8, 16, "USD")
+    assert v5e.price == pytest.approx(8 * 1.44132)
+    assert v5e.attributes == {"chip_unit_price": 1.44132}
+    assert {t for r, t, p in found if r == "asia-south2"} == {
+        f"v5litepod-{n}" for n in (1, 4, 8, 16, 32, 64, 128, 256)}
+    # v5p slices are named by TensorCores: v5p-8 is 4 chips.
+    v5p = found[("southamerica-east1", "v5p-8", "on_demand")]
+    assert (v5p.gpu_count, v5p.price) == (4, pytest.approx(4 * 6.430995))
+    assert found[("southamerica-east1", "v5p-12288", "on_demand")].gpu_count == 6144
+    assert found[("us-south1", "v6e-4", "on_demand")].price == pytest.approx(10.8)
+    # Spot: usage type "Preemptible", "attached to Spot Preemptible VMs".
+    spot = found[("asia-southeast1", "v5litepod-1", "spot")]
+    assert spot.price == pytest.approx(0.78)
+    # The reservation (calendar mode) and the commitment are not offers; TPU7x is reported.
+    assert not any(r == "europe-west4" for r, _, _ in found)
+    assert ("asia-south2", "v5p-8", "on_demand") not in found
+    assert not any(r in ("us-west1", "us-central1", "us-east1") for r, _, _ in found)
+    assert stats(spider)["gpuradar/skipped/uncatalogued"] == 1
+    assert {(r, p) for r, _, p in found} == {
+        ("asia-south2", "on_demand"), ("southamerica-east1", "on_demand"),
+        ("us-south1", "on_demand"), ("asia-southeast1", "spot")}
+
+
+def test_the_pipeline_prices_tpus_per_chip_hour_under_the_catalog_names():
+    import gpuradar.crawler.settings as project
+
+    settings = Settings()
+    settings.setmodule(project)
+    records = {(r["region"], r["instance_type"], r["pricing"]): r for r in parse_files(
+        "gcp", [FIX / "skus_tpu_real.json"], settings)}
+    v6e = records[("us-south1", "v6e-8", "on_demand")]
+    assert (v6e["gpu"], v6e["gpu_count"], v6e["price_per_gpu_usd"]) == ("TPU-V6E", 8, 2.7)
+    assert not v6e["gpu_raw"]
+    assert {r["gpu"] for r in records.values()} == {"TPU-V5E", "TPU-V5P", "TPU-V6E"}
+    assert all(gpus.CATALOG[r["gpu"]].kind == "TPU" for r in records.values())
+
+
+def test_capacity_optimized_dws_reserved_and_committed_tpu_skus_are_skipped(full):
+    _, found = full
+    # Columbus: one plain on-demand rate (2.70) and one spot rate (1.4033) per chip; the
+    # DWS (1.35), reserved (1.89) and committed rates never become offers, and the capacity-
+    # optimised twin of the plain SKU does not replace it.
+    columbus = {(t, p): o for (r, t, p), o in found.items() if r == "us-east5"}
+    assert {o.attributes["chip_unit_price"] for o in columbus.values()} == {2.7, 1.4033}
+    assert columbus[("v6e-8", "on_demand")].price == pytest.approx(8 * 2.7)
+    assert columbus[("v6e-8", "spot")].price == pytest.approx(8 * 1.4033)
+
+
+def test_the_cloud_tpu_service_prices_4_chip_devices_and_pod_slices(full):
+    _, found = full
+    # v2-8 is one 4-chip device: SKU 3B3D-4CB4-AECC at $4.50/h, $1.125 per chip.
+    v2 = found[("us-central1", "v2-8", "on_demand")]
+    assert (v2.gpu, v2.gpu_count, v2.price) == ("TPU v2", 4, 4.5)
+    assert v2.attributes == {"chip_unit_price": 1.125}
+    assert found[("us-central1", "v2-8", "spot")].price == pytest.approx(1.35)
+    assert found[("us-central1", "v3-8", "on_demand")].price == 8.0
+    # v4 is sold as pod slices only; "Tpu-v4 Pod" prices 4 chips: $3.22 per chip.
+    v4 = {t: o for (r, t, p), o in found.items() if r == "us-central2"}
+    assert set(v4) == {f"v4-{n}" for n in (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)}
+    assert (v4["v4-8"].gpu_count, v4["v4-8"].price) == (4, pytest.approx(12.88))
+    assert (v4["v4-32"].gpu_count, v4["v4-32"].price) == (16, pytest.approx(16 * 3.22))
+    # The v3 pod SKU (europe-west4) prices pod slices, not the v3-8 device.
+    assert ("europe-west4", "v3-8", "on_demand") not in found
+    assert found[("europe-west4", "v3-32", "on_demand")].price == pytest.approx(16 * 2.2)
+
+
+def test_metrics_are_labelled_by_accelerator(tmp_path, provider_server, sqlite_url):
+    from gpuradar.scheduler.metrics import Metrics
+    from gpuradar.storage.db import open_database
+    from prometheus_client import generate_latest
+
+    from tests.daemon_helpers import parse_metrics
+
+    cfg = config(tmp_path, provider_server)
+    proc = gpuradar("crawl", "gcp", config=cfg, db_url=sqlite_url, env={"GCP_API_KEY": "k"})
+    assert proc.returncode == 0, proc.stderr
+    engine = open_database(sqlite_url)
+    series = parse_metrics(generate_latest(Metrics(lambda: engine).registry).decode())
+
+    def get(name, **labels):
+        return series.get((name, frozenset(labels.items())))
+
+    assert get("gpuradar_cheapest_usd_per_gpu_hour", gpu="TPU-V6E", pricing="spot",
+               source="gcp") == pytest.approx(1.4033)
+    assert get("gpuradar_cheapest_usd_per_gpu_hour", gpu="TPU-V4", pricing="on_demand",
+               source="gcp") == pytest.approx(3.22)
+    assert get("gpuradar_accelerator_info", gpu="TPU-V5E", vendor="Google", kind="TPU",
+               frameworks="XLA/JAX") == 1
+    assert get("gpuradar_accelerator_info", gpu="H100-SXM-80GB", vendor="NVIDIA", kind="GPU",
+               frameworks="CUDA") == 1
+    info = {dict(labels)["gpu"] for name, labels in series if name == "gpuradar_accelerator_info"}
+    priced = {dict(labels)["gpu"] for name, labels in series
+              if name == "gpuradar_cheapest_usd_per_gpu_hour"}
+    assert info == priced
+
+
+def test_every_tpu_generation_maps_to_its_catalog_entry():
+    for generation, spec in TPU_GENERATIONS.items():
+        entry = gpus.lookup(spec.accelerator, spec.memory_gb)
+        assert entry is not None and entry.kind == "TPU", generation
+        assert entry.memory_gb == spec.memory_gb
+        assert all(chips >= 1 for _, chips in spec.slices + spec.pod_slices)
+
+
 # -- requests: paging and the key --------------------------------------------------------
 def test_pages_are_followed_with_the_key_in_a_header_only():
     spider = make_spider(api_key="s3cr3t-key")
@@ -242,15 +387,24 @@ def test_pages_are_followed_with_the_key_in_a_header_only():
     [follow] = out  # nothing is offered before the last page
     assert isinstance(follow, Request) and "pageToken=APKCS1HVa0Y" in follow.url
     assert follow.headers[b"X-Goog-Api-Key"] == b"s3cr3t-key"
-    done = list(spider.parse(response(page("skus_page2.json"))))
+    # The last Compute Engine page: then the Cloud TPU service, with the same key.
+    [tpu] = list(spider.parse(response(page("skus_page2.json"))))
+    assert tpu.url.startswith(TPU_URL + "?") and "key" not in tpu.url
+    assert tpu.headers[b"X-Goog-Api-Key"] == b"s3cr3t-key"
+    assert tpu.cb_kwargs == {"service": "tpu_skus"}
+    done = list(spider.parse(response(page("skus_tpu_service.json"), TPU_URL),
+                             service="tpu_skus"))
     assert done and all(isinstance(o, PriceItem) for o in done)
-    assert list(spider.parse(response(page("skus_page2.json")))) == []  # assembled once
+    assert {o.gpu for o in done} >= {"Nvidia H100 80GB", "TPU v2", "TPU v4", "TPU v6e"}
+    assert list(spider.parse(response(NO_SKUS, TPU_URL), service="tpu_skus")) == []  # once
 
 
 def test_a_repeated_page_token_stops_the_crawl(caplog):
     spider = make_spider(api_key="k")
     list(spider.parse(response(page("skus_page1.json"))))
-    out = list(spider.parse(response(page("skus_page1.json"))))
+    [tpu] = list(spider.parse(response(page("skus_page1.json"))))  # on to the next service
+    assert tpu.url.startswith(TPU_URL)
+    out = list(spider.parse(response(NO_SKUS, TPU_URL), service="tpu_skus"))
     assert out and all(isinstance(o, PriceItem) for o in out)
     assert any("page token" in r.getMessage() and r.levelno == logging.ERROR
                for r in caplog.records)
@@ -260,8 +414,11 @@ def test_api_refusal_is_logged_with_googles_message(caplog):
     spider = make_spider(api_key="bad-key")
     refusal = {"error": {"code": 400, "message": "API key not valid. Please pass a valid API "
                          "key.", "status": "INVALID_ARGUMENT"}}
-    assert list(spider.parse(response(refusal, status=400))) == []
-    [line] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    # Logged; the Cloud TPU service is still asked (its own refusal ends the crawl).
+    [tpu] = list(spider.parse(response(refusal, status=400)))
+    assert tpu.url.startswith(TPU_URL)
+    assert list(spider.parse(response(refusal, TPU_URL, status=400), service="tpu_skus")) == []
+    [line, _] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert line == ("gcp: Cloud Billing API refused the request (HTTP 400): API key not valid. "
                     "Please pass a valid API key.")
 
@@ -286,11 +443,12 @@ def test_parse_command_reads_a_saved_page():
     settings = Settings()
     settings.setmodule(project)
     records = list(parse_files("gcp", [FIX / "skus_page2.json"], settings))
-    assert {r["instance_type"] for r in records} == {
+    gpu_records = [r for r in records if not r["instance_type"].startswith(("v5", "v6"))]
+    assert {r["instance_type"] for r in gpu_records} == {
         "a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g", "a3-highgpu-8g", "a3-edgegpu-8g",
         "a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g", "nvidia-rtx-pro-6000"}
     assert {r["gpu"] for r in records} == {"H100-SXM-80GB", "H200-SXM-141GB", "B200",
-                                           "RTX-PRO-6000"}
+                                           "RTX-PRO-6000", "TPU-V5E", "TPU-V5P", "TPU-V6E"}
     proc = gpuradar("parse", "gcp", str(FIX / "skus_real_opencost.json"))
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
@@ -319,9 +477,10 @@ def test_crawl_pages_through_the_catalog_with_a_key(tmp_path, provider_server, s
                     env={"GCP_API_KEY": "AIzaFAKEKEY123"})
     assert proc.returncode == 0, proc.stderr
     [result] = json.loads(proc.stdout)
-    assert result["status"] == "ok" and result["items"] == 121, result
+    assert result["status"] == "ok" and result["items"] == 121 + 72, result
     pages = [r for r in provider_server.requests if r.path.endswith("/skus")]
-    assert [r.query.get("pageToken") is not None for r in pages] == [False, True]
+    assert [(r.path.split("/")[3], r.query.get("pageToken") is not None) for r in pages] == [
+        ("6F81-5844-456A", False), ("6F81-5844-456A", True), ("E000-3F24-B8AA", False)]
     assert all("key" not in r.query for r in pages)
     assert "AIzaFAKEKEY123" not in proc.stderr + proc.stdout
     h100 = gpuradar_json("prices", "--source", "gcp", "--gpu", "H100", "--limit", "0",
@@ -329,3 +488,16 @@ def test_crawl_pages_through_the_catalog_with_a_key(tmp_path, provider_server, s
     assert {(o["instance_type"], o["pricing"]) for o in h100} >= {
         ("a3-highgpu-8g", "on_demand"), ("a3-highgpu-8g", "spot"), ("a3-megagpu-8g", "on_demand")}
     assert {o["region"] for o in h100} == {"us-central1"}
+    # `--gpu TPU`: every TPU slice of both services, priced per chip-hour, and nothing else.
+    tpus = gpuradar_json("prices", "--gpu", "TPU", "--limit", "0", config=cfg,
+                         db_url=sqlite_url)
+    assert {o["gpu"] for o in tpus} == {"TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P",
+                                        "TPU-V6E"}
+    v5e = {(o["region"], o["instance_type"], o["pricing"]): o for o in tpus
+           if o["gpu"] == "TPU-V5E"}
+    delhi = v5e[("asia-south2", "v5litepod-8", "on_demand")]
+    assert (delhi["gpu_count"], delhi["price_per_gpu_usd"]) == (8, pytest.approx(1.44132))
+    assert delhi["price_usd"] == pytest.approx(8 * 1.44132)
+    assert v5e[("asia-southeast1", "v5litepod-4", "spot")]["price_usd"] == pytest.approx(3.12)
+    per_chip = [o["price_per_gpu_usd"] for o in tpus]
+    assert per_chip == sorted(per_chip)

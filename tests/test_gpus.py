@@ -1,4 +1,5 @@
-"""The GPU catalog: real provider strings map to the right variant, unknowns never guess."""
+"""The accelerator catalog: real provider strings map to the right variant, unknowns never
+guess, and every GPU, TPU and NPU knows its vendor, kind, memory and frameworks."""
 
 from __future__ import annotations
 
@@ -7,11 +8,16 @@ import pytest
 from gpuradar.core import gpus
 from gpuradar.core.gpus import (
     CATALOG,
+    FRAMEWORKS,
+    KINDS,
+    VENDORS,
+    Accelerator,
     Gpu,
     families,
     lookup,
     match_family,
     parse_count_and_name,
+    select,
     suggest,
 )
 
@@ -219,6 +225,27 @@ REAL_STRINGS: list[tuple[str, float | None, str]] = [
     ("Tesla T4", None, "T4"),
     ("华为昇腾910B", None, "ASCEND-910B"),
     ("昇腾910B", None, "ASCEND-910B"),
+    # -- GCP TPU names: SKU description words (Cloud Billing Catalog), accelerator types, GKE ---
+    ("Tpu-v2", None, "TPU-V2"),
+    ("Tpu-v3", None, "TPU-V3"),
+    ("Tpu-v4", None, "TPU-V4"),
+    ("TpuV5e", None, "TPU-V5E"),
+    ("TpuV5p", None, "TPU-V5P"),
+    ("TpuV6e", None, "TPU-V6E"),
+    ("v5litepod", None, "TPU-V5E"),
+    ("tpu-v5-lite-podslice", None, "TPU-V5E"),
+    ("tpu-v5p-slice", None, "TPU-V5P"),
+    ("tpu-v6e-slice", None, "TPU-V6E"),
+    ("TPU v5e", 16, "TPU-V5E"),
+    ("Trillium", None, "TPU-V6E"),
+    # -- AWS accelerator names (DescribeInstanceTypes NeuronInfo / InferenceAcceleratorInfo) ---
+    ("Trainium", 32, "TRAINIUM"),
+    ("Trainium2", 96, "TRAINIUM2"),
+    ("Inferentia", 8, "INFERENTIA"),
+    ("Inferentia2", 32, "INFERENTIA2"),
+    ("Gaudi HL-205", 32, "GAUDI-HL205"),
+    ("AWS Trainium", None, "TRAINIUM"),
+    ("Intel Gaudi", None, "GAUDI-HL205"),
 ]
 
 
@@ -367,27 +394,86 @@ REQUIRED = [
     "RTX-5090", "RTX-4090", "RTX-4080", "RTX-3090", "RTX-3080", "RTX-3070", "V100-16GB",
     "V100-32GB", "T4", "T4G", "P100", "P4", "K80", "M60", "A2", "MI300X", "MI325X", "MI355X",
     "MI250X", "MI250", "V520", "V710", "ASCEND-910B",
+    "TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P", "TPU-V6E", "TRAINIUM", "TRAINIUM2",
+    "INFERENTIA", "INFERENTIA2", "GAUDI-HL205",
 ]  # fmt: skip
 
 
-def test_catalog_holds_every_gpu_the_providers_sell() -> None:
+def test_catalog_holds_every_accelerator_the_providers_sell() -> None:
     assert set(REQUIRED) <= set(CATALOG)
 
 
 def test_vendor_and_family_are_consistent() -> None:
     vendors: dict[str, str] = {}
     for gpu in CATALOG.values():
-        assert gpu.vendor in {"NVIDIA", "AMD", "Huawei"}, gpu.name
+        assert gpu.vendor in VENDORS, gpu.name
+        assert gpu.kind in KINDS, gpu.name
+        assert set(gpu.frameworks) <= set(FRAMEWORKS), gpu.name
         assert vendors.setdefault(gpu.family, gpu.vendor) == gpu.vendor, gpu.family
         assert gpu.memory_gb > 0, gpu.name
         assert gpu.architecture, gpu.name
         assert gpu.form_factor in {"SXM", "PCIe", "NVL", "OAM", "superchip", ""}, gpu.name
         assert gpu.aliases, gpu.name
+    assert Accelerator is Gpu
+
+
+@pytest.mark.parametrize(
+    ("name", "vendor", "kind", "memory_gb", "frameworks"),
+    [
+        ("H100-SXM-80GB", "NVIDIA", "GPU", 80, ("CUDA",)),
+        ("MI300X", "AMD", "GPU", 192, ("ROCm",)),
+        ("V520", "AMD", "GPU", 8, ()),  # a graphics card, not on ROCm's list
+        ("TPU-V2", "Google", "TPU", 16, ("XLA/JAX",)),
+        ("TPU-V3", "Google", "TPU", 32, ("XLA/JAX",)),
+        ("TPU-V4", "Google", "TPU", 32, ("XLA/JAX",)),
+        ("TPU-V5E", "Google", "TPU", 16, ("XLA/JAX",)),
+        ("TPU-V5P", "Google", "TPU", 95, ("XLA/JAX",)),
+        ("TPU-V6E", "Google", "TPU", 32, ("XLA/JAX",)),
+        ("TRAINIUM", "AWS", "NPU", 32, ("Neuron",)),
+        ("TRAINIUM2", "AWS", "NPU", 96, ("Neuron",)),
+        ("INFERENTIA", "AWS", "NPU", 8, ("Neuron",)),
+        ("INFERENTIA2", "AWS", "NPU", 32, ("Neuron",)),
+        ("GAUDI-HL205", "Intel", "NPU", 32, ("SynapseAI",)),
+        ("ASCEND-910B", "Huawei", "NPU", 64, ("CANN",)),
+    ],
+)
+def test_every_accelerator_knows_vendor_kind_memory_and_frameworks(
+    name: str, vendor: str, kind: str, memory_gb: float, frameworks: tuple[str, ...]
+) -> None:
+    entry = CATALOG[name]
+    assert (entry.vendor, entry.kind, entry.memory_gb, entry.frameworks) == (
+        vendor, kind, memory_gb, frameworks)
+
+
+@pytest.mark.parametrize(
+    ("name", "bf16", "fp8"),
+    [("TPU-V5E", 197, None), ("TPU-V5P", 459, None), ("TPU-V6E", 918, None),
+     ("TRAINIUM", 190, 190), ("TRAINIUM2", 667, 1299), ("INFERENTIA2", 190, 190),
+     ("GAUDI-HL205", None, None)],
+)
+def test_accelerator_figures_from_the_vendors_docs(name: str, bf16, fp8) -> None:
+    assert (CATALOG[name].bf16_tflops, CATALOG[name].fp8_tflops) == (bf16, fp8)
+
+
+def test_select_by_vendor_kind_and_framework() -> None:
+    google = {g.name for g in select(vendor="google")}
+    assert google == {"TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P", "TPU-V6E"}
+    assert {g.name for g in select(kind="tpu")} == google
+    assert {g.name for g in select(vendor="AWS")} == {
+        "TRAINIUM", "TRAINIUM2", "INFERENTIA", "INFERENTIA2"}
+    npus = {g.name for g in select(kind="NPU")}
+    assert npus == {g.name for g in select(kind="asic")}
+    assert {"TRAINIUM", "GAUDI-HL205", "ASCEND-910B"} <= npus and not npus & google
+    assert {g.name for g in select(framework="neuron")} == {g.name for g in select(vendor="aws")}
+    assert all(g.vendor == "NVIDIA" for g in select(framework="CUDA"))
+    assert {g.name for g in select(vendor="google", kind="GPU")} == set()
+    assert select(vendor="Nokia") == [] and select(kind="FPGA") == []
 
 
 def test_fp8_is_twice_bf16_where_both_are_published() -> None:
-    # A sparse figure mixed with a dense one shows up as a 1:1 or 4:1 ratio.
-    for gpu in CATALOG.values():
+    # A sparse figure mixed with a dense one shows up as a 1:1 or 4:1 ratio. (Only GPUs:
+    # Trainium and Inferentia2 run cFP8 at their BF16 rate.)
+    for gpu in select(kind="GPU"):
         if gpu.bf16_tflops is not None and gpu.fp8_tflops is not None:
             assert 1.9 <= gpu.fp8_tflops / gpu.bf16_tflops <= 2.1, gpu.name
 
@@ -428,7 +514,8 @@ def test_no_alias_key_is_shared_by_variants_memory_cannot_tell_apart() -> None:
 def test_families_are_sorted_and_unique() -> None:
     names = families()
     assert names == sorted(set(names))
-    assert {"H100", "A100", "RTX-4090", "L40S", "910B", "MI300X"} <= set(names)
+    assert {"H100", "A100", "RTX-4090", "L40S", "910B", "MI300X", "TPU-v5e", "Trainium",
+            "Gaudi"} <= set(names)
 
 
 def test_match_family_h100_is_every_h100_and_nothing_else() -> None:
@@ -460,6 +547,13 @@ def test_match_family_h100_is_every_h100_and_nothing_else() -> None:
         ("nvidia h100", {"H100-SXM-80GB", "H100-PCIE-80GB", "H100-NVL-94GB"}),
         ("nvidia-h100-mega-80gb", {"H100-SXM-80GB"}),
         ("A100-96GB", set()),
+        ("TPU v5e", {"TPU-V5E"}),
+        ("tpu-v4", {"TPU-V4"}),
+        ("v5litepod", {"TPU-V5E"}),
+        ("Trainium", {"TRAINIUM"}),
+        ("trainium2", {"TRAINIUM2"}),
+        ("Gaudi", {"GAUDI-HL205"}),
+        ("TPU", {"TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P", "TPU-V6E"}),
         ("Some Future GPU X9", set()),
         ("", set()),
     ],
@@ -468,7 +562,14 @@ def test_match_family(query: str, expected: set[str]) -> None:
     assert {g.name for g in match_family(query)} == expected
 
 
+def test_a_kind_matches_every_accelerator_of_that_kind() -> None:
+    assert {g.kind for g in match_family("npu")} == {"NPU"}
+    assert match_family("ASIC") == match_family("NPU")
+    assert all(g.kind == "GPU" for g in match_family("GPU")) and len(match_family("GPU")) > 50
+
+
 def test_suggest_fixes_a_typo() -> None:
+    assert suggest("Trainum") == "Trainium"
     assert suggest("H10O") == "H100"
     assert suggest("h10o") == "H100"
     assert suggest("L4OS") == "L40S"

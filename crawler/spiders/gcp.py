@@ -1,4 +1,4 @@
-"""GCP Compute Engine: the Cloud Billing Catalog API (needs an API key).
+"""GCP Compute Engine and Cloud TPU: the Cloud Billing Catalog API (needs an API key).
 
 Google prices resources, not machines: a vCPU-hour ("A2 Instance Core"), a GiB-hour of RAM
 ("A2 Instance Ram") and a GPU-hour ("Nvidia Tesla A100 GPU"), per region, on demand and as
@@ -12,12 +12,23 @@ Spot ("Preemptible"). So machine prices are assembled:
   (RTX PRO 6000) are offered per GPU, `instance_type` the accelerator id
   ("nvidia-tesla-t4"), marked `price_basis: gpu_only`: the N1 VM is billed on top.
 
-Skipped: commitments, reservations, sole tenancy, premium/custom, DWS/calendar-mode SKUs. A
-GPU SKU whose description matches no known GPU (a renamed or new SKU) is counted and logged
-once. A machine whose core or RAM SKU is missing in a region is not priced (counted).
+TPUs are priced per chip-hour by SKUs of resource group "TPU": v5e, v5p, v6e and newer in
+the Compute Engine service ("TpuV5e running in Delhi", "TpuV6e attached to Spot Preemptible
+VMs running in Columbus"), v2, v3 and v4 in the Cloud TPU service `E000-3F24-B8AA`, whose
+SKUs price an 8-TensorCore device of 4 chips ("Tpu-v4 Pod Accelerator USA"; "Pod" SKUs
+price the slices of a pod). Both services are read with the same key. Each generation is
+offered in the slice sizes users rent (v5litepod-1/4/8/..., v5p-8/..., v6e-1/...): slice
+price = chips x price per chip, the accelerator count = chips. A TPU SKU of a generation not
+in `TPU_GENERATIONS` (TPU7x, say) is reported as uncatalogued, never dropped silently.
 
-The SKU list is paged (`nextPageToken`); only a small index of the relevant unit prices is
-kept across pages, and offers are assembled when the last page has arrived.
+Skipped: commitments, reservations, sole tenancy, premium/custom, DWS/calendar-mode and
+capacity-optimised SKUs. A GPU SKU whose description matches no known GPU (a renamed or new
+SKU) is reported as uncatalogued. A machine whose core or RAM SKU is missing in a region is
+not priced (counted).
+
+The SKU lists are paged (`nextPageToken`); only a small index of the relevant unit prices is
+kept across pages, and offers are assembled when the last page of the last service has
+arrived.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from gpuradar.core.interconnect import family
 from gpuradar.core.items import PriceItem
 
 PRICING_PAGE = "https://cloud.google.com/compute/gpus-pricing"
+TPU_PRICING_PAGE = "https://cloud.google.com/tpu/pricing"
 
 
 @dataclass(frozen=True)
@@ -89,12 +101,52 @@ GPU_SKUS: dict[str, GpuSku] = {
 # Other spellings Google has used for the same SKUs.
 GPU_SKUS["h100 80gb mega"] = GPU_SKUS["h100 mega 80gb"] = GPU_SKUS["h100 80gb plus"]
 
+@dataclass(frozen=True)
+class TpuGeneration:
+    """A TPU generation as the catalog sells it."""
+
+    accelerator: str  # the name given to the accelerator catalog
+    memory_gb: float  # HBM per chip
+    chips_per_unit: int  # chips one SKU unit prices: 1 (per chip-hour) or 4 (a v2-8 device)
+    slices: tuple[tuple[str, int], ...]  # (accelerator type, chips) priced by the plain SKU
+    pod_slices: tuple[tuple[str, int], ...] = ()  # ... priced by the "Pod" SKU
+
+
+def _slices(prefix: str, sizes: tuple[int, ...], per_chip: int) -> tuple[tuple[str, int], ...]:
+    """Accelerator types named by their size: v5litepod-8 is 8 chips, v5p-8 (TensorCores,
+    two per chip) is 4."""
+    return tuple((f"{prefix}-{n}", n // per_chip) for n in sizes)
+
+
+# Generation -> how it is sold. Slice names and sizes: Google's TPU docs (v2/v3 "TPU types",
+# v4, v5e, v5p and v6e configuration tables). v2 and v3 sell an 8-core device (v2-8, v3-8)
+# on demand and pod slices through "Pod" SKUs; every v4 configuration is a pod slice. The
+# 4-chip SKU unit of the Cloud TPU service is how skypilot's and gpuhunt's catalog builders
+# read it (the price of 8 TensorCores; Google's v2-8 list price, $4.50/h, is one such unit).
+TPU_GENERATIONS: dict[str, TpuGeneration] = {
+    "v2": TpuGeneration("TPU v2", 16, 4, _slices("v2", (8,), 2),
+                        _slices("v2", (32, 128, 256, 512), 2)),
+    "v3": TpuGeneration("TPU v3", 32, 4, _slices("v3", (8,), 2),
+                        _slices("v3", (32, 64, 128, 256, 512, 1024, 2048), 2)),
+    "v4": TpuGeneration("TPU v4", 32, 4, (),
+                        _slices("v4", (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096), 2)),
+    "v5e": TpuGeneration("TPU v5e", 16, 1,
+                         _slices("v5litepod", (1, 4, 8, 16, 32, 64, 128, 256), 1)),
+    "v5p": TpuGeneration("TPU v5p", 95, 1,
+                         _slices("v5p", (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
+                                         8192, 12288), 2)),
+    "v6e": TpuGeneration("TPU v6e", 32, 1, _slices("v6e", (1, 4, 8, 16, 32, 64, 128, 256), 1)),
+}
+# "TpuV5e", "TpuV6e", "Tpu-v4", "TPU-v2", "TPU7x": the generation in a TPU SKU description.
+_TPU = re.compile(r"\btpu[-\s]?(v?)(\d+[a-z]*)\b", re.IGNORECASE)
+
 # "A2 Instance Core", "A3Plus Instance Ram", "G2 Instance Core" (after the Spot prefix).
 _HOST = re.compile(r"^(A2|A3|A3Plus|A3Mega|A3Ultra|A3Edge|A4|A4X|G2|G4)\s+(?:Instance\s+)?"
                    r"(Core|Cpu|Ram)\b", re.IGNORECASE)
 _SKIP_WORDS = ("sole tenancy", "commitment", "reserved", "reservation", "premium", "custom",
-               "dws", "calendar mode", "flex-start", "suspended", "virtual workstation")
-_UNITS = {"core": "h", "ram": "GiBy.h", "gpu": "h"}
+               "dws", "calendar mode", "flex-start", "suspended", "virtual workstation",
+               "capacity optimized")
+_UNITS = {"core": "h", "ram": "GiBy.h", "gpu": "h", "tpu": "h"}
 
 
 def stem_of(description: str) -> str:
@@ -103,6 +155,13 @@ def stem_of(description: str) -> str:
     stem = re.sub(r"^spot preemptible\s+", "", description.strip(), flags=re.IGNORECASE)
     stem = re.sub(r"\s+attached to\s.*$", "", stem, flags=re.IGNORECASE)
     return re.sub(r"\s+running in\s.*$", "", stem, flags=re.IGNORECASE).strip()
+
+
+def tpu_generation(description: str) -> str | None:
+    """'TpuV5e running in Delhi' -> 'v5e', 'Tpu-v4 Pod Accelerator USA' -> 'v4',
+    'TPU7x running in Americas' -> '7x'; None when no TPU is named."""
+    found = _TPU.search(description)
+    return f"{found.group(1).lower()}{found.group(2).lower()}" if found else None
 
 
 def gpu_key(stem: str) -> str:
@@ -137,6 +196,9 @@ class SkuIndex:
         default_factory=dict)
     # (gpu key, region, spot) -> (regions the SKU covers, price, currency)
     gpu: dict[tuple[str, str, bool], tuple[int, float | None, str]] = field(default_factory=dict)
+    # (TPU generation, pod SKU, region, spot) -> (regions the SKU covers, price, currency)
+    tpu: dict[tuple[str, bool, str, bool], tuple[int, float | None, str]] = field(
+        default_factory=dict)
     skus: int = 0
 
     @staticmethod
@@ -148,7 +210,13 @@ class SkuIndex:
 
 class GcpSpider(GpuRadarSpider):
     name = "gcp"
-    endpoints = {"skus": "https://cloudbilling.googleapis.com/v1/services/6F81-5844-456A/skus"}
+    endpoints = {
+        # Compute Engine (GPUs, machine cores and RAM, TPU v5e and newer) and Cloud TPU
+        # (v2, v3, v4): read one after the other with the same key.
+        "skus": "https://cloudbilling.googleapis.com/v1/services/6F81-5844-456A/skus",
+        "tpu_skus": "https://cloudbilling.googleapis.com/v1/services/E000-3F24-B8AA/skus",
+    }
+    services = ("skus", "tpu_skus")
     credentials = {"api_key": "GCP_API_KEY"}
     requires_credentials = True
     default_interval = 3600
@@ -167,7 +235,8 @@ class GcpSpider(GpuRadarSpider):
     )
     # fmt: on
     notes = ("Cloud Billing Catalog SKUs; machine prices assembled from core + RAM + GPU SKUs; "
-             "N1 GPUs per GPU. Needs an API key.")
+             "N1 GPUs per GPU; TPU slices per chip-hour (Compute Engine and Cloud TPU "
+             "services). Needs an API key.")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -185,7 +254,7 @@ class GcpSpider(GpuRadarSpider):
         return True, "API key from " + ("sources.gcp.api_key" if configured else "GCP_API_KEY")
 
     # -- requests ------------------------------------------------------------------------
-    def page_request(self, token: str | None = None) -> scrapy.Request:
+    def page_request(self, token: str | None = None, service: str = "skus") -> scrapy.Request:
         query = {"currencyCode": self.option("currency", "USD"),
                  "pageSize": int(self.option("page_size", 5000))}
         if token:
@@ -194,9 +263,18 @@ class GcpSpider(GpuRadarSpider):
         key = self.option("api_key")
         if key:  # a header, not `key=` in the URL: URLs end up in logs and recordings
             headers["X-Goog-Api-Key"] = str(key)
-        return scrapy.Request(f"{self.endpoint('skus')}?{urlencode(query)}", headers=headers,
+        return scrapy.Request(f"{self.endpoint(service)}?{urlencode(query)}", headers=headers,
                               callback=self.parse, errback=self.page_failed,
-                              meta={"handle_httpstatus_list": [400, 401, 403]})
+                              meta={"handle_httpstatus_list": [400, 401, 403]},
+                              cb_kwargs={"service": service})
+
+    def after_service(self, service: str) -> Iterator[PriceItem | scrapy.Request]:
+        """The first page of the next service, or the offers once the last one is read."""
+        rest = self.services[self.services.index(service) + 1:]
+        if rest:
+            yield self.page_request(service=rest[0])
+        else:
+            yield from self.assemble()
 
     async def start(self):
         if not self.option("api_key") and not self.settings.get("GPURADAR_REPLAY_DIR"):
@@ -204,13 +282,16 @@ class GcpSpider(GpuRadarSpider):
             return
         yield self.page_request()
 
-    def page_failed(self, failure: Failure) -> Iterator[PriceItem]:
-        self.logger.error("gcp: SKU page failed (%s); offers from the pages read so far are "
-                          "kept, nothing is closed", failure.getErrorMessage())
-        yield from self.assemble()
+    def page_failed(self, failure: Failure) -> Iterator[PriceItem | scrapy.Request]:
+        service = failure.request.cb_kwargs.get("service", "skus")
+        self.logger.error("gcp: SKU page of %s failed (%s); offers from the pages read so far "
+                          "are kept, nothing is closed", self.endpoint(service).split("/")[-2],
+                          failure.getErrorMessage())
+        yield from self.after_service(service)
 
     # -- parsing -------------------------------------------------------------------------
-    def parse(self, response: Response, **kwargs: Any) -> Iterator[PriceItem | scrapy.Request]:
+    def parse(self, response: Response, service: str = "skus", **kwargs: Any
+              ) -> Iterator[PriceItem | scrapy.Request]:
         if response.status >= 400:
             try:
                 message = json.loads(response.text)["error"]["message"]
@@ -218,18 +299,18 @@ class GcpSpider(GpuRadarSpider):
                 message = response.text[:200]
             self.logger.error("gcp: Cloud Billing API refused the request (HTTP %d): %s",
                               response.status, message)
-            yield from self.assemble()
+            yield from self.after_service(service)
             return
         page = self.json_body(response)
         self.read_page(page, response.url)
         token = page.get("nextPageToken")
         if token and token not in self.tokens:
             self.tokens.add(token)
-            yield self.page_request(token)
+            yield self.page_request(token, service)
             return
         if token:
             self.logger.error("gcp: the API returned page token %r twice; stopping", token[:12])
-        yield from self.assemble()
+        yield from self.after_service(service)
 
     def parse_file(self, response: Response) -> Iterator[PriceItem]:
         """One saved SKU page, assembled on its own (`gpuradar parse gcp FILE`)."""
@@ -246,7 +327,8 @@ class GcpSpider(GpuRadarSpider):
     def read_sku(self, sku: Any, where: str) -> None:
         description = require(sku, "description", self.name, where, str)
         category = require(sku, "category", self.name, where, dict)
-        if category.get("resourceFamily") != "Compute":
+        tpu = category.get("resourceGroup") == "TPU"
+        if category.get("resourceFamily") != "Compute" and not tpu:
             return
         usage = category.get("usageType")
         if usage not in ("OnDemand", "Preemptible"):
@@ -255,6 +337,10 @@ class GcpSpider(GpuRadarSpider):
         if any(word in lower for word in _SKIP_WORDS):
             return
         self.index.skus += 1
+        if tpu:
+            self.read_tpu_sku(sku, description, usage == "Preemptible" or "preemptible" in lower,
+                              where)
+            return
         # B200 spot SKUs have been published with usageType OnDemand: the wording decides.
         spot = usage == "Preemptible" or "spot preemptible" in lower
         stem = stem_of(description)
@@ -266,9 +352,8 @@ class GcpSpider(GpuRadarSpider):
             what = ("gpu", gpu_key(stem))
         else:
             if category.get("resourceGroup") == "GPU" or " gpu" in f" {lower}":
-                self.count("unmatched_gpu_sku")
-                self.warn_once(stem, "gcp: GPU SKU %r matches no known GPU (renamed or new?); "
-                               "skipped", stem)
+                self.report_uncatalogued(f"GPU SKU {stem!r} matches no known GPU (renamed or "
+                                         "new?)")
             return
         price, currency, unit = unit_price(sku)
         if unit != _UNITS[what[0]]:
@@ -285,11 +370,43 @@ class GcpSpider(GpuRadarSpider):
             else:
                 self.index._keep(self.index.host, (*what, region, spot), value)
 
+    def report_uncatalogued(self, what: str) -> None:
+        # Counted and named once per crawl; the base-spider `uncatalogued` mechanism of the
+        # offers work replaces these two lines when it lands.
+        self.count("uncatalogued")
+        self.warn_once(what, "gcp: %s; reported as uncatalogued, not priced", what)
+
+    def read_tpu_sku(self, sku: Any, description: str, spot: bool, where: str) -> None:
+        """Index a TPU SKU's price by generation, pod-ness, region and pricing."""
+        generation = tpu_generation(description)
+        stem = stem_of(description)
+        if generation not in TPU_GENERATIONS:
+            self.report_uncatalogued(f"TPU SKU {stem!r} names no TPU generation gpuradar knows")
+            return
+        pod = re.search(r"\bpod\b", description, re.IGNORECASE) is not None
+        spec = TPU_GENERATIONS[generation]
+        if not (spec.pod_slices if pod else spec.slices):
+            self.report_uncatalogued(f"TPU SKU {stem!r} prices {'pod' if pod else 'device'} "
+                                     f"slices of {generation}, which gpuradar has no sizes for")
+            return
+        price, currency, unit = unit_price(sku)
+        if unit != _UNITS["tpu"]:
+            self.count("unexpected_unit")
+            self.warn_once(f"unit:{stem}", "gcp: SKU %r is priced per %r, expected %r; skipped",
+                           stem, unit, _UNITS["tpu"])
+            return
+        regions = [r for r in require(sku, "serviceRegions", self.name, where, list)
+                   if isinstance(r, str)]
+        for region in regions:
+            self.index._keep(self.index.tpu, (generation, pod, region, spot),
+                             (len(regions), price, currency))
+
     def assemble(self) -> Iterator[PriceItem]:
         """Offers from the indexed unit prices; once per crawl."""
         if self.done:
             return
         self.done = True
+        yield from self.tpu_offers()
         incomplete: set[str] = set()
         for (key, region, spot), (_, gpu_price, currency) in sorted(self.index.gpu.items()):
             spec = GPU_SKUS[key]
@@ -324,6 +441,20 @@ class GcpSpider(GpuRadarSpider):
             self.logger.warning("gcp: %d machine prices not assembled (a core, RAM or GPU SKU "
                                 "is missing or unpriced): %s%s", len(shown), ", ".join(shown[:8]),
                                 " ..." if len(shown) > 8 else "")
+
+    def tpu_offers(self) -> Iterator[PriceItem]:
+        """Every slice size of every indexed TPU price: chips x the price per chip."""
+        for (generation, pod, region, spot), (_, unit, currency) in sorted(
+                self.index.tpu.items()):
+            spec = TPU_GENERATIONS[generation]
+            per_chip = None if unit is None else unit / spec.chips_per_unit
+            for instance_type, chips in spec.pod_slices if pod else spec.slices:
+                price = None if per_chip is None else round(per_chip * chips, 6)
+                yield PriceItem(source=self.name, region=region, instance_type=instance_type,
+                                pricing="spot" if spot else "on_demand", gpu=spec.accelerator,
+                                gpu_count=chips, gpu_memory_gb=spec.memory_gb, price=price,
+                                currency=currency or "USD", url=TPU_PRICING_PAGE,
+                                attributes={"chip_unit_price": per_chip and round(per_chip, 9)})
 
     def item(self, instance_type: str, spec: GpuSku, region: str, pricing: str,
              gpus: float, vcpus: float | None, ram: float | None, price: float | None,

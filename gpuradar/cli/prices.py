@@ -42,6 +42,19 @@ def resolve_gpus(query: str | None, engine) -> list[str]:
     raise fail(f"unknown GPU {query!r}" + (f"; did you mean {hint}?" if hint else ""))
 
 
+def check_accelerator_filters(vendors: list[str], kinds: list[str]) -> None:
+    """Reject a vendor or kind the catalog does not know (a typo would match nothing)."""
+    from gpuradar.core import gpus
+
+    for value in vendors:
+        if not gpus.select(vendor=value):
+            raise fail(f"unknown vendor {value!r}; known: {', '.join(gpus.VENDORS)}")
+    for value in kinds:
+        if not gpus.select(kind=value):
+            raise fail(f"unknown accelerator kind {value!r}; known: {', '.join(gpus.KINDS)} "
+                       "(ASIC = NPU)")
+
+
 YES_NO = {True: "yes", False: "no", None: "?"}
 
 
@@ -112,8 +125,15 @@ def nothing_matched(engine, filters: dict[str, object]) -> str:
 
 @app.command()
 def prices(
-    gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="GPU family (H100) or exact "
-                                            "model (H100-SXM-80GB).")] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="Accelerator family (H100, "
+                                            "'TPU v5e', Trainium), exact model "
+                                            "(H100-SXM-80GB) or kind (TPU, NPU).")] = None,
+    vendor: Annotated[list[str] | None, typer.Option("--vendor", help="Only accelerators of "
+                                                     "this vendor: NVIDIA, AMD, Google, AWS, "
+                                                     "Intel, Huawei (repeatable).")] = None,
+    kind: Annotated[list[str] | None, typer.Option("--kind", help="Only this kind of "
+                                                   "accelerator: GPU, TPU or NPU (ASIC) "
+                                                   "(repeatable).")] = None,
     pricing: Annotated[str | None, typer.Option(help="on-demand or spot.")] = None,
     source: Annotated[list[str] | None, typer.Option("--source", "-s", help="Only these "
                                                      "sources (repeatable).")] = None,
@@ -141,9 +161,11 @@ def prices(
         pricing = pricing.replace("-", "_")
         if pricing not in ("on_demand", "spot"):
             raise fail(f"--pricing must be on-demand or spot, not {pricing!r}")
+    check_accelerator_filters(vendor or [], kind or [])
     cfg = get_config(config, database_url)
     engine = get_engine(cfg)
-    flt = OfferFilter(gpus=resolve_gpus(gpu, engine), pricing=pricing, sources=source or [],
+    flt = OfferFilter(gpus=resolve_gpus(gpu, engine), vendors=vendor or [], kinds=kind or [],
+                      pricing=pricing, sources=source or [],
                       regions=region or [], max_price=max_price, min_gpus=min_gpus,
                       min_gpu_memory=min_gpu_memory, available_only=available,
                       include_inactive=all_offers)

@@ -1,4 +1,12 @@
-"""The one canonical GPU catalog; every provider spider maps its GPU strings through here.
+"""The one canonical accelerator catalog; every spider maps its GPU/TPU/NPU strings through here.
+
+Accelerators, not only GPUs: Google's TPUs, AWS's Trainium and Inferentia, Intel's Gaudi and
+Huawei's Ascend are rented beside GPUs and compared in the same unit (price per accelerator
+per hour: a GPU, a TPU chip, a Trainium chip ...). Each entry says what it is (`vendor`,
+`kind`: GPU, TPU or NPU -- NPU covers the other ML ASICs), its memory per chip and the
+software stacks it runs (`frameworks`: CUDA, ROCm, XLA/JAX, Neuron, SynapseAI, CANN), which
+is what decides whether a job can move to it at all. The class keeps its historical name
+`Gpu`; `Accelerator` is the same class.
 
 Why one module: GPU-name mapping is the most frequent bug class in price trackers. Each
 provider spells the same card differently ("NVIDIA H100 80GB HBM3", "H100 SXM",
@@ -41,29 +49,59 @@ from dataclasses import dataclass
 
 __all__ = [
     "CATALOG",
+    "FRAMEWORKS",
+    "KINDS",
     "MEMORY_TOLERANCE",
+    "VENDORS",
+    "Accelerator",
     "Gpu",
     "families",
     "lookup",
     "match_family",
     "parse_count_and_name",
+    "select",
     "suggest",
 ]
+
+#: Who makes the chip.
+VENDORS = ("NVIDIA", "AMD", "Google", "AWS", "Intel", "Huawei")
+#: What it is: a GPU, a Google TPU, or another ML ASIC (Trainium, Inferentia, Gaudi, Ascend).
+KINDS = ("GPU", "TPU", "NPU")
+#: The software stacks a job must be written for: CUDA (NVIDIA), ROCm (AMD), XLA/JAX (TPU;
+#: PyTorch/XLA and TensorFlow compile through XLA too), Neuron (AWS), SynapseAI (Gaudi),
+#: CANN (Ascend).
+FRAMEWORKS = ("CUDA", "ROCm", "XLA/JAX", "Neuron", "SynapseAI", "CANN")
+_DEFAULT_FRAMEWORKS = {"NVIDIA": ("CUDA",), "AMD": ("ROCm",), "Google": ("XLA/JAX",),
+                       "AWS": ("Neuron",), "Intel": ("SynapseAI",), "Huawei": ("CANN",)}
+_DEFAULT_KIND = {"NVIDIA": "GPU", "AMD": "GPU", "Google": "TPU", "AWS": "NPU",
+                 "Intel": "NPU", "Huawei": "NPU"}
 
 
 @dataclass(frozen=True)
 class Gpu:
-    """One GPU variant: the unit prices are compared in."""
+    """One accelerator variant (a GPU, a TPU chip, an NPU): the unit prices are compared in."""
 
-    name: str  # canonical id, e.g. "H100-SXM-80GB"
-    family: str  # what users type, e.g. "H100"
-    vendor: str  # "NVIDIA" | "AMD" | "Huawei"
-    memory_gb: float  # per GPU
+    name: str  # canonical id, e.g. "H100-SXM-80GB", "TPU-V5E"
+    family: str  # what users type, e.g. "H100", "TPU-v5e"
+    vendor: str  # one of VENDORS
+    memory_gb: float  # per GPU / per chip
     architecture: str
     form_factor: str  # "SXM" | "PCIe" | "NVL" | "OAM" | "superchip" | "" (not tracked)
     bf16_tflops: float | None  # dense BF16 (FP16 tensor for pre-Ampere); None if unpublished
-    fp8_tflops: float | None  # dense FP8; None if the GPU has no FP8 or none is published
+    fp8_tflops: float | None  # dense FP8; None if the chip has no FP8 or none is published
     aliases: tuple[str, ...] = ()  # raw strings providers really use for this variant
+    kind: str = ""  # one of KINDS; "" = the vendor's usual kind
+    frameworks: tuple[str, ...] | None = None  # None = the vendor's stack; () = none known
+
+    def __post_init__(self) -> None:
+        # Defaults by vendor keep the table short: every NVIDIA GPU runs CUDA, and so on.
+        if not self.kind:
+            object.__setattr__(self, "kind", _DEFAULT_KIND[self.vendor])
+        if self.frameworks is None:
+            object.__setattr__(self, "frameworks", _DEFAULT_FRAMEWORKS[self.vendor])
+
+
+Accelerator = Gpu
 
 
 # Memory reported by a provider matches a catalog entry within this fraction.
@@ -71,7 +109,7 @@ MEMORY_TOLERANCE = 0.10
 # difflib ratio below which a "did you mean" suggestion is noise ('H10O' vs 'H100' is 0.75).
 _SUGGEST_CUTOFF = 0.7
 
-_NV, _AMD, _HW = "NVIDIA", "AMD", "Huawei"
+_NV, _AMD, _HW, _GOOGLE, _AWS, _INTEL = "NVIDIA", "AMD", "Huawei", "Google", "AWS", "Intel"
 
 # Sources for the figures: NVIDIA datasheets (per-GPU figures for HGX/NVL72 systems are the
 # system figure divided by the GPU count, halved to undo sparsity), NVIDIA Ampere/Ada/Blackwell
@@ -226,8 +264,9 @@ _GPUS: tuple[Gpu, ...] = (
         ("MI250X", "AMD Instinct MI250X")),
     Gpu("MI250", "MI250", _AMD, 128, "CDNA2", "OAM", 362.1, None,
         ("MI250", "AMD Instinct MI250")),
+    # A graphics (VDI) card: not on ROCm's list of supported GPUs.
     Gpu("V520", "V520", _AMD, 8, "RDNA", "PCIe", None, None,  # AWS g4ad
-        ("Radeon Pro V520", "AMD Radeon Pro V520")),
+        ("Radeon Pro V520", "AMD Radeon Pro V520"), frameworks=()),
     Gpu("V710", "V710", _AMD, 28, "RDNA3", "PCIe", None, None,  # Azure NVv5-V710
         ("V710", "Radeon Pro V710", "AMD Radeon Pro V710")),
     # -- Huawei -------------------------------------------------------------------------------
@@ -236,6 +275,41 @@ _GPUS: tuple[Gpu, ...] = (
         ("Ascend 910B", "Ascend-910B", "910B", "Huawei Ascend 910B", "昇腾910B", "华为昇腾910B")),
     Gpu("ASCEND-910", "910", _HW, 32, "Da Vinci", "", 256, None,  # FP16; no BF16
         ("Ascend 910", "Huawei Ascend 910")),
+    # -- Google TPUs (per chip) ---------------------------------------------------------------
+    # Google's TPU system-architecture pages (cloud.google.com/tpu/docs/v2 ... /v6e, 2025):
+    # peak bf16 per chip and HBM per chip. v2/v3 are sold as 8-TensorCore devices of 4 chips
+    # (v2-8: 64 GiB, v3-8: 128 GiB in total). "TpuV5e"-style words are the SKU descriptions'
+    # spelling, "v5litepod" the accelerator type, "tpu-v5-lite-podslice" GKE's name.
+    Gpu("TPU-V2", "TPU-v2", _GOOGLE, 16, "TPU v2", "", 45, None,
+        ("TPU v2", "Cloud TPU v2", "Tpu-v2")),
+    Gpu("TPU-V3", "TPU-v3", _GOOGLE, 32, "TPU v3", "", 123, None,
+        ("TPU v3", "Cloud TPU v3", "Tpu-v3")),
+    Gpu("TPU-V4", "TPU-v4", _GOOGLE, 32, "TPU v4", "", 275, None,
+        ("TPU v4", "Cloud TPU v4", "Tpu-v4", "tpu-v4-podslice")),
+    Gpu("TPU-V5E", "TPU-v5e", _GOOGLE, 16, "TPU v5e", "", 197, None,
+        ("TPU v5e", "Cloud TPU v5e", "TpuV5e", "TPU v5 lite", "v5litepod",
+         "tpu-v5-lite-podslice", "tpu-v5-lite-device")),
+    Gpu("TPU-V5P", "TPU-v5p", _GOOGLE, 95, "TPU v5p", "", 459, None,
+        ("TPU v5p", "Cloud TPU v5p", "TpuV5p", "tpu-v5p-slice")),
+    Gpu("TPU-V6E", "TPU-v6e", _GOOGLE, 32, "TPU v6e (Trillium)", "", 918, None,
+        ("TPU v6e", "Cloud TPU v6e", "TpuV6e", "Trillium", "tpu-v6e-slice")),
+    # -- AWS Trainium / Inferentia (per chip) ---------------------------------------------------
+    # AWS Neuron architecture guides (awsdocs-neuron.readthedocs-hosted.com, "Trainium",
+    # "Trainium2", "Inferentia", "Inferentia2" architecture pages): device memory and dense
+    # BF16 / FP8 per chip. Trainium and Inferentia2 run cFP8 at the BF16 rate.
+    Gpu("TRAINIUM", "Trainium", _AWS, 32, "NeuronCore-v2", "", 190, 190,
+        ("Trainium", "AWS Trainium", "Trainium1")),
+    Gpu("TRAINIUM2", "Trainium2", _AWS, 96, "NeuronCore-v3", "", 667, 1299,
+        ("Trainium2", "AWS Trainium2")),
+    Gpu("INFERENTIA", "Inferentia", _AWS, 8, "NeuronCore-v1", "", 64, None,  # FP16/BF16
+        ("Inferentia", "AWS Inferentia", "Inferentia1")),
+    Gpu("INFERENTIA2", "Inferentia2", _AWS, 32, "NeuronCore-v2", "", 190, 190,
+        ("Inferentia2", "AWS Inferentia2")),
+    # -- Intel Gaudi ------------------------------------------------------------------------------
+    # AWS DL1 (aws.amazon.com/ec2/instance-types/dl1): 8 Gaudi HL-205 cards with 32 GB HBM2
+    # each. Habana publishes no dense BF16 figure for the HL-205.
+    Gpu("GAUDI-HL205", "Gaudi", _INTEL, 32, "Gaudi", "", None, None,
+        ("Gaudi", "Gaudi HL-205", "HL-205", "Habana Gaudi", "Intel Gaudi")),
 )
 # fmt: on
 
@@ -249,7 +323,8 @@ _SPLIT = re.compile(r"[^a-z0-9]+")
 _MEMORY = re.compile(r"(?<![a-z0-9.])(\d+(?:\.\d+)?)\s*gi?b(?![a-z0-9])")
 # Leading brand words dropped when the rest is still a known alias. "Quadro" and "Radeon" are
 # not here: without them "RTX 6000" is ambiguous, so their names are listed whole as aliases.
-_PREFIXES = frozenset({"nvidia", "tesla", "geforce", "amd", "instinct", "huawei"})
+_PREFIXES = frozenset({"nvidia", "tesla", "geforce", "amd", "instinct", "huawei", "google",
+                       "aws", "amazon", "intel", "habana"})
 # Words that never distinguish two GPUs.
 _NOISE = frozenset(
     {"hbm2", "hbm2e", "hbm3", "hbm3e", "gddr6", "gddr6x", "gddr7", "tensor", "core", "gpu"}
@@ -405,6 +480,24 @@ def lookup(raw: str, memory_gb: float | None = None) -> Gpu | None:
 
 
 # -- what users type --------------------------------------------------------------------------
+# A kind typed where a GPU is expected ("--gpu TPU"); "ASIC" is the other name of NPU here.
+_KIND_WORDS = {"gpu": "GPU", "gpus": "GPU", "tpu": "TPU", "tpus": "TPU", "npu": "NPU",
+               "npus": "NPU", "asic": "NPU", "asics": "NPU"}
+
+
+def select(vendor: str | None = None, kind: str | None = None,
+           framework: str | None = None) -> list[Gpu]:
+    """Catalog entries of a vendor, kind and/or framework (case-insensitive; 'ASIC' = NPU), in
+    catalog order; empty when a value names nothing."""
+    if kind is not None:
+        kind = _KIND_WORDS.get(_key(kind), kind.upper())
+    return [g for g in _GPUS
+            if (vendor is None or g.vendor.lower() == vendor.strip().lower())
+            and (kind is None or g.kind == kind)
+            and (framework is None
+                 or _key(framework) in {_key(f) for f in g.frameworks})]
+
+
 def families() -> list[str]:
     """Sorted family names, the names users filter by."""
     return sorted(_FAMILIES)
@@ -413,13 +506,17 @@ def families() -> list[str]:
 def match_family(query: str) -> list[Gpu]:
     """What a user typed -> matching catalog entries, in catalog order.
 
-    'H100', 'h100-sxm-80gb', 'A100-80GB', '4090', 'RTX 4090', '910B': an exact canonical name
-    gives that one GPU; a family gives all its variants; a family+memory like 'A100-80GB'
-    gives the 80 GB variants (a form factor, 'A100 PCIe', narrows likewise).
+    'H100', 'h100-sxm-80gb', 'A100-80GB', '4090', 'RTX 4090', '910B', 'TPU v5e': an exact
+    canonical name gives that one GPU; a family gives all its variants; a family+memory like
+    'A100-80GB' gives the 80 GB variants (a form factor, 'A100 PCIe', narrows likewise); a
+    kind ('TPU', 'NPU', 'GPU') gives every accelerator of that kind.
     Case-insensitive. Empty list when nothing matches.
     """
     if not query or not query.strip():
         return []
+    kind = _KIND_WORDS.get(_key(query))
+    if kind is not None:
+        return select(kind=kind)
     exact = _CANONICAL_KEYS.get(_key(query))
     if exact is not None:
         return [exact]

@@ -4,6 +4,12 @@
 document): one offer as observed, in the provider's own units and currency. The
 pipeline fills the derived fields (`price_usd`, `price_per_gpu_usd`) and maps `gpu`
 through the catalog; spiders fill the rest.
+
+"GPU" in the field names is historical: `gpu`, `gpu_count`, `gpu_memory_gb` and
+`price_per_gpu_usd` hold any accelerator of the catalog -- a GPU, a TPU chip, a Trainium or
+Inferentia chip, a Gaudi card, an Ascend NPU. `gpu_count` counts those units (chips for a
+TPU slice: v5litepod-8 is 8), and the price per accelerator-hour is the offer's price
+divided by it, exactly as for GPUs.
 """
 
 from __future__ import annotations
@@ -26,8 +32,8 @@ class PriceItem:
     region: str
     instance_type: str
     pricing: str
-    gpu: str
-    gpu_count: float
+    gpu: str  # the accelerator as the provider names it; the pipeline maps it to the catalog
+    gpu_count: float  # accelerators in the offer (GPUs, TPU chips, NPUs); may be a fraction
     price: float | None
     currency: str
     zone: str = ""

@@ -21,6 +21,10 @@ def advisor_handler(req: Request) -> Reply:
     return Reply(body=fixture("aws/spot-advisor-data.json"))
 
 
+def locations_handler(req: Request) -> Reply:
+    return Reply(body=fixture("aws/locations.json"))
+
+
 def spot_handler(req: Request) -> Reply:
     return Reply(body=fixture("aws/spot.json"))
 
@@ -50,6 +54,7 @@ def ec2_handler(req: Request) -> Reply:
 
 ROUTES = {
     "aws.advisor": ("GET", "/spot-advisor-data.json", advisor_handler),
+    "aws.locations": ("GET", "/locations/1.0/aws/current/locations.json", locations_handler),
     "aws.spot": ("GET", "/spot.json", spot_handler),
     "aws.ondemand": ("GET", ONDEMAND + "{location}/Linux/index.json", ondemand_handler),
     **{f"aws.ondemand@{code}": ("GET", path, ondemand_handler)

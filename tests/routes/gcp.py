@@ -1,4 +1,5 @@
-"""Routes for gcp: the Cloud Billing Catalog SKU list, two pages from fixtures."""
+"""Routes for gcp: the Cloud Billing Catalog SKU lists from fixtures -- Compute Engine in two
+pages, Cloud TPU in one."""
 
 from tests.provider_server import Reply, Request, fixture
 
@@ -10,6 +11,13 @@ def skus_handler(req: Request) -> Reply:
     return Reply(body=fixture(f"gcp/{page}"))
 
 
+def tpu_skus_handler(req: Request) -> Reply:
+    if "key" in req.query:
+        return Reply(400, b'{"error": {"code": 400, "message": "key in URL"}}')
+    return Reply(body=fixture("gcp/skus_tpu_service.json"))
+
+
 ROUTES = {
     "gcp.skus": ("GET", "/v1/services/6F81-5844-456A/skus", skus_handler),
+    "gcp.tpu_skus": ("GET", "/v1/services/E000-3F24-B8AA/skus", tpu_skus_handler),
 }

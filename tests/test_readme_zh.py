@@ -1,0 +1,125 @@
+"""README.zh-CN.md, the Chinese quick start, stays true: the README links it in its first
+lines, its commands and options exist, its configuration loads, its credentials are the ones
+the spiders read, and its rules parse."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import typer.main
+import yaml
+
+ROOT = Path(__file__).parent.parent
+ZH = ROOT / "README.zh-CN.md"
+CHINA = ("alibaba", "tencent", "huawei", "autodl")
+
+
+def blocks(lang: str) -> list[str]:
+    return re.findall(rf"^```{lang}\n(.*?)^```", ZH.read_text(), re.MULTILINE | re.DOTALL)
+
+
+def commands() -> list[list[str]]:
+    """Every gpuradar command line of the guide's shell blocks, without the comment."""
+    out = []
+    for block in blocks("sh"):
+        for line in block.splitlines():
+            words = shlex.split(line.split(" #")[0])
+            if words and words[0].endswith("/gpuradar"):
+                out.append(words[1:])
+    return out
+
+
+def test_the_readme_links_the_chinese_quick_start_in_its_first_lines():
+    assert any("(README.zh-CN.md)" in line
+               for line in (ROOT / "README.md").read_text().splitlines()[:5])
+    assert "(README.md)" in ZH.read_text().splitlines()[2]
+
+
+def test_the_two_setup_commands_are_the_readmes_and_make_targets():
+    def setup(text: str) -> list[str]:
+        first = re.search(r"```sh\n(.*?)```", text, re.DOTALL).group(1)
+        return [line.split("#")[0].strip() for line in first.splitlines()]
+
+    assert setup(ZH.read_text()) == setup((ROOT / "README.md").read_text()) == [
+        "make demo", "make test"]
+    targets = set(re.findall(r"^([a-z-]+):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+    assert {"demo", "test", "install"} <= targets
+
+
+def test_every_command_and_option_of_the_guide_exists():
+    from gpuradar.cli import app
+    from gpuradar.core import gpus
+
+    root = typer.main.get_command(app)
+    assert len(commands()) >= 10
+    for words in commands():
+        command = root  # typer's own click: groups are the commands with subcommands
+        while getattr(command, "commands", None) and words and words[0] in command.commands:
+            command, words = command.commands[words[0]], words[1:]
+        assert command is not root, words
+        options = {o for p in command.params for o in p.opts}
+        for i, word in enumerate(words):
+            if word.startswith("--"):
+                assert word in options, (command.name, word)
+            if i and words[i - 1] == "--vendor":
+                assert gpus.select(vendor=word), word
+            if i and words[i - 1] == "--kind":
+                assert gpus.select(kind=word), word
+            if i and words[i - 1] == "--gpu":
+                assert gpus.match_family(word), word
+
+
+def example_options(source: str) -> set[str]:
+    """The option names deploy/config.example.yaml documents for a source."""
+    text = (ROOT / "deploy" / "config.example.yaml").read_text()
+    section = re.search(rf"^  {source}:.*?\n(.*?)(?=^  \w+:)", text, re.MULTILINE | re.DOTALL)
+    return set(re.findall(r"^\s+#\s+(\w+):", section.group(1), re.MULTILINE))
+
+
+def test_the_configuration_loads_with_its_targets_and_rules(tmp_path, monkeypatch):
+    from gpuradar.alerts.loader import load_rules, load_targets
+
+    from gpuradar.core.config import load_config
+
+    [config] = blocks("yaml")
+    monkeypatch.setenv("DINGTALK_TOKEN", "token123")
+    monkeypatch.setenv("WECOM_BOT_KEY", "key456")
+    path = tmp_path / "config.yaml"
+    path.write_text(config)
+    cfg = load_config(path)
+    targets = load_targets(cfg)
+    rules = load_rules(cfg, targets)
+    assert [r.text for r in rules] == ["4090 under ¥2/h on autodl",
+                                       "910B under ¥15/h on huawei"]
+    assert {r.currency for r in rules} == {"CNY"}
+    for source, options in yaml.safe_load(config)["sources"].items():
+        assert source in CHINA
+        assert set(options) <= example_options(source), source
+
+
+def test_the_credentials_are_the_ones_the_spiders_read():
+    from gpuradar.core.sources import spider_classes
+
+    text = ZH.read_text()
+    table = text[text.index("| 来源 |"):text.index("配置文件（")]
+    named = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", table))
+    read = {env for name in CHINA for env in spider_classes()[name].credentials.values()}
+    assert named == read
+
+
+@pytest.mark.parametrize("rule", [line for block in blocks("text") for line in
+                                  block.splitlines() if line.strip()])
+def test_every_rule_of_the_guide_parses_and_compares_in_cny(rule):
+    from gpuradar.alerts.rules import parse_rule
+
+    parsed = parse_rule(rule)
+    assert parsed.currency == "CNY" and parsed.gpus
+
+
+def test_every_link_points_to_a_file():
+    for target in re.findall(r"\]\(([^)#]+)\)", ZH.read_text()):
+        if not target.startswith("http"):
+            assert (ROOT / target).exists(), target
