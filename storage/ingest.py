@@ -198,7 +198,7 @@ class CrawlWriter:
                 self._apply_changes(conn, changed)
             if details:  # rare: FX moved, stock count changed, specs corrected, readable again
                 conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
-                    {f: bindparam(f) for f in DETAIL_FIELDS}, unreadable_since=None),
+                    {**{f: bindparam(f) for f in DETAIL_FIELDS}, "unreadable_since": None}),
                     [{"_id": s.id, **self._detail_values(i)} for s, i in details])
                 for state, item in details:
                     state.details = _details(item)
