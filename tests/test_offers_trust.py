@@ -340,3 +340,60 @@ def test_plausible_range_is_configurable_per_source_and_globally():
     assert normalize(h100, FxTable(), (0.01, 5.0)) == "implausible_price"
     assert normalize(_item("A", 98.32, T0), FxTable()) is None
     assert normalize(_item("A", 0.004, T0), FxTable()) == "implausible_price"  # $0.0005/GPU-h
+
+
+def test_fx_crawl_reports_the_rates_it_stored(tmp_path, provider_server, sqlite_url):
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server, ["fx"]),
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    proc = gpuradar("crawl", "fx", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    # 30 ECB rates against the euro become 30 USD rates: USD itself out, EUR in.
+    assert (result["status"], result["items"]) == ("ok", 30)
+
+
+def test_unknown_gpu_and_uncatalogued_names_are_warned_once_per_process(caplog):
+    """A daemon crawls all day in one process: the second crawl says nothing new."""
+    import logging
+
+    from gpuradar.crawler.pipelines import NormalizePipeline
+    from gpuradar.crawler.spiders.oci import OciSpider
+    from scrapy.utils.test import get_crawler
+
+    with caplog.at_level(logging.WARNING):
+        for _crawl_number in range(2):
+            crawler = get_crawler(OciSpider)
+            pipeline = NormalizePipeline(crawler)
+            pipeline.process_item(_item("A", 98.32, T0, gpu="Quantum QPU 9000", source="vastai"))
+            assert crawler.stats.get_value("gpuradar/unknown_gpu_names") == ["Quantum QPU 9000"]
+            spider = crawler._create_spider()
+            spider.uncatalogued("BM.GPU9.8", "GPU model not recognised from the shape name")
+            assert crawler.stats.get_value("gpuradar/uncatalogued") == 1
+    assert caplog.text.count("'Quantum QPU 9000' matches nothing in the catalog") == 1
+    assert caplog.text.count("BM.GPU9.8 is not in gpuradar's catalog") == 1
+
+
+def test_a_request_answered_404_without_retry_makes_the_crawl_partial(tmp_path, provider_server,
+                                                                    sqlite_url):
+    """Scrapy ignores a 404 (no retry, no errback): the crawl still missed part of the
+    source, so it is partial and closes nothing."""
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server, ["runpod"]),
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    assert gpuradar("crawl", "runpod", config=cfg, db_url=sqlite_url).returncode == 0
+    before = gpuradar_json("prices", "--source", "runpod", "--gpu", "H100", config=cfg,
+                           db_url=sqlite_url)
+    original = provider_server.routes[("POST", "/graphql")]
+
+    def count_8_gone(req):
+        if "gpuCount: 8" in req.json()["query"]:
+            return Reply(404, b'{"errors": [{"message": "not found"}]}')
+        return original(req)
+
+    provider_server.route("POST", "/graphql", count_8_gone)
+    proc = gpuradar("crawl", "runpod", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert (result["status"], result["closed"]) == ("partial", 0)
+    assert "HTTP 404" in result["error"]
+    after = gpuradar_json("prices", "--source", "runpod", "--gpu", "H100", config=cfg,
+                          db_url=sqlite_url)
+    assert [o["id"] for o in after] == [o["id"] for o in before]
+    assert any(o["instance_type"].startswith("8x") for o in after)
