@@ -135,7 +135,7 @@ class CrawlWriter:
         self.shrink_guard = shrink_guard
         self.seen: set[tuple[str, str, str, str]] = set()
         self.items = self.new_offers = self.changed = 0
-        self.unstorable = 0
+        self.unstorable: set[tuple[str, str, str, str]] = set()
         self.changed_offer_ids: set[int] = set()
         self._cache_key = (engine.url.render_as_string(hide_password=False), source)
         self._clean = True  # False once a write failed: memory may then differ from the DB
@@ -174,7 +174,7 @@ class CrawlWriter:
             if not storable(item.price):
                 # The pipeline range-checks prices far more narrowly; this is the guard that
                 # keeps one absurd value from failing the whole batch's transaction.
-                self.unstorable += 1
+                self.unstorable.add(key)  # listed all the same: kept open, like unreadable
                 log.warning("%s: price %r of %s is not storable; skipped", self.source,
                             item.price, key)
                 continue
@@ -278,10 +278,11 @@ class CrawlWriter:
         closed = held = 0
         dropped = dict(dropped or {})
         if self.unstorable:
-            dropped["unstorable_price"] = dropped.get("unstorable_price", 0) + self.unstorable
+            dropped["unstorable_price"] = dropped.get("unstorable_price", 0) + len(
+                self.unstorable)
         # Listed but unreadable: kept open with the last good price (a key read fine
         # elsewhere in this crawl is not unreadable).
-        kept = [self.current[k] for k in set(unreadable) - self.seen
+        kept = [self.current[k] for k in (set(unreadable) | self.unstorable) - self.seen
                 if k in self.current and self.current[k].active]
         if (status == "ok" and self.items == 0 and not kept
                 and any(s.active for s in self.current.values())):

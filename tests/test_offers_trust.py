@@ -397,3 +397,15 @@ def test_a_request_answered_404_without_retry_makes_the_crawl_partial(tmp_path, 
                           db_url=sqlite_url)
     assert [o["id"] for o in after] == [o["id"] for o in before]
     assert any(o["instance_type"].startswith("8x") for o in after)
+
+
+def test_an_unstorable_value_keeps_a_known_offer_open(engine):
+    from gpuradar.storage import queries
+
+    _crawl(engine, [_item("A", 80.0, T0), _item("B", 40.0, T0)], T0)
+    summary = _crawl(engine, [_item("A", 1e13, T0 + HOUR), _item("B", 41.0, T0 + HOUR)],
+                     T0 + HOUR)
+    assert (summary.status, summary.closed, summary.changed, summary.unreadable) == (
+        "ok", 0, 1, 1)
+    a = queries.find_offer(engine, "azure", "A")[0]
+    assert a["active"] is True and a["price"] == 80.0 and a["unreadable_since"] is not None
