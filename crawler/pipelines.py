@@ -2,7 +2,12 @@
 
 Spiders only read responses; everything that is the same for every source happens here:
 drop what cannot be an offer (reason counted in the crawl's stats), map the GPU through the
-catalog, convert to USD, and hand batches to storage.
+catalog, convert to USD, quarantine implausible prices, refuse a second observation of the
+same offer, and hand batches to storage.
+
+A row dropped because of its price (missing, unreadable, zero, negative, implausible, in a
+currency without a rate) is not a vanished offer: the drop is an `UnreadablePrice`, and
+storage keeps that offer open with its last good price, flagged `unreadable_since`.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import math
 from datetime import date
 from typing import Any
 
+from gpuradar.crawler.spiders.base import UNCATALOGUED_NAMES, warn_once_per_process
 from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
@@ -23,10 +29,49 @@ from gpuradar.core.items import PRICINGS, FxRateItem, PriceItem
 
 log = logging.getLogger(__name__)
 
+#: Drop reasons about the price only: the offer is still listed, so it is kept open with its
+#: last good price instead of being closed as vanished.
+UNREADABLE_REASONS = frozenset({"no_price", "bad_price", "zero_price", "negative_price",
+                                "implausible_price", "unknown_currency"})
+#: Plausible USD per GPU-hour, both ends inclusive (settings GPURADAR_PRICE_RANGE, or
+#: `sources.<name>.price_range: [low, high]` in the config file).
+PRICE_RANGE = (0.001, 1000.0)
+
+
+class UnreadablePrice(DropItem):
+    """The item's offer is listed but its price cannot be stored (see UNREADABLE_REASONS)."""
+
 
 def _drop(crawler: Crawler, reason: str, item: PriceItem) -> DropItem:
     crawler.stats.inc_value(f"gpuradar/dropped/{reason}")
-    return DropItem(f"{reason}: {item.source} {item.region} {item.instance_type} {item.pricing}")
+    cls = UnreadablePrice if reason in UNREADABLE_REASONS else DropItem
+    return cls(f"{reason}: {item.source} {item.region} {item.instance_type} {item.pricing}")
+
+
+def offer_key(item: PriceItem) -> tuple[str, str, str, str]:
+    """The offer identity within one source (storage's key)."""
+    return (item.region, item.zone, item.instance_type, item.pricing)
+
+
+def price_range(crawler: Crawler, source: str) -> tuple[float, float]:
+    """The plausible USD per GPU-hour of `source`: its `price_range` option, else the
+    GPURADAR_PRICE_RANGE setting, else PRICE_RANGE."""
+    opts = crawler.settings.getdict("GPURADAR_SOURCES").get(source) or {}
+    low, high = (opts.get("price_range") or crawler.settings.getlist("GPURADAR_PRICE_RANGE")
+                 or PRICE_RANGE)
+    return float(low), float(high)
+
+
+def shrink_guard(crawler: Crawler, source: str) -> float:
+    """The share of the last successful crawl's offers below which a crawl closes nothing
+    until confirmed: the source's `shrink_guard` option, else GPURADAR_SHRINK_GUARD."""
+    from gpuradar.storage.ingest import SHRINK_GUARD
+
+    opts = crawler.settings.getdict("GPURADAR_SOURCES").get(source) or {}
+    value = opts.get("shrink_guard")
+    if value is None:
+        value = crawler.settings.getfloat("GPURADAR_SHRINK_GUARD", SHRINK_GUARD)
+    return float(value)
 
 
 def database_url(crawler: Crawler) -> str:
@@ -38,15 +83,19 @@ def database_url(crawler: Crawler) -> str:
 def validate(item: PriceItem) -> str | None:
     """Coerce the price; the reason the item cannot be stored, or None when it can."""
     price = item.price
-    if price is None or isinstance(price, bool):
+    if price is None:
         return "no_price"
+    if isinstance(price, bool):
+        return "bad_price"
     try:
         price = float(price)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return "bad_price"
     if math.isnan(price) or math.isinf(price):
         return "bad_price"
-    if price <= 0:
+    if price < 0:
+        return "negative_price"
+    if price == 0:
         return "zero_price"
     item.price = price
     if item.pricing not in PRICINGS:
@@ -61,9 +110,11 @@ def validate(item: PriceItem) -> str | None:
     return None
 
 
-def normalize(item: PriceItem, fx: FxTable) -> str | None:
+def normalize(item: PriceItem, fx: FxTable,
+              plausible: tuple[float, float] = PRICE_RANGE) -> str | None:
     """Canonical GPU and USD prices; the drop reason, or None. An unknown GPU is kept as-is
-    (`gpu_raw` set), never guessed."""
+    (`gpu_raw` set), never guessed. A USD price per GPU-hour outside `plausible` is
+    `implausible_price`: quarantined, never stored."""
     raw = item.gpu
     gpu = gpus.lookup(raw, item.gpu_memory_gb)
     if gpu is None:
@@ -82,8 +133,11 @@ def normalize(item: PriceItem, fx: FxTable) -> str | None:
     usd = fx.to_usd(item.price, item.currency)
     if usd is None:
         return "unknown_currency"
+    per_gpu = usd / item.gpu_count
+    if not plausible[0] <= per_gpu <= plausible[1]:
+        return "implausible_price"
     item.price_usd = round(usd, 6)
-    item.price_per_gpu_usd = round(usd / item.gpu_count, 6)
+    item.price_per_gpu_usd = round(per_gpu, 6)
     return None
 
 
@@ -106,12 +160,13 @@ class ValidatePipeline:
 
 
 class NormalizePipeline:
-    """Canonical GPU names, USD prices, per-GPU prices."""
+    """Canonical GPU names, USD prices, per-GPU prices; implausible prices quarantined."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.fx = FxTable()
         self.unknown: set[str] = set()
+        self.ranges: dict[str, tuple[float, float]] = {}
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
 
     @classmethod
@@ -127,14 +182,25 @@ class NormalizePipeline:
     def process_item(self, item: Any) -> Any:
         if not isinstance(item, PriceItem):
             return item
-        reason = normalize(item, self.fx)
+        if item.source not in self.ranges:
+            self.ranges[item.source] = price_range(self.crawler, item.source)
+        plausible = self.ranges[item.source]
+        reason = normalize(item, self.fx, plausible)
         if item.gpu_raw:
             self.crawler.stats.inc_value("gpuradar/unknown_gpu")
             if item.gpu_raw not in self.unknown:
                 self.unknown.add(item.gpu_raw)
                 self.crawler.stats.set_value("gpuradar/unknown_gpu_names", sorted(self.unknown))
-                log.warning("%s: GPU %r matches nothing in the catalog; kept as-is",
-                            item.source, item.gpu_raw)
+            warn_once_per_process(log, ("unknown_gpu", item.source, item.gpu_raw),
+                                  "%s: GPU %r matches nothing in the catalog; kept as-is",
+                                  item.source, item.gpu_raw)
+        if reason == "implausible_price":
+            warn_once_per_process(
+                log, ("implausible", item.source, *offer_key(item), str(item.price)),
+                "%s: %s %s %s is priced %s %s, outside the plausible %s-%s USD per GPU-hour; "
+                "quarantined (not stored, the offer keeps its last good price)", item.source,
+                item.region, item.instance_type, item.pricing, item.price, item.currency,
+                *plausible)
         if reason:
             raise _drop(self.crawler, reason, item)
         return item
@@ -161,12 +227,16 @@ class _CrawlErrors(logging.Handler):
 
 
 class StoragePipeline:
-    """Batches items into the change-point store and records the crawl's outcome."""
+    """Batches items into the change-point store and records the crawl's outcome. One offer,
+    one price per crawl: a second observation of an offer is dropped (`duplicate_offer`),
+    so the order of a source's rows never decides a price."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.batch_size = crawler.settings.getint("GPURADAR_BATCH_SIZE", 1000)
         self.batch: list[PriceItem] = []
+        self.keys: set[tuple[str, str, str, str]] = set()
+        self.unreadable: set[tuple[str, str, str, str]] = set()
         self.fx: dict[tuple[str, date], float] = {}
         self.errors: list[str] = []
         self.writer = None
@@ -174,6 +244,7 @@ class StoragePipeline:
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self.spider_error, signal=signals.spider_error)
+        crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StoragePipeline:
@@ -184,7 +255,8 @@ class StoragePipeline:
         from gpuradar.storage.ingest import CrawlWriter
 
         self.engine = open_database(database_url(self.crawler))
-        self.writer = CrawlWriter(self.engine, spider.name)
+        self.writer = CrawlWriter(self.engine, spider.name,
+                                  shrink_guard=shrink_guard(self.crawler, spider.name))
         self.log_errors = _CrawlErrors(spider)
         logging.getLogger().addHandler(self.log_errors)
         self.crawler.stats.set_value("gpuradar/crawl_id", self.writer.crawl_id)
@@ -193,10 +265,19 @@ class StoragePipeline:
         # Also logged (and collected) by Scrapy; keep the message for the crawl record.
         self.errors.append(f"{failure.getErrorMessage()} ({response.url if response else '?'})")
 
+    def item_dropped(self, item: Any, response: Any, exception: Exception, spider: Any) -> None:
+        """An offer listed with a price that cannot be stored is still listed."""
+        if isinstance(exception, UnreadablePrice) and isinstance(item, PriceItem):
+            self.unreadable.add(offer_key(item))
+
     def process_item(self, item: Any) -> Any:
         if isinstance(item, FxRateItem):
             self.fx[(item.currency, date.fromisoformat(item.rate_date))] = item.per_eur
         elif isinstance(item, PriceItem):
+            key = offer_key(item)
+            if key in self.keys:
+                raise _drop(self.crawler, "duplicate_offer", item)
+            self.keys.add(key)
             self.batch.append(item)
             if len(self.batch) >= self.batch_size:
                 self.flush()
@@ -237,20 +318,23 @@ class StoragePipeline:
             log.exception("%s: storing items failed", spider.name)
             self.errors.append(f"storage error: {exc}")
             reason = "storage_error"
-        if self.fx:
-            self._store_fx()
+        rates = self._store_fx() if self.fx else 0
         status, error = self._outcome(reason)
         stats = self.crawler.stats.get_stats()
         dropped = {k.rsplit("/", 1)[1]: v for k, v in stats.items()
                    if k.startswith("gpuradar/dropped/")}
         self.summary = self.writer.finish(
             status, error=error, dropped=dropped,
-            unknown_gpus=stats.get("gpuradar/unknown_gpu_names", ()))
+            unknown_gpus=stats.get("gpuradar/unknown_gpu_names", ()),
+            unreadable=self.unreadable, uncatalogued=stats.get(UNCATALOGUED_NAMES) or {},
+            rates=rates)
         self.crawler.gpuradar_summary = self.summary  # read by the command line and daemon
 
-    def _store_fx(self) -> None:
+    def _store_fx(self) -> int:
+        """Store the collected ECB rates as USD per unit; how many were stored."""
         from gpuradar.storage.queries import store_fx
 
+        stored = 0
         by_date: dict[date, dict[str, float]] = {}
         for (cur, day), per_eur in self.fx.items():
             by_date.setdefault(day, {})[cur] = per_eur
@@ -262,4 +346,5 @@ class StoragePipeline:
             rates = {cur: usd_per_eur / v for cur, v in per_eur.items() if v > 0}
             rates["EUR"] = usd_per_eur
             rates.pop("USD", None)
-            store_fx(self.engine, rates, day)
+            stored += store_fx(self.engine, rates, day)
+        return stored

@@ -43,6 +43,14 @@ ITEM_PIPELINES = {
 GPURADAR_DATABASE_URL = None
 # Items per storage transaction.
 GPURADAR_BATCH_SIZE = 1000
+# Plausible USD per GPU-hour (low, high): a price outside is quarantined (counted as
+# implausible_price, never stored, the offer keeps its last good price). Per source:
+# `sources.<name>.price_range: [low, high]` in the config file.
+GPURADAR_PRICE_RANGE = (0.001, 1000.0)
+# Shrink guard: a clean crawl listing fewer offers than this share of the source's last
+# successful crawl closes nothing (recorded partial) until the next crawl confirms the drop.
+# Per source: `sources.<name>.shrink_guard: 0.3`; 0 turns it off.
+GPURADAR_SHRINK_GUARD = 0.5
 # Record every response under this directory / answer every request from it.
 GPURADAR_RECORD_DIR = None
 GPURADAR_REPLAY_DIR = None

@@ -124,6 +124,14 @@ class DatabaseCollector(Collector):
         for source, n in sorted(uncatalogued.items()):
             unknown.add_metric([source], n)
         yield unknown
+        uncatalogued_offers = GaugeMetricFamily(
+            f"{PREFIX}_uncatalogued_offers",
+            "Offers a source listed in its latest crawl that the spider could not map to a "
+            "GPU model or count (not stored; `gpuradar sources` names them).",
+            labels=["source"])
+        for source, n in sorted(queries.uncatalogued_offers(engine).items()):
+            uncatalogued_offers.add_metric([source], n)
+        yield uncatalogued_offers
 
         last = GaugeMetricFamily(
             f"{PREFIX}_last_success_timestamp_seconds",

@@ -4,14 +4,22 @@ One `CrawlWriter` per crawl of one source. It loads the source's current offers 
 compares every observation in memory: an unchanged observation writes nothing, a price or
 availability change (or a new offer) writes one change point, which ends the span before
 it. Only when the crawl finishes cleanly are offers that were not seen closed (a change
-point with no price: not listed from then on).
+point with no price: not listed from then on), and not even then:
+
+* an offer the source listed with a price that could not be read or believed (`unreadable`)
+  stays open with its last good price, flagged `unreadable_since`;
+* a crawl that lists far fewer offers than the source's last successful crawl (the shrink
+  guard, below half by default) closes nothing and is recorded `partial`; the next crawl
+  closes the missing offers if it confirms the drop.
+
 Everything goes through SQLAlchemy Core bulk statements, one transaction per batch.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -34,7 +42,23 @@ def epoch(ts: datetime) -> int:
 
 
 def micros(price: float | None) -> int | None:
+    """Integer micro-units, rounded (not truncated: 2.01 must come back as 2.01)."""
     return None if price is None else round(price * 1_000_000)
+
+
+# The largest price a change point can hold: price_micros is a signed 64-bit integer.
+MAX_STORABLE_PRICE = (2**63 - 1) / 1_000_000
+# Default shrink guard: a clean crawl listing fewer than this share of the offers of the
+# source's last successful crawl closes nothing until the next crawl confirms the drop.
+SHRINK_GUARD = 0.5
+
+
+def storable(price: Any) -> bool:
+    """Whether `price` fits a change point: a finite, positive number within 64-bit
+    micro-units. The pipeline's plausibility range is far narrower; this is the last guard,
+    so that no single value can fail a crawl's transaction."""
+    return (isinstance(price, int | float) and not isinstance(price, bool)
+            and math.isfinite(price) and 0 < price <= MAX_STORABLE_PRICE)
 
 
 def _record_changes(conn, rows: list[dict[str, Any]]) -> None:
@@ -62,6 +86,7 @@ class _State:
     available: bool | None
     active: bool
     details: tuple
+    unreadable_since: datetime | None = None
 
 
 def _details(item: PriceItem) -> tuple:
@@ -90,29 +115,39 @@ class CrawlSummary:
     error: str = ""
     duration_s: float = 0.0
     changed_offer_ids: set[int] = field(default_factory=set)
+    #: Raw product name -> offers the spider could not map to a GPU model or count.
+    uncatalogued: dict[str, int] = field(default_factory=dict)
+    #: Listed offers kept open with their last good price: this crawl could not read or
+    #: believe their price.
+    unreadable: int = 0
+    #: Offers not closed because the crawl listed far fewer than the last successful one.
+    held: int = 0
 
 
 class CrawlWriter:
     """Accumulates one crawl of one source into storage."""
 
-    def __init__(self, engine: Engine, source: str, started_at: datetime | None = None) -> None:
+    def __init__(self, engine: Engine, source: str, started_at: datetime | None = None,
+                 shrink_guard: float = SHRINK_GUARD) -> None:
         self.engine = engine
         self.source = source
         self.started_at = started_at or datetime.now(UTC)
+        self.shrink_guard = shrink_guard
         self.seen: set[tuple[str, str, str, str]] = set()
         self.items = self.new_offers = self.changed = 0
+        self.unstorable: set[tuple[str, str, str, str]] = set()
         self.changed_offer_ids: set[int] = set()
         self._cache_key = (engine.url.render_as_string(hide_password=False), source)
         self._clean = True  # False once a write failed: memory may then differ from the DB
         cols = [OFFER.c[f] for f in ("id", *_KEY_FIELDS, "price", "available", "active",
-                                     *DETAIL_FIELDS)]
+                                     *DETAIL_FIELDS, "unreadable_since")]
         with engine.begin() as conn:
             latest = conn.execute(select(func.max(CRAWL.c.id))
                                   .where(CRAWL.c.source == source)).scalar()
             self.crawl_id: int = conn.execute(
                 insert(CRAWL).values(source=source, started_at=self.started_at, status="running",
                                      items=0, new_offers=0, changed=0, closed=0, dropped={},
-                                     unknown_gpus=[], error="")
+                                     unknown_gpus=[], error="", uncatalogued={}, held=0)
                 .returning(CRAWL.c.id)
             ).scalar_one()
             cached = _STATE_CACHE.pop(self._cache_key, None)
@@ -123,7 +158,7 @@ class CrawlWriter:
         self.current = {}
         for row in rows:
             r = tuple(row)
-            self.current[r[1:5]] = _State(r[0], r[5], r[6], r[7], r[8:])
+            self.current[r[1:5]] = _State(r[0], r[5], r[6], r[7], r[8:-1], r[-1])
 
     # -- observations -------------------------------------------------------------------
     def add(self, items: Iterable[PriceItem]) -> None:
@@ -135,7 +170,14 @@ class CrawlWriter:
         for item in items:
             key = (item.region, item.zone, item.instance_type, item.pricing)
             if key in seen:
-                continue  # a source listing the same offer twice: the first one wins
+                continue  # the pipeline counts duplicates (duplicate_offer); first one wins
+            if not storable(item.price):
+                # The pipeline range-checks prices far more narrowly; this is the guard that
+                # keeps one absurd value from failing the whole batch's transaction.
+                self.unstorable.add(key)  # listed all the same: kept open, like unreadable
+                log.warning("%s: price %r of %s is not storable; skipped", self.source,
+                            item.price, key)
+                continue
             seen.add(key)
             self.items += 1
             state = current.get(key)
@@ -144,7 +186,7 @@ class CrawlWriter:
             elif (state.price != item.price or state.available != item.available
                   or not state.active):
                 changed.append((state, item))
-            elif state.details != _details(item):
+            elif state.details != _details(item) or state.unreadable_since is not None:
                 details.append((state, item))
         if not (new or changed or details):
             return
@@ -154,12 +196,13 @@ class CrawlWriter:
                 self._insert_new(conn, new)
             if changed:
                 self._apply_changes(conn, changed)
-            if details:  # rare: FX moved, stock count changed, specs corrected
+            if details:  # rare: FX moved, stock count changed, specs corrected, readable again
                 conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
-                    {f: bindparam(f) for f in DETAIL_FIELDS}),
+                    {**{f: bindparam(f) for f in DETAIL_FIELDS}, "unreadable_since": None}),
                     [{"_id": s.id, **self._detail_values(i)} for s, i in details])
                 for state, item in details:
                     state.details = _details(item)
+                    state.unreadable_since = None
         self._clean = True
 
     @staticmethod
@@ -191,55 +234,110 @@ class CrawlWriter:
         _record_changes(conn, [self._change(s.id, i) for s, i in changed])
         values = {f: bindparam(f) for f in ("price", "available", *DETAIL_FIELDS)}
         conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
-            **values, changed_at=bindparam("_at"), active=True),
+            **values, changed_at=bindparam("_at"), active=True, unreadable_since=None),
             [{"_id": s.id, "_at": i.observed_at, "price": i.price, "available": i.available,
               **self._detail_values(i)} for s, i in changed])
         for state, item in changed:
             state.price, state.available, state.active = item.price, item.available, True
             state.details = _details(item)
+            state.unreadable_since = None
             self.changed_offer_ids.add(state.id)
         self.changed += len(changed)
 
     # -- end of crawl -------------------------------------------------------------------
-    def finish(self, status: str, *, error: str = "", dropped: dict[str, int] | None = None,
-               unknown_gpus: Iterable[str] = ()) -> CrawlSummary:
-        """Record the outcome; only a clean ("ok") crawl closes offers it did not see."""
+    def _shrink_hold(self, conn, listed: int) -> tuple[int, int] | None:
+        """(listed by the last successful crawl, its share threshold in offers) when this
+        crawl lists too few offers to be believed and the previous crawl did not already
+        report the same drop; None when the drop is confirmed or there is none."""
+        if self.shrink_guard <= 0:
+            return None
+        baseline = conn.execute(
+            select(CRAWL.c["items"]).where(CRAWL.c.source == self.source, CRAWL.c.status == "ok",
+                                        CRAWL.c.id < self.crawl_id)
+            .order_by(CRAWL.c.id.desc()).limit(1)).scalar()
+        if not baseline or listed >= self.shrink_guard * baseline:
+            return None
+        previous_held = conn.execute(
+            select(CRAWL.c.held).where(CRAWL.c.source == self.source,
+                                       CRAWL.c.status != "running", CRAWL.c.id < self.crawl_id)
+            .order_by(CRAWL.c.id.desc()).limit(1)).scalar()
+        if previous_held:
+            log.info("%s: the drop to %d offers is confirmed (last successful crawl: %d); "
+                     "closing the missing ones", self.source, listed, baseline)
+            return None
+        return baseline, math.ceil(self.shrink_guard * baseline)
+
+    def finish(self, status: str, *, error: str = "", dropped: Mapping[str, int] | None = None,
+               unknown_gpus: Iterable[str] = (), unreadable: Iterable[tuple] = (),
+               uncatalogued: Mapping[str, int] | None = None, rates: int = 0) -> CrawlSummary:
+        """Record the outcome; only a clean ("ok") crawl closes offers it did not see, and
+        never those in `unreadable` (keys of offers listed with a price that could not be
+        read or believed) nor, unconfirmed, after a large drop (the shrink guard). `rates`:
+        exchange rates stored by this crawl (the FX source), counted as its items."""
         finished = datetime.now(UTC)
-        closed = 0
-        if status == "ok" and self.items == 0 and any(s.active for s in self.current.values()):
+        closed = held = 0
+        dropped = dict(dropped or {})
+        if self.unstorable:
+            dropped["unstorable_price"] = dropped.get("unstorable_price", 0) + len(
+                self.unstorable)
+        # Listed but unreadable: kept open with the last good price (a key read fine
+        # elsewhere in this crawl is not unreadable).
+        kept = [self.current[k] for k in (set(unreadable) | self.unstorable) - self.seen
+                if k in self.current and self.current[k].active]
+        if (status == "ok" and self.items == 0 and not kept
+                and any(s.active for s in self.current.values())):
             # An empty answer from a source that listed offers before is a broken source,
             # not a market that emptied in one go: close nothing.
             status, error = "failed", error or "crawl returned no offers; nothing closed"
         with self.engine.begin() as conn:
-            if status == "ok":
-                gone = [s for k, s in self.current.items() if s.active and k not in self.seen]
-                if gone:
-                    at = epoch(self.started_at)
-                    _record_changes(conn, [{"offer_id": s.id, "at": at, "price_micros": None,
-                                            "available": False} for s in gone])
-                    conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
-                        active=False, available=False, changed_at=self.started_at,
-                        available_count=None), [{"_id": s.id} for s in gone])
-                    closed = len(gone)
-                    self.changed_offer_ids.update(s.id for s in gone)
-                    for s in gone:
-                        s.active, s.available = False, False
-                        i = DETAIL_FIELDS.index("available_count")
-                        s.details = (*s.details[:i], None, *s.details[i + 1:])
+            flag = [s for s in kept if s.unreadable_since is None]
+            if flag:
+                conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
+                    unreadable_since=self.started_at), [{"_id": s.id} for s in flag])
+                for s in flag:
+                    s.unreadable_since = self.started_at
+            kept_ids = {s.id for s in kept}
+            gone = [s for k, s in self.current.items()
+                    if s.active and k not in self.seen and s.id not in kept_ids]
+            hold = (self._shrink_hold(conn, len(self.seen) + len(kept))
+                    if status == "ok" and gone else None)
+            if hold is not None:
+                baseline, threshold = hold
+                held, status = len(gone), "partial"
+                reason = (f"shrink guard: listed {len(self.seen) + len(kept)} offers, the last "
+                          f"successful crawl listed {baseline} (fewer than {threshold}); "
+                          f"{held} missing offer(s) not closed unless the next crawl "
+                          "confirms the drop")
+                error = f"{reason}; {error}" if error else reason
+            elif status == "ok" and gone:
+                at = epoch(self.started_at)
+                _record_changes(conn, [{"offer_id": s.id, "at": at, "price_micros": None,
+                                        "available": False} for s in gone])
+                conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
+                    active=False, available=False, changed_at=self.started_at,
+                    available_count=None, unreadable_since=None), [{"_id": s.id} for s in gone])
+                closed = len(gone)
+                self.changed_offer_ids.update(s.id for s in gone)
+                for s in gone:
+                    s.active, s.available, s.unreadable_since = False, False, None
+                    i = DETAIL_FIELDS.index("available_count")
+                    s.details = (*s.details[:i], None, *s.details[i + 1:])
             summary = CrawlSummary(
-                crawl_id=self.crawl_id, source=self.source, status=status, items=self.items,
-                new_offers=self.new_offers, changed=self.changed, closed=closed,
-                dropped=dict(dropped or {}), unknown_gpus=sorted(set(unknown_gpus)),
+                crawl_id=self.crawl_id, source=self.source, status=status,
+                items=self.items + rates, new_offers=self.new_offers, changed=self.changed,
+                closed=closed, dropped=dropped, unknown_gpus=sorted(set(unknown_gpus)),
                 error=error[:4000], duration_s=(finished - self.started_at).total_seconds(),
                 changed_offer_ids=self.changed_offer_ids,
+                uncatalogued=dict(sorted((uncatalogued or {}).items())), unreadable=len(kept),
+                held=held,
             )
             conn.execute(update(CRAWL).where(CRAWL.c.id == self.crawl_id).values(
                 finished_at=finished, status=status, items=summary.items,
                 new_offers=summary.new_offers, changed=summary.changed, closed=closed,
                 dropped=summary.dropped, unknown_gpus=summary.unknown_gpus, error=summary.error,
-                duration_s=summary.duration_s))
+                duration_s=summary.duration_s, uncatalogued=summary.uncatalogued, held=held))
         if self._clean:
             _STATE_CACHE[self._cache_key] = (self.crawl_id, self.current)
         log.info("%s crawl %s: %s, %d items, %d new, %d changed, %d closed", self.source,
-                 self.crawl_id, status, self.items, self.new_offers, self.changed, closed)
+                 self.crawl_id, status, summary.items, self.new_offers, self.changed, closed)
         return summary

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, Integer, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 
@@ -52,6 +52,10 @@ class Offer(SQLModel, table=True):
     changed_at: datetime
     # Listed in the source's last successful crawl; False once it vanished.
     active: bool = True
+    # Start of the crawl since which the source lists the offer with a price gpuradar cannot
+    # read or believe (N/A, negative, absurd): the offer stays listed with its last good
+    # price. None when the last observation was readable (migration 0004).
+    unreadable_since: datetime | None = None
 
 
 class PriceChange(SQLModel, table=True):
@@ -92,6 +96,14 @@ class Crawl(SQLModel, table=True):
     unknown_gpus: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     error: str = Field(default="", max_length=4000)
     duration_s: float | None = None
+    # Offers the source listed that the spider could not map to a GPU model or count:
+    # raw product name -> offers (migration 0004).
+    uncatalogued: dict[str, int] = Field(default_factory=dict, sa_column=Column(
+        JSON, nullable=False, server_default=text("'{}'")))
+    # Offers this crawl did not close although it did not list them, because it listed far
+    # fewer offers than the last successful crawl (the shrink guard; migration 0004).
+    held: int = Field(default=0, sa_column=Column(Integer, nullable=False,
+                                                  server_default=text("0")))
 
 
 class FxRate(SQLModel, table=True):

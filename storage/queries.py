@@ -44,6 +44,16 @@ def last_crawls(engine: Engine) -> dict[str, dict[str, Any]]:
         return {r.source: dict(r._mapping) for r in conn.execute(q)}
 
 
+def uncatalogued_offers(engine: Engine) -> dict[str, int]:
+    """Offers each source's latest finished crawl could not map to a GPU model or count."""
+    latest = (select(CRAWL.c.source, func.max(CRAWL.c.id).label("id"))
+              .where(CRAWL.c.status != "running").group_by(CRAWL.c.source).subquery())
+    q = (select(CRAWL.c.source, CRAWL.c.uncatalogued)
+         .join(latest, CRAWL.c.id == latest.c.id))
+    with engine.connect() as conn:
+        return {source: sum((names or {}).values()) for source, names in conn.execute(q)}
+
+
 def consecutive_failures(engine: Engine, source: str, limit: int = 50) -> int:
     q = (select(CRAWL.c.status).where(CRAWL.c.source == source, CRAWL.c.status != "running")
          .order_by(CRAWL.c.id.desc()).limit(limit))

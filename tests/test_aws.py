@@ -160,7 +160,7 @@ def test_region_is_read_from_the_file_when_parsed_alone():
 
 @pytest.mark.parametrize(("price", "reason"), [
     ("NaN", "bad_price"), ("0.0000000000", "zero_price"), (None, "no_price"),
-    ("n/a", "bad_price"), ("-1", "zero_price")])
+    ("n/a", "bad_price"), ("-1", "negative_price")])
 def test_bad_prices_are_dropped_with_their_reason(price, reason):
     doc = ondemand_doc()
     entry = doc["regions"]["US East (N. Virginia)"]["p5 48xlarge US East N. Virginia Linux"]

@@ -1,73 +1,214 @@
-"""Azure Retail Prices: parser on recorded pages in the API's format, and a real crawl."""
+"""Azure Retail Prices: the parser on real rows and on pages in the API's format, the size
+names read as Azure documents them, the meter in effect, and real crawls."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from gpuradar.crawler.spiders.azure import AzureSpider, gpu_of
+from gpuradar.crawler.spiders.azure import AzureSpider, NotAGpu, Uncatalogued, size_of
 from gpuradar.crawler.spiders.base import ParseError
 from scrapy import Request
 from scrapy.http import TextResponse
+from scrapy.utils.test import get_crawler
 
 from gpuradar.core.items import PriceItem
+from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.provider_server import Reply, serve_standard
 
 FIX = Path(__file__).parent / "fixtures" / "azure"
+URL = "https://prices.azure.com/api/retail/prices"
 
 
-def response(name: str, url: str = "https://prices.azure.com/api/retail/prices") -> TextResponse:
-    return TextResponse(url=url, body=(FIX / name).read_bytes(), encoding="utf-8",
-                        request=Request(url))
+def load(name: str) -> dict:
+    return json.loads((FIX / name).read_text())
 
 
-def parse(name: str) -> tuple[list[PriceItem], list[Request]]:
-    out = list(AzureSpider().parse(response(name)))
-    return ([o for o in out if isinstance(o, PriceItem)],
-            [o for o in out if isinstance(o, Request)])
+def response(page: dict | str, url: str = URL) -> TextResponse:
+    body = (FIX / page).read_bytes() if isinstance(page, str) else json.dumps(page).encode()
+    return TextResponse(url=url, body=body, encoding="utf-8", request=Request(url))
 
 
-def test_first_page_yields_linux_consumption_gpu_meters_and_follows_next_page():
-    items, requests = parse("prices_page1.json")
-    keys = {(i.region, i.instance_type, i.pricing) for i in items}
-    assert ("eastus", "Standard_NC24ads_A100_v4", "on_demand") in keys
-    assert ("eastus", "Standard_NC24ads_A100_v4", "spot") in keys
-    # Windows, Low Priority and DevTestConsumption meters are not offers; EUAP is a canary region.
-    a100 = [i for i in items if i.instance_type == "Standard_NC24ads_A100_v4"]
-    assert sorted(i.price for i in a100) == [0.7346, 3.673]
+def spider() -> AzureSpider:
+    return get_crawler(AzureSpider)._create_spider()
+
+
+def chain(*pages: dict | str, s: AzureSpider | None = None) -> tuple[list[PriceItem], list]:
+    """Feed pages as one NextPageLink chain; the items at its end, and follow-up requests."""
+    s = s or spider()
+    items, requests = [], []
+    for page in pages:
+        for out in s.parse(response(page)):
+            (items if isinstance(out, PriceItem) else requests).append(out)
+    return items, requests
+
+
+def by_key(items: list[PriceItem]) -> dict[tuple[str, str, str], PriceItem]:
+    return {(i.region, i.instance_type, i.pricing): i for i in items}
+
+
+def stats(s: AzureSpider) -> dict:
+    return s.crawler.stats.get_stats()
+
+
+# -- size names --------------------------------------------------------------------------
+def test_sizes_map_to_gpu_count_and_model_per_azure_naming():
+    assert size_of("Standard_ND96isr_H100_v5") == ("H100 SXM", 80, 8, 96)
+    assert size_of("Standard_NV6ads_A10_v5").count == pytest.approx(1 / 6)
+    assert tuple(size_of("Standard_NC24ads_A100_v4"))[:3] == ("A100 PCIe", 80, 1)
+    assert size_of("Standard_ND96asr_v4").memory_gb == 40      # no accelerator in the name
+    assert size_of("Standard_ND96amsr_A100_v4").memory_gb == 80
+    assert size_of("Standard_NC24r").gpu == "K80"               # version 1: no suffix
+    assert size_of("Standard_NV4as_v4").count == pytest.approx(1 / 8)
+    with pytest.raises(NotAGpu):
+        size_of("Standard_NP10s")  # FPGA
+    with pytest.raises(NotAGpu):
+        size_of("Standard_D4s_v5")
+
+
+def test_new_variants_of_a_known_series_need_no_code_change():
+    # Real sizes the old closed table did not know: extra tokens and digits in the features.
+    assert tuple(size_of("Standard_ND96is_noIB_H100_v5")) == ("H100 SXM", 80, 8, 96)
+    assert tuple(size_of("Standard_ND128isrG5_GB300_v6")) == ("GB300", 288, 4, 128)
+    assert tuple(size_of("Standard_ND128isr_NDR_GB200_v6"))[:3] == ("GB200", 186, 4)
+    assert size_of("Standard_NC128lds_xl_RTXPRO6000BSE_v6").count == 1
+
+
+def test_truly_unknown_sizes_say_what_is_missing():
+    with pytest.raises(Uncatalogued, match="lists no size with 36 vCPUs"):
+        size_of("Standard_NC36ds_xl_RTXPRO6000BSE_v6")
+    with pytest.raises(Uncatalogued, match="series ND B400 v7 is not in"):
+        size_of("Standard_ND128isr_B400_v7")
+
+
+# -- the real rows -----------------------------------------------------------------------
+def test_real_rows_new_h100_variant_is_an_offer_windows_devtest_reservations_are_not():
+    items, requests = chain("westus_real_rows.json")
+    assert requests == []
+    [nd] = items  # every other real row is Windows, DevTest or a Reservation
+    assert (nd.region, nd.instance_type, nd.pricing) == (
+        "westus", "Standard_ND96is_noIB_H100_v5", "on_demand")
+    assert (nd.price, nd.gpu, nd.gpu_count, nd.vcpus) == (115.034, "H100 SXM", 8, 96)
+    assert nd.attributes["effective_from"] == "2025-02-01T00:00:00Z"
+
+
+def test_unknown_size_is_reported_not_dropped():
+    """The real RTX PRO 6000 rows with the Linux product name (only `productName` changed,
+    " Windows" removed): the size Azure documents is an offer, the undocumented ones are
+    reported as uncatalogued with their raw names."""
+    page = load("westus_real_rows.json")
+    for item in page["Items"]:
+        item["productName"] = item["productName"].removesuffix(" Windows")
+    s = spider()
+    items, _ = chain(page, s=s)
+    offers = by_key(items)
+    rtx = offers[("westus", "Standard_NC128lds_xl_RTXPRO6000BSE_v6", "on_demand")]
+    assert (rtx.gpu, rtx.gpu_count, rtx.price) == ("RTX PRO 6000", 1, 13.038)
+    assert stats(s)["gpuradar/uncatalogued"] == 2
+    assert stats(s)["gpuradar/uncatalogued_names"] == {
+        "Standard_NC264lds_xl_RTXPRO6000BSE_v6": 1, "Standard_NC36ds_xl_RTXPRO6000BSE_v6": 1}
+    # The T4 row is a Spot meter (the marker is in meterName and skuName).
+    assert offers[("westus", "Standard_NC8as_T4_v3", "spot")].price == 0.360172
+
+
+def test_srs_win_products_are_windows_and_never_share_the_linux_key():
+    """Real GPU series name their Windows product "... Srs Win"; this is the real ND row with
+    `productName` and `retailPrice` changed to such a Windows meter, listed first."""
+    page = load("westus_real_rows.json")
+    linux = next(i for i in page["Items"] if i["armSkuName"] == "Standard_ND96is_noIB_H100_v5")
+    windows = {**linux, "productName": "Virtual Machines NDsH100v5 Srs Win", "retailPrice": 130.0}
+    page["Items"] = [windows, linux]
+    items, _ = chain(page)
+    assert [(i.instance_type, i.price) for i in items] == [("Standard_ND96is_noIB_H100_v5",
+                                                             115.034)]
+
+
+def test_spot_is_recognised_from_sku_name_alone():
+    page = load("westus_real_rows.json")
+    row = next(i for i in page["Items"] if i["armSkuName"] == "Standard_ND96is_noIB_H100_v5")
+    spot = {**row, "skuName": "ND96isnIBH100v5 Spot", "retailPrice": 23.0}  # meterName as is
+    page["Items"] = [row, spot]
+    offers = by_key(chain(page)[0])
+    assert offers[("westus", "Standard_ND96is_noIB_H100_v5", "spot")].price == 23.0
+    assert offers[("westus", "Standard_ND96is_noIB_H100_v5", "on_demand")].price == 115.034
+
+
+def test_superseded_and_future_prices_are_ignored_whatever_the_page_order():
+    """The real ND row, and copies that differ in `effectiveStartDate` and `retailPrice`: an
+    older meter on a later page, and a price announced for the future."""
+    page = load("westus_real_rows.json")
+    row = next(i for i in page["Items"] if i["armSkuName"] == "Standard_ND96is_noIB_H100_v5")
+    older = {**row, "effectiveStartDate": "2024-06-01T00:00:00Z", "retailPrice": 98.32}
+    future = {**row, "effectiveStartDate": "2999-01-01T00:00:00Z", "retailPrice": 150.0}
+    first = {**page, "Items": [future, row], "NextPageLink": URL + "?$skip=2"}
+    second = {**page, "Items": [older], "NextPageLink": None}
+    for pages in ((first, second), ({**second, "NextPageLink": URL + "?$skip=1"},
+                                    {**first, "NextPageLink": None})):
+        s = spider()
+        items, requests = chain(*pages, s=s)
+        assert len(requests) == 1
+        assert [(i.instance_type, i.price) for i in items] == [
+            ("Standard_ND96is_noIB_H100_v5", 115.034)]
+        assert stats(s)["gpuradar/skipped/superseded_price"] == 1
+        assert stats(s)["gpuradar/skipped/future_price"] == 1
+
+
+# -- pages in the API's format -----------------------------------------------------------
+def test_two_pages_yield_linux_consumption_gpu_meters_once_the_chain_ends():
+    s = spider()
+    items, requests = chain("prices_page1.json", s=s)
+    assert items == [] and len(requests) == 1 and "$skip=1000" in requests[0].url
+    items, requests = chain("prices_page2.json", s=s)
+    offers = by_key(items)
+    assert ("eastus", "Standard_NC24ads_A100_v4", "on_demand") in offers
+    assert offers[("eastus", "Standard_NC24ads_A100_v4", "spot")].price == 0.7346
+    assert offers[("eastus", "Standard_NC24ads_A100_v4", "on_demand")].price == 3.673
+    # Windows, Low Priority and DevTestConsumption meters are not offers; EUAP is a canary
+    # region; NP is an FPGA.
     assert not any(i.region.endswith("euap") for i in items)
-    [nxt] = requests
-    assert "$skip=1000" in nxt.url
-
-
-def test_sizes_map_to_gpu_count_and_model():
-    assert gpu_of("Standard_ND96isr_H100_v5") == ("H100 SXM", 80, 8, 96)
-    assert gpu_of("Standard_NV6ads_A10_v5")[2] == pytest.approx(1 / 6)
-    assert gpu_of("Standard_NC24ads_A100_v4")[:3] == ("A100 PCIe", 80, 1)
-    assert gpu_of("Standard_D4s_v5") is None
-    assert gpu_of("Standard_NP10s") is None  # FPGA, not a GPU
+    assert not any("NP10s" in i.instance_type for i in items)
+    assert len(items) == 14 and stats(s)["gpuradar/skipped/not_a_gpu_size"] == 1
 
 
 def test_zero_price_is_kept_for_the_pipeline_to_drop():
-    items, _ = parse("prices_page1.json")
+    items = list(spider().parse_file(response("prices_page1.json")))
     [zero] = [i for i in items if i.region == "westeurope"
               and i.instance_type == "Standard_ND96isr_H100_v5"]
     assert zero.price == 0.0  # the pipeline drops it (zero_price); it is never stored
 
 
-def test_changed_field_name_is_a_clear_error(tmp_path):
-    page = json.loads((FIX / "prices_page1.json").read_text())
-    del page["Items"][0]["armSkuName"]
-    path = tmp_path / "page.json"
-    path.write_text(json.dumps(page))
-    resp = TextResponse(url="https://prices.azure.com/x", body=path.read_bytes(), encoding="utf-8")
+def test_requests_ask_for_primary_meters_in_the_documented_syntax():
+    query = parse_qs(urlsplit(spider().first_url()).query)
+    assert query["meterRegion"] == ["'primary'"]
+    assert query["api-version"] == ["2023-01-01-preview"]
+    assert "contains(armSkuName, 'Standard_N')" in query["$filter"][0]
+    page = load("westus_real_rows.json")
+    page["Items"] = [{**i, "isPrimaryMeterRegion": False} for i in page["Items"]]
+    s = spider()
+    assert chain(page, s=s)[0] == []
+    assert stats(s)["gpuradar/skipped/non_primary_meter"] == 1
+
+
+def test_fields_not_needed_are_ignored_and_needed_ones_fail_loudly():
+    page = load("westus_real_rows.json")
+    for item in page["Items"]:
+        item["savingsPlan"] = [{"unitPrice": 1.0, "term": "1 Year"}]  # not read
+        item.pop("location")
+    page["SomethingNew"] = {"x": 1}
+    assert len(chain(page)[0]) == 1
+    broken = copy.deepcopy(page)
+    del broken["Items"][0]["armSkuName"]
     with pytest.raises(ParseError, match=r"azure.*'armSkuName' is missing.*Items\[0\]"):
-        list(AzureSpider().parse(resp))
-    page = {"BillingCurrency": "USD", "Items": {"not": "a list"}}
-    resp = TextResponse(url="https://prices.azure.com/x", body=json.dumps(page).encode(),
-                        encoding="utf-8")
+        chain(broken)
+    broken = copy.deepcopy(page)
+    broken["Items"][8]["effectiveStartDate"] = 20250201
+    with pytest.raises(ParseError, match="'effectiveStartDate' is int, expected str"):
+        chain(broken)
     with pytest.raises(ParseError, match="'Items' is dict, expected list"):
-        list(AzureSpider().parse(resp))
+        chain({"BillingCurrency": "USD", "Items": {"not": "a list"}})
 
 
 def test_multi_gpu_offers_carry_their_published_interconnect():
@@ -75,11 +216,34 @@ def test_multi_gpu_offers_carry_their_published_interconnect():
 
     from gpuradar.core.currency import FxTable
 
-    items, _ = parse("prices_page1.json")
-    nd = next(i for i in items if i.instance_type == "Standard_ND96isr_H100_v5")
+    items = list(spider().parse_file(response("prices_page1.json")))
+    nd = next(i for i in items if i.instance_type == "Standard_ND96isr_H100_v5"
+              and i.price)
     assert normalize(nd, FxTable()) is None
     assert nd.attributes["interconnect"]["intra_node"] == "nvswitch"
     assert nd.attributes["interconnect"]["inter_node"] == "infiniband"
     single = next(i for i in items if i.instance_type == "Standard_NC40ads_H100_v5")
     normalize(single, FxTable())
     assert "interconnect" not in single.attributes
+
+
+# -- real crawls -------------------------------------------------------------------------
+def test_crawl_sends_meter_region_and_stores_the_price_in_effect(tmp_path, provider_server,
+                                                                 db_url):
+    page = load("westus_real_rows.json")
+    row = next(i for i in page["Items"] if i["armSkuName"] == "Standard_ND96is_noIB_H100_v5")
+    page["Items"].insert(0, {**row, "effectiveStartDate": "2024-06-01T00:00:00Z",
+                             "retailPrice": 98.32})
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server, ["azure"]),
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    provider_server.route("GET", "/api/retail/prices",
+                          lambda req: Reply(body=json.dumps(page).encode()))
+    proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=db_url)
+    assert proc.returncode == 0, proc.stderr
+    [result] = json.loads(proc.stdout)
+    assert (result["status"], result["items"], result["dropped"]) == ("ok", 1, {})
+    [req] = provider_server.requests
+    assert req.query["meterRegion"] == ["'primary'"]
+    [offer] = gpuradar_json("prices", "--source", "azure", config=cfg, db_url=db_url)
+    assert (offer["instance_type"], offer["price"], offer["gpu_count"]) == (
+        "Standard_ND96is_noIB_H100_v5", 115.034, 8)

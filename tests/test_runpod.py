@@ -197,3 +197,44 @@ def test_stock_running_out_is_a_new_span_and_a_failed_count_closes_nothing(
     rows = {r["source"]: r for r in gpuradar_json("sources", config=cfg, db_url=sqlite_url)}
     assert rows["runpod"]["why"] == "public endpoint, no key needed"
     assert rows["runpod"]["last_status"] == "partial" and rows["runpod"]["last_items"] == 120
+
+
+def test_real_answer_with_other_top_level_data_parses():
+    """A real capture whose answer carries `dataCenters` beside `gpuTypes`, aliased
+    sub-queries and fields the spider never asked for: everything needed is there."""
+    out = {(i.region, i.instance_type): i for i in spider().parse_file(
+        response("gputypes_datacenters_real.json"))}
+    assert out[("secure", "1x NVIDIA H200")].price == 4.59
+    assert out[("community", "1x NVIDIA H200")].price == 3.59
+    # secureCloud false / communityCloud false: not offered there, whatever the price says.
+    assert ("secure", "1x NVIDIA A100-SXM4-40GB") not in out
+    assert ("community", "1x AMD Instinct MI300X OAM") not in out
+    assert out[("secure", "1x AMD Instinct MI300X OAM")].price == 2.39
+    # The catalog's lowestPrice was asked for a cloud and count we do not know: not read.
+    assert {i.available for i in out.values()} == {None}
+    assert len(out) == 15  # 9 types; 3 of them in one cloud only
+
+
+def test_extra_top_level_data_beside_the_spiders_own_aliases_is_ignored():
+    data = json.loads((FIX / "stock_1.json").read_text())
+    real = json.loads((FIX / "gputypes_datacenters_real.json").read_text())
+    data["data"]["dataCenters"] = real["data"]["dataCenters"]
+    data["data"]["myself"] = {"id": "user-1"}
+    items, requests = parse_body(json.dumps(data).encode(), count=1)
+    assert len(items) == 18 and len(requests) == 7
+
+
+def test_a_needed_field_of_the_wrong_type_still_fails_loudly():
+    data = json.loads((FIX / "gputypes_datacenters_real.json").read_text())
+    data["data"]["gpuTypes"][6]["securePrice"] = "3.29"
+    with pytest.raises(ParseError, match=r"'securePrice' is str, expected int/float/NoneType.*"
+                                         r"gpuTypes\[6\]"):
+        list(spider().parse_file(response(body=json.dumps(data).encode())))
+    with pytest.raises(ParseError, match="'data.gpuTypes' is missing"):
+        list(spider().parse(response(body=b'{"data": {"dataCenters": []}}'), count=1))
+
+
+def parse_body(body: bytes, count: int | None = None):
+    out = list(spider().parse(response(body=body), count=count))
+    return ([o for o in out if isinstance(o, PriceItem)],
+            [o for o in out if isinstance(o, Request)])

@@ -1,65 +1,167 @@
 """Azure: the public Retail Prices API (no credentials).
 
 One paginated chain over every region: `type eq 'Consumption'` VM meters of the N-series
-(the GPU families), Linux only. A meter whose name ends in " Spot" is the spot price;
-"Low Priority" meters are skipped: they belong to the retired low-priority VM offer, Spot
-replaced them and would otherwise be stored twice under the spot key.
+(the GPU families), primary meter regions only (`meterRegion='primary'`), Linux only: a
+product named "... Windows" or "... Srs Win" carries the Windows licence and is skipped, as
+are "Low Priority" meters (the retired low-priority offer, replaced by Spot). A meter whose
+`meterName` or `skuName` ends in " Spot" is the spot price.
+
+One offer, one price: Azure lists several meters for one size, region and pricing when a
+price changes (`effectiveStartDate`); the one in effect is the latest that is not in the
+future. Meters of one offer can sit on different pages, so the chain is read to its end
+before any offer is yielded.
+
+The GPU comes from the size name, read the way Azure documents it (family, vCPUs, additive
+features, accelerator, version: `Standard_ND96is_noIB_H100_v5` is family ND, 96 vCPUs,
+features "is", accelerator H100, version 5), and the GPU count from Azure's size tables for
+that family, accelerator and version by vCPU count. So a new variant of a known series is
+understood without a code change; a size whose accelerator or count is not documented here is
+reported as uncatalogued (crawl summary, `gpuradar sources`, metric), never dropped silently.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 import scrapy
-from gpuradar.crawler.spiders.base import GpuRadarSpider, require
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 
 from gpuradar.core.interconnect import family
 from gpuradar.core.items import PriceItem
 
-# Family (the part of the size name after the vCPU count, without "Standard_") -> GPU name
-# as Azure documents it, and the GPUs per size keyed by vCPUs (None: one GPU per size).
-# Fractional counts are the GPU partitions Azure sells (NVadsA10 v5: 1/6, 1/3, 1/2).
-_FAMILIES: dict[str, tuple[str, float | None, dict[int, float]]] = {
-    # family regex                      GPU          memory   vCPUs -> GPUs
-    r"NC(\d+)r?$": ("K80", 12, {6: 1, 12: 2, 24: 4}),
-    r"NC(\d+)r?s_v2$": ("P100", 16, {6: 1, 12: 2, 24: 4}),
-    r"NC(\d+)r?s_v3$": ("V100", 16, {6: 1, 12: 2, 24: 4}),
-    r"NC(\d+)as_T4_v3$": ("T4", 16, {4: 1, 8: 1, 16: 1, 64: 4}),
-    r"NC(\d+)ads_A10_v4$": ("A10", 24, {8: 1, 16: 1, 32: 2}),
-    r"NC(\d+)ads_A100_v4$": ("A100 PCIe", 80, {24: 1, 48: 2, 96: 4}),
-    r"NC(\d+)a?d?i?s_H100_v5$": ("H100 NVL", 94, {40: 1, 80: 2}),
-    r"NCC(\d+)ads_H100_v5$": ("H100 NVL", 94, {40: 1}),
-    r"ND(\d+)r?s$": ("P40", 24, {6: 1, 12: 2, 24: 4}),
-    r"ND(\d+)rs_v2$": ("V100", 32, {40: 8}),
-    r"ND(\d+)asr_v4$": ("A100 SXM", 40, {96: 8}),
-    r"ND(\d+)amsr_A100_v4$": ("A100 SXM", 80, {96: 8}),
-    r"ND(\d+)isr_H100_v5$": ("H100 SXM", 80, {96: 8}),
-    r"ND(\d+)isr_H200_v5$": ("H200", 141, {96: 8}),
-    r"ND(\d+)isr_MI300X_v5$": ("MI300X", 192, {96: 8}),
-    r"ND(\d+)isr_(?:NDR_)?GB200_v6$": ("GB200", 186, {128: 4}),
-    r"NV(\d+)s_v3$": ("M60", 8, {12: 1, 24: 2, 48: 4}),
-    r"NV(\d+)ad[m]?s_A10_v5$": ("A10", 24, {6: 1 / 6, 12: 1 / 3, 18: 1 / 2, 36: 1, 72: 2}),
-    r"NV(\d+)ad[m]?s_V710_v5$": ("V710", 28, {4: 1 / 6, 8: 1 / 3, 12: 1 / 2, 24: 1, 28: 1}),
+# -- sizes -------------------------------------------------------------------------------
+# Azure size naming (learn.microsoft.com/azure/virtual-machines/vm-naming-conventions):
+# [Family][Sub-family]#vCPUs[-constrained vCPUs][Additive features][_Accelerator][_Version].
+# Some sizes carry extra tokens next to the accelerator ("noIB", "NDR", "xl") and features
+# with digits ("isrG5"); both are variants, not other GPUs.
+_SIZE = re.compile(r"^(?:Standard_)?(?P<family>N[A-Z]*?)(?P<vcpus>\d+)(?:-\d+)?"
+                   r"(?P<features>[a-z][A-Za-z0-9]*)?(?P<tokens>(?:_[A-Za-z0-9]+)*?)"
+                   r"(?:_(?P<version>v\d+))?(?:_Promo)?$")
+# Families of the N prefix that hold no GPU.
+_NOT_GPU_FAMILIES = {"NP"}  # Xilinx FPGAs
+
+
+@dataclass(frozen=True)
+class Series:
+    """One size series of Azure's size tables: the GPU and, by vCPU count, how many."""
+
+    gpu: str
+    memory_gb: float | None
+    gpus_by_vcpus: dict[int, float]
+
+
+# (family, accelerator token or None when the name carries none, version) -> series, from
+# Azure's size pages (github.com/MicrosoftDocs/azure-compute-docs, articles/virtual-machines/
+# sizes/gpu-accelerated/*-series.md, "Accelerators" tables; read 2026-11-30). Fractions are
+# the GPU partitions Azure sells (NVadsA10 v5: 1/6 of an A10).
+SERIES: dict[tuple[str, str | None, str], Series] = {
+    ("NC", None, "v1"): Series("K80", 12, {6: 1, 12: 2, 24: 4}),
+    ("NC", None, "v2"): Series("P100", 16, {6: 1, 12: 2, 24: 4}),
+    ("NC", None, "v3"): Series("V100", 16, {6: 1, 12: 2, 24: 4}),
+    ("NC", "T4", "v3"): Series("T4", 16, {4: 1, 8: 1, 16: 1, 64: 4}),
+    ("NC", "A10", "v4"): Series("A10", 24, {8: 1, 16: 1, 32: 2}),
+    ("NC", "A100", "v4"): Series("A100 PCIe", 80, {24: 1, 48: 2, 96: 4}),
+    ("NC", "H100", "v5"): Series("H100 NVL", 94, {40: 1, 80: 2}),
+    ("NCC", "H100", "v5"): Series("H100 NVL", 94, {40: 1}),
+    ("NC", "RTXPRO6000BSE", "v6"): Series("RTX PRO 6000", 96, {128: 1, 256: 2, 320: 2}),
+    ("ND", None, "v1"): Series("P40", 24, {6: 1, 12: 2, 24: 4}),
+    ("ND", None, "v2"): Series("V100", 32, {40: 8}),
+    ("ND", None, "v4"): Series("A100 SXM", 40, {96: 8}),
+    ("ND", "A100", "v4"): Series("A100 SXM", 80, {96: 8}),
+    ("ND", "H100", "v5"): Series("H100 SXM", 80, {96: 8}),
+    ("ND", "H200", "v5"): Series("H200", 141, {96: 8}),
+    ("ND", "MI300X", "v5"): Series("MI300X", 192, {96: 8}),
+    ("ND", "GB200", "v6"): Series("GB200", 186, {128: 4}),
+    ("ND", "GB300", "v6"): Series("GB300", 288, {128: 4}),
+    ("NG", "V620", "v1"): Series("Radeon Pro V620", 32, {8: 1 / 4, 16: 1 / 2, 32: 1}),
+    ("NV", None, "v1"): Series("M60", 8, {6: 1, 12: 2, 24: 4}),
+    ("NV", None, "v3"): Series("M60", 8, {12: 1, 24: 2, 48: 4}),
+    ("NV", None, "v4"): Series("MI25", 16, {4: 1 / 8, 8: 1 / 4, 16: 1 / 2, 32: 1}),
+    ("NV", "A10", "v5"): Series("A10", 24, {6: 1 / 6, 12: 1 / 3, 18: 1 / 2, 36: 1, 72: 2}),
+    ("NV", "V710", "v5"): Series("V710", 28, {4: 1 / 6, 8: 1 / 3, 12: 1 / 2, 24: 1, 28: 1}),
 }
-_COMPILED = [(re.compile(p), spec) for p, spec in _FAMILIES.items()]
+ACCELERATORS = frozenset(acc for _, acc, _ in SERIES if acc)
 
 
-def gpu_of(arm_sku_name: str) -> tuple[str, float | None, float, int] | None:
-    """(GPU, memory GB, GPU count, vCPUs) of an Azure size; None when not a known GPU size.
+class Size(NamedTuple):
+    """What gpuradar reads from an Azure size name."""
 
-    The number in an N-series size name is its vCPU count."""
-    size = arm_sku_name.removeprefix("Standard_")
-    for pattern, (gpu, memory, counts) in _COMPILED:
-        m = pattern.match(size)
-        if m:
-            vcpus = int(m.group(1))
-            count = counts.get(vcpus)
-            return (gpu, memory, count, vcpus) if count else None
-    return None
+    gpu: str
+    memory_gb: float | None
+    count: float
+    vcpus: int
+
+
+class NotAGpu(ValueError):
+    """An N-prefixed size that holds no GPU (FPGA)."""
+
+
+class Uncatalogued(ValueError):
+    """A GPU size whose accelerator or GPU count is not in SERIES: why, in one phrase."""
+
+
+def size_of(arm_sku_name: str) -> Size:
+    """The GPU, its memory, the GPU count and the vCPUs of an Azure N-series size.
+
+    Raises NotAGpu for a size without a GPU and Uncatalogued when the name does not say which
+    accelerator, or Azure's size table for that series does not list the vCPU count."""
+    m = _SIZE.match(arm_sku_name)
+    if m is None:
+        if not arm_sku_name.removeprefix("Standard_").startswith("N"):
+            raise NotAGpu(arm_sku_name)
+        raise Uncatalogued("the size name does not follow Azure's naming")
+    fam, vcpus = m["family"], int(m["vcpus"])
+    if fam in _NOT_GPU_FAMILIES:
+        raise NotAGpu(arm_sku_name)
+    version = m["version"] or "v1"
+    tokens = [t for t in (m["tokens"] or "").split("_") if t]
+    accelerators = [t for t in tokens if t in ACCELERATORS]
+    accelerator = accelerators[0] if accelerators else None
+    series = SERIES.get((fam, accelerator, version))
+    if series is None:
+        what = f" {'/'.join(tokens)}" if tokens else ""
+        raise Uncatalogued(f"series {fam}{what} {version} is not in gpuradar's Azure size table")
+    count = series.gpus_by_vcpus.get(vcpus)
+    if count is None:
+        raise Uncatalogued(f"Azure's size table for {fam} {accelerator or series.gpu} {version} "
+                           f"lists no size with {vcpus} vCPUs (GPU count unknown)")
+    return Size(series.gpu, series.memory_gb, count, vcpus)
+
+
+# -- meters ------------------------------------------------------------------------------
+_WINDOWS = re.compile(r"\bWin(dows)?\b")
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+
+
+@dataclass
+class _Meter:
+    """A Linux consumption meter of a GPU size, before the one in effect is picked."""
+
+    key: tuple[str, str, str]  # region, size, pricing
+    effective: datetime
+    meter: dict[str, Any]
+    url: str
+
+
+def effective_start(meter: dict[str, Any], where: str) -> datetime:
+    """When the meter's price took effect (UTC); the epoch when the API omits it."""
+    raw = meter.get("effectiveStartDate")
+    if raw is None:
+        return _EPOCH
+    if not isinstance(raw, str):
+        raise ParseError("azure", "effectiveStartDate", where,
+                         f"is {type(raw).__name__}, expected str")
+    try:
+        when = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise ParseError("azure", "effectiveStartDate", where,
+                         f"is {raw!r}, not a date") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 class AzureSpider(GpuRadarSpider):
@@ -73,6 +175,8 @@ class AzureSpider(GpuRadarSpider):
         family(r"_ND\w*GB[23]00", "nvswitch", "infiniband", "GB200/GB300 NVL72, InfiniBand"),
         family(r"_ND\d+is?r_(H100|H200)_v5$", "nvswitch", "infiniband",
                "NVLink 4 via NVSwitch, 400 Gb/s InfiniBand per GPU"),
+        family(r"_ND\d+is_noIB_(H100|H200)_v5$", "nvswitch", None,
+               "NVLink 4 via NVSwitch, no InfiniBand"),
         family(r"_ND\d+isr_MI300X_v5$", "infinity-fabric", "infiniband",
                "Infinity Fabric, 400 Gb/s InfiniBand per GPU"),
         family(r"_ND\d+am?sr_(A100_)?v4$", "nvswitch", "infiniband",
@@ -81,58 +185,106 @@ class AzureSpider(GpuRadarSpider):
         family(r"_NC\d+adis_H100_v5$", "nvlink", None, "H100 NVL pair with NVLink bridge"),
         family(r"_NC\d+ads_A100_v4$", "pcie", None, "A100 PCIe"),
         family(r"_NC\d+r\w*_v3$", "pcie", "infiniband", "V100 PCIe, RDMA InfiniBand"),
-        family(r"_N[CVDP]\w*$", "pcie", None, "PCIe GPUs"),
+        family(r"_N[CVDPG]\w*$", "pcie", None, "PCIe GPUs"),
     )
     # fmt: on
-    notes = "Retail Prices API, all regions, Linux, on-demand and Spot; no credentials."
+    notes = ("Retail Prices API, all regions, Linux, on-demand and Spot, primary meters, the "
+             "price in effect; no credentials.")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._meters: dict[tuple[str, str, str], _Meter] = {}
 
     def first_url(self) -> str:
         flt = ("serviceName eq 'Virtual Machines' and priceType eq 'Consumption' "
                "and contains(armSkuName, 'Standard_N')")
         currency = self.option("currency", "USD")
         query = {"api-version": "2023-01-01-preview", "currencyCode": f"'{currency}'",
-                 "$filter": flt}
+                 "meterRegion": "'primary'", "$filter": flt}
         return f"{self.endpoint('prices')}?{urlencode(query)}"
 
     async def start(self):
         yield scrapy.Request(self.first_url(), callback=self.parse)
 
-    def parse(self, response: Response, **kwargs: Any) -> Iterator[PriceItem | scrapy.Request]:
+    def parse(self, response: Response, **kwargs: Any):
+        """Collect one page; at the end of the chain, the offers with the prices in effect."""
+        next_link = self.read_page(response)
+        if next_link:
+            yield response.follow(next_link, callback=self.parse)
+        else:
+            yield from self.offers()
+
+    def parse_file(self, response: Response):
+        """A saved page on its own (`gpuradar parse`): its offers, prices in effect."""
+        self.read_page(response)
+        yield from self.offers()
+
+    def read_page(self, response: Response) -> str | None:
+        """Keep the page's candidate meters; the next page's URL, if any."""
         page = self.json_body(response)
         items = require(page, "Items", self.name, response.url, list)
         for i, meter in enumerate(items):
-            item = self.parse_meter(meter, f"{response.url} Items[{i}]")
-            if item is not None:
-                item.url = response.url
-                yield item
-        next_link = page.get("NextPageLink")
-        if next_link:
-            yield response.follow(next_link, callback=self.parse)
+            self.consider(meter, f"{response.url} Items[{i}]", response.url)
+        next_link = page.get("NextPageLink") if isinstance(page, dict) else None
+        if next_link is not None and not isinstance(next_link, str):
+            raise ParseError(self.name, "NextPageLink", response.url,
+                             f"is {type(next_link).__name__}, expected str")
+        return next_link or None
 
-    def parse_meter(self, meter: dict[str, Any], where: str) -> PriceItem | None:
+    def consider(self, meter: Any, where: str, url: str) -> None:
+        """Keep a Linux consumption meter if it is the latest in effect for its offer."""
         sku = require(meter, "armSkuName", self.name, where, str)
         meter_name = require(meter, "meterName", self.name, where, str)
         product = require(meter, "productName", self.name, where, str)
+        sku_name = meter.get("skuName") or ""
         if meter.get("type", "Consumption") != "Consumption":
-            return None
-        if "Windows" in product or "Low Priority" in meter_name:
-            return None
+            return
+        if _WINDOWS.search(product):
+            return
+        if "Low Priority" in meter_name or "Low Priority" in sku_name:
+            return
         if meter.get("unitOfMeasure", "1 Hour") != "1 Hour":
-            return None
+            return
+        if meter.get("isPrimaryMeterRegion") is False:
+            self.count("non_primary_meter")
+            return
         region = require(meter, "armRegionName", self.name, where, str)
         if not region or region.endswith("euap"):  # canary regions nobody can rent in
-            return None
-        spec = gpu_of(sku)
-        if spec is None:
-            self.count("not_a_gpu_size")
-            return None
-        gpu, memory, count, vcpus = spec
-        spot = meter_name.endswith(" Spot") or meter.get("skuName", "").endswith(" Spot")
-        price = meter.get("retailPrice", meter.get("unitPrice"))
-        return PriceItem(
-            source=self.name, region=region, instance_type=sku,
-            pricing="spot" if spot else "on_demand", gpu=gpu, gpu_count=count,
-            gpu_memory_gb=memory, vcpus=vcpus, price=price,
-            currency=meter.get("currencyCode", "USD"),
-            attributes={"meter": meter_name, "product": product},
-        )
+            return
+        effective = effective_start(meter, where)
+        if effective > datetime.now(UTC):
+            self.count("future_price")  # announced, not yet in effect
+            return
+        spot = meter_name.endswith(" Spot") or sku_name.endswith(" Spot")
+        key = (region, sku, "spot" if spot else "on_demand")
+        held = self._meters.get(key)
+        if held is None or effective > held.effective:
+            if held is not None:
+                self.count("superseded_price")
+            self._meters[key] = _Meter(key, effective, meter, url)
+        elif effective < held.effective:
+            self.count("superseded_price")
+        else:
+            self.count("duplicate_meter")  # same offer, same date: the first one stands
+
+    def offers(self):
+        """One PriceItem per offer (the meter in effect), or an uncatalogued report."""
+        meters, self._meters = self._meters, {}
+        for (region, sku, pricing), held in meters.items():
+            try:
+                size = size_of(sku)
+            except NotAGpu:
+                self.count("not_a_gpu_size")
+                continue
+            except Uncatalogued as why:
+                self.uncatalogued(sku, str(why))
+                continue
+            meter = held.meter
+            yield PriceItem(
+                source=self.name, region=region, instance_type=sku, pricing=pricing,
+                gpu=size.gpu, gpu_count=size.count, gpu_memory_gb=size.memory_gb,
+                vcpus=size.vcpus, price=meter.get("retailPrice", meter.get("unitPrice")),
+                currency=meter.get("currencyCode") or "USD", url=held.url,
+                attributes={"meter": meter["meterName"], "product": meter["productName"],
+                            "effective_from": meter.get("effectiveStartDate")},
+            )

@@ -4,12 +4,31 @@ options and credentials, and parse errors that name the source and the field."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import scrapy
 from scrapy.settings import BaseSettings
+
+#: Stats keys of uncatalogued products (see GpuRadarSpider.uncatalogued).
+UNCATALOGUED = "gpuradar/uncatalogued"
+UNCATALOGUED_NAMES = "gpuradar/uncatalogued_names"
+#: Distinct raw names kept per crawl: a source that renamed everything must not bloat the
+#: crawl record; the count still covers every offer.
+UNCATALOGUED_MAX_NAMES = 200
+
+_warned_in_process: set[tuple[str, ...]] = set()
+
+
+def warn_once_per_process(logger: logging.Logger | logging.LoggerAdapter, key: tuple[str, ...],
+                          message: str, *args: Any) -> None:
+    """Log a warning the first time `key` comes up in this process: a daemon crawls the
+    same sources all day, and one line per crawl about the same product is noise."""
+    if key not in _warned_in_process:
+        _warned_in_process.add(key)
+        logger.warning(message, *args)
 
 
 class ParseError(ValueError):
@@ -89,6 +108,32 @@ class GpuRadarSpider(scrapy.Spider):
         crawler = getattr(self, "crawler", None)
         if crawler is not None and crawler.stats is not None:
             crawler.stats.inc_value(f"gpuradar/skipped/{reason}")
+
+    def uncatalogued(self, raw_name: str, detail: str = "") -> None:
+        """Report one offer the source lists but this spider cannot turn into a PriceItem
+        because its GPU model or GPU count is not known (a new size, a renamed SKU, a new
+        accelerator). Such offers are never dropped silently: call this once per offer row
+        instead of skipping it, with the provider's raw product name (instance type, size,
+        shape) and, in `detail`, what is missing ("GPU count of 80 vCPUs unknown").
+
+        It counts the offer (stats `gpuradar/uncatalogued`) and keeps the raw name with its
+        count (stats `gpuradar/uncatalogued_names`, at most 200 names); the storage pipeline
+        writes them into the crawl record, from where the crawl summary, `gpuradar sources`
+        and the metric `gpuradar_uncatalogued_offers{source}` report them. A warning naming
+        the product is logged once per process. Do not call it for products that are not
+        GPU offers at all (CPU sizes, licences): those are skipped with `count()`."""
+        crawler = getattr(self, "crawler", None)
+        if crawler is not None and crawler.stats is not None:
+            stats = crawler.stats
+            stats.inc_value(UNCATALOGUED)
+            names = stats.get_value(UNCATALOGUED_NAMES) or {}
+            if raw_name in names or len(names) < UNCATALOGUED_MAX_NAMES:
+                names[raw_name] = names.get(raw_name, 0) + 1
+                stats.set_value(UNCATALOGUED_NAMES, names)
+        warn_once_per_process(
+            self.logger, ("uncatalogued", self.name, raw_name),
+            "%s: %s is not in gpuradar's catalog (%s); reported as uncatalogued, not stored",
+            self.name, raw_name, detail or "GPU model or count unknown")
 
     def warn_once(self, key: str, message: str, *args: Any) -> None:
         """Log a warning the first time `key` comes up in this crawl only."""

@@ -210,7 +210,8 @@ class OciSpider(GpuRadarSpider):
             return None
         gpu_raw = gpu_of_shape(name)
         if gpu_raw is None or not gpu_qty:
-            self.skip(name, "GPU model or count not recognised from the shape")
+            self.uncatalogued(name, "GPU model not recognised from the shape name"
+                              if gpu_raw is None else "the estimator gives no GPU count")
             return None
         ocpus, memory = SHAPE_SPECS.get(name, (None, None))
         total, parts = 0.0, []

@@ -99,30 +99,36 @@ class RunpodSpider(GpuRadarSpider):
             raise ParseError(self.name, "errors", response.url, f"reported: {message}")
         return require(doc, "data", self.name, response.url, dict)
 
-    def lists(self, data: dict[str, Any], url: str) -> Iterator[tuple[str, int, list, str]]:
-        """(cloud, GPU count, gpuTypes list, where) for each alias in the answer."""
-        if not data:
-            raise ParseError(self.name, "data.gpuTypes", url, "is missing")
+    def lists(self, data: dict[str, Any], url: str) -> Iterator[tuple[str, int, list, str, bool]]:
+        """(cloud, GPU count, gpuTypes list, where, stock asked) for each GPU-type list in
+        the answer: the aliases of the spider's own query, or a plain `gpuTypes` catalog.
+        Other top-level data (`dataCenters`, `myself`, ...) is not needed and ignored."""
+        found_any = False
         for key, types in data.items():
             found = _ALIAS.match(key)
             if found:
-                clouds, count = [found.group(1)], int(found.group(2))
+                clouds, count, stock = [found.group(1)], int(found.group(2)), True
             elif key == "gpuTypes":
-                clouds, count = list(CLOUDS), 1
+                # A catalog answer: 1-GPU prices of both clouds. Whatever `lowestPrice` it
+                # carries was asked for a cloud and count we do not know: not read.
+                clouds, count, stock = list(CLOUDS), 1, False
             else:
-                raise ParseError(self.name, f"data.{key}", url, "is not a gpuTypes list")
+                continue
+            found_any = True
             if not isinstance(types, list):
                 raise ParseError(self.name, f"data.{key}", url,
                                  f"is {type(types).__name__}, expected list")
             if not types:  # an empty answer must not close every offer
                 raise ParseError(self.name, f"data.{key}", url, "is empty: no GPU types")
             for cloud in clouds:
-                yield cloud, count, types, f"{url} data.{key}"
+                yield cloud, count, types, f"{url} data.{key}", stock
+        if not found_any:
+            raise ParseError(self.name, "data.gpuTypes", url, "is missing")
 
     def max_count(self, data: dict[str, Any], url: str) -> int:
         """The largest pod any GPU type offers in a cloud where it has a price."""
         best = 1
-        for cloud, _, types, where in self.lists(data, url):
+        for cloud, _, types, where, _ in self.lists(data, url):
             for i, gpu in enumerate(types):
                 if self.gpu_price(gpu, cloud, f"{where}[{i}]"):
                     best = max(best, self.cloud_max(gpu, cloud) or 1)
@@ -141,7 +147,7 @@ class RunpodSpider(GpuRadarSpider):
 
     def offers(self, data: dict[str, Any], url: str) -> Iterator[PriceItem]:
         src = self.name
-        for cloud, count, types, where in self.lists(data, url):
+        for cloud, count, types, where, stock_asked in self.lists(data, url):
             for i, gpu in enumerate(types):
                 gwhere = f"{where}[{i}]"
                 gpu_id = require(gpu, "id", src, gwhere, str)
@@ -154,7 +160,7 @@ class RunpodSpider(GpuRadarSpider):
                 attributes: dict[str, Any] = {"price_per_gpu": price,
                                               "display_name": gpu.get("displayName")}
                 available, vcpus, memory = None, None, None
-                if "lowestPrice" in gpu:
+                if stock_asked and "lowestPrice" in gpu:
                     stock = gpu["lowestPrice"] or {}
                     if not isinstance(stock, dict):
                         raise ParseError(src, "lowestPrice", gwhere,

@@ -69,17 +69,21 @@ def _crawl(cfg: Config, sources: list[str], record: Path | None, replay: Path | 
 
 
 def _print_results(results, fmt: Format) -> None:
+    from gpuradar.cli.sources import uncatalogued_cell
+
     rows = []
     for r in results:
         dropped = ", ".join(f"{k} {v}" for k, v in sorted(r.dropped.items())) or "-"
         rows.append({"source": r.source, "status": r.status, "items": r.items,
                      "new": r.new_offers, "changed": r.changed, "closed": r.closed,
                      "dropped": dropped, "unknown_gpus": ", ".join(r.unknown_gpus) or "-",
+                     "uncatalogued": uncatalogued_cell(r.uncatalogued) or "-",
                      "duration": f"{r.duration_s:.1f}s", "error": r.error or "-"})
     raw = [{k: v for k, v in vars(r).items() if k != "changed_offer_ids"} for r in results]
     emit(rows, [("source", "source"), ("status", "status"), ("items", "items"), ("new", "new"),
                 ("changed", "changed"), ("closed", "closed"), ("dropped", "dropped"),
-                ("unknown_gpus", "unknown GPUs"), ("duration", "time"), ("error", "error")],
+                ("unknown_gpus", "unknown GPUs"), ("uncatalogued", "uncatalogued"),
+                ("duration", "time"), ("error", "error")],
          fmt, title="crawl summary", raw_rows=raw)
 
 

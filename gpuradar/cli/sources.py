@@ -19,6 +19,13 @@ from gpuradar.cli.output import Format, age, emit
 from gpuradar.core.config import scrapy_settings
 
 
+def uncatalogued_cell(names: dict[str, int], limit: int = 3) -> str:
+    """'Standard_NC80adis_H100_v5 (2), ... +4 more': what the last crawl could not map."""
+    parts = [f"{name} ({n})" for name, n in sorted(names.items())]
+    more = f" +{len(parts) - limit} more" if len(parts) > limit else ""
+    return ", ".join(parts[:limit]) + more
+
+
 # -- sources -----------------------------------------------------------------------------
 @app.command()
 def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
@@ -42,14 +49,17 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
         rows.append({"source": name, "enabled": enabled, "why": why,
                      "interval_s": interval, "last_status": last.get("status"),
                      "last_items": last.get("items"), "last_error": last.get("error") or "",
+                     "uncatalogued": last.get("uncatalogued") or {},
                      "last_success": success, "stale": stale if enabled else None,
                      "notes": cls.notes})
     table_rows = [{**r, "enabled": "yes" if r["enabled"] else "no",
                    "last_success": age(r["last_success"], now) + " ago" if r["last_success"]
                    else "never", "stale": {True: "STALE", False: "fresh", None: ""}[r["stale"]],
-                   "last_error": r["last_error"][:80]} for r in rows]
+                   "last_error": r["last_error"][:80],
+                   "uncatalogued": uncatalogued_cell(r["uncatalogued"])} for r in rows]
     emit(table_rows, [("source", "source"), ("enabled", "enabled"), ("why", "why"),
                       ("last_status", "last crawl"), ("last_items", "items"),
                       ("last_success", "last success"), ("stale", "freshness"),
-                      ("last_error", "last error")], pick_format(fmt, as_json, as_csv),
+                      ("uncatalogued", "uncatalogued"), ("last_error", "last error")],
+         pick_format(fmt, as_json, as_csv),
          raw_rows=rows)

@@ -1,0 +1,411 @@
+"""Offers you can trust (issue #15): uncatalogued products are reported, unreadable and
+implausible prices never close or replace an offer, one price per offer per crawl, and a
+crawl that suddenly lists far fewer offers closes nothing until confirmed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.provider_server import Reply, serve_standard
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def metric(registry, name: str, **labels: str) -> float | None:
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return sample.value
+    return None
+
+
+def test_an_unrecognised_shape_is_reported_in_summary_sources_and_metrics(
+        tmp_path, provider_server, db_url, engine):
+    from gpuradar.scheduler.metrics import Metrics
+
+    shapes = json.loads((FIXTURES / "oci" / "shapes.json").read_text())
+    unknown = json.loads(json.dumps(next(s for s in shapes["items"]
+                                         if s["name"] == "BM.GPU.H100.8")))
+    unknown["name"] = "BM.GPU5.8"  # a shape family this spider cannot read a GPU from
+    shapes["items"].append(unknown)
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    provider_server.route("GET", "/a/ocom/docs/cloudestimator2/data/shapes.json",
+                          lambda req: Reply(body=json.dumps(shapes).encode()))
+    proc = gpuradar("crawl", "oci", "--json", config=cfg, db_url=db_url)
+    assert proc.returncode == 0, proc.stderr
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "ok" and result["items"] == 27
+    assert result["uncatalogued"] == {"BM.GPU5.8": 1}
+    assert "BM.GPU5.8 is not in gpuradar's catalog" in proc.stderr
+    table = gpuradar("crawl", "oci", config=cfg, db_url=db_url, env={"COLUMNS": "250"})
+    assert "BM.GPU5.8 (1)" in table.stdout
+    rows = {r["source"]: r for r in gpuradar_json("sources", config=cfg, db_url=db_url)}
+    assert rows["oci"]["uncatalogued"] == {"BM.GPU5.8": 1}
+    assert rows["azure"]["uncatalogued"] == {}
+    sources_table = gpuradar("sources", config=cfg, db_url=db_url, env={"COLUMNS": "250"})
+    assert "BM.GPU5.8 (1)" in sources_table.stdout
+    metrics = Metrics(lambda: engine)
+    assert metric(metrics.registry, "gpuradar_uncatalogued_offers", source="oci") == 1
+
+
+# -- storage semantics (both databases) --------------------------------------------------
+def _item(instance: str, price, at, **kw):
+    from gpuradar.core.items import PriceItem
+
+    fields = {"source": "azure", "region": "eastus", "instance_type": instance,
+              "pricing": "on_demand", "gpu": "H100-SXM-80GB", "gpu_count": 8, "price": price,
+              "currency": "USD", "observed_at": at, "price_usd": price,
+              "price_per_gpu_usd": price / 8 if isinstance(price, float | int) else None}
+    fields.update(kw)
+    return PriceItem(**fields)
+
+
+def _crawl(engine, items, at, *, unreadable=(), status="ok", guard=0.5):
+    from gpuradar.storage.ingest import CrawlWriter
+
+    writer = CrawlWriter(engine, "azure", started_at=at, shrink_guard=guard)
+    writer.add(items)
+    return writer.finish(status, unreadable=unreadable)
+
+
+T0 = __import__("datetime").datetime(2026, 11, 1, 12, tzinfo=__import__("datetime").UTC)
+HOUR = __import__("datetime").timedelta(hours=1)
+
+
+def test_a_price_round_trips_exactly(engine):
+    from gpuradar.storage import queries
+
+    _crawl(engine, [_item("A", 2.01, T0), _item("B", 0.29, T0), _item("C", 1.005, T0)], T0)
+    for name, price in (("A", 2.01), ("B", 0.29), ("C", 1.005)):
+        offer = queries.find_offer(engine, "azure", name)[0]
+        assert offer["price"] == price
+        [span] = queries.spans(engine, offer["id"])
+        assert span["price"] == price  # from integer micro-units, rounded not truncated
+
+
+def test_an_unreadable_price_keeps_the_offer_open_with_its_last_good_price(engine):
+    from gpuradar.storage import queries
+
+    _crawl(engine, [_item("A", 80.0, T0), _item("B", 40.0, T0)], T0)
+    t1, t2 = T0 + HOUR, T0 + 2 * HOUR
+    summary = _crawl(engine, [_item("A", 72.0, t1)], t1,
+                     unreadable=[("eastus", "", "B", "on_demand")])
+    assert (summary.status, summary.closed, summary.changed, summary.unreadable) == (
+        "ok", 0, 1, 1)
+    b = queries.find_offer(engine, "azure", "B")[0]
+    assert b["active"] is True and b["price"] == 40.0
+    assert b["unreadable_since"].replace(tzinfo=__import__("datetime").UTC) == t1
+    assert [s["price"] for s in queries.spans(engine, b["id"])] == [40.0]
+    # Readable again at the same price: the flag goes, no new span.
+    _crawl(engine, [_item("A", 72.0, t2), _item("B", 40.0, t2)], t2)
+    b = queries.find_offer(engine, "azure", "B")[0]
+    assert b["unreadable_since"] is None and len(queries.spans(engine, b["id"])) == 1
+    # Unreadable for an offer never stored: nothing to keep, nothing invented.
+    _crawl(engine, [_item("A", 72.0, t2 + HOUR), _item("B", 40.0, t2 + HOUR)], t2 + HOUR,
+           unreadable=[("eastus", "", "Z", "on_demand")])
+    assert queries.find_offer(engine, "azure", "Z") == []
+
+
+def test_a_value_too_large_for_storage_fails_nothing(engine):
+    from gpuradar.storage import queries
+
+    summary = _crawl(engine, [_item("A", 1e13, T0), _item("B", 40.0, T0)], T0)
+    assert summary.status == "ok" and summary.items == 1
+    assert summary.dropped == {"unstorable_price": 1}
+    assert [o["instance_type"] for o in queries.current_offers(engine)] == ["B"]
+
+
+def test_shrink_guard_closes_nothing_until_the_next_crawl_confirms(engine):
+    from gpuradar.storage import queries
+
+    names = [f"I{n}" for n in range(10)]
+    _crawl(engine, [_item(n, 10.0 + i, T0) for i, n in enumerate(names)], T0)
+    t1, t2, t3 = T0 + HOUR, T0 + 2 * HOUR, T0 + 3 * HOUR
+    held = _crawl(engine, [_item("I0", 10.0, t1), _item("I1", 11.0, t1)], t1)
+    assert (held.status, held.closed, held.held) == ("partial", 0, 8)
+    assert "listed 2 offers, the last successful crawl listed 10" in held.error
+    assert len(queries.current_offers(engine)) == 10
+    # The next crawl sees the same drop: confirmed, the missing offers close.
+    confirmed = _crawl(engine, [_item("I0", 10.0, t2), _item("I1", 11.0, t2)], t2)
+    assert (confirmed.status, confirmed.closed, confirmed.held) == ("ok", 8, 0)
+    assert len(queries.current_offers(engine)) == 2
+    # A drop that the next crawl does not confirm (the offers came back) closes nothing.
+    _crawl(engine, [_item(n, 10.0 + i, t3) for i, n in enumerate(names)], t3)
+    t4, t5 = t3 + HOUR, t3 + 2 * HOUR
+    assert _crawl(engine, [_item("I0", 10.0, t4)], t4).status == "partial"
+    back = _crawl(engine, [_item(n, 10.0 + i, t5) for i, n in enumerate(names)], t5)
+    assert (back.status, back.closed) == ("ok", 0)
+    assert len(queries.current_offers(engine)) == 10
+
+
+def test_shrink_guard_is_configurable_and_a_small_drop_closes_at_once(engine):
+    names = [f"I{n}" for n in range(10)]
+    _crawl(engine, [_item(n, 10.0, T0) for n in names], T0)
+    six = _crawl(engine, [_item(n, 10.0, T0 + HOUR) for n in names[:6]], T0 + HOUR)
+    assert (six.status, six.closed) == ("ok", 4)  # 6 of 10 is not below half
+    one = _crawl(engine, [_item("I0", 10.0, T0 + 2 * HOUR)], T0 + 2 * HOUR, guard=0)
+    assert (one.status, one.closed) == ("ok", 5)  # guard off
+
+
+# -- through `gpuradar crawl` over a local server standing in for the provider ------------
+def _azure_server(provider_server, tmp_path, edit=None, **sections):
+    """The Azure fixture pages, page 1 edited by `edit(items)` when given."""
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server, ["azure"]),
+                       scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 0}, **sections)
+    original = provider_server.routes[("GET", "/api/retail/prices")]
+
+    def serve(req):
+        reply = original(req)
+        if edit is not None and "$skip" not in req.query:
+            page = json.loads(reply.body)
+            edit(page["Items"])
+            reply = Reply(body=json.dumps(page).encode())
+        return reply
+
+    provider_server.route("GET", "/api/retail/prices", serve)
+    return cfg
+
+
+def _meter(items, region, sku, spot=False):
+    return next(i for i in items if i["armRegionName"] == region and i["armSkuName"] == sku
+                and i["meterName"].endswith(" Spot") == spot
+                and "Windows" not in i["productName"] and "Low Priority" not in i["meterName"]
+                and i["type"] == "Consumption")
+
+
+def test_one_bad_value_never_corrupts_or_loses_data(tmp_path, provider_server, db_url, engine):
+    """One answer with an "N/A" price, a 1e13 and a 1e9 price beside valid changes."""
+    cfg = _azure_server(provider_server, tmp_path)
+    assert gpuradar("crawl", "azure", config=cfg, db_url=db_url).returncode == 0
+
+    def bad_values(items):
+        _meter(items, "eastus", "Standard_NC24ads_A100_v4")["retailPrice"] = "N/A"
+        _meter(items, "eastus", "Standard_ND96isr_H100_v5")["retailPrice"] = 1e13
+        _meter(items, "eastus", "Standard_ND96isr_H100_v5", spot=True)["retailPrice"] = 1e9
+        _meter(items, "eastus", "Standard_NC40ads_H100_v5")["retailPrice"] = 6.5      # valid
+        _meter(items, "southcentralus", "Standard_NC4as_T4_v3")["retailPrice"] = 0.55  # valid
+        _meter(items, "westus3", "Standard_NV6ads_A10_v5")["retailPrice"] = 0.4       # valid
+
+    cfg = _azure_server(provider_server, tmp_path, bad_values)
+    proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=db_url)
+    assert proc.returncode == 0, proc.stderr
+    [result] = json.loads(proc.stdout)
+    assert result["status"] in ("ok", "partial") and result["closed"] == 0
+    assert result["changed"] == 3 and result["unreadable"] == 3
+    assert result["dropped"] == {"bad_price": 1, "implausible_price": 2, "zero_price": 1}
+    assert proc.stderr.count("outside the plausible 0.001-1000.0 USD per GPU-hour") == 2
+    offers = {(o["region"], o["instance_type"], o["pricing"]): o
+              for o in gpuradar_json("prices", "--source", "azure", config=cfg, db_url=db_url)}
+    assert len(offers) == 13  # nothing closed
+    assert offers[("eastus", "Standard_NC40ads_H100_v5", "on_demand")]["price"] == 6.5
+    assert offers[("southcentralus", "Standard_NC4as_T4_v3", "on_demand")]["price"] == 0.55
+    assert offers[("westus3", "Standard_NV6ads_A10_v5", "on_demand")]["price"] == 0.4
+    na = offers[("eastus", "Standard_NC24ads_A100_v4", "on_demand")]
+    assert na["price"] == 3.673 and na["unreadable_since"]  # open, last good price, flagged
+    assert offers[("eastus", "Standard_ND96isr_H100_v5", "on_demand")]["price"] == 98.32
+    assert offers[("eastus", "Standard_ND96isr_H100_v5", "spot")]["price"] == 39.328
+    assert max(o["price"] for o in offers.values()) < 1000
+    history = gpuradar_json("history", "azure", "Standard_ND96isr_H100_v5", "--region", "eastus",
+                            "--pricing", "on_demand", config=cfg, db_url=db_url)
+    assert max(s["price"] for s in history) < 1000
+    # No rule can match a value that was never stored.
+    [rule] = gpuradar_json("rules", "test", "H100 under $1000000000/h", config=cfg,
+                           db_url=db_url)
+    assert rule["best"] < 1000 / 8
+    with engine.connect() as conn:
+        from sqlalchemy import text
+
+        assert conn.execute(text("SELECT max(price_micros) FROM price_change")).scalar() < 1e9
+
+
+def test_bad_price_kinds_are_counted_apart():
+    from gpuradar.crawler.pipelines import validate
+
+    def reason(price, currency="USD"):
+        return validate(_item("A", price, T0, currency=currency))
+
+    assert [reason(p) for p in (None, "N/A", float("nan"), float("inf"), -1.0, 0, True)] == [
+        "no_price", "bad_price", "bad_price", "bad_price", "negative_price", "zero_price",
+        "bad_price"]
+    item = _item("A", "2.01", T0, currency="usd")
+    assert validate(item) is None and item.price == 2.01 and item.currency == "USD"
+
+
+def test_lower_case_currency_is_stored_upper_case(tmp_path, provider_server, sqlite_url):
+    def lower(items):
+        for item in items:
+            item["currencyCode"] = "usd"
+
+    cfg = _azure_server(provider_server, tmp_path, lower)
+    assert gpuradar("crawl", "azure", config=cfg, db_url=sqlite_url).returncode == 0
+    offers = gpuradar_json("prices", "--source", "azure", config=cfg, db_url=sqlite_url)
+    assert {o["currency"] for o in offers} == {"USD"}
+
+
+def test_a_large_drop_closes_nothing_until_the_next_crawl_confirms_it(tmp_path, provider_server,
+                                                                     db_url):
+    cfg = _azure_server(provider_server, tmp_path)
+    assert gpuradar("crawl", "azure", config=cfg, db_url=db_url).returncode == 0
+
+    def one_meter(items):  # page 1 lists one meter; page 2 is served as recorded
+        keep = _meter(items, "eastus", "Standard_NC40ads_H100_v5")
+        items[:] = [keep]
+
+    original = provider_server.routes[("GET", "/api/retail/prices")]
+    cfg = _azure_server(provider_server, tmp_path, one_meter)
+    shrunk = provider_server.routes[("GET", "/api/retail/prices")]
+
+    def first_page_only(req):
+        reply = shrunk(req)
+        page = json.loads(reply.body)
+        page["NextPageLink"] = None
+        return Reply(body=json.dumps(page).encode())
+
+    provider_server.route("GET", "/api/retail/prices", first_page_only)
+    proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=db_url)
+    [held] = json.loads(proc.stdout)
+    assert (held["status"], held["items"], held["closed"], held["held"]) == ("partial", 1, 0, 12)
+    assert "shrink guard: listed 1 offers, the last successful crawl listed 13" in held["error"]
+    assert len(gpuradar_json("prices", "--source", "azure", config=cfg, db_url=db_url)) == 13
+    rows = {r["source"]: r for r in gpuradar_json("sources", config=cfg, db_url=db_url)}
+    assert rows["azure"]["last_status"] == "partial"
+    assert "shrink guard" in rows["azure"]["last_error"]
+    # The next crawl lists the same one offer: the drop is confirmed.
+    proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=db_url)
+    [confirmed] = json.loads(proc.stdout)
+    assert (confirmed["status"], confirmed["closed"]) == ("ok", 12)
+    assert [o["instance_type"] for o in gpuradar_json("prices", "--source", "azure",
+                                                      config=cfg, db_url=db_url)] == [
+        "Standard_NC40ads_H100_v5"]
+    provider_server.route("GET", "/api/retail/prices", original)
+
+
+def test_shrink_guard_per_source_option(tmp_path, provider_server, sqlite_url):
+    cfg = _azure_server(provider_server, tmp_path, sources={"azure": {"shrink_guard": 0}})
+    assert gpuradar("crawl", "azure", config=cfg, db_url=sqlite_url).returncode == 0
+
+    def one_meter(items):
+        items[:] = [_meter(items, "eastus", "Standard_NC40ads_H100_v5")]
+
+    cfg = _azure_server(provider_server, tmp_path, one_meter,
+                        sources={"azure": {"shrink_guard": 0}})
+    proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert (result["status"], result["closed"]) == ("ok", 7)  # page 2's 5 offers remain
+
+
+def test_duplicate_offer_is_counted_and_the_first_price_kept(tmp_path, provider_server,
+                                                            sqlite_url):
+    """RunPod's answer (built from the real capture) listing one GPU type twice with another
+    price: the second observation of each offer is refused, whatever its price."""
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server, ["runpod"]),
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    original = provider_server.routes[("POST", "/graphql")]
+
+    def twice(req):
+        data = json.loads(original(req).body)
+        for types in data["data"].values():
+            h100 = next(t for t in types if t["id"] == "NVIDIA H100 80GB HBM3")
+            types.append({**h100, "securePrice": 1.0, "communityPrice": 1.0})
+        return Reply(body=json.dumps(data).encode())
+
+    provider_server.route("POST", "/graphql", twice)
+    proc = gpuradar("crawl", "runpod", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "ok" and result["dropped"] == {"duplicate_offer": 16}
+    h100 = gpuradar_json("prices", "--source", "runpod", "--gpu", "H100", "--region", "secure",
+                         config=cfg, db_url=sqlite_url)
+    assert {o["price_per_gpu_usd"] for o in h100} == {3.29}
+
+
+def test_plausible_range_is_configurable_per_source_and_globally():
+    from gpuradar.crawler.pipelines import normalize, price_range
+    from scrapy.utils.test import get_crawler
+
+    from gpuradar.core.currency import FxTable
+
+    crawler = get_crawler(settings_dict={
+        "GPURADAR_SOURCES": {"azure": {"price_range": [0.01, 5]}},
+        "GPURADAR_PRICE_RANGE": [0.002, 2000]})
+    assert price_range(crawler, "azure") == (0.01, 5.0)
+    assert price_range(crawler, "gcp") == (0.002, 2000.0)
+    assert price_range(get_crawler(), "gcp") == (0.001, 1000.0)  # the documented default
+    h100 = _item("A", 98.32, T0)  # 12.29 per GPU-hour
+    assert normalize(h100, FxTable(), (0.01, 5.0)) == "implausible_price"
+    assert normalize(_item("A", 98.32, T0), FxTable()) is None
+    assert normalize(_item("A", 0.004, T0), FxTable()) == "implausible_price"  # $0.0005/GPU-h
+
+
+def test_fx_crawl_reports_the_rates_it_stored(tmp_path, provider_server, sqlite_url):
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server, ["fx"]),
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    proc = gpuradar("crawl", "fx", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    # 30 ECB rates against the euro become 30 USD rates: USD itself out, EUR in.
+    assert (result["status"], result["items"]) == ("ok", 30)
+
+
+def test_unknown_gpu_and_uncatalogued_names_are_warned_once_per_process(caplog):
+    """A daemon crawls all day in one process: the second crawl says nothing new."""
+    import logging
+
+    from gpuradar.crawler.pipelines import NormalizePipeline
+    from gpuradar.crawler.spiders.oci import OciSpider
+    from scrapy.utils.test import get_crawler
+
+    with caplog.at_level(logging.WARNING):
+        for _crawl_number in range(2):
+            crawler = get_crawler(OciSpider)
+            pipeline = NormalizePipeline(crawler)
+            pipeline.process_item(_item("A", 98.32, T0, gpu="Quantum QPU 9000", source="vastai"))
+            assert crawler.stats.get_value("gpuradar/unknown_gpu_names") == ["Quantum QPU 9000"]
+            spider = crawler._create_spider()
+            spider.uncatalogued("BM.GPU9.8", "GPU model not recognised from the shape name")
+            assert crawler.stats.get_value("gpuradar/uncatalogued") == 1
+    assert caplog.text.count("'Quantum QPU 9000' matches nothing in the catalog") == 1
+    assert caplog.text.count("BM.GPU9.8 is not in gpuradar's catalog") == 1
+
+
+def test_a_request_answered_404_without_retry_makes_the_crawl_partial(tmp_path, provider_server,
+                                                                    sqlite_url):
+    """Scrapy ignores a 404 (no retry, no errback): the crawl still missed part of the
+    source, so it is partial and closes nothing."""
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server, ["runpod"]),
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    assert gpuradar("crawl", "runpod", config=cfg, db_url=sqlite_url).returncode == 0
+    before = gpuradar_json("prices", "--source", "runpod", "--gpu", "H100", config=cfg,
+                           db_url=sqlite_url)
+    original = provider_server.routes[("POST", "/graphql")]
+
+    def count_8_gone(req):
+        if "gpuCount: 8" in req.json()["query"]:
+            return Reply(404, b'{"errors": [{"message": "not found"}]}')
+        return original(req)
+
+    provider_server.route("POST", "/graphql", count_8_gone)
+    proc = gpuradar("crawl", "runpod", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert (result["status"], result["closed"]) == ("partial", 0)
+    assert "HTTP 404" in result["error"]
+    after = gpuradar_json("prices", "--source", "runpod", "--gpu", "H100", config=cfg,
+                          db_url=sqlite_url)
+    assert [o["id"] for o in after] == [o["id"] for o in before]
+    assert any(o["instance_type"].startswith("8x") for o in after)
+
+
+def test_an_unstorable_value_keeps_a_known_offer_open(engine):
+    from gpuradar.storage import queries
+
+    _crawl(engine, [_item("A", 80.0, T0), _item("B", 40.0, T0)], T0)
+    summary = _crawl(engine, [_item("A", 1e13, T0 + HOUR), _item("B", 41.0, T0 + HOUR)],
+                     T0 + HOUR)
+    assert (summary.status, summary.closed, summary.changed, summary.unreadable) == (
+        "ok", 0, 1, 1)
+    a = queries.find_offer(engine, "azure", "A")[0]
+    assert a["active"] is True and a["price"] == 80.0 and a["unreadable_since"] is not None
