@@ -104,3 +104,12 @@ def provider_server():
 
     with ProviderServer() as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def _warnings_as_in_a_fresh_process():
+    """Each test is a new process for the once-per-process warnings (uncatalogued products,
+    unknown GPU names): a test that expects a warning must not depend on test order."""
+    from gpuradar.crawler.spiders import base
+
+    base._warned_in_process.clear()

@@ -145,10 +145,10 @@ def test_ondemand_file_yields_accelerated_types_only_with_specs_and_string_price
         "us-east-1", "on_demand", "H100", 8, "55.0400000000")
     assert (p5.vcpus, p5.memory_gb, p5.gpu_memory_gb, p5.zone) == (192, 2048, 80, "")
     assert offers["g6f.large"].gpu_count == pytest.approx(0.125)
-    assert stats(spider)["gpuradar/skipped/uncatalogued"] == 1
+    assert stats(spider)["gpuradar/uncatalogued"] == 1
     assert [r.getMessage() for r in caplog.records if "g7e" in r.getMessage()] == [
-        "aws: g7e.2xlarge is listed as a GPU or ML accelerator instance but is not in the "
-        "instance-type table; reported as uncatalogued, not priced"]
+        "aws: g7e.2xlarge is not in gpuradar's catalog (listed as a GPU or ML accelerator "
+        "instance, not in the instance-type table); reported as uncatalogued, not stored"]
 
 
 def test_region_is_read_from_the_file_when_parsed_alone():
@@ -224,7 +224,7 @@ NEW_GPU_TYPES = {f"{family}.{size}" for family in ("g7", "g7e")
 
 def reported(caplog) -> set[str]:
     """Instance types the spider reported as uncatalogued (one warning each)."""
-    found = [re.match(r"aws: (\S+) is listed as a GPU or ML accelerator instance", r.getMessage())
+    found = [re.match(r"aws: (\S+) is not in gpuradar's catalog \(listed as a GPU", r.getMessage())
              for r in caplog.records]
     return {m.group(1) for m in found if m}
 
@@ -253,7 +253,7 @@ def test_real_price_file_rows_of_the_ml_asic_families_are_offers(caplog):
     assert not NEW_GPU_TYPES & set(found)
     assert not any(t.startswith(("f1.", "f2.", "vt1.")) for t in found)
     assert reported(caplog) == NEW_GPU_TYPES
-    assert stats(spider)["gpuradar/skipped/uncatalogued"] == len(NEW_GPU_TYPES)
+    assert stats(spider)["gpuradar/uncatalogued"] == len(NEW_GPU_TYPES)
 
 
 def test_pipeline_prices_ml_accelerators_per_chip_hour():
@@ -338,7 +338,7 @@ def test_spot_offers_carry_band_savings_and_shape_from_the_advisor():
     inf1 = found[("af-south-1", "inf1.24xlarge")]
     assert (inf1.gpu, inf1.gpu_count, inf1.price) == ("Inferentia", 16, "0.6249")
     assert "interruption" not in found[("us-west-2", "g6e.xlarge")].attributes  # no advice
-    assert stats(spider)["gpuradar/skipped/uncatalogued"] == 1  # g7e.2xlarge
+    assert stats(spider)["gpuradar/uncatalogued"] == 1  # g7e.2xlarge
     # Then the on-demand files of the feed's regions, the first one now.
     [next_request] = requests(out)
     assert "Africa%20%28Cape%20Town%29" in next_request.url

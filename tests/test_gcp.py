@@ -178,17 +178,17 @@ def test_commitments_reservations_dws_and_sole_tenancy_are_skipped(full):
 def test_unmatched_gpu_and_tpu_skus_are_reported_as_uncatalogued_once(full, caplog):
     spider, _ = full
     # The GB200 GPU SKU and the real TPU7x SKU (a TPU generation not in the table).
-    assert stats(spider)["gpuradar/skipped/uncatalogued"] == 2
+    assert stats(spider)["gpuradar/uncatalogued"] == 2
     # Seen again on a later crawl page: counted again, logged once.
     spider.read_page(page("skus_page2.json"), "again")
-    assert stats(spider)["gpuradar/skipped/uncatalogued"] == 4
+    assert stats(spider)["gpuradar/uncatalogued"] == 4
     logged = caplog.get_records("setup") + caplog.records  # the fixture crawled the pages
     lines = [r.getMessage() for r in logged if "uncatalogued" in r.getMessage()]
     assert lines == [
-        "gcp: GPU SKU 'Nvidia GB200 GPU' matches no known GPU (renamed or new?); reported as "
-        "uncatalogued, not priced",
-        "gcp: TPU SKU 'TPU7x' names no TPU generation gpuradar knows; reported as "
-        "uncatalogued, not priced"]
+        "gcp: Nvidia GB200 GPU is not in gpuradar's catalog (a GPU SKU matching no known GPU: "
+        "renamed or new?); reported as uncatalogued, not stored",
+        "gcp: TPU7x is not in gpuradar's catalog (a TPU SKU of a generation gpuradar does not "
+        "know); reported as uncatalogued, not stored"]
 
 
 def test_machines_without_core_or_ram_skus_are_not_priced(full, caplog):
@@ -289,7 +289,7 @@ def test_real_tpu_skus_become_the_slices_users_rent_priced_per_chip(caplog):
     assert not any(r == "europe-west4" for r, _, _ in found)
     assert ("asia-south2", "v5p-8", "on_demand") not in found
     assert not any(r in ("us-west1", "us-central1", "us-east1") for r, _, _ in found)
-    assert stats(spider)["gpuradar/skipped/uncatalogued"] == 1
+    assert stats(spider)["gpuradar/uncatalogued"] == 1
     assert {(r, p) for r, _, p in found} == {
         ("asia-south2", "on_demand"), ("southamerica-east1", "on_demand"),
         ("us-south1", "on_demand"), ("asia-southeast1", "spot")}

@@ -549,16 +549,9 @@ class AwsSpider(GpuRadarSpider):
         if gpu_of(instance_type) is not None:
             return True
         if listed_as_accelerated and not _NOT_ML.match(instance_type):
-            self.report_uncatalogued(instance_type)
+            self.uncatalogued(instance_type, "listed as a GPU or ML accelerator instance, "
+                              "not in the instance-type table")
         return False
-
-    def report_uncatalogued(self, instance_type: str) -> None:
-        # Counted and named once per crawl; the base-spider `uncatalogued` mechanism of the
-        # offers work replaces these two lines when it lands.
-        self.count("uncatalogued")
-        self.warn_once(f"type:{instance_type}", "aws: %s is listed as a GPU or ML accelerator "
-                       "instance but is not in the instance-type table; reported as "
-                       "uncatalogued, not priced", instance_type)
 
     def parse_ondemand(self, response: Response, region: str | None = None, **kwargs: Any
                        ) -> Iterator[PriceItem | scrapy.Request]:

@@ -352,8 +352,7 @@ class GcpSpider(GpuRadarSpider):
             what = ("gpu", gpu_key(stem))
         else:
             if category.get("resourceGroup") == "GPU" or " gpu" in f" {lower}":
-                self.report_uncatalogued(f"GPU SKU {stem!r} matches no known GPU (renamed or "
-                                         "new?)")
+                self.uncatalogued(stem, "a GPU SKU matching no known GPU: renamed or new?")
             return
         price, currency, unit = unit_price(sku)
         if unit != _UNITS[what[0]]:
@@ -370,24 +369,18 @@ class GcpSpider(GpuRadarSpider):
             else:
                 self.index._keep(self.index.host, (*what, region, spot), value)
 
-    def report_uncatalogued(self, what: str) -> None:
-        # Counted and named once per crawl; the base-spider `uncatalogued` mechanism of the
-        # offers work replaces these two lines when it lands.
-        self.count("uncatalogued")
-        self.warn_once(what, "gcp: %s; reported as uncatalogued, not priced", what)
-
     def read_tpu_sku(self, sku: Any, description: str, spot: bool, where: str) -> None:
         """Index a TPU SKU's price by generation, pod-ness, region and pricing."""
         generation = tpu_generation(description)
         stem = stem_of(description)
         if generation not in TPU_GENERATIONS:
-            self.report_uncatalogued(f"TPU SKU {stem!r} names no TPU generation gpuradar knows")
+            self.uncatalogued(stem, "a TPU SKU of a generation gpuradar does not know")
             return
         pod = re.search(r"\bpod\b", description, re.IGNORECASE) is not None
         spec = TPU_GENERATIONS[generation]
         if not (spec.pod_slices if pod else spec.slices):
-            self.report_uncatalogued(f"TPU SKU {stem!r} prices {'pod' if pod else 'device'} "
-                                     f"slices of {generation}, which gpuradar has no sizes for")
+            self.uncatalogued(stem, f"TPU SKU pricing {'pod' if pod else 'device'} slices of "
+                                    f"{generation}, which gpuradar has no sizes for")
             return
         price, currency, unit = unit_price(sku)
         if unit != _UNITS["tpu"]:
