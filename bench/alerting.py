@@ -45,7 +45,7 @@ def rule_texts(n: int, seed: int = 7) -> list[str]:
 def evaluation_figures(workdir: Path, pg_admin: str, n_rules: int, n_offers: int
                        ) -> dict[str, float]:
     from gpuradar.alerts.engine import evaluate
-    from gpuradar.alerts.rules import parse_rule
+    from gpuradar.alerts.grammar import parse_rule
 
     rules = [parse_rule(t, name=f"bench-{i}") for i, t in enumerate(rule_texts(n_rules))]
     with database("sqlite", workdir, pg_admin) as engine:
@@ -85,8 +85,8 @@ def notification_figures(workdir: Path, pg_admin: str, n_offers: int = 5_000
     """End of a crawl -> evaluate -> outbox -> the send handed to apprise (and received)."""
     from gpuradar.alerts import delivery
     from gpuradar.alerts.engine import evaluate
+    from gpuradar.alerts.grammar import parse_rule
     from gpuradar.alerts.loader import load_targets
-    from gpuradar.alerts.rules import parse_rule
 
     from gpuradar.core.config import Config
 

@@ -9,7 +9,7 @@ import sys
 from datetime import UTC, date, datetime, timedelta
 
 from gpuradar.alerts.engine import evaluate, match_rules
-from gpuradar.alerts.rules import parse_rule
+from gpuradar.alerts.grammar import parse_rule
 from gpuradar.storage import alerts as store
 from gpuradar.storage.ingest import CrawlWriter
 from gpuradar.storage.models import Notification
@@ -55,14 +55,15 @@ def test_first_evaluation_fires_when_the_price_is_already_under(engine):
     result = evaluate(engine, [rule("H100 under $2/h")], now=T0)
     assert (result.firing, result.notifications, result.fired) == (1, 1, ["h100-under-2"])
     (note,) = outbox(engine)
-    assert note["title"] == "H100 under $2/h — 2 offers from $1.87/h"
+    assert note["title"] == "H100 under $2/h — 2 offers from $1.87/GPU-h"
     assert note["target"] == "team" and note["kind"] == "firing" and note["status"] == "pending"
     # The cheapest first, with per-GPU and instance price, availability and a link.
     body = note["body_markdown"]
     assert body.index("us-east-1") < body.index("us-west-1")
-    assert "$1.87/GPU-h" in body and "$14.96/h" in body and "available: yes" in body
+    assert "**$1.87/GPU-h** · $14.96/h for 8 GPUs" in body and "available: yes" in body
     assert "https://lambda.example/x" in body and "gpu_1x_h100" not in body
-    assert "<td>lambda</td>" in note["body_html"] and "$1.87/GPU-h" in note["body_text"]
+    assert "<b>lambda</b> us-east-1" in note["body_html"]
+    assert "$1.87/GPU-h · $14.96/h for 8 GPUs" in note["body_text"]
     assert store.firing_count(engine) == 1 and store.outbox_backlog(engine) == 1
 
 
@@ -88,7 +89,7 @@ def test_a_better_price_notifies_again_only_past_min_drop(engine):
     assert evaluate(engine, rules, now=t2).notifications == 1
     last = outbox(engine)[-1]
     assert last["kind"] == "improved"
-    assert last["title"] == "H100 under $2/h — 1 offer from $1.70/h (was $1.90/h)"
+    assert last["title"] == "H100 under $2/h — 1 offer from $1.70/GPU-h (was $1.90/GPU-h)"
     # The next improvement is measured from $1.70, not from the first $1.90.
     t3 = T0 + timedelta(hours=3)
     crawl(engine, [offer("a", 1.65, at=t3)], at=t3)
@@ -112,7 +113,7 @@ def test_resolution_has_hysteresis_and_is_sent_when_asked(engine):
     assert (r3.firing, r3.resolved, r3.notifications) == (0, ["h100-under-2"], 1)
     last = outbox(engine)[-1]
     assert last["kind"] == "resolved" and last["notify_type"] == "success"
-    assert last["title"] == "RESOLVED: H100 under $2/h — cheapest now $2.35/h"
+    assert last["title"] == "RESOLVED: H100 under $2/h — cheapest now $2.35/GPU-h"
     # Under again: a new firing episode notifies again.
     t4 = T0 + timedelta(hours=4)
     crawl(engine, [offer("a", 1.80, at=t4)], at=t4)
@@ -186,7 +187,7 @@ def test_restart_in_a_new_process_sends_nothing_twice(engine, db_url):
         "import json, sys; from datetime import datetime, timedelta, UTC\n"
         "from gpuradar.storage.db import open_database\n"
         "from gpuradar.alerts.engine import evaluate\n"
-        "from gpuradar.alerts.rules import parse_rule\n"
+        "from gpuradar.alerts.grammar import parse_rule\n"
         "e = open_database(sys.argv[1])\n"
         "r = evaluate(e, [parse_rule('H100 under $2/h', notify=('team',))],\n"
         "             now=datetime(2026, 11, 2, 13, 0, tzinfo=UTC))\n"
@@ -252,7 +253,7 @@ def test_cny_rule_compares_in_cny(engine):
     assert round(everywhere.best, 3) == round(0.25 / 0.14, 3)
     evaluate(engine, [rule("4090 under ¥2/h on autodl")], now=T0)
     note = outbox(engine)[0]
-    assert note["title"] == "4090 under ¥2/h on autodl — 1 offer from ¥1.90/h"
+    assert note["title"] == "4090 under ¥2/h on autodl — 1 offer from ¥1.90/GPU-h"
 
 
 def test_filters_count_region_sources_pricing_availability_instance(engine):
