@@ -12,7 +12,7 @@ from gpuradar.alerts.engine import evaluate, match_rules
 from gpuradar.alerts.grammar import parse_rule
 from gpuradar.storage import alerts as store
 from gpuradar.storage.ingest import CrawlWriter
-from gpuradar.storage.models import Notification
+from gpuradar.storage.models import AlertState, Notification
 from gpuradar.storage.queries import store_fx
 from sqlalchemy import select
 
@@ -320,3 +320,132 @@ def test_user_templates_override_the_built_in_ones(engine, tmp_path):
     (note,) = outbox(engine)
     assert note["title"] == "[gpu] H100 under $2/h: 1 at $1.50"
     assert "**$1.50/GPU-h**" in note["body_markdown"]      # the others stay built in
+
+
+# -- the price basis ----------------------------------------------------------------------------
+def test_a_count_rule_matches_whole_offers_of_exactly_that_count_under_the_price(engine):
+    # p5.48xlarge on demand: $55.04/h for 8 GPUs, $6.88 per GPU-hour.
+    crawl(engine, [offer("p5.48xlarge", 55.04 / 8, source="aws"),
+                   offer("p5.48xlarge-spot", 23.67 / 8, source="aws", pricing="spot"),
+                   offer("p4de.24xlarge", 2.5, source="aws", count=4),          # $10/h, 4 GPUs
+                   offer("p5e.48xlarge", 25.0 / 8, source="aws")],              # exactly $25
+          source="aws")
+
+    def names(text: str) -> list[str]:
+        (m,) = match_rules(engine, [rule(text)], now=T0)
+        return [o.instance_type for _, o in m.matches]
+
+    assert names("8x H100 under $25/h") == ["p5.48xlarge-spot"]        # $23.67 for 8 GPUs
+    assert names("8x H100 under $25.01/h") == ["p5.48xlarge-spot", "p5e.48xlarge"]
+    assert names("at least 4x H100 under $25/h") == ["p4de.24xlarge", "p5.48xlarge-spot"]
+    # Per GPU-hour, as always, when the rule names no count, or says so.
+    assert names("H100 under $3/h") == ["p4de.24xlarge", "p5.48xlarge-spot"]
+    assert names("8x H100 under $3/GPU-h") == ["p5.48xlarge-spot"]
+    assert names("8x H100 under $7/h per GPU") == ["p5.48xlarge-spot", "p5e.48xlarge",
+                                                   "p5.48xlarge"]
+    assert names("H100 under $24/h per instance") == ["p4de.24xlarge", "p5.48xlarge-spot"]
+
+
+def test_messages_show_both_prices_with_their_units(engine):
+    crawl(engine, [offer("p5.48xlarge-spot", 23.67 / 8, source="aws", pricing="spot")],
+          source="aws")
+    evaluate(engine, [rule("8x H100 under $25/h"), rule("H100 under $3/h")], now=T0)
+    whole, per_gpu = outbox(engine)
+    assert whole["title"] == "8x H100 under $25/h — 1 offer from $23.67/h"
+    assert "**$23.67/h for 8 GPUs** · $2.9588/GPU-h" in whole["body_markdown"]
+    assert "$23.67/h for 8 GPUs · $2.9588/GPU-h" in whole["body_text"]
+    assert "Read as: whole offer, exactly 8x H100, under $25.00/h." in whole["body_text"]
+    assert per_gpu["title"] == "H100 under $3/h — 1 offer from $2.9588/GPU-h"
+    assert "**$2.9588/GPU-h** · $23.67/h for 8 GPUs" in per_gpu["body_markdown"]
+    # No per-GPU price is ever written as a bare /h.
+    for note in (whole, per_gpu):
+        for body in (note["title"], note["body_markdown"], note["body_text"]):
+            assert "$2.9588/h" not in body
+
+
+def test_a_stored_rule_whose_meaning_changed_starts_afresh(engine):
+    """`8x H100 under $25/h` was per GPU-hour before the basis was made explicit: its stored
+    alert (firing, notified) belongs to another condition. `H100 under $2/h` means what it
+    meant: its alert goes on, nothing is sent again."""
+    crawl(engine, [offer("p5", 1.5)])
+    rules = [rule("8x H100 under $25/h", name="big"), rule("H100 under $2/h", name="cheap")]
+    old = {"big": "2a77ca9cfe90484a", "cheap": "8dfde82874ca01d1"}   # digests as stored then
+    with engine.begin() as conn:
+        for name, digest in old.items():
+            conn.execute(AlertState.__table__.insert().values(
+                key=f"rule:{name}", kind="rule", name=name, rule_hash=digest, description="",
+                state="firing", active_count=1, fired_at=T0, last_notified_at=T0,
+                notified_value=1.5, best_value=1.5, currency="USD", match_count=1, best={},
+                updated_at=T0))
+    result = evaluate(engine, rules, now=T0 + timedelta(hours=1))
+    assert result.fired == ["big"] and result.notifications == 1
+    assert outbox(engine)[0]["alert_key"] == "rule:big"
+
+
+# -- what a repeat does, and when nothing is sent ---------------------------------------------
+def test_after_a_repeat_the_next_evaluations_send_nothing_until_the_next_interval(engine):
+    rules = [rule("H100 under $2/h", repeat="4h")]
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, rules, now=T0)
+    sent = [evaluate(engine, rules, now=T0 + timedelta(hours=h)).notifications
+            for h in (4, 5, 6, 7, 8)]
+    assert sent == [1, 0, 0, 0, 1]
+    assert [n["kind"] for n in outbox(engine)] == ["firing", "repeat", "repeat"]
+
+
+# -- isolation of a failing rule -------------------------------------------------------------
+def test_a_rule_that_raises_is_isolated_and_recovers(engine, tmp_path):
+    # A user's title template that assumes every rule names a source (`... on SOURCE`):
+    # rendering fails for a rule that does not.
+    (tmp_path / "title.txt.j2").write_text(
+        '{{ rule.text }} from {{ rule.text.split(" on ")[1] }}', encoding="utf-8")
+    settings = {"templates": str(tmp_path)}
+    crawl(engine, [offer("a", 1.5)])
+    good, bad = rule("H100 under $2/h on lambda"), rule("H100 under $3/h")
+    result = evaluate(engine, [good, bad], now=T0, alert_settings=settings)
+    assert result.fired == ["h100-under-2-on-lambda"] and result.notifications == 1
+    assert list(result.errors) == ["h100-under-3"]
+    assert "UndefinedError" in result.errors["h100-under-3"]
+    assert outbox(engine)[0]["title"] == "H100 under $2/h on lambda from lambda"
+    states = store.load_states(engine)
+    assert states["rule:h100-under-3"]["state"] == "error"
+    assert "UndefinedError" in states["rule:h100-under-3"]["best"]["error"]
+    assert sorted((a["name"], a["state"]) for a in store.alert_rows(engine)) == [
+        ("h100-under-2-on-lambda", "firing"), ("h100-under-3", "error")]
+    # Still failing at the next evaluation; once the template is fixed it fires once.
+    again = evaluate(engine, [good, bad], now=T0 + timedelta(hours=1), alert_settings=settings)
+    assert list(again.errors) == ["h100-under-3"] and again.notifications == 0
+    fixed = evaluate(engine, [good, bad], now=T0 + timedelta(hours=2))
+    assert fixed.errors == {} and fixed.fired == ["h100-under-3"] and fixed.notifications == 1
+    assert store.load_states(engine)["rule:h100-under-3"]["best"]["source"] == "lambda"
+
+
+# -- only what changed is looked at again ---------------------------------------------------
+def test_a_crawl_reaches_only_the_rules_its_offers_can_change(engine):
+    crawl(engine, [offer("a", 1.5)])
+    crawl(engine, [offer("v", 0.35, source="vastai", gpu="RTX-4090", count=1)],
+          source="vastai")
+    rules = [rule("H100 under $2/h"), rule("4090 under $0.40/h"), rule("4090 under $0.30/h")]
+    first = evaluate(engine, rules, now=T0)
+    assert first.evaluated == 3 and first.fired == ["h100-under-2", "4090-under-0.40"]
+    # Lambda crawls, its H100 price unchanged: no rule can have changed.
+    t1 = T0 + timedelta(minutes=10)
+    crawl(engine, [offer("a", 1.5, at=t1)], at=t1)
+    assert evaluate(engine, rules, now=t1).evaluated == 0
+    # Vast.ai's 4090 drops to $0.25: both 4090 rules, not the H100 one.
+    t2 = T0 + timedelta(minutes=20)
+    crawl(engine, [offer("v", 0.25, source="vastai", gpu="RTX-4090", count=1, at=t2)],
+          source="vastai", at=t2)
+    second = evaluate(engine, rules, now=t2)
+    assert second.evaluated == 2 and second.fired == ["4090-under-0.30"]
+    assert [n["kind"] for n in outbox(engine)] == ["firing", "firing", "improved", "firing"]
+
+
+def test_the_database_stays_the_truth_for_the_state_kept_in_the_process(engine):
+    crawl(engine, [offer("a", 1.5)])
+    rules = [rule("H100 under $2/h")]
+    assert evaluate(engine, rules, now=T0).notifications == 1
+    with engine.begin() as conn:          # another process (an operator) clears the state
+        conn.execute(AlertState.__table__.delete())
+    again = evaluate(engine, rules, now=T0 + timedelta(hours=1))
+    assert again.fired == ["h100-under-2"] and again.notifications == 1
