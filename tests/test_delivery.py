@@ -7,7 +7,9 @@ from __future__ import annotations
 import email
 import email.policy
 import json
+import socket
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -17,11 +19,12 @@ from aiosmtpd.controller import Controller
 from gpuradar.alerts.delivery import channel_of, deliver_pending
 from gpuradar.alerts.engine import evaluate
 from gpuradar.alerts.grammar import parse_rule
-from gpuradar.alerts.loader import parse_targets
+from gpuradar.alerts.loader import load_targets, parse_targets
 from gpuradar.storage import alerts as store
 from gpuradar.storage.models import Notification
 from sqlalchemy import select
 
+from gpuradar.core.config import Config
 from tests.helpers import free_port
 from tests.test_alert_engine import crawl, offer
 
@@ -33,9 +36,10 @@ SLACK_HOOK = "https://hooks.slack.com/services/T0000AAAA/B0000BBBB/abcdefghijklm
 class WebhookReceiver:
     """A real HTTP server that records what apprise's json:// plugin posts."""
 
-    def __init__(self, status: int = 200) -> None:
+    def __init__(self, status: int = 200, delay: float = 0.0) -> None:
         self.posts: list[dict] = []
         self.status = status
+        self.delay = delay  # seconds before answering
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -43,13 +47,19 @@ class WebhookReceiver:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
                 receiver.posts.append({"path": self.path, "json": json.loads(body or b"{}")})
-                self.send_response(receiver.status)
-                self.end_headers()
+                time.sleep(receiver.delay)
+                try:
+                    self.send_response(receiver.status)
+                    self.end_headers()
+                except OSError:
+                    pass  # the sender gave up waiting
 
             def log_message(self, *args) -> None:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True  # a handler still sleeping does not hold up close
+        self.server.block_on_close = False
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -228,6 +238,80 @@ def test_a_target_removed_from_the_config_fails_its_rows(engine):
     fire(engine, ("gone",))
     (result,) = deliver_pending(engine, parse_targets({}))
     assert result.status == "failed" and "not configured" in result.error
+
+
+# -- timeouts ----------------------------------------------------------------------------
+def with_send_timeout(seconds: float, **targets: str):
+    """Targets as the daemon loads them, with `alerts.send_timeout`."""
+    return load_targets(Config(database_url="", targets=targets,
+                               alerts={"send_timeout": seconds}))
+
+
+def test_a_slow_webhook_within_send_timeout_gets_the_message_once(engine):
+    """apprise's own read timeout is 4 s: a receiver that answers after 6 s used to get
+    the message three times and end `failed`. send_timeout (30 s) bounds the attempt."""
+    with WebhookReceiver(delay=6) as hook:
+        targets = with_send_timeout(30, hook=hook.url())
+        fire(engine, ("hook",))
+        (result,) = deliver_pending(engine, targets)
+        assert (result.status, result.attempts, result.error) == ("sent", 1, "")
+        assert len(hook.posts) == 1
+    assert rows(engine)["hook"]["status"] == "sent"
+
+
+def test_a_webhook_that_never_answers_times_out_after_send_timeout(engine):
+    with WebhookReceiver(delay=20) as hook:
+        targets = with_send_timeout(2, hook=hook.url())
+        fire(engine, ("hook",))
+        (result,) = deliver_pending(engine, targets)
+        assert result.status == "retry" and result.attempts == 1
+        assert result.error.endswith("timed out after 2 s")
+        assert "Connection error" not in result.error
+        assert len(hook.posts) == 1           # one attempt, no hidden retries
+    row = rows(engine)["hook"]
+    assert row["status"] == "pending" and row["last_error"].endswith("timed out after 2 s")
+
+
+class HungSmtpServer:
+    """Accepts SMTP connections and never says a word (no greeting)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.port = self.sock.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)
+
+    def close(self) -> None:
+        for conn in self.accepted:
+            conn.close()
+        self.sock.close()
+
+
+def test_a_hung_smtp_server_times_out_after_send_timeout_once_per_attempt(engine):
+    smtp = HungSmtpServer()
+    try:
+        url = (f"mailto://127.0.0.1:{smtp.port}?from=alerts@example.com&to=ops@example.com")
+        targets = with_send_timeout(2, mail=url)
+        fire(engine, ("mail",))
+        now = datetime.now(UTC)
+        (first,) = deliver_pending(engine, targets, now=now)
+        assert first.status == "retry" and first.error.endswith("timed out after 2 s")
+        assert len(smtp.accepted) == 1
+        (second,) = deliver_pending(engine, targets, now=now + timedelta(seconds=31))
+        assert (second.status, second.attempts) == ("retry", 2)
+        assert len(smtp.accepted) == 2
+    finally:
+        smtp.close()
 
 
 @pytest.mark.parametrize(("url", "channel"), [
