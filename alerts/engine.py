@@ -103,7 +103,11 @@ class _Runtime:
         self.states: dict[str, AlertState] | None = None
         self.stamp: tuple[Any, ...] | None = None
         self.rules: dict[str, Rule] = {}
+        self.synced: tuple[int, ...] = ()  # the rules (by identity) the pools were made for
+        self.keys: list[PoolKey] | None = None  # their pool keys, in order
         self.settings: AlertSettings | None = None
+        # Jinja compiles a template once per environment: keep it (templates dir, renderer).
+        self.renderer: tuple[Any, messages.Renderer] | None = None
 
 
 _RUNTIMES: weakref.WeakKeyDictionary[Engine, _Runtime] = weakref.WeakKeyDictionary()
@@ -218,14 +222,21 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
     changes, fx_changed, stale_changed = market.refresh(engine, now, settings)
     everything = rt.states is None or settings != rt.settings or stale_changed
     if settings != rt.settings or stale_changed:
-        rt.pools = PoolSet()  # bands (hysteresis) or fresh/stale partitions moved
-    built = rt.pools.sync(rules, settings, market)
+        rt.pools, rt.synced = PoolSet(), ()  # bands (hysteresis) or stale partitions moved
+    ids = tuple(map(id, rules))
+    built: set[PoolKey] = set()
+    if ids != rt.synced:
+        built = rt.pools.sync(rules, settings, market)
+        rt.synced, rt.keys = ids, None
     if fx_changed:
         built |= rt.pools.rebuild(market, lambda k: k.currency != "USD")
     touched = rt.pools.apply(changes, market, skip=built)
     states = _states(engine, rt)
     history = _history(engine, [r for r in rules if r.condition.drop_pct is not None], now)
-    renderer = messages.Renderer(settings.templates)
+    if rt.renderer is None or rt.renderer[0] != settings.templates:
+        rt.renderer = (settings.templates, messages.Renderer(settings.templates))
+    renderer = rt.renderer[1]
+    renderer.reset()
     result = EvaluationResult()
     outbox: list[dict[str, Any]] = []
     new_states: dict[str, AlertState] = {}
@@ -239,21 +250,26 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
                            "status": "pending", "attempts": 0, "next_attempt_at": now,
                            "last_error": "", "sent_at": None})
 
-    for rule in rules:
+    if rt.keys is None or len(rt.keys) != len(rules):
+        rt.keys = [PoolKey.of(r.condition) for r in rules]
+    for rule, key in zip(rules, rt.keys, strict=True):
         old = states.get(rule.key)
+        if not everything and old is not None:
+            before = rt.rules.get(rule.key)
+            same = before is rule or before == rule
+            if (same and old.rule_hash == rule.condition_hash_value
+                    and old.state not in ("pending", "error")
+                    and rule.condition.drop_pct is None and key not in built
+                    and not _reached(rule, key, touched, settings)
+                    and (old.state != "firing" or not _due(old, policy(rule, settings), now))):
+                continue
         pol = policy(rule, settings)
-        key = PoolKey.of(rule.condition)
-        if not (everything or old is None or rt.rules.get(rule.key) != rule
-                or old.rule_hash != rule.condition_hash_value
-                or old.state in ("pending", "error") or rule.condition.drop_pct is not None
-                or key in built or _reached(rule, key, touched, settings)
-                or _due(old, pol, now)):
-            continue
         result.evaluated += 1
         digest = rule.condition_hash_value
         st = old if old is not None and old.rule_hash == digest else fresh_state(
             rule.key, rule.name, digest, rule.condition.currency)
-        st = replace(st, description=rule.text[:1000], currency=rule.condition.currency)
+        if st.description != rule.text[:1000] or st.currency != rule.condition.currency:
+            st = replace(st, description=rule.text[:1000], currency=rule.condition.currency)
         try:
             top = rule.top or settings.top
             m = _match(rule, rt.pools, market, settings, history, top)
@@ -282,12 +298,11 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
     _source_alerts(rules, states, new_states, market, settings, renderer, queue, now, result)
     configured = {r.key for r in rules}
     deletes = [k for k, s in states.items() if s.kind == "rule" and k not in configured]
-    inserts = [replace(s, updated_at=now) for k, s in new_states.items() if k not in states]
-    updates = [replace(s, updated_at=now) for k, s in new_states.items()
-               if k in states and not s.same(states[k])]
-    store.save_evaluation(engine, inserts=[s.as_row() for s in inserts],
-                          updates=[s.as_row() for s in updates], deletes=deletes,
-                          notifications=outbox)
+    inserts = [s for k, s in new_states.items() if k not in states]
+    updates = [s for k, s in new_states.items() if k in states and not s.same(states[k])]
+    store.save_evaluation(engine, inserts=[dict(s.as_row(), updated_at=now) for s in inserts],
+                          updates=[dict(s.as_row(), updated_at=now) for s in updates],
+                          deletes=deletes, notifications=outbox)
     # Written: the process's copy follows the database.
     for s in (*inserts, *updates):
         states[s.key] = s

@@ -20,10 +20,11 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from itertools import product
 from typing import Any
 
-from gpuradar.alerts.rules import Condition, Rule, Selector
+from gpuradar.alerts.rules import Condition, Rule, Selector, _cached_hash
 from gpuradar.alerts.settings import AlertSettings
 from gpuradar.storage import alerts as store
 from gpuradar.storage.offers import OfferRow, live_offers
@@ -50,6 +51,7 @@ class Market:
 
     def __init__(self) -> None:
         self.offers: dict[int, OfferRow] = {}
+        self.by_source: dict[str, dict[int, OfferRow]] = {}
         self.buckets: dict[tuple[str, str, str], dict[int, OfferRow]] = {}
         self.versions: dict[str, tuple[int, str]] | None = None
         self.fx = FxTable()
@@ -93,8 +95,9 @@ class Market:
 
     def _apply(self, rows: list[OfferRow], sources: set[str] | None) -> list[Change]:
         """Replace the offers of `sources` (None: all) by `rows`; the changed ones."""
-        old = (self.offers if sources is None
-               else {i: o for i, o in self.offers.items() if o.source in sources})
+        old: dict[int, OfferRow] = {}
+        for source in (self.by_source if sources is None else sources):
+            old.update(self.by_source.get(source, {}))
         new = {o.id: o for o in rows}
         changes: list[Change] = []
         for oid, row in new.items():
@@ -105,11 +108,13 @@ class Market:
         for before, after in changes:
             if before is not None:
                 self.offers.pop(before.id, None)
+                self.by_source.get(before.source, {}).pop(before.id, None)
                 bucket = self.buckets.get((before.gpu, before.pricing, before.source))
                 if bucket is not None:
                     bucket.pop(before.id, None)
             if after is not None:
                 self.offers[after.id] = after
+                self.by_source.setdefault(after.source, {})[after.id] = after
                 self.buckets.setdefault((after.gpu, after.pricing, after.source), {})[
                     after.id] = after
         return changes
@@ -143,9 +148,16 @@ class PoolKey:
     basis: str
     job: Job | None
 
+    __hash__ = _cached_hash
+
     @classmethod
     def of(cls, condition: Condition) -> PoolKey:
-        return cls(condition.offers, condition.currency, condition.basis, condition.job)
+        return _pool_key(condition)
+
+
+@lru_cache(maxsize=65536)
+def _pool_key(condition: Condition) -> PoolKey:
+    return PoolKey(condition.offers, condition.currency, condition.basis, condition.job)
 
 
 def selector_filter(sel: Selector) -> Callable[[OfferRow], bool]:
@@ -158,6 +170,17 @@ def selector_filter(sel: Selector) -> Callable[[OfferRow], bool]:
     min_vcpus, min_mem = sel.min_vcpus, sel.min_memory
     regions, not_regions = sel.regions, sel.exclude_regions
     available_only = sel.available_only
+    places: dict[tuple[str, str, str], bool] = {}  # (source, region, zone): few, repeated
+
+    def place_ok(o: OfferRow) -> bool:
+        where = (o.source, o.region, o.zone)
+        hit = places.get(where)
+        if hit is None:
+            hit = places[where] = (
+                (not regions or region_matches(o.region, o.zone, regions, o.source))
+                and not (not_regions
+                         and region_matches(o.region, o.zone, not_regions, o.source)))
+        return hit
 
     def ok(o: OfferRow) -> bool:
         if gpus is not None and o.gpu not in gpus:
@@ -186,9 +209,7 @@ def selector_filter(sel: Selector) -> Callable[[OfferRow], bool]:
             return False
         if min_mem is not None and (o.memory_gb is None or o.memory_gb < min_mem * 0.97):
             return False
-        if regions and not region_matches(o.region, o.zone, regions, o.source):
-            return False
-        return not (not_regions and region_matches(o.region, o.zone, not_regions, o.source))
+        return not (regions or not_regions) or place_ok(o)
 
     return ok
 
@@ -362,20 +383,21 @@ class PoolSet:
               ) -> dict[PoolKey, float]:
         """Apply changed offers to the pools (but those in `skip`, built from the current
         market already); the lowest price touched in each pool."""
-        touched: dict[PoolKey, float] = {}
+        lowest: dict[int, float] = {}
+        skipped = {id(self.pools[k]) for k in skip if k in self.pools}
         for before, after in changes:
             pools: dict[int, Pool] = {}
             for row in (before, after):
                 if row is not None:
                     for p in self.pools_for(row):
-                        if p.key not in skip:
-                            pools[id(p)] = p
-            for pool in pools.values():
+                        pools[id(p)] = p
+            for pid, pool in pools.items():
+                if pid in skipped:
+                    continue
                 v = pool.update(before, after, market)
-                if v is not None:
-                    k = pool.key
-                    touched[k] = v if k not in touched else min(touched[k], v)
-        return touched
+                if v is not None and (pid not in lowest or v < lowest[pid]):
+                    lowest[pid] = v
+        return {p.key: lowest[id(p)] for p in self.pools.values() if id(p) in lowest}
 
     def rebuild(self, market: Market, which: Callable[[PoolKey], bool]) -> set[PoolKey]:
         done = set()

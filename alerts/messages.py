@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from gpuradar.alerts.market import Market, Pool, RuleMatch
@@ -121,6 +122,26 @@ class Renderer:
         self.env = Environment(loader=ChoiceLoader(loaders), undefined=StrictUndefined,
                                autoescape=lambda name: bool(name and ".html" in name),
                                trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False)
+        # One offer is listed in many rules' messages of one evaluation: shown once.
+        self._shown: dict[tuple, SimpleNamespace] = {}
+
+    def reset(self) -> None:
+        """Forget the offers shown: call at the start of each evaluation."""
+        self._shown.clear()
+
+    def _offer(self, value: float, o: OfferRow, rule: Rule, market: Market,
+               pool: Pool | None) -> SimpleNamespace:
+        """An offer as the templates show it (attributes, so `o.source` is a plain lookup;
+        `o["source"]` works too)."""
+        fit = pool is not None and pool.estimate is not None
+        key = (id(o), rule.condition.currency, rule.unit, value if fit else None,
+               id(pool) if fit else None)
+        shown = self._shown.get(key)
+        if shown is None:
+            shown = self._shown[key] = SimpleNamespace(**_display(
+                offer_summary(value, o, rule, market, pool), rule.condition.currency,
+                market.now or datetime.now(UTC)))
+        return shown
 
     def render(self, context: dict[str, Any], notify_type: str) -> Message:
         title = self.env.get_template("title.txt.j2").render(**context).strip()
@@ -138,11 +159,10 @@ class Renderer:
         rule = match.rule
         cur = rule.condition.currency
         now = market.now or datetime.now(UTC)
-        offers = [_display(offer_summary(v, o, rule, market, match.pool), cur, now)
-                  for v, o in match.matches[:top]]
+        offers = [self._offer(v, o, rule, market, match.pool) for v, o in match.matches[:top]]
         context = {
-            "kind": kind, "rule": {"name": rule.name, "text": rule.text,
-                                   "reading": rule.reading()},
+            "kind": kind, "rule": SimpleNamespace(name=rule.name, text=rule.text,
+                                                  reading=rule.reading()),
             "now": now, "count": match.count, "offers": offers,
             "more": max(0, match.count - top),
             "best": money(match.best, cur) if match.best is not None else "",
@@ -158,19 +178,20 @@ class Renderer:
         seen = market.last_success.get(source)
         now = market.now or datetime.now(UTC)
         context = {
-            "kind": kind, "rule": {"name": f"source:{source}", "text": f"source {source}",
-                                   "reading": ""},
+            "kind": kind, "rule": SimpleNamespace(name=f"source:{source}",
+                                                  text=f"source {source}", reading=""),
             "now": now, "count": 0, "offers": [], "more": 0, "best": "",
             "previous": "", "limit": "", "reference": "", "cheapest_now": "", "unit": "h",
             "per_instance": False,
-            "source": {"name": source, "failures": market.failures.get(source, 0),
-                       "last_success": age(seen, now) + " ago" if seen else "never"},
+            "source": SimpleNamespace(name=source, failures=market.failures.get(source, 0),
+                                      last_success=age(seen, now) + " ago" if seen
+                                      else "never"),
         }
         return self.render(context, NOTIFY_TYPES[kind])
 
     def test_message(self, target: str) -> Message:
         context = {
-            "kind": "test", "rule": {"name": "test", "text": "test", "reading": ""},
+            "kind": "test", "rule": SimpleNamespace(name="test", text="test", reading=""),
             "now": datetime.now(UTC), "count": 0, "offers": [], "more": 0, "best": "",
             "previous": "", "limit": "", "reference": "", "cheapest_now": "", "unit": "h",
             "per_instance": False, "source": None, "target": target,

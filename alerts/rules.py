@@ -61,9 +61,20 @@ class RuleError(ValueError):
 
 
 # -- what a rule watches ----------------------------------------------------------------
+def _cached_hash(obj: Any) -> int:
+    """The hash of a frozen dataclass, computed once (they key the evaluation's pools)."""
+    h = obj.__dict__.get("_hash")
+    if h is None:
+        h = hash(tuple(getattr(obj, name) for name in obj.__dataclass_fields__))
+        object.__setattr__(obj, "_hash", h)
+    return h
+
+
 @dataclass(frozen=True)
 class Selector:
     """Which offers a rule looks at: everything about an offer but its price."""
+
+    __hash__ = _cached_hash
 
     gpus: frozenset[str] | None = None    # canonical names; None = any GPU
     min_gpus: float | None = None
@@ -89,6 +100,8 @@ class Selector:
 class Condition:
     """What a rule watches and when it holds; two rules with equal conditions are the same
     alert, a rule whose condition changes starts a new one (`digest`)."""
+
+    __hash__ = _cached_hash
 
     offers: Selector = field(default_factory=Selector)
     max_price: float | None = None        # in `currency`, per `basis`; "under" is strict
@@ -159,7 +172,7 @@ class Rule:
     mute_until: datetime | None = None
     hysteresis: float | None = None
 
-    @property
+    @cached_property
     def key(self) -> str:
         return f"rule:{self.name}"
 

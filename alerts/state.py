@@ -64,7 +64,10 @@ class AlertState:
 
     def same(self, other: AlertState) -> bool:
         """Equal apart from `updated_at` (nothing to write)."""
-        return replace(self, updated_at=None) == replace(other, updated_at=None)
+        return all(getattr(self, f) == getattr(other, f) for f in _COMPARED)
+
+
+_COMPARED = tuple(f.name for f in fields(AlertState) if f.name != "updated_at")
 
 
 @dataclass(frozen=True, slots=True)

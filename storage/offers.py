@@ -62,17 +62,17 @@ def live_offers(engine: Engine, sources: Iterable[str] | None = None, *,
         q = q.where(or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None)))
     if sources is not None:
         q = q.where(OFFER.c.source.in_(sorted(set(sources))))
-    shared: dict[str, str] = {}
-    out: list[OfferRow] = []
     with engine.connect() as conn:
-        for r in conn.execute(q):
-            # region, zone, pricing, gpu, currency and source repeat across thousands of rows
-            src, reg, zone, pricing, gpu, cur = (shared.setdefault(v, v) for v in (
-                r[1], r[2], r[3] or "", r[5], r[6], r[12]))
-            out.append(OfferRow(r[0], src, reg, zone, r[4], pricing, gpu, r[7], r[8], r[9],
-                                r[10], r[11], cur, r[13], r[14], r[15], r[16], r[17] or "",
-                                r[18] if with_attributes else None))
-    return out
+        fetched = conn.execute(q).fetchall()
+    # region, zone, pricing, gpu, currency and source repeat across thousands of rows
+    shared: dict[Any, Any] = {}
+    one = shared.setdefault
+    make = OfferRow._make
+    return [make((r[0], one(r[1], r[1]), one(r[2], r[2]), one(r[3] or "", r[3] or ""), r[4],
+                  one(r[5], r[5]), one(r[6], r[6]), r[7], r[8], r[9], r[10], r[11],
+                  one(r[12], r[12]), r[13], r[14], r[15], r[16], r[17] or "",
+                  r[18] if with_attributes else None, None))
+            for r in fetched]
 
 
 def with_observed_at(rows: Iterable[OfferRow], seen: dict[str, datetime]) -> list[OfferRow]:
