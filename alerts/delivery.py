@@ -117,8 +117,8 @@ def send(target: Target, title: str, markdown: str, html: str, text: str,
         if plugin is None:  # validated at load time; only a changed plugin set gets here
             details.append((redact(url), False, "apprise cannot parse the URL"))
             continue
+        shown = plugin.url(privacy=True)  # as configured (before the timeouts are set)
         _bound(plugin, url, timeout)
-        shown = plugin.url(privacy=True)
         fmt = plugin.resolve_format(NotifyFormat.MARKDOWN)
         body = {NotifyFormat.MARKDOWN: markdown, NotifyFormat.HTML: html}.get(fmt, text)
         ap = apprise.Apprise(asset=asset)
