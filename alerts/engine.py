@@ -240,6 +240,7 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
     result = EvaluationResult()
     outbox: list[dict[str, Any]] = []
     new_states: dict[str, AlertState] = {}
+    unbounded: dict[PoolKey, float | None] = {}  # cheapest price now, per kind of rule
 
     def queue(key: str, kind: str, targets: Iterable[str], msg: messages.Message) -> None:
         for target in dict.fromkeys(targets):
@@ -280,7 +281,7 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
             new, kind = transition(st, seen, pol, now)
             if kind is not None:
                 previous = st.notified_value if kind == "improved" else None
-                cheapest = band_best(rule, market, settings) if kind == "resolved" else None
+                cheapest = band_best(rule, market, unbounded) if kind == "resolved" else None
                 msg = renderer.rule_message(kind, m, market, top, previous, cheapest)
                 targets = rule.targets if rule.targets is not None else rule.notify
                 queue(rule.key, kind, targets, msg)

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gpuradar.alerts.rules import Condition, Rule, RuleError, Selector, finish
+from gpuradar.alerts.rules import PRICE_WORD, Condition, Rule, RuleError, Selector, finish
 
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FALLBACK_USD_PER_UNIT
@@ -51,8 +51,6 @@ def known_currency(code: str) -> bool:
     return code.upper() in FALLBACK_USD_PER_UNIT
 
 
-_PRICE = re.compile(r"^(?P<pre>[$¥￥€£])?(?P<num>\d+(?:\.\d+)?)(?P<post>[$¥￥€£]|[a-z]{3})?"
-                    r"(?P<unit>/\S*)?$", re.IGNORECASE)
 _CURRENCY_WORD = re.compile(r"^(?P<code>[$¥￥€£]|[a-z]{3})(?P<unit>/\S*)?$", re.IGNORECASE)
 _GPU_UNITS = {"h", "hr", "hour", "gpu-h", "gpuh", "gpu-hr", "gpu-hour", "gpu/h", "gpu/hr",
               "gpu/hour", "h/gpu", "hr/gpu", "hour/gpu", "gpuhr"}
@@ -136,7 +134,7 @@ def _price_tokens(toks: list[_Tok], i: int, text: str) -> tuple[float, str, str 
     if i >= len(toks):
         raise _fail("a price is missing (write e.g. $2/h, 1.5 USD/h, ¥2/h)", text, None)
     tok = toks[i]
-    m = _PRICE.match(tok.text)
+    m = PRICE_WORD.match(tok.text)
     if not m:
         raise _fail(f"{tok.text!r} is not a price (write e.g. $2/h, 1.5 USD/h, ¥2/h)", text, tok)
     value = float(m.group("num"))
@@ -508,7 +506,7 @@ def _starts_clause(toks: list[_Tok], i: int) -> bool:
     low = toks[i].low
     if low in _KEYWORDS or low in _FILLER:
         return True
-    if _PRICE.match(low) and not _QUANTITY.match(low):
+    if PRICE_WORD.match(low) and not _QUANTITY.match(low):
         return True  # "$2/h"
     q = _QUANTITY.match(low)  # "80GB+", "32 vCPUs"
     return bool(q and (q.group(3) or (i + 1 < len(toks) and toks[i + 1].low in _SPEC_NOUNS)))

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import replace
 from typing import Any
 
@@ -22,6 +21,7 @@ from gpuradar.alerts.grammar import (
     _PRICING_WORDS,
     _QUANTITY,
     FitClause,
+    _close,
     _gb,
     is_fit_rule,
     make_condition,
@@ -54,11 +54,6 @@ FIT_FIELD_KEYS = {"rule", "when", "fit", "under", "max_price", "price", "currenc
 _BASIS_WORDS = {"gpu": "gpu", "gpu-h": "gpu", "offer": "offer", "instance": "offer",
                 "instance-h": "offer", "machine": "offer", "node": "offer"}
 _FIT_BASIS_WORDS = {**_BASIS_WORDS, "configuration": "offer", "config": "offer"}
-
-
-def _close(word: str, choices: Any, cutoff: float = 0.75) -> str | None:
-    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
-    return found[0] if found else None
 
 
 def _number(value: Any, key: str, *, gb: bool = False) -> float:

@@ -468,12 +468,20 @@ def match(rule: Rule, pool: Pool, market: Market, settings: AlertSettings, *,
     return result
 
 
-def band_best(rule: Rule, market: Market, settings: AlertSettings) -> float | None:
+def band_best(rule: Rule, market: Market, cache: dict[PoolKey, float | None] | None = None
+              ) -> float | None:
     """The cheapest price the rule's offers have now, ignoring its limit (for "resolved"):
-    from a pool of its kind without a bound."""
-    pool = Pool(PoolKey.of(rule.condition), None)
+    from a pool of its kind without a bound (`cache`: the answers of this evaluation, by
+    kind of rule)."""
+    key = PoolKey.of(rule.condition)
+    if cache is not None and key in cache:
+        return cache[key]
+    pool = Pool(key, None)
     pool.build(market)
-    return pool.values[0] if pool.values else None
+    best = pool.values[0] if pool.values else None
+    if cache is not None:
+        cache[key] = best
+    return best
 
 
 def drop_reference(rule: Rule, pool: Pool, market: Market,

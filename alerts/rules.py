@@ -341,8 +341,9 @@ def duration_text(d: timedelta) -> str:
 # -- options (shared by both forms) ------------------------------------------------------
 OPTION_KEYS = {"name", "notify", "for", "repeat", "min_drop", "send_resolved", "top",
                "mute_until", "hysteresis"}
-_AMOUNT = re.compile(r"^[$¥￥€£]?(?P<num>\d+(?:\.\d+)?)(?:[$¥￥€£]|[a-z]{3})?(?:/\S*)?$",
-                     re.IGNORECASE)
+# A price as one word: '$2/h', '1.5USD/h', '¥2', '14cny' (alerts.grammar reads the parts).
+PRICE_WORD = re.compile(r"^(?P<pre>[$¥￥€£])?(?P<num>\d+(?:\.\d+)?)(?P<post>[$¥￥€£]|[a-z]{3})?"
+                        r"(?P<unit>/\S*)?$", re.IGNORECASE)
 
 
 def parse_datetime(value: Any) -> datetime:
@@ -373,7 +374,7 @@ def parse_pct_or_amount(value: Any, what: str) -> tuple[float | None, float | No
         if not 0 <= pct < 100:
             raise ValueError(f"{what}: must be between 0% and 100%")
         return pct / 100, None
-    m = _AMOUNT.match(text.replace(" ", ""))
+    m = PRICE_WORD.match(text.replace(" ", ""))
     if not m:
         raise ValueError(f"{what}: write a percentage (5%) or an amount ($0.10), not {value!r}")
     return None, float(m.group("num"))

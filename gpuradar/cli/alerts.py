@@ -268,7 +268,7 @@ def _print_rendered(m: Any, market: Any, settings: Any, top: int) -> None:
     try:
         msg = Renderer(settings.templates).rule_message(
             kind, m, market, top,
-            resolved_best=band_best(m.rule, market, settings) if kind == "resolved" else None)
+            resolved_best=band_best(m.rule, market) if kind == "resolved" else None)
     except Exception as exc:  # noqa: BLE001 - a user's template may be broken
         err_console.print(f"[red]error:[/red] cannot render {m.rule.name!r}: "
                           f"{type(exc).__name__}: {escape(str(exc))}", highlight=False)
