@@ -183,9 +183,13 @@ def recommend(offers: Sequence[OfferRow], job: Job, opts: Options, fx: FxTable,
     kept = _undominated(fits, sized)
     if len(kept) < len(fits):
         drop(DOMINATED_SIZED if sized else DOMINATED, len(fits) - len(kept))
+    shown = kept[: opts.top] if opts.top else kept
     warnings = _warnings(est, kept, excluded, opts)
-    return Recommendation(est, kept[: opts.top] if opts.top else kept, excluded, len(offers),
-                          warnings, hardware_table(est, job.task in TRAINING))
+    # Said once for the options shown (each also carries it as a flag).
+    warnings += sorted({f"{flag} (options flagged)" for f in shown for flag in f.flags
+                        if "bitsandbytes" in flag})
+    return Recommendation(est, shown, excluded, len(offers), warnings,
+                          hardware_table(est, job.task in TRAINING))
 
 
 def _collapse_regions(fits: list[Fit]) -> list[Fit]:
@@ -250,6 +254,4 @@ def _warnings(est: MemoryEstimate, fits: list[Fit], excluded: dict[str, int],
     if job.task == "inference" and job.tokens is not None:
         out.append("inference time assumes batched throughput at the stated utilisation; "
                    "single-stream decoding is memory-bandwidth bound and slower")
-    stacks = sorted({flag for f in fits for flag in f.flags if "bitsandbytes" in flag})
-    out.extend(f"{note} (options flagged)" for note in stacks)
     return out
