@@ -13,12 +13,13 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from gpuradar.alerts.loader import Target, Targets, channel_of, redact
 from gpuradar.storage import alerts as store
@@ -59,11 +60,23 @@ class SendOutcome:
     details: list[tuple[str, bool, str]] | None = None  # (redacted URL, ok, reason)
 
 
-def _asset():
+def _asset(timeout: float = SEND_TIMEOUT):
     import apprise
 
+    # service_timeout: apprise's own budget for one service (its retries included).
     return apprise.AppriseAsset(app_id="gpuradar", app_desc="GPU price alerts",
-                                app_url="https://github.com/gpuradar/gpuradar")
+                                app_url="https://github.com/gpuradar/gpuradar",
+                                service_timeout=timeout)
+
+
+def _bound(plugin: Any, url: str, timeout: float) -> None:
+    """Make one attempt of `plugin` last at most `timeout` seconds per socket operation:
+    apprise's connect/read timeouts (its `cto`/`rto` URL parameters, 4 s by default; SMTP
+    15 s) are set to it, or kept when the URL gives a smaller one."""
+    given = parse_qs(urlsplit(url).query)
+    for param, attr in (("cto", "socket_connect_timeout"), ("rto", "socket_read_timeout")):
+        current = float(getattr(plugin, attr))
+        setattr(plugin, attr, min(current, timeout) if param in given else timeout)
 
 
 def _scrub(text: str, urls: tuple[str, ...]) -> str:
@@ -92,21 +105,25 @@ def _reason(notify_result: Any) -> str:
 def send(target: Target, title: str, markdown: str, html: str, text: str,
          notify_type: str = "info", timeout: float = SEND_TIMEOUT) -> SendOutcome:
     """Send one message to every URL of `target`, each in the format it takes best
-    (Markdown for Slack and webhooks, HTML for email, text otherwise)."""
+    (Markdown for Slack and webhooks, HTML for email, text otherwise), each attempt bounded
+    by `timeout` seconds (`alerts.send_timeout`)."""
     import apprise
-    from apprise import NotifyFormat, NotifyType
+    from apprise import AppriseResultStatus, NotifyFormat, NotifyType
 
     details: list[tuple[str, bool, str]] = []
     for url in target.urls:
-        plugin = apprise.Apprise.instantiate(url, asset=_asset())
+        asset = _asset(timeout)
+        plugin = apprise.Apprise.instantiate(url, asset=asset)
         if plugin is None:  # validated at load time; only a changed plugin set gets here
             details.append((redact(url), False, "apprise cannot parse the URL"))
             continue
-        shown = plugin.url(privacy=True)
+        shown = plugin.url(privacy=True)  # as configured (before the timeouts are set)
+        _bound(plugin, url, timeout)
         fmt = plugin.resolve_format(NotifyFormat.MARKDOWN)
         body = {NotifyFormat.MARKDOWN: markdown, NotifyFormat.HTML: html}.get(fmt, text)
-        ap = apprise.Apprise(asset=_asset())
+        ap = apprise.Apprise(asset=asset)
         ap.add(plugin)
+        started = time.monotonic()
         try:
             res = ap.notify(body=body, title=title, body_format=fmt,
                             notify_type=NotifyType(notify_type), timeout=timeout)
@@ -115,9 +132,16 @@ def send(target: Target, title: str, markdown: str, html: str, text: str,
             continue
         if res:
             details.append((shown, True, ""))
+            continue
+        lines = [str(entry) for r in res for entry in r.logs()]
+        timed_out = (res.status == AppriseResultStatus.TIMEOUT
+                     or time.monotonic() - started >= timeout * 0.9
+                     or any("timed out" in line.lower() for line in lines))
+        if timed_out:
+            why = f"timed out after {timeout:g} s"
         else:
-            reasons = [_reason(r) for r in res] or [f"apprise status {res.status.name}"]
-            details.append((shown, False, _scrub("; ".join(reasons), target.urls)))
+            why = "; ".join(_reason(r) for r in res) or f"apprise status {res.status.name}"
+        details.append((shown, False, _scrub(why, target.urls)))
     failed = [f"{u}: {why}" for u, ok, why in details if not ok]
     return SendOutcome(ok=not failed, error=" | ".join(failed)[:2000], details=details)
 

@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from gpuradar.alerts.rules import Rule, RuleError, parse_rule, rule_from_mapping
+from gpuradar.alerts.grammar import parse_rule
+from gpuradar.alerts.mapping import rule_from_mapping
+from gpuradar.alerts.rules import Rule, RuleError
+from gpuradar.alerts.settings import parse_settings
 
 from gpuradar.core.config import Config, ConfigError
 
@@ -305,8 +308,6 @@ def load_rules(cfg: Config, targets: Targets | None = None) -> list[Rule]:
     """Every rule of the config (`rules:` and `rules_file`), targets resolved.
 
     Raises RuleError (listing every bad rule) or ConfigError (a bad target)."""
-    from gpuradar.alerts.engine import parse_settings
-
     parse_settings(cfg.alerts)  # a bad `alerts:` section is refused at load, not per evaluation
     if targets is None:
         targets = load_targets(cfg)

@@ -1,9 +1,13 @@
 """Notification messages, rendered from Jinja2 templates in alerts/templates/.
 
 Every notification is rendered once, when it is queued, in three forms: Markdown (Slack,
-webhooks, chat services; apprise turns it into Slack mrkdwn), HTML (email; apprise adds the
-plain-text alternative part) and plain text (services that only take text). Users override
-any template by putting a file of the same name in the directory set as `alerts.templates`.
+webhooks, chat services; apprise turns it into Slack mrkdwn), HTML (email; apprise derives
+the plain-text part of the email from it, so the HTML is laid out as a short list per
+offer that reads well as text too) and plain text (services that only take text). Users
+override any template by putting a file of the same name in `alerts.templates`.
+
+Every price is written with its unit: `$14.96/h for 8 GPUs` for a whole offer, `$1.87/GPU-h`
+per GPU-hour; the rule's own basis comes first. A per-GPU price is never written as `/h`.
 """
 
 from __future__ import annotations
@@ -11,15 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import SimpleNamespace
+from typing import Any
 
+from gpuradar.alerts.market import Market, Pool, RuleMatch
+from gpuradar.alerts.rules import Rule
+from gpuradar.storage.offers import OfferRow
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined
 
 from gpuradar.core.units import age, money
-
-if TYPE_CHECKING:
-    from gpuradar.alerts.engine import Market, RuleMatch
-    from gpuradar.alerts.rules import Rule
 
 TEMPLATES = Path(__file__).parent / "templates"
 TEMPLATE_NAMES = ("title.txt.j2", "message.md.j2", "message.txt.j2", "email.html.j2")
@@ -37,57 +41,71 @@ class Message:
     notify_type: str = "info"
 
 
-def offer_summary(match: tuple[float, tuple], rule: Rule, market: Market) -> dict[str, Any]:
-    """One matching offer as plain data (stored with the alert, listed in messages)."""
-    from gpuradar.alerts import engine as x  # the offer tuple's positions
-
-    value, o = match
-    rate = market.usd_per_unit(rule.currency) or 1.0
-    if o[x.CUR] == rule.currency:
-        per_gpu = o[x.PRICE] / o[x.COUNT] if o[x.COUNT] else None
-        instance = o[x.PRICE]
+def offer_summary(value: float, o: OfferRow, rule: Rule, market: Market,
+                  pool: Pool | None = None) -> dict[str, Any]:
+    """One matching offer as plain data (stored with the alert, listed in messages): its
+    price in the rule's currency per GPU-hour and for the whole offer, and `value`, the
+    price the rule compared (its unit in `unit`)."""
+    cur = rule.condition.currency
+    rate = market.usd_per_unit(cur) or 1.0
+    if o.currency == cur:
+        per_gpu = o.price / o.gpu_count if o.gpu_count else None
+        whole = o.price
     else:
-        per_gpu = None if o[x.PGPU] is None else o[x.PGPU] / rate
-        instance = None if o[x.PUSD] is None else o[x.PUSD] / rate
-    seen = market.last_success.get(o[x.SRC])
-    summary = {"source": o[x.SRC], "region": o[x.REG], "zone": o[x.ZONE],
-               "instance_type": o[x.ITYPE], "pricing": o[x.PRICING], "gpu": o[x.GPU],
-               "gpu_count": o[x.COUNT], "value": value, "per_gpu": per_gpu,
-               "instance": instance, "price": o[x.PRICE], "currency": o[x.CUR],
-               "price_usd": o[x.PUSD], "available": o[x.AVAIL],
-               "available_count": o[x.ACOUNT],
-               "observed_at": seen.isoformat() if seen else None, "url": o[x.URL] or ""}
-    fit = x.fit_of(rule, o)
+        per_gpu = None if o.price_per_gpu_usd is None else o.price_per_gpu_usd / rate
+        whole = None if o.price_usd is None else o.price_usd / rate
+    seen = market.last_success.get(o.source)
+    summary: dict[str, Any] = {
+        "source": o.source, "region": o.region, "zone": o.zone,
+        "instance_type": o.instance_type, "pricing": o.pricing, "gpu": o.gpu,
+        "gpu_count": o.gpu_count, "value": value, "unit": rule.unit, "per_gpu": per_gpu,
+        "instance": whole, "price": o.price, "currency": o.currency, "price_usd": o.price_usd,
+        "available": o.available, "available_count": o.available_count,
+        "observed_at": seen.isoformat() if seen else None, "url": o.url or ""}
+    fit = pool.fit(o) if pool is not None else None
     if fit is not None:  # a fit rule: `value` is the price of this configuration
         summary["configuration"] = {"machines": fit.nodes, "gpus": fit.gpus,
                                     "gpus_needed": fit.gpus_needed, "sharded": fit.sharded,
-                                    "per_gpu": bool(rule.fit and rule.fit.per_gpu)}
+                                    "per_gpu": not rule.condition.per_offer}
     return summary
 
 
+def _gpus(n: float) -> str:
+    return f"{n:g} GPU" + ("" if n == 1 else "s")
+
+
 def _display(summary: dict[str, Any], rule_currency: str, now: datetime) -> dict[str, Any]:
+    """An offer summary as the templates show it: `price` in the rule's basis first,
+    `other` in the other basis, both with their units."""
     avail = {True: "yes", False: "no", None: "unknown"}[summary["available"]]
     if summary.get("available_count") is not None:
         avail += f" ({summary['available_count']})"
     seen = summary.get("observed_at")
     count = summary["gpu_count"]
+    per_gpu = f"{money(summary['per_gpu'], rule_currency)}/GPU-h"
+    whole = f"{money(summary['instance'], rule_currency)}/h for {_gpus(count)}"
     config = summary.get("configuration")
     fit = ""
     if config:  # "$5.38/h for 2 GPUs on 1 machine", "(the job needs 2)" when it uses fewer
         unit = "GPU-h" if config["per_gpu"] else "h"
         machines = config["machines"]
-        fit = (f"{money(summary['value'], rule_currency)}/{unit} for {config['gpus']:g} GPUs "
+        fit = (f"{money(summary['value'], rule_currency)}/{unit} for {_gpus(config['gpus'])} "
                f"on {machines} machine{'s' if machines != 1 else ''}"
                + (f" (the job needs {config['gpus_needed']})"
                   if config["gpus_needed"] < config["gpus"] else ""))
+        price, other = fit, (per_gpu if not config["per_gpu"] else whole)
+    elif summary.get("unit") == "h":
+        price, other = whole, per_gpu
+    else:
+        price, other = per_gpu, whole
     return {
         **summary,
         "fit": fit,
+        "price": price,
+        "other": other,
         "region": summary["region"] + (f"/{summary['zone']}" if summary.get("zone") else ""),
         "gpus": f"{count:g}x {summary['gpu']}",
         "pricing": summary["pricing"].replace("_", "-"),
-        "per_gpu": money(summary["per_gpu"], rule_currency),
-        "instance": money(summary["instance"], rule_currency),
         "original": (money(summary["price"], summary["currency"])
                      if summary["currency"] != rule_currency else ""),
         "available": avail,
@@ -104,6 +122,26 @@ class Renderer:
         self.env = Environment(loader=ChoiceLoader(loaders), undefined=StrictUndefined,
                                autoescape=lambda name: bool(name and ".html" in name),
                                trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False)
+        # One offer is listed in many rules' messages of one evaluation: shown once.
+        self._shown: dict[tuple, SimpleNamespace] = {}
+
+    def reset(self) -> None:
+        """Forget the offers shown: call at the start of each evaluation."""
+        self._shown.clear()
+
+    def _offer(self, value: float, o: OfferRow, rule: Rule, market: Market,
+               pool: Pool | None) -> SimpleNamespace:
+        """An offer as the templates show it (attributes, so `o.source` is a plain lookup;
+        `o["source"]` works too)."""
+        fit = pool is not None and pool.estimate is not None
+        key = (id(o), rule.condition.currency, rule.unit, value if fit else None,
+               id(pool) if fit else None)
+        shown = self._shown.get(key)
+        if shown is None:
+            shown = self._shown[key] = SimpleNamespace(**_display(
+                offer_summary(value, o, rule, market, pool), rule.condition.currency,
+                market.now or datetime.now(UTC)))
+        return shown
 
     def render(self, context: dict[str, Any], notify_type: str) -> Message:
         title = self.env.get_template("title.txt.j2").render(**context).strip()
@@ -119,42 +157,52 @@ class Renderer:
                      previous: float | None = None,
                      resolved_best: float | None = None) -> Message:
         rule = match.rule
-        now = market.now
-        offers = [_display(offer_summary(m, rule, market), rule.currency, now)
-                  for m in match.matches[:top]]
-        unit = "h" if rule.per_instance else "GPU-h"
+        cur = rule.condition.currency
+        now = market.now or datetime.now(UTC)
+        offers = [self._offer(v, o, rule, market, match.pool) for v, o in match.matches[:top]]
         context = {
-            "kind": kind, "rule": {"name": rule.name, "text": rule.text}, "now": now,
-            "count": len(match.matches), "offers": offers,
-            "more": max(0, len(match.matches) - top),
-            "best": money(match.best, rule.currency) if match.best is not None else "",
-            "previous": money(previous, rule.currency) if previous is not None else "",
-            "limit": money(match.limit, rule.currency) if match.limit is not None else "",
-            "reference": (money(match.reference, rule.currency)
-                          if match.reference is not None else ""),
-            "cheapest_now": (money(resolved_best, rule.currency)
-                             if resolved_best is not None else ""),
-            "unit": unit, "per_instance": rule.per_instance, "source": None,
+            "kind": kind, "rule": SimpleNamespace(name=rule.name, text=rule.text,
+                                                  reading=rule.reading()),
+            "now": now, "count": match.count, "offers": offers,
+            "more": max(0, match.count - top),
+            "best": money(match.best, cur) if match.best is not None else "",
+            "previous": money(previous, cur) if previous is not None else "",
+            "limit": money(match.limit, cur) if match.limit is not None else "",
+            "reference": money(match.reference, cur) if match.reference is not None else "",
+            "cheapest_now": money(resolved_best, cur) if resolved_best is not None else "",
+            "unit": rule.unit, "per_instance": rule.condition.per_offer, "source": None,
         }
         return self.render(context, NOTIFY_TYPES[kind])
 
     def source_message(self, kind: str, source: str, market: Market) -> Message:
         seen = market.last_success.get(source)
+        now = market.now or datetime.now(UTC)
         context = {
-            "kind": kind, "rule": {"name": f"source:{source}", "text": f"source {source}"},
-            "now": market.now, "count": 0, "offers": [], "more": 0, "best": "",
+            "kind": kind, "rule": SimpleNamespace(name=f"source:{source}",
+                                                  text=f"source {source}", reading=""),
+            "now": now, "count": 0, "offers": [], "more": 0, "best": "",
             "previous": "", "limit": "", "reference": "", "cheapest_now": "", "unit": "h",
             "per_instance": False,
-            "source": {"name": source, "failures": market.failures.get(source, 0),
-                       "last_success": age(seen, market.now) + " ago" if seen else "never"},
+            "source": SimpleNamespace(name=source, failures=market.failures.get(source, 0),
+                                      last_success=age(seen, now) + " ago" if seen
+                                      else "never"),
         }
         return self.render(context, NOTIFY_TYPES[kind])
 
     def test_message(self, target: str) -> Message:
         context = {
-            "kind": "test", "rule": {"name": "test", "text": "test"},
+            "kind": "test", "rule": SimpleNamespace(name="test", text="test", reading=""),
             "now": datetime.now(UTC), "count": 0, "offers": [], "more": 0, "best": "",
             "previous": "", "limit": "", "reference": "", "cheapest_now": "", "unit": "h",
             "per_instance": False, "source": None, "target": target,
         }
         return self.render(context, "info")
+
+
+def email_text(html: str) -> str:
+    """The plain-text part apprise puts beside an HTML email (its own HTML-to-text
+    conversion), for previews."""
+    from apprise import NotifyFormat
+    from apprise.conversion import convert_between
+
+    return convert_between(NotifyFormat.HTML, NotifyFormat.TEXT, html)

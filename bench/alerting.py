@@ -3,6 +3,7 @@ crawl to the notification handed to apprise."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -42,29 +43,87 @@ def rule_texts(n: int, seed: int = 7) -> list[str]:
     return out
 
 
+def _rss_mb(field: str = "VmRSS") -> float:
+    """This process's resident memory (or its peak, VmHWM) in MB, from /proc."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _reset_peak() -> None:
+    """Start VmHWM over from the current RSS (Linux: clear_refs 5)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+# The sources re-crawled one at a time in the steady state: the largest marketplace, a
+# cloud list, a CNY source, and so on, as the daemon meets them.
+STEADY_SOURCES = ["vastai", "aws", "autodl", "runpod", "gcp", "tencent"]
+
+
+def measure(workdir: Path, n_rules: int, n_offers: int, rounds: int = 6) -> dict[str, float]:
+    """In this process, as in the daemon: every source crawled once, then the rules
+    evaluated once (the first evaluation of a process), then `rounds` times one source
+    re-crawled (2 % of its prices changed, 1 % of marketplace offers replaced) and the rules
+    evaluated. Memory is this process's RSS above what it held before the first
+    evaluation (with the crawls' own in-process state already loaded)."""
+    import gc
+    import statistics
+
+    from gpuradar.alerts.engine import evaluate
+    from gpuradar.alerts.grammar import parse_rule
+
+    with database("sqlite", workdir, "") as engine:
+        work = Workload(n_offers, change=0.02, churn=0.01)
+        crawls = work.crawls(START, timedelta(minutes=15), 2)
+        _, first = next(crawls)
+        ingest(engine, first)
+        at, second = next(crawls)            # every source once more: the daemon's caches
+        ingest(engine, second)
+        rules = [parse_rule(t, name=f"bench-{i}", notify=("bench",))
+                 for i, t in enumerate(rule_texts(n_rules))]
+        gc.collect()
+        base = _rss_mb()
+        now = at + timedelta(minutes=1)      # every source fresh
+        t0, c0 = time.perf_counter(), time.process_time()
+        cold = evaluate(engine, rules, now=now)
+        cold_s, cold_cpu = time.perf_counter() - t0, time.process_time() - c0
+        after_first = _rss_mb()
+        _reset_peak()
+        runs, cpu, looked_at, queued = [], [], [], 0
+        for k in range(rounds):
+            source = STEADY_SOURCES[k % len(STEADY_SOURCES)]
+            work.step()
+            at += timedelta(minutes=15)
+            ingest(engine, {source: work.crawl(source, at)})
+            t0, c0 = time.perf_counter(), time.process_time()
+            r = evaluate(engine, rules, now=at + timedelta(minutes=1))
+            runs.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+            looked_at.append(r.evaluated)
+            queued += r.notifications
+        gc.collect()
+        return {"rules": len(rules), "offers": work.size, "cold_ms": cold_s * 1000,
+                "cold_cpu_ms": cold_cpu * 1000, "warm_cpu_ms": statistics.median(cpu) * 1000,
+                "cold_notifications": cold.notifications, "firing": cold.firing,
+                "warm_ms": statistics.median(runs) * 1000, "warm_max_ms": max(runs) * 1000,
+                "looked_at": statistics.median(looked_at), "warm_notifications": queued,
+                "rounds": rounds, "rss_extra_mb": _rss_mb() - base,
+                "rss_first_mb": after_first - base, "rss_peak_extra_mb": _rss_mb("VmHWM") - base}
+
+
 def evaluation_figures(workdir: Path, pg_admin: str, n_rules: int, n_offers: int
                        ) -> dict[str, float]:
-    from gpuradar.alerts.engine import evaluate
-    from gpuradar.alerts.rules import parse_rule
+    """`measure` in a fresh Python process, so that its memory is the evaluation's own."""
+    import json
+    import subprocess
+    import sys
 
-    rules = [parse_rule(t, name=f"bench-{i}") for i, t in enumerate(rule_texts(n_rules))]
-    with database("sqlite", workdir, pg_admin) as engine:
-        work = Workload(n_offers, change=0.0, churn=0.0)
-        _, first = next(work.crawls(START, timedelta(minutes=15), 1))
-        # Observed "now" so that every source is fresh.
-        now = START + timedelta(minutes=1)
-        ingest(engine, first)
-        t0 = time.perf_counter()
-        cold = evaluate(engine, rules, now=now)
-        cold_s = time.perf_counter() - t0
-        runs = []
-        for k in range(1, 4):  # the daemon's steady state: median of three
-            t0 = time.perf_counter()
-            evaluate(engine, rules, now=now + timedelta(minutes=k))
-            runs.append(time.perf_counter() - t0)
-        warm_s = sorted(runs)[1]
-    return {"cold_ms": cold_s * 1000, "warm_ms": warm_s * 1000, "firing": cold.firing,
-            "offers": work.size, "rules": len(rules)}
+    done = subprocess.run([sys.executable, "-m", "bench.alerting", "--rules", str(n_rules),
+                           "--offers", str(n_offers), "--workdir", str(workdir)],
+                          capture_output=True, text=True, check=True, timeout=3600)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 class _Hook(BaseHTTPRequestHandler):
@@ -85,8 +144,8 @@ def notification_figures(workdir: Path, pg_admin: str, n_offers: int = 5_000
     """End of a crawl -> evaluate -> outbox -> the send handed to apprise (and received)."""
     from gpuradar.alerts import delivery
     from gpuradar.alerts.engine import evaluate
+    from gpuradar.alerts.grammar import parse_rule
     from gpuradar.alerts.loader import load_targets
-    from gpuradar.alerts.rules import parse_rule
 
     from gpuradar.core.config import Config
 
@@ -116,3 +175,17 @@ def notification_figures(workdir: Path, pg_admin: str, n_offers: int = 5_000
         server.shutdown()
     return {"to_apprise_ms": (handed[0] - t0) * 1000 if handed else float("nan"),
             "to_receiver_ms": (t_received - t0) * 1000}
+
+
+if __name__ == "__main__":
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(prog="python -m bench.alerting",
+                                 description="Rule evaluation at one size (JSON on stdout).")
+    ap.add_argument("--rules", type=int, default=1_000)
+    ap.add_argument("--offers", type=int, default=50_000)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--workdir", type=Path, required=True)
+    args = ap.parse_args()
+    print(json.dumps(measure(args.workdir, args.rules, args.offers, args.rounds)))

@@ -529,10 +529,13 @@ class Daemon:
                 result = await in_thread(evaluate, self.engine, loaded.rules,
                                          alert_settings=loaded.cfg.alerts)
             except Exception as exc:  # noqa: BLE001 - retried after the next crawl
-                self.metrics.evaluations.labels("error").inc()
+                self.metrics.evaluations.labels("error", "").inc()
                 log.error("rule evaluation failed: %s", exc, exc_info=exc)
                 return
-            self.metrics.evaluations.labels("ok").inc()
+            self.metrics.evaluations.labels("ok", "").inc()
+            for name in result.errors:  # each failing rule, isolated from the others
+                self.metrics.evaluations.labels("error", name).inc()
+            self.health.failing_rules = sorted(result.errors)
             if result.notifications:
                 log.info("rules: %d firing, %d notification(s) queued%s", result.firing,
                          result.notifications,

@@ -5,7 +5,8 @@ check can tell a wedged loop from a live one: the scheduler stamps a heartbeat f
 loop every few seconds, and /healthz answers 200 only when that heartbeat is recent, the
 scheduler is running and the database answers a trivial query in time. A standby replica
 (another one holds the leader lock, scheduler/leadership.py) is healthy too: it says so in
-`role` and answers 200, so that load balancers and orchestrators keep it.
+`role` and answers 200, so that load balancers and orchestrators keep it. A rule that fails
+to evaluate makes it `degraded` (naming the rule), still 200: the crawler is healthy.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class Health:
     role: Callable[[], str] = lambda: "leader"
     heartbeat: float = field(default_factory=time.monotonic)
     stopping: bool = False
+    # Rules whose last evaluation failed: the service is degraded, not down (still 200).
+    failing_rules: list[str] = field(default_factory=list)
 
     def beat(self) -> None:
         self.heartbeat = time.monotonic()
@@ -76,7 +79,12 @@ class Health:
         }
         if running and not alive:
             body["scheduler"] = f"stuck (no heartbeat for {age:.0f}s)"
-        return body["status"] == "ok", body
+        failing = list(self.failing_rules)
+        if failing:
+            body["failing_rules"] = failing
+            if body["status"] == "ok":
+                body["status"] = "degraded"
+        return body["status"] in ("ok", "degraded"), body
 
 
 class _QuietHandler(WSGIRequestHandler):

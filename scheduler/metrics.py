@@ -177,7 +177,9 @@ class Metrics:
         self.failures = Gauge(f"{PREFIX}_source_consecutive_failures", "Failed crawls in a "
                               "row per source (backoff grows with it).", ["source"], registry=r)
         self.evaluations = Counter(f"{PREFIX}_rule_evaluations", "Rule evaluations by "
-                                   "result (ok, error).", ["result"], registry=r)
+                                   "result (ok, error); `rule` names a rule that failed ("
+                                   "empty: the evaluation as a whole).", ["result", "rule"],
+                                   registry=r)
         self.notifications = Counter(f"{PREFIX}_notifications", "Notification delivery "
                                      "attempts by channel (slack, email, webhook, other) and "
                                      "status (sent, failed, retry).", ["channel", "status"],

@@ -20,12 +20,6 @@ CRAWL = Crawl.__table__
 STATE = AlertState.__table__
 OUTBOX = Notification.__table__
 
-# The columns rule matching needs; `attributes` and timestamps stay in the database.
-OFFER_COLUMNS = ("id", "source", "region", "zone", "instance_type", "pricing", "gpu",
-                 "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb", "price", "currency",
-                 "price_usd", "price_per_gpu_usd", "available", "available_count", "url")
-
-
 def _aware(ts: datetime | None) -> datetime | None:
     if ts is not None and ts.tzinfo is None:
         return ts.replace(tzinfo=UTC)
@@ -33,21 +27,6 @@ def _aware(ts: datetime | None) -> datetime | None:
 
 
 # -- evaluation inputs -------------------------------------------------------------------
-def alert_offers(engine: Engine, sources: Iterable[str] | None = None) -> list[tuple]:
-    """Listed offers not known to be unavailable, as tuples in OFFER_COLUMNS order (of some
-    sources only, when given).
-
-    The only offers a rule can match; one query per evaluation whatever the number of rules.
-    """
-    q = (select(*(OFFER.c[c] for c in OFFER_COLUMNS))
-         .where(OFFER.c.active.is_(True),
-                or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None))))
-    if sources is not None:
-        q = q.where(OFFER.c.source.in_(sorted(set(sources))))
-    with engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(q)]
-
-
 def crawl_versions(engine: Engine) -> dict[str, tuple[int, str]]:
     """source -> (id, status) of its latest crawl: changes whenever its offers may have."""
     latest = (select(CRAWL.c.source, func.max(CRAWL.c.id).label("id"))
@@ -87,10 +66,26 @@ def offer_history(engine: Engine, gpus: Iterable[str] | None,
 
 
 # -- alert state -------------------------------------------------------------------------
-def load_states(engine: Engine) -> dict[str, dict[str, Any]]:
-    """Every alert's stored state, by key."""
+def state_stamp(engine: Engine) -> tuple[int, Any]:
+    """(rows, latest update) of the alert state: changes whenever any process writes it, so
+    a process keeping the state in memory knows when to read it again."""
+    q = select(func.count(), func.max(STATE.c.updated_at)).select_from(STATE)
     with engine.connect() as conn:
-        return {r.key: dict(r._mapping) for r in conn.execute(select(STATE))}
+        n, latest = conn.execute(q).one()
+    return int(n), _aware(latest)
+
+
+def load_states(engine: Engine) -> dict[str, dict[str, Any]]:
+    """Every alert's stored state, by key (times as UTC)."""
+    out = {}
+    with engine.connect() as conn:
+        for r in conn.execute(select(STATE)):
+            row = dict(r._mapping)
+            for k in ("pending_since", "fired_at", "resolved_at", "last_notified_at",
+                      "updated_at"):
+                row[k] = _aware(row[k])
+            out[row["key"]] = row
+    return out
 
 
 def save_evaluation(engine: Engine, *, inserts: Sequence[dict[str, Any]],
@@ -125,10 +120,10 @@ def firing_count(engine: Engine) -> int:
 
 
 def alert_rows(engine: Engine, include_inactive: bool = False) -> list[dict[str, Any]]:
-    """Alerts as stored: firing and pending ones first (or all of them)."""
+    """Alerts as stored: firing, pending and failing ones (or all of them)."""
     q = select(STATE)
     if not include_inactive:
-        q = q.where(STATE.c.state.in_(("firing", "pending")))
+        q = q.where(STATE.c.state.in_(("firing", "pending", "error")))
     q = q.order_by(STATE.c.kind.desc(), STATE.c.state, STATE.c.name)
     with engine.connect() as conn:
         return [dict(r._mapping) for r in conn.execute(q)]

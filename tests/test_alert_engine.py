@@ -9,10 +9,10 @@ import sys
 from datetime import UTC, date, datetime, timedelta
 
 from gpuradar.alerts.engine import evaluate, match_rules
-from gpuradar.alerts.rules import parse_rule
+from gpuradar.alerts.grammar import parse_rule
 from gpuradar.storage import alerts as store
 from gpuradar.storage.ingest import CrawlWriter
-from gpuradar.storage.models import Notification
+from gpuradar.storage.models import AlertState, Notification
 from gpuradar.storage.queries import store_fx
 from sqlalchemy import select
 
@@ -55,14 +55,15 @@ def test_first_evaluation_fires_when_the_price_is_already_under(engine):
     result = evaluate(engine, [rule("H100 under $2/h")], now=T0)
     assert (result.firing, result.notifications, result.fired) == (1, 1, ["h100-under-2"])
     (note,) = outbox(engine)
-    assert note["title"] == "H100 under $2/h — 2 offers from $1.87/h"
+    assert note["title"] == "H100 under $2/h — 2 offers from $1.87/GPU-h"
     assert note["target"] == "team" and note["kind"] == "firing" and note["status"] == "pending"
     # The cheapest first, with per-GPU and instance price, availability and a link.
     body = note["body_markdown"]
     assert body.index("us-east-1") < body.index("us-west-1")
-    assert "$1.87/GPU-h" in body and "$14.96/h" in body and "available: yes" in body
+    assert "**$1.87/GPU-h** · $14.96/h for 8 GPUs" in body and "available: yes" in body
     assert "https://lambda.example/x" in body and "gpu_1x_h100" not in body
-    assert "<td>lambda</td>" in note["body_html"] and "$1.87/GPU-h" in note["body_text"]
+    assert "<b>lambda</b> us-east-1" in note["body_html"]
+    assert "$1.87/GPU-h · $14.96/h for 8 GPUs" in note["body_text"]
     assert store.firing_count(engine) == 1 and store.outbox_backlog(engine) == 1
 
 
@@ -88,7 +89,7 @@ def test_a_better_price_notifies_again_only_past_min_drop(engine):
     assert evaluate(engine, rules, now=t2).notifications == 1
     last = outbox(engine)[-1]
     assert last["kind"] == "improved"
-    assert last["title"] == "H100 under $2/h — 1 offer from $1.70/h (was $1.90/h)"
+    assert last["title"] == "H100 under $2/h — 1 offer from $1.70/GPU-h (was $1.90/GPU-h)"
     # The next improvement is measured from $1.70, not from the first $1.90.
     t3 = T0 + timedelta(hours=3)
     crawl(engine, [offer("a", 1.65, at=t3)], at=t3)
@@ -112,7 +113,7 @@ def test_resolution_has_hysteresis_and_is_sent_when_asked(engine):
     assert (r3.firing, r3.resolved, r3.notifications) == (0, ["h100-under-2"], 1)
     last = outbox(engine)[-1]
     assert last["kind"] == "resolved" and last["notify_type"] == "success"
-    assert last["title"] == "RESOLVED: H100 under $2/h — cheapest now $2.35/h"
+    assert last["title"] == "RESOLVED: H100 under $2/h — cheapest now $2.35/GPU-h"
     # Under again: a new firing episode notifies again.
     t4 = T0 + timedelta(hours=4)
     crawl(engine, [offer("a", 1.80, at=t4)], at=t4)
@@ -186,7 +187,7 @@ def test_restart_in_a_new_process_sends_nothing_twice(engine, db_url):
         "import json, sys; from datetime import datetime, timedelta, UTC\n"
         "from gpuradar.storage.db import open_database\n"
         "from gpuradar.alerts.engine import evaluate\n"
-        "from gpuradar.alerts.rules import parse_rule\n"
+        "from gpuradar.alerts.grammar import parse_rule\n"
         "e = open_database(sys.argv[1])\n"
         "r = evaluate(e, [parse_rule('H100 under $2/h', notify=('team',))],\n"
         "             now=datetime(2026, 11, 2, 13, 0, tzinfo=UTC))\n"
@@ -252,7 +253,7 @@ def test_cny_rule_compares_in_cny(engine):
     assert round(everywhere.best, 3) == round(0.25 / 0.14, 3)
     evaluate(engine, [rule("4090 under ¥2/h on autodl")], now=T0)
     note = outbox(engine)[0]
-    assert note["title"] == "4090 under ¥2/h on autodl — 1 offer from ¥1.90/h"
+    assert note["title"] == "4090 under ¥2/h on autodl — 1 offer from ¥1.90/GPU-h"
 
 
 def test_filters_count_region_sources_pricing_availability_instance(engine):
@@ -319,3 +320,132 @@ def test_user_templates_override_the_built_in_ones(engine, tmp_path):
     (note,) = outbox(engine)
     assert note["title"] == "[gpu] H100 under $2/h: 1 at $1.50"
     assert "**$1.50/GPU-h**" in note["body_markdown"]      # the others stay built in
+
+
+# -- the price basis ----------------------------------------------------------------------------
+def test_a_count_rule_matches_whole_offers_of_exactly_that_count_under_the_price(engine):
+    # p5.48xlarge on demand: $55.04/h for 8 GPUs, $6.88 per GPU-hour.
+    crawl(engine, [offer("p5.48xlarge", 55.04 / 8, source="aws"),
+                   offer("p5.48xlarge-spot", 23.67 / 8, source="aws", pricing="spot"),
+                   offer("p4de.24xlarge", 2.5, source="aws", count=4),          # $10/h, 4 GPUs
+                   offer("p5e.48xlarge", 25.0 / 8, source="aws")],              # exactly $25
+          source="aws")
+
+    def names(text: str) -> list[str]:
+        (m,) = match_rules(engine, [rule(text)], now=T0)
+        return [o.instance_type for _, o in m.matches]
+
+    assert names("8x H100 under $25/h") == ["p5.48xlarge-spot"]        # $23.67 for 8 GPUs
+    assert names("8x H100 under $25.01/h") == ["p5.48xlarge-spot", "p5e.48xlarge"]
+    assert names("at least 4x H100 under $25/h") == ["p4de.24xlarge", "p5.48xlarge-spot"]
+    # Per GPU-hour, as always, when the rule names no count, or says so.
+    assert names("H100 under $3/h") == ["p4de.24xlarge", "p5.48xlarge-spot"]
+    assert names("8x H100 under $3/GPU-h") == ["p5.48xlarge-spot"]
+    assert names("8x H100 under $7/h per GPU") == ["p5.48xlarge-spot", "p5e.48xlarge",
+                                                   "p5.48xlarge"]
+    assert names("H100 under $24/h per instance") == ["p4de.24xlarge", "p5.48xlarge-spot"]
+
+
+def test_messages_show_both_prices_with_their_units(engine):
+    crawl(engine, [offer("p5.48xlarge-spot", 23.67 / 8, source="aws", pricing="spot")],
+          source="aws")
+    evaluate(engine, [rule("8x H100 under $25/h"), rule("H100 under $3/h")], now=T0)
+    whole, per_gpu = outbox(engine)
+    assert whole["title"] == "8x H100 under $25/h — 1 offer from $23.67/h"
+    assert "**$23.67/h for 8 GPUs** · $2.9588/GPU-h" in whole["body_markdown"]
+    assert "$23.67/h for 8 GPUs · $2.9588/GPU-h" in whole["body_text"]
+    assert "Read as: whole offer, exactly 8x H100, under $25.00/h." in whole["body_text"]
+    assert per_gpu["title"] == "H100 under $3/h — 1 offer from $2.9588/GPU-h"
+    assert "**$2.9588/GPU-h** · $23.67/h for 8 GPUs" in per_gpu["body_markdown"]
+    # No per-GPU price is ever written as a bare /h.
+    for note in (whole, per_gpu):
+        for body in (note["title"], note["body_markdown"], note["body_text"]):
+            assert "$2.9588/h" not in body
+
+
+def test_a_stored_rule_whose_meaning_changed_starts_afresh(engine):
+    """`8x H100 under $25/h` was per GPU-hour before the basis was made explicit: its stored
+    alert (firing, notified) belongs to another condition. `H100 under $2/h` means what it
+    meant: its alert goes on, nothing is sent again."""
+    crawl(engine, [offer("p5", 1.5)])
+    rules = [rule("8x H100 under $25/h", name="big"), rule("H100 under $2/h", name="cheap")]
+    old = {"big": "2a77ca9cfe90484a", "cheap": "8dfde82874ca01d1"}   # digests as stored then
+    with engine.begin() as conn:
+        for name, digest in old.items():
+            conn.execute(AlertState.__table__.insert().values(
+                key=f"rule:{name}", kind="rule", name=name, rule_hash=digest, description="",
+                state="firing", active_count=1, fired_at=T0, last_notified_at=T0,
+                notified_value=1.5, best_value=1.5, currency="USD", match_count=1, best={},
+                updated_at=T0))
+    result = evaluate(engine, rules, now=T0 + timedelta(hours=1))
+    assert result.fired == ["big"] and result.notifications == 1
+    assert outbox(engine)[0]["alert_key"] == "rule:big"
+
+
+# -- what a repeat does, and when nothing is sent ---------------------------------------------
+def test_after_a_repeat_the_next_evaluations_send_nothing_until_the_next_interval(engine):
+    rules = [rule("H100 under $2/h", repeat="4h")]
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, rules, now=T0)
+    sent = [evaluate(engine, rules, now=T0 + timedelta(hours=h)).notifications
+            for h in (4, 5, 6, 7, 8)]
+    assert sent == [1, 0, 0, 0, 1]
+    assert [n["kind"] for n in outbox(engine)] == ["firing", "repeat", "repeat"]
+
+
+# -- isolation of a failing rule -------------------------------------------------------------
+def test_a_rule_that_raises_is_isolated_and_recovers(engine, tmp_path):
+    # A user's title template that assumes every rule names a source (`... on SOURCE`):
+    # rendering fails for a rule that does not.
+    (tmp_path / "title.txt.j2").write_text(
+        '{{ rule.text }} from {{ rule.text.split(" on ")[1] }}', encoding="utf-8")
+    settings = {"templates": str(tmp_path)}
+    crawl(engine, [offer("a", 1.5)])
+    good, bad = rule("H100 under $2/h on lambda"), rule("H100 under $3/h")
+    result = evaluate(engine, [good, bad], now=T0, alert_settings=settings)
+    assert result.fired == ["h100-under-2-on-lambda"] and result.notifications == 1
+    assert list(result.errors) == ["h100-under-3"]
+    assert "UndefinedError" in result.errors["h100-under-3"]
+    assert outbox(engine)[0]["title"] == "H100 under $2/h on lambda from lambda"
+    states = store.load_states(engine)
+    assert states["rule:h100-under-3"]["state"] == "error"
+    assert "UndefinedError" in states["rule:h100-under-3"]["best"]["error"]
+    assert sorted((a["name"], a["state"]) for a in store.alert_rows(engine)) == [
+        ("h100-under-2-on-lambda", "firing"), ("h100-under-3", "error")]
+    # Still failing at the next evaluation; once the template is fixed it fires once.
+    again = evaluate(engine, [good, bad], now=T0 + timedelta(hours=1), alert_settings=settings)
+    assert list(again.errors) == ["h100-under-3"] and again.notifications == 0
+    fixed = evaluate(engine, [good, bad], now=T0 + timedelta(hours=2))
+    assert fixed.errors == {} and fixed.fired == ["h100-under-3"] and fixed.notifications == 1
+    assert store.load_states(engine)["rule:h100-under-3"]["best"]["source"] == "lambda"
+
+
+# -- only what changed is looked at again ---------------------------------------------------
+def test_a_crawl_reaches_only_the_rules_its_offers_can_change(engine):
+    crawl(engine, [offer("a", 1.5)])
+    crawl(engine, [offer("v", 0.35, source="vastai", gpu="RTX-4090", count=1)],
+          source="vastai")
+    rules = [rule("H100 under $2/h"), rule("4090 under $0.40/h"), rule("4090 under $0.30/h")]
+    first = evaluate(engine, rules, now=T0)
+    assert first.evaluated == 3 and first.fired == ["h100-under-2", "4090-under-0.40"]
+    # Lambda crawls, its H100 price unchanged: no rule can have changed.
+    t1 = T0 + timedelta(minutes=10)
+    crawl(engine, [offer("a", 1.5, at=t1)], at=t1)
+    assert evaluate(engine, rules, now=t1).evaluated == 0
+    # Vast.ai's 4090 drops to $0.25: both 4090 rules, not the H100 one.
+    t2 = T0 + timedelta(minutes=20)
+    crawl(engine, [offer("v", 0.25, source="vastai", gpu="RTX-4090", count=1, at=t2)],
+          source="vastai", at=t2)
+    second = evaluate(engine, rules, now=t2)
+    assert second.evaluated == 2 and second.fired == ["4090-under-0.30"]
+    assert [n["kind"] for n in outbox(engine)] == ["firing", "firing", "improved", "firing"]
+
+
+def test_the_database_stays_the_truth_for_the_state_kept_in_the_process(engine):
+    crawl(engine, [offer("a", 1.5)])
+    rules = [rule("H100 under $2/h")]
+    assert evaluate(engine, rules, now=T0).notifications == 1
+    with engine.begin() as conn:          # another process (an operator) clears the state
+        conn.execute(AlertState.__table__.delete())
+    again = evaluate(engine, rules, now=T0 + timedelta(hours=1))
+    assert again.fired == ["h100-under-2"] and again.notifications == 1

@@ -131,3 +131,59 @@ targets:
     assert "s3cr3tpass" not in both.output
     unknown = runner.invoke(app, ["notify", "test", "goood", "-c", str(config)])
     assert unknown.exit_code == 2 and "did you mean good?" in flat(unknown.output)
+
+
+def test_rules_check_says_how_each_rule_was_read(tmp_path):
+    rules = write(tmp_path, "rules.yaml", "rules:\n  - 8x H100 under $25/h\n"
+                  "  - H100 under $2/h\n  - {gpu: A100, count: 8, under: $10/h, basis: gpu}\n")
+    result = runner.invoke(app, ["rules", "check", str(rules), "--json"],
+                           env={"GPURADAR_CONFIG": ""})
+    assert result.exit_code == 0, result.output
+    read = {r["name"]: r["read_as"] for r in json.loads(result.stdout)}
+    assert read["8x-h100-under-25"] == "whole offer, exactly 8x H100, under $25.00/h"
+    assert read["h100-under-2"] == "per GPU-hour, H100, any GPU count, under $2/GPU-h"
+    assert read["8x-a100-under-10-per-gpu"] == (
+        "per GPU-hour, exactly 8x A100, under $10.00/GPU-h")
+    table = runner.invoke(app, ["rules", "check", str(rules)], env={"GPURADAR_CONFIG": ""})
+    assert "whole offer, exactly 8x H100" in flat(table.output)
+
+
+def test_a_window_beyond_the_limit_is_refused_without_a_traceback(tmp_path, sqlite_url):
+    text = "H100 drops 15% below its 999999-day low"
+    rules = write(tmp_path, "rules.yaml", f"rules:\n  - {text}\n")
+    check = runner.invoke(app, ["rules", "check", str(rules)], env={"GPURADAR_CONFIG": ""})
+    assert check.exit_code == 1
+    assert "duration '999999d' is longer than the limit of 3660 days" in flat(check.output)
+    tested = runner.invoke(app, ["rules", "test", text, "--database-url", sqlite_url],
+                           env={"GPURADAR_CONFIG": ""})
+    assert tested.exit_code == 2 and "limit of 3660 days" in flat(tested.output)
+    assert "Traceback" not in tested.output
+
+
+def test_notify_preview_shows_every_form_without_sending(tmp_path, sqlite_url):
+    engine = open_database(sqlite_url)
+    now = datetime.now(UTC)
+    crawl(engine, [offer("gpu_8x_h100", 2.95, at=now)], at=now)
+    with WebhookReceiver() as hook:
+        config = write(tmp_path, "config.yaml", f"""
+targets: {{hook: "{hook.url()}"}}
+rules: [{{name: big, rule: "8x H100 under $25/h"}}]
+""")
+        result = runner.invoke(app, ["notify", "preview", "big", "-c", str(config),
+                                     "--database-url", sqlite_url])
+        assert hook.posts == []
+    assert result.exit_code == 0, result.output
+    out = result.output
+    for label in ("title", "Markdown (Slack, webhooks)", "plain text", "email HTML",
+                  "email plain-text part"):
+        assert label in out
+    assert "8x H100 under $25/h — 1 offer from $23.60/h" in out
+    assert "**$23.60/h for 8 GPUs** · $2.95/GPU-h" in out
+    assert "<b>$23.60/h for 8 GPUs</b>" in out
+    assert "- lambda us-east-1 — 8x H100-SXM-80GB, on-demand" in out
+    # The same from `rules test --render`; nothing was stored or queued.
+    rendered = runner.invoke(app, ["rules", "test", "big", "--render", "-c", str(config),
+                                   "--database-url", sqlite_url])
+    assert rendered.exit_code == 0 and "email plain-text part" in rendered.output
+    listing = runner.invoke(app, ["alerts", "--json", "--database-url", sqlite_url])
+    assert json.loads(listing.stdout) == {"alerts": [], "notifications": []}

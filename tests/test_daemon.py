@@ -75,7 +75,7 @@ def test_a_matching_rule_notifies_by_email_and_webhook_once(replay):
     # the recording loops: several more crawls and evaluations, no second notification
     crawls = d.value("gpuradar_crawls_total", source="vastai", status="ok")
     d.wait_metric("gpuradar_crawls_total", crawls + 2, source="vastai", status="ok")
-    d.wait_metric("gpuradar_rule_evaluations_total", 4, result="ok")
+    d.wait_metric("gpuradar_rule_evaluations_total", 4, result="ok", rule="")
     assert len(smtp.messages) == 1 and len(hook.posts) == 1
 
 
@@ -107,10 +107,10 @@ def test_metrics_show_crawls_prices_and_notifications(replay):
     assert get("gpuradar_database_up") == 1
     assert [k for k in m if k[0] == "gpuradar_build_info"]
     assert get("process_resident_memory_bytes") > 0
-    # labels stay bounded: no offer ids, regions or URLs
+    # labels stay bounded: no offer ids, regions or URLs (rule names come from the config)
     label_names = {k for (_, labels) in m for k, _ in labels}
     assert label_names <= {"source", "status", "le", "reason", "change", "pricing",
-                           "availability", "gpu", "channel", "result", "job", "version",
+                           "availability", "gpu", "channel", "result", "rule", "job", "version",
                            "python", "scrapy", "implementation", "major", "minor",
                            "patchlevel", "generation", "vendor", "kind", "frameworks"}
     status, health = d.healthz()
@@ -315,7 +315,7 @@ def test_kill_9_during_a_crawl_and_a_delivery_then_restart(tmp_path, provider_se
             d.wait_metric("gpuradar_notifications_total", 1, channel="webhook", status="sent")
             # evaluations at start and after a crawl: the firing rule sends nothing new
             d.wait_metric("gpuradar_crawls_total", 1, source="vastai", status="ok")
-            d.wait_metric("gpuradar_rule_evaluations_total", 2, result="ok")
+            d.wait_metric("gpuradar_rule_evaluations_total", 2, result="ok", rule="")
             assert d.value("gpuradar_outbox_backlog") == 0
             assert d.stop() == 0
         finally:

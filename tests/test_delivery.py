@@ -7,7 +7,9 @@ from __future__ import annotations
 import email
 import email.policy
 import json
+import socket
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -16,12 +18,13 @@ import responses
 from aiosmtpd.controller import Controller
 from gpuradar.alerts.delivery import channel_of, deliver_pending
 from gpuradar.alerts.engine import evaluate
-from gpuradar.alerts.loader import parse_targets
-from gpuradar.alerts.rules import parse_rule
+from gpuradar.alerts.grammar import parse_rule
+from gpuradar.alerts.loader import load_targets, parse_targets
 from gpuradar.storage import alerts as store
 from gpuradar.storage.models import Notification
 from sqlalchemy import select
 
+from gpuradar.core.config import Config
 from tests.helpers import free_port
 from tests.test_alert_engine import crawl, offer
 
@@ -33,9 +36,10 @@ SLACK_HOOK = "https://hooks.slack.com/services/T0000AAAA/B0000BBBB/abcdefghijklm
 class WebhookReceiver:
     """A real HTTP server that records what apprise's json:// plugin posts."""
 
-    def __init__(self, status: int = 200) -> None:
+    def __init__(self, status: int = 200, delay: float = 0.0) -> None:
         self.posts: list[dict] = []
         self.status = status
+        self.delay = delay  # seconds before answering
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -43,13 +47,19 @@ class WebhookReceiver:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
                 receiver.posts.append({"path": self.path, "json": json.loads(body or b"{}")})
-                self.send_response(receiver.status)
-                self.end_headers()
+                time.sleep(receiver.delay)
+                try:
+                    self.send_response(receiver.status)
+                    self.end_headers()
+                except OSError:
+                    pass  # the sender gave up waiting
 
             def log_message(self, *args) -> None:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True  # a handler still sleeping does not hold up close
+        self.server.block_on_close = False
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -112,14 +122,22 @@ def test_email_arrives_with_subject_text_and_html(engine):
         (result,) = deliver_pending(engine, targets)
         assert (result.status, result.channel, result.target) == ("sent", "email", "oncall-mail")
     (msg,) = smtp.messages
-    assert msg["Subject"] == "H100 under $2/h — 2 offers from $1.87/h"
+    assert msg["Subject"] == "H100 under $2/h — 2 offers from $1.87/GPU-h"
     assert msg["To"].addresses[0].addr_spec == "ops@example.com"
     assert msg.get_content_type() == "multipart/alternative"
     text = msg.get_body(("plain",)).get_content()
     html = msg.get_body(("html",)).get_content()
-    assert "<table" in html and "<td>lambda</td>" in html and "<b>$1.87</b>" in html
+    assert "<b>lambda</b> us-east-1" in html and "<b>$1.87/GPU-h</b>" in html
     assert 'href="https://lambda.example/x"' in html
-    assert "lambda" in text and "$1.87" in text and "<td>" not in text
+    # The plain-text part (apprise derives it from the HTML) is a short list per offer, the
+    # rule on one line, both prices with their units.
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    assert lines[0] == "2 offers match “H100 under $2/h”, cheapest $1.87/GPU-h."
+    first = lines.index("- lambda us-east-1 — 8x H100-SXM-80GB, on-demand")
+    assert lines[first + 1] == "$1.87/GPU-h · $14.96/h for 8 GPUs"
+    assert lines[first + 2].startswith("available: yes · seen ")
+    assert "- lambda us-west-1 — 8x H100-SXM-80GB, on-demand" in lines
+    assert "<" not in text and len(lines) < 12
     assert rows(engine)["oncall-mail"]["status"] == "sent"
     assert store.outbox_backlog(engine) == 0
 
@@ -132,7 +150,7 @@ def test_webhook_receives_the_markdown_message(engine):
     assert (result.status, result.channel) == ("sent", "webhook")
     (post,) = hook.posts
     assert post["path"] == "/hook"
-    assert post["json"]["title"] == "H100 under $2/h — 2 offers from $1.87/h"
+    assert post["json"]["title"] == "H100 under $2/h — 2 offers from $1.87/GPU-h"
     assert post["json"]["type"] == "warning"
     message = post["json"]["message"]
     assert "**lambda** us-east-1" in message and "**$1.87/GPU-h**" in message
@@ -148,7 +166,7 @@ def test_slack_payload_is_slack_markdown(engine):
         payload = json.loads(rsps.calls[0].request.body)
     assert (result.status, result.channel) == ("sent", "slack")
     attachment = payload["attachments"][0]
-    assert attachment["title"] == "H100 under $2/h — 2 offers from $1.87/h"
+    assert attachment["title"] == "H100 under $2/h — 2 offers from $1.87/GPU-h"
     # CommonMark converted to Slack mrkdwn: bold with single stars, links as <url|label>.
     assert "*lambda* us-east-1" in attachment["text"]
     assert "<https://lambda.example/x|gpu_8x_h100>" in attachment["text"]
@@ -179,7 +197,7 @@ def test_smtp_down_then_back_nothing_lost_and_webhook_not_held_up(engine):
             third = deliver_pending(engine, targets, now=now + timedelta(seconds=120))
         assert [(r.target, r.status, r.attempts) for r in third] == [("oncall-mail", "sent", 3)]
         assert len(smtp.messages) == 1 and len(hook.posts) == 1
-    assert smtp.messages[0]["Subject"] == "H100 under $2/h — 2 offers from $1.87/h"
+    assert smtp.messages[0]["Subject"] == "H100 under $2/h — 2 offers from $1.87/GPU-h"
     assert store.outbox_backlog(engine) == 0
 
 
@@ -220,6 +238,80 @@ def test_a_target_removed_from_the_config_fails_its_rows(engine):
     fire(engine, ("gone",))
     (result,) = deliver_pending(engine, parse_targets({}))
     assert result.status == "failed" and "not configured" in result.error
+
+
+# -- timeouts ----------------------------------------------------------------------------
+def with_send_timeout(seconds: float, **targets: str):
+    """Targets as the daemon loads them, with `alerts.send_timeout`."""
+    return load_targets(Config(database_url="", targets=targets,
+                               alerts={"send_timeout": seconds}))
+
+
+def test_a_slow_webhook_within_send_timeout_gets_the_message_once(engine):
+    """apprise's own read timeout is 4 s: a receiver that answers after 6 s used to get
+    the message three times and end `failed`. send_timeout (30 s) bounds the attempt."""
+    with WebhookReceiver(delay=6) as hook:
+        targets = with_send_timeout(30, hook=hook.url())
+        fire(engine, ("hook",))
+        (result,) = deliver_pending(engine, targets)
+        assert (result.status, result.attempts, result.error) == ("sent", 1, "")
+        assert len(hook.posts) == 1
+    assert rows(engine)["hook"]["status"] == "sent"
+
+
+def test_a_webhook_that_never_answers_times_out_after_send_timeout(engine):
+    with WebhookReceiver(delay=20) as hook:
+        targets = with_send_timeout(2, hook=hook.url())
+        fire(engine, ("hook",))
+        (result,) = deliver_pending(engine, targets)
+        assert result.status == "retry" and result.attempts == 1
+        assert result.error.endswith("timed out after 2 s")
+        assert "Connection error" not in result.error
+        assert len(hook.posts) == 1           # one attempt, no hidden retries
+    row = rows(engine)["hook"]
+    assert row["status"] == "pending" and row["last_error"].endswith("timed out after 2 s")
+
+
+class HungSmtpServer:
+    """Accepts SMTP connections and never says a word (no greeting)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.port = self.sock.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)
+
+    def close(self) -> None:
+        for conn in self.accepted:
+            conn.close()
+        self.sock.close()
+
+
+def test_a_hung_smtp_server_times_out_after_send_timeout_once_per_attempt(engine):
+    smtp = HungSmtpServer()
+    try:
+        url = (f"mailto://127.0.0.1:{smtp.port}?from=alerts@example.com&to=ops@example.com")
+        targets = with_send_timeout(2, mail=url)
+        fire(engine, ("mail",))
+        now = datetime.now(UTC)
+        (first,) = deliver_pending(engine, targets, now=now)
+        assert first.status == "retry" and first.error.endswith("timed out after 2 s")
+        assert len(smtp.accepted) == 1
+        (second,) = deliver_pending(engine, targets, now=now + timedelta(seconds=31))
+        assert (second.status, second.attempts) == ("retry", 2)
+        assert len(smtp.accepted) == 2
+    finally:
+        smtp.close()
 
 
 @pytest.mark.parametrize(("url", "channel"), [

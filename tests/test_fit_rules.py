@@ -9,8 +9,11 @@ from datetime import date, datetime, timedelta
 
 import pytest
 from gpuradar.alerts.engine import evaluate, match_rules
+from gpuradar.alerts.grammar import parse_fit_clause, parse_rule
 from gpuradar.alerts.loader import parse_rules
-from gpuradar.alerts.rules import RuleError, parse_rule, rule_from_mapping
+from gpuradar.alerts.mapping import rule_from_mapping
+from gpuradar.alerts.rules import RuleError
+from gpuradar.storage.offers import OfferRow
 from gpuradar.storage.queries import store_fx
 from typer.testing import CliRunner
 
@@ -36,25 +39,50 @@ def caret(lines: list[str], text: str) -> str:
 
 
 # -- parsing ------------------------------------------------------------------------------
-def test_readable_fit_rules_parse_into_a_rule_with_the_requirement():
+def test_readable_fit_rules_parse_into_a_rule_with_the_job():
     r = parse_rule("cheapest fit for 7B finetune under $3/h")
-    assert r.fit is not None and r.fit.job == Job(7e9, "finetune")
-    # The price is for the whole configuration: the Rule says "per instance", not per GPU.
-    assert (r.max_price, r.currency, r.per_instance) == (3.0, "USD", True)
+    c = r.condition
+    assert c.job == Job(7e9, "finetune")
+    # The price is for the whole configuration the job needs, not per GPU.
+    assert (c.max_price, c.currency, c.basis) == (3.0, "USD", "offer")
     assert (r.name, r.text) == ("cheapest-fit-for-7b-finetune-under-3",
                                 "cheapest fit for 7B finetune under $3/h")
+    assert r.reading().startswith("whole configuration for 7B finetune (bf16, seq 2048")
 
-    r = parse_rule("cheapest fit for 70B lora under ¥100/h in cn-*")
-    assert (r.fit.job.params, r.fit.job.task) == (70e9, "lora")
-    assert (r.max_price, r.currency, r.fit.regions) == (100.0, "CNY", ("cn-*",))
-    # `cn-*` is the mainland-China keyword of recommend, not a glob the engine applies.
-    assert r.regions == ()
+    r = parse_rule("cheapest fit for 70B lora under ¥100/h in mainland")
+    c = r.condition
+    assert (c.job.params, c.job.task) == (70e9, "lora")
+    assert (c.max_price, c.currency, c.offers.regions) == (100.0, "CNY", ("mainland",))
+    # `cn-*` is a plain glob, as in every other rule and command.
+    assert parse_rule("cheapest fit for 70B lora under ¥100/h in cn-*"
+                      ).condition.offers.regions == ("cn-*",)
 
     r = parse_rule("fit for 7B qlora spot under 2 USD/h per gpu on aws,vastai seq 4096",
                    notify=("team",), repeat="4h")
-    assert (r.per_instance, r.pricing, r.sources, r.fit.job.seq_len) == (
-        False, "spot", ("aws", "vastai"), 4096)
+    c = r.condition
+    assert (c.basis, c.offers.pricing, c.offers.sources, c.job.seq_len) == (
+        "gpu", "spot", ("aws", "vastai"), 4096)
     assert (r.notify, r.repeat) == (("team",), timedelta(hours=4))
+
+
+def test_the_clause_alone():
+    clause = parse_fit_clause("cheapest fit for 7B finetune under $3/h")
+    assert clause.job == Job(7e9, "finetune")
+    assert (clause.max_price, clause.currency, clause.per_gpu, clause.pricing) == (
+        3.0, "USD", False, None)
+    clause = parse_fit_clause("fit for 70B qlora spot under ¥20/h per gpu on autodl,vastai "
+                              "region cn-* seq 4096")
+    assert clause.job.params == 70e9 and clause.job.task == "qlora"
+    assert clause.job.seq_len == 4096
+    assert (clause.max_price, clause.currency, clause.per_gpu) == (20.0, "CNY", True)
+    assert clause.pricing == "spot" and clause.sources == ("autodl", "vastai")
+    assert clause.regions == ("cn-*",)
+    assert parse_fit_clause("fit for 13B lora under 14 CNY/h").currency == "CNY"
+    # As in the GPU rules: `in` takes providers or regions, `less than` = `under`.
+    clause = parse_fit_clause("fit for 13B lora less than 3 USD/h seq 4096 in eu-*")
+    assert (clause.max_price, clause.job.seq_len, clause.regions, clause.sources) == (
+        3.0, 4096, ("eu-*",), ())
+    assert parse_fit_clause("fit for 13B lora in aws,gcp").sources == ("aws", "gcp")
 
 
 def test_fit_rule_identity_ignores_spelling_and_leaves_other_rules_alone():
@@ -78,6 +106,7 @@ def test_fit_rule_identity_ignores_spelling_and_leaves_other_rules_alone():
     ("cheapest fit for 7B lora under three", "'three' is not a price, e.g. $3/h or ¥20/h",
      "three"),
     ("cheapest H100 under $2/h", "expected 'fit for <size> <task>'", "H100"),
+    ("cheapest fits 7B lora under $3/h", "expected 'for' after 'fit'", "7B"),
 ])
 def test_a_bad_clause_quotes_the_rule_and_points_at_the_word(text, message, word):
     lines = show(text)
@@ -94,6 +123,25 @@ def test_a_fit_rule_needs_a_price_and_a_valid_job():
     assert first.startswith("int4 is for inference") and quoted.strip().startswith("fit for")
 
 
+def test_which_single_gpus_hold_a_7b_model_for_inference():
+    """14 GB of bf16 weights + 1.1 GB of KV cache: not on a 10 GB card; on a 16 GB T4 only
+    until the context grows (2.1 GB of KV cache at 4096 tokens)."""
+    from gpuradar.alerts.market import Pool, PoolKey
+
+    from gpuradar.core.currency import FxTable
+
+    def price(text: str, gpu: str, usd: float = 0.85) -> float | None:
+        pool = Pool(PoolKey.of(parse_rule(text).condition), None)
+        row = OfferRow(1, "gcp", "us-central1", "", "g2-standard-8", "on_demand", gpu, 1, None,
+                       None, None, usd, "USD", usd, usd, True, None, "")
+        return pool.value(row, FxTable())
+
+    rule = "cheapest fit for 7B inference under $1/h"
+    assert price(rule, "L4") == 0.85 and price(rule, "T4") == 0.85
+    assert price(rule, "RTX-3080") is None
+    assert price("cheapest fit for 7B inference seq 4096 under $1/h", "T4") is None
+
+
 def test_yaml_forms_equal_the_readable_form():
     readable = parse_rule("cheapest fit for 7B finetune under $3/h")
     by_fit = rule_from_mapping({"fit": "7B finetune", "under": "$3/h"})
@@ -105,12 +153,13 @@ def test_yaml_forms_equal_the_readable_form():
         "cheap-7b", "cheapest fit for 7B finetune under $3/h", ("team",))
     # Structured fields refine the clause, as for GPU rules.
     r = rule_from_mapping({"fit": "70B lora seq 4096", "under": "¥20/GPU-h", "pricing": "spot",
-                           "sources": ["autodl", "alibaba"], "regions": "cn-*"})
-    assert (r.max_price, r.currency, r.per_instance, r.pricing, r.sources) == (
-        20.0, "CNY", False, "spot", ("autodl", "alibaba"))
-    assert (r.fit.regions, r.fit.job.seq_len) == (("cn-*",), 4096)
+                           "sources": ["autodl", "alibaba"], "regions": "mainland"})
+    c = r.condition
+    assert (c.max_price, c.currency, c.basis, c.offers.pricing, c.offers.sources) == (
+        20.0, "CNY", "gpu", "spot", ("autodl", "alibaba"))
+    assert (c.offers.regions, c.job.seq_len) == (("mainland",), 4096)
     assert r.text == ("cheapest fit for 70B lora spot under ¥20/GPU-h on autodl,alibaba "
-                      "region cn-* seq 4096")
+                      "region mainland seq 4096")
     # The readable form of a structured rule parses back to the same rule.
     assert parse_rule(r.text).condition_hash() == r.condition_hash()
 
@@ -192,7 +241,7 @@ def test_fit_rule_fires_notifies_and_resolves_like_any_rule(engine):
     assert "fits the job: **$5.38/h for 2 GPUs on 1 machine**" in body
     assert "gpu_8x_h100_sxm5" not in body and "RTX_3080" not in body
     assert "fits the job: $5.38/h for 2 GPUs on 1 machine" in note["body_text"]
-    assert "<td><b>$5.38/h for 2 GPUs on 1 machine</b></td>" in note["body_html"]
+    assert "fits the job: <b>$5.38/h for 2 GPUs on 1 machine</b>" in note["body_html"]
     # Nothing new while it keeps holding; within the hysteresis band it keeps firing.
     t1 = T0 + timedelta(hours=1)
     usd_market(engine, at=t1, two_gpu_price=6.05)               # < $6 + 2 %
@@ -242,14 +291,17 @@ def cny_market(engine) -> None:
 
 def test_cny_fit_rule_compares_in_cny_and_keeps_to_the_mainland(engine):
     cny_market(engine)
-    text = "cheapest fit for 70B lora under ¥100/h in cn-*"
+    text = "cheapest fit for 70B lora under ¥100/h in mainland"
     assert matched(engine, text) == [("HCCPNV5.28XLARGE1920", 90.0),
                                      ("ecs.ebmgn8v.48xlarge", 95.0)]
     # Anywhere: Lambda's $12 is ¥85.71, the cheapest; still no 24 GB card.
     assert matched(engine, "cheapest fit for 70B lora under ¥100/h") == [
         ("gpu_8x_h100_sxm5", round(12 / CNY, 4)), ("HCCPNV5.28XLARGE1920", 90.0),
         ("ecs.ebmgn8v.48xlarge", 95.0)]
-    assert matched(engine, "cheapest fit for 70B lora under ¥90/h in cn-*") == []
+    assert matched(engine, "cheapest fit for 70B lora under ¥90/h in mainland") == []
+    # `cn-*` is a glob: Alibaba's cn-beijing, not Tencent's ap-beijing.
+    assert matched(engine, "cheapest fit for 70B lora under ¥100/h in cn-*") == [
+        ("ecs.ebmgn8v.48xlarge", 95.0)]
     evaluate(engine, [rule(text)], now=T0)
     (note,) = outbox(engine)
     assert note["title"] == f"{text} — 2 offers from ¥90.00/h"
@@ -283,7 +335,7 @@ def test_rules_test_command_handles_a_fit_rule(db_url):
 def test_rules_check_command_accepts_and_refuses_fit_rules(tmp_path):
     good = tmp_path / "rules.yaml"
     good.write_text("rules:\n  - cheapest fit for 7B finetune under $3/h\n"
-                    "  - {name: cn-70b, fit: 70B lora, under: ¥100/h, regions: cn-*}\n",
+                    "  - {name: cn-70b, fit: 70B lora, under: ¥100/h, regions: mainland}\n",
                     encoding="utf-8")
     runner = CliRunner()
     result = runner.invoke(app, ["rules", "check", str(good)], env={"GPURADAR_CONFIG": ""})

@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from gpuradar.storage import queries
 from gpuradar.storage.ingest import CrawlWriter
+from gpuradar.storage.offers import OfferRow, live_offers, with_observed_at
 
 from gpuradar import recommend as rc
 from gpuradar.core.currency import FxTable
@@ -104,9 +105,7 @@ def test_compute_and_wall_time_from_published_tflops():
         2 * 7e9 * 1e9)
     assert rc.estimate_memory(rc.Job(7e9, "lora", tokens=1e9)).flops == pytest.approx(
         4 * 7e9 * 1e9)
-    offer = dict(OFFER, source="aws", instance_type="p5.48xlarge", gpu="H100-SXM-80GB",
-                 gpu_count=8, price=55.04, price_usd=55.04)
-    fit, _ = rc.fit_offer(offer, est)
+    fit, _ = rc.fit_offer(row("aws", "p5.48xlarge", "H100-SXM-80GB", 8, 55.04), est)
     assert fit.wall_hours == pytest.approx(8.4e19 / (8 * 989.5e12 * 0.4) / 3600)
     assert fit.total_usd == pytest.approx(fit.wall_hours * 55.04)
 
@@ -142,13 +141,54 @@ def test_budget_with_two_currencies_is_refused():
         rc.parse_budget("$14CNY/h")
 
 
+def row(source: str, instance: str, gpu: str, count: int, price: float, *,
+        pricing: str = "on_demand", region: str = "r") -> OfferRow:
+    """An offer as storage hands it to recommend (USD-quoted)."""
+    return OfferRow(1, source, region, "", instance, pricing, gpu, count, None, None, None,
+                    price, "USD", price, price / count, True, None, "", {}, None)
+
+
+def test_bigger_configurations_that_cost_more_are_dropped_without_a_throughput_target():
+    # One provider selling the same GPU one, two or eight at a time at one per-GPU price:
+    # without --tokens/--gpu-hours, 2x and 8x only cost more.
+    offers = [row("runpod", f"{n}x AMD Instinct MI300X OAM", "MI300X", n, 2.39 * n)
+              for n in (1, 2, 8)] + [row("lambda", "gpu_8x_h100_sxm5", "H100-SXM-80GB", 8,
+                                         23.92)]
+    rec = rc.recommend(offers, rc.Job(7e9, "finetune"), rc.Options(max_age=None), FxTable(),
+                       datetime.now(UTC))
+    assert [(f.offer.source, f.gpus) for f in rec.fits] == [("runpod", 1), ("lambda", 8)]
+    assert rec.excluded[rc.DOMINATED] == 2
+    # With a job size, eight GPUs finish eight times sooner for the same total: now the
+    # smaller ones are never better.
+    sized = rc.recommend(offers, rc.Job(7e9, "finetune", tokens=2e9),
+                         rc.Options(max_age=None), FxTable(), datetime.now(UTC))
+    assert [f.gpus for f in sized.fits if f.offer.source == "runpod"] == [8]
+    assert sized.excluded[rc.DOMINATED_SIZED] == 2
+    # A cheaper per-GPU price for the single GPU makes it the cheaper, slower choice: both.
+    cheap = [offers[0]._replace(price=2.0, price_usd=2.0, price_per_gpu_usd=2.0), *offers[1:]]
+    both = rc.recommend(cheap, rc.Job(7e9, "finetune", tokens=2e9),
+                        rc.Options(max_age=None), FxTable(), datetime.now(UTC))
+    assert sorted(f.gpus for f in both.fits if f.offer.source == "runpod") == [1, 8]
+
+
+def test_qlora_on_gpus_without_cuda_says_what_it_needs():
+    offers = [row("runpod", "1x AMD Instinct MI300X OAM", "MI300X", 1, 2.39),
+              row("huawei", "ascend-snt9b", "ASCEND-910B", 1, 3.10),
+              row("runpod", "1x NVIDIA H100 80GB HBM3", "H100-SXM-80GB", 1, 2.69)]
+    rec = rc.recommend(offers, rc.Job(7e9, "qlora"), rc.Options(max_age=None), FxTable(),
+                       datetime.now(UTC))
+    notes = {f.offer.gpu: f.flags for f in rec.fits}
+    assert notes["H100-SXM-80GB"] == []
+    assert any("bitsandbytes" in n and "ROCm" in n for n in notes["MI300X"])
+    assert any("not on Ascend" in n for n in notes["ASCEND-910B"])
+    assert any("bitsandbytes" in w for w in rec.warnings)
+    # Full finetuning needs no bitsandbytes: no such note.
+    plain = rc.recommend(offers, rc.Job(7e9, "finetune"), rc.Options(max_age=None), FxTable(),
+                         datetime.now(UTC))
+    assert not any("bitsandbytes" in n for f in plain.fits for n in f.flags)
+
+
 # -- a fixed market in storage ------------------------------------------------------------
-OFFER = {"source": "x", "region": "r", "zone": "", "instance_type": "i", "pricing": "on_demand",
-         "gpu": "H100-SXM-80GB", "gpu_count": 1, "gpu_memory_gb": None, "price": 1.0,
-         "currency": "USD", "price_usd": 1.0, "available": True, "active": True,
-         "attributes": {}}
-
-
 def _item(source, region, instance, gpu, count, price, *, currency="USD", pricing="on_demand",
           available=True, attributes=None) -> PriceItem:
     usd = price * (CNY if currency == "CNY" else 1.0)
@@ -202,14 +242,19 @@ def market(engine):
     return engine
 
 
+def stored(engine) -> list[OfferRow]:
+    """The offers as `gpuradar recommend` reads them."""
+    return with_observed_at(live_offers(engine, include_unavailable=True,
+                                        with_attributes=True), queries.last_success(engine))
+
+
 def run(engine, job: rc.Job, **options) -> rc.Recommendation:
     fx = FxTable(queries.latest_fx(engine))
-    return rc.recommend(queries.current_offers(engine), job, rc.Options(**options), fx,
-                        datetime.now(UTC))
+    return rc.recommend(stored(engine), job, rc.Options(**options), fx, datetime.now(UTC))
 
 
 def picks(rec: rc.Recommendation) -> list[tuple[str, str, str]]:
-    return [(f.offer["source"], f.offer["instance_type"], f.offer["pricing"]) for f in rec.fits]
+    return [(f.offer.source, f.offer.instance_type, f.offer.pricing) for f in rec.fits]
 
 
 SHARDING_OVER_PCIE = "sharding needs NVLink/NVSwitch; GPUs linked by PCIe"
@@ -225,7 +270,7 @@ def test_ranking_by_hourly_price_of_the_offers_that_fit(market):
         ("azure", "Standard_ND96isr_H100_v5", "on_demand"),   # $98.32
     ]
     aws = rec.fits[3]
-    assert aws.offer["region"] == "us-east-1" and aws.also_in == ["us-west-2"]
+    assert aws.offer.region == "us-east-1" and aws.also_in == ["us-west-2"]
     assert rec.fits[0].gpus_needed == 2 and rec.fits[0].sharded
     assert rec.fits[0].per_gpu_gb == pytest.approx(112 / 2 + 34 * 2048 * 4096 * 32 / GB)
     assert rec.fits[2].hourly_usd == pytest.approx(260 * CNY)
@@ -247,7 +292,7 @@ def test_sharded_training_never_picks_pcie_gpus_unless_asked(market):
     assert rec.excluded[SHARDING_OVER_PCIE] == 2
     # --any-interconnect shows them, flagged.
     loose = run(market, rc.Job(70e9, "lora", grad_checkpointing=True), any_interconnect=True)
-    pcie = [f for f in loose.fits if f.offer["instance_type"] == "2:8xA100_PCIE"]
+    pcie = [f for f in loose.fits if f.offer.instance_type == "2:8xA100_PCIE"]
     assert pcie and "sharded over PCIe: slow" in pcie[0].flags
 
 
@@ -261,7 +306,7 @@ def test_full_70b_finetune_spans_machines_only_over_a_gpu_fabric(market):
                                   ("tencent", "HCCPNV5.28XLARGE1920", "on_demand")]
     assert {f.nodes for f in rec.fits} == {2}
     assert {f.interconnect["inter_node"] for f in rec.fits} == {"efa", "infiniband", "rdma"}
-    spot = next(f for f in rec.fits if f.offer["pricing"] == "spot")
+    spot = next(f for f in rec.fits if f.offer.pricing == "spot")
     assert spot.hourly_usd == pytest.approx(40.0)  # two machines
     assert any("2 spot machines" in w for w in spot.spot["warnings"])
     # Without activation checkpointing, 46 GB of activations per GPU: the output says so.
@@ -273,10 +318,10 @@ def test_job_size_ranks_by_total_cost_and_wall_time(market):
     rec = run(market, rc.Job(7e9, "finetune", tokens=2e9))
     # 8.4e19 FLOPs at 40 % of 989.5 TFLOPS: 7.4 h on eight H100s, 29.5 h on two.
     first, second = rec.fits[0], rec.fits[1]
-    assert (first.offer["source"], first.offer["pricing"]) == ("aws", "spot")
+    assert (first.offer.source, first.offer.pricing) == ("aws", "spot")
     assert first.wall_hours == pytest.approx(7.37, abs=0.01)
     assert first.total_usd == pytest.approx(147.4, abs=0.1)
-    assert second.offer["source"] == "runpod"
+    assert second.offer.source == "runpod"
     assert second.wall_hours == pytest.approx(29.48, abs=0.01)
     assert second.total_usd == pytest.approx(158.6, abs=0.1)
     totals = [f.total_usd for f in rec.fits]
@@ -287,30 +332,30 @@ def test_job_size_ranks_by_total_cost_and_wall_time(market):
     assert first.spot["warnings"] == ["checkpoint at least hourly"]
     # A job that cannot resume: spot is a bad idea for a 7 h run, says so, ranks last.
     strict = run(market, rc.Job(7e9, "finetune", tokens=2e9), resumable=False)
-    assert strict.fits[0].offer["source"] == "runpod"
+    assert strict.fits[0].offer.source == "runpod"
     last = strict.fits[-1]
-    assert last.offer["pricing"] == "spot" and rc.bad_idea(last)
+    assert last.offer.pricing == "spot" and rc.bad_idea(last)
     assert "~7.4 h restarts from zero" in last.spot["warnings"][0]
 
 
 def test_gpu_hours_give_cost_without_speed_adjustment(market):
     rec = run(market, rc.Job(7e9, "qlora", gpu_hours=10), spot="no", top=0)
-    lambda_ = next(f for f in rec.fits if f.offer["source"] == "lambda")
+    lambda_ = next(f for f in rec.fits if f.offer.source == "lambda")
     assert lambda_.wall_hours == 10 and lambda_.total_usd == pytest.approx(8.0)
-    eight = next(f for f in rec.fits if f.offer["instance_type"] == "1:8xRTX_4090")
+    eight = next(f for f in rec.fits if f.offer.instance_type == "1:8xRTX_4090")
     assert eight.wall_hours == pytest.approx(10 / 8)
     assert eight.total_usd == pytest.approx(3.20 * 10 / 8)
-    assert all(f.offer["pricing"] == "on_demand" for f in rec.fits)
+    assert all(f.offer.pricing == "on_demand" for f in rec.fits)
 
 
 def test_spot_signals_from_vast_reliability(market):
     rec = run(market, rc.Job(7e9, "qlora"), spot="only")
-    vast = next(f for f in rec.fits if f.offer["source"] == "vastai")
+    vast = next(f for f in rec.fits if f.offer.source == "vastai")
     assert vast.spot == {"signal": "host reliability 0.90 (Vast.ai)", "risk": "high",
                          "warnings": ["long run (a run of unknown length) on a frequently "
                                       "interrupted offer: checkpoint at least hourly, or use "
                                       "on-demand"]}
-    assert {f.offer["pricing"] for f in rec.fits} == {"spot"}
+    assert {f.offer.pricing for f in rec.fits} == {"spot"}
 
 
 def test_cny_budget_converts_through_the_stored_rate(market):
@@ -324,8 +369,10 @@ def test_cny_budget_converts_through_the_stored_rate(market):
         ("lambda", "gpu_1x_a6000", "on_demand"),               # $0.80
         ("alibaba", "ecs.gn7i-c8g1.2xlarge", "on_demand"),     # ¥10
         ("huawei", "p2s.2xlarge.8", "on_demand"),              # ¥12
-        ("autodl", "beijing-B:1x RTX 4090", "on_demand"),      # ¥14, at the limit
     ]
+    # AutoDL's ¥14.00 4090 in beijing-B is within the budget, but never better than the same
+    # card for ¥1.98 in beijing-A: dominated, counted, not listed.
+    assert rec.excluded[rc.DOMINATED] == 1
     coded = run(market, rc.Job(7e9, "qlora"), budget=rc.parse_budget("14CNY/h"), top=0)
     assert picks(coded) == picks(rec)
     assert rec.excluded["over budget"] >= 5
@@ -336,23 +383,30 @@ def test_cny_budget_converts_through_the_stored_rate(market):
     low = run(market, rc.Job(7e9, "qlora"), budget=rc.parse_budget("¥11/h"), top=0)
     assert ("huawei", "p2s.2xlarge.8", "on_demand") not in picks(low)
     assert ("alibaba", "ecs.gn7i-c8g1.2xlarge", "on_demand") in picks(low)
+    # The budget is inclusive: Alibaba's ¥10.00 is within ¥10/h.
+    exact = run(market, rc.Job(7e9, "qlora"), budget=rc.parse_budget("¥10/h"), top=0)
+    assert ("alibaba", "ecs.gn7i-c8g1.2xlarge", "on_demand") in picks(exact)
 
 
-def test_region_cn_keeps_to_mainland_providers_and_regions(market):
-    rec = run(market, rc.Job(7e9, "qlora"), regions=("cn-*",), top=0)
-    assert sorted((f.offer["source"], f.offer["region"]) for f in rec.fits) == [
-        ("autodl", "beijing-A"), ("autodl", "beijing-B"), ("huawei", "cn-north-4"),
-        ("tencent", "ap-beijing")]
+def test_region_mainland_keeps_to_mainland_providers_and_regions(market):
+    rec = run(market, rc.Job(7e9, "qlora"), regions=("mainland",), top=0)
+    assert sorted((f.offer.source, f.offer.region) for f in rec.fits) == [
+        ("autodl", "beijing-A"), ("huawei", "cn-north-4"), ("tencent", "ap-beijing")]
+    assert rec.excluded[rc.DOMINATED] == 1     # AutoDL's dearer 4090 in beijing-B
     # Alibaba's Hong Kong region is not mainland China.
     assert rec.excluded["outside mainland China"] >= 1
+    # `cn-*` is a plain glob, as everywhere: Alibaba's cn-hongkong and Huawei's cn-north-4.
+    glob = run(market, rc.Job(7e9, "qlora"), regions=("cn-*",), top=0)
+    assert sorted((f.offer.source, f.offer.region) for f in glob.fits) == [
+        ("alibaba", "cn-hongkong"), ("huawei", "cn-north-4")]
     us = run(market, rc.Job(7e9, "qlora"), regions=("us-*",), top=0)
-    assert {f.offer["source"] for f in us.fits} == {"aws", "lambda"}
+    assert {f.offer.source for f in us.fits} == {"aws", "lambda"}
 
 
 def test_provider_filter_and_top(market):
     rec = run(market, rc.Job(7e9, "qlora"), providers=("aws", "runpod"), top=2)
     assert len(rec.fits) == 2
-    assert {f.offer["source"] for f in rec.fits} <= {"aws", "runpod"}
+    assert {f.offer.source for f in rec.fits} <= {"aws", "runpod"}
 
 
 def test_nothing_fits_explains_why(market):
@@ -360,91 +414,6 @@ def test_nothing_fits_explains_why(market):
     assert rec.fits == []
     assert rec.warnings[-1].startswith("no live offer fits: ")
     assert "activations alone" in rec.warnings[-1]
-
-
-# -- the rule form ------------------------------------------------------------------------
-def test_rule_clause_parses_to_a_requirement():
-    req = rc.parse_fit_clause("cheapest fit for 7B finetune under $3/h")
-    assert req.job == rc.Job(7e9, "finetune")
-    assert (req.max_price, req.currency, req.per_gpu, req.pricing) == (3.0, "USD", False, None)
-    req = rc.parse_fit_clause("fit for 70B qlora spot under ¥20/h per gpu on autodl,vastai "
-                              "region cn-* seq 4096")
-    assert req.job.params == 70e9 and req.job.task == "qlora" and req.job.seq_len == 4096
-    assert (req.max_price, req.currency, req.per_gpu) == (20.0, "CNY", True)
-    assert req.pricing == "spot" and req.sources == ("autodl", "vastai")
-    assert req.regions == ("cn-*",)
-    assert rc.parse_fit_clause("fit for 13B lora under 14 CNY/h").currency == "CNY"
-    # As in the alert rules: `in` takes providers or region globs, `less than` = `under`.
-    req = rc.parse_fit_clause("fit for 13B lora less than 3 USD/h seq 4096 in eu-*")
-    assert (req.max_price, req.job.seq_len, req.regions, req.sources) == (
-        3.0, 4096, ("eu-*",), ())
-    assert rc.parse_fit_clause("fit for 13B lora in aws,gcp").sources == ("aws", "gcp")
-    assert rc.parse_fit_clause("cheapest fit for 7B finetune under $3/h").describe() == (
-        "cheapest fit for 7B finetune under $3/h")
-
-
-@pytest.mark.parametrize(("clause", "message", "word", "hint"), [
-    ("cheapest fit for 7B finetne under $3/h", "unexpected word", "finetne", "finetune"),
-    ("cheapest fit for finetune under $3/h", "missing the model size", None, None),
-    ("cheapest fit for 7B lora under $3/h on awz", "unknown provider", "awz", "aws"),
-    ("cheapest fit for 7B lora under three", "not a price", "three", None),
-    ("cheapest fits 7B lora", "expected 'for'", "7B", None),
-])
-def test_bad_clauses_point_at_the_word(clause, message, word, hint):
-    with pytest.raises(rc.FitClauseError) as caught:
-        rc.parse_fit_clause(clause)
-    err = caught.value
-    assert message in str(err)
-    assert err.hint == hint
-    if word is not None:
-        assert clause[err.start:err.end] == word
-        assert "^" * len(word) in str(err)
-
-
-def test_offer_fits_the_rule_on_stored_offers(market):
-    offers = queries.current_offers(market)
-    fx = FxTable(queries.latest_fx(market))
-
-    def matching(clause: str) -> set[tuple[str, str, str]]:
-        req = rc.parse_fit_clause(clause)
-        return {(o["source"], o["instance_type"], o["pricing"]) for o in offers
-                if rc.offer_fits(o, req, fx)}
-
-    assert matching("cheapest fit for 7B finetune under $6/h") == {
-        ("runpod", "2x NVIDIA H100 80GB HBM3", "on_demand")}
-    assert matching("cheapest fit for 7B finetune under $25/h") == {
-        ("runpod", "2x NVIDIA H100 80GB HBM3", "on_demand"), ("aws", "p5.48xlarge", "spot")}
-    # Per GPU-hour: RunPod $2.69, AWS spot $2.50 per GPU; on-demand P5 $6.88 is over.
-    assert matching("cheapest fit for 7B finetune under $3/h per gpu") == {
-        ("runpod", "2x NVIDIA H100 80GB HBM3", "on_demand"), ("aws", "p5.48xlarge", "spot")}
-    # The 8x RTX 4090 box is $3.20/h and holds the state, but shards over PCIe: no fit.
-    assert ("vastai", "1:8xRTX_4090", "on_demand") not in matching(
-        "cheapest fit for 7B finetune under $4/h")
-    assert matching("cheapest fit for 7B qlora under ¥2/h on autodl") == {
-        ("autodl", "beijing-A:1x RTX 4090", "on_demand")}
-    # Unavailable offers never fit.
-    assert ("gcp", "a3-highgpu-8g", "on_demand") not in matching(
-        "cheapest fit for 7B finetune under $100/h")
-    # "Under" is strict, as in the alert rules: RunPod's $5.38 is not under $5.38.
-    assert matching("cheapest fit for 7B finetune under $5.38/h") == set()
-    req = rc.parse_fit_clause("cheapest fit for 7B finetune under $25/h")
-    prices = sorted(p for o in offers if (p := rc.fit_price(o, req, fx)) is not None)
-    assert prices == [pytest.approx(5.38), pytest.approx(20.0)]
-
-
-def test_offer_fits_on_plain_offer_dicts():
-    req = rc.parse_fit_clause("cheapest fit for 7B inference under $1/h")
-    l4 = dict(OFFER, source="gcp", instance_type="g2-standard-8", gpu="L4", price=0.85,
-              price_usd=0.85)
-    assert rc.offer_fits(l4, req)
-    assert not rc.offer_fits(dict(l4, price=1.2, price_usd=1.2), req)
-    assert not rc.offer_fits(dict(l4, available=False), req)
-    # 14 GB of bf16 weights + 1.1 GB KV cache: not on a 10 GB card; on a 16 GB T4 only
-    # until the context grows (2.1 GB of KV cache at 4096 tokens).
-    assert not rc.offer_fits(dict(l4, gpu="RTX-3080"), req)
-    assert rc.offer_fits(dict(l4, gpu="T4"), req)
-    longer = rc.parse_fit_clause("cheapest fit for 7B inference seq 4096 under $1/h")
-    assert not rc.offer_fits(dict(l4, gpu="T4"), longer)
 
 
 # -- the command --------------------------------------------------------------------------
@@ -478,7 +447,7 @@ def test_cli_json(market_url):
 
 def test_cli_table_with_cny_budget_and_mainland_region(market_url):
     proc = gpuradar("recommend", "-p", "7B", "-t", "qlora", "--budget", "¥14/h", "--region",
-                    "cn-*", db_url=market_url)
+                    "mainland", db_url=market_url)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "weights = N × 4.127 bits" in out  # the formula is printed

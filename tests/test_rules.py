@@ -5,40 +5,62 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.loader import load_rules, load_targets, parse_targets, redact
-from gpuradar.alerts.rules import RuleError, parse_duration, parse_rule, rule_from_mapping
+from gpuradar.alerts.mapping import rule_from_mapping
+from gpuradar.alerts.rules import RuleError
 
 from gpuradar.core.config import Config, ConfigError, load_config
+from gpuradar.core.units import parse_duration
 
 H100 = frozenset({"H100-SXM-80GB", "H100-PCIE-80GB", "H100-NVL-94GB"})
 
 
+class Read:
+    """A parsed rule's fields by name, whichever part of the model holds them."""
+
+    def __init__(self, rule) -> None:
+        self.rule = rule
+
+    def __getattr__(self, name: str):
+        for part in (self.rule.condition.offers, self.rule.condition, self.rule):
+            if name in type(part).__dataclass_fields__:
+                return getattr(part, name)
+        if name == "per_instance":
+            return self.rule.condition.per_offer
+        raise AttributeError(name)
+
+
+def read(text: str) -> Read:
+    return Read(parse_rule(text))
+
+
 def test_the_issue_examples():
-    r = parse_rule("H100 under $2/h")
+    r = read("H100 under $2/h")
     assert (r.gpus, r.max_price, r.currency, r.per_instance) == (H100, 2.0, "USD", False)
 
-    r = parse_rule("A100-80GB spot under 1.5 USD/h in aws,gcp")
+    r = read("A100-80GB spot under 1.5 USD/h in aws,gcp")
     assert r.gpus == {"A100-SXM-80GB", "A100-PCIE-80GB"}
     assert (r.pricing, r.max_price, r.sources, r.regions) == ("spot", 1.5, ("aws", "gcp"), ())
 
-    r = parse_rule("8x H100 under $25/h region us-*")
+    r = read("8x H100 under $25/h region us-*")
     assert (r.min_gpus, r.max_gpus, r.max_price, r.regions) == (8, 8, 25.0, ("us-*",))
-    assert r.per_instance is False          # per GPU-hour unless the rule says otherwise
+    assert r.basis == "offer"               # a GPU count: the price is for the whole offer
 
-    r = parse_rule("4090 under ¥2/h on autodl")
+    r = read("4090 under ¥2/h on autodl")
     assert (r.gpus, r.currency, r.max_price, r.sources) == ({"RTX-4090"}, "CNY", 2.0,
                                                              ("autodl",))
 
-    r = parse_rule("any 80GB+ GPU under $1.50/h")
+    r = read("any 80GB+ GPU under $1.50/h")
     assert (r.gpus, r.min_gpu_memory, r.max_price) == (None, 80.0, 1.5)
 
-    r = parse_rule("H200 on-demand under $3/h not on vastai")
+    r = read("H200 on-demand under $3/h not on vastai")
     assert (r.pricing, r.exclude_sources, r.sources) == ("on_demand", ("vastai",), ())
 
-    r = parse_rule("L40S under $1/h available in eu-*")
+    r = read("L40S under $1/h available in eu-*")
     assert (r.gpus, r.available_only, r.regions) == ({"L40S"}, True, ("eu-*",))
 
-    r = parse_rule("H100 drops 15% below its 7-day low")
+    r = read("H100 drops 15% below its 7-day low")
     assert (r.drop_pct, r.drop_window, r.max_price) == (0.15, timedelta(days=7), None)
 
 
@@ -68,7 +90,87 @@ def test_the_issue_examples():
     ("H100 drops 10% below its 24h low", "drop_window", timedelta(hours=24)),
 ])
 def test_grammar_variants(text, field, value):
-    assert getattr(parse_rule(text), field) == value
+    assert getattr(read(text), field) == value
+
+
+# -- the price basis ----------------------------------------------------------------------
+@pytest.mark.parametrize(("text", "basis", "counts", "reading"), [
+    ("H100 under $2/h", "gpu", (None, None),
+     "per GPU-hour, H100, any GPU count, under $2/GPU-h"),
+    ("8x H100 under $25/h", "offer", (8, 8), "whole offer, exactly 8x H100, under $25.00/h"),
+    ("8+x H100 under $25/h", "offer", (8, None), "whole offer, at least 8x H100, under $25.00/h"),
+    ("at least 8x H100 under $25/h", "offer", (8, None),
+     "whole offer, at least 8x H100, under $25.00/h"),
+    ("8x H100 under $3/GPU-h", "gpu", (8, 8), "per GPU-hour, exactly 8x H100, under $3/GPU-h"),
+    ("8x H100 under $3/h per GPU", "gpu", (8, 8), "per GPU-hour, exactly 8x H100, under $3/GPU-h"),
+    ("H100 under $20/h per instance", "offer", (None, None),
+     "whole offer, H100, any GPU count, under $20.00/h"),
+    ("H100 under 20 USD/instance-h", "offer", (None, None),
+     "whole offer, H100, any GPU count, under $20.00/h"),
+    ("8x A100 spot under $10/h", "offer", (8, 8),
+     "whole offer, exactly 8x A100, under $10.00/h; spot only"),
+])
+def test_the_price_basis_is_read_once_and_said_back(text, basis, counts, reading):
+    r = read(text)
+    assert (r.basis, (r.min_gpus, r.max_gpus)) == (basis, counts)
+    assert r.rule.reading() == reading
+
+
+@pytest.mark.parametrize(("data", "basis", "text"), [
+    ({"gpu": "H100", "count": 8, "under": "$25/h"}, "offer",
+     "8x H100 under $25/h per instance"),
+    ({"gpu": "H100", "count": 8, "under": "$3/h", "basis": "gpu"}, "gpu",
+     "8x H100 under $3/h per GPU"),
+    ({"gpu": "H100", "under": "$20/h", "basis": "offer"}, "offer",
+     "H100 under $20/h per instance"),
+    ({"gpu": "H100", "under": "$2/h"}, "gpu", "H100 under $2/h"),
+    ({"gpu": "H100", "min_gpus": 8, "under": "$25/h"}, "offer",
+     "8+x H100 under $25/h per instance"),
+    ({"rule": "8x H100 under $25/h", "basis": "gpu"}, "gpu", "8x H100 under $25/h per GPU"),
+])
+def test_the_yaml_basis_and_the_readable_form_agree(data, basis, text):
+    r = rule_from_mapping(data)
+    assert r.condition.basis == basis and r.text == text
+    assert parse_rule(text).condition == r.condition
+
+
+def test_two_bases_in_one_rule_are_refused():
+    assert "contradicts" in show("H100 under $2/GPU-h per instance")
+    assert "`at least` needs a GPU count" in show("at least H100 under $2/h")
+
+
+def test_a_rule_keeps_its_alert_identity_unless_its_meaning_changed():
+    """Stored alert state is keyed by the condition's digest: rules that mean what they
+    meant keep it; those whose reading changed start afresh (README release notes)."""
+    same = {"H100 under $2/h": "8dfde82874ca01d1",
+            "8x H100 under $25/h per instance": "6a505fe6d841a3e2",
+            "4090 under ¥2/h on autodl": "2ed81eedc50b374a",
+            "H100 drops 15% below its 7-day low": "370fa92fe52ac818",
+            "cheapest fit for 7B finetune under $3/h": "61be8afa410e16aa"}
+    for text, digest in same.items():
+        assert parse_rule(text).condition_hash() == digest, text
+    # Per GPU-hour before, per offer now; `cn-*` meant mainland China in fit rules.
+    changed = {"8x H100 under $25/h region us-*": "2a77ca9cfe90484a",
+               "8x A100 spot under $10/h": "f3dc5db9e8ac2bf2",
+               "cheapest fit for 70B lora under ¥100/h in cn-*": "30179dcb55e106c1"}
+    for text, digest in changed.items():
+        assert parse_rule(text).condition_hash() != digest, text
+
+
+@pytest.mark.parametrize(("text", "options", "message"), [
+    ("H100 drops 15% below its 999999-day low", {},
+     "duration '999999d' is longer than the limit of 3660 days"),
+    ("H100 under $2/h", {"repeat": "99999d"},
+     "repeat: duration '99999d' is longer than the limit of 3660 days"),
+    ("H100 under $2/h", {"for": "4000d"},
+     "for: duration '4000d' is longer than the limit of 3660 days"),
+])
+def test_windows_and_durations_beyond_the_store_are_refused(text, options, message):
+    with pytest.raises(RuleError) as info:
+        parse_rule(text, **options)
+    assert message in str(info.value)
+    with pytest.raises(RuleError, match="longer than the limit of 3660 days"):
+        rule_from_mapping({"gpu": "H100", "drop": {"percent": 15, "days": 999999}})
 
 
 def show(text: str) -> str:
@@ -130,12 +232,12 @@ def test_structured_form_equals_the_readable_form():
 
 
 def test_structured_fields_and_options():
-    r = rule_from_mapping({
+    r = Read(rule_from_mapping({
         "name": "big-h100", "gpu": ["H100"], "count": 8, "under": "$25/h", "per": "instance",
         "regions": "us-*", "not_sources": ["vastai"], "available": True, "vcpus": 96,
         "gpu_memory": "80GB", "notify": ["team-slack", "tag:oncall"], "for": 2,
         "repeat": "12h", "min_drop": "10%", "send_resolved": True, "top": 3,
-        "mute_until": "2026-12-24T18:00Z", "hysteresis": "5%"})
+        "mute_until": "2026-12-24T18:00Z", "hysteresis": "5%"}))
     assert (r.name, r.min_gpus, r.max_gpus, r.max_price, r.per_instance) == (
         "big-h100", 8, 8, 25.0, True)
     assert (r.regions, r.exclude_sources, r.available_only, r.min_vcpus, r.min_gpu_memory) == (
@@ -147,12 +249,12 @@ def test_structured_fields_and_options():
 
 
 def test_structured_rule_with_readable_text_and_options():
-    r = rule_from_mapping({"rule": "H100 under $2/h", "name": "cheap-h100",
-                           "min_drop": "$0.10", "for": "30m", "repeat": "never"})
+    r = Read(rule_from_mapping({"rule": "H100 under $2/h", "name": "cheap-h100",
+                           "min_drop": "$0.10", "for": "30m", "repeat": "never"}))
     assert (r.name, r.text, r.max_price) == ("cheap-h100", "H100 under $2/h", 2.0)
     assert (r.min_drop_abs, r.for_duration, r.repeat, r.repeat_set) == (
         0.10, timedelta(minutes=30), None, True)
-    drop = rule_from_mapping({"gpu": "H100", "drop": {"percent": 15, "days": 7}})
+    drop = Read(rule_from_mapping({"gpu": "H100", "drop": {"percent": 15, "days": 7}}))
     assert (drop.drop_pct, drop.drop_window) == (0.15, timedelta(days=7))
 
 

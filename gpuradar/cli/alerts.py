@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from gpuradar.cli.common import (
+    EXIT_DATABASE,
     EXIT_FAILED,
     ConfigOpt,
     CsvOpt,
@@ -98,8 +100,9 @@ def rules_check(
     config: ConfigOpt = None, fmt: FormatOpt = Format.table, as_json: JsonOpt = False,
     as_csv: CsvOpt = False,
 ) -> None:
-    """Validate rules (and the targets they notify); exit 1 when any is wrong."""
-    from gpuradar.alerts.engine import parse_settings
+    """Validate rules (and the targets they notify) and say how each was read; exit 1 when
+    any is wrong."""
+    from gpuradar.alerts.settings import parse_settings
 
     if file is not None and not file.exists():
         raise fail(f"rules file {file} does not exist")
@@ -115,34 +118,28 @@ def rules_check(
                           f"{len(rules)} good")
         raise typer.Exit(EXIT_FAILED)
     f = pick_format(fmt, as_json, as_csv)
-    rows = [{"name": r.name, "rule": r.text, "notify": ", ".join(r.targets or ()) or "-",
-             "options": _options(r)} for r in rules]
-    emit(rows, [("name", "name"), ("rule", "rule"), ("notify", "targets"),
-                ("options", "options")], f)
+    rows = [{"name": r.name, "rule": r.text, "read_as": r.reading(),
+             "notify": ", ".join(r.targets or ()) or "-", "options": _options(r)}
+            for r in rules]
+    emit(rows, [("name", "name"), ("rule", "rule"), ("read_as", "read as"),
+                ("notify", "targets"), ("options", "options")], f)
     if f is Format.table:
         console.print(f"{len(rules)} rule{'s' if len(rules) != 1 else ''} OK")
 
 
-@rules_app.command("test")
-def rules_test(
-    rule: Annotated[str | None, typer.Argument(help="A rule (`H100 under $2/h`) or a rules "
-                                               "file; default: the configured rules.")] = None,
-    top: Annotated[int, typer.Option(help="Offers to list per rule.")] = 5,
-    config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
-    as_json: JsonOpt = False, as_csv: CsvOpt = False,
-) -> None:
-    """What each rule would match and fire on now, against the stored offers (sends
-    nothing, changes nothing)."""
-    from gpuradar.alerts.engine import load_market, match_rules, parse_settings
+def _rules_to_test(cfg: Config, rule: str | None) -> list:
+    """The rules `rules test` and `notify preview` look at: one given as text, a rules
+    file, a configured rule by name, or every configured rule."""
     from gpuradar.alerts.loader import parse_rule_entry
-    from gpuradar.alerts.messages import offer_summary
     from gpuradar.alerts.rules import RuleError
-    from gpuradar.storage.alerts import load_states
 
-    cfg = get_config(config, database_url)
     if rule and Path(rule).is_file():
         rules, errors = _load(cfg, Path(rule), strict_targets=False)
     elif rule:
+        configured, _ = _load(cfg, None, strict_targets=False)
+        named = [r for r in configured if r.name == rule]
+        if named:
+            return named
         try:
             rules, errors = [parse_rule_entry(rule)], []
         except RuleError as exc:
@@ -155,24 +152,61 @@ def rules_test(
     if not rules:
         raise fail("no rules: give one (`gpuradar rules test 'H100 under $2/h'`) or configure "
                    "`rules:`")
+    return rules
+
+
+def _matches(cfg: Config, rules: list):
+    """(settings, market, matches) against the stored offers; database trouble is one line."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from gpuradar.alerts.engine import match_rules, read_market
+    from gpuradar.alerts.settings import parse_settings
+
     try:
         settings = parse_settings(cfg.alerts)
     except ConfigError as exc:
         raise fail(str(exc)) from None
     engine = get_engine(cfg)
     now = datetime.now(UTC)
-    market = load_market(engine, now, settings)
-    matches = match_rules(engine, rules, now=now, alert_settings=settings, market=market)
+    try:
+        market = read_market(engine, now, settings)
+        matches = match_rules(engine, rules, now=now, alert_settings=settings, market=market)
+    except SQLAlchemyError as exc:
+        raise fail(f"cannot read the database: {str(exc).splitlines()[0]}",
+                   EXIT_DATABASE) from None
+    return settings, market, matches, engine
+
+
+@rules_app.command("test")
+def rules_test(
+    rule: Annotated[str | None, typer.Argument(help="A rule (`H100 under $2/h`), a configured "
+                                               "rule's name or a rules file; default: the "
+                                               "configured rules.")] = None,
+    top: Annotated[int, typer.Option(help="Offers to list per rule.")] = 5,
+    render: Annotated[bool, typer.Option("--render", help="Also show the notification each "
+                                         "rule would send now, in all its forms.")] = False,
+    config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
+    as_json: JsonOpt = False, as_csv: CsvOpt = False,
+) -> None:
+    """What each rule would match and fire on now, against the stored offers, and how it was
+    read (sends nothing, changes nothing)."""
+    from gpuradar.alerts.messages import offer_summary
+    from gpuradar.storage.alerts import load_states
+
+    cfg = get_config(config, database_url)
+    rules = _rules_to_test(cfg, rule)
+    settings, market, matches, engine = _matches(cfg, rules)
     states = load_states(engine)
     f = pick_format(fmt, as_json, as_csv)
     out = []
     for m in matches:
         r = m.rule
         st = states.get(r.key) or {}
-        offers = [offer_summary(x, r, market) for x in m.matches[:top]]
-        out.append({"name": r.name, "rule": r.text, "would_fire": m.matched,
-                    "matches": len(m.matches), "best": m.best, "currency": r.currency,
-                    "limit": m.limit, "reference_low": m.reference, "note": m.note,
+        offers = [offer_summary(v, o, r, market, m.pool) for v, o in m.matches[:top]]
+        out.append({"name": r.name, "rule": r.text, "read_as": r.reading(),
+                    "would_fire": m.matched, "matches": m.count, "best": m.best,
+                    "currency": r.condition.currency, "unit": r.unit, "limit": m.limit,
+                    "reference_low": m.reference, "note": m.note, "error": m.error,
                     "stored_state": st.get("state", "inactive"), "offers": offers})
     if f is Format.json:
         dump_json(out)
@@ -181,8 +215,10 @@ def rules_test(
         emit([], [], f, raw_rows=[{k: v for k, v in o.items() if k != "offers"} for o in out])
         return
     for o, m in zip(out, matches, strict=True):
-        unit = "h" if m.rule.per_instance else "GPU-h"
-        if o["would_fire"]:
+        unit = o["unit"]
+        if o["error"]:
+            head = f"[red]cannot be evaluated[/red]: {escape(o['error'].splitlines()[0])}"
+        elif o["would_fire"]:
             head = (f"[bold green]would fire[/bold green]: {o['matches']} offer"
                     f"{'s' if o['matches'] != 1 else ''} from {money(o['best'], o['currency'])}"
                     f"/{unit}")
@@ -191,7 +227,8 @@ def rules_test(
         if o["reference_low"] is not None:
             head += (f"; earlier low {money(o['reference_low'], o['currency'])}/{unit}, limit "
                      f"{money(o['limit'], o['currency'])}/{unit}")
-        console.print(f"[bold]{o['name']}[/bold]  {o['rule']}\n  {head}; stored state: "
+        console.print(f"[bold]{escape(o['name'])}[/bold]  {escape(o['rule'])}\n"
+                      f"  read as: {escape(o['read_as'])}\n  {head}; stored state: "
                       f"{o['stored_state']}", highlight=False)
         if o["offers"]:
             rows = [{"source": x["source"], "region": x["region"], "instance": x["instance_type"],
@@ -205,10 +242,41 @@ def rules_test(
                     for x in o["offers"]]
             emit(rows, [("source", "source"), ("region", "region"), ("instance", "instance"),
                         ("pricing", "pricing"), ("gpus", "GPUs"), ("per_gpu", "per GPU-h"),
-                        ("instance_price", "per h"), ("quoted", "quoted"),
+                        ("instance_price", "whole offer /h"), ("quoted", "quoted"),
                         ("available", "avail")], Format.table)
+        if render:
+            _print_rendered(m, market, settings, top)
     if market.stale:
         err_console.print(f"stale sources (ignored): {', '.join(sorted(market.stale))}")
+    if any(o["error"] for o in out):
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _print_rendered(m: Any, market: Any, settings: Any, top: int) -> None:
+    """The notification a rule would send now, in every form: its title, the Markdown for
+    Slack and webhooks, the plain text, the email's HTML and the plain-text part apprise
+    derives from it."""
+    from gpuradar.alerts.market import band_best
+    from gpuradar.alerts.messages import Renderer, email_text
+
+    if m.error:
+        return
+    kind = "firing" if m.matched else "resolved"
+    try:
+        msg = Renderer(settings.templates).rule_message(
+            kind, m, market, top,
+            resolved_best=band_best(m.rule, market) if kind == "resolved" else None)
+    except Exception as exc:  # noqa: BLE001 - a user's template may be broken
+        err_console.print(f"[red]error:[/red] cannot render {m.rule.name!r}: "
+                          f"{type(exc).__name__}: {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_FAILED) from None
+    note = "" if m.matched else " (nothing matches now: this is what resolving would send)"
+    for label, body in (("title", msg.title), ("Markdown (Slack, webhooks)", msg.markdown),
+                        ("plain text", msg.text), ("email HTML", msg.html),
+                        ("email plain-text part", email_text(msg.html))):
+        console.rule(f"{label}{note if label == 'title' else ''}")
+        console.print(body, markup=False, highlight=False, soft_wrap=True)
+    console.rule()
 
 
 def alerts_command(
@@ -235,24 +303,27 @@ def alerts_command(
         return
     rows = []
     for a in alerts:
-        since = a["fired_at"] if a["state"] == "firing" else (a["pending_since"]
-                                                               or a["resolved_at"])
+        since = (a["fired_at"] if a["state"] == "firing" else a["updated_at"]
+                 if a["state"] == "error" else (a["pending_since"] or a["resolved_at"]))
         best = a.get("best") or {}
+        failing = a["state"] == "error"
         rows.append({
             "name": a["name"] if a["kind"] == "rule" else f"source {a['name']}",
             "state": a["state"] + (" (stale)" if a["kind"] == "source" else ""),
             "since": f"{age(since, now)} ago" if since else "-",
-            "best": money(a["best_value"], a["currency"]) if a["best_value"] is not None
-            else "-",
+            "best": (money(a["best_value"], a["currency"])
+                     + (f"/{best['unit']}" if best.get("unit") else "")
+                     if a["best_value"] is not None and not failing else "-"),
             "matches": a["match_count"] if a["kind"] == "rule" else "-",
-            "where": f"{best.get('source')} {best.get('region')}" if best else "-",
+            "where": (str(best.get("error", ""))[:120] if failing
+                      else f"{best.get('source')} {best.get('region')}" if best else "-"),
             "notified": f"{age(a['last_notified_at'], now)} ago" if a["last_notified_at"]
             else "never",
             "rule": a["description"],
         })
     if rows:
         emit(rows, [("name", "alert"), ("state", "state"), ("since", "since"),
-                    ("best", "best"), ("matches", "offers"), ("where", "cheapest at"),
+                    ("best", "best"), ("matches", "offers"), ("where", "cheapest at / error"),
                     ("notified", "notified"), ("rule", "rule")], Format.table,
              title="alerts")
     else:
@@ -283,9 +354,9 @@ def notify_test(
 ) -> None:
     """Send a test message to targets now and report apprise's result for each URL."""
     from gpuradar.alerts.delivery import send
-    from gpuradar.alerts.engine import parse_settings
     from gpuradar.alerts.loader import channel_of
     from gpuradar.alerts.messages import Renderer
+    from gpuradar.alerts.settings import parse_settings
 
     cfg = get_config(config)
     configured = _targets(cfg)
@@ -313,6 +384,26 @@ def notify_test(
                 ("result", "result"), ("error", "error")], pick_format(fmt, as_json, as_csv))
     if any(r["result"] != "sent" for r in rows):
         raise typer.Exit(EXIT_FAILED)
+
+
+@notify_app.command("preview")
+def notify_preview(
+    rule: Annotated[str, typer.Argument(help="A configured rule's name, or a rule "
+                                        "(`H100 under $2/h`).")],
+    top: Annotated[int | None, typer.Option(help="Offers to list (default: the rule's "
+                                            "`top`).")] = None,
+    config: ConfigOpt = None, database_url: DbOpt = None,
+) -> None:
+    """Show the notification a rule would send now, without sending it: title, Markdown
+    (Slack, webhooks), plain text, and the email (HTML and its plain-text part)."""
+    cfg = get_config(config, database_url)
+    rules = _rules_to_test(cfg, rule)
+    settings, market, matches, _ = _matches(cfg, rules)
+    for m in matches:
+        if m.error:
+            raise fail(f"rule {m.rule.name!r} cannot be evaluated: "
+                       f"{m.error.splitlines()[0]}", EXIT_FAILED)
+        _print_rendered(m, market, settings, top or m.rule.top or settings.top)
 
 
 def register(app: typer.Typer) -> None:

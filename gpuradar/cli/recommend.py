@@ -92,7 +92,7 @@ def _rows(rec: Any, now: datetime) -> list[dict[str, Any]]:
     rows = []
     for i, fit in enumerate(rec.fits, 1):
         o = fit.offer
-        count = f"{o['gpu_count']:g}x {o['gpu']}"
+        count = f"{o.gpu_count:g}x {o.gpu}"
         if fit.nodes > 1:
             count = f"{fit.nodes} × {count}"
         notes = list(fit.flags)
@@ -103,16 +103,16 @@ def _rows(rec: Any, now: datetime) -> list[dict[str, Any]]:
             notes.append(f"also {len(fit.also_in)} other region"
                          f"{'s' if len(fit.also_in) > 1 else ''}")
         rows.append({
-            "rank": i, "source": o["source"],
-            "region": o["region"] + (f"/{o['zone']}" if o.get("zone") else ""),
-            "instance": o["instance_type"], "pricing": o["pricing"].replace("_", "-"),
+            "rank": i, "source": o.source,
+            "region": o.region + (f"/{o.zone}" if o.zone else ""),
+            "instance": o.instance_type, "pricing": o.pricing.replace("_", "-"),
             "gpus": count,
             "memory": f"{_gb(fit.per_gpu_gb)}/{_gb(fit.usable_gb)}",
             "link": _link(fit.interconnect),
             "hourly": money(fit.hourly_usd),
-            "quoted": money(fit.hourly_quoted, o["currency"]) if o["currency"] != "USD" else "",
+            "quoted": money(fit.hourly_quoted, o.currency) if o.currency != "USD" else "",
             "wall": _hours(fit.wall_hours), "total": money(fit.total_usd),
-            "age": age(o.get("observed_at"), now), "notes": "; ".join(notes),
+            "age": age(o.observed_at, now), "notes": "; ".join(notes),
         })
     return rows
 
@@ -158,8 +158,9 @@ def register(app: typer.Typer) -> None:
         spot: Annotated[str, typer.Option(help="ok (include spot, marked) | no | only.")
                         ] = "ok",
         region: Annotated[list[str] | None, typer.Option(
-            "--region", "-r", help="Region glob (us-*, eu-*); cn-* keeps data in mainland "
-            "China (alibaba, tencent, huawei, autodl). Repeatable.")] = None,
+            "--region", "-r", help="Region or zone glob (us-*, cn-*, eu-west-?); `mainland` "
+            "keeps data in mainland China (alibaba, tencent, huawei, autodl). "
+            "Repeatable.")] = None,
         providers: Annotated[list[str] | None, typer.Option(
             "--providers", "-s", help="Only these providers (aws,gcp or repeated).")] = None,
         top: Annotated[int, typer.Option(help="Options to show (0: all).", min=0)] = 10,
@@ -183,7 +184,10 @@ def register(app: typer.Typer) -> None:
         provide it, by hourly price or, with --tokens/--gpu-hours, by total cost."""
         from gpuradar import recommend as rc
         from gpuradar.core.currency import FxTable
-        from gpuradar.storage.queries import current_offers, latest_fx
+        from gpuradar.core.sources import price_sources
+        from gpuradar.core.units import MAINLAND_ALIASES
+        from gpuradar.storage.offers import live_offers, with_observed_at
+        from gpuradar.storage.queries import last_success, latest_fx
 
         try:
             size = rc.parse_count(params, "model size")
@@ -199,9 +203,9 @@ def register(app: typer.Typer) -> None:
         if spot not in ("ok", "no", "only"):
             raise fail(f"--spot must be ok, no or only, not {spot!r}")
         chosen = _split(providers)
-        unknown = [p for p in chosen if p not in rc.price_sources()]
+        unknown = [p for p in chosen if p not in price_sources()]
         if unknown:
-            raise fail(f"unknown provider {unknown[0]!r}; known: {', '.join(rc.price_sources())}")
+            raise fail(f"unknown provider {unknown[0]!r}; known: {', '.join(price_sources())}")
         regions = tuple(region or ())
         cfg = get_config(config, database_url)
         engine = get_engine(cfg)
@@ -218,8 +222,10 @@ def register(app: typer.Typer) -> None:
                           max_age=age_limit, any_interconnect=any_interconnect,
                           max_nodes=max_nodes, resumable=not not_resumable, top=top)
         now = datetime.now(UTC)
-        rec = rc.recommend(current_offers(engine), job, opts, fx, now)
-        if rc.wants_mainland(regions):
+        offers = with_observed_at(live_offers(engine, include_unavailable=True,
+                                              with_attributes=True), last_success(engine))
+        rec = rc.recommend(offers, job, opts, fx, now)
+        if any(r.lower() in MAINLAND_ALIASES for r in regions):
             rec.warnings.insert(0, "data location: mainland China only (alibaba, tencent, "
                                 "huawei, autodl; their mainland regions)")
         if as_json:

@@ -1,0 +1,630 @@
+"""The readable rule form: one line a person writes, parsed into a `Rule`.
+
+Words in any order after the GPU (docs/alerts.md has the grammar)::
+
+    H100 under $2/h                         per GPU-hour
+    8x H100 under $25/h region us-*         an 8-GPU offer, whole offer under $25/h
+    at least 8x H100 under $25/h            8 or more GPUs (also `8+x`)
+    8x H100 under $3/GPU-h                  8-GPU offers, per GPU-hour (`per GPU`)
+    H100 under $20/h per instance           any count, whole offer (`/instance-h`)
+    A100-80GB spot under 1.5 USD/h in aws,gcp
+    4090 under ¥2/h on autodl
+    any 80GB+ GPU under $1.50/h
+    H100 drops 15% below its 7-day low
+    cheapest fit for 7B finetune under $3/h
+    cheapest fit for 70B lora under ¥100/h in mainland
+
+A rule that cannot be understood raises `RuleError`, which quotes the rule and points at
+the offending word.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from gpuradar.alerts.rules import PRICE_WORD, Condition, Rule, RuleError, Selector, finish
+
+from gpuradar.core import gpus as catalog
+from gpuradar.core.currency import FALLBACK_USD_PER_UNIT
+from gpuradar.core.sources import price_sources
+from gpuradar.core.units import SIGN_CURRENCY, parse_duration
+from gpuradar.recommend import PRECISIONS, TASKS, Job, RecommendError, parse_budget, parse_count
+
+SELECTOR_FIELDS = frozenset(Selector.__dataclass_fields__)
+
+
+def make_condition(spec: dict[str, Any]) -> Condition:
+    """A Condition from parsed fields. The price basis, when the rule does not say it, is
+    per offer if the rule names a GPU count and per GPU-hour otherwise."""
+    selector = Selector(**{k: v for k, v in spec.items() if k in SELECTOR_FIELDS})
+    basis = spec.get("basis") or ("offer" if selector.names_count else "gpu")
+    return Condition(offers=selector, max_price=spec.get("max_price"),
+                     currency=spec.get("currency", "USD"), basis=basis,
+                     drop_pct=spec.get("drop_pct"), drop_window=spec.get("drop_window"),
+                     job=spec.get("job"))
+
+
+def known_currency(code: str) -> bool:
+    return code.upper() in FALLBACK_USD_PER_UNIT
+
+
+_CURRENCY_WORD = re.compile(r"^(?P<code>[$¥￥€£]|[a-z]{3})(?P<unit>/\S*)?$", re.IGNORECASE)
+_GPU_UNITS = {"h", "hr", "hour", "gpu-h", "gpuh", "gpu-hr", "gpu-hour", "gpu/h", "gpu/hr",
+              "gpu/hour", "h/gpu", "hr/gpu", "hour/gpu", "gpuhr"}
+_INSTANCE_UNITS = {"instance-h", "instance/h", "instance-hour", "h/instance", "instance",
+                   "node-h", "node/h", "h/node", "machine-h", "h/machine", "server-h",
+                   "offer-h", "offer/h", "h/offer"}
+_OFFER_WORDS = {"instance", "node", "machine", "server", "vm", "instance-hour", "offer"}
+
+
+def parse_price(text: str) -> tuple[float, str, str | None]:
+    """'$2/h', '1.5 USD/h', '¥2', '25 USD/instance-h' -> (value, currency, basis or None):
+    'gpu' for /GPU-h, 'offer' for /instance-h, None when the unit does not say.
+
+    Used by the YAML form, where the price is one string."""
+    words = text.split()
+    tokens = [_Tok(w, 0, len(w)) for w in words]
+    value, currency, basis, used = _price_tokens(tokens, 0, text)
+    if used != len(tokens):
+        raise ValueError(f"not a price: {text!r} (write e.g. $2/h, 1.5 USD/h, ¥2/h)")
+    return value, currency, basis
+
+
+# -- tokens ------------------------------------------------------------------------------
+@dataclass
+class _Tok:
+    text: str
+    start: int
+    end: int
+
+    @property
+    def low(self) -> str:
+        return self.text.lower()
+
+
+def _tokenize(text: str) -> list[_Tok]:
+    """Words with their positions; 'aws, gcp' and 'aws ,gcp' become one word 'aws,gcp'."""
+    toks = [_Tok(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    out: list[_Tok] = []
+    for tok in toks:
+        if out and (out[-1].text.endswith(",") or tok.text.startswith(",")):
+            prev = out[-1]
+            out[-1] = _Tok(text[prev.start:tok.end].replace(" ", ""), prev.start, tok.end)
+        else:
+            out.append(tok)
+    return out
+
+
+_PRICING_WORDS = {"spot": "spot", "preemptible": "spot", "interruptible": "spot",
+                  "on-demand": "on_demand", "ondemand": "on_demand", "on_demand": "on_demand"}
+_UNDER_WORDS = {"under", "below", "<", "<=", "max", "cheaper", "less"}
+_SOURCE_WORDS = {"on", "from", "via"}
+_REGION_WORDS = {"region", "regions", "zone", "zones"}
+_NOT_WORDS = {"not", "except", "excluding", "but"}
+_FILLER = {"with", "and", "than", "is", "are", "the", "a", ","}
+_KEYWORDS = ({"in", "per", "available", "drops", "drop", "any", "total"}
+             | set(_PRICING_WORDS) | _UNDER_WORDS | _SOURCE_WORDS | _REGION_WORDS
+             | _NOT_WORDS | {"with", "and"})
+_COUNT = re.compile(r"^(\d+(?:\.\d+)?)(\+)?[x×](\+)?$", re.IGNORECASE)
+_COUNT_GLUED = re.compile(r"^(\d+)[x×]([a-z].*)$", re.IGNORECASE)
+_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(gb|g|tb|gib)?(\+)?$", re.IGNORECASE)
+_PCT = re.compile(r"^(\d+(?:\.\d+)?)%$")
+_WINDOW = re.compile(r"^(\d+)[- ]?(h|hr|hour|d|day|w|week)s?$", re.IGNORECASE)
+_SPEC_NOUNS = {"vcpu": "vcpus", "vcpus": "vcpus", "cpu": "vcpus", "cpus": "vcpus",
+               "cores": "vcpus", "ram": "memory", "memory": "memory", "mem": "memory",
+               "vram": "gpu_memory", "gpus": "gpus", "gpu": "gpus"}
+
+
+def _fail(msg: str, text: str, tok: _Tok | None, hint: str | None = None) -> RuleError:
+    if tok is None:
+        return RuleError(msg, text, len(text), len(text) + 1, hint=hint)
+    return RuleError(msg, text, tok.start, tok.end, hint=hint)
+
+
+def _close(word: str, choices: Any, cutoff: float = 0.75) -> str | None:
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
+    return found[0] if found else None
+
+
+def _price_tokens(toks: list[_Tok], i: int, text: str) -> tuple[float, str, str | None, int]:
+    """Parse a price starting at toks[i]; returns (value, currency, basis, next i)."""
+    if i >= len(toks):
+        raise _fail("a price is missing (write e.g. $2/h, 1.5 USD/h, ¥2/h)", text, None)
+    tok = toks[i]
+    m = PRICE_WORD.match(tok.text)
+    if not m:
+        raise _fail(f"{tok.text!r} is not a price (write e.g. $2/h, 1.5 USD/h, ¥2/h)", text, tok)
+    value = float(m.group("num"))
+    code = m.group("pre") or m.group("post")
+    unit = m.group("unit")
+    i += 1
+    if m.group("pre") and m.group("post"):
+        raise _fail(f"{tok.text!r} names two currencies", text, tok)
+    if not code and i < len(toks):
+        w = _CURRENCY_WORD.match(toks[i].text)
+        if w and (w.group("code") in SIGN_CURRENCY or known_currency(w.group("code"))):
+            code, unit = w.group("code"), w.group("unit") or unit
+            tok = toks[i]
+            i += 1
+        elif w and w.group("unit") and len(w.group("code")) == 3:
+            raise _fail(f"unknown currency {w.group('code')!r}", text, toks[i],
+                        _close(w.group("code").upper(), FALLBACK_USD_PER_UNIT, 0.6))
+    currency = SIGN_CURRENCY.get(code or "$") or (code or "USD").upper()
+    if not known_currency(currency):
+        raise _fail(f"unknown currency {code!r}", text, tok,
+                    _close(currency, FALLBACK_USD_PER_UNIT, 0.6))
+    basis: str | None = None
+    if unit:
+        u = unit[1:].lower()
+        if u in _GPU_UNITS:
+            basis = None if u in ("h", "hr", "hour") else "gpu"
+        elif u in _INSTANCE_UNITS:
+            basis = "offer"
+        else:
+            raise _fail(f"unknown price unit {unit!r} (write /h, /GPU-h or /instance-h)",
+                        text, tok)
+    return value, currency, basis, i
+
+
+def _name_list(tok: _Tok) -> list[str]:
+    return [p for p in tok.text.split(",") if p]
+
+
+# -- the readable form -------------------------------------------------------------------
+def parse_rule(text: str, **options: Any) -> Rule:
+    """Parse the readable form into a Rule (`options` set name and notification options)."""
+    if not isinstance(text, str) or not text.strip():
+        raise RuleError("empty rule (write e.g. `H100 under $2/h`)")
+    if is_fit_rule(text):
+        return _fit_rule(text, options)
+    toks = _tokenize(text)
+    spec: dict[str, Any] = {}
+    i = 0
+    # 1. GPU count: 8x, 8+x, 8x+, 8xH100, at least 8x
+    at_least = len(toks) > 2 and toks[0].low == "at" and toks[1].low == "least"
+    if at_least:
+        i = 2
+        if not (_COUNT.match(toks[2].text) or _COUNT_GLUED.match(toks[2].text)):
+            raise _fail("`at least` needs a GPU count, e.g. `at least 8x H100`", text, toks[2])
+    m = _COUNT.match(toks[i].text)
+    g = _COUNT_GLUED.match(toks[i].text)
+    if m:
+        count = float(m.group(1))
+        if count <= 0:
+            raise _fail("a GPU count must be more than zero", text, toks[i])
+        spec["min_gpus"] = count
+        if not (m.group(2) or m.group(3) or at_least):
+            spec["max_gpus"] = count
+        i += 1
+    elif g:
+        spec["min_gpus"] = float(g.group(1))
+        if not at_least:
+            spec["max_gpus"] = spec["min_gpus"]
+        cut = toks[i].start + len(g.group(1)) + 1
+        toks[i] = _Tok(g.group(2), cut, toks[i].end)
+    # 2. GPU: `any [80GB+] [GPU]` or a catalog name (possibly several words or a,b list)
+    if i >= len(toks):
+        raise _fail("the rule names no GPU (write e.g. `8x H100 under $25/h`)", text, None)
+    if toks[i].low == "any":
+        spec["gpus"], i = None, i + 1
+        words = ["any"]
+        if i < len(toks) and (q := _QUANTITY.match(toks[i].text)) and q.group(2):
+            spec["min_gpu_memory"] = _gb(q)
+            words.append(toks[i].text)
+            i += 1
+        if i < len(toks) and toks[i].low in ("gpu", "gpus", "card", "cards"):
+            words.append(toks[i].text)
+            i += 1
+        spec["gpu_query"] = " ".join(words)
+    else:
+        start = i
+        while i < len(toks) and not _starts_clause(toks, i):
+            i += 1
+        if i == start:
+            raise _fail(f"a rule starts with a GPU (H100, A100-80GB, 4090) or `any`, not "
+                        f"{toks[i].text!r}", text, toks[i])
+        gpu_toks = toks[start:i]
+        query = " ".join(t.text for t in gpu_toks)
+        names: set[str] = set()
+        for part in query.split(","):
+            part = part.strip()
+            found = catalog.match_family(part)
+            if not found:
+                _gpu_error(text, gpu_toks, part)
+            names.update(g.name for g in found)
+        spec["gpus"] = frozenset(names)
+        spec["gpu_query"] = query
+    # 3. clauses, in any order
+    negate: _Tok | None = None
+    while i < len(toks):
+        tok, low = toks[i], toks[i].low
+        if (negate is not None and low not in ("on", "in", "from", "via", "region", "regions",
+                                               "zone", "zones") and "," not in low
+                and (low in _KEYWORDS or _starts_clause(toks, i))):
+                raise _fail(f"`{negate.text}` must be followed by `on SOURCE`, `in REGION` or "
+                            f"`region REGION`", text, tok)
+        if low in _PRICING_WORDS:
+            _set_once(spec, "pricing", _PRICING_WORDS[low], text, tok)
+            i += 1
+        elif low in _UNDER_WORDS:
+            i += 1
+            while i < len(toks) and toks[i].low in ("than", "or", "equal", "to", "="):
+                i += 1
+            if "max_price" in spec:
+                raise _fail("the rule has two prices", text, tok)
+            value, currency, basis, i = _price_tokens(toks, i, text)
+            spec["max_price"], spec["currency"] = value, currency
+            if basis is not None:
+                _set_once(spec, "basis", basis, text, toks[i - 1])
+        elif low == "per":
+            if i + 1 >= len(toks):
+                raise _fail("`per` needs `instance` or `GPU`", text, tok)
+            what = toks[i + 1].low
+            if what in _OFFER_WORDS:
+                _set_once(spec, "basis", "offer", text, toks[i + 1])
+            elif what in ("gpu", "gpu-hour", "gpu-h", "card"):
+                _set_once(spec, "basis", "gpu", text, toks[i + 1])
+            else:
+                raise _fail(f"`per {toks[i + 1].text}`: write `per instance` or `per GPU`", text,
+                            toks[i + 1])
+            i += 2
+        elif low in _NOT_WORDS:
+            negate = tok
+            i += 1
+            continue
+        elif low == "in":
+            i = _place(spec, toks, i + 1, text, negate, tok)
+        elif low in _SOURCE_WORDS:
+            i = _sources(spec, toks, i + 1, text, negate, tok)
+        elif low in _REGION_WORDS:
+            i = _regions(spec, toks, i + 1, text, negate, tok)
+        elif negate is not None:
+            i = _place(spec, toks, i, text, negate, tok)
+        elif low in ("available", "in-stock", "instock"):
+            spec["available_only"] = True
+            i += 1
+        elif low in ("drops", "drop", "falls"):
+            i = _drop(spec, toks, i + 1, text, tok)
+        elif low in _FILLER:
+            i += 1
+        elif _QUANTITY.match(tok.text) or (low.endswith("+") and _QUANTITY.match(low)):
+            i = _spec_clause(spec, toks, i, text)
+        else:
+            hint = _close(low, _KEYWORDS | set(price_sources()))
+            raise _fail(f"unexpected word {tok.text!r}", text, tok, hint)
+        negate = None
+    if negate is not None:
+        raise _fail(f"`{negate.text}` must be followed by `on SOURCE` or `in REGION`", text, None)
+    if "max_price" not in spec and "drop_pct" not in spec and not spec.get("available_only"):
+        raise _fail("the rule has no condition: say `under $2/h`, `drops 15% below its 7-day "
+                    "low` or `available`", text, None)
+    gpu_query = spec.pop("gpu_query")
+    return finish(make_condition(spec), text.strip(), gpu_query, options)
+
+
+# -- fit rules ---------------------------------------------------------------------------
+_FIT_PREFIX = "cheapest fit for "
+_TASK_WORDS = {
+    "finetune": "finetune", "fine-tune": "finetune", "finetuning": "finetune",
+    "fine-tuning": "finetune", "full-finetune": "finetune", "sft": "finetune",
+    "pretrain": "pretrain", "pre-train": "pretrain", "pretraining": "pretrain",
+    "pre-training": "pretrain", "lora": "lora", "qlora": "qlora", "inference": "inference",
+    "serve": "inference", "serving": "inference", "infer": "inference",
+}
+_CLAUSE_WORDS = ("cheapest", "fit", "for", "under", "below", "less", "spot", "on-demand", "in",
+                 "on", "region", "seq", "batch", "per", "gpu", *_TASK_WORDS, *PRECISIONS)
+_SIZE = re.compile(r"^\d+(?:\.\d+)?(?:e\d+)?[kmbt]$", re.IGNORECASE)
+
+
+def is_fit_rule(text: str) -> bool:
+    """Whether a readable rule is a fit rule: `cheapest fit for ...` or `fit for ...`."""
+    words = str(text).lower().split()
+    return bool(words) and (words[0] == "cheapest"
+                            or (words[0] in ("fit", "fits") and words[1:2] == ["for"]))
+
+
+@dataclass(frozen=True)
+class FitClause:
+    """`cheapest fit for 7B finetune under $3/h` as data: the job, and the price limit for
+    the whole configuration (all the GPUs the job needs) unless `per_gpu`."""
+
+    job: Job
+    max_price: float | None = None
+    currency: str = "USD"
+    per_gpu: bool = False
+    pricing: str | None = None
+    sources: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()
+
+    def condition(self) -> Condition:
+        return make_condition({"job": self.job, "max_price": self.max_price,
+                               "currency": self.currency,
+                               "basis": "gpu" if self.per_gpu else "offer",
+                               "pricing": self.pricing, "sources": self.sources,
+                               "regions": self.regions})
+
+
+def parse_fit_clause(text: str) -> FitClause:
+    """`[cheapest] fit for <size> <task> [bf16|fp8|int4] [spot|on-demand] [under <price>]
+    [per gpu] [on <providers>] [in <providers or regions>] [region <globs>] [seq N]
+    [batch N]`, clauses after the size in any order. The price is for the whole
+    configuration (every GPU the job needs) unless `per gpu`; "under" is strict. Region
+    patterns mean what they mean everywhere (gpuradar.core.units.region_matches)."""
+    toks = _tokenize(text or "")
+    if not toks:
+        raise RuleError("empty clause", text)
+
+    def err(msg: str, k: int, hint: str | None = None) -> RuleError:
+        return _fail(msg, text, toks[k] if k < len(toks) else None, hint)
+
+    def low(k: int) -> str:
+        return toks[k].low if k < len(toks) else ""
+
+    i = 1 if low(0) == "cheapest" else 0
+    if low(i) not in ("fit", "fits"):
+        raise err("expected 'fit for <size> <task>'", i)
+    i += 1
+    if low(i) != "for":
+        raise err("expected 'for' after 'fit'", i)
+    i += 1
+    spec: dict[str, Any] = {}
+
+    def once(key: str, value: Any, k: int) -> None:
+        if key in spec:
+            raise err(f"{key} given twice", k)
+        spec[key] = value
+
+    while i < len(toks):
+        word = low(i)
+        if word in _TASK_WORDS:
+            once("task", _TASK_WORDS[word], i)
+            i += 1
+        elif word in PRECISIONS:
+            once("precision", word, i)
+            i += 1
+        elif word in ("spot", "on-demand", "ondemand"):
+            once("pricing", "spot" if word == "spot" else "on_demand", i)
+            i += 1
+        elif word in ("under", "below", "<"):
+            i = _clause_price(toks, i + 1, spec, err)
+        elif word == "less" and low(i + 1) == "than":
+            i = _clause_price(toks, i + 2, spec, err)
+        elif word == "per":
+            if low(i + 1) in ("gpu", "gpu-hour", "gpu-h"):
+                spec["per_gpu"] = True
+            elif low(i + 1) not in ("instance", "config", "configuration"):
+                raise err("expected 'per gpu'", i + 1)
+            i += 2
+        elif word == "in" and i + 1 < len(toks) and not all(
+                n in price_sources() for n in low(i + 1).split(",") if n):
+            once("regions", tuple(_name_list(_Tok(low(i + 1), 0, 0))), i)
+            i += 2
+        elif word in ("in", "on"):
+            if i + 1 >= len(toks):
+                raise err(f"'{word}' needs providers, e.g. {word} aws,gcp", i + 1)
+            names = [n for n in low(i + 1).split(",") if n]
+            for name in names:
+                if name not in price_sources():
+                    raise err(f"unknown provider {name!r}", i + 1,
+                              _close(name, price_sources(), 0.6))
+            once("sources", tuple(names), i)
+            i += 2
+        elif word == "region":
+            if i + 1 >= len(toks):
+                raise err("'region' needs a glob, e.g. region us-*", i + 1)
+            once("regions", tuple(_name_list(_Tok(low(i + 1), 0, 0))), i)
+            i += 2
+        elif word in ("seq", "seq-len", "context", "batch"):
+            key = "batch" if word == "batch" else "seq_len"
+            if not low(i + 1).isdigit() or int(low(i + 1)) <= 0:
+                raise err(f"'{word}' needs a positive whole number", i + 1)
+            once(key, int(low(i + 1)), i)
+            i += 2
+        elif _SIZE.match(word):
+            try:
+                once("params", parse_count(word, "model size"), i)
+            except RecommendError as exc:
+                raise err(str(exc), i) from None
+            i += 1
+        else:
+            close = [c for c in difflib.get_close_matches(word, _CLAUSE_WORDS, 2, 0.7)
+                     if c != word]
+            raise err(f"unexpected word {toks[i].text!r}", i, close[0] if close else None)
+    if "params" not in spec:
+        raise err("missing the model size, e.g. 7B", len(toks))
+    if "task" not in spec:
+        raise err(f"missing the task ({', '.join(TASKS)})", len(toks))
+    try:
+        job = Job(params=spec["params"], task=spec["task"],
+                  precision=spec.get("precision", "bf16"), seq_len=spec.get("seq_len", 2048),
+                  batch=spec.get("batch", 1))
+    except RecommendError as exc:
+        raise RuleError(str(exc), text) from None
+    return FitClause(job=job, max_price=spec.get("max_price"),
+                     currency=spec.get("currency", "USD"), per_gpu=spec.get("per_gpu", False),
+                     pricing=spec.get("pricing"), sources=spec.get("sources", ()),
+                     regions=spec.get("regions", ()))
+
+
+def _clause_price(toks: list[_Tok], i: int, spec: dict[str, Any], err) -> int:
+    if i >= len(toks):
+        raise err("'under' needs a price, e.g. under $3/h", i)
+    if "max_price" in spec:
+        raise err("price given twice", i)
+    words = toks[i].text
+    used = 1
+    # "14 CNY/h", "3 $/h": a bare number, then a currency word.
+    unit = _CURRENCY_WORD.match(toks[i + 1].text if i + 1 < len(toks) else "")
+    if re.match(r"^\d+(\.\d+)?$", words) and unit and (
+            unit.group("code") in SIGN_CURRENCY or known_currency(unit.group("code"))):
+        words += " " + toks[i + 1].text
+        used = 2
+    try:
+        budget = parse_budget(words)
+    except RecommendError:
+        raise err(f"{toks[i].text!r} is not a price, e.g. $3/h or ¥20/h", i) from None
+    if not known_currency(budget.currency):
+        raise err(f"unknown currency {budget.currency}", i)
+    spec["max_price"], spec["currency"] = budget.amount, budget.currency
+    if budget.per_gpu:
+        spec["per_gpu"] = True
+    return i + used
+
+
+def _fit_rule(text: str, options: dict[str, Any]) -> Rule:
+    """`cheapest fit for 7B finetune under $3/h` -> a Rule whose condition carries the job."""
+    clause = parse_fit_clause(text)
+    if clause.max_price is None:
+        raise _fail("a fit rule needs a price limit: add e.g. `under $3/h`", text, None)
+    return finish(clause.condition(), text.strip(), "", options)
+
+
+def _gb(q: re.Match) -> float:
+    value = float(q.group(1))
+    return value * 1024 if (q.group(2) or "").lower() == "tb" else value
+
+
+def _gpu_error(text: str, toks: list[_Tok], part: str) -> None:
+    """Point at the word that breaks the GPU name: a misspelt GPU, or a misspelt keyword
+    after a good one ('H100 undr $2/h')."""
+    if "," not in part:
+        for k in range(len(toks) - 1, 0, -1):
+            if catalog.match_family(" ".join(t.text for t in toks[:k])):
+                bad = toks[k]
+                raise _fail(f"unexpected word {bad.text!r}", text, bad,
+                            _close(bad.low, _KEYWORDS | set(price_sources())))
+    start = text.find(part, toks[0].start)
+    end = start + len(part) if start >= 0 else toks[-1].end
+    raise RuleError(f"unknown GPU {part!r}", text, max(start, toks[0].start), end,
+                    hint=catalog.suggest(part))
+
+
+def _starts_clause(toks: list[_Tok], i: int) -> bool:
+    low = toks[i].low
+    if low in _KEYWORDS or low in _FILLER:
+        return True
+    if PRICE_WORD.match(low) and not _QUANTITY.match(low):
+        return True  # "$2/h"
+    q = _QUANTITY.match(low)  # "80GB+", "32 vCPUs"
+    return bool(q and (q.group(3) or (i + 1 < len(toks) and toks[i + 1].low in _SPEC_NOUNS)))
+
+
+def _set_once(spec: dict[str, Any], key: str, value: Any, text: str, tok: _Tok) -> None:
+    if key in spec and spec[key] != value:
+        raise _fail(f"{tok.text!r} contradicts an earlier word", text, tok)
+    spec[key] = value
+
+
+def _list_arg(toks: list[_Tok], i: int, text: str, what: str, after: _Tok) -> _Tok:
+    if i >= len(toks) or (toks[i].low in _KEYWORDS and "," not in toks[i].low):
+        raise _fail(f"`{after.text}` needs {what}", text, toks[i] if i < len(toks) else None)
+    return toks[i]
+
+
+def _place(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, negate: _Tok | None,
+           kw: _Tok) -> int:
+    """`in aws,gcp` (all known sources) or `in eu-*` (region globs)."""
+    arg = _list_arg(toks, i, text, "sources (aws,gcp) or regions (us-*)", kw)
+    items = [x.lower() for x in _name_list(arg)]
+    if all(x in price_sources() for x in items):
+        return _sources(spec, toks, i, text, negate, kw)
+    if any(x in price_sources() for x in items):
+        raise _fail(f"{arg.text!r} mixes sources and regions: write `on SOURCES region "
+                    f"REGIONS`", text, arg)
+    for x in items:
+        if not any(c in x for c in "*?-0123456789") and (hint := _close(x, price_sources())):
+            raise _fail(f"unknown source {x!r} (for a region named so, write `region {x}`)",
+                        text, arg, hint)
+    return _regions(spec, toks, i, text, negate, kw)
+
+
+def _sources(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, negate: _Tok | None,
+             kw: _Tok) -> int:
+    arg = _list_arg(toks, i, text, "a source (aws, gcp, vastai, ...)", kw)
+    items = [x.lower() for x in _name_list(arg)]
+    for x in items:
+        if x not in price_sources():
+            raise _fail(f"unknown source {x!r} (sources: {', '.join(price_sources())})", text, arg,
+                        _close(x, price_sources()))
+    key = "exclude_sources" if negate is not None else "sources"
+    spec[key] = tuple(dict.fromkeys([*spec.get(key, ()), *items]))
+    return i + 1
+
+
+def _regions(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, negate: _Tok | None,
+             kw: _Tok) -> int:
+    arg = _list_arg(toks, i, text, "a region or glob (us-*, eu-west-1)", kw)
+    key = "exclude_regions" if negate is not None else "regions"
+    spec[key] = tuple(dict.fromkeys([*spec.get(key, ()), *(x.lower() for x in _name_list(arg))]))
+    return i + 1
+
+
+def _drop(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, kw: _Tok) -> int:
+    """`drops 15% below its 7-day low`."""
+    usage = "write `drops 15% below its 7-day low`"
+    if i >= len(toks) or not (pct := _PCT.match(toks[i].text)):
+        raise _fail(f"`{kw.text}` needs a percentage: {usage}", text,
+                    toks[i] if i < len(toks) else None)
+    value = float(pct.group(1))
+    if not 0 < value < 100:
+        raise _fail("the percentage must be between 0 and 100", text, toks[i])
+    spec["drop_pct"] = value / 100
+    i += 1
+    while i < len(toks) and toks[i].low in ("below", "under", "its", "the", "from"):
+        i += 1
+    if i >= len(toks) or not (w := _WINDOW.match(toks[i].text)):
+        raise _fail(f"a window is missing: {usage}", text, toks[i] if i < len(toks) else None)
+    n, unit = int(w.group(1)), w.group(2).lower()[0]
+    if n <= 0:
+        raise _fail("the window must be longer than zero", text, toks[i])
+    try:
+        spec["drop_window"] = parse_duration(f"{n}{unit}")
+    except ValueError as exc:
+        raise _fail(str(exc), text, toks[i]) from None
+    i += 1
+    if i >= len(toks) or toks[i].low not in ("low", "minimum", "min", "lowest"):
+        raise _fail(f"`low` is missing: {usage}", text, toks[i] if i < len(toks) else None)
+    return i + 1
+
+
+def _spec_clause(spec: dict[str, Any], toks: list[_Tok], i: int, text: str) -> int:
+    """`32+ vCPUs`, `256GB+ RAM`, `80GB+ GPU memory`, `640GB+ total GPU memory`, `4+ GPUs`."""
+    tok = toks[i]
+    q = _QUANTITY.match(tok.text)
+    assert q is not None
+    value, has_gb = _gb(q), bool(q.group(2))
+    j = i + 1
+    nouns = []
+    while j < len(toks) and toks[j].low in ("total", "gpu", "gpus", "memory", "vram", "ram",
+                                            "mem", "vcpu", "vcpus", "cpu", "cpus", "cores",
+                                            "per"):
+        nouns.append(toks[j].low)
+        j += 1
+    if not nouns:
+        raise _fail(f"{tok.text!r} of what? write e.g. `32+ vCPUs`, `256GB+ RAM`, "
+                    f"`80GB+ GPU memory`, `4+ GPUs`", text, tok)
+    if "total" in nouns:
+        key = "min_total_gpu_memory"
+    elif any(n in ("vcpu", "vcpus", "cpu", "cpus", "cores") for n in nouns):
+        key = "min_vcpus"
+    elif "vram" in nouns or ("gpu" in nouns and any(n in ("memory", "mem") for n in nouns)):
+        key = "min_gpu_memory"
+    elif any(n in ("ram", "memory", "mem") for n in nouns):
+        key = "min_memory"
+    else:  # GPUs
+        if has_gb:
+            key = "min_gpu_memory"
+        else:
+            spec["min_gpus"] = value
+            if not q.group(3):
+                spec["max_gpus"] = value
+            return j
+    if key != "min_vcpus" and not has_gb:
+        raise _fail(f"write the memory with its unit, e.g. `{q.group(1)}GB+`", text, tok)
+    spec[key] = value
+    return j
+
+

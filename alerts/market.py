@@ -1,0 +1,517 @@
+"""The evaluation's view of the market, kept in the process between evaluations.
+
+* `Market`: every live offer a rule can match (listed, not known to be unavailable), by id
+  and by (GPU, pricing, source); which sources are fresh; the FX rates. `refresh()` reloads
+  only the sources that crawled since the last call (in the daemon: the one that just
+  finished) and says which offers changed.
+* `Pool`: the offers one kind of rule can match — same `Selector`, currency, price basis and
+  job, whatever the price limit — each priced in the rule's currency and unit, sorted, up to
+  the highest limit (plus hysteresis) of the rules that share it. A pool is built once and
+  then updated offer by offer, so an evaluation after a crawl costs what changed.
+* `PoolSet`: the pools of a rule set, indexed by GPU, pricing and source, so a changed offer
+  reaches only the pools that can hold it.
+* `match()`: what one rule matches now, read from its pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+from itertools import product
+from typing import Any
+
+from gpuradar.alerts.rules import Condition, Rule, Selector, _cached_hash
+from gpuradar.alerts.settings import AlertSettings
+from gpuradar.storage import alerts as store
+from gpuradar.storage.offers import OfferRow, live_offers
+from gpuradar.storage.queries import latest_fx
+from sqlalchemy import Engine
+
+from gpuradar.core import gpus as catalog
+from gpuradar.core.currency import FxTable
+from gpuradar.core.items import PRICINGS
+from gpuradar.core.units import region_matches
+from gpuradar.recommend import Fit, Job, MemoryEstimate, estimate_memory, fit_offer, price_in
+
+log = logging.getLogger(__name__)
+
+NOMINAL_MEMORY = {name: g.memory_gb for name, g in catalog.CATALOG.items()}
+EPS = 1e-9
+# An offer's old and new row (None: it appeared / it is gone).
+Change = tuple[OfferRow | None, OfferRow | None]
+
+
+# -- the market --------------------------------------------------------------------------
+class Market:
+    """Live offers, source freshness and FX rates, as of the last `refresh`."""
+
+    def __init__(self) -> None:
+        self.offers: dict[int, OfferRow] = {}
+        self.by_source: dict[str, dict[int, OfferRow]] = {}
+        self.buckets: dict[tuple[str, str, str], dict[int, OfferRow]] = {}
+        self.versions: dict[str, tuple[int, str]] | None = None
+        self.fx = FxTable()
+        self.fx_rates: dict[str, Any] = {}
+        self.last_success: dict[str, datetime | None] = {}
+        self.failures: dict[str, int] = {}
+        self.stale: frozenset[str] = frozenset()
+        self.now: datetime | None = None
+
+    def refresh(self, engine: Engine, now: datetime, settings: AlertSettings
+                ) -> tuple[list[Change], bool, bool]:
+        """Read what changed since the last refresh: (changed offers, FX rates changed,
+        the set of stale sources changed)."""
+        versions = store.crawl_versions(engine)
+        if self.versions is None:
+            changed: set[str] | None = None
+        else:
+            changed = {s for s in versions.keys() | self.versions.keys()
+                       if versions.get(s) != self.versions.get(s)}
+        changes: list[Change] = []
+        if changed is None or changed:
+            rows = live_offers(engine, changed)
+            changes = self._apply(rows, changed)
+        self.versions = versions
+        rates = latest_fx(engine)
+        fx_changed = rates != self.fx_rates
+        if fx_changed:
+            self.fx_rates, self.fx = rates, FxTable(rates)
+        health = store.source_health(engine)
+        self.now = now
+        self.last_success = {s: at for s, (at, _) in health.items()}
+        self.failures = {s: n for s, (_, n) in health.items()}
+        stale = frozenset(
+            source for source, (at, n) in health.items()
+            if n >= settings.stale_after_failures or (
+                settings.stale_after is not None and at is not None
+                and now - at > settings.stale_after))
+        stale_changed = stale != self.stale
+        self.stale = stale
+        return changes, fx_changed, stale_changed
+
+    def _apply(self, rows: list[OfferRow], sources: set[str] | None) -> list[Change]:
+        """Replace the offers of `sources` (None: all) by `rows`; the changed ones."""
+        old: dict[int, OfferRow] = {}
+        for source in (self.by_source if sources is None else sources):
+            old.update(self.by_source.get(source, {}))
+        new = {o.id: o for o in rows}
+        changes: list[Change] = []
+        for oid, row in new.items():
+            before = old.get(oid)
+            if before != row:
+                changes.append((before, row))
+        changes.extend((row, None) for oid, row in old.items() if oid not in new)
+        for before, after in changes:
+            if before is not None:
+                self.offers.pop(before.id, None)
+                self.by_source.get(before.source, {}).pop(before.id, None)
+                bucket = self.buckets.get((before.gpu, before.pricing, before.source))
+                if bucket is not None:
+                    bucket.pop(before.id, None)
+            if after is not None:
+                self.offers[after.id] = after
+                self.by_source.setdefault(after.source, {})[after.id] = after
+                self.buckets.setdefault((after.gpu, after.pricing, after.source), {})[
+                    after.id] = after
+        return changes
+
+    def gpus(self) -> set[str]:
+        return {g for g, _, _ in self.buckets}
+
+    def sources(self) -> set[str]:
+        return {s for _, _, s in self.buckets}
+
+    def rows(self, gpus: Iterable[str] | None, pricings: Iterable[str],
+             sources: Iterable[str] | None) -> Iterator[OfferRow]:
+        """Offers of these GPUs, pricings and sources (None: every one)."""
+        for key in product(self.gpus() if gpus is None else gpus, pricings,
+                           self.sources() if sources is None else sources):
+            bucket = self.buckets.get(key)
+            if bucket:
+                yield from bucket.values()
+
+    def usd_per_unit(self, currency: str) -> float | None:
+        return self.fx.to_usd(1.0, currency)
+
+
+# -- pools -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PoolKey:
+    """What rules sharing a pool have in common: their condition without price or drop."""
+
+    offers: Selector
+    currency: str
+    basis: str
+    job: Job | None
+
+    __hash__ = _cached_hash
+
+    @classmethod
+    def of(cls, condition: Condition) -> PoolKey:
+        return _pool_key(condition)
+
+
+@lru_cache(maxsize=65536)
+def _pool_key(condition: Condition) -> PoolKey:
+    return PoolKey(condition.offers, condition.currency, condition.basis, condition.job)
+
+
+def selector_filter(sel: Selector) -> Callable[[OfferRow], bool]:
+    """Everything about an offer the selector cares about except its price."""
+    gpus, pricing = sel.gpus, sel.pricing
+    sources = set(sel.sources) or None
+    excluded = set(sel.exclude_sources)
+    min_gpus, max_gpus = sel.min_gpus, sel.max_gpus
+    min_gmem, min_total = sel.min_gpu_memory, sel.min_total_gpu_memory
+    min_vcpus, min_mem = sel.min_vcpus, sel.min_memory
+    regions, not_regions = sel.regions, sel.exclude_regions
+    available_only = sel.available_only
+    places: dict[tuple[str, str, str], bool] = {}  # (source, region, zone): few, repeated
+
+    def place_ok(o: OfferRow) -> bool:
+        where = (o.source, o.region, o.zone)
+        hit = places.get(where)
+        if hit is None:
+            hit = places[where] = (
+                (not regions or region_matches(o.region, o.zone, regions, o.source))
+                and not (not_regions
+                         and region_matches(o.region, o.zone, not_regions, o.source)))
+        return hit
+
+    def ok(o: OfferRow) -> bool:
+        if gpus is not None and o.gpu not in gpus:
+            return False
+        if pricing is not None and o.pricing != pricing:
+            return False
+        if sources is not None and o.source not in sources:
+            return False
+        if excluded and o.source in excluded:
+            return False
+        if available_only and o.available is not True:
+            return False
+        if min_gpus is not None and o.gpu_count < min_gpus - EPS:
+            return False
+        if max_gpus is not None and o.gpu_count > max_gpus + EPS:
+            return False
+        if min_gmem is not None or min_total is not None:
+            mem = NOMINAL_MEMORY.get(o.gpu) or o.gpu_memory_gb
+            if mem is None:
+                return False
+            if min_gmem is not None and mem < min_gmem * 0.97:
+                return False
+            if min_total is not None and mem * o.gpu_count < min_total * 0.97:
+                return False
+        if min_vcpus is not None and (o.vcpus is None or o.vcpus < min_vcpus):
+            return False
+        if min_mem is not None and (o.memory_gb is None or o.memory_gb < min_mem * 0.97):
+            return False
+        return not (regions or not_regions) or place_ok(o)
+
+    return ok
+
+
+class Pool:
+    """The offers one PoolKey admits with their price in its currency and unit, ascending,
+    up to `bound` (None: all); fresh sources' and stale sources' offers apart."""
+
+    def __init__(self, key: PoolKey, bound: float | None) -> None:
+        self.key = key
+        self.bound = bound
+        self.accepts = selector_filter(key.offers)
+        self.estimate: MemoryEstimate | None = (estimate_memory(key.job) if key.job is not None
+                                                else None)
+        self.values: list[float] = []       # fresh, ascending
+        self.ids: list[int] = []
+        self.stale_values: list[float] = []
+        self.stale_ids: list[int] = []
+
+    # pricing ------------------------------------------------------------------------
+    def value(self, o: OfferRow, fx: FxTable) -> float | None:
+        """The offer's price as the rule reads it, or None (no price, job does not fit)."""
+        key = self.key
+        if self.estimate is not None:
+            fit = self.fit(o)
+            return None if fit is None else price_in(fit, key.currency, fx, key.basis == "gpu")
+        per_offer = key.basis == "offer"
+        if key.currency == "USD":
+            return o.price_usd if per_offer else o.price_per_gpu_usd
+        if o.currency == key.currency:
+            return o.price if per_offer else (o.price / o.gpu_count if o.gpu_count else None)
+        usd = o.price_usd if per_offer else o.price_per_gpu_usd
+        rate = fx.to_usd(1.0, key.currency)
+        return None if usd is None or not rate else usd / rate
+
+    def fit(self, o: OfferRow) -> Fit | None:
+        """The configuration the pool's job needs on offer `o` (machines, GPUs), or None."""
+        if self.estimate is None:
+            return None
+        return fit_offer(o, self.estimate)[0]
+
+    def _entry(self, o: OfferRow, fx: FxTable) -> float | None:
+        if not self.accepts(o):
+            return None
+        v = self.value(o, fx)
+        if v is None or (self.bound is not None and v > self.bound + EPS):
+            return None
+        return v
+
+    # building and updating ---------------------------------------------------------------
+    def candidates(self, market: Market) -> Iterator[OfferRow]:
+        sel = self.key.offers
+        gpus: Iterable[str] | None = sel.gpus
+        if gpus is None and sel.min_gpu_memory is not None:
+            floor = sel.min_gpu_memory * 0.97
+            gpus = {g for g in market.gpus() if NOMINAL_MEMORY.get(g, floor) >= floor}
+        elif gpus is None and self.estimate is not None:
+            est = self.estimate  # GPUs too small for what every GPU must hold: none fit
+            gpus = {g for g in market.gpus()
+                    if g not in NOMINAL_MEMORY or est.gpus_needed(NOMINAL_MEMORY[g])}
+        pricings = (sel.pricing,) if sel.pricing else PRICINGS
+        return market.rows(gpus, pricings, sel.sources or None)
+
+    def build(self, market: Market) -> None:
+        fresh: list[tuple[float, int]] = []
+        stale: list[tuple[float, int]] = []
+        for o in self.candidates(market):
+            v = self._entry(o, market.fx)
+            if v is not None:
+                (stale if o.source in market.stale else fresh).append((v, o.id))
+        fresh.sort()
+        stale.sort()
+        self.values, self.ids = [v for v, _ in fresh], [i for _, i in fresh]
+        self.stale_values, self.stale_ids = [v for v, _ in stale], [i for _, i in stale]
+
+    def update(self, before: OfferRow | None, after: OfferRow | None,
+               market: Market) -> float | None:
+        """Apply one changed offer; the lowest price it had or has here (None: untouched).
+        Its old price is computed as when it was added: the FX rates and the stale sources
+        are those of the pool's last build (a change of either rebuilds the pools)."""
+        touched: float | None = None
+        if before is not None and (v := self._entry(before, market.fx)) is not None:
+            self._remove(v, before.id, before.source in market.stale)
+            touched = v
+        if after is not None and (v := self._entry(after, market.fx)) is not None:
+            values, ids = self._lists(after.source in market.stale)
+            i = bisect_right(values, v)
+            while i < len(values) and values[i] == v and ids[i] < after.id:
+                i += 1
+            values.insert(i, v)
+            ids.insert(i, after.id)
+            touched = v if touched is None else min(touched, v)
+        return touched
+
+    def _lists(self, stale: bool) -> tuple[list[float], list[int]]:
+        return (self.stale_values, self.stale_ids) if stale else (self.values, self.ids)
+
+    def _remove(self, v: float, oid: int, stale: bool) -> None:
+        values, ids = self._lists(stale)
+        i = bisect_left(values, v)
+        while i < len(values) and values[i] == v:
+            if ids[i] == oid:
+                del values[i]
+                del ids[i]
+                return
+            i += 1
+        log.debug("pool %s: offer %d not found at %s", self.key, oid, v)
+
+    def __len__(self) -> int:
+        return len(self.values) + len(self.stale_values)
+
+
+def band(rule: Rule, settings: AlertSettings) -> float | None:
+    """The highest price a rule looks at: its limit plus hysteresis (None: no limit, or a
+    drop rule, whose limit comes from history)."""
+    c = rule.condition
+    if c.max_price is None or c.drop_pct is not None:
+        return None
+    hyst = rule.hysteresis if rule.hysteresis is not None else settings.hysteresis
+    return c.max_price * (1 + hyst)
+
+
+class PoolSet:
+    """The pools of one rule set, indexed by (GPU, pricing, source) of the offers they can
+    hold (None in a key: any)."""
+
+    def __init__(self) -> None:
+        self.pools: dict[PoolKey, Pool] = {}
+        self.index: dict[tuple[str | None, str | None, str | None], list[Pool]] = {}
+
+    def sync(self, rules: Iterable[Rule], settings: AlertSettings, market: Market
+             ) -> set[PoolKey]:
+        """Pools for exactly these rules, each bounded by its rules' highest band. Returns
+        the pools built anew (new, or a rule now looks higher than the pool holds)."""
+        bounds: dict[PoolKey, float | None] = {}
+        for rule in rules:
+            key = PoolKey.of(rule.condition)
+            b = band(rule, settings)
+            if key not in bounds:
+                bounds[key] = b
+            elif bounds[key] is not None:
+                bounds[key] = None if b is None else max(bounds[key], b)  # type: ignore[type-var]
+        built: set[PoolKey] = set()
+        gone = [key for key in self.pools if key not in bounds]
+        for key in gone:
+            del self.pools[key]
+        for key, b in bounds.items():
+            pool = self.pools.get(key)
+            if pool is not None and (pool.bound is None or (b is not None and b <= pool.bound)):
+                continue
+            pool = Pool(key, b)
+            pool.build(market)
+            self.pools[key] = pool
+            built.add(key)
+        if built or gone:
+            self._reindex()
+        return built
+
+    def _reindex(self) -> None:
+        self.index = {}
+        for pool in self.pools.values():
+            sel = pool.key.offers
+            for key in product(sel.gpus or (None,), (sel.pricing,), sel.sources or (None,)):
+                self.index.setdefault(key, []).append(pool)
+
+    def pools_for(self, o: OfferRow) -> Iterator[Pool]:
+        for key in product((o.gpu, None), (o.pricing, None), (o.source, None)):
+            yield from self.index.get(key, ())
+
+    def apply(self, changes: list[Change], market: Market, skip: set[PoolKey]
+              ) -> dict[PoolKey, float]:
+        """Apply changed offers to the pools (but those in `skip`, built from the current
+        market already); the lowest price touched in each pool."""
+        lowest: dict[int, float] = {}
+        skipped = {id(self.pools[k]) for k in skip if k in self.pools}
+        for before, after in changes:
+            pools: dict[int, Pool] = {}
+            for row in (before, after):
+                if row is not None:
+                    for p in self.pools_for(row):
+                        pools[id(p)] = p
+            for pid, pool in pools.items():
+                if pid in skipped:
+                    continue
+                v = pool.update(before, after, market)
+                if v is not None and (pid not in lowest or v < lowest[pid]):
+                    lowest[pid] = v
+        return {p.key: lowest[id(p)] for p in self.pools.values() if id(p) in lowest}
+
+    def rebuild(self, market: Market, which: Callable[[PoolKey], bool]) -> set[PoolKey]:
+        done = set()
+        for key, pool in self.pools.items():
+            if which(key):
+                pool.build(market)
+                done.add(key)
+        return done
+
+
+# -- what one rule matches ---------------------------------------------------------------
+@dataclass
+class RuleMatch:
+    """What one rule sees now."""
+
+    rule: Rule
+    limit: float | None                     # effective price limit (rule currency/unit)
+    count: int = 0                          # fresh offers under the limit
+    matches: list[tuple[float, OfferRow]] = field(default_factory=list)  # cheapest first
+    in_band: bool = False                   # a fresh offer within limit + hysteresis
+    stale_hold: bool = False                # a stale source's offer within the band
+    reference: float | None = None          # drop rules: the earlier low compared against
+    note: str = ""                          # why nothing can match (no FX rate, no history)
+    pool: Pool | None = None
+    error: str = ""                         # the rule could not be evaluated: why
+
+    @property
+    def matched(self) -> bool:
+        return self.count > 0
+
+    @property
+    def best(self) -> float | None:
+        return self.matches[0][0] if self.matches else None
+
+
+def match(rule: Rule, pool: Pool, market: Market, settings: AlertSettings, *,
+          keep: int | None = None, history: list[dict[str, Any]] | None = None) -> RuleMatch:
+    """What `rule` matches now from its pool: the fresh offers under its limit (the first
+    `keep` of them with their rows; all when None), and whether a fresh or a stale offer is
+    within its hysteresis band."""
+    c = rule.condition
+    rate = market.usd_per_unit(c.currency)
+    if rate is None or rate <= 0:
+        return RuleMatch(rule, None, note=f"no exchange rate for {c.currency}")
+    limit = c.max_price
+    result = RuleMatch(rule, limit, pool=pool)
+    hyst = rule.hysteresis if rule.hysteresis is not None else settings.hysteresis
+    if c.drop_pct is not None and c.drop_window is not None:
+        ref = drop_reference(rule, pool, market, history or [])
+        result.reference = ref
+        if ref is None:
+            result.note = "no earlier price to compare with in the window"
+            return result
+        drop_limit = ref * (1 - c.drop_pct)
+        limit = drop_limit if limit is None else min(limit, drop_limit)
+        result.limit = limit
+    top = None if limit is None else limit * (1 + hyst)
+    values = pool.values
+    # "under" is strict: a price within EPS of the limit does not match.
+    n = len(values) if limit is None else bisect_left(values, limit - EPS)
+    result.count = n
+    k = n if keep is None else min(n, keep)
+    offers = market.offers
+    result.matches = [(values[i], offers[pool.ids[i]]) for i in range(k)]
+    result.in_band = bool(values) and (top is None or values[0] <= top + EPS)
+    result.stale_hold = bool(pool.stale_values) and (top is None
+                                                     or pool.stale_values[0] <= top + EPS)
+    return result
+
+
+def band_best(rule: Rule, market: Market, cache: dict[PoolKey, float | None] | None = None
+              ) -> float | None:
+    """The cheapest price the rule's offers have now, ignoring its limit (for "resolved"):
+    from a pool of its kind without a bound (`cache`: the answers of this evaluation, by
+    kind of rule)."""
+    key = PoolKey.of(rule.condition)
+    if cache is not None and key in cache:
+        return cache[key]
+    pool = Pool(key, None)
+    pool.build(market)
+    best = pool.values[0] if pool.values else None
+    if cache is not None:
+        cache[key] = best
+    return best
+
+
+def drop_reference(rule: Rule, pool: Pool, market: Market,
+                   history: list[dict[str, Any]]) -> float | None:
+    """The low a `drops N% below its W low` rule compares with: the lowest price of the
+    rule's offers during the W before the current cheapest price appeared. The drop must
+    itself lie within the last W."""
+    window = rule.condition.drop_window
+    assert window is not None and market.now is not None
+    if not pool.values:
+        return None
+    best = market.offers[pool.ids[0]]
+    opened = {h["offer_id"]: h["valid_from"] for h in history if h["valid_to"] is None}
+    since = opened.get(best.id)
+    if since is None or since < market.now - window:
+        return None
+    ref = None
+    for h in history:
+        if h["valid_from"] >= since or h["available"] is False:
+            continue
+        if h["valid_to"] is not None and h["valid_to"] <= since - window:
+            continue
+        row = OfferRow(h["offer_id"], h["source"], h["region"], h["zone"] or "",
+                       h["instance_type"], h["pricing"], h["gpu"], h["gpu_count"],
+                       h["gpu_memory_gb"], h["vcpus"], h["memory_gb"], h["price"],
+                       h["currency"], h["price_usd"], h["price_per_gpu_usd"], h["available"],
+                       None, "")
+        if not pool.accepts(row):
+            continue
+        v = pool.value(row, market.fx)
+        if v is not None and (ref is None or v < ref):
+            ref = v
+    return ref

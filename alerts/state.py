@@ -1,0 +1,203 @@
+"""Alert state and how it moves: a pure function of (state, what the rule sees, its policy,
+the time), Alertmanager's semantics.
+
+* A rule that matches is pending while `for` has not been met, then firing; the first
+  evaluation fires if the condition already holds.
+* Firing notifies once; again only when the best price improves by `min_drop`, every
+  `repeat` interval, and on resolution if `send_resolved`.
+* Hysteresis: a firing rule resolves only when no fresh offer is within the limit plus
+  `hysteresis`, and a stale source's offer within that band keeps it firing (no false
+  "resolved" while a provider is down).
+* A rule whose evaluation raised is in state `error` (its message in `best["error"]`); the
+  state it had before is kept, so it goes on from there once it evaluates again.
+
+Nothing here reads the database or the clock: alerts.engine feeds it and stores the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+STATES = ("inactive", "pending", "firing", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class AlertState:
+    """One row of `alert_state`: what was last decided and sent for one alert."""
+
+    key: str
+    kind: str                           # rule | source
+    name: str
+    rule_hash: str = ""
+    description: str = ""
+    state: str = "inactive"             # inactive | pending | firing | error
+    active_count: int = 0               # consecutive evaluations matched (for `for:`)
+    pending_since: datetime | None = None
+    fired_at: datetime | None = None
+    resolved_at: datetime | None = None
+    last_notified_at: datetime | None = None
+    notified_value: float | None = None  # best price at the last notification; None: not
+    best_value: float | None = None      # announced yet in this firing episode
+    currency: str = "USD"
+    match_count: int = 0
+    best: dict[str, Any] = field(default_factory=dict)  # cheapest offer, or {"error": ...}
+    updated_at: datetime | None = None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> AlertState:
+        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})
+
+    def as_row(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def error(self) -> str:
+        return str(self.best.get("error", "")) if self.state == "error" else ""
+
+    @property
+    def was_firing(self) -> bool:
+        """Firing, or firing when its evaluation started to fail."""
+        return self.state == "firing" or (self.state == "error" and self.fired_at is not None
+                                          and self.resolved_at is None)
+
+    def same(self, other: AlertState) -> bool:
+        """Equal apart from `updated_at` (nothing to write)."""
+        return all(getattr(self, f) == getattr(other, f) for f in _COMPARED)
+
+
+_COMPARED = tuple(f.name for f in fields(AlertState) if f.name != "updated_at")
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What a rule sees now, reduced to what the transition needs."""
+
+    matched: bool
+    best: float | None = None           # cheapest fresh match (rule currency and unit)
+    count: int = 0
+    in_band: bool = False               # a fresh offer within limit + hysteresis
+    stale_hold: bool = False            # a stale source's offer within the band
+    best_offer: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A rule's options with the `alerts:` defaults applied."""
+
+    for_count: int | None = 1
+    for_duration: timedelta | None = None
+    repeat: timedelta | None = None
+    min_drop_pct: float | None = 0.05
+    min_drop_abs: float | None = None
+    send_resolved: bool = False
+    mute_until: datetime | None = None
+    can_notify: bool = True             # it has targets
+
+    def muted(self, now: datetime) -> bool:
+        return self.mute_until is not None and now < self.mute_until
+
+    def improved(self, best: float, notified: float) -> bool:
+        if self.min_drop_abs is not None:
+            return best <= notified - self.min_drop_abs + 1e-9 and best < notified
+        pct = self.min_drop_pct or 0.0
+        return best <= notified * (1 - pct) + 1e-9 and best < notified
+
+    def due(self, state: AlertState) -> datetime | None:
+        """The next time this alert may change with nothing else changing: a repeat, the
+        end of a mute, the end of a `for` duration; None when only new offers can move it."""
+        if state.state == "pending" and self.for_duration and state.pending_since:
+            return state.pending_since + self.for_duration
+        if state.state != "firing":
+            return None
+        if state.notified_value is None:
+            return self.mute_until if self.can_notify else None
+        if self.repeat and state.last_notified_at:
+            return state.last_notified_at + self.repeat
+        return None
+
+
+def fresh_state(key: str, name: str, rule_hash: str, currency: str) -> AlertState:
+    return AlertState(key=key, kind="rule", name=name, rule_hash=rule_hash, currency=currency)
+
+
+def transition(state: AlertState, seen: Seen, policy: Policy,
+               now: datetime) -> tuple[AlertState, str | None]:
+    """The next state of a rule's alert, and the notification it sends (None: none). A kind
+    is returned only when it is sent (not muted, targets configured); then the state records
+    it as notified."""
+    st = state
+    if st.state == "error":  # go on from the state it had before it failed
+        firing = st.was_firing
+        st = replace(st, state="firing" if firing else "inactive", best={},
+                     active_count=st.active_count if firing else 0,
+                     pending_since=st.pending_since if firing else None)
+    changes: dict[str, Any] = {}
+    kind: str | None = None
+    if seen.matched:
+        pending_since = st.pending_since or now
+        changes.update(best_value=seen.best, match_count=seen.count, best=seen.best_offer,
+                       pending_since=pending_since)
+        if st.state != "firing":
+            active = st.active_count + 1
+            ready = (now - pending_since >= policy.for_duration if policy.for_duration
+                     else active >= (policy.for_count or 1))
+            if ready:
+                changes.update(state="firing", active_count=active, fired_at=now,
+                               notified_value=None, resolved_at=None)
+                kind = "firing"
+            else:
+                changes.update(state="pending", active_count=active)
+        elif st.notified_value is None:
+            kind = "firing"  # muted or without targets until now
+        elif seen.best is not None and policy.improved(seen.best, st.notified_value):
+            kind = "improved"
+        elif policy.repeat and st.last_notified_at and (
+                now - st.last_notified_at >= policy.repeat):
+            kind = "repeat"
+    elif st.state == "firing" and (seen.in_band or seen.stale_hold):
+        pass  # hysteresis, or a stale source may still have it: keep firing
+    elif st.state == "firing":
+        kind = "resolved" if policy.send_resolved and st.notified_value is not None else None
+        changes.update(state="inactive", resolved_at=now, active_count=0, pending_since=None,
+                       match_count=0, notified_value=None)
+    elif st.state == "pending" and not seen.stale_hold:
+        changes.update(state="inactive", active_count=0, pending_since=None, match_count=0)
+    if kind is not None and (policy.muted(now) or not policy.can_notify):
+        kind = None
+    if kind is not None:
+        changes["last_notified_at"] = now
+        if kind != "resolved":
+            changes["notified_value"] = seen.best
+    return replace(st, **changes), kind
+
+
+def failed(state: AlertState, message: str) -> AlertState:
+    """The state of a rule whose evaluation raised: `error`, the rest kept as it was."""
+    return replace(state, state="error", best={"error": message[:500]})
+
+
+def source_transition(state: AlertState | None, source: str, is_stale: bool, failures: int,
+                      now: datetime, can_notify: bool) -> tuple[AlertState | None, str | None]:
+    """A source's staleness alert: "stale" when it starts, "recovered" when it ends (the
+    latter only if the former was sent). None when there is nothing to keep."""
+    if state is None:
+        if not is_stale:
+            return None, None
+        state = AlertState(key=f"source:{source}", kind="source", name=source,
+                           description=f"source {source} is stale")
+    kind: str | None = None
+    changes: dict[str, Any] = {"active_count": failures}
+    if is_stale and state.state != "firing":
+        changes.update(state="firing", fired_at=now, resolved_at=None, notified_value=None)
+        kind = "stale"
+    elif not is_stale and state.state == "firing":
+        changes.update(state="inactive", resolved_at=now, notified_value=None)
+        kind = "recovered" if state.notified_value is not None else None
+    if kind is not None and can_notify:
+        changes["last_notified_at"] = now
+        changes["notified_value"] = 1.0 if kind == "stale" else None
+    elif kind is not None:
+        kind = None
+    return replace(state, **changes), kind
