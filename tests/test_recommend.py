@@ -180,12 +180,43 @@ def test_qlora_on_gpus_without_cuda_says_what_it_needs():
     notes = {f.offer.gpu: f.flags for f in rec.fits}
     assert notes["H100-SXM-80GB"] == []
     assert any("bitsandbytes" in n and "ROCm" in n for n in notes["MI300X"])
-    assert any("not on Ascend" in n for n in notes["ASCEND-910B"])
+    # bitsandbytes has no CANN build: Ascend is never proposed for QLoRA, and said why
+    assert "ASCEND-910B" not in notes
+    assert rec.excluded == {"accelerator qlora needs CUDA or ROCm (--framework)": 1}
     assert any("bitsandbytes" in w for w in rec.warnings)
     # Full finetuning needs no bitsandbytes: no such note.
     plain = rc.recommend(offers, rc.Job(7e9, "finetune"), rc.Options(max_age=None), FxTable(),
                          datetime.now(UTC))
     assert not any("bitsandbytes" in n for f in plain.fits for n in f.flags)
+
+
+def test_tpus_and_trainium_only_for_the_frameworks_that_run_on_them():
+    offers = [row("gcp", "v5litepod-8", "TPU-V5E", 8, 9.6),
+              row("aws", "trn1.32xlarge", "TRAINIUM", 16, 21.5),
+              row("aws", "inf2.xlarge", "INFERENTIA2", 1, 0.76),
+              row("runpod", "1x NVIDIA H100 80GB HBM3", "H100-SXM-80GB", 1, 2.69)]
+    now = datetime.now(UTC)
+
+    def shown(job: rc.Job, **opts) -> set[str]:
+        rec = rc.recommend(offers, job, rc.Options(max_age=None, **opts), FxTable(), now)
+        return {f.offer.gpu for f in rec.fits}
+
+    # PyTorch on GPUs (the default): no TPU, no Trainium, no inference chip for training
+    assert shown(rc.Job(7e9, "lora")) == {"H100-SXM-80GB"}
+    # JAX/XLA runs on TPUs; Neuron on Trainium (and Inferentia, for inference only)
+    assert shown(rc.Job(7e9, "lora"), frameworks=("XLA/JAX",)) == {"TPU-V5E"}
+    assert shown(rc.Job(7e9, "lora"), frameworks=("Neuron",)) == {"TRAINIUM"}
+    assert "INFERENTIA2" in shown(rc.Job(7e9, "inference"), frameworks=("Neuron",))
+    # a CUDA-only method is never proposed on them, whatever the framework
+    assert shown(rc.Job(7e9, "qlora"), frameworks=("XLA/JAX", "Neuron", "CUDA")) == {
+        "H100-SXM-80GB"}
+
+
+def test_framework_option_names_the_known_stacks(engine):
+    proc = gpuradar("recommend", "-p", "7B", "-t", "lora", "--framework", "tensorflow",
+                    db_url=engine.url.render_as_string(hide_password=False))
+    assert proc.returncode == 2
+    assert "unknown framework 'tensorflow'; known: CUDA, ROCm, XLA/JAX" in proc.stderr
 
 
 # -- a fixed market in storage ------------------------------------------------------------

@@ -222,6 +222,10 @@ class AwsSpider(GpuRadarSpider):
     #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
     # fmt: off
     interconnect = (
+        # Trainium chips of one instance are joined by NeuronLink; trn1/trn1n/trn2 carry EFA
+        # (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html, "Accelerated computing").
+        family(r"^trn\d+n?\.(32|48)xlarge$", "neuronlink", "efa", "Trainium NeuronLink, EFA"),
+        family(r"^inf2\.(24|48)xlarge$", "neuronlink", None, "Inferentia2 NeuronLink"),
         family(r"^p6e-gb\d00\.", "nvswitch", "efa", "GB200 NVL72 UltraServer, EFA"),
         family(r"^p6-b\d00\.48xlarge$", "nvswitch", "efa", "HGX B200/B300 NVSwitch, EFA"),
         family(r"^p5(e|en)?\.48xlarge$", "nvswitch", "efa",

@@ -174,6 +174,10 @@ def register(app: typer.Typer) -> None:
         not_resumable: Annotated[bool, typer.Option(
             "--not-resumable", help="The job cannot resume from a checkpoint (spot is then "
             "a bad idea for anything over an hour).")] = False,
+        framework: Annotated[list[str] | None, typer.Option(
+            "--framework", help="Software stack the job runs on: CUDA, ROCm (the default: "
+            "PyTorch), XLA/JAX (TPUs), Neuron (Trainium, Inferentia), SynapseAI (Gaudi), "
+            "CANN (Ascend). Repeatable.")] = None,
         config: ConfigOpt = None, database_url: DbOpt = None,
         as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output: the "
                                               "estimate, hardware and ranked options.")
@@ -207,6 +211,7 @@ def register(app: typer.Typer) -> None:
         if unknown:
             raise fail(f"unknown provider {unknown[0]!r}; known: {', '.join(price_sources())}")
         regions = tuple(region or ())
+        stacks = _frameworks(framework)
         cfg = get_config(config, database_url)
         engine = get_engine(cfg)
         fx = FxTable(latest_fx(engine))
@@ -220,7 +225,8 @@ def register(app: typer.Typer) -> None:
                            "quoted, others through the stored rate")
         opts = rc.Options(budget=limit, spot=spot, regions=regions, providers=chosen,
                           max_age=age_limit, any_interconnect=any_interconnect,
-                          max_nodes=max_nodes, resumable=not not_resumable, top=top)
+                          max_nodes=max_nodes, resumable=not not_resumable, top=top,
+                          **({"frameworks": stacks} if stacks else {}))
         now = datetime.now(UTC)
         offers = with_observed_at(live_offers(engine, include_unavailable=True,
                                               with_attributes=True), last_success(engine))
@@ -266,3 +272,19 @@ def register(app: typer.Typer) -> None:
                 err_console.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
         if not rec.fits:
             raise typer.Exit(EXIT_FAILED)
+
+
+def _frameworks(values: list[str] | None) -> tuple[str, ...]:
+    """--framework words as the catalog names them (case and punctuation ignored; `jax`,
+    `xla` and `pytorch` accepted)."""
+    from gpuradar.core.gpus import FRAMEWORKS
+
+    words = {"".join(c for c in f.lower() if c.isalnum()): f for f in FRAMEWORKS}
+    words.update({"jax": "XLA/JAX", "xla": "XLA/JAX", "pytorch": "CUDA", "torch": "CUDA"})
+    out: list[str] = []
+    for value in _split(values):
+        name = words.get("".join(c for c in value.lower() if c.isalnum()))
+        if name is None:
+            raise fail(f"unknown framework {value!r}; known: {', '.join(FRAMEWORKS)}")
+        out.extend(["CUDA", "ROCm"] if value.lower() in ("pytorch", "torch") else [name])
+    return tuple(dict.fromkeys(out))

@@ -45,9 +45,10 @@ __all__ = ["INTER_FAST", "INTRA_FAST", "Family", "family", "fast_inter", "fast_i
            "interconnect_for"]
 
 # Links fast enough to shard a model across the GPUs of one machine.
-INTRA_FAST = frozenset({"nvswitch", "nvlink", "infinity-fabric", "hccs"})
+INTRA_FAST = frozenset({"nvswitch", "nvlink", "infinity-fabric", "hccs", "ici", "neuronlink"})
 # GPU fabrics between machines (GPUDirect RDMA or equivalent).
-INTER_FAST = frozenset({"infiniband", "efa", "rdma", "gpudirect-tcpx", "gpudirect-tcpxo"})
+INTER_FAST = frozenset({"infiniband", "efa", "rdma", "gpudirect-tcpx", "gpudirect-tcpxo",
+                        "ici"})
 
 
 def fast_intra(info: dict | None) -> bool:

@@ -76,6 +76,36 @@ class Options:
     max_nodes: int = 16
     resumable: bool = True
     top: int = 10
+    #: Software stacks the job can run on (gpuradar.core.gpus.FRAMEWORKS). The default is
+    #: PyTorch as shipped for GPUs and NPUs (CUDA, ROCm, Ascend's CANN through torch_npu,
+    #: Gaudi's SynapseAI bridge); `--framework XLA/JAX` is needed for TPUs, `Neuron` for
+    #: Trainium: code written for them, not for PyTorch on GPUs.
+    frameworks: tuple[str, ...] = ("CUDA", "ROCm", "CANN", "SynapseAI")
+
+
+# Methods built on CUDA-only libraries run on no other stack, whatever --framework says:
+# QLoRA's 4-bit layers come from bitsandbytes (CUDA, and a ROCm build; see job.py).
+METHOD_FRAMEWORKS: dict[str, frozenset[str]] = {"qlora": frozenset({"CUDA", "ROCm"})}
+# Inference chips: AWS sells Inferentia for inference and Trainium for training
+# (aws.amazon.com/ai/machine-learning/inferentia; awsdocs Neuron "Inferentia2 architecture").
+INFERENCE_ONLY = frozenset({"INFERENTIA", "INFERENTIA2"})
+
+
+def runs_on(offer: OfferRow, job: Job, opts: Options) -> str | None:
+    """Why the job cannot run on the offer's accelerator, or None when it can: the
+    accelerator's frameworks must meet the job's (an unknown accelerator is let through)."""
+    entry = catalog.CATALOG.get(offer.gpu)
+    if entry is None or not entry.frameworks:
+        return None
+    if job.task in TRAINING and entry.name in INFERENCE_ONLY:
+        return "is built for inference, not training"
+    stacks = set(entry.frameworks)
+    method = METHOD_FRAMEWORKS.get(job.task)
+    if method is not None and not stacks & method:
+        return f"{job.task} needs {' or '.join(sorted(method))}"
+    if not stacks & set(opts.frameworks):
+        return f"runs {', '.join(entry.frameworks)}, not {', '.join(opts.frameworks)}"
+    return None
 
 
 @dataclass
@@ -152,6 +182,10 @@ def recommend(offers: Sequence[OfferRow], job: Job, opts: Options, fx: FxTable,
             continue
         if opts.spot == "only" and offer.pricing != "spot":
             drop("on-demand (--spot only)")
+            continue
+        unsupported = runs_on(offer, job, opts)
+        if unsupported is not None:
+            drop(f"accelerator {unsupported} (--framework)")
             continue
         seen = offer.observed_at
         if opts.max_age is not None and seen is not None and now - seen > opts.max_age:
