@@ -155,9 +155,10 @@ class AlibabaSpider(GpuRadarSpider):
         if version:
             yield self.price_file_request(str(version), "pinned")
             return
-        meta: dict[str, Any] = {}
+        # Optional: when the page cannot be reached, the fallback version is used.
+        meta: dict[str, Any] = {"optional": True}
         if self.option("discover_with_browser"):
-            meta = {"playwright": True}
+            meta["playwright"] = True
         yield scrapy.Request(self.endpoint(f"discovery_{self.site}"), callback=self.parse_discovery,
                              errback=self.discovery_failed, meta=meta, dont_filter=True)
 

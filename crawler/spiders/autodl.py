@@ -56,7 +56,9 @@ class AutodlSpider(GpuRadarSpider):
         return True  # AutoDL's data centres are all in mainland China
     notes = ("Per-GPU hourly CNY prices: machine list (unofficial, web_token) and/or "
              "data-center stock (official dev_token + option prices). No key-less path.")
-    custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_DELAY": 0.2}
+    # Public clients of the machine list pause 0.2 s between pages.
+    request_interval = 0.2
+    custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1}
 
     @classmethod
     def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
