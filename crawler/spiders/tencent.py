@@ -41,6 +41,17 @@ FAMILIES: dict[str, float | None] = {
     "GI3X": 16, "HCCPNV4h": 80, "HCCPNV5": 80, "HCCPNV5v": None, "HCCG5v": None,
     "HCCG5vm": None,
 }
+# The regions DescribeZoneInstanceConfigInfos answers in ("This API only supports: ..." in
+# Tencent Cloud's API reference of the action, updated 2025-11-13); any other region answers
+# UnsupportedRegion. Regions DescribeRegions lists beyond these are skipped (counted); the
+# option `regions` asks exactly the regions it names.
+SUPPORTED_REGIONS = frozenset({
+    "ap-bangkok", "ap-beijing", "ap-chengdu", "ap-chongqing", "ap-guangzhou", "ap-hongkong",
+    "ap-jakarta", "ap-nanjing", "ap-seoul", "ap-shanghai", "ap-shanghai-fsi", "ap-shenzhen-fsi",
+    "ap-singapore", "ap-tokyo", "eu-frankfurt", "na-ashburn", "na-siliconvalley",
+    "sa-saopaulo"})
+# Tencent's common error for an action called in a region it does not serve.
+UNSUPPORTED_REGION = "UnsupportedRegion"
 # At most this many values in one filter (Tencent's documented limit for CVM filters is 5
 # for several actions; staying under it costs a few more calls).
 CHUNK = 5
@@ -159,8 +170,14 @@ class TencentSpider(GpuRadarSpider):
         regions = require(body, "RegionSet", self.name, response.url, list)
         for i, info in enumerate(regions):
             region = require(info, "Region", self.name, f"RegionSet[{i}]", str)
-            if info.get("RegionState", "AVAILABLE") == "AVAILABLE":
-                yield from self.region_requests(region)
+            if info.get("RegionState", "AVAILABLE") != "AVAILABLE":
+                continue
+            if region not in SUPPORTED_REGIONS:
+                self.count("region_without_config_api")
+                self.logger.info("tencent: %s is not among the regions "
+                                 "DescribeZoneInstanceConfigInfos supports; skipped", region)
+                continue
+            yield from self.region_requests(region)
 
     def parse(self, response: Response, region: str | None = None,
               **kwargs: Any) -> Iterator[PriceItem]:
@@ -169,6 +186,13 @@ class TencentSpider(GpuRadarSpider):
         except ParseError as exc:
             if region is None:  # `gpuradar parse`: say what is wrong with the file
                 raise
+            if UNSUPPORTED_REGION in str(exc):
+                # Documented behaviour, not a failure: the region has nothing to list.
+                self.count("region_without_config_api")
+                self.warn_once(f"unsupported:{region}", "tencent: %s does not serve "
+                               "DescribeZoneInstanceConfigInfos (UnsupportedRegion); no "
+                               "offers from it", region)
+                return
             # One region failing (not enabled for the account, throttled) must not stop the
             # others; the ERROR marks the crawl partial, so nothing is closed.
             self.logger.error("%s (region %s)", exc, region)
