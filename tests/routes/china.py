@@ -75,12 +75,17 @@ def tencent_handler(req: Request) -> Reply:
 
 
 # -- Huawei -------------------------------------------------------------------------------------
+HUAWEI_DOMAIN = "d78cbac186b744899480f25bd022f468"  # iam_auth_domains.json
 HUAWEI_PROJECTS = {"0605767b3b00d2c62f05c00b4f1a2c3d": "cn-north-4",
                    "09a1c2e3f4b5a6978877665544332211": "cn-east-3"}
 
 
 def huawei_iam_handler(req: Request) -> Reply:
     return Reply(body=fixture("huawei/iam_auth_projects.json"))
+
+
+def huawei_domains_handler(req: Request) -> Reply:
+    return Reply(body=fixture("huawei/iam_auth_domains.json"))
 
 
 def huawei_flavors_handler(req: Request) -> Reply:
@@ -95,6 +100,11 @@ def huawei_bss_handler(req: Request) -> Reply:
     """Rates each product from bss_list_prices.json; one unknown spec fails the whole batch
     with CBC.99006006, as BSS does. Amount = list price less 10 % (a made-up account
     discount), so `amount` and `official_website_amount` differ."""
+    if req.headers.get("x-domain-id") != HUAWEI_DOMAIN:
+        # AK/SK calls to a global service must name the account (Huawei's signing guide).
+        return Reply(401, json.dumps({"error_code": "APIGW.0301", "error_msg":
+                                      "Incorrect IAM authentication information: "
+                                      "x-domain-id missing or wrong"}).encode())
     prices = json.loads(fixture("huawei/bss_list_prices.json"))
     body = req.json()
     infos = body["product_infos"]
@@ -143,6 +153,7 @@ ROUTES = {
     "autodl.gpu_stock": ("POST", "/api/v1/dev/machine/region/gpu_stock", autodl_stock_handler),
     "tencent.cvm": ("POST", "/", tencent_handler),
     "huawei.iam": ("GET", "/v3/auth/projects", huawei_iam_handler),
+    "huawei.iam_domains": ("GET", "/v3/auth/domains", huawei_domains_handler),
     "huawei.bss": ("POST", "/v2/bills/ratings/on-demand-resources", huawei_bss_handler),
     # The ECS endpoint is a template; the concrete per-project paths are routed below.
     "huawei.ecs": ("GET", "/v1/{project_id}/cloudservers/flavors", huawei_flavors_handler),
