@@ -116,5 +116,5 @@ def test_defaults_give_up_within_30_seconds():
     settings.setmodule("gpuradar.crawler.settings")
     answer = settings.getfloat("GPURADAR_ANSWER_TIMEOUT")
     worst_per_host = answer * settings.getint("GPURADAR_CONNECT_ATTEMPTS")
-    assert 0 < answer and worst_per_host <= 30
+    assert answer > 0 and worst_per_host <= 30
     assert settings.getfloat("GPURADAR_UNREACHABLE_AFTER") <= 30

@@ -109,21 +109,35 @@ class TencentSpider(GpuRadarSpider):
     # -- requests --------------------------------------------------------------------------
     def api_request(self, action: str, region: str | None, payload: dict[str, Any],
                     callback, cb_kwargs: dict[str, Any] | None = None) -> scrapy.Request | None:
-        creds = signing_credentials(self, ("secret_id", "secret_key"))
-        if creds is None:
+        url = self.endpoint("cvm")
+        body = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        headers = self.sign(url, action, region, body)
+        if headers is None:
             self.logger.error("tencent: no API key; set TENCENTCLOUD_SECRET_ID and "
                               "TENCENTCLOUD_SECRET_KEY")
             return None
-        url = self.endpoint("cvm")
-        body = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-        headers = tencent_tc3_headers(
-            secret_id=creds["secret_id"], secret_key=creds["secret_key"], service="cvm",
-            host=urlsplit(url).netloc, action=action, version=API_VERSION, region=region,
-            payload=body, timestamp=int(time.time()))
         # The region travels in a header only: a recording must still tell regions apart.
         return scrapy.Request(url, method="POST", body=body, headers=headers,
                               callback=callback, cb_kwargs=cb_kwargs or {}, dont_filter=True,
-                              meta={"record_key": f"{action}@{region}"})
+                              meta={"record_key": f"{action}@{region}",
+                                    "tencent_call": (action, region)})
+
+    def sign(self, url: str, action: str, region: str | None, body: str
+             ) -> dict[str, str] | None:
+        creds = signing_credentials(self, ("secret_id", "secret_key"))
+        if creds is None:
+            return None
+        return tencent_tc3_headers(
+            secret_id=creds["secret_id"], secret_key=creds["secret_key"], service="cvm",
+            host=urlsplit(url).netloc, action=action, version=API_VERSION, region=region,
+            payload=body, timestamp=int(time.time()))
+
+    def sign_again(self, request: scrapy.Request) -> scrapy.Request:
+        """A retry carries a new X-TC-Timestamp and signature (Tencent refuses signatures
+        older than five minutes); called by the retry middleware."""
+        call = request.meta.get("tencent_call")
+        headers = self.sign(request.url, *call, request.body.decode()) if call else None
+        return request.replace(headers=headers) if headers else request
 
     async def start(self):
         regions = self.option("regions")

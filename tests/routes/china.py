@@ -5,6 +5,7 @@ paths, so recordings made here replay against the real base URLs."""
 from __future__ import annotations
 
 import json
+import threading
 
 from tests.provider_server import Reply, Request, fixture
 
@@ -28,6 +29,10 @@ def alibaba_page_handler(req: Request) -> Reply:
                  content_type="text/html; charset=utf-8")
 
 
+_NONCES: set[str] = set()
+_NONCE_LOCK = threading.Lock()
+
+
 def alibaba_api_handler(req: Request) -> Reply:
     """The ECS RPC API: answers by Action (only cn-hangzhou has GPU stock here)."""
     q = {k: v[0] for k, v in req.query.items()}
@@ -36,6 +41,12 @@ def alibaba_api_handler(req: Request) -> Reply:
         if required not in q:
             return Reply(400, json.dumps({"Code": "MissingParameter",
                                           "Message": f"{required} is mandatory"}).encode())
+    with _NONCE_LOCK:
+        reused = q["SignatureNonce"] in _NONCES
+        _NONCES.add(q["SignatureNonce"])
+    if reused:  # Alibaba refuses a nonce it has seen (replay protection)
+        return Reply(400, json.dumps({"Code": "SignatureNonceUsed", "Message":
+                                      "Specified signature nonce was used already."}).encode())
     if action == "DescribeInstanceTypes":
         page = 2 if q.get("NextToken") else 1
         return Reply(body=fixture(f"alibaba/describe_instance_types_page{page}.json"))
@@ -47,7 +58,10 @@ def alibaba_api_handler(req: Request) -> Reply:
     if action == "DescribePrice":
         data = json.loads(fixture("alibaba/describe_price_gn7i.json"))
         if q.get("InstanceType") != "ecs.gn7i-c8g1.2xlarge":
-            data["PriceInfo"]["Price"].update({"OriginalPrice": 34.5, "TradePrice": 34.5})
+            price = data["PriceInfo"]["Price"]
+            price.update({"OriginalPrice": 34.83, "TradePrice": 34.83})
+            price["DetailInfos"]["DetailInfo"][0].update({"OriginalPrice": 34.5,
+                                                          "TradePrice": 34.5})
         return _json(data)
     if action == "DescribeSpotPriceHistory":
         return Reply(body=fixture("alibaba/describe_spot_price_history_gn7i.json"))
@@ -146,7 +160,7 @@ ROUTES = {
                                 "instancePrice.json", alibaba_file_handler),
     "alibaba.file_china_2_0_433": ("GET", CHINA_FILE, alibaba_file_handler),
     "alibaba.file_intl_2_0_421": ("GET", INTL_FILE, alibaba_file_handler),
-    "alibaba.discovery_china": ("GET", "/price/product", alibaba_page_handler),
+    "alibaba.discovery_china": ("GET", "/price/ecs/ecs-pricing/zh", alibaba_page_handler),
     "alibaba.discovery_intl": ("GET", "/en/product/ecs/pricing", alibaba_page_handler),
     "alibaba.api": ("GET", "/", alibaba_api_handler),
     "autodl.machine_list": ("POST", "/api/v1/user/machine/list", autodl_list_handler),
