@@ -186,7 +186,7 @@ def test_every_retry_is_signed_with_a_fresh_nonce(tmp_path, provider_server, sql
     """The fixture server refuses a reused SignatureNonce (SignatureNonceUsed, as Alibaba
     does) and fails the first DescribePrice once: its retry must carry a new nonce."""
     endpoints = serve_standard(provider_server)
-    answer = provider_server.routes[("GET", "/")]
+    answer = provider_server.routes[("POST", "/")]
     failed: list[str] = []
 
     def flaky(req):
@@ -195,7 +195,7 @@ def test_every_retry_is_signed_with_a_fresh_nonce(tmp_path, provider_server, sql
             return Reply(503, b'{"Code": "ServiceUnavailable", "Message": "try again"}')
         return answer(req)
 
-    provider_server.route("GET", "/", flaky)
+    provider_server.route("POST", "/", flaky)
     cfg = write_config(tmp_path / "config.yaml", endpoints=endpoints, scrapy=FAST, sources={
         "alibaba": {"access_key_id": "LTAItest", "access_key_secret": SECRET,
                     "regions": ["cn-hangzhou"]}})

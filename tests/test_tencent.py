@@ -28,7 +28,8 @@ def test_tc3_signature_matches_tencents_worked_example():
         secret_id="AKID**********************0123456789EXAMPLE",
         secret_key="Gu5t9xGARNpq86cd98joQYCN3EXAMPLE", service="cvm",
         host="cvm.tencentcloudapi.com", action="DescribeInstances", version="2017-03-12",
-        region="ap-guangzhou", payload=payload, timestamp=1551113065)
+        region="ap-guangzhou", payload=payload, timestamp=1551113065,
+        content_type="application/json; charset=utf-8")  # the example's content type
     assert headers["Authorization"] == (
         "TC3-HMAC-SHA256 Credential=AKID**********************0123456789EXAMPLE/2019-02-25/cvm/"
         "tc3_request, SignedHeaders=content-type;host, "

@@ -228,7 +228,8 @@ class AlibabaSpider(GpuRadarSpider):
         url = self.rpc_url(action, endpoint_region, params)
         if url is None:
             return None
-        return scrapy.Request(url, callback=callback, cb_kwargs={"action": action, **cb_kwargs},
+        return scrapy.Request(url, method="POST", callback=callback,
+                              cb_kwargs={"action": action, **cb_kwargs},
                               meta={"handle_httpstatus_list": [400, 403, 404],
                                     "alibaba_rpc": (action, endpoint_region, params)},
                               dont_filter=True)

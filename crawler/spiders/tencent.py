@@ -110,7 +110,7 @@ class TencentSpider(GpuRadarSpider):
     def api_request(self, action: str, region: str | None, payload: dict[str, Any],
                     callback, cb_kwargs: dict[str, Any] | None = None) -> scrapy.Request | None:
         url = self.endpoint("cvm")
-        body = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        body = json.dumps(payload)  # serialised as Tencent's SDK does: the bytes are signed
         headers = self.sign(url, action, region, body)
         if headers is None:
             self.logger.error("tencent: no API key; set TENCENTCLOUD_SECRET_ID and "

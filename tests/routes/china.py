@@ -162,10 +162,13 @@ ROUTES = {
     "alibaba.file_intl_2_0_421": ("GET", INTL_FILE, alibaba_file_handler),
     "alibaba.discovery_china": ("GET", "/price/ecs/ecs-pricing/zh", alibaba_page_handler),
     "alibaba.discovery_intl": ("GET", "/en/product/ecs/pricing", alibaba_page_handler),
-    "alibaba.api": ("GET", "/", alibaba_api_handler),
+    # Alibaba's RPC API and Tencent's API 3.0 both POST to "/": told apart by the query.
+    "alibaba.api": ("POST", "/", lambda req: (alibaba_api_handler if "Action" in req.query
+                                              else tencent_handler)(req)),
     "autodl.machine_list": ("POST", "/api/v1/user/machine/list", autodl_list_handler),
     "autodl.gpu_stock": ("POST", "/api/v1/dev/machine/region/gpu_stock", autodl_stock_handler),
-    "tencent.cvm": ("POST", "/", tencent_handler),
+    "tencent.cvm": ("POST", "/", lambda req: (alibaba_api_handler if "Action" in req.query
+                                              else tencent_handler)(req)),
     "huawei.iam": ("GET", "/v3/auth/projects", huawei_iam_handler),
     "huawei.iam_domains": ("GET", "/v3/auth/domains", huawei_domains_handler),
     "huawei.bss": ("POST", "/v2/bills/ratings/on-demand-resources", huawei_bss_handler),
