@@ -13,7 +13,7 @@ install: $(BIN)/python
 	$(BIN)/pip install -q -e .
 
 install-test: $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,contract]'
 
 # Debian packages the tests use: chromium (the Playwright sources; Playwright cannot
 # download its own browser here), promtool (package prometheus) and docker-compose (to
