@@ -256,7 +256,7 @@ class HuaweiSpider(GpuRadarSpider):
         """What the offers of one flavor need, or None when it is not a GPU flavor."""
         flavor_id = require(flavor, "id", self.name, where, str)
         specs = require(flavor, "os_extra_specs", self.name, where, dict)
-        kind = specs.get("ecs:performancetype") or specs.get("hws:performancetype")
+        kind = specs.get("ecs:performancetype")
         if kind not in GPU_TYPES:
             return None
         gpu = flavor_gpu(specs)

@@ -25,21 +25,26 @@ from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
-from gpuradar.core import gpus
 from gpuradar.core.interconnect import family
 from gpuradar.core.items import PriceItem
 
 API_VERSION = "2017-03-12"
 CHARGE_TYPES = {"POSTPAID_BY_HOUR": "on_demand", "SPOTPAID": "spot"}
 
-# GPU instance families (Tencent's GPU instance-type pages) and the memory of their GPU where
-# the GPU name alone is ambiguous ("NVIDIA A100" is sold as 40 and 80 GB). A family missing
-# here is still crawled with the option `families: []` (all families, GPU ones kept).
-FAMILIES: dict[str, float | None] = {
-    "GN6": 8, "GN6S": 8, "GN7": 16, "GN7vi": 16, "GN7vw": 16, "GN8": 24, "GN10X": 32,
-    "GN10Xp": 32, "GNV4": 24, "GNV4v": 24, "GT4": 40, "PNV4": 24, "PNV5b": None, "GI1": None,
-    "GI3X": 16, "HCCPNV4h": 80, "HCCPNV5": 80, "HCCPNV5v": None, "HCCG5v": None,
-    "HCCG5vm": None,
+# GPU instance families (Tencent's GPU instance-type pages): the GPU and its memory (the
+# memory tells the variants of one name apart: "NVIDIA A100" is sold as 40 and 80 GB). The
+# answer itself names no GPU model: the SDK's InstanceTypeQuotaItem has GpuCount and Gpu only
+# (its Externals model has no GPU field), so the family decides. A family whose GPU is not
+# known here is reported (`uncatalogued`, warned once), never guessed; the option
+# `families: []` crawls every family and so finds new ones.
+FAMILIES: dict[str, tuple[str | None, float | None]] = {
+    "GN6": ("NVIDIA P4", 8), "GN6S": ("NVIDIA P4", 8), "GN7": ("NVIDIA T4", 16),
+    "GN7vi": ("NVIDIA T4", 16), "GN7vw": ("NVIDIA T4", 16), "GN8": ("NVIDIA P40", 24),
+    "GN10X": ("NVIDIA V100", 32), "GN10Xp": ("NVIDIA V100", 32), "GNV4": ("NVIDIA A10", 24),
+    "GNV4v": ("NVIDIA A10", 24), "GT4": ("NVIDIA A100", 40), "PNV4": ("NVIDIA A10", 24),
+    "PNV5b": (None, None), "GI1": (None, None), "GI3X": ("NVIDIA T4", 16),
+    "HCCPNV4h": ("NVIDIA A100", 80), "HCCPNV5": ("NVIDIA H800", 80), "HCCPNV5v": (None, None),
+    "HCCG5v": (None, None), "HCCG5vm": (None, None),
 }
 # The regions DescribeZoneInstanceConfigInfos answers in ("This API only supports: ..." in
 # Tencent Cloud's API reference of the action, updated 2025-11-13); any other region answers
@@ -237,12 +242,16 @@ class TencentSpider(GpuRadarSpider):
             return None
         price = require(quota, "Price", src, where, dict)
         family = quota.get("InstanceFamily") or instance_type.split(".")[0]
-        desc = (quota.get("Externals") or {}).get("GPUDesc") or ""
-        parsed = gpus.parse_count_and_name(desc)
-        count = quota.get("GpuCount") or (parsed[0] if parsed else quota.get("Gpu") or 0)
+        count = quota.get("GpuCount") or quota.get("Gpu") or 0
         if not count:
             return None  # not a GPU instance type
-        gpu_name = parsed[1] if parsed else (quota.get("TypeName") or family)
+        gpu_name, gpu_memory = FAMILIES.get(family, (None, None))
+        if gpu_name is None:
+            self.count("uncatalogued")
+            self.warn_once(f"family:{family}", "tencent: GPU of instance family %s (%s) is not "
+                           "known; its offers are skipped: add it to FAMILIES",
+                           family, quota.get("TypeName") or instance_type)
+            return None
         unit = price.get("ChargeUnit", "HOUR")
         if unit != "HOUR":
             raise ParseError(src, "Price.ChargeUnit", where, f"is {unit!r}, expected 'HOUR'")
@@ -251,7 +260,7 @@ class TencentSpider(GpuRadarSpider):
         value = discounted if pricing == "spot" and discounted else list_price
         status = quota.get("Status")
         attributes = {k: v for k, v in {
-            "family": family, "type_name": quota.get("TypeName"), "gpu_desc": desc or None,
+            "family": family, "type_name": quota.get("TypeName"),
             "unit_price_second_step": price.get("UnitPriceSecondStep"),
             "unit_price_third_step": price.get("UnitPriceThirdStep"),
             "unit_price_discount": discounted if pricing == "on_demand" else None,
@@ -262,7 +271,7 @@ class TencentSpider(GpuRadarSpider):
         return PriceItem(
             source=src, region=region or region_of_zone(zone), zone=zone,
             instance_type=instance_type, pricing=pricing, gpu=gpu_name, gpu_count=float(count),
-            gpu_memory_gb=FAMILIES.get(family), vcpus=quota.get("Cpu"),
+            gpu_memory_gb=gpu_memory, vcpus=quota.get("Cpu"),
             memory_gb=quota.get("Memory"), price=value,
             currency=str(self.option("currency", "CNY")).upper(),
             available={"SELL": True, "SOLD_OUT": False}.get(status or ""),
