@@ -118,6 +118,20 @@ class AutodlSpider(GpuRadarSpider):
                                  "gpu_name_set": list(self.option("gpu_names", GPU_NAMES))},
                                 self.parse_stock, data_center=dc)
 
+    def probe_requests(self) -> list[tuple[str, scrapy.Request]]:
+        """`sources --check`: one request per configured token."""
+        out = []
+        web, dev = self.token("web_token"), self.token("dev_token")
+        if web:
+            out.append(("web_token", self.post(self.endpoint("machine_list"), web,
+                                               self.list_payload(1), self.parse_machines)))
+        if dev:
+            dc = list(self.option("data_centers", DATA_CENTERS))[0]
+            out.append(("dev_token", self.post(
+                self.endpoint("gpu_stock"), dev, {"region_sign": dc, "gpu_name_set": list(
+                    self.option("gpu_names", GPU_NAMES))}, self.parse_stock, data_center=dc)))
+        return out
+
     # -- responses -------------------------------------------------------------------------
     def data(self, response: Response) -> Any:
         body = self.json_body(response)

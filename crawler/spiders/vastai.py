@@ -55,8 +55,8 @@ class VastaiSpider(GpuRadarSpider):
     def limit(self) -> int:
         return int(self.option("limit", 1000))
 
-    def query(self, names: list[str], mode: str = "in",
-              gpus: dict[str, int] | None = None) -> dict[str, Any]:
+    def query(self, names: list[str], mode: str = "in", gpus: dict[str, int] | None = None,
+              limit: int | None = None) -> dict[str, Any]:
         """The search body: rentable on-demand offers of the models `names` (`mode` "in"),
         or of every other model ("notin"), cheapest first."""
         query: dict[str, Any] = {"gpu_name": {mode: list(names)}} if names else {}
@@ -67,17 +67,18 @@ class VastaiSpider(GpuRadarSpider):
             "rented": {"eq": False},
             "type": "on-demand",
             "order": [["dph_total", "asc"]],
-            "limit": self.limit,
+            "limit": limit or self.limit,
         }
 
-    def search(self, names: list[str], mode: str = "in",
-               gpus: dict[str, int] | None = None) -> scrapy.Request:
+    def search(self, names: list[str], mode: str = "in", gpus: dict[str, int] | None = None,
+               limit: int | None = None) -> scrapy.Request:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         key = self.option("api_key")
         if key:
             headers["Authorization"] = f"Bearer {key}"
         return scrapy.Request(self.endpoint("bundles"), method="POST", headers=headers,
-                              body=json.dumps(self.query(names, mode, gpus), sort_keys=True),
+                              body=json.dumps(self.query(names, mode, gpus, limit),
+                                              sort_keys=True),
                               callback=self.parse, dont_filter=True,
                               cb_kwargs={"search": (tuple(names), mode, gpus)})
 
@@ -85,6 +86,10 @@ class VastaiSpider(GpuRadarSpider):
         names = [str(n) for n in self.option("gpu_names", GPU_NAMES)]
         yield self.search(names, "in")
         yield self.search(names, "notin")
+
+    def probe_requests(self) -> list[tuple[str, scrapy.Request]]:
+        """`sources --check`: one search for a single offer."""
+        return [("search", self.search(["RTX 4090"], limit=1))]
 
     def narrower(self, names: tuple[str, ...], mode: str,
                  gpus: dict[str, int] | None) -> list[scrapy.Request]:
