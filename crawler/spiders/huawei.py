@@ -314,8 +314,15 @@ class HuaweiSpider(GpuRadarSpider):
             result = by_id.get(str(i))
             if result is None:
                 continue
-            price = require(result, "official_website_amount", self.name,
-                            f"product_rating_results[id={i}]", (int, float))
+            where = f"product_rating_results[id={i}]"
+            # The SDK models the amount as a decimal: a JSON number or a numeric string.
+            amount = require(result, "official_website_amount", self.name, where,
+                             (int, float, str))
+            try:
+                price = float(amount)
+            except ValueError:
+                raise ParseError(self.name, "official_website_amount", where,
+                                 f"is {amount!r}, not a number") from None
             yield from self.offers(flavor, region, price, currency, result, response.url)
 
     def offers(self, flavor: dict[str, Any], region: str, price: float | None, currency: str,
