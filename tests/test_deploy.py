@@ -459,7 +459,7 @@ def test_image_installs_like_the_makefile_and_ci():
     assert not any("requirements" in r or "playwright install" in r for r in runs)
     makefile = (REPO / "Makefile").read_text()
     assert re.search(r"pip install -q -e \.$", makefile, re.M)          # make install
-    assert re.search(r"pip install -q -e '\.\[test\]'", makefile)       # make install-test
+    assert re.search(r"pip install -q -e '\.\[test,contract\]'", makefile)  # make install-test
     assert "make test" in (REPO / ".ci" / "run").read_text()
 
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
