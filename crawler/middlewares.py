@@ -1,57 +1,222 @@
-"""Downloader middlewares: backoff on throttling, and record/replay of whole crawls."""
+"""Downloader middlewares: backoff on throttling, giving up on unreachable providers, and
+record/replay of whole crawls."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
 import re
 from pathlib import Path
+from time import monotonic
 from typing import Any
 from urllib.parse import urlsplit
 
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DownloadConnectionRefusedError,
+    DownloadTimeoutError,
+    IgnoreRequest,
+    NotConfigured,
+)
 from scrapy.http import Response
 from scrapy.responsetypes import responsetypes
+from twisted.internet.error import ConnectError
+from twisted.internet.error import TimeoutError as TxTimeoutError
 
 log = logging.getLogger(__name__)
 
 _THROTTLED = {429, 503}
+# Failures that mean "could not talk to the host at all" (as opposed to a bad answer).
+_CONNECTION_ERRORS = (CannotResolveHostError, DownloadConnectionRefusedError,
+                      DownloadTimeoutError, ConnectError, TxTimeoutError)
+
+
+def connection_cause(exc: BaseException) -> str:
+    """A few words on why a host could not be reached, for one-line reports."""
+    if isinstance(exc, CannotResolveHostError):
+        return "DNS lookup failed"
+    if isinstance(exc, DownloadConnectionRefusedError):
+        return "connection refused"
+    text = str(exc).strip()
+    if text.startswith("no answer from") and " within " in text:
+        return "no answer within " + text.split(" within ", 1)[1]
+    if isinstance(exc, DownloadTimeoutError | TxTimeoutError):
+        return "timed out"
+    return (text.splitlines() or [type(exc).__name__])[0][:120]
 
 
 class BackoffRetryMiddleware(RetryMiddleware):
-    """Scrapy's retry, plus an exponential pause before retrying a 429/503.
+    """Scrapy's retry, made polite and quick to give up where that is the right thing.
 
-    Providers throttle per identity (Vast.ai answers 429 without Retry-After, Azure asks for
-    a pause); retrying at once only burns the remaining attempts."""
+    * Throttling (429/503): the pause (Retry-After, else base * 2**attempt, capped) is applied
+      to the request's download slot, AutoThrottle-style, so the whole queue behind it slows
+      down, not just the one retried request. Without Retry-After (Vast.ai limits each
+      identity to a request rate and says nothing more) the pause becomes the slot's minimum
+      interval for the rest of the crawl. A Retry-After beyond RETRY_BACKOFF_MAX (a daily
+      quota) is not waited out: the answer stands and the crawl reports it.
+    * Every retry is signed afresh when the spider defines `sign_again(request)`: Alibaba
+      refuses a reused SignatureNonce, and every signer dates its signature.
+    * A host that never answered in this crawl gets GPURADAR_CONNECT_ATTEMPTS attempts per
+      request, and none once the source has waited GPURADAR_UNREACHABLE_AFTER seconds without
+      any answer; then it is unreachable: one ERROR line (host, cause, attempts) and every
+      other request to it is dropped at once, so an offline crawl ends in seconds with one
+      line per source instead of a traceback per request.
+    """
 
-    def __init__(self, settings) -> None:
-        super().__init__(settings)
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler.settings)
+        self.crawler = crawler
+        settings = crawler.settings
         self.base = settings.getfloat("RETRY_BACKOFF_BASE", 1.0)
         self.cap = settings.getfloat("RETRY_BACKOFF_MAX", 60.0)
+        self.connect_attempts = max(1, settings.getint("GPURADAR_CONNECT_ATTEMPTS", 2))
+        self.unreachable_after = settings.getfloat("GPURADAR_UNREACHABLE_AFTER", 25.0)
+        self.answer_timeout = settings.getfloat("GPURADAR_ANSWER_TIMEOUT", 0.0)
+        self.started: float | None = None
+        self.answered: set[str] = set()
+        self.unreachable: dict[str, str] = {}
+        crawler.signals.connect(self._headers_received, signal=signals.headers_received)
+        crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
+        # The spider's own reports of requests dropped for an unreachable host repeat the one
+        # line already logged: shown with -v only, and not part of the crawl's error.
+        self._spider_log = logging.getLogger(crawler.spidercls.name)
+        self._spider_log.addFilter(self._demote_repeats)
 
-    def _delay(self, request: Request, response: Response) -> float:
-        retry_after = response.headers.get(b"Retry-After")
-        if retry_after and retry_after.strip().isdigit():
-            return min(float(retry_after), self.cap)
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> BackoffRetryMiddleware:
+        return cls(crawler)
+
+    # -- reachability ---------------------------------------------------------------------
+    def _headers_received(self, headers: Any, body_length: int, request: Request,
+                          spider: Any) -> None:
+        self.answered.add(urlsplit(request.url).netloc)
+
+    def _spider_closed(self, spider: Spider) -> None:
+        self._spider_log.removeFilter(self._demote_repeats)
+
+    def _demote_repeats(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING and self.unreachable:
+            message = record.getMessage()
+            if any(f"{host} is unreachable (" in message for host in self.unreachable):
+                record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+    def _out_of_time(self) -> bool:
+        """Nothing of this source has answered, and another attempt could not end in time."""
+        if self.answered or self.started is None:
+            return False
+        return monotonic() - self.started + self.answer_timeout > self.unreachable_after
+
+    def _give_up(self, request: Request, cause: str, attempts: int) -> None:
+        host = urlsplit(request.url).netloc
+        if host in self.unreachable:
+            return
+        spider = self.crawler.spider
+        self.unreachable[host] = f"{cause}, {attempts} attempt{'s' if attempts != 1 else ''}"
+        self.crawler.stats.set_value("gpuradar/unreachable", dict(self.unreachable))
+        # Logged against the spider: as an ERROR the crawl's outcome counts it (partial or
+        # failed, nothing closed); a request the spider can do without (meta `optional`,
+        # its errback falls back) only warns.
+        level = logging.WARNING if request.meta.get("optional") else logging.ERROR
+        log.log(level, "%s: cannot reach %s (%s); its other requests are skipped",
+                spider.name, host, self.unreachable[host], extra={"spider": spider})
+
+    def process_request(self, request: Request) -> None:
+        host = urlsplit(request.url).netloc
+        if self.started is None:
+            self.started = monotonic()
+        if host not in self.unreachable and host not in self.answered and self._out_of_time():
+            waited = monotonic() - self.started
+            self._give_up(request, f"not tried: nothing answered in {waited:.0f} s", 0)
+        if host in self.unreachable:
+            self.crawler.stats.inc_value("gpuradar/unreachable_skipped")
+            raise IgnoreRequest(f"{host} is unreachable ({self.unreachable[host]})")
+        return None
+
+    def process_exception(self, request: Request, exception: Exception
+                          ) -> Request | Response | None:
+        host = urlsplit(request.url).netloc
+        if not isinstance(exception, _CONNECTION_ERRORS) or host in self.answered:
+            return super().process_exception(request, exception)
+        if host in self.unreachable:
+            raise IgnoreRequest(f"{host} is unreachable ({self.unreachable[host]})")
+        slot = self._slot(request)
+        if slot is not None:  # nothing was received: no politeness pause before the retry
+            slot.lastseen = 0.0
+        attempts = request.meta.get("retry_times", 0) + 1
+        allowed = min(self.connect_attempts,
+                      1 + request.meta.get("max_retry_times", self.max_retry_times))
+        if (attempts < allowed and not request.meta.get("dont_retry")
+                and not self._out_of_time()):
+            retry = self._retry(request, exception)
+            if retry is not None:
+                return retry
+        self._give_up(request, connection_cause(exception), attempts)
+        raise IgnoreRequest(f"{host} is unreachable ({self.unreachable[host]})")
+
+    # -- throttling -----------------------------------------------------------------------
+    def _retry_after(self, response: Response) -> float | None:
+        value = response.headers.get(b"Retry-After")
+        if value and value.strip().isdigit():
+            return float(value)
+        return None
+
+    def _slot(self, request: Request):
+        key = request.meta.get("download_slot")
+        engine = getattr(self.crawler, "engine", None)
+        if key is None or engine is None:
+            return None
+        return engine.downloader.slots.get(key)
+
+    def _slow_down(self, request: Request, pause: float, learned: bool) -> None:
+        """Hold back every request of this slot for `pause` seconds from now on; a `learned`
+        pause (no Retry-After: the provider's rate is unknown) stays the slot's minimum
+        interval for the rest of the crawl, a Retry-After is waited out once."""
+        slot = self._slot(request)
+        if slot is None:
+            return
+        now = monotonic()
+        if learned:
+            slot.delay = max(slot.delay, pause)
+            slot.jitter = 0.0  # a rate the provider enforces is a minimum
+            slot.lastseen = now
+        else:
+            slot.lastseen = max(slot.lastseen, now + pause - slot.delay)
+
+    async def process_response(self, request: Request, response: Response
+                               ) -> Request | Response:
+        if response.status not in _THROTTLED or response.status not in self.retry_http_codes:
+            return super().process_response(request, response)
+        if request.meta.get("dont_retry"):
+            return response
+        retry_after = self._retry_after(response)
+        host = urlsplit(request.url).netloc
+        spider = self.crawler.spider
+        if retry_after is not None and retry_after > self.cap:
+            # A quota, not a burst: waiting it out would hold the crawl for hours.
+            log.error("%s: %s answered %d asking to wait %.0f s (Retry-After); not retried "
+                      "in this crawl", spider.name, host, response.status, retry_after,
+                      extra={"spider": spider})
+            return response
         attempt = request.meta.get("retry_times", 0)
-        return min(self.base * 2**attempt, self.cap)
-
-    async def process_response(self, request: Request, response: Response) -> Request | Response:
-        if (response.status in _THROTTLED and response.status in self.retry_http_codes
-                and not request.meta.get("dont_retry")
-                and request.meta.get("retry_times", 0) < request.meta.get(
-                    "max_retry_times", self.max_retry_times)):
-            delay = self._delay(request, response)
-            self.crawler.stats.inc_value("gpuradar/throttled")
-            log.info("%s answered %d; retrying in %.1fs", urlsplit(request.url).netloc,
-                     response.status, delay)
-            await asyncio.sleep(delay)
+        delay = retry_after if retry_after is not None else min(self.base * 2**attempt,
+                                                                self.cap)
+        self.crawler.stats.inc_value("gpuradar/throttled")
+        log.info("%s answered %d; slowing to one request per %.1fs", host, response.status,
+                 delay)
+        self._slow_down(request, delay, learned=retry_after is None)
         return super().process_response(request, response)
+
+    def _retry(self, request: Request, reason: Any) -> Request | None:
+        retry = super()._retry(request, reason)
+        sign_again = getattr(self.crawler.spider, "sign_again", None)
+        if retry is not None and callable(sign_again):
+            retry = sign_again(retry)
+        return retry
 
 
 def request_key(request: Request) -> str:

@@ -41,17 +41,31 @@ def resolve_sources(names: Iterable[str], settings: Settings) -> list[str]:
     return names
 
 
+def unreachable_summary(stats: dict[str, Any]) -> str:
+    """'cannot reach a, b (DNS lookup failed, 2 attempts)' from the crawl's stats, or ''."""
+    by_cause: dict[str, list[str]] = {}
+    for host, why in (stats.get("gpuradar/unreachable") or {}).items():
+        by_cause.setdefault(why, []).append(host)
+    if not by_cause:
+        return ""
+    return "cannot reach " + "; ".join(f"{', '.join(hosts)} ({why})"
+                                       for why, hosts in by_cause.items())
+
+
 class CrawlResult(CrawlSummary):
     """The outcome of one crawl as the command line and the daemon report it."""
 
     @classmethod
     def from_crawler(cls, source: str, crawler: Any) -> CrawlResult:
         summary = getattr(crawler, "gpuradar_summary", None)
+        stats = crawler.stats.get_stats() if crawler.stats else {}
         if summary is None:  # the crawl never reached storage (failed to open)
-            stats = crawler.stats.get_stats() if crawler.stats else {}
             return cls(crawl_id=None, source=source, status="failed",
                        error=str(stats.get("finish_reason", "crawl did not start")))
-        return cls(**vars(summary))
+        result = cls(**vars(summary))
+        if result.status == "failed" and (unreachable := unreachable_summary(stats)):
+            result.error = unreachable  # one line, not one per dropped request
+        return result
 
 
 def run_once(sources: list[str], settings: Settings,

@@ -13,6 +13,8 @@ LOG_FORMATTER = "gpuradar.crawler.logformatter.QuietDropLogFormatter"
 
 CONCURRENT_REQUESTS = 8
 CONCURRENT_REQUESTS_PER_DOMAIN = 4
+# The whole download (large price files on slow links need it); see GPURADAR_ANSWER_TIMEOUT
+# for the wait until a provider starts answering.
 DOWNLOAD_TIMEOUT = 60
 # A hung crawl is closed (and recorded as failed) instead of blocking its schedule slot.
 CLOSESPIDER_TIMEOUT = 900
@@ -20,9 +22,20 @@ CLOSESPIDER_TIMEOUT = 900
 RETRY_ENABLED = True
 RETRY_TIMES = 3
 RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
-# Exponential backoff on 429/503 (honours Retry-After): base * 2**attempt, capped.
+# Exponential backoff on 429/503 (honours Retry-After): base * 2**attempt, capped; applied to
+# the whole download slot (every request to that host), not only to the retried request.
 RETRY_BACKOFF_BASE = 1.0
 RETRY_BACKOFF_MAX = 60.0
+
+# Unreachable providers (gpuradar.crawler.middlewares.BackoffRetryMiddleware): a request waits
+# at most GPURADAR_ANSWER_TIMEOUT seconds for the response headers (DNS, connect, TLS, first
+# answer); a host that never answered gets GPURADAR_CONNECT_ATTEMPTS attempts per request and
+# none once its source has waited GPURADAR_UNREACHABLE_AFTER seconds without any answer. Then
+# the host is reported once (cause, attempts) and its other requests are dropped: a source that
+# cannot be reached gives up within 2 x 12 = 24 s (< 30 s) with these defaults.
+GPURADAR_ANSWER_TIMEOUT = 12.0
+GPURADAR_CONNECT_ATTEMPTS = 2
+GPURADAR_UNREACHABLE_AFTER = 25.0
 
 DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
@@ -66,9 +79,10 @@ GPURADAR_SOURCES: dict[str, dict] = {}
 # provider below starts Playwright's driver and Chromium only on the first rendered request,
 # so a crawl that never asks for a page pays nothing. The handler needs the asyncio reactor
 # (TWISTED_REACTOR above).
+# gpuradar's handler is scrapy-playwright's plus the answer deadline above.
 DOWNLOAD_HANDLERS = {
-    "http": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
-    "https": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
+    "http": "gpuradar.crawler.handlers.DownloadHandler",
+    "https": "gpuradar.crawler.handlers.DownloadHandler",
 }
 PLAYWRIGHT_BROWSER_PROVIDER = "gpuradar.crawler.playwright.LazyBrowserProvider"
 PLAYWRIGHT_BROWSER_TYPE = "chromium"

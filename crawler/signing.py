@@ -47,12 +47,13 @@ def alibaba_rpc_signature(method: str, params: Mapping[str, str], secret: str) -
 
 
 def alibaba_rpc_params(action: str, params: Mapping[str, str], access_key_id: str,
-                       secret: str, *, version: str = "2014-05-26", method: str = "GET",
+                       secret: str, *, version: str = "2014-05-26", method: str = "POST",
                        now: datetime | None = None, nonce: str | None = None) -> dict[str, str]:
-    """The full, signed query of one RPC call (common parameters added)."""
+    """The full, signed query of one RPC call (common parameters added), as Alibaba's own
+    OpenAPI core sends it with the HMAC-SHA1 signature: POST, everything in the query."""
     now = now or datetime.now(UTC)
     query = {
-        "Action": action, "Version": version, "Format": "JSON",
+        "Action": action, "Version": version, "Format": "json",
         "AccessKeyId": access_key_id, "SignatureMethod": "HMAC-SHA1",
         "SignatureVersion": "1.0", "SignatureNonce": nonce or uuid.uuid4().hex,
         "Timestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -63,16 +64,18 @@ def alibaba_rpc_params(action: str, params: Mapping[str, str], access_key_id: st
 
 
 # -- Tencent Cloud: TC3-HMAC-SHA256 -----------------------------------------------------------
-TC3_CONTENT_TYPE = "application/json; charset=utf-8"
+# The content type Tencent's SDK sends (and signs) with a JSON body.
+TC3_CONTENT_TYPE = "application/json"
 
 
 def tencent_tc3_headers(*, secret_id: str, secret_key: str, service: str, host: str,
                         action: str, version: str, region: str | None, payload: str,
-                        timestamp: int) -> dict[str, str]:
+                        timestamp: int, content_type: str = TC3_CONTENT_TYPE
+                        ) -> dict[str, str]:
     """Headers of a signed API 3.0 POST (JSON body), signing content-type and host."""
     day = datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d")
     canonical = "\n".join([
-        "POST", "/", "", f"content-type:{TC3_CONTENT_TYPE}\nhost:{host}\n",
+        "POST", "/", "", f"content-type:{content_type}\nhost:{host}\n",
         "content-type;host", _sha256_hex(payload.encode("utf-8"))])
     scope = f"{day}/{service}/tc3_request"
     to_sign = "\n".join(["TC3-HMAC-SHA256", str(timestamp), scope,
@@ -83,7 +86,7 @@ def tencent_tc3_headers(*, secret_id: str, secret_key: str, service: str, host: 
     headers = {
         "Authorization": (f"TC3-HMAC-SHA256 Credential={secret_id}/{scope}, "
                           f"SignedHeaders=content-type;host, Signature={signature}"),
-        "Content-Type": TC3_CONTENT_TYPE, "Host": host, "X-TC-Action": action,
+        "Content-Type": content_type, "Host": host, "X-TC-Action": action,
         "X-TC-Timestamp": str(timestamp), "X-TC-Version": version,
     }
     if region:

@@ -47,8 +47,10 @@ def _json_reply(data: Any) -> Reply:
 
 # -- Vast.ai: one real search (gpu_name "H100 SXM", cheapest first) -------------------------
 def _vastai(req: Request) -> Reply:
-    name = ((req.json() or {}).get("gpu_name") or {}).get("eq")
-    if name == "H100 SXM":
+    """The spider searches all known models at once (`gpu_name` `in` [...]) and the rest
+    (`notin`): the one real capture answers for its model when the search includes it."""
+    name = (req.json() or {}).get("gpu_name") or {}
+    if "H100 SXM" in (name.get("in") or []) or name.get("eq") == "H100 SXM":
         return Reply(body=fixture("vastai/bundles_h100_sxm_real.json"))
     return Reply(body=b'{"offers": []}')
 
@@ -101,9 +103,10 @@ CAPTURES: dict[str, Capture] = {
                  "repository": GPU_INDEX, "commit": "055204adf5e64e62595f97c49b7eb65400149871",
                  "path": "tests/fixtures/observatory/vast/h100_sxm_asc.json",
                  "when": "2026-08-22 18:14 UTC (end_date - duration of every offer)"}],
-        trimmed="2 of the captured offers, copied verbatim. The other searches gpuradar makes "
-                "(other GPU models, any model) have no public capture: they replay as empty "
-                "answers, so the demo shows Vast.ai's H100 SXM offers only.",
+        trimmed="2 of the captured offers, copied verbatim. gpuradar searches every known "
+                "model at once and then every other model; only the H100 SXM answer was "
+                "captured, so the first search replays with those offers alone and the second "
+                "as an empty answer: the demo shows Vast.ai's H100 SXM offers only.",
         routes={"vastai.bundles": ("POST", "/api/v0/bundles/", _vastai)}),
     "lambda": Capture(
         captured="2026-08",

@@ -118,7 +118,7 @@ def test_cdn_crawl_discovers_the_version(tmp_path, provider_server, db_url):
     cfg, result, _ = crawl(tmp_path, provider_server, db_url)
     assert result["status"] == "ok" and result["items"] == 7, result
     paths = [r.path for r in provider_server.requests]
-    assert "/price/product" in paths
+    assert "/price/ecs/ecs-pricing/zh" in paths
     assert "/aliyun/ecs-price-info/2.0.433/price/download/instancePrice.json" in paths
     a10 = gpuradar_json("prices", "--gpu", "A10", "--source", "alibaba", config=cfg,
                         db_url=db_url)
@@ -133,19 +133,19 @@ def test_pinned_intl_version_and_discovery_fallback(tmp_path, provider_server, s
     assert result["status"] == "ok" and result["items"] == 2
     assert not any(r.path.startswith("/en/product") for r in provider_server.requests)
     # A pricing page without a version: warn and use the last known version.
-    provider_server.route("GET", "/price/product", lambda req: Reply(
+    provider_server.route("GET", "/price/ecs/ecs-pricing/zh", lambda req: Reply(
         body=(FIX / "pricing_page_without_version.html").read_bytes(), content_type="text/html"))
-    provider_server.route("GET", "/aliyun/ecs-price-info/2.0.421/price/download/"
+    provider_server.route("GET", "/aliyun/ecs-price-info/2.0.211/price/download/"
                           "instancePrice.json", lambda req: Reply(
                               body=(FIX / "instancePrice_china_gpu.json").read_bytes()))
     cfg = write_config(tmp_path / "c2.yaml", endpoints={
         k: v for k, v in serve_standard(provider_server).items()}, scrapy=FAST)
-    provider_server.route("GET", "/price/product", lambda req: Reply(
+    provider_server.route("GET", "/price/ecs/ecs-pricing/zh", lambda req: Reply(
         body=(FIX / "pricing_page_without_version.html").read_bytes(), content_type="text/html"))
     proc = gpuradar("crawl", "alibaba", "--json", config=cfg, db_url=sqlite_url)
     result = json.loads(proc.stdout)[0]
     assert result["status"] == "ok" and result["items"] == 7
-    assert "using price-file version 2.0.421" in proc.stderr
+    assert "using price-file version 2.0.211" in proc.stderr  # the China path's own
 
 
 def test_access_key_crawl_has_spot_and_availability(tmp_path, provider_server, db_url):
@@ -162,7 +162,9 @@ def test_access_key_crawl_has_spot_and_availability(tmp_path, provider_server, d
     assert spot["price"] == 3.41 and spot["available"] is True  # the latest point
     assert by_key[("cn-hangzhou-k", "ecs.gn7i-c8g1.2xlarge", "spot")]["available"] is False
     od = by_key[("cn-hangzhou-k", "ecs.gn7i-c8g1.2xlarge", "on_demand")]
+    # The instance's own DetailInfo line: the total (13.45) includes the system disk.
     assert od["price"] == 13.12 and od["available"] is True and od["gpu"] == "A10"
+    assert od["attributes"]["total_with_system_disk"] == 13.45
     a100 = by_key[("cn-hangzhou-i", "ecs.gn7e-c16g1.4xlarge", "on_demand")]
     assert a100["available"] is False and a100["gpu"] == "A100-SXM-80GB"
     assert SECRET not in proc.stdout + proc.stderr
@@ -178,3 +180,44 @@ def test_parse_reads_the_recorded_pricing_page_without_error():
     proc = gpuradar("parse", "alibaba", str(page))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
+
+
+def test_every_retry_is_signed_with_a_fresh_nonce(tmp_path, provider_server, sqlite_url):
+    """The fixture server refuses a reused SignatureNonce (SignatureNonceUsed, as Alibaba
+    does) and fails the first DescribePrice once: its retry must carry a new nonce."""
+    endpoints = serve_standard(provider_server)
+    answer = provider_server.routes[("POST", "/")]
+    failed: list[str] = []
+
+    def flaky(req):
+        if req.query.get("Action") == ["DescribePrice"] and not failed:
+            failed.append(req.query["SignatureNonce"][0])
+            return Reply(503, b'{"Code": "ServiceUnavailable", "Message": "try again"}')
+        return answer(req)
+
+    provider_server.route("POST", "/", flaky)
+    cfg = write_config(tmp_path / "config.yaml", endpoints=endpoints, scrapy=FAST, sources={
+        "alibaba": {"access_key_id": "LTAItest", "access_key_secret": SECRET,
+                    "regions": ["cn-hangzhou"]}})
+    proc = gpuradar("crawl", "alibaba", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "ok" and result["items"] == 5, (result, proc.stderr)
+    prices = [r for r in provider_server.requests if r.query.get("Action") == ["DescribePrice"]]
+    nonces = [r.query["SignatureNonce"][0] for r in prices]
+    assert failed and len(nonces) == len(set(nonces)) == 3  # 2 types + the retry
+    assert "SignatureNonceUsed" not in proc.stderr
+
+
+def test_version_found_without_a_trailing_slash(tmp_path):
+    """Public code finds the version with `ecs-price-info/[0-9.]+` on the China pricing page:
+    a URL that ends right after the version is found too."""
+    from scrapy.http import HtmlResponse
+
+    spider = AlibabaSpider()
+    spider.settings = project_settings()
+    page = ('<a href="https://g.alicdn.com/aliyun/ecs-price-info/2.0.440">x</a>'
+            '<script>var base="https://g.alicdn.com/aliyun/ecs-price-info-intl/2.0.500"</script>')
+    response = HtmlResponse(url="https://www.aliyun.com/price/ecs/ecs-pricing/zh",
+                            body=page.encode(), encoding="utf-8")
+    [request] = list(spider.parse_discovery(response))
+    assert "/ecs-price-info/2.0.440/price/download/instancePrice.json" in request.url

@@ -61,18 +61,12 @@ def test_failing_source_closes_nothing_and_spares_the_others(tmp_path, provider_
     before = gpuradar_json("prices", "--source", "azure", config=cfg, db_url=sqlite_url)
 
     provider_server.route("GET", "/api/retail/prices", lambda req: Reply(500, b"oops"))
-    # Vast: the H100 query now answers with one offer fewer: that offer must close.
-    original = provider_server.routes[("POST", "/api/v0/bundles/")]
+    # Vast: one H100 offer is no longer listed: it must close.
+    from tests.routes.core import vastai_offers, vastai_search
 
-    def fewer(req):
-        reply = original(req)
-        if (req.json() or {}).get("gpu_name", {}).get("eq") == "H100 SXM":
-            data = json.loads(reply.body)
-            data["offers"] = data["offers"][:1]
-            reply = Reply(body=json.dumps(data).encode())
-        return reply
-
-    provider_server.route("POST", "/api/v0/bundles/", fewer)
+    remaining = [o for o in vastai_offers() if o["machine_id"] != 59380]
+    provider_server.route("POST", "/api/v0/bundles/", lambda req: Reply(
+        body=json.dumps(vastai_search(req.json() or {}, remaining)).encode()))
     proc = gpuradar("crawl", "azure", "vastai", "--json", config=cfg, db_url=sqlite_url)
     assert proc.returncode == 1  # a crawl failed
     result = summary(proc)

@@ -120,3 +120,49 @@ def test_crawl_splits_a_rejected_batch_and_prices_the_rest(tmp_path, provider_se
     assert t4["available"] is False and t4["attributes"]["spot_status"] == "normal"
     assert t4["attributes"]["account_price"] == pytest.approx(4.392)
     assert SK not in proc.stdout + proc.stderr
+
+
+def test_domain_id_from_iam_or_config_signs_every_bss_call(tmp_path, provider_server,
+                                                           sqlite_url):
+    """BSS refuses AK/SK calls without X-Domain-Id (as the fixture server does): the spider
+    learns the id from IAM once, or takes it from the config and asks IAM nothing."""
+    endpoints = serve_standard(provider_server)
+    for options, domain_calls in (({}, 1), ({"domain_id": "d78cbac186b744899480f25bd022f468"},
+                                           0)):
+        provider_server.requests.clear()
+        cfg = write_config(tmp_path / "config.yaml", endpoints=endpoints, scrapy=FAST,
+                           sources={"huawei": {"access_key": "AKtest", "secret_key": SK,
+                                               **options}})
+        proc = gpuradar("crawl", "huawei", "--json", config=cfg, db_url=sqlite_url)
+        [result] = json.loads(proc.stdout)
+        assert result["status"] == "ok" and result["items"] == 9, (result, proc.stderr)
+        paths = [r.path for r in provider_server.requests]
+        assert paths.count("/v3/auth/domains") == domain_calls
+        bss = [r for r in provider_server.requests if r.path.startswith("/v2/bills")]
+        assert bss and all("x-domain-id" in r.headers["authorization"] for r in bss)
+        ecs = [r for r in provider_server.requests if r.path.endswith("/flavors")]
+        assert all(r.headers["x-project-id"] == r.path.split("/")[2] for r in ecs)
+
+
+def test_a_page_that_repeats_ends_the_paging(tmp_path, provider_server, sqlite_url):
+    """A ListFlavors server that ignores `marker` answers the same full page forever: the
+    spider stops at the repeat, and the crawl is partial (nothing closed)."""
+    page = json.loads((FIX / "flavors_cn-east-3.json").read_text())
+    template = page["flavors"][0]
+    page["flavors"] = [dict(template, id=f"c7.{i}.xlarge", name=f"c7.{i}.xlarge")
+                       for i in range(1000)]  # a full page of non-GPU flavors
+    body = json.dumps(page).encode()
+    endpoints = serve_standard(provider_server)
+    from tests.provider_server import Reply
+
+    provider_server.route("GET", "/v1/09a1c2e3f4b5a6978877665544332211/cloudservers/flavors",
+                          lambda req: Reply(body=body))
+    cfg = write_config(tmp_path / "config.yaml", endpoints=endpoints, scrapy=FAST,
+                       sources={"huawei": {"access_key": "AKtest", "secret_key": SK}})
+    proc = gpuradar("crawl", "huawei", "--json", config=cfg, db_url=sqlite_url, timeout=60)
+    [result] = json.loads(proc.stdout)
+    east = [r for r in provider_server.requests
+            if r.path == "/v1/09a1c2e3f4b5a6978877665544332211/cloudservers/flavors"]
+    assert len(east) == 2 and "marker" in east[1].query  # asked for page 2, got page 1
+    assert result["status"] == "partial", result
+    assert "cn-east-3 answered the same page again" in result["error"]

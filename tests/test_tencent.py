@@ -28,7 +28,8 @@ def test_tc3_signature_matches_tencents_worked_example():
         secret_id="AKID**********************0123456789EXAMPLE",
         secret_key="Gu5t9xGARNpq86cd98joQYCN3EXAMPLE", service="cvm",
         host="cvm.tencentcloudapi.com", action="DescribeInstances", version="2017-03-12",
-        region="ap-guangzhou", payload=payload, timestamp=1551113065)
+        region="ap-guangzhou", payload=payload, timestamp=1551113065,
+        content_type="application/json; charset=utf-8")  # the example's content type
     assert headers["Authorization"] == (
         "TC3-HMAC-SHA256 Credential=AKID**********************0123456789EXAMPLE/2019-02-25/cvm/"
         "tc3_request, SignedHeaders=content-type;host, "
@@ -147,3 +148,34 @@ def test_parse_command_on_a_saved_answer():
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len(lines) == 3 and {x["pricing"] for x in lines} == {"spot"}
+
+
+def test_regions_the_api_does_not_serve_are_not_errors(tmp_path, provider_server, sqlite_url):
+    """DescribeRegions lists more regions than DescribeZoneInstanceConfigInfos serves: the
+    undocumented ones are not asked, and a region answering UnsupportedRegion (as Tencent
+    documents) has no offers but does not make the crawl partial, so offers still close."""
+    regions = json.loads((FIX / "describe_regions.json").read_text())
+    regions["Response"]["RegionSet"] = [
+        {"Region": "ap-guangzhou", "RegionName": "华南地区(广州)", "RegionState": "AVAILABLE"},
+        {"Region": "ap-seoul", "RegionName": "亚太东北(首尔)", "RegionState": "AVAILABLE"},
+        {"Region": "ap-mumbai", "RegionName": "亚太南部(孟买)", "RegionState": "AVAILABLE"}]
+    standard = serve_standard(provider_server)
+    answer = provider_server.routes[("POST", "/")]
+
+    def tencent(req):
+        if not req.json():
+            return Reply(body=json.dumps(regions).encode())
+        if req.headers.get("x-tc-region") == "ap-seoul":
+            return Reply(body=(FIX / "error_unsupported_region.json").read_bytes())
+        return answer(req)
+
+    provider_server.route("POST", "/", tencent)
+    cfg = write_config(tmp_path / "config.yaml", endpoints=standard, scrapy=FAST,
+                       sources={"tencent": {"secret_id": "AKIDtest",
+                                            "secret_key": SECRET_KEY}})
+    proc = gpuradar("crawl", "tencent", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "ok" and result["items"] == 6, (result, proc.stderr)
+    asked = {r.headers.get("x-tc-region") for r in provider_server.requests if r.json()}
+    assert asked == {"ap-guangzhou", "ap-seoul"}  # ap-mumbai is not a documented region
+    assert "ap-seoul does not serve DescribeZoneInstanceConfigInfos" in proc.stderr

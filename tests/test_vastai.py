@@ -1,21 +1,30 @@
-"""Vast.ai bundles: the parser on a real capture and on offers in the same format."""
+"""Vast.ai bundles: the parser on a real capture, the few large searches (split when Vast
+says an answer was truncated) and the crawl under Vast's rate limit: a local server that
+answers 429 without Retry-After to a client that asks too often, as Vast does."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from gpuradar.crawler.spiders.base import ParseError
-from gpuradar.crawler.spiders.vastai import VastaiSpider
+from gpuradar.crawler.spiders.vastai import GPU_NAMES, VastaiSpider
 from scrapy.http import TextResponse
+from scrapy.utils.test import get_crawler
+
+from tests.clirun import gpuradar, write_config
+from tests.provider_server import Reply
+from tests.routes.core import vastai_offers, vastai_search
 
 FIX = Path(__file__).parent / "fixtures" / "vastai"
+URL = "https://console.vast.ai/api/v0/bundles/"
 
 
 def items(name: str):
-    resp = TextResponse(url="https://console.vast.ai/api/v0/bundles/",
-                        body=(FIX / name).read_bytes(), encoding="utf-8")
+    resp = TextResponse(url=URL, body=(FIX / name).read_bytes(), encoding="utf-8")
     return list(VastaiSpider().parse(resp))
 
 
@@ -35,14 +44,45 @@ def test_real_capture_gives_on_demand_and_interruptible_offers():
     assert city.region == "US" and city.attributes["location"] == "Washington, US"
 
 
-def test_search_is_per_gpu_model_plus_one_catch_all():
-    from scrapy.utils.test import get_crawler
+def spider(**options) -> VastaiSpider:
+    crawler = get_crawler(VastaiSpider, {"GPURADAR_SOURCES": {"vastai": options}})
+    return VastaiSpider.from_crawler(crawler)
 
-    spider = VastaiSpider.from_crawler(get_crawler(VastaiSpider))
-    q = spider.query("H100 SXM")
-    assert q["gpu_name"] == {"eq": "H100 SXM"} and q["rentable"] == {"eq": True}
-    assert q["rented"] == {"eq": False}
-    assert "gpu_name" not in spider.query(None)
+
+def test_two_searches_cover_every_model():
+    import asyncio
+
+    s = spider()
+    async def first():
+        return [r async for r in s.start()]
+
+    known, others = [json.loads(r.body) for r in asyncio.run(first())]
+    assert known["gpu_name"] == {"in": list(GPU_NAMES)} and others["gpu_name"] == {
+        "notin": list(GPU_NAMES)}
+    assert known["rentable"] == {"eq": True} and known["order"] == [["dph_total", "asc"]]
+
+
+def answer(s: VastaiSpider, request, offers) -> list:
+    body = json.dumps(vastai_search(json.loads(request.body), offers)).encode()
+    response = TextResponse(url=URL, body=body, encoding="utf-8", request=request)
+    return list(request.callback(response, **request.cb_kwargs))
+
+
+def test_truncated_search_is_split_until_complete():
+    s = spider(limit=2, gpu_names=["H100 SXM", "RTX 4090", "A100 SXM4"])
+    pending, offers, searches = [s.search(["H100 SXM", "RTX 4090", "A100 SXM4"])], [], []
+    while pending:
+        request = pending.pop()
+        searches.append(json.loads(request.body))
+        for out in answer(s, request, vastai_offers()):
+            (pending if hasattr(out, "callback") else offers).append(out)
+    # 7 offers of these models, at most 2 per answer: split by model, then 4090 by count.
+    found = {o.instance_type for o in offers if o.pricing == "on_demand"}
+    assert found == {"148199:1xH100_SXM", "59380:1xH100_SXM", "201001:1xRTX_4090",
+                     "201002:4xRTX_4090", "201003:8xRTX_4090", "301001:8xA100_SXM4",
+                     "301002:1xA100_SXM4"}
+    assert any(q.get("num_gpus") == {"eq": 1} for q in searches)
+    assert s.crawler.stats.get_value("gpuradar/skipped/truncated_search_split") >= 2
 
 
 def test_missing_field_is_a_clear_error(tmp_path):
@@ -51,3 +91,71 @@ def test_missing_field_is_a_clear_error(tmp_path):
     resp = TextResponse(url="https://x/", body=json.dumps(data).encode(), encoding="utf-8")
     with pytest.raises(ParseError, match=r"vastai.*'machine_id' is missing \(in offers\[1\]\)"):
         list(VastaiSpider().parse(resp))
+
+
+class RateLimitedVast:
+    """Vast's search as documented: a request sooner than `interval` after the previous one
+    answers 429 without Retry-After ("API requests too frequent")."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.last = 0.0
+        self.lock = threading.Lock()
+        self.answers: list[int] = []
+
+    def __call__(self, req) -> Reply:
+        with self.lock:
+            now = time.monotonic()
+            too_soon = now - self.last < self.interval
+            self.last = now
+        if too_soon:
+            self.answers.append(429)
+            return Reply(429, b'{"detail": "API requests too frequent endpoint threshold=0.3"}')
+        self.answers.append(200)
+        return Reply(body=json.dumps(vastai_search(req.json() or {}, vastai_offers())).encode())
+
+
+def crawl_vast(tmp_path, server, db_url, **vastai):
+    cfg = write_config(tmp_path / "c.yaml", sources={"vastai": vastai},
+                       endpoints={"vastai.bundles": server.base + "/api/v0/bundles/"},
+                       scrapy={"RETRY_BACKOFF_BASE": 0.4, "RETRY_TIMES": 3})
+    proc = gpuradar("crawl", "vastai", "--json", config=cfg, db_url=db_url)
+    return proc, json.loads(proc.stdout)[0]
+
+
+def test_the_request_interval_keeps_the_crawl_under_the_rate_limit(tmp_path, provider_server,
+                                                                   sqlite_url):
+    vast = RateLimitedVast(0.25)
+    provider_server.route("POST", "/api/v0/bundles/", vast)
+    # limit 3: every search is split, so the crawl makes many requests in a row.
+    proc, result = crawl_vast(tmp_path, provider_server, sqlite_url, request_interval=0.3,
+                              limit=3)
+    assert result["status"] == "ok", (result, proc.stderr)
+    assert len(vast.answers) > 6 and 429 not in vast.answers
+
+
+def test_a_429_slows_the_whole_queue_not_one_request(tmp_path, provider_server, sqlite_url):
+    vast = RateLimitedVast(0.25)
+    provider_server.route("POST", "/api/v0/bundles/", vast)
+    # No interval configured: the first burst is refused; the backoff then spaces every
+    # later request of the queue, so the retries succeed and the crawl completes.
+    proc, result = crawl_vast(tmp_path, provider_server, sqlite_url, request_interval=0,
+                              limit=3)
+    assert result["status"] == "ok", (result, proc.stderr)
+    assert result["items"] == 2 * 9  # 9 offers, on-demand and spot each
+    # Refused only in the first burst: once the slot slowed down, no request is refused
+    # again (a one-request pause would be refused again and again).
+    first_refusal = vast.answers.index(429)
+    recovered = vast.answers.index(200, first_refusal)
+    assert 429 not in vast.answers[recovered:], vast.answers
+    assert len(vast.answers[recovered:]) > 5
+
+
+def test_a_daily_quota_is_not_waited_out(tmp_path, provider_server, sqlite_url):
+    provider_server.route("POST", "/api/v0/bundles/", lambda req: Reply(
+        429, b'{"error": "search_quota_exceeded", "msg": "Daily search row quota exhausted"}',
+        headers={"Retry-After": "36000"}))
+    proc, result = crawl_vast(tmp_path, provider_server, sqlite_url, request_interval=0)
+    assert result["status"] == "failed" and "HTTP 429" in result["error"]
+    assert "asking to wait 36000 s (Retry-After); not retried" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -6,16 +6,19 @@ Without credentials: the price file the ECS price calculator loads from Alibaba'
 `site`, default china). Keys are `region::instance_type::network::os::io`, prices are strings;
 the spider reads vpc / linux / optimized hourly prices of the GPU families in FAMILIES. The
 `<version>` changes: pin it with the option `version`, otherwise it is looked for in the
-pricing page (option `discovery_page`; `discover_with_browser: true` renders the page with
-Chromium first). Discovery is EXPERIMENTAL: no public material confirms how the page exposes
-the version; when it finds none, the last version seen in public material is used and a
-warning says so.
+ECS pricing page of the site (China: https://www.aliyun.com/price/ecs/ecs-pricing/zh, the page
+public code reads it from, with a pattern that needs no trailing slash;
+`discover_with_browser: true` renders the page with Chromium first). Discovery is
+EXPERIMENTAL; when it finds none, the last version of that site's path seen in public
+material is used and a warning says so.
 
 With an AccessKey (`access_key_id` / `access_key_secret`, signed RPC calls):
 `DescribeInstanceTypes` (GPU model, count and memory, authoritative), then per region
 `DescribeAvailableResource` (WithStock / WithoutStock per zone, on-demand and spot),
-`DescribePrice` (hourly list price, `OriginalPrice`) and `DescribeSpotPriceHistory` (latest
-spot price per zone). The CDN file is not read then.
+`DescribePrice` (hourly list price of the instance: the `instanceType` line of
+`DetailInfos`, since the total `OriginalPrice` includes the system disk) and
+`DescribeSpotPriceHistory` (latest spot price per zone). The CDN file is not read then. Each
+attempt of a call is signed afresh: Alibaba refuses a SignatureNonce it has seen.
 """
 
 from __future__ import annotations
@@ -36,9 +39,10 @@ from scrapy.settings import BaseSettings
 from gpuradar.core.interconnect import family
 from gpuradar.core.items import PriceItem
 
-# The last price-file version seen in public material (international site).
-FALLBACK_VERSION = "2.0.421"
-_VERSION = re.compile(r"ecs-price-info(-intl)?/(\d+(?:\.\d+)+)/")
+# The last price-file version of each site's path seen in public material: the China path
+# (ecs-price-info) 2.0.211, the international one (ecs-price-info-intl) 2.0.421.
+FALLBACK_VERSIONS = {"china": "2.0.211", "intl": "2.0.421"}
+_VERSION = re.compile(r"ecs-price-info(-intl)?/(\d+(?:\.\d+)+)")
 
 # GPU instance family -> (GPU as Alibaba's GPUSpec names it, GB per GPU, GPUs per bare-metal
 # instance or None). Alibaba's GPU-accelerated instance family pages.
@@ -99,7 +103,7 @@ class AlibabaSpider(GpuRadarSpider):
                              "download/instancePrice.json"),
         "price_file_intl": ("https://g.alicdn.com/aliyun/ecs-price-info-intl/{version}/price/"
                             "download/instancePrice.json"),
-        "discovery_china": "https://www.aliyun.com/price/product",
+        "discovery_china": "https://www.aliyun.com/price/ecs/ecs-pricing/zh",
         "discovery_intl": "https://www.alibabacloud.com/en/product/ecs/pricing",
         "api": "https://ecs.{region}.aliyuncs.com/",
     }
@@ -155,9 +159,10 @@ class AlibabaSpider(GpuRadarSpider):
         if version:
             yield self.price_file_request(str(version), "pinned")
             return
-        meta: dict[str, Any] = {}
+        # Optional: when the page cannot be reached, the fallback version is used.
+        meta: dict[str, Any] = {"optional": True}
         if self.option("discover_with_browser"):
-            meta = {"playwright": True}
+            meta["playwright"] = True
         yield scrapy.Request(self.endpoint(f"discovery_{self.site}"), callback=self.parse_discovery,
                              errback=self.discovery_failed, meta=meta, dont_filter=True)
 
@@ -181,9 +186,10 @@ class AlibabaSpider(GpuRadarSpider):
         yield from self.fallback(f"pricing page unreachable ({failure.getErrorMessage()})")
 
     def fallback(self, why: str) -> Iterator[scrapy.Request]:
+        version = FALLBACK_VERSIONS[self.site]
         self.logger.warning("alibaba: %s; using price-file version %s (pin the current one "
-                            "with sources.alibaba.version)", why, FALLBACK_VERSION)
-        yield self.price_file_request(FALLBACK_VERSION, "fallback")
+                            "with sources.alibaba.version)", why, version)
+        yield self.price_file_request(version, "fallback")
 
     def parse(self, response: Response, version_source: str = "file",
               **kwargs: Any) -> Iterator[PriceItem]:
@@ -219,15 +225,30 @@ class AlibabaSpider(GpuRadarSpider):
     # -- with an AccessKey: the ECS API ------------------------------------------------------
     def rpc(self, action: str, endpoint_region: str, params: dict[str, Any], callback,
             **cb_kwargs: Any) -> scrapy.Request | None:
+        url = self.rpc_url(action, endpoint_region, params)
+        if url is None:
+            return None
+        return scrapy.Request(url, method="POST", callback=callback,
+                              cb_kwargs={"action": action, **cb_kwargs},
+                              meta={"handle_httpstatus_list": [400, 403, 404],
+                                    "alibaba_rpc": (action, endpoint_region, params)},
+                              dont_filter=True)
+
+    def rpc_url(self, action: str, endpoint_region: str, params: dict[str, Any]) -> str | None:
+        """The signed URL of one call, with a fresh SignatureNonce and Timestamp."""
         creds = signing_credentials(self, ("access_key_id", "access_key_secret"))
         if creds is None:
             return None
         query = alibaba_rpc_params(action, {k: str(v) for k, v in params.items()},
                                    creds["access_key_id"], creds["access_key_secret"])
-        url = self.endpoint("api").format(region=endpoint_region) + "?" + urlencode(query)
-        return scrapy.Request(url, callback=callback, cb_kwargs={"action": action, **cb_kwargs},
-                              meta={"handle_httpstatus_list": [400, 403, 404]},
-                              dont_filter=True)
+        return self.endpoint("api").format(region=endpoint_region) + "?" + urlencode(query)
+
+    def sign_again(self, request: scrapy.Request) -> scrapy.Request:
+        """A retry with a new nonce (called by the retry middleware): Alibaba answers
+        SignatureNonceUsed to a nonce it has already seen."""
+        call = request.meta.get("alibaba_rpc")
+        url = self.rpc_url(*call) if call else None
+        return request.replace(url=url) if url else request
 
     def api_body(self, response: Response, action: str) -> dict[str, Any] | None:
         try:
@@ -329,11 +350,23 @@ class AlibabaSpider(GpuRadarSpider):
             return
         price = require(require(data, "PriceInfo", self.name, action, dict), "Price",
                         self.name, action, dict)
-        original = require(price, "OriginalPrice", self.name, "PriceInfo.Price", (int, float))
+        where = f"{action} {spec['InstanceTypeId']} PriceInfo.Price.DetailInfos"
+        lines = require(require(price, "DetailInfos", self.name, where, dict), "DetailInfo",
+                        self.name, where, list)
+        # The total OriginalPrice includes the system disk: the instance's own line is the
+        # price of the offer.
+        instance = next((d for d in lines if isinstance(d, dict)
+                         and d.get("Resource") == "instanceType"), None)
+        if instance is None:
+            raise ParseError(self.name, "DetailInfo[Resource=instanceType]", where, "is missing")
+        original = float(require(instance, "OriginalPrice", self.name, where,
+                                 (int, float, str)))
+        trade = instance.get("TradePrice")
         for zone, available in sorted(zones.items()):
             yield self.api_item(spec, region, zone, "on_demand", original,
                                 price.get("Currency") or "CNY", available,
-                                {"trade_price": price.get("TradePrice")})
+                                {"trade_price": float(trade) if trade is not None else None,
+                                 "total_with_system_disk": price.get("OriginalPrice")})
 
     def parse_spot(self, response: Response, action: str, region: str,
                    spec: dict[str, Any], zones: dict[str, bool | None]) -> Iterator[PriceItem]:

@@ -56,7 +56,9 @@ class AutodlSpider(GpuRadarSpider):
         return True  # AutoDL's data centres are all in mainland China
     notes = ("Per-GPU hourly CNY prices: machine list (unofficial, web_token) and/or "
              "data-center stock (official dev_token + option prices). No key-less path.")
-    custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_DELAY": 0.2}
+    # Public clients of the machine list pause 0.2 s between pages.
+    request_interval = 0.2
+    custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1}
 
     @classmethod
     def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
@@ -115,6 +117,20 @@ class AutodlSpider(GpuRadarSpider):
                                 {"region_sign": dc,
                                  "gpu_name_set": list(self.option("gpu_names", GPU_NAMES))},
                                 self.parse_stock, data_center=dc)
+
+    def probe_requests(self) -> list[tuple[str, scrapy.Request]]:
+        """`sources --check`: one request per configured token."""
+        out = []
+        web, dev = self.token("web_token"), self.token("dev_token")
+        if web:
+            out.append(("web_token", self.post(self.endpoint("machine_list"), web,
+                                               self.list_payload(1), self.parse_machines)))
+        if dev:
+            dc = list(self.option("data_centers", DATA_CENTERS))[0]
+            out.append(("dev_token", self.post(
+                self.endpoint("gpu_stock"), dev, {"region_sign": dc, "gpu_name_set": list(
+                    self.option("gpu_names", GPU_NAMES))}, self.parse_stock, data_center=dc)))
+        return out
 
     # -- responses -------------------------------------------------------------------------
     def data(self, response: Response) -> Any:

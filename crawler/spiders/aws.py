@@ -387,7 +387,8 @@ class AwsSpider(GpuRadarSpider):
         from botocore.awsrequest import AWSRequest
 
         url = self.endpoint("ec2").format(region=region)
-        body = urlencode({**params, "Version": EC2_API_VERSION})
+        # Action, Version, then the rest: the bytes botocore's own EC2 client signs.
+        body = urlencode({"Action": params["Action"], "Version": EC2_API_VERSION, **params})
         aws = AWSRequest(method="POST", url=url, data=body, headers={
             "Content-Type": "application/x-www-form-urlencoded; charset=utf-8"})
         SigV4Auth(self.aws_credentials, "ec2", region).add_auth(aws)

@@ -73,6 +73,25 @@ class GpuRadarSpider(scrapy.Spider):
     kind: ClassVar[str] = "cloud"
     #: True when some of the provider's regions are in mainland China (see is_mainland).
     has_mainland_regions: ClassVar[bool] = False
+    #: Minimum seconds between two requests to one host of the provider (its documented rate
+    #: limit); the option `request_interval` overrides it. Enforced by Scrapy's download slot,
+    #: which the backoff middleware widens when the provider still throttles.
+    request_interval: ClassVar[float] = 0.0
+
+    @classmethod
+    def update_settings(cls, settings: BaseSettings) -> None:
+        """The provider's request interval becomes the crawl's download delay (without
+        jitter, so it is a minimum). The class default yields to a DOWNLOAD_DELAY given in
+        the config's `scrapy` section; `sources.<name>.request_interval` wins over both,
+        except when replaying a recording (nothing to be polite to)."""
+        super().update_settings(settings)
+        interval = cls.options_from(settings).get("request_interval")
+        if interval is not None and not settings.get("GPURADAR_REPLAY_DIR"):
+            settings.set("DOWNLOAD_DELAY", float(interval), priority="cmdline")
+            settings.set("DOWNLOAD_DELAY_JITTER", 0.0, priority="cmdline")
+        elif cls.request_interval:
+            settings.set("DOWNLOAD_DELAY", cls.request_interval, priority="spider")
+            settings.set("DOWNLOAD_DELAY_JITTER", 0.0, priority="spider")
 
     @classmethod
     def is_mainland(cls, region: str) -> bool:

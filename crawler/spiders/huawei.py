@@ -1,10 +1,16 @@
 """Huawei Cloud ECS: GPU and Ascend flavors with per-AZ sell status, priced through BSS.
 
-All calls are AK/SK signed (APIG "SDK-HMAC-SHA256", crawler/signing.py):
+All calls are AK/SK signed (APIG "SDK-HMAC-SHA256", crawler/signing.py) with the headers
+Huawei's own SDK adds: X-Domain-Id on the global services (IAM, BSS: Huawei's signing guide
+requires it for AK/SK calls to them) and X-Project-Id on ECS.
 
+0. IAM `GET /v3/auth/domains` (KeystoneListAuthDomains): the account's domain id, unless the
+   option `domain_id` (or HUAWEICLOUD_SDK_DOMAIN_ID) gives it -- as the SDK does.
 1. IAM `GET /v3/auth/projects` (KeystoneListAuthProjects): the project id of each region
    (skipped when the option `projects: {region: project_id}` gives them).
-2. ECS `GET /v1/{project_id}/cloudservers/flavors` (ListFlavors) per region, keeping flavors
+2. ECS `GET /v1/{project_id}/cloudservers/flavors` (ListFlavors) per region, paged by
+   `marker` (a page that repeats, i.e. a server ignoring the marker, ends the paging and is
+   reported: the crawl is partial), keeping flavors
    whose `ecs:performancetype` is gpu or ascend. GPU model and count come from `info:gpus` /
    `info:asic_accelerators` (JSON text), else `pci_passthrough:alias` ("nvidia-v100:1").
    Availability per AZ comes from `cond:operation:az` ("az(status),..."); a flavor that lists
@@ -27,7 +33,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import scrapy
-from gpuradar.crawler.signing import huawei_sign, signing_credentials
+from gpuradar.crawler.signing import REPLAY_PLACEHOLDER, huawei_sign, signing_credentials
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
@@ -76,12 +82,14 @@ def flavor_gpu(specs: dict[str, Any]) -> tuple[str, float, float | None] | None:
 class HuaweiSpider(GpuRadarSpider):
     name = "huawei"
     endpoints = {
+        "iam_domains": "https://iam.myhuaweicloud.com/v3/auth/domains",
         "iam": "https://iam.myhuaweicloud.com/v3/auth/projects",
         "ecs": "https://ecs.{region}.myhuaweicloud.com/v1/{project_id}/cloudservers/flavors",
         "bss": "https://bss.myhuaweicloud.com/v2/bills/ratings/on-demand-resources",
         "bss_intl": "https://bss-intl.myhuaweicloud.com/v2/bills/ratings/on-demand-resources",
     }
-    credentials = {"access_key": "HUAWEICLOUD_SDK_AK", "secret_key": "HUAWEICLOUD_SDK_SK"}
+    credentials = {"access_key": "HUAWEICLOUD_SDK_AK", "secret_key": "HUAWEICLOUD_SDK_SK",
+                   "domain_id": "HUAWEICLOUD_SDK_DOMAIN_ID"}
     requires_credentials = True
     default_interval = 3600
     #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
@@ -115,19 +123,59 @@ class HuaweiSpider(GpuRadarSpider):
 
     # -- requests --------------------------------------------------------------------------
     def signed(self, method: str, url: str, callback, body: dict | None = None,
-               **kwargs: Any) -> scrapy.Request | None:
+               headers: dict[str, str] | None = None, **kwargs: Any) -> scrapy.Request | None:
         creds = signing_credentials(self, ("access_key", "secret_key"))
         if creds is None:
             self.logger.error("huawei: no AK/SK; set HUAWEICLOUD_SDK_AK and HUAWEICLOUD_SDK_SK")
             return None
         data = json.dumps(body, sort_keys=True).encode() if body is not None else b""
-        headers = huawei_sign(access_key=creds["access_key"], secret_key=creds["secret_key"],
-                              method=method, url=url,
-                              headers={"Content-Type": "application/json"}, body=data)
-        return scrapy.Request(url, method=method, body=data, headers=headers,
-                              callback=callback, dont_filter=True, **kwargs)
+        base = {"Content-Type": "application/json", **(headers or {})}
+        meta = {**kwargs.pop("meta", {}), "huawei_headers": base}
+        return scrapy.Request(url, method=method, body=data, callback=callback,
+                              headers=self.sign(creds, method, url, base, data),
+                              dont_filter=True, meta=meta, **kwargs)
+
+    @staticmethod
+    def sign(creds: dict[str, str], method: str, url: str, headers: dict[str, str],
+             body: bytes) -> dict[str, str]:
+        return huawei_sign(access_key=creds["access_key"], secret_key=creds["secret_key"],
+                           method=method, url=url, headers=headers, body=body)
+
+    def sign_again(self, request: scrapy.Request) -> scrapy.Request:
+        """A retry carries a new X-Sdk-Date and signature (called by the retry middleware)."""
+        creds = signing_credentials(self, ("access_key", "secret_key"))
+        base = request.meta.get("huawei_headers")
+        if creds is None or base is None:
+            return request
+        return request.replace(headers=self.sign(creds, request.method, request.url, base,
+                                                 request.body))
+
+    def global_headers(self) -> dict[str, str]:
+        return {"X-Domain-Id": self.domain_id} if self.domain_id else {}
 
     async def start(self):
+        self.domain_id = str(self.option("domain_id") or "")
+        if not self.domain_id and self.settings.get("GPURADAR_REPLAY_DIR"):
+            self.domain_id = REPLAY_PLACEHOLDER  # a recording answers without asking IAM
+        if self.domain_id:
+            for request in self.after_domain():
+                yield request
+            return
+        request = self.signed("GET", self.endpoint("iam_domains"), self.parse_domains)
+        if request is not None:
+            yield request
+
+    def parse_domains(self, response: Response) -> Iterator[scrapy.Request]:
+        domains = require(self.json_body(response), "domains", self.name, response.url, list)
+        if not domains:
+            self.logger.error("huawei: IAM lists no domain for this AK/SK; set "
+                              "sources.huawei.domain_id (HUAWEICLOUD_SDK_DOMAIN_ID), the "
+                              "account id BSS price calls need")
+            return
+        self.domain_id = require(domains[0], "id", self.name, "domains[0]", str)
+        yield from self.after_domain()
+
+    def after_domain(self) -> Iterator[scrapy.Request]:
         projects = self.option("projects")
         if projects:
             for region, project_id in dict(projects).items():
@@ -135,7 +183,8 @@ class HuaweiSpider(GpuRadarSpider):
                 if request is not None:
                     yield request
             return
-        request = self.signed("GET", self.endpoint("iam"), self.parse_projects)
+        request = self.signed("GET", self.endpoint("iam"), self.parse_projects,
+                              headers=self.global_headers())
         if request is not None:
             yield request
 
@@ -144,6 +193,7 @@ class HuaweiSpider(GpuRadarSpider):
         url = self.endpoint("ecs").format(region=region, project_id=project_id)
         query = {"limit": PAGE, **({"marker": marker} if marker else {})}
         return self.signed("GET", f"{url}?{urlencode(query)}", self.parse_flavors,
+                           headers={"X-Project-Id": project_id},
                            cb_kwargs={"region": region, "project_id": project_id})
 
     def rating_request(self, region: str, project_id: str,
@@ -155,6 +205,7 @@ class HuaweiSpider(GpuRadarSpider):
              "usage_measure_id": 4, "subscription_num": 1} for i, f in enumerate(flavors)]}
         url = self.endpoint("bss_intl" if self.option("site") == "intl" else "bss")
         return self.signed("POST", url, self.parse_rating, body=body,
+                           headers=self.global_headers(),
                            cb_kwargs={"region": region, "project_id": project_id,
                                       "flavors": flavors},
                            meta={"handle_httpstatus_list": [400]})
@@ -179,6 +230,13 @@ class HuaweiSpider(GpuRadarSpider):
     def parse_flavors(self, response: Response, region: str, project_id: str,
                       **kwargs: Any) -> Iterator[scrapy.Request]:
         flavors = require(self.json_body(response), "flavors", self.name, response.url, list)
+        ids = tuple(str(f.get("id")) for f in flavors if isinstance(f, dict))
+        pages = self.__dict__.setdefault("_pages", {}).setdefault(region, set())
+        if ids and ids in pages:
+            self.logger.error("huawei: ListFlavors in %s answered the same page again (the "
+                              "marker was ignored); paging stopped", region)
+            return
+        pages.add(ids)
         if len(flavors) >= PAGE:
             last = require(flavors[-1], "id", self.name, "flavors[-1]", str)
             request = self.flavors_request(region, project_id, marker=last)
@@ -198,7 +256,7 @@ class HuaweiSpider(GpuRadarSpider):
         """What the offers of one flavor need, or None when it is not a GPU flavor."""
         flavor_id = require(flavor, "id", self.name, where, str)
         specs = require(flavor, "os_extra_specs", self.name, where, dict)
-        kind = specs.get("ecs:performancetype") or specs.get("hws:performancetype")
+        kind = specs.get("ecs:performancetype")
         if kind not in GPU_TYPES:
             return None
         gpu = flavor_gpu(specs)
@@ -256,8 +314,15 @@ class HuaweiSpider(GpuRadarSpider):
             result = by_id.get(str(i))
             if result is None:
                 continue
-            price = require(result, "official_website_amount", self.name,
-                            f"product_rating_results[id={i}]", (int, float))
+            where = f"product_rating_results[id={i}]"
+            # The SDK models the amount as a decimal: a JSON number or a numeric string.
+            amount = require(result, "official_website_amount", self.name, where,
+                             (int, float, str))
+            try:
+                price = float(amount)
+            except ValueError:
+                raise ParseError(self.name, "official_website_amount", where,
+                                 f"is {amount!r}, not a number") from None
             yield from self.offers(flavor, region, price, currency, result, response.url)
 
     def offers(self, flavor: dict[str, Any], region: str, price: float | None, currency: str,
@@ -294,6 +359,6 @@ class HuaweiSpider(GpuRadarSpider):
                     region = self.option("region") or (host.group(1) if host else "?")
                     yield from self.offers(info, region, None, "CNY", {}, response.url)
             return
-        if isinstance(data, dict) and "projects" in data:
+        if isinstance(data, dict) and ("projects" in data or "domains" in data):
             return
         require(data, "product_rating_results", self.name, response.url, list)

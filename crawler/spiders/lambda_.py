@@ -80,7 +80,8 @@ class LambdaSpider(GpuRadarSpider):
     notes = ("API (key): per-region live capacity, price per instance-hour; without a key "
              "the public pricing page: list prices, availability unknown.")
     # The public API allows about one request per second per key.
-    custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_DELAY": 1.0}
+    request_interval = 1.0
+    custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1}
 
     @classmethod
     def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]

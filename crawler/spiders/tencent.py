@@ -25,22 +25,38 @@ from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
-from gpuradar.core import gpus
 from gpuradar.core.interconnect import family
 from gpuradar.core.items import PriceItem
 
 API_VERSION = "2017-03-12"
 CHARGE_TYPES = {"POSTPAID_BY_HOUR": "on_demand", "SPOTPAID": "spot"}
 
-# GPU instance families (Tencent's GPU instance-type pages) and the memory of their GPU where
-# the GPU name alone is ambiguous ("NVIDIA A100" is sold as 40 and 80 GB). A family missing
-# here is still crawled with the option `families: []` (all families, GPU ones kept).
-FAMILIES: dict[str, float | None] = {
-    "GN6": 8, "GN6S": 8, "GN7": 16, "GN7vi": 16, "GN7vw": 16, "GN8": 24, "GN10X": 32,
-    "GN10Xp": 32, "GNV4": 24, "GNV4v": 24, "GT4": 40, "PNV4": 24, "PNV5b": None, "GI1": None,
-    "GI3X": 16, "HCCPNV4h": 80, "HCCPNV5": 80, "HCCPNV5v": None, "HCCG5v": None,
-    "HCCG5vm": None,
+# GPU instance families (Tencent's GPU instance-type pages): the GPU and its memory (the
+# memory tells the variants of one name apart: "NVIDIA A100" is sold as 40 and 80 GB). The
+# answer itself names no GPU model: the SDK's InstanceTypeQuotaItem has GpuCount and Gpu only
+# (its Externals model has no GPU field), so the family decides. A family whose GPU is not
+# known here is reported (`uncatalogued`, warned once), never guessed; the option
+# `families: []` crawls every family and so finds new ones.
+FAMILIES: dict[str, tuple[str | None, float | None]] = {
+    "GN6": ("NVIDIA P4", 8), "GN6S": ("NVIDIA P4", 8), "GN7": ("NVIDIA T4", 16),
+    "GN7vi": ("NVIDIA T4", 16), "GN7vw": ("NVIDIA T4", 16), "GN8": ("NVIDIA P40", 24),
+    "GN10X": ("NVIDIA V100", 32), "GN10Xp": ("NVIDIA V100", 32), "GNV4": ("NVIDIA A10", 24),
+    "GNV4v": ("NVIDIA A10", 24), "GT4": ("NVIDIA A100", 40), "PNV4": ("NVIDIA A10", 24),
+    "PNV5b": (None, None), "GI1": (None, None), "GI3X": ("NVIDIA T4", 16),
+    "HCCPNV4h": ("NVIDIA A100", 80), "HCCPNV5": ("NVIDIA H800", 80), "HCCPNV5v": (None, None),
+    "HCCG5v": (None, None), "HCCG5vm": (None, None),
 }
+# The regions DescribeZoneInstanceConfigInfos answers in ("This API only supports: ..." in
+# Tencent Cloud's API reference of the action, updated 2025-11-13); any other region answers
+# UnsupportedRegion. Regions DescribeRegions lists beyond these are skipped (counted); the
+# option `regions` asks exactly the regions it names.
+SUPPORTED_REGIONS = frozenset({
+    "ap-bangkok", "ap-beijing", "ap-chengdu", "ap-chongqing", "ap-guangzhou", "ap-hongkong",
+    "ap-jakarta", "ap-nanjing", "ap-seoul", "ap-shanghai", "ap-shanghai-fsi", "ap-shenzhen-fsi",
+    "ap-singapore", "ap-tokyo", "eu-frankfurt", "na-ashburn", "na-siliconvalley",
+    "sa-saopaulo"})
+# Tencent's common error for an action called in a region it does not serve.
+UNSUPPORTED_REGION = "UnsupportedRegion"
 # At most this many values in one filter (Tencent's documented limit for CVM filters is 5
 # for several actions; staying under it costs a few more calls).
 CHUNK = 5
@@ -98,21 +114,35 @@ class TencentSpider(GpuRadarSpider):
     # -- requests --------------------------------------------------------------------------
     def api_request(self, action: str, region: str | None, payload: dict[str, Any],
                     callback, cb_kwargs: dict[str, Any] | None = None) -> scrapy.Request | None:
-        creds = signing_credentials(self, ("secret_id", "secret_key"))
-        if creds is None:
+        url = self.endpoint("cvm")
+        body = json.dumps(payload)  # serialised as Tencent's SDK does: the bytes are signed
+        headers = self.sign(url, action, region, body)
+        if headers is None:
             self.logger.error("tencent: no API key; set TENCENTCLOUD_SECRET_ID and "
                               "TENCENTCLOUD_SECRET_KEY")
             return None
-        url = self.endpoint("cvm")
-        body = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-        headers = tencent_tc3_headers(
-            secret_id=creds["secret_id"], secret_key=creds["secret_key"], service="cvm",
-            host=urlsplit(url).netloc, action=action, version=API_VERSION, region=region,
-            payload=body, timestamp=int(time.time()))
         # The region travels in a header only: a recording must still tell regions apart.
         return scrapy.Request(url, method="POST", body=body, headers=headers,
                               callback=callback, cb_kwargs=cb_kwargs or {}, dont_filter=True,
-                              meta={"record_key": f"{action}@{region}"})
+                              meta={"record_key": f"{action}@{region}",
+                                    "tencent_call": (action, region)})
+
+    def sign(self, url: str, action: str, region: str | None, body: str
+             ) -> dict[str, str] | None:
+        creds = signing_credentials(self, ("secret_id", "secret_key"))
+        if creds is None:
+            return None
+        return tencent_tc3_headers(
+            secret_id=creds["secret_id"], secret_key=creds["secret_key"], service="cvm",
+            host=urlsplit(url).netloc, action=action, version=API_VERSION, region=region,
+            payload=body, timestamp=int(time.time()))
+
+    def sign_again(self, request: scrapy.Request) -> scrapy.Request:
+        """A retry carries a new X-TC-Timestamp and signature (Tencent refuses signatures
+        older than five minutes); called by the retry middleware."""
+        call = request.meta.get("tencent_call")
+        headers = self.sign(request.url, *call, request.body.decode()) if call else None
+        return request.replace(headers=headers) if headers else request
 
     async def start(self):
         regions = self.option("regions")
@@ -159,8 +189,14 @@ class TencentSpider(GpuRadarSpider):
         regions = require(body, "RegionSet", self.name, response.url, list)
         for i, info in enumerate(regions):
             region = require(info, "Region", self.name, f"RegionSet[{i}]", str)
-            if info.get("RegionState", "AVAILABLE") == "AVAILABLE":
-                yield from self.region_requests(region)
+            if info.get("RegionState", "AVAILABLE") != "AVAILABLE":
+                continue
+            if region not in SUPPORTED_REGIONS:
+                self.count("region_without_config_api")
+                self.logger.info("tencent: %s is not among the regions "
+                                 "DescribeZoneInstanceConfigInfos supports; skipped", region)
+                continue
+            yield from self.region_requests(region)
 
     def parse(self, response: Response, region: str | None = None,
               **kwargs: Any) -> Iterator[PriceItem]:
@@ -169,6 +205,13 @@ class TencentSpider(GpuRadarSpider):
         except ParseError as exc:
             if region is None:  # `gpuradar parse`: say what is wrong with the file
                 raise
+            if UNSUPPORTED_REGION in str(exc):
+                # Documented behaviour, not a failure: the region has nothing to list.
+                self.count("region_without_config_api")
+                self.warn_once(f"unsupported:{region}", "tencent: %s does not serve "
+                               "DescribeZoneInstanceConfigInfos (UnsupportedRegion); no "
+                               "offers from it", region)
+                return
             # One region failing (not enabled for the account, throttled) must not stop the
             # others; the ERROR marks the crawl partial, so nothing is closed.
             self.logger.error("%s (region %s)", exc, region)
@@ -199,12 +242,16 @@ class TencentSpider(GpuRadarSpider):
             return None
         price = require(quota, "Price", src, where, dict)
         family = quota.get("InstanceFamily") or instance_type.split(".")[0]
-        desc = (quota.get("Externals") or {}).get("GPUDesc") or ""
-        parsed = gpus.parse_count_and_name(desc)
-        count = quota.get("GpuCount") or (parsed[0] if parsed else quota.get("Gpu") or 0)
+        count = quota.get("GpuCount") or quota.get("Gpu") or 0
         if not count:
             return None  # not a GPU instance type
-        gpu_name = parsed[1] if parsed else (quota.get("TypeName") or family)
+        gpu_name, gpu_memory = FAMILIES.get(family, (None, None))
+        if gpu_name is None:
+            self.count("uncatalogued")
+            self.warn_once(f"family:{family}", "tencent: GPU of instance family %s (%s) is not "
+                           "known; its offers are skipped: add it to FAMILIES",
+                           family, quota.get("TypeName") or instance_type)
+            return None
         unit = price.get("ChargeUnit", "HOUR")
         if unit != "HOUR":
             raise ParseError(src, "Price.ChargeUnit", where, f"is {unit!r}, expected 'HOUR'")
@@ -213,7 +260,7 @@ class TencentSpider(GpuRadarSpider):
         value = discounted if pricing == "spot" and discounted else list_price
         status = quota.get("Status")
         attributes = {k: v for k, v in {
-            "family": family, "type_name": quota.get("TypeName"), "gpu_desc": desc or None,
+            "family": family, "type_name": quota.get("TypeName"),
             "unit_price_second_step": price.get("UnitPriceSecondStep"),
             "unit_price_third_step": price.get("UnitPriceThirdStep"),
             "unit_price_discount": discounted if pricing == "on_demand" else None,
@@ -224,7 +271,7 @@ class TencentSpider(GpuRadarSpider):
         return PriceItem(
             source=src, region=region or region_of_zone(zone), zone=zone,
             instance_type=instance_type, pricing=pricing, gpu=gpu_name, gpu_count=float(count),
-            gpu_memory_gb=FAMILIES.get(family), vcpus=quota.get("Cpu"),
+            gpu_memory_gb=gpu_memory, vcpus=quota.get("Cpu"),
             memory_gb=quota.get("Memory"), price=value,
             currency=str(self.option("currency", "CNY")).upper(),
             available={"SELL": True, "SOLD_OUT": False}.get(status or ""),

@@ -6,7 +6,13 @@ offer is (machine, GPU, count). Storage: `dph_total` already contains the defaul
 storage cost (`search.diskHour`); the spot (interruptible) price is `min_bid` plus that same
 storage cost, so on-demand and spot compare on the same basis.
 
-The API caps how many offers one search returns, so the spider searches per GPU model.
+Few, large searches (Vast limits the search to 10 requests a minute per IP and answers 429
+without Retry-After when asked faster): one search for every GPU model of GPU_NAMES at once
+(`gpu_name` `in` the list) and one for every other model (`notin`: how a GPU Vast starts
+listing shows up, unknown to the catalog and counted). Vast cuts an answer short of `limit`
+and says so (`truncated`); such a search is split (the model list in halves, then one model
+by GPU count) until every answer is complete, and one that still is not is reported: the
+crawl is then partial and closes nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ GPU_NAMES = (
     "RTX 6000Ada", "RTX A6000", "RTX A5000", "RTX A4000", "RTX 5090", "RTX 4090", "RTX 3090",
     "Tesla V100", "Tesla T4", "Q RTX 8000", "MI300X",
 )
+# How a one-model search that is still truncated is split further: by GPUs per offer.
+GPU_COUNTS: tuple[dict[str, int], ...] = (
+    {"eq": 1}, {"eq": 2}, {"gte": 3, "lte": 4}, {"gte": 5, "lte": 8}, {"gt": 8})
 
 
 class VastaiSpider(GpuRadarSpider):
@@ -37,33 +46,76 @@ class VastaiSpider(GpuRadarSpider):
     default_interval = 300
     kind = "marketplace"
     notes = "Marketplace offers; listed = available; spot = min_bid (+ storage)."
-    custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_DELAY": 1.0}
+    # Vast's search allows 10 requests a minute per IP (x-rate-limit of POST /api/v0/bundles/
+    # in Vast's API reference, vast-ai/docs search_offers.yaml, read 2026-11).
+    request_interval = 6.0
+    custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1}
 
-    def query(self, gpu_name: str | None) -> dict[str, Any]:
-        """A search for one GPU model; with None, the cheapest offers of any model, which
-        is how a GPU Vast starts listing shows up (unknown to the catalog, counted)."""
-        query: dict[str, Any] = {"gpu_name": {"eq": gpu_name}} if gpu_name else {}
+    @property
+    def limit(self) -> int:
+        return int(self.option("limit", 1000))
+
+    def query(self, names: list[str], mode: str = "in", gpus: dict[str, int] | None = None,
+              limit: int | None = None) -> dict[str, Any]:
+        """The search body: rentable on-demand offers of the models `names` (`mode` "in"),
+        or of every other model ("notin"), cheapest first."""
+        query: dict[str, Any] = {"gpu_name": {mode: list(names)}} if names else {}
+        if gpus:
+            query["num_gpus"] = dict(gpus)
         return query | {
             "rentable": {"eq": True},
             "rented": {"eq": False},
             "type": "on-demand",
             "order": [["dph_total", "asc"]],
-            "limit": int(self.option("limit", 1000)),
+            "limit": limit or self.limit,
         }
 
-    async def start(self):
+    def search(self, names: list[str], mode: str = "in", gpus: dict[str, int] | None = None,
+               limit: int | None = None) -> scrapy.Request:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         key = self.option("api_key")
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        for gpu_name in [*self.option("gpu_names", GPU_NAMES), None]:
-            yield scrapy.Request(self.endpoint("bundles"), method="POST", headers=headers,
-                                 body=json.dumps(self.query(gpu_name), sort_keys=True),
-                                 callback=self.parse, cb_kwargs={"gpu_name": gpu_name})
+        return scrapy.Request(self.endpoint("bundles"), method="POST", headers=headers,
+                              body=json.dumps(self.query(names, mode, gpus, limit),
+                                              sort_keys=True),
+                              callback=self.parse, dont_filter=True,
+                              cb_kwargs={"search": (tuple(names), mode, gpus)})
 
-    def parse(self, response: Response, **kwargs: Any) -> Iterator[PriceItem]:
+    async def start(self):
+        names = [str(n) for n in self.option("gpu_names", GPU_NAMES)]
+        yield self.search(names, "in")
+        yield self.search(names, "notin")
+
+    def probe_requests(self) -> list[tuple[str, scrapy.Request]]:
+        """`sources --check`: one search for a single offer."""
+        return [("search", self.search(["RTX 4090"], limit=1))]
+
+    def narrower(self, names: tuple[str, ...], mode: str,
+                 gpus: dict[str, int] | None) -> list[scrapy.Request]:
+        """Searches that together cover one truncated search, or [] when it cannot be split."""
+        if mode == "in" and len(names) > 1:
+            half = len(names) // 2
+            return [self.search(list(names[:half])), self.search(list(names[half:]))]
+        if gpus is None:
+            return [self.search(list(names), mode, count) for count in GPU_COUNTS]
+        return []
+
+    def parse(self, response: Response, search: tuple | None = None,
+              **kwargs: Any) -> Iterator[PriceItem | scrapy.Request]:
         data = self.json_body(response)
         offers = require(data, "offers", self.name, response.url, list)
+        if search is not None and (data.get("truncated") is True or len(offers) >= self.limit):
+            names, mode, gpus = search
+            split = self.narrower(names, mode, gpus)
+            if split:  # the narrower searches carry these offers too: read them there
+                self.count("truncated_search_split")
+                yield from split
+                return
+            self.logger.error("vastai: the search for %s%s still stops at %d offers; the "
+                              "rest are missing from this crawl", "other models than "
+                              if mode == "notin" else ", ".join(names),
+                              f" with num_gpus {gpus}" if gpus else "", len(offers))
         for i, offer in enumerate(offers):
             yield from self.parse_offer(offer, f"offers[{i}]")
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
 
 from gpuradar.cli.common import (
     ConfigOpt,
@@ -29,12 +32,23 @@ def uncatalogued_cell(names: dict[str, int], limit: int = 3) -> str:
 # -- sources -----------------------------------------------------------------------------
 @app.command()
 def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
-            as_json: JsonOpt = False, as_csv: CsvOpt = False) -> None:
+            as_json: JsonOpt = False, as_csv: CsvOpt = False,
+            check: Annotated[bool, typer.Option(
+                "--check", help="Send one cheap request per enabled source (and credential): "
+                "reachable, authenticated, answer understood, not rate-limited? Exit 1 on a "
+                "problem.")] = False,
+            verbose: Annotated[bool, typer.Option("--verbose", "-v",
+                                                  help="With --check: log Scrapy.")] = False,
+            ) -> None:
     """Each source: enabled or not and why, last crawl, staleness."""
     from gpuradar.crawler.runner import spider_classes
     from gpuradar.storage.queries import last_crawls, last_success
 
     cfg = get_config(config, database_url)
+    if check:
+        from gpuradar.cli.check import run_check
+
+        raise typer.Exit(run_check(cfg, pick_format(fmt, as_json, as_csv), verbose))
     engine = get_engine(cfg)
     settings = scrapy_settings(cfg)
     latest, ok = last_crawls(engine), last_success(engine)

@@ -5,6 +5,7 @@ paths, so recordings made here replay against the real base URLs."""
 from __future__ import annotations
 
 import json
+import threading
 
 from tests.provider_server import Reply, Request, fixture
 
@@ -28,6 +29,10 @@ def alibaba_page_handler(req: Request) -> Reply:
                  content_type="text/html; charset=utf-8")
 
 
+_NONCES: set[str] = set()
+_NONCE_LOCK = threading.Lock()
+
+
 def alibaba_api_handler(req: Request) -> Reply:
     """The ECS RPC API: answers by Action (only cn-hangzhou has GPU stock here)."""
     q = {k: v[0] for k, v in req.query.items()}
@@ -36,6 +41,12 @@ def alibaba_api_handler(req: Request) -> Reply:
         if required not in q:
             return Reply(400, json.dumps({"Code": "MissingParameter",
                                           "Message": f"{required} is mandatory"}).encode())
+    with _NONCE_LOCK:
+        reused = q["SignatureNonce"] in _NONCES
+        _NONCES.add(q["SignatureNonce"])
+    if reused:  # Alibaba refuses a nonce it has seen (replay protection)
+        return Reply(400, json.dumps({"Code": "SignatureNonceUsed", "Message":
+                                      "Specified signature nonce was used already."}).encode())
     if action == "DescribeInstanceTypes":
         page = 2 if q.get("NextToken") else 1
         return Reply(body=fixture(f"alibaba/describe_instance_types_page{page}.json"))
@@ -47,7 +58,10 @@ def alibaba_api_handler(req: Request) -> Reply:
     if action == "DescribePrice":
         data = json.loads(fixture("alibaba/describe_price_gn7i.json"))
         if q.get("InstanceType") != "ecs.gn7i-c8g1.2xlarge":
-            data["PriceInfo"]["Price"].update({"OriginalPrice": 34.5, "TradePrice": 34.5})
+            price = data["PriceInfo"]["Price"]
+            price.update({"OriginalPrice": 34.83, "TradePrice": 34.83})
+            price["DetailInfos"]["DetailInfo"][0].update({"OriginalPrice": 34.5,
+                                                          "TradePrice": 34.5})
         return _json(data)
     if action == "DescribeSpotPriceHistory":
         return Reply(body=fixture("alibaba/describe_spot_price_history_gn7i.json"))
@@ -75,12 +89,17 @@ def tencent_handler(req: Request) -> Reply:
 
 
 # -- Huawei -------------------------------------------------------------------------------------
+HUAWEI_DOMAIN = "d78cbac186b744899480f25bd022f468"  # iam_auth_domains.json
 HUAWEI_PROJECTS = {"0605767b3b00d2c62f05c00b4f1a2c3d": "cn-north-4",
                    "09a1c2e3f4b5a6978877665544332211": "cn-east-3"}
 
 
 def huawei_iam_handler(req: Request) -> Reply:
     return Reply(body=fixture("huawei/iam_auth_projects.json"))
+
+
+def huawei_domains_handler(req: Request) -> Reply:
+    return Reply(body=fixture("huawei/iam_auth_domains.json"))
 
 
 def huawei_flavors_handler(req: Request) -> Reply:
@@ -95,6 +114,11 @@ def huawei_bss_handler(req: Request) -> Reply:
     """Rates each product from bss_list_prices.json; one unknown spec fails the whole batch
     with CBC.99006006, as BSS does. Amount = list price less 10 % (a made-up account
     discount), so `amount` and `official_website_amount` differ."""
+    if req.headers.get("x-domain-id") != HUAWEI_DOMAIN:
+        # AK/SK calls to a global service must name the account (Huawei's signing guide).
+        return Reply(401, json.dumps({"error_code": "APIGW.0301", "error_msg":
+                                      "Incorrect IAM authentication information: "
+                                      "x-domain-id missing or wrong"}).encode())
     prices = json.loads(fixture("huawei/bss_list_prices.json"))
     body = req.json()
     infos = body["product_infos"]
@@ -136,13 +160,17 @@ ROUTES = {
                                 "instancePrice.json", alibaba_file_handler),
     "alibaba.file_china_2_0_433": ("GET", CHINA_FILE, alibaba_file_handler),
     "alibaba.file_intl_2_0_421": ("GET", INTL_FILE, alibaba_file_handler),
-    "alibaba.discovery_china": ("GET", "/price/product", alibaba_page_handler),
+    "alibaba.discovery_china": ("GET", "/price/ecs/ecs-pricing/zh", alibaba_page_handler),
     "alibaba.discovery_intl": ("GET", "/en/product/ecs/pricing", alibaba_page_handler),
-    "alibaba.api": ("GET", "/", alibaba_api_handler),
+    # Alibaba's RPC API and Tencent's API 3.0 both POST to "/": told apart by the query.
+    "alibaba.api": ("POST", "/", lambda req: (alibaba_api_handler if "Action" in req.query
+                                              else tencent_handler)(req)),
     "autodl.machine_list": ("POST", "/api/v1/user/machine/list", autodl_list_handler),
     "autodl.gpu_stock": ("POST", "/api/v1/dev/machine/region/gpu_stock", autodl_stock_handler),
-    "tencent.cvm": ("POST", "/", tencent_handler),
+    "tencent.cvm": ("POST", "/", lambda req: (alibaba_api_handler if "Action" in req.query
+                                              else tencent_handler)(req)),
     "huawei.iam": ("GET", "/v3/auth/projects", huawei_iam_handler),
+    "huawei.iam_domains": ("GET", "/v3/auth/domains", huawei_domains_handler),
     "huawei.bss": ("POST", "/v2/bills/ratings/on-demand-resources", huawei_bss_handler),
     # The ECS endpoint is a template; the concrete per-project paths are routed below.
     "huawei.ecs": ("GET", "/v1/{project_id}/cloudservers/flavors", huawei_flavors_handler),

@@ -1,0 +1,247 @@
+"""Request contracts: gpuradar's signed requests against the providers' official SDKs.
+
+For fixed credentials, time and nonce, each SDK sends its request to a local server and the
+spider builds the same request; they must agree on method, path, query, body, the headers
+that matter and the signature. A request the official client would not send is a bug. The
+SDKs are test-only dependencies (the `contract` extra); the product never imports them.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from urllib.parse import parse_qs, parse_qsl, urlsplit
+
+import pytest
+from scrapy.settings import Settings
+
+from tests.provider_server import Reply, fixture
+
+FIXED = datetime(2026, 11, 30, 12, 34, 56, tzinfo=UTC)
+
+
+def spider_for(cls, server, **options):
+    spider = cls()
+    settings = Settings()
+    settings.setmodule("gpuradar.crawler.settings")
+    settings.set("GPURADAR_SOURCES", {cls.name: options})
+    settings.set("GPURADAR_ENDPOINTS", {f"{cls.name}.{name}": server.base + urlsplit(url).path
+                                        for name, url in cls.endpoints.items()})
+    spider.settings = settings
+    return spider
+
+
+def header(request, name: str) -> str:
+    value = request.headers.get(name)
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def signed_names(authorization: str) -> list[str]:
+    return authorization.split("SignedHeaders=")[1].split(",")[0].strip().split(";")
+
+
+# -- Tencent Cloud (tencentcloud-sdk-python-common + -cvm) -------------------------------------
+def test_tencent_zone_config_request_is_the_sdks(monkeypatch, provider_server):
+    from gpuradar.crawler.spiders import tencent
+    from tencentcloud.common import abstract_client, credential
+    from tencentcloud.common.profile.client_profile import ClientProfile
+    from tencentcloud.common.profile.http_profile import HttpProfile
+    from tencentcloud.cvm.v20170312 import cvm_client, models
+
+    clock = SimpleNamespace(time=lambda: FIXED.timestamp())
+    monkeypatch.setattr(abstract_client, "time", clock)
+    monkeypatch.setattr(tencent, "time", clock)
+    provider_server.route("POST", "/", lambda req: Reply(
+        body=b'{"Response": {"InstanceTypeQuotaSet": [], "RequestId": "1"}}'))
+    spider = spider_for(tencent.TencentSpider, provider_server, secret_id="AKIDcontract",
+                        secret_key="contract-secret")
+    ours = next(spider.region_requests("ap-guangzhou"))
+
+    http = HttpProfile(protocol="http", endpoint=provider_server.base.removeprefix("http://"))
+    client = cvm_client.CvmClient(credential.Credential("AKIDcontract", "contract-secret"),
+                                  "ap-guangzhou", ClientProfile(httpProfile=http))
+    sdk_request = models.DescribeZoneInstanceConfigInfosRequest()
+    sdk_request.from_json_string(ours.body.decode())
+    client.DescribeZoneInstanceConfigInfos(sdk_request)
+    [sdk] = provider_server.requests
+
+    assert (ours.method, urlsplit(ours.url).path, urlsplit(ours.url).query) == (
+        sdk.method, sdk.path, "")
+    assert ours.body == sdk.body  # the signed bytes
+    for name in ("Content-Type", "Host", "X-TC-Action", "X-TC-Version", "X-TC-Region",
+                 "X-TC-Timestamp", "Authorization"):
+        assert header(ours, name) == sdk.headers[name.lower()], name
+
+
+# -- Huawei Cloud (huaweicloudsdkcore + the ECS and BSS clients) --------------------------------
+@pytest.fixture
+def huawei_sdk(monkeypatch, provider_server):
+    from gpuradar.crawler import signing
+    from huaweicloudsdkcore.signer import signer
+
+    class Clock(datetime):
+        @classmethod
+        def utcnow(cls):
+            return FIXED.replace(tzinfo=None)
+
+        @classmethod
+        def now(cls, tz=None):
+            return FIXED
+
+    monkeypatch.setattr(signer, "datetime", Clock)
+    monkeypatch.setattr(signing, "datetime", Clock)
+    provider_server.route("GET", "/v1/0605767b3b00d2c62f05c00b4f1a2c3d/cloudservers/flavors",
+                          lambda req: Reply(body=b'{"flavors": []}'))
+    provider_server.route("POST", "/v2/bills/ratings/on-demand-resources", lambda req: Reply(
+        body=b'{"currency": "CNY", "product_rating_results": []}'))
+    return provider_server
+
+
+def same_as_huawei_sdk(ours, sdk, credentials) -> None:
+    """Method, path, query, body and the headers the SDK adds agree; the SDK also signs its
+    User-Agent, so the signature is checked by the SDK's own signer over our request."""
+    from huaweicloudsdkcore.sdk_request import SdkRequest
+    from huaweicloudsdkcore.signer.signer import Signer
+
+    parts = urlsplit(ours.url)
+    assert (ours.method, parts.path, parse_qs(parts.query)) == (sdk.method, sdk.path, sdk.query)
+    assert json.loads(ours.body or b"null") == json.loads(sdk.body or b"null")
+    ours_signed = signed_names(header(ours, "Authorization"))
+    sdk_signed = signed_names(sdk.headers["authorization"])
+    assert set(sdk_signed) - set(ours_signed) == {"user-agent"}
+    for name in ours_signed:
+        assert header(ours, name) == sdk.headers[name], name
+    request = SdkRequest(method=ours.method, schema=parts.scheme, host=parts.netloc,
+                         resource_path=parts.path, query_params=parse_qsl(parts.query),
+                         header_params={n: header(ours, n) for n in ours_signed},
+                         body=ours.body)
+    assert Signer(credentials).sign(request).header_params["Authorization"] == header(
+        ours, "Authorization")
+
+
+def test_huawei_flavors_request_is_the_sdks(huawei_sdk):
+    from gpuradar.crawler.spiders.huawei import HuaweiSpider
+    from huaweicloudsdkcore.auth.credentials import BasicCredentials
+    from huaweicloudsdkecs.v2 import EcsClient, ListFlavorsRequest
+
+    project = "0605767b3b00d2c62f05c00b4f1a2c3d"
+    credentials = BasicCredentials("AKcontract", "contract-secret", project)
+    EcsClient.new_builder().with_credentials(credentials).with_endpoint(
+        huawei_sdk.base).build().list_flavors(ListFlavorsRequest(limit=1000))
+    spider = spider_for(HuaweiSpider, huawei_sdk, access_key="AKcontract",
+                        secret_key="contract-secret")
+    spider.settings.set("GPURADAR_ENDPOINTS", {
+        "huawei.ecs": huawei_sdk.base + "/v1/{project_id}/cloudservers/flavors"})
+    ours = spider.flavors_request("cn-north-4", project)
+    same_as_huawei_sdk(ours, huawei_sdk.requests[0], credentials)
+
+
+def test_huawei_rating_request_is_the_sdks(huawei_sdk):
+    from gpuradar.crawler.spiders.huawei import HuaweiSpider
+    from huaweicloudsdkbss.v2 import (
+        BssClient,
+        DemandProductInfo,
+        ListOnDemandResourceRatingsRequest,
+        RateOnDemandReq,
+    )
+    from huaweicloudsdkcore.auth.credentials import GlobalCredentials
+
+    spider = spider_for(HuaweiSpider, huawei_sdk, access_key="AKcontract",
+                        secret_key="contract-secret")
+    spider.domain_id = "d78cbac186b744899480f25bd022f468"
+    ours = spider.rating_request("cn-north-4", "0605767b3b00d2c62f05c00b4f1a2c3d",
+                                 [{"id": "p2s.2xlarge.8"}])
+    infos = [DemandProductInfo(**info) for info in json.loads(ours.body)["product_infos"]]
+    body = RateOnDemandReq(project_id="0605767b3b00d2c62f05c00b4f1a2c3d", inquiry_precision=1,
+                           product_infos=infos)
+    credentials = GlobalCredentials("AKcontract", "contract-secret", spider.domain_id)
+    BssClient.new_builder().with_credentials(credentials).with_endpoint(
+        huawei_sdk.base).build().list_on_demand_resource_ratings(
+            ListOnDemandResourceRatingsRequest(body=body))
+    same_as_huawei_sdk(ours, huawei_sdk.requests[0], credentials)
+
+
+# -- Alibaba Cloud (alibabacloud-tea-openapi, the ECS client) ----------------------------------
+def test_alibaba_describe_price_request_is_the_sdks(monkeypatch, provider_server):
+    from alibabacloud_ecs20140526 import models
+    from alibabacloud_ecs20140526.client import Client
+    from alibabacloud_tea_openapi import models as openapi
+    from alibabacloud_tea_openapi.utils import Utils
+    from darabonba.runtime import RuntimeOptions
+    from gpuradar.crawler import signing
+    from gpuradar.crawler.spiders.alibaba import AlibabaSpider
+
+    nonce = "3ee8c1b883d344afa94f4e0ad82fd6cf"
+    monkeypatch.setattr(Utils, "get_nonce", staticmethod(lambda: nonce))
+    monkeypatch.setattr(Utils, "get_timestamp", staticmethod(
+        lambda: FIXED.strftime("%Y-%m-%dT%H:%M:%SZ")))
+    monkeypatch.setattr(signing, "uuid", SimpleNamespace(uuid4=lambda: SimpleNamespace(
+        hex=nonce)))
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return FIXED
+
+    monkeypatch.setattr(signing, "datetime", Clock)
+    provider_server.route("POST", "/", lambda req: Reply(
+        body=fixture("alibaba/describe_price_gn7i.json")))
+    spider = spider_for(AlibabaSpider, provider_server, access_key_id="LTAIcontract",
+                        access_key_secret="contract-secret")
+    spider.settings.set("GPURADAR_ENDPOINTS", {"alibaba.api": provider_server.base + "/"})
+    params = {"RegionId": "cn-hangzhou", "ResourceType": "instance",
+              "InstanceType": "ecs.gn7i-c8g1.2xlarge", "PriceUnit": "Hour",
+              "SystemDisk.Category": "cloud_essd"}
+    ours = spider.rpc("DescribePrice", "cn-hangzhou", params, spider.parse_price)
+
+    config = openapi.Config(access_key_id="LTAIcontract", access_key_secret="contract-secret",
+                            endpoint=provider_server.base.removeprefix("http://"),
+                            protocol="http", signature_algorithm="v2")
+    Client(config).describe_price_with_options(models.DescribePriceRequest(
+        region_id="cn-hangzhou", resource_type="instance",
+        instance_type="ecs.gn7i-c8g1.2xlarge", price_unit="Hour",
+        system_disk=models.DescribePriceRequestSystemDisk(category="cloud_essd")),
+        RuntimeOptions())
+    [sdk] = provider_server.requests
+    parts = urlsplit(ours.url)
+    assert (ours.method, parts.path) == (sdk.method, sdk.path)
+    assert parse_qs(parts.query) == sdk.query  # every parameter, the Signature included
+    assert not ours.body and not sdk.body
+
+
+# -- AWS (botocore) ---------------------------------------------------------------------------
+def test_aws_spot_history_request_is_botocores(monkeypatch, provider_server):
+    import botocore.auth
+    import botocore.session
+    from botocore.credentials import Credentials
+    from gpuradar.crawler.spiders.aws import AwsSpider
+
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: FIXED.replace(
+        tzinfo=None))
+    provider_server.route("POST", "/", lambda req: Reply(
+        body=fixture("aws/spot_history_us-west-2.xml"), content_type="text/xml"))
+    spider = spider_for(AwsSpider, provider_server, access_key_id="AKIACONTRACT",
+                        secret_access_key="contract-secret")
+    spider.settings.set("GPURADAR_ENDPOINTS", {"aws.ec2": provider_server.base + "/"})
+    spider.aws_credentials = Credentials(
+        "AKIACONTRACT", "contract-secret").get_frozen_credentials()
+    ours = spider.spot_history_request("us-west-2")
+    params = dict(parse_qsl(ours.body.decode()))
+
+    client = botocore.session.get_session().create_client(
+        "ec2", region_name="us-west-2", endpoint_url=provider_server.base,
+        aws_access_key_id="AKIACONTRACT", aws_secret_access_key="contract-secret")
+    types = [params[f"InstanceType.{i}"] for i in range(1, 1 + sum(
+        k.startswith("InstanceType.") for k in params))]
+    client.describe_spot_price_history(
+        ProductDescriptions=[params["ProductDescription.1"]],
+        StartTime=datetime.strptime(params["StartTime"], "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=UTC), MaxResults=int(params["MaxResults"]), InstanceTypes=types)
+    [sdk] = provider_server.requests
+    assert (ours.method, urlsplit(ours.url).path) == (sdk.method, sdk.path)
+    assert params == dict(parse_qsl(sdk.body.decode()))
+    assert signed_names(header(ours, "Authorization")) == signed_names(
+        sdk.headers["authorization"])
+    assert ours.body == sdk.body  # the same bytes: the same signature
+    assert header(ours, "Authorization") == sdk.headers["authorization"]
