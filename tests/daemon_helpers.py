@@ -202,7 +202,11 @@ class Daemon:
         return parse_metrics(self.metrics_text())
 
     def value(self, name: str, default: float | None = 0.0, **labels: str) -> float | None:
-        return self.metrics().get((name, frozenset(labels.items())), default)
+        """The sum of the series of `name` whose labels include `labels` (as PromQL's
+        `sum(name{labels})`), or `default` when there is none."""
+        wanted = set(labels.items())
+        found = [v for (n, have), v in self.metrics().items() if n == name and wanted <= have]
+        return sum(found) if found else default
 
     def healthz(self) -> tuple[int, dict[str, Any]]:
         status, body = self.get("/healthz")

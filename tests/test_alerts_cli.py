@@ -141,7 +141,7 @@ def test_rules_check_says_how_each_rule_was_read(tmp_path):
     assert result.exit_code == 0, result.output
     read = {r["name"]: r["read_as"] for r in json.loads(result.stdout)}
     assert read["8x-h100-under-25"] == "whole offer, exactly 8x H100, under $25.00/h"
-    assert read["h100-under-2"] == "per GPU-hour, H100, any GPU count, under $2/GPU-h"
+    assert read["h100-under-2"] == "per GPU-hour, H100, any GPU count, under $2.00/GPU-h"
     assert read["8x-a100-under-10-per-gpu"] == (
         "per GPU-hour, exactly 8x A100, under $10.00/GPU-h")
     table = runner.invoke(app, ["rules", "check", str(rules)], env={"GPURADAR_CONFIG": ""})

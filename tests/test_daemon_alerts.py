@@ -19,7 +19,7 @@ from tests.daemon_helpers import (
 )
 
 GOOD = "H100 under $100/h on vastai"
-BAD = "A100 under $100/h"
+BAD = "H100 under $90/h"  # matches the same offers; names no source
 
 
 def test_a_failing_rule_is_isolated_and_shown(tmp_path, sqlite_template):
@@ -50,7 +50,7 @@ def test_a_failing_rule_is_isolated_and_shown(tmp_path, sqlite_template):
             wait_for(lambda: hook.posts, 30, "the good rule's webhook", on_fail=d.tail)
             d.wait_metric("gpuradar_rule_evaluations_total", 3, result="ok", rule="")
             d.wait_metric("gpuradar_rule_evaluations_total", 2, result="error",
-                          rule="a100-under-100")
+                          rule="h100-under-90")
             assert hook.titles() == [f"{GOOD} (source: vastai)"]
             assert d.value("gpuradar_rule_evaluations_total", None, result="error",
                            rule="h100-under-100-on-vastai") is None
@@ -59,14 +59,14 @@ def test_a_failing_rule_is_isolated_and_shown(tmp_path, sqlite_template):
             status, health = d.healthz()
             assert status == 200
             assert health["status"] == "degraded"
-            assert health["failing_rules"] == ["a100-under-100"]
-            assert "rule 'a100-under-100' failed: UndefinedError" in d.logs()
+            assert health["failing_rules"] == ["h100-under-90"]
+            assert "rule 'h100-under-90' failed: UndefinedError" in d.logs()
             assert "Traceback" not in d.logs()
             listing = gpuradar("alerts", "--json", db_url=db_url)
             states = {a["name"]: a for a in json.loads(listing.stdout)["alerts"]}
             assert states["h100-under-100-on-vastai"]["state"] == "firing"
-            assert states["a100-under-100"]["state"] == "error"
-            assert "UndefinedError" in states["a100-under-100"]["best"]["error"]
+            assert states["h100-under-90"]["state"] == "error"
+            assert "UndefinedError" in states["h100-under-90"]["best"]["error"]
             table = gpuradar("alerts", db_url=db_url)
             assert table.returncode == 0 and "error" in table.stdout
             assert d.stop() == 0

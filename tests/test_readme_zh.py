@@ -94,7 +94,7 @@ def test_the_configuration_loads_with_its_targets_and_rules(tmp_path, monkeypatc
     rules = load_rules(cfg, targets)
     assert [r.text for r in rules] == ["4090 under ¥2/h on autodl",
                                        "910B under ¥15/h on huawei"]
-    assert {r.currency for r in rules} == {"CNY"}
+    assert {r.condition.currency for r in rules} == {"CNY"}
     for source, options in yaml.safe_load(config)["sources"].items():
         assert source in CHINA
         assert set(options) <= example_options(source), source
@@ -113,10 +113,10 @@ def test_the_credentials_are_the_ones_the_spiders_read():
 @pytest.mark.parametrize("rule", [line for block in blocks("text") for line in
                                   block.splitlines() if line.strip()])
 def test_every_rule_of_the_guide_parses_and_compares_in_cny(rule):
-    from gpuradar.alerts.rules import parse_rule
+    from gpuradar.alerts.grammar import parse_rule
 
     parsed = parse_rule(rule)
-    assert parsed.currency == "CNY" and parsed.gpus
+    assert parsed.condition.currency == "CNY" and parsed.condition.offers.gpus
 
 
 def test_every_link_points_to_a_file():

@@ -67,7 +67,7 @@ def test_the_issue_examples():
 @pytest.mark.parametrize(("text", "field", "value"), [
     ("H100 under $20/h per instance", "per_instance", True),
     ("H100 under 25 USD/instance-h", "per_instance", True),
-    ("H100 under $2/GPU-h", "per_instance", False),
+    ("H100 under $2.00/GPU-h", "per_instance", False),
     ("H100 under 2 CNY/h", "currency", "CNY"),
     ("H100 under 1.8 EUR/h", "currency", "EUR"),
     ("H100 under €1.8/h", "currency", "EUR"),
@@ -96,13 +96,15 @@ def test_grammar_variants(text, field, value):
 # -- the price basis ----------------------------------------------------------------------
 @pytest.mark.parametrize(("text", "basis", "counts", "reading"), [
     ("H100 under $2/h", "gpu", (None, None),
-     "per GPU-hour, H100, any GPU count, under $2/GPU-h"),
+     "per GPU-hour, H100, any GPU count, under $2.00/GPU-h"),
     ("8x H100 under $25/h", "offer", (8, 8), "whole offer, exactly 8x H100, under $25.00/h"),
     ("8+x H100 under $25/h", "offer", (8, None), "whole offer, at least 8x H100, under $25.00/h"),
     ("at least 8x H100 under $25/h", "offer", (8, None),
      "whole offer, at least 8x H100, under $25.00/h"),
-    ("8x H100 under $3/GPU-h", "gpu", (8, 8), "per GPU-hour, exactly 8x H100, under $3/GPU-h"),
-    ("8x H100 under $3/h per GPU", "gpu", (8, 8), "per GPU-hour, exactly 8x H100, under $3/GPU-h"),
+    ("8x H100 under $3/GPU-h", "gpu", (8, 8),
+     "per GPU-hour, exactly 8x H100, under $3.00/GPU-h"),
+    ("8x H100 under $3/h per GPU", "gpu", (8, 8),
+     "per GPU-hour, exactly 8x H100, under $3.00/GPU-h"),
     ("H100 under $20/h per instance", "offer", (None, None),
      "whole offer, H100, any GPU count, under $20.00/h"),
     ("H100 under 20 USD/instance-h", "offer", (None, None),
