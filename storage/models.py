@@ -92,6 +92,7 @@ class Crawl(SQLModel, table=True):
     unknown_gpus: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     error: str = Field(default="", max_length=4000)
     duration_s: float | None = None
+    owner: str | None = Field(default=None, max_length=200)  # host:pid:start (storage.owner)
 
 
 class FxRate(SQLModel, table=True):

@@ -162,7 +162,9 @@ def test_bad_config_is_a_clear_error(tmp_path):
     assert proc.returncode == 2 and "not valid YAML" in proc.stderr and str(cfg) in proc.stderr
     cfg.write_text("databse_url: sqlite:///x.db\n")
     proc = gpuradar("sources", config=cfg)
-    assert proc.returncode == 2 and "unknown key(s) databse_url" in proc.stderr
+    assert proc.returncode == 2
+    assert f"{cfg}:1: unknown key 'databse_url' at the top level — did you mean " \
+        "'database_url'?" in proc.stderr
 
 
 def test_unknown_source_and_bad_gpu_are_usage_errors(sqlite_url):

@@ -84,6 +84,7 @@ class HuaweiSpider(GpuRadarSpider):
     credentials = {"access_key": "HUAWEICLOUD_SDK_AK", "secret_key": "HUAWEICLOUD_SDK_SK"}
     requires_credentials = True
     default_interval = 3600
+    options = {"site": str, "regions": list[str], "projects": dict[str, str], "region": str}
     #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
     #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
     # fmt: off

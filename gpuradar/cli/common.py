@@ -1,7 +1,6 @@
-"""The `gpuradar` command line.
+"""The `gpuradar` command line: the Typer app, shared options, errors and configuration.
 
-Exit codes scripts can rely on: 0 success; 1 a crawl failed or a check found problems;
-2 bad usage, configuration or input; 3 the database cannot be used.
+Exit codes scripts can rely on are gpuradar.core.units.EXIT_CODES, listed in `--help`.
 """
 
 from __future__ import annotations
@@ -9,7 +8,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,6 +16,7 @@ from gpuradar import __version__
 from gpuradar.cli.output import Format, console, err_console
 from gpuradar.core.config import Config, ConfigError, load_config
 from gpuradar.core.units import (  # noqa: F401  (the commands import them from here)
+    EXIT_CODES,
     EXIT_DATABASE,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -25,9 +25,11 @@ from gpuradar.core.units import (  # noqa: F401  (the commands import them from 
 )
 
 RECORDINGS = Path(__file__).parent.parent / "recordings"
+EXIT_HELP = "Exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in
+                                       EXIT_CODES.items()) + "."
 
 app = typer.Typer(help="Track GPU cloud prices and availability; alert when rules match.",
-                  no_args_is_help=True, add_completion=False,
+                  epilog=EXIT_HELP, no_args_is_help=True, add_completion=False,
                   context_settings={"help_option_names": ["-h", "--help"]})
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -46,20 +48,46 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     return typer.Exit(code)
 
 
-def get_config(config: Path | None, database_url: str | None = None) -> Config:
+def get_config(config: Path | None, database_url: str | None = None, *,
+               check: bool = False, rules: bool = True) -> Config:
+    """The configuration, checked by the schema (every command). `check` also checks what
+    `gpuradar run` checks on top (targets, rules, alert settings, every source's schedule):
+    the commands that act on the configuration (crawl, sources, rules check) use it, so a
+    file `run` refuses is refused by them too; `rules=False` leaves the rules to the caller."""
+    if check:
+        return get_setup(config, database_url, rules=rules).cfg
     try:
         return load_config(config, database_url=database_url)
     except ConfigError as exc:
         raise fail(str(exc)) from None
 
 
-def get_engine(cfg: Config):
-    from gpuradar.storage.db import DatabaseError, open_database
+def get_setup(config: Path | None, database_url: str | None = None, *, rules: bool = True,
+              **options: Any):
+    """Everything `gpuradar run` loads from the configuration (gpuradar.scheduler.setup),
+    or a one-line error and exit 2."""
+    from gpuradar.alerts.rules import RuleError
+    from gpuradar.scheduler.setup import RunOptions, load_setup
 
     try:
-        return open_database(cfg.database_url)
+        return load_setup(RunOptions(config=config, database_url=database_url, **options),
+                          rules=rules)
+    except (ConfigError, RuleError) as exc:
+        raise fail(str(exc)) from None
+
+
+def get_engine(cfg: Config):
+    """The database, migrated; crawls a dead process left `running` are marked failed.
+    A database that cannot be used is one line naming the cause, exit 3."""
+    from gpuradar.storage.db import DatabaseError, open_database
+    from gpuradar.storage.owner import mark_dead_crawls
+
+    try:
+        engine = open_database(cfg.database_url)
+        mark_dead_crawls(engine)
     except DatabaseError as exc:
         raise fail(str(exc), EXIT_DATABASE) from None
+    return engine
 
 
 def pick_format(fmt: Format, as_json: bool, as_csv: bool) -> Format:

@@ -99,7 +99,7 @@ def crawl(
         raise fail("--record and --replay exclude each other")
     if replay and not replay.is_dir():
         raise fail(f"recording directory {replay} does not exist")
-    cfg = get_config(config, database_url)
+    cfg = get_config(config, database_url, check=True)  # refused here if `run` refuses it
     results = _crawl(cfg, sources or [], record, replay, verbose)
     _print_results(results, pick_format(fmt, as_json, as_csv))
     if any(r.status == "failed" for r in results):
