@@ -152,7 +152,12 @@ class Daemon:
         from gpuradar.alerts.rules import RuleError
         from gpuradar.scheduler.health import EndpointError, Health, make_app, serve
         from gpuradar.scheduler.metrics import Metrics
-        from gpuradar.storage.db import DatabaseError, open_database, redact_url
+        from gpuradar.storage.db import (
+            check_writable,
+            database_problem,
+            open_database,
+            redact_url,
+        )
         from gpuradar.storage.owner import mark_dead_crawls
         from gpuradar.storage.queries import consecutive_failures
 
@@ -168,9 +173,13 @@ class Daemon:
         url = self.loaded.cfg.database_url
         try:
             self.engine = open_database(url)
+            check_writable(self.engine)
             interrupted = mark_dead_crawls(self.engine, unowned=True)
-        except DatabaseError as exc:
-            raise StartupError(str(exc), EXIT_DATABASE) from None
+        except Exception as exc:
+            problem = database_problem(exc, url)
+            if problem is None:
+                raise
+            raise StartupError(problem, EXIT_DATABASE) from None
         if interrupted:
             log.warning("%d crawl(s) left running by a stopped process marked failed",
                         interrupted)

@@ -6,7 +6,7 @@ Exit codes scripts can rely on are defined in gpuradar.core.units and listed in 
 from __future__ import annotations
 
 from gpuradar.cli import alerts, crawl, db, demo, prices, recommend, run, sources
-from gpuradar.cli.common import app
+from gpuradar.cli.common import app, run_app
 
 # Each module adds its commands to `app` when imported (decorators) or in register(app).
 _MODULES = (crawl, sources, prices, db, demo, alerts, recommend, run)
@@ -16,4 +16,4 @@ for _module in _MODULES:
 
 
 def main() -> None:
-    app()
+    run_app()

@@ -6,6 +6,7 @@ Exit codes scripts can rely on are gpuradar.core.units.EXIT_CODES, listed in `--
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -76,18 +77,46 @@ def get_setup(config: Path | None, database_url: str | None = None, *, rules: bo
         raise fail(str(exc)) from None
 
 
-def get_engine(cfg: Config):
-    """The database, migrated; crawls a dead process left `running` are marked failed.
+def get_engine(cfg: Config, *, write: bool = False):
+    """The database, migrated; crawls a dead process left `running` are marked failed
+    (gpuradar.storage.owner). `write`: check now that this process can write (crawls).
     A database that cannot be used is one line naming the cause, exit 3."""
-    from gpuradar.storage.db import DatabaseError, open_database
+    from gpuradar.storage.db import check_writable, database_problem, open_database
     from gpuradar.storage.owner import mark_dead_crawls
 
     try:
         engine = open_database(cfg.database_url)
+        if write:
+            check_writable(engine)
         mark_dead_crawls(engine)
-    except DatabaseError as exc:
-        raise fail(str(exc), EXIT_DATABASE) from None
+    except Exception as exc:
+        problem = database_problem(exc, cfg.database_url)
+        if problem is None:
+            raise
+        raise fail(problem, EXIT_DATABASE) from None
     return engine
+
+
+def _interrupted(signum: int, frame: Any) -> None:
+    err_console.print("interrupted", highlight=False)
+    raise SystemExit(EXIT_INTERRUPTED)
+
+
+def run_app() -> None:
+    """The `gpuradar` command: Ctrl-C exits 130 without a traceback (commands that need to
+    clean up install their own handler), and a database that fails at any point is one
+    line naming the cause, exit 3."""
+    signal.signal(signal.SIGINT, _interrupted)
+    try:
+        app()
+    except Exception as exc:
+        from gpuradar.storage.db import database_problem
+
+        problem = database_problem(exc)
+        if problem is None:
+            raise
+        err_console.print(f"[red]error:[/red] {problem}", highlight=False)
+        raise SystemExit(EXIT_DATABASE) from None
 
 
 def pick_format(fmt: Format, as_json: bool, as_csv: bool) -> Format:
