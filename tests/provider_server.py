@@ -31,6 +31,7 @@ class Request:
     path: str
     query: dict[str, list[str]]
     body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
 
     def json(self):
         return json.loads(self.body or b"null")
@@ -50,7 +51,8 @@ class ProviderServer:
                 parts = urlsplit(self.path)
                 length = int(self.headers.get("Content-Length") or 0)
                 req = Request(self.command, parts.path, parse_qs(parts.query),
-                              self.rfile.read(length) if length else b"")
+                              self.rfile.read(length) if length else b"",
+                              dict(self.headers.items()))
                 server.requests.append(req)
                 handler = server.routes.get((self.command, parts.path))
                 reply = handler(req) if handler else Reply(404, b'{"error": "not found"}')

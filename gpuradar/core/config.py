@@ -489,7 +489,9 @@ def _allowed_keys(model: Any) -> list[str]:
 
 
 def _suggest(key: Any, allowed: list[str], what: str = "key") -> str:
-    close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+    text = str(key).lower()
+    close = [a for a in allowed if len(text) >= 3 and a.lower().startswith(text)] or \
+        difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
     if close:
         return f" — did you mean {close[0]!r}?"
     if allowed and len(allowed) <= 30:
