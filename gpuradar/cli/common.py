@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from gpuradar import __version__
 from gpuradar.cli.output import Format, console, err_console
@@ -45,7 +46,7 @@ CsvOpt = Annotated[bool, typer.Option("--csv", help="Same as --format csv.")]
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}", highlight=False)
+    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
     return typer.Exit(code)
 
 
@@ -115,7 +116,7 @@ def run_app() -> None:
         problem = database_problem(exc)
         if problem is None:
             raise
-        err_console.print(f"[red]error:[/red] {problem}", highlight=False)
+        err_console.print(f"[red]error:[/red] {escape(problem)}", highlight=False)
         raise SystemExit(EXIT_DATABASE) from None
 
 

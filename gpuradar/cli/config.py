@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from gpuradar.cli.common import EXIT_USAGE, ConfigOpt, DbOpt, JsonOpt
 from gpuradar.cli.output import Format as _Format
@@ -146,7 +147,7 @@ def config_check(
     except (ConfigError, RuleError) as exc:
         lines = _error_lines(exc)
         for line in lines:
-            err_console.print(f"[red]error:[/red] {line}", highlight=False)
+            err_console.print(f"[red]error:[/red] {escape(line)}", highlight=False)
         err_console.print(f"{len(lines)} problem{'s' if len(lines) != 1 else ''}: the "
                           "configuration is not valid", highlight=False)
         raise typer.Exit(EXIT_USAGE) from None

@@ -41,6 +41,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from gpuradar.core import units
+from gpuradar.core.logs import SECRET_NAMES  # option names whose values are secrets
 
 ENV_DATABASE_URL = "GPURADAR_DATABASE_URL"
 ENV_CONFIG = "GPURADAR_CONFIG"
@@ -54,8 +55,6 @@ ENV_KEYS: dict[str, tuple[str, ...]] = {
 SCRAPY_SETTINGS_MODULE = "gpuradar.crawler.settings"
 # The daemon's interval groups (`daemon.intervals.<kind>`); each spider names its `kind`.
 KINDS = ("marketplace", "lambda", "aws", "cloud", "fx")
-# Option names whose values are secrets (never echoed in an error).
-_SECRET_KEY = re.compile(r"(key|token|secret|password|passwd|credential|auth)", re.IGNORECASE)
 
 Key = tuple[str | int, ...]
 
@@ -509,7 +508,7 @@ _TYPE_WORDS = {"bool_type": "true or false", "int_type": "a whole number",
 def _shown(keys: Key, value: Any) -> str:
     """The offending value for an error; for a secret, only its type."""
     names = [k for k in keys if isinstance(k, str)]
-    if names and (_SECRET_KEY.search(names[-1]) or names[0] in ("targets", "database_url")):
+    if names and (SECRET_NAMES.search(names[-1]) or names[0] in ("targets", "database_url")):
         kind = ("a number" if isinstance(value, int | float) and not isinstance(value, bool)
                 else "a list" if isinstance(value, list) else "a mapping"
                 if isinstance(value, dict) else "text" if isinstance(value, str)
