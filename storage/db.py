@@ -74,9 +74,9 @@ def check_connection(engine: Engine) -> None:
         with engine.connect() as conn:
             conn.execute(text("SELECT 1"))
     except OperationalError as exc:
-        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        # the cause in a few words (unreachable, login refused, does not exist) + the driver's
         where = engine.url.render_as_string(hide_password=True)
-        raise DatabaseError(f"cannot connect to database {where}: {reason}") from None
+        raise DatabaseError(database_problem(exc, where) or str(exc)) from None
 
 
 # Why a database cannot be used, from the driver's message (SQLite, psycopg): the cause an

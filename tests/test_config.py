@@ -400,14 +400,33 @@ def test_postgres_gone_in_the_middle_of_a_crawl(tmp_path, provider_server, reque
     assert "does not exist" in line or "went away" in line
 
 
-def test_postgres_unreachable_is_one_line_exit_3(tmp_path):
+def test_postgres_unreachable_or_refusing_is_one_line_exit_3(tmp_path, pg_template):
+    from tests.conftest import PG_ADMIN, _pg_connect
+
     url = f"postgresql://u:sekretpw@127.0.0.1:{free_port()}/x"
     for command in (["prices"], ["crawl", "azure"], ["sources"]):
         proc = gpuradar(*command, db_url=url)
         assert proc.returncode == 3, proc.stderr
         line = one_line(proc.stderr)
-        assert "cannot connect" in line or "cannot be reached" in line
+        assert line.startswith("error: database postgresql") and " cannot be reached: " in line
+        assert "u:***@127.0.0.1" in line and "Connection refused" in line
         assert "sekretpw" not in proc.stderr
+    # a login the server refuses (the test server trusts passwords; a NOLOGIN role it refuses)
+    with _pg_connect() as conn:
+        conn.execute("DROP ROLE IF EXISTS gpuradar_nologin")
+        conn.execute("CREATE ROLE gpuradar_nologin NOLOGIN")
+    try:
+        base = PG_ADMIN.rsplit("/", 1)[0].replace("postgres@", "gpuradar_nologin:pw123456@")
+        proc = gpuradar("prices", db_url=f"{base}/{pg_template}")
+        assert proc.returncode == 3
+        line = one_line(proc.stderr)
+        assert " refused the login: " in line and "not permitted to log in" in line
+        assert "pw123456" not in line
+        proc = gpuradar("prices", db_url=PG_ADMIN.rsplit("/", 1)[0] + "/no_such_database_x")
+        assert proc.returncode == 3 and " does not exist: " in one_line(proc.stderr)
+    finally:
+        with _pg_connect() as conn:
+            conn.execute("DROP ROLE IF EXISTS gpuradar_nologin")
 
 
 # -- Ctrl-C, partial crawls, crawls left running ------------------------------------------------

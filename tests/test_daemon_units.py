@@ -253,7 +253,7 @@ def test_metrics_port_in_use_is_a_clear_error():
     ({"sources": {"vastia": {"interval": 60}}}, 2,
      "unknown source 'vastia' in sources — did you mean 'vastai'?"),
     ({"sources": {"vastai": {"interval": "soon"}}}, 2, "sources.vastai.interval"),
-    ({"database_url": "postgresql://u:sekretpw@127.0.0.1:{port}/x"}, 3, "cannot connect"),
+    ({"database_url": "postgresql://u:sekretpw@127.0.0.1:{port}/x"}, 3, "cannot be reached"),
     ({"metrics": {"port": "{busy}"}}, 2, "cannot listen on 127.0.0.1:{busy}"),
 ])
 def test_startup_errors_are_clear(tmp_path, sqlite_url, config, code, message):
