@@ -132,8 +132,10 @@ def config_check(
                                                 "config.yaml).")] = None,
     config: ConfigOpt = None, database_url: DbOpt = None, as_json: JsonOpt = False,
 ) -> None:
-    """Check the configuration exactly as `gpuradar run` would (every problem, with file,
-    line and key) and show what is in force; exit 0 when it is good, 2 when not."""
+    """Check the configuration as `gpuradar run` would; show what is in force.
+
+    Every problem is listed with its file, line and key (exit 2); a good configuration
+    shows its sources with their intervals and credentials, targets, rules (exit 0)."""
     from gpuradar.alerts.rules import RuleError
     from gpuradar.scheduler.setup import RunOptions, load_setup
 
