@@ -134,11 +134,12 @@ def _expand_env(value: str, target: str, where: str) -> str:
     return _ENV.sub(sub, value)
 
 
-def parse_targets(raw: Any, where: str = "config") -> Targets:
+def parse_targets(raw: Any, where: str = "config", *, expand: bool = True) -> Targets:
     """`targets:` mapping -> Targets; every URL parsed by apprise now, not at send time.
 
     A target is an apprise URL, a list of them, or `{url: ..., tags: [...]}`; `${VAR}`
-    in a URL is replaced from the environment (keep secrets out of the file)."""
+    in a URL is replaced from the environment (keep secrets out of the file) unless
+    `expand` is false (a loaded configuration file is expanded already)."""
     if raw is None:
         return Targets()
     if not isinstance(raw, dict):
@@ -168,7 +169,7 @@ def parse_targets(raw: Any, where: str = "config") -> Targets:
             raise ConfigError(f"{where}: target {name!r} has no URL")
         checked = []
         for url in urls:
-            url = _expand_env(url.strip(), name, where)
+            url = _expand_env(url.strip(), name, where) if expand else url.strip()
             try:
                 plugin = _plugin(url)
             except Exception:  # noqa: BLE001
@@ -187,7 +188,12 @@ def load_targets(cfg: Config) -> Targets:
 
     Carries the delivery settings of the `alerts:` section (max_attempts, retry_backoff,
     send_timeout) for deliver_pending."""
-    targets = parse_targets(cfg.targets, str(cfg.path) if cfg.path else "config")
+    checked: dict[str, Target] = {}
+    for name, spec in (cfg.targets or {}).items():
+        # one at a time, so that an error names the target's own line
+        checked.update(parse_targets({name: spec}, cfg.where("targets", name),
+                                     expand=cfg.marks is None))
+    targets = Targets(checked)
     delivery = {}
     for key in ("max_attempts", "retry_backoff", "send_timeout"):
         value = (cfg.alerts or {}).get(key)
@@ -196,12 +202,25 @@ def load_targets(cfg: Config) -> Targets:
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"alerts: {key} must be a number, not {value!r}") from None
+            raise cfg.error(("alerts", key), f"must be a number, not {value!r}") from None
         if number <= 0:
-            raise ConfigError(f"alerts: {key} must be positive")
+            raise cfg.error(("alerts", key), "must be positive")
         delivery[key] = number
     targets.delivery = delivery
     return targets
+
+
+def load_settings(cfg: Config):
+    """The `alerts:` section as AlertSettings; a bad value is a ConfigError naming its file,
+    line and key (each key is read on its own to know which one is wrong)."""
+
+    for key, value in (cfg.alerts or {}).items():
+        try:
+            parse_settings({key: value})
+        except ConfigError as exc:
+            message = str(exc).removeprefix("alerts: ")
+            raise cfg.error(("alerts", str(key)), message) from None
+    return parse_settings(cfg.alerts)
 
 
 # -- rules -------------------------------------------------------------------------------
@@ -283,8 +302,7 @@ def parse_rules(entries: list[tuple[str, Any]],
 
 def rule_entries(cfg: Config) -> list[tuple[str, Any]]:
     """(where, entry) for every rule in the config and its rules_file."""
-    where = str(cfg.path) if cfg.path else "config"
-    entries = [(f"{where}: rules[{i + 1}]", e) for i, e in enumerate(cfg.rules)]
+    entries = [(f"{cfg.where('rules', i)}: rules[{i + 1}]", e) for i, e in enumerate(cfg.rules)]
     if cfg.rules_file:
         entries += [(f"{cfg.rules_file}: rule {i + 1}", e)
                     for i, e in enumerate(read_rules_file(cfg.rules_file))]
@@ -308,7 +326,7 @@ def load_rules(cfg: Config, targets: Targets | None = None) -> list[Rule]:
     """Every rule of the config (`rules:` and `rules_file`), targets resolved.
 
     Raises RuleError (listing every bad rule) or ConfigError (a bad target)."""
-    parse_settings(cfg.alerts)  # a bad `alerts:` section is refused at load, not per evaluation
+    load_settings(cfg)  # a bad `alerts:` section is refused at load, not per evaluation
     if targets is None:
         targets = load_targets(cfg)
     rules, errors = parse_rules(rule_entries(cfg), targets)

@@ -311,7 +311,16 @@ class RecordReplayMiddleware:
             log.error("%s: no recorded response for %s %s in %s", spider.name, request.method,
                       request.url, rec.dir, extra={"spider": spider})
             raise IgnoreRequest(f"not in recording: {request.method} {request.url}")
-        body = rec.body(entry)
+        # A recording is data from elsewhere: an entry may only name a file inside it
+        # ('../../x', an absolute path or a symlink out of it is refused, never read).
+        inside = rec.dir.resolve()
+        path = (rec.dir / str(entry.get("file") or "")).resolve()
+        if not path.is_relative_to(inside) or path == inside:
+            log.error("%s: recording entry %r in %s resolves outside the recording; not "
+                      "read", spider.name, entry.get("file"), rec.index_path,
+                      extra={"spider": spider})
+            raise IgnoreRequest(f"recording entry {entry.get('file')!r} is outside {inside}")
+        body = path.read_bytes()
         headers = {"Content-Type": entry.get("content_type") or "application/octet-stream"}
         cls = responsetypes.from_args(headers=headers, url=request.url, body=body)
         return cls(url=request.url, status=entry["status"], headers=headers, body=body,

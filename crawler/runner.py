@@ -4,6 +4,8 @@ one-shot crawl of several sources at once in one Scrapy process."""
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -12,6 +14,8 @@ from gpuradar.storage.ingest import CrawlSummary
 from scrapy import signals
 from scrapy.settings import Settings
 from scrapy.spiderloader import get_spider_loader
+
+from gpuradar.core.units import EXIT_INTERRUPTED
 
 log = logging.getLogger(__name__)
 
@@ -60,18 +64,89 @@ class CrawlResult(CrawlSummary):
         summary = getattr(crawler, "gpuradar_summary", None)
         stats = crawler.stats.get_stats() if crawler.stats else {}
         if summary is None:  # the crawl never reached storage (failed to open)
-            return cls(crawl_id=None, source=source, status="failed",
-                       error=str(stats.get("finish_reason", "crawl did not start")))
+            stats = _stats(crawler)
+            error = getattr(crawler, "gpuradar_start_error", None) or (
+                "crawl did not start" if "finish_reason" not in stats
+                else f"crawl not recorded (finished: {stats['finish_reason']})")
+            return cls(crawl_id=stats.get("gpuradar/crawl_id"), source=source, status="failed",
+                       error=error)
         result = cls(**vars(summary))
         if result.status == "failed" and (unreachable := unreachable_summary(stats)):
             result.error = unreachable  # one line, not one per dropped request
         return result
 
 
+class CrawlStopped(Exception):
+    """The crawls did not all run to their end; `results` has every source's outcome."""
+
+    def __init__(self, message: str, results: list[CrawlResult]) -> None:
+        super().__init__(message)
+        self.results = results
+
+
+class CrawlInterrupted(CrawlStopped):
+    """Ctrl-C: the running crawls were recorded failed (interrupted) and stopped."""
+
+
+class DatabaseUnusable(CrawlStopped):
+    """The database failed during the crawls (read-only, locked, gone): the message names the
+    cause in one line; the crawls were stopped (each closed nothing)."""
+
+
+class _DatabaseGuard(logging.Filter):
+    """Sees every log record the crawls write; the first database error stops them all.
+    Its records (90 lines of traceback per failed write) are not shown without -v: the
+    command says the cause in one line instead."""
+
+    def __init__(self, url: str, on_error: Callable[[str], None], quiet: bool) -> None:
+        super().__init__()
+        self.url, self.on_error, self.quiet = url, on_error, quiet
+        self.problem: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from gpuradar.storage.db import database_problem
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is None:
+            return True
+        problem = database_problem(exc, self.url)
+        if problem is None:
+            return True
+        if self.problem is None:
+            self.problem = problem
+            self.on_error(problem)
+        return not self.quiet
+
+
+# Where an exception raised in a crawl is logged: signal handlers (the pipelines' open and
+# close), item processing, the engine, the pipelines themselves, Twisted's unhandled errors.
+_ERROR_LOGGERS = ("scrapy.utils.signal", "scrapy.core.scraper", "scrapy.core.engine",
+                  "scrapy.crawler", "gpuradar.crawler.pipelines", "twisted")
+
+
+def _stats(crawler: Any) -> dict[str, Any]:
+    """The crawl's stats; none for a crawl that never started."""
+    try:
+        return crawler.stats.get_stats() if crawler.stats is not None else {}
+    except RuntimeError:  # Scrapy: "stats is not set yet"
+        return {}
+
+
+def _crawl_ids(crawlers: dict[str, Any]) -> list[int]:
+    """The crawl records of the crawls that have not finished."""
+    return [_stats(c)["gpuradar/crawl_id"] for c in crawlers.values()
+            if "gpuradar/crawl_id" in _stats(c) and getattr(c, "gpuradar_summary", None) is None]
+
+
 def run_once(sources: list[str], settings: Settings,
-             on_item: Callable[[str], None] | None = None) -> list[CrawlResult]:
+             on_item: Callable[[str], None] | None = None,
+             on_interrupt: Callable[[], None] | None = None) -> list[CrawlResult]:
     """Crawl `sources` and wait for all of them: `fx` first (so the others convert with
     today's rates), then the rest concurrently. Starts and stops a reactor: once per process.
+
+    Ctrl-C calls `on_interrupt` at once (to say "stopping"), records the running crawls
+    failed (interrupted) and raises CrawlInterrupted; a second Ctrl-C exits at once. A
+    database that fails during the crawls stops them and raises DatabaseUnusable.
     """
     from scrapy.crawler import CrawlerProcess
     from scrapy.utils.reactor import install_reactor
@@ -79,6 +154,7 @@ def run_once(sources: list[str], settings: Settings,
     install_reactor(settings["TWISTED_REACTOR"])  # before anything imports the reactor
     from twisted.internet import defer, reactor
 
+    url = settings.get("GPURADAR_DATABASE_URL") or ""
     process = CrawlerProcess(settings)
     crawlers = {}
     handlers = []
@@ -91,6 +167,39 @@ def run_once(sources: list[str], settings: Settings,
             crawler.signals.connect(counted, signal=signals.item_scraped)
         crawlers[name] = crawler
     groups = [[n for n in sources if n == "fx"], [n for n in sources if n != "fx"]]
+    stopped: dict[str, str] = {}
+
+    def stop_reactor() -> None:
+        if reactor.running:
+            reactor.stop()
+
+    def stop_at_once() -> None:
+        # Not reactor.stop(): its shutdown triggers close every spider gracefully, which
+        # waits for the requests in flight and then records the crawls over our record.
+        if reactor.running:
+            reactor.crash()
+
+    def database_failed(problem: str) -> None:
+        stopped.setdefault("database", problem)
+        reactor.callFromThread(stop_at_once)  # the crawls stop; each closed nothing
+
+    def interrupted_now() -> None:
+        from gpuradar.storage.db import get_engine
+        from gpuradar.storage.owner import mark_interrupted
+
+        try:
+            mark_interrupted(get_engine(url), _crawl_ids(crawlers), "Ctrl-C")
+        except Exception:  # noqa: BLE001 - the next command marks them (process gone)
+            log.debug("could not record the interrupted crawls", exc_info=True)
+        stop_at_once()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if "interrupt" in stopped:
+            os._exit(EXIT_INTERRUPTED)  # a second Ctrl-C: stop without waiting
+        stopped["interrupt"] = "interrupted"
+        if on_interrupt is not None:
+            on_interrupt()
+        reactor.callFromThread(interrupted_now)
 
     @defer.inlineCallbacks
     def crawl_all():
@@ -99,13 +208,45 @@ def run_once(sources: list[str], settings: Settings,
                 if group:
                     results = yield defer.DeferredList(
                         [process.crawl(crawlers[n]) for n in group], consumeErrors=True)
-                    for ok, failure in results:
+                    for n, (ok, failure) in zip(group, results, strict=True):
                         if not ok:
-                            log.error("crawl failed: %s", failure.getTraceback())
+                            _not_started(crawlers[n], failure.value)
+                            log.debug("crawl of %s failed", n, exc_info=failure.value)
         finally:
-            if reactor.running:
-                reactor.callLater(0, reactor.stop)
+            reactor.callLater(0, stop_reactor)
 
-    reactor.callWhenRunning(crawl_all)
-    process.start(stop_after_crawl=False)
-    return [CrawlResult.from_crawler(name, c) for name, c in crawlers.items()]
+    quiet = settings.get("LOG_LEVEL", "DEBUG") not in ("DEBUG", "INFO")
+    guard = _DatabaseGuard(url, database_failed, quiet)
+    # Scrapy replaces its root handler when a crawl starts: filter where records are made
+    loggers = [logging.getLogger(name) for name in _ERROR_LOGGERS]
+    for logger in loggers:
+        logger.addFilter(guard)
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        reactor.callWhenRunning(crawl_all)
+        process.start(stop_after_crawl=False, install_signal_handlers=False)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        for logger in loggers:
+            logger.removeFilter(guard)
+    if stopped:  # crashed, not stopped: end the reactor's threads, or the exit waits
+        pool = getattr(reactor, "threadpool", None)
+        if pool is not None:
+            pool.stop()
+    results = [CrawlResult.from_crawler(name, c) for name, c in crawlers.items()]
+    if "interrupt" in stopped:
+        for r in results:
+            if r.status == "failed":
+                r.error = ("interrupted (Ctrl-C)" if r.crawl_id is not None
+                           else "not started (interrupted)")
+        raise CrawlInterrupted("interrupted", results)
+    if "database" in stopped:
+        raise DatabaseUnusable(stopped["database"], results)
+    return results
+
+
+def _not_started(crawler: Any, exc: BaseException) -> None:
+    """A crawl that failed to start (a component or a setting Scrapy cannot use): one line
+    in its result instead of a traceback."""
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    crawler.gpuradar_start_error = f"crawl did not start: {type(exc).__name__}: {message}"

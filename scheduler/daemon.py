@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import threading
 import time
@@ -30,19 +29,20 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gpuradar.scheduler.jobs import (
-    DaemonOptions,
-    MetricsOptions,
     SourcePlan,
     backoff_delay,
-    daemon_options,
     first_run,
     human,
-    metrics_options,
-    plan_source,
+)
+from gpuradar.scheduler.setup import (  # noqa: F401  (RunOptions: the command line's)
+    Loaded,
+    RunOptions,
+    crawl_settings,
+    load_setup,
 )
 
-from gpuradar.core.config import Config, ConfigError, load_config, scrapy_settings
-from gpuradar.core.logs import REDACT, config_secrets
+from gpuradar.core.config import ConfigError
+from gpuradar.core.logs import REDACT
 from gpuradar.core.units import EXIT_DATABASE, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 log = logging.getLogger("gpuradar.daemon")
@@ -63,36 +63,6 @@ class StartupError(Exception):
     def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.code = code
-
-
-@dataclass
-class RunOptions:
-    """The command line of `gpuradar run`."""
-
-    config: Path | None = None
-    database_url: str | None = None
-    replay: Path | None = None
-    log_format: str = "text"
-    log_level: str = "INFO"
-    metrics_address: str | None = None
-    metrics_port: int | None = None
-    interval: float | None = None
-
-
-@dataclass
-class Loaded:
-    """Everything derived from one configuration; swapped as a whole on reload."""
-
-    cfg: Config
-    opts: DaemonOptions
-    metrics: MetricsOptions
-    rules: list[Any]
-    targets: Any
-    settings: Any
-    classes: dict[str, type]
-    plans: dict[str, SourcePlan]
-    skipped: dict[str, str]
-    secrets: set[str]
 
 
 @dataclass
@@ -127,12 +97,6 @@ def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future
 
     threading.Thread(target=work, daemon=True, name=getattr(fn, "__name__", "work")).start()
     return fut
-
-
-def credential_env_values(classes: dict[str, type]) -> list[str]:
-    """Values of the credential environment variables the spiders read (to mask them)."""
-    return [os.environ[env] for cls in classes.values()
-            for env in getattr(cls, "credentials", {}).values() if os.environ.get(env)]
 
 
 def _files_stamp(paths: list[Path | None]) -> tuple:
@@ -174,65 +138,14 @@ class Daemon:
 
     # -- configuration --------------------------------------------------------------------
     def load(self, previous: Loaded | None = None) -> Loaded:
-        """Read and check the whole configuration; raises ConfigError/RuleError and changes
-        nothing, so a reload can reject a broken file and keep the running one."""
-        from gpuradar.alerts.loader import load_rules, load_targets
-        from gpuradar.crawler.runner import spider_classes
-
-        o = self.options
-        cfg = load_config(o.config, database_url=o.database_url)
-        if previous is not None and cfg.database_url != previous.cfg.database_url:
-            log.warning("database_url changed; the daemon keeps using the old database "
-                        "until it is restarted")
-            cfg.database_url = previous.cfg.database_url
-        opts = daemon_options(cfg)
-        mopts = metrics_options(cfg, o.metrics_address, o.metrics_port)
-        if previous is not None and mopts != previous.metrics:
-            log.warning("metrics settings changed; they take effect after a restart")
-            mopts = previous.metrics
-        targets = load_targets(cfg)
-        rules = load_rules(cfg, targets)
-        overrides: dict[str, Any] = {"LOG_LEVEL": "DEBUG" if o.log_level.upper() == "DEBUG"
-                                     else "INFO"}
-        if o.replay:
-            cfg.endpoints = {}
-            # a recording answers at once: no politeness delay needed
-            overrides |= {"GPURADAR_REPLAY_DIR": str(o.replay), "DOWNLOAD_DELAY": 0,
-                          "AUTOTHROTTLE_ENABLED": False}
-        # Crawls overlap here: their outcome must come from their own errors only, which
-        # is what the StoragePipeline counts (not Scrapy's process-wide log_count).
-        settings = scrapy_settings(cfg, **overrides)
-        classes = spider_classes(settings)
-        default_timeout = settings.getfloat("CLOSESPIDER_TIMEOUT") or 900.0
-        plans: dict[str, SourcePlan] = {}
-        skipped: dict[str, str] = {}
-        for name, cls in classes.items():
-            enabled, why = cls.status(settings)
-            if not enabled:
-                skipped[name] = why
-                continue
-            if o.replay and not (o.replay / name / "index.json").exists():
-                skipped[name] = f"no recording in {o.replay}"
-                continue
-            plans[name] = plan_source(cfg, name, cls.default_interval, opts, o.interval,
-                                      default_timeout)
-        unknown = sorted(set(cfg.sources) - set(classes))
-        if unknown:
-            raise ConfigError(f"{cfg.path or '<defaults>'}: sources: unknown source(s) "
-                              f"{', '.join(unknown)}; known: {', '.join(classes)}")
-        secrets = config_secrets(cfg, credential_env_values(classes))
-        return Loaded(cfg, opts, mopts, rules, targets, settings, classes, plans, skipped,
-                      secrets)
+        """Read and check the whole configuration (gpuradar.scheduler.setup); raises
+        ConfigError/RuleError and changes nothing, so a reload can reject a broken file and
+        keep the running one."""
+        return load_setup(self.options, previous)
 
     def crawl_settings(self, plan: SourcePlan) -> Any:
-        """Settings of one crawl: the source's timeout closes a hung crawl. Scrapy waits for
-        requests in flight when it closes a spider, so the download timeout is bounded too:
-        a hung crawl ends at most 1.5 x its timeout after it started."""
-        s = self.loaded.settings.copy()
-        s.set("CLOSESPIDER_TIMEOUT", plan.timeout, priority="cmdline")
-        s.set("DOWNLOAD_TIMEOUT", min(s.getfloat("DOWNLOAD_TIMEOUT") or 180.0,
-                                      max(1.0, plan.timeout / 2)), priority="cmdline")
-        return s
+        """Settings of one crawl (the source's timeout closes a hung crawl)."""
+        return crawl_settings(self.loaded, plan)
 
     # -- start --------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -241,8 +154,14 @@ class Daemon:
         from gpuradar.scheduler.health import EndpointError, Health, make_app, serve
         from gpuradar.scheduler.leadership import InstanceLocked, Leadership
         from gpuradar.scheduler.metrics import Metrics
-        from gpuradar.storage.db import DatabaseError, open_database, redact_url
-        from gpuradar.storage.queries import consecutive_failures, mark_interrupted_crawls
+        from gpuradar.storage.db import (
+            check_writable,
+            database_problem,
+            open_database,
+            redact_url,
+        )
+        from gpuradar.storage.owner import mark_dead_crawls
+        from gpuradar.storage.queries import consecutive_failures
 
         try:
             self.loaded = self.load()
@@ -256,14 +175,19 @@ class Daemon:
         url = self.loaded.cfg.database_url
         try:
             self.engine = open_database(url)
+            check_writable(self.engine)
             self.leadership = Leadership(self.engine, self.loaded.opts)
             self.leadership.claim()  # SQLite: one daemon per file
-            # PostgreSQL: the leader marks them when it takes over (leadership.py)
-            interrupted = mark_interrupted_crawls(self.engine) if self.leadership.single else 0
-        except DatabaseError as exc:
-            raise StartupError(str(exc), EXIT_DATABASE) from None
+            # PostgreSQL: the leader marks its predecessor's crawls when it takes over
+            interrupted = (mark_dead_crawls(self.engine, unowned=True)
+                           if self.leadership.single else 0)
         except InstanceLocked as exc:
             raise StartupError(str(exc)) from None
+        except Exception as exc:
+            problem = database_problem(exc, url)
+            if problem is None:
+                raise
+            raise StartupError(problem, EXIT_DATABASE) from None
         if interrupted:
             log.warning("%d crawl(s) left running by a stopped process marked failed",
                         interrupted)

@@ -74,9 +74,67 @@ def check_connection(engine: Engine) -> None:
         with engine.connect() as conn:
             conn.execute(text("SELECT 1"))
     except OperationalError as exc:
-        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        # the cause in a few words (unreachable, login refused, does not exist) + the driver's
         where = engine.url.render_as_string(hide_password=True)
-        raise DatabaseError(f"cannot connect to database {where}: {reason}") from None
+        raise DatabaseError(database_problem(exc, where) or str(exc)) from None
+
+
+# Why a database cannot be used, from the driver's message (SQLite, psycopg): the cause an
+# operator can act on, in a few words.
+_CAUSES = (
+    (("readonly database", "read-only", "read only"), "is read-only"),
+    (("database is locked", "database table is locked"),
+     "is locked by another process (SQLite lets one process write at a time)"),
+    (("unable to open database file",), "cannot be opened (missing directory or permissions)"),
+    (("password authentication failed", "authentication failed", "no pg_hba.conf entry",
+      "role \""), "refused the login"),
+    (("permission denied",), "refused the operation"),
+    (("does not exist",), "does not exist"),
+    (("connection refused", "could not connect", "connection failed", "timeout expired",
+      "could not translate host name", "name or service not known", "no route to host",
+      "network is unreachable"), "cannot be reached"),
+    (("server closed the connection", "terminating connection", "connection is closed",
+      "connection already closed", "ssl connection has been closed", "consuming input failed",
+      "the connection is lost", "server conn crashed", "connection reset"),
+     "went away (the connection was lost)"),
+    (("database or disk is full", "no space left"), "is out of disk space"),
+)
+
+
+def database_problem(exc: BaseException, url: str | None = None) -> str | None:
+    """One line saying why the database cannot be used, or None when `exc` is not a
+    database error: '<url> is read-only (attempt to write a readonly database)'."""
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+    if isinstance(exc, DatabaseError):
+        return str(exc).splitlines()[0] if str(exc) else "database error"
+    if not isinstance(exc, SQLAlchemyError) and type(exc).__module__.split(".")[0] not in (
+            "sqlite3", "psycopg", "psycopg2"):
+        return None
+    orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    detail = " ".join(str(orig).split())[:300] or type(orig).__name__
+    where = f"database {redact_url(url)}" if url else "the database"
+    lowered = detail.lower()
+    for needles, cause in _CAUSES:
+        if any(n in lowered for n in needles):
+            return f"{where} {cause}: {detail}"
+    return f"{where} cannot be used: {detail}"
+
+
+def check_writable(engine: Engine) -> None:
+    """Fail now, with the cause, when this process cannot write (read-only file, another
+    writer holding SQLite's lock past busy_timeout) rather than in the middle of a crawl."""
+    if engine.dialect.name != "sqlite":
+        return  # PostgreSQL: the connection check is the test; permissions are per table
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # a write SQLite must really do (BEGIN alone passes on a read-only file)
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = version_num")
+            conn.exec_driver_sql("ROLLBACK")
+    except OperationalError as exc:
+        raise DatabaseError(database_problem(exc, engine.url.render_as_string(
+            hide_password=True)) or str(exc)) from None
 
 
 def alembic_config(engine: Engine) -> Config:

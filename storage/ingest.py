@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpuradar.storage.models import Crawl, Offer, PriceChange
+from gpuradar.storage.owner import process_owner
 from sqlalchemy import Engine, bindparam, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -146,6 +147,7 @@ class CrawlWriter:
                                   .where(CRAWL.c.source == source)).scalar()
             self.crawl_id: int = conn.execute(
                 insert(CRAWL).values(source=source, started_at=self.started_at, status="running",
+                                     owner=process_owner(),
                                      items=0, new_offers=0, changed=0, closed=0, dropped={},
                                      unknown_gpus=[], error="", uncatalogued={}, held=0)
                 .returning(CRAWL.c.id)

@@ -104,6 +104,7 @@ class Crawl(SQLModel, table=True):
     # fewer offers than the last successful crawl (the shrink guard; migration 0004).
     held: int = Field(default=0, sa_column=Column(Integer, nullable=False,
                                                   server_default=text("0")))
+    owner: str | None = Field(default=None, max_length=200)  # host:pid:start (storage.owner)
 
 
 class FxRate(SQLModel, table=True):

@@ -112,11 +112,15 @@ def standard_routes() -> dict[str, tuple[str, str, Handler]]:
 
 
 def serve_standard(server: ProviderServer, only: list[str] | None = None) -> dict[str, str]:
-    """Install the fixture routes; return the GPURADAR_ENDPOINTS overrides pointing here."""
+    """Install the fixture routes; return the GPURADAR_ENDPOINTS overrides pointing here
+    (for the routes named after a real endpoint; the others only serve)."""
+    from gpuradar.core.config import known_endpoints
+
     endpoints = {}
     for key, (method, path, handler) in standard_routes().items():
         if only and key.split(".")[0] not in only:
             continue
         server.route(method, path, handler)
-        endpoints[key] = server.base + path
+        if key in known_endpoints():
+            endpoints[key] = server.base + path
     return endpoints

@@ -75,7 +75,7 @@ def test_timeout_defaults_to_scrapy_closespider_timeout():
 def test_bad_daemon_and_metrics_sections():
     with pytest.raises(ConfigError, match="unknown key.*grace"):
         daemon_options(cfg(daemon={"grace": 3}))
-    with pytest.raises(ConfigError, match="intervals: unknown kind"):
+    with pytest.raises(ConfigError, match="unknown kind 'gpu' in daemon.intervals"):
         daemon_options(cfg(daemon={"intervals": {"gpu": 3}}))
     with pytest.raises(ConfigError, match="sources.vastai.interval"):
         c = cfg(sources={"vastai": {"interval": 0}})
@@ -249,10 +249,11 @@ def test_metrics_port_in_use_is_a_clear_error():
 
 @pytest.mark.parametrize("config, code, message", [
     ({"rules": ["H10O under $2/h"]}, 2, "did you mean H100"),
-    ({"daemon": {"grace": 3}}, 2, "daemon: unknown key(s) grace"),
-    ({"sources": {"vastia": {"interval": 60}}}, 2, "unknown source(s) vastia"),
+    ({"daemon": {"grace": 3}}, 2, "unknown key 'grace' in daemon"),
+    ({"sources": {"vastia": {"interval": 60}}}, 2,
+     "unknown source 'vastia' in sources — did you mean 'vastai'?"),
     ({"sources": {"vastai": {"interval": "soon"}}}, 2, "sources.vastai.interval"),
-    ({"database_url": "postgresql://u:sekretpw@127.0.0.1:{port}/x"}, 3, "cannot connect"),
+    ({"database_url": "postgresql://u:sekretpw@127.0.0.1:{port}/x"}, 3, "cannot be reached"),
     ({"metrics": {"port": "{busy}"}}, 2, "cannot listen on 127.0.0.1:{busy}"),
 ])
 def test_startup_errors_are_clear(tmp_path, sqlite_url, config, code, message):

@@ -333,7 +333,7 @@ rules:
     with pytest.raises(RuleError) as info:
         load_rules(cfg)
     text = str(info.value)
-    assert f"{tmp_path / 'config.yaml'}: rules[1]: unknown GPU 'H10O'; did you mean H100?" in text
+    assert f"{tmp_path / 'config.yaml'}:4: rules[1]: unknown GPU 'H10O'; did you mean H100?" in text
     assert "rules[3]: notify: 'nobody' is neither a target nor a tag (targets: team)" in text
 
 

@@ -110,6 +110,8 @@ class AlibabaSpider(GpuRadarSpider):
     credentials = {"access_key_id": "ALIBABA_CLOUD_ACCESS_KEY_ID",
                    "access_key_secret": "ALIBABA_CLOUD_ACCESS_KEY_SECRET"}
     default_interval = 3600
+    options = {"site": str, "version": str, "discover_with_browser": bool, "home_region": str,
+               "regions": list[str]}
     #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
     #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
     # fmt: off

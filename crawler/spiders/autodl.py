@@ -48,6 +48,9 @@ class AutodlSpider(GpuRadarSpider):
     credentials = {"web_token": "AUTODL_WEB_TOKEN", "dev_token": "AUTODL_DEV_TOKEN"}
     requires_credentials = True
     default_interval = 300
+    options = {"regions": list[str], "gpu_names": list[str], "min_idle_gpus": int,
+               "page_size": int, "data_centers": list[str], "prices": dict[str, float],
+               "data_center": str}
     kind = "marketplace"
     has_mainland_regions = True
 

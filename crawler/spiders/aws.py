@@ -218,6 +218,9 @@ class AwsSpider(GpuRadarSpider):
         "ec2": "https://ec2.{region}.amazonaws.com/",
     }
     default_interval = 900
+    options = {"regions": str | list[str], "spot_history": bool, "profile": str,
+               "home_region": str, "access_key_id": str, "secret_access_key": str,
+               "session_token": str}
     #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
     #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
     # fmt: off

@@ -168,6 +168,7 @@ class AzureSpider(GpuRadarSpider):
     name = "azure"
     endpoints = {"prices": "https://prices.azure.com/api/retail/prices"}
     default_interval = 3600
+    options = {"currency": str}
     #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
     #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
     # fmt: off

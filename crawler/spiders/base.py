@@ -62,6 +62,10 @@ class GpuRadarSpider(scrapy.Spider):
     endpoints: ClassVar[dict[str, str]] = {}
     #: option name -> environment variable that can also provide it (credentials).
     credentials: ClassVar[dict[str, str]] = {}
+    #: The source's own options (`sources.<name>.<option>` in the config file), name -> type;
+    #: credentials are options too (text). The config schema accepts these, the credentials
+    #: and enabled/interval/jitter/timeout, nothing else. Merged along the class hierarchy.
+    options: ClassVar[dict[str, Any]] = {}
     #: True when the source needs credentials to yield anything.
     requires_credentials: ClassVar[bool] = False
     #: Shown by `gpuradar sources` (experimental key-less paths, units, ...).

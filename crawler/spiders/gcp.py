@@ -220,6 +220,7 @@ class GcpSpider(GpuRadarSpider):
     credentials = {"api_key": "GCP_API_KEY"}
     requires_credentials = True
     default_interval = 3600
+    options = {"currency": str, "page_size": int}
     #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
     #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
     # fmt: off

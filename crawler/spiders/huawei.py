@@ -92,6 +92,7 @@ class HuaweiSpider(GpuRadarSpider):
                    "domain_id": "HUAWEICLOUD_SDK_DOMAIN_ID"}
     requires_credentials = True
     default_interval = 3600
+    options = {"site": str, "regions": list[str], "projects": dict[str, str], "region": str}
     #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
     #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
     # fmt: off

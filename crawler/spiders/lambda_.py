@@ -66,6 +66,7 @@ class LambdaSpider(GpuRadarSpider):
     }
     credentials = {"api_key": "LAMBDA_API_KEY"}
     default_interval = 600
+    options = {"regions": list[str]}
     #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
     #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
     # fmt: off

@@ -80,6 +80,7 @@ class OciSpider(GpuRadarSpider):
         "prices": "https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/",
     }
     default_interval = 3600
+    options = {"currency": str, "regions": list[str]}
     #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
     #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
     # fmt: off

@@ -80,6 +80,8 @@ class TencentSpider(GpuRadarSpider):
                    "secret_key": "TENCENTCLOUD_SECRET_KEY"}
     requires_credentials = True
     default_interval = 3600
+    options = {"currency": str, "regions": list[str], "home_region": str,
+               "families": list[str], "charge_types": list[str]}
     #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
     #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
     # fmt: off

@@ -44,6 +44,7 @@ class VastaiSpider(GpuRadarSpider):
     endpoints = {"bundles": "https://console.vast.ai/api/v0/bundles/"}
     credentials = {"api_key": "VAST_API_KEY"}
     default_interval = 300
+    options = {"limit": int, "gpu_names": list[str]}
     kind = "marketplace"
     notes = "Marketplace offers; listed = available; spot = min_bid (+ storage)."
     # Vast's search allows 10 requests a minute per IP (x-rate-limit of POST /api/v0/bundles/

@@ -106,7 +106,7 @@ def rules_check(
 
     if file is not None and not file.exists():
         raise fail(f"rules file {file} does not exist")
-    cfg = get_config(config)
+    cfg = get_config(config, check=True, rules=False)  # all `run` checks; rules: below
     try:
         parse_settings(cfg.alerts)
     except ConfigError as exc:

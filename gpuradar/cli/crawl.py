@@ -10,7 +10,10 @@ from typing import Annotated
 import typer
 
 from gpuradar.cli.common import (
+    EXIT_DATABASE,
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_PARTIAL,
     ConfigOpt,
     CsvOpt,
     DbOpt,
@@ -32,7 +35,13 @@ def _crawl(cfg: Config, sources: list[str], record: Path | None, replay: Path | 
     from rich.live import Live
     from rich.text import Text
 
-    from gpuradar.crawler.runner import UnknownSource, resolve_sources, run_once
+    from gpuradar.crawler.runner import (
+        CrawlInterrupted,
+        DatabaseUnusable,
+        UnknownSource,
+        resolve_sources,
+        run_once,
+    )
 
     settings = scrapy_settings(cfg, GPURADAR_RECORD_DIR=str(record) if record else None,
                                GPURADAR_REPLAY_DIR=str(replay) if replay else None,
@@ -50,7 +59,7 @@ def _crawl(cfg: Config, sources: list[str], record: Path | None, replay: Path | 
         names = [n for n in names if n not in missing]
     if not names:
         raise fail("no source to crawl (all disabled?); see `gpuradar sources`")
-    get_engine(cfg)  # fail fast, with one line, on a bad database
+    get_engine(cfg, write=True)  # fail fast, with one line, on a database we cannot write
     counts = dict.fromkeys(names, 0)
 
     def bump(name: str) -> None:
@@ -59,13 +68,26 @@ def _crawl(cfg: Config, sources: list[str], record: Path | None, replay: Path | 
     def render() -> Text:
         return Text("crawling " + "  ".join(f"{n}: {c}" for n, c in counts.items()))
 
-    if quiet or not console.is_terminal:
-        return run_once(names, settings, on_item=bump)
-    with Live(render(), console=err_console, refresh_per_second=4, transient=True) as live:
-        def bump_live(name: str) -> None:
-            bump(name)
-            live.update(render())
-        return run_once(names, settings, on_item=bump_live)
+    def stopping() -> None:
+        err_console.print("stopping… (Ctrl-C again to quit at once)", highlight=False)
+
+    try:
+        if quiet or not console.is_terminal:
+            return run_once(names, settings, on_item=bump, on_interrupt=stopping)
+        with Live(render(), console=err_console, refresh_per_second=4,
+                  transient=True) as live:
+            def bump_live(name: str) -> None:
+                bump(name)
+                live.update(render())
+            return run_once(names, settings, on_item=bump_live, on_interrupt=stopping)
+    except CrawlInterrupted as exc:
+        running = [r.source for r in exc.results if r.error == "interrupted (Ctrl-C)"]
+        raise fail(f"interrupted: {len(running)} crawl(s) stopped and recorded failed "
+                   f"({', '.join(running) or 'none running'}); they closed nothing",
+                   EXIT_INTERRUPTED) from None
+    except DatabaseUnusable as exc:
+        raise fail(f"{exc}; the crawls were stopped and closed nothing",
+                   EXIT_DATABASE) from None
 
 
 def _print_results(results, fmt: Format) -> None:
@@ -103,11 +125,37 @@ def crawl(
         raise fail("--record and --replay exclude each other")
     if replay and not replay.is_dir():
         raise fail(f"recording directory {replay} does not exist")
-    cfg = get_config(config, database_url)
+    cfg = get_config(config, database_url, check=True)  # refused here if `run` refuses it
     results = _crawl(cfg, sources or [], record, replay, verbose)
+    _blame_scrapy_settings(cfg, results)
     _print_results(results, pick_format(fmt, as_json, as_csv))
     if any(r.status == "failed" for r in results):
         raise typer.Exit(EXIT_FAILED)
+    if any(r.status == "partial" for r in results):
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def _blame_scrapy_settings(cfg: Config, results) -> None:
+    """A crawl that did not start because of a `scrapy:` setting of the config file: name
+    the setting (its value appears in Scrapy's error)."""
+    for r in results:
+        if not r.error.startswith("crawl did not start"):
+            continue
+        blamed = [key for key, value in cfg.scrapy.items()
+                  if any(part and part in r.error for part in _words(value))]
+        if blamed:
+            r.error += f" (check {', '.join(f'scrapy.{k}' for k in blamed)} in " \
+                       f"{cfg.where('scrapy', blamed[0])})"
+
+
+def _words(value) -> list[str]:
+    if isinstance(value, dict):
+        return [w for k, v in value.items() for w in (*_words(k), *_words(v))]
+    if isinstance(value, list | tuple):
+        return [w for v in value for w in _words(v)]
+    if not isinstance(value, str) or len(value) < 3:
+        return []  # numbers and flags: Scrapy's errors do not quote them
+    return [value, value.rsplit(".", 1)[0], value.split(".", 1)[0]]
 
 # -- parse -------------------------------------------------------------------------------
 @app.command()

@@ -14,12 +14,12 @@ from gpuradar.cli.common import (
     FormatOpt,
     JsonOpt,
     app,
-    get_config,
     get_engine,
+    get_setup,
     pick_format,
 )
 from gpuradar.cli.output import Format, age, emit
-from gpuradar.core.config import scrapy_settings
+from gpuradar.core.units import format_duration
 
 
 def uncatalogued_cell(names: dict[str, int], limit: int = 3) -> str:
@@ -40,24 +40,22 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
             verbose: Annotated[bool, typer.Option("--verbose", "-v",
                                                   help="With --check: log Scrapy.")] = False,
             ) -> None:
-    """Each source: enabled or not and why, last crawl, staleness."""
-    from gpuradar.crawler.runner import spider_classes
+    """Each source: enabled or not and why, its interval in force, last crawl, staleness."""
     from gpuradar.storage.queries import last_crawls, last_success
 
-    cfg = get_config(config, database_url)
+    setup = get_setup(config, database_url)  # the configuration as `gpuradar run` reads it
     if check:
         from gpuradar.cli.check import run_check
 
-        raise typer.Exit(run_check(cfg, pick_format(fmt, as_json, as_csv), verbose))
-    engine = get_engine(cfg)
-    settings = scrapy_settings(cfg)
+        raise typer.Exit(run_check(setup.cfg, pick_format(fmt, as_json, as_csv), verbose))
+    engine = get_engine(setup.cfg)
     latest, ok = last_crawls(engine), last_success(engine)
     now = datetime.now(UTC)
     rows = []
-    for name, cls in spider_classes(settings).items():
-        enabled, why = cls.status(settings)
+    for name, cls in setup.classes.items():
+        enabled, why = setup.status[name]
         last = latest.get(name) or {}
-        interval = cfg.source_options(name).get("interval", cls.default_interval)
+        interval = setup.schedule[name].interval
         success = ok.get(name)
         stale = success is None or (now - success).total_seconds() > 3 * float(interval)
         rows.append({"source": name, "enabled": enabled, "why": why,
@@ -67,12 +65,14 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
                      "last_success": success, "stale": stale if enabled else None,
                      "notes": cls.notes})
     table_rows = [{**r, "enabled": "yes" if r["enabled"] else "no",
+                   "interval": format_duration(r["interval_s"]),
                    "last_success": age(r["last_success"], now) + " ago" if r["last_success"]
                    else "never", "stale": {True: "STALE", False: "fresh", None: ""}[r["stale"]],
                    "last_error": r["last_error"][:80],
                    "uncatalogued": uncatalogued_cell(r["uncatalogued"])} for r in rows]
     emit(table_rows, [("source", "source"), ("enabled", "enabled"), ("why", "why"),
-                      ("last_status", "last crawl"), ("last_items", "items"),
+                      ("interval", "interval"), ("last_status", "last crawl"),
+                      ("last_items", "items"),
                       ("last_success", "last success"), ("stale", "freshness"),
                       ("uncatalogued", "uncatalogued"), ("last_error", "last error")],
          pick_format(fmt, as_json, as_csv),

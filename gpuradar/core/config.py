@@ -1,39 +1,115 @@
-"""Configuration: one optional YAML file plus environment variables.
+"""Configuration: one optional YAML file plus environment variables, checked by one schema.
 
 Without any configuration gpuradar works: SQLite in the user data directory and every
 source with a public endpoint enabled. Precedence: command-line option > environment
 variable > config file > default.
+
+Every command reads the file through `load_config`: YAML with the line of every key,
+`${VAR}` / `${VAR:-default}` expanded in every value, then the pydantic schema below
+(unknown keys at any depth with a suggestion, strict types, durations, ports, URLs), so an
+error names the file, the line and the key. What needs a higher layer (apprise for target
+URLs, the rule grammar, the daemon's plans) is checked on top of this by
+gpuradar.scheduler.setup, which every command that acts on the configuration runs.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
+import types
+import typing
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
+from urllib.parse import urlsplit
 
 import platformdirs
 import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from gpuradar.core import units
+from gpuradar.core.logs import SECRET_NAMES  # option names whose values are secrets
 
 ENV_DATABASE_URL = "GPURADAR_DATABASE_URL"
 ENV_CONFIG = "GPURADAR_CONFIG"
-
-KNOWN_KEYS = {
-    "database_url": "SQLAlchemy URL: sqlite:///path.db or postgresql://user:pw@host/db",
-    "sources": "per-source options: enabled, interval, jitter, credentials, ...",
-    "endpoints": "URL overrides, 'source.endpoint': URL (mirrors, tests)",
-    "targets": "notification targets, name: apprise URL",
-    "rules": "alert rules (readable strings or structured mappings)",
-    "rules_file": "a YAML file with a `rules:` list, reloaded on SIGHUP",
-    "alerts": "alert defaults: repeat, min_drop, send_resolved, stale_after, ...",
-    "metrics": "daemon metrics endpoint: address, port",
-    "daemon": "daemon options: grace_period, crawl_timeout, outbox_interval, ...",
-    "scrapy": "extra Scrapy settings (advanced)",
+# Environment variables that set a key of the file (they win over it; the command line wins
+# over them). Credentials have their own variables, declared by each spider.
+ENV_KEYS: dict[str, tuple[str, ...]] = {
+    ENV_DATABASE_URL: ("database_url",),
+    "GPURADAR_METRICS_ADDRESS": ("metrics", "address"),
+    "GPURADAR_METRICS_PORT": ("metrics", "port"),
 }
+SCRAPY_SETTINGS_MODULE = "gpuradar.crawler.settings"
+# The daemon's interval groups (`daemon.intervals.<kind>`); each spider names its `kind`.
+KINDS = ("marketplace", "lambda", "aws", "cloud", "fx")
+
+Key = tuple[str | int, ...]
 
 
 class ConfigError(ValueError):
-    """A configuration that cannot be used; the message names the file and the key."""
+    """A configuration that cannot be used; each problem names the file, line and key.
+
+    str() is the first problem (one line) and how many more there are; `problems` has all."""
+
+    def __init__(self, problems: str | list[str]) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        text = self.problems[0] if self.problems else "invalid configuration"
+        if len(self.problems) > 1:
+            text += (f" (and {len(self.problems) - 1} more problem"
+                     f"{'s' if len(self.problems) > 2 else ''}: `gpuradar config check` "
+                     "lists them)")
+        super().__init__(text)
+
+
+def dotted(keys: Key) -> str:
+    """('sources', 'azure', 'enabled') -> 'sources.azure.enabled'; list items as [n]."""
+    out = ""
+    for k in keys:
+        out += f"[{k + 1}]" if isinstance(k, int) else (f".{k}" if out else str(k))
+    return out
+
+
+@dataclass
+class Marks:
+    """Where each key of the configuration came from: a line of the file, an environment
+    variable, or the command line."""
+
+    path: Path | None = None
+    lines: dict[Key, int] = field(default_factory=dict)
+    origins: dict[Key, str] = field(default_factory=dict)
+
+    def where(self, keys: Key) -> str:
+        """'/etc/gpuradar.yaml:12', 'environment variable GPURADAR_METRICS_PORT', ..."""
+        for n in range(len(keys), 0, -1):
+            if keys[:n] in self.origins:
+                return self.origins[keys[:n]]
+            if keys[:n] in self.lines and self.path is not None:
+                return f"{self.path}:{self.lines[keys[:n]]}"
+        return str(self.path) if self.path else "<defaults>"
+
+    def line(self, keys: Key) -> int:
+        """The line of the key (or of the nearest enclosing one); 0 when unknown."""
+        for n in range(len(keys), 0, -1):
+            if keys[:n] in self.lines:
+                return self.lines[keys[:n]]
+        return 0
+
+    def problem(self, keys: Key, message: str) -> str:
+        name = dotted(keys)
+        return f"{self.where(keys)}: {name + ': ' if name else ''}{message}"
 
 
 def data_dir() -> Path:
@@ -52,8 +128,568 @@ def default_config_path() -> Path | None:
     return path if path.exists() else None
 
 
+# -- value types -----------------------------------------------------------------------------
+def _seconds(value: Any) -> float | None:
+    """Durations: 300 (seconds), "90s", "5m", "1h30m", "2 days" -> seconds."""
+    if value is None:
+        return None
+    return units.parse_duration(value).total_seconds()
+
+
+def _positive(value: float | None) -> float | None:
+    if value is not None and value <= 0:
+        raise ValueError("must be more than 0 seconds")
+    return value
+
+
+def _never_or_seconds(value: Any) -> Any:
+    if value in (None, False, "never"):
+        return value
+    _seconds(value)
+    return value
+
+
+def _count_or_duration(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ValueError("must be at least 1 evaluation, or a duration such as 10m")
+        return value
+    _seconds(value)
+    return value
+
+
+def _http_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+    return value
+
+
+def _positive_number(value: float) -> float:
+    if value <= 0:
+        raise ValueError("must be more than 0")
+    return value
+
+
+def one_of(words: str, *accepted: type) -> Any:
+    """A value of one of several types (no bool unless named): `one_of("text or a list",
+    str, list)`. One clear error instead of one per member of a union."""
+    def check(value: Any) -> Any:
+        if isinstance(value, accepted) and (bool in accepted or not isinstance(value, bool)):
+            return value
+        raise PydanticCustomError("type_words", "must be {words}", {"words": words})
+
+    return Annotated[Any, AfterValidator(check)]
+
+
+TextOrNumber = one_of("text or a number", str, int, float)
+TextOrList = one_of("text or a list", str, list)
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds)]
+OptionalSeconds = Annotated[float | None, BeforeValidator(_seconds)]
+PositiveSeconds = Annotated[float, BeforeValidator(_seconds), AfterValidator(_positive)]
+OptionalPositiveSeconds = Annotated[float | None, BeforeValidator(_seconds),
+                                    AfterValidator(_positive)]
+PositiveNumber = Annotated[float, AfterValidator(_positive_number)]
+
+
+class Section(BaseModel):
+    """A mapping of the file: unknown keys are errors, types are strict (`"no"` is not a
+    boolean, `"5"` is not a number)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+
+# -- sections --------------------------------------------------------------------------------
+class SourceOptions(Section):
+    """Options every source takes; each spider adds its own (`options`) and credentials."""
+
+    enabled: bool = True
+    interval: OptionalPositiveSeconds = None
+    jitter: OptionalSeconds = None
+    timeout: OptionalPositiveSeconds = None
+
+
+class MetricsSection(Section):
+    """`metrics:` the daemon's /metrics and /healthz."""
+
+    enabled: bool = True
+    address: str = Field("127.0.0.1", min_length=1)
+    port: int = Field(9108, ge=1, le=65535)
+
+
+class DaemonSection(Section):
+    """`daemon:` durations in seconds; `intervals` per kind of source."""
+
+    grace_period: Seconds = 30.0           # SIGTERM: how long running crawls may take
+    crawl_timeout: OptionalPositiveSeconds = None   # None: Scrapy's CLOSESPIDER_TIMEOUT
+    outbox_interval: PositiveSeconds = 60.0  # periodic retry of pending notifications
+    backoff_max: PositiveSeconds = 6 * 3600.0  # longest pause of a failing source
+    jitter: OptionalSeconds = None         # None: 10 % of the interval, at most 5 min
+    misfire_grace: OptionalPositiveSeconds = None  # None: half the interval
+    watch_interval: Seconds = 10.0         # poll the config/rules files; 0: only SIGHUP
+    intervals: dict[str, PositiveSeconds] = {}  # per kind: {marketplace: 5m, ...}
+    leader_retry: PositiveSeconds = 5.0     # PostgreSQL replicas: standbys try the lock this often
+    takeover_within: PositiveSeconds = 30.0  # a lost leader is replaced within this
+
+    @model_validator(mode="after")
+    def _takeover_after_retries(self) -> DaemonSection:
+        if self.takeover_within < 4 * self.leader_retry:
+            raise ValueError(f"takeover_within must be at least 4 x leader_retry "
+                             f"({4 * self.leader_retry:g}s), got {self.takeover_within:g}s")
+        return self
+
+    @field_validator("intervals", mode="before")
+    @classmethod
+    def _known_kinds(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for kind in value:
+                if kind not in KINDS:
+                    raise PydanticCustomError("unknown_key", "unknown kind of source",
+                                              {"key": kind, "allowed": list(KINDS),
+                                               "what": "kind"})
+        return value
+
+
+class AlertsSection(Section):
+    """`alerts:` defaults of every rule, staleness and delivery. The meaning of each value
+    is gpuradar.alerts' (checked there too); here: the keys and their types."""
+
+    for_: Annotated[Any, AfterValidator(_count_or_duration)] = Field(
+        1, alias="for")
+    repeat: Annotated[Any, AfterValidator(_never_or_seconds)] = "never"
+    min_drop: TextOrNumber = "5%"
+    send_resolved: bool = False
+    top: int = Field(5, ge=1)
+    hysteresis: TextOrNumber = "2%"
+    stale_after_failures: int = Field(3, ge=1)
+    stale_after: Annotated[Any, AfterValidator(_never_or_seconds)] = "2d"
+    notify_stale: one_of("true, false, or target names", bool, str, list) = False
+    templates: str | None = None
+    max_attempts: PositiveNumber = 8
+    retry_backoff: PositiveNumber = 30
+    send_timeout: PositiveNumber = 30
+
+
+def _target_form(value: Any) -> Any:
+    """A target is an apprise URL, a list of them, or {url(s): ..., tags: ...}."""
+    if isinstance(value, str):
+        return {"urls": [value]}
+    if isinstance(value, list):
+        return {"urls": value}
+    if not isinstance(value, dict):
+        raise PydanticCustomError("type_words", "must be {words}", {
+            "words": "an apprise URL, a list of them, or {url: ..., tags: [...]}"})
+    return value
+
+
+class TargetSpec(Section):
+    url: str | None = None
+    urls: TextOrList | None = None
+    tags: TextOrList | None = None
+    tag: TextOrList | None = None
+
+    @model_validator(mode="after")
+    def _has_url(self) -> TargetSpec:
+        urls = self.urls or self.url
+        urls = [urls] if isinstance(urls, str) else list(urls or [])
+        if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
+            raise ValueError("has no URL (write name: apprise URL, a list of them, or "
+                             "{url: ..., tags: [...]})")
+        return self
+
+
+def _rule_entry(value: Any) -> Any:
+    if not isinstance(value, str | dict):
+        raise ValueError(f"a rule is a text or a mapping, not {type(value).__name__}")
+    return value
+
+
+def _scrapy_settings(value: dict[str, Any]) -> dict[str, Any]:
+    """Scrapy setting names (Scrapy's and the project's, or an extension's prefix) and the
+    type of each known default."""
+    known = scrapy_defaults()
+    for name, setting in value.items():
+        if name not in known:
+            if any(name.startswith(p) for p in _SCRAPY_PREFIXES):
+                continue
+            raise PydanticCustomError("unknown_key", "unknown Scrapy setting",
+                                      {"key": name, "allowed": sorted(known),
+                                       "what": "Scrapy setting"})
+        expect = _scrapy_type(known[name])
+        if expect is not None and not _is_type(setting, expect):
+            raise PydanticCustomError(
+                "scrapy_type", "must be {expect} (Scrapy's default is {default}), got {got}",
+                {"key": name, "expect": _SCRAPY_TYPE_NAMES[expect], "default": repr(known[name]),
+                 "got": repr(setting)})
+    return value
+
+
+_SCRAPY_PREFIXES = ("PLAYWRIGHT_",)  # scrapy-playwright's settings have no defaults to list
+_SCRAPY_TYPE_NAMES = {bool: "true or false", float: "a number", str: "text", dict: "a mapping",
+                      list: "a list"}
+
+
+def _scrapy_type(default: Any) -> type | None:
+    if isinstance(default, bool):
+        return bool
+    if isinstance(default, int | float):
+        return float
+    if isinstance(default, str):
+        return str
+    if isinstance(default, dict) or hasattr(default, "copy_to_dict"):
+        return dict
+    if isinstance(default, list | tuple):
+        return list
+    return None
+
+
+def _is_type(value: Any, expect: type) -> bool:
+    if value is None:
+        return True
+    if expect is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if expect is list:
+        return isinstance(value, list | tuple)
+    return isinstance(value, expect)
+
+
+@cache
+def scrapy_defaults() -> dict[str, Any]:
+    """Every setting Scrapy and the project's settings module define, with its value."""
+    from scrapy.settings import Settings
+
+    settings = Settings()
+    settings.setmodule(SCRAPY_SETTINGS_MODULE, priority="project")
+    return {name: settings[name] for name in settings.attributes}
+
+
+def source_option_types(cls: Any) -> dict[str, Any]:
+    """A spider's own options, name -> type: its `options` (merged along its classes, so a
+    base class can add options for every source) and its credentials (text)."""
+    out: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        out.update(vars(klass).get("options", None) or {})
+    for opt in getattr(cls, "credentials", {}) or {}:
+        out.setdefault(opt, str)
+    return out
+
+
+def _endpoint_values(value: Any) -> Any:
+    allowed = known_endpoints()
+    for name in value if isinstance(value, dict) else ():
+        if name not in allowed:
+            raise PydanticCustomError("unknown_key", "unknown endpoint",
+                                      {"key": name, "allowed": allowed, "what": "endpoint"})
+    return value
+
+
+@cache
+def known_endpoints() -> list[str]:
+    from gpuradar.core.sources import spider_classes
+
+    return sorted(f"{n}.{e}" for n, cls in spider_classes().items() for e in cls.endpoints)
+
+
+@cache
+def schema() -> type[BaseModel]:
+    """The whole file: static sections plus one options model per source, built from the
+    spiders (Scrapy's spider loader is the list of sources)."""
+    from gpuradar.core.sources import spider_classes
+
+    sources = {}
+    for name, cls in spider_classes().items():
+        opts = {opt: (typ | None, None) for opt, typ in source_option_types(cls).items()}
+        model = create_model(f"Source_{name}", __base__=SourceOptions, **opts)
+        sources[name] = (model | None, None)
+    sources_model = create_model("Sources", __base__=Section, **sources)
+    return create_model(
+        "ConfigFile", __base__=_Root,
+        sources=(sources_model, Field(default_factory=sources_model,
+                                      description=KNOWN_KEYS["sources"])),
+    )
+
+
+KNOWN_KEYS = {
+    "database_url": "SQLAlchemy URL: sqlite:///path.db or postgresql://user:pw@host/db",
+    "sources": "per-source options: enabled, interval, jitter, timeout, credentials, ...",
+    "endpoints": "URL overrides, 'source.endpoint': URL (mirrors, tests)",
+    "targets": "notification targets, name: apprise URL",
+    "rules": "alert rules (readable strings or structured mappings)",
+    "rules_file": "a YAML file with a `rules:` list, reloaded on SIGHUP",
+    "alerts": "alert defaults: repeat, min_drop, send_resolved, stale_after, ...",
+    "metrics": "daemon metrics endpoint: enabled, address, port",
+    "daemon": "daemon options: grace_period, crawl_timeout, outbox_interval, ...",
+    "scrapy": "extra Scrapy settings (advanced)",
+}
+
+
+class _Root(Section):
+    """The top level of the file (`sources` is added per spider by schema())."""
+
+    database_url: str | None = Field(None, description=KNOWN_KEYS["database_url"])
+    endpoints: Annotated[dict[str, Annotated[str, AfterValidator(_http_url)]],
+                         BeforeValidator(_endpoint_values)] = Field(
+        {}, description=KNOWN_KEYS["endpoints"])
+    targets: dict[str, Annotated[TargetSpec, BeforeValidator(_target_form)]] = Field(
+        {}, description=KNOWN_KEYS["targets"])
+    rules: list[Annotated[Any, AfterValidator(_rule_entry)]] = Field(
+        [], description=KNOWN_KEYS["rules"])
+    rules_file: str | None = Field(None, description=KNOWN_KEYS["rules_file"])
+    alerts: AlertsSection = Field(default_factory=AlertsSection,
+                                  description=KNOWN_KEYS["alerts"])
+    metrics: MetricsSection = Field(default_factory=MetricsSection,
+                                    description=KNOWN_KEYS["metrics"])
+    daemon: DaemonSection = Field(default_factory=DaemonSection,
+                                  description=KNOWN_KEYS["daemon"])
+    scrapy: Annotated[dict[str, Any], AfterValidator(_scrapy_settings)] = Field(
+        {}, description=KNOWN_KEYS["scrapy"])
+
+    NULLABLE: ClassVar[tuple[str, ...]] = ("sources", "endpoints", "targets", "rules",
+                                           "alerts", "metrics", "daemon", "scrapy")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_sections(cls, data: Any) -> Any:
+        """`targets:` with nothing under it is an empty section, not an error."""
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if not (v is None and k in cls.NULLABLE)}
+        return data
+
+
+# -- errors ----------------------------------------------------------------------------------
+def _unwrap(annotation: Any) -> Any:
+    """The model or container inside Optional[...] / Annotated[...]."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+            annotation = models[0] if models else args[0]
+        else:
+            return annotation
+
+
+def _model_at(root: type[BaseModel], keys: Key) -> Any:
+    """The model (or dict) type that validates the mapping at `keys`."""
+    current: Any = root
+    for key in keys:
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            fields = {f.alias or n: f for n, f in current.model_fields.items()}
+            fields.update(current.model_fields)
+            if key not in fields:
+                return None
+            current = _unwrap(fields[key].annotation)
+        elif typing.get_origin(current) in (dict, list):
+            current = _unwrap(typing.get_args(current)[-1])
+        else:
+            return None
+    return current
+
+
+def _allowed_keys(model: Any) -> list[str]:
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return [f.alias or n for n, f in model.model_fields.items()]
+    return []
+
+
+def _suggest(key: Any, allowed: list[str], what: str = "key") -> str:
+    text = str(key).lower()
+    close = [a for a in allowed if len(text) >= 3 and a.lower().startswith(text)] or \
+        difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+    if close:
+        return f" — did you mean {close[0]!r}?"
+    if allowed and len(allowed) <= 30:
+        return f"; known {what}s: {', '.join(allowed)}"
+    return ""
+
+
+_TYPE_WORDS = {"bool_type": "true or false", "int_type": "a whole number",
+               "float_type": "a number", "string_type": "text (quote it)",
+               "list_type": "a list", "dict_type": "a mapping (key: value)",
+               "model_type": "a mapping (key: value)", "model_attributes_type":
+               "a mapping (key: value)"}
+
+
+def _shown(keys: Key, value: Any) -> str:
+    """The offending value for an error; for a secret, only its type."""
+    names = [k for k in keys if isinstance(k, str)]
+    if names and (SECRET_NAMES.search(names[-1]) or names[0] in ("targets", "database_url")):
+        kind = ("a number" if isinstance(value, int | float) and not isinstance(value, bool)
+                else "a list" if isinstance(value, list) else "a mapping"
+                if isinstance(value, dict) else "text" if isinstance(value, str)
+                else _shown((), value))
+        return f"{kind} (value not shown)"
+    if isinstance(value, bool) or value is None:
+        return "true" if value is True else "false" if value is False else "null"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _real_keys(loc: tuple, data: Any) -> Key:
+    """The keys of the data in a pydantic error location, without the tags pydantic adds
+    for union members and validators ('str', 'function-after[...]')."""
+    keys: list[str | int] = []
+    for part in loc:
+        in_dict = isinstance(data, dict) and part in data
+        in_list = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        if in_dict or in_list:
+            data = data[part]
+            keys.append(part)
+    return tuple(keys)
+
+
+def _problems(exc: ValidationError, marks: Marks, root: type[BaseModel], data: Any,
+              base: Key = ()) -> list[str]:
+    """One line per problem: where (file:line), which key, what is wrong."""
+    found: dict[Key, list[str]] = {}
+    type_words: dict[Key, list[str]] = {}
+    shown: dict[Key, str] = {}
+    for err in exc.errors():
+        keys: Key = base + _real_keys(err["loc"], data)
+        kind, ctx = err["type"], err.get("ctx") or {}
+        if kind == "extra_forbidden":
+            parent, key = keys[:-1], keys[-1]
+            what = "source" if parent == ("sources",) else "key"
+            allowed = _allowed_keys(_model_at(root, parent[len(base):]))
+            place = f"in {dotted(parent)}" if parent else "at the top level"
+            found.setdefault(keys, []).append(
+                f"{marks.where(keys)}: unknown {what} {key!r} {place}"
+                f"{_suggest(key, allowed, what)}")
+        elif kind == "unknown_key":
+            key, what = ctx["key"], ctx.get("what", "key")
+            found.setdefault(keys + (key,), []).append(
+                f"{marks.where(keys + (key,))}: unknown {what} {key!r} in {dotted(keys)}"
+                f"{_suggest(key, list(ctx.get('allowed', ())), what)}")
+        elif kind == "scrapy_type":
+            found.setdefault(keys, []).append(marks.problem(keys + (ctx["key"],), err["msg"]))
+        elif kind in _TYPE_WORDS or kind == "type_words":
+            type_words.setdefault(keys, []).append(ctx.get("words") or _TYPE_WORDS[kind])
+            shown[keys] = _shown(keys, err["input"])
+            found.setdefault(keys, [])
+        else:
+            if kind == "value_error":
+                message = str(ctx.get("error") or err["msg"])
+            else:
+                message = err["msg"].replace("Input should be", "must be")
+                message = message[0].lower() + message[1:]
+                if "input" in err and not isinstance(err["input"], dict | list):
+                    message += f", got {_shown(keys, err['input'])}"
+            found.setdefault(keys, []).append(marks.problem(keys, message))
+    out: list[tuple[int, str]] = []
+    for keys, messages in found.items():
+        if keys in type_words and not messages:
+            words = " or ".join(dict.fromkeys(type_words[keys]))
+            messages = [marks.problem(keys, f"must be {words}, got {shown[keys]}")]
+        line = marks.line(keys)
+        out.extend((line, m) for m in (messages[:1] if keys in type_words else messages))
+    return [m for _, m in sorted(out, key=lambda lm: lm[0])]
+
+
+def validate_section(model: type[BaseModel], data: Any, keys: Key,
+                     marks: Marks | None = None) -> Any:
+    """`data` (the mapping at `keys` of the file) checked by `model`; ConfigError naming the
+    file, line and key of every problem."""
+    try:
+        return model.model_validate(data if data is not None else {})
+    except ValidationError as exc:
+        raise ConfigError(_problems(exc, marks or Marks(), model, data, keys)) from None
+
+
+# -- reading the file ------------------------------------------------------------------------
+_VAR = re.compile(r"\$(?:(\$)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|(\{))")
+
+
+def expand_env(text: str, where: str) -> str:
+    """`${VAR}`, `${VAR:-default}` (default when unset or empty), `${VAR-default}` (when
+    unset) and `$$` (a literal `$`); an unset variable without a default is an error."""
+    def sub(m: re.Match) -> str:
+        if m.group(1):
+            return "$"
+        if m.group(5):
+            raise ConfigError(f"{where}: malformed ${{...}}: write ${{NAME}} or "
+                              "${NAME:-default}")
+        name, op, default = m.group(2), m.group(3), m.group(4)
+        value = os.environ.get(name)
+        if op == ":-" and not value:
+            return default
+        if op == "-" and value is None:
+            return default
+        if value is None:
+            raise ConfigError(f"{where}: environment variable {name} is not set (write "
+                              f"${{{name}:-default}} to give a default)")
+        return value
+
+    return _VAR.sub(sub, text)
+
+
+def _walk(node: yaml.Node, keys: Key, marks: Marks, loader: yaml.SafeLoader,
+          seen: set[int], errors: list[str]) -> None:
+    """Record the line of every key and list item; expand `${VAR}` in every scalar value (a
+    plain scalar is then typed as YAML would type the result: `${PORT:-9108}` is a number)."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else "?"
+            line = key_node.start_mark.line + 1
+            if key in first and key != "<<":
+                raise ConfigError(f"{marks.path}:{line}: {dotted(keys + (key,))}: the key "
+                                  f"appears twice (also line {first[key]})")
+            first[key] = line
+            marks.lines[keys + (key,)] = line
+            _walk(value_node, keys + (key,), marks, loader, seen, errors)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            marks.lines[keys + (i,)] = item.start_mark.line + 1
+            _walk(item, keys + (i,), marks, loader, seen, errors)
+    elif isinstance(node, yaml.ScalarNode) and "$" in node.value:
+        where = marks.problem(keys, "").rstrip(": ")
+        try:
+            node.value = expand_env(node.value, where)
+        except ConfigError as exc:
+            errors.extend(exc.problems)
+            return
+        if node.style is None:
+            node.tag = loader.resolve(yaml.ScalarNode, node.value, (True, False))
+
+
+def read_yaml(path: Path, marks: Marks) -> Any:
+    """The file's data with `${VAR}` expanded; `marks` gets the line of every key."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return {}
+        errors: list[str] = []
+        _walk(node, (), marks, loader, set(), errors)
+        if errors:
+            raise ConfigError(errors)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"{path}:{mark.line + 1}" if mark else str(path)
+        column = f" (column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).replace("\n", " ")
+        raise ConfigError(f"{at}: not valid YAML{column}: {problem}") from None
+    finally:
+        loader.dispose()
+
+
+# -- the configuration in force --------------------------------------------------------------
 @dataclass
 class Config:
+    """The configuration in force: each section as the file wrote it (expanded, checked)."""
+
     database_url: str
     sources: dict[str, dict[str, Any]] = field(default_factory=dict)
     endpoints: dict[str, str] = field(default_factory=dict)
@@ -65,59 +701,74 @@ class Config:
     daemon: dict[str, Any] = field(default_factory=dict)
     scrapy: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    marks: Marks | None = None
 
     def source_options(self, name: str) -> dict[str, Any]:
         return dict(self.sources.get(name) or {})
 
+    def located(self) -> Marks:
+        return self.marks or Marks(path=self.path)
 
-def _mapping(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:
-    value = raw.get(key) or {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: `{key}` must be a mapping, got {type(value).__name__}")
-    return value
+    def where(self, *keys: str | int) -> str:
+        """'file:line' of a key (or the environment variable that set it)."""
+        return self.located().where(keys)
+
+    def error(self, keys: Key, message: str) -> ConfigError:
+        """A ConfigError about the key at `keys`, located."""
+        return ConfigError(self.located().problem(keys, message))
+
+
+def _env_value(keys: Key, text: str) -> Any:
+    if keys == ("metrics", "port"):
+        try:
+            return int(text)
+        except ValueError:
+            return text
+    return text
 
 
 def load_config(path: Path | str | None = None, *, database_url: str | None = None) -> Config:
-    """Read the config file (if any) and the environment."""
+    """Read the config file (if any) and the environment, and check them against the schema.
+
+    `database_url` is the command line's (it wins over GPURADAR_DATABASE_URL and the file)."""
     path = Path(path) if path else default_config_path()
-    raw: dict[str, Any] = {}
-    where = str(path) if path else "<defaults>"
+    marks = Marks(path=path)
+    raw: Any = {}
     if path is not None:
         if not path.exists():
             raise ConfigError(f"config file {path} does not exist")
-        try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            at = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
-            problem = getattr(exc, "problem", None) or exc
-            raise ConfigError(f"{path}:{at}: not valid YAML: {problem}") from None
+        raw = read_yaml(path, marks)
         if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping of keys")
-        unknown = sorted(set(raw) - set(KNOWN_KEYS))
-        if unknown:
-            raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; "
-                              f"known keys: {', '.join(sorted(KNOWN_KEYS))}")
-    sources = _mapping(raw, "sources", where)
-    for name, opts in sources.items():
-        if opts is not None and not isinstance(opts, dict):
-            raise ConfigError(f"{where}: sources.{name} must be a mapping")
-    rules = raw.get("rules") or []
-    if not isinstance(rules, list):
-        raise ConfigError(f"{where}: `rules` must be a list")
-    rules_file = raw.get("rules_file")
-    if rules_file:
-        rules_file = Path(rules_file)
-        if not rules_file.is_absolute() and path is not None:
-            rules_file = path.parent / rules_file
-    url = (database_url or os.environ.get(ENV_DATABASE_URL) or raw.get("database_url")
-           or default_database_url())
+            raise ConfigError(f"{path}: the top level must be a mapping of keys "
+                              f"({', '.join(KNOWN_KEYS)})")
+    for env, keys in ENV_KEYS.items():
+        value = os.environ.get(env)
+        if value:
+            section = raw
+            for k in keys[:-1]:
+                section = section.setdefault(k, {}) if isinstance(section, dict) else None
+            if isinstance(section, dict):
+                section[keys[-1]] = _env_value(keys, value)
+                marks.origins[keys] = f"environment variable {env}"
+    if database_url:
+        raw["database_url"] = database_url
+        marks.origins[("database_url",)] = "--database-url"
+    model = validate_section(schema(), raw, (), marks)
+    rules_file = Path(model.rules_file) if model.rules_file else None
+    if rules_file is not None and not rules_file.is_absolute() and path is not None:
+        rules_file = path.parent / rules_file
+
+    def section(name: str) -> Any:
+        value = raw.get(name)
+        return value if value is not None else ({} if name != "rules" else [])
+
     return Config(
-        database_url=str(url), sources={k: dict(v or {}) for k, v in sources.items()},
-        endpoints={str(k): str(v) for k, v in _mapping(raw, "endpoints", where).items()},
-        targets=_mapping(raw, "targets", where), rules=rules, rules_file=rules_file,
-        alerts=_mapping(raw, "alerts", where), metrics=_mapping(raw, "metrics", where),
-        daemon=_mapping(raw, "daemon", where), scrapy=_mapping(raw, "scrapy", where), path=path,
+        database_url=str(model.database_url or default_database_url()),
+        sources={k: dict(v or {}) for k, v in section("sources").items()},
+        endpoints={str(k): str(v) for k, v in section("endpoints").items()},
+        targets=section("targets"), rules=list(section("rules")), rules_file=rules_file,
+        alerts=section("alerts"), metrics=section("metrics"), daemon=section("daemon"),
+        scrapy=section("scrapy"), path=path, marks=marks,
     )
 
 
@@ -125,7 +776,7 @@ def scrapy_settings(config: Config, **overrides: Any):
     """Scrapy settings for crawling with this configuration."""
     from scrapy.utils.project import get_project_settings
 
-    os.environ.setdefault("SCRAPY_SETTINGS_MODULE", "gpuradar.crawler.settings")
+    os.environ.setdefault("SCRAPY_SETTINGS_MODULE", SCRAPY_SETTINGS_MODULE)
     settings = get_project_settings()
     settings.set("GPURADAR_DATABASE_URL", config.database_url, priority="cmdline")
     settings.set("GPURADAR_SOURCES", config.sources, priority="cmdline")

@@ -1,0 +1,134 @@
+"""The configuration in force, loaded and checked as a whole: the file (through the schema
+of gpuradar.core.config), the `alerts:` settings, the targets (apprise parses every URL),
+the rules, the Scrapy settings and every source's schedule.
+
+`gpuradar run` loads it at start and on every reload (a configuration that does not load
+is rejected as a whole); `gpuradar config check`, `crawl`, `sources` and `rules check` load
+the same, so a file one of them accepts is accepted by all, and one `run` would refuse is
+refused by all of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuradar.scheduler.jobs import (
+    DaemonOptions,
+    MetricsOptions,
+    SourcePlan,
+    daemon_options,
+    metrics_options,
+    plan_source,
+)
+
+from gpuradar.core.config import Config, load_config, scrapy_settings
+from gpuradar.core.logs import config_secrets
+
+log = logging.getLogger("gpuradar.daemon")
+
+
+@dataclass
+class RunOptions:
+    """The command line of `gpuradar run` (the other commands use config and database_url)."""
+
+    config: Path | None = None
+    database_url: str | None = None
+    replay: Path | None = None
+    log_format: str = "text"
+    log_level: str = "INFO"
+    metrics_address: str | None = None
+    metrics_port: int | None = None
+    interval: float | None = None
+
+
+@dataclass
+class Loaded:
+    """Everything derived from one configuration; swapped as a whole on reload."""
+
+    cfg: Config
+    opts: DaemonOptions
+    metrics: MetricsOptions
+    rules: list[Any]
+    targets: Any
+    settings: Any
+    classes: dict[str, type]
+    plans: dict[str, SourcePlan]      # the sources that are scheduled
+    skipped: dict[str, str]           # the others, and why
+    secrets: set[str]
+    schedule: dict[str, SourcePlan] | None = None   # every source, scheduled or not
+    status: dict[str, tuple[bool, str]] | None = None  # enabled or not, and why
+
+
+def credential_env_values(classes: dict[str, type]) -> list[str]:
+    """Values of the credential environment variables the spiders read (to mask them)."""
+    return [os.environ[env] for cls in classes.values()
+            for env in getattr(cls, "credentials", {}).values() if os.environ.get(env)]
+
+
+def load_setup(options: RunOptions, previous: Loaded | None = None, *,
+               rules: bool = True) -> Loaded:
+    """Read and check the whole configuration; raises ConfigError/RuleError and changes
+    nothing, so a reload can reject a broken file and keep the running one. `rules=False`
+    leaves the rules unparsed (`rules check` reports every bad rule itself)."""
+    from gpuradar.alerts.loader import load_rules, load_settings, load_targets
+    from gpuradar.crawler.runner import spider_classes
+
+    o = options
+    cfg = load_config(o.config, database_url=o.database_url)
+    if previous is not None and cfg.database_url != previous.cfg.database_url:
+        log.warning("database_url changed; the daemon keeps using the old database "
+                    "until it is restarted")
+        cfg.database_url = previous.cfg.database_url
+    opts = daemon_options(cfg)
+    mopts = metrics_options(cfg, o.metrics_address, o.metrics_port)
+    if previous is not None and mopts != previous.metrics:
+        log.warning("metrics settings changed; they take effect after a restart")
+        mopts = previous.metrics
+    load_settings(cfg)
+    targets = load_targets(cfg)
+    loaded_rules = load_rules(cfg, targets) if rules else []
+    overrides: dict[str, Any] = {"LOG_LEVEL": "DEBUG" if o.log_level.upper() == "DEBUG"
+                                 else "INFO"}
+    if o.replay:
+        cfg.endpoints = {}
+        # a recording answers at once: no politeness delay needed
+        overrides |= {"GPURADAR_REPLAY_DIR": str(o.replay), "DOWNLOAD_DELAY": 0,
+                      "AUTOTHROTTLE_ENABLED": False}
+    # Crawls overlap in the daemon: their outcome must come from their own errors only,
+    # which is what the StoragePipeline counts (not Scrapy's process-wide log_count).
+    settings = scrapy_settings(cfg, **overrides)
+    classes = spider_classes(settings)
+    default_timeout = settings.getfloat("CLOSESPIDER_TIMEOUT") or 900.0
+    schedule: dict[str, SourcePlan] = {}
+    status: dict[str, tuple[bool, str]] = {}
+    plans: dict[str, SourcePlan] = {}
+    skipped: dict[str, str] = {}
+    for name, cls in classes.items():
+        schedule[name] = plan_source(cfg, name, cls.default_interval, opts, o.interval,
+                                     default_timeout)
+        enabled, why = status[name] = cls.status(settings)
+        if not enabled:
+            skipped[name] = why
+            continue
+        if o.replay and not (o.replay / name / "index.json").exists():
+            skipped[name] = f"no recording in {o.replay}"
+            continue
+        plans[name] = schedule[name]
+    secrets = config_secrets(cfg, credential_env_values(classes))
+    return Loaded(cfg, opts, mopts, loaded_rules, targets, settings, classes, plans, skipped,
+                  secrets, schedule, status)
+
+
+def crawl_settings(loaded: Loaded, plan: SourcePlan) -> Any:
+    """Settings of one crawl: the source's timeout closes a hung crawl. Scrapy waits for
+    requests in flight when it closes a spider, so the download timeout is bounded too:
+    a hung crawl ends at most 1.5 x its timeout after it started."""
+    s = loaded.settings.copy()
+    s.set("CLOSESPIDER_TIMEOUT", plan.timeout, priority="cmdline")
+    s.set("DOWNLOAD_TIMEOUT", min(s.getfloat("DOWNLOAD_TIMEOUT") or 180.0,
+                                  max(1.0, plan.timeout / 2)), priority="cmdline")
+    return s
