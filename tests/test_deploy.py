@@ -453,12 +453,21 @@ def test_image_is_multi_stage_non_root_with_healthcheck_and_entrypoint():
 def test_image_installs_like_the_makefile_and_ci():
     """One install path: pip installs the project (pyproject.toml's dependencies) in the
     image as `make install`/`make install-test` (what .ci/run runs) do, from the same
-    package directories; Chromium is the same Debian package."""
+    package directories; Chromium is the same Debian package. (The dependencies go in a
+    layer of their own first, read from pyproject.toml itself, not from a second list.)"""
     runs = [arg for stage in stages() for op, arg in stage if op == "RUN"]
-    pip_installs = [m.group(1).split() for r in runs
-                    for m in re.finditer(r"pip install ([^&;|]+)", r)]
-    targets = [[a for a in args if not a.startswith("-")] for args in pip_installs]
-    assert ["."] in targets and all(t in (["."], ["pip"]) for t in targets), pip_installs
+    targets = []
+    for r in runs:
+        for m in re.finditer(r"pip install ([^&;|]+)", r):
+            args = m.group(1).split()
+            target = [a for a in args if not a.startswith("-")]
+            targets.append(target)
+            if target == ["/dev/stdin"]:  # -r /dev/stdin: pyproject.toml's dependencies
+                assert args[-2] == "-r" and 'open("pyproject.toml"' in r
+                assert '["project"]["dependencies"]' in r
+            else:
+                assert target in (["."], ["pip"]), args
+    assert ["."] in targets and ["/dev/stdin"] in targets, targets
     assert not any("requirements" in r or "playwright install" in r for r in runs)
     makefile = (REPO / "Makefile").read_text()
     assert re.search(r"pip install -q -e \.$", makefile, re.M)          # make install
