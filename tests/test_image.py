@@ -82,10 +82,13 @@ def image_id(ref: str) -> str | None:
 
 
 def drop_replaced(old: str | None, new: str) -> None:
-    """Remove an image a new build replaced, with the layers only it used (Docker refuses
-    while a container or another tag uses it), so that repeated runs do not fill the disk."""
+    """Remove an image a new build replaced, with the layers only it used, so that repeated
+    runs do not fill the disk: only when no tag names it any more (another checkout's may)
+    and no container uses it (Docker refuses then)."""
     if old and old != new:
-        docker("rmi", old, check=False)
+        tags = docker("image", "inspect", "-f", "{{len .RepoTags}}", old, check=False)
+        if tags.stdout.strip() == "0":
+            docker("rmi", old, check=False)
 
 
 def build(base: str, variant: str, tmp: Path) -> str:
