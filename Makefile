@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-test system-deps demo test lint bench image image-browser test-image
+.PHONY: install install-test system-deps demo test lint bench mutation image image-browser test-image
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ lint: install-test
 
 bench: install
 	$(BIN)/python -m bench
+
+# Mutation testing of the modules that decide what is stored and sent (slow: not in `test`/CI).
+mutation: install-test
+	$(BIN)/pip install -q -e '.[test,mutation]'
+	$(BIN)/python mutation/run.py
 
 # The container image (deploy/Dockerfile): `make image` builds the default image (no
 # browser), `make image-browser` the variant with Debian's Chromium. deploy/image-base.sh

@@ -35,12 +35,11 @@ from typing import Any
 
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FALLBACK_USD_PER_UNIT
+from gpuradar.core.sources import price_sources
 from gpuradar.core.units import CURRENCY_SIGN, SIGN_CURRENCY, parse_duration
 from gpuradar.recommend import FitClauseError, FitRequirement, parse_fit_clause
 
 # The spider names (design.md); a word in `in aws,gcp` that is one of these is a source.
-KNOWN_SOURCES = ("aws", "gcp", "azure", "oci", "alibaba", "tencent", "huawei", "lambda",
-                 "runpod", "vastai", "autodl")
 
 
 class RuleError(ValueError):
@@ -455,7 +454,7 @@ def parse_rule(text: str, **options: Any) -> Rule:
         elif _QUANTITY.match(tok.text) or (low.endswith("+") and _QUANTITY.match(low)):
             i = _spec_clause(spec, toks, i, text)
         else:
-            hint = _close(low, _KEYWORDS | set(KNOWN_SOURCES))
+            hint = _close(low, _KEYWORDS | set(price_sources()))
             raise _fail(f"unexpected word {tok.text!r}", text, tok, hint)
         negate = None
     if negate is not None:
@@ -516,7 +515,7 @@ def _gpu_error(text: str, toks: list[_Tok], part: str) -> None:
             if catalog.match_family(" ".join(t.text for t in toks[:k])):
                 bad = toks[k]
                 raise _fail(f"unexpected word {bad.text!r}", text, bad,
-                            _close(bad.low, _KEYWORDS | set(KNOWN_SOURCES)))
+                            _close(bad.low, _KEYWORDS | set(price_sources())))
     start = text.find(part, toks[0].start)
     end = start + len(part) if start >= 0 else toks[-1].end
     raise RuleError(f"unknown GPU {part!r}", text, max(start, toks[0].start), end,
@@ -550,13 +549,13 @@ def _place(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, negate: _T
     """`in aws,gcp` (all known sources) or `in eu-*` (region globs)."""
     arg = _list_arg(toks, i, text, "sources (aws,gcp) or regions (us-*)", kw)
     items = [x.lower() for x in _name_list(arg)]
-    if all(x in KNOWN_SOURCES for x in items):
+    if all(x in price_sources() for x in items):
         return _sources(spec, toks, i, text, negate, kw)
-    if any(x in KNOWN_SOURCES for x in items):
+    if any(x in price_sources() for x in items):
         raise _fail(f"{arg.text!r} mixes sources and regions: write `on SOURCES region "
                     f"REGIONS`", text, arg)
     for x in items:
-        if not any(c in x for c in "*?-0123456789") and (hint := _close(x, KNOWN_SOURCES)):
+        if not any(c in x for c in "*?-0123456789") and (hint := _close(x, price_sources())):
             raise _fail(f"unknown source {x!r} (for a region named so, write `region {x}`)",
                         text, arg, hint)
     return _regions(spec, toks, i, text, negate, kw)
@@ -567,9 +566,9 @@ def _sources(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, negate: 
     arg = _list_arg(toks, i, text, "a source (aws, gcp, vastai, ...)", kw)
     items = [x.lower() for x in _name_list(arg)]
     for x in items:
-        if x not in KNOWN_SOURCES:
-            raise _fail(f"unknown source {x!r} (sources: {', '.join(KNOWN_SOURCES)})", text, arg,
-                        _close(x, KNOWN_SOURCES))
+        if x not in price_sources():
+            raise _fail(f"unknown source {x!r} (sources: {', '.join(price_sources())})", text, arg,
+                        _close(x, price_sources()))
     key = "exclude_sources" if negate is not None else "sources"
     spec[key] = tuple(dict.fromkeys([*spec.get(key, ()), *items]))
     return i + 1
@@ -881,9 +880,9 @@ def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> None:
             if key in data:
                 items = [s.lower() for s in _as_list(data[key])]
                 for s in items:
-                    if s not in KNOWN_SOURCES:
+                    if s not in price_sources():
                         raise RuleError(f"{key}: unknown source {s!r}",
-                                        hint=_close(s, KNOWN_SOURCES))
+                                        hint=_close(s, price_sources()))
                 spec[attr] = tuple(items)
     for keys, attr in ((("regions", "region"), "regions"),
                        (("not_regions", "exclude_regions"), "exclude_regions")):
@@ -998,9 +997,9 @@ def _refine_fit(req: FitRequirement, data: dict[str, Any]) -> FitRequirement:
         if key in data:
             items = [s.lower() for s in _as_list(data[key])]
             for s in items:
-                if s not in KNOWN_SOURCES:
+                if s not in price_sources():
                     raise RuleError(f"{key}: unknown source {s!r}",
-                                    hint=_close(s, KNOWN_SOURCES))
+                                    hint=_close(s, price_sources()))
             changes["sources"] = tuple(items)
     for key in ("regions", "region"):
         if key in data:

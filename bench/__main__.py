@@ -6,6 +6,7 @@ be compared. Speed is measured here, never in a test."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -24,9 +25,11 @@ from bench import storage
 
 PG_ADMIN = os.environ.get("GPURADAR_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
-QUICK = {"ingest_offers": 20_000, "growth_offers": 20_000, "growth_crawls": 24,
+QUICK = {"crawl_meters": 20_000, "ingest_offers": 20_000, "growth_offers": 20_000,
+         "growth_crawls": 24,
          "rules": 1_000, "rule_offers": 50_000, "daemon_cycles": 20, "daemon_runs": 2}
-FULL = {"ingest_offers": 100_000, "growth_offers": 20_000, "growth_crawls": 96,
+FULL = {"crawl_meters": 100_000, "ingest_offers": 100_000, "growth_offers": 20_000,
+        "growth_crawls": 96,
         "rules": 1_000, "rule_offers": 50_000, "daemon_cycles": 200, "daemon_runs": 5}
 
 
@@ -103,7 +106,7 @@ def run(full: bool, with_pg: bool) -> Figures:
         figs.add("  ... and received by a local webhook", nt["to_receiver_ms"], None,
                  "printed", None, "ms")
     for measure in EXTRA:
-        measure(figs, size)
+        measure(figs, {**size, "with_pg": with_pg})
     from bench.parsing import parse_figures
     from gpuradar.core.config import load_config, scrapy_settings
 
@@ -133,7 +136,19 @@ def daemon_figures(figs: Figures, size: dict) -> None:
              lat["median_s"] * 1000, None, "< 2,000 ms", lat["median_s"] < 2, "ms")
 
 
-EXTRA: list[Callable[[Figures, dict], None]] = [daemon_figures]
+def crawl_path_figures(figs: Figures, size: dict) -> None:
+    """`gpuradar crawl` end to end against a bare Scrapy spider on the same pages."""
+    from bench.crawl import add_figures
+
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        pg_url = None
+        if size.get("with_pg"):
+            engine = stack.enter_context(storage.database("postgres", Path(tmp), PG_ADMIN))
+            pg_url = engine.url.render_as_string(hide_password=False)
+        add_figures(figs, size["crawl_meters"], Path(tmp), pg_url)
+
+
+EXTRA: list[Callable[[Figures, dict], None]] = [crawl_path_figures, daemon_figures]
 
 
 def main(argv: list[str] | None = None) -> int:

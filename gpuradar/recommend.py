@@ -34,15 +34,12 @@ from typing import Any
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FALLBACK_USD_PER_UNIT, FxTable
 from gpuradar.core.interconnect import fast_inter, fast_intra, interconnect_for
+from gpuradar.core.sources import is_mainland, price_sources
 from gpuradar.core.units import SIGN_CURRENCY, parse_duration, region_matches
 
 TASKS = ("pretrain", "finetune", "lora", "qlora", "inference")
 PRECISIONS = ("bf16", "fp8", "int4")
 TRAINING = frozenset({"pretrain", "finetune", "lora", "qlora"})
-KNOWN_SOURCES = ("aws", "gcp", "azure", "oci", "alibaba", "tencent", "huawei", "lambda",
-                 "runpod", "vastai", "autodl")
-# Providers whose data centres are in mainland China (the `--region cn-*` constraint).
-MAINLAND_SOURCES = ("alibaba", "tencent", "huawei", "autodl")
 MAINLAND_KEYWORDS = frozenset({"cn-*", "cn*", "cn", "mainland", "china", "cn-mainland"})
 
 GB = 1e9
@@ -404,25 +401,6 @@ def _add_compute(est: MemoryEstimate) -> None:
 
 
 # -- offers -------------------------------------------------------------------------------
-TENCENT_MAINLAND_CITIES = frozenset({
-    "beijing", "shanghai", "guangzhou", "chengdu", "chongqing", "nanjing", "shenzhen",
-    "tianjin", "hangzhou", "wuhan", "changsha", "xian", "jinan", "hefei", "fuzhou",
-    "shijiazhuang", "zhengzhou", "qingyuan", "shenyang", "taiyuan", "xibei", "huhehaote"})
-
-
-def is_mainland(source: str, region: str) -> bool:
-    """Whether an offer runs in mainland China (Hong Kong is not mainland)."""
-    r = (region or "").lower()
-    if source == "autodl":
-        return True  # AutoDL's data centres are all in mainland China
-    if source in ("alibaba", "huawei"):
-        return r.startswith("cn-") and not r.startswith(("cn-hongkong", "cn-hk"))
-    if source == "tencent":
-        parts = r.split("-")
-        return len(parts) >= 2 and parts[0] == "ap" and parts[1] in TENCENT_MAINLAND_CITIES
-    return False
-
-
 def wants_mainland(patterns: Iterable[str]) -> bool:
     return any(p.lower() in MAINLAND_KEYWORDS for p in patterns)
 
@@ -434,7 +412,7 @@ def region_allowed(source: str, region: str, zone: str, patterns: Sequence[str])
         return True
     for p in patterns:
         if p.lower() in MAINLAND_KEYWORDS:
-            if source in MAINLAND_SOURCES and is_mainland(source, region):
+            if is_mainland(source, region):
                 return True
         elif region_matches(region, zone, [p]):
             return True
@@ -926,7 +904,7 @@ def parse_fit_clause(text: str) -> FitRequirement:
                 raise err("expected 'per gpu'", i + 1)
             i += 2
         elif word == "in" and i + 1 < len(toks) and not all(
-                n in KNOWN_SOURCES for n in low(i + 1).split(",") if n):
+                n in price_sources() for n in low(i + 1).split(",") if n):
             once("regions", tuple(r for r in toks[i + 1][0].split(",") if r), i)
             i += 2
         elif word in ("in", "on"):
@@ -934,8 +912,8 @@ def parse_fit_clause(text: str) -> FitRequirement:
                 raise err(f"'{word}' needs providers, e.g. {word} aws,gcp", i + 1)
             names = [n for n in low(i + 1).split(",") if n]
             for name in names:
-                if name not in KNOWN_SOURCES:
-                    close = difflib.get_close_matches(name, KNOWN_SOURCES, 1)
+                if name not in price_sources():
+                    close = difflib.get_close_matches(name, price_sources(), 1)
                     raise err(f"unknown provider {name!r}", i + 1, close[0] if close else None)
             once("sources", tuple(names), i)
             i += 2

@@ -14,15 +14,9 @@ from typing import Any
 
 from gpuradar.core import units
 from gpuradar.core.config import Config, ConfigError
+from gpuradar.core.sources import source_kind
 
-# Kinds of source, for `daemon.intervals.<kind>` (a spider's own default_interval is the
-# default of its kind: marketplaces 5 min, Lambda 10 min, AWS 15 min, cloud lists 1 h, FX 1 d).
-SOURCE_KINDS = {
-    "vastai": "marketplace", "runpod": "marketplace", "autodl": "marketplace",
-    "lambda": "lambda", "aws": "aws", "fx": "fx",
-    "gcp": "cloud", "azure": "cloud", "oci": "cloud", "alibaba": "cloud",
-    "tencent": "cloud", "huawei": "cloud",
-}
+# Interval groups for `daemon.intervals.<kind>`; each spider names its own `kind`.
 KINDS = ("marketplace", "lambda", "aws", "cloud", "fx")
 
 DAEMON_DEFAULTS: dict[str, Any] = {
@@ -171,8 +165,8 @@ def plan_source(cfg: Config, name: str, default_interval: float, opts: DaemonOpt
         interval = interval_override
     elif src.get("interval") is not None:
         interval = _positive(src["interval"], f"{where}.interval")
-    elif SOURCE_KINDS.get(name, "cloud") in opts.intervals:
-        interval = opts.intervals[SOURCE_KINDS.get(name, "cloud")]
+    elif source_kind(name) in opts.intervals:
+        interval = opts.intervals[source_kind(name)]
     else:
         interval = float(default_interval)
     if src.get("jitter") is not None:

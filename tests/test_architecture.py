@@ -51,3 +51,26 @@ def test_scrapy_project_still_works_from_the_repository_root():
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert {"aws", "azure", "gcp", "vastai", "autodl"} <= set(done.stdout.split())
+
+
+def test_every_provider_fact_comes_from_its_spider():
+    """The registry is Scrapy's spider list; kinds, intervals and the mainland rule are read
+    from each spider, so a new provider needs only its spider module."""
+    from gpuradar.scheduler.jobs import KINDS
+
+    from gpuradar.core import sources
+
+    listed = subprocess.run([str(BIN / "scrapy"), "list"], cwd=REPO, capture_output=True,
+                            text=True, timeout=120, check=True).stdout.split()
+    assert sorted(listed) == list(sources.spider_classes())
+    assert set(sources.price_sources()) == set(listed) - {"fx"}
+    for name in listed:
+        assert sources.source_kind(name) in KINDS, name
+        assert sources.default_interval(name) > 0, name
+    assert set(sources.mainland_sources()) == {"alibaba", "tencent", "huawei", "autodl"}
+    assert sources.is_mainland("alibaba", "cn-beijing")
+    assert not sources.is_mainland("alibaba", "cn-hongkong")
+    assert sources.is_mainland("tencent", "ap-guangzhou")
+    assert not sources.is_mainland("tencent", "ap-hongkong")
+    assert sources.is_mainland("autodl", "west-b")
+    assert not sources.is_mainland("aws", "cn-north-1x")

@@ -33,6 +33,7 @@ from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
+from gpuradar.core.interconnect import family
 from gpuradar.core.items import PriceItem
 
 # The last price-file version seen in public material (international site).
@@ -105,6 +106,22 @@ class AlibabaSpider(GpuRadarSpider):
     credentials = {"access_key_id": "ALIBABA_CLOUD_ACCESS_KEY_ID",
                    "access_key_secret": "ALIBABA_CLOUD_ACCESS_KEY_SECRET"}
     default_interval = 3600
+    #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
+    #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
+    # fmt: off
+    interconnect = (
+        family(r"^ecs\.scc", "", "rdma", "SCC cluster, RDMA network"),
+        family(r"^ecs\.(ebm)?gn7e?[-.]", "nvswitch", None, "A100 NVSwitch"),
+        family(r"^ecs\.(ebm)?gn6[ve][-.]", "nvlink", None, "V100 NVLink"),
+        family(r"^ecs\.(ebm|s)?gn\d+i[s]?[-.]", "pcie", None, "PCIe GPUs"),
+    )
+    # fmt: on
+    has_mainland_regions = True
+
+    @classmethod
+    def is_mainland(cls, region: str) -> bool:
+        r = region.lower()
+        return r.startswith("cn-") and not r.startswith(("cn-hongkong", "cn-hk"))
     notes = ("Key-less: CDN price file of the ECS calculator (CNY China site / USD intl), "
              "version discovery EXPERIMENTAL; with an AccessKey: ECS API prices, spot and "
              "availability per zone.")

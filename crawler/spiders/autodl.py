@@ -48,6 +48,12 @@ class AutodlSpider(GpuRadarSpider):
     credentials = {"web_token": "AUTODL_WEB_TOKEN", "dev_token": "AUTODL_DEV_TOKEN"}
     requires_credentials = True
     default_interval = 300
+    kind = "marketplace"
+    has_mainland_regions = True
+
+    @classmethod
+    def is_mainland(cls, region: str) -> bool:
+        return True  # AutoDL's data centres are all in mainland China
     notes = ("Per-GPU hourly CNY prices: machine list (unofficial, web_token) and/or "
              "data-center stock (official dev_token + option prices). No key-less path.")
     custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_DELAY": 0.2}

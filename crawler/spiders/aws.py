@@ -42,6 +42,7 @@ from scrapy.http import Response
 from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
+from gpuradar.core.interconnect import family
 from gpuradar.core.items import PriceItem
 
 ONDEMAND_PAGE = "https://aws.amazon.com/ec2/pricing/on-demand/"
@@ -187,6 +188,22 @@ class AwsSpider(GpuRadarSpider):
         "ec2": "https://ec2.{region}.amazonaws.com/",
     }
     default_interval = 900
+    #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
+    #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
+    # fmt: off
+    interconnect = (
+        family(r"^p6e-gb\d00\.", "nvswitch", "efa", "GB200 NVL72 UltraServer, EFA"),
+        family(r"^p6-b\d00\.48xlarge$", "nvswitch", "efa", "HGX B200/B300 NVSwitch, EFA"),
+        family(r"^p5(e|en)?\.48xlarge$", "nvswitch", "efa",
+               "HGX H100/H200 NVSwitch, 3200 Gbps EFA"),
+        family(r"^p5\.4xlarge$", None, None, "one H100"),
+        family(r"^p4de?\.24xlarge$", "nvswitch", "efa", "HGX A100 NVSwitch, 400 Gbps EFA"),
+        family(r"^p3dn\.24xlarge$", "nvlink", "efa", "V100 NVLink, 100 Gbps EFA"),
+        family(r"^p3\.", "nvlink", None, "V100 NVLink, no EFA"),
+        family(r"^(g\d\w*|gr\d\w*|p2)\.", "pcie", None, "PCIe GPUs"),
+    )
+    # fmt: on
+    kind = "aws"
     notes = ("Public on-demand and spot price files, Spot Advisor interruption bands; AWS "
              "credentials add per-zone spot prices (DescribeSpotPriceHistory).")
 

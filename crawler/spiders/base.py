@@ -49,6 +49,16 @@ class GpuRadarSpider(scrapy.Spider):
     notes: ClassVar[str] = ""
     #: Default crawl interval for the daemon, seconds.
     default_interval: ClassVar[int] = 3600
+    #: The daemon's interval group (`daemon.intervals.<kind>`): marketplace, lambda, aws,
+    #: cloud or fx.
+    kind: ClassVar[str] = "cloud"
+    #: True when some of the provider's regions are in mainland China (see is_mainland).
+    has_mainland_regions: ClassVar[bool] = False
+
+    @classmethod
+    def is_mainland(cls, region: str) -> bool:
+        """Whether an offer in `region` runs in mainland China (Hong Kong is not)."""
+        return False
 
     def endpoint(self, name: str) -> str:
         overrides = self.settings.getdict("GPURADAR_ENDPOINTS")

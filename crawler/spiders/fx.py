@@ -18,6 +18,7 @@ class FxSpider(GpuRadarSpider):
     name = "fx"
     endpoints = {"ecb": "https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml"}
     default_interval = 86400
+    kind = "fx"
     notes = "ECB reference rates, to convert CNY and other currencies to USD."
 
     async def start(self):

@@ -36,6 +36,7 @@ from scrapy.http import Response
 from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
+from gpuradar.core.interconnect import family
 from gpuradar.core.items import PriceItem
 
 PRICING_PAGE = "https://cloud.google.com/compute/gpus-pricing"
@@ -151,6 +152,20 @@ class GcpSpider(GpuRadarSpider):
     credentials = {"api_key": "GCP_API_KEY"}
     requires_credentials = True
     default_interval = 3600
+    #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
+    #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
+    # fmt: off
+    interconnect = (
+        family(r"^a4x-", "nvswitch", "rdma", "GB200 NVL72, GPUDirect-RDMA (RoCE)"),
+        family(r"^a4-highgpu-8g$", "nvswitch", "rdma", "B200 NVSwitch, GPUDirect-RDMA (RoCE)"),
+        family(r"^a3-ultragpu-8g$", "nvswitch", "rdma", "H200 NVSwitch, GPUDirect-RDMA (RoCE)"),
+        family(r"^a3-megagpu-8g$", "nvswitch", "gpudirect-tcpxo", "H100 NVSwitch, GPUDirect-TCPXO"),
+        family(r"^a3-highgpu-8g$", "nvswitch", "gpudirect-tcpx", "H100 NVSwitch, GPUDirect-TCPX"),
+        family(r"^a3-(high|edge)gpu-", "nvswitch", None, "H100 NVSwitch"),
+        family(r"^a2-(high|mega|ultra)gpu-", "nvswitch", None, "A100 NVSwitch"),
+        family(r"^g\d-", "pcie", None, "PCIe GPUs"),
+    )
+    # fmt: on
     notes = ("Cloud Billing Catalog SKUs; machine prices assembled from core + RAM + GPU SKUs; "
              "N1 GPUs per GPU. Needs an API key.")
 

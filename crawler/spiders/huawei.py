@@ -32,6 +32,7 @@ from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
+from gpuradar.core.interconnect import family
 from gpuradar.core.items import PriceItem
 
 BATCH = 100
@@ -83,6 +84,22 @@ class HuaweiSpider(GpuRadarSpider):
     credentials = {"access_key": "HUAWEICLOUD_SDK_AK", "secret_key": "HUAWEICLOUD_SDK_SK"}
     requires_credentials = True
     default_interval = 3600
+    #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
+    #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
+    # fmt: off
+    interconnect = (
+        family(r"^k\w*\..*pod", "hccs", "rdma", "Ascend HCCS, RoCE pod network"),
+        family(r"^p2vs?\.", "nvlink", None, "V100 NVLink"),
+        family(r"^p3\.", "nvlink", None, "NVLink"),
+        family(r"^(p2s|pi\d\w*|g\d\w*)\.", "pcie", None, "PCIe GPUs"),
+    )
+    # fmt: on
+    has_mainland_regions = True
+
+    @classmethod
+    def is_mainland(cls, region: str) -> bool:
+        r = region.lower()
+        return r.startswith("cn-") and not r.startswith(("cn-hongkong", "cn-hk"))
     notes = ("ECS ListFlavors (GPU + Ascend) per region, sell status per AZ; hourly list "
              "price from BSS; CNY on the China site (option site: intl for USD).")
 

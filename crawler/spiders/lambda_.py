@@ -26,6 +26,7 @@ from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
+from gpuradar.core.interconnect import family
 from gpuradar.core.items import PriceItem
 
 # Lambda's public regions, as listed by SkyPilot's fetcher (fetch_lambda_cloud.py, 2026):
@@ -65,6 +66,17 @@ class LambdaSpider(GpuRadarSpider):
     }
     credentials = {"api_key": "LAMBDA_API_KEY"}
     default_interval = 600
+    #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
+    #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
+    # fmt: off
+    interconnect = (
+        family(r"v100", "nvlink", None, "V100 NVLink"),
+        family(r"sxm", "nvswitch", None,
+               "HGX SXM NVSwitch; InfiniBand only on 1-Click Clusters"),
+        family(r"pcie", "pcie", None, "PCIe GPUs"),
+    )
+    # fmt: on
+    kind = "lambda"
     notes = ("API (key): per-region live capacity, price per instance-hour; without a key "
              "the public pricing page: list prices, availability unknown.")
     # The public API allows about one request per second per key.

@@ -55,6 +55,7 @@ class RunpodSpider(GpuRadarSpider):
     endpoints = {"graphql": "https://api.runpod.io/graphql"}
     credentials = {"api_key": "RUNPOD_API_KEY"}
     default_interval = 300
+    kind = "marketplace"
     notes = ("GraphQL gpuTypes + lowestPrice stock; region = secure|community cloud; "
              "price per GPU-hour x GPUs; no spot (RunPod ended spot pods).")
 

@@ -35,6 +35,7 @@ class VastaiSpider(GpuRadarSpider):
     endpoints = {"bundles": "https://console.vast.ai/api/v0/bundles/"}
     credentials = {"api_key": "VAST_API_KEY"}
     default_interval = 300
+    kind = "marketplace"
     notes = "Marketplace offers; listed = available; spot = min_bid (+ storage)."
     custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_DELAY": 1.0}
 

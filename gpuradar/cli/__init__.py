@@ -5,13 +5,14 @@ Exit codes scripts can rely on are defined in gpuradar.core.units and listed in 
 
 from __future__ import annotations
 
-from gpuradar.cli import alerts, commands, db_prune, healthcheck, recommend, run
+from gpuradar.cli import alerts, crawl, db, demo, healthcheck, prices, recommend, run, sources
 from gpuradar.cli.common import app
 
-for _module in (alerts, db_prune, healthcheck, recommend, run):
-    _module.register(app)
-del _module
-_ = commands  # its commands register themselves on import
+# Each module adds its commands to `app` when imported (decorators) or in register(app).
+_MODULES = (crawl, sources, prices, db, demo, alerts, recommend, run, healthcheck)
+for _module in _MODULES:
+    if hasattr(_module, "register"):
+        _module.register(app)
 
 
 def main() -> None:

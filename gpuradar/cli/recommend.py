@@ -201,9 +201,9 @@ def register(app: typer.Typer) -> None:
         if spot not in ("ok", "no", "only"):
             raise fail(f"--spot must be ok, no or only, not {spot!r}")
         chosen = _split(providers)
-        unknown = [p for p in chosen if p not in rc.KNOWN_SOURCES]
+        unknown = [p for p in chosen if p not in rc.price_sources()]
         if unknown:
-            raise fail(f"unknown provider {unknown[0]!r}; known: {', '.join(rc.KNOWN_SOURCES)}")
+            raise fail(f"unknown provider {unknown[0]!r}; known: {', '.join(rc.price_sources())}")
         regions = tuple(region or ())
         cfg = get_config(config, database_url)
         engine = get_engine(cfg)

@@ -39,8 +39,10 @@ import re
 from dataclasses import dataclass
 
 from gpuradar.core import gpus
+from gpuradar.core.sources import spider_classes
 
-__all__ = ["INTER_FAST", "INTRA_FAST", "fast_inter", "fast_intra", "interconnect_for"]
+__all__ = ["INTER_FAST", "INTRA_FAST", "Family", "family", "fast_inter", "fast_intra",
+           "interconnect_for"]
 
 # Links fast enough to shard a model across the GPUs of one machine.
 INTRA_FAST = frozenset({"nvswitch", "nvlink", "infinity-fabric", "hccs"})
@@ -57,90 +59,18 @@ def fast_inter(info: dict | None) -> bool:
 
 
 @dataclass(frozen=True)
-class _Family:
+class Family:
     pattern: re.Pattern[str]
     intra: str | None  # for 2+ GPUs; "" = decide from the form factor
     inter: str | None
     note: str
 
 
-def _f(pattern: str, intra: str | None, inter: str | None, note: str) -> _Family:
-    return _Family(re.compile(pattern, re.IGNORECASE), intra, inter, note)
+def family(pattern: str, intra: str | None, inter: str | None, note: str) -> Family:
+    """One row of a spider's `interconnect` table (first match wins)."""
+    return Family(re.compile(pattern, re.IGNORECASE), intra, inter, note)
 
 
-# First match wins. One family per line reads as a table.
-# fmt: off
-_TABLE: dict[str, tuple[_Family, ...]] = {
-    "aws": (
-        _f(r"^p6e-gb\d00\.", "nvswitch", "efa", "GB200 NVL72 UltraServer, EFA"),
-        _f(r"^p6-b\d00\.48xlarge$", "nvswitch", "efa", "HGX B200/B300 NVSwitch, EFA"),
-        _f(r"^p5(e|en)?\.48xlarge$", "nvswitch", "efa", "HGX H100/H200 NVSwitch, 3200 Gbps EFA"),
-        _f(r"^p5\.4xlarge$", None, None, "one H100"),
-        _f(r"^p4de?\.24xlarge$", "nvswitch", "efa", "HGX A100 NVSwitch, 400 Gbps EFA"),
-        _f(r"^p3dn\.24xlarge$", "nvlink", "efa", "V100 NVLink, 100 Gbps EFA"),
-        _f(r"^p3\.", "nvlink", None, "V100 NVLink, no EFA"),
-        _f(r"^(g\d\w*|gr\d\w*|p2)\.", "pcie", None, "PCIe GPUs"),
-    ),
-    "azure": (
-        _f(r"_ND\w*GB[23]00", "nvswitch", "infiniband", "GB200/GB300 NVL72, InfiniBand"),
-        _f(r"_ND\d+is?r_(H100|H200)_v5$", "nvswitch", "infiniband",
-           "NVLink 4 via NVSwitch, 400 Gb/s InfiniBand per GPU"),
-        _f(r"_ND\d+isr_MI300X_v5$", "infinity-fabric", "infiniband",
-           "Infinity Fabric, 400 Gb/s InfiniBand per GPU"),
-        _f(r"_ND\d+am?sr_(A100_)?v4$", "nvswitch", "infiniband",
-           "NVLink 3 via NVSwitch, 200 Gb/s InfiniBand per GPU"),
-        _f(r"_ND\d+rs_v2$", "nvlink", "infiniband", "V100 NVLink, 100 Gb/s InfiniBand"),
-        _f(r"_NC\d+adis_H100_v5$", "nvlink", None, "H100 NVL pair with NVLink bridge"),
-        _f(r"_NC\d+ads_A100_v4$", "pcie", None, "A100 PCIe"),
-        _f(r"_NC\d+r\w*_v3$", "pcie", "infiniband", "V100 PCIe, RDMA InfiniBand"),
-        _f(r"_N[CVDP]\w*$", "pcie", None, "PCIe GPUs"),
-    ),
-    "gcp": (
-        _f(r"^a4x-", "nvswitch", "rdma", "GB200 NVL72, GPUDirect-RDMA (RoCE)"),
-        _f(r"^a4-highgpu-8g$", "nvswitch", "rdma", "B200 NVSwitch, GPUDirect-RDMA (RoCE)"),
-        _f(r"^a3-ultragpu-8g$", "nvswitch", "rdma", "H200 NVSwitch, GPUDirect-RDMA (RoCE)"),
-        _f(r"^a3-megagpu-8g$", "nvswitch", "gpudirect-tcpxo", "H100 NVSwitch, GPUDirect-TCPXO"),
-        _f(r"^a3-highgpu-8g$", "nvswitch", "gpudirect-tcpx", "H100 NVSwitch, GPUDirect-TCPX"),
-        _f(r"^a3-(high|edge)gpu-", "nvswitch", None, "H100 NVSwitch"),
-        _f(r"^a2-(high|mega|ultra)gpu-", "nvswitch", None, "A100 NVSwitch"),
-        _f(r"^g\d-", "pcie", None, "PCIe GPUs"),
-    ),
-    "oci": (
-        _f(r"^BM\.GPU\.GB[23]00", "nvswitch", "rdma", "NVL72 rack, RDMA cluster network"),
-        _f(r"^BM\.GPU\.(H100|H200|B200|B300|A100-v2)\.8$", "nvswitch", "rdma",
-           "HGX NVSwitch, RDMA cluster network"),
-        _f(r"^BM\.GPU4\.8$", "nvswitch", "rdma", "HGX A100 NVSwitch, RDMA cluster network"),
-        _f(r"^BM\.GPU\.MI3\d\dX\.8$", "infinity-fabric", "rdma",
-           "Infinity Fabric, RDMA cluster network"),
-        _f(r"^(BM|VM)\.GPU3\.", "nvlink", None, "V100 SXM2 NVLink"),
-        _f(r"^(BM|VM)\.GPU\.(A10|L40S|RTXPRO)\.", "pcie", None, "PCIe GPUs"),
-    ),
-    "lambda": (
-        _f(r"v100", "nvlink", None, "V100 NVLink"),
-        _f(r"sxm", "nvswitch", None,
-           "HGX SXM NVSwitch; InfiniBand only on 1-Click Clusters"),
-        _f(r"pcie", "pcie", None, "PCIe GPUs"),
-    ),
-    "tencent": (
-        _f(r"^HCC", "", "rdma", "HCC GPU cluster, RDMA network"),
-        _f(r"^GT4\.", "nvswitch", None, "A100 NVSwitch"),
-        _f(r"^GN10X", "nvlink", None, "V100 NVLink"),
-        _f(r"^(PNV|GN\d|GI\d|GNV)", "pcie", None, "PCIe GPUs"),
-    ),
-    "alibaba": (
-        _f(r"^ecs\.scc", "", "rdma", "SCC cluster, RDMA network"),
-        _f(r"^ecs\.(ebm)?gn7e?[-.]", "nvswitch", None, "A100 NVSwitch"),
-        _f(r"^ecs\.(ebm)?gn6[ve][-.]", "nvlink", None, "V100 NVLink"),
-        _f(r"^ecs\.(ebm|s)?gn\d+i[s]?[-.]", "pcie", None, "PCIe GPUs"),
-    ),
-    "huawei": (
-        _f(r"^k\w*\..*pod", "hccs", "rdma", "Ascend HCCS, RoCE pod network"),
-        _f(r"^p2vs?\.", "nvlink", None, "V100 NVLink"),
-        _f(r"^p3\.", "nvlink", None, "NVLink"),
-        _f(r"^(p2s|pi\d\w*|g\d\w*)\.", "pcie", None, "PCIe GPUs"),
-    ),
-}
-# fmt: on
 
 
 def _by_form_factor(gpu: str, count: float) -> tuple[str | None, str, str]:
@@ -163,17 +93,18 @@ def _by_form_factor(gpu: str, count: float) -> tuple[str | None, str, str]:
 def interconnect_for(source: str, instance_type: str, gpu: str, gpu_count: float) -> dict:
     """What links the GPUs of one offer, and the machine to others (see the module doc)."""
     count = float(gpu_count or 0)
-    for family in _TABLE.get(source.lower(), ()):
-        if not family.pattern.search(instance_type or ""):
+    cls = spider_classes().get(source.lower())
+    for fam in getattr(cls, "interconnect", ()):
+        if not fam.pattern.search(instance_type or ""):
             continue
         if count < 2:
             intra = None
-        elif family.intra == "":
+        elif fam.intra == "":
             intra = _by_form_factor(gpu, count)[0]
         else:
-            intra = family.intra
-        return {"intra_node": intra, "inter_node": family.inter, "basis": "published",
-                "note": family.note}
+            intra = fam.intra
+        return {"intra_node": intra, "inter_node": fam.inter, "basis": "published",
+                "note": fam.note}
     if count < 2:
         return {"intra_node": None, "inter_node": None, "basis": "unknown",
                 "note": "one GPU (or a share of one)"}

@@ -60,6 +60,8 @@ def parse_duration(value: Any, *, unit_required: bool = False) -> timedelta:
         seconds = float(value)
     else:
         text = str(value).strip()
+        if unit_required and re.fullmatch(r"\d+(?:\.\d+)?", text):
+            raise ValueError(f"{value!r}: give a number with a unit, e.g. 12h, 400d, 58w")
         pos, seconds, parts = 0, 0.0, 0
         for found in _PART.finditer(text):
             if text[pos:found.start()].strip():
@@ -75,7 +77,7 @@ def parse_duration(value: Any, *, unit_required: bool = False) -> timedelta:
             hint = "12h, 400d, 58w" if unit_required else "90s, 5m, 1h30m, 2d"
             raise ValueError(f"not a duration: {value!r} (write e.g. {hint})")
     if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"not a duration: {value!r} (must be zero or more)")
+        raise ValueError(f"not a duration: {value!r} (must be zero or more, e.g. 90s, 5m, 1h)")
     if seconds > MAX_DURATION.total_seconds():
         raise ValueError(f"duration {value!r} is longer than the limit of "
                          f"{MAX_DURATION.days} days")
@@ -123,6 +125,10 @@ def money(value: float | None, currency: str = "USD") -> str:
     return f"{sign}{text}" if sign else f"{text} {currency}"
 
 
+#: Region words meaning "in mainland China" (by each spider's is_mainland), not a glob.
+MAINLAND_ALIASES = frozenset({"mainland", "china", "cn-mainland"})
+
+
 # -- region globs ----------------------------------------------------------------------------
 def region_pattern(patterns: Iterable[str]) -> re.Pattern[str] | None:
     """One compiled, case-insensitive matcher for shell-style globs ('us-*', 'eu-west-?');
@@ -133,9 +139,20 @@ def region_pattern(patterns: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in pats))
 
 
-def region_matches(region: str, zone: str, patterns: Iterable[str]) -> bool:
-    """True when a glob matches the offer's region or its zone (no patterns: True)."""
-    matcher = region_pattern(patterns)
-    if matcher is None:
+def region_matches(region: str, zone: str, patterns: Iterable[str], source: str = "") -> bool:
+    """True when a glob matches the offer's region or its zone (no patterns: True).
+
+    One meaning everywhere (prices, rules, recommend): a pattern is a plain glob on the
+    provider's own codes, except the alias `mainland` (also `china`, `cn-mainland`), which
+    means "runs in mainland China" as the offer's spider defines it (needs `source`)."""
+    pats = [p for p in patterns if p]
+    if not pats:
         return True
-    return bool(matcher.match(region.lower()) or (zone and matcher.match(zone.lower())))
+    if source and any(p.lower() in MAINLAND_ALIASES for p in pats):
+        from gpuradar.core.sources import is_mainland
+
+        if is_mainland(source, region):
+            return True
+    matcher = region_pattern(p for p in pats if p.lower() not in MAINLAND_ALIASES)
+    return bool(matcher and (matcher.match(region.lower())
+                             or (zone and matcher.match(zone.lower()))))

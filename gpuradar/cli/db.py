@@ -1,4 +1,4 @@
-"""`gpuradar db prune`: retention of history, crawl records and sent notifications."""
+"""`gpuradar db prune` (retention) and `gpuradar db upgrade` (schema migrations)."""
 
 from __future__ import annotations
 
@@ -77,5 +77,17 @@ def db_prune(
                   f"{result.notifications} notification(s)", highlight=False)
 
 
-def register(app: typer.Typer) -> None:
-    """The command is on the existing `db` group (registered by the decorator above)."""
+# -- db ----------------------------------------------------------------------------------
+@db_app.command("upgrade")
+def db_upgrade(config: ConfigOpt = None, database_url: DbOpt = None,
+               revision: Annotated[str, typer.Option(help="Target revision.")] = "head") -> None:
+    """Apply the schema migrations (also done on every start)."""
+    from gpuradar.storage.db import DatabaseError, redact_url, upgrade
+    from gpuradar.storage.db import get_engine as engine_for
+
+    cfg = get_config(config, database_url)
+    try:
+        upgrade(engine_for(cfg.database_url), revision)
+    except DatabaseError as exc:
+        raise fail(str(exc), EXIT_DATABASE) from None
+    console.print(f"database {redact_url(cfg.database_url)} is at {revision}")

@@ -1,0 +1,123 @@
+"""`gpuradar crawl` and `gpuradar parse`: run spiders, or one parser on saved files."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpuradar.cli.common import (
+    EXIT_FAILED,
+    ConfigOpt,
+    CsvOpt,
+    DbOpt,
+    FormatOpt,
+    JsonOpt,
+    app,
+    fail,
+    get_config,
+    get_engine,
+    pick_format,
+)
+from gpuradar.cli.output import Format, console, emit, err_console
+from gpuradar.core.config import Config, scrapy_settings
+
+
+# -- crawl -------------------------------------------------------------------------------
+def _crawl(cfg: Config, sources: list[str], record: Path | None, replay: Path | None,
+           verbose: bool, quiet: bool = False):
+    from rich.live import Live
+    from rich.text import Text
+
+    from gpuradar.crawler.runner import UnknownSource, resolve_sources, run_once
+
+    settings = scrapy_settings(cfg, GPURADAR_RECORD_DIR=str(record) if record else None,
+                               GPURADAR_REPLAY_DIR=str(replay) if replay else None,
+                               LOG_LEVEL="INFO" if verbose else "WARNING",
+                               # a recording answers at once: no politeness delay needed
+                               DOWNLOAD_DELAY=0 if replay else None)
+    try:
+        names = resolve_sources(sources, settings)
+    except UnknownSource as exc:
+        raise fail(str(exc)) from None
+    if replay:
+        missing = [n for n in names if not (replay / n / "index.json").exists()]
+        if sources and missing:
+            raise fail(f"no recording of {', '.join(missing)} in {replay}")
+        names = [n for n in names if n not in missing]
+    if not names:
+        raise fail("no source to crawl (all disabled?); see `gpuradar sources`")
+    get_engine(cfg)  # fail fast, with one line, on a bad database
+    counts = dict.fromkeys(names, 0)
+
+    def bump(name: str) -> None:
+        counts[name] += 1
+
+    def render() -> Text:
+        return Text("crawling " + "  ".join(f"{n}: {c}" for n, c in counts.items()))
+
+    if quiet or not console.is_terminal:
+        return run_once(names, settings, on_item=bump)
+    with Live(render(), console=err_console, refresh_per_second=4, transient=True) as live:
+        def bump_live(name: str) -> None:
+            bump(name)
+            live.update(render())
+        return run_once(names, settings, on_item=bump_live)
+
+
+def _print_results(results, fmt: Format) -> None:
+    rows = []
+    for r in results:
+        dropped = ", ".join(f"{k} {v}" for k, v in sorted(r.dropped.items())) or "-"
+        rows.append({"source": r.source, "status": r.status, "items": r.items,
+                     "new": r.new_offers, "changed": r.changed, "closed": r.closed,
+                     "dropped": dropped, "unknown_gpus": ", ".join(r.unknown_gpus) or "-",
+                     "duration": f"{r.duration_s:.1f}s", "error": r.error or "-"})
+    raw = [{k: v for k, v in vars(r).items() if k != "changed_offer_ids"} for r in results]
+    emit(rows, [("source", "source"), ("status", "status"), ("items", "items"), ("new", "new"),
+                ("changed", "changed"), ("closed", "closed"), ("dropped", "dropped"),
+                ("unknown_gpus", "unknown GPUs"), ("duration", "time"), ("error", "error")],
+         fmt, title="crawl summary", raw_rows=raw)
+
+
+@app.command()
+def crawl(
+    sources: Annotated[list[str] | None, typer.Argument(help="Sources to crawl (default: "
+                                                        "every enabled source).")] = None,
+    record: Annotated[Path | None, typer.Option(help="Save every response under DIR.")] = None,
+    replay: Annotated[Path | None, typer.Option(help="Answer every request from a recording "
+                                                "in DIR (no network).")] = None,
+    config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
+    as_json: JsonOpt = False, as_csv: CsvOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log Scrapy at INFO.")] = False,
+) -> None:
+    """Crawl sources once, store what changed, print a summary per source."""
+    if record and replay:
+        raise fail("--record and --replay exclude each other")
+    if replay and not replay.is_dir():
+        raise fail(f"recording directory {replay} does not exist")
+    cfg = get_config(config, database_url)
+    results = _crawl(cfg, sources or [], record, replay, verbose)
+    _print_results(results, pick_format(fmt, as_json, as_csv))
+    if any(r.status == "failed" for r in results):
+        raise typer.Exit(EXIT_FAILED)
+
+# -- parse -------------------------------------------------------------------------------
+@app.command()
+def parse(source: Annotated[str, typer.Argument(help="Source whose parser to run.")],
+          files: Annotated[list[Path], typer.Argument(help="Saved responses.")],
+          url: Annotated[str | None, typer.Option(help="URL the response came from.")] = None,
+          config: ConfigOpt = None) -> None:
+    """Run a source's parser on saved responses; print normalised items as JSON lines."""
+    from gpuradar.crawler.parsing import ParseFailed, parse_files
+
+    cfg = get_config(config)
+    settings = scrapy_settings(cfg)
+    try:
+        for item in parse_files(source, files, settings, url=url):
+            sys.stdout.write(json.dumps(item, default=str, ensure_ascii=False) + "\n")
+    except ParseFailed as exc:
+        raise fail(str(exc), EXIT_FAILED) from None

@@ -1,0 +1,92 @@
+"""The shared units: one meaning of "5m", one way to print £0.49, one region glob."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from gpuradar.core.units import (
+    EXIT_CODES,
+    MAX_DURATION,
+    age,
+    format_duration,
+    money,
+    parse_duration,
+    region_matches,
+)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("300", timedelta(seconds=300)), (90, timedelta(seconds=90)), ("90s", timedelta(seconds=90)),
+    ("5m", timedelta(minutes=5)), ("5 minutes", timedelta(minutes=5)),
+    ("1h30m", timedelta(hours=1, minutes=30)), ("2 weeks", timedelta(weeks=2)),
+    ("250ms", timedelta(milliseconds=250)), ("1.5h", timedelta(minutes=90)),
+])
+def test_durations_mean_the_same_everywhere(text, expected):
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["soon", "5 minutez", "-3", -1, True, None, "1h soon", "",
+                                 "1h 30"])
+def test_bad_durations_are_refused_with_an_example(bad):
+    with pytest.raises(ValueError, match="e.g."):
+        parse_duration(bad)
+
+
+def test_a_duration_beyond_the_limit_is_refused_not_overflowed():
+    assert parse_duration(f"{MAX_DURATION.days}d") == MAX_DURATION
+    with pytest.raises(ValueError, match=f"limit of {MAX_DURATION.days} days"):
+        parse_duration("999999d")
+
+
+def test_a_unit_can_be_required():
+    with pytest.raises(ValueError, match="give a number with a unit"):
+        parse_duration("400", unit_required=True)
+    with pytest.raises(ValueError, match="give a number with a unit"):
+        parse_duration(400, unit_required=True)
+    assert parse_duration("400d", unit_required=True) == timedelta(days=400)
+
+
+@pytest.mark.parametrize("seconds, text", [(90, "1m30s"), (3600, "1h"), (86400 * 2, "2d"),
+                                           (0.25, "250ms"), (0, "0s")])
+def test_format_duration_round_trips(seconds, text):
+    assert format_duration(seconds) == text
+    assert parse_duration(text).total_seconds() == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("value, currency, text", [
+    (2.98, "USD", "$2.98"), (1.884, "CNY", "¥1.884"), (0.49, "GBP", "£0.49"),
+    (0.0049, "EUR", "€0.0049"), (55.04, "USD", "$55.04"), (1234.5, "USD", "$1,234.50"),
+    (12.5, "CHF", "12.50 CHF"), (None, "USD", "-"), (2.5, "USD", "$2.50"),
+])
+def test_money_prints_every_currency_the_same_way(value, currency, text):
+    assert money(value, currency) == text
+
+
+def test_age():
+    now = datetime(2026, 11, 30, 12, tzinfo=UTC)
+    assert age(now - timedelta(seconds=42), now) == "42s"
+    assert age(now - timedelta(minutes=3), now) == "3m"
+    assert age(now - timedelta(hours=5), now) == "5h"
+    assert age(now - timedelta(days=2, hours=1), now) == "2d"
+    assert age(None, now) == "-"
+
+
+def test_region_globs_are_plain_globs_with_a_mainland_alias():
+    assert region_matches("us-east-1", "", ["us-*"])
+    assert region_matches("eastus", "", [])  # no pattern: anything
+    assert not region_matches("eu-west-1", "", ["us-*"])
+    assert region_matches("US-EAST-1", "", ["us-*"])  # provider codes are case-insensitive
+    assert region_matches("us-west-2", "us-west-2b", ["*-2b"])  # zone matches too
+    assert region_matches("cn-beijing", "", ["cn-*"])  # a glob, whatever the source
+    assert region_matches("cn-beijing", "", ["mainland"], source="alibaba")
+    assert not region_matches("cn-hongkong", "", ["mainland"], source="alibaba")
+    assert region_matches("ap-guangzhou", "", ["mainland"], source="tencent")
+    assert not region_matches("ap-guangzhou", "", ["mainland"])  # alias needs the source
+    assert region_matches("us-east-1", "", ["mainland", "us-*"], source="aws")
+
+
+def test_every_exit_code_is_documented():
+    assert set(EXIT_CODES) == {0, 1, 2, 3, 4, 130}
+    assert all(EXIT_CODES.values())
