@@ -94,17 +94,20 @@ def drop_replaced(old: str | None, new: str) -> None:
 def build(base: str, variant: str, tmp: Path) -> str:
     """Build one variant as a user would; its image id. Tagged per checkout
     (gpuradar-ci:<variant>-<hash of the path>) so that test runs in other checkouts sharing
-    the engine keep their own images."""
-    tag = f"gpuradar-ci:{variant}-{hashlib.sha1(str(REPO).encode()).hexdigest()[:8]}"
-    old = image_id(tag)
-    iidfile = tmp / f"{variant}.iid"
-    args = ["build", "--iidfile", str(iidfile), "-f", str(DOCKERFILE),
-            "--build-arg", f"PYTHON_IMAGE={base}", "-t", tag]
-    if variant == "browser":
-        args += ["--build-arg", "BROWSER=1"]
-    docker(*args, str(REPO), timeout=1800)
-    new = iidfile.read_text().strip()
-    drop_replaced(old, new)
+    the engine keep their own images; the build stage is tagged too, so that the one it
+    replaces (and the dependency layer only that one used) can be removed."""
+    checkout = hashlib.sha1(str(REPO).encode()).hexdigest()[:8]
+    args = ["build", "-f", str(DOCKERFILE), "--build-arg", f"PYTHON_IMAGE={base}",
+            "--build-arg", f"BROWSER={int(variant == 'browser')}"]
+    new = ""
+    for target, tag in (("build", f"gpuradar-ci:build-{variant}-{checkout}"),
+                        (None, f"gpuradar-ci:{variant}-{checkout}")):
+        old = image_id(tag)
+        iidfile = tmp / f"{variant}-{target}.iid"
+        docker(*args, *(["--target", target] if target else []), "--iidfile", str(iidfile),
+               "-t", tag, str(REPO), timeout=1800)
+        new = iidfile.read_text().strip()
+        drop_replaced(old, new)
     return new
 
 
