@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-test system-deps demo test lint bench mutation
+.PHONY: install install-test system-deps demo test lint bench mutation image image-browser test-image
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,3 +47,21 @@ bench: install
 mutation: install-test
 	$(BIN)/pip install -q -e '.[test,mutation]'
 	$(BIN)/python mutation/run.py
+
+# The container image (deploy/Dockerfile): `make image` builds the default image (no
+# browser), `make image-browser` the variant with Debian's Chromium. deploy/image-base.sh
+# checks that a Docker engine runs (as root: installs and starts it) and names the Python
+# base image (a local one, made with debootstrap, where Docker Hub cannot be reached).
+# `make test-image` runs the image smoke test alone (`make test` runs it too).
+IMAGE ?= gpuradar
+image:
+	base=$$(sh deploy/image-base.sh) && \
+	docker build -f deploy/Dockerfile --build-arg PYTHON_IMAGE=$$base -t $(IMAGE) .
+
+image-browser:
+	base=$$(sh deploy/image-base.sh) && \
+	docker build -f deploy/Dockerfile --build-arg PYTHON_IMAGE=$$base --build-arg BROWSER=1 \
+	  -t $(IMAGE):browser .
+
+test-image: install-test
+	GPURADAR_REQUIRE_DOCKER=1 $(BIN)/python -m pytest -q tests/test_image.py

@@ -429,8 +429,10 @@ def test_image_is_multi_stage_non_root_with_healthcheck_and_entrypoint():
     assert any(arg.startswith("--from=") for op, arg in final if op == "COPY")
     user = [arg for op, arg in final if op == "USER"]
     assert user and user[-1].split(":")[0] not in ("0", "root")
+    # the health check asks the configured port's /healthz (`gpuradar healthcheck`), through
+    # the entry point so that it reads the configuration `run` reads
     (health,) = [arg for op, arg in final if op == "HEALTHCHECK"]
-    assert "/healthz" in health
+    health_cmd = json.loads(health.split(" CMD ", 1)[1])
     env = dict(re.findall(r"(\w+)=(\S+)", " ".join(arg for op, arg in final if op == "ENV")))
     assert env["GPURADAR_METRICS_ADDRESS"] == "0.0.0.0"
     from gpuradar.scheduler.jobs import METRICS_DEFAULTS
@@ -441,6 +443,7 @@ def test_image_is_multi_stage_non_root_with_healthcheck_and_entrypoint():
     (entrypoint,) = [json.loads(arg) for op, arg in final if op == "ENTRYPOINT"]
     (cmd,) = [json.loads(arg) for op, arg in final if op == "CMD"]
     assert entrypoint[-1] == "/usr/local/bin/gpuradar-entrypoint" and cmd == ["run"]
+    assert health_cmd == entrypoint[entrypoint.index("--") + 1:] + ["healthcheck"]
     assert 'exec gpuradar "$@"' in (DEPLOY / "entrypoint.sh").read_text()
     for op, arg in build + final:  # secrets come in at run time only
         if op in ("ENV", "ARG"):
@@ -450,12 +453,21 @@ def test_image_is_multi_stage_non_root_with_healthcheck_and_entrypoint():
 def test_image_installs_like_the_makefile_and_ci():
     """One install path: pip installs the project (pyproject.toml's dependencies) in the
     image as `make install`/`make install-test` (what .ci/run runs) do, from the same
-    package directories; Chromium is the same Debian package."""
+    package directories; Chromium is the same Debian package. (The dependencies go in a
+    layer of their own first, read from pyproject.toml itself, not from a second list.)"""
     runs = [arg for stage in stages() for op, arg in stage if op == "RUN"]
-    pip_installs = [m.group(1).split() for r in runs
-                    for m in re.finditer(r"pip install ([^&;|]+)", r)]
-    targets = [[a for a in args if not a.startswith("-")] for args in pip_installs]
-    assert ["."] in targets and all(t in (["."], ["pip"]) for t in targets), pip_installs
+    targets = []
+    for r in runs:
+        for m in re.finditer(r"pip install ([^&;|]+)", r):
+            args = m.group(1).split()
+            target = [a for a in args if not a.startswith("-")]
+            targets.append(target)
+            if target == ["/dev/stdin"]:  # -r /dev/stdin: pyproject.toml's dependencies
+                assert args[-2] == "-r" and 'open("pyproject.toml"' in r
+                assert '["project"]["dependencies"]' in r
+            else:
+                assert target in (["."], ["pip"]), args
+    assert ["."] in targets and ["/dev/stdin"] in targets, targets
     assert not any("requirements" in r or "playwright install" in r for r in runs)
     makefile = (REPO / "Makefile").read_text()
     assert re.search(r"pip install -q -e \.$", makefile, re.M)          # make install
@@ -474,7 +486,8 @@ def test_image_installs_like_the_makefile_and_ci():
     assert not dockerignore_allows(".venv") and not dockerignore_allows("gpuradar.db")
 
     apt = " ".join(r for r in runs if "apt-get install" in r).split()
-    assert "chromium" in apt
+    # the browser variant: Chromium and the library Playwright's Node.js driver needs
+    assert "chromium" in apt and "libatomic1" in apt
     assert "apt-get install" in makefile and "chromium" in makefile
     from gpuradar.crawler import settings
 
@@ -506,7 +519,8 @@ def dockerignore_allows(path: str) -> bool:
 def test_image_entrypoint_and_healthcheck_run_the_daemon(request, tmp_path, pg_template):
     """What the container runs: the entry point script starting `gpuradar run` with the
     image's environment and the compose database URL (PostgreSQL, migrated on start), and
-    the HEALTHCHECK command passing against it; SIGTERM stops it cleanly."""
+    the HEALTHCHECK command passing against it on the port the config file sets (not the
+    default); SIGTERM stops it cleanly. (tests/test_image.py does it in the image.)"""
     from gpuradar.crawler.runner import spider_classes
 
     from gpuradar.core.config import Config, scrapy_settings
@@ -516,14 +530,15 @@ def test_image_entrypoint_and_healthcheck_run_the_daemon(request, tmp_path, pg_t
     recordings = REPO / "gpuradar" / "recordings"
     names = list(spider_classes(scrapy_settings(Config(database_url="sqlite://"))))
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({"sources": {n: {"enabled": n == "vastai"} for n in names}}))
     port = free_port()
+    config.write_text(yaml.safe_dump({"sources": {n: {"enabled": n == "vastai"} for n in names},
+                                      "metrics": {"port": port}}))
     final = stages()[-1]
     image_env = dict(re.findall(r"(\w+)=(\S+)", " ".join(a for op, a in final if op == "ENV")))
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPURADAR_")}
     env |= {"PATH": f"{Path(sys.executable).parent}:{env['PATH']}",
             "GPURADAR_METRICS_ADDRESS": image_env["GPURADAR_METRICS_ADDRESS"],
-            "GPURADAR_METRICS_PORT": str(port), "GPURADAR_DATA_DIR": str(tmp_path / "data"),
+            "GPURADAR_DATA_DIR": str(tmp_path / "data"),
             "GPURADAR_DATABASE_URL": url, "GPURADAR_CONFIG": str(config),
             "PYTHONUNBUFFERED": "1"}
     log = (tmp_path / "daemon.log").open("wb")
@@ -531,18 +546,19 @@ def test_image_entrypoint_and_healthcheck_run_the_daemon(request, tmp_path, pg_t
                              str(recordings), "--interval", "60"],
                             env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
     (health,) = [a for op, a in final if op == "HEALTHCHECK"]
-    check = health.split(" CMD ", 1)[1]
+    check = [str(DEPLOY / "entrypoint.sh") if a == "/usr/local/bin/gpuradar-entrypoint" else a
+             for a in json.loads(health.split(" CMD ", 1)[1])]
     try:
         deadline = time.monotonic() + 90
         while True:
-            result = subprocess.run(["sh", "-c", check], env=env, capture_output=True,
-                                    timeout=30)
+            result = subprocess.run(check, env=env, capture_output=True, timeout=30)
             if result.returncode == 0:
                 break
             assert proc.poll() is None, (tmp_path / "daemon.log").read_text()
             assert time.monotonic() < deadline, "HEALTHCHECK never passed:\n" + \
                 (tmp_path / "daemon.log").read_text()
             time.sleep(1)
+        assert result.stdout.decode().startswith(f"healthy: http://127.0.0.1:{port}/healthz: 200")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
             text = r.read().decode()
         assert "gpuradar_database_up 1.0" in text

@@ -5,11 +5,22 @@ Exit codes scripts can rely on are defined in gpuradar.core.units and listed in 
 
 from __future__ import annotations
 
-from gpuradar.cli import alerts, config, crawl, db, demo, prices, recommend, run, sources
+from gpuradar.cli import (
+    alerts,
+    config,
+    crawl,
+    db,
+    demo,
+    healthcheck,
+    prices,
+    recommend,
+    run,
+    sources,
+)
 from gpuradar.cli.common import app, run_app
 
 # Each module adds its commands to `app` when imported (decorators) or in register(app).
-_MODULES = (crawl, sources, prices, db, demo, alerts, recommend, run, config)
+_MODULES = (crawl, sources, prices, db, demo, alerts, recommend, run, config, healthcheck)
 for _module in _MODULES:
     if hasattr(_module, "register"):
         _module.register(app)

@@ -1,0 +1,354 @@
+"""The container image (deploy/Dockerfile), built and run for real with Docker.
+
+Both variants are built once per test session (Docker's layer cache makes a rebuild of
+unchanged code take seconds): the default, slim image and the browser image (BROWSER=1,
+Debian's Chromium). Containers then check what a user sees: `--version`; `run --replay`
+serving /healthz and the crawl counters on a published port, as uid 10001, healthy by the
+image's own HEALTHCHECK, stopping with exit 0 on `docker stop`; a config file mounted
+read-only moving the metrics port (the healthcheck follows it); Playwright driving Debian's
+Chromium inside the browser image to render a page whose table JavaScript builds.
+
+deploy/image-base.sh provides the engine and the Python base image (made with debootstrap
+where Docker Hub cannot be reached). Without a running Docker engine these tests skip,
+except when GPURADAR_REQUIRE_DOCKER=1 (.ci/run): then the script installs and starts what is
+missing, and anything that does not work fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.provider_server import Reply
+
+REPO = Path(__file__).resolve().parent.parent
+DOCKERFILE = REPO / "deploy" / "Dockerfile"
+RECORDINGS = REPO / "gpuradar" / "recordings"
+REQUIRE = os.environ.get("GPURADAR_REQUIRE_DOCKER") == "1"
+PORT = 9108          # the image's EXPOSE and the daemon's default metrics port
+UID = "10001"        # the image's user
+# Sources with a recording that need no credentials: each must crawl ok in a replay.
+REPLAYED = ("alibaba", "aws", "azure", "fx", "lambda", "oci", "runpod", "vastai")
+
+
+def unavailable(why: str):
+    if REQUIRE:
+        pytest.fail(f"{why} (GPURADAR_REQUIRE_DOCKER=1)", pytrace=False)
+    pytest.skip(why)
+
+
+def docker(*args: str, timeout: float = 120, check: bool = True,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+    if check:
+        assert proc.returncode == 0, f"docker {' '.join(args)}:\n{proc.stdout[-3000:]}" \
+                                     f"{proc.stderr[-3000:]}"
+    return proc
+
+
+# -- the images ----------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def base_image() -> str:
+    """The Python base image, with an engine running (installed and started only in CI)."""
+    if not REQUIRE:
+        if not shutil.which("docker"):
+            unavailable("docker is not installed")
+        if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+            unavailable("no Docker engine is running")
+    proc = subprocess.run(["sh", str(REPO / "deploy" / "image-base.sh")], capture_output=True,
+                          text=True, timeout=1200)
+    if proc.returncode != 0:
+        unavailable(f"deploy/image-base.sh failed: {proc.stderr.strip()[-2000:]}")
+    return proc.stdout.strip()
+
+
+def image_id(ref: str) -> str | None:
+    proc = docker("image", "inspect", "-f", "{{.Id}}", ref, check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def drop_replaced(old: str | None, new: str) -> None:
+    """Remove an image a new build replaced, with the layers only it used, so that repeated
+    runs do not fill the disk: only when no tag names it any more (another checkout's may)
+    and no container uses it (Docker refuses then)."""
+    if old and old != new:
+        tags = docker("image", "inspect", "-f", "{{len .RepoTags}}", old, check=False)
+        if tags.stdout.strip() == "0":
+            docker("rmi", old, check=False)
+
+
+def build(base: str, variant: str, tmp: Path) -> str:
+    """Build one variant as a user would; its image id. Tagged per checkout
+    (gpuradar-ci:<variant>-<hash of the path>) so that test runs in other checkouts sharing
+    the engine keep their own images; the build stage is tagged too, so that the one it
+    replaces (and the dependency layer only that one used) can be removed."""
+    checkout = hashlib.sha1(str(REPO).encode()).hexdigest()[:8]
+    args = ["build", "-f", str(DOCKERFILE), "--build-arg", f"PYTHON_IMAGE={base}",
+            "--build-arg", f"BROWSER={int(variant == 'browser')}"]
+    new = ""
+    for target, tag in (("build", f"gpuradar-ci:build-{variant}-{checkout}"),
+                        (None, f"gpuradar-ci:{variant}-{checkout}")):
+        old = image_id(tag)
+        iidfile = tmp / f"{variant}-{target}.iid"
+        docker(*args, *(["--target", target] if target else []), "--iidfile", str(iidfile),
+               "-t", tag, str(REPO), timeout=1800)
+        new = iidfile.read_text().strip()
+        drop_replaced(old, new)
+    return new
+
+
+@pytest.fixture(scope="session")
+def slim_image(base_image, tmp_path_factory) -> str:
+    return build(base_image, "slim", tmp_path_factory.mktemp("image"))
+
+
+@pytest.fixture(scope="session")
+def browser_image(base_image, tmp_path_factory) -> str:
+    return build(base_image, "browser", tmp_path_factory.mktemp("image"))
+
+
+@pytest.fixture(params=["slim", "browser"])
+def image(request) -> str:
+    return request.getfixturevalue(f"{request.param}_image")
+
+
+# -- containers ------------------------------------------------------------------------------
+@contextmanager
+def container(image: str, *args: str, options: tuple[str, ...] = ()) -> Iterator[str]:
+    """A detached container (removed afterwards); its name."""
+    name = f"gpuradar-test-{uuid.uuid4().hex[:10]}"
+    docker("run", "-d", "--name", name, *options, image, *args)
+    try:
+        yield name
+    finally:
+        docker("rm", "-f", "-v", name, check=False)
+
+
+def logs(name: str) -> str:
+    proc = docker("logs", name, check=False)
+    return (proc.stdout + proc.stderr)[-4000:]
+
+
+def inspect(name: str) -> dict:
+    return json.loads(docker("inspect", name).stdout)[0]
+
+
+def wait_healthy(name: str, timeout: float = 120) -> dict:
+    """Wait for the image's HEALTHCHECK to pass; the last health record."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = inspect(name)["State"]
+        assert state["Running"], f"{name} exited {state['ExitCode']}:\n{logs(name)}"
+        health = state["Health"]
+        if health["Status"] == "healthy":
+            return health["Log"][-1]
+        assert time.monotonic() < deadline, \
+            f"never healthy: {health['Log'][-3:]}\n{logs(name)}"
+        time.sleep(1)
+
+
+def published(name: str, port: int) -> str:
+    """The host address:port a container port is published on."""
+    return docker("port", name, f"{port}/tcp").stdout.splitlines()[0].strip()
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def samples(text: str, name: str) -> dict[frozenset, float]:
+    """{labels: value} of one metric in the Prometheus text format."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {frozenset(s.labels.items()): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name == name}
+
+
+def wait_crawled(address: str, sources: tuple[str, ...], timeout: float = 120) -> str:
+    """Wait until every source has finished a crawl; the /metrics text."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, text = get(f"http://{address}/metrics")
+        crawls = samples(text, "gpuradar_crawls_total") if status == 200 else {}
+        done = {dict(k)["source"] for k, v in crawls.items() if v >= 1}
+        if set(sources) <= done:
+            return text
+        assert time.monotonic() < deadline, f"crawled only {sorted(done)}"
+        time.sleep(1)
+
+
+# Fast health checks (the image's own command, only checked more often).
+FAST_HEALTH = ("--health-interval", "1s", "--health-start-period", "60s")
+REPLAY_MOUNT = ("-v", f"{RECORDINGS}:/recordings:ro")
+
+
+# -- the tests -------------------------------------------------------------------------------
+def test_version(image):
+    from gpuradar import __version__
+
+    proc = docker("run", "--rm", image, "--version")
+    assert proc.stdout.strip() == f"gpuradar {__version__}"
+
+
+def test_replay_service_healthy_metrics_non_root_and_clean_stop(image):
+    """`gpuradar run --replay` as the image runs it: published /healthz answers 200, every
+    replayed source's crawl counted ok, uid 10001, healthy by the HEALTHCHECK, and `docker
+    stop` ends it within the grace period with exit 0 (not killed)."""
+    with container(image, "run", "--replay", "/recordings", "--interval", "60",
+                   options=("-p", f"127.0.0.1::{PORT}", *FAST_HEALTH, *REPLAY_MOUNT)) as name:
+        record = wait_healthy(name)
+        assert record["ExitCode"] == 0
+        assert record["Output"].startswith(f"healthy: http://127.0.0.1:{PORT}/healthz: 200")
+        address = published(name, PORT)
+        status, body = get(f"http://{address}/healthz")
+        assert status == 200 and json.loads(body)["status"] == "ok", body
+
+        text = wait_crawled(address, REPLAYED)
+        crawls = samples(text, "gpuradar_crawls_total")
+        for source in REPLAYED:
+            assert crawls[frozenset({"source": source, "status": "ok"}.items())] >= 1
+            assert crawls[frozenset({"source": source, "status": "failed"}.items())] == 0
+        assert samples(text, "gpuradar_database_up") == {frozenset(): 1.0}
+
+        config = inspect(name)["Config"]
+        assert config["User"] == f"{UID}:{UID}"
+        top = docker("top", name, "-o", "pid,uid,args").stdout.splitlines()[1:]
+        assert any("gpuradar run" in line for line in top), top
+        assert all(line.split()[1] == UID for line in top), top
+
+        start = time.monotonic()
+        docker("stop", "-t", "60", name, timeout=90)
+        state = inspect(name)["State"]
+        assert state["ExitCode"] == 0 and not state["OOMKilled"], logs(name)
+        assert time.monotonic() - start < 60, "docker stop needed the kill"
+        assert "gpuradar daemon stopped" in logs(name)
+
+
+def test_a_config_file_mounted_read_only_is_honoured(slim_image, tmp_path):
+    """/etc/gpuradar/config.yaml moves the metrics port and disables sources; the
+    HEALTHCHECK reads the same file and asks the new port."""
+    port = 9200
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"metrics": {"port": port},
+                                      "sources": {"azure": {"enabled": False}}}))
+    config.chmod(0o644)
+    with container(slim_image, "run", "--replay", "/recordings", "--interval", "60",
+                   options=("-p", f"127.0.0.1::{port}", *FAST_HEALTH, *REPLAY_MOUNT,
+                            "-v", f"{config}:/etc/gpuradar/config.yaml:ro")) as name:
+        record = wait_healthy(name)
+        assert record["Output"].startswith(f"healthy: http://127.0.0.1:{port}/healthz: 200")
+        (mount,) = [m for m in inspect(name)["Mounts"]
+                    if m["Destination"] == "/etc/gpuradar/config.yaml"]
+        assert mount["RW"] is False
+        text = wait_crawled(published(name, port), ("vastai", "fx"))
+        sources = {dict(k)["source"] for k in samples(text, "gpuradar_crawls_total")}
+        assert "vastai" in sources and "azure" not in sources
+        # nothing listens on the default port
+        proc = docker("exec", name, "gpuradar", "healthcheck", "--metrics-port", str(PORT),
+                      "--timeout", "3", check=False)
+        assert proc.returncode == 1
+        assert proc.stderr.startswith(f"unhealthy: http://127.0.0.1:{PORT}/healthz: no answer")
+
+
+def test_the_environment_sets_the_port_and_run_metrics_port_is_warned_about(slim_image):
+    """GPURADAR_METRICS_PORT moves service and health check together; `run --metrics-port`
+    cannot reach the health check, and the entry point says so."""
+    with container(slim_image, "run", "--replay", "/recordings", "--interval", "60",
+                   options=("-e", "GPURADAR_METRICS_PORT=9300", *FAST_HEALTH,
+                            *REPLAY_MOUNT)) as name:
+        record = wait_healthy(name)
+        assert record["Output"].startswith("healthy: http://127.0.0.1:9300/healthz: 200")
+    proc = docker("run", "--rm", slim_image, "run", "--metrics-port", "9300", "--replay",
+                  "/nowhere", check=False)
+    assert proc.returncode == 2
+    assert ("gpuradar-entrypoint: warning: the container's health check does not see "
+            "--metrics-port; set GPURADAR_METRICS_PORT") in proc.stderr
+    assert "recording directory /nowhere does not exist" in proc.stderr
+
+
+def run_page_crawl(image: str, server, tmp_path: Path, mode: str) -> dict:
+    """tests/test_playwright.py's crawl (scrapy-playwright as crawler/settings.py wires it)
+    run inside the image against the page server on the host's loopback."""
+    from tests.test_playwright import PAGE, SCRIPT
+
+    server.route("GET", "/prices.html", lambda req: Reply(body=PAGE,
+                                                          content_type="text/html"))
+    server.route("GET", "/plain.json", lambda req: Reply(body=b'{"ok": true}'))
+    work = tmp_path / "work"
+    work.mkdir()
+    work.chmod(0o777)
+    (work / "crawl_page.py").write_text(SCRIPT)
+    proc = docker("run", "--rm", "--network", "host", "--shm-size", "256m",
+                  "-e", "SCRAPY_SETTINGS_MODULE=gpuradar.crawler.settings",
+                  "-v", f"{work}:/work", "--entrypoint", "python", image,
+                  "/work/crawl_page.py", server.base, "/work/out.json", mode,
+                  timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((work / "out.json").read_text())
+    result["log"] = proc.stderr
+    return result
+
+
+def test_playwright_renders_a_page_with_debians_chromium_in_the_browser_image(
+        browser_image, provider_server, tmp_path):
+    result = run_page_crawl(browser_image, provider_server, tmp_path, "render")
+    assert result["rows"] == [["RTX 4090", "1.98"], ["A800", "9.60"], ["910B", "7.50"]], \
+        result["log"][-3000:]
+    assert {"static_rows": 0} in result["plain"] and {"ok": True} in result["plain"]
+    assert result["stats"].get("playwright/browser_count") == 1
+
+
+def test_the_slim_image_has_no_browser_and_still_crawls(slim_image, browser_image,
+                                                        provider_server, tmp_path):
+    """No Chromium and no Playwright driver in the default image; plain requests still go
+    through the project's download handler there."""
+    driver = ("import os, playwright; "
+              "print(os.path.isdir(os.path.join(os.path.dirname(playwright.__file__), 'driver')),"
+              " os.path.exists('/usr/bin/chromium'))")
+    for image, expected in ((slim_image, "False False"), (browser_image, "True True")):
+        proc = docker("run", "--rm", "--entrypoint", "python", image, "-c", driver)
+        assert proc.stdout.strip() == expected, image
+    sizes = {i: int(docker("image", "inspect", "-f", "{{.Size}}", i).stdout)
+             for i in (slim_image, browser_image)}
+    assert sizes[slim_image] < sizes[browser_image] - 500_000_000, sizes
+    result = run_page_crawl(slim_image, provider_server, tmp_path, "plain")
+    assert {"ok": True} in result["plain"] and {"static_rows": 0} in result["plain"]
+    assert "playwright/browser_count" not in result["stats"]
+
+
+def test_compose_builds_the_default_image(slim_image, base_image, tmp_path):
+    """deploy/compose.yaml's `build:` makes the same image (the layer cache answers)."""
+    if docker("compose", "version", check=False).returncode == 0:
+        command = ["docker", "compose"]
+    elif shutil.which("docker-compose"):
+        command = ["docker-compose"]
+    else:
+        unavailable("neither `docker compose` nor docker-compose is installed")
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
+    env["GPURADAR_PYTHON_IMAGE"] = base_image
+    old = image_id("gpuradar:latest")
+    proc = subprocess.run([*command, "-f", str(REPO / "deploy" / "compose.yaml"), "build",
+                           "gpuradar"], capture_output=True, text=True, env=env, timeout=1800,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert image_id("gpuradar:latest") == slim_image
+    drop_replaced(old, slim_image)
