@@ -111,8 +111,8 @@ def test_ipv6_wildcard_is_asked_on_the_ipv6_loopback(tmp_path):
 
 @pytest.mark.parametrize(("metrics", "message"), [
     ({"enabled": False}, "the metrics endpoint is disabled (metrics.enabled: false)"),
-    ({"port": 70000}, "metrics.port must be between 1 and 65535, got 70000"),
-    ({"prot": 9108}, "metrics: unknown key(s) prot"),
+    ({"port": 70000}, "metrics.port: must be less than or equal to 65535, got 70000"),
+    ({"prot": 9108}, "unknown key 'prot' in metrics — did you mean 'port'?"),
 ])
 def test_a_configuration_without_an_endpoint_is_unhealthy_not_a_usage_error(
         tmp_path, metrics, message):
