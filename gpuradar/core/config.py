@@ -209,6 +209,7 @@ class SourceOptions(Section):
     interval: OptionalPositiveSeconds = None
     jitter: OptionalSeconds = None
     timeout: OptionalPositiveSeconds = None
+    request_interval: OptionalSeconds = None  # overrides the spider's documented rate limit
 
 
 class MetricsSection(Section):
