@@ -27,7 +27,10 @@ BIN = Path(sys.executable).parent
 
 
 def config_for(name: str, target: dict, defaults: dict) -> Path:
-    tests = " ".join(shlex.quote(t) for t in target["tests"] if (REPO / t).exists())
+    missing = [t for t in target["tests"] if not (REPO / t).exists()]
+    if missing:  # a renamed test file would silently weaken the target: say so instead
+        sys.exit(f"mutation/targets.toml: target {name!r} names missing tests: {missing}")
+    tests = " ".join(shlex.quote(t) for t in target["tests"])
     command = f"{shlex.quote(sys.executable)} -m pytest {defaults['pytest']} {tests}"
     lines = [
         "[cosmic-ray]",

@@ -1,0 +1,107 @@
+"""Vast.ai prices a user relies on, pinned where mutation testing (issue #23) found the
+suite silent: a multi-GPU offer's price is the whole offer's, the spot price carries the same
+storage as on-demand, and a search that cannot be split further still yields its offers."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from gpuradar.crawler.spiders.vastai import GPU_COUNTS, VastaiSpider
+from scrapy.http import TextResponse
+from scrapy.utils.test import get_crawler
+
+FIX = Path(__file__).parent / "fixtures" / "vastai"
+URL = "https://console.vast.ai/api/v0/bundles/"
+
+
+def offers(name: str) -> list[dict]:
+    return json.loads((FIX / name).read_text())["offers"]
+
+
+def parse(data: dict, spider: VastaiSpider | None = None, **cb) -> list:
+    resp = TextResponse(url=URL, body=json.dumps(data).encode(), encoding="utf-8")
+    return list((spider or VastaiSpider()).parse(resp, **cb))
+
+
+def spider(**options) -> VastaiSpider:
+    crawler = get_crawler(VastaiSpider, {"GPURADAR_SOURCES": {"vastai": options}})
+    return VastaiSpider.from_crawler(crawler)
+
+
+def test_an_8_gpu_offer_is_priced_as_the_whole_offer():
+    eight = next(o for o in offers("bundles_a100_sxm4.json") if o["num_gpus"] == 8)
+    od, spot = parse({"offers": [eight]})
+    assert od.pricing == "on_demand" and spot.pricing == "spot"
+    assert od.gpu_count == 8 and od.instance_type == "301001:8xA100_SXM4"
+    assert od.price == eight["dph_total"]  # the whole machine, not one GPU
+    assert spot.price == pytest.approx(eight["min_bid"] + eight["search"]["diskHour"])
+    assert od.gpu_memory_gb == 80.0 and od.vcpus == 128.0
+    assert od.memory_gb == 512.0  # all cores rented: all the RAM
+    assert od.region == "US" and od.attributes["location"] == "Texas, US"
+    assert od.attributes["datacenter"] is False
+
+
+def test_rented_cores_get_their_share_of_ram():
+    offer = copy.deepcopy(offers("bundles_a100_sxm4.json")[0])
+    offer["cpu_cores_effective"] = 32.0  # a quarter of 128 cores
+    od = parse({"offers": [offer]})[0]
+    assert od.vcpus == 32.0 and od.memory_gb == 128.0
+
+
+def test_storage_cost_without_the_search_block_comes_from_the_base_price():
+    offer = copy.deepcopy(offers("bundles_a100_sxm4.json")[0])
+    del offer["search"]
+    od, spot = parse({"offers": [offer]})
+    storage = offer["dph_total"] - offer["dph_base"]
+    assert od.attributes["storage_usd_per_hour"] == pytest.approx(storage)
+    assert spot.price == pytest.approx(offer["min_bid"] + storage)
+
+
+def test_an_offer_without_a_bid_has_no_spot_price_and_no_place_is_unknown():
+    offer = copy.deepcopy(offers("bundles_a100_sxm4.json")[0])
+    offer["min_bid"] = None
+    offer["geolocation"] = None
+    (od,) = parse({"offers": [offer]})
+    assert od.pricing == "on_demand" and od.region == "unknown"
+
+
+def test_a_truncated_one_model_search_is_split_by_gpu_count():
+    s = spider(limit=5)
+    data = {"offers": offers("bundles_rtx_4090.json"), "truncated": True}
+    out = parse(data, s, search=(("RTX 4090",), "in", None))
+    bodies = [json.loads(r.body) for r in out]
+    assert [b["num_gpus"] for b in bodies] == [dict(c) for c in GPU_COUNTS]
+    assert all(b["gpu_name"] == {"in": ["RTX 4090"]} for b in bodies)
+
+
+def test_a_search_that_cannot_be_split_still_yields_what_it_got():
+    s = spider(limit=100)
+    data = {"offers": offers("bundles_rtx_4090.json"), "truncated": True}
+    out = parse(data, s, search=(("RTX 4090",), "in", {"eq": 1}))
+    assert {i.instance_type for i in out} == {"201001:1xRTX_4090", "201002:4xRTX_4090",
+                                              "201003:8xRTX_4090"}
+
+
+def test_a_complete_answer_is_not_split():
+    s = spider(limit=100)
+    out = parse({"offers": offers("bundles_rtx_4090.json"), "truncated": False}, s,
+                search=(("RTX 4090", "H100 SXM"), "in", None))
+    assert out and all(not hasattr(i, "callback") for i in out)
+
+
+def test_a_full_answer_counts_as_truncated_even_unflagged():
+    s = spider(limit=3)
+    out = parse({"offers": offers("bundles_rtx_4090.json")}, s,
+                search=(("RTX 4090", "H100 SXM"), "in", None))
+    names = [json.loads(r.body)["gpu_name"] for r in out]
+    assert names == [{"in": ["RTX 4090"]}, {"in": ["H100 SXM"]}]
+
+
+def test_the_api_key_is_sent_as_a_bearer_token():
+    request = spider(api_key="k-123").search(["RTX 4090"])
+    assert request.headers[b"Authorization"] == b"Bearer k-123"
+    assert b"Authorization" not in spider().search(["RTX 4090"]).headers
+    assert json.loads(spider().probe_requests()[0][1].body)["limit"] == 1
