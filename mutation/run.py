@@ -31,7 +31,8 @@ def config_for(name: str, target: dict, defaults: dict) -> Path:
     if missing:  # a renamed test file would silently weaken the target: say so instead
         sys.exit(f"mutation/targets.toml: target {name!r} names missing tests: {missing}")
     tests = " ".join(shlex.quote(t) for t in target["tests"])
-    command = f"{shlex.quote(sys.executable)} -m pytest {defaults['pytest']} {tests}"
+    pytest = target.get("pytest", defaults["pytest"])  # a target may deselect slow tests
+    command = f"{shlex.quote(sys.executable)} -m pytest {pytest} {tests}"
     lines = [
         "[cosmic-ray]",
         f"module-path = {target['modules']!r}".replace("'", '"'),

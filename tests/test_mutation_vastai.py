@@ -105,3 +105,39 @@ def test_the_api_key_is_sent_as_a_bearer_token():
     assert request.headers[b"Authorization"] == b"Bearer k-123"
     assert b"Authorization" not in spider().search(["RTX 4090"]).headers
     assert json.loads(spider().probe_requests()[0][1].body)["limit"] == 1
+
+
+def test_the_daemon_crawls_the_marketplace_every_five_minutes():
+    from gpuradar.core import sources
+
+    assert sources.default_interval("vastai") == 300
+    assert sources.source_kind("vastai") == "marketplace"
+
+
+def test_a_bid_without_any_storage_figure_is_the_bid_alone():
+    offer = copy.deepcopy(offers("bundles_a100_sxm4.json")[0])
+    del offer["search"], offer["dph_base"]
+    od, spot = parse({"offers": [offer]})
+    assert spot.price == offer["min_bid"] and od.attributes["storage_usd_per_hour"] is None
+
+
+def test_a_full_answer_of_the_default_size_is_split():
+    # Vast answers at most `limit` offers; exactly `limit` means more may exist.
+    base = offers("bundles_rtx_4090.json")[0]
+    many = [base | {"machine_id": base["machine_id"] * 1000 + i} for i in range(300)]
+    s = spider(limit=300)
+    out = parse({"offers": many}, s, search=(("RTX 4090", "H100 SXM"), "in", None))
+    assert [json.loads(r.body)["gpu_name"] for r in out] == [{"in": ["RTX 4090"]},
+                                                              {"in": ["H100 SXM"]}]
+
+
+def test_an_unsplittable_search_names_what_is_missing(caplog):
+    s = spider(limit=3)
+    data = {"offers": offers("bundles_rtx_4090.json"), "truncated": True}
+    parse(data, s, search=(("RTX 4090",), "in", {"eq": 1}))
+    (message,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "RTX 4090 with num_gpus {'eq': 1} still stops at 3 offers" in message
+    caplog.clear()
+    parse(data, s, search=(("RTX 4090",), "notin", {"eq": 2}))
+    (message,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "other models than" in message and "num_gpus {'eq': 2}" in message

@@ -1,0 +1,90 @@
+"""What is stored, pinned where mutation testing (issue #23) found the suite silent: a price
+comes back exactly as quoted, a multi-GPU offer keeps its whole price with a per-GPU price
+of one over the count, a currency code is stored in capitals, and a crawl that lost a page
+to an HTTP error Scrapy ignores (403/404, no retry) is not `ok` and closes nothing."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from gpuradar.crawler.pipelines import normalize, validate
+from gpuradar.storage import queries
+from gpuradar.storage.ingest import CrawlWriter
+
+from gpuradar.core.currency import FxTable
+from gpuradar.core.items import PriceItem
+from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.provider_server import Reply, serve_standard
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+def offer(price: float, count: float = 1, currency: str = "USD", **extra) -> PriceItem:
+    return PriceItem(source="azure", region="eastus", instance_type=extra.pop("it", "X"),
+                     pricing="on_demand", gpu="H100", gpu_count=count, price=price,
+                     currency=currency, available=True, observed_at=T0, **extra)
+
+
+@pytest.mark.parametrize("price", [2.01, 0.29, 98.32, 1.386741, 0.000001, 12345.678901])
+def test_a_price_round_trips_exactly(engine, price):
+    writer = CrawlWriter(engine, "azure", started_at=T0)
+    writer.add([offer(price, price_usd=price, price_per_gpu_usd=price)])
+    writer.finish("ok")
+    (stored,) = queries.find_offer(engine, "azure", "X")
+    assert stored["price"] == price  # exactly: never 2.009999
+    (span,) = queries.spans(engine, stored["id"])
+    assert span["price"] == price
+
+
+def test_an_8_gpu_offer_keeps_its_whole_price_and_an_eighth_per_gpu():
+    item = offer(7.600593, count=8)
+    assert validate(item) is None and normalize(item, FxTable()) is None
+    assert item.price == 7.600593 and item.price_usd == 7.600593
+    assert item.price_per_gpu_usd == round(7.600593 / 8, 6)
+
+
+def test_a_lower_case_currency_is_stored_in_capitals():
+    item = offer(3.0, currency="eur")
+    assert validate(item) is None
+    assert item.currency == "EUR"
+    assert normalize(item, FxTable({"EUR": (1.1, T0.date(), "ecb")})) is None
+    assert item.price_usd == pytest.approx(3.3)
+
+
+@pytest.mark.parametrize("price,reason", [(None, "no_price"), (True, "bad_price"),
+                                          ("x", "bad_price"), (float("nan"), "bad_price"),
+                                          (-1.0, "negative_price"), (0, "zero_price")])
+def test_an_unreadable_price_is_never_stored(price, reason):
+    assert validate(offer(price)) == reason
+
+
+@pytest.mark.parametrize("low,high,verdict", [(1.0, 1.0, None), (1.01, 2.0, "implausible_price"),
+                                              (0.5, 0.99, "implausible_price")])
+def test_the_plausible_range_includes_both_ends(low, high, verdict):
+    item = offer(8.0, count=8)
+    assert normalize(item, FxTable(), (low, high)) == verdict
+
+
+@pytest.mark.parametrize("status", [403, 404])
+def test_a_page_lost_to_an_ignored_http_error_closes_nothing(tmp_path, provider_server,
+                                                             sqlite_url, status):
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
+                       scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 1})
+    first = gpuradar("crawl", "azure", "--json", config=cfg, db_url=sqlite_url)
+    assert first.returncode == 0, first.stderr
+    before = gpuradar_json("prices", "--source", "azure", config=cfg, db_url=sqlite_url)
+
+    from tests.routes.core import azure_handler
+    provider_server.route("GET", "/api/retail/prices", lambda req: Reply(status, b"{}")
+                          if "$skip" in req.query else azure_handler(req))
+    proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=sqlite_url)
+    # Azure reads every page before it yields (a meter's price in effect may be on any
+    # page), so a lost page leaves nothing: the crawl failed, it is not an empty `ok`.
+    assert proc.returncode == 1, proc.stdout
+    (result,) = json.loads(proc.stdout)
+    assert result["status"] == "failed" and result["closed"] == 0
+    assert f"HTTP {status}" in result["error"]
+    after = gpuradar_json("prices", "--source", "azure", config=cfg, db_url=sqlite_url)
+    assert [o["id"] for o in after] == [o["id"] for o in before]
