@@ -141,3 +141,60 @@ def test_an_unsplittable_search_names_what_is_missing(caplog):
     parse(data, s, search=(("RTX 4090",), "notin", {"eq": 2}))
     (message,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert "other models than" in message and "num_gpus {'eq': 2}" in message
+
+
+def test_memory_as_vast_shows_it_one_decimal():
+    # The real capture: 64 of 256 cores rented get a quarter of 128902 MB of RAM.
+    h100 = {i.instance_type: i for i in parse({"offers": offers("bundles_h100_sxm_real.json")})}
+    shared = h100["59380:1xH100_SXM"]
+    assert shared.memory_gb == 32.2 and shared.gpu_memory_gb == 79.6
+
+
+@pytest.mark.parametrize("missing", ["cpu_ram", "cpu_cores", "cpu_cores_effective"])
+def test_an_offer_without_cpu_figures_has_no_memory_and_is_still_priced(missing):
+    offer = copy.deepcopy(offers("bundles_a100_sxm4.json")[0])
+    del offer[missing]
+    od, _ = parse({"offers": [offer]})
+    assert od.memory_gb is None and od.price == offer["dph_total"]
+
+
+def test_the_gpu_count_splits_cover_every_count_once():
+    ops = {"eq": lambda a, b: a == b, "gt": lambda a, b: a > b, "gte": lambda a, b: a >= b,
+           "lte": lambda a, b: a <= b}
+    for n in range(1, 17):
+        hits = [c for c in GPU_COUNTS if all(ops[op](n, v) for op, v in c.items())]
+        assert len(hits) == 1, (n, hits)
+
+
+def test_a_truncated_search_of_other_models_is_split_by_count_not_by_name():
+    s = spider(limit=3)
+    data = {"offers": offers("bundles_rtx_4090.json"), "truncated": True}
+    out = parse(data, s, search=(("RTX 4090", "H100 SXM"), "notin", None))
+    bodies = [json.loads(r.body) for r in out]
+    assert [b["num_gpus"] for b in bodies] == [dict(c) for c in GPU_COUNTS]
+    assert all(b["gpu_name"] == {"notin": ["RTX 4090", "H100 SXM"]} for b in bodies)
+
+
+def test_a_truncated_search_without_names_is_split_by_count():
+    s = spider(limit=3)
+    data = {"offers": offers("bundles_rtx_4090.json"), "truncated": True}
+    out = parse(data, s, search=((), "in", None))
+    assert [json.loads(r.body)["num_gpus"] for r in out] == [dict(c) for c in GPU_COUNTS]
+
+
+def test_the_default_search_asks_for_1000_rentable_unrented_offers():
+    request = spider().search(["RTX 4090"])
+    body = json.loads(request.body)
+    assert body["limit"] == 1000 and body["rented"] == {"eq": False}
+    assert body["rentable"] == {"eq": True} and body["type"] == "on-demand"
+    # A stable body (sorted keys): a recording made once replays on every run.
+    assert request.body == json.dumps(body, sort_keys=True).encode()
+
+
+def test_the_crawl_stays_under_vasts_10_requests_a_minute():
+    from scrapy.settings import Settings
+
+    settings = Settings()
+    VastaiSpider.update_settings(settings)
+    assert settings.getfloat("DOWNLOAD_DELAY") == 6.0
+    assert settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN") == 1
