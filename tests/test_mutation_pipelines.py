@@ -88,3 +88,30 @@ def test_a_page_lost_to_an_ignored_http_error_closes_nothing(tmp_path, provider_
     assert f"HTTP {status}" in result["error"]
     after = gpuradar_json("prices", "--source", "azure", config=cfg, db_url=sqlite_url)
     assert [o["id"] for o in after] == [o["id"] for o in before]
+
+
+def test_a_search_lost_to_an_ignored_http_error_is_partial_and_closes_nothing(
+        tmp_path, provider_server, sqlite_url):
+    """Vast.ai's two searches: the one for other models answers 404 (no retry, no errback):
+    the offers of the other search are stored, the crawl is partial, nothing is closed."""
+    from tests.routes.core import vastai_handler
+
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
+                       sources={"vastai": {"request_interval": 0}},
+                       scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 1})
+    first = gpuradar("crawl", "vastai", "--json", config=cfg, db_url=sqlite_url)
+    assert first.returncode == 0, first.stdout
+    before = gpuradar_json("prices", "--source", "vastai", config=cfg, db_url=sqlite_url)
+
+    def no_other_models(req):
+        if "notin" in json.dumps((req.json() or {}).get("gpu_name")):
+            return Reply(404, b'{"detail": "not found"}')
+        return vastai_handler(req)
+
+    provider_server.route("POST", "/api/v0/bundles/", no_other_models)
+    proc = gpuradar("crawl", "vastai", "--json", config=cfg, db_url=sqlite_url)
+    assert proc.returncode == 4, proc.stdout
+    (result,) = json.loads(proc.stdout)
+    assert result["status"] == "partial" and result["items"] > 0 and result["closed"] == 0
+    after = gpuradar_json("prices", "--source", "vastai", config=cfg, db_url=sqlite_url)
+    assert [o["id"] for o in after] == [o["id"] for o in before]
