@@ -105,6 +105,8 @@ _SOURCE_WORDS = {"on", "from", "via"}
 _REGION_WORDS = {"region", "regions", "zone", "zones"}
 _NOT_WORDS = {"not", "except", "excluding", "but"}
 _FILLER = {"with", "and", "than", "is", "are", "the", "a", ","}
+# Words after a quantity that make it RAM or total memory, not memory per accelerator.
+_MEMORY_NOUNS = frozenset({"ram", "memory", "mem", "total", "vram"})
 _KEYWORDS = ({"in", "per", "available", "drops", "drop", "any", "total"}
              | set(_PRICING_WORDS) | _UNDER_WORDS | _SOURCE_WORDS | _REGION_WORDS
              | _NOT_WORDS | {"with", "and"})
@@ -209,13 +211,25 @@ def parse_rule(text: str, **options: Any) -> Rule:
     if i >= len(toks):
         raise _fail("the rule names no GPU (write e.g. `8x H100 under $25/h`)", text, None)
     if toks[i].low == "any":
+        # `any [80GB+] GPU`, `any accelerator [with] 80GB+`: every model (GPU, TPU, NPU)
         spec["gpus"], i = None, i + 1
         words = ["any"]
-        if i < len(toks) and (q := _QUANTITY.match(toks[i].text)) and q.group(2):
+        nouns = ("gpu", "gpus", "card", "cards", "accelerator", "accelerators")
+        noun_first = i < len(toks) and toks[i].low in nouns
+        if noun_first:
+            words.append(toks[i].text)
+            i += 1
+            if (i + 1 < len(toks) and toks[i].low == "with"
+                    and (q := _QUANTITY.match(toks[i + 1].text)) and q.group(2)
+                    and not (i + 2 < len(toks) and toks[i + 2].low in _MEMORY_NOUNS)):
+                words.append(toks[i].text)
+                i += 1
+        if i < len(toks) and (q := _QUANTITY.match(toks[i].text)) and q.group(2) and not (
+                noun_first and i + 1 < len(toks) and toks[i + 1].low in _MEMORY_NOUNS):
             spec["min_gpu_memory"] = _gb(q)
             words.append(toks[i].text)
             i += 1
-        if i < len(toks) and toks[i].low in ("gpu", "gpus", "card", "cards"):
+        if not noun_first and i < len(toks) and toks[i].low in nouns:
             words.append(toks[i].text)
             i += 1
         spec["gpu_query"] = " ".join(words)

@@ -2,9 +2,48 @@
 
 from __future__ import annotations
 
+import json
 import socket
+from pathlib import Path
+from typing import Any, Literal
 
+from scrapy import Request
+from scrapy.http import HtmlResponse, TextResponse, XmlResponse
 from scrapy.settings import Settings
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+Kind = Literal["text", "json", "html", "xml"]
+_CLASSES: dict[str, type[TextResponse]] = {
+    "text": TextResponse, "json": TextResponse, "html": HtmlResponse, "xml": XmlResponse}
+
+
+def fixture(path: str) -> bytes:
+    """The bytes of a recorded provider answer, e.g. fixture("aws/spot.json")."""
+    return (FIXTURES / path).read_bytes()
+
+
+def response(body: bytes | str | Path | dict | list, url: str = "https://example.invalid/",
+             *, status: int = 200, kind: Kind | None = None, request: Request | None = None,
+             **meta: Any) -> TextResponse:
+    """A Scrapy response as a spider callback receives it, so a callback can be tested
+    without a crawl.
+
+    `body` is the raw bytes, a text (str), a fixture file (Path) or a document to send as
+    JSON (dict/list). `kind` picks the response class; by default a Path's suffix does
+    (.xml, .html), else it is a plain text/JSON response. The response carries `request`,
+    or a GET of `url` with `meta`, as a downloaded one would."""
+    if isinstance(body, Path):
+        if kind is None:
+            kind = {".xml": "xml", ".html": "html"}.get(body.suffix)
+        body = body.read_bytes()
+    elif isinstance(body, str):
+        body = body.encode()
+    elif not isinstance(body, bytes):
+        body = json.dumps(body).encode()
+    cls = _CLASSES[kind or "text"]
+    return cls(url=url, status=status, body=body, encoding="utf-8",
+               request=request or Request(url, meta=meta))
 
 
 def free_port() -> int:

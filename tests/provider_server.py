@@ -10,10 +10,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-FIXTURES = Path(__file__).parent / "fixtures"
+from tests.helpers import FIXTURES, fixture  # noqa: F401  (routes read fixtures from here)
 
 
 @dataclass
@@ -90,10 +89,6 @@ class ProviderServer:
 
     def route(self, method: str, path: str, handler: Handler) -> None:
         self.routes[(method, path)] = handler
-
-
-def fixture(path: str) -> bytes:
-    return (FIXTURES / path).read_bytes()
 
 
 # -- the providers gpuradar reads, as served from fixtures --------------------------------

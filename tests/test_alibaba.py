@@ -5,7 +5,6 @@ server into storage."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from gpuradar.crawler.parsing import ParseFailed, parse_files
@@ -14,10 +13,10 @@ from gpuradar.crawler.spiders.alibaba import AlibabaSpider, gpu_spec
 from scrapy.settings import Settings
 
 from tests.clirun import gpuradar, gpuradar_json, write_config
-from tests.helpers import spider_settings
+from tests.helpers import FIXTURES, response, spider_settings
 from tests.provider_server import Reply, serve_standard
 
-FIX = Path(__file__).parent / "fixtures" / "alibaba"
+FIX = FIXTURES / "alibaba"
 SECRET = "alibaba-secret-never-shown-0123456789"
 FAST = {"DOWNLOAD_DELAY": 0, "RETRY_BACKOFF_BASE": 0.05, "RETRY_TIMES": 1}
 DOC_PARAMS = {"Timestamp": "2016-02-23T12:46:24Z", "Format": "XML", "AccessKeyId": "testid",
@@ -211,13 +210,10 @@ def test_every_retry_is_signed_with_a_fresh_nonce(tmp_path, provider_server, sql
 def test_version_found_without_a_trailing_slash(tmp_path):
     """Public code finds the version with `ecs-price-info/[0-9.]+` on the China pricing page:
     a URL that ends right after the version is found too."""
-    from scrapy.http import HtmlResponse
-
     spider = AlibabaSpider()
     spider.settings = project_settings()
     page = ('<a href="https://g.alicdn.com/aliyun/ecs-price-info/2.0.440">x</a>'
             '<script>var base="https://g.alicdn.com/aliyun/ecs-price-info-intl/2.0.500"</script>')
-    response = HtmlResponse(url="https://www.aliyun.com/price/ecs/ecs-pricing/zh",
-                            body=page.encode(), encoding="utf-8")
-    [request] = list(spider.parse_discovery(response))
+    [request] = list(spider.parse_discovery(
+        response(page, "https://www.aliyun.com/price/ecs/ecs-pricing/zh", kind="html")))
     assert "/ecs-price-info/2.0.440/price/download/instancePrice.json" in request.url

@@ -4,7 +4,6 @@ from the developer API, and a real crawl of both through the fixture server."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from gpuradar.crawler.parsing import ParseFailed, parse_files
@@ -12,10 +11,10 @@ from gpuradar.crawler.spiders.autodl import AutodlSpider
 from scrapy.settings import Settings
 
 from tests.clirun import gpuradar, gpuradar_json, write_config
-from tests.helpers import spider_settings
+from tests.helpers import FIXTURES, spider_settings
 from tests.provider_server import serve_standard
 
-FIX = Path(__file__).parent / "fixtures" / "autodl"
+FIX = FIXTURES / "autodl"
 WEB_TOKEN = "eyJhbGciOi-autodl-web-token-never-shown"
 DEV_TOKEN = "autodl-dev-token-never-shown"
 FAST = {"DOWNLOAD_DELAY": 0, "RETRY_BACKOFF_BASE": 0.05, "RETRY_TIMES": 1}

@@ -17,7 +17,7 @@ from gpuradar.crawler.pipelines import normalize, validate
 from gpuradar.crawler.spiders.aws import REGIONS, AwsSpider, gpu_of, region_of_zone
 from gpuradar.crawler.spiders.base import ParseError
 from scrapy import Request
-from scrapy.http import TextResponse, XmlResponse
+from scrapy.http import TextResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
@@ -25,9 +25,10 @@ from gpuradar.core import gpus
 from gpuradar.core.currency import FxTable
 from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.helpers import FIXTURES, response
 from tests.provider_server import ProviderServer, Reply, serve_standard
 
-FIX = Path(__file__).parent / "fixtures" / "aws"
+FIX = FIXTURES / "aws"
 FAST = {"DOWNLOAD_DELAY": 0, "RETRY_BACKOFF_BASE": 0.05, "RETRY_TIMES": 1}
 # No credential of the machine running the tests may leak into a test.
 NO_AWS = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "",
@@ -53,14 +54,6 @@ def make_spider(**options: Any) -> AwsSpider:
 
 def stats(spider: AwsSpider) -> dict[str, Any]:
     return spider.crawler.stats.get_stats()
-
-
-def response(name: str | None = None, body: bytes | None = None, url: str = "https://x/f",
-             **meta: Any) -> TextResponse:
-    body = body if body is not None else (FIX / name).read_bytes()
-    cls = XmlResponse if body.lstrip().startswith(b"<") else TextResponse
-    request = Request(url, meta=meta)
-    return cls(url=url, body=body, encoding="utf-8", request=request)
 
 
 def items(outputs) -> list[PriceItem]:
@@ -133,7 +126,8 @@ def test_zone_names_give_their_region():
 # -- on-demand region files ----------------------------------------------------------------
 def test_ondemand_file_yields_accelerated_types_only_with_specs_and_string_prices(caplog):
     spider = make_spider()
-    found = items(spider.parse_ondemand(response("ondemand_us-east-1.json"), region="us-east-1"))
+    found = items(spider.parse_ondemand(response(FIX / "ondemand_us-east-1.json"),
+                                        region="us-east-1"))
     offers = by_type(found)
     assert {"p5.48xlarge", "p5.4xlarge", "p5en.48xlarge", "p4d.24xlarge", "p4de.24xlarge",
             "p3.2xlarge", "p3dn.24xlarge", "g6e.xlarge", "g6.48xlarge", "g6f.large",
@@ -152,7 +146,7 @@ def test_ondemand_file_yields_accelerated_types_only_with_specs_and_string_price
 
 
 def test_region_is_read_from_the_file_when_parsed_alone():
-    found = items(make_spider().parse_file(response("ondemand_us-west-2.json")))
+    found = items(make_spider().parse_file(response(FIX / "ondemand_us-west-2.json")))
     assert {i.region for i in found} == {"us-west-2"}
     assert by_type(found)["p6-b200.48xlarge"].gpu == "B200"
     assert by_type(found)["gr6f.4xlarge"].gpu_count == 0.5
@@ -169,7 +163,7 @@ def test_bad_prices_are_dropped_with_their_reason(price, reason):
     else:
         entry["price"] = price
     found = by_type(items(make_spider().parse_ondemand(
-        response(body=json.dumps(doc).encode()), region="us-east-1")))
+        response(json.dumps(doc).encode()), region="us-east-1")))
     assert validate(found["p5.48xlarge"]) == reason
     assert validate(found["p4d.24xlarge"]) is None and found["p4d.24xlarge"].price == 21.957642
 
@@ -178,7 +172,7 @@ def test_empty_region_file_is_an_error_and_yields_nothing(caplog):
     doc = ondemand_doc()
     doc["regions"]["US East (N. Virginia)"] = {}
     with caplog.at_level(logging.ERROR):
-        found = items(make_spider().parse_ondemand(response(body=json.dumps(doc).encode()),
+        found = items(make_spider().parse_ondemand(response(json.dumps(doc).encode()),
                                                    region="us-east-1"))
     assert found == []
     assert any("us-east-1 has no entries" in r.getMessage() and r.levelno == logging.ERROR
@@ -187,7 +181,7 @@ def test_empty_region_file_is_an_error_and_yields_nothing(caplog):
 
 def test_gzip_body_without_content_encoding_is_read():
     body = gzip.compress((FIX / "ondemand_af-south-1.json").read_bytes())
-    found = items(make_spider().parse_ondemand(response(body=body), region="af-south-1"))
+    found = items(make_spider().parse_ondemand(response(body), region="af-south-1"))
     assert {i.instance_type for i in found} == {"g4dn.xlarge", "g4dn.12xlarge", "g5.xlarge"}
 
 
@@ -196,10 +190,10 @@ def test_changed_field_names_are_clear_errors():
     del doc["regions"]["US East (N. Virginia)"]["p5 48xlarge US East N. Virginia Linux"][
         "Instance Type"]
     with pytest.raises(ParseError, match="'Instance Type' is missing"):
-        list(make_spider().parse_ondemand(response(body=json.dumps(doc).encode()),
+        list(make_spider().parse_ondemand(response(json.dumps(doc).encode()),
                                           region="us-east-1"))
     with pytest.raises(ParseError, match="'regions' is missing"):
-        list(make_spider().parse_ondemand(response(body=b'{"manifest": {}, "products": {}}'),
+        list(make_spider().parse_ondemand(response(b'{"manifest": {}, "products": {}}'),
                                           region="us-east-1"))
 
 
@@ -208,7 +202,8 @@ def test_next_region_is_requested_only_after_the_previous_one_is_parsed():
     spider.queue_ondemand(["us-west-2", "us-east-1", "eu-north-1"])
     [first] = spider.next_ondemand()
     assert first.url.endswith("/EU%20%28Stockholm%29/Linux/index.json")
-    out = list(spider.parse_ondemand(response("ondemand_eu-north-1.json"), region="eu-north-1"))
+    out = list(spider.parse_ondemand(response(FIX / "ondemand_eu-north-1.json"),
+                                     region="eu-north-1"))
     [second] = requests(out)
     assert "US%20East%20%28N.%20Virginia%29" in second.url
     assert second.cb_kwargs == {"region": "us-east-1"}
@@ -232,7 +227,7 @@ def reported(caplog) -> set[str]:
 def test_real_price_file_rows_of_the_ml_asic_families_are_offers(caplog):
     # The real us-east-1 on-demand file of 2026-08 (every GPU, ML ASIC, FPGA and media row).
     spider = make_spider()
-    found = by_type(items(spider.parse_ondemand(response("ondemand_real_us-east-1.json"),
+    found = by_type(items(spider.parse_ondemand(response(FIX / "ondemand_real_us-east-1.json"),
                                                 region="us-east-1")))
     assert {t for t in found if gpus.lookup(*gpu_of(t)[:2]).kind != "GPU"} == ASIC_TYPES
     expected = {"trn1.2xlarge": ("Trainium", 1, "1.3437500000"),
@@ -272,7 +267,7 @@ def test_pipeline_prices_ml_accelerators_per_chip_hour():
 def test_real_spot_feed_prices_trainium2_and_gaudi_and_reports_the_rest(caplog):
     spider = make_spider()
     spider.read_locations(json.loads((FIX / "locations.json").read_text()), "f")
-    out = list(spider.parse_spot(response("spot_real_accelerators.json")))
+    out = list(spider.parse_spot(response(FIX / "spot_real_accelerators.json")))
     found = {(i.region, i.instance_type): i for i in items(out)}
     trn2 = found[("us-east-2", "trn2.48xlarge")]
     assert (trn2.gpu, trn2.gpu_count, trn2.gpu_memory_gb, trn2.price, trn2.pricing) == (
@@ -291,17 +286,17 @@ def test_real_spot_feed_prices_trainium2_and_gaudi_and_reports_the_rest(caplog):
 def test_regions_come_from_the_locations_feed():
     spider = make_spider()
     del spider.region_names["ap-southeast-6"]  # as if the built-in table did not know it yet
-    list(spider.parse_locations(response("locations.json")))
+    list(spider.parse_locations(response(FIX / "locations.json")))
     assert spider.region_names["ap-southeast-6"] == "Asia Pacific (New Zealand)"
     assert spider.region_names["ap-east-2"] == "Asia Pacific (Taipei)"
-    out = list(spider.parse_spot(response("spot_real_accelerators.json")))
+    out = list(spider.parse_spot(response(FIX / "spot_real_accelerators.json")))
     # The newest regions' on-demand files are read under the feed's names; the Local Zone
     # us-east-1-atl-1 (type "AWS Local Zone") is skipped without a warning.
     [first] = requests(out)
     assert first.url.endswith("/Asia%20Pacific%20%28Taipei%29/Linux/index.json")
     assert spider.pending_regions == ["ap-southeast-6", "sa-east-1", "us-east-2", "us-west-2"]
     assert "gpuradar/skipped/unknown_region" not in stats(spider)
-    [nz] = requests(spider.parse_ondemand(response("ondemand_eu-north-1.json"),
+    [nz] = requests(spider.parse_ondemand(response(FIX / "ondemand_eu-north-1.json"),
                                           region="ap-east-2"))
     assert nz.url.endswith("/Asia%20Pacific%20%28New%20Zealand%29/Linux/index.json")
 
@@ -309,7 +304,7 @@ def test_regions_come_from_the_locations_feed():
 def test_a_broken_locations_feed_falls_back_to_the_table(caplog):
     spider = make_spider()
     with caplog.at_level(logging.ERROR):
-        [spot_request] = list(spider.parse_locations(response(body=b'{"oops": 1}')))
+        [spot_request] = list(spider.parse_locations(response(b'{"oops": 1}')))
     assert spot_request.url == AwsSpider.endpoints["spot"]
     assert spider.region_names == REGIONS
     assert any("locations" in r.getMessage() and r.levelno == logging.ERROR
@@ -319,11 +314,11 @@ def test_a_broken_locations_feed_falls_back_to_the_table(caplog):
 # -- spot feed and interruption bands ------------------------------------------------------
 def test_spot_offers_carry_band_savings_and_shape_from_the_advisor():
     spider = make_spider()
-    [locations_request] = list(spider.parse_advisor(response("spot-advisor-data.json")))
+    [locations_request] = list(spider.parse_advisor(response(FIX / "spot-advisor-data.json")))
     assert locations_request.url == AwsSpider.endpoints["locations"]
-    [spot_request] = list(spider.parse_locations(response("locations.json")))
+    [spot_request] = list(spider.parse_locations(response(FIX / "locations.json")))
     assert spot_request.url == AwsSpider.endpoints["spot"]
-    out = list(spider.parse_spot(response("spot.json")))
+    out = list(spider.parse_spot(response(FIX / "spot.json")))
     found = {(i.region, i.instance_type): i for i in items(out)}
     p5 = found[("us-east-1", "p5.48xlarge")]
     assert (p5.pricing, p5.zone, p5.price, p5.gpu_count) == ("spot", "", "23.6727", 8)
@@ -348,14 +343,14 @@ def test_spot_offers_carry_band_savings_and_shape_from_the_advisor():
 def test_spot_feed_as_jsonp_and_gzip_reads_the_same():
     plain = items(make_spider().spot_items(json.loads((FIX / "spot.json").read_text()), "f"))
     wrapped = b"callback(" + (FIX / "spot.json").read_bytes() + b");"
-    found = items(make_spider().parse_spot(response(body=gzip.compress(wrapped))))
+    found = items(make_spider().parse_spot(response(gzip.compress(wrapped))))
     assert [(i.region, i.instance_type, i.price) for i in found] == [
         (i.region, i.instance_type, i.price) for i in plain]
 
 
 def test_regions_option_restricts_spot_offers_and_region_files():
     spider = make_spider(regions=["us-west-2"])
-    out = list(spider.parse_spot(response("spot.json")))
+    out = list(spider.parse_spot(response(FIX / "spot.json")))
     assert {i.region for i in items(out)} == {"us-west-2"}
     assert [r.cb_kwargs["region"] for r in requests(out)] == ["us-west-2"]
     assert spider.pending_regions == []
@@ -366,7 +361,7 @@ def test_unknown_region_in_the_spot_feed_is_logged_once_and_still_priced(caplog)
     data["config"]["regions"][0]["region"] = "ap-southeast-9"
     data["config"]["regions"].append({**data["config"]["regions"][0], "region": "us-gov-west-1"})
     spider = make_spider()
-    out = list(spider.parse_spot(response(body=json.dumps(data).encode())))
+    out = list(spider.parse_spot(response(json.dumps(data).encode())))
     assert "ap-southeast-9" in {i.region for i in items(out)}
     assert stats(spider)["gpuradar/skipped/unknown_region"] == 1
     assert [r.getMessage() for r in caplog.records if "region table" in r.getMessage()] == [
@@ -377,8 +372,8 @@ def test_unknown_region_in_the_spot_feed_is_logged_once_and_still_priced(caplog)
 # -- DescribeSpotPriceHistory / DescribeRegions --------------------------------------------
 def test_spot_history_gives_the_latest_price_per_zone():
     spider = make_spider()
-    list(spider.parse_advisor(response("spot-advisor-data.json")))
-    found = items(spider.parse_spot_history(response("spot_history_us-east-1_page1.xml"),
+    list(spider.parse_advisor(response(FIX / "spot-advisor-data.json")))
+    found = items(spider.parse_spot_history(response(FIX / "spot_history_us-east-1_page1.xml"),
                                             region="us-east-1"))
     prices = {(i.zone, i.instance_type): i.price for i in found}
     assert prices == {("us-east-1a", "g4dn.xlarge"): "0.209900",  # the newer of two
@@ -394,13 +389,13 @@ def test_spot_history_gives_the_latest_price_per_zone():
 def test_spot_history_follows_next_token_when_signing():
     spider = make_spider(access_key_id="AKIDEXAMPLE", secret_access_key="secret")
     spider.aws_credentials = spider.credential_source(spider.settings).get_frozen_credentials()
-    out = list(spider.parse_spot_history(response("spot_history_us-east-1_page1.xml"),
+    out = list(spider.parse_spot_history(response(FIX / "spot_history_us-east-1_page1.xml"),
                                          region="us-east-1"))
     [follow] = requests(out)
     assert b"NextToken=eyJ2Ijoy" in follow.body
-    assert requests(spider.parse_spot_history(response("spot_history_us-east-1_page2.xml"),
+    assert requests(spider.parse_spot_history(response(FIX / "spot_history_us-east-1_page2.xml"),
                                               region="us-east-1")) == []
-    empty = list(spider.parse_spot_history(response("spot_history_eu-north-1.xml"),
+    empty = list(spider.parse_spot_history(response(FIX / "spot_history_eu-north-1.xml"),
                                            region="eu-north-1"))
     assert empty == []
 
@@ -417,9 +412,8 @@ def history_types(request: Request) -> list[str]:
             if k.startswith("InstanceType.")]
 
 
-def error_response(body: bytes, region: str = "us-west-2", **cb: Any) -> XmlResponse:
-    url = f"https://ec2.{region}.amazonaws.com/"
-    return XmlResponse(url=url, status=400, body=body, request=Request(url))
+def error_response(body: bytes, region: str = "us-west-2") -> TextResponse:
+    return response(body, f"https://ec2.{region}.amazonaws.com/", status=400, kind="xml")
 
 
 def test_a_refused_instance_type_named_by_ec2_is_left_out():
@@ -458,7 +452,7 @@ def test_describe_regions_skips_regions_not_enabled_with_one_line(caplog):
     spider = make_spider(access_key_id="AKIDEXAMPLE", secret_access_key="secret")
     spider.aws_credentials = spider.credential_source(spider.settings).get_frozen_credentials()
     with caplog.at_level(logging.INFO):
-        out = list(spider.parse_describe_regions(response("describe_regions.xml"),
+        out = list(spider.parse_describe_regions(response(FIX / "describe_regions.xml"),
                                                  region="us-east-1"))
     assert sorted(r.cb_kwargs["region"] for r in out) == ["eu-north-1", "us-east-1", "us-west-2"]
     lines = [r.getMessage() for r in caplog.records if "not enabled" in r.getMessage()]
@@ -467,9 +461,8 @@ def test_describe_regions_skips_regions_not_enabled_with_one_line(caplog):
 
 def test_api_error_is_logged_with_its_code(caplog):
     spider = make_spider()
-    body = (FIX / "error_unauthorized.xml").read_bytes()
-    resp = XmlResponse(url="https://ec2.us-east-1.amazonaws.com/", status=403, body=body,
-                       request=Request("https://ec2.us-east-1.amazonaws.com/"))
+    resp = response(FIX / "error_unauthorized.xml", "https://ec2.us-east-1.amazonaws.com/",
+                    status=403)
     assert list(spider.parse_spot_history(resp, region="us-east-1")) == []
     [line] = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert line.getMessage() == ("aws: DescribeSpotPriceHistory in us-east-1 refused: "
@@ -553,7 +546,7 @@ def test_every_gpu_in_the_fixtures_maps_to_the_catalog():
 
 
 def test_pipeline_prices_fractional_gpus_per_whole_gpu():
-    item = by_type(items(make_spider().parse_ondemand(response("ondemand_us-east-1.json"),
+    item = by_type(items(make_spider().parse_ondemand(response(FIX / "ondemand_us-east-1.json"),
                                                       region="us-east-1")))["g6f.large"]
     assert validate(item) is None and normalize(item, FxTable()) is None
     assert item.gpu == "L4" and item.price_per_gpu_usd == pytest.approx(0.214 * 8)

@@ -11,15 +11,14 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from gpuradar.crawler.spiders.azure import AzureSpider, NotAGpu, Uncatalogued, size_of
 from gpuradar.crawler.spiders.base import ParseError
-from scrapy import Request
-from scrapy.http import TextResponse
 from scrapy.utils.test import get_crawler
 
 from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.helpers import FIXTURES, response
 from tests.provider_server import Reply, serve_standard
 
-FIX = Path(__file__).parent / "fixtures" / "azure"
+FIX = FIXTURES / "azure"
 URL = "https://prices.azure.com/api/retail/prices"
 
 
@@ -27,21 +26,16 @@ def load(name: str) -> dict:
     return json.loads((FIX / name).read_text())
 
 
-def response(page: dict | str, url: str = URL) -> TextResponse:
-    body = (FIX / page).read_bytes() if isinstance(page, str) else json.dumps(page).encode()
-    return TextResponse(url=url, body=body, encoding="utf-8", request=Request(url))
-
-
 def spider() -> AzureSpider:
     return get_crawler(AzureSpider)._create_spider()
 
 
-def chain(*pages: dict | str, s: AzureSpider | None = None) -> tuple[list[PriceItem], list]:
+def chain(*pages: dict | Path, s: AzureSpider | None = None) -> tuple[list[PriceItem], list]:
     """Feed pages as one NextPageLink chain; the items at its end, and follow-up requests."""
     s = s or spider()
     items, requests = [], []
     for page in pages:
-        for out in s.parse(response(page)):
+        for out in s.parse(response(page, URL)):
             (items if isinstance(out, PriceItem) else requests).append(out)
     return items, requests
 
@@ -86,7 +80,7 @@ def test_truly_unknown_sizes_say_what_is_missing():
 
 # -- the real rows -----------------------------------------------------------------------
 def test_real_rows_new_h100_variant_is_an_offer_windows_devtest_reservations_are_not():
-    items, requests = chain("westus_real_rows.json")
+    items, requests = chain(FIX / "westus_real_rows.json")
     assert requests == []
     [nd] = items  # every other real row is Windows, DevTest or a Reservation
     assert (nd.region, nd.instance_type, nd.pricing) == (
@@ -159,9 +153,9 @@ def test_superseded_and_future_prices_are_ignored_whatever_the_page_order():
 # -- pages in the API's format -----------------------------------------------------------
 def test_two_pages_yield_linux_consumption_gpu_meters_once_the_chain_ends():
     s = spider()
-    items, requests = chain("prices_page1.json", s=s)
+    items, requests = chain(FIX / "prices_page1.json", s=s)
     assert items == [] and len(requests) == 1 and "$skip=1000" in requests[0].url
-    items, requests = chain("prices_page2.json", s=s)
+    items, requests = chain(FIX / "prices_page2.json", s=s)
     offers = by_key(items)
     assert ("eastus", "Standard_NC24ads_A100_v4", "on_demand") in offers
     assert offers[("eastus", "Standard_NC24ads_A100_v4", "spot")].price == 0.7346
@@ -174,7 +168,7 @@ def test_two_pages_yield_linux_consumption_gpu_meters_once_the_chain_ends():
 
 
 def test_zero_price_is_kept_for_the_pipeline_to_drop():
-    items = list(spider().parse_file(response("prices_page1.json")))
+    items = list(spider().parse_file(response(FIX / "prices_page1.json", URL)))
     [zero] = [i for i in items if i.region == "westeurope"
               and i.instance_type == "Standard_ND96isr_H100_v5"]
     assert zero.price == 0.0  # the pipeline drops it (zero_price); it is never stored
@@ -216,7 +210,7 @@ def test_multi_gpu_offers_carry_their_published_interconnect():
 
     from gpuradar.core.currency import FxTable
 
-    items = list(spider().parse_file(response("prices_page1.json")))
+    items = list(spider().parse_file(response(FIX / "prices_page1.json", URL)))
     nd = next(i for i in items if i.instance_type == "Standard_ND96isr_H100_v5"
               and i.price)
     assert normalize(nd, FxTable()) is None

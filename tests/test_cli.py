@@ -10,9 +10,8 @@ import pytest
 
 from gpuradar.core.units import money
 from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.helpers import FIXTURES as FIX
 from tests.provider_server import serve_standard
-
-FIX = Path(__file__).parent / "fixtures"
 
 
 def test_parse_prints_normalised_items_as_json_lines():

@@ -227,7 +227,7 @@ def test_env_variable_as_the_gcp_api_key(tmp_path, provider_server, sqlite_url):
     assert rows["gcp"]["enabled"] is True
     proc = gpuradar("crawl", "gcp", "--json", config=cfg, db_url=sqlite_url, env=env)
     assert proc.returncode == 0, proc.stderr
-    keys = {r.headers.get("X-Goog-Api-Key") for r in provider_server.requests
+    keys = {r.headers.get("x-goog-api-key") for r in provider_server.requests
             if "/skus" in r.path}
     assert keys == {"gcp-test-key-4242"}
 
@@ -317,10 +317,10 @@ def copy_recording(tmp_path: Path, *sources: str) -> Path:
 
 
 def test_read_only_sqlite_is_one_line_exit_3(tmp_path, sqlite_url):
-    rec = copy_recording(tmp_path, "azure")
+    rec = copy_recording(tmp_path, "oci")
     db = Path(sqlite_url.removeprefix("sqlite:///"))
     with read_only(db):
-        proc = gpuradar("crawl", "azure", "--replay", str(rec), db_url=sqlite_url)
+        proc = gpuradar("crawl", "oci", "--replay", str(rec), db_url=sqlite_url)
         assert proc.returncode == 3
         assert one_line(proc.stderr) == f"error: database {sqlite_url} is read-only: attempt " \
                                         "to write a readonly database"
@@ -333,12 +333,12 @@ def test_read_only_sqlite_is_one_line_exit_3(tmp_path, sqlite_url):
 
 
 def test_sqlite_locked_by_another_writer_is_one_line_exit_3(tmp_path, sqlite_url):
-    rec = copy_recording(tmp_path, "azure")
+    rec = copy_recording(tmp_path, "oci")
     db = sqlite_url.removeprefix("sqlite:///")
     other = sqlite3.connect(db, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process writing, for longer than busy_timeout
     try:
-        proc = gpuradar("crawl", "azure", "--replay", str(rec), db_url=sqlite_url)
+        proc = gpuradar("crawl", "oci", "--replay", str(rec), db_url=sqlite_url)
     finally:
         other.execute("ROLLBACK")
         other.close()
@@ -509,21 +509,23 @@ def test_crawls_of_a_dead_process_are_failed_and_live_ones_are_not(tmp_path, pro
 
 
 def test_a_partial_crawl_exits_4(tmp_path, provider_server, sqlite_url):
+    # Vast.ai's second search (every model the first did not name) fails: the offers of the
+    # first are stored, nothing is closed, the crawl is partial.
     cfg = write_config(tmp_path / "c.yaml", scrapy=FAST,
-                       endpoints=serve_standard(provider_server, ["azure"]))
-    original = provider_server.routes[("GET", "/api/retail/prices")]
-    provider_server.route("GET", "/api/retail/prices", lambda req: Reply(500, b"oops")
-                          if "$skip" in req.query else original(req))
-    proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=sqlite_url)
+                       endpoints=serve_standard(provider_server, ["vastai"]))
+    original = provider_server.routes[("POST", "/api/v0/bundles/")]
+    provider_server.route("POST", "/api/v0/bundles/", lambda req: Reply(500, b"oops")
+                          if b"notin" in req.body else original(req))
+    proc = gpuradar("crawl", "vastai", "--json", config=cfg, db_url=sqlite_url)
     assert proc.returncode == 4, proc.stderr
     assert json.loads(proc.stdout)[0]["status"] == "partial"
 
 
 def test_a_scrapy_setting_that_breaks_the_crawl_is_named(tmp_path, sqlite_url):
-    rec = copy_recording(tmp_path, "azure")
+    rec = copy_recording(tmp_path, "oci")
     cfg = write_config(tmp_path / "c.yaml",
                        scrapy={"ITEM_PIPELINES": {"nosuchmodule.Pipeline": 300}})
-    proc = gpuradar("crawl", "azure", "--replay", str(rec), "--json", config=cfg,
+    proc = gpuradar("crawl", "oci", "--replay", str(rec), "--json", config=cfg,
                     db_url=sqlite_url)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     (result,) = json.loads(proc.stdout)
@@ -535,14 +537,14 @@ def test_a_scrapy_setting_that_breaks_the_crawl_is_named(tmp_path, sqlite_url):
 # -- replay stays inside its recording ------------------------------------------------------------
 @pytest.mark.parametrize("escape", ["../../elsewhere.json", "/ABSOLUTE/elsewhere.json"])
 def test_replay_refuses_an_entry_outside_the_recording(tmp_path, sqlite_url, escape):
-    rec = copy_recording(tmp_path, "azure")
-    index = rec / "azure" / "index.json"
+    rec = copy_recording(tmp_path, "lambda")
+    index = rec / "lambda" / "index.json"
     entries = json.loads(index.read_text())
     outside = tmp_path / "elsewhere.json"
-    outside.write_bytes((rec / "azure" / entries[0]["file"]).read_bytes())
+    outside.write_bytes((rec / "lambda" / entries[0]["file"]).read_bytes())
     entries[0]["file"] = escape.replace("/ABSOLUTE", str(tmp_path))
     index.write_text(json.dumps(entries))
-    proc = gpuradar("crawl", "azure", "--replay", str(rec), "--json", db_url=sqlite_url)
+    proc = gpuradar("crawl", "lambda", "--replay", str(rec), "--json", db_url=sqlite_url)
     assert proc.returncode == 1
     (result,) = json.loads(proc.stdout)
     assert result["status"] == "failed" and result["items"] == 0

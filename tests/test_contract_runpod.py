@@ -15,7 +15,9 @@ from pathlib import Path
 
 from gpuradar.crawler.spiders.runpod import _STOCK_FIELDS, _TYPE_FIELDS, stock_query
 
-FIX = Path(__file__).parent / "fixtures" / "runpod"
+from tests.helpers import FIXTURES
+
+FIX = FIXTURES / "runpod"
 
 # Fields the spider asks for that the SDK's queries do not: where each one is documented.
 # A real answer in tests/fixtures counts as proof by itself (checked below).

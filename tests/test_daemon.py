@@ -2,8 +2,9 @@
 or served over real HTTP on loopback, notifying a real SMTP server (aiosmtpd) and a real
 webhook receiver, read through /metrics and /healthz, stopped and reloaded by signals.
 
-One daemon run is shared by the replay tests (they run in file order); the hanging-source
-and kill -9 tests start their own."""
+Every test can run alone and in any order: the tests that only watch a replayed daemon
+share one; the tests that reload or stop a daemon, the hanging-source and the kill -9 tests
+start their own."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ import json
 import shutil
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,10 +40,11 @@ A100_RULE = "A100 under $100/h on lambda"
 FAST = {"jitter": 0}
 
 
-# -- one replayed daemon, shared ---------------------------------------------------------------
-@pytest.fixture(scope="module")
-def replay(tmp_path_factory, sqlite_template):
-    work = tmp_path_factory.mktemp("daemon")
+# -- a replayed daemon ----------------------------------------------------------------------
+@contextmanager
+def replayed_daemon(work: Path, sqlite_template: Path) -> Iterator[dict[str, Any]]:
+    """`gpuradar run --replay` of three recorded sources with the H100 rule, notifying a real
+    SMTP server and a real webhook; its parts by name."""
     recordings = copy_recordings(work / "recordings", ["lambda", "vastai", "oci"])
     shutil.copy(sqlite_template, work / "gpuradar.db")  # migrated already: faster start
     db_url = f"sqlite:///{work / 'gpuradar.db'}"
@@ -64,6 +70,20 @@ def replay(tmp_path_factory, sqlite_template):
             daemon.cleanup()
 
 
+@pytest.fixture(scope="module")
+def replay(tmp_path_factory, sqlite_template):
+    """One daemon shared by the tests that only watch it: none of them changes it."""
+    with replayed_daemon(tmp_path_factory.mktemp("daemon"), sqlite_template) as parts:
+        yield parts
+
+
+@pytest.fixture
+def own_replay(tmp_path, sqlite_template):
+    """A daemon of the test's own, for the tests that reload or stop it."""
+    with replayed_daemon(tmp_path, sqlite_template) as parts:
+        yield parts
+
+
 def test_a_matching_rule_notifies_by_email_and_webhook_once(replay):
     d, smtp, hook = replay["daemon"], replay["smtp"], replay["hook"]
     wait_for(lambda: smtp.messages and hook.posts, 30, "the email and the webhook",
@@ -83,6 +103,8 @@ def test_metrics_show_crawls_prices_and_notifications(replay):
     d = replay["daemon"]
     d.wait_metric("gpuradar_notifications_total", 1, channel="email", status="sent")
     d.wait_metric("gpuradar_notifications_total", 1, channel="webhook", status="sent")
+    for source in ("vastai", "lambda", "oci"):
+        d.wait_metric("gpuradar_crawls_total", 1, source=source, status="ok")
     m = d.metrics()
 
     def get(name, **labels):
@@ -119,7 +141,10 @@ def test_metrics_show_crawls_prices_and_notifications(replay):
 
 def test_logs_are_json_lines_without_secrets(replay):
     d = replay["daemon"]
-    logs = d.logs()
+    # after a crawl and a delivery, the moments a key or a target could leak
+    d.wait_metric("gpuradar_notifications_total", 1, channel="email", status="sent")
+    logs = wait_for(lambda: "crawl ok" in d.logs() and d.logs(), 30, "a crawl's log line",
+                    on_fail=d.tail)
     lines = [line for line in logs.splitlines() if line.strip()]
     records = [json.loads(line) for line in lines]  # every line is one JSON object
     assert {"ts", "level", "logger", "message"} <= set(records[0])
@@ -129,10 +154,12 @@ def test_logs_are_json_lines_without_secrets(replay):
     assert replay["smtp"].url not in logs
 
 
-def test_sighup_with_a_valid_config_applies_new_rules(replay):
-    d, smtp, hook = replay["daemon"], replay["smtp"], replay["hook"]
-    config = replay["config"] = dict(replay["config"], rules=[H100_RULE, A100_RULE])
-    write_config(replay["path"], config)
+def test_sighup_with_a_valid_config_applies_new_rules(own_replay):
+    d, smtp, hook = own_replay["daemon"], own_replay["smtp"], own_replay["hook"]
+    wait_for(lambda: any("H100" in s for s in smtp.subjects()), 30, "the H100 rule's email",
+             on_fail=d.tail)
+    config = dict(own_replay["config"], rules=[H100_RULE, A100_RULE])
+    write_config(own_replay["path"], config)
     d.signal(signal.SIGHUP)
     d.wait_metric("gpuradar_config_reloads_total", 1, result="success")
     wait_for(lambda: any("A100" in s for s in smtp.subjects())
@@ -147,10 +174,11 @@ def test_sighup_with_a_valid_config_applies_new_rules(replay):
     ("rules: [\"H100 under $100/h\"\n  bad: [", "not valid YAML"),
     ("rules: [\"H10O under banana\"]\n", "H10O"),
 ])
-def test_sighup_with_a_broken_config_keeps_the_old_one(replay, broken, error):
-    d = replay["daemon"]
+def test_sighup_with_a_broken_config_keeps_the_old_one(own_replay, broken, error):
+    d = own_replay["daemon"]
+    d.wait_metric("gpuradar_rules_firing", 1)  # the H100 rule of the configuration in force
     failures = d.value("gpuradar_config_reloads_total", result="failure")
-    replay["path"].write_text(broken)
+    own_replay["path"].write_text(broken)
     crawls = d.value("gpuradar_crawls_total", source="vastai", status="ok")
     d.signal(signal.SIGHUP)
     d.wait_metric("gpuradar_config_reloads_total", failures + 1, result="failure")
@@ -160,35 +188,36 @@ def test_sighup_with_a_broken_config_keeps_the_old_one(replay, broken, error):
     assert rejected[-1]["level"] == "error"
     # still crawling and evaluating with the old configuration
     d.wait_metric("gpuradar_crawls_total", crawls + 1, source="vastai", status="ok")
-    assert d.value("gpuradar_rules_firing") == 2
+    assert d.value("gpuradar_rules_firing") == 1
     assert d.healthz()[0] == 200
-    write_config(replay["path"], replay["config"])  # back to valid for the next test
 
 
-def test_a_changed_config_file_is_reloaded_without_a_signal(replay):
-    d = replay["daemon"]
-    config = dict(replay["config"], daemon={**replay["config"]["daemon"], "watch_interval": 1})
-    write_config(replay["path"], config)
+def test_a_changed_config_file_is_reloaded_without_a_signal(own_replay):
+    d = own_replay["daemon"]
+    config = dict(own_replay["config"],
+                  daemon={**own_replay["config"]["daemon"], "watch_interval": 1})
+    write_config(own_replay["path"], config)
     reloads = d.value("gpuradar_config_reloads_total", result="success")
     d.signal(signal.SIGHUP)  # turns the watcher on
     d.wait_metric("gpuradar_config_reloads_total", reloads + 1, result="success")
     config["sources"] = {**config["sources"], "oci": {"interval": 7, **FAST}}
-    write_config(replay["path"], config)
+    write_config(own_replay["path"], config)
     d.wait_metric("gpuradar_config_reloads_total", reloads + 2, result="success")
     logs = d.logs()
     assert "configuration reloaded (the config file changed)" in logs
     assert "oci: every 7s" in logs
 
 
-def test_sigterm_exits_0_within_the_grace_period(replay):
-    d = replay["daemon"]
-    grace = replay["config"]["daemon"]["grace_period"]
+def test_sigterm_exits_0_within_the_grace_period(own_replay):
+    d = own_replay["daemon"]
+    d.wait_metric("gpuradar_crawls_total", 1, source="vastai", status="ok")  # stored something
+    grace = own_replay["config"]["daemon"]["grace_period"]
     started = time.monotonic()
     assert d.stop(timeout=grace + 15) == 0
     assert time.monotonic() - started < grace
     logs = d.logs()
     assert "SIGTERM: stopping" in logs and "gpuradar daemon stopped" in logs
-    assert consistency_problems(replay["db_url"]) == []
+    assert consistency_problems(own_replay["db_url"]) == []
 
 
 # -- a hanging source ---------------------------------------------------------------------------

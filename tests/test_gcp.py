@@ -23,16 +23,16 @@ from gpuradar.crawler.spiders.gcp import (
     unit_price,
 )
 from scrapy import Request
-from scrapy.http import TextResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from gpuradar.core import gpus
 from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.helpers import FIXTURES, response
 from tests.provider_server import ProviderServer, serve_standard
 
-FIX = Path(__file__).parent / "fixtures" / "gcp"
+FIX = FIXTURES / "gcp"
 URL = "https://cloudbilling.googleapis.com/v1/services/6F81-5844-456A/skus"
 TPU_URL = "https://cloudbilling.googleapis.com/v1/services/E000-3F24-B8AA/skus"
 NO_SKUS = {"skus": [], "nextPageToken": ""}
@@ -47,19 +47,13 @@ def page(name: str) -> dict[str, Any]:
     return json.loads((FIX / name).read_text())
 
 
-def response(data: Any, url: str = URL, status: int = 200) -> TextResponse:
-    body = data if isinstance(data, bytes) else json.dumps(data).encode()
-    return TextResponse(url=url, status=status, body=body, encoding="utf-8",
-                        request=Request(url))
-
-
 def crawl_pages(spider: GcpSpider, *pages: dict[str, Any],
                 tpu_pages: tuple[dict[str, Any], ...] = (NO_SKUS,)) -> list[Any]:
     """Feed the Compute Engine pages, then the Cloud TPU pages, through parse() as the crawl
     does; all outputs."""
     out: list[Any] = []
     for data in pages:
-        out += list(spider.parse(response(data)))
+        out += list(spider.parse(response(data, URL)))
     for data in tpu_pages:
         out += list(spider.parse(response(data, TPU_URL), service="tpu_skus"))
     return out
@@ -109,7 +103,7 @@ def test_unit_price_reads_units_and_nanos(price, expected):
 # -- assembled machine prices ------------------------------------------------------------
 def test_a2_price_is_cores_plus_ram_plus_gpus_from_the_real_skus():
     # The real page: A100 GPU, A2 core and A2 RAM SKUs "running in Americas".
-    found = offers(make_spider().parse_file(response(page("skus_real_opencost.json"))))
+    found = offers(make_spider().parse_file(response(page("skus_real_opencost.json"), URL)))
     a2 = found[("us-central1", "a2-highgpu-1g", "on_demand")]
     assert a2.price == pytest.approx(12 * 0.031611 + 85 * 0.004237 + 2.933908)
     assert (a2.gpu, a2.gpu_count, a2.vcpus, a2.memory_gb) == ("Nvidia Tesla A100", 1, 12, 85)
@@ -230,14 +224,14 @@ def mutate(description: str, unit_price_value: dict[str, Any] | None) -> dict[st
     ({"currencyCode": "USD", "units": "0", "nanos": 0}, "zero_price")])
 def test_bad_gpu_prices_are_dropped_with_their_reason(value, reason):
     data = mutate("Nvidia Tesla P4 GPU running in Americas", value)
-    found = offers(make_spider().parse_file(response(data)))
+    found = offers(make_spider().parse_file(response(data, URL)))
     assert validate(found[("us-central1", "nvidia-tesla-p4", "on_demand")]) == reason
 
 
 def test_a_bad_core_price_prices_no_machine_rather_than_a_wrong_one():
     data = mutate("G2 Instance Core running in Americas", {"currencyCode": "USD", "units": "NaN"})
     spider = make_spider()
-    found = offers(spider.parse_file(response(data)))
+    found = offers(spider.parse_file(response(data, URL)))
     assert not any(t.startswith("g2-") and p == "on_demand" for _, t, p in found)
     assert any(t.startswith("g2-") and p == "spot" for _, t, p in found)
     assert stats(spider)["gpuradar/skipped/incomplete_price"] == 24  # 8 types x 3 regions
@@ -245,11 +239,11 @@ def test_a_bad_core_price_prices_no_machine_rather_than_a_wrong_one():
 
 def test_changed_field_names_are_clear_errors():
     with pytest.raises(ParseError, match="'skus' is missing"):
-        list(make_spider().parse_file(response({"items": [], "nextPageToken": ""})))
+        list(make_spider().parse_file(response({"items": [], "nextPageToken": ""}, URL)))
     data = page("skus_page1.json")
     del data["skus"][3]["description"]
     with pytest.raises(ParseError, match="'description' is missing"):
-        list(make_spider().parse_file(response(data)))
+        list(make_spider().parse_file(response(data, URL)))
 
 
 # -- TPUs ------------------------------------------------------------------------------------
@@ -270,7 +264,7 @@ def test_the_tpu_generation_is_read_from_the_sku_description(description, genera
 def test_real_tpu_skus_become_the_slices_users_rent_priced_per_chip(caplog):
     # Seven SKUs captured live from the Compute Engine service (resourceGroup "TPU").
     spider = make_spider()
-    found = offers(spider.parse_file(response(page("skus_tpu_real.json"))))
+    found = offers(spider.parse_file(response(page("skus_tpu_real.json"), URL)))
     v5e = found[("asia-south2", "v5litepod-8", "on_demand")]
     assert (v5e.gpu, v5e.gpu_count, v5e.gpu_memory_gb, v5e.currency) == ("TPU v5e", 8, 16, "USD")
     assert v5e.price == pytest.approx(8 * 1.44132)
@@ -383,12 +377,12 @@ def test_pages_are_followed_with_the_key_in_a_header_only():
     assert "key" not in first.url and "s3cr3t" not in first.url
     assert first.headers[b"X-Goog-Api-Key"] == b"s3cr3t-key"
     assert "currencyCode=USD" in first.url and "pageSize=5000" in first.url
-    out = list(spider.parse(response(page("skus_page1.json"))))
+    out = list(spider.parse(response(page("skus_page1.json"), URL)))
     [follow] = out  # nothing is offered before the last page
     assert isinstance(follow, Request) and "pageToken=APKCS1HVa0Y" in follow.url
     assert follow.headers[b"X-Goog-Api-Key"] == b"s3cr3t-key"
     # The last Compute Engine page: then the Cloud TPU service, with the same key.
-    [tpu] = list(spider.parse(response(page("skus_page2.json"))))
+    [tpu] = list(spider.parse(response(page("skus_page2.json"), URL)))
     assert tpu.url.startswith(TPU_URL + "?") and "key" not in tpu.url
     assert tpu.headers[b"X-Goog-Api-Key"] == b"s3cr3t-key"
     assert tpu.cb_kwargs == {"service": "tpu_skus"}
@@ -401,8 +395,8 @@ def test_pages_are_followed_with_the_key_in_a_header_only():
 
 def test_a_repeated_page_token_stops_the_crawl(caplog):
     spider = make_spider(api_key="k")
-    list(spider.parse(response(page("skus_page1.json"))))
-    [tpu] = list(spider.parse(response(page("skus_page1.json"))))  # on to the next service
+    list(spider.parse(response(page("skus_page1.json"), URL)))
+    [tpu] = list(spider.parse(response(page("skus_page1.json"), URL)))  # on to the next service
     assert tpu.url.startswith(TPU_URL)
     out = list(spider.parse(response(NO_SKUS, TPU_URL), service="tpu_skus"))
     assert out and all(isinstance(o, PriceItem) for o in out)
@@ -415,7 +409,7 @@ def test_api_refusal_is_logged_with_googles_message(caplog):
     refusal = {"error": {"code": 400, "message": "API key not valid. Please pass a valid API "
                          "key.", "status": "INVALID_ARGUMENT"}}
     # Logged; the Cloud TPU service is still asked (its own refusal ends the crawl).
-    [tpu] = list(spider.parse(response(refusal, status=400)))
+    [tpu] = list(spider.parse(response(refusal, URL, status=400)))
     assert tpu.url.startswith(TPU_URL)
     assert list(spider.parse(response(refusal, TPU_URL, status=400), service="tpu_skus")) == []
     [line, _] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]

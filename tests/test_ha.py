@@ -386,7 +386,7 @@ def test_takeover_within_must_leave_the_leader_time_to_stop(tmp_path):
 
     path = write_config(tmp_path / "c.yaml", {"daemon": {"leader_retry": "10s",
                                                          "takeover_within": "30s"}})
-    with pytest.raises(ConfigError, match=r"daemon.takeover_within must be at least 4 x "
+    with pytest.raises(ConfigError, match=r"daemon: takeover_within must be at least 4 x "
                                           r"leader_retry \(40s\), got 30s"):
         daemon_options(load_config(path))
     opts = daemon_options(load_config(write_config(path, {})))

@@ -4,7 +4,6 @@ Ascend, per-AZ sell status), and a real crawl where BSS rejects one flavor of a 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from gpuradar.crawler.parsing import ParseFailed, parse_files
@@ -13,10 +12,10 @@ from gpuradar.crawler.spiders.huawei import HuaweiSpider, az_status, flavor_gpu
 from scrapy.settings import Settings
 
 from tests.clirun import gpuradar, gpuradar_json, write_config
-from tests.helpers import spider_settings
+from tests.helpers import FIXTURES, spider_settings
 from tests.provider_server import serve_standard
 
-FIX = Path(__file__).parent / "fixtures" / "huawei"
+FIX = FIXTURES / "huawei"
 SK = "huawei-secret-never-shown-0123456789"
 FAST = {"DOWNLOAD_DELAY": 0, "RETRY_BACKOFF_BASE": 0.05, "RETRY_TIMES": 1}
 DOC_URL = ("https://service.region.example.com/v1/77b6a44cba5143ab91d13ab9a8ff44fd/vpcs"

@@ -5,21 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from gpuradar.crawler.spiders.base import ParseError
 from gpuradar.crawler.spiders.lambda_ import REGIONS, LambdaSpider
 from gpuradar.storage.queries import OfferFilter, current_offers
-from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
 
 from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.helpers import FIXTURES, response
 from tests.provider_server import Reply, serve_standard
 
-FIX = Path(__file__).parent / "fixtures" / "lambda"
+FIX = FIXTURES / "lambda"
 PAGE_URL = "https://lambda.ai/pricing"
 API_URL = "https://cloud.lambda.ai/api/v1/instance-types"
 KEY = "secret_lambda_key_0123456789"
@@ -32,9 +31,8 @@ def spider(**options: Any) -> LambdaSpider:
 
 
 def page(html: str | None = None, name: str = "pricing.html") -> list[PriceItem]:
-    body = html.encode() if html is not None else (FIX / name).read_bytes()
-    return list(spider().parse_pricing_page(HtmlResponse(url=PAGE_URL, body=body,
-                                                         encoding="utf-8")))
+    body = html if html is not None else FIX / name
+    return list(spider().parse_pricing_page(response(body, PAGE_URL, kind="html")))
 
 
 def api(types: dict | None = None, regions: set[str] | None = None) -> list[PriceItem]:

@@ -4,21 +4,20 @@ formats (the price list partly a real capture), and a real crawl into storage.""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from gpuradar.crawler.spiders.base import ParseError
 from gpuradar.crawler.spiders.oci import OciSpider, gpu_of_shape, shape_name
 from gpuradar.storage.queries import OfferFilter, current_offers
-from scrapy.http import TextResponse
 from scrapy.settings import Settings
 
 from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.helpers import FIXTURES, response
 from tests.provider_server import serve_standard
 
-FIX = Path(__file__).parent / "fixtures" / "oci"
+FIX = FIXTURES / "oci"
 SHAPES_URL = "https://www.oracle.com/a/ocom/docs/cloudestimator2/data/shapes.json"
 PRICES_URL = "https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/?currencyCode=USD"
 GPU_SHAPES = {
@@ -166,10 +165,6 @@ def test_renamed_fields_are_clear_errors():
         offers(prices={"lastUpdated": "2026-08-14T09:09:55.872Z", "items": []})
 
 
-def response(path: Path, url: str) -> TextResponse:
-    return TextResponse(url=url, body=path.read_bytes(), encoding="utf-8")
-
-
 def test_parse_file_tells_the_two_documents_apart_in_any_order(caplog):
     s = spider()
     assert list(s.parse_file(response(FIX / "products_usd.json", PRICES_URL))) == []
@@ -177,8 +172,7 @@ def test_parse_file_tells_the_two_documents_apart_in_any_order(caplog):
     out = list(s.parse_file(response(FIX / "shapes.json", SHAPES_URL)))
     assert len(out) == 27
     with pytest.raises(ParseError, match="neither a cost-estimator shape nor a price-list"):
-        list(spider().parse_file(TextResponse(url=SHAPES_URL, body=b'{"items": [{"x": 1}]}',
-                                              encoding="utf-8")))
+        list(spider().parse_file(response(b'{"items": [{"x": 1}]}', SHAPES_URL)))
 
 
 def test_gpuradar_parse_on_both_documents_and_on_the_real_capture():

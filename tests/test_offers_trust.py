@@ -5,15 +5,13 @@ crawl that suddenly lists far fewer offers closes nothing until confirmed."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.helpers import FIXTURES
 from tests.provider_server import Reply, serve_standard
-
-FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def metric(registry, name: str, **labels: str) -> float | None:

@@ -366,3 +366,19 @@ def test_redaction_uses_apprise_privacy_form():
     assert shown.startswith("mailtos://alerts:****@smtp.example.com")
     assert "app-password-123" not in shown
     assert "abcdefghijklmnopqrstuvwx" not in redact(SLACK)
+
+
+def test_any_accelerator_with_memory_covers_gpus_tpus_and_npus():
+    """`any accelerator with 80GB+` is every model of the catalog (GPU, TPU, NPU) with at
+    least 80 GB per chip; RAM and vCPU clauses after it keep their meaning."""
+    from gpuradar.alerts.grammar import parse_rule
+
+    rule = parse_rule("any accelerator with 80GB+ under $2/h")
+    offers = rule.condition.offers
+    assert offers.gpus is None and offers.min_gpu_memory == 80.0
+    assert rule.condition.basis == "gpu" and rule.condition.max_price == 2.0
+    assert parse_rule("any accelerator 80GB+ under $2/h").condition.offers.min_gpu_memory == 80
+    ram = parse_rule("any GPU with 256GB+ RAM under $9/h").condition.offers
+    assert (ram.min_gpu_memory, ram.min_memory) == (None, 256.0)
+    tpu = parse_rule("TPU v5e under $1.20/h").condition
+    assert tpu.offers.gpus == frozenset({"TPU-V5E"}) and tpu.basis == "gpu"

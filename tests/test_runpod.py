@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,14 +12,14 @@ from gpuradar.crawler.spiders.base import ParseError
 from gpuradar.crawler.spiders.runpod import RunpodSpider, stock_query
 from gpuradar.storage.queries import OfferFilter, current_offers
 from scrapy import Request
-from scrapy.http import TextResponse
 from scrapy.settings import Settings
 
 from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.helpers import FIXTURES, response
 from tests.provider_server import Reply, serve_standard
 
-FIX = Path(__file__).parent / "fixtures" / "runpod"
+FIX = FIXTURES / "runpod"
 URL = "https://api.runpod.io/graphql"
 
 
@@ -30,14 +29,9 @@ def spider(**options: Any) -> RunpodSpider:
     return s
 
 
-def response(name: str | None = None, body: bytes | None = None) -> TextResponse:
-    return TextResponse(url=URL, body=body if body is not None else (FIX / name).read_bytes(),
-                        encoding="utf-8")
-
-
 def parse(name: str, count: int | None = None) -> tuple[dict[tuple[str, str], PriceItem],
                                                          list[Request]]:
-    out = list(spider().parse(response(name), count=count))
+    out = list(spider().parse(response(FIX / name, URL), count=count))
     items = {(o.region, o.instance_type): o for o in out if isinstance(o, PriceItem)}
     return items, [o for o in out if isinstance(o, Request)]
 
@@ -87,19 +81,20 @@ def test_queries_are_batched_one_request_per_gpu_count():
     assert re.findall(r"gpuCount: (\d+), secureCloud: (\w+)", body["query"]) == [
         ("2", "true"), ("2", "false")]
     assert all(r.method == "POST" and r.url == URL for r in requests)
-    fanned = [r for r in spider(max_gpus=3).parse(response("stock_1.json"), count=1)
+    fanned = [r for r in spider(max_gpus=3).parse(response(FIX / "stock_1.json", URL),
+                                                   count=1)
               if isinstance(r, Request)]
     assert [r.cb_kwargs["count"] for r in fanned] == [2, 3]
 
 
 def test_no_spot_offers_even_where_spot_prices_are_listed():
-    out = list(spider().parse_file(response("gputypes_real.json")))
+    out = list(spider().parse_file(response(FIX / "gputypes_real.json", URL)))
     assert out and {i.pricing for i in out} == {"on_demand"}
 
 
 def test_real_gputypes_capture_gives_one_gpu_prices_without_stock():
     out = {(i.region, i.instance_type): i for i in spider().parse_file(
-        response("gputypes_real.json"))}
+        response(FIX / "gputypes_real.json", URL))}
     assert out[("secure", "1x NVIDIA B200")].price == 6.79
     assert out[("community", "1x NVIDIA B200")].price == 5.98
     assert out[("community", "1x NVIDIA GeForce RTX 3070")].price == 0.13
@@ -113,16 +108,16 @@ def test_graphql_errors_and_renamed_fields_are_clear_errors():
            b'\\"GpuType\\"."}], "data": null}')
     with pytest.raises(ParseError, match="runpod.*'errors' reported: Cannot query field "
                                          "\"maxGpuCountSecureCloud\""):
-        list(spider().parse(response(body=err), count=1))
+        list(spider().parse(response(err, URL), count=1))
     data = json.loads((FIX / "stock_1.json").read_text())
     for gpu in data["data"]["secure_1"]:
         gpu["secureCost"] = gpu.pop("securePrice")
     with pytest.raises(ParseError, match=r"'securePrice' is missing.*data.secure_1\[0\]"):
-        list(spider().parse(response(body=json.dumps(data).encode()), count=1))
+        list(spider().parse(response(data, URL), count=1))
     with pytest.raises(ParseError, match="'data.gpuTypes' is missing"):
-        list(spider().parse(response(body=b'{"data": {}}'), count=1))
+        list(spider().parse(response(b'{"data": {}}', URL), count=1))
     with pytest.raises(ParseError, match="'data.secure_1' is empty"):
-        list(spider().parse(response(body=b'{"data": {"secure_1": []}}'), count=1))
+        list(spider().parse(response(b'{"data": {"secure_1": []}}', URL), count=1))
 
 
 def test_status_needs_no_key():
@@ -203,7 +198,7 @@ def test_real_answer_with_other_top_level_data_parses():
     """A real capture whose answer carries `dataCenters` beside `gpuTypes`, aliased
     sub-queries and fields the spider never asked for: everything needed is there."""
     out = {(i.region, i.instance_type): i for i in spider().parse_file(
-        response("gputypes_datacenters_real.json"))}
+        response(FIX / "gputypes_datacenters_real.json", URL))}
     assert out[("secure", "1x NVIDIA H200")].price == 4.59
     assert out[("community", "1x NVIDIA H200")].price == 3.59
     # secureCloud false / communityCloud false: not offered there, whatever the price says.
@@ -229,12 +224,12 @@ def test_a_needed_field_of_the_wrong_type_still_fails_loudly():
     data["data"]["gpuTypes"][6]["securePrice"] = "3.29"
     with pytest.raises(ParseError, match=r"'securePrice' is str, expected int/float/NoneType.*"
                                          r"gpuTypes\[6\]"):
-        list(spider().parse_file(response(body=json.dumps(data).encode())))
+        list(spider().parse_file(response(data, URL)))
     with pytest.raises(ParseError, match="'data.gpuTypes' is missing"):
-        list(spider().parse(response(body=b'{"data": {"dataCenters": []}}'), count=1))
+        list(spider().parse(response(b'{"data": {"dataCenters": []}}', URL), count=1))
 
 
 def parse_body(body: bytes, count: int | None = None):
-    out = list(spider().parse(response(body=body), count=count))
+    out = list(spider().parse(response(body, URL), count=count))
     return ([o for o in out if isinstance(o, PriceItem)],
             [o for o in out if isinstance(o, Request)])

@@ -13,10 +13,10 @@ from gpuradar.crawler.spiders.tencent import TencentSpider
 from scrapy.settings import Settings
 
 from tests.clirun import gpuradar, gpuradar_json, write_config
-from tests.helpers import spider_settings
+from tests.helpers import FIXTURES, spider_settings
 from tests.provider_server import Reply, serve_standard
 
-FIX = Path(__file__).parent / "fixtures" / "tencent"
+FIX = FIXTURES / "tencent"
 SECRET_KEY = "tencent-secret-never-shown-0123456789"
 FAST = {"DOWNLOAD_DELAY": 0, "RETRY_BACKOFF_BASE": 0.05, "RETRY_TIMES": 1}
 

@@ -7,24 +7,23 @@ from __future__ import annotations
 import json
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from gpuradar.crawler.spiders.base import ParseError
 from gpuradar.crawler.spiders.vastai import GPU_NAMES, VastaiSpider
-from scrapy.http import TextResponse
 from scrapy.utils.test import get_crawler
 
 from tests.clirun import gpuradar, write_config
+from tests.helpers import FIXTURES, response
 from tests.provider_server import Reply
 from tests.routes.core import vastai_offers, vastai_search
 
-FIX = Path(__file__).parent / "fixtures" / "vastai"
+FIX = FIXTURES / "vastai"
 URL = "https://console.vast.ai/api/v0/bundles/"
 
 
 def items(name: str):
-    resp = TextResponse(url=URL, body=(FIX / name).read_bytes(), encoding="utf-8")
+    resp = response(FIX / name, URL)
     return list(VastaiSpider().parse(resp))
 
 
@@ -64,8 +63,7 @@ def test_two_searches_cover_every_model():
 
 def answer(s: VastaiSpider, request, offers) -> list:
     body = json.dumps(vastai_search(json.loads(request.body), offers)).encode()
-    response = TextResponse(url=URL, body=body, encoding="utf-8", request=request)
-    return list(request.callback(response, **request.cb_kwargs))
+    return list(request.callback(response(body, URL, request=request), **request.cb_kwargs))
 
 
 def test_truncated_search_is_split_until_complete():
@@ -88,7 +86,7 @@ def test_truncated_search_is_split_until_complete():
 def test_missing_field_is_a_clear_error(tmp_path):
     data = json.loads((FIX / "bundles_h100_sxm_real.json").read_text())
     del data["offers"][1]["machine_id"]
-    resp = TextResponse(url="https://x/", body=json.dumps(data).encode(), encoding="utf-8")
+    resp = response(data, "https://x/")
     with pytest.raises(ParseError, match=r"vastai.*'machine_id' is missing \(in offers\[1\]\)"):
         list(VastaiSpider().parse(resp))
 

@@ -209,7 +209,19 @@ class SourceOptions(Section):
     interval: OptionalPositiveSeconds = None
     jitter: OptionalSeconds = None
     timeout: OptionalPositiveSeconds = None
-    request_interval: OptionalSeconds = None  # overrides the spider's documented rate limit
+    # the least time between two requests to the source (the spider's own default otherwise)
+    request_interval: OptionalSeconds = None
+    # plausible USD per GPU-hour, [low, high]: prices outside are quarantined, never stored
+    price_range: list[float] | None = None
+    # a crawl listing fewer than this share of the last one's offers closes nothing (0: off)
+    shrink_guard: float | None = Field(None, ge=0, le=1)
+
+    @field_validator("price_range")
+    @classmethod
+    def _low_below_high(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None and (len(value) != 2 or not 0 <= value[0] < value[1]):
+            raise ValueError("must be [low, high] with 0 <= low < high")
+        return value
 
 
 class MetricsSection(Section):
