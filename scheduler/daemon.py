@@ -17,12 +17,10 @@ a new one that does not load is rejected as a whole, with its error, and the old
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
-import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -40,6 +38,7 @@ from gpuradar.scheduler.setup import (  # noqa: F401  (RunOptions: the command l
     crawl_settings,
     load_setup,
 )
+from gpuradar.scheduler.threads import in_thread
 
 from gpuradar.core.config import ConfigError
 from gpuradar.core.logs import REDACT
@@ -71,32 +70,6 @@ class SourceState:
     job_task: asyncio.Task | None = None
     crawler: Any = None
     crawl_task: asyncio.Task | None = None
-
-
-def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
-    """Run blocking `fn` in a daemon thread and await its result from the loop. Unlike the
-    default executor, a call stuck in a dead SMTP server cannot hold up the process's exit."""
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[T] = loop.create_future()
-
-    def settle(ok: bool, value: Any) -> None:
-        if fut.done():
-            return
-        if ok:
-            fut.set_result(value)
-        else:
-            fut.set_exception(value)
-
-    def work() -> None:
-        try:
-            outcome = (True, fn(*args, **kwargs))
-        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
-            outcome = (False, exc)
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-            loop.call_soon_threadsafe(settle, *outcome)
-
-    threading.Thread(target=work, daemon=True, name=getattr(fn, "__name__", "work")).start()
-    return fut
 
 
 def _files_stamp(paths: list[Path | None]) -> tuple:

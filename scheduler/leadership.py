@@ -120,7 +120,7 @@ class Leadership:
 
     async def _call(self, lock: LeaderLock, fn: Callable[[], Any], timeout: float) -> Any:
         """`fn` in a thread, given up after `timeout` (the lock session is abandoned)."""
-        from gpuradar.scheduler.daemon import in_thread
+        from gpuradar.scheduler.threads import in_thread
 
         try:
             return await asyncio.wait_for(in_thread(fn), timeout)
@@ -132,7 +132,7 @@ class Leadership:
                                   ) from None
 
     async def _attempt(self) -> None:
-        from gpuradar.scheduler.daemon import in_thread
+        from gpuradar.scheduler.threads import in_thread
         from gpuradar.storage.queries import mark_interrupted_crawls
 
         if self._lock is None:
@@ -178,7 +178,7 @@ class Leadership:
             log.log(level, "%s", message, extra={"role": STANDBY})
 
     async def _give_up(self, lock: LeaderLock) -> None:
-        from gpuradar.scheduler.daemon import in_thread
+        from gpuradar.scheduler.threads import in_thread
 
         if self._lock is lock:
             self._lock = None

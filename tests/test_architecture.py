@@ -74,3 +74,35 @@ def test_every_provider_fact_comes_from_its_spider():
     assert not sources.is_mainland("tencent", "ap-hongkong")
     assert sources.is_mainland("autodl", "west-b")
     assert not sources.is_mainland("aws", "cn-north-1x")
+
+
+def test_no_import_cycles(wheel, tmp_path):
+    """No module imports, directly or through others, a module that imports it back
+    (function-level imports included): each layer reads as a tree."""
+    zipfile.ZipFile(wheel).extractall(tmp_path)
+    script = (
+        "import sys, grimp\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "g = grimp.build_graph('gpuradar', cache_dir=None)\n"
+        "index, low, stack, on, cycles = {}, {}, [], set(), []\n"
+        "sys.setrecursionlimit(10000)\n"
+        "def visit(v):\n"
+        "    index[v] = low[v] = len(index); stack.append(v); on.add(v)\n"
+        "    for w in g.find_modules_directly_imported_by(v):\n"
+        "        if w not in index:\n"
+        "            visit(w); low[v] = min(low[v], low[w])\n"
+        "        elif w in on:\n"
+        "            low[v] = min(low[v], index[w])\n"
+        "    if low[v] == index[v]:\n"
+        "        part = []\n"
+        "        while True:\n"
+        "            w = stack.pop(); on.discard(w); part.append(w)\n"
+        "            if w == v: break\n"
+        "        if len(part) > 1: cycles.append(sorted(part))\n"
+        "for m in sorted(g.modules):\n"
+        "    if m not in index: visit(m)\n"
+        "print(cycles)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
