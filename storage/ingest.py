@@ -72,6 +72,28 @@ def _record_changes(conn, rows: list[dict[str, Any]]) -> None:
         set_={"price_micros": ins.excluded.price_micros, "available": ins.excluded.available}),
         rows)
 
+def _insert_returning_pg(conn, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert offers into PostgreSQL, their ids in the rows' order: psycopg's pipelined
+    executemany of one prepared INSERT. (SQLAlchemy's multi-row VALUES statement with
+    thousands of placeholders costs psycopg more to parse than PostgreSQL to run.)"""
+    from gpuradar.storage.db import _json_dumps
+    from psycopg.types.json import Json
+
+    cols = list(rows[0])
+    sql = (f"INSERT INTO {OFFER.name} ({', '.join(cols)}) "
+           f"VALUES ({', '.join(['%s'] * len(cols))}) RETURNING id")
+    params = [tuple(Json(v, dumps=_json_dumps) if c == "attributes" else v
+                    for c, v in r.items()) for r in rows]
+    ids: list[int] = []
+    with conn.connection.driver_connection.cursor() as cur:
+        cur.executemany(sql, params, returning=True)
+        while True:
+            ids.append(cur.fetchone()[0])
+            if not cur.nextset():
+                break
+    return ids
+
+
 # Columns that only describe the offer: a difference updates the offer row, no change point.
 DETAIL_FIELDS = ("gpu", "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb", "currency",
                  "price_usd", "price_per_gpu_usd", "available_count", "url", "attributes")
@@ -156,16 +178,18 @@ class CrawlWriter:
             if cached is not None and cached[0] == latest:
                 self.current: dict[tuple[str, str, str, str], _State] = cached[1]
                 return
-            rows = conn.execute(select(*cols).where(OFFER.c.source == source)).all()
-        self.current = {}
-        for row in rows:
-            r = tuple(row)
-            self.current[r[1:5]] = _State(r[0], r[5], r[6], r[7], r[8:-1], r[-1])
+            # Streamed (a server-side cursor on PostgreSQL): a large source's rows are not
+            # held twice, as rows and as state, at the crawl's start.
+            self.current = {}
+            for row in conn.execute(select(*cols).where(OFFER.c.source == source)
+                                    .execution_options(yield_per=5000)):
+                r = tuple(row)
+                self.current[r[1:5]] = _State(r[0], r[5], r[6], r[7], r[8:-1], r[-1])
 
     # -- observations -------------------------------------------------------------------
     def add(self, items: Iterable[PriceItem]) -> None:
         """Store one batch of observations (one transaction)."""
-        new: list[PriceItem] = []
+        new: list[tuple[tuple[str, str, str, str], PriceItem]] = []
         changed: list[tuple[_State, PriceItem]] = []
         details: list[tuple[_State, PriceItem]] = []
         seen, current = self.seen, self.current
@@ -184,7 +208,7 @@ class CrawlWriter:
             self.items += 1
             state = current.get(key)
             if state is None:
-                new.append(item)
+                new.append((key, item))
             elif (state.price != item.price or state.available != item.available
                   or not state.active):
                 changed.append((state, item))
@@ -216,19 +240,27 @@ class CrawlWriter:
         return {"offer_id": offer_id, "at": epoch(item.observed_at),
                 "price_micros": micros(item.price), "available": item.available}
 
-    def _insert_new(self, conn, new: list[PriceItem]) -> None:
+    def _insert_new(self, conn, new: list[tuple[tuple[str, str, str, str], PriceItem]]) -> None:
         rows = [{"source": self.source, "region": i.region, "zone": i.zone,
                  "instance_type": i.instance_type, "pricing": i.pricing, "price": i.price,
                  "available": i.available, "first_seen": i.observed_at,
                  "changed_at": i.observed_at, "active": True, **self._detail_values(i)}
-                for i in new]
-        ids = conn.execute(insert(OFFER).returning(OFFER.c.id, sort_by_parameter_order=True),
-                           rows).scalars().all()
+                for _, i in new]
+        if conn.dialect.name == "postgresql":
+            ids = _insert_returning_pg(conn, rows)
+        else:
+            # Multi-row INSERT ... RETURNING ("insertmanyvalues"), a few statements per
+            # batch. The ids are matched to the offers by key, not by order: asking for the
+            # parameters' order makes SQLAlchemy insert one row per statement on SQLite.
+            returned = conn.execute(
+                insert(OFFER).returning(OFFER.c.id, *OFFER.c[_KEY_FIELDS]), rows).all()
+            ids_by_key = {tuple(r[1:]): r[0] for r in returned}
+            ids = [ids_by_key[key] for key, _ in new]
         conn.execute(insert(CHANGE), [self._change(oid, i)
-                                      for oid, i in zip(ids, new, strict=True)])
-        for oid, i in zip(ids, new, strict=True):
-            self.current[(i.region, i.zone, i.instance_type, i.pricing)] = _State(
-                oid, i.price, i.available, True, _details(i))
+                                      for oid, (_, i) in zip(ids, new, strict=True)])
+        for oid, (key, i) in zip(ids, new, strict=True):
+            # The key tuple `seen` holds, not a copy: one per offer for a whole crawl.
+            self.current[key] = _State(oid, i.price, i.available, True, _details(i))
         self.new_offers += len(new)
         self.changed_offer_ids.update(ids)
 
