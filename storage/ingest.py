@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -72,25 +72,28 @@ def _record_changes(conn, rows: list[dict[str, Any]]) -> None:
         set_={"price_micros": ins.excluded.price_micros, "available": ins.excluded.available}),
         rows)
 
-def _insert_returning_pg(conn, rows: list[dict[str, Any]]) -> list[int]:
-    """Insert offers into PostgreSQL, their ids in the rows' order: psycopg's pipelined
-    executemany of one prepared INSERT. (SQLAlchemy's multi-row VALUES statement with
-    thousands of placeholders costs psycopg more to parse than PostgreSQL to run.)"""
+def _insert_new_pg(conn, rows: list[dict[str, Any]],
+                   changes: Callable[[list[int]], list[dict[str, Any]]]) -> list[int]:
+    """Insert offers and their first change points into PostgreSQL with COPY; the offers'
+    ids, in the rows' order. The ids are drawn from the offer sequence first (one query), so
+    neither table needs a statement per row. `changes(ids)` gives the change rows."""
     from gpuradar.storage.db import _json_dumps
     from psycopg.types.json import Json
 
     cols = list(rows[0])
-    sql = (f"INSERT INTO {OFFER.name} ({', '.join(cols)}) "
-           f"VALUES ({', '.join(['%s'] * len(cols))}) RETURNING id")
-    params = [tuple(Json(v, dumps=_json_dumps) if c == "attributes" else v
-                    for c, v in r.items()) for r in rows]
-    ids: list[int] = []
-    with conn.connection.driver_connection.cursor() as cur:
-        cur.executemany(sql, params, returning=True)
-        while True:
-            ids.append(cur.fetchone()[0])
-            if not cur.nextset():
-                break
+    cur_conn = conn.connection.driver_connection
+    with cur_conn.cursor() as cur:
+        ids = [r[0] for r in cur.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+            (OFFER.name, len(rows)))]
+        with cur.copy(f"COPY {OFFER.name} (id, {', '.join(cols)}) FROM STDIN") as copy:
+            for oid, r in zip(ids, rows, strict=True):
+                copy.write_row((oid, *(Json(v, dumps=_json_dumps) if c == "attributes" else v
+                                       for c, v in r.items())))
+        change_cols = ("offer_id", "at", "price_micros", "available")
+        with cur.copy(f"COPY {CHANGE.name} ({', '.join(change_cols)}) FROM STDIN") as copy:
+            for row in changes(ids):
+                copy.write_row(tuple(row[c] for c in change_cols))
     return ids
 
 
@@ -246,8 +249,11 @@ class CrawlWriter:
                  "available": i.available, "first_seen": i.observed_at,
                  "changed_at": i.observed_at, "active": True, **self._detail_values(i)}
                 for _, i in new]
+        def change_rows(ids: list[int]) -> list[dict[str, Any]]:
+            return [self._change(oid, i) for oid, (_, i) in zip(ids, new, strict=True)]
+
         if conn.dialect.name == "postgresql":
-            ids = _insert_returning_pg(conn, rows)
+            ids = _insert_new_pg(conn, rows, change_rows)
         else:
             # Multi-row INSERT ... RETURNING ("insertmanyvalues"), a few statements per
             # batch. The ids are matched to the offers by key, not by order: asking for the
@@ -256,8 +262,7 @@ class CrawlWriter:
                 insert(OFFER).returning(OFFER.c.id, *OFFER.c[_KEY_FIELDS]), rows).all()
             ids_by_key = {tuple(r[1:]): r[0] for r in returned}
             ids = [ids_by_key[key] for key, _ in new]
-        conn.execute(insert(CHANGE), [self._change(oid, i)
-                                      for oid, (_, i) in zip(ids, new, strict=True)])
+            conn.execute(insert(CHANGE), change_rows(ids))
         for oid, (key, i) in zip(ids, new, strict=True):
             # The key tuple `seen` holds, not a copy: one per offer for a whole crawl.
             self.current[key] = _State(oid, i.price, i.available, True, _details(i))
