@@ -45,6 +45,13 @@ DOWNLOADER_MIDDLEWARES = {
     "gpuradar.crawler.middlewares.RecordReplayMiddleware": 50,
 }
 
+# Spider middlewares that only look at requests, yet step through every item a spider
+# yields (1,000 per Azure page): no depth limit, no URL length limit, no meta-copy warning.
+SPIDER_MIDDLEWARES = {
+    "scrapy.spidermiddlewares.depth.DepthMiddleware": None,
+    "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware": None,
+    "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware": None,
+}
 ITEM_PIPELINES = {
     "gpuradar.crawler.pipelines.ValidatePipeline": 100,
     "gpuradar.crawler.pipelines.NormalizePipeline": 200,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -71,6 +71,31 @@ def _record_changes(conn, rows: list[dict[str, Any]]) -> None:
         index_elements=["offer_id", "at"],
         set_={"price_micros": ins.excluded.price_micros, "available": ins.excluded.available}),
         rows)
+
+def _insert_new_pg(conn, rows: list[dict[str, Any]],
+                   changes: Callable[[list[int]], list[dict[str, Any]]]) -> list[int]:
+    """Insert offers and their first change points into PostgreSQL with COPY; the offers'
+    ids, in the rows' order. The ids are drawn from the offer sequence first (one query), so
+    neither table needs a statement per row. `changes(ids)` gives the change rows."""
+    from gpuradar.storage.db import _json_dumps
+    from psycopg.types.json import Json
+
+    cols = list(rows[0])
+    cur_conn = conn.connection.driver_connection
+    with cur_conn.cursor() as cur:
+        ids = [r[0] for r in cur.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+            (OFFER.name, len(rows)))]
+        with cur.copy(f"COPY {OFFER.name} (id, {', '.join(cols)}) FROM STDIN") as copy:
+            for oid, r in zip(ids, rows, strict=True):
+                copy.write_row((oid, *(Json(v, dumps=_json_dumps) if c == "attributes" else v
+                                       for c, v in r.items())))
+        change_cols = ("offer_id", "at", "price_micros", "available")
+        with cur.copy(f"COPY {CHANGE.name} ({', '.join(change_cols)}) FROM STDIN") as copy:
+            for row in changes(ids):
+                copy.write_row(tuple(row[c] for c in change_cols))
+    return ids
+
 
 # Columns that only describe the offer: a difference updates the offer row, no change point.
 DETAIL_FIELDS = ("gpu", "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb", "currency",
@@ -156,16 +181,18 @@ class CrawlWriter:
             if cached is not None and cached[0] == latest:
                 self.current: dict[tuple[str, str, str, str], _State] = cached[1]
                 return
-            rows = conn.execute(select(*cols).where(OFFER.c.source == source)).all()
-        self.current = {}
-        for row in rows:
-            r = tuple(row)
-            self.current[r[1:5]] = _State(r[0], r[5], r[6], r[7], r[8:-1], r[-1])
+            # Streamed (a server-side cursor on PostgreSQL): a large source's rows are not
+            # held twice, as rows and as state, at the crawl's start.
+            self.current = {}
+            for row in conn.execute(select(*cols).where(OFFER.c.source == source)
+                                    .execution_options(yield_per=5000)):
+                r = tuple(row)
+                self.current[r[1:5]] = _State(r[0], r[5], r[6], r[7], r[8:-1], r[-1])
 
     # -- observations -------------------------------------------------------------------
     def add(self, items: Iterable[PriceItem]) -> None:
         """Store one batch of observations (one transaction)."""
-        new: list[PriceItem] = []
+        new: list[tuple[tuple[str, str, str, str], PriceItem]] = []
         changed: list[tuple[_State, PriceItem]] = []
         details: list[tuple[_State, PriceItem]] = []
         seen, current = self.seen, self.current
@@ -184,7 +211,7 @@ class CrawlWriter:
             self.items += 1
             state = current.get(key)
             if state is None:
-                new.append(item)
+                new.append((key, item))
             elif (state.price != item.price or state.available != item.available
                   or not state.active):
                 changed.append((state, item))
@@ -216,19 +243,29 @@ class CrawlWriter:
         return {"offer_id": offer_id, "at": epoch(item.observed_at),
                 "price_micros": micros(item.price), "available": item.available}
 
-    def _insert_new(self, conn, new: list[PriceItem]) -> None:
+    def _insert_new(self, conn, new: list[tuple[tuple[str, str, str, str], PriceItem]]) -> None:
         rows = [{"source": self.source, "region": i.region, "zone": i.zone,
                  "instance_type": i.instance_type, "pricing": i.pricing, "price": i.price,
                  "available": i.available, "first_seen": i.observed_at,
                  "changed_at": i.observed_at, "active": True, **self._detail_values(i)}
-                for i in new]
-        ids = conn.execute(insert(OFFER).returning(OFFER.c.id, sort_by_parameter_order=True),
-                           rows).scalars().all()
-        conn.execute(insert(CHANGE), [self._change(oid, i)
-                                      for oid, i in zip(ids, new, strict=True)])
-        for oid, i in zip(ids, new, strict=True):
-            self.current[(i.region, i.zone, i.instance_type, i.pricing)] = _State(
-                oid, i.price, i.available, True, _details(i))
+                for _, i in new]
+        def change_rows(ids: list[int]) -> list[dict[str, Any]]:
+            return [self._change(oid, i) for oid, (_, i) in zip(ids, new, strict=True)]
+
+        if conn.dialect.name == "postgresql":
+            ids = _insert_new_pg(conn, rows, change_rows)
+        else:
+            # Multi-row INSERT ... RETURNING ("insertmanyvalues"), a few statements per
+            # batch. The ids are matched to the offers by key, not by order: asking for the
+            # parameters' order makes SQLAlchemy insert one row per statement on SQLite.
+            returned = conn.execute(
+                insert(OFFER).returning(OFFER.c.id, *OFFER.c[_KEY_FIELDS]), rows).all()
+            ids_by_key = {tuple(r[1:]): r[0] for r in returned}
+            ids = [ids_by_key[key] for key, _ in new]
+            conn.execute(insert(CHANGE), change_rows(ids))
+        for oid, (key, i) in zip(ids, new, strict=True):
+            # The key tuple `seen` holds, not a copy: one per offer for a whole crawl.
+            self.current[key] = _State(oid, i.price, i.available, True, _details(i))
         self.new_offers += len(new)
         self.changed_offer_ids.update(ids)
 

@@ -43,6 +43,7 @@ AutoDL's "vGPU-32GB" (a slice of an unnamed card).
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -442,8 +443,12 @@ def _resolve(key: str, memory_gb: float | None, form_factor: str | None) -> Gpu 
     return _narrow(_FAMILIES[named.pop()], memory_gb, form_factor)
 
 
+@functools.lru_cache(maxsize=4096)
 def lookup(raw: str, memory_gb: float | None = None) -> Gpu | None:
     """Map a provider's GPU string to the catalog; None if it matches nothing (never guess).
+
+    Cached: a crawl asks about a few dozen distinct names, once per offer, and the catalog
+    is fixed at import.
 
     `memory_gb` is the per-GPU memory the provider reports (GB or GiB; +-10 %); it picks the
     variant when the string alone does not ("A100" 40 vs 80, "V100" 16 vs 32). A memory size

@@ -35,6 +35,7 @@ NVSwitch), GN10X/GN10Xp (V100 NVLink). Alibaba gn6v/gn6e (V100 NVLink), gn7/gn7e
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -93,6 +94,13 @@ def _by_form_factor(gpu: str, count: float) -> tuple[str | None, str, str]:
 
 def interconnect_for(source: str, instance_type: str, gpu: str, gpu_count: float) -> dict:
     """What links the GPUs of one offer, and the machine to others (see the module doc)."""
+    return dict(_interconnect(source, instance_type, gpu, gpu_count))
+
+
+@functools.lru_cache(maxsize=8192)
+def _interconnect(source: str, instance_type: str, gpu: str, gpu_count: float) -> dict:
+    """interconnect_for, cached: a crawl asks about the same few instance types once per
+    offer (the caller gets a copy, so the cached answer cannot be changed)."""
     count = float(gpu_count or 0)
     cls = spider_classes().get(source.lower())
     for fam in getattr(cls, "interconnect", ()):
