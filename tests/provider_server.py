@@ -39,6 +39,10 @@ class Request:
 Handler = Callable[[Request], Reply]
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128
+
+
 class ProviderServer:
     def __init__(self) -> None:
         self.routes: dict[tuple[str, str], Handler] = {}
@@ -74,7 +78,9 @@ class ProviderServer:
             def log_message(self, *args) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _H)
+        # A probe or crawl of many sources connects to this one server at once: the default
+        # listen backlog (5) can overflow under load and turn a connect into a timeout.
+        self.httpd = _Server(("127.0.0.1", 0), _H)
         self.httpd.daemon_threads = True
         self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
