@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -229,14 +230,7 @@ class Rule:
                          f"{duration_text(c.drop_window)} low")
         if s.available_only:
             words.append("available")
-        if s.sources:
-            words.append("on " + ",".join(s.sources))
-        if s.exclude_sources:
-            words.append("not on " + ",".join(s.exclude_sources))
-        if s.regions:
-            words.append("region " + ",".join(s.regions))
-        if s.exclude_regions:
-            words.append("not region " + ",".join(s.exclude_regions))
+        words.extend(_where(s, ","))
         return " ".join(words)
 
     def reading(self) -> str:
@@ -282,20 +276,23 @@ class Rule:
                 filters.append(text.format(f"{value:g}"))
         if s.available_only:
             filters.append("known available only")
-        if s.sources:
-            filters.append("on " + ", ".join(s.sources))
-        if s.exclude_sources:
-            filters.append("not on " + ", ".join(s.exclude_sources))
-        if s.regions:
-            filters.append("region " + ", ".join(_region_words(s.regions)))
-        if s.exclude_regions:
-            filters.append("not region " + ", ".join(_region_words(s.exclude_regions)))
+        filters.extend(_where(s, ", ", _region_words))
         text = ", ".join(parts)
         return text + ("; " + "; ".join(filters) if filters else "")
 
 
 def _region_words(globs: tuple[str, ...]) -> list[str]:
     return [f"{g} (mainland China)" if g in MAINLAND_ALIASES else g for g in globs]
+
+
+def _where(s: Selector, sep: str,
+           regions: Callable[[tuple[str, ...]], Iterable[str]] = tuple) -> list[str]:
+    """The place clauses, in the order the grammar reads them: 'on aws,gcp', 'not on vastai',
+    'region us-*', 'not region mainland' (`sep` and `regions` set the wording)."""
+    return [prefix + sep.join(words) for prefix, words in (
+        ("on ", s.sources), ("not on ", s.exclude_sources),
+        ("region ", regions(s.regions)), ("not region ", regions(s.exclude_regions)))
+        if words]
 
 
 def _describe_fit(c: Condition) -> str:
@@ -309,10 +306,7 @@ def _describe_fit(c: Condition) -> str:
         words.append(s.pricing.replace("_", "-"))
     if c.max_price is not None:
         words.append("under " + Budget(c.max_price, c.currency, not c.per_offer).text())
-    if s.sources:
-        words.append("on " + ",".join(s.sources))
-    if s.regions:
-        words.append("region " + ",".join(s.regions))
+    words.extend(_where(s, ","))
     if c.job.seq_len != Job.seq_len:  # the defaults are class attributes
         words.append(f"seq {c.job.seq_len}")
     if c.job.batch != Job.batch:

@@ -30,7 +30,6 @@ from gpuradar.scheduler.jobs import (
     SourcePlan,
     backoff_delay,
     first_run,
-    human,
 )
 from gpuradar.scheduler.setup import (  # noqa: F401  (RunOptions: the command line's)
     Loaded,
@@ -42,7 +41,13 @@ from gpuradar.scheduler.threads import in_thread
 
 from gpuradar.core.config import ConfigError
 from gpuradar.core.logs import REDACT
-from gpuradar.core.units import EXIT_DATABASE, EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from gpuradar.core.units import (
+    EXIT_DATABASE,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    format_duration,
+)
 
 log = logging.getLogger("gpuradar.daemon")
 
@@ -398,7 +403,8 @@ class Daemon:
         if job is not None and not self.stopping:
             if st.failures > 1:
                 job.modify(next_run_time=datetime.now(UTC) + timedelta(seconds=delay))
-            nxt = (f"; {st.failures} failed in a row, next crawl in {human(round(delay))}"
+            nxt = (f"; {st.failures} failed in a row, "
+                   f"next crawl in {format_duration(round(delay))}"
                    if st.failures > 1 else "")
         log.warning("%s: crawl failed after %.1fs: %s%s", source, duration,
                     (result.error or "no detail")[:500], nxt,
@@ -484,7 +490,7 @@ class Daemon:
             self._force.set()
             return
         log.info("%s: stopping (running crawls get %s to finish)", name,
-                 human(self.loaded.opts.grace_period))
+                 format_duration(self.loaded.opts.grace_period))
         self._stop.set()
 
     def _on_reload_signal(self) -> None:
@@ -577,7 +583,7 @@ class Daemon:
                 await asyncio.wait_for(self.deliver(wait=True), FLUSH_TIMEOUT)
             except TimeoutError:
                 log.warning("outbox flush did not finish within %s; the rest is delivered "
-                            "after the next start", human(FLUSH_TIMEOUT))
+                            "after the next start", format_duration(FLUSH_TIMEOUT))
         await self.leadership.release()  # after the flush: the standby takes over cleanly
         self.scheduler.shutdown(wait=False)
         if self.httpd is not None:

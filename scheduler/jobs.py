@@ -23,6 +23,7 @@ from gpuradar.core.config import (
     validate_section,
 )
 from gpuradar.core.sources import source_kind
+from gpuradar.core.units import format_duration
 
 # The sections as the schema (gpuradar.core.config) defines them, durations in seconds.
 DaemonOptions = DaemonSection
@@ -70,19 +71,10 @@ class SourcePlan:
     misfire_grace: int
 
     def describe(self) -> str:
-        return (f"every {human(self.interval)}"
-                + (f" (+ up to {human(self.jitter)} jitter)" if self.jitter else "")
-                + f", timeout {human(self.timeout)}")
-
-
-def human(seconds: float) -> str:
-    """'5m', '1h', '90s', '1.5s': durations in log lines."""
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    if seconds >= 120:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds:g}s"
+        return (f"every {format_duration(self.interval)}"
+                + (f" (+ up to {format_duration(self.jitter)} jitter)"
+                   if self.jitter else "")
+                + f", timeout {format_duration(self.timeout)}")
 
 
 def plan_source(cfg: Config, name: str, default_interval: float, opts: DaemonOptions,

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from gpuradar.scheduler.jobs import DaemonOptions, human
+from gpuradar.scheduler.jobs import DaemonOptions
 from gpuradar.storage.leader import (
     InstanceLock,
     InstanceLocked,
@@ -36,6 +36,8 @@ from gpuradar.storage.leader import (
     sqlite_path,
 )
 from sqlalchemy import Engine
+
+from gpuradar.core.units import format_duration
 
 log = logging.getLogger("gpuradar.leadership")
 
@@ -95,7 +97,8 @@ class Leadership:
             elected()
             return
         log.info("standby until the leader lock is taken (trying every %s; a lost leader is "
-                 "replaced within %s)", human(self.retry), human(self.takeover_within),
+                 "replaced within %s)", format_duration(self.retry),
+                 format_duration(self.takeover_within),
                  extra={"role": STANDBY})
         self._task = asyncio.get_running_loop().create_task(self._run(), name="leadership")
 
@@ -145,11 +148,11 @@ class Leadership:
                 holder = await self._call(lock, lock.holder, self.attempt_timeout)
         except LockUnavailable as exc:
             self._view(f"cannot reach the database for the leader lock ({exc}); retrying "
-                       f"every {human(self.retry)}", logging.WARNING)
+                       f"every {format_duration(self.retry)}", logging.WARNING)
             return
         if not acquired:
             self._view(f"standby: the leader is {holder or 'another replica'}; taking over "
-                       f"when it stops (checking every {human(self.retry)})")
+                       f"when it stops (checking every {format_duration(self.retry)})")
             return
         # the previous leader is gone: its crawls left 'running' stopped with it
         try:
@@ -265,6 +268,6 @@ class Leadership:
             await self._give_up(lock)
             if was_leader:
                 log.info("leader lock released: a standby takes over within %s",
-                         human(self.retry), extra={"role": STANDBY})
+                         format_duration(self.retry), extra={"role": STANDBY})
         if self._instance is not None:
             self._instance.release()

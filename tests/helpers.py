@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,3 +60,37 @@ def spider_settings(source: str, **options) -> Settings:
     settings.setmodule("gpuradar.crawler.settings")
     settings.set("GPURADAR_SOURCES", {source: options})
     return settings
+
+
+class SilentServer:
+    """Accepts TCP connections on loopback and never sends a byte: a hung SMTP server, a
+    firewalled provider. `accepted` counts the connections (each one an attempt)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def accepted(self) -> int:
+        return len(self.held)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def __enter__(self) -> SilentServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()

@@ -70,6 +70,8 @@ def test_every_provider_fact_comes_from_its_spider():
     assert set(sources.mainland_sources()) == {"alibaba", "tencent", "huawei", "autodl"}
     assert sources.is_mainland("alibaba", "cn-beijing")
     assert not sources.is_mainland("alibaba", "cn-hongkong")
+    assert sources.is_mainland("huawei", "cn-north-4")
+    assert not sources.is_mainland("huawei", "ap-southeast-1")
     assert sources.is_mainland("tencent", "ap-guangzhou")
     assert not sources.is_mainland("tencent", "ap-hongkong")
     assert sources.is_mainland("autodl", "west-b")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import email
 import email.policy
 import json
-import socket
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -25,7 +24,7 @@ from gpuradar.storage.models import Notification
 from sqlalchemy import select
 
 from gpuradar.core.config import Config
-from tests.helpers import free_port
+from tests.helpers import SilentServer, free_port
 from tests.test_alert_engine import crawl, offer
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
@@ -272,46 +271,18 @@ def test_a_webhook_that_never_answers_times_out_after_send_timeout(engine):
     assert row["status"] == "pending" and row["last_error"].endswith("timed out after 2 s")
 
 
-class HungSmtpServer:
-    """Accepts SMTP connections and never says a word (no greeting)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen()
-        self.port = self.sock.getsockname()[1]
-        self.accepted: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted.append(conn)
-
-    def close(self) -> None:
-        for conn in self.accepted:
-            conn.close()
-        self.sock.close()
-
-
 def test_a_hung_smtp_server_times_out_after_send_timeout_once_per_attempt(engine):
-    smtp = HungSmtpServer()
-    try:
+    with SilentServer() as smtp:  # accepts SMTP connections and never greets
         url = (f"mailto://127.0.0.1:{smtp.port}?from=alerts@example.com&to=ops@example.com")
         targets = with_send_timeout(2, mail=url)
         fire(engine, ("mail",))
         now = datetime.now(UTC)
         (first,) = deliver_pending(engine, targets, now=now)
         assert first.status == "retry" and first.error.endswith("timed out after 2 s")
-        assert len(smtp.accepted) == 1
+        assert smtp.accepted == 1
         (second,) = deliver_pending(engine, targets, now=now + timedelta(seconds=31))
         assert (second.status, second.attempts) == ("retry", 2)
-        assert len(smtp.accepted) == 2
-    finally:
-        smtp.close()
+        assert smtp.accepted == 2
 
 
 @pytest.mark.parametrize(("url", "channel"), [

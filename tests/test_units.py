@@ -49,7 +49,8 @@ def test_a_unit_can_be_required():
 
 
 @pytest.mark.parametrize("seconds, text", [(90, "1m30s"), (3600, "1h"), (86400 * 2, "2d"),
-                                           (0.25, "250ms"), (0, "0s")])
+                                           (0.25, "250ms"), (0, "0s"),
+                                           (1.5, "1.5s"), (45, "45s")])
 def test_format_duration_round_trips(seconds, text):
     assert format_duration(seconds) == text
     assert parse_duration(text).total_seconds() == pytest.approx(seconds)

@@ -5,49 +5,20 @@ network: a closed port (refused) and a server that accepts connections and never
 from __future__ import annotations
 
 import json
-import socket
-import threading
 
 import pytest
 from scrapy.settings import Settings
 
 from tests.clirun import gpuradar, gpuradar_json, write_config
-from tests.helpers import free_port
+from tests.helpers import SilentServer, free_port
 from tests.provider_server import serve_standard
-
-
-class Blackhole:
-    """Accepts TCP connections and never sends a byte (a hung or firewalled provider)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.base = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.held: list[socket.socket] = []
-        self.accepted = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            self.held.append(conn)
-
-    def close(self) -> None:
-        self.sock.close()
-        for conn in self.held:
-            conn.close()
 
 
 @pytest.fixture
 def blackhole():
-    hole = Blackhole()
-    yield hole
-    hole.close()
+    """A hung or firewalled provider: connections accepted, never a byte sent."""
+    with SilentServer() as hole:
+        yield hole
 
 
 def crawl(tmp_path, endpoints: dict[str, str], *sources: str, db_url: str, **scrapy):

@@ -123,11 +123,7 @@ class AlibabaSpider(GpuRadarSpider):
     )
     # fmt: on
     has_mainland_regions = True
-
-    @classmethod
-    def is_mainland(cls, region: str) -> bool:
-        r = region.lower()
-        return r.startswith("cn-") and not r.startswith(("cn-hongkong", "cn-hk"))
+    mainland_prefix = "cn-"
     notes = ("Key-less: CDN price file of the ECS calculator (CNY China site / USD intl), "
              "version discovery EXPERIMENTAL; with an AccessKey: ECS API prices, spot and "
              "availability per zone.")

@@ -97,10 +97,16 @@ class GpuRadarSpider(scrapy.Spider):
             settings.set("DOWNLOAD_DELAY", cls.request_interval, priority="spider")
             settings.set("DOWNLOAD_DELAY_JITTER", 0.0, priority="spider")
 
+    #: Region-code prefix of the provider's mainland-China regions, where its codes say it
+    #: (Alibaba and Huawei: `cn-<city>`, except Hong Kong's `cn-hongkong` / `cn-hk`).
+    mainland_prefix: ClassVar[str] = ""
+
     @classmethod
     def is_mainland(cls, region: str) -> bool:
         """Whether an offer in `region` runs in mainland China (Hong Kong is not)."""
-        return False
+        r = region.lower()
+        return bool(cls.mainland_prefix) and r.startswith(cls.mainland_prefix) \
+            and not r.startswith(("cn-hongkong", "cn-hk"))
 
     def endpoint(self, name: str) -> str:
         overrides = self.settings.getdict("GPURADAR_ENDPOINTS")

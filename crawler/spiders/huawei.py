@@ -104,11 +104,7 @@ class HuaweiSpider(GpuRadarSpider):
     )
     # fmt: on
     has_mainland_regions = True
-
-    @classmethod
-    def is_mainland(cls, region: str) -> bool:
-        r = region.lower()
-        return r.startswith("cn-") and not r.startswith(("cn-hongkong", "cn-hk"))
+    mainland_prefix = "cn-"
     notes = ("ECS ListFlavors (GPU + Ascend) per region, sell status per AZ; hourly list "
              "price from BSS; CNY on the China site (option site: intl for USD).")
 

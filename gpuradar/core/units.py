@@ -85,10 +85,13 @@ def parse_duration(value: Any, *, unit_required: bool = False) -> timedelta:
 
 
 def format_duration(value: timedelta | float) -> str:
-    """timedelta or seconds -> '90s', '5m', '1h30m', '2d' (the shortest exact form)."""
+    """timedelta or seconds -> '1.5s', '5m', '1m30s', '2d' (the shortest exact form; one
+    formatter for the CLI and the logs, so both say what `parse_duration` reads back)."""
     seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
     if seconds and seconds < 1:
         return f"{seconds * 1000:g}ms"
+    if seconds < 60 and seconds != int(seconds):
+        return f"{seconds:.3g}s"
     out, rest = [], int(round(seconds))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         if rest >= size:
