@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 # as locktype 'advisory', classid 898043263, objid 2182264796, objsubid 1.
 LOCK_KEY = int.from_bytes(hashlib.sha256(b"gpuradar").digest()[:8], "big") >> 1
 _CLASSID, _OBJID = LOCK_KEY >> 32, LOCK_KEY & 0xFFFFFFFF
+# Held, for one transaction, by whoever migrates the schema (storage/migrations/env.py).
+MIGRATION_LOCK_KEY = int.from_bytes(hashlib.sha256(b"gpuradar migrate").digest()[:8],
+                                    "big") >> 1
 APPLICATION_NAME = "gpuradar lock"
 
 # The session holding the lock, by pid and application name ("gpuradar lock <host>:<pid>").

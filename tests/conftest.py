@@ -17,6 +17,12 @@ PG_ADMIN = os.environ.get("GPURADAR_TEST_PG", "postgresql://postgres@127.0.0.1:5
 REQUIRE_PG = os.environ.get("GPURADAR_REQUIRE_POSTGRES") == "1"
 
 
+def pg_url(name: str) -> str:
+    """The SQLAlchemy URL of database `name` on the test server."""
+    return PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + \
+        f"/{name}"
+
+
 def _pg_connect(dbname: str = "postgres"):
     import psycopg
 
@@ -37,7 +43,7 @@ def pg_template():
     conn.execute(f'CREATE DATABASE "{name}"')
     from gpuradar.storage.db import get_engine, upgrade
 
-    url = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{name}"
+    url = pg_url(name)
     engine = get_engine(url)
     upgrade(engine)
     engine.dispose()
@@ -61,7 +67,7 @@ def _pg_database(request, pg_template):
     name = f"gpuradar_test_{uuid.uuid4().hex[:10]}"
     with _pg_connect() as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
-    url = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{name}"
+    url = pg_url(name)
 
     def drop() -> None:
         from gpuradar.storage.db import get_engine

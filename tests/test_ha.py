@@ -452,3 +452,47 @@ def test_compose_ha_is_accepted_by_docker_compose_and_promtool(tmp_path):
                 if re.fullmatch(r"gpuradar-\d", n)]) == 2
     proc = run(tool("promtool"), "check", "config", str(PROMETHEUS_HA))
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_replicas_migrating_a_new_database_together_take_turns(request):
+    """Replicas of a new release start at once on a database that needs migrating: each
+    waits for the migration lock (held here by an outside session standing in for a first
+    migrator), says so, and then finds the schema at head; none fails on the same tables."""
+    import psycopg
+    from gpuradar.storage.leader import MIGRATION_LOCK_KEY
+    from sqlalchemy.engine import make_url
+
+    from tests.clirun import start_gpuradar
+    from tests.conftest import _pg_connect, pg_url
+
+    name = f"gpuradar_empty_{int(time.time() * 1000)}"
+    with _pg_connect() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    request.addfinalizer(lambda: _pg_connect().execute(
+        f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    url = pg_url(name)
+    outsider = psycopg.connect(make_url(url).set(drivername="postgresql").render_as_string(
+        hide_password=False), autocommit=True)
+    outsider.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+    replicas = [start_gpuradar("db", "upgrade", db_url=url) for _ in range(2)]
+    try:
+        wait_for(lambda: len(query(url, "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' "
+                                        "AND NOT granted")) == 2, 60,
+                 "both replicas to wait for the migration lock")
+        assert not query(url, "SELECT 1 FROM information_schema.tables "
+                              "WHERE table_name = 'offers'")  # nothing migrated meanwhile
+        outsider.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+        outputs = [p.communicate(timeout=120) for p in replicas]
+    finally:
+        outsider.close()
+        for p in replicas:
+            p.kill()
+    assert [p.returncode for p in replicas] == [0, 0], outputs
+    for _, stderr in outputs:
+        assert "another gpuradar is migrating this database; waiting for it" in stderr
+        assert "Traceback" not in stderr
+    from alembic.script import ScriptDirectory
+    from gpuradar.storage.db import alembic_config, get_engine
+
+    head = ScriptDirectory.from_config(alembic_config(get_engine(url))).get_current_head()
+    assert query(url, "SELECT version_num FROM alembic_version") == [(head,)]

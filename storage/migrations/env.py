@@ -1,15 +1,30 @@
-"""Alembic environment: runs on the engine handed over by storage.db (no alembic.ini needed)."""
+"""Alembic environment: runs on the engine handed over by storage.db (no alembic.ini needed).
+
+On PostgreSQL the whole upgrade is one transaction holding an advisory lock: replicas that
+start together on a new release migrate one after the other, and the later ones find the
+schema already at head instead of colliding on the same tables."""
+
+import logging
 
 import gpuradar.storage.models  # noqa: F401  (registers the tables)
 from alembic import context
+from gpuradar.storage.leader import MIGRATION_LOCK_KEY
+from sqlalchemy import text
 from sqlmodel import SQLModel
 
 target_metadata = SQLModel.metadata
+log = logging.getLogger("gpuradar.storage")
 
 
 def run_migrations_online() -> None:
     engine = context.config.attributes["engine"]
     with engine.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            key = {"key": MIGRATION_LOCK_KEY}
+            if not connection.execute(text("SELECT pg_try_advisory_xact_lock(:key)"),
+                                      key).scalar():
+                log.warning("another gpuradar is migrating this database; waiting for it")
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), key)
         context.configure(
             connection=connection,
             target_metadata=target_metadata,
