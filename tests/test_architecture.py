@@ -7,6 +7,7 @@ module finder walks one directory per package, which an editable install does no
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
 BIN = Path(sys.executable).parent
 
 
@@ -108,3 +110,19 @@ def test_no_import_cycles(wheel, tmp_path):
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_readme_source_table_states_each_default_interval():
+    """The README's table of sources says how often each is crawled by default: it is the
+    spider's `default_interval`, which the daemon uses."""
+    from gpuradar.core import sources
+    from gpuradar.core.units import parse_duration
+
+    text = README.read_text()
+    block = text[text.index("| source | reads |"):].split("\n\n", 1)[0]
+    table = {}
+    for row in re.findall(r"^\| `(\w+)` \|.*\| ([^|]+) \|$", block, re.M):
+        name, every = row
+        table[name] = parse_duration(every.strip().replace(" min", "m").replace(" h", "h")
+                                     .replace(" day", "d")).total_seconds()
+    assert table == {name: sources.default_interval(name) for name in sources.spider_classes()}

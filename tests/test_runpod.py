@@ -233,3 +233,27 @@ def parse_body(body: bytes, count: int | None = None):
     out = list(spider().parse(response(body, URL), count=count))
     return ([o for o in out if isinstance(o, PriceItem)],
             [o for o in out if isinstance(o, Request)])
+
+
+def test_a_key_is_sent_as_a_bearer_header_and_only_when_set():
+    with_key = spider(api_key="rp-secret-1").request(1)
+    assert with_key.headers["Authorization"] == b"Bearer rp-secret-1"
+    assert "rp-secret-1" not in with_key.url and b"rp-secret-1" not in with_key.body
+    assert b"Authorization" not in spider().request(1).headers
+    assert RunpodSpider.status(Settings({"GPURADAR_SOURCES": {"runpod": {
+        "api_key": "rp-secret-1"}}})) == (
+        True, "public endpoint; RUNPOD_API_KEY found (sent, not needed for prices)")
+
+
+@pytest.mark.parametrize("largest", [1, None])
+def test_no_larger_pods_are_asked_for_when_no_gpu_type_offers_them(largest):
+    """Every GPU type of the count-1 answer goes up to one GPU (or says nothing of a
+    maximum): the crawl asks for no 2-GPU or larger pods."""
+    doc = json.loads((FIX / "stock_1.json").read_bytes())
+    for types in doc["data"].values():
+        for gpu in types:
+            for key in ("maxGpuCount", "maxGpuCountSecureCloud", "maxGpuCountCommunityCloud"):
+                gpu[key] = largest
+    out = list(spider().parse(response(json.dumps(doc).encode(), URL), count=1))
+    assert [o for o in out if isinstance(o, Request)] == []
+    assert {o.gpu_count for o in out if isinstance(o, PriceItem)} == {1}
