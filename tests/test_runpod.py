@@ -257,3 +257,27 @@ def test_no_larger_pods_are_asked_for_when_no_gpu_type_offers_them(largest):
     out = list(spider().parse(response(json.dumps(doc).encode(), URL), count=1))
     assert [o for o in out if isinstance(o, Request)] == []
     assert {o.gpu_count for o in out if isinstance(o, PriceItem)} == {1}
+
+
+def test_pods_are_asked_for_up_to_16_gpus_unless_configured():
+    """A GPU type offered in pods of up to 20 GPUs: the crawl asks for every size up to 16
+    (the default `max_gpus`), or up to the configured maximum."""
+    doc = json.loads((FIX / "stock_1.json").read_bytes())
+    doc["data"]["secure_1"][0]["maxGpuCountSecureCloud"] = 20
+    answer = json.dumps(doc).encode()
+    counts = [r.cb_kwargs["count"] for r in spider().parse(response(answer, URL), count=1)
+              if isinstance(r, Request)]
+    assert counts == list(range(2, 17))
+    capped = [r.cb_kwargs["count"] for r in spider(max_gpus=12).parse(
+        response(answer, URL), count=1) if isinstance(r, Request)]
+    assert capped == list(range(2, 13))
+
+
+def test_a_pod_price_is_the_per_gpu_price_times_the_count_to_the_hundredth_cent():
+    doc = json.loads((FIX / "stock_4.json").read_bytes())
+    gpu = next(g for g in doc["data"]["secure_4"] if g["id"] == "NVIDIA H100 80GB HBM3")
+    gpu["securePrice"] = 2.4943  # a price in hundredths of a cent
+    items = {(o.region, o.instance_type): o for o in spider().parse(
+        response(json.dumps(doc).encode(), URL), count=4) if isinstance(o, PriceItem)}
+    h100 = items[("secure", "4x NVIDIA H100 80GB HBM3")]
+    assert h100.price == 9.9772 and h100.attributes["price_per_gpu"] == 2.4943
