@@ -281,3 +281,7 @@ def test_a_pod_price_is_the_per_gpu_price_times_the_count_to_the_hundredth_cent(
         response(json.dumps(doc).encode(), URL), count=4) if isinstance(o, PriceItem)}
     h100 = items[("secure", "4x NVIDIA H100 80GB HBM3")]
     assert h100.price == 9.9772 and h100.attributes["price_per_gpu"] == 2.4943
+    gpu["securePrice"] = 2.49433  # finer than that: the pod price is rounded to it
+    items = {(o.region, o.instance_type): o for o in spider().parse(
+        response(json.dumps(doc).encode(), URL), count=4) if isinstance(o, PriceItem)}
+    assert items[("secure", "4x NVIDIA H100 80GB HBM3")].price == 9.9773
