@@ -449,3 +449,39 @@ def test_the_database_stays_the_truth_for_the_state_kept_in_the_process(engine):
         conn.execute(AlertState.__table__.delete())
     again = evaluate(engine, rules, now=T0 + timedelta(hours=1))
     assert again.fired == ["h100-under-2"] and again.notifications == 1
+
+
+def test_a_new_exchange_rate_reprices_a_rule_in_another_currency(engine):
+    store_fx(engine, {"CNY": 0.125}, date(2026, 11, 1))
+    crawl(engine, [offer("4090-v", 0.25, source="vastai", gpu="RTX-4090", count=1)],
+          source="vastai")                                   # $0.25 = ¥2.00 at 0.125
+    rules = [rule("4090 under ¥2/h")]
+    assert evaluate(engine, rules, now=T0).fired == []       # not under ¥2
+    store_fx(engine, {"CNY": 0.14}, date(2026, 11, 2))       # the next day: ¥1.79
+    assert len(evaluate(engine, rules, now=T0 + timedelta(minutes=5)).fired) == 1
+    (note,) = outbox(engine)
+    assert note["title"] == "4090 under ¥2/h — 1 offer from ¥1.7857/GPU-h"
+
+
+def test_a_rule_with_a_higher_limit_added_beside_a_lower_one_sees_its_offers(engine):
+    """Rules differing only in their limit share the offers the engine keeps in memory: the
+    second, higher rule must still see the offers between the two limits."""
+    crawl(engine, [offer("a", 2.5)])
+    low = rule("H100 under $2/h")
+    assert evaluate(engine, [low], now=T0).fired == []
+    both = evaluate(engine, [low, rule("H100 under $3/h")], now=T0 + timedelta(minutes=5))
+    assert both.fired == ["h100-under-3"]
+    assert outbox(engine)[0]["title"] == "H100 under $3/h — 1 offer from $2.50/GPU-h"
+
+
+def test_the_recent_low_includes_prices_that_ended_within_the_window(engine):
+    """The 7-day low counts a price that held four days ago and has since risen: a new price
+    18 % under the current one but only 14 % under that low is not a 15 % drop."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    days = [now - timedelta(days=d) for d in (6, 4)]
+    crawl(engine, [offer("a", 1.8, at=days[0]), offer("b", 2.2, at=days[0])], at=days[0])
+    crawl(engine, [offer("a", 1.9, at=days[1]), offer("b", 2.2, at=days[1])], at=days[1])
+    t = now - timedelta(hours=1)
+    crawl(engine, [offer("a", 1.9, at=t), offer("b", 1.55, at=t)], at=t)
+    (m,) = match_rules(engine, [rule("H100 drops 15% below its 7-day low")], now=now)
+    assert m.matched is False and m.reference == 1.8
