@@ -6,7 +6,7 @@ mutation/equivalent.toml and counted as killed.
     python mutation/run.py [TARGET ...]      # all targets by default
     python mutation/run.py --report          # scores of the last runs, no new run
 
-Each mutant runs only the tests that execute its line (mutation/select.py, from one coverage
+Each mutant runs only the tests that execute its line (mutation/affected.py, from one coverage
 run of the target's tests); `--recheck` then runs every survivor against all of them.
 
 cosmic-ray writes each mutant into the working tree and restores it afterwards: run it in a
@@ -40,7 +40,7 @@ def config_for(name: str, target: dict, defaults: dict) -> Path:
     if missing:  # a renamed test file would silently weaken the target: say so instead
         sys.exit(f"mutation/targets.toml: target {name!r} names missing tests: {missing}")
     coverage = RESULTS / f"{name}.coverage"
-    command = shlex.join([sys.executable, str(HERE / "select.py"), str(coverage), "--",
+    command = shlex.join([sys.executable, str(HERE / "affected.py"), str(coverage), "--",
                           *pytest_args(target, defaults)])
     lines = [
         "[cosmic-ray]",

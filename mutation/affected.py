@@ -11,7 +11,7 @@ at import (module or class level), a line no in-process test reaches (the CLI te
 gpuradar in a subprocess, which coverage contexts do not see), or a selection pytest cannot
 collect. `run.py --recheck` runs each survivor once more against all the target's tests.
 
-    python mutation/select.py COVERAGE_FILE -- PYTEST_ARGS... TESTS...
+    python mutation/affected.py COVERAGE_FILE -- PYTEST_ARGS... TESTS...
 """
 
 from __future__ import annotations
