@@ -69,8 +69,13 @@ def record_coverage(name: str, target: dict, defaults: dict) -> None:
         sys.exit("mutation: the working tree has changes; run in a clean checkout")
     args = [a for a in pytest_args(target, defaults) if a != "-x"]
     sources = sorted({str(Path(m).parent) for m in target["modules"]})
-    env = {**os.environ, "COVERAGE_FILE": str(RESULTS / f"{name}.coverage")}
-    code = subprocess.run([sys.executable, "-m", "pytest", *args, "--cov-context=test",
+    data = RESULTS / f"{name}.coverage"
+    for old in RESULTS.glob(f"{name}.coverage*"):
+        old.unlink()
+    env = {**os.environ, "COVERAGE_FILE": str(data),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
+    code = subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "plugin",
+                           "--cov-context=test", f"--cov-config={HERE / 'coveragerc'}",
                            "--cov-report=", *(f"--cov={s}" for s in sources)],
                           cwd=REPO, env=env).returncode
     if code:
