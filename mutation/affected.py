@@ -4,18 +4,22 @@ cosmic-ray writes one mutant into the working tree and runs this command; `git d
 the mutated lines, and the coverage contexts recorded by `run.py` (one pytest run of the
 target's tests with `--cov-context=test`) name the tests that execute them. A test that never
 reaches the line cannot see the mutant, so leaving it out changes no outcome, only the time
-(a target's tests take seconds to minutes; most mutants need a handful of them).
+(a target's tests take seconds to minutes; most mutants need a handful of them), and the
+quickest of them run first (durations from the same run), since the first failure ends it.
 
-The selection falls back to every test of the target whenever it cannot be sure: a line run
-at import (module or class level), a line no in-process test reaches (the CLI tests run
-gpuradar in a subprocess, which coverage contexts do not see), or a selection pytest cannot
-collect. `run.py --recheck` runs each survivor once more against all the target's tests.
+Subprocesses count: the CLI tests run gpuradar in one, and mutation/plugin.py labels their
+coverage with the test that started them. A mutant on a line no test reaches survives
+without a run. The selection falls back to every test of the target whenever it cannot be
+sure: a line run at import (module or class level), or a selection pytest cannot collect.
+Every survivor is run once more against all the target's tests (`run.py` rechecks them), so
+a test the selection missed (a subprocess killed before it saved its coverage) still counts.
 
     python mutation/affected.py COVERAGE_FILE -- PYTEST_ARGS... TESTS...
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -58,10 +62,12 @@ def selected_tests(coverage_file: str) -> list[str] | None:
         by_line = data.contexts_by_lineno(str(path))
         for line in lines:
             contexts = by_line.get(parser.first_line(line), [])
-            if not contexts or "" in contexts:  # import-time or not seen in-process
+            if "" in contexts:  # run at import: every test depends on it
                 return None
             selected.update(c.rsplit("|", 1)[0] for c in contexts)
-    return sorted(selected)
+    timing = Path(coverage_file).with_suffix(".durations.json")
+    durations = json.loads(timing.read_text()) if timing.exists() else {}
+    return sorted(selected, key=lambda test: (durations.get(test, 0.0), test))
 
 
 def main(argv: list[str]) -> int:
@@ -69,6 +75,8 @@ def main(argv: list[str]) -> int:
     options = [a for a in rest if a.startswith("-") or not a.startswith("tests/")]
     tests = selected_tests(coverage_file)
     command = [sys.executable, "-m", "pytest", *options]
+    if tests == []:  # no test reaches the line: it survives (`run.py` rechecks survivors)
+        return 0
     if tests is not None:
         code = subprocess.run([*command, *tests], cwd=REPO).returncode
         if code not in (4, 5):  # 4/5: a node id pytest could not collect: run them all

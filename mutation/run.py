@@ -70,9 +70,10 @@ def record_coverage(name: str, target: dict, defaults: dict) -> None:
     args = [a for a in pytest_args(target, defaults) if a != "-x"]
     sources = sorted({str(Path(m).parent) for m in target["modules"]})
     data = RESULTS / f"{name}.coverage"
-    for old in RESULTS.glob(f"{name}.coverage*"):
+    for old in RESULTS.glob(f"{name}.*coverage*"):
         old.unlink()
     env = {**os.environ, "COVERAGE_FILE": str(data),
+           "MUTATION_DURATIONS": str(data.with_suffix(".durations.json")),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
     code = subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "plugin",
                            "--cov-context=test", f"--cov-config={HERE / 'coveragerc'}",
