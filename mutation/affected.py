@@ -11,8 +11,8 @@ Subprocesses count: the CLI tests run gpuradar in one, and mutation/plugin.py la
 coverage with the test that started them. A mutant on a line no test reaches survives
 without a run. The selection falls back to every test of the target whenever it cannot be
 sure: a line run at import (module or class level), or a selection pytest cannot collect.
-Every survivor is run once more against all the target's tests (`run.py` rechecks them), so
-a test the selection missed (a subprocess killed before it saved its coverage) still counts.
+`run.py --recheck` runs every survivor once more against all the target's tests, for a test
+the selection may have missed (a subprocess killed before it saved its coverage).
 
     python mutation/affected.py COVERAGE_FILE -- PYTEST_ARGS... TESTS...
 """
@@ -75,7 +75,7 @@ def main(argv: list[str]) -> int:
     options = [a for a in rest if a.startswith("-") or not a.startswith("tests/")]
     tests = selected_tests(coverage_file)
     command = [sys.executable, "-m", "pytest", *options]
-    if tests == []:  # no test reaches the line: it survives (`run.py` rechecks survivors)
+    if tests == []:  # no test reaches the line: it survives (`run.py --recheck` runs it again)
         return 0
     if tests is not None:
         code = subprocess.run([*command, *tests], cwd=REPO).returncode
