@@ -6,13 +6,19 @@ mutation/equivalent.toml and counted as killed.
     python mutation/run.py [TARGET ...]      # all targets by default
     python mutation/run.py --report          # scores of the last runs, no new run
 
+Each mutant runs only the tests that execute its line (mutation/affected.py, from one coverage
+run of the target's tests); `--recheck` runs the last run's survivors against all of them. A
+target with `sample = N` (or `--sample N`) runs a seeded random N of its mutants.
+
 cosmic-ray writes each mutant into the working tree and restores it afterwards: run it in a
-clean checkout you are not editing.
+clean checkout you are not editing (the selection reads the mutant from `git diff`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import random
 import shlex
 import sqlite3
 import subprocess
@@ -26,13 +32,18 @@ RESULTS = HERE / "results"
 BIN = Path(sys.executable).parent
 
 
+def pytest_args(target: dict, defaults: dict) -> list[str]:
+    """The target's pytest options and tests (a target may deselect slow tests)."""
+    return [*shlex.split(target.get("pytest", defaults["pytest"])), *target["tests"]]
+
+
 def config_for(name: str, target: dict, defaults: dict) -> Path:
     missing = [t for t in target["tests"] if not (REPO / t).exists()]
     if missing:  # a renamed test file would silently weaken the target: say so instead
         sys.exit(f"mutation/targets.toml: target {name!r} names missing tests: {missing}")
-    tests = " ".join(shlex.quote(t) for t in target["tests"])
-    pytest = target.get("pytest", defaults["pytest"])  # a target may deselect slow tests
-    command = f"{shlex.quote(sys.executable)} -m pytest {pytest} {tests}"
+    coverage = RESULTS / f"{name}.coverage"
+    command = shlex.join([sys.executable, str(HERE / "affected.py"), str(coverage), "--",
+                          *pytest_args(target, defaults)])
     lines = [
         "[cosmic-ray]",
         f"module-path = {target['modules']!r}".replace("'", '"'),
@@ -53,13 +64,86 @@ def config_for(name: str, target: dict, defaults: dict) -> Path:
     return path
 
 
-def run(name: str, target: dict, defaults: dict) -> None:
+def record_coverage(name: str, target: dict, defaults: dict) -> None:
+    """One run of the target's tests, recording which test executes which line; it must
+    pass, or no mutant's outcome would mean anything."""
+    if subprocess.run(["git", "diff", "--quiet"], cwd=REPO).returncode:
+        sys.exit("mutation: the working tree has changes; run in a clean checkout")
+    args = [a for a in pytest_args(target, defaults) if a != "-x"]
+    sources = sorted({str(Path(m).parent) for m in target["modules"]})
+    data = RESULTS / f"{name}.coverage"
+    for old in RESULTS.glob(f"{name}.*coverage*"):
+        old.unlink()
+    env = {**os.environ, "COVERAGE_FILE": str(data),
+           "MUTATION_DURATIONS": str(data.with_suffix(".durations.json")),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
+    code = subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "plugin",
+                           "--cov-context=test", f"--cov-config={HERE / 'coveragerc'}",
+                           "--cov-report=", *(f"--cov={s}" for s in sources)],
+                          cwd=REPO, env=env).returncode
+    if code:
+        sys.exit(f"mutation: the tests of target {name!r} fail without any mutant (exit {code})")
+
+
+def take_sample(session: Path, size: int) -> None:
+    """Keep a random `size` of the mutants (seeded: the same sample on every run); the others
+    are skipped. A sample of n estimates the score within about ±1/sqrt(n)."""
+    db = sqlite3.connect(session)
+    jobs = [j for (j,) in db.execute(
+        "select job_id from work_items where job_id not in (select job_id from work_results) "
+        "order by job_id")]
+    if size >= len(jobs):
+        return
+    keep = set(random.Random(0).sample(jobs, size))
+    db.executemany("insert into work_results (worker_outcome, output, job_id) "
+                   "values ('SKIPPED', 'not in the sample', ?)",
+                   [(j,) for j in jobs if j not in keep])
+    db.commit()
+
+
+def run(name: str, target: dict, defaults: dict, sample: int | None = None) -> None:
     cfg = config_for(name, target, defaults)
     session = RESULTS / f"{name}.sqlite"
     session.unlink(missing_ok=True)
+    record_coverage(name, target, defaults)
     subprocess.run([BIN / "cosmic-ray", "init", cfg, session], cwd=REPO, check=True)
     subprocess.run([BIN / "cr-filter-operators", session, cfg], cwd=REPO, check=True)
+    sample = sample or target.get("sample")
+    if sample:
+        take_sample(session, sample)
     subprocess.run([BIN / "cosmic-ray", "exec", cfg, session], cwd=REPO, check=True)
+
+
+def recheck(name: str, target: dict, defaults: dict) -> None:
+    """Run each survivor once more against all the target's tests (the selection can miss a
+    test that reaches the line only in a subprocess); a mutant they kill is marked killed."""
+    session = RESULTS / f"{name}.sqlite"
+    db = sqlite3.connect(session)
+    equivalent = equivalents()
+    rows = db.execute(
+        "select r.job_id, s.module_path, s.operator_name, s.start_pos_row, s.occurrence "
+        "from work_results r join mutation_specs s on r.job_id = s.job_id "
+        "where r.test_outcome = 'SURVIVED'").fetchall()
+    for job, module, operator, line, occurrence in rows:
+        if (module, operator, line, occurrence) in equivalent:
+            continue
+        subprocess.run([BIN / "cosmic-ray", "apply", module, operator, str(occurrence)],
+                       cwd=REPO, check=True, capture_output=True)
+        try:
+            code = subprocess.run([sys.executable, "-m", "pytest",
+                                   *pytest_args(target, defaults)], cwd=REPO,
+                                  capture_output=True, timeout=defaults["timeout"] * 5
+                                  ).returncode
+        except subprocess.TimeoutExpired:
+            code = -1
+        finally:
+            subprocess.run(["git", "checkout", "--", module], cwd=REPO, check=True)
+        if code:
+            db.execute("update work_results set test_outcome = 'KILLED' where job_id = ?",
+                       (job,))
+            db.commit()
+        print(f"recheck {module}:{line} {operator} #{occurrence}: "
+              f"{'killed' if code else 'survived'}", flush=True)
 
 
 def equivalents() -> set[tuple[str, str, int, int]]:
@@ -69,6 +153,16 @@ def equivalents() -> set[tuple[str, str, int, int]]:
     data = tomllib.loads(path.read_text())
     return {(e["module"], e["operator"], e["line"], e["occurrence"])
             for e in data.get("mutant", [])}
+
+
+def population(name: str) -> tuple[int, int]:
+    """(mutants in the sample, mutants of the target after the operator filter)."""
+    db = sqlite3.connect(RESULTS / f"{name}.sqlite")
+    total = db.execute("select count(*) from work_items where job_id not in (select job_id "
+                       "from work_results where output = 'Filtered operator')").fetchone()[0]
+    out = db.execute("select count(*) from work_results where output = 'not in the sample'"
+                     ).fetchone()[0]
+    return total - out, total
 
 
 def score(name: str) -> tuple[int, int, list[tuple]] | None:
@@ -91,12 +185,18 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("targets", nargs="*")
     ap.add_argument("--report", action="store_true", help="print the last scores only")
+    ap.add_argument("--recheck", action="store_true",
+                    help="run the last run's survivors against all the target's tests")
+    ap.add_argument("--sample", type=int, metavar="N",
+                    help="run a random N of each target's mutants (overrides `sample`)")
     args = ap.parse_args(argv)
     spec = tomllib.loads((HERE / "targets.toml").read_text())
     names = args.targets or list(spec["targets"])
-    if not args.report:
-        for name in names:
-            run(name, spec["targets"][name], spec["defaults"])
+    for name in names if not args.report else ():
+        if args.recheck:
+            recheck(name, spec["targets"][name], spec["defaults"])
+        else:
+            run(name, spec["targets"][name], spec["defaults"], args.sample)
     total_killed = total = 0
     for name in names:
         result = score(name)
@@ -105,7 +205,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         killed, count, survivors = result
         total_killed, total = total_killed + killed, total + count
-        print(f"{name:16} {killed:4}/{count:<4} killed ({killed / max(count, 1):.0%})")
+        sampled, mutants = population(name)
+        of = f" (a sample of {sampled} of {mutants} mutants)" if sampled < mutants else ""
+        print(f"{name:16} {killed:4}/{count:<4} killed ({killed / max(count, 1):.0%}){of}")
         for module, op, line, occ in survivors:
             print(f"    survived: {module}:{line} {op} #{occ}")
     if total:
