@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from gpuradar.crawler.spiders.base import ParseError
-from gpuradar.crawler.spiders.lambda_ import REGIONS, LambdaSpider
+from gpuradar.crawler.spiders.lambda_ import REGIONS, LambdaSpider, _size_gb
 from gpuradar.storage.queries import OfferFilter, current_offers
 from scrapy.settings import Settings
 
@@ -226,3 +226,11 @@ def test_without_the_images_list_the_documented_regions_are_used(tmp_path, provi
     assert [(o["region"], o["available"]) for o in offers if o["available"]] == [
         ("us-east-3", True), ("us-south-3", True)]
     assert len(offers) == len(REGIONS) and offers[0]["price_per_gpu_usd"] == 2.29
+
+
+@pytest.mark.parametrize(("text", "gb"), [("80 GB", 80.0), ("1800 GiB", 1932.7),
+                                         ("2 TiB SSD", 2199.0), ("1.5 TB", 1500.0),
+                                         ("22 tib", 24189.3), ("n/a", None)])
+def test_sizes_in_each_unit_the_page_uses_become_gb(text, gb):
+    """The page gives memory in GB or GiB and storage in TiB; all are stored in GB."""
+    assert _size_gb(text) == gb
