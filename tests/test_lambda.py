@@ -98,6 +98,21 @@ def test_page_structure_changes_are_clear_errors():
         page(html.replace('tab-button">8x<', 'tab-button">Eight GPUs<'))
     with pytest.raises(ParseError, match="'<td data-label=vCPUs>' is missing"):
         page(html.replace('data-label="vCPUs"', 'data-label="CPU cores"'))
+    # Tables without rows (the rows renamed): an error, never an empty successful crawl.
+    with pytest.raises(ParseError, match="no rows in the instances tables"):
+        page(html.replace("data-plan=", "data-product="))
+
+
+def test_requests_to_lambda_are_a_second_apart():
+    """Lambda's API allows about one request per second per key: the crawl waits that long
+    between requests, without jitter, unless `request_interval` says otherwise."""
+    settings = Settings({"GPURADAR_SOURCES": {"lambda": {}}})
+    LambdaSpider.update_settings(settings)
+    assert (settings.getfloat("DOWNLOAD_DELAY"), settings.getfloat("DOWNLOAD_DELAY_JITTER"),
+            settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")) == (1.0, 0.0, 1)
+    slower = Settings({"GPURADAR_SOURCES": {"lambda": {"request_interval": 3}}})
+    LambdaSpider.update_settings(slower)
+    assert slower.getfloat("DOWNLOAD_DELAY") == 3.0
 
 
 # -- the API ---------------------------------------------------------------------------------
