@@ -144,6 +144,27 @@ def test_api_description_gives_count_and_gpu_when_the_newer_fields_are_absent():
                                                                     "us-tx-1")
 
 
+def test_api_cpu_only_types_are_skipped_wherever_they_are_listed():
+    data = json.loads((FIX / "instance_types.json").read_text())
+    cpu = {"cpu_4x_general": {"instance_type": {
+        "name": "cpu_4x_general", "description": "4x vCPU", "price_cents_per_hour": 12,
+        "specs": {"vcpus": 4, "memory_gib": 16, "storage_gib": 128, "gpus": 0}},
+        "regions_with_capacity_available": []}}
+    data["data"] = {**cpu, **data["data"]}  # listed first
+    items = api(data)
+    assert "cpu_4x_general" not in {i.instance_type for i in items}
+    assert len({i.instance_type for i in items}) == 11
+
+
+def test_api_storage_is_stored_in_gb_and_a_price_that_is_no_number_is_an_error():
+    by_type = {i.instance_type: i for i in api()}
+    assert by_type["gpu_1x_h100_pcie"].attributes["storage_gb"] == 1100  # 1024 GiB
+    data = json.loads((FIX / "instance_types.json").read_text())
+    data["data"]["gpu_1x_a10"]["instance_type"]["price_cents_per_hour"] = "n/a"
+    with pytest.raises(ParseError, match="'price_cents_per_hour' is 'n/a', not a number"):
+        api(data)
+
+
 def test_api_renamed_fields_are_clear_errors():
     data = json.loads((FIX / "instance_types.json").read_text())
     entry = data["data"]["gpu_1x_a10"]["instance_type"]
