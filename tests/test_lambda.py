@@ -98,6 +98,9 @@ def test_page_structure_changes_are_clear_errors():
         page(html.replace('tab-button">8x<', 'tab-button">Eight GPUs<'))
     with pytest.raises(ParseError, match="'<td data-label=vCPUs>' is missing"):
         page(html.replace('data-label="vCPUs"', 'data-label="CPU cores"'))
+    # A later section with the same title (a FAQ, a footer) does not hide the tables.
+    assert len(page(html.replace("</body>", "<h2>Instances pricing</h2><p>FAQ</p></body>"))) \
+        == 22
     # Tables without rows (the rows renamed): an error, never an empty successful crawl.
     with pytest.raises(ParseError, match="no rows in the instances tables"):
         page(html.replace("data-plan=", "data-product="))
