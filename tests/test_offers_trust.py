@@ -151,6 +151,26 @@ def test_shrink_guard_is_configurable_and_a_small_drop_closes_at_once(engine):
     assert (one.status, one.closed) == ("ok", 5)  # guard off
 
 
+def test_the_shrink_guard_compares_a_source_only_with_its_own_crawls(engine):
+    """Another source's larger crawl is no baseline for this one, and another source's held
+    drop confirms nothing here."""
+    from gpuradar.storage.ingest import CrawlWriter
+
+    def crawl(source: str, names: list[str], at) -> object:
+        writer = CrawlWriter(engine, source, started_at=at, shrink_guard=0.5)
+        writer.add([_item(n, 10.0, at, source=source) for n in names])
+        return writer.finish("ok")
+
+    names = [f"I{n}" for n in range(10)]
+    crawl("azure", names, T0)
+    crawl("vastai", [f"V{n}" for n in range(100)], T0)
+    six = crawl("azure", names[:6], T0 + HOUR)      # 6 of azure's 10: believed, 4 closed
+    assert (six.status, six.closed, six.held) == ("ok", 4, 0)
+    assert crawl("vastai", ["V0"], T0 + HOUR).held == 99   # vastai's own drop is held
+    two = crawl("azure", names[:2], T0 + 2 * HOUR)  # azure's first sight of its drop: held
+    assert (two.status, two.closed, two.held) == ("partial", 0, 4)
+
+
 # -- through `gpuradar crawl` over a local server standing in for the provider ------------
 def _azure_server(provider_server, tmp_path, edit=None, **sections):
     """The Azure fixture pages, page 1 edited by `edit(items)` when given."""
