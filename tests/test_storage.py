@@ -167,3 +167,30 @@ def test_state_kept_in_memory_is_dropped_when_another_writer_crawled(engine):
     # And with an up-to-date cache the same crawl is also unchanged.
     assert crawl(engine, [item("A", 72.0, t2 + timedelta(hours=1))],
                  at=t2 + timedelta(hours=1)).changed == 0
+
+
+def test_the_cheapest_series_shows_an_offer_in_the_slice_where_it_appeared(engine):
+    t90, t2 = T0 + timedelta(minutes=90), T0 + timedelta(hours=2)
+    crawl(engine, [item("A", 16.0, T0)], at=T0)                                  # $2/GPU-h
+    crawl(engine, [item("A", 16.0, t90), item("C", 8.0, t90)], at=t90)           # $1 from 1:30
+    crawl(engine, [item("A", 16.0, t2), item("C", 8.0, t2)], at=t2)
+    assert queries.cheapest_series(engine, ["H100-SXM-80GB"], T0, t2, 2) == [
+        (T0, 2.0), (T0 + timedelta(hours=1), 1.0)]
+
+
+def test_consecutive_failures_count_back_to_the_last_successful_crawl(engine):
+    assert queries.consecutive_failures(engine, "azure") == 0      # never crawled
+    crawl(engine, [item("A", 80.0, T0)], at=T0)
+    assert queries.consecutive_failures(engine, "azure") == 0
+    crawl(engine, [], status="failed", at=T0 + timedelta(hours=1))
+    crawl(engine, [], status="failed", at=T0 + timedelta(hours=2))
+    assert queries.consecutive_failures(engine, "azure") == 2
+
+
+def test_offers_known_to_be_unavailable_are_listed_unless_only_available_ones_are_asked(
+        engine):
+    crawl(engine, [item("A", 80.0, T0, available=False), item("B", 90.0, T0, available=None),
+                   item("C", 99.0, T0)], at=T0)
+    assert [r["instance_type"] for r in queries.current_offers(engine)] == ["A", "B", "C"]
+    available = queries.current_offers(engine, queries.OfferFilter(available_only=True))
+    assert [r["instance_type"] for r in available] == ["B", "C"]   # unknown is not "no"
