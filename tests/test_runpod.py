@@ -109,6 +109,10 @@ def test_graphql_errors_and_renamed_fields_are_clear_errors():
     with pytest.raises(ParseError, match="runpod.*'errors' reported: Cannot query field "
                                          "\"maxGpuCountSecureCloud\""):
         list(spider().parse(response(err, URL), count=1))
+    two = (b'{"errors": [{"message": "Something went wrong"}, {"message": "and more"}], '
+           b'"data": null}')  # the first error is the one reported
+    with pytest.raises(ParseError, match="'errors' reported: Something went wrong"):
+        list(spider().parse(response(two, URL), count=1))
     data = json.loads((FIX / "stock_1.json").read_text())
     for gpu in data["data"]["secure_1"]:
         gpu["secureCost"] = gpu.pop("securePrice")
@@ -215,6 +219,10 @@ def test_extra_top_level_data_beside_the_spiders_own_aliases_is_ignored():
     real = json.loads((FIX / "gputypes_datacenters_real.json").read_text())
     data["data"]["dataCenters"] = real["data"]["dataCenters"]
     data["data"]["myself"] = {"id": "user-1"}
+    items, requests = parse_body(json.dumps(data).encode(), count=1)
+    assert len(items) == 18 and len(requests) == 7
+    # ... wherever it comes in the answer: before the aliases too.
+    data["data"] = {"myself": {"id": "user-1"}, **data["data"]}
     items, requests = parse_body(json.dumps(data).encode(), count=1)
     assert len(items) == 18 and len(requests) == 7
 
