@@ -98,6 +98,10 @@ def test_page_structure_changes_are_clear_errors():
         page(html.replace('tab-button">8x<', 'tab-button">Eight GPUs<'))
     with pytest.raises(ParseError, match="'<td data-label=vCPUs>' is missing"):
         page(html.replace('data-label="vCPUs"', 'data-label="CPU cores"'))
+    # A vCPU count that is no number leaves the count unknown, not the row unread.
+    odd = {i.instance_type: i for i in page(html.replace(
+        '<td data-label="vCPUs">208</td>', '<td data-label="vCPUs">varies</td>', 1))}
+    assert odd["8x NVIDIA B200 SXM6 180 GB"].vcpus is None and len(odd) == 22
     # A later section with the same title (a FAQ, a footer) does not hide the tables.
     assert len(page(html.replace("</body>", "<h2>Instances pricing</h2><p>FAQ</p></body>"))) \
         == 22
@@ -128,7 +132,7 @@ def test_api_offers_one_per_type_and_region_available_where_capacity_is():
     by_key = {(i.instance_type, i.region): i for i in items}
     h100 = by_key[("gpu_1x_h100_sxm5", "us-south-2")]
     assert (h100.price, h100.gpu_count, h100.gpu, h100.vcpus) == (4.29, 1, "H100 (80 GB SXM5)", 26)
-    assert h100.available is True and h100.memory_gb == pytest.approx(241.6, abs=0.1)
+    assert h100.available is True and h100.memory_gb == 241.6  # 225 GiB, to 0.1 GB
     assert [i.region for i in items if i.instance_type == "gpu_1x_h100_sxm5" and i.available] \
         == ["us-south-2"]
     assert not any(i.available for i in items if i.instance_type == "gpu_8x_h100_sxm5")
