@@ -184,6 +184,14 @@ def test_yaml_errors_point_into_the_field_and_name_the_entry():
                  ) == "awz"
 
 
+def test_a_yaml_fit_error_past_the_last_word_points_just_after_it():
+    _, (error,) = parse_rules([("rules.yaml: rule 1", {"fit": "7B inference seq",
+                                                       "under": "$3/h"})])
+    assert str(error).splitlines() == [
+        "rules.yaml: rule 1: fit: 'seq' needs a positive whole number",
+        "    7B inference seq", "                    ^"]
+
+
 # -- evaluation against stored offers ---------------------------------------------------------
 def usd_market(engine, *, at: datetime = T0, two_gpu_price: float = 5.38) -> None:
     """7B finetune needs 121 GB (16 bytes/param + activations): two 80 GB GPUs, sharded."""

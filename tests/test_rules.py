@@ -188,6 +188,11 @@ def test_a_misspelt_gpu_points_at_the_word_and_suggests():
                        "    ^^^^")
 
 
+def test_an_unknown_gpu_first_in_a_list_is_the_only_word_pointed_at():
+    assert show("H90O,A800x under $2/h").splitlines()[1:] == ["    H90O,A800x under $2/h",
+                                                              "    ^^^^"]
+
+
 def test_a_misspelt_keyword_after_the_gpu():
     message = show("H100 undr $2/h")
     assert message.splitlines() == ["unexpected word 'undr'; did you mean under?",
@@ -380,5 +385,7 @@ def test_any_accelerator_with_memory_covers_gpus_tpus_and_npus():
     assert parse_rule("any accelerator 80GB+ under $2/h").condition.offers.min_gpu_memory == 80
     ram = parse_rule("any GPU with 256GB+ RAM under $9/h").condition.offers
     assert (ram.min_gpu_memory, ram.min_memory) == (None, 256.0)
+    bare = parse_rule("any GPU 256GB+ RAM under $9/h").condition.offers  # without `with`
+    assert (bare.min_gpu_memory, bare.min_memory) == (None, 256.0)
     tpu = parse_rule("TPU v5e under $1.20/h").condition
     assert tpu.offers.gpus == frozenset({"TPU-V5E"}) and tpu.basis == "gpu"
