@@ -17,6 +17,7 @@ clean checkout you are not editing (the selection reads the mutant from `git dif
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import random
 import shlex
@@ -85,6 +86,35 @@ def record_coverage(name: str, target: dict, defaults: dict) -> None:
         sys.exit(f"mutation: the tests of target {name!r} fail without any mutant (exit {code})")
 
 
+def data_lines(target: dict) -> dict[str, set[int]]:
+    """Lines of the target's data tables (`data = ["NAME", ...]`: module-level assignments):
+    datasheet facts, not logic. A mutant there (80 GB -> 79 GB) asks whether a test restates
+    the table; such mutants are left out of the run and the score, and said so."""
+    names = set(target.get("data", ()))
+    lines: dict[str, set[int]] = {}
+    for module in target["modules"] if names else ():
+        for node in ast.parse((REPO / module).read_text()).body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, ast.AnnAssign) else []
+            if any(isinstance(t, ast.Name) and t.id in names for t in targets):
+                span = range(node.lineno, (node.end_lineno or node.lineno) + 1)
+                lines.setdefault(module, set()).update(span)
+    return lines
+
+
+def skip_data(session: Path, target: dict) -> None:
+    table = data_lines(target)
+    if not table:
+        return
+    db = sqlite3.connect(session)
+    jobs = [j for j, module, line in db.execute(
+        "select job_id, module_path, start_pos_row from mutation_specs where job_id not in "
+        "(select job_id from work_results)") if line in table.get(module, ())]
+    db.executemany("insert into work_results (worker_outcome, output, job_id) "
+                   "values ('SKIPPED', 'data table', ?)", [(j,) for j in jobs])
+    db.commit()
+
+
 def take_sample(session: Path, size: int) -> None:
     """Keep a random `size` of the mutants (seeded: the same sample on every run); the others
     are skipped. A sample of n estimates the score within about ±1/sqrt(n)."""
@@ -108,6 +138,7 @@ def run(name: str, target: dict, defaults: dict, sample: int | None = None) -> N
     record_coverage(name, target, defaults)
     subprocess.run([BIN / "cosmic-ray", "init", cfg, session], cwd=REPO, check=True)
     subprocess.run([BIN / "cr-filter-operators", session, cfg], cwd=REPO, check=True)
+    skip_data(session, target)
     sample = sample or target.get("sample")
     if sample:
         take_sample(session, sample)
@@ -155,25 +186,30 @@ def equivalents() -> set[tuple[str, str, int, int]]:
             for e in data.get("mutant", [])}
 
 
-def population(name: str) -> tuple[int, int]:
-    """(mutants in the sample, mutants of the target after the operator filter)."""
+def population(name: str, target: dict) -> tuple[int, int, int]:
+    """(mutants in the sample, mutants of the target after the operator filter, of which in
+    data tables)."""
     db = sqlite3.connect(RESULTS / f"{name}.sqlite")
-    total = db.execute("select count(*) from work_items where job_id not in (select job_id "
-                       "from work_results where output = 'Filtered operator')").fetchone()[0]
+    table = data_lines(target)
+    specs = db.execute("select module_path, start_pos_row from mutation_specs where job_id not "
+                       "in (select job_id from work_results where output = 'Filtered operator')"
+                       ).fetchall()
+    data = sum(1 for module, line in specs if line in table.get(module, ()))
     out = db.execute("select count(*) from work_results where output = 'not in the sample'"
                      ).fetchone()[0]
-    return total - out, total
+    return len(specs) - data - out, len(specs) - data, data
 
 
-def score(name: str) -> tuple[int, int, list[tuple]] | None:
+def score(name: str, target: dict) -> tuple[int, int, list[tuple]] | None:
     session = RESULTS / f"{name}.sqlite"
     if not session.exists():
         return None
     db = sqlite3.connect(session)
-    rows = db.execute(
+    table = data_lines(target)
+    rows = [r for r in db.execute(
         "select s.module_path, s.operator_name, s.start_pos_row, s.occurrence, "
         "r.test_outcome from work_results r join mutation_specs s on r.job_id = s.job_id "
-        "where r.test_outcome in ('KILLED', 'SURVIVED')").fetchall()
+        "where r.test_outcome in ('KILLED', 'SURVIVED')") if r[2] not in table.get(r[0], ())]
     equivalent = equivalents()
     killed = sum(1 for r in rows if r[4] == "KILLED" or tuple(r[:4]) in equivalent)
     survivors = [r[:4] for r in rows if r[4] == "SURVIVED" and tuple(r[:4]) not in equivalent]
@@ -199,14 +235,15 @@ def main(argv: list[str] | None = None) -> int:
             run(name, spec["targets"][name], spec["defaults"], args.sample)
     total_killed = total = 0
     for name in names:
-        result = score(name)
+        result = score(name, spec["targets"][name])
         if result is None:
             print(f"{name:16} not run")
             continue
         killed, count, survivors = result
         total_killed, total = total_killed + killed, total + count
-        sampled, mutants = population(name)
+        sampled, mutants, data = population(name, spec["targets"][name])
         of = f" (a sample of {sampled} of {mutants} mutants)" if sampled < mutants else ""
+        of += f" ({data} mutants of data tables not counted)" if data else ""
         print(f"{name:16} {killed:4}/{count:<4} killed ({killed / max(count, 1):.0%}){of}")
         for module, op, line, occ in survivors:
             print(f"    survived: {module}:{line} {op} #{occ}")

@@ -614,3 +614,35 @@ def test_parse_count_and_name_example() -> None:
 )
 def test_parse_count_and_name_rejects_other_text(desc: str) -> None:
     assert parse_count_and_name(desc) is None
+
+
+def test_the_memory_of_each_gpu_in_real_captures_is_the_catalogs() -> None:
+    """The catalog's memory per GPU is a datasheet fact; the providers' real answers state it
+    too (RunPod `memoryInGb`, Lambda's page `VRAM/GPU`, both in whole GB): they must agree,
+    since rules like `any 80GB+ GPU` and the recommender read the catalog."""
+    from gpuradar.crawler.spiders.lambda_ import LambdaSpider
+    from gpuradar.crawler.spiders.runpod import RunpodSpider
+    from scrapy.settings import Settings
+
+    from tests.helpers import FIXTURES, response
+
+    stated: dict[str, set[float]] = {}
+    runpod = RunpodSpider()
+    runpod.settings = Settings({"GPURADAR_SOURCES": {}})
+    for name in ("gputypes_real.json", "gputypes_datacenters_real.json"):
+        for item in runpod.parse_file(response(FIXTURES / "runpod" / name,
+                                               "https://api.runpod.io/graphql")):
+            stated.setdefault(item.gpu, set()).add(item.gpu_memory_gb)
+    lam = LambdaSpider()
+    lam.settings = Settings({"GPURADAR_SOURCES": {}})
+    for item in lam.parse_pricing_page(response(FIXTURES / "lambda" / "pricing_excerpt_real.html",
+                                                "https://lambda.ai/pricing", kind="html")):
+        stated.setdefault(item.gpu, set()).add(item.gpu_memory_gb)
+    checked = {}
+    for raw, sizes in stated.items():
+        for memory in sizes - {None}:
+            gpu = gpus.lookup(raw, memory)
+            if gpu is not None:
+                checked[gpu.name] = (gpu.memory_gb, memory)
+    assert {name: c for name, c in checked.items() if c[0] != c[1]} == {}
+    assert len(checked) >= 12  # the captures name a dozen catalogued models
