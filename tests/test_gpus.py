@@ -646,3 +646,26 @@ def test_the_memory_of_each_gpu_in_real_captures_is_the_catalogs() -> None:
                 checked[gpu.name] = (gpu.memory_gb, memory)
     assert {name: c for name, c in checked.items() if c[0] != c[1]} == {}
     assert len(checked) >= 12  # the captures name a dozen catalogued models
+
+
+@pytest.mark.parametrize(("query", "meant"), [
+    ("H010", "H100"),   # two neighbours swapped: one slip
+    ("H001", None),     # two digits apart swapped: not one slip
+    ("L4SX", None),     # two neighbours changed, only one of them from the name
+    ("H1000X", None),   # two characters too many
+])
+def test_a_suggestion_is_made_only_for_one_slip_of_the_keyboard(query: str,
+                                                                meant: str | None) -> None:
+    assert suggest(query) == meant
+
+
+def test_a_memory_given_is_a_constraint_however_small() -> None:
+    """A provider stating 0.5 GB for an H100 contradicts it: nothing matches (never guess)."""
+    assert lookup("H100 SXM", 0.5) is None and lookup("H100 SXM").name == "H100-SXM-80GB"
+
+
+def test_a_fragment_of_a_model_number_names_no_family() -> None:
+    """RTX cards are known by their bare number ('4090'); other models are not ('00' is not
+    GH200, '00x' not MI300X)."""
+    assert [g.name for g in match_family("4090")] == ["RTX-4090"]
+    assert match_family("00") == [] and match_family("00x") == []

@@ -13,6 +13,7 @@ from gpuradar.core.units import (
     format_duration,
     money,
     parse_duration,
+    parse_when,
     region_matches,
 )
 
@@ -91,3 +92,18 @@ def test_region_globs_are_plain_globs_with_a_mainland_alias():
 def test_every_exit_code_is_documented():
     assert set(EXIT_CODES) == {0, 1, 2, 3, 4, 130}
     assert all(EXIT_CODES.values())
+
+
+@pytest.mark.parametrize(("text", "hours"), [("2hr", 2), ("2hrs", 2), ("1 hour", 1),
+                                            ("3 hours", 3), ("90m", 1.5)])
+def test_every_spelling_of_an_hour_is_an_hour(text, hours):
+    assert parse_duration(text) == timedelta(hours=hours)
+
+
+def test_points_in_time_as_people_type_them():
+    now = datetime(2026, 11, 30, 12, tzinfo=UTC)
+    assert parse_when("now", now) == now
+    assert parse_when("yesterday", now) == now - timedelta(days=1)
+    assert parse_when("2d", now) == now - timedelta(days=2)
+    assert parse_when("3h ago", now) == now - timedelta(hours=3)
+    assert parse_when("2026-08-22", now) == datetime(2026, 8, 22, tzinfo=UTC)
