@@ -72,8 +72,11 @@ def test_new_variants_of_a_known_series_need_no_code_change():
 
 
 def test_truly_unknown_sizes_say_what_is_missing():
-    with pytest.raises(Uncatalogued, match="lists no size with 36 vCPUs"):
+    with pytest.raises(Uncatalogued, match="size table for NC RTXPRO6000BSE v6 lists no size "
+                                           "with 36 vCPUs"):
         size_of("Standard_NC36ds_xl_RTXPRO6000BSE_v6")
+    with pytest.raises(Uncatalogued, match="size table for NC V100 v3 lists no size with 36"):
+        size_of("Standard_NC36s_v3")  # no accelerator in the name: the series' GPU
     with pytest.raises(Uncatalogued, match="series ND B400 v7 is not in"):
         size_of("Standard_ND128isr_B400_v7")
 
