@@ -270,6 +270,8 @@ def test_structured_rule_with_readable_text_and_options():
     ({"gpu": "H100", "undr": "$2/h"}, "unknown field 'undr'; did you mean under?"),
     ({"gpu": "H100", "under": "$2/h", "repeat": "often"}, "not a duration: 'often'"),
     ({"gpu": "H100", "under": "$2/h", "top": 0}, "top: a whole number"),
+    ({"gpu": "H100", "count": 0, "under": "$25/h"}, "count: a GPU count must be more than zero"),
+    ({"gpu": "H100", "min_gpus": 0, "under": "$25/h"}, "min_gpus: a GPU count must be more"),
     ({"gpu": "H100", "under": "$2/h", "sources": ["awz"]}, "unknown source 'awz'"),
     ({"gpu": "H100", "under": "$2/h", "mute_until": "tomorrow"}, "not a date/time"),
     ({"under": "$2/h"}, "names no GPU"),
