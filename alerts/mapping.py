@@ -138,11 +138,11 @@ def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> str:
                 names.update(g.name for g in found)
             spec["gpus"], gpu_query = frozenset(names), ",".join(items)
     if "count" in data:
-        spec["min_gpus"] = spec["max_gpus"] = _number(data["count"], "count")
+        spec["min_gpus"] = spec["max_gpus"] = _gpu_count(data["count"], "count")
     if "min_gpus" in data:
-        spec["min_gpus"] = _number(data["min_gpus"], "min_gpus")
+        spec["min_gpus"] = _gpu_count(data["min_gpus"], "min_gpus")
     if "max_gpus" in data:
-        spec["max_gpus"] = _number(data["max_gpus"], "max_gpus")
+        spec["max_gpus"] = _gpu_count(data["max_gpus"], "max_gpus")
     for key, attr, gb in (("gpu_memory", "min_gpu_memory", True),
                           ("total_gpu_memory", "min_total_gpu_memory", True),
                           ("vcpus", "min_vcpus", False), ("memory", "min_memory", True),
@@ -314,3 +314,12 @@ def _refine_fit(clause: FitClause, data: dict[str, Any]) -> FitClause:
         if key in data:
             changes["regions"] = tuple(r.lower() for r in _as_list(data[key]))
     return replace(clause, **changes)
+
+
+def _gpu_count(value: Any, key: str) -> float:
+    """A GPU count is more than zero, as in the readable form: no offer has none, so a zero
+    count would make a rule that never fires."""
+    number = _number(value, key)
+    if number <= 0:
+        raise ValueError(f"{key}: a GPU count must be more than zero")
+    return number

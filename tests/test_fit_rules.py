@@ -355,3 +355,13 @@ def test_rules_check_command_accepts_and_refuses_fit_rules(tmp_path):
     assert result.exit_code == 1
     assert ("    cheapest fit for 7B finetne under $3/h\n"
             "                        ^^^^^^^") in result.output
+
+
+def test_a_fit_rule_per_instance_or_configuration_prices_the_whole_configuration():
+    for per in ("instance", "config", "configuration"):
+        r = parse_rule(f"cheapest fit for 7B finetune under $3/h per {per}")
+        assert (r.condition.basis, r.describe()) == (
+            "offer", "cheapest fit for 7B finetune under $3/h")
+    lines = show("cheapest fit for 7B finetune under $3/h per banana")
+    assert lines[0] == "expected 'per gpu'"
+    assert caret(lines, "cheapest fit for 7B finetune under $3/h per banana") == "banana"

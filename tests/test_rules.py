@@ -270,6 +270,8 @@ def test_structured_rule_with_readable_text_and_options():
     ({"gpu": "H100", "undr": "$2/h"}, "unknown field 'undr'; did you mean under?"),
     ({"gpu": "H100", "under": "$2/h", "repeat": "often"}, "not a duration: 'often'"),
     ({"gpu": "H100", "under": "$2/h", "top": 0}, "top: a whole number"),
+    ({"gpu": "H100", "count": 0, "under": "$25/h"}, "count: a GPU count must be more than zero"),
+    ({"gpu": "H100", "min_gpus": 0, "under": "$25/h"}, "min_gpus: a GPU count must be more"),
     ({"gpu": "H100", "under": "$2/h", "sources": ["awz"]}, "unknown source 'awz'"),
     ({"gpu": "H100", "under": "$2/h", "mute_until": "tomorrow"}, "not a date/time"),
     ({"under": "$2/h"}, "names no GPU"),
@@ -389,3 +391,73 @@ def test_any_accelerator_with_memory_covers_gpus_tpus_and_npus():
     assert (bare.min_gpu_memory, bare.min_memory) == (None, 256.0)
     tpu = parse_rule("TPU v5e under $1.20/h").condition
     assert tpu.offers.gpus == frozenset({"TPU-V5E"}) and tpu.basis == "gpu"
+
+
+# -- counts, drops and the words around them ----------------------------------------------
+def test_at_least_takes_a_glued_count():
+    r = read("at least 8xH100 under $25/h")
+    assert (r.gpus, r.min_gpus, r.max_gpus, r.basis) == (H100, 8.0, None, "offer")
+
+
+def test_a_rule_of_only_at_least_is_a_rule_error():
+    """Two words are not `at least COUNT`: the rule is refused as an unknown GPU."""
+    assert show("at least").splitlines() == ["unknown GPU 'at least'", "    at least",
+                                             "    ^^^^^^^^"]
+
+
+def test_a_keyword_glued_to_a_count_is_pointed_at_without_the_count():
+    assert show("8xspot H100 under $2/h").splitlines()[1:] == ["    8xspot H100 under $2/h",
+                                                               "      ^^^^"]
+
+
+def test_a_drop_of_100_percent_or_more_is_refused():
+    for pct in ("100%", "100.5%"):
+        text = f"H100 drops {pct} below its 7-day low"
+        lines = show(text).splitlines()
+        assert lines[0] == "the percentage must be between 0 and 100"
+        assert lines[2] == "    " + " " * len("H100 drops ") + "^" * len(pct)
+
+
+def test_a_missing_drop_window_points_at_the_word_in_its_place():
+    text = "H100 drops 15% below its week low"
+    assert show(text).splitlines()[1:] == [f"    {text}", "    " + " " * text.index("week")
+                                           + "^^^^"]
+    text = "H100 drops 15% below its"
+    assert show(text).splitlines()[1:] == [f"    {text}", "    " + " " * len(text) + "^"]
+
+
+def test_words_after_a_drop_clause_are_read():
+    r = read("H100 drops 15% below its 7-day low spot on vastai")
+    assert (r.drop_pct, r.pricing, r.sources) == (0.15, "spot", ("vastai",))
+
+
+def test_a_drop_window_in_hours_is_said_in_hours():
+    r = parse_rule("H100 drops 10% below its 12h low")
+    assert r.reading() == "per GPU-hour, H100, any GPU count, 10% below its 12-hour low"
+    assert r.describe() == "H100 drops 10% below its 12-hour low"
+
+
+# -- the YAML form ---------------------------------------------------------------------------
+def test_a_structured_drop_rule_is_described_and_named_by_its_drop():
+    r = rule_from_mapping({"gpu": "H100", "drop": {"percent": 15, "days": 7}})
+    assert (r.text, r.name) == ("H100 drops 15% below its 7-day low",
+                                "h100-drops-15pct-below-its-7-day-low")
+
+
+def test_a_structured_price_per_gpu_hour_keeps_its_basis_with_a_count():
+    r = rule_from_mapping({"gpu": "H100", "count": 8, "under": "$3/GPU-h"})
+    assert (r.condition.basis, r.text) == ("gpu", "8x H100 under $3/h per GPU")
+    assert parse_rule(r.text).condition == r.condition
+
+
+@pytest.mark.parametrize(("data", "text"), [
+    ({"gpu": "H100", "count": 0.5, "under": "$2/h"}, "0.5x H100 under $2/h"),
+    ({"gpu": "H100", "vcpus": 0, "under": "$2/h"}, "H100 under $2/h with 0+ vCPUs"),
+])
+def test_structured_counts_and_minimums_below_one_mean_what_the_readable_form_does(data, text):
+    assert rule_from_mapping(data).condition == parse_rule(text).condition
+
+
+def test_options_read_from_a_yaml_file_are_applied(tmp_path):
+    cfg = config(tmp_path, "rules:\n  - {rule: H100 under $2/h, hysteresis: 5%}\n")
+    assert [r.hysteresis for r in load_rules(cfg)] == [0.05]
