@@ -115,3 +115,53 @@ def test_a_search_lost_to_an_ignored_http_error_is_partial_and_closes_nothing(
     assert result["status"] == "partial" and result["items"] > 0 and result["closed"] == 0
     after = gpuradar_json("prices", "--source", "vastai", config=cfg, db_url=sqlite_url)
     assert [o["id"] for o in after] == [o["id"] for o in before]
+
+
+def test_a_storage_failure_at_the_end_of_a_crawl_is_reported_and_closes_nothing(
+        tmp_path, provider_server, sqlite_url):
+    """The database refuses the crawl's writes (a trigger standing in for a full disk): the
+    crawl fails with the database's own words, and every stored offer stays as it was."""
+    import sqlite3
+
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    assert gpuradar("crawl", "azure", "--json", config=cfg, db_url=sqlite_url).returncode == 0
+    before = gpuradar_json("prices", "--source", "azure", config=cfg, db_url=sqlite_url)
+    db = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+    for table in ("offer", "price_change"):
+        for event in ("INSERT", "UPDATE"):
+            db.execute(f"CREATE TRIGGER refuse_{event}_{table} BEFORE {event} ON {table} "
+                       "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    db.commit()
+    db.close()
+    from tests.routes.core import azure_handler
+    provider_server.route("GET", "/api/retail/prices", lambda req: Reply(body=azure_handler(
+        req).body.replace(b'"retailPrice": ', b'"retailPrice": 1')))  # every price changes
+    proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=sqlite_url)
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr  # 3: the database
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.endswith("is out of disk space: database or disk is full; the crawls were "
+                         "stopped and closed nothing")
+    (azure,) = [s for s in gpuradar_json("sources", config=cfg, db_url=sqlite_url)
+                if s["source"] == "azure"]
+    assert azure["last_status"] == "failed" and "storage error" in azure["last_error"]
+    after = gpuradar_json("prices", "--source", "azure", config=cfg, db_url=sqlite_url)
+    assert [(o["id"], o["price"]) for o in after] == [(o["id"], o["price"]) for o in before]
+
+
+def test_a_spiders_error_reaches_the_crawl_result_as_written(tmp_path, provider_server,
+                                                             sqlite_url):
+    """Lambda's page loses one tab's panel: the crawl keeps the other tabs, is partial, and
+    its error is the spider's message with its values filled in."""
+    from tests.routes.lambda_ import pricing_handler
+
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    provider_server.route("GET", "/pricing", lambda req: Reply(
+        body=pricing_handler(req).body.replace(b'id="tabpanel-:island-adac26na8ba91R19-R0:-0"',
+                                               b'id="gone"'), content_type="text/html"))
+    proc = gpuradar("crawl", "lambda", "--json", config=cfg, db_url=sqlite_url)
+    (result,) = json.loads(proc.stdout)
+    assert result["status"] == "partial" and result["closed"] == 0
+    assert "the 8x tab's panel 'tabpanel-:island-adac26na8ba91R19-R0:-0' is missing" in \
+        result["error"] and "%" not in result["error"]
