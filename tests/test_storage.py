@@ -194,3 +194,67 @@ def test_offers_known_to_be_unavailable_are_listed_unless_only_available_ones_ar
     assert [r["instance_type"] for r in queries.current_offers(engine)] == ["A", "B", "C"]
     available = queries.current_offers(engine, queries.OfferFilter(available_only=True))
     assert [r["instance_type"] for r in available] == ["B", "C"]   # unknown is not "no"
+
+
+def test_an_ordinary_crawl_reports_nothing_unreadable(engine):
+    assert crawl(engine, [item("A", 80.0, T0)], at=T0).unreadable == 0
+
+
+def test_a_new_process_sees_unchanged_offers_as_unchanged(engine):
+    """The offers' state is read back from the database (no state kept in this process):
+    the same observation again is no change and writes nothing."""
+    from gpuradar.storage import ingest
+
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [item("A", 80.0, T0), item("B", 40.0, T0)], at=T0)
+    ingest._STATE_CACHE.clear()
+    summary = crawl(engine, [item("A", 80.0, t1), item("B", 40.0, t1)], at=t1)
+    assert (summary.changed, summary.new_offers) == (0, 0) and span_count(engine) == 2
+
+
+def test_changed_details_of_an_offer_are_stored_without_a_new_span(engine):
+    """vCPUs or the provider's notes change while the price stays: the offer shows the new
+    details, and its price history has no new span."""
+    t1, t2 = T0 + timedelta(hours=1), T0 + timedelta(hours=2)
+    a = item("A", 80.0, T0)
+    a.vcpus, a.attributes = 26, {"stock": "High"}
+    crawl(engine, [a], at=T0)
+    more = item("A", 80.0, t1)
+    more.vcpus, more.attributes = 30, {"stock": "High"}
+    assert crawl(engine, [more], at=t1).status == "ok"
+    low = item("A", 80.0, t2)
+    low.vcpus, low.attributes = 30, {"stock": "Low"}
+    assert crawl(engine, [low], at=t2).status == "ok"
+    (offer,) = queries.find_offer(engine, "azure", "A")
+    assert offer["vcpus"] == 30 and offer["attributes"] == {"stock": "Low"}
+    assert span_count(engine) == 1
+
+
+def test_find_offer_narrows_by_pricing_and_zone(engine):
+    z = item("A", 30.0, T0, pricing="spot")
+    z.zone = "eastus-2"
+    crawl(engine, [item("A", 80.0, T0), z], at=T0)
+    assert [o["pricing"] for o in queries.find_offer(engine, "azure", "A", pricing="spot")] \
+        == ["spot"]
+    assert [o["pricing"] for o in queries.find_offer(engine, "azure", "A", zone="")] \
+        == ["on_demand"]
+    assert [o["zone"] for o in queries.find_offer(engine, "azure", "A", zone="eastus-2")] \
+        == ["eastus-2"]
+
+
+def test_the_newest_exchange_rate_is_the_one_in_force(engine):
+    from datetime import date
+
+    queries.store_fx(engine, {"CNY": 0.139, "EUR": 1.05}, date(2026, 11, 27))
+    queries.store_fx(engine, {"CNY": 0.141}, date(2026, 11, 28))
+    assert {c: (u, d) for c, (u, d, _) in queries.latest_fx(engine).items()} == {
+        "CNY": (0.141, date(2026, 11, 28)), "EUR": (1.05, date(2026, 11, 27))}
+
+
+def test_history_of_more_offers_than_one_query_takes_has_each_span_once(engine):
+    """Spans are read in chunks of offer ids: an offer on a chunk's edge is not read twice."""
+    items = [item(f"I{n:05}", 10.0 + n % 7, T0) for n in range(5003)]
+    crawl(engine, items, at=T0)
+    spans = queries.gpu_spans(engine, ["H100-SXM-80GB"], T0 - timedelta(hours=1),
+                              T0 + timedelta(hours=1))
+    assert len(spans) == 5003
