@@ -302,6 +302,8 @@ def parse_rule(text: str, **options: Any) -> Rule:
             i += 1
         elif low in ("drops", "drop", "falls"):
             i = _drop(spec, toks, i + 1, text, tok)
+        elif low == "at" and i + 1 < len(toks) and toks[i + 1].low == "most":
+            i = _at_most(spec, toks, i + 2, text, tok)
         elif low in _FILLER:
             i += 1
         elif _QUANTITY.match(tok.text) or (low.endswith("+") and _QUANTITY.match(low)):
@@ -520,10 +522,31 @@ def _starts_clause(toks: list[_Tok], i: int) -> bool:
     low = toks[i].low
     if low in _KEYWORDS or low in _FILLER:
         return True
+    if low == "at" and i + 1 < len(toks) and toks[i + 1].low == "most":
+        return True
     if PRICE_WORD.match(low) and not _QUANTITY.match(low):
         return True  # "$2/h"
     q = _QUANTITY.match(low)  # "80GB+", "32 vCPUs"
     return bool(q and (q.group(3) or (i + 1 < len(toks) and toks[i + 1].low in _SPEC_NOUNS)))
+
+
+def _at_most(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, kw: _Tok) -> int:
+    """`at most 4 GPUs` (or `at most 4x`): offers of that many GPUs or fewer (the form
+    `Rule.describe` writes for a structured rule with only `max_gpus`)."""
+    count, j = None, i
+    if i < len(toks) and (m := _COUNT.match(toks[i].text)) and not (m.group(2) or m.group(3)):
+        count, j = float(m.group(1)), i + 1
+    elif (i + 1 < len(toks) and re.fullmatch(r"\d+(?:\.\d+)?", toks[i].text)
+          and toks[i + 1].low in ("gpu", "gpus")):
+        count, j = float(toks[i].text), i + 2
+    if count is None or count <= 0:
+        raise _fail("`at most` needs a GPU count: write `at most 4 GPUs`", text,
+                    toks[i] if i < len(toks) else None)
+    if spec.get("min_gpus") is not None and spec["min_gpus"] > count:
+        raise _fail(f"`at most {count:g}` is fewer than the rule's {spec['min_gpus']:g} GPUs",
+                    text, kw)
+    _set_once(spec, "max_gpus", count, text, kw)
+    return j
 
 
 def _set_once(spec: dict[str, Any], key: str, value: Any, text: str, tok: _Tok) -> None:

@@ -461,3 +461,19 @@ def test_structured_counts_and_minimums_below_one_mean_what_the_readable_form_do
 def test_options_read_from_a_yaml_file_are_applied(tmp_path):
     cfg = config(tmp_path, "rules:\n  - {rule: H100 under $2/h, hysteresis: 5%}\n")
     assert [r.hysteresis for r in load_rules(cfg)] == [0.05]
+
+
+def test_at_most_a_gpu_count_is_read_and_a_yaml_max_gpus_reads_back_as_it():
+    from gpuradar.alerts.mapping import rule_from_mapping
+
+    for text in ("H100 at most 4 GPUs under $2/h", "H100 at most 4x under $2/h"):
+        rule = parse_rule(text)
+        assert (rule.condition.offers.min_gpus, rule.condition.offers.max_gpus) == (None, 4)
+        assert rule.reading() == "per GPU-hour, H100, at most 4 GPUs, under $2.00/GPU-h"
+    yaml_rule = rule_from_mapping({"gpu": "H100", "max_gpus": 4, "under": "$2/h"})
+    assert yaml_rule.describe() == "H100 at most 4 GPUs under $2/h"
+    assert parse_rule(yaml_rule.describe()).condition == yaml_rule.condition
+    assert show("8x H100 at most 4 GPUs under $3/h").splitlines()[0] == (
+        "`at most 4` is fewer than the rule's 8 GPUs")
+    assert show("H100 at most four GPUs under $2/h").splitlines()[0] == (
+        "`at most` needs a GPU count: write `at most 4 GPUs`")
