@@ -653,6 +653,8 @@ def test_the_memory_of_each_gpu_in_real_captures_is_the_catalogs() -> None:
     ("H001", None),     # two digits apart swapped: not one slip
     ("L4SX", None),     # two neighbours changed, only one of them from the name
     ("H1000X", None),   # two characters too many
+    ("HZ10", None),     # two neighbours changed, only one of them from the name, in the
+                        # other order
 ])
 def test_a_suggestion_is_made_only_for_one_slip_of_the_keyboard(query: str,
                                                                 meant: str | None) -> None:
@@ -669,3 +671,10 @@ def test_a_fragment_of_a_model_number_names_no_family() -> None:
     GH200, '00x' not MI300X)."""
     assert [g.name for g in match_family("4090")] == ["RTX-4090"]
     assert match_family("00") == [] and match_family("00x") == []
+
+
+def test_a_stated_memory_exactly_10_percent_off_the_name_still_matches() -> None:
+    """Providers round and mix GB and GiB: up to 10 % between the memory in the name and the
+    memory stated is the same card."""
+    assert lookup("H100 80GB", 72.0).name == "H100-SXM-80GB"
+    assert lookup("H100 80GB", 71.0) is None

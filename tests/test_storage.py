@@ -245,6 +245,7 @@ def test_find_offer_narrows_by_pricing_and_zone(engine):
 def test_the_newest_exchange_rate_is_the_one_in_force(engine):
     from datetime import date
 
+    assert queries.store_fx(engine, {}, date(2026, 11, 27)) == 0  # nothing to store
     queries.store_fx(engine, {"CNY": 0.139, "EUR": 1.05}, date(2026, 11, 27))
     queries.store_fx(engine, {"CNY": 0.141}, date(2026, 11, 28))
     assert {c: (u, d) for c, (u, d, _) in queries.latest_fx(engine).items()} == {

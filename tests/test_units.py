@@ -94,10 +94,15 @@ def test_every_exit_code_is_documented():
     assert all(EXIT_CODES.values())
 
 
-@pytest.mark.parametrize(("text", "hours"), [("2hr", 2), ("2hrs", 2), ("1 hour", 1),
-                                            ("3 hours", 3), ("90m", 1.5)])
-def test_every_spelling_of_an_hour_is_an_hour(text, hours):
-    assert parse_duration(text) == timedelta(hours=hours)
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("2hr", 7200), ("2hrs", 7200), ("1 hour", 3600), ("3 hours", 10800), ("90m", 5400),
+    ("30sec", 30), ("30 secs", 30), ("1 second", 1), ("45 seconds", 45)])
+def test_every_spelling_of_a_unit_means_that_unit(text, seconds):
+    assert parse_duration(text) == timedelta(seconds=seconds)
+
+
+def test_a_duration_over_a_minute_is_written_in_whole_seconds():
+    assert format_duration(60.5) == "1m" and format_duration(59.5) == "59.5s"
 
 
 def test_points_in_time_as_people_type_them():
