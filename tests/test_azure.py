@@ -153,6 +153,18 @@ def test_superseded_and_future_prices_are_ignored_whatever_the_page_order():
         assert stats(s)["gpuradar/skipped/future_price"] == 1
 
 
+def test_the_same_meter_twice_is_a_duplicate_and_a_meter_not_per_hour_is_skipped():
+    page = load("westus_real_rows.json")
+    row = next(i for i in page["Items"] if i["armSkuName"] == "Standard_ND96is_noIB_H100_v5")
+    daily = {**row, "armSkuName": "Standard_ND96isr_H100_v5", "unitOfMeasure": "1 Day"}
+    s = spider()
+    items, _ = chain({**page, "Items": [row, dict(row), daily], "NextPageLink": None}, s=s)
+    assert [(i.instance_type, i.price) for i in items] == [
+        ("Standard_ND96is_noIB_H100_v5", 115.034)]
+    assert stats(s)["gpuradar/skipped/duplicate_meter"] == 1
+    assert "gpuradar/skipped/superseded_price" not in stats(s)
+
+
 # -- pages in the API's format -----------------------------------------------------------
 def test_two_pages_yield_linux_consumption_gpu_meters_once_the_chain_ends():
     s = spider()

@@ -655,6 +655,7 @@ def test_the_memory_of_each_gpu_in_real_captures_is_the_catalogs() -> None:
     ("H1000X", None),   # two characters too many
     ("HZ10", None),     # two neighbours changed, only one of them from the name, in the
                         # other order
+    ("RTAINIUX", None),  # a swap and a third slip
 ])
 def test_a_suggestion_is_made_only_for_one_slip_of_the_keyboard(query: str,
                                                                 meant: str | None) -> None:
@@ -678,3 +679,10 @@ def test_a_stated_memory_exactly_10_percent_off_the_name_still_matches() -> None
     memory stated is the same card."""
     assert lookup("H100 80GB", 72.0).name == "H100-SXM-80GB"
     assert lookup("H100 80GB", 71.0) is None
+
+
+def test_a_form_factor_word_picks_the_variant_and_two_of_them_pick_none() -> None:
+    assert lookup("A800 PCIe").name == "A800-PCIE-80GB"
+    assert lookup("A800 SXM").name == "A800-SXM-80GB"
+    assert lookup("H100 SXM PCIe") is None  # contradicting words: never guess
+    assert lookup("NVIDIA H100 NVL NVL").name == "H100-NVL-94GB"  # said twice: still one

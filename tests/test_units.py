@@ -96,7 +96,8 @@ def test_every_exit_code_is_documented():
 
 @pytest.mark.parametrize(("text", "seconds"), [
     ("2hr", 7200), ("2hrs", 7200), ("1 hour", 3600), ("3 hours", 10800), ("90m", 5400),
-    ("30sec", 30), ("30 secs", 30), ("1 second", 1), ("45 seconds", 45)])
+    ("30sec", 30), ("30 secs", 30), ("1 second", 1), ("45 seconds", 45),
+    ("1 minute", 60), ("5 mins", 300), ("5min", 300), ("1 week", 604800), ("2w", 1209600)])
 def test_every_spelling_of_a_unit_means_that_unit(text, seconds):
     assert parse_duration(text) == timedelta(seconds=seconds)
 
@@ -112,3 +113,5 @@ def test_points_in_time_as_people_type_them():
     assert parse_when("2d", now) == now - timedelta(days=2)
     assert parse_when("3h ago", now) == now - timedelta(hours=3)
     assert parse_when("2026-08-22", now) == datetime(2026, 8, 22, tzinfo=UTC)
+    with pytest.raises(ValueError, match="not a time: 'soon' \\(write e.g. yesterday, 2d"):
+        parse_when("soon", now)
