@@ -340,6 +340,8 @@ def test_duplicate_offer_is_counted_and_the_first_price_kept(tmp_path, provider_
     h100 = gpuradar_json("prices", "--source", "runpod", "--gpu", "H100", "--region", "secure",
                          config=cfg, db_url=sqlite_url)
     assert {o["price_per_gpu_usd"] for o in h100} == {3.29}
+    # A refused duplicate is not an unreadable price: the offer is not flagged.
+    assert result["unreadable"] == 0 and {o["unreadable_since"] for o in h100} == {None}
 
 
 def test_plausible_range_is_configurable_per_source_and_globally():
@@ -367,6 +369,13 @@ def test_fx_crawl_reports_the_rates_it_stored(tmp_path, provider_server, sqlite_
     [result] = json.loads(proc.stdout)
     # 30 ECB rates against the euro become 30 USD rates: USD itself out, EUR in.
     assert (result["status"], result["items"]) == ("ok", 30)
+    # USD per unit: 1.1562 USD and 8.1871 CNY to the euro on 2026-11-27 (the ECB file).
+    from gpuradar.storage.db import get_engine
+    from gpuradar.storage.queries import latest_fx
+
+    rates = latest_fx(get_engine(sqlite_url))
+    assert round(rates["CNY"][0], 6) == round(1.1562 / 8.1871, 6)
+    assert rates["EUR"][0] == 1.1562
 
 
 def test_unknown_gpu_and_uncatalogued_names_are_warned_once_per_process(caplog):
