@@ -149,19 +149,25 @@ def test_a_storage_failure_at_the_end_of_a_crawl_is_reported_and_closes_nothing(
     assert [(o["id"], o["price"]) for o in after] == [(o["id"], o["price"]) for o in before]
 
 
-def test_a_spiders_error_reaches_the_crawl_result_as_written(tmp_path, provider_server,
-                                                             sqlite_url):
-    """Lambda's page loses one tab's panel: the crawl keeps the other tabs, is partial, and
-    its error is the spider's message with its values filled in."""
+def test_a_spiders_error_reaches_its_own_crawl_result_as_written(tmp_path, provider_server,
+                                                                 sqlite_url):
+    """Lambda's page loses one tab's panel while Azure crawls in the same process: Lambda's
+    crawl keeps the other tabs and is partial, its error is the spider's message with its
+    values filled in (cut at 500 characters), and Azure's crawl is not touched by it."""
     from tests.routes.lambda_ import pricing_handler
 
+    gone = "tabpanel-" + "x" * 600
     cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
                        scrapy={"DOWNLOAD_DELAY": 0})
     provider_server.route("GET", "/pricing", lambda req: Reply(
-        body=pricing_handler(req).body.replace(b'id="tabpanel-:island-adac26na8ba91R19-R0:-0"',
-                                               b'id="gone"'), content_type="text/html"))
-    proc = gpuradar("crawl", "lambda", "--json", config=cfg, db_url=sqlite_url)
-    (result,) = json.loads(proc.stdout)
-    assert result["status"] == "partial" and result["closed"] == 0
-    assert "the 8x tab's panel 'tabpanel-:island-adac26na8ba91R19-R0:-0' is missing" in \
-        result["error"] and "%" not in result["error"]
+        body=pricing_handler(req).body.replace(b'aria-controls="tabpanel-:island-adac26na8ba91'
+                                               b'R19-R0:-0"', f'aria-controls="{gone}"'.encode()),
+        content_type="text/html"))
+    proc = gpuradar("crawl", "azure", "lambda", "--json", config=cfg, db_url=sqlite_url)
+    results = {r["source"]: r for r in json.loads(proc.stdout)}
+    assert results["azure"]["status"] == "ok" and results["azure"]["error"] == ""
+    lam = results["lambda"]
+    assert lam["status"] == "partial" and lam["closed"] == 0
+    message = (f"lambda: {provider_server.base}/pricing: the 8x tab's panel {gone!r} is "
+               "missing")
+    assert message[:500] in lam["error"] and message[:501] not in lam["error"]

@@ -127,7 +127,9 @@ def test_shrink_guard_closes_nothing_until_the_next_crawl_confirms(engine):
     t1, t2, t3 = T0 + HOUR, T0 + 2 * HOUR, T0 + 3 * HOUR
     held = _crawl(engine, [_item("I0", 10.0, t1), _item("I1", 11.0, t1)], t1)
     assert (held.status, held.closed, held.held) == ("partial", 0, 8)
-    assert "listed 2 offers, the last successful crawl listed 10" in held.error
+    assert held.error == ("shrink guard: listed 2 offers, the last successful crawl listed 10 "
+                          "(fewer than 5); 8 missing offer(s) not closed unless the next crawl "
+                          "confirms the drop")
     assert len(queries.current_offers(engine)) == 10
     # The next crawl sees the same drop: confirmed, the missing offers close.
     confirmed = _crawl(engine, [_item("I0", 10.0, t2), _item("I1", 11.0, t2)], t2)
@@ -140,6 +142,20 @@ def test_shrink_guard_closes_nothing_until_the_next_crawl_confirms(engine):
     back = _crawl(engine, [_item(n, 10.0 + i, t5) for i, n in enumerate(names)], t5)
     assert (back.status, back.closed) == ("ok", 0)
     assert len(queries.current_offers(engine)) == 10
+
+
+def test_only_the_offer_with_an_unreadable_price_is_flagged(engine):
+    from gpuradar.storage import queries
+
+    names = [f"I{n}" for n in range(4)]
+    _crawl(engine, [_item(n, 10.0 + i, T0) for i, n in enumerate(names)], T0)
+    key = ("eastus", "", "I1", "on_demand")  # (region, zone, instance type, pricing)
+    summary = _crawl(engine, [_item(n, 10.0 + i, T0 + HOUR) for i, n in enumerate(names)
+                              if n != "I1"], T0 + HOUR, unreadable=[key])
+    assert (summary.status, summary.closed, summary.unreadable) == ("ok", 0, 1)
+    flagged = {o["instance_type"]: o["unreadable_since"] is not None
+               for o in queries.current_offers(engine)}
+    assert flagged == {"I0": False, "I1": True, "I2": False, "I3": False}
 
 
 def test_shrink_guard_is_configurable_and_a_small_drop_closes_at_once(engine):

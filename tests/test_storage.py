@@ -259,3 +259,21 @@ def test_history_of_more_offers_than_one_query_takes_has_each_span_once(engine):
     spans = queries.gpu_spans(engine, ["H100-SXM-80GB"], T0 - timedelta(hours=1),
                               T0 + timedelta(hours=1))
     assert len(spans) == 5003
+
+
+def test_a_span_opened_by_a_partial_crawl_is_seen_from_its_own_start(engine):
+    """A partial crawl after the last successful one records a new price: its span starts
+    then and is not 'seen until' an earlier moment."""
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [item("A", 80.0, T0)], at=T0)
+    crawl(engine, [item("A", 72.0, t1)], status="partial", at=t1)
+    offer = queries.find_offer(engine, "azure", "A")[0]
+    first, second = queries.spans(engine, offer["id"])
+    assert (second["price"], second["valid_from"], second["seen_until"]) == (72.0, t1, t1)
+
+
+def test_spans_up_to_now_when_no_end_is_given(engine):
+    now = datetime.now(UTC).replace(microsecond=0)
+    crawl(engine, [item("A", 80.0, now - timedelta(hours=2))], at=now - timedelta(hours=2))
+    spans = queries.gpu_spans(engine, ["H100-SXM-80GB"], now - timedelta(hours=3))
+    assert [s["price"] for s in spans] == [80.0]
