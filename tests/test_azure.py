@@ -165,6 +165,24 @@ def test_the_same_meter_twice_is_a_duplicate_and_a_meter_not_per_hour_is_skipped
     assert "gpuradar/skipped/superseded_price" not in stats(s)
 
 
+def test_meters_read_whatever_else_the_page_holds_before_them():
+    """An FPGA size first, a meter without `isPrimaryMeterRegion`, a date without offset
+    (read as UTC): the GPU meter is still the offer."""
+    page = load("westus_real_rows.json")
+    row = next(i for i in page["Items"] if i["armSkuName"] == "Standard_ND96is_noIB_H100_v5")
+    fpga = {**row, "armSkuName": "Standard_NP10s", "skuName": "NP10s"}
+    plain = {k: v for k, v in row.items() if k != "isPrimaryMeterRegion"}
+    plain["effectiveStartDate"] = "2024-06-01T00:00:00"
+    s = spider()
+    items, _ = chain({**page, "Items": [fpga, plain], "NextPageLink": None}, s=s)
+    assert [(i.instance_type, i.price) for i in items] == [
+        ("Standard_ND96is_noIB_H100_v5", 115.034)]
+    assert items[0].attributes["effective_from"] == "2024-06-01T00:00:00"
+    bad = {**row, "effectiveStartDate": "soon"}
+    with pytest.raises(ParseError, match="'effectiveStartDate' is 'soon', not a date"):
+        chain({**page, "Items": [bad], "NextPageLink": None})
+
+
 # -- pages in the API's format -----------------------------------------------------------
 def test_two_pages_yield_linux_consumption_gpu_meters_once_the_chain_ends():
     s = spider()
