@@ -394,6 +394,24 @@ def test_fx_crawl_reports_the_rates_it_stored(tmp_path, provider_server, sqlite_
     assert rates["EUR"][0] == 1.1562
 
 
+def test_an_exchange_rate_that_cannot_be_right_is_not_stored(tmp_path, provider_server,
+                                                             sqlite_url):
+    """A negative rate in the ECB file: that currency gets no rate, the others do."""
+    from gpuradar.storage.db import get_engine
+    from gpuradar.storage.queries import latest_fx
+
+    from tests.provider_server import fixture
+
+    endpoints = serve_standard(provider_server, ["fx"])
+    body = fixture("fx/eurofxref-daily.xml").replace(b"rate='8.1871'", b"rate='-8.1871'")
+    (method, path) = next(k for k in provider_server.routes if "eurofxref" in k[1])
+    provider_server.route(method, path, lambda req: Reply(body=body, content_type="text/xml"))
+    cfg = write_config(tmp_path / "c.yaml", endpoints=endpoints, scrapy={"DOWNLOAD_DELAY": 0})
+    gpuradar("crawl", "fx", "--json", config=cfg, db_url=sqlite_url)
+    rates = latest_fx(get_engine(sqlite_url))
+    assert "CNY" not in rates and "EUR" in rates
+
+
 def test_unknown_gpu_and_uncatalogued_names_are_warned_once_per_process(caplog):
     """A daemon crawls all day in one process: the second crawl says nothing new."""
     import logging
