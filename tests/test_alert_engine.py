@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
-from gpuradar.alerts.engine import evaluate, match_rules
+from gpuradar.alerts.engine import evaluate, match_rules, read_market
 from gpuradar.alerts.grammar import parse_rule
+from gpuradar.alerts.market import band_best
 from gpuradar.storage import alerts as store
 from gpuradar.storage.ingest import CrawlWriter
 from gpuradar.storage.models import AlertState, Notification
@@ -485,3 +487,74 @@ def test_the_recent_low_includes_prices_that_ended_within_the_window(engine):
     crawl(engine, [offer("a", 1.9, at=t), offer("b", 1.55, at=t)], at=t)
     (m,) = match_rules(engine, [rule("H100 drops 15% below its 7-day low")], now=now)
     assert m.matched is False and m.reference == 1.8
+
+
+# -- what a rule asks of an offer ------------------------------------------------------------
+def test_offers_short_of_what_the_rule_asks_for_do_not_match(engine):
+    """Availability, vCPUs, RAM and GPU memory each keep out the offers that lack them."""
+    specs = {"vcpus": 64.0, "memory_gb": 512.0}
+    crawl(engine, [
+        replace(offer("full", 1.5), **specs),
+        replace(offer("maybe", 1.5, available=None), **specs),
+        replace(offer("few-cpus", 1.5), vcpus=16.0, memory_gb=512.0),
+        replace(offer("small-ram", 1.5), vcpus=64.0, memory_gb=128.0),
+        offer("a100-80", 1.5, gpu="A100-SXM-80GB"),
+        offer("a100-40", 1.2, gpu="A100-SXM-40GB"),
+    ])
+
+    def names(text: str) -> list[str]:
+        (m,) = match_rules(engine, [rule(text)], now=T0)
+        assert m.error == ""
+        return sorted(o[4] for _, o in m.matches)
+
+    assert names("H100 under $3/h available") == ["few-cpus", "full", "small-ram"]
+    assert names("H100 under $3/h with 32+ vCPUs") == ["full", "maybe", "small-ram"]
+    assert names("H100 under $3/h with 256GB+ RAM") == ["few-cpus", "full", "maybe"]
+    assert names("A100 with 80GB+ VRAM under $3/h") == ["a100-80"]
+    assert names("A100 under $3/h") == ["a100-40", "a100-80"]
+
+
+def test_a_source_crawled_for_the_first_time_is_seen_at_the_next_evaluation(engine):
+    rules = [rule("H100 under $2/h")]
+    crawl(engine, [offer("a", 2.5)])
+    assert evaluate(engine, rules, now=T0).fired == []
+    t1 = T0 + timedelta(minutes=5)
+    crawl(engine, [offer("v", 1.8, source="vastai", at=t1)], source="vastai", at=t1)
+    again = evaluate(engine, rules, now=t1)
+    assert again.errors == {} and again.fired == ["h100-under-2"]
+    assert outbox(engine)[0]["title"] == "H100 under $2/h — 1 offer from $1.80/GPU-h"
+
+
+def test_a_rule_of_a_new_kind_added_after_existing_ones_is_evaluated(engine):
+    crawl(engine, [offer("a", 1.5), offer("b", 1.2, gpu="A100-SXM-80GB")])
+    h100 = rule("H100 under $2/h")
+    assert evaluate(engine, [h100], now=T0).fired == ["h100-under-2"]
+    both = evaluate(engine, [h100, rule("A100 under $2/h")], now=T0 + timedelta(minutes=5))
+    assert both.errors == {} and both.fired == ["a100-under-2"]
+
+
+def test_a_rule_in_a_currency_whose_stored_rate_is_zero_matches_nothing_and_says_why(engine):
+    """A zero rate is no rate: even offers priced in euros themselves are not compared."""
+    store_fx(engine, {"EUR": 0.0}, date(2026, 11, 1))
+    crawl(engine, [offer("eu", 1.5, currency="EUR", usd_rate=1.1)])
+    (m,) = match_rules(engine, [rule("H100 under €2/h")], now=T0)
+    assert (m.matched, m.note) == (False, "no exchange rate for EUR")
+
+
+def test_a_rule_resolves_even_when_a_rule_with_a_higher_limit_shares_its_offers(engine):
+    """The cheap rule's hysteresis band ends at $2.04, whatever the $3 rule keeps in view."""
+    rules = [rule("H100 under $2/h", send_resolved=True), rule("H100 under $3/h")]
+    crawl(engine, [offer("a", 1.9)])
+    assert evaluate(engine, rules, now=T0).firing == 2
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 2.5, at=t1)], at=t1)
+    r1 = evaluate(engine, rules, now=t1)
+    assert (r1.firing, r1.resolved) == (1, ["h100-under-2"])
+    assert outbox(engine)[-1]["title"] == "RESOLVED: H100 under $2/h — cheapest now $2.50/GPU-h"
+
+
+def test_the_cheapest_price_now_ignores_the_rules_limit(engine):
+    """What `gpuradar alerts` shows as "cheapest now" for a resolved rule."""
+    crawl(engine, [offer("a", 2.5), offer("b", 3.1)])
+    assert band_best(rule("H100 under $2/h"), read_market(engine, T0)) == 2.5
+    assert band_best(rule("A100 under $2/h"), read_market(engine, T0)) is None
