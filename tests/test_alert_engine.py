@@ -558,3 +558,74 @@ def test_the_cheapest_price_now_ignores_the_rules_limit(engine):
     crawl(engine, [offer("a", 2.5), offer("b", 3.1)])
     assert band_best(rule("H100 under $2/h"), read_market(engine, T0)) == 2.5
     assert band_best(rule("A100 under $2/h"), read_market(engine, T0)) is None
+
+
+def test_a_source_without_a_successful_crawl_for_stale_after_is_stale(engine):
+    crawl(engine, [offer("a", 1.5)])
+    rules = [rule("H100 under $2/h")]
+    first = evaluate(engine, rules, now=T0 + timedelta(days=1))
+    assert (first.stale_sources, first.fired) == ([], ["h100-under-2"])
+    late = T0 + timedelta(days=2, hours=1)
+    result = evaluate(engine, rules, now=late)      # stale: its offer keeps the rule firing
+    assert (result.stale_sources, result.firing, result.resolved) == (["lambda"], 1, [])
+    never = evaluate(engine, rules, now=late, alert_settings={"stale_after": "never"})
+    assert (never.stale_sources, never.firing) == ([], 1)
+
+
+# -- notifications and their messages --------------------------------------------------------
+def test_a_reworded_rule_keeps_its_alert_and_shows_its_new_text(engine):
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, [rule("H100 under $2/h", name="cheap")], now=T0)
+    again = evaluate(engine, [rule("H100 under 2 USD/h", name="cheap")],
+                     now=T0 + timedelta(hours=1))
+    assert (again.firing, again.fired, again.notifications) == (1, [], 0)
+    assert store.load_states(engine)["rule:cheap"]["description"] == "H100 under 2 USD/h"
+
+
+def test_templates_get_the_earlier_price_only_for_an_improvement(engine, tmp_path):
+    """`previous` is what an improvement improved on: a user's template that prints it
+    unconditionally shows nothing there for a repeat."""
+    (tmp_path / "title.txt.j2").write_text("{{ kind }}: {{ best }} [{{ previous }}]",
+                                           encoding="utf-8")
+    settings = {"templates": str(tmp_path)}
+    rules = [rule("H100 under $2/h", repeat="4h")]
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, rules, now=T0, alert_settings=settings)
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 1.2, at=t1)], at=t1)
+    evaluate(engine, rules, now=t1, alert_settings=settings)
+    evaluate(engine, rules, now=T0 + timedelta(hours=5), alert_settings=settings)
+    assert [n["title"] for n in outbox(engine)] == [
+        "firing: $1.50 []", "improved: $1.20 [$1.50]", "repeat: $1.20 []"]
+
+
+def test_a_drop_of_exactly_min_drop_notifies(engine):
+    rules = [rule("H100 under $2.50/h", min_drop="5%")]
+    crawl(engine, [offer("a", 2.0)])
+    evaluate(engine, rules, now=T0)
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 1.9, at=t1)], at=t1)          # 5 % below the notified $2.00
+    assert evaluate(engine, rules, now=t1).notifications == 1
+    last = outbox(engine)[-1]
+    assert last["kind"] == "improved"
+    assert last["title"] == "H100 under $2.50/h — 1 offer from $1.90/GPU-h (was $2.00/GPU-h)"
+
+
+def test_a_price_higher_by_a_rounding_error_is_no_improvement(engine):
+    """With `min_drop: $0` every lower price notifies, but not one that is higher."""
+    rules = [rule("H100 under $2/h", min_drop="$0")]
+    crawl(engine, [offer("a", 0.3)])
+    evaluate(engine, rules, now=T0)
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 0.1 + 0.2, at=t1)], at=t1)    # 0.30000000000000004
+    assert evaluate(engine, rules, now=t1).notifications == 0
+    t2 = T0 + timedelta(hours=2)
+    crawl(engine, [offer("a", 0.29, at=t2)], at=t2)
+    assert evaluate(engine, rules, now=t2).notifications == 1
+
+
+def test_rules_loaded_again_unchanged_are_not_looked_at_again(engine):
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, [rule("H100 under $2/h")], now=T0)
+    again = evaluate(engine, [rule("H100 under $2/h")], now=T0 + timedelta(minutes=10))
+    assert (again.evaluated, again.firing, again.notifications) == (0, 1, 0)
