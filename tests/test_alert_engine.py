@@ -13,10 +13,11 @@ from gpuradar.alerts.engine import evaluate, match_rules, read_market
 from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.market import band_best
 from gpuradar.storage import alerts as store
+from gpuradar.storage.db import get_engine
 from gpuradar.storage.ingest import CrawlWriter
 from gpuradar.storage.models import AlertState, Notification
 from gpuradar.storage.queries import store_fx
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 
 from gpuradar.core.items import PriceItem
 
@@ -629,3 +630,36 @@ def test_rules_loaded_again_unchanged_are_not_looked_at_again(engine):
     evaluate(engine, [rule("H100 under $2/h")], now=T0)
     again = evaluate(engine, [rule("H100 under $2/h")], now=T0 + timedelta(minutes=10))
     assert (again.evaluated, again.firing, again.notifications) == (0, 1, 0)
+
+
+# -- state another process wrote -------------------------------------------------------------
+def another_process(db_url: str) -> Engine:
+    """An engine of its own, with nothing kept in memory yet, as another process has
+    (`get_engine` keeps one engine per URL in a process)."""
+    return get_engine.__wrapped__(db_url)
+
+
+def test_a_repeat_falls_due_for_state_another_process_wrote(engine, db_url):
+    """The state comes back from the database (another process evaluated a larger rule
+    set): the firing rule's repeat is still sent on time."""
+    crawl(engine, [offer("a", 1.5)])
+    rules = [rule("H100 under $2/h", repeat="4h")]
+    assert evaluate(engine, rules, now=T0).notifications == 1
+    other = another_process(db_url)
+    evaluate(other, [*rules, rule("A100 under $2/h")], now=T0 + timedelta(hours=1))
+    other.dispose()
+    due = evaluate(engine, rules, now=T0 + timedelta(hours=4))
+    assert (due.notifications, outbox(engine)[-1]["kind"]) == (1, "repeat")
+
+
+def test_a_pending_rule_held_by_a_stale_source_counts_as_pending_after_a_restart(engine,
+                                                                                  db_url):
+    rules = [rule("H100 under $2/h", **{"for": 2})]
+    crawl(engine, [offer("a", 1.5)])
+    assert evaluate(engine, rules, now=T0).pending == 1
+    for n in range(1, 4):                   # lambda's crawls fail: its offer is stale
+        crawl(engine, [], at=T0 + timedelta(hours=n), status="failed")
+    other = another_process(db_url)
+    restarted = evaluate(other, rules, now=T0 + timedelta(hours=4))
+    other.dispose()
+    assert (restarted.stale_sources, restarted.pending, restarted.firing) == (["lambda"], 1, 0)
