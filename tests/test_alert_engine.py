@@ -663,3 +663,31 @@ def test_a_pending_rule_held_by_a_stale_source_counts_as_pending_after_a_restart
     restarted = evaluate(other, rules, now=T0 + timedelta(hours=4))
     other.dispose()
     assert (restarted.stale_sources, restarted.pending, restarted.firing) == (["lambda"], 1, 0)
+
+
+def test_state_another_process_wrote_for_another_version_of_a_rule_starts_afresh(engine,
+                                                                                   db_url):
+    """A process with an older rule file shares the database with one running a newer
+    `cheap`: each evaluation sees that the stored alert belongs to another condition."""
+    crawl(engine, [offer("a", 1.5)])
+    mine = [rule("H100 under $2/h", name="cheap")]
+    assert evaluate(engine, mine, now=T0).fired == ["cheap"]
+    other = another_process(db_url)
+    theirs = evaluate(other, [rule("H100 under $2.5/h", name="cheap")],
+                      now=T0 + timedelta(hours=1))
+    other.dispose()
+    assert theirs.fired == ["cheap"]
+    again = evaluate(engine, mine, now=T0 + timedelta(hours=2))
+    assert (again.fired, again.notifications) == (["cheap"], 1)
+    assert store.load_states(engine)["rule:cheap"]["description"] == "H100 under $2/h"
+
+
+def test_a_job_rule_prices_the_whole_machine_the_job_needs(engine):
+    """`cheapest fit for 7B finetune` needs two 80 GB GPUs: a 2x H100 machine at $5.38/h
+    matches a $6/h rule, priced per machine; `per gpu` reads $2.69."""
+    crawl(engine, [offer("2x", 2.69, count=2), offer("1x", 2.0, count=1)])
+    (whole,) = match_rules(engine, [rule("cheapest fit for 7B finetune under $6/h")], now=T0)
+    assert [(round(v, 2), o[4]) for v, o in whole.matches] == [(5.38, "2x")]
+    (per_gpu,) = match_rules(engine, [rule("cheapest fit for 7B finetune under $3/h per gpu")],
+                             now=T0)
+    assert [(round(v, 2), o[4]) for v, o in per_gpu.matches] == [(2.69, "2x")]
