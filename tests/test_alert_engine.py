@@ -17,7 +17,7 @@ from gpuradar.storage.db import get_engine
 from gpuradar.storage.ingest import CrawlWriter
 from gpuradar.storage.models import AlertState, Notification
 from gpuradar.storage.queries import store_fx
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, event, select
 
 from gpuradar.core.items import PriceItem
 
@@ -691,3 +691,30 @@ def test_a_job_rule_prices_the_whole_machine_the_job_needs(engine):
     (per_gpu,) = match_rules(engine, [rule("cheapest fit for 7B finetune under $3/h per gpu")],
                              now=T0)
     assert [(round(v, 2), o[4]) for v, o in per_gpu.matches] == [(2.69, "2x")]
+
+
+def test_the_state_is_read_again_only_after_another_process_wrote_it(engine):
+    """The process keeps the state it wrote: a database read per evaluation would cost every
+    evaluation of a large rule set, so it reads only what someone else changed."""
+    loads: list[str] = []
+
+    def count_loads(conn, cursor, statement: str, *args) -> None:
+        if "alert_state.rule_hash" in statement:     # every column: the whole state
+            loads.append(statement)
+
+    rules = [rule("H100 under $2/h")]
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, rules, now=T0)                 # inserts the alert
+    event.listen(engine, "before_cursor_execute", count_loads)
+    try:
+        t1 = T0 + timedelta(hours=1)
+        crawl(engine, [offer("a", 1.45, at=t1)], at=t1)
+        assert evaluate(engine, rules, now=t1).state_writes == 1    # updates it
+        evaluate(engine, rules, now=T0 + timedelta(hours=2))
+        assert loads == []
+        with engine.begin() as conn:                # another process (an operator) clears it
+            conn.execute(AlertState.__table__.delete())
+        assert evaluate(engine, rules, now=T0 + timedelta(hours=3)).fired == ["h100-under-2"]
+        assert len(loads) == 1
+    finally:
+        event.remove(engine, "before_cursor_execute", count_loads)
