@@ -6,15 +6,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
-from gpuradar.alerts.engine import evaluate, match_rules
+from gpuradar.alerts.engine import evaluate, match_rules, read_market
 from gpuradar.alerts.grammar import parse_rule
+from gpuradar.alerts.market import band_best
 from gpuradar.storage import alerts as store
+from gpuradar.storage.db import get_engine
 from gpuradar.storage.ingest import CrawlWriter
 from gpuradar.storage.models import AlertState, Notification
 from gpuradar.storage.queries import store_fx
-from sqlalchemy import select
+from sqlalchemy import Engine, event, select
 
 from gpuradar.core.items import PriceItem
 
@@ -485,3 +488,233 @@ def test_the_recent_low_includes_prices_that_ended_within_the_window(engine):
     crawl(engine, [offer("a", 1.9, at=t), offer("b", 1.55, at=t)], at=t)
     (m,) = match_rules(engine, [rule("H100 drops 15% below its 7-day low")], now=now)
     assert m.matched is False and m.reference == 1.8
+
+
+# -- what a rule asks of an offer ------------------------------------------------------------
+def test_offers_short_of_what_the_rule_asks_for_do_not_match(engine):
+    """Availability, vCPUs, RAM and GPU memory each keep out the offers that lack them."""
+    specs = {"vcpus": 64.0, "memory_gb": 512.0}
+    crawl(engine, [
+        replace(offer("full", 1.5), **specs),
+        replace(offer("maybe", 1.5, available=None), **specs),
+        replace(offer("few-cpus", 1.5), vcpus=16.0, memory_gb=512.0),
+        replace(offer("small-ram", 1.5), vcpus=64.0, memory_gb=128.0),
+        offer("a100-80", 1.5, gpu="A100-SXM-80GB"),
+        offer("a100-40", 1.2, gpu="A100-SXM-40GB"),
+    ])
+
+    def names(text: str) -> list[str]:
+        (m,) = match_rules(engine, [rule(text)], now=T0)
+        assert m.error == ""
+        return sorted(o[4] for _, o in m.matches)
+
+    assert names("H100 under $3/h available") == ["few-cpus", "full", "small-ram"]
+    assert names("H100 under $3/h with 32+ vCPUs") == ["full", "maybe", "small-ram"]
+    assert names("H100 under $3/h with 256GB+ RAM") == ["few-cpus", "full", "maybe"]
+    assert names("A100 with 80GB+ VRAM under $3/h") == ["a100-80"]
+    assert names("A100 under $3/h") == ["a100-40", "a100-80"]
+
+
+def test_a_source_crawled_for_the_first_time_is_seen_at_the_next_evaluation(engine):
+    rules = [rule("H100 under $2/h")]
+    crawl(engine, [offer("a", 2.5)])
+    assert evaluate(engine, rules, now=T0).fired == []
+    t1 = T0 + timedelta(minutes=5)
+    crawl(engine, [offer("v", 1.8, source="vastai", at=t1)], source="vastai", at=t1)
+    again = evaluate(engine, rules, now=t1)
+    assert again.errors == {} and again.fired == ["h100-under-2"]
+    assert outbox(engine)[0]["title"] == "H100 under $2/h — 1 offer from $1.80/GPU-h"
+
+
+def test_a_rule_of_a_new_kind_added_after_existing_ones_is_evaluated(engine):
+    crawl(engine, [offer("a", 1.5), offer("b", 1.2, gpu="A100-SXM-80GB")])
+    h100 = rule("H100 under $2/h")
+    assert evaluate(engine, [h100], now=T0).fired == ["h100-under-2"]
+    both = evaluate(engine, [h100, rule("A100 under $2/h")], now=T0 + timedelta(minutes=5))
+    assert both.errors == {} and both.fired == ["a100-under-2"]
+
+
+def test_a_rule_in_a_currency_whose_stored_rate_is_zero_matches_nothing_and_says_why(engine):
+    """A zero rate is no rate: even offers priced in euros themselves are not compared."""
+    store_fx(engine, {"EUR": 0.0}, date(2026, 11, 1))
+    crawl(engine, [offer("eu", 1.5, currency="EUR", usd_rate=1.1)])
+    (m,) = match_rules(engine, [rule("H100 under €2/h")], now=T0)
+    assert (m.matched, m.note) == (False, "no exchange rate for EUR")
+
+
+def test_a_rule_resolves_even_when_a_rule_with_a_higher_limit_shares_its_offers(engine):
+    """The cheap rule's hysteresis band ends at $2.04, whatever the $3 rule keeps in view."""
+    rules = [rule("H100 under $2/h", send_resolved=True), rule("H100 under $3/h")]
+    crawl(engine, [offer("a", 1.9)])
+    assert evaluate(engine, rules, now=T0).firing == 2
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 2.5, at=t1)], at=t1)
+    r1 = evaluate(engine, rules, now=t1)
+    assert (r1.firing, r1.resolved) == (1, ["h100-under-2"])
+    assert outbox(engine)[-1]["title"] == "RESOLVED: H100 under $2/h — cheapest now $2.50/GPU-h"
+
+
+def test_the_cheapest_price_now_ignores_the_rules_limit(engine):
+    """What `gpuradar alerts` shows as "cheapest now" for a resolved rule."""
+    crawl(engine, [offer("a", 2.5), offer("b", 3.1)])
+    assert band_best(rule("H100 under $2/h"), read_market(engine, T0)) == 2.5
+    assert band_best(rule("A100 under $2/h"), read_market(engine, T0)) is None
+
+
+def test_a_source_without_a_successful_crawl_for_stale_after_is_stale(engine):
+    crawl(engine, [offer("a", 1.5)])
+    rules = [rule("H100 under $2/h")]
+    first = evaluate(engine, rules, now=T0 + timedelta(days=1))
+    assert (first.stale_sources, first.fired) == ([], ["h100-under-2"])
+    late = T0 + timedelta(days=2, hours=1)
+    result = evaluate(engine, rules, now=late)      # stale: its offer keeps the rule firing
+    assert (result.stale_sources, result.firing, result.resolved) == (["lambda"], 1, [])
+    never = evaluate(engine, rules, now=late, alert_settings={"stale_after": "never"})
+    assert (never.stale_sources, never.firing) == ([], 1)
+
+
+# -- notifications and their messages --------------------------------------------------------
+def test_a_reworded_rule_keeps_its_alert_and_shows_its_new_text(engine):
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, [rule("H100 under $2/h", name="cheap")], now=T0)
+    again = evaluate(engine, [rule("H100 under 2 USD/h", name="cheap")],
+                     now=T0 + timedelta(hours=1))
+    assert (again.firing, again.fired, again.notifications) == (1, [], 0)
+    assert store.load_states(engine)["rule:cheap"]["description"] == "H100 under 2 USD/h"
+
+
+def test_templates_get_the_earlier_price_only_for_an_improvement(engine, tmp_path):
+    """`previous` is what an improvement improved on: a user's template that prints it
+    unconditionally shows nothing there for a repeat."""
+    (tmp_path / "title.txt.j2").write_text("{{ kind }}: {{ best }} [{{ previous }}]",
+                                           encoding="utf-8")
+    settings = {"templates": str(tmp_path)}
+    rules = [rule("H100 under $2/h", repeat="4h")]
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, rules, now=T0, alert_settings=settings)
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 1.2, at=t1)], at=t1)
+    evaluate(engine, rules, now=t1, alert_settings=settings)
+    evaluate(engine, rules, now=T0 + timedelta(hours=5), alert_settings=settings)
+    assert [n["title"] for n in outbox(engine)] == [
+        "firing: $1.50 []", "improved: $1.20 [$1.50]", "repeat: $1.20 []"]
+
+
+def test_a_drop_of_exactly_min_drop_notifies(engine):
+    rules = [rule("H100 under $2.50/h", min_drop="5%")]
+    crawl(engine, [offer("a", 2.0)])
+    evaluate(engine, rules, now=T0)
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 1.9, at=t1)], at=t1)          # 5 % below the notified $2.00
+    assert evaluate(engine, rules, now=t1).notifications == 1
+    last = outbox(engine)[-1]
+    assert last["kind"] == "improved"
+    assert last["title"] == "H100 under $2.50/h — 1 offer from $1.90/GPU-h (was $2.00/GPU-h)"
+
+
+def test_a_price_higher_by_a_rounding_error_is_no_improvement(engine):
+    """With `min_drop: $0` every lower price notifies, but not one that is higher."""
+    rules = [rule("H100 under $2/h", min_drop="$0")]
+    crawl(engine, [offer("a", 0.3)])
+    evaluate(engine, rules, now=T0)
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 0.1 + 0.2, at=t1)], at=t1)    # 0.30000000000000004
+    assert evaluate(engine, rules, now=t1).notifications == 0
+    t2 = T0 + timedelta(hours=2)
+    crawl(engine, [offer("a", 0.29, at=t2)], at=t2)
+    assert evaluate(engine, rules, now=t2).notifications == 1
+
+
+def test_rules_loaded_again_unchanged_are_not_looked_at_again(engine):
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, [rule("H100 under $2/h")], now=T0)
+    again = evaluate(engine, [rule("H100 under $2/h")], now=T0 + timedelta(minutes=10))
+    assert (again.evaluated, again.firing, again.notifications) == (0, 1, 0)
+
+
+# -- state another process wrote -------------------------------------------------------------
+def another_process(db_url: str) -> Engine:
+    """An engine of its own, with nothing kept in memory yet, as another process has
+    (`get_engine` keeps one engine per URL in a process)."""
+    return get_engine.__wrapped__(db_url)
+
+
+def test_a_repeat_falls_due_for_state_another_process_wrote(engine, db_url):
+    """The state comes back from the database (another process evaluated a larger rule
+    set): the firing rule's repeat is still sent on time."""
+    crawl(engine, [offer("a", 1.5)])
+    rules = [rule("H100 under $2/h", repeat="4h")]
+    assert evaluate(engine, rules, now=T0).notifications == 1
+    other = another_process(db_url)
+    evaluate(other, [*rules, rule("A100 under $2/h")], now=T0 + timedelta(hours=1))
+    other.dispose()
+    due = evaluate(engine, rules, now=T0 + timedelta(hours=4))
+    assert (due.notifications, outbox(engine)[-1]["kind"]) == (1, "repeat")
+
+
+def test_a_pending_rule_held_by_a_stale_source_counts_as_pending_after_a_restart(engine,
+                                                                                  db_url):
+    rules = [rule("H100 under $2/h", **{"for": 2})]
+    crawl(engine, [offer("a", 1.5)])
+    assert evaluate(engine, rules, now=T0).pending == 1
+    for n in range(1, 4):                   # lambda's crawls fail: its offer is stale
+        crawl(engine, [], at=T0 + timedelta(hours=n), status="failed")
+    other = another_process(db_url)
+    restarted = evaluate(other, rules, now=T0 + timedelta(hours=4))
+    other.dispose()
+    assert (restarted.stale_sources, restarted.pending, restarted.firing) == (["lambda"], 1, 0)
+
+
+def test_state_another_process_wrote_for_another_version_of_a_rule_starts_afresh(engine,
+                                                                                   db_url):
+    """A process with an older rule file shares the database with one running a newer
+    `cheap`: each evaluation sees that the stored alert belongs to another condition."""
+    crawl(engine, [offer("a", 1.5)])
+    mine = [rule("H100 under $2/h", name="cheap")]
+    assert evaluate(engine, mine, now=T0).fired == ["cheap"]
+    other = another_process(db_url)
+    theirs = evaluate(other, [rule("H100 under $2.5/h", name="cheap")],
+                      now=T0 + timedelta(hours=1))
+    other.dispose()
+    assert theirs.fired == ["cheap"]
+    again = evaluate(engine, mine, now=T0 + timedelta(hours=2))
+    assert (again.fired, again.notifications) == (["cheap"], 1)
+    assert store.load_states(engine)["rule:cheap"]["description"] == "H100 under $2/h"
+
+
+def test_a_job_rule_prices_the_whole_machine_the_job_needs(engine):
+    """`cheapest fit for 7B finetune` needs two 80 GB GPUs: a 2x H100 machine at $5.38/h
+    matches a $6/h rule, priced per machine; `per gpu` reads $2.69."""
+    crawl(engine, [offer("2x", 2.69, count=2), offer("1x", 2.0, count=1)])
+    (whole,) = match_rules(engine, [rule("cheapest fit for 7B finetune under $6/h")], now=T0)
+    assert [(round(v, 2), o[4]) for v, o in whole.matches] == [(5.38, "2x")]
+    (per_gpu,) = match_rules(engine, [rule("cheapest fit for 7B finetune under $3/h per gpu")],
+                             now=T0)
+    assert [(round(v, 2), o[4]) for v, o in per_gpu.matches] == [(2.69, "2x")]
+
+
+def test_the_state_is_read_again_only_after_another_process_wrote_it(engine):
+    """The process keeps the state it wrote: a database read per evaluation would cost every
+    evaluation of a large rule set, so it reads only what someone else changed."""
+    loads: list[str] = []
+
+    def count_loads(conn, cursor, statement: str, *args) -> None:
+        if "alert_state.rule_hash" in statement:     # every column: the whole state
+            loads.append(statement)
+
+    rules = [rule("H100 under $2/h")]
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, rules, now=T0)                 # inserts the alert
+    event.listen(engine, "before_cursor_execute", count_loads)
+    try:
+        t1 = T0 + timedelta(hours=1)
+        crawl(engine, [offer("a", 1.45, at=t1)], at=t1)
+        assert evaluate(engine, rules, now=t1).state_writes == 1    # updates it
+        evaluate(engine, rules, now=T0 + timedelta(hours=2))
+        assert loads == []
+        with engine.begin() as conn:                # another process (an operator) clears it
+            conn.execute(AlertState.__table__.delete())
+        assert evaluate(engine, rules, now=T0 + timedelta(hours=3)).fired == ["h100-under-2"]
+        assert len(loads) == 1
+    finally:
+        event.remove(engine, "before_cursor_execute", count_loads)

@@ -295,3 +295,16 @@ def test_a_hung_smtp_server_times_out_after_send_timeout_once_per_attempt(engine
 ])
 def test_channel_of(url, channel):
     assert channel_of(url) == channel
+
+
+def test_every_message_for_a_target_removed_from_the_config_fails(engine):
+    crawl(engine, [offer("a", 1.5)])
+    rules = [parse_rule("H100 under $2/h", notify=("gone",)),
+             parse_rule("H100 under $3/h", notify=("gone",))]
+    assert evaluate(engine, rules, now=T0).notifications == 2
+    results = deliver_pending(engine, parse_targets({}))
+    assert [r.status for r in results] == ["failed", "failed"]
+    assert all("not configured" in r.error for r in results)
+    with engine.connect() as conn:
+        stored = conn.execute(select(Notification.status)).scalars().all()
+    assert stored == ["failed", "failed"]
