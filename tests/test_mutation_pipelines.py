@@ -171,3 +171,20 @@ def test_a_spiders_error_reaches_its_own_crawl_result_as_written(tmp_path, provi
     message = (f"lambda: {provider_server.base}/pricing: the 8x tab's panel {gone!r} is "
                "missing")
     assert message[:500] in lam["error"] and message[:501] not in lam["error"]
+
+
+def test_the_catalog_fills_in_the_memory_only_where_the_provider_gives_none():
+    bare = offer(2.5, gpu_memory_gb=None)
+    assert normalize(bare, FxTable()) is None and bare.gpu_memory_gb == 80
+    stated = offer(2.5, gpu_memory_gb=79.6)  # as a provider in GiB rounding states it
+    assert normalize(stated, FxTable()) is None and stated.gpu_memory_gb == 79.6
+
+
+def test_a_multi_gpu_offer_says_what_links_its_gpus_and_a_single_gpu_offer_does_not():
+    eight = offer(20.0, count=8, it="Standard_ND96isr_H100_v5")
+    one = offer(2.5, count=1, it="Standard_NC40ads_H100_v5")
+    assert normalize(eight, FxTable()) is None and normalize(one, FxTable()) is None
+    assert eight.attributes["interconnect"] == {"intra_node": "nvswitch",
+                                                "inter_node": "infiniband",
+                                                "basis": "published"}
+    assert "interconnect" not in one.attributes
