@@ -547,3 +547,9 @@ def test_a_numeric_min_drop_is_an_amount_and_must_not_be_negative():
 def test_a_yaml_top_of_true_is_not_a_count():
     with pytest.raises(RuleError, match="top: a whole number"):
         rule_from_mapping({"gpu": "H100", "under": "$2/h", "top": True})
+
+
+def test_with_is_not_part_of_the_any_gpu_name():
+    assert parse_rule("any GPU with 8+ GPUs under $2/h").gpu_query == "any GPU"
+    r = parse_rule("at least 8x any GPU with 80GB vram under $2/h")
+    assert (r.gpu_query, r.condition.offers.min_gpu_memory) == ("any GPU", 80.0)
