@@ -487,6 +487,7 @@ def test_a_bare_number_price_leaves_the_next_word_to_its_own_clause():
 def test_any_gpu_with_a_dangling_with_or_size_is_a_rule_error():
     assert show("any GPU with").startswith("the rule has no condition")
     assert show("any GPU with 80GB").startswith("the rule has no condition")
+    assert show("any GPU 80GB").startswith("the rule has no condition")
 
 
 def test_a_size_after_a_word_that_is_not_with_is_not_read_as_gpu_memory():
