@@ -554,3 +554,9 @@ def test_with_is_not_part_of_the_any_gpu_name():
     assert parse_rule("any GPU with 8+ GPUs under $2/h").gpu_query == "any GPU"
     r = parse_rule("at least 8x any GPU with 80GB vram under $2/h")
     assert (r.gpu_query, r.condition.offers.min_gpu_memory) == ("any GPU", 80.0)
+
+
+def test_a_yaml_count_keeps_the_per_gpu_basis_the_readable_rule_said():
+    r = Read(rule_from_mapping({"rule": "H100 under $2/h per GPU", "count": 8}))
+    assert (r.min_gpus, r.max_gpus, r.per_instance) == (8, 8, False)
+    assert r.rule.condition == parse_rule("8x H100 under $2/h per GPU").condition
