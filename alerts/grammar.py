@@ -182,6 +182,14 @@ def parse_rule(text: str, **options: Any) -> Rule:
         raise RuleError("empty rule (write e.g. `H100 under $2/h`)")
     if is_fit_rule(text):
         return _fit_rule(text, options)
+    spec = read_spec(text)
+    gpu_query = spec.pop("gpu_query")
+    return finish(make_condition(spec), text.strip(), gpu_query, options)
+
+
+def read_spec(text: str) -> dict[str, Any]:
+    """The fields a readable (not fit) rule states, as parsed: `basis` only if its words
+    give one (`per GPU`, `/instance-h`), and `gpu_query`, the GPU as written."""
     toks = _tokenize(text)
     spec: dict[str, Any] = {}
     i = 0
@@ -317,8 +325,7 @@ def parse_rule(text: str, **options: Any) -> Rule:
     if "max_price" not in spec and "drop_pct" not in spec and not spec.get("available_only"):
         raise _fail("the rule has no condition: say `under $2/h`, `drops 15% below its 7-day "
                     "low` or `available`", text, None)
-    gpu_query = spec.pop("gpu_query")
-    return finish(make_condition(spec), text.strip(), gpu_query, options)
+    return spec
 
 
 # -- fit rules ---------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from gpuradar.alerts.grammar import (
     parse_fit_clause,
     parse_price,
     parse_rule,
+    read_spec,
 )
 from gpuradar.alerts.rules import (
     OPTION_KEYS,
@@ -91,7 +92,7 @@ def rule_from_mapping(data: dict[str, Any]) -> Rule:
         gpu_query = ""
         if base_text is not None:
             base = parse_rule(str(base_text))
-            spec = _spec_of(base)
+            spec = _spec_of(base, "basis" in read_spec(str(base_text)))
             gpu_query = base.gpu_query
         gpu_query = _structured_fields(spec, data) or gpu_query
     except RuleError:
@@ -109,14 +110,15 @@ def rule_from_mapping(data: dict[str, Any]) -> Rule:
     return finish(make_condition(spec), text, gpu_query, options)
 
 
-def _spec_of(rule: Rule) -> dict[str, Any]:
+def _spec_of(rule: Rule, said_basis: bool) -> dict[str, Any]:
     """The parsed fields of a readable rule, for the structured ones to refine. The basis is
-    kept only if the rule said it: a count added in YAML then implies per offer."""
+    kept only if the rule said it (`said_basis`): a count added in YAML then implies per
+    offer."""
     c = rule.condition
     spec: dict[str, Any] = {k: getattr(c.offers, k) for k in c.offers.__dataclass_fields__}
     spec.update(max_price=c.max_price, currency=c.currency, drop_pct=c.drop_pct,
                 drop_window=c.drop_window)
-    if c.per_offer != c.offers.names_count:
+    if said_basis:
         spec["basis"] = c.basis
     return {k: v for k, v in spec.items() if v is not None}
 

@@ -365,3 +365,15 @@ def test_a_fit_rule_per_instance_or_configuration_prices_the_whole_configuration
     lines = show("cheapest fit for 7B finetune under $3/h per banana")
     assert lines[0] == "expected 'per gpu'"
     assert caret(lines, "cheapest fit for 7B finetune under $3/h per banana") == "banana"
+
+
+def test_fit_clause_batch_and_region_words():
+    assert parse_fit_clause("fit for 7B lora batch 4").job.batch == 4
+    with pytest.raises(RuleError, match="'region' needs a glob"):
+        parse_fit_clause("fit for 7B lora region")
+
+
+def test_fit_clause_bare_number_price_is_usd_and_leaves_the_next_word():
+    clause = parse_fit_clause("fit for 7B lora under 3 spot")
+    assert (clause.max_price, clause.currency, clause.pricing) == (3.0, "USD", "spot")
+    assert parse_fit_clause("fit for 7B lora under 3").max_price == 3.0

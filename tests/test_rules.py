@@ -477,3 +477,86 @@ def test_at_most_a_gpu_count_is_read_and_a_yaml_max_gpus_reads_back_as_it():
         "`at most 4` is fewer than the rule's 8 GPUs")
     assert show("H100 at most four GPUs under $2/h").splitlines()[0] == (
         "`at most` needs a GPU count: write `at most 4 GPUs`")
+
+
+def test_a_bare_number_price_leaves_the_next_word_to_its_own_clause():
+    r = read("H100 under 2 spot")
+    assert (r.max_price, r.currency, r.pricing) == (2.0, "USD", "spot")
+
+
+def test_any_gpu_with_a_dangling_with_or_size_is_a_rule_error():
+    assert show("any GPU with").startswith("the rule has no condition")
+    assert show("any GPU with 80GB").startswith("the rule has no condition")
+    assert show("any GPU 80GB").startswith("the rule has no condition")
+
+
+def test_a_size_after_a_word_that_is_not_with_is_not_read_as_gpu_memory():
+    assert show("any GPU spot 80GB under $2/h").splitlines()[0].startswith("'80GB' of what?")
+
+
+def test_not_before_a_price_or_a_size_is_refused_at_that_word():
+    for text, word in (("H100 under $2/h not 80GB+", "80GB+"), ("H100 not $2/h", "$2/h")):
+        lines = show(text).splitlines()
+        assert lines[0].startswith("`not` must be followed by")
+        assert lines[2] == "    " + " " * text.index(word) + "^" * len(word)
+
+
+def test_a_price_unit_that_contradicts_per_gpu_points_at_the_price():
+    text = "H100 per GPU under $20/instance-h"
+    assert show(text).splitlines()[2] == "    " + " " * text.index("$20") + "^" * 14
+
+
+def test_an_unknown_gpu_after_a_comma_points_at_that_part_only():
+    text = "H100,Foo Bar under $2/h"
+    assert show(text).splitlines()[2] == "    " + " " * text.index("Foo") + "^" * len("Foo Bar")
+
+
+def test_a_vcpu_count_after_the_gpu_is_a_clause_not_part_of_the_name():
+    r = read("H100 32 vcpus under $2/h")
+    assert (r.gpus, r.min_vcpus, r.max_price) == (H100, 32.0, 2.0)
+
+
+def test_a_list_keyword_at_the_end_of_the_rule_says_what_it_needs():
+    assert show("H100 under $2/h on").splitlines()[0] == (
+        "`on` needs a source (aws, gcp, vastai, ...)")
+
+
+def test_a_zero_day_drop_window_is_refused():
+    text = "H100 drops 15% below its 0-day low"
+    lines = show(text).splitlines()
+    assert lines[0] == "the window must be longer than zero"
+    assert lines[2] == "    " + " " * text.index("0-day") + "^^^^^"
+
+
+def test_a_yaml_count_on_a_readable_rule_that_gave_no_basis_means_per_instance():
+    r = Read(rule_from_mapping({"rule": "H100 under $2/h", "count": 8}))
+    assert (r.min_gpus, r.max_gpus, r.per_instance) == (8, 8, True)
+
+
+def test_a_yaml_drop_of_zero_percent_is_refused():
+    with pytest.raises(RuleError, match="drop: percent must be more than 0"):
+        rule_from_mapping({"gpu": "H100", "drop": {"percent": 0, "days": 7}})
+
+
+def test_a_numeric_min_drop_is_an_amount_and_must_not_be_negative():
+    r = Read(rule_from_mapping({"rule": "H100 under $2/h", "min_drop": 0.5}))
+    assert (r.min_drop_pct, r.min_drop_abs) == (None, 0.5)
+    with pytest.raises(RuleError, match="min_drop: must not be negative"):
+        rule_from_mapping({"rule": "H100 under $2/h", "min_drop": -0.5})
+
+
+def test_a_yaml_top_of_true_is_not_a_count():
+    with pytest.raises(RuleError, match="top: a whole number"):
+        rule_from_mapping({"gpu": "H100", "under": "$2/h", "top": True})
+
+
+def test_with_is_not_part_of_the_any_gpu_name():
+    assert parse_rule("any GPU with 8+ GPUs under $2/h").gpu_query == "any GPU"
+    r = parse_rule("at least 8x any GPU with 80GB vram under $2/h")
+    assert (r.gpu_query, r.condition.offers.min_gpu_memory) == ("any GPU", 80.0)
+
+
+def test_a_yaml_count_keeps_the_per_gpu_basis_the_readable_rule_said():
+    r = Read(rule_from_mapping({"rule": "H100 under $2/h per GPU", "count": 8}))
+    assert (r.min_gpus, r.max_gpus, r.per_instance) == (8, 8, False)
+    assert r.rule.condition == parse_rule("8x H100 under $2/h per GPU").condition
