@@ -560,3 +560,33 @@ def test_a_yaml_count_keeps_the_per_gpu_basis_the_readable_rule_said():
     r = Read(rule_from_mapping({"rule": "H100 under $2/h per GPU", "count": 8}))
     assert (r.min_gpus, r.max_gpus, r.per_instance) == (8, 8, False)
     assert r.rule.condition == parse_rule("8x H100 under $2/h per GPU").condition
+
+
+@pytest.mark.parametrize(("text", "lines"), [
+    ("8x", ["the rule names no GPU (write e.g. `8x H100 under $25/h`)", "    8x", "      ^"]),
+    ("H100 under $2/instance-h per GPU", [
+        "'GPU' contradicts an earlier word", "    H100 under $2/instance-h per GPU",
+        "                                 ^^^"]),
+    ("H100 under $2/h with most 4 GPUs", [
+        "unexpected word 'most'", "    H100 under $2/h with most 4 GPUs",
+        "                         ^^^^"]),
+    ("cheapest fit fro 7B finetune under $3/h", [
+        "expected 'for' after 'fit'", "    cheapest fit fro 7B finetune under $3/h",
+        "                 ^^^"]),
+])
+def test_what_a_rule_cannot_mean_is_said_at_the_word(text, lines):
+    assert show(text).splitlines() == lines
+
+
+def test_a_count_and_an_equal_upper_bound_agree_and_tiny_prices_keep_their_digits():
+    assert parse_rule("8x H100 at most 8 GPUs under $20/h").condition.offers.max_gpus == 8
+    assert parse_rule("H100 under $0.005/h").describe() == "H100 under $0.005/h"
+
+
+def test_a_yaml_size_that_is_no_number_says_its_unit():
+    from gpuradar.alerts.mapping import rule_from_mapping
+
+    with pytest.raises(RuleError, match="gpu_memory: a number of GB, not 'lots'"):
+        rule_from_mapping({"gpu": "H100", "under": "$2/h", "gpu_memory": "lots"})
+    with pytest.raises(RuleError, match="vcpus: a number, not 'lots'"):
+        rule_from_mapping({"gpu": "H100", "under": "$2/h", "vcpus": "lots"})
