@@ -590,3 +590,12 @@ def test_a_yaml_size_that_is_no_number_says_its_unit():
         rule_from_mapping({"gpu": "H100", "under": "$2/h", "gpu_memory": "lots"})
     with pytest.raises(RuleError, match="vcpus: a number, not 'lots'"):
         rule_from_mapping({"gpu": "H100", "under": "$2/h", "vcpus": "lots"})
+
+
+def test_at_most_without_its_gpus_and_a_yaml_drop_without_a_window():
+    from gpuradar.alerts.mapping import rule_from_mapping
+
+    assert show("H100 under $2/h at most 4").splitlines()[0] == (
+        "`at most` needs a GPU count: write `at most 4 GPUs`")
+    drop = rule_from_mapping({"gpu": "H100", "drop": {"percent": 15}})  # window: 7 days
+    assert drop.describe() == "H100 drops 15% below its 7-day low"
