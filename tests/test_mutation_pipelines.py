@@ -182,8 +182,10 @@ def test_the_catalog_fills_in_the_memory_only_where_the_provider_gives_none():
 
 def test_a_multi_gpu_offer_says_what_links_its_gpus_and_a_single_gpu_offer_does_not():
     eight = offer(20.0, count=8, it="Standard_ND96isr_H100_v5")
+    two = offer(7.0, count=2, it="Standard_NC80adis_H100_v5")
     one = offer(2.5, count=1, it="Standard_NC40ads_H100_v5")
-    assert normalize(eight, FxTable()) is None and normalize(one, FxTable()) is None
+    assert all(normalize(o, FxTable()) is None for o in (eight, two, one))
+    assert two.attributes["interconnect"]["intra_node"] == "nvlink"  # the NVL pair's bridge
     assert eight.attributes["interconnect"] == {"intra_node": "nvswitch",
                                                 "inter_node": "infiniband",
                                                 "basis": "published"}
