@@ -8,7 +8,8 @@ mutation/equivalent.toml and counted as killed.
 
 Each mutant runs only the tests that execute its line (mutation/affected.py, from one coverage
 run of the target's tests); `--recheck` runs the last run's survivors against all of them. A
-target with `sample = N` (or `--sample N`) runs a seeded random N of its mutants.
+target with `sample = N` (or `--sample N`) runs a random N of its mutants (a new sample
+per run: cosmic-ray names its mutants afresh at each init).
 
 cosmic-ray writes each mutant into the working tree and restores it afterwards: run it in a
 clean checkout you are not editing (the selection reads the mutant from `git diff`).
@@ -116,8 +117,9 @@ def skip_data(session: Path, target: dict) -> None:
 
 
 def take_sample(session: Path, size: int) -> None:
-    """Keep a random `size` of the mutants (seeded: the same sample on every run); the others
-    are skipped. A sample of n estimates the score within about ±1/sqrt(n)."""
+    """Keep a random `size` of the mutants; the others are skipped. The seed is fixed, but
+    cosmic-ray names the mutants afresh at each init, so every run draws a new sample. A
+    sample of n estimates the score within about ±1/sqrt(n)."""
     db = sqlite3.connect(session)
     jobs = [j for (j,) in db.execute(
         "select job_id from work_items where job_id not in (select job_id from work_results) "
