@@ -85,6 +85,7 @@ class MeterServer:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
+                self.send_header("Connection", "close")  # HTTP/1.0: no pooled reuse
                 self.end_headers()
                 self.wfile.write(body)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -58,7 +59,10 @@ class ProviderServer:
                               {k.lower(): v for k, v in self.headers.items()})
                 server.requests.append(req)
                 handler = server.routes.get((self.command, parts.path))
-                reply = handler(req) if handler else Reply(404, b'{"error": "not found"}')
+                try:
+                    reply = handler(req) if handler else Reply(404, b'{"error": "not found"}')
+                except Exception:  # a broken route says so, instead of a silent hang-up
+                    reply = Reply(500, traceback.format_exc().encode(), "text/plain")
                 if reply.delay:
                     time.sleep(reply.delay)
                 body = reply.body.replace(b"{{BASE}}", server.base.encode())
@@ -66,6 +70,10 @@ class ProviderServer:
                     self.send_response(reply.status)
                     self.send_header("Content-Type", reply.content_type)
                     self.send_header("Content-Length", str(len(body)))
+                    # HTTP/1.0 closes after each answer, but Twisted's pool keeps any
+                    # connection not marked "close": a POST then reused on the closed
+                    # socket fails with ConnectionDone and is never retried.
+                    self.send_header("Connection", "close")
                     for k, v in reply.headers.items():
                         self.send_header(k, v)
                     self.end_headers()
