@@ -102,46 +102,48 @@ def _reason(notify_result: Any) -> str:
     return "; ".join(dict.fromkeys(lines)) or "apprise reported a failure"
 
 
+def _send_one(url: str, urls: tuple[str, ...], title: str, markdown: str, html: str,
+              text: str, notify_type: str, timeout: float) -> tuple[str, bool, str]:
+    """One URL of a target: (its redacted URL, sent, why not)."""
+    import apprise
+    from apprise import AppriseResultStatus, NotifyFormat, NotifyType
+
+    asset = _asset(timeout)
+    plugin = apprise.Apprise.instantiate(url, asset=asset)
+    if plugin is None:  # validated at load time; only a changed plugin set gets here
+        return redact(url), False, "apprise cannot parse the URL"
+    shown = plugin.url(privacy=True)  # as configured (before the timeouts are set)
+    _bound(plugin, url, timeout)
+    fmt = plugin.resolve_format(NotifyFormat.MARKDOWN)
+    body = {NotifyFormat.MARKDOWN: markdown, NotifyFormat.HTML: html}.get(fmt, text)
+    ap = apprise.Apprise(asset=asset)
+    ap.add(plugin)
+    started = time.monotonic()
+    try:
+        res = ap.notify(body=body, title=title, body_format=fmt,
+                        notify_type=NotifyType(notify_type), timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - a plugin bug must not stop the pass
+        return shown, False, _scrub(f"{type(exc).__name__}: {exc}", urls)
+    if res:
+        return shown, True, ""
+    lines = [str(entry) for r in res for entry in r.logs()]
+    timed_out = (res.status == AppriseResultStatus.TIMEOUT
+                 or time.monotonic() - started >= timeout * 0.9
+                 or any("timed out" in line.lower() for line in lines))
+    if timed_out:
+        why = f"timed out after {timeout:g} s"
+    else:
+        why = "; ".join(_reason(r) for r in res) or f"apprise status {res.status.name}"
+    return shown, False, _scrub(why, urls)
+
+
 def send(target: Target, title: str, markdown: str, html: str, text: str,
          notify_type: str = "info", timeout: float = SEND_TIMEOUT) -> SendOutcome:
     """Send one message to every URL of `target`, each in the format it takes best
     (Markdown for Slack and webhooks, HTML for email, text otherwise), each attempt bounded
     by `timeout` seconds (`alerts.send_timeout`)."""
-    import apprise
-    from apprise import AppriseResultStatus, NotifyFormat, NotifyType
-
-    details: list[tuple[str, bool, str]] = []
-    for url in target.urls:
-        asset = _asset(timeout)
-        plugin = apprise.Apprise.instantiate(url, asset=asset)
-        if plugin is None:  # validated at load time; only a changed plugin set gets here
-            details.append((redact(url), False, "apprise cannot parse the URL"))
-            continue
-        shown = plugin.url(privacy=True)  # as configured (before the timeouts are set)
-        _bound(plugin, url, timeout)
-        fmt = plugin.resolve_format(NotifyFormat.MARKDOWN)
-        body = {NotifyFormat.MARKDOWN: markdown, NotifyFormat.HTML: html}.get(fmt, text)
-        ap = apprise.Apprise(asset=asset)
-        ap.add(plugin)
-        started = time.monotonic()
-        try:
-            res = ap.notify(body=body, title=title, body_format=fmt,
-                            notify_type=NotifyType(notify_type), timeout=timeout)
-        except Exception as exc:  # noqa: BLE001 - a plugin bug must not stop the pass
-            details.append((shown, False, _scrub(f"{type(exc).__name__}: {exc}", target.urls)))
-            continue
-        if res:
-            details.append((shown, True, ""))
-            continue
-        lines = [str(entry) for r in res for entry in r.logs()]
-        timed_out = (res.status == AppriseResultStatus.TIMEOUT
-                     or time.monotonic() - started >= timeout * 0.9
-                     or any("timed out" in line.lower() for line in lines))
-        if timed_out:
-            why = f"timed out after {timeout:g} s"
-        else:
-            why = "; ".join(_reason(r) for r in res) or f"apprise status {res.status.name}"
-        details.append((shown, False, _scrub(why, target.urls)))
+    details = [_send_one(url, target.urls, title, markdown, html, text, notify_type, timeout)
+               for url in target.urls]
     failed = [f"{u}: {why}" for u, ok, why in details if not ok]
     return SendOutcome(ok=not failed, error=" | ".join(failed)[:2000], details=details)
 

@@ -320,8 +320,6 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
             result.firing += 1
         elif s is not None and s.state == "pending":
             result.pending += 1
-        elif s is not None and s.state == "error" and r.name not in result.errors:
-            result.errors[r.name] = s.error
     return result
 
 
@@ -335,8 +333,8 @@ def _reached(rule: Rule, key: PoolKey, touched: dict[PoolKey, float],
     return b is None or low <= b + EPS
 
 
-def _due(state: AlertState | None, pol: Policy, now: datetime) -> bool:
-    at = pol.due(state) if state is not None else None
+def _due(state: AlertState, pol: Policy, now: datetime) -> bool:
+    at = pol.due(state)
     return at is not None and at <= now
 
 

@@ -53,10 +53,6 @@ class AlertState:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @property
-    def error(self) -> str:
-        return str(self.best.get("error", "")) if self.state == "error" else ""
-
-    @property
     def was_firing(self) -> bool:
         """Firing, or firing when its evaluation started to fail."""
         return self.state == "firing" or (self.state == "error" and self.fired_at is not None
@@ -105,12 +101,9 @@ class Policy:
         return best <= notified * (1 - pct) + 1e-9 and best < notified
 
     def due(self, state: AlertState) -> datetime | None:
-        """The next time this alert may change with nothing else changing: a repeat, the
-        end of a mute, the end of a `for` duration; None when only new offers can move it."""
-        if state.state == "pending" and self.for_duration and state.pending_since:
-            return state.pending_since + self.for_duration
-        if state.state != "firing":
-            return None
+        """The next time a firing alert may notify with nothing else changing: a repeat, or
+        the end of a mute; None when only new offers can move it. (Pending and failed
+        alerts are looked at at every evaluation: they need no due time.)"""
         if state.notified_value is None:
             return self.mute_until if self.can_notify else None
         if self.repeat and state.last_notified_at:

@@ -718,3 +718,130 @@ def test_the_state_is_read_again_only_after_another_process_wrote_it(engine):
         assert len(loads) == 1
     finally:
         event.remove(engine, "before_cursor_execute", count_loads)
+
+
+# -- state read back from the database behaves as the state kept in the process -------------
+def test_a_firing_alert_read_back_after_a_restart_resolves_and_rewrites_nothing(engine,
+                                                                                db_url):
+    """After a restart the state comes from the database: an unchanged market writes
+    nothing, and the offer's end resolves the alert (with its message)."""
+    rules = [rule("H100 under $2/h", send_resolved=True)]
+    crawl(engine, [offer("a", 1.5)])
+    assert evaluate(engine, rules, now=T0).fired == ["h100-under-2"]
+    other = another_process(db_url)
+    try:
+        quiet = evaluate(other, rules, now=T0 + timedelta(minutes=5))
+        assert (quiet.evaluated, quiet.firing, quiet.state_writes) == (1, 1, 0)
+        t1 = T0 + timedelta(hours=1)
+        crawl(other, [offer("a", 2.6, at=t1)], at=t1)
+        restarted = evaluate(another_process(db_url), rules, now=t1)
+    finally:
+        other.dispose()
+    assert (restarted.resolved, restarted.firing) == (["h100-under-2"], 0)
+    assert [n["kind"] for n in outbox(engine)] == ["firing", "resolved"]
+
+
+def test_a_rule_that_failed_before_a_restart_recovers_without_firing_twice(engine, db_url,
+                                                                           tmp_path):
+    """A firing rule whose evaluation starts to fail (its repeat cannot be rendered) goes
+    on from `firing` once it works again, even in a new process: the repeat is sent, not a
+    second "firing" for the same episode."""
+    (tmp_path / "title.txt.j2").write_text('{{ rule.text.split(" on ")[1] }}',
+                                           encoding="utf-8")
+    rules = [rule("H100 under $2/h", repeat="1h")]
+    crawl(engine, [offer("a", 1.5)])
+    assert evaluate(engine, rules, now=T0).fired == ["h100-under-2"]
+    broken = evaluate(engine, rules, now=T0 + timedelta(hours=1),
+                      alert_settings={"templates": str(tmp_path)})
+    assert list(broken.errors) == ["h100-under-2"]
+    assert (broken.firing, broken.notifications) == (0, 0)  # failing is not firing
+    other = another_process(db_url)
+    try:
+        fixed = evaluate(other, rules, now=T0 + timedelta(hours=2))
+    finally:
+        other.dispose()
+    assert (fixed.errors, fixed.fired, fixed.firing, fixed.notifications) == ({}, [], 1, 1)
+    assert [n["kind"] for n in outbox(engine)] == ["firing", "repeat"]
+
+
+def test_a_stale_source_recovers_with_its_notice_after_a_restart(engine, db_url):
+    settings = {"stale_after_failures": 2, "notify_stale": ["ops"]}
+    rules = [rule("H100 under $2/h")]
+    crawl(engine, [offer("a", 1.5)])
+    for n in (1, 2):
+        crawl(engine, [], at=T0 + timedelta(hours=n), status="failed")
+    assert evaluate(engine, rules, now=T0 + timedelta(hours=2),
+                    alert_settings=settings).stale_sources == ["lambda"]
+    t = T0 + timedelta(hours=3)
+    crawl(engine, [offer("a", 1.5, at=t)], at=t)
+    other = another_process(db_url)
+    try:
+        back = evaluate(other, rules, now=t, alert_settings=settings)
+    finally:
+        other.dispose()
+    assert back.stale_sources == []
+    notices = [(n["kind"], n["target"]) for n in outbox(engine)
+               if n["alert_key"] == "source:lambda"]
+    assert notices == [("stale", "ops"), ("recovered", "ops")]
+
+
+# -- rule sets, logs and what one crawl can reach -------------------------------------------
+def test_a_rule_after_two_rules_of_the_same_name_is_still_evaluated(engine, caplog):
+    crawl(engine, [offer("a", 1.5), offer("x", 1.2, gpu="A100-SXM-80GB")])
+    rules = [rule("H100 under $2/h", name="cheap"), rule("H100 under $3/h", name="cheap"),
+             rule("A100 under $2/h")]
+    result = evaluate(engine, rules, now=T0)
+    assert result.fired == ["cheap", "a100-under-2"]
+    assert "two rules are named 'cheap'; only the first is evaluated" in caplog.text
+
+
+def test_the_evaluation_log_line_says_how_long_it_took_and_what_failed(engine, caplog,
+                                                                       tmp_path):
+    """One INFO line per evaluation; a failing rule's error is logged on one line of at
+    most 300 characters (the whole text stays in the result and the state)."""
+    attribute = "a" * 400
+    (tmp_path / "title.txt.j2").write_text(f"{{{{ rule.{attribute}() }}}}", encoding="utf-8")
+    crawl(engine, [offer("a", 1.5)])
+    caplog.set_level("INFO", logger="gpuradar.alerts.engine")
+    result = evaluate(engine, [rule("H100 under $2/h")], now=T0,
+                      alert_settings={"templates": str(tmp_path)})
+    (why,) = result.errors.values()
+    assert len(why) > 300 and attribute in why
+    (failure,) = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert failure.getMessage() == f"rule 'h100-under-2' failed: {why.splitlines()[0][:300]}"
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("evaluated")]
+    ms = float(line.split(" in ")[1].split(" ms")[0])
+    assert abs(ms - result.seconds * 1000) <= 1
+    assert line.endswith(": 0 firing, 0 notifications queued, 1 failed")
+
+
+def test_a_crawl_that_lowers_several_prices_reaches_the_rule_its_cheapest_one_matches(engine):
+    """What a crawl can change is judged by the cheapest price it touched, whatever the
+    order of its changes: the $1.60 rule sees the $1.50 offer though $1.90 and $1.95 came
+    in the same crawl."""
+    crawl(engine, [offer("a", 3.0), offer("b", 3.0), offer("c", 3.0)])
+    rules = [rule("H100 under $2/h"), rule("H100 under $1.60/h")]
+    assert evaluate(engine, rules, now=T0).fired == []
+    t1 = T0 + timedelta(minutes=10)
+    crawl(engine, [offer("a", 1.9, at=t1), offer("b", 1.5, at=t1), offer("c", 1.95, at=t1)],
+          at=t1)
+    assert evaluate(engine, rules, now=t1).fired == ["h100-under-2", "h100-under-1.60"]
+
+
+def test_a_rule_for_at_most_n_gpus_includes_offers_of_exactly_n(engine):
+    crawl(engine, [offer("8x", 1.5, count=8), offer("16x", 1.4, count=16),
+                   offer("1x", 1.9, count=1)])
+    (m,) = match_rules(engine, [rule("H100 under $2/h with at most 8 GPUs")], now=T0)
+    assert [o[4] for _, o in m.matches] == ["8x", "1x"]
+
+
+def test_the_low_before_a_drop_ignores_prices_that_appeared_with_the_drop(engine):
+    """The reference low is what held before the current cheapest price appeared: another
+    offer's price from that same crawl is not part of 'before'."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    before = now - timedelta(days=3)
+    crawl(engine, [offer("a", 3.0, at=before), offer("b", 3.0, at=before)], at=before)
+    t = now - timedelta(hours=1)
+    crawl(engine, [offer("a", 1.5, at=t), offer("b", 2.5, at=t)], at=t)  # 50 % under 3.00
+    (m,) = match_rules(engine, [rule("H100 drops 45% below its 7-day low")], now=now)
+    assert m.matched and m.reference == 3.0

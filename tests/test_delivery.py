@@ -308,3 +308,40 @@ def test_every_message_for_a_target_removed_from_the_config_fails(engine):
     with engine.connect() as conn:
         stored = conn.execute(select(Notification.status)).scalars().all()
     assert stored == ["failed", "failed"]
+
+
+# -- what an error may show, and one pass at a time ------------------------------------------
+def test_an_error_quoting_the_url_shows_no_secret_but_keeps_short_words(engine):
+    """A sender that fails with the URL's parts in its message (the daemon's fenced sender,
+    a plugin bug): a password of six characters or more becomes ****; short path words
+    stay, or the error would be unreadable."""
+    url = f"json://ops:pa55wd@127.0.0.1:{free_port()}/v2/hooks?retry=0"
+    targets = parse_targets({"hook": url})
+    fire(engine, ("hook",))
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("login ops:pa55wd refused at /v2/hooks")
+
+    (result,) = deliver_pending(engine, targets, sender=failing)
+    assert result.status == "retry"
+    assert result.error == rows(engine)["hook"]["last_error"] == (
+        "RuntimeError: login ops:**** refused at /v2/hooks")
+
+
+def test_a_second_delivery_pass_does_not_wait_for_one_already_sending(engine):
+    """The daemon starts a pass on a timer: while one is still sending to a slow webhook, the
+    next returns at once with nothing done instead of queueing behind it."""
+    with WebhookReceiver(delay=3) as hook:
+        targets = parse_targets({"hook": hook.url()})
+        fire(engine, ("hook",))
+        first: list = []
+        sending = threading.Thread(target=lambda: first.extend(deliver_pending(engine, targets)))
+        sending.start()
+        deadline = time.monotonic() + 20
+        while not hook.posts and time.monotonic() < deadline:   # inside the slow send
+            time.sleep(0.02)
+        assert deliver_pending(engine, targets) == []
+        still_sending = sending.is_alive()
+        sending.join(30)
+    assert still_sending
+    assert [r.status for r in first] == ["sent"] and len(hook.posts) == 1
