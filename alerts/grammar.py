@@ -310,7 +310,7 @@ def read_spec(text: str) -> dict[str, Any]:
             i += 1
         elif low in ("drops", "drop", "falls"):
             i = _drop(spec, toks, i + 1, text, tok)
-        elif low == "at" and i + 1 < len(toks) and toks[i + 1].low == "most":
+        elif _is_at_most(toks, i):
             i = _at_most(spec, toks, i + 2, text, tok)
         elif low in _FILLER:
             i += 1
@@ -525,11 +525,16 @@ def _gpu_error(text: str, toks: list[_Tok], part: str) -> None:
                     hint=catalog.suggest(part))
 
 
+def _is_at_most(toks: list[_Tok], i: int) -> bool:
+    """`at most` starts at word i (two words: `at` alone is no keyword)."""
+    return toks[i].low == "at" and i + 1 < len(toks) and toks[i + 1].low == "most"
+
+
 def _starts_clause(toks: list[_Tok], i: int) -> bool:
     low = toks[i].low
     if low in _KEYWORDS or low in _FILLER:
         return True
-    if low == "at" and i + 1 < len(toks) and toks[i + 1].low == "most":
+    if _is_at_most(toks, i):
         return True
     if PRICE_WORD.match(low) and not _QUANTITY.match(low):
         return True  # "$2/h"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import random
 import shlex
@@ -139,6 +140,8 @@ def run(name: str, target: dict, defaults: dict, sample: int | None = None) -> N
     session.unlink(missing_ok=True)
     record_coverage(name, target, defaults)
     subprocess.run([BIN / "cosmic-ray", "init", cfg, session], cwd=REPO, check=True)
+    (RESULTS / f"{name}.sources.json").write_text(json.dumps(
+        {m: (REPO / m).read_text() for m in target["modules"]}))
     subprocess.run([BIN / "cr-filter-operators", session, cfg], cwd=REPO, check=True)
     skip_data(session, target)
     sample = sample or target.get("sample")
@@ -149,16 +152,23 @@ def run(name: str, target: dict, defaults: dict, sample: int | None = None) -> N
 
 def recheck(name: str, target: dict, defaults: dict) -> None:
     """Run each survivor once more against all the target's tests (the selection can miss a
-    test that reaches the line only in a subprocess); a mutant they kill is marked killed."""
+    test that reaches the line only in a subprocess); a mutant they kill is marked killed.
+    cosmic-ray applies a mutant by its occurrence in the module as it is now: a module
+    edited since the run would get another mutant, so it refuses."""
     session = RESULTS / f"{name}.sqlite"
+    changed = [m for m, text in sources(name, target).items() if (REPO / m).read_text() != text]
+    if changed:
+        sys.exit(f"mutation: {', '.join(changed)} changed since the run of {name!r}: "
+                 "run it again instead of rechecking")
     db = sqlite3.connect(session)
     equivalent = equivalents()
+    where = places(name, target)
     rows = db.execute(
         "select r.job_id, s.module_path, s.operator_name, s.start_pos_row, s.occurrence "
         "from work_results r join mutation_specs s on r.job_id = s.job_id "
         "where r.test_outcome = 'SURVIVED'").fetchall()
     for job, module, operator, line, occurrence in rows:
-        if (module, operator, line, occurrence) in equivalent:
+        if where[job] in equivalent:
             continue
         subprocess.run([BIN / "cosmic-ray", "apply", module, operator, str(occurrence)],
                        cwd=REPO, check=True, capture_output=True)
@@ -179,20 +189,51 @@ def recheck(name: str, target: dict, defaults: dict) -> None:
               f"{'killed' if code else 'survived'}", flush=True)
 
 
-def equivalents() -> set[tuple[str, str, int, int]]:
+Place = tuple[str, str, str, str, int, int]  # module, operator, function, code, nth, index
+
+
+def sources(name: str, target: dict) -> dict[str, str]:
+    """The target's modules as they were when its session was made (saved by `run`; a
+    session made before that is read against the checkout, which `run` requires clean)."""
+    saved = RESULTS / f"{name}.sources.json"
+    if saved.exists():
+        return json.loads(saved.read_text())
+    return {m: (REPO / m).read_text() for m in target["modules"]}
+
+
+def places(name: str, target: dict) -> dict[str, Place]:
+    """Each mutant of the session (job id) named by where it is rather than by line number
+    (see equivalent.toml), from the module text the session was made from."""
+    db = sqlite3.connect(RESULTS / f"{name}.sqlite")
+    specs = db.execute("select job_id, module_path, operator_name, occurrence, start_pos_row, "
+                       "coalesce(definition_name, '') from mutation_specs").fetchall()
+    text = {m: t.split("\n") for m, t in sources(name, target).items()}
+    on_line: dict[tuple, list[int]] = {}
+    rows_of: dict[tuple, set[int]] = {}
+    for _, module, op, occ, row, fn in specs:
+        on_line.setdefault((module, op, row), []).append(occ)
+        rows_of.setdefault((module, fn, text[module][row - 1].strip()), set()).add(row)
+    out = {}
+    for job, module, op, occ, row, fn in specs:
+        code = text[module][row - 1].strip()
+        out[job] = (module, op, fn, code, sorted(rows_of[(module, fn, code)]).index(row),
+                    sorted(on_line[(module, op, row)]).index(occ))
+    return out
+
+
+def equivalents() -> set[Place]:
     path = HERE / "equivalent.toml"
     if not path.exists():
         return set()
     data = tomllib.loads(path.read_text())
-    return {(e["module"], e["operator"], e["line"], e["occurrence"])
+    return {(e["module"], e["operator"], e["function"], e["code"], e.get("nth", 0), e["index"])
             for e in data.get("mutant", [])}
 
 
-def population(name: str, target: dict) -> tuple[int, int, int]:
+def population(name: str, table: dict[str, set[int]]) -> tuple[int, int, int]:
     """(mutants in the sample, mutants of the target after the operator filter, of which in
     data tables)."""
     db = sqlite3.connect(RESULTS / f"{name}.sqlite")
-    table = data_lines(target)
     specs = db.execute("select module_path, start_pos_row from mutation_specs where job_id not "
                        "in (select job_id from work_results where output = 'Filtered operator')"
                        ).fetchall()
@@ -202,19 +243,23 @@ def population(name: str, target: dict) -> tuple[int, int, int]:
     return len(specs) - data - out, len(specs) - data, data
 
 
-def score(name: str, target: dict) -> tuple[int, int, list[tuple]] | None:
+def score(name: str, target: dict, table: dict[str, set[int]]
+          ) -> tuple[int, int, list[tuple[int, Place]]] | None:
+    """(killed or equivalent, mutants run, survivors with their line) of the last run."""
     session = RESULTS / f"{name}.sqlite"
     if not session.exists():
         return None
     db = sqlite3.connect(session)
-    table = data_lines(target)
     rows = [r for r in db.execute(
-        "select s.module_path, s.operator_name, s.start_pos_row, s.occurrence, "
-        "r.test_outcome from work_results r join mutation_specs s on r.job_id = s.job_id "
-        "where r.test_outcome in ('KILLED', 'SURVIVED')") if r[2] not in table.get(r[0], ())]
+        "select r.job_id, s.module_path, s.start_pos_row, r.test_outcome from work_results r "
+        "join mutation_specs s on r.job_id = s.job_id "
+        "where r.test_outcome in ('KILLED', 'SURVIVED')") if r[2] not in table.get(r[1], ())]
     equivalent = equivalents()
-    killed = sum(1 for r in rows if r[4] == "KILLED" or tuple(r[:4]) in equivalent)
-    survivors = [r[:4] for r in rows if r[4] == "SURVIVED" and tuple(r[:4]) not in equivalent]
+    where = places(name, target)
+    killed = sum(1 for job, _, _, outcome in rows
+                 if outcome == "KILLED" or where[job] in equivalent)
+    survivors = [(line, where[job]) for job, _, line, outcome in rows
+                 if outcome == "SURVIVED" and where[job] not in equivalent]
     return killed, len(rows), survivors
 
 
@@ -237,18 +282,20 @@ def main(argv: list[str] | None = None) -> int:
             run(name, spec["targets"][name], spec["defaults"], args.sample)
     total_killed = total = 0
     for name in names:
-        result = score(name, spec["targets"][name])
+        table = data_lines(spec["targets"][name])
+        result = score(name, spec["targets"][name], table)
         if result is None:
             print(f"{name:16} not run")
             continue
         killed, count, survivors = result
         total_killed, total = total_killed + killed, total + count
-        sampled, mutants, data = population(name, spec["targets"][name])
+        sampled, mutants, data = population(name, table)
         of = f" (a sample of {sampled} of {mutants} mutants)" if sampled < mutants else ""
         of += f" ({data} mutants of data tables not counted)" if data else ""
         print(f"{name:16} {killed:4}/{count:<4} killed ({killed / max(count, 1):.0%}){of}")
-        for module, op, line, occ in survivors:
-            print(f"    survived: {module}:{line} {op} #{occ}")
+        for line, (module, op, fn, code, nth, index) in survivors:
+            print(f"    survived: {module}:{line} {op} function={fn!r} code={code!r} "
+                  f"nth={nth} index={index}")
     if total:
         print(f"{'all':16} {total_killed:4}/{total:<4} killed ({total_killed / total:.0%})")
     return 0
