@@ -5,6 +5,7 @@ mutation/equivalent.toml and counted as killed.
 
     python mutation/run.py [TARGET ...]      # all targets by default
     python mutation/run.py --report          # scores of the last runs, no new run
+    python mutation/run.py --stale           # equivalent.toml entries that name no mutant
 
 Each mutant runs only the tests that execute its line (mutation/affected.py, from one coverage
 run of the target's tests); `--recheck` runs the last run's survivors against all of them. A
@@ -26,6 +27,7 @@ import shlex
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -204,10 +206,13 @@ def sources(name: str, target: dict) -> dict[str, str]:
 def places(name: str, target: dict) -> dict[str, Place]:
     """Each mutant of the session (job id) named by where it is rather than by line number
     (see equivalent.toml), from the module text the session was made from."""
-    db = sqlite3.connect(RESULTS / f"{name}.sqlite")
+    return _places(sqlite3.connect(RESULTS / f"{name}.sqlite"), sources(name, target))
+
+
+def _places(db: sqlite3.Connection, texts: dict[str, str]) -> dict[str, Place]:
     specs = db.execute("select job_id, module_path, operator_name, occurrence, start_pos_row, "
                        "coalesce(definition_name, '') from mutation_specs").fetchall()
-    text = {m: t.split("\n") for m, t in sources(name, target).items()}
+    text = {m: t.split("\n") for m, t in texts.items()}
     on_line: dict[tuple, list[int]] = {}
     rows_of: dict[tuple, set[int]] = {}
     for _, module, op, occ, row, fn in specs:
@@ -228,6 +233,22 @@ def equivalents() -> set[Place]:
     data = tomllib.loads(path.read_text())
     return {(e["module"], e["operator"], e["function"], e["code"], e.get("nth", 0), e["index"])
             for e in data.get("mutant", [])}
+
+
+def stale_equivalents(defaults: dict) -> list[Place]:
+    """The entries of equivalent.toml that name no mutant of the modules as they are now
+    (the line was edited or removed): each needs a new look."""
+    entries = equivalents()
+    modules = sorted({e[0] for e in entries})
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg, session = Path(tmp) / "all.toml", Path(tmp) / "all.sqlite"
+        cfg.write_text("[cosmic-ray]\nmodule-path = " + json.dumps(modules) + "\n"
+                       f"timeout = {defaults['timeout']}\nexcluded-modules = []\n"
+                       'test-command = "true"\n[cosmic-ray.distributor]\nname = "local"\n')
+        subprocess.run([BIN / "cosmic-ray", "init", cfg, session], cwd=REPO, check=True)
+        db = sqlite3.connect(session)
+        now = set(_places(db, {m: (REPO / m).read_text() for m in modules}).values())
+    return sorted(entries - now)
 
 
 def population(name: str, table: dict[str, set[int]]) -> tuple[int, int, int]:
@@ -270,10 +291,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", action="store_true", help="print the last scores only")
     ap.add_argument("--recheck", action="store_true",
                     help="run the last run's survivors against all the target's tests")
+    ap.add_argument("--stale", action="store_true",
+                    help="list the equivalent.toml entries that name no mutant any more")
     ap.add_argument("--sample", type=int, metavar="N",
                     help="run a random N of each target's mutants (overrides `sample`)")
     args = ap.parse_args(argv)
     spec = tomllib.loads((HERE / "targets.toml").read_text())
+    if args.stale:
+        stale = stale_equivalents(spec["defaults"])
+        for module, op, fn, code, nth, index in stale:
+            print(f"stale: {module} {op} function={fn!r} code={code!r} nth={nth} index={index}")
+        return 1 if stale else 0
     names = args.targets or list(spec["targets"])
     for name in names if not args.report else ():
         if args.recheck:

@@ -75,6 +75,14 @@ def test_age():
     assert age(None, now) == "-"
 
 
+@pytest.mark.parametrize(("seconds", "shown"), [
+    (0, "0s"), (59, "59s"), (60, "1m"), (3599, "59m"), (3600, "1h"), (86399, "23h"),
+    (86400, "1d"), (-5, "0s")])
+def test_age_changes_unit_exactly_at_each_boundary(seconds, shown):
+    now = datetime(2026, 11, 30, 12, tzinfo=UTC)
+    assert age(now - timedelta(seconds=seconds), now) == shown
+
+
 def test_region_globs_are_plain_globs_with_a_mainland_alias():
     assert region_matches("us-east-1", "", ["us-*"])
     assert region_matches("eastus", "", [])  # no pattern: anything

@@ -62,18 +62,18 @@ def parse_duration(value: Any, *, unit_required: bool = False) -> timedelta:
         text = str(value).strip()
         if unit_required and re.fullmatch(r"\d+(?:\.\d+)?", text):
             raise ValueError(f"{value!r}: give a number with a unit, e.g. 12h, 400d, 58w")
-        pos, seconds, parts = 0, 0.0, 0
+        pos, seconds, read = 0, 0.0, False  # read: a part was read (a bare number may not follow)
         for found in _PART.finditer(text):
             if text[pos:found.start()].strip():
                 break
             unit = (found.group(2) or "").lower()
             if unit and unit not in _UNIT_SECONDS:
                 break
-            if not unit and (unit_required or parts or found.end() != len(text)):
+            if not unit and (unit_required or read or found.end() != len(text)):
                 break
             seconds += float(found.group(1)) * (_UNIT_SECONDS[unit] if unit else 1.0)
-            pos, parts = found.end(), parts + 1
-        if not parts or text[pos:].strip():
+            pos, read = found.end(), True
+        if not read or text[pos:].strip():
             hint = "12h, 400d, 58w" if unit_required else "90s, 5m, 1h30m, 2d"
             raise ValueError(f"not a duration: {value!r} (write e.g. {hint})")
     if not math.isfinite(seconds) or seconds < 0:
@@ -164,6 +164,9 @@ def region_matches(region: str, zone: str, patterns: Iterable[str], source: str 
 
 
 # -- points in time --------------------------------------------------------------------------
+_BEFORE_NOW = {"now": timedelta(0), "yesterday": timedelta(days=1)}  # words parse_when reads
+
+
 def parse_when(value: str, now: datetime | None = None) -> datetime:
     """An instant from what people type: 'now', 'yesterday' (this time yesterday), a
     duration ago ('2d', '90m', '3h ago'), or an ISO date / date and time ('2026-08-22' is
@@ -173,8 +176,8 @@ def parse_when(value: str, now: datetime | None = None) -> datetime:
     now = now or datetime.now(UTC)
     text = (value or "").strip()
     low = text.lower()
-    if low in ("now", "yesterday"):
-        return now - timedelta(days=1 if low == "yesterday" else 0)
+    if low in _BEFORE_NOW:
+        return now - _BEFORE_NOW[low]
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
