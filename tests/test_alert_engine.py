@@ -845,3 +845,27 @@ def test_the_low_before_a_drop_ignores_prices_that_appeared_with_the_drop(engine
     crawl(engine, [offer("a", 1.5, at=t), offer("b", 2.5, at=t)], at=t)  # 50 % under 3.00
     (m,) = match_rules(engine, [rule("H100 drops 45% below its 7-day low")], now=now)
     assert m.matched and m.reference == 3.0
+
+
+def test_a_rule_held_for_a_duration_fires_once_it_has_matched_that_long(engine):
+    """`for: 30m` counts from the first evaluation that matched, not from the latest."""
+    rules = [rule("H100 under $2/h", **{"for": "30m"})]
+    crawl(engine, [offer("a", 1.5)])
+    for minutes in (0, 10, 20):
+        step = evaluate(engine, rules, now=T0 + timedelta(minutes=minutes))
+        assert (step.pending, step.firing, step.notifications) == (1, 0, 0)
+    due = evaluate(engine, rules, now=T0 + timedelta(minutes=30))
+    assert (due.fired, due.notifications) == (["h100-under-2"], 1)
+
+
+def test_a_low_that_ended_before_the_window_is_not_the_recent_low(engine):
+    """A price that held 13 to 9 days ago is not part of the 7-day low the drop is measured
+    from, though the history read reaches back far enough to see it."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    early, later = now - timedelta(days=13), now - timedelta(days=9)
+    crawl(engine, [offer("a", 1.5, at=early), offer("b", 2.2, at=early)], at=early)
+    crawl(engine, [offer("a", 2.0, at=later), offer("b", 2.2, at=later)], at=later)
+    t = now - timedelta(hours=1)
+    crawl(engine, [offer("a", 2.0, at=t), offer("b", 1.6, at=t)], at=t)   # 20 % under 2.00
+    (m,) = match_rules(engine, [rule("H100 drops 15% below its 7-day low")], now=now)
+    assert m.matched and m.reference == 2.0

@@ -345,3 +345,14 @@ def test_a_second_delivery_pass_does_not_wait_for_one_already_sending(engine):
         sending.join(30)
     assert still_sending
     assert [r.status for r in first] == ["sent"] and len(hook.posts) == 1
+
+
+def test_a_message_is_given_up_after_eight_attempts_by_default(engine):
+    """docs/alerts.md: `max_attempts` 8 unless configured."""
+    targets = parse_targets({"hook": f"json://127.0.0.1:{free_port()}/hook?retry=0"})
+    fire(engine, ("hook",))
+    now = datetime.now(UTC)
+    statuses = [r.status for n in range(9)
+                for r in deliver_pending(engine, targets, now=now + timedelta(days=n))]
+    assert statuses == ["retry"] * 7 + ["failed"]
+    assert rows(engine)["hook"]["attempts"] == 8

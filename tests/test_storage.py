@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from gpuradar.storage import queries
@@ -139,6 +140,28 @@ def test_spot_and_on_demand_are_separate_offers(engine):
     crawl(engine, [item("A", 80.0, T0), item("A", 30.0, T0, pricing="spot")], at=T0)
     rows = queries.current_offers(engine, queries.OfferFilter(pricing="spot"))
     assert [(r["instance_type"], r["price"]) for r in rows] == [("A", 30.0)]
+
+
+def test_the_cheapest_price_of_one_kind_of_pricing_ignores_the_other(engine):
+    """`gpuradar history --pricing on_demand`: a cheaper spot price of the same machine is
+    not the on-demand low (nor the other way round)."""
+    now = datetime.now(UTC)
+    day = now - timedelta(days=1)
+    crawl(engine, [item("A", 80.0, day), item("A", 30.0, day, pricing="spot")], at=day)
+    h100 = ["H100-SXM-80GB"]
+    since = now - timedelta(days=2)
+    assert queries.cheapest_over(engine, h100, since, pricing="on_demand")["price"] == 80.0
+    assert queries.cheapest_over(engine, h100, since, pricing="spot")["price"] == 30.0
+    assert queries.cheapest_over(engine, h100, since)["price"] == 30.0
+
+
+def test_a_gpu_memory_floor_keeps_gpus_of_at_least_that_memory(engine):
+    crawl(engine, [replace(item("A", 80.0, T0), gpu_memory_gb=80.0),
+                   replace(item("C", 40.0, T0, count=1, gpu="A100-PCIE-40GB"),
+                           gpu_memory_gb=40.0)], at=T0)
+    for floor, shown in ((40, ["A", "C"]), (80, ["A"]), (81, [])):
+        flt = queries.OfferFilter(min_gpu_memory=floor)
+        assert sorted(r["instance_type"] for r in queries.current_offers(engine, flt)) == shown
 
 
 def test_region_globs_and_filters(engine):
