@@ -9,6 +9,7 @@ import sys
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
+import pytest
 from gpuradar.alerts.engine import evaluate, match_rules, read_market
 from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.market import band_best
@@ -612,9 +613,11 @@ def test_a_drop_of_exactly_min_drop_notifies(engine):
     assert last["title"] == "H100 under $2.50/h — 1 offer from $1.90/GPU-h (was $2.00/GPU-h)"
 
 
-def test_a_price_higher_by_a_rounding_error_is_no_improvement(engine):
-    """With `min_drop: $0` every lower price notifies, but not one that is higher."""
-    rules = [rule("H100 under $2/h", min_drop="$0")]
+@pytest.mark.parametrize("min_drop", ["$0", "0%"])
+def test_a_price_higher_by_a_rounding_error_is_no_improvement(engine, min_drop):
+    """With `min_drop: $0` (or 0 %) every lower price notifies, but not one that is
+    higher."""
+    rules = [rule("H100 under $2/h", min_drop=min_drop)]
     crawl(engine, [offer("a", 0.3)])
     evaluate(engine, rules, now=T0)
     t1 = T0 + timedelta(hours=1)
@@ -869,3 +872,28 @@ def test_a_low_that_ended_before_the_window_is_not_the_recent_low(engine):
     crawl(engine, [offer("a", 2.0, at=t), offer("b", 1.6, at=t)], at=t)   # 20 % under 2.00
     (m,) = match_rules(engine, [rule("H100 drops 15% below its 7-day low")], now=now)
     assert m.matched and m.reference == 2.0
+
+
+def test_a_gpu_the_catalog_does_not_know_matches_a_memory_rule_by_its_stated_memory(engine):
+    """A GPU too new for the catalog is stored under the provider's name with the memory the
+    provider states: an any-GPU memory rule judges it by that memory."""
+    crawl(engine, [replace(offer("new", 1.0, gpu="Blackwell Ultra X", count=1),
+                           gpu_memory_gb=96.0),
+                   replace(offer("small", 0.5, gpu="Tiny Accelerator", count=1),
+                           gpu_memory_gb=16.0)])
+    (m,) = match_rules(engine, [rule("any 80GB+ GPU under $2/h")], now=T0)
+    assert [o[4] for _, o in m.matches] == ["new"]
+
+
+def test_a_rule_that_failed_recovers_without_firing_twice_in_the_same_process(engine,
+                                                                              tmp_path):
+    (tmp_path / "title.txt.j2").write_text('{{ rule.text.split(" on ")[1] }}',
+                                           encoding="utf-8")
+    rules = [rule("H100 under $2/h", repeat="1h")]
+    crawl(engine, [offer("a", 1.5)])
+    assert evaluate(engine, rules, now=T0).fired == ["h100-under-2"]
+    assert list(evaluate(engine, rules, now=T0 + timedelta(hours=1),
+                         alert_settings={"templates": str(tmp_path)}).errors) == ["h100-under-2"]
+    fixed = evaluate(engine, rules, now=T0 + timedelta(hours=2))
+    assert (fixed.fired, fixed.firing, fixed.notifications) == ([], 1, 1)
+    assert [n["kind"] for n in outbox(engine)] == ["firing", "repeat"]

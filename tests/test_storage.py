@@ -300,3 +300,14 @@ def test_spans_up_to_now_when_no_end_is_given(engine):
     crawl(engine, [item("A", 80.0, now - timedelta(hours=2))], at=now - timedelta(hours=2))
     spans = queries.gpu_spans(engine, ["H100-SXM-80GB"], now - timedelta(hours=3))
     assert [s["price"] for s in spans] == [80.0]
+
+
+def test_offer_counts_for_metrics_count_only_listed_offers(engine):
+    """`gpuradar_offers` counts what is listed now: an offer a complete crawl no longer
+    saw is closed and not counted, however its availability was left."""
+    crawl(engine, [item("A", 80.0, T0), item("B", 90.0, T0, available=None),
+                   item("C", 70.0, T0, pricing="spot")], at=T0)
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [item("A", 80.0, t1), item("B", 90.0, t1, available=None)], at=t1)
+    assert sorted(queries.offer_counts(engine)) == [
+        ("azure", "on_demand", "available", 1), ("azure", "on_demand", "unknown", 1)]
