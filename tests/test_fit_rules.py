@@ -192,6 +192,13 @@ def test_a_yaml_fit_error_past_the_last_word_points_just_after_it():
         "    7B inference seq", "                    ^"]
 
 
+def test_a_yaml_fit_error_on_its_first_word_points_at_that_word():
+    _, (error,) = parse_rules([("rules.yaml: rule 1", {"fit": "huge finetune",
+                                                       "under": "$3/h"})])
+    assert str(error).splitlines() == [
+        "rules.yaml: rule 1: fit: unexpected word 'huge'", "    huge finetune", "    ^^^^"]
+
+
 # -- evaluation against stored offers ---------------------------------------------------------
 def usd_market(engine, *, at: datetime = T0, two_gpu_price: float = 5.38) -> None:
     """7B finetune needs 121 GB (16 bytes/param + activations): two 80 GB GPUs, sharded."""

@@ -193,6 +193,15 @@ def test_an_unknown_gpu_first_in_a_list_is_the_only_word_pointed_at():
                                                               "    ^^^^"]
 
 
+@pytest.mark.parametrize(("text", "first_line"), [
+    ("at least 8x", "the rule names no GPU (write e.g. `8x H100 under $25/h`)"),
+    ("at", "unknown GPU 'at'"),
+    ("at least", "unknown GPU 'at least'"),
+])
+def test_a_rule_of_only_its_count_words_says_what_is_missing(text, first_line):
+    assert show(text).splitlines()[0] == first_line
+
+
 def test_a_misspelt_keyword_after_the_gpu():
     message = show("H100 undr $2/h")
     assert message.splitlines() == ["unexpected word 'undr'; did you mean under?",
