@@ -19,6 +19,7 @@ from gpuradar.storage.ingest import CrawlWriter
 from gpuradar.storage.models import AlertState, Notification
 from gpuradar.storage.queries import store_fx
 from sqlalchemy import Engine, event, select
+from sqlalchemy.exc import OperationalError
 
 from gpuradar.core.items import PriceItem
 
@@ -897,3 +898,48 @@ def test_a_rule_that_failed_recovers_without_firing_twice_in_the_same_process(en
     fixed = evaluate(engine, rules, now=T0 + timedelta(hours=2))
     assert (fixed.fired, fixed.firing, fixed.notifications) == ([], 1, 1)
     assert [n["kind"] for n in outbox(engine)] == ["firing", "repeat"]
+
+
+def test_a_drop_rule_whose_history_cannot_be_read_fails_alone(engine):
+    """The price history a drop rule needs is one more query (on PostgreSQL it can hit a
+    statement timeout): when it fails, that rule reports the error and the others fire."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    crawl(engine, [offer("a", 1.5, at=now - timedelta(hours=1))], at=now - timedelta(hours=1))
+    rules = [rule("H100 drops 10% below its 7-day low"), rule("H100 under $2/h")]
+
+    def history_times_out(conn, cursor, statement: str, *args) -> None:
+        if "FROM price_change" in statement:
+            raise OperationalError(statement, {}, Exception("canceling statement due to "
+                                                             "statement timeout"))
+
+    event.listen(engine, "before_cursor_execute", history_times_out)
+    try:
+        result = evaluate(engine, rules, now=now)
+    finally:
+        event.remove(engine, "before_cursor_execute", history_times_out)
+    assert result.fired == ["h100-under-2"]
+    assert list(result.errors) == ["h100-drops-10pct-below-its-7-day-low"]
+    assert "statement timeout" in result.errors["h100-drops-10pct-below-its-7-day-low"]
+
+
+def test_a_reworded_rule_shows_its_new_text_whichever_sorts_first(engine):
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, [rule("H100 under $2/h", name="cheap")], now=T0)
+    again = evaluate(engine, [rule("H100 below $2/h", name="cheap")],
+                     now=T0 + timedelta(hours=1))
+    assert (again.firing, again.fired, again.notifications) == (1, [], 0)
+    assert store.load_states(engine)["rule:cheap"]["description"] == "H100 below $2/h"
+
+
+def test_a_change_far_above_a_rules_limit_does_not_look_at_the_rule_again(engine):
+    """Only a price within the limit plus hysteresis (2 %) can move a rule: a crawl that
+    moves an offer from $3.00 to $2.90 leaves `H100 under $2/h` alone."""
+    crawl(engine, [offer("a", 3.0)])
+    rules = [rule("H100 under $2/h")]
+    assert evaluate(engine, rules, now=T0).evaluated == 1
+    t1 = T0 + timedelta(minutes=10)
+    crawl(engine, [offer("a", 2.9, at=t1)], at=t1)
+    assert evaluate(engine, rules, now=t1).evaluated == 0
+    t2 = T0 + timedelta(minutes=20)
+    crawl(engine, [offer("a", 2.03, at=t2)], at=t2)            # within the band: looked at
+    assert evaluate(engine, rules, now=t2).evaluated == 1
