@@ -318,9 +318,6 @@ class Pool:
             i += 1
         log.debug("pool %s: offer %d not found at %s", self.key, oid, v)
 
-    def __len__(self) -> int:
-        return len(self.values) + len(self.stale_values)
-
 
 def band(rule: Rule, settings: AlertSettings) -> float | None:
     """The highest price a rule looks at: its limit plus hysteresis (None: no limit, or a
