@@ -49,24 +49,35 @@ def config_for(name: str, target: dict, defaults: dict) -> Path:
     coverage = RESULTS / f"{name}.coverage"
     command = shlex.join([sys.executable, str(HERE / "affected.py"), str(coverage), "--",
                           *pytest_args(target, defaults)])
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.toml"
+    path.write_text(cosmic_ray_config(target["modules"], command, defaults,
+                                      defaults["exclude-operators"]))
+    return path
+
+
+def cosmic_ray_config(modules: list[str], command: str, defaults: dict,
+                      exclude_operators: list[str] = ()) -> str:
+    """A cosmic-ray session configuration (TOML) for these modules and test command."""
     lines = [
         "[cosmic-ray]",
-        f"module-path = {target['modules']!r}".replace("'", '"'),
+        f"module-path = {json.dumps(modules)}",
         f"timeout = {defaults['timeout']}",
         "excluded-modules = []",
-        f"test-command = {command!r}",
+        f"test-command = {json.dumps(command)}",
         "",
         "[cosmic-ray.distributor]",
         'name = "local"',
         "",
         "[cosmic-ray.filters.operators-filter]",
-        "exclude-operators = [" + ", ".join(f"'{p}'" for p in defaults["exclude-operators"])
-        + "]",
+        f"exclude-operators = {json.dumps(list(exclude_operators))}",
     ]
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{name}.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return "\n".join(lines) + "\n"
+
+
+def texts(modules: list[str]) -> dict[str, str]:
+    """The modules' source as the checkout holds it now."""
+    return {m: (REPO / m).read_text() for m in modules}
 
 
 def record_coverage(name: str, target: dict, defaults: dict) -> None:
@@ -142,8 +153,7 @@ def run(name: str, target: dict, defaults: dict, sample: int | None = None) -> N
     session.unlink(missing_ok=True)
     record_coverage(name, target, defaults)
     subprocess.run([BIN / "cosmic-ray", "init", cfg, session], cwd=REPO, check=True)
-    (RESULTS / f"{name}.sources.json").write_text(json.dumps(
-        {m: (REPO / m).read_text() for m in target["modules"]}))
+    (RESULTS / f"{name}.sources.json").write_text(json.dumps(texts(target["modules"])))
     subprocess.run([BIN / "cr-filter-operators", session, cfg], cwd=REPO, check=True)
     skip_data(session, target)
     sample = sample or target.get("sample")
@@ -158,7 +168,8 @@ def recheck(name: str, target: dict, defaults: dict) -> None:
     cosmic-ray applies a mutant by its occurrence in the module as it is now: a module
     edited since the run would get another mutant, so it refuses."""
     session = RESULTS / f"{name}.sqlite"
-    changed = [m for m, text in sources(name, target).items() if (REPO / m).read_text() != text]
+    now = texts(target["modules"])
+    changed = [m for m, text in sources(name, target).items() if now.get(m) != text]
     if changed:
         sys.exit(f"mutation: {', '.join(changed)} changed since the run of {name!r}: "
                  "run it again instead of rechecking")
@@ -200,7 +211,7 @@ def sources(name: str, target: dict) -> dict[str, str]:
     saved = RESULTS / f"{name}.sources.json"
     if saved.exists():
         return json.loads(saved.read_text())
-    return {m: (REPO / m).read_text() for m in target["modules"]}
+    return texts(target["modules"])
 
 
 def places(name: str, target: dict) -> dict[str, Place]:
@@ -209,21 +220,23 @@ def places(name: str, target: dict) -> dict[str, Place]:
     return _places(sqlite3.connect(RESULTS / f"{name}.sqlite"), sources(name, target))
 
 
-def _places(db: sqlite3.Connection, texts: dict[str, str]) -> dict[str, Place]:
+def _places(db: sqlite3.Connection, source: dict[str, str]) -> dict[str, Place]:
     specs = db.execute("select job_id, module_path, operator_name, occurrence, start_pos_row, "
                        "coalesce(definition_name, '') from mutation_specs").fetchall()
-    text = {m: t.split("\n") for m, t in texts.items()}
-    on_line: dict[tuple, list[int]] = {}
-    rows_of: dict[tuple, set[int]] = {}
+    lines = {m: t.split("\n") for m, t in source.items()}
+    code = {(m, row): lines[m][row - 1].strip() for _, m, _, _, row, _ in specs}
+    on_line: dict[tuple, list[int]] = {}   # (module, operator, row) -> occurrences
+    rows_of: dict[tuple, set[int]] = {}    # (module, function, code) -> rows
     for _, module, op, occ, row, fn in specs:
         on_line.setdefault((module, op, row), []).append(occ)
-        rows_of.setdefault((module, fn, text[module][row - 1].strip()), set()).add(row)
-    out = {}
-    for job, module, op, occ, row, fn in specs:
-        code = text[module][row - 1].strip()
-        out[job] = (module, op, fn, code, sorted(rows_of[(module, fn, code)]).index(row),
-                    sorted(on_line[(module, op, row)]).index(occ))
-    return out
+        rows_of.setdefault((module, fn, code[module, row]), set()).add(row)
+    index = {(k[0], k[1], occ): i for k, occs in on_line.items()
+             for i, occ in enumerate(sorted(occs))}
+    nth = {(k[0], k[1], row): i for k, rows in rows_of.items()
+           for i, row in enumerate(sorted(rows))}
+    return {job: (module, op, fn, code[module, row], nth[module, fn, row],
+                  index[module, op, occ])
+            for job, module, op, occ, row, fn in specs}
 
 
 def equivalents() -> set[Place]:
@@ -242,12 +255,9 @@ def stale_equivalents(defaults: dict) -> list[Place]:
     modules = sorted({e[0] for e in entries})
     with tempfile.TemporaryDirectory() as tmp:
         cfg, session = Path(tmp) / "all.toml", Path(tmp) / "all.sqlite"
-        cfg.write_text("[cosmic-ray]\nmodule-path = " + json.dumps(modules) + "\n"
-                       f"timeout = {defaults['timeout']}\nexcluded-modules = []\n"
-                       'test-command = "true"\n[cosmic-ray.distributor]\nname = "local"\n')
+        cfg.write_text(cosmic_ray_config(modules, "true", defaults))
         subprocess.run([BIN / "cosmic-ray", "init", cfg, session], cwd=REPO, check=True)
-        db = sqlite3.connect(session)
-        now = set(_places(db, {m: (REPO / m).read_text() for m in modules}).values())
+        now = set(_places(sqlite3.connect(session), texts(modules)).values())
     return sorted(entries - now)
 
 

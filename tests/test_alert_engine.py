@@ -745,11 +745,11 @@ def test_a_firing_alert_read_back_after_a_restart_resolves_and_rewrites_nothing(
     assert [n["kind"] for n in outbox(engine)] == ["firing", "resolved"]
 
 
-def test_a_rule_that_failed_before_a_restart_recovers_without_firing_twice(engine, db_url,
-                                                                           tmp_path):
+@pytest.mark.parametrize("restarted", [False, True])
+def test_a_rule_that_failed_recovers_without_firing_twice(engine, db_url, tmp_path, restarted):
     """A firing rule whose evaluation starts to fail (its repeat cannot be rendered) goes
-    on from `firing` once it works again, even in a new process: the repeat is sent, not a
-    second "firing" for the same episode."""
+    on from `firing` once it works again, in the same process or a new one: the repeat is
+    sent, not a second "firing" for the same episode."""
     (tmp_path / "title.txt.j2").write_text('{{ rule.text.split(" on ")[1] }}',
                                            encoding="utf-8")
     rules = [rule("H100 under $2/h", repeat="1h")]
@@ -759,11 +759,12 @@ def test_a_rule_that_failed_before_a_restart_recovers_without_firing_twice(engin
                       alert_settings={"templates": str(tmp_path)})
     assert list(broken.errors) == ["h100-under-2"]
     assert (broken.firing, broken.notifications) == (0, 0)  # failing is not firing
-    other = another_process(db_url)
+    other = another_process(db_url) if restarted else engine
     try:
         fixed = evaluate(other, rules, now=T0 + timedelta(hours=2))
     finally:
-        other.dispose()
+        if restarted:
+            other.dispose()
     assert (fixed.errors, fixed.fired, fixed.firing, fixed.notifications) == ({}, [], 1, 1)
     assert [n["kind"] for n in outbox(engine)] == ["firing", "repeat"]
 
@@ -884,20 +885,6 @@ def test_a_gpu_the_catalog_does_not_know_matches_a_memory_rule_by_its_stated_mem
                            gpu_memory_gb=16.0)])
     (m,) = match_rules(engine, [rule("any 80GB+ GPU under $2/h")], now=T0)
     assert [o[4] for _, o in m.matches] == ["new"]
-
-
-def test_a_rule_that_failed_recovers_without_firing_twice_in_the_same_process(engine,
-                                                                              tmp_path):
-    (tmp_path / "title.txt.j2").write_text('{{ rule.text.split(" on ")[1] }}',
-                                           encoding="utf-8")
-    rules = [rule("H100 under $2/h", repeat="1h")]
-    crawl(engine, [offer("a", 1.5)])
-    assert evaluate(engine, rules, now=T0).fired == ["h100-under-2"]
-    assert list(evaluate(engine, rules, now=T0 + timedelta(hours=1),
-                         alert_settings={"templates": str(tmp_path)}).errors) == ["h100-under-2"]
-    fixed = evaluate(engine, rules, now=T0 + timedelta(hours=2))
-    assert (fixed.fired, fixed.firing, fixed.notifications) == ([], 1, 1)
-    assert [n["kind"] for n in outbox(engine)] == ["firing", "repeat"]
 
 
 def test_a_drop_rule_whose_history_cannot_be_read_fails_alone(engine):
