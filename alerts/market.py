@@ -325,8 +325,12 @@ def band(rule: Rule, settings: AlertSettings) -> float | None:
     c = rule.condition
     if c.max_price is None or c.drop_pct is not None:
         return None
-    hyst = rule.hysteresis if rule.hysteresis is not None else settings.hysteresis
-    return c.max_price * (1 + hyst)
+    return c.max_price * (1 + hysteresis(rule, settings))
+
+
+def hysteresis(rule: Rule, settings: AlertSettings) -> float:
+    """The rule's own hysteresis, else the configured default (a rule may set 0)."""
+    return rule.hysteresis if rule.hysteresis is not None else settings.hysteresis
 
 
 class PoolSet:
@@ -441,7 +445,6 @@ def match(rule: Rule, pool: Pool, market: Market, settings: AlertSettings, *,
         return RuleMatch(rule, None, note=f"no exchange rate for {c.currency}")
     limit = c.max_price
     result = RuleMatch(rule, limit, pool=pool)
-    hyst = rule.hysteresis if rule.hysteresis is not None else settings.hysteresis
     if c.drop_pct is not None and c.drop_window is not None:
         ref = drop_reference(rule, pool, market, history or [])
         result.reference = ref
@@ -451,7 +454,7 @@ def match(rule: Rule, pool: Pool, market: Market, settings: AlertSettings, *,
         drop_limit = ref * (1 - c.drop_pct)
         limit = drop_limit if limit is None else min(limit, drop_limit)
         result.limit = limit
-    top = None if limit is None else limit * (1 + hyst)
+    top = None if limit is None else limit * (1 + hysteresis(rule, settings))
     values = pool.values
     # "under" is strict: a price within EPS of the limit does not match.
     n = len(values) if limit is None else bisect_left(values, limit - EPS)

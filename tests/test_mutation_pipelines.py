@@ -90,22 +90,25 @@ def test_a_page_lost_to_an_ignored_http_error_closes_nothing(tmp_path, provider_
     assert [o["id"] for o in after] == [o["id"] for o in before]
 
 
-def test_a_search_lost_to_an_ignored_http_error_is_partial_and_closes_nothing(
-        tmp_path, provider_server, sqlite_url):
-    """Vast.ai's two searches: the one for other models answers 404 (no retry, no errback):
-    the offers of the other search are stored, the crawl is partial, nothing is closed."""
+@pytest.mark.parametrize("lost", ["404", "timeout"])
+def test_a_lost_search_makes_the_crawl_partial_says_why_and_closes_nothing(
+        tmp_path, provider_server, sqlite_url, lost):
+    """Vast.ai's two searches: the one for other models answers 404 (no retry, no errback)
+    or no answer in time: the offers of the other search are stored, the crawl is partial,
+    its error says what happened to the lost search, and nothing is closed."""
     from tests.routes.core import vastai_handler
 
     cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
                        sources={"vastai": {"request_interval": 0}},
-                       scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 1})
+                       scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 0, "DOWNLOAD_TIMEOUT": 1})
     first = gpuradar("crawl", "vastai", "--json", config=cfg, db_url=sqlite_url)
     assert first.returncode == 0, first.stdout
     before = gpuradar_json("prices", "--source", "vastai", config=cfg, db_url=sqlite_url)
 
     def no_other_models(req):
         if "notin" in json.dumps((req.json() or {}).get("gpu_name")):
-            return Reply(404, b'{"detail": "not found"}')
+            return (Reply(404, b'{"detail": "not found"}') if lost == "404"
+                    else Reply(body=b"{}", delay=2.5))
         return vastai_handler(req)
 
     provider_server.route("POST", "/api/v0/bundles/", no_other_models)
@@ -113,6 +116,38 @@ def test_a_search_lost_to_an_ignored_http_error_is_partial_and_closes_nothing(
     assert proc.returncode == 4, proc.stdout
     (result,) = json.loads(proc.stdout)
     assert result["status"] == "partial" and result["items"] > 0 and result["closed"] == 0
+    url = f"{provider_server.base}/api/v0/bundles/"
+    assert ("1 response(s) with HTTP 404" if lost == "404" else  # the exception's own words
+            f"Error downloading <POST {url}>: Getting {url} took longer than 1.0 seconds."
+            ) in result["error"]
+    after = gpuradar_json("prices", "--source", "vastai", config=cfg, db_url=sqlite_url)
+    assert [o["id"] for o in after] == [o["id"] for o in before]
+
+
+def test_a_crawl_cut_off_by_its_time_limit_fails_and_closes_nothing(
+        tmp_path, provider_server, sqlite_url):
+    """Vast.ai's search for other models never answers within the crawl's time limit
+    (CLOSESPIDER_TIMEOUT): nothing was logged as an error, yet the crawl is not complete, so
+    it fails with the reason and the other models' offers stay open."""
+    from tests.routes.core import vastai_handler
+
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
+                       sources={"vastai": {"request_interval": 0}},
+                       scrapy={"DOWNLOAD_DELAY": 0, "CLOSESPIDER_TIMEOUT": 2})
+    assert gpuradar("crawl", "vastai", config=cfg, db_url=sqlite_url).returncode == 0
+    before = gpuradar_json("prices", "--source", "vastai", config=cfg, db_url=sqlite_url)
+
+    def other_models_hang(req):
+        if "notin" in json.dumps((req.json() or {}).get("gpu_name")):
+            return Reply(body=b"{}", delay=6)
+        return vastai_handler(req)
+
+    provider_server.route("POST", "/api/v0/bundles/", other_models_hang)
+    proc = gpuradar("crawl", "vastai", "--json", config=cfg, db_url=sqlite_url)
+    assert proc.returncode == 1, proc.stdout
+    (result,) = json.loads(proc.stdout)
+    assert result["status"] == "failed" and result["closed"] == 0
+    assert result["error"].startswith("crawl stopped early: closespider_timeout")
     after = gpuradar_json("prices", "--source", "vastai", config=cfg, db_url=sqlite_url)
     assert [o["id"] for o in after] == [o["id"] for o in before]
 
