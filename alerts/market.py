@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import logging
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -296,7 +296,7 @@ class Pool:
             touched = v
         if after is not None and (v := self._entry(after, market.fx)) is not None:
             values, ids = self._lists(after.source in market.stale)
-            i = bisect_right(values, v)
+            i = bisect_left(values, v)  # after equal prices of older offers, as `build`
             while i < len(values) and values[i] == v and ids[i] < after.id:
                 i += 1
             values.insert(i, v)

@@ -368,6 +368,17 @@ def test_messages_show_both_prices_with_their_units(engine):
             assert "$2.9588/h" not in body
 
 
+def test_a_message_in_another_currency_converts_both_prices_at_the_stored_rate(engine):
+    store_fx(engine, {"CNY": 0.14}, date(2026, 11, 1))
+    crawl(engine, [offer("4090-v", 0.25, source="vastai", gpu="RTX-4090", count=2)],
+          source="vastai")
+    evaluate(engine, [rule("4090 under ¥2/h")], now=T0)
+    (note,) = outbox(engine)  # $0.25 = ¥1.7857 at 0.14; the whole offer $0.50 = ¥3.5714
+    assert "¥1.7857/GPU-h · ¥3.5714/h for 2 GPUs (quoted $0.50/h)" in note["body_text"]
+    best = store.load_states(engine)["rule:4090-under-2"]["best"]
+    assert (round(best["per_gpu"], 4), round(best["instance"], 4)) == (1.7857, 3.5714)
+
+
 def test_a_stored_rule_whose_meaning_changed_starts_afresh(engine):
     """`8x H100 under $25/h` was per GPU-hour before the basis was made explicit: its stored
     alert (firing, notified) belongs to another condition. `H100 under $2/h` means what it
@@ -444,6 +455,42 @@ def test_a_crawl_reaches_only_the_rules_its_offers_can_change(engine):
     second = evaluate(engine, rules, now=t2)
     assert second.evaluated == 2 and second.fired == ["4090-under-0.30"]
     assert [n["kind"] for n in outbox(engine)] == ["firing", "firing", "improved", "firing"]
+
+
+def test_rules_given_in_another_order_each_keep_their_own_offers(engine):
+    """The same rules, reordered between evaluations (a user reorders the rules file), while
+    one GPU's price moves at a time: each alert follows its own GPU's price."""
+    h100, a100 = rule("H100 under $2/h"), rule("A100 under $2/h")
+    prices = {"h": 1.5, "a": 1.2}
+    for n in range(5):
+        at = T0 + timedelta(minutes=10 * n)
+        if n:
+            prices["ha"[n % 2]] -= 0.1
+        crawl(engine, [offer("h", prices["h"], at=at),
+                       offer("a", prices["a"], gpu="A100-SXM-80GB", at=at)], at=at)
+        evaluate(engine, [h100, a100] if n % 2 == 0 else [a100, h100], now=at)
+        states = store.load_states(engine)
+        for name, instance in (("h100", "h"), ("a100", "a")):
+            best = states[f"rule:{name}-under-2"]["best"]
+            assert (best["instance_type"], round(best["per_gpu"], 4)) == (
+                instance, round(prices[instance], 4)), n
+
+
+def test_equally_cheap_offers_are_listed_as_rules_test_lists_them(engine):
+    """Offers at the same price are listed oldest first, whether the evaluation kept its
+    pools from earlier evaluations or `rules test` builds them afresh: an older and a newer
+    offer move to the price of a third; a new offer comes in between two others."""
+    crawl(engine, [offer("a", 2.5), offer("b", 1.8), offer("c", 2.6), offer("d", 1.9)])
+    rules = [rule("H100 under $1.88/h")]
+    evaluate(engine, rules, now=T0)
+    t1 = T0 + timedelta(minutes=10)
+    crawl(engine, [offer(i, p, at=t1) for i, p in
+                   [("a", 1.8), ("b", 1.8), ("c", 1.8), ("d", 1.9), ("e", 1.85)]], at=t1)
+    evaluate(engine, rules, now=t1)
+    (listed,) = match_rules(engine, rules, now=t1)
+    assert [o[4] for _, o in listed.matches] == ["a", "b", "c", "e"]
+    alert = store.load_states(engine)["rule:h100-under-1.88"]
+    assert (alert["best"]["instance_type"], alert["match_count"]) == ("a", 4)
 
 
 def test_the_database_stays_the_truth_for_the_state_kept_in_the_process(engine):
