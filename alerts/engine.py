@@ -269,8 +269,8 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
         digest = rule.condition_hash_value
         st = old if old is not None and old.rule_hash == digest else fresh_state(
             rule.key, rule.name, digest, rule.condition.currency)
-        if st.description != rule.text[:1000] or st.currency != rule.condition.currency:
-            st = replace(st, description=rule.text[:1000], currency=rule.condition.currency)
+        if st.description != rule.text[:1000]:  # reworded, same condition (and currency)
+            st = replace(st, description=rule.text[:1000])
         try:
             top = rule.top or settings.top
             m = _match(rule, rt.pools, market, settings, history, top)

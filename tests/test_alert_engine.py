@@ -126,6 +126,17 @@ def test_resolution_has_hysteresis_and_is_sent_when_asked(engine):
     assert [n["kind"] for n in outbox(engine)] == ["firing", "resolved", "firing"]
 
 
+def test_an_offer_exactly_at_the_top_of_the_band_keeps_the_alert_firing(engine):
+    """Limit $2 with 25 % hysteresis: the band ends at $2.50, included."""
+    rules = [rule("H100 under $2/h", hysteresis="25%")]
+    crawl(engine, [offer("a", 1.5)])
+    assert evaluate(engine, rules, now=T0).fired == ["h100-under-2"]
+    for hours, price, firing in ((1, 2.5, 1), (2, 2.500001, 0)):
+        at = T0 + timedelta(hours=hours)
+        crawl(engine, [offer("a", price, at=at)], at=at)
+        assert evaluate(engine, rules, now=at).firing == firing, price
+
+
 def test_resolution_is_silent_without_send_resolved(engine):
     rules = [rule("H100 under $2/h")]
     crawl(engine, [offer("a", 1.5)])
@@ -493,6 +504,29 @@ def test_equally_cheap_offers_are_listed_as_rules_test_lists_them(engine):
     assert (alert["best"]["instance_type"], alert["match_count"]) == ("a", 4)
 
 
+def test_a_rule_added_later_does_not_see_offers_that_vanished_or_their_old_prices(engine):
+    crawl(engine, [offer("a", 1.5), offer("b", 2.5), offer("c", 1.7)])
+    evaluate(engine, [rule("H100 under $2/h")], now=T0)
+    t1 = T0 + timedelta(minutes=10)
+    crawl(engine, [offer("b", 2.5, at=t1), offer("c", 1.9, at=t1)], at=t1)  # a is gone
+    evaluate(engine, [rule("H100 under $2/h")], now=t1)
+    t2 = T0 + timedelta(minutes=20)
+    added = rule("H100 under $3/h on lambda")       # a new pool, built from the market kept
+    evaluate(engine, [rule("H100 under $2/h"), added], now=t2)
+    best = store.load_states(engine)["rule:h100-under-3-on-lambda"]
+    assert (best["match_count"], best["best"]["instance_type"], best["best_value"]) == (
+        2, "c", 1.9)
+
+
+def test_a_title_longer_than_1000_characters_is_cut_to_1000(engine):
+    regions = ",".join(f"us-east-{i}" for i in range(1, 150))    # a rule of 1,300 characters
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, [rule(f"H100 under $2/h region us-east-1,{regions}", name="long")],
+             now=T0)
+    (note,) = outbox(engine)
+    assert len(note["title"]) == 1000 and note["title"].startswith("H100 under $2/h region")
+
+
 def test_the_database_stays_the_truth_for_the_state_kept_in_the_process(engine):
     crawl(engine, [offer("a", 1.5)])
     rules = [rule("H100 under $2/h")]
@@ -562,6 +596,27 @@ def test_offers_short_of_what_the_rule_asks_for_do_not_match(engine):
     assert names("H100 under $3/h with 256GB+ RAM") == ["few-cpus", "full", "maybe"]
     assert names("A100 with 80GB+ VRAM under $3/h") == ["a100-80"]
     assert names("A100 under $3/h") == ["a100-40", "a100-80"]
+
+
+def test_memory_minimums_allow_3_percent_for_gb_and_gib_and_no_more(engine):
+    """`100GB+` accepts 97 GB (a provider stating GiB, or rounding down) and not 96.99 GB:
+    RAM, the memory of a GPU the catalog does not know, and the total over the GPUs."""
+    crawl(engine, [
+        replace(offer("ram-97", 1.5), memory_gb=97.0),
+        replace(offer("ram-96.99", 1.5), memory_gb=96.99),
+        replace(offer("gpu-97", 1.5, gpu="Blackwell Ultra X"), gpu_memory_gb=97.0),
+        replace(offer("gpu-96.99", 1.5, gpu="Blackwell Ultra X"), gpu_memory_gb=96.99),
+    ])
+
+    def names(text: str) -> list[str]:
+        (m,) = match_rules(engine, [rule(text)], now=T0)
+        return sorted(o[4] for _, o in m.matches)
+
+    assert names("H100 under $3/h with 100GB+ RAM") == ["ram-97"]
+    assert names("any 100GB+ GPU under $3/h") == ["gpu-97"]
+    assert names("any GPU under $3/h with 776GB+ total GPU memory") == [
+        "gpu-96.99", "gpu-97"]                                       # 8 x 97 = 776
+    assert names("any GPU under $3/h with 800GB+ total GPU memory") == ["gpu-97"]
 
 
 def test_a_source_crawled_for_the_first_time_is_seen_at_the_next_evaluation(engine):
@@ -663,14 +718,18 @@ def test_a_drop_of_exactly_min_drop_notifies(engine):
 
 @pytest.mark.parametrize("min_drop", ["$0", "0%"])
 def test_a_price_higher_by_a_rounding_error_is_no_improvement(engine, min_drop):
-    """With `min_drop: $0` (or 0 %) every lower price notifies, but not one that is
-    higher."""
+    """With `min_drop: $0` (or 0 %) every lower price notifies, but not the same one (when
+    another offer changes) nor one that is higher."""
     rules = [rule("H100 under $2/h", min_drop=min_drop)]
     crawl(engine, [offer("a", 0.3)])
     evaluate(engine, rules, now=T0)
     t1 = T0 + timedelta(hours=1)
     crawl(engine, [offer("a", 0.1 + 0.2, at=t1)], at=t1)    # 0.30000000000000004
     assert evaluate(engine, rules, now=t1).notifications == 0
+    t_b = T0 + timedelta(hours=1, minutes=30)
+    crawl(engine, [offer("a", 0.3, at=t_b), offer("b", 1.9, at=t_b)], at=t_b)
+    assert (evaluate(engine, rules, now=t_b).notifications,
+            store.load_states(engine)["rule:h100-under-2"]["match_count"]) == (0, 2)
     t2 = T0 + timedelta(hours=2)
     crawl(engine, [offer("a", 0.29, at=t2)], at=t2)
     assert evaluate(engine, rules, now=t2).notifications == 1
@@ -923,6 +982,32 @@ def test_a_low_that_ended_before_the_window_is_not_the_recent_low(engine):
     assert m.matched and m.reference == 2.0
 
 
+def test_a_drop_alert_resolves_once_the_drop_is_older_than_its_window(engine):
+    now = datetime.now(UTC).replace(microsecond=0)
+    start, drop = now - timedelta(days=6), now - timedelta(hours=1)
+    crawl(engine, [offer("a", 1.8, at=start)], at=start)
+    crawl(engine, [offer("a", 1.5, at=drop)], at=drop)
+    rules = [rule("H100 drops 15% below its 7-day low")]
+    assert evaluate(engine, rules, now=now).fired == ["h100-drops-15pct-below-its-7-day-low"]
+    later = now + timedelta(days=7)                 # the same price, now 7 days old
+    crawl(engine, [offer("a", 1.5, at=later)], at=later)
+    assert evaluate(engine, rules, now=later).resolved == [
+        "h100-drops-15pct-below-its-7-day-low"]
+
+
+def test_a_spot_drop_is_measured_from_spot_prices_only(engine):
+    """The on-demand offer was cheaper all week: a spot rule's low is the spot low."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    start, drop = now - timedelta(days=6), now - timedelta(hours=1)
+    crawl(engine, [offer("s", 1.8, pricing="spot", at=start), offer("o", 1.0, at=start)],
+          at=start)
+    crawl(engine, [offer("s", 1.5, pricing="spot", at=drop), offer("o", 1.0, at=drop)],
+          at=drop)
+    (m,) = match_rules(engine, [rule("H100 spot drops 15% below its 7-day low")], now=now)
+    assert m.matched and m.reference == 1.8
+    assert [o[4] for _, o in m.matches] == ["s"]
+
+
 def test_a_gpu_the_catalog_does_not_know_matches_a_memory_rule_by_its_stated_memory(engine):
     """A GPU too new for the catalog is stored under the provider's name with the memory the
     provider states: an any-GPU memory rule judges it by that memory."""
@@ -949,11 +1034,14 @@ def test_a_drop_rule_whose_history_cannot_be_read_fails_alone(engine):
     event.listen(engine, "before_cursor_execute", history_times_out)
     try:
         result = evaluate(engine, rules, now=now)
+        drop, under = match_rules(engine, rules, now=now)     # `gpuradar rules test`
     finally:
         event.remove(engine, "before_cursor_execute", history_times_out)
     assert result.fired == ["h100-under-2"]
     assert list(result.errors) == ["h100-drops-10pct-below-its-7-day-low"]
     assert "statement timeout" in result.errors["h100-drops-10pct-below-its-7-day-low"]
+    assert "statement timeout" in drop.error and not drop.matched
+    assert under.error == "" and under.matched
 
 
 def test_a_reworded_rule_shows_its_new_text_whichever_sorts_first(engine):
