@@ -502,6 +502,12 @@ def test_equally_cheap_offers_are_listed_as_rules_test_lists_them(engine):
     assert [o[4] for _, o in listed.matches] == ["a", "b", "c", "e"]
     alert = store.load_states(engine)["rule:h100-under-1.88"]
     assert (alert["best"]["instance_type"], alert["match_count"]) == ("a", 4)
+    t2 = T0 + timedelta(minutes=20)                  # b leaves the tie, from its middle
+    crawl(engine, [offer(i, p, at=t2) for i, p in
+                   [("a", 1.8), ("b", 1.7), ("c", 1.8), ("d", 1.9), ("e", 1.85)]], at=t2)
+    evaluate(engine, rules, now=t2)
+    alert = store.load_states(engine)["rule:h100-under-1.88"]
+    assert (alert["best"]["instance_type"], alert["match_count"]) == ("b", 4)
 
 
 def test_a_rule_added_later_does_not_see_offers_that_vanished_or_their_old_prices(engine):
@@ -525,6 +531,29 @@ def test_a_title_longer_than_1000_characters_is_cut_to_1000(engine):
              now=T0)
     (note,) = outbox(engine)
     assert len(note["title"]) == 1000 and note["title"].startswith("H100 under $2/h region")
+
+
+def test_an_evaluation_whose_writes_fail_is_decided_again_by_the_next(engine):
+    """The database refuses an evaluation's writes (the outbox row of a firing): nothing was
+    recorded, so the next evaluation, with no new price to look at, fires and queues it."""
+    crawl(engine, [offer("a", 2.5)])
+    rules = [rule("H100 under $2/h")]
+    assert evaluate(engine, rules, now=T0 - timedelta(minutes=10)).fired == []
+    crawl(engine, [offer("a", 1.5)])
+
+    def refuse_outbox(conn, cursor, statement: str, *args) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO NOTIFICATION"):
+            raise OperationalError(statement, {}, Exception("database or disk is full"))
+
+    event.listen(engine, "before_cursor_execute", refuse_outbox)
+    try:
+        with pytest.raises(OperationalError):
+            evaluate(engine, rules, now=T0)
+    finally:
+        event.remove(engine, "before_cursor_execute", refuse_outbox)
+    again = evaluate(engine, rules, now=T0 + timedelta(minutes=1))
+    assert (again.fired, again.notifications) == (["h100-under-2"], 1)
+    assert [n["kind"] for n in outbox(engine)] == ["firing"]
 
 
 def test_the_database_stays_the_truth_for_the_state_kept_in_the_process(engine):
@@ -606,6 +635,7 @@ def test_memory_minimums_allow_3_percent_for_gb_and_gib_and_no_more(engine):
         replace(offer("ram-96.99", 1.5), memory_gb=96.99),
         replace(offer("gpu-97", 1.5, gpu="Blackwell Ultra X"), gpu_memory_gb=97.0),
         replace(offer("gpu-96.99", 1.5, gpu="Blackwell Ultra X"), gpu_memory_gb=96.99),
+        replace(offer("gpu-unstated", 1.5, gpu="Unknown X"), gpu_memory_gb=None),
     ])
 
     def names(text: str) -> list[str]:
