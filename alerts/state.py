@@ -71,11 +71,11 @@ class Seen:
     """What a rule sees now, reduced to what the transition needs."""
 
     matched: bool
-    best: float | None = None           # cheapest fresh match (rule currency and unit)
-    count: int = 0
-    in_band: bool = False               # a fresh offer within limit + hysteresis
-    stale_hold: bool = False            # a stale source's offer within the band
-    best_offer: dict[str, Any] = field(default_factory=dict)
+    best: float | None                  # cheapest fresh match (rule currency and unit)
+    count: int
+    in_band: bool                       # a fresh offer within limit + hysteresis
+    stale_hold: bool                    # a stale source's offer within the band
+    best_offer: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

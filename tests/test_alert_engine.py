@@ -4,8 +4,10 @@ hysteresis, staleness, restarts, and the outbox written with the state."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
@@ -150,6 +152,8 @@ def test_resolution_is_silent_without_send_resolved(engine):
 def test_unavailable_offers_and_vanished_offers_do_not_match(engine):
     crawl(engine, [offer("a", 1.5, available=False), offer("b", 2.5)])
     assert evaluate(engine, [rule("H100 under $2/h")], now=T0).firing == 0
+    alert = store.load_states(engine)["rule:h100-under-2"]
+    assert (alert["state"], alert["match_count"]) == ("inactive", 0)
     # An offer that disappears from a successful crawl resolves the alert.
     crawl(engine, [offer("c", 1.5, at=T0 + timedelta(hours=1)),
                    offer("b", 2.5, at=T0 + timedelta(hours=1))], at=T0 + timedelta(hours=1))
@@ -230,9 +234,11 @@ def test_pending_that_stops_matching_never_notifies(engine):
     t1 = T0 + timedelta(hours=1)
     crawl(engine, [offer("a", 2.5, at=t1)], at=t1)
     evaluate(engine, rules, now=t1)
+    assert store.load_states(engine)["rule:h100-under-2"]["state"] == "inactive"
     t2 = T0 + timedelta(hours=2)
     crawl(engine, [offer("a", 1.5, at=t2)], at=t2)
     assert evaluate(engine, rules, now=t2).pending == 1    # counting starts over
+    assert evaluate(engine, rules, now=t2 + timedelta(minutes=5)).pending == 1  # 2 of 3
     assert outbox(engine) == []
 
 
@@ -240,8 +246,10 @@ def test_repeat_interval(engine):
     rules = [rule("H100 under $2/h", repeat="4h")]
     crawl(engine, [offer("a", 1.5)])
     evaluate(engine, rules, now=T0)
-    assert evaluate(engine, rules, now=T0 + timedelta(hours=3)).notifications == 0
-    assert evaluate(engine, rules, now=T0 + timedelta(hours=4)).notifications == 1
+    early = evaluate(engine, rules, now=T0 + timedelta(hours=3))
+    assert (early.evaluated, early.notifications) == (0, 0)  # nothing changed, not yet due
+    due = evaluate(engine, rules, now=T0 + timedelta(hours=4))
+    assert (due.evaluated, due.notifications) == (1, 1)
     assert outbox(engine)[-1]["kind"] == "repeat"
 
 
@@ -270,6 +278,56 @@ def test_cny_rule_compares_in_cny(engine):
     evaluate(engine, [rule("4090 under ¥2/h on autodl")], now=T0)
     note = outbox(engine)[0]
     assert note["title"] == "4090 under ¥2/h on autodl — 1 offer from ¥1.90/GPU-h"
+
+
+def test_an_offer_in_the_rules_currency_is_compared_as_quoted_others_at_the_stored_rate(
+        engine):
+    """The FX rate moved since the crawl (0.14 then, 0.125 stored now): a ¥ rule takes
+    AutoDL's ¥1.90 as quoted; a $ rule takes the ¥ offer's dollar price ($0.266), a € rule
+    that price at the stored euro rate. An offer in € whose dollar price could not be
+    worked out (no rate then) is left out in ¥ and $, and taken as quoted in €."""
+    store_fx(engine, {"CNY": 0.125, "EUR": 1.1}, date(2026, 11, 1))
+    crawl(engine, [offer("4090-a", 1.9, source="autodl", gpu="RTX-4090", count=1,
+                         currency="CNY", usd_rate=0.14, region="beijing"),
+                   replace(offer("4090-e", 0.2, source="autodl", gpu="RTX-4090", count=1,
+                                 currency="EUR", region="beijing"),
+                           price_usd=None, price_per_gpu_usd=None)], source="autodl")
+    in_cny, in_usd, in_eur = match_rules(engine, [
+        rule("4090 under ¥2/h"), rule("4090 under $0.30/h"), rule("4090 under €0.30/h")],
+        now=T0)
+    assert [(o[4], round(v, 3)) for v, o in in_cny.matches] == [("4090-a", 1.9)]
+    assert [(o[4], round(v, 3)) for v, o in in_usd.matches] == [("4090-a", 0.266)]
+    assert [(o[4], round(v, 3)) for v, o in in_eur.matches] == [("4090-e", 0.2),
+                                                               ("4090-a", 0.242)]
+    assert in_cny.error == in_usd.error == in_eur.error == ""
+
+
+def test_a_price_rule_and_a_drop_rule_on_the_same_offers_both_work(engine):
+    now = datetime.now(UTC).replace(microsecond=0)
+    crawl(engine, [offer("a", 1.8, at=now - timedelta(days=6))], at=now - timedelta(days=6))
+    crawl(engine, [offer("a", 1.5, at=now - timedelta(hours=1))], at=now - timedelta(hours=1))
+    result = evaluate(engine, [rule("H100 under $2/h"),
+                               rule("H100 drops 10% below its 7-day low")], now=now)
+    assert result.errors == {}
+    assert result.fired == ["h100-under-2", "h100-drops-10pct-below-its-7-day-low"]
+
+
+def test_a_stale_sources_offers_above_the_band_do_not_hold_a_firing_alert(engine):
+    """Vast.ai's offer made the alert fire; Lambda's crawls fail (stale) with its last price
+    far above the band; then Vast.ai's price rises above the band too: nothing fresh or
+    stale is within the band, so the alert resolves."""
+    settings = {"stale_after_failures": 2}
+    rules = [rule("H100 under $2/h"), rule("H100 under $4/h")]  # one pool, up to $4.08
+    crawl(engine, [offer("a", 3.0)])
+    crawl(engine, [offer("v", 1.5, source="vastai")], source="vastai")
+    assert evaluate(engine, rules, now=T0, alert_settings=settings).firing == 2
+    for n in (1, 2):
+        t = T0 + timedelta(hours=n)
+        crawl(engine, [], at=t, status="failed")
+    t = T0 + timedelta(hours=3)
+    crawl(engine, [offer("v", 2.6, source="vastai", at=t)], source="vastai", at=t)
+    result = evaluate(engine, rules, now=t, alert_settings=settings)
+    assert result.stale_sources == ["lambda"] and result.resolved == ["h100-under-2"]
 
 
 def test_filters_count_region_sources_pricing_availability_instance(engine):
@@ -336,6 +394,24 @@ def test_user_templates_override_the_built_in_ones(engine, tmp_path):
     (note,) = outbox(engine)
     assert note["title"] == "[gpu] H100 under $2/h: 1 at $1.50"
     assert "**$1.50/GPU-h**" in note["body_markdown"]      # the others stay built in
+
+
+def test_a_templates_cheapest_now_is_set_for_resolved_messages_only(engine, tmp_path):
+    (tmp_path / "title.txt.j2").write_text("{{ kind }}: [{{ cheapest_now }}]",
+                                           encoding="utf-8")
+    settings = {"templates": str(tmp_path)}
+    rules = [rule("H100 under $2/h", send_resolved=True, repeat="1h")]
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, rules, now=T0, alert_settings=settings)
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 1.2, at=t1)], at=t1)
+    evaluate(engine, rules, now=t1, alert_settings=settings)
+    evaluate(engine, rules, now=t1 + timedelta(hours=1), alert_settings=settings)
+    t3 = T0 + timedelta(hours=3)
+    crawl(engine, [offer("a", 2.6, at=t3)], at=t3)
+    evaluate(engine, rules, now=t3, alert_settings=settings)
+    assert [n["title"] for n in outbox(engine)] == [
+        "firing: []", "improved: []", "repeat: []", "resolved: [$2.60]"]
 
 
 # -- the price basis ----------------------------------------------------------------------------
@@ -508,6 +584,9 @@ def test_equally_cheap_offers_are_listed_as_rules_test_lists_them(engine):
     evaluate(engine, rules, now=t2)
     alert = store.load_states(engine)["rule:h100-under-1.88"]
     assert (alert["best"]["instance_type"], alert["match_count"]) == ("b", 4)
+    improved = outbox(engine)[-1]                  # $1.70 is 5 % under $1.80: notified
+    assert improved["kind"] == "improved"
+    assert re.findall(r"ago · (\w+) https", improved["body_text"]) == ["b", "a", "c", "e"]
 
 
 def test_a_rule_added_later_does_not_see_offers_that_vanished_or_their_old_prices(engine):
@@ -531,6 +610,8 @@ def test_a_title_longer_than_1000_characters_is_cut_to_1000(engine):
              now=T0)
     (note,) = outbox(engine)
     assert len(note["title"]) == 1000 and note["title"].startswith("H100 under $2/h region")
+    description = store.load_states(engine)["rule:long"]["description"]
+    assert len(description) == 1000 and description.startswith("H100 under $2/h region")
 
 
 def test_an_evaluation_whose_writes_fail_is_decided_again_by_the_next(engine):
@@ -554,6 +635,35 @@ def test_an_evaluation_whose_writes_fail_is_decided_again_by_the_next(engine):
     again = evaluate(engine, rules, now=T0 + timedelta(minutes=1))
     assert (again.fired, again.notifications) == (["h100-under-2"], 1)
     assert [n["kind"] for n in outbox(engine)] == ["firing"]
+
+
+def test_a_rule_sharing_its_offers_with_a_higher_one_stays_firing_within_its_band(engine):
+    """`under $2/h` and `under $4/h` read one set of offers: the $2 alert keeps firing while
+    its cheapest offer is within its own band ($2.01 with the default 2 %), whatever the
+    dearer offers the $4 rule also sees."""
+    rules = [rule("H100 under $2/h"), rule("H100 under $4/h")]
+    crawl(engine, [offer("a", 1.5), offer("b", 3.5)])
+    assert evaluate(engine, rules, now=T0).firing == 2
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 2.01, at=t1), offer("b", 3.5, at=t1)], at=t1)
+    result = evaluate(engine, rules, now=t1)
+    assert (result.firing, result.resolved) == (2, [])
+
+
+def test_a_pending_rule_read_back_from_the_database_starts_over_when_it_stops_matching(
+        engine, db_url):
+    rules = [rule("H100 under $2/h", **{"for": 3})]
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, rules, now=T0)
+    evaluate(engine, rules, now=T0 + timedelta(minutes=5))         # pending, 2 of 3
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 2.5, at=t1)], at=t1)
+    other = another_process(db_url)
+    try:
+        evaluate(other, rules, now=t1)
+    finally:
+        other.dispose()
+    assert store.load_states(engine)["rule:h100-under-2"]["state"] == "inactive"
 
 
 def test_the_database_stays_the_truth_for_the_state_kept_in_the_process(engine):
@@ -944,8 +1054,10 @@ def test_the_evaluation_log_line_says_how_long_it_took_and_what_failed(engine, c
     (tmp_path / "title.txt.j2").write_text(f"{{{{ rule.{attribute}() }}}}", encoding="utf-8")
     crawl(engine, [offer("a", 1.5)])
     caplog.set_level("INFO", logger="gpuradar.alerts.engine")
+    started = time.perf_counter()
     result = evaluate(engine, [rule("H100 under $2/h")], now=T0,
                       alert_settings={"templates": str(tmp_path)})
+    assert 0 < result.seconds <= time.perf_counter() - started
     (why,) = result.errors.values()
     assert len(why) > 300 and attribute in why
     (failure,) = [r for r in caplog.records if r.levelname == "ERROR"]
@@ -1036,6 +1148,60 @@ def test_a_spot_drop_is_measured_from_spot_prices_only(engine):
     (m,) = match_rules(engine, [rule("H100 spot drops 15% below its 7-day low")], now=now)
     assert m.matched and m.reference == 1.8
     assert [o[4] for _, o in m.matches] == ["s"]
+
+
+def test_the_recent_low_is_every_offers_low_but_not_a_price_while_unavailable(engine):
+    """The drop is measured from the lowest price any matching offer had in the window
+    (b's $1.70, read after the current price of a), not from a price at which an offer
+    could not be rented (c's $1.00 while unavailable)."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    start, later, drop = (now - timedelta(days=6), now - timedelta(days=2),
+                          now - timedelta(hours=1))
+    crawl(engine, [offer("a", 1.8, at=start), offer("b", 1.7, at=start),
+                   offer("c", 1.0, available=False, at=start)], at=start)
+    crawl(engine, [offer("a", 1.8, at=later), offer("b", 2.2, at=later),
+                   offer("c", 2.5, at=later)], at=later)
+    crawl(engine, [offer("a", 1.5, at=drop), offer("b", 2.2, at=drop),
+                   offer("c", 2.5, at=drop)], at=drop)
+    (m,) = match_rules(engine, [rule("H100 drops 10% below its 7-day low")], now=now)
+    assert m.matched and m.reference == 1.7
+
+
+def test_a_pending_rule_that_failed_counts_its_evaluations_from_the_start_again(engine):
+    """`for: 3` evaluations: two matched, the third failed (its history could not be read):
+    the streak is broken, so the rule fires only after three more."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    crawl(engine, [offer("a", 1.8, at=now - timedelta(days=6))], at=now - timedelta(days=6))
+    crawl(engine, [offer("a", 1.5, at=now - timedelta(hours=1))], at=now - timedelta(hours=1))
+    rules = [rule("H100 drops 10% below its 7-day low", **{"for": 3})]
+
+    def history_fails(conn, cursor, statement: str, *args) -> None:
+        if "FROM price_change" in statement:
+            raise OperationalError(statement, {}, Exception("statement timeout"))
+
+    steps = []
+    for n in range(6):
+        if n == 2:
+            event.listen(engine, "before_cursor_execute", history_fails)
+        try:
+            r = evaluate(engine, rules, now=now + timedelta(minutes=n))
+        finally:
+            if n == 2:
+                event.remove(engine, "before_cursor_execute", history_fails)
+        steps.append("error" if r.errors else "firing" if r.firing else
+                     "pending" if r.pending else "inactive")
+    assert steps == ["pending", "pending", "error", "pending", "pending", "firing"]
+
+
+def test_a_price_that_ended_exactly_when_the_window_began_is_not_the_recent_low(engine):
+    now = datetime.now(UTC).replace(microsecond=0)
+    drop = now - timedelta(hours=1)
+    first, edge = drop - timedelta(days=8), drop - timedelta(days=7)
+    crawl(engine, [offer("a", 1.8, at=first), offer("b", 1.0, at=first)], at=first)
+    crawl(engine, [offer("a", 1.8, at=edge), offer("b", 2.2, at=edge)], at=edge)
+    crawl(engine, [offer("a", 1.5, at=drop), offer("b", 2.2, at=drop)], at=drop)
+    (m,) = match_rules(engine, [rule("H100 drops 10% below its 7-day low")], now=now)
+    assert m.matched and m.reference == 1.8
 
 
 def test_a_gpu_the_catalog_does_not_know_matches_a_memory_rule_by_its_stated_memory(engine):

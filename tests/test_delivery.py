@@ -233,6 +233,19 @@ def test_a_failing_target_defers_its_later_messages_but_not_others(engine):
     assert len(good.posts) == 2
 
 
+def test_a_message_given_up_does_not_hold_up_the_next_one_to_that_target(engine):
+    """With `max_attempts: 1` each of two messages to a dead target is tried once and
+    given up in the same pass."""
+    targets = parse_targets({"hook": f"json://127.0.0.1:{free_port()}/hook?retry=0"})
+    crawl(engine, [offer("a", 1.5)])
+    rules = [parse_rule("H100 under $2/h", notify=("hook",)),
+             parse_rule("H100 under $3/h", notify=("hook",))]
+    assert evaluate(engine, rules, now=T0).notifications == 2
+    results = deliver_pending(engine, targets, max_attempts=1)
+    assert [(r.status, r.attempts) for r in results] == [("failed", 1), ("failed", 1)]
+    assert store.outbox_backlog(engine) == 0
+
+
 def test_a_target_removed_from_the_config_fails_its_rows(engine):
     fire(engine, ("gone",))
     (result,) = deliver_pending(engine, parse_targets({}))
