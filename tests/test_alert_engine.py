@@ -396,24 +396,6 @@ def test_user_templates_override_the_built_in_ones(engine, tmp_path):
     assert "**$1.50/GPU-h**" in note["body_markdown"]      # the others stay built in
 
 
-def test_a_templates_cheapest_now_is_set_for_resolved_messages_only(engine, tmp_path):
-    (tmp_path / "title.txt.j2").write_text("{{ kind }}: [{{ cheapest_now }}]",
-                                           encoding="utf-8")
-    settings = {"templates": str(tmp_path)}
-    rules = [rule("H100 under $2/h", send_resolved=True, repeat="1h")]
-    crawl(engine, [offer("a", 1.5)])
-    evaluate(engine, rules, now=T0, alert_settings=settings)
-    t1 = T0 + timedelta(hours=1)
-    crawl(engine, [offer("a", 1.2, at=t1)], at=t1)
-    evaluate(engine, rules, now=t1, alert_settings=settings)
-    evaluate(engine, rules, now=t1 + timedelta(hours=1), alert_settings=settings)
-    t3 = T0 + timedelta(hours=3)
-    crawl(engine, [offer("a", 2.6, at=t3)], at=t3)
-    evaluate(engine, rules, now=t3, alert_settings=settings)
-    assert [n["title"] for n in outbox(engine)] == [
-        "firing: []", "improved: []", "repeat: []", "resolved: [$2.60]"]
-
-
 # -- the price basis ----------------------------------------------------------------------------
 def test_a_count_rule_matches_whole_offers_of_exactly_that_count_under_the_price(engine):
     # p5.48xlarge on demand: $55.04/h for 8 GPUs, $6.88 per GPU-hour.
@@ -828,20 +810,25 @@ def test_a_reworded_rule_keeps_its_alert_and_shows_its_new_text(engine):
 
 
 def test_templates_get_the_earlier_price_only_for_an_improvement(engine, tmp_path):
-    """`previous` is what an improvement improved on: a user's template that prints it
-    unconditionally shows nothing there for a repeat."""
-    (tmp_path / "title.txt.j2").write_text("{{ kind }}: {{ best }} [{{ previous }}]",
-                                           encoding="utf-8")
+    """`previous` is what an improvement improved on, `cheapest_now` what a resolved alert's
+    offers cost now: a user's template that prints them unconditionally shows nothing there
+    for the other kinds."""
+    (tmp_path / "title.txt.j2").write_text(
+        "{{ kind }}: {{ best }} [{{ previous }}] [{{ cheapest_now }}]", encoding="utf-8")
     settings = {"templates": str(tmp_path)}
-    rules = [rule("H100 under $2/h", repeat="4h")]
+    rules = [rule("H100 under $2/h", repeat="4h", send_resolved=True)]
     crawl(engine, [offer("a", 1.5)])
     evaluate(engine, rules, now=T0, alert_settings=settings)
     t1 = T0 + timedelta(hours=1)
     crawl(engine, [offer("a", 1.2, at=t1)], at=t1)
     evaluate(engine, rules, now=t1, alert_settings=settings)
     evaluate(engine, rules, now=T0 + timedelta(hours=5), alert_settings=settings)
+    t6 = T0 + timedelta(hours=6)
+    crawl(engine, [offer("a", 2.6, at=t6)], at=t6)
+    evaluate(engine, rules, now=t6, alert_settings=settings)
     assert [n["title"] for n in outbox(engine)] == [
-        "firing: $1.50 []", "improved: $1.20 [$1.50]", "repeat: $1.20 []"]
+        "firing: $1.50 [] []", "improved: $1.20 [$1.50] []", "repeat: $1.20 [] []",
+        "resolved: [] [$2.60]"]
 
 
 def test_a_drop_of_exactly_min_drop_notifies(engine):
