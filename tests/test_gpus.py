@@ -556,6 +556,7 @@ def test_match_family_h100_is_every_h100_and_nothing_else() -> None:
         ("TPU", {"TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P", "TPU-V6E"}),
         ("Some Future GPU X9", set()),
         ("", set()),
+        ("   ", set()),
     ],
 )
 def test_match_family(query: str, expected: set[str]) -> None:
@@ -686,3 +687,18 @@ def test_a_form_factor_word_picks_the_variant_and_two_of_them_pick_none() -> Non
     assert lookup("A800 SXM").name == "A800-SXM-80GB"
     assert lookup("H100 SXM PCIe") is None  # contradicting words: never guess
     assert lookup("NVIDIA H100 NVL NVL").name == "H100-NVL-94GB"  # said twice: still one
+
+
+def test_a_name_with_no_slip_is_its_own_suggestion() -> None:
+    """A10 and L4 are real cards one key away from A100 and L40: asked about an exact name,
+    suggest names that card, not its neighbour."""
+    assert suggest("A10") == "A10"
+    assert suggest("L4") == "L4"
+
+
+def test_chinese_providers_ascend_names_are_read_as_ascend() -> None:
+    """Chinese listings write Huawei's NPUs in Chinese (昇腾 = Ascend, 华为 = Huawei):
+    '昇腾910' is the 32 GB Ascend 910, not an unknown '910'; '昇腾910B' stays the 910B."""
+    assert lookup("昇腾910").name == "ASCEND-910"
+    assert lookup("华为昇腾910").name == "ASCEND-910"
+    assert lookup("昇腾910B").name == "ASCEND-910B"

@@ -455,7 +455,7 @@ def lookup(raw: str, memory_gb: float | None = None) -> Gpu | None:
     inside the string ("nvidia-a100-80gb", "H100 (80 GB SXM5)") counts the same; if it
     contradicts `memory_gb`, the answer is None. A zero or negative memory counts as unknown.
     """
-    if not raw or not raw.strip():
+    if not raw:  # also None; a blank string has no words, so it matches nothing below
         return None
     text = _clean(raw)
     named_memory, core_text = _split_memory(text)
@@ -517,7 +517,7 @@ def match_family(query: str) -> list[Gpu]:
     kind ('TPU', 'NPU', 'GPU') gives every accelerator of that kind.
     Case-insensitive. Empty list when nothing matches.
     """
-    if not query or not query.strip():
+    if not query:  # also None; a blank query has no words, so it matches nothing below
         return []
     kind = _KIND_WORDS.get(_key(query))
     if kind is not None:
