@@ -258,7 +258,7 @@ def test_mute_until_holds_notifications_then_sends_once(engine):
     crawl(engine, [offer("a", 1.5)])
     assert evaluate(engine, rules, now=T0).notifications == 0
     assert evaluate(engine, rules, now=T0 + timedelta(hours=1)).firing == 1
-    assert evaluate(engine, rules, now=T0 + timedelta(hours=3)).notifications == 1
+    assert evaluate(engine, rules, now=T0 + timedelta(hours=2)).notifications == 1  # it ended
     assert evaluate(engine, rules, now=T0 + timedelta(hours=4)).notifications == 0
 
 
@@ -646,6 +646,20 @@ def test_a_pending_rule_read_back_from_the_database_starts_over_when_it_stops_ma
     finally:
         other.dispose()
     assert store.load_states(engine)["rule:h100-under-2"]["state"] == "inactive"
+
+
+def test_hundreds_of_offers_take_a_new_dearest_one(engine):
+    """A marketplace lists hundreds of offers under a rule's band; a new one dearer than all
+    of them joins the rule's offers kept in memory at their end."""
+    cheap = [offer(f"o{n}", 1.0 + n * 0.003) for n in range(300)]
+    crawl(engine, cheap)
+    rules = [rule("H100 under $2/h")]
+    evaluate(engine, rules, now=T0)
+    t1 = T0 + timedelta(minutes=10)
+    crawl(engine, [replace(o, observed_at=t1) for o in cheap] + [offer("z", 1.95, at=t1)],
+          at=t1)
+    assert evaluate(engine, rules, now=t1).errors == {}
+    assert store.load_states(engine)["rule:h100-under-2"]["match_count"] == 301
 
 
 def test_the_database_stays_the_truth_for_the_state_kept_in_the_process(engine):
@@ -1189,6 +1203,18 @@ def test_a_price_that_ended_exactly_when_the_window_began_is_not_the_recent_low(
     crawl(engine, [offer("a", 1.5, at=drop), offer("b", 2.2, at=drop)], at=drop)
     (m,) = match_rules(engine, [rule("H100 drops 10% below its 7-day low")], now=now)
     assert m.matched and m.reference == 1.8
+
+
+def test_a_price_of_unknown_availability_is_part_of_the_recent_low(engine):
+    """As for matching, an offer whose availability the provider does not state counts."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    start, drop = now - timedelta(days=6), now - timedelta(hours=1)
+    crawl(engine, [offer("a", 1.8, at=start), offer("u", 1.6, available=None, at=start)],
+          at=start)
+    crawl(engine, [offer("a", 1.3, at=drop), offer("u", 2.2, available=None, at=drop)],
+          at=drop)
+    (m,) = match_rules(engine, [rule("H100 drops 10% below its 7-day low")], now=now)
+    assert m.matched and m.reference == 1.6
 
 
 def test_a_gpu_the_catalog_does_not_know_matches_a_memory_rule_by_its_stated_memory(engine):
