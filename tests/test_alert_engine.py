@@ -660,6 +660,12 @@ def test_hundreds_of_offers_take_a_new_dearest_one(engine):
           at=t1)
     assert evaluate(engine, rules, now=t1).errors == {}
     assert store.load_states(engine)["rule:h100-under-2"]["match_count"] == 301
+    t2 = T0 + timedelta(minutes=20)                    # the 300th offer becomes the cheapest
+    crawl(engine, [replace(o, observed_at=t2) for o in cheap[:-1]]
+          + [offer("o299", 0.9, at=t2), offer("z", 1.95, at=t2)], at=t2)
+    assert evaluate(engine, rules, now=t2).errors == {}
+    alert = store.load_states(engine)["rule:h100-under-2"]
+    assert (alert["match_count"], alert["best"]["instance_type"]) == (301, "o299")
 
 
 def test_the_database_stays_the_truth_for_the_state_kept_in_the_process(engine):
@@ -682,6 +688,7 @@ def test_a_new_exchange_rate_reprices_a_rule_in_another_currency(engine):
     assert len(evaluate(engine, rules, now=T0 + timedelta(minutes=5)).fired) == 1
     (note,) = outbox(engine)
     assert note["title"] == "4090 under ¥2/h — 1 offer from ¥1.7857/GPU-h"
+    assert evaluate(engine, rules, now=T0 + timedelta(minutes=10)).evaluated == 0  # same rate
 
 
 def test_a_rule_with_a_higher_limit_added_beside_a_lower_one_sees_its_offers(engine):
@@ -845,12 +852,13 @@ def test_templates_get_the_earlier_price_only_for_an_improvement(engine, tmp_pat
         "resolved: [] [$2.60]"]
 
 
-def test_a_drop_of_exactly_min_drop_notifies(engine):
-    rules = [rule("H100 under $2.50/h", min_drop="5%")]
+@pytest.mark.parametrize("min_drop", ["5%", "$0.10"])
+def test_a_drop_of_exactly_min_drop_notifies(engine, min_drop):
+    rules = [rule("H100 under $2.50/h", min_drop=min_drop)]
     crawl(engine, [offer("a", 2.0)])
     evaluate(engine, rules, now=T0)
     t1 = T0 + timedelta(hours=1)
-    crawl(engine, [offer("a", 1.9, at=t1)], at=t1)          # 5 % below the notified $2.00
+    crawl(engine, [offer("a", 1.9, at=t1)], at=t1)    # 5 %, $0.10 below the notified $2.00
     assert evaluate(engine, rules, now=t1).notifications == 1
     last = outbox(engine)[-1]
     assert last["kind"] == "improved"
@@ -881,6 +889,10 @@ def test_rules_loaded_again_unchanged_are_not_looked_at_again(engine):
     evaluate(engine, [rule("H100 under $2/h")], now=T0)
     again = evaluate(engine, [rule("H100 under $2/h")], now=T0 + timedelta(minutes=10))
     assert (again.evaluated, again.firing, again.notifications) == (0, 1, 0)
+    both = [rule("H100 under $2/h"), rule("H100 under $4/h")]   # one more, then removed
+    assert evaluate(engine, both, now=T0 + timedelta(minutes=20)).evaluated == 2  # rebuilt
+    fewer = evaluate(engine, [rule("H100 under $2/h")], now=T0 + timedelta(minutes=30))
+    assert (fewer.evaluated, fewer.firing) == (0, 1)
 
 
 # -- state another process wrote -------------------------------------------------------------
@@ -888,6 +900,23 @@ def another_process(db_url: str) -> Engine:
     """An engine of its own, with nothing kept in memory yet, as another process has
     (`get_engine` keeps one engine per URL in a process)."""
     return get_engine.__wrapped__(db_url)
+
+
+@pytest.mark.parametrize("mine,theirs", [("H100 under $2/h", "H100 under $3/h"),
+                                         ("H100 under $3/h", "H100 under $2/h")])
+def test_state_another_process_wrote_for_another_condition_is_replaced(engine, db_url, mine,
+                                                                      theirs):
+    """Another process (an older config) evaluated a rule of the same name but another
+    condition: this process's next evaluation, with nothing else changed, stores its own."""
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, [rule(mine, name="cheap")], now=T0)
+    other = another_process(db_url)
+    try:
+        evaluate(other, [rule(theirs, name="cheap")], now=T0 + timedelta(minutes=5))
+    finally:
+        other.dispose()
+    evaluate(engine, [rule(mine, name="cheap")], now=T0 + timedelta(minutes=10))
+    assert store.load_states(engine)["rule:cheap"]["description"] == mine
 
 
 def test_a_repeat_falls_due_for_state_another_process_wrote(engine, db_url):
@@ -1215,6 +1244,28 @@ def test_a_price_of_unknown_availability_is_part_of_the_recent_low(engine):
           at=drop)
     (m,) = match_rules(engine, [rule("H100 drops 10% below its 7-day low")], now=now)
     assert m.matched and m.reference == 1.6
+
+
+def test_a_drop_exactly_a_window_ago_is_still_within_it(engine):
+    now = datetime.now(UTC).replace(microsecond=0)
+    crawl(engine, [offer("a", 1.8, at=now - timedelta(days=8))], at=now - timedelta(days=8))
+    crawl(engine, [offer("a", 1.5, at=now - timedelta(days=7))], at=now - timedelta(days=7))
+    crawl(engine, [offer("a", 1.5, at=now - timedelta(hours=1))], at=now - timedelta(hours=1))
+    (m,) = match_rules(engine, [rule("H100 drops 10% below its 7-day low")], now=now)
+    assert m.matched and m.reference == 1.8
+
+
+def test_prices_after_the_drop_are_not_part_of_the_low_it_is_measured_from(engine):
+    """b fell to $1.60 an hour after a's drop to $1.50: a's drop is measured from what the
+    offers cost before it ($1.80), not from b's later price."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    start, drop, after = (now - timedelta(days=6), now - timedelta(hours=2),
+                          now - timedelta(hours=1))
+    crawl(engine, [offer("a", 1.8, at=start), offer("b", 2.2, at=start)], at=start)
+    crawl(engine, [offer("a", 1.5, at=drop), offer("b", 2.2, at=drop)], at=drop)
+    crawl(engine, [offer("a", 1.5, at=after), offer("b", 1.6, at=after)], at=after)
+    (m,) = match_rules(engine, [rule("H100 drops 10% below its 7-day low")], now=now)
+    assert m.matched and m.reference == 1.8
 
 
 def test_a_gpu_the_catalog_does_not_know_matches_a_memory_rule_by_its_stated_memory(engine):

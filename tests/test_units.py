@@ -61,6 +61,7 @@ def test_format_duration_round_trips(seconds, text):
     (2.98, "USD", "$2.98"), (1.884, "CNY", "¥1.884"), (0.49, "GBP", "£0.49"),
     (0.0049, "EUR", "€0.0049"), (55.04, "USD", "$55.04"), (1234.5, "USD", "$1,234.50"),
     (12.5, "CHF", "12.50 CHF"), (None, "USD", "-"), (2.5, "USD", "$2.50"),
+    (9.8765, "USD", "$9.8765"), (10.1234, "USD", "$10.12"),   # 4 decimals below 10, 2 above
 ])
 def test_money_prints_every_currency_the_same_way(value, currency, text):
     assert money(value, currency) == text
@@ -105,7 +106,9 @@ def test_every_exit_code_is_documented():
 @pytest.mark.parametrize(("text", "seconds"), [
     ("2hr", 7200), ("2hrs", 7200), ("1 hour", 3600), ("3 hours", 10800), ("90m", 5400),
     ("30sec", 30), ("30 secs", 30), ("1 second", 1), ("45 seconds", 45),
-    ("1 minute", 60), ("5 mins", 300), ("5min", 300), ("1 week", 604800), ("2w", 1209600)])
+    ("1 minute", 60), ("5 mins", 300), ("5min", 300), ("1 week", 604800), ("2w", 1209600),
+    ("3d", 259200), ("1 day", 86400), ("3 days", 259200), ("2 weeks", 1209600),
+    ("250ms", 0.25)])
 def test_every_spelling_of_a_unit_means_that_unit(text, seconds):
     assert parse_duration(text) == timedelta(seconds=seconds)
 
