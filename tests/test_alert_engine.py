@@ -254,11 +254,13 @@ def test_repeat_interval(engine):
 
 
 def test_mute_until_holds_notifications_then_sends_once(engine):
-    rules = [rule("H100 under $2/h", mute_until=T0 + timedelta(hours=2))]
+    rules = [rule("H100 under $2/h", mute_until=T0 + timedelta(hours=2)),
+             rule("H100 under $3/h", mute_until=T0 + timedelta(minutes=90))]
     crawl(engine, [offer("a", 1.5)])
     assert evaluate(engine, rules, now=T0).notifications == 0
-    assert evaluate(engine, rules, now=T0 + timedelta(hours=1)).firing == 1
-    assert evaluate(engine, rules, now=T0 + timedelta(hours=2)).notifications == 1  # it ended
+    assert evaluate(engine, rules, now=T0 + timedelta(hours=1)).firing == 2
+    ended = evaluate(engine, rules, now=T0 + timedelta(hours=2))  # one at its end, one after
+    assert ended.notifications == 2
     assert evaluate(engine, rules, now=T0 + timedelta(hours=4)).notifications == 0
 
 
@@ -374,7 +376,7 @@ def test_changed_rule_is_a_new_alert_and_removed_rules_are_forgotten(engine):
     evaluate(engine, [rule("H100 under $2/h", name="cheap")], now=T0)
     again = evaluate(engine, [rule("H100 under $1.8/h", name="cheap")], now=T0)
     assert again.fired == ["cheap"] and again.notifications == 1
-    evaluate(engine, [], now=T0)
+    assert evaluate(engine, [], now=T0).state_writes == 1     # its state deleted
     assert store.load_states(engine) == {} and store.firing_count(engine) == 0
 
 
@@ -630,6 +632,9 @@ def test_a_rule_sharing_its_offers_with_a_higher_one_stays_firing_within_its_ban
     crawl(engine, [offer("a", 2.01, at=t1), offer("b", 3.5, at=t1)], at=t1)
     result = evaluate(engine, rules, now=t1)
     assert (result.firing, result.resolved) == (2, [])
+    t2 = T0 + timedelta(hours=2)       # b moves within the $4 band, far above the $2 one
+    crawl(engine, [offer("a", 2.01, at=t2), offer("b", 3.0, at=t2)], at=t2)
+    assert evaluate(engine, rules, now=t2).evaluated == 1
 
 
 def test_a_pending_rule_read_back_from_the_database_starts_over_when_it_stops_matching(
@@ -1080,7 +1085,7 @@ def test_the_evaluation_log_line_says_how_long_it_took_and_what_failed(engine, c
                                                                        tmp_path):
     """One INFO line per evaluation; a failing rule's error is logged on one line of at
     most 300 characters (the whole text stays in the result and the state)."""
-    attribute = "a" * 400
+    attribute = "a" * 600
     (tmp_path / "title.txt.j2").write_text(f"{{{{ rule.{attribute}() }}}}", encoding="utf-8")
     crawl(engine, [offer("a", 1.5)])
     caplog.set_level("INFO", logger="gpuradar.alerts.engine")
@@ -1096,6 +1101,7 @@ def test_the_evaluation_log_line_says_how_long_it_took_and_what_failed(engine, c
     ms = float(line.split(" in ")[1].split(" ms")[0])
     assert abs(ms - result.seconds * 1000) <= 1
     assert line.endswith(": 0 firing, 0 notifications queued, 1 failed")
+    assert store.load_states(engine)["rule:h100-under-2"]["best"]["error"] == why[:500]
 
 
 def test_a_crawl_that_lowers_several_prices_reaches_the_rule_its_cheapest_one_matches(engine):
