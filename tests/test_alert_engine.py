@@ -818,6 +818,8 @@ def test_a_source_without_a_successful_crawl_for_stale_after_is_stale(engine):
     rules = [rule("H100 under $2/h")]
     first = evaluate(engine, rules, now=T0 + timedelta(days=1))
     assert (first.stale_sources, first.fired) == ([], ["h100-under-2"])
+    edge = evaluate(engine, rules, now=T0 + timedelta(days=2))   # exactly stale_after: not yet
+    assert edge.stale_sources == []
     late = T0 + timedelta(days=2, hours=1)
     result = evaluate(engine, rules, now=late)      # stale: its offer keeps the rule firing
     assert (result.stale_sources, result.firing, result.resolved) == (["lambda"], 1, [])
@@ -1145,6 +1147,10 @@ def test_a_rule_held_for_a_duration_fires_once_it_has_matched_that_long(engine):
         assert (step.pending, step.firing, step.notifications) == (1, 0, 0)
     due = evaluate(engine, rules, now=T0 + timedelta(minutes=30))
     assert (due.fired, due.notifications) == (["h100-under-2"], 1)
+    longer = [rule("H100 under $3/h", **{"for": "30m"})]    # evaluated past its 30 minutes
+    evaluate(engine, longer, now=T0)
+    late = evaluate(engine, longer, now=T0 + timedelta(minutes=45))
+    assert late.fired == ["h100-under-3"]
 
 
 def test_a_low_that_ended_before_the_window_is_not_the_recent_low(engine):
