@@ -1192,23 +1192,6 @@ def test_a_spot_drop_is_measured_from_spot_prices_only(engine):
     assert [o[4] for _, o in m.matches] == ["s"]
 
 
-def test_the_recent_low_is_every_offers_low_but_not_a_price_while_unavailable(engine):
-    """The drop is measured from the lowest price any matching offer had in the window
-    (b's $1.70, read after the current price of a), not from a price at which an offer
-    could not be rented (c's $1.00 while unavailable)."""
-    now = datetime.now(UTC).replace(microsecond=0)
-    start, later, drop = (now - timedelta(days=6), now - timedelta(days=2),
-                          now - timedelta(hours=1))
-    crawl(engine, [offer("a", 1.8, at=start), offer("b", 1.7, at=start),
-                   offer("c", 1.0, available=False, at=start)], at=start)
-    crawl(engine, [offer("a", 1.8, at=later), offer("b", 2.2, at=later),
-                   offer("c", 2.5, at=later)], at=later)
-    crawl(engine, [offer("a", 1.5, at=drop), offer("b", 2.2, at=drop),
-                   offer("c", 2.5, at=drop)], at=drop)
-    (m,) = match_rules(engine, [rule("H100 drops 10% below its 7-day low")], now=now)
-    assert m.matched and m.reference == 1.7
-
-
 def test_a_pending_rule_that_failed_counts_its_evaluations_from_the_start_again(engine):
     """`for: 3` evaluations: two matched, the third failed (its history could not be read):
     the streak is broken, so the rule fires only after three more."""
@@ -1235,49 +1218,35 @@ def test_a_pending_rule_that_failed_counts_its_evaluations_from_the_start_again(
     assert steps == ["pending", "pending", "error", "pending", "pending", "firing"]
 
 
-def test_a_price_that_ended_exactly_when_the_window_began_is_not_the_recent_low(engine):
+DAY, HOUR = timedelta(days=1), timedelta(hours=1)
+
+
+@pytest.mark.parametrize("crawls, low", [
+    pytest.param([(6 * DAY, {"a": 1.8, "b": 1.7, "c": (1.0, False)}),
+                  (2 * DAY, {"a": 1.8, "b": 2.2, "c": 2.5}),
+                  (HOUR, {"a": 1.5, "b": 2.2, "c": 2.5})], 1.7,
+                 id="every offer's low (b's, after a's current price), none while unavailable"),
+    pytest.param([(6 * DAY, {"a": 1.8, "u": (1.6, None)}), (HOUR, {"a": 1.3, "u": (2.2, None)})],
+                 1.6, id="a price of unknown availability counts, as in matching"),
+    pytest.param([(8 * DAY + HOUR, {"a": 1.8, "b": 1.0}), (7 * DAY + HOUR, {"a": 1.8, "b": 2.2}),
+                  (HOUR, {"a": 1.5, "b": 2.2})], 1.8,
+                 id="a price that ended exactly when the window began is not in it"),
+    pytest.param([(8 * DAY, {"a": 1.8}), (7 * DAY, {"a": 1.5}), (HOUR, {"a": 1.5})], 1.8,
+                 id="a drop exactly a window ago is still within it"),
+    pytest.param([(6 * DAY, {"a": 1.8, "b": 2.2}), (2 * HOUR, {"a": 1.5, "b": 2.2}),
+                  (HOUR, {"a": 1.5, "b": 1.6})], 1.8,
+                 id="prices after the drop are not the low it is measured from"),
+])
+def test_the_low_a_drop_is_measured_from(engine, crawls, low):
+    """`drops 10% below its 7-day low`: Lambda's crawls, so long ago, with each offer's price
+    (and availability when not true); the low the cheapest offer's drop is measured from."""
     now = datetime.now(UTC).replace(microsecond=0)
-    drop = now - timedelta(hours=1)
-    first, edge = drop - timedelta(days=8), drop - timedelta(days=7)
-    crawl(engine, [offer("a", 1.8, at=first), offer("b", 1.0, at=first)], at=first)
-    crawl(engine, [offer("a", 1.8, at=edge), offer("b", 2.2, at=edge)], at=edge)
-    crawl(engine, [offer("a", 1.5, at=drop), offer("b", 2.2, at=drop)], at=drop)
+    for age, prices in crawls:
+        at = now - age
+        crawl(engine, [offer(i, *p[:1], available=p[1], at=at) if isinstance(p, tuple)
+                       else offer(i, p, at=at) for i, p in prices.items()], at=at)
     (m,) = match_rules(engine, [rule("H100 drops 10% below its 7-day low")], now=now)
-    assert m.matched and m.reference == 1.8
-
-
-def test_a_price_of_unknown_availability_is_part_of_the_recent_low(engine):
-    """As for matching, an offer whose availability the provider does not state counts."""
-    now = datetime.now(UTC).replace(microsecond=0)
-    start, drop = now - timedelta(days=6), now - timedelta(hours=1)
-    crawl(engine, [offer("a", 1.8, at=start), offer("u", 1.6, available=None, at=start)],
-          at=start)
-    crawl(engine, [offer("a", 1.3, at=drop), offer("u", 2.2, available=None, at=drop)],
-          at=drop)
-    (m,) = match_rules(engine, [rule("H100 drops 10% below its 7-day low")], now=now)
-    assert m.matched and m.reference == 1.6
-
-
-def test_a_drop_exactly_a_window_ago_is_still_within_it(engine):
-    now = datetime.now(UTC).replace(microsecond=0)
-    crawl(engine, [offer("a", 1.8, at=now - timedelta(days=8))], at=now - timedelta(days=8))
-    crawl(engine, [offer("a", 1.5, at=now - timedelta(days=7))], at=now - timedelta(days=7))
-    crawl(engine, [offer("a", 1.5, at=now - timedelta(hours=1))], at=now - timedelta(hours=1))
-    (m,) = match_rules(engine, [rule("H100 drops 10% below its 7-day low")], now=now)
-    assert m.matched and m.reference == 1.8
-
-
-def test_prices_after_the_drop_are_not_part_of_the_low_it_is_measured_from(engine):
-    """b fell to $1.60 an hour after a's drop to $1.50: a's drop is measured from what the
-    offers cost before it ($1.80), not from b's later price."""
-    now = datetime.now(UTC).replace(microsecond=0)
-    start, drop, after = (now - timedelta(days=6), now - timedelta(hours=2),
-                          now - timedelta(hours=1))
-    crawl(engine, [offer("a", 1.8, at=start), offer("b", 2.2, at=start)], at=start)
-    crawl(engine, [offer("a", 1.5, at=drop), offer("b", 2.2, at=drop)], at=drop)
-    crawl(engine, [offer("a", 1.5, at=after), offer("b", 1.6, at=after)], at=after)
-    (m,) = match_rules(engine, [rule("H100 drops 10% below its 7-day low")], now=now)
-    assert m.matched and m.reference == 1.8
+    assert m.matched and m.reference == low
 
 
 def test_a_gpu_the_catalog_does_not_know_matches_a_memory_rule_by_its_stated_memory(engine):
