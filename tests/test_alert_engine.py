@@ -166,7 +166,8 @@ def test_unavailable_offers_and_vanished_offers_do_not_match(engine):
 
 def test_failing_source_neither_resolves_nor_fires_and_raises_one_stale_notice(engine):
     settings = {"stale_after_failures": 3, "notify_stale": True}
-    rules = [rule("H100 under $2/h", send_resolved=True)]
+    rules = [rule("H100 under $2/h", send_resolved=True),
+             rule("H100 under $2/h not on lambda", notify=("others",))]  # not told
     crawl(engine, [offer("a", 1.5)])
     crawl(engine, [offer("v", 3.0, source="vastai")], source="vastai")
     evaluate(engine, rules, now=T0, alert_settings=settings)
@@ -740,6 +741,7 @@ def test_offers_short_of_what_the_rule_asks_for_do_not_match(engine):
 
     assert names("H100 under $3/h available") == ["few-cpus", "full", "small-ram"]
     assert names("H100 under $3/h with 32+ vCPUs") == ["full", "maybe", "small-ram"]
+    assert names("H100 under $3/h with 64+ vCPUs") == ["full", "maybe", "small-ram"]
     assert names("H100 under $3/h with 256GB+ RAM") == ["few-cpus", "full", "maybe"]
     assert names("A100 with 80GB+ VRAM under $3/h") == ["a100-80"]
     assert names("A100 under $3/h") == ["a100-40", "a100-80"]
@@ -1236,6 +1238,9 @@ DAY, HOUR = timedelta(days=1), timedelta(hours=1)
     pytest.param([(6 * DAY, {"a": 1.8, "b": 2.2}), (2 * HOUR, {"a": 1.5, "b": 2.2}),
                   (HOUR, {"a": 1.5, "b": 1.6})], 1.8,
                  id="prices after the drop are not the low it is measured from"),
+    pytest.param([(9 * DAY + 12 * HOUR, {"a": 1.8, "b": 1.6}), (8 * DAY, {"a": 1.8, "b": 2.2}),
+                  (2 * DAY, {"a": 1.4, "b": 2.2}), (HOUR, {"a": 1.4, "b": 2.2})], 1.6,
+                 id="the window is the 7 days before the drop, not before now"),
 ])
 def test_the_low_a_drop_is_measured_from(engine, crawls, low):
     """`drops 10% below its 7-day low`: Lambda's crawls, so long ago, with each offer's price

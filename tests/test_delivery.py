@@ -246,6 +246,14 @@ def test_a_message_given_up_does_not_hold_up_the_next_one_to_that_target(engine)
     assert store.outbox_backlog(engine) == 0
 
 
+def test_the_errors_of_a_target_with_many_urls_are_kept_to_2000_characters(engine):
+    urls = [f"json://127.0.0.1:{free_port()}/hook{n}?retry=0" for n in range(30)]
+    fire(engine, ("many",))
+    (result,) = deliver_pending(engine, parse_targets({"many": urls}))
+    assert result.status == "retry" and len(result.error) == 2000
+    assert rows(engine)["many"]["last_error"] == result.error
+
+
 def test_a_target_removed_from_the_config_fails_its_rows(engine):
     fire(engine, ("gone",))
     (result,) = deliver_pending(engine, parse_targets({}))
