@@ -118,6 +118,8 @@ def test_resolution_has_hysteresis_and_is_sent_when_asked(engine):
     crawl(engine, [offer("a", 2.35, at=t3)], at=t3)   # clearly above: resolved
     r3 = evaluate(engine, rules, now=t3)
     assert (r3.firing, r3.resolved, r3.notifications) == (0, ["h100-under-2"], 1)
+    alert = store.load_states(engine)["rule:h100-under-2"]
+    assert (alert["state"], alert["match_count"]) == ("inactive", 0)
     last = outbox(engine)[-1]
     assert last["kind"] == "resolved" and last["notify_type"] == "success"
     assert last["title"] == "RESOLVED: H100 under $2/h — cheapest now $2.35/GPU-h"
@@ -299,6 +301,10 @@ def test_an_offer_in_the_rules_currency_is_compared_as_quoted_others_at_the_stor
         rule("4090 under ¥2/h"), rule("4090 under $0.30/h"), rule("4090 under €0.30/h")],
         now=T0)
     assert [(o[4], round(v, 3)) for v, o in in_cny.matches] == [("4090-a", 1.9)]
+    crawl(engine, [offer("4090-8", 1.9, source="autodl", gpu="RTX-4090", count=8,
+                         currency="CNY", usd_rate=0.14, region="beijing")], source="autodl")
+    (whole,) = match_rules(engine, [rule("8x 4090 under ¥20/h")], now=T0)   # per offer
+    assert [(o[4], round(v, 3)) for v, o in whole.matches] == [("4090-8", 15.2)]
     assert [(o[4], round(v, 3)) for v, o in in_usd.matches] == [("4090-a", 0.266)]
     assert [(o[4], round(v, 3)) for v, o in in_eur.matches] == [("4090-e", 0.2),
                                                                ("4090-a", 0.242)]
