@@ -334,19 +334,19 @@ def test_every_message_for_a_target_removed_from_the_config_fails(engine):
 # -- what an error may show, and one pass at a time ------------------------------------------
 def test_an_error_quoting_the_url_shows_no_secret_but_keeps_short_words(engine):
     """A sender that fails with the URL's parts in its message (the daemon's fenced sender,
-    a plugin bug): a password of six characters or more becomes ****; short path words
-    stay, or the error would be unreadable."""
-    url = f"json://ops:pa55wd@127.0.0.1:{free_port()}/v2/hooks?retry=0"
+    a plugin bug): a password or a path token of six characters or more becomes ****;
+    short path words stay, or the error would be unreadable."""
+    url = f"json://ops:pa55wd@127.0.0.1:{free_port()}/v2/hooks/T04KX9ZQ7B2vLr8?retry=0"
     targets = parse_targets({"hook": url})
     fire(engine, ("hook",))
 
     def failing(*args, **kwargs):
-        raise RuntimeError("login ops:pa55wd refused at /v2/hooks")
+        raise RuntimeError("login ops:pa55wd refused at /v2/hooks/T04KX9ZQ7B2vLr8")
 
     (result,) = deliver_pending(engine, targets, sender=failing)
     assert result.status == "retry"
     assert result.error == rows(engine)["hook"]["last_error"] == (
-        "RuntimeError: login ops:**** refused at /v2/hooks")
+        "RuntimeError: login ops:**** refused at /v2/hooks/****")
 
 
 def test_a_second_delivery_pass_does_not_wait_for_one_already_sending(engine):
