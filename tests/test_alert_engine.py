@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
@@ -49,6 +51,21 @@ def outbox(engine) -> list[dict]:
     with engine.connect() as conn:
         rows = conn.execute(select(Notification.__table__).order_by(Notification.id))
         return [dict(r._mapping) for r in rows]
+
+
+@contextmanager
+def refusing(engine: Engine, part: str, error: str) -> Iterator[None]:
+    """Inside the block the database refuses every statement containing `part` (in any
+    case) with `error`, as a full disk or a statement timeout would."""
+    def refuse(conn, cursor, statement: str, *args) -> None:
+        if part.upper() in statement.upper():
+            raise OperationalError(statement, {}, Exception(error))
+
+    event.listen(engine, "before_cursor_execute", refuse)
+    try:
+        yield
+    finally:
+        event.remove(engine, "before_cursor_execute", refuse)
 
 
 def rule(text: str, **options):
@@ -613,16 +630,9 @@ def test_an_evaluation_whose_writes_fail_is_decided_again_by_the_next(engine):
     assert evaluate(engine, rules, now=T0 - timedelta(minutes=10)).fired == []
     crawl(engine, [offer("a", 1.5)])
 
-    def refuse_outbox(conn, cursor, statement: str, *args) -> None:
-        if statement.lstrip().upper().startswith("INSERT INTO NOTIFICATION"):
-            raise OperationalError(statement, {}, Exception("database or disk is full"))
-
-    event.listen(engine, "before_cursor_execute", refuse_outbox)
-    try:
-        with pytest.raises(OperationalError):
-            evaluate(engine, rules, now=T0)
-    finally:
-        event.remove(engine, "before_cursor_execute", refuse_outbox)
+    with refusing(engine, "INSERT INTO notification", "database or disk is full"), \
+            pytest.raises(OperationalError):
+        evaluate(engine, rules, now=T0)
     again = evaluate(engine, rules, now=T0 + timedelta(minutes=1))
     assert (again.fired, again.notifications) == (["h100-under-2"], 1)
     assert [n["kind"] for n in outbox(engine)] == ["firing"]
@@ -1208,19 +1218,11 @@ def test_a_pending_rule_that_failed_counts_its_evaluations_from_the_start_again(
     crawl(engine, [offer("a", 1.5, at=now - timedelta(hours=1))], at=now - timedelta(hours=1))
     rules = [rule("H100 drops 10% below its 7-day low", **{"for": 3})]
 
-    def history_fails(conn, cursor, statement: str, *args) -> None:
-        if "FROM price_change" in statement:
-            raise OperationalError(statement, {}, Exception("statement timeout"))
-
     steps = []
     for n in range(6):
-        if n == 2:
-            event.listen(engine, "before_cursor_execute", history_fails)
-        try:
+        with (refusing(engine, "FROM price_change", "statement timeout") if n == 2
+              else nullcontext()):
             r = evaluate(engine, rules, now=now + timedelta(minutes=n))
-        finally:
-            if n == 2:
-                event.remove(engine, "before_cursor_execute", history_fails)
         steps.append("error" if r.errors else "firing" if r.firing else
                      "pending" if r.pending else "inactive")
     assert steps == ["pending", "pending", "error", "pending", "pending", "firing"]
@@ -1278,17 +1280,9 @@ def test_a_drop_rule_whose_history_cannot_be_read_fails_alone(engine):
     crawl(engine, [offer("a", 1.5, at=now - timedelta(hours=1))], at=now - timedelta(hours=1))
     rules = [rule("H100 drops 10% below its 7-day low"), rule("H100 under $2/h")]
 
-    def history_times_out(conn, cursor, statement: str, *args) -> None:
-        if "FROM price_change" in statement:
-            raise OperationalError(statement, {}, Exception("canceling statement due to "
-                                                             "statement timeout"))
-
-    event.listen(engine, "before_cursor_execute", history_times_out)
-    try:
+    with refusing(engine, "FROM price_change", "canceling statement due to statement timeout"):
         result = evaluate(engine, rules, now=now)
         drop, under = match_rules(engine, rules, now=now)     # `gpuradar rules test`
-    finally:
-        event.remove(engine, "before_cursor_execute", history_times_out)
     assert result.fired == ["h100-under-2"]
     assert list(result.errors) == ["h100-drops-10pct-below-its-7-day-low"]
     assert "statement timeout" in result.errors["h100-drops-10pct-below-its-7-day-low"]
