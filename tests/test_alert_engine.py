@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
+from functools import partial
 
 import pytest
 from gpuradar.alerts.engine import evaluate, match_rules, read_market
@@ -71,6 +72,15 @@ def refusing(engine: Engine, part: str, error: str) -> Iterator[None]:
 def rule(text: str, **options):
     options.setdefault("notify", ("team",))
     return parse_rule(text, **options)
+
+
+def matched(engine: Engine, text: str, *, in_order: bool = False) -> list[str]:
+    """The instance types a rule matches at T0, sorted (`in_order`: cheapest first, as
+    alerts list them); the rule must evaluate without error."""
+    (m,) = match_rules(engine, [rule(text)], now=T0)
+    assert m.error == ""
+    types = [o.instance_type for _, o in m.matches]
+    return types if in_order else sorted(types)
 
 
 def test_first_evaluation_fires_when_the_price_is_already_under(engine):
@@ -245,6 +255,14 @@ def test_for_needs_consecutive_evaluations(engine):
     assert (first.firing, first.pending, first.notifications) == (0, 1, 0)
     second = evaluate(engine, rules, now=T0 + timedelta(minutes=5))
     assert (second.firing, second.notifications) == (1, 1)
+    t1 = T0 + timedelta(hours=1)               # it resolves, then matches again:
+    crawl(engine, [offer("a", 2.5, at=t1)], at=t1)
+    assert evaluate(engine, rules, now=t1).resolved == ["h100-under-2"]
+    t2 = T0 + timedelta(hours=2)
+    crawl(engine, [offer("a", 1.5, at=t2)], at=t2)
+    again = evaluate(engine, rules, now=t2)    # the two evaluations are counted afresh
+    assert (again.firing, again.pending, again.notifications) == (0, 1, 0)
+    assert evaluate(engine, rules, now=t2 + timedelta(minutes=5)).firing == 1
 
 
 def test_pending_that_stops_matching_never_notifies(engine):
@@ -364,9 +382,7 @@ def test_filters_count_region_sources_pricing_availability_instance(engine):
     crawl(engine, [offer("v8", 2.5, source="vastai", count=8, region="us-texas")],
           source="vastai")
 
-    def names(text: str) -> list[str]:
-        (m,) = match_rules(engine, [rule(text)], now=T0)
-        return sorted(o[4] for _, o in m.matches)
+    names = partial(matched, engine)
 
     assert names("8x H100 under $21/h per instance region us-*") == ["spot-8x", "v8"]
     assert names("8x H100 on-demand under $21/h per instance region us-*") == ["v8"]
@@ -431,9 +447,7 @@ def test_a_count_rule_matches_whole_offers_of_exactly_that_count_under_the_price
                    offer("p5e.48xlarge", 25.0 / 8, source="aws")],              # exactly $25
           source="aws")
 
-    def names(text: str) -> list[str]:
-        (m,) = match_rules(engine, [rule(text)], now=T0)
-        return [o.instance_type for _, o in m.matches]
+    names = partial(matched, engine, in_order=True)
 
     assert names("8x H100 under $25/h") == ["p5.48xlarge-spot"]        # $23.67 for 8 GPUs
     assert names("8x H100 under $25.01/h") == ["p5.48xlarge-spot", "p5e.48xlarge"]
@@ -750,10 +764,7 @@ def test_offers_short_of_what_the_rule_asks_for_do_not_match(engine):
         offer("a100-40", 1.2, gpu="A100-SXM-40GB"),
     ])
 
-    def names(text: str) -> list[str]:
-        (m,) = match_rules(engine, [rule(text)], now=T0)
-        assert m.error == ""
-        return sorted(o[4] for _, o in m.matches)
+    names = partial(matched, engine)
 
     assert names("H100 under $3/h available") == ["few-cpus", "full", "small-ram"]
     assert names("H100 under $3/h with 32+ vCPUs") == ["full", "maybe", "small-ram"]
@@ -774,9 +785,7 @@ def test_memory_minimums_allow_3_percent_for_gb_and_gib_and_no_more(engine):
         replace(offer("gpu-unstated", 1.5, gpu="Unknown X"), gpu_memory_gb=None),
     ])
 
-    def names(text: str) -> list[str]:
-        (m,) = match_rules(engine, [rule(text)], now=T0)
-        return sorted(o[4] for _, o in m.matches)
+    names = partial(matched, engine)
 
     assert names("H100 under $3/h with 100GB+ RAM") == ["ram-97"]
     assert names("any 100GB+ GPU under $3/h") == ["gpu-97"]
@@ -877,14 +886,16 @@ def test_templates_get_the_earlier_price_only_for_an_improvement(engine, tmp_pat
         "resolved: [] [$2.60]"]
 
 
-@pytest.mark.parametrize("min_drop", ["5%", "$0.10"])
-def test_a_drop_of_exactly_min_drop_notifies(engine, min_drop):
+@pytest.mark.parametrize(("min_drop", "default"), [("5%", "$0.50"), ("$0.10", "20%")])
+def test_a_drop_of_exactly_min_drop_notifies(engine, min_drop, default):
+    """The rule's own `min_drop` replaces the `alerts:` default, whichever unit each has."""
     rules = [rule("H100 under $2.50/h", min_drop=min_drop)]
+    settings = {"min_drop": default}
     crawl(engine, [offer("a", 2.0)])
-    evaluate(engine, rules, now=T0)
+    evaluate(engine, rules, now=T0, alert_settings=settings)
     t1 = T0 + timedelta(hours=1)
     crawl(engine, [offer("a", 1.9, at=t1)], at=t1)    # 5 %, $0.10 below the notified $2.00
-    assert evaluate(engine, rules, now=t1).notifications == 1
+    assert evaluate(engine, rules, now=t1, alert_settings=settings).notifications == 1
     last = outbox(engine)[-1]
     assert last["kind"] == "improved"
     assert last["title"] == "H100 under $2.50/h — 1 offer from $1.90/GPU-h (was $2.00/GPU-h)"

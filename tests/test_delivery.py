@@ -292,6 +292,17 @@ def test_a_webhook_that_never_answers_times_out_after_send_timeout(engine):
     assert row["status"] == "pending" and row["last_error"].endswith("timed out after 2 s")
 
 
+def test_a_slow_refusal_within_send_timeout_is_reported_as_the_refusal(engine):
+    """A receiver that answers 500 after half a second of a one-second `send_timeout` did
+    not time out: the error names what it answered."""
+    with WebhookReceiver(status=500, delay=0.5) as hook:
+        targets = with_send_timeout(1, hook=hook.url())
+        fire(engine, ("hook",))
+        (result,) = deliver_pending(engine, targets)
+    assert result.status == "retry" and "500" in result.error
+    assert "timed out" not in result.error
+
+
 def test_a_hung_smtp_server_times_out_after_send_timeout_once_per_attempt(engine):
     with SilentServer() as smtp:  # accepts SMTP connections and never greets
         url = (f"mailto://127.0.0.1:{smtp.port}?from=alerts@example.com&to=ops@example.com")
