@@ -251,7 +251,7 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
                            "status": "pending", "attempts": 0, "next_attempt_at": now,
                            "last_error": "", "sent_at": None})
 
-    if rt.keys is None or len(rt.keys) != len(rules):
+    if rt.keys is None:  # the rules changed (sync above)
         rt.keys = [PoolKey.of(r.condition) for r in rules]
     for rule, key in zip(rules, rt.keys, strict=True):
         old = states.get(rule.key)

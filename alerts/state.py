@@ -80,16 +80,17 @@ class Seen:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """A rule's options with the `alerts:` defaults applied."""
+    """A rule's options with the `alerts:` defaults applied (by engine.policy: the defaults
+    live in AlertSettings, not here)."""
 
-    for_count: int | None = 1
-    for_duration: timedelta | None = None
-    repeat: timedelta | None = None
-    min_drop_pct: float | None = 0.05
-    min_drop_abs: float | None = None
-    send_resolved: bool = False
-    mute_until: datetime | None = None
-    can_notify: bool = True             # it has targets
+    for_count: int | None
+    for_duration: timedelta | None
+    repeat: timedelta | None
+    min_drop_pct: float | None
+    min_drop_abs: float | None
+    send_resolved: bool
+    mute_until: datetime | None
+    can_notify: bool                    # it has targets
 
     def muted(self, now: datetime) -> bool:
         return self.mute_until is not None and now < self.mute_until

@@ -228,6 +228,12 @@ def test_stale_notice_is_opt_in(engine):
     result = evaluate(engine, [rule("H100 under $2/h")], now=T0 + timedelta(hours=5))
     assert result.stale_sources == ["lambda"] and result.notifications == 0
     assert result.firing == 0   # a stale source cannot make a rule fire
+    # Turned on after it went stale, it sends no "recovered" for a "stale" never sent.
+    t = T0 + timedelta(hours=6)
+    crawl(engine, [offer("a", 2.5, at=t)], at=t)
+    back = evaluate(engine, [rule("H100 under $2/h")], now=t,
+                    alert_settings={"notify_stale": True})
+    assert (back.stale_sources, back.notifications, outbox(engine)) == ([], 0, [])
 
 
 def test_restart_in_a_new_process_sends_nothing_twice(engine, db_url):
@@ -338,8 +344,10 @@ def test_an_offer_in_the_rules_currency_is_compared_as_quoted_others_at_the_stor
     assert [(o[4], round(v, 3)) for v, o in in_cny.matches] == [("4090-a", 1.9)]
     crawl(engine, [offer("4090-8", 1.9, source="autodl", gpu="RTX-4090", count=8,
                          currency="CNY", usd_rate=0.14, region="beijing")], source="autodl")
-    (whole,) = match_rules(engine, [rule("8x 4090 under ¥20/h")], now=T0)   # per offer
+    whole, per_gpu = match_rules(engine, [rule("8x 4090 under ¥20/h"),        # per offer
+                                          rule("8x 4090 under ¥2/h per GPU")], now=T0)
     assert [(o[4], round(v, 3)) for v, o in whole.matches] == [("4090-8", 15.2)]
+    assert [(o[4], round(v, 3)) for v, o in per_gpu.matches] == [("4090-8", 1.9)]
     assert [(o[4], round(v, 3)) for v, o in in_usd.matches] == [("4090-a", 0.266)]
     assert [(o[4], round(v, 3)) for v, o in in_eur.matches] == [("4090-e", 0.2),
                                                                ("4090-a", 0.242)]
@@ -1100,6 +1108,12 @@ def test_a_stale_source_recovers_with_its_notice_after_a_restart(engine, db_url)
     notices = [(n["kind"], n["target"]) for n in outbox(engine)
                if n["alert_key"] == "source:lambda"]
     assert notices == [("stale", "ops"), ("recovered", "ops")]
+    # Later evaluations leave it recovered since then (`gpuradar alerts` shows that time).
+    later = T0 + timedelta(hours=4)
+    crawl(engine, [offer("a", 1.5, at=later)], at=later)
+    evaluate(engine, rules, now=later, alert_settings=settings)
+    source = store.load_states(engine)["source:lambda"]
+    assert (source["state"], source["resolved_at"]) == ("inactive", t)
 
 
 # -- rule sets, logs and what one crawl can reach -------------------------------------------

@@ -200,6 +200,20 @@ def test_smtp_down_then_back_nothing_lost_and_webhook_not_held_up(engine):
     assert store.outbox_backlog(engine) == 0
 
 
+def test_a_target_down_for_long_is_tried_at_least_once_an_hour(engine):
+    """The backoff doubles from `retry_backoff` (1000 s here) and stops growing at 1 h."""
+    targets = parse_targets({"hook": f"json://127.0.0.1:{free_port()}/hook?retry=0"})
+    fire(engine, ("hook",))
+    at, gaps = datetime.now(UTC), []
+    for _ in range(4):
+        (result,) = deliver_pending(engine, targets, now=at, retry_backoff=1000, max_attempts=9)
+        assert result.status == "retry"
+        due = rows(engine)["hook"]["next_attempt_at"]
+        gaps.append((due - at).total_seconds())
+        at = due
+    assert gaps == [1000, 2000, 3600, 3600]
+
+
 def test_gives_up_after_max_attempts_with_the_error_and_no_secret(engine):
     dead = free_port()
     url = f"json://alerts:s3cr3t-hook-password@127.0.0.1:{dead}/hook?retry=0"
