@@ -54,6 +54,8 @@ from gpuradar.alerts.state import (
 from gpuradar.storage import alerts as store
 from sqlalchemy import Engine
 
+from gpuradar.core.units import format_duration
+
 log = logging.getLogger(__name__)
 
 __all__ = ["SETTING_KEYS", "AlertSettings", "EvaluationResult", "RuleMatch", "evaluate",
@@ -209,8 +211,9 @@ def evaluate(engine: Engine, rules: list[Rule], *, now: datetime | None = None,
             rt.states = None  # the database is the truth: read it again next time
             raise
     result.seconds = time.perf_counter() - started
-    log.info("evaluated %d rules (%d looked at again) in %.0f ms: %d firing, %d "
-             "notifications queued%s", len(rules), result.evaluated, result.seconds * 1000,
+    log.info("evaluated %d rules (%d looked at again) in %s: %d firing, %d "
+             "notifications queued%s", len(rules), result.evaluated,
+             format_duration(result.seconds),
              result.firing, result.notifications,
              f", {len(result.errors)} failed" if result.errors else "")
     return result
