@@ -8,10 +8,12 @@ import json
 import pytest
 from gpuradar.crawler.parsing import ParseFailed, parse_files
 from gpuradar.crawler.spiders.autodl import AutodlSpider
+from scrapy import Request
 from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
 
 from tests.clirun import gpuradar, gpuradar_json, write_config
-from tests.helpers import FIXTURES, spider_settings
+from tests.helpers import FIXTURES, response, spider_settings
 from tests.provider_server import serve_standard
 
 FIX = FIXTURES / "autodl"
@@ -53,7 +55,10 @@ def test_stock_file_without_prices_shows_dropped_offers():
                               project_settings(prices={"RTX 4090": 1.98})))
     r4090 = next(i for i in priced if i["instance_type"] == "stock:RTX 4090")
     assert r4090["price"] == 1.98 and r4090["available_count"] == 12
-    assert "dropped" not in r4090
+    assert r4090["available"] is True and "dropped" not in r4090
+    # No idle GPU of a model in the data center: its offer is unavailable, not dropped.
+    r3090 = next(i for i in items if i["instance_type"] == "stock:RTX 3090")
+    assert r3090["available"] is False and r3090["available_count"] == 0
 
 
 def test_expired_token_is_a_clear_error():
@@ -68,7 +73,29 @@ def test_status_explains_both_tokens(monkeypatch):
     assert not enabled
     assert "AUTODL_WEB_TOKEN" in why and "AUTODL_DEV_TOKEN" in why and "UNOFFICIAL" in why
     enabled, why = AutodlSpider.status(project_settings(dev_token="x", prices={"RTX 4090": 2}))
-    assert enabled and "1 GPU price" in why
+    assert enabled and "1 GPU price" in why and "web_token" not in why
+    enabled, why = AutodlSpider.status(project_settings(web_token="x"))
+    assert enabled and "machine list prices" in why and "dev_token" not in why
+
+
+def test_machine_list_pages_are_asked_with_the_token_and_paced():
+    """Page 1 names the other pages (`max_page`): each is asked with the same console token,
+    0.2 s apart as the public clients do; an empty answer (no machine matches the filters,
+    `max_page` 0) asks for no other page."""
+    settings = project_settings(web_token=WEB_TOKEN)
+    crawler = get_crawler(AutodlSpider, settings.copy_to_dict())
+    spider = crawler._create_spider()
+    url = AutodlSpider.endpoints["machine_list"]
+    out = list(spider.parse_machines(response(FIX / "machine_list_page1.json", url)))
+    pages = [r for r in out if isinstance(r, Request)]
+    assert [json.loads(r.body)["page_index"] for r in pages] == [2]
+    assert pages[0].headers["Authorization"].decode() == WEB_TOKEN
+    empty = {"code": "Success", "msg": "",
+             "data": {"list": [], "page_index": 1, "page_size": 3, "max_page": 0}}
+    assert list(spider.parse_machines(response(empty, url))) == []
+    AutodlSpider.update_settings(settings)
+    assert (settings.getfloat("DOWNLOAD_DELAY"), settings.getfloat("DOWNLOAD_DELAY_JITTER"),
+            settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")) == (0.2, 0.0, 1)
 
 
 def test_crawl_both_paths_into_storage(tmp_path, provider_server, db_url):
@@ -81,11 +108,13 @@ def test_crawl_both_paths_into_storage(tmp_path, provider_server, db_url):
     result = {r["source"]: r for r in json.loads(proc.stdout)}["autodl"]
     # 6 machines over 2 pages + 2 priced GPUs of westDC2's stock (RTX 3090 has no price).
     assert result["status"] == "ok" and result["items"] == 8, result
-    pages = [r.json()["page_index"] for r in provider_server.requests
-             if r.path == "/api/v1/user/machine/list"]
-    assert sorted(pages) == [1, 2]
-    offers = gpuradar_json("prices", "--gpu", "4090", "--source", "autodl", config=cfg,
-                           db_url=db_url)
+    pages = [r for r in provider_server.requests if r.path == "/api/v1/user/machine/list"]
+    assert sorted(r.json()["page_index"] for r in pages) == [1, 2]
+    assert {r.headers.get("authorization") for r in pages} == {WEB_TOKEN}
+    # AutoDL runs only in mainland China: the `mainland` region alias keeps all its offers.
+    offers = gpuradar_json("prices", "--gpu", "4090", "--source", "autodl",
+                           "--region", "mainland", config=cfg, db_url=db_url)
+    assert {o["instance_type"] for o in offers} == {"2dd949a4cf", "5a1f0c9b2e", "stock:RTX 4090"}
     cheapest = offers[0]
     assert (cheapest["price"], cheapest["currency"]) == (1.98, "CNY")
     assert cheapest["price_per_gpu_usd"] == pytest.approx(cheapest["price_usd"])
