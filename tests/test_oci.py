@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from gpuradar.crawler.spiders.base import ParseError
-from gpuradar.crawler.spiders.oci import OciSpider, gpu_of_shape, shape_name
+from gpuradar.crawler.spiders.oci import PRICE_MODEL, OciSpider, gpu_of_shape, shape_name
 from gpuradar.storage.queries import OfferFilter, current_offers
 from scrapy.settings import Settings
 
@@ -60,10 +60,12 @@ def test_gpu_shapes_join_price_list_parts():
     assert got[("VM.GPU.A10.2", "on_demand")].price == 4.0
 
 
-def test_every_gpu_shape_and_nothing_else():
+def test_every_gpu_shape_and_nothing_else(caplog):
     got = offers()
     assert {shape for shape, _ in got} == GPU_SHAPES  # no DenseIO/Standard CPU shapes
     assert all(i.gpu_count > 0 and i.price > 0 for i in got.values())
+    # CPU shapes are not GPU offers gpuradar lacks: not even reported as uncatalogued.
+    assert "catalog" not in caplog.text
 
 
 def test_per_gpu_memory_comes_from_the_catalog_not_the_estimator_totals():
@@ -75,6 +77,8 @@ def test_per_gpu_memory_comes_from_the_catalog_not_the_estimator_totals():
     assert got[("BM.GPU.MI355X.8", "on_demand")].gpu_memory_gb == 288
     assert got[("BM.GPU.GB300.4", "on_demand")].gpu_memory_gb == 288
     assert got[("VM.GPU3.1", "on_demand")].gpu_memory_gb == 16
+    # 32 GB for 2 x V100 is 16 GB each, not the 32 GB V100.
+    assert got[("VM.GPU3.2", "on_demand")].gpu_memory_gb == 16
 
 
 def test_newest_shapes_get_their_documented_cpus_and_a_clean_name():
@@ -105,10 +109,32 @@ def test_preemptible_spot_is_half_of_on_demand_and_marked_derived():
 def test_ocpu_and_memory_parts_multiply_their_quantities():
     shapes = load("shapes.json")
     shape = next(s for s in shapes["items"] if s["name"] == "VM.GPU3.1")
-    shape["products"] = [{"partNumber": "B93113", "qty": 6, "type": {"value": "ocpu"}},
-                         {"partNumber": "B93114", "qty": 90, "type": {"value": "memory"}}]
+    shape["products"] = [{"partNumber": "B93114", "qty": 90, "type": {"value": "memory"}},
+                         {"partNumber": "B93113", "qty": 6, "type": {"value": "ocpu"}}]
     item = offers(shapes)[("VM.GPU3.1", "on_demand")]
     assert item.price == pytest.approx(6 * 0.025 + 90 * 0.0015)  # OCPU Per Hour, Gigabyte
+    # The OCPUs are the ocpu part's quantity, whichever part the estimator lists first.
+    assert (item.attributes["ocpus"], item.vcpus) == (6, 12)
+
+
+def test_the_requested_currency_among_several_to_the_micro_unit():
+    """A price list answering several currencies (the API without `currencyCode`) prices in
+    the requested one; non-USD prices have more decimals, the sum keeps six."""
+    prices = load("products_usd.json")
+    for part in prices["items"]:  # constructed: SAR at 3.7504 per USD, listed before USD
+        [usd] = part["currencyCodeLocalizations"]
+        sar = round(usd["prices"][0]["value"] * 3.7504, 8)
+        part["currencyCodeLocalizations"] = [
+            {"currencyCode": "SAR", "prices": [{"model": PRICE_MODEL, "value": sar}]}, usd]
+    assert offers(prices=prices)[("BM.GPU.H100.8", "on_demand")].price == 80.0
+    shapes = load("shapes.json")
+    shape = next(s for s in shapes["items"] if s["name"] == "VM.GPU2.1")  # 12 OCPUs, 72 GB
+    shape["products"] = [{"partNumber": "B93113", "qty": 12, "type": {"value": "ocpu"}},
+                         {"partNumber": "B93114", "qty": 72, "type": {"value": "memory"}}]
+    got = offers(shapes, prices, currency="sar")
+    p100 = got[("VM.GPU2.1", "on_demand")]
+    assert (p100.price, p100.currency) == (1.530163, "SAR")  # 12 x 0.09376 + 72 x 0.0056256
+    assert got[("VM.GPU2.1", "spot")].price in (0.765081, 0.765082)  # half, to the micro-unit
 
 
 def test_lookalike_parts_never_price_a_shape(caplog):
@@ -129,13 +155,21 @@ def test_lookalike_parts_never_price_a_shape(caplog):
     assert len(got) == len(offers()) - 3
 
 
-def test_hidden_and_inactive_shapes_are_not_offers():
+def test_hidden_inactive_and_unreadable_shapes_are_not_offers(caplog):
     shapes = load("shapes.json")
     by_name = {s["name"]: s for s in shapes["items"]}
     by_name["BM.GPU.H200.8"]["hidden"] = True
     by_name["BM.GPU.B200.8"]["status"] = "DEPRECATED"
+    by_name["BM.GPU.L40S.4"]["gpuQty"] = None
+    by_name["VM.GPU.A10.1"]["name"] = "VM.GPU.A10.Flex"
     names = {s for s, _ in offers(shapes)}
-    assert "BM.GPU.H200.8" not in names and "BM.GPU.B200.8" not in names
+    assert not {"BM.GPU.H200.8", "BM.GPU.B200.8", "BM.GPU.L40S.4", "VM.GPU.A10.Flex"} & names
+    # A GPU shape it cannot read is reported as uncatalogued, with what it lacks.
+    assert [r.getMessage() for r in caplog.records if "catalog" in r.getMessage()] == [
+        "oci: VM.GPU.A10.Flex is not in gpuradar's catalog (GPU model not recognised from the "
+        "shape name); reported as uncatalogued, not stored",
+        "oci: BM.GPU.L40S.4 is not in gpuradar's catalog (the estimator gives no GPU count); "
+        "reported as uncatalogued, not stored"]
 
 
 def test_regions_option_repeats_the_offers_per_region():
