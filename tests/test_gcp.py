@@ -115,6 +115,20 @@ def test_a2_price_is_cores_plus_ram_plus_gpus_from_the_real_skus():
     assert {o.currency for o in found.values()} == {"USD"}
 
 
+def test_a_sku_priced_in_an_unexpected_unit_is_skipped_and_counted(caplog):
+    """A RAM SKU priced per hour instead of per GiB-hour would be misread by the machine's
+    memory: it is skipped with a warning and counted, and the machines it would price are
+    reported as not assembled rather than offered at a wrong price."""
+    data = page("skus_real_opencost.json")
+    (ram,) = [s for s in data["skus"] if s["description"].startswith("A2 Instance Ram")]
+    ram["pricingInfo"][0]["pricingExpression"]["usageUnit"] = "h"
+    spider = make_spider(api_key="k")
+    assert offers(crawl_pages(spider, data)) == {}
+    assert stats(spider)["gpuradar/skipped/unexpected_unit"] == 1
+    assert stats(spider)["gpuradar/skipped/incomplete_price"] == 15   # 5 A2 types x 3 regions
+    assert "SKU 'A2 Instance Ram' is priced per 'h', expected 'GiBy.h'; skipped" in caplog.text
+
+
 def test_every_accelerator_family_is_assembled_on_demand_and_spot(full):
     _, found = full
     a3 = found[("us-central1", "a3-highgpu-8g", "on_demand")]
