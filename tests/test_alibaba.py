@@ -4,6 +4,7 @@ server into storage."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -83,6 +84,21 @@ def test_reference_file_and_errors():
     with pytest.raises(ParseFailed, match="InvalidAccessKeyId.NotFound"):
         list(parse_files("alibaba", [FIX / "error_access_key_not_found.json"],
                          project_settings()))
+
+
+def test_currency_is_the_files_own_else_the_sites(tmp_path):
+    """The file names its currency: an international (USD) file parsed with the default China
+    site stays in USD. A file without `currency` takes its site's (China CNY, intl USD)."""
+    items = list(parse_files("alibaba", [FIX / "instancePrice_intl_gpu.json"], project_settings()))
+    assert items and {i["currency"] for i in items} == {"USD"}
+    for name, site, currency in (("instancePrice_china_gpu.json", "china", "CNY"),
+                                 ("instancePrice_intl_gpu.json", "intl", "USD")):
+        data = json.loads((FIX / name).read_text())
+        del data["currency"]
+        bare = tmp_path / name
+        bare.write_text(json.dumps(data))
+        items = list(parse_files("alibaba", [bare], project_settings(site=site)))
+        assert items and {i["currency"] for i in items} == {currency}, site
 
 
 def test_changed_price_format_is_a_clear_error(tmp_path):
@@ -217,3 +233,48 @@ def test_version_found_without_a_trailing_slash(tmp_path):
     [request] = list(spider.parse_discovery(
         response(page, "https://www.aliyun.com/price/ecs/ecs-pricing/zh", kind="html")))
     assert "/ecs-price-info/2.0.440/price/download/instancePrice.json" in request.url
+
+
+def test_intl_site_takes_the_intl_version_only():
+    """The pricing page names both paths' versions: the intl site takes its own (2.0.421),
+    not the China path's higher 2.0.433."""
+    spider = AlibabaSpider()
+    spider.settings = project_settings(site="intl")
+    page = response(FIX / "pricing_page_with_version.html",
+                    "https://www.alibabacloud.com/en/product/ecs/pricing")
+    [request] = list(spider.parse_discovery(page))
+    assert request.url.endswith("/ecs-price-info-intl/2.0.421/price/download/instancePrice.json")
+
+
+def first_requests(**options) -> list:
+    """The requests a crawl starts with (start() is an async generator)."""
+    spider = AlibabaSpider()
+    spider.settings = project_settings(**options)
+
+    async def collect():
+        return [r async for r in spider.start()]
+    return asyncio.run(collect())
+
+
+def test_discovery_page_is_rendered_by_the_browser_only_when_asked():
+    """`discover_with_browser`: the pricing page request goes to Chromium (scrapy-playwright,
+    tested with the real browser in test_playwright.py); otherwise it is a plain download."""
+    [rendered] = first_requests(discover_with_browser=True)
+    assert rendered.url == "https://www.aliyun.com/price/ecs/ecs-pricing/zh"
+    assert rendered.meta.get("playwright") is True and rendered.meta["optional"] is True
+    [plain] = first_requests()
+    assert not plain.meta.get("playwright")
+
+
+def test_instance_price_is_its_own_line_in_any_order():
+    """DescribePrice's DetailInfo lines are picked by Resource, not position: with the system
+    disk line first, the offer still costs the instance's 13.12, not the disk's 0.33."""
+    spider = AlibabaSpider()
+    spider.settings = project_settings(access_key_id="LTAItest", access_key_secret=SECRET)
+    data = json.loads((FIX / "describe_price_gn7i.json").read_text())
+    data["PriceInfo"]["Price"]["DetailInfos"]["DetailInfo"].reverse()
+    spec = next(t for t in json.loads((FIX / "describe_instance_types_page1.json").read_text())[
+        "InstanceTypes"]["InstanceType"] if t["InstanceTypeId"] == "ecs.gn7i-c8g1.2xlarge")
+    [item] = list(spider.parse_price(response(data), action="DescribePrice", region="cn-hangzhou",
+                                     spec=spec, zones={"cn-hangzhou-k": True}))
+    assert (item.price, item.attributes["trade_price"]) == (13.12, 13.12)
