@@ -278,3 +278,45 @@ def test_instance_price_is_its_own_line_in_any_order():
     [item] = list(spider.parse_price(response(data), action="DescribePrice", region="cn-hangzhou",
                                      spec=spec, zones={"cn-hangzhou-k": True}))
     assert (item.price, item.attributes["trade_price"]) == (13.12, 13.12)
+
+
+@pytest.mark.parametrize("status", [403, 404])
+def test_api_error_answer_is_reported_with_its_code(tmp_path, provider_server, sqlite_url,
+                                                    status):
+    """Alibaba answers a refused call with an HTTP error status and its error body (Code,
+    Message): the crawl reports that Code, not a bare HTTP status."""
+    endpoints = serve_standard(provider_server)
+    provider_server.route("POST", "/", lambda req: Reply(
+        status, (FIX / "error_access_key_not_found.json").read_bytes()))
+    cfg = write_config(tmp_path / "config.yaml", endpoints=endpoints, scrapy=FAST, sources={
+        "alibaba": {"access_key_id": "LTAItest", "access_key_secret": SECRET,
+                    "regions": ["cn-hangzhou"]}})
+    proc = gpuradar("crawl", "alibaba", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["items"] == 0 and result["status"] != "ok", result
+    assert ("DescribeInstanceTypes failed: InvalidAccessKeyId.NotFound Specified access key is "
+            "not found.") in proc.stderr
+
+
+def test_discovery_survives_a_redirect_back_to_the_page(tmp_path, provider_server, sqlite_url):
+    """A pricing page that first redirects to itself (as a cookie-setting redirect does) is
+    still read: the redirected request is not dropped as a duplicate."""
+    endpoints = serve_standard(provider_server)
+    page = provider_server.routes[("GET", "/price/ecs/ecs-pricing/zh")]
+    redirected: list[bool] = []
+
+    def once(req):
+        if not redirected:
+            redirected.append(True)
+            return Reply(302, b"", content_type="text/html",
+                         headers={"location": "/price/ecs/ecs-pricing/zh"})
+        return page(req)
+
+    provider_server.route("GET", "/price/ecs/ecs-pricing/zh", once)
+    cfg = write_config(tmp_path / "config.yaml", endpoints=endpoints, scrapy=FAST)
+    proc = gpuradar("crawl", "alibaba", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "ok" and result["items"] == 7, (result, proc.stderr)
+    paths = [r.path for r in provider_server.requests]
+    assert paths.count("/price/ecs/ecs-pricing/zh") == 2
+    assert "/aliyun/ecs-price-info/2.0.433/price/download/instancePrice.json" in paths
