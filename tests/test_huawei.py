@@ -4,19 +4,23 @@ Ascend, per-AZ sell status), and a real crawl where BSS rejects one flavor of a 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from gpuradar.crawler.parsing import ParseFailed, parse_files
 from gpuradar.crawler.signing import huawei_canonical_request, huawei_sign
 from gpuradar.crawler.spiders.huawei import HuaweiSpider, az_status, flavor_gpu
 from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
 
 from tests.clirun import gpuradar, gpuradar_json, write_config
-from tests.helpers import FIXTURES, spider_settings
+from tests.helpers import FIXTURES, response, spider_settings
 from tests.provider_server import serve_standard
 
 FIX = FIXTURES / "huawei"
 SK = "huawei-secret-never-shown-0123456789"
+DOMAIN = "d78cbac186b744899480f25bd022f468"  # iam_auth_domains.json
 FAST = {"DOWNLOAD_DELAY": 0, "RETRY_BACKOFF_BASE": 0.05, "RETRY_TIMES": 1}
 DOC_URL = ("https://service.region.example.com/v1/77b6a44cba5143ab91d13ab9a8ff44fd/vpcs"
            "?limit=2&marker=13551d6b-755d-4757-b956-536f674975c0")
@@ -47,10 +51,38 @@ def test_availability_and_gpu_fields():
     assert flavor_gpu({"info:asic_accelerators": json.dumps(
         [{"name": "Ascend-910B", "memory_mb": 65536, "count": 8}])}) == ("Ascend-910B", 8, 64.0)
     assert flavor_gpu({"pci_passthrough:gpu_specs": "m60:direct_graphics:1"}) is None
+    # `info:gpus` lists cards; one without a count adds none.
+    cards = [{"name": "nvidia-v100", "memory_mb": 32768, "count": 8}, {"name": "nvidia-v100"}]
+    assert flavor_gpu({"info:gpus": json.dumps(cards)}) == ("nvidia-v100", 8, 32.0)
+
+
+def test_promotion_and_open_beta_zones_are_on_sale(tmp_path):
+    """normal / promotion / obt all mean "on sale" in `cond:operation:az` (module docstring)."""
+    page = {"flavors": [f for f in fixture_flavors("cn-north-4") if f["id"] == "p2s.2xlarge.8"]}
+    page["flavors"][0]["os_extra_specs"]["cond:operation:az"] = (
+        "cn-north-4a(promotion),cn-north-4b(obt),cn-north-4c(sellout)")
+    path = tmp_path / "flavors.json"
+    path.write_text(json.dumps(page))
+    items = parse_files("huawei", [path], project_settings(region="cn-north-4"))
+    assert {i["zone"]: i["available"] for i in items} == {
+        "cn-north-4a": True, "cn-north-4b": True, "cn-north-4c": False}
 
 
 def project_settings(**options) -> Settings:
     return spider_settings("huawei", **options)
+
+
+def make_spider(**options: Any) -> HuaweiSpider:
+    """A spider with an AK/SK (and `options`), for calling its callbacks without a crawl."""
+    sources = {"huawei": {"access_key": "AKtest", "secret_key": SK, "domain_id": DOMAIN,
+                          **options}}
+    spider = get_crawler(HuaweiSpider, {"GPURADAR_SOURCES": sources})._create_spider()
+    spider.domain_id = DOMAIN  # what start() takes from the option before any request
+    return spider
+
+
+def fixture_flavors(region: str) -> list[dict[str, Any]]:
+    return json.loads((FIX / f"flavors_{region}.json").read_text())["flavors"]
 
 
 def test_parse_flavors_file_shows_offers_without_price():
@@ -162,6 +194,84 @@ def test_a_page_that_repeats_ends_the_paging(tmp_path, provider_server, sqlite_u
     [result] = json.loads(proc.stdout)
     east = [r for r in provider_server.requests
             if r.path == "/v1/09a1c2e3f4b5a6978877665544332211/cloudservers/flavors"]
-    assert len(east) == 2 and "marker" in east[1].query  # asked for page 2, got page 1
+    # Page 2 was asked after the last flavor of page 1, and got page 1 again.
+    assert len(east) == 2 and east[1].query["marker"] == ["c7.999.xlarge"]
     assert result["status"] == "partial", result
     assert "cn-east-3 answered the same page again" in result["error"]
+
+
+def test_projects_keep_every_wanted_region_in_any_order():
+    """IAM lists projects in no set order: a sub-project or "MOS" listed first, or a region
+    left out by the option `regions`, skips only itself."""
+    data = json.loads((FIX / "iam_auth_projects.json").read_text())
+    url = HuaweiSpider.endpoints["iam"]
+
+    def regions(spider: HuaweiSpider, projects: list[dict[str, Any]]) -> list[str]:
+        out = spider.parse_projects(response(dict(data, projects=projects), url))
+        return [r.cb_kwargs["region"] for r in out]
+
+    backwards = data["projects"][::-1]  # MOS, cn-north-4_ml, cn-east-3, cn-north-4
+    assert regions(make_spider(), backwards) == ["cn-east-3", "cn-north-4"]
+    assert regions(make_spider(regions=["cn-east-3"]), data["projects"]) == ["cn-east-3"]
+
+
+def test_a_page_of_100_gpu_flavors_is_rated_in_one_hourly_call():
+    """BSS rates at most 100 products a call: a page of 100 GPU flavors asks once, each
+    product for one hour (usage_value 1 of measure 4, hours), so the price is hourly."""
+    template = next(f for f in fixture_flavors("cn-east-3") if f["id"] == "p3.2xlarge.8")
+    page = {"flavors": [dict(template, id=f"p3.{i}.xlarge.8") for i in range(100)]}
+    spider = make_spider()
+    out = list(spider.parse_flavors(response(page, "https://ecs.example/flavors"),
+                                    region="cn-east-3", project_id="09a1c2e3"))
+    assert len(out) == 1
+    infos = json.loads(out[0].body)["product_infos"]
+    assert [i["resource_spec"] for i in infos] == [f"p3.{i}.xlarge.8.linux" for i in range(100)]
+    assert {(i["usage_factor"], i["usage_value"], i["usage_measure_id"]) for i in infos} == {
+        ("Duration", 1, 4)}
+
+
+def test_rating_without_a_result_for_one_flavor_prices_the_others():
+    """A product BSS leaves out of `product_rating_results` costs only its own offers."""
+    spider = make_spider()
+    flavors = [spider.flavor_info(f, "f") for f in fixture_flavors("cn-east-3")]
+    flavors = [f for f in flavors if f is not None]  # pi2.2xlarge.4, p3.2xlarge.8
+    answer = json.loads((FIX / "bss_on_demand_rating_response.json").read_text())
+    # BSS answers for product 1 (p3.2xlarge.8, at its list price) and not for product 0.
+    list_price = json.loads((FIX / "bss_list_prices.json").read_text())["p3.2xlarge.8.linux"]
+    answer["product_rating_results"][0].update(id="1", official_website_amount=list_price)
+    items = list(spider.parse_rating(response(answer, HuaweiSpider.endpoints["bss"]),
+                                     region="cn-east-3", project_id="09a1c2e3",
+                                     flavors=flavors))
+    assert [(i.instance_type, i.price) for i in items] == [("p3.2xlarge.8", 32.4)]
+
+
+def test_a_handled_bss_rejection_leaves_no_http_400_count():
+    """The split-and-retry 400 is taken back out of the downloader's count (it is an answer,
+    not an error); with DOWNLOADER_STATS off there is no count to take, and none is made."""
+    key = "downloader/response_status_count/400"
+    error = FIX / "bss_error_product_not_found.json"
+    for counted in (1, None):
+        spider = make_spider()
+        stats = spider.crawler.stats
+        if counted:
+            stats.set_value(key, counted)
+        flavors = [spider.flavor_info(f, "f") for f in fixture_flavors("cn-east-3")]
+        out = list(spider.parse_rating(
+            response(error, HuaweiSpider.endpoints["bss"], status=400), region="cn-east-3",
+            project_id="09a1c2e3", flavors=[f for f in flavors if f is not None]))
+        assert len(out) == 2  # the batch split in halves
+        assert key not in stats.get_stats(), stats.get_stats()
+        assert stats.get_value("gpuradar/bss_rejected_batches") == 1
+
+
+def test_a_retry_is_signed_afresh():
+    """APIG refuses a signature whose X-Sdk-Date is old: a retry is signed again."""
+    spider = make_spider()
+    url = HuaweiSpider.endpoints["iam"]
+    request = spider.signed("GET", url, spider.parse_projects)
+    stale = huawei_sign(access_key="AKtest", secret_key=SK, method="GET", url=url,
+                        headers=request.meta["huawei_headers"],
+                        now=datetime(2020, 1, 1, tzinfo=UTC))
+    retry = spider.sign_again(request.replace(headers=stale))
+    assert retry.headers["X-Sdk-Date"].decode() > "2020"  # signed now, not on 2020-01-01
+    assert retry.headers["Authorization"].decode() != stale["Authorization"]
