@@ -4,17 +4,21 @@ response shapes, and a real crawl of the fixture server into storage."""
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from gpuradar.crawler.parsing import ParseFailed, parse_files
 from gpuradar.crawler.signing import tencent_tc3_headers
-from gpuradar.crawler.spiders.tencent import TencentSpider
+from gpuradar.crawler.spiders.tencent import FAMILIES, TencentSpider
 from scrapy.settings import Settings
 
+from gpuradar.core.units import region_matches
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, spider_settings
-from tests.provider_server import Reply, serve_standard
+from tests.provider_server import Reply, Request, serve_standard
 
 FIX = FIXTURES / "tencent"
 SECRET_KEY = "tencent-secret-never-shown-0123456789"
@@ -45,6 +49,15 @@ def parsed(name: str, **options) -> list[dict]:
     return list(parse_files("tencent", [FIX / name], project_settings(**options)))
 
 
+def edited_answer(tmp_path: Path, name: str, edit: Callable[[dict], None]) -> Path:
+    """A copy of a fixture answer whose first quota row `edit` changes (values only)."""
+    data = json.loads((FIX / name).read_text())
+    edit(data["Response"]["InstanceTypeQuotaSet"][0])
+    path = tmp_path / name
+    path.write_text(json.dumps(data, ensure_ascii=False))
+    return path
+
+
 def test_parse_on_demand_answer():
     items = {(i["zone"], i["instance_type"]): i for i in parsed(
         "zone_instance_config_postpaid_gpu.json")}
@@ -65,6 +78,37 @@ def test_parse_on_demand_answer():
     assert h800["price_per_gpu_usd"] == pytest.approx(h800["price_usd"] / 8)
 
 
+def test_on_demand_price_is_the_list_price_even_with_an_account_discount(tmp_path):
+    """An account with a discount gets UnitPriceDiscount below UnitPrice (Discount "80.000000"
+    = 80 %); the on-demand offer is the list price, the discounted one is kept beside it."""
+    def discounted(row: dict) -> None:
+        row["Price"].update(Discount="80.000000", UnitPriceDiscount=6.94)
+
+    path = edited_answer(tmp_path, "zone_instance_config_postpaid_gpu.json", discounted)
+    t4 = next(i for i in parse_files("tencent", [path], project_settings())
+              if (i["zone"], i["instance_type"]) == ("ap-guangzhou-3", "GN7.2XLARGE32"))
+    assert t4["pricing"] == "on_demand" and t4["price"] == 8.68
+    assert t4["attributes"]["unit_price_discount"] == 6.94
+
+
+@pytest.mark.parametrize(("zone", "region", "mainland"), [
+    ("ap-guangzhou-3", "ap-guangzhou", True),
+    ("ap-shanghai-fsi-1", "ap-shanghai-fsi", True),  # a finance zone: its region has a dash
+    ("ap-hongkong-2", "ap-hongkong", False),
+    ("ap-singapore-1", "ap-singapore", False),
+    ("eu-frankfurt-1", "eu-frankfurt", False),
+])
+def test_region_of_a_zone_and_the_mainland_alias(tmp_path, zone, region, mainland):
+    """A saved answer's offer gets the region its zone belongs to, and `--region mainland`
+    keeps it exactly when that region is in mainland China (Hong Kong and abroad are not)."""
+    path = edited_answer(tmp_path, "zone_instance_config_spotpaid_gpu.json",
+                         lambda row: row.update(Zone=zone))
+    offer = next(i for i in parse_files("tencent", [path], project_settings())
+                 if i["zone"] == zone)
+    assert offer["region"] == region
+    assert region_matches(offer["region"], zone, ["mainland"], "tencent") is mainland
+
+
 def test_parse_spot_answer_uses_the_spot_price_and_usd_option():
     items = parsed("zone_instance_config_spotpaid_gpu.json", currency="usd")
     t4 = next(i for i in items if i["zone"] == "ap-guangzhou-3")
@@ -81,12 +125,15 @@ def test_documented_non_gpu_example_yields_nothing_and_errors_are_named():
         parsed("error_signature.json")
 
 
-def test_changed_field_name_is_a_clear_error(tmp_path):
-    data = json.loads((FIX / "zone_instance_config_postpaid_gpu.json").read_text())
-    data["Response"]["InstanceTypeQuotaSet"][0].pop("Zone")
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps(data))
-    with pytest.raises(ParseFailed, match="'Zone' is missing"):
+@pytest.mark.parametrize(("edit", "error"), [
+    (lambda row: row.pop("Zone"), "'Zone' is missing"),
+    # GB: the other ChargeUnit of Tencent's ItemPrice (SDK docs, traffic): never an hourly price
+    (lambda row: row["Price"].update(ChargeUnit="GB"), "ChargeUnit.*'GB', expected 'HOUR'"),
+])
+def test_changed_answer_is_a_clear_error(tmp_path, edit, error):
+    """A renamed field or a price per another unit stops the parse with the field named."""
+    bad = edited_answer(tmp_path, "zone_instance_config_postpaid_gpu.json", edit)
+    with pytest.raises(ParseFailed, match=error):
         list(parse_files("tencent", [bad], project_settings()))
 
 
@@ -98,7 +145,18 @@ def test_status_names_the_settings(monkeypatch):
     monkeypatch.setenv("TENCENTCLOUD_SECRET_ID", "AKIDx")
     monkeypatch.setenv("TENCENTCLOUD_SECRET_KEY", "y")
     enabled, why = TencentSpider.status(Settings({"GPURADAR_SOURCES": {}}))
-    assert enabled and "CNY" in why
+    assert enabled and "CNY" in why and "all regions (DescribeRegions)" in why
+    enabled, why = TencentSpider.status(Settings({"GPURADAR_SOURCES": {"tencent": {
+        "regions": ["ap-guangzhou"]}}}))
+    assert enabled and "ap-guangzhou" in why and "DescribeRegions" not in why
+
+
+def test_demo_says_tencent_needs_credentials():
+    """`gpuradar demo` has no Tencent sample and tells how to get offers: configure a key."""
+    proc = gpuradar("demo", env={"COLUMNS": "200"})  # one line per message
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if "tencent" in x)
+    assert line.startswith("no public sample:") and "configure credentials" in line
 
 
 def config(tmp_path: Path, server, **tencent) -> Path:
@@ -118,6 +176,11 @@ def test_crawl_into_storage_shows_cny_and_usd(tmp_path, provider_server, db_url)
     assert result["status"] == "ok" and result["items"] == 6, (result, proc.stderr[-3000:])
     bodies = [r.json() for r in provider_server.requests if r.path == "/"]
     assert {} in bodies and len(bodies) == 1 + 2 * 4  # regions, then 2 charge types x 4
+    # each charge type asks every catalogued family once, at most 5 values in a filter
+    for charge in ("POSTPAID_BY_HOUR", "SPOTPAID"):
+        chunks = [f["Values"] for b in bodies for f in b.get("Filters", [])[1:]
+                  if b["Filters"][0]["Values"] == [charge]]
+        assert sorted(sum(chunks, [])) == sorted(FAMILIES) and max(map(len, chunks)) <= 5
     offers = gpuradar_json("prices", "--source", "tencent", "--all", config=cfg, db_url=db_url)
     assert {o["region"] for o in offers} == {"ap-guangzhou"}
     t4 = next(o for o in offers if o["zone"] == "ap-guangzhou-3" and o["pricing"] == "on_demand"
@@ -179,3 +242,40 @@ def test_regions_the_api_does_not_serve_are_not_errors(tmp_path, provider_server
     asked = {r.headers.get("x-tc-region") for r in provider_server.requests if r.json()}
     assert asked == {"ap-guangzhou", "ap-seoul"}  # ap-mumbai is not a documented region
     assert "ap-seoul does not serve DescribeZoneInstanceConfigInfos" in proc.stderr
+
+
+def test_configured_regions_are_asked_directly_and_a_retry_is_signed_afresh(
+        tmp_path, provider_server, sqlite_url):
+    """With `regions` set no DescribeRegions is made: each named region is asked at once. A
+    call the gateway refuses late (503 after 1.1 s) is retried with a new X-TC-Timestamp
+    and signature, since Tencent refuses signatures older than five minutes."""
+    standard = serve_standard(provider_server)
+    answer = provider_server.routes[("POST", "/")]
+    refused: list[Request] = []
+    lock = threading.Lock()
+
+    def slow_failure(req: Request) -> Reply:
+        with lock:
+            first = not refused
+            if first:
+                refused.append(req)
+        if first:
+            time.sleep(1.1)
+            return Reply(503, b"service unavailable")
+        return answer(req)
+
+    provider_server.route("POST", "/", slow_failure)
+    cfg = write_config(tmp_path / "config.yaml", endpoints=standard, scrapy=FAST,
+                       sources={"tencent": {"secret_id": "AKIDtest", "secret_key": SECRET_KEY,
+                                            "regions": ["ap-guangzhou"]}})
+    proc = gpuradar("crawl", "tencent", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "ok" and result["items"] == 6, (result, proc.stderr)
+    sent = provider_server.requests
+    assert all(r.json() for r in sent)  # no DescribeRegions
+    assert {r.headers.get("x-tc-region") for r in sent} == {"ap-guangzhou"}
+    assert len(sent) == 1 + 2 * 4  # 2 charge types x 4 family chunks, and the retry
+    [first] = refused
+    [retry] = [r for r in sent if r.body == first.body and r is not first]
+    assert int(retry.headers["x-tc-timestamp"]) > int(first.headers["x-tc-timestamp"])
+    assert retry.headers["authorization"] != first.headers["authorization"]
