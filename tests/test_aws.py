@@ -264,10 +264,20 @@ def test_pipeline_prices_ml_accelerators_per_chip_hour():
     assert all(r["gpu"] in gpus.CATALOG and not r["gpu_raw"] for r in records.values())
 
 
+# A memory-optimized group as the real spot feed lists it (type and row as in public captures
+# of spot.json): CPU types, neither offers nor reported.
+HIMEM_GROUP = {"type": "hiMemCurrentGen", "sizes": [{"size": "r3.large", "valueColumns": [
+    {"name": "linux", "prices": {"USD": "0.0161"}},
+    {"name": "mswin", "prices": {"USD": "0.1741"}}]}]}
+
+
 def test_real_spot_feed_prices_trainium2_and_gaudi_and_reports_the_rest(caplog):
     spider = make_spider()
     spider.read_locations(json.loads((FIX / "locations.json").read_text()), "f")
-    out = list(spider.parse_spot(response(FIX / "spot_real_accelerators.json")))
+    feed = json.loads((FIX / "spot_real_accelerators.json").read_text())
+    for region in feed["config"]["regions"]:
+        region["instanceTypes"].append(HIMEM_GROUP)
+    out = list(spider.parse_spot(response(json.dumps(feed).encode())))
     found = {(i.region, i.instance_type): i for i in items(out)}
     trn2 = found[("us-east-2", "trn2.48xlarge")]
     assert (trn2.gpu, trn2.gpu_count, trn2.gpu_memory_gb, trn2.price, trn2.pricing) == (
@@ -283,10 +293,15 @@ def test_real_spot_feed_prices_trainium2_and_gaudi_and_reports_the_rest(caplog):
 
 
 # -- regions from the locations feed ---------------------------------------------------------
-def test_regions_come_from_the_locations_feed():
+def test_regions_come_from_the_locations_feed(caplog):
     spider = make_spider()
     del spider.region_names["ap-southeast-6"]  # as if the built-in table did not know it yet
-    list(spider.parse_locations(response(FIX / "locations.json")))
+    with caplog.at_level(logging.INFO):
+        list(spider.parse_locations(response(FIX / "locations.json")))
+    # One line says how many regions the feed names and which ones the table lacks.
+    [line] = [r.getMessage() for r in caplog.records if "locations feed" in r.getMessage()]
+    assert line == ("aws: 38 regions in the locations feed (not in the built-in table: "
+                    "eusc-de-east-1, us-east-2-mci-1, us-gov-east-1, us-gov-west-1)")
     assert spider.region_names["ap-southeast-6"] == "Asia Pacific (New Zealand)"
     assert spider.region_names["ap-east-2"] == "Asia Pacific (Taipei)"
     out = list(spider.parse_spot(response(FIX / "spot_real_accelerators.json")))
@@ -384,6 +399,16 @@ def test_spot_history_gives_the_latest_price_per_zone():
     p5 = next(i for i in found if i.zone == "us-east-1a" and i.instance_type == "p5.48xlarge")
     assert (p5.region, p5.pricing, p5.attributes["interruption"]) == ("us-east-1", "spot", "<5%")
     assert p5.attributes["price_since"] == "2026-09-25T17:02:11.000Z"
+    # A saved answer asked without the Linux/UNIX filter (`gpuradar parse`) also lists other
+    # products (EC2's product descriptions: Linux/UNIX, SUSE Linux, Windows, each also
+    # "(Amazon VPC)"): their rows are skipped, the Linux/UNIX rows after them all kept.
+    text = (FIX / "spot_history_us-east-1_page1.xml").read_text()
+    first = text.index("<item>")
+    windows = text[first:text.index("</item>") + len("</item>")].replace(
+        "Linux/UNIX", "Windows").replace("24.112100", "26.101200")
+    mixed = text[:first] + windows + "\n        " + text[first:]
+    found = items(spider.parse_file(response(mixed.encode(), kind="xml")))
+    assert {(i.zone, i.instance_type): i.price for i in found} == prices
 
 
 def test_spot_history_follows_next_token_when_signing():
@@ -518,12 +543,15 @@ def settings() -> Settings:
     return out
 
 
-def test_parse_tells_every_kind_of_file_apart():
+def test_parse_tells_every_kind_of_file_apart(caplog):
     def parsed(*names: str) -> list[dict[str, Any]]:
         return list(parse_files("aws", [FIX / n for n in names], settings()))
 
     assert parsed("describe_regions.xml") == []
-    assert parsed("spot-advisor-data.json") == []
+    with caplog.at_level(logging.INFO):
+        assert parsed("spot-advisor-data.json") == []
+    # Bands of accelerated types only (m7i.large and i4i.12xlarge of the feed are not).
+    assert "aws: advisor data read: 21 GPU offers with a band" in caplog.messages
     zones = parsed("spot-advisor-data.json", "spot_history_us-west-2.xml")
     assert {(o["zone"], o["gpu"], o["attributes"].get("interruption")) for o in zones} == {
         ("us-west-2a", "T4G", "<5%"), ("us-west-2b", "H100-SXM-80GB", "5-10%")}
@@ -714,13 +742,16 @@ def test_credentials_add_signed_per_zone_spot_prices(tmp_path, provider_server, 
     assert FAKE_AWS["AWS_SECRET_ACCESS_KEY"] not in result["_stderr"]
 
 
+@pytest.mark.parametrize("status", [403, 401])
 def test_unauthorized_spot_history_makes_the_crawl_partial(tmp_path, provider_server,
-                                                          sqlite_url):
+                                                          sqlite_url, status):
+    """EC2 refuses in its error envelope with 403 (not permitted) or 401 (credentials not
+    accepted): the user reads EC2's own code and message, not just an HTTP status."""
     from tests.routes import aws as routes
 
     def refuse_oregon(req):
         if req.path == "/ec2/us-west-2/":
-            return Reply(403, (FIX / "error_unauthorized.xml").read_bytes(),
+            return Reply(status, (FIX / "error_unauthorized.xml").read_bytes(),
                          content_type="text/xml")
         return routes.ec2_handler(req)
 
