@@ -79,6 +79,8 @@ def test_per_gpu_memory_comes_from_the_catalog_not_the_estimator_totals():
     assert got[("VM.GPU3.1", "on_demand")].gpu_memory_gb == 16
     # 32 GB for 2 x V100 is 16 GB each, not the 32 GB V100.
     assert got[("VM.GPU3.2", "on_demand")].gpu_memory_gb == 16
+    # A GPU the catalog does not know keeps the estimator's total / count, to 0.1 GB.
+    assert OciSpider.gpu_memory("Next Accelerator", 8, 2300.0) == 287.5
 
 
 def test_newest_shapes_get_their_documented_cpus_and_a_clean_name():

@@ -71,6 +71,8 @@ def test_each_failure_class_is_one_line_with_its_fix(tmp_path, provider_server, 
     assert paths.count("/api/v0/bundles/") == 1 and paths.count("/api/retail/prices") == 1
     assert json.loads(next(r.body for r in provider_server.requests
                            if r.path == "/api/v0/bundles/"))["limit"] == 1
+    assert json.loads(next(r.body for r in provider_server.requests
+                           if r.path == "/api/v1/user/machine/list"))["page_index"] == 1
     for secret in ("tc-secret-9", "hw-secret-9", "autodl-token-9", "autodl-dev-9"):
         assert secret not in proc.stdout + proc.stderr
     # Nothing was stored.
