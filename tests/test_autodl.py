@@ -14,7 +14,7 @@ from scrapy.utils.test import get_crawler
 
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, response, spider_settings
-from tests.provider_server import serve_standard
+from tests.provider_server import Reply, serve_standard
 
 FIX = FIXTURES / "autodl"
 WEB_TOKEN = "eyJhbGciOi-autodl-web-token-never-shown"
@@ -122,3 +122,25 @@ def test_crawl_both_paths_into_storage(tmp_path, provider_server, db_url):
     stock = next(o for o in offers if o["instance_type"] == "stock:RTX 4090")
     assert stock["region"] == "westDC2" and stock["available_count"] == 12
     assert WEB_TOKEN not in proc.stdout + proc.stderr and DEV_TOKEN not in proc.stderr
+
+
+def test_a_data_center_refusing_the_stock_query_is_named_and_the_others_kept(
+        tmp_path, provider_server, sqlite_url):
+    """One data centre answering an error costs only its own stock: the crawl is partial
+    (it closes nothing), its error names the data centre, the others' offers are stored."""
+    endpoints = serve_standard(provider_server)
+
+    def stock(req) -> Reply:
+        body = {"westDC2": "gpu_stock_westDC2.json",
+                "westDC3": "error_authorize_failed.json"}.get(req.json()["region_sign"])
+        return Reply(body=(FIX / body).read_bytes() if body
+                     else b'{"code": "Success", "msg": "", "data": []}')
+
+    provider_server.route("POST", "/api/v1/dev/machine/region/gpu_stock", stock)
+    cfg = write_config(tmp_path / "config.yaml", endpoints=endpoints, scrapy=FAST,
+                       sources={"autodl": {"dev_token": DEV_TOKEN, "prices": {"RTX 4090": 1.98}}})
+    proc = gpuradar("crawl", "autodl", "--json", config=cfg, db_url=sqlite_url)
+    (result,) = json.loads(proc.stdout)
+    assert (result["status"], result["items"], result["closed"]) == ("partial", 1, 0)
+    assert "AuthorizeFailed" in result["error"]
+    assert result["error"].endswith("(data center westDC3)")
