@@ -114,6 +114,7 @@ def test_parse_spot_answer_uses_the_spot_price_and_usd_option():
     t4 = next(i for i in items if i["zone"] == "ap-guangzhou-3")
     assert t4["pricing"] == "spot" and t4["price"] == 1.74 and t4["currency"] == "USD"
     assert t4["attributes"]["on_demand_unit_price"] == 8.68
+    assert "unit_price_discount" not in t4["attributes"]  # the spot price is the price
     assert t4["price_usd"] == 1.74
     a10 = next(i for i in items if i["instance_type"] == "PNV4.7XLARGE116")
     assert a10["available"] is False
@@ -143,6 +144,8 @@ def test_status_names_the_settings(monkeypatch):
     enabled, why = TencentSpider.status(Settings({"GPURADAR_SOURCES": {}}))
     assert not enabled and "TENCENTCLOUD_SECRET_ID" in why and "secret_key" in why
     monkeypatch.setenv("TENCENTCLOUD_SECRET_ID", "AKIDx")
+    enabled, why = TencentSpider.status(Settings({"GPURADAR_SOURCES": {}}))
+    assert not enabled and "TENCENTCLOUD_SECRET_KEY" in why     # half a key is no key
     monkeypatch.setenv("TENCENTCLOUD_SECRET_KEY", "y")
     enabled, why = TencentSpider.status(Settings({"GPURADAR_SOURCES": {}}))
     assert enabled and "CNY" in why and "all regions (DescribeRegions)" in why
@@ -218,10 +221,11 @@ def test_regions_the_api_does_not_serve_are_not_errors(tmp_path, provider_server
     undocumented ones are not asked, and a region answering UnsupportedRegion (as Tencent
     documents) has no offers but does not make the crawl partial, so offers still close."""
     regions = json.loads((FIX / "describe_regions.json").read_text())
-    regions["Response"]["RegionSet"] = [
+    regions["Response"]["RegionSet"] = [  # the skipped ones first: each skips only itself
+        {"Region": "ap-mumbai", "RegionName": "亚太南部(孟买)", "RegionState": "AVAILABLE"},
+        {"Region": "ap-beijing", "RegionName": "华北地区(北京)", "RegionState": "UNAVAILABLE"},
         {"Region": "ap-guangzhou", "RegionName": "华南地区(广州)", "RegionState": "AVAILABLE"},
-        {"Region": "ap-seoul", "RegionName": "亚太东北(首尔)", "RegionState": "AVAILABLE"},
-        {"Region": "ap-mumbai", "RegionName": "亚太南部(孟买)", "RegionState": "AVAILABLE"}]
+        {"Region": "ap-seoul", "RegionName": "亚太东北(首尔)", "RegionState": "AVAILABLE"}]
     standard = serve_standard(provider_server)
     answer = provider_server.routes[("POST", "/")]
 
@@ -240,7 +244,8 @@ def test_regions_the_api_does_not_serve_are_not_errors(tmp_path, provider_server
     [result] = json.loads(proc.stdout)
     assert result["status"] == "ok" and result["items"] == 6, (result, proc.stderr)
     asked = {r.headers.get("x-tc-region") for r in provider_server.requests if r.json()}
-    assert asked == {"ap-guangzhou", "ap-seoul"}  # ap-mumbai is not a documented region
+    assert asked == {"ap-guangzhou", "ap-seoul"}  # ap-mumbai is not a documented region,
+    # ap-beijing is not available now
     assert "ap-seoul does not serve DescribeZoneInstanceConfigInfos" in proc.stderr
 
 
