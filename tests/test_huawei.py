@@ -122,9 +122,11 @@ def test_status_without_keys_names_the_env_vars(monkeypatch):
     monkeypatch.delenv("HUAWEICLOUD_SDK_SK", raising=False)
     enabled, why = HuaweiSpider.status(project_settings())
     assert not enabled and "HUAWEICLOUD_SDK_AK" in why and "HUAWEICLOUD_SDK_SK" in why
-    enabled, why = HuaweiSpider.status(project_settings(access_key="a", secret_key="b",
-                                                        site="intl"))
-    assert enabled and "USD" in why
+    read = json.loads('{"site": "intl"}')  # as a configuration file gives it, not a literal
+    enabled, why = HuaweiSpider.status(project_settings(access_key="a", secret_key="b", **read))
+    assert (enabled, why) == (True, "AK/SK found; international site, USD")
+    enabled, why = HuaweiSpider.status(project_settings(access_key="a", secret_key="b"))
+    assert (enabled, why) == (True, "AK/SK found; China site, CNY")
 
 
 def test_crawl_splits_a_rejected_batch_and_prices_the_rest(tmp_path, provider_server, db_url):
@@ -215,17 +217,19 @@ def test_projects_keep_every_wanted_region_in_any_order():
     assert regions(make_spider(regions=["cn-east-3"]), data["projects"]) == ["cn-east-3"]
 
 
-def test_a_page_of_100_gpu_flavors_is_rated_in_one_hourly_call():
-    """BSS rates at most 100 products a call: a page of 100 GPU flavors asks once, each
-    product for one hour (usage_value 1 of measure 4, hours), so the price is hourly."""
+def test_gpu_flavors_are_rated_100_to_a_call_each_for_one_hour():
+    """BSS rates at most 100 products a call: a page of 101 GPU flavors asks twice (100,
+    then 1), each product for one hour (usage_value 1 of measure 4, hours), so the price is
+    hourly."""
     template = next(f for f in fixture_flavors("cn-east-3") if f["id"] == "p3.2xlarge.8")
-    page = {"flavors": [dict(template, id=f"p3.{i}.xlarge.8") for i in range(100)]}
+    page = {"flavors": [dict(template, id=f"p3.{i}.xlarge.8") for i in range(101)]}
     spider = make_spider()
     out = list(spider.parse_flavors(response(page, "https://ecs.example/flavors"),
                                     region="cn-east-3", project_id="09a1c2e3"))
-    assert len(out) == 1
-    infos = json.loads(out[0].body)["product_infos"]
-    assert [i["resource_spec"] for i in infos] == [f"p3.{i}.xlarge.8.linux" for i in range(100)]
+    calls = [json.loads(r.body)["product_infos"] for r in out if "/ratings/" in r.url]
+    assert [len(c) for c in calls] == [100, 1]
+    infos = calls[0] + calls[1]
+    assert [i["resource_spec"] for i in infos] == [f"p3.{i}.xlarge.8.linux" for i in range(101)]
     assert {(i["usage_factor"], i["usage_value"], i["usage_measure_id"]) for i in infos} == {
         ("Duration", 1, 4)}
 
