@@ -531,6 +531,9 @@ def test_status_says_what_credentials_add(no_aws_env):
     assert status(access_key_id="AKIDEXAMPLE", secret_access_key="x") == (
         True, "public price files; AWS credentials found (config-file): per-zone spot prices")
     assert status(spot_history=False)[1].endswith("off (sources.aws.spot_history)")
+    # A profile that is not there costs the spot history only, and says why.
+    assert status(profile="nowhere") == (
+        True, "public price files; AWS credentials unusable (ProfileNotFound)")
     assert status(enabled=False) == (False, "disabled in the config file")
 
 
