@@ -54,6 +54,14 @@ def test_availability_and_gpu_fields():
     # `info:gpus` lists cards; one without a count adds none.
     cards = [{"name": "nvidia-v100", "memory_mb": 32768, "count": 8}, {"name": "nvidia-v100"}]
     assert flavor_gpu({"info:gpus": json.dumps(cards)}) == ("nvidia-v100", 8, 32.0)
+    # A field it cannot read costs only itself: the next one still names the GPU; a
+    # passthrough alias of zero GPUs names none.
+    ascend = json.dumps([{"name": "Ascend-910B", "memory_mb": 65536, "count": 8}])
+    assert flavor_gpu({"info:gpus": "{not json", "info:asic_accelerators": ascend}) == (
+        "Ascend-910B", 8, 64.0)
+    assert flavor_gpu({"info:gpus": "[]", "pci_passthrough:alias": "nvidia-t4:1"}) == (
+        "nvidia-t4", 1.0, None)
+    assert flavor_gpu({"pci_passthrough:alias": "nvidia-t4:0"}) is None
 
 
 def test_promotion_and_open_beta_zones_are_on_sale(tmp_path):
