@@ -30,7 +30,7 @@ from gpuradar.core import gpus
 from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, response
-from tests.provider_server import ProviderServer, serve_standard
+from tests.provider_server import ProviderServer, Reply, serve_standard
 
 FIX = FIXTURES / "gcp"
 URL = "https://cloudbilling.googleapis.com/v1/services/6F81-5844-456A/skus"
@@ -100,6 +100,15 @@ def test_unit_price_reads_units_and_nanos(price, expected):
     assert value == (pytest.approx(expected) if expected is not None else None)
 
 
+def test_unit_price_is_the_tier_that_starts_at_zero():
+    """A SKU with usage tiers is listed at its first tier (from usage 0, whose
+    startUsageAmount JSON omits), not at the price after a volume threshold."""
+    sku = {"pricingInfo": [{"pricingExpression": {"usageUnit": "h", "tieredRates": [
+        {"unitPrice": {"currencyCode": "USD", "units": "2", "nanos": 933908000}},
+        {"startUsageAmount": 720, "unitPrice": {"currencyCode": "USD", "units": "1"}}]}}]}
+    assert unit_price(sku) == (pytest.approx(2.933908), "USD", "h")
+
+
 # -- assembled machine prices ------------------------------------------------------------
 def test_a2_price_is_cores_plus_ram_plus_gpus_from_the_real_skus():
     # The real page: A100 GPU, A2 core and A2 RAM SKUs "running in Americas".
@@ -127,6 +136,9 @@ def test_a_sku_priced_in_an_unexpected_unit_is_skipped_and_counted(caplog):
     assert stats(spider)["gpuradar/skipped/unexpected_unit"] == 1
     assert stats(spider)["gpuradar/skipped/incomplete_price"] == 15   # 5 A2 types x 3 regions
     assert "SKU 'A2 Instance Ram' is priced per 'h', expected 'GiBy.h'; skipped" in caplog.text
+    (line,) = [r.getMessage() for r in caplog.records if "not assembled" in r.getMessage()]
+    assert line.startswith("gcp: 15 machine prices not assembled")
+    assert line.count(" on_demand") == 8 and line.endswith(" ...")  # the first 8 of 15
 
 
 def test_every_accelerator_family_is_assembled_on_demand_and_spot(full):
@@ -476,6 +488,29 @@ def test_without_a_key_the_source_is_disabled_and_says_why(tmp_path, provider_se
                                                   env={"GCP_API_KEY": ""})}
     assert rows["gcp"]["enabled"] is False
     assert "GCP_API_KEY or sources.gcp.api_key" in rows["gcp"]["why"]
+
+
+def test_a_key_google_refuses_fails_the_crawl_with_googles_own_words(tmp_path, provider_server,
+                                                                    sqlite_url):
+    """A key without the Cloud Billing API enabled (403) or not accepted (401): the crawl
+    fails, closes nothing, and says what Google said for each service."""
+    def refusal(code: int, status: str, message: str):
+        body = {"error": {"code": code, "message": message, "status": status}}
+        return lambda req: Reply(code, json.dumps(body).encode())
+
+    cfg = config(tmp_path, provider_server)
+    provider_server.route("GET", "/v1/services/6F81-5844-456A/skus", refusal(
+        403, "PERMISSION_DENIED", "Cloud Billing API has not been used in project 123."))
+    provider_server.route("GET", "/v1/services/E000-3F24-B8AA/skus", refusal(
+        401, "UNAUTHENTICATED", "Request had invalid authentication credentials."))
+    proc = gpuradar("crawl", "gcp", "--json", config=cfg, db_url=sqlite_url,
+                    env={"GCP_API_KEY": "AIzaFAKEKEY123"})
+    [result] = json.loads(proc.stdout)
+    assert result["status"] != "ok" and result["closed"] == 0
+    assert ("refused the request (HTTP 403): Cloud Billing API has not been used in project "
+            "123.") in proc.stderr
+    assert ("refused the request (HTTP 401): Request had invalid authentication "
+            "credentials.") in proc.stderr
 
 
 def test_crawl_pages_through_the_catalog_with_a_key(tmp_path, provider_server, sqlite_url):
