@@ -280,7 +280,7 @@ def test_instance_price_is_its_own_line_in_any_order():
     assert (item.price, item.attributes["trade_price"]) == (13.12, 13.12)
 
 
-@pytest.mark.parametrize("status", [403, 404])
+@pytest.mark.parametrize("status", [400, 403, 404])
 def test_api_error_answer_is_reported_with_its_code(tmp_path, provider_server, sqlite_url,
                                                     status):
     """Alibaba answers a refused call with an HTTP error status and its error body (Code,
