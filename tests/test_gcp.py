@@ -443,6 +443,16 @@ def test_api_refusal_is_logged_with_googles_message(caplog):
                     "Please pass a valid API key.")
 
 
+@pytest.mark.parametrize("body", [
+    "<html><body>" + "403 Forbidden. " * 20 + "</body></html>",     # a proxy's page
+    '{"message": "' + "no error object " * 20 + '"}'])               # JSON of another shape
+def test_a_refusal_that_is_not_googles_error_shows_its_first_200_characters(caplog, body):
+    spider = make_spider(api_key="k")
+    list(spider.parse(response(body, URL, status=403)))
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert line == f"gcp: Cloud Billing API refused the request (HTTP 403): {body[:200]}"
+
+
 def test_status_names_the_setting_that_enables_the_source(monkeypatch):
     monkeypatch.delenv("GCP_API_KEY", raising=False)
 
