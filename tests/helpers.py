@@ -6,17 +6,20 @@ import json
 import socket
 import threading
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from scrapy import Request
+from scrapy import Request, Spider
 from scrapy.http import HtmlResponse, TextResponse, XmlResponse
 from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 Kind = Literal["text", "json", "html", "xml"]
 _CLASSES: dict[str, type[TextResponse]] = {
     "text": TextResponse, "json": TextResponse, "html": HtmlResponse, "xml": XmlResponse}
+
+SpiderT = TypeVar("SpiderT", bound=Spider)
 
 
 def fixture(path: str) -> bytes:
@@ -52,6 +55,12 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def callback_spider(cls: type[SpiderT], **options: Any) -> SpiderT:
+    """A spider with `options` as its config section, for calling its callbacks without a
+    crawl (plain settings: no reactor is asked for)."""
+    return get_crawler(cls, {"GPURADAR_SOURCES": {cls.name: options}})._create_spider()
 
 
 def spider_settings(source: str, **options) -> Settings:

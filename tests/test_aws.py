@@ -19,13 +19,12 @@ from gpuradar.crawler.spiders.base import ParseError
 from scrapy import Request
 from scrapy.http import TextResponse
 from scrapy.settings import Settings
-from scrapy.utils.test import get_crawler
 
 from gpuradar.core import gpus
 from gpuradar.core.currency import FxTable
 from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json, write_config
-from tests.helpers import FIXTURES, response
+from tests.helpers import FIXTURES, callback_spider, response
 from tests.provider_server import ProviderServer, Reply, serve_standard
 
 FIX = FIXTURES / "aws"
@@ -48,8 +47,7 @@ def no_aws_env(monkeypatch):
 
 
 def make_spider(**options: Any) -> AwsSpider:
-    crawler = get_crawler(AwsSpider, {"GPURADAR_SOURCES": {"aws": options}})
-    return crawler._create_spider()
+    return callback_spider(AwsSpider, **options)
 
 
 def stats(spider: AwsSpider) -> dict[str, Any]:

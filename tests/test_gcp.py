@@ -24,12 +24,11 @@ from gpuradar.crawler.spiders.gcp import (
 )
 from scrapy import Request
 from scrapy.settings import Settings
-from scrapy.utils.test import get_crawler
 
 from gpuradar.core import gpus
 from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json, write_config
-from tests.helpers import FIXTURES, response
+from tests.helpers import FIXTURES, callback_spider, response
 from tests.provider_server import ProviderServer, Reply, serve_standard
 
 FIX = FIXTURES / "gcp"
@@ -39,8 +38,7 @@ NO_SKUS = {"skus": [], "nextPageToken": ""}
 
 
 def make_spider(**options: Any) -> GcpSpider:
-    crawler = get_crawler(GcpSpider, {"GPURADAR_SOURCES": {"gcp": options}})
-    return crawler._create_spider()
+    return callback_spider(GcpSpider, **options)
 
 
 def page(name: str) -> dict[str, Any]:

@@ -12,10 +12,9 @@ from gpuradar.crawler.parsing import ParseFailed, parse_files
 from gpuradar.crawler.signing import huawei_canonical_request, huawei_sign
 from gpuradar.crawler.spiders.huawei import HuaweiSpider, az_status, flavor_gpu
 from scrapy.settings import Settings
-from scrapy.utils.test import get_crawler
 
 from tests.clirun import gpuradar, gpuradar_json, write_config
-from tests.helpers import FIXTURES, response, spider_settings
+from tests.helpers import FIXTURES, callback_spider, response, spider_settings
 from tests.provider_server import serve_standard
 
 FIX = FIXTURES / "huawei"
@@ -82,9 +81,8 @@ def project_settings(**options) -> Settings:
 
 def make_spider(**options: Any) -> HuaweiSpider:
     """A spider with an AK/SK (and `options`), for calling its callbacks without a crawl."""
-    sources = {"huawei": {"access_key": "AKtest", "secret_key": SK, "domain_id": DOMAIN,
-                          **options}}
-    spider = get_crawler(HuaweiSpider, {"GPURADAR_SOURCES": sources})._create_spider()
+    spider = callback_spider(HuaweiSpider, access_key="AKtest", secret_key=SK,
+                             domain_id=DOMAIN, **options)
     spider.domain_id = DOMAIN  # what start() takes from the option before any request
     return spider
 

@@ -14,11 +14,10 @@ from gpuradar.crawler.parsing import ParseFailed, parse_files
 from gpuradar.crawler.signing import tencent_tc3_headers
 from gpuradar.crawler.spiders.tencent import FAMILIES, TencentSpider
 from scrapy.settings import Settings
-from scrapy.utils.test import get_crawler
 
 from gpuradar.core.units import region_matches
 from tests.clirun import gpuradar, gpuradar_json, write_config
-from tests.helpers import FIXTURES, response, spider_settings
+from tests.helpers import FIXTURES, callback_spider, response, spider_settings
 from tests.provider_server import Reply, Request, serve_standard
 
 FIX = FIXTURES / "tencent"
@@ -124,7 +123,7 @@ def test_parse_spot_answer_uses_the_spot_price_and_usd_option():
 def test_an_answer_gives_only_the_zones_of_the_region_asked():
     """Each offer is stored under the region it was asked for: zones of another region in
     an answer (the fixture holds ap-guangzhou's and ap-shanghai's) are left out."""
-    spider = get_crawler(TencentSpider, {"GPURADAR_SOURCES": {"tencent": {}}})._create_spider()
+    spider = callback_spider(TencentSpider)
     answer = response(FIX / "zone_instance_config_postpaid_gpu.json")
     for region, zones in (("ap-shanghai", {"ap-shanghai-5"}),
                           ("ap-guangzhou", {"ap-guangzhou-3", "ap-guangzhou-6"})):
