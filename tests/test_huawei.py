@@ -285,3 +285,50 @@ def test_a_retry_is_signed_afresh():
     retry = spider.sign_again(request.replace(headers=stale))
     assert retry.headers["X-Sdk-Date"].decode() > "2020"  # signed now, not on 2020-01-01
     assert retry.headers["Authorization"].decode() != stale["Authorization"]
+
+
+def test_a_flavor_sold_region_wide_keeps_its_spot_status_per_zone():
+    """A flavor with no per-AZ sell status is one region-wide offer; its spot status, which
+    Huawei still gives per AZ, is kept whole on that offer rather than dropped."""
+    p3 = next(f for f in fixture_flavors("cn-east-3") if f["id"] == "p3.2xlarge.8")
+    p3["os_extra_specs"]["cond:spot:operation:az"] = "cn-east-3a(normal),cn-east-3b(sellout)"
+    spider = make_spider()
+    info = spider.flavor_info(p3, "flavors[1]")
+    [offer] = spider.offers(info, "cn-east-3", 32.4, "CNY", {}, HuaweiSpider.endpoints["bss"])
+    assert (offer.zone, offer.available) == ("", True)
+    assert offer.attributes["spot_status"] == {"cn-east-3a": "normal", "cn-east-3b": "sellout"}
+
+
+def test_a_replayed_crawl_asks_iam_for_no_domain_id(tmp_path):
+    """Replaying a recording needs no account: without a domain id the spider skips IAM's
+    domain lookup (a recording answers without it); a configured id is still the one sent."""
+    import asyncio
+
+    from scrapy.utils.test import get_crawler
+
+    def first_request(**options: Any) -> Any:
+        crawler = get_crawler(HuaweiSpider, {"GPURADAR_REPLAY_DIR": str(tmp_path),
+                                             "GPURADAR_SOURCES": {"huawei": options}})
+        spider = crawler._create_spider()
+
+        async def first() -> Any:
+            async for request in spider.start():
+                return request
+        return asyncio.run(first())
+
+    replayed = first_request()
+    assert replayed.url == HuaweiSpider.endpoints["iam"]  # the projects, not the domains
+    configured = first_request(domain_id=DOMAIN)
+    assert configured.url == HuaweiSpider.endpoints["iam"]
+    assert configured.headers["X-Domain-Id"].decode() == DOMAIN
+
+
+def test_the_international_site_from_a_config_file_rates_in_usd():
+    """`site: intl`, read from a configuration file, sends every price query to the
+    international BSS endpoint (USD) instead of the China one (CNY)."""
+    read = json.loads('{"site": "intl"}')  # as a configuration file gives it, not a literal
+    flavors = [f for f in (make_spider().flavor_info(f, "f")
+                           for f in fixture_flavors("cn-east-3")) if f is not None]
+    for options, endpoint in (({}, "bss"), (read, "bss_intl")):
+        request = make_spider(**options).rating_request("cn-east-3", "09a1c2e3", flavors)
+        assert request.url == HuaweiSpider.endpoints[endpoint]
