@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from gpuradar.crawler.parsing import ParseFailed, parse_files
@@ -117,8 +118,9 @@ def test_status_says_what_enables_what(monkeypatch):
     enabled, why = AlibabaSpider.status(project_settings())
     assert enabled and "EXPERIMENTAL" in why and "sources.alibaba.version" in why
     assert "ALIBABA_CLOUD_ACCESS_KEY_ID" in why and "CNY" in why
-    enabled, why = AlibabaSpider.status(project_settings(version="2.0.433", site="intl"))
-    assert "pinned price-file version 2.0.433" in why and "USD" in why
+    read = json.loads('{"site": "intl"}')  # as a configuration file gives it, not a literal
+    enabled, why = AlibabaSpider.status(project_settings(version="2.0.433", **read))
+    assert "pinned price-file version 2.0.433" in why and "intl site in USD" in why
 
 
 def crawl(tmp_path, server, db_url, **options):
@@ -170,6 +172,15 @@ def test_access_key_crawl_has_spot_and_availability(tmp_path, provider_server, d
     assert result["status"] == "ok" and result["items"] == 5, result
     actions = [r.query["Action"][0] for r in provider_server.requests if r.path == "/"]
     assert actions.count("DescribeInstanceTypes") == 2  # NextToken followed
+    # DescribeInstanceTypes pages hold at most 100 types since 2023-11-15 (its API reference).
+    assert {r.query["MaxResults"][0] for r in provider_server.requests
+            if r.query.get("Action") == ["DescribeInstanceTypes"]} == {"100"}
+    # The spot history asked covers the last three hours: the newest point of each zone.
+    starts = [datetime.strptime(r.query["StartTime"][0], "%Y-%m-%dT%H:%M:%SZ")
+              .replace(tzinfo=UTC) for r in provider_server.requests
+              if r.query.get("Action") == ["DescribeSpotPriceHistory"]]
+    assert starts and all(abs(datetime.now(UTC) - timedelta(hours=3) - s) < timedelta(minutes=5)
+                          for s in starts), starts
     assert not any(r.path.startswith("/aliyun/") for r in provider_server.requests)
     offers = gpuradar_json("prices", "--source", "alibaba", "--all", config=cfg, db_url=db_url)
     by_key = {(o["zone"], o["instance_type"], o["pricing"]): o for o in offers}
@@ -320,3 +331,47 @@ def test_discovery_survives_a_redirect_back_to_the_page(tmp_path, provider_serve
     paths = [r.path for r in provider_server.requests]
     assert paths.count("/price/ecs/ecs-pricing/zh") == 2
     assert "/aliyun/ecs-price-info/2.0.433/price/download/instancePrice.json" in paths
+
+
+def api_spider() -> AlibabaSpider:
+    spider = AlibabaSpider()
+    spider.settings = project_settings(access_key_id="LTAItest", access_key_secret=SECRET)
+    return spider
+
+
+def test_a_type_without_a_gpu_count_is_not_priced():
+    """DescribeInstanceTypes lists every type; one whose answer has no GPUAmount is not a GPU
+    type, so no availability or price is asked for it."""
+    page = json.loads((FIX / "describe_instance_types_page2.json").read_text())
+    plain = dict(page["InstanceTypes"]["InstanceType"][0], InstanceTypeId="ecs.g7.large")
+    plain.pop("GPUAmount")
+    page["InstanceTypes"]["InstanceType"].append(plain)
+    out = list(api_spider().parse_instance_types(response(page), action="DescribeInstanceTypes",
+                                                  specs={}))
+    assert out and all(set(r.cb_kwargs["specs"]) == {"ecs.gn8is.4xlarge"} for r in out)
+
+
+@pytest.mark.parametrize("status, body", [
+    (200, b"<html><body>Service Unavailable</body></html>"),  # a proxy's page, not the API's
+    (200, (FIX / "error_access_key_not_found.json").read_bytes()),  # an error body, status 200
+])
+def test_an_answer_that_is_not_the_apis_is_reported_not_read(status, body, caplog):
+    spider = api_spider()
+    answer = response(body, "https://ecs.cn-hangzhou.aliyuncs.com/", status=status)
+    assert list(spider.parse_instance_types(answer, action="DescribeInstanceTypes",
+                                            specs={})) == []
+    assert "alibaba: DescribeInstanceTypes failed" in caplog.text
+
+
+def test_the_newest_spot_point_wins_in_any_order():
+    """DescribeSpotPriceHistory's points are not promised in time order: the spot offer takes
+    the newest point of its zone, also when it is listed first."""
+    data = json.loads((FIX / "describe_spot_price_history_gn7i.json").read_text())
+    data["SpotPrices"]["SpotPriceType"].reverse()
+    spec = next(t for t in json.loads((FIX / "describe_instance_types_page1.json").read_text())[
+        "InstanceTypes"]["InstanceType"] if t["InstanceTypeId"] == "ecs.gn7i-c8g1.2xlarge")
+    items = list(api_spider().parse_spot(response(data), action="DescribeSpotPriceHistory",
+                                         region="cn-hangzhou", spec=spec,
+                                         zones={"cn-hangzhou-i": True}))
+    assert [(i.zone, i.price, i.attributes["observed"]) for i in items] == [
+        ("cn-hangzhou-i", 3.41, "2026-11-02T07:00:00Z")]

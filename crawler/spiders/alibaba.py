@@ -261,7 +261,8 @@ class AlibabaSpider(GpuRadarSpider):
         return data
 
     def instance_types_request(self, token: str | None) -> Iterator[scrapy.Request]:
-        params: dict[str, Any] = {"MaxResults": 1000}
+        # 100 a page: the API's maximum since 2023-11-15 (it was 1600 before).
+        params: dict[str, Any] = {"MaxResults": 100}
         if token:
             params["NextToken"] = token
         request = self.rpc("DescribeInstanceTypes", self.option("home_region", "cn-hangzhou"),
