@@ -8,6 +8,7 @@ import gzip
 import json
 import logging
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -314,6 +315,17 @@ def test_regions_come_from_the_locations_feed(caplog):
     assert nz.url.endswith("/Asia%20Pacific%20%28New%20Zealand%29/Linux/index.json")
 
 
+def test_a_price_file_of_a_region_only_the_feed_knows_names_that_region():
+    """A price file read on its own (`gpuradar parse`) is attributed by the location it
+    names: also a region that only the locations feed knows (the Kansas City region)."""
+    spider = make_spider()
+    list(spider.parse_locations(response(FIX / "locations.json")))
+    data = json.loads((FIX / "ondemand_eu-north-1.json").read_text())
+    data["regions"] = {"US East (Kansas City)": data["regions"]["EU (Stockholm)"]}
+    items = list(spider.ondemand_items(data, "index.json", None))
+    assert items and {i.region for i in items} == {"us-east-2-mci-1"}
+
+
 def test_a_broken_locations_feed_falls_back_to_the_table(caplog):
     spider = make_spider()
     with caplog.at_level(logging.ERROR):
@@ -493,6 +505,39 @@ def test_api_error_is_logged_with_its_code(caplog):
                                  "operation.")
 
 
+def test_an_error_status_without_ec2s_error_document_is_reported_by_status(caplog):
+    """A refusal whose body is not EC2's <Response><Errors> document (a load balancer's
+    page) is still a refusal: logged with its HTTP status, no offer, no parse error."""
+    spider = make_spider()
+    page = "<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>"
+    resp = response(page, "https://ec2.us-east-1.amazonaws.com/", status=503)
+    assert list(spider.parse_spot_history(resp, region="us-east-1")) == []
+    [line] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert line.getMessage() == "aws: DescribeSpotPriceHistory in us-east-1 refused: HTTP 503 "
+
+
+def test_a_container_role_is_used_at_crawl_time_and_not_asked_by_status(
+        no_aws_env, monkeypatch, provider_server):
+    """Credentials from a container role (ECS/EKS, an HTTP endpoint of the task) give
+    per-zone spot prices at crawl time; `gpuradar sources` makes no such network call and
+    says a role is tried at crawl time."""
+    expiry = (datetime.now(UTC) + timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    role = {"AccessKeyId": "ASIAROLEEXAMPLE", "SecretAccessKey": "role-secret-never-shown",
+            "Token": "role-session-token", "Expiration": expiry}
+    provider_server.route("GET", "/v2/credentials/task",
+                          lambda req: Reply(body=json.dumps(role).encode()))
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
+    monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                       provider_server.base + "/v2/credentials/task")
+    enabled, why = AwsSpider.status(Settings({"GPURADAR_SOURCES": {"aws": {}}}))
+    assert enabled and "an instance role is tried at crawl time" in why
+    assert provider_server.requests == []
+    credentials = make_spider().credential_source(make_spider().settings)
+    assert credentials.method == "container-role"
+    assert credentials.get_frozen_credentials().access_key == "ASIAROLEEXAMPLE"
+    assert [r.path for r in provider_server.requests] == ["/v2/credentials/task"]
+
+
 def test_signed_request_carries_a_valid_sigv4_signature():
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
@@ -528,7 +573,8 @@ def test_status_says_what_credentials_add(no_aws_env):
     assert enabled and "AWS_ACCESS_KEY_ID" in why and "per-zone spot prices" in why
     assert status(access_key_id="AKIDEXAMPLE", secret_access_key="x") == (
         True, "public price files; AWS credentials found (config-file): per-zone spot prices")
-    assert status(spot_history=False)[1].endswith("off (sources.aws.spot_history)")
+    assert status(spot_history=False) == (
+        True, "public price files; per-zone spot prices off (sources.aws.spot_history)")
     # A profile that is not there costs the spot history only, and says why.
     assert status(profile="nowhere") == (
         True, "public price files; AWS credentials unusable (ProfileNotFound)")
