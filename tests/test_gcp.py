@@ -552,3 +552,32 @@ def test_crawl_pages_through_the_catalog_with_a_key(tmp_path, provider_server, s
     assert v5e[("asia-southeast1", "v5litepod-4", "spot")]["price_usd"] == pytest.approx(3.12)
     per_chip = [o["price_per_gpu_usd"] for o in tpus]
     assert per_chip == sorted(per_chip)
+
+
+def test_core_and_ram_in_another_currency_price_no_machine_and_each_is_counted():
+    """A machine price adds the GPU, core and RAM SKUs: if one is in another currency the
+    sum would mix them, so no G2 machine is priced on demand, and every shape left out is
+    counted."""
+    before = offers(make_spider().parse_file(response(page("skus_page1.json"), URL)))
+    g2 = [k for k in before if k[1].startswith("g2-") and k[2] == "on_demand"]
+    data = mutate("G2 Instance Core running in Americas",
+                  {"currencyCode": "EUR", "units": "0", "nanos": 24988000})
+    spider = make_spider()
+    after = offers(spider.parse_file(response(data, URL)))
+    assert len(g2) > 1 and not any(k in after for k in g2)
+    assert stats(spider)["gpuradar/skipped/currency_mismatch"] == len(g2)
+
+
+def test_the_usage_type_alone_marks_a_spot_price():
+    """A SKU of usage type Preemptible is a spot price even when its description does not
+    say "Spot Preemptible" (the wording is the fallback for mislabelled SKUs, not the rule)."""
+    data = page("skus_page1.json")
+    on_demand = next(s for s in data["skus"]
+                     if s["description"] == "Nvidia Tesla P4 GPU running in Americas")
+    spot = copy.deepcopy(on_demand)
+    spot["category"]["usageType"] = "Preemptible"
+    spot["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"]["nanos"] = 240000000
+    data["skus"].append(spot)
+    found = offers(make_spider().parse_file(response(data, URL)))
+    assert found[("us-east1", "nvidia-tesla-p4", "spot")].price == 0.24
+    assert found[("us-east1", "nvidia-tesla-p4", "on_demand")].price == 0.6

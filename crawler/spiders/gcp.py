@@ -199,7 +199,6 @@ class SkuIndex:
     # (TPU generation, pod SKU, region, spot) -> (regions the SKU covers, price, currency)
     tpu: dict[tuple[str, bool, str, bool], tuple[int, float | None, str]] = field(
         default_factory=dict)
-    skus: int = 0
 
     @staticmethod
     def _keep(table: dict, key: tuple, value: tuple[int, float | None, str]) -> None:
@@ -340,7 +339,6 @@ class GcpSpider(GpuRadarSpider):
         lower = description.lower()
         if any(word in lower for word in _SKIP_WORDS):
             return
-        self.index.skus += 1
         if tpu:
             self.read_tpu_sku(sku, description, usage == "Preemptible" or "preemptible" in lower,
                               where)
