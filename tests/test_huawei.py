@@ -225,8 +225,8 @@ def test_projects_keep_every_wanted_region_in_any_order():
 
 def test_gpu_flavors_are_rated_100_to_a_call_each_for_one_hour():
     """BSS rates at most 100 products a call: a page of 101 GPU flavors asks twice (100,
-    then 1), each product for one hour (usage_value 1 of measure 4, hours), so the price is
-    hourly."""
+    then 1), each product for one instance for one hour (usage_value 1 of measure 4, hours),
+    so the price is that of one machine-hour."""
     template = next(f for f in fixture_flavors("cn-east-3") if f["id"] == "p3.2xlarge.8")
     page = {"flavors": [dict(template, id=f"p3.{i}.xlarge.8") for i in range(101)]}
     spider = make_spider()
@@ -236,8 +236,8 @@ def test_gpu_flavors_are_rated_100_to_a_call_each_for_one_hour():
     assert [len(c) for c in calls] == [100, 1]
     infos = calls[0] + calls[1]
     assert [i["resource_spec"] for i in infos] == [f"p3.{i}.xlarge.8.linux" for i in range(101)]
-    assert {(i["usage_factor"], i["usage_value"], i["usage_measure_id"]) for i in infos} == {
-        ("Duration", 1, 4)}
+    assert {(i["usage_factor"], i["usage_value"], i["usage_measure_id"], i["subscription_num"])
+            for i in infos} == {("Duration", 1, 4, 1)}
 
 
 def test_rating_without_a_result_for_one_flavor_prices_the_others():
