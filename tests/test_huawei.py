@@ -332,3 +332,25 @@ def test_the_international_site_from_a_config_file_rates_in_usd():
     for options, endpoint in (({}, "bss"), (read, "bss_intl")):
         request = make_spider(**options).rating_request("cn-east-3", "09a1c2e3", flavors)
         assert request.url == HuaweiSpider.endpoints[endpoint]
+
+
+def test_a_rejection_other_than_an_unknown_product_is_logged_with_its_message(caplog):
+    """A BSS 400 that is not "product not found" is not split and retried: the batch is
+    logged once with Huawei's code and message (a body in BSS's error shape; the code and
+    message as public code using BSS shows them for a bad parameter)."""
+    spider = make_spider()
+    flavors = [f for f in (spider.flavor_info(f, "f") for f in fixture_flavors("cn-east-3"))
+               if f is not None]
+    body = {"error_code": "CBC.0100", "error_msg": "invalid parameter"}
+    out = list(spider.parse_rating(response(body, HuaweiSpider.endpoints["bss"], status=400),
+                                   region="cn-east-3", project_id="09a1c2e3", flavors=flavors))
+    assert out == []
+    assert ("huawei: BSS rating in cn-east-3 failed: CBC.0100 invalid parameter"
+            in caplog.text)
+
+
+def test_parse_reads_the_iam_answers_as_no_offers():
+    """`gpuradar parse huawei` on a recorded IAM answer (domains or projects): no offers and
+    no error, as for any answer of the crawl that carries no price."""
+    for name in ("iam_auth_domains.json", "iam_auth_projects.json"):
+        assert list(parse_files("huawei", [FIX / name], project_settings())) == []
