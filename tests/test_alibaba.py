@@ -375,3 +375,50 @@ def test_the_newest_spot_point_wins_in_any_order():
                                          zones={"cn-hangzhou-i": True}))
     assert [(i.zone, i.price, i.attributes["observed"]) for i in items] == [
         ("cn-hangzhou-i", 3.41, "2026-11-02T07:00:00Z")]
+
+
+def test_a_type_without_an_hourly_price_costs_only_itself(tmp_path):
+    """A price file entry with no hourly price (only monthly and yearly) is no offer; the
+    types listed after it are still read."""
+    data = json.loads((FIX / "instancePrice_china_gpu.json").read_text())
+    first = next(iter(data["pricingInfo"]))
+    data["pricingInfo"][first]["hours"] = []
+    path = tmp_path / "instancePrice.json"
+    path.write_text(json.dumps(data))
+    items = list(parse_files("alibaba", [path], project_settings()))
+    keys = {(i["region"], i["instance_type"]) for i in items}
+    assert (first.split("::")[0], first.split("::")[1]) not in keys and len(keys) == 6
+
+
+def test_an_api_price_keeps_the_currency_alibaba_states():
+    """DescribePrice states its currency (USD for an international account, CNY in China):
+    the offer is stored in that currency, CNY only when none is stated."""
+    data = json.loads((FIX / "describe_price_gn7i.json").read_text())
+    spec = next(t for t in json.loads((FIX / "describe_instance_types_page1.json").read_text())[
+        "InstanceTypes"]["InstanceType"] if t["InstanceTypeId"] == "ecs.gn7i-c8g1.2xlarge")
+    currencies = []
+    for stated in ("USD", None):
+        data["PriceInfo"]["Price"]["Currency"] = stated  # USD: as an intl account is answered
+        [item] = api_spider().parse_price(response(data), action="DescribePrice",
+                                          region="ap-southeast-1", spec=spec,
+                                          zones={"ap-southeast-1a": True})
+        currencies.append(item.currency)
+    assert currencies == ["USD", "CNY"]
+
+
+def test_a_sold_out_type_is_unavailable_whatever_its_category():
+    """Status SoldOut marks the type unavailable in that zone even where its StatusCategory
+    (a separate field) still says WithStock."""
+    data = json.loads((FIX / "describe_available_resource_postpaid.json").read_text())
+    zone_i = data["AvailableZones"]["AvailableZone"][0]
+    resource = zone_i["AvailableResources"]["AvailableResource"][0]
+    for s in resource["SupportedResources"]["SupportedResource"]:
+        if s["Value"] == "ecs.gn7e-c16g1.4xlarge":
+            s["StatusCategory"] = "WithStock"
+    specs = {t["InstanceTypeId"]: t for t in json.loads(
+        (FIX / "describe_instance_types_page1.json").read_text())["InstanceTypes"]["InstanceType"]}
+    out = list(api_spider().parse_available(response(data), action="DescribeAvailableResource",
+                                            region="cn-hangzhou", spot=False, specs=specs))
+    zones = {r.cb_kwargs["spec"]["InstanceTypeId"]: r.cb_kwargs["zones"] for r in out}
+    assert zones["ecs.gn7e-c16g1.4xlarge"] == {"cn-hangzhou-i": False}
+    assert zones["ecs.gn7i-c8g1.2xlarge"] == {"cn-hangzhou-i": True, "cn-hangzhou-k": True}
