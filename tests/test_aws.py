@@ -326,6 +326,19 @@ def test_a_price_file_of_a_region_only_the_feed_knows_names_that_region():
     assert items and {i.region for i in items} == {"us-east-2-mci-1"}
 
 
+def test_a_locations_entry_without_a_code_costs_only_itself():
+    """An entry of the locations feed without a region code is skipped; the entries after
+    it are still read."""
+    data = json.loads((FIX / "locations.json").read_text())
+    data = {"Somewhere (no code)": {"name": "Somewhere (no code)", "type": "AWS Region"},
+            **data}
+    spider = make_spider()
+    del spider.region_names["ap-southeast-6"]
+    list(spider.parse_locations(response(json.dumps(data).encode())))
+    assert spider.region_names["ap-southeast-6"] == "Asia Pacific (New Zealand)"
+    assert "Somewhere (no code)" not in spider.region_names.values()
+
+
 def test_a_broken_locations_feed_falls_back_to_the_table(caplog):
     spider = make_spider()
     with caplog.at_level(logging.ERROR):
@@ -379,6 +392,20 @@ def test_regions_option_restricts_spot_offers_and_region_files():
     assert {i.region for i in items(out)} == {"us-west-2"}
     assert [r.cb_kwargs["region"] for r in requests(out)] == ["us-west-2"]
     assert spider.pending_regions == []
+
+
+def test_a_spot_feed_region_without_a_code_costs_only_itself():
+    """A region entry of the spot feed with an empty region name is skipped quietly (no
+    "unknown region" warning): every other region is priced and its on-demand file asked."""
+    data = json.loads((FIX / "spot.json").read_text())
+    before = make_spider()
+    expected = [r.cb_kwargs["region"] for r in requests(before.parse_spot(
+        response(json.dumps(data).encode())))] + before.pending_regions
+    data["config"]["regions"].insert(0, {**data["config"]["regions"][0], "region": ""})
+    spider = make_spider()
+    out = list(spider.parse_spot(response(json.dumps(data).encode())))
+    assert [r.cb_kwargs["region"] for r in requests(out)] + spider.pending_regions == expected
+    assert "gpuradar/skipped/unknown_region" not in stats(spider)
 
 
 def test_unknown_region_in_the_spot_feed_is_logged_once_and_still_priced(caplog):
@@ -573,6 +600,8 @@ def test_status_says_what_credentials_add(no_aws_env):
     assert enabled and "AWS_ACCESS_KEY_ID" in why and "per-zone spot prices" in why
     assert status(access_key_id="AKIDEXAMPLE", secret_access_key="x") == (
         True, "public price files; AWS credentials found (config-file): per-zone spot prices")
+    # A key id without its secret is not a credential: the standard chain is looked at.
+    assert "would add per-zone spot prices" in status(access_key_id="AKIDEXAMPLE")[1]
     assert status(spot_history=False) == (
         True, "public price files; per-zone spot prices off (sources.aws.spot_history)")
     # A profile that is not there costs the spot history only, and says why.

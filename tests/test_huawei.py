@@ -354,3 +354,20 @@ def test_parse_reads_the_iam_answers_as_no_offers():
     no error, as for any answer of the crawl that carries no price."""
     for name in ("iam_auth_domains.json", "iam_auth_projects.json"):
         assert list(parse_files("huawei", [FIX / name], project_settings())) == []
+
+
+def test_a_rating_keeps_the_currency_bss_states():
+    """BSS states the currency of its answer (USD on the international site): the offers are
+    stored in it; an empty currency means CNY (the China site's)."""
+    spider = make_spider()
+    flavors = [f for f in (spider.flavor_info(f, "f") for f in fixture_flavors("cn-east-3"))
+               if f is not None][:1]
+    answer = json.loads((FIX / "bss_on_demand_rating_response.json").read_text())
+    currencies = []
+    for stated in ("USD", ""):
+        answer["currency"] = stated
+        items = list(spider.parse_rating(response(answer, HuaweiSpider.endpoints["bss_intl"]),
+                                         region="ap-southeast-1", project_id="09a1c2e3",
+                                         flavors=flavors))
+        currencies.append({i.currency for i in items})
+    assert currencies == [{"USD"}, {"CNY"}]
