@@ -70,6 +70,8 @@ def test_parse_china_price_file():
         ("cn-beijing", "ecs.gn7-c12g1.3xlarge"), ("cn-beijing", "ecs.gn7i-2x.8xlarge"),
         ("cn-wulanchabu", "ecs.ebmgn7e.32xlarge"), ("cn-shanghai", "ecs.gn8is.4xlarge"),
         ("cn-shanghai", "ecs.gn6v-c8g1.16xlarge")}
+    # One offer per type: the Windows and classic-network prices of a type are not offers.
+    assert len(items) == len(by_key)
     t4 = by_key[("cn-hangzhou", "ecs.gn6i-c4g1.xlarge")]
     assert (t4["price"], t4["currency"], t4["gpu"]) == (8.98, "CNY", "T4")
     assert t4["available"] is None and t4["attributes"]["price_file_version"] == "2.0.433"
@@ -240,9 +242,11 @@ def test_version_found_without_a_trailing_slash(tmp_path):
     spider = AlibabaSpider()
     spider.settings = project_settings()
     page = ('<a href="https://g.alicdn.com/aliyun/ecs-price-info/2.0.440">x</a>'
-            '<script>var base="https://g.alicdn.com/aliyun/ecs-price-info-intl/2.0.500"</script>')
+            '<script>var base="https://g.alicdn.com/aliyun/ecs-price-info-intl/2.0.500"</script>'
+            '<script src="//g.alicdn.com/aliyun/ecs-price-info/2.0.99/price.js"></script>')
     [request] = list(spider.parse_discovery(
         response(page, "https://www.aliyun.com/price/ecs/ecs-pricing/zh", kind="html")))
+    # The newest version the page names, compared as numbers (2.0.440 after 2.0.99).
     assert "/ecs-price-info/2.0.440/price/download/instancePrice.json" in request.url
 
 
@@ -422,3 +426,12 @@ def test_a_sold_out_type_is_unavailable_whatever_its_category():
     zones = {r.cb_kwargs["spec"]["InstanceTypeId"]: r.cb_kwargs["zones"] for r in out}
     assert zones["ecs.gn7e-c16g1.4xlarge"] == {"cn-hangzhou-i": False}
     assert zones["ecs.gn7i-c8g1.2xlarge"] == {"cn-hangzhou-i": True, "cn-hangzhou-k": True}
+
+
+def test_parse_refuses_a_json_file_it_does_not_know(tmp_path):
+    """`gpuradar parse alibaba` on JSON that is neither a price file nor an API answer says
+    so, rather than reading it as no offers."""
+    path = tmp_path / "other.json"
+    path.write_text('{"RequestId": "0041D94C-FB92-4C49-B115-259DA1CE1923"}')
+    with pytest.raises(ParseFailed, match="'pricingInfo' is missing"):
+        list(parse_files("alibaba", [path], project_settings()))

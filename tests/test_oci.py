@@ -277,3 +277,13 @@ def test_prices_table_marks_spot_derived_and_sources_lists_oci(tmp_path, provide
     rows = {r["source"]: r for r in gpuradar_json("sources", config=cfg, db_url=sqlite_url)}
     assert rows["oci"]["enabled"] is True and rows["oci"]["why"] == "public endpoint"
     assert (rows["oci"]["last_status"], rows["oci"]["last_items"]) == ("ok", 27)
+
+
+def test_a_price_entry_that_is_not_an_object_is_passed_over():
+    """A part's `prices` holding an entry that is not a price object (null, a shape change of
+    one entry) costs nothing: the PAY_AS_YOU_GO price after it is still read."""
+    prices = load("products_usd.json")
+    part = next(p for p in prices["items"] if p["partNumber"] == "B98415")
+    for loc in part["currencyCodeLocalizations"]:
+        loc["prices"].insert(0, None)
+    assert offers(prices=prices)[("BM.GPU.H100.8", "on_demand")].price == 80.0
