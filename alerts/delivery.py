@@ -25,14 +25,19 @@ from gpuradar.alerts.loader import Target, Targets, channel_of, redact
 from gpuradar.storage import alerts as store
 from sqlalchemy import Engine
 
+from gpuradar.core.config import AlertsSection
+
 log = logging.getLogger(__name__)
 
 __all__ = ["DeliveryResult", "SendOutcome", "channel_of", "deliver_pending", "send"]
 
-MAX_ATTEMPTS = 8
-RETRY_BACKOFF = 30.0       # seconds before the first retry; doubles each time
+# The `alerts:` section's defaults, stated once in its model (gpuradar.core.config): what a
+# delivery uses when the config leaves them out, or when there is no config.
+_DEFAULTS = AlertsSection()
+MAX_ATTEMPTS = int(_DEFAULTS.max_attempts)
+RETRY_BACKOFF = float(_DEFAULTS.retry_backoff)  # seconds before the first retry; doubles
 MAX_BACKOFF = 3600.0
-SEND_TIMEOUT = 30.0        # one apprise call, seconds
+SEND_TIMEOUT = float(_DEFAULTS.send_timeout)    # one apprise call, seconds
 _LOG_LINE = re.compile(r"^\S+ \S+ - (WARNING|ERROR|CRITICAL) - (.*)$")
 _lock = threading.Lock()   # one delivery pass at a time per process
 
