@@ -442,6 +442,7 @@ class GcpSpider(GpuRadarSpider):
         for (generation, pod, region, spot), (_, unit, currency) in sorted(
                 self.index.tpu.items()):
             spec = TPU_GENERATIONS[generation]
+            # Exact: the unit price has at most 9 decimals and is divided by 1 or 4 chips.
             per_chip = None if unit is None else unit / spec.chips_per_unit
             for instance_type, chips in spec.pod_slices if pod else spec.slices:
                 price = None if per_chip is None else round(per_chip * chips, 6)
@@ -449,7 +450,7 @@ class GcpSpider(GpuRadarSpider):
                                 pricing="spot" if spot else "on_demand", gpu=spec.accelerator,
                                 gpu_count=chips, gpu_memory_gb=spec.memory_gb, price=price,
                                 currency=currency or "USD", url=TPU_PRICING_PAGE,
-                                attributes={"chip_unit_price": per_chip and round(per_chip, 9)})
+                                attributes={"chip_unit_price": per_chip})
 
     def item(self, instance_type: str, spec: GpuSku, region: str, pricing: str,
              gpus: float, vcpus: float | None, ram: float | None, price: float | None,
