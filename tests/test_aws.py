@@ -339,6 +339,16 @@ def test_a_locations_entry_without_a_code_costs_only_itself():
     assert "Somewhere (no code)" not in spider.region_names.values()
 
 
+def test_a_price_file_of_another_operating_system_is_no_offer():
+    """The same file format serves each operating system (its path names one): rows of a
+    Windows file, parsed with `gpuradar parse`, are not Linux offers."""
+    data = ondemand_doc()
+    for offers in data["regions"].values():
+        for offer in offers.values():
+            offer["Operating System"] = "Windows"
+    assert list(make_spider().ondemand_items(data, "Windows/index.json", "us-east-1")) == []
+
+
 def test_a_broken_locations_feed_falls_back_to_the_table(caplog):
     spider = make_spider()
     with caplog.at_level(logging.ERROR):
