@@ -407,6 +407,17 @@ def test_filters_count_region_sources_pricing_availability_instance(engine):
         "8x-east", "8x-eu", "v8"]
 
 
+def test_an_on_demand_rule_is_not_fired_by_a_cheaper_spot_offer(engine):
+    """The evaluation keeps a rule's pricing: a spot offer under the price does not fire an
+    on-demand rule, and an on-demand offer does not fire a spot rule."""
+    crawl(engine, [offer("spot-8x", 1.2, pricing="spot"), offer("od-8x", 2.9)])
+    result = evaluate(engine, [rule("H100 on-demand under $2/h", name="od"),
+                               rule("H100 spot under $3/h", name="spot")], now=T0)
+    assert result.fired == ["spot"]
+    (note,) = outbox(engine)
+    assert "spot-8x" in note["body_markdown"] and "od-8x" not in note["body_markdown"]
+
+
 def test_drop_below_the_recent_low(engine):
     now = datetime.now(UTC).replace(microsecond=0)
     days = [now - timedelta(days=d) for d in (6, 4)]
@@ -421,6 +432,21 @@ def test_drop_below_the_recent_low(engine):
     assert evaluate(engine, rules, now=now).fired == ["h100-drops-15pct-below-its-7-day-low"]
 
 
+def test_a_drop_is_measured_against_the_low_of_the_rules_own_pricing(engine):
+    """An on-demand drop rule measures from the on-demand 7-day low: a spot price, lower
+    all week, is not its reference."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    week = now - timedelta(days=6)
+    crawl(engine, [offer("a", 1.9, at=week), offer("b", 2.2, at=week),
+                   offer("s", 1.0, pricing="spot", at=week)], at=week)
+    t = now - timedelta(hours=1)
+    crawl(engine, [offer("a", 1.9, at=t), offer("b", 1.55, at=t),
+                   offer("s", 1.0, pricing="spot", at=t)], at=t)   # b: 18 % under 1.90
+    result = evaluate(engine, [rule("H100 on-demand drops 15% below its 7-day low")], now=now)
+    assert result.fired == ["h100-on-demand-drops-15pct-below-its-7-day-low"]
+    assert "**$1.55/GPU-h**" in outbox(engine)[0]["body_markdown"]
+
+
 def test_changed_rule_is_a_new_alert_and_removed_rules_are_forgotten(engine):
     crawl(engine, [offer("a", 1.5)])
     evaluate(engine, [rule("H100 under $2/h", name="cheap")], now=T0)
@@ -428,6 +454,24 @@ def test_changed_rule_is_a_new_alert_and_removed_rules_are_forgotten(engine):
     assert again.fired == ["cheap"] and again.notifications == 1
     assert evaluate(engine, [], now=T0).state_writes == 1     # its state deleted
     assert store.load_states(engine) == {} and store.firing_count(engine) == 0
+
+
+def test_a_rule_removed_while_the_service_was_down_is_forgotten(engine, db_url):
+    """A rule taken out of the config before a restart: the restarted service, reading the
+    states from the database, deletes that rule's state and keeps the others'."""
+    crawl(engine, [offer("a", 1.5)])
+    evaluate(engine, [rule("H100 under $2/h", name="kept"),
+                      rule("H100 under $1.8/h", name="gone")], now=T0)
+    script = (
+        "import sys; from datetime import datetime, UTC\n"
+        "from gpuradar.storage.db import open_database\n"
+        "from gpuradar.alerts.engine import evaluate\n"
+        "from gpuradar.alerts.grammar import parse_rule\n"
+        "evaluate(open_database(sys.argv[1]), [parse_rule('H100 under $2/h', name='kept')],\n"
+        "         now=datetime(2026, 11, 2, 13, 0, tzinfo=UTC))\n")
+    subprocess.run([sys.executable, "-c", script, db_url], capture_output=True, text=True,
+                   timeout=120, check=True)
+    assert set(store.load_states(engine)) == {"rule:kept"}
 
 
 def test_no_targets_means_no_outbox_rows_but_state_is_kept(engine):
@@ -903,6 +947,9 @@ def test_a_drop_of_exactly_min_drop_notifies(engine, min_drop, default):
     settings = {"min_drop": default}
     crawl(engine, [offer("a", 2.0)])
     evaluate(engine, rules, now=T0, alert_settings=settings)
+    t_half = T0 + timedelta(minutes=30)
+    crawl(engine, [offer("a", 1.95, at=t_half)], at=t_half)  # half of min_drop: quiet
+    assert evaluate(engine, rules, now=t_half, alert_settings=settings).notifications == 0
     t1 = T0 + timedelta(hours=1)
     crawl(engine, [offer("a", 1.9, at=t1)], at=t1)    # 5 %, $0.10 below the notified $2.00
     assert evaluate(engine, rules, now=t1, alert_settings=settings).notifications == 1
