@@ -179,9 +179,12 @@ def test_empty_region_file_is_an_error_and_yields_nothing(caplog):
 
 
 def test_gzip_body_without_content_encoding_is_read():
-    body = gzip.compress((FIX / "ondemand_af-south-1.json").read_bytes())
-    found = items(make_spider().parse_ondemand(response(body), region="af-south-1"))
-    assert {i.instance_type for i in found} == {"g4dn.xlarge", "g4dn.12xlarge", "g5.xlarge"}
+    plain = (FIX / "ondemand_af-south-1.json").read_bytes()
+    # Compressed, or plain with a leading newline (a byte below gzip's magic number).
+    for body in (gzip.compress(plain), b"\n" + plain):
+        found = items(make_spider().parse_ondemand(response(body), region="af-south-1"))
+        assert {i.instance_type for i in found} == {"g4dn.xlarge", "g4dn.12xlarge",
+                                                    "g5.xlarge"}
 
 
 def test_changed_field_names_are_clear_errors():
@@ -443,6 +446,16 @@ def test_spot_history_gives_the_latest_price_per_zone():
                       ("us-east-1a", "p5.48xlarge"): "24.112100",
                       ("us-east-1b", "p5.48xlarge"): "23.904300",
                       ("us-east-1a", "inf2.xlarge"): "0.231200"}
+    # The newest point of a zone wins in whatever order EC2 lists the points.
+    text = (FIX / "spot_history_us-east-1_page1.xml").read_text()
+    head, rest = text.split("<item>", 1)
+    entries = ["<item>" + e for e in rest.split("<item>")]
+    tail = entries[-1][entries[-1].index("</item>") + len("</item>"):]
+    entries[-1] = entries[-1][:entries[-1].index("</item>") + len("</item>")]
+    backwards = head + "\n".join(reversed(entries)) + tail
+    reread = items(spider.parse_spot_history(response(backwards.encode(), kind="xml"),
+                                             region="us-east-1"))
+    assert {(i.zone, i.instance_type): i.price for i in reread} == prices
     p5 = next(i for i in found if i.zone == "us-east-1a" and i.instance_type == "p5.48xlarge")
     assert (p5.region, p5.pricing, p5.attributes["interruption"]) == ("us-east-1", "spot", "<5%")
     assert p5.attributes["price_since"] == "2026-09-25T17:02:11.000Z"
@@ -542,15 +555,25 @@ def test_api_error_is_logged_with_its_code(caplog):
                                  "operation.")
 
 
-def test_an_error_status_without_ec2s_error_document_is_reported_by_status(caplog):
+@pytest.mark.parametrize("status", [400, 503])
+def test_an_error_status_without_ec2s_error_document_is_reported_by_status(caplog, status):
     """A refusal whose body is not EC2's <Response><Errors> document (a load balancer's
     page) is still a refusal: logged with its HTTP status, no offer, no parse error."""
     spider = make_spider()
-    page = "<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>"
-    resp = response(page, "https://ec2.us-east-1.amazonaws.com/", status=503)
+    page = f"<html><body><h1>{status} Service Temporarily Unavailable</h1></body></html>"
+    resp = response(page, "https://ec2.us-east-1.amazonaws.com/", status=status)
     assert list(spider.parse_spot_history(resp, region="us-east-1")) == []
     [line] = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert line.getMessage() == "aws: DescribeSpotPriceHistory in us-east-1 refused: HTTP 503 "
+    assert line.getMessage() == (f"aws: DescribeSpotPriceHistory in us-east-1 refused: "
+                                 f"HTTP {status} ")
+
+
+def test_a_successful_answer_that_is_not_ec2s_is_a_parse_error():
+    """A 200 whose XML is not an EC2 answer (a portal's page) is a changed format, named as
+    such, not a refusal."""
+    resp = response("<html><body>Sign in</body></html>", "https://ec2.us-east-1.amazonaws.com/")
+    with pytest.raises(ParseError, match="spotPriceHistorySet"):
+        list(make_spider().parse_spot_history(resp, region="us-east-1"))
 
 
 def test_a_container_role_is_used_at_crawl_time_and_not_asked_by_status(
