@@ -525,6 +525,10 @@ def test_a_refusal_that_names_no_type_is_narrowed_down_by_halves(caplog):
                                                 types=types))
     assert [history_types(r) for r in halves] == [["g5.xlarge", "g6.xlarge"],
                                                   ["p5.48xlarge", "trn1.2xlarge"]]
+    # A half of two still refused is split again, down to the one type EC2 refuses.
+    pair = requests(spider.parse_spot_history(error_response(body), region="us-west-2",
+                                              types=("g5.xlarge", "g6.xlarge")))
+    assert [history_types(r) for r in pair] == [["g5.xlarge"], ["g6.xlarge"]]
     # One type left and still refused without being named: an error (the crawl is partial).
     with caplog.at_level(logging.ERROR):
         assert list(spider.parse_spot_history(error_response(body), region="us-west-2",
