@@ -171,16 +171,16 @@ def test_an_offer_exactly_at_the_top_of_the_band_keeps_the_alert_firing(engine):
 
 def test_a_new_default_hysteresis_applies_from_the_next_evaluation(engine):
     """The `alerts:` defaults are read at every evaluation (a daemon reloads its config):
-    narrowing the default hysteresis resolves an alert that only the old band held."""
+    widening the default hysteresis keeps firing an alert only the new band holds, and
+    narrowing it again resolves the alert."""
     rules = [rule("H100 under $2/h")]
     crawl(engine, [offer("a", 1.5)])
-    wide = {"hysteresis": "25%"}
-    assert evaluate(engine, rules, now=T0, alert_settings=wide).fired == ["h100-under-2"]
+    wide, narrow = {"hysteresis": "25%"}, {"hysteresis": "2%"}
+    assert evaluate(engine, rules, now=T0, alert_settings=narrow).fired == ["h100-under-2"]
     t1 = T0 + timedelta(hours=1)
-    crawl(engine, [offer("a", 2.2, at=t1)], at=t1)     # inside the 25 % band
+    crawl(engine, [offer("a", 2.2, at=t1)], at=t1)     # outside 2 %, inside 25 %
     assert evaluate(engine, rules, now=t1, alert_settings=wide).firing == 1
     t2 = T0 + timedelta(hours=2)
-    narrow = {"hysteresis": "2%"}
     assert evaluate(engine, rules, now=t2, alert_settings=narrow).resolved == ["h100-under-2"]
 
 
