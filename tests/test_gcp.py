@@ -108,6 +108,19 @@ def test_unit_price_is_the_tier_that_starts_at_zero():
 
 
 # -- assembled machine prices ------------------------------------------------------------
+def test_a_tpu_sku_priced_in_another_unit_is_skipped_and_counted(caplog):
+    """A TPU SKU priced per day (or any unit but the hour) would be misread as an hourly
+    price: it prices no slice, is counted, and its warning names the unit."""
+    data = page("skus_tpu_service.json")
+    (v2,) = [s for s in data["skus"] if s["description"] == "TPU-v2 Accelerator USA"]
+    v2["pricingInfo"][0]["pricingExpression"]["usageUnit"] = "d"
+    spider = make_spider(api_key="k")
+    found = offers(crawl_pages(spider, NO_SKUS, tpu_pages=(data,)))
+    assert not any(t.startswith("v2-") and p == "on_demand" for _, t, p in found)
+    assert stats(spider)["gpuradar/skipped/unexpected_unit"] == 1
+    assert "SKU 'TPU-v2 Accelerator USA' is priced per 'd', expected 'h'; skipped" in caplog.text
+
+
 def test_a2_price_is_cores_plus_ram_plus_gpus_from_the_real_skus():
     # The real page: A100 GPU, A2 core and A2 RAM SKUs "running in Americas".
     found = offers(make_spider().parse_file(response(page("skus_real_opencost.json"), URL)))
