@@ -57,10 +57,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def callback_spider(cls: type[SpiderT], **options: Any) -> SpiderT:
-    """A spider with `options` as its config section, for calling its callbacks without a
-    crawl (plain settings: no reactor is asked for)."""
-    return get_crawler(cls, {"GPURADAR_SOURCES": {cls.name: options}})._create_spider()
+def callback_spider(cls: type[SpiderT], settings: dict[str, Any] | None = None,
+                    **options: Any) -> SpiderT:
+    """A spider with `options` as its config section (and `settings`), for calling its
+    callbacks without a crawl (plain settings: no reactor is asked for)."""
+    return get_crawler(cls, {**(settings or {}),
+                             "GPURADAR_SOURCES": {cls.name: options}})._create_spider()
 
 
 def spider_settings(source: str, **options) -> Settings:

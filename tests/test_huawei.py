@@ -91,6 +91,13 @@ def fixture_flavors(region: str) -> list[dict[str, Any]]:
     return json.loads((FIX / f"flavors_{region}.json").read_text())["flavors"]
 
 
+def east_gpu_flavors(spider: HuaweiSpider) -> list[dict[str, Any]]:
+    """What the spider keeps of cn-east-3's GPU flavors (pi2.2xlarge.4, p3.2xlarge.8), as
+    parse_flavors hands them to a rating request."""
+    infos = (spider.flavor_info(f, "f") for f in fixture_flavors("cn-east-3"))
+    return [f for f in infos if f is not None]
+
+
 def test_parse_flavors_file_shows_offers_without_price():
     items = list(parse_files("huawei", [FIX / "flavors_cn-north-4.json"],
                              project_settings(region="cn-north-4")))
@@ -243,8 +250,7 @@ def test_gpu_flavors_are_rated_100_to_a_call_each_for_one_hour():
 def test_rating_without_a_result_for_one_flavor_prices_the_others():
     """A product BSS leaves out of `product_rating_results` costs only its own offers."""
     spider = make_spider()
-    flavors = [spider.flavor_info(f, "f") for f in fixture_flavors("cn-east-3")]
-    flavors = [f for f in flavors if f is not None]  # pi2.2xlarge.4, p3.2xlarge.8
+    flavors = east_gpu_flavors(spider)
     answer = json.loads((FIX / "bss_on_demand_rating_response.json").read_text())
     # BSS answers for product 1 (p3.2xlarge.8, at its list price) and not for product 0.
     list_price = json.loads((FIX / "bss_list_prices.json").read_text())["p3.2xlarge.8.linux"]
@@ -265,10 +271,9 @@ def test_a_handled_bss_rejection_leaves_no_http_400_count():
         stats = spider.crawler.stats
         if counted:
             stats.set_value(key, counted)
-        flavors = [spider.flavor_info(f, "f") for f in fixture_flavors("cn-east-3")]
         out = list(spider.parse_rating(
             response(error, HuaweiSpider.endpoints["bss"], status=400), region="cn-east-3",
-            project_id="09a1c2e3", flavors=[f for f in flavors if f is not None]))
+            project_id="09a1c2e3", flavors=east_gpu_flavors(spider)))
         assert len(out) == 2  # the batch split in halves
         assert key not in stats.get_stats(), stats.get_stats()
         assert stats.get_value("gpuradar/bss_rejected_batches") == 1
@@ -304,12 +309,9 @@ def test_a_replayed_crawl_asks_iam_for_no_domain_id(tmp_path):
     domain lookup (a recording answers without it); a configured id is still the one sent."""
     import asyncio
 
-    from scrapy.utils.test import get_crawler
-
     def first_request(**options: Any) -> Any:
-        crawler = get_crawler(HuaweiSpider, {"GPURADAR_REPLAY_DIR": str(tmp_path),
-                                             "GPURADAR_SOURCES": {"huawei": options}})
-        spider = crawler._create_spider()
+        spider = callback_spider(HuaweiSpider, settings={"GPURADAR_REPLAY_DIR": str(tmp_path)},
+                                 **options)
 
         async def first() -> Any:
             async for request in spider.start():
@@ -327,8 +329,7 @@ def test_the_international_site_from_a_config_file_rates_in_usd():
     """`site: intl`, read from a configuration file, sends every price query to the
     international BSS endpoint (USD) instead of the China one (CNY)."""
     read = json.loads('{"site": "intl"}')  # as a configuration file gives it, not a literal
-    flavors = [f for f in (make_spider().flavor_info(f, "f")
-                           for f in fixture_flavors("cn-east-3")) if f is not None]
+    flavors = east_gpu_flavors(make_spider())
     for options, endpoint in (({}, "bss"), (read, "bss_intl")):
         request = make_spider(**options).rating_request("cn-east-3", "09a1c2e3", flavors)
         assert request.url == HuaweiSpider.endpoints[endpoint]
@@ -339,8 +340,7 @@ def test_a_rejection_other_than_an_unknown_product_is_logged_with_its_message(ca
     logged once with Huawei's code and message (a body in BSS's error shape; the code and
     message as public code using BSS shows them for a bad parameter)."""
     spider = make_spider()
-    flavors = [f for f in (spider.flavor_info(f, "f") for f in fixture_flavors("cn-east-3"))
-               if f is not None]
+    flavors = east_gpu_flavors(spider)
     body = {"error_code": "CBC.0100", "error_msg": "invalid parameter"}
     out = list(spider.parse_rating(response(body, HuaweiSpider.endpoints["bss"], status=400),
                                    region="cn-east-3", project_id="09a1c2e3", flavors=flavors))
@@ -360,8 +360,7 @@ def test_a_rating_keeps_the_currency_bss_states():
     """BSS states the currency of its answer (USD on the international site): the offers are
     stored in it; an empty currency means CNY (the China site's)."""
     spider = make_spider()
-    flavors = [f for f in (spider.flavor_info(f, "f") for f in fixture_flavors("cn-east-3"))
-               if f is not None][:1]
+    flavors = east_gpu_flavors(spider)[:1]
     answer = json.loads((FIX / "bss_on_demand_rating_response.json").read_text())
     currencies = []
     for stated in ("USD", ""):
