@@ -281,15 +281,27 @@ def test_discovery_page_is_rendered_by_the_browser_only_when_asked():
     assert not plain.meta.get("playwright")
 
 
+def api_spider() -> AlibabaSpider:
+    """A spider with an AccessKey, for calling its ECS API callbacks without a crawl."""
+    spider = AlibabaSpider()
+    spider.settings = project_settings(access_key_id="LTAItest", access_key_secret=SECRET)
+    return spider
+
+
+def instance_types() -> dict[str, dict]:
+    """The instance types of the first DescribeInstanceTypes page, by id (the shape the
+    availability and price callbacks receive their `spec` in)."""
+    page = json.loads((FIX / "describe_instance_types_page1.json").read_text())
+    return {t["InstanceTypeId"]: t for t in page["InstanceTypes"]["InstanceType"]}
+
+
 def test_instance_price_is_its_own_line_in_any_order():
     """DescribePrice's DetailInfo lines are picked by Resource, not position: with the system
     disk line first, the offer still costs the instance's 13.12, not the disk's 0.33."""
-    spider = AlibabaSpider()
-    spider.settings = project_settings(access_key_id="LTAItest", access_key_secret=SECRET)
+    spider = api_spider()
     data = json.loads((FIX / "describe_price_gn7i.json").read_text())
     data["PriceInfo"]["Price"]["DetailInfos"]["DetailInfo"].reverse()
-    spec = next(t for t in json.loads((FIX / "describe_instance_types_page1.json").read_text())[
-        "InstanceTypes"]["InstanceType"] if t["InstanceTypeId"] == "ecs.gn7i-c8g1.2xlarge")
+    spec = instance_types()["ecs.gn7i-c8g1.2xlarge"]
     [item] = list(spider.parse_price(response(data), action="DescribePrice", region="cn-hangzhou",
                                      spec=spec, zones={"cn-hangzhou-k": True}))
     assert (item.price, item.attributes["trade_price"]) == (13.12, 13.12)
@@ -337,12 +349,6 @@ def test_discovery_survives_a_redirect_back_to_the_page(tmp_path, provider_serve
     assert "/aliyun/ecs-price-info/2.0.433/price/download/instancePrice.json" in paths
 
 
-def api_spider() -> AlibabaSpider:
-    spider = AlibabaSpider()
-    spider.settings = project_settings(access_key_id="LTAItest", access_key_secret=SECRET)
-    return spider
-
-
 def test_a_type_without_a_gpu_count_is_not_priced():
     """DescribeInstanceTypes lists every type; one whose answer has no GPUAmount is not a GPU
     type, so no availability or price is asked for it."""
@@ -372,8 +378,7 @@ def test_the_newest_spot_point_wins_in_any_order():
     the newest point of its zone, also when it is listed first."""
     data = json.loads((FIX / "describe_spot_price_history_gn7i.json").read_text())
     data["SpotPrices"]["SpotPriceType"].reverse()
-    spec = next(t for t in json.loads((FIX / "describe_instance_types_page1.json").read_text())[
-        "InstanceTypes"]["InstanceType"] if t["InstanceTypeId"] == "ecs.gn7i-c8g1.2xlarge")
+    spec = instance_types()["ecs.gn7i-c8g1.2xlarge"]
     items = list(api_spider().parse_spot(response(data), action="DescribeSpotPriceHistory",
                                          region="cn-hangzhou", spec=spec,
                                          zones={"cn-hangzhou-i": True}))
@@ -398,8 +403,7 @@ def test_an_api_price_keeps_the_currency_alibaba_states():
     """DescribePrice states its currency (USD for an international account, CNY in China):
     the offer is stored in that currency, CNY only when none is stated."""
     data = json.loads((FIX / "describe_price_gn7i.json").read_text())
-    spec = next(t for t in json.loads((FIX / "describe_instance_types_page1.json").read_text())[
-        "InstanceTypes"]["InstanceType"] if t["InstanceTypeId"] == "ecs.gn7i-c8g1.2xlarge")
+    spec = instance_types()["ecs.gn7i-c8g1.2xlarge"]
     currencies = []
     for stated in ("USD", None):
         data["PriceInfo"]["Price"]["Currency"] = stated  # USD: as an intl account is answered
@@ -419,8 +423,7 @@ def test_a_sold_out_type_is_unavailable_whatever_its_category():
     for s in resource["SupportedResources"]["SupportedResource"]:
         if s["Value"] == "ecs.gn7e-c16g1.4xlarge":
             s["StatusCategory"] = "WithStock"
-    specs = {t["InstanceTypeId"]: t for t in json.loads(
-        (FIX / "describe_instance_types_page1.json").read_text())["InstanceTypes"]["InstanceType"]}
+    specs = instance_types()
     out = list(api_spider().parse_available(response(data), action="DescribeAvailableResource",
                                             region="cn-hangzhou", spot=False, specs=specs))
     zones = {r.cb_kwargs["spec"]["InstanceTypeId"]: r.cb_kwargs["zones"] for r in out}
