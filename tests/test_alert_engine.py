@@ -252,21 +252,28 @@ def test_stale_notice_is_opt_in(engine):
     assert (back.stale_sources, back.notifications, outbox(engine)) == ([], 0, [])
 
 
-def test_restart_in_a_new_process_sends_nothing_twice(engine, db_url):
-    crawl(engine, [offer("a", 1.5)])
-    assert evaluate(engine, [rule("H100 under $2/h")], now=T0).notifications == 1
+def evaluate_after_restart(db_url: str, *rules: tuple[str, str]) -> list[int]:
+    """Evaluate `rules` ((text, name) pairs, notifying "team") at T0 + 1 h in a new process,
+    as a restarted service does: nothing held in memory, everything read from the database.
+    Returns [firing, notifications]."""
     script = (
-        "import json, sys; from datetime import datetime, timedelta, UTC\n"
+        "import json, sys; from datetime import datetime, UTC\n"
         "from gpuradar.storage.db import open_database\n"
         "from gpuradar.alerts.engine import evaluate\n"
         "from gpuradar.alerts.grammar import parse_rule\n"
-        "e = open_database(sys.argv[1])\n"
-        "r = evaluate(e, [parse_rule('H100 under $2/h', notify=('team',))],\n"
+        "rules = [parse_rule(t, name=n, notify=('team',)) for t, n in json.loads(sys.argv[2])]\n"
+        "r = evaluate(open_database(sys.argv[1]), rules,\n"
         "             now=datetime(2026, 11, 2, 13, 0, tzinfo=UTC))\n"
         "print(json.dumps([r.firing, r.notifications]))\n")
-    done = subprocess.run([sys.executable, "-c", script, db_url], capture_output=True,
-                          text=True, timeout=120, check=True)
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [1, 0]
+    done = subprocess.run([sys.executable, "-c", script, db_url, json.dumps(rules)],
+                          capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_restart_in_a_new_process_sends_nothing_twice(engine, db_url):
+    crawl(engine, [offer("a", 1.5)])
+    assert evaluate(engine, [rule("H100 under $2/h")], now=T0).notifications == 1
+    assert evaluate_after_restart(db_url, ("H100 under $2/h", "h100-under-2")) == [1, 0]
     assert len(outbox(engine)) == 1
 
 
@@ -477,15 +484,7 @@ def test_a_rule_removed_while_the_service_was_down_is_forgotten(engine, db_url):
     crawl(engine, [offer("a", 1.5)])
     evaluate(engine, [rule("H100 under $2/h", name="kept"),
                       rule("H100 under $1.8/h", name="gone")], now=T0)
-    script = (
-        "import sys; from datetime import datetime, UTC\n"
-        "from gpuradar.storage.db import open_database\n"
-        "from gpuradar.alerts.engine import evaluate\n"
-        "from gpuradar.alerts.grammar import parse_rule\n"
-        "evaluate(open_database(sys.argv[1]), [parse_rule('H100 under $2/h', name='kept')],\n"
-        "         now=datetime(2026, 11, 2, 13, 0, tzinfo=UTC))\n")
-    subprocess.run([sys.executable, "-c", script, db_url], capture_output=True, text=True,
-                   timeout=120, check=True)
+    evaluate_after_restart(db_url, ("H100 under $2/h", "kept"))
     assert set(store.load_states(engine)) == {"rule:kept"}
 
 
