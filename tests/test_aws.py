@@ -407,7 +407,7 @@ def test_regions_option_restricts_spot_offers_and_region_files():
     assert spider.pending_regions == []
 
 
-def test_a_spot_feed_region_without_a_code_costs_only_itself():
+def test_a_spot_feed_region_with_an_empty_name_costs_only_itself():
     """A region entry of the spot feed with an empty region name is skipped quietly (no
     "unknown region" warning): every other region is priced and its on-demand file asked."""
     data = json.loads((FIX / "spot.json").read_text())
@@ -448,11 +448,9 @@ def test_spot_history_gives_the_latest_price_per_zone():
                       ("us-east-1a", "inf2.xlarge"): "0.231200"}
     # The newest point of a zone wins in whatever order EC2 lists the points.
     text = (FIX / "spot_history_us-east-1_page1.xml").read_text()
-    head, rest = text.split("<item>", 1)
-    entries = ["<item>" + e for e in rest.split("<item>")]
-    tail = entries[-1][entries[-1].index("</item>") + len("</item>"):]
-    entries[-1] = entries[-1][:entries[-1].index("</item>") + len("</item>")]
-    backwards = head + "\n".join(reversed(entries)) + tail
+    start, end = text.index("<item>"), text.rindex("</item>") + len("</item>")
+    entries = re.findall(r"<item>.*?</item>", text[start:end], re.DOTALL)
+    backwards = text[:start] + "\n".join(reversed(entries)) + text[end:]
     reread = items(spider.parse_spot_history(response(backwards.encode(), kind="xml"),
                                              region="us-east-1"))
     assert {(i.zone, i.instance_type): i.price for i in reread} == prices
@@ -596,7 +594,7 @@ def test_a_container_role_is_used_at_crawl_time_and_not_asked_by_status(
     enabled, why = AwsSpider.status(Settings({"GPURADAR_SOURCES": {"aws": {}}}))
     assert enabled and "an instance role is tried at crawl time" in why
     assert provider_server.requests == []
-    credentials = make_spider().credential_source(make_spider().settings)
+    credentials = AwsSpider.credential_source(make_spider().settings)
     assert credentials.method == "container-role"
     assert credentials.get_frozen_credentials().access_key == "ASIAROLEEXAMPLE"
     assert [r.path for r in provider_server.requests] == ["/v2/credentials/task"]
