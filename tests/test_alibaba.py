@@ -396,7 +396,7 @@ def test_a_type_without_an_hourly_price_costs_only_itself(tmp_path):
     path.write_text(json.dumps(data))
     items = list(parse_files("alibaba", [path], project_settings()))
     keys = {(i["region"], i["instance_type"]) for i in items}
-    assert (first.split("::")[0], first.split("::")[1]) not in keys and len(keys) == 6
+    assert tuple(first.split("::")[:2]) not in keys and len(keys) == 6
 
 
 def test_an_api_price_keeps_the_currency_alibaba_states():
