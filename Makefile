@@ -38,7 +38,7 @@ test: install-test system-deps
 
 lint: install-test
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q tests/test_architecture.py
+	$(BIN)/python -m pytest -q tests/project/test_architecture.py
 
 bench: install
 	$(BIN)/python -m bench
@@ -64,4 +64,4 @@ image-browser:
 	  -t $(IMAGE):browser .
 
 test-image: install-test
-	GPURADAR_REQUIRE_DOCKER=1 $(BIN)/python -m pytest -q tests/test_image.py
+	GPURADAR_REQUIRE_DOCKER=1 $(BIN)/python -m pytest -q tests/project/test_image.py

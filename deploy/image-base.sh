@@ -12,7 +12,7 @@
 #    certificates) and uses its apt sources, so apt and pip work inside builds here.
 #
 # Progress goes to stderr; stdout is only the image name. Used by `make image` and by
-# tests/test_image.py (which `.ci/run` runs).
+# tests/project/test_image.py (which `.ci/run` runs).
 set -eu
 
 PYTHON_IMAGE=${PYTHON_IMAGE:-python:3.11-slim-bookworm}

@@ -4,7 +4,7 @@ Revision ID: 0003
 Revises: 0002
 Create Date: 2026-11-29 16:30:00
 
-Checked with EXPLAIN on PostgreSQL with a million change points (tests/test_query_plans.py):
+Checked with EXPLAIN on PostgreSQL with a million change points (tests/storage/test_query_plans.py):
 
 * ix_offer_cheapest -- "current cheapest per GPU" (storage.queries.cheapest_per_gpu, read at
   every Prometheus scrape) becomes an index-only scan already grouped by (gpu, pricing,

@@ -93,7 +93,7 @@ def crawl(tmp_path: Path, server: ProviderServer, mode: str) -> dict:
     out = tmp_path / f"{mode}.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPURADAR_")}
     env["SCRAPY_SETTINGS_MODULE"] = "gpuradar.crawler.settings"
-    env["PYTHONPATH"] = str(Path(__file__).parent.parent)
+    env["PYTHONPATH"] = str(Path(__file__).parents[2])
     proc = subprocess.run([sys.executable, str(script), server.base, str(out), mode],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -27,7 +27,7 @@ from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import free_port
 from tests.provider_server import Reply, serve_standard
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 RECORDINGS = REPO / "gpuradar" / "recordings"
 FAST = {"DOWNLOAD_DELAY": 0, "RETRY_BACKOFF_BASE": 0.05, "RETRY_TIMES": 1}
 

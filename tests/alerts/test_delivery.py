@@ -25,7 +25,7 @@ from sqlalchemy import select
 
 from gpuradar.core.config import Config
 from tests.helpers import SilentServer, free_port
-from tests.test_alert_engine import crawl, offer
+from tests.alerts.test_alert_engine import crawl, offer
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 SLACK_HOOK = "https://hooks.slack.com/services/T0000AAAA/B0000BBBB/abcdefghijklmnopqrstuvwx"

@@ -535,7 +535,7 @@ def test_a_key_google_refuses_fails_the_crawl_with_googles_own_words(tmp_path, p
 
 
 def test_crawl_pages_through_the_catalog_with_a_key(tmp_path, provider_server, sqlite_url):
-    # On PostgreSQL too: tests/test_aws.py crawls gcp beside the other sources on both.
+    # On PostgreSQL too: tests/crawler/test_aws.py crawls gcp beside the other sources on both.
     cfg = config(tmp_path, provider_server)
     proc = gpuradar("crawl", "gcp", "--json", config=cfg, db_url=sqlite_url,
                     env={"GCP_API_KEY": "AIzaFAKEKEY123"})

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from gpuradar.cli.common import app
 from gpuradar.recommend import Job
-from tests.test_alert_engine import T0, crawl, offer, outbox, rule
+from tests.alerts.test_alert_engine import T0, crawl, offer, outbox, rule
 
 CNY = 0.14  # USD per CNY, stored as the FX rate in these tests
 H100, H800 = "H100-SXM-80GB", "H800-SXM-80GB"

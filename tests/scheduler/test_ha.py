@@ -35,7 +35,7 @@ from tests.daemon_helpers import (
 )
 from tests.provider_server import Reply, serve_standard
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 H100_RULE = "H100 under $100/h on vastai"
 SECOND_RULE = "H100 on-demand under $90/h on vastai"  # a second rule on the same offers
 FAST = {"jitter": 0}
@@ -400,7 +400,7 @@ PROMETHEUS_HA = DEPLOY / "prometheus" / "prometheus-ha.yml"
 
 
 def test_compose_ha_runs_two_replicas_on_one_postgres_scraped_by_prometheus():
-    from tests.test_deploy import bind_mounts, interpolate
+    from tests.project.test_deploy import bind_mounts, interpolate
 
     compose = interpolate(yaml.safe_load(COMPOSE_HA.read_text()))
     single = interpolate(yaml.safe_load((DEPLOY / "compose.yaml").read_text()))["services"]
@@ -440,7 +440,7 @@ def test_compose_ha_runs_two_replicas_on_one_postgres_scraped_by_prometheus():
 def test_compose_ha_is_accepted_by_docker_compose_and_promtool(tmp_path):
     import os
 
-    from tests.test_deploy import run, tool
+    from tests.project.test_deploy import run, tool
 
     docker = shutil.which("docker")
     plugin = docker and run(docker, "compose", "version").returncode == 0

@@ -32,7 +32,7 @@ import yaml
 
 from tests.helpers import free_port
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
 DOCKERFILE = DEPLOY / "Dockerfile"
@@ -520,7 +520,7 @@ def test_image_entrypoint_and_healthcheck_run_the_daemon(request, tmp_path, pg_t
     """What the container runs: the entry point script starting `gpuradar run` with the
     image's environment and the compose database URL (PostgreSQL, migrated on start), and
     the HEALTHCHECK command passing against it on the port the config file sets (not the
-    default); SIGTERM stops it cleanly. (tests/test_image.py does it in the image.)"""
+    default); SIGTERM stops it cleanly. (tests/project/test_image.py does it in the image.)"""
     from gpuradar.crawler.runner import spider_classes
 
     from gpuradar.core.config import Config, scrapy_settings

@@ -204,7 +204,7 @@ def test_parse_reads_the_recorded_pricing_page_without_error():
 
     from tests.clirun import gpuradar
 
-    page = Path(__file__).parent / "fixtures/alibaba/pricing_page_with_version.html"
+    page = Path(__file__).parents[1] / "fixtures/alibaba/pricing_page_with_version.html"
     proc = gpuradar("parse", "alibaba", str(page))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""

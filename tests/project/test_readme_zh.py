@@ -12,7 +12,7 @@ import pytest
 import typer.main
 import yaml
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 ZH = ROOT / "README.zh-CN.md"
 CHINA = ("alibaba", "tencent", "huawei", "autodl")
 

@@ -34,7 +34,7 @@ import yaml
 
 from tests.provider_server import Reply
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
 RECORDINGS = REPO / "gpuradar" / "recordings"
 REQUIRE = os.environ.get("GPURADAR_REQUIRE_DOCKER") == "1"
@@ -286,9 +286,9 @@ def test_the_environment_sets_the_port_and_run_metrics_port_is_warned_about(slim
 
 
 def run_page_crawl(image: str, server, tmp_path: Path, mode: str) -> dict:
-    """tests/test_playwright.py's crawl (scrapy-playwright as crawler/settings.py wires it)
+    """tests/crawler/test_playwright.py's crawl (scrapy-playwright as crawler/settings.py wires it)
     run inside the image against the page server on the host's loopback."""
-    from tests.test_playwright import PAGE, SCRIPT
+    from tests.crawler.test_playwright import PAGE, SCRIPT
 
     server.route("GET", "/prices.html", lambda req: Reply(body=PAGE,
                                                           content_type="text/html"))

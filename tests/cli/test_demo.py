@@ -11,7 +11,7 @@ import pytest
 
 from tests.clirun import gpuradar, gpuradar_json
 
-RECORDINGS = Path(__file__).parent.parent / "gpuradar" / "recordings"
+RECORDINGS = Path(__file__).parents[2] / "gpuradar" / "recordings"
 NARROW = {"COLUMNS": "80"}
 # The invented offers the recordings used to hold (issue #17).
 INVENTED = ("9090", "c0ffee", "b3c4d5e6f7", "91aa3b4c5d", "401001", "301001")

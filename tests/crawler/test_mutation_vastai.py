@@ -13,7 +13,7 @@ from gpuradar.crawler.spiders.vastai import GPU_COUNTS, VastaiSpider
 from scrapy.http import TextResponse
 from scrapy.utils.test import get_crawler
 
-FIX = Path(__file__).parent / "fixtures" / "vastai"
+FIX = Path(__file__).parents[1] / "fixtures" / "vastai"
 URL = "https://console.vast.ai/api/v0/bundles/"
 
 
