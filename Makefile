@@ -32,8 +32,11 @@ system-deps:
 demo: install
 	$(BIN)/gpuradar demo
 
+# The suite on pytest-xdist workers (tests/README.md); the container image is its own stage
+# (`make test-image`), which .ci/run runs after this one.
+PYTEST_WORKERS ?= 3
 test: install-test system-deps
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --ignore tests/project/test_image.py
 	$(BIN)/ruff check .
 
 lint: install-test
@@ -52,7 +55,7 @@ mutation: install-test
 # browser), `make image-browser` the variant with Debian's Chromium. deploy/image-base.sh
 # checks that a Docker engine runs (as root: installs and starts it) and names the Python
 # base image (a local one, made with debootstrap, where Docker Hub cannot be reached).
-# `make test-image` runs the image smoke test alone (`make test` runs it too).
+# `make test-image` runs the image tests (.ci/run runs them after `make test`).
 IMAGE ?= gpuradar
 image:
 	base=$$(sh deploy/image-base.sh) && \

@@ -24,7 +24,7 @@ from functools import lru_cache
 from itertools import product
 from typing import Any
 
-from gpuradar.alerts.rules import Condition, Rule, Selector, _cached_hash
+from gpuradar.alerts.rules import Condition, Rule, Selector, cached_hash
 from gpuradar.alerts.settings import AlertSettings
 from gpuradar.storage import alerts as store
 from gpuradar.storage.offers import OfferRow, live_offers
@@ -148,7 +148,7 @@ class PoolKey:
     basis: str
     job: Job | None
 
-    __hash__ = _cached_hash
+    __hash__ = cached_hash
 
     @classmethod
     def of(cls, condition: Condition) -> PoolKey:

@@ -62,7 +62,7 @@ class RuleError(ValueError):
 
 
 # -- what a rule watches ----------------------------------------------------------------
-def _cached_hash(obj: Any) -> int:
+def cached_hash(obj: Any) -> int:
     """The hash of a frozen dataclass, computed once (they key the evaluation's pools)."""
     h = obj.__dict__.get("_hash")
     if h is None:
@@ -75,7 +75,7 @@ def _cached_hash(obj: Any) -> int:
 class Selector:
     """Which offers a rule looks at: everything about an offer but its price."""
 
-    __hash__ = _cached_hash
+    __hash__ = cached_hash
 
     gpus: frozenset[str] | None = None    # canonical names; None = any GPU
     min_gpus: float | None = None
@@ -102,7 +102,7 @@ class Condition:
     """What a rule watches and when it holds; two rules with equal conditions are the same
     alert, a rule whose condition changes starts a new one (`digest`)."""
 
-    __hash__ = _cached_hash
+    __hash__ = cached_hash
 
     offers: Selector = field(default_factory=Selector)
     max_price: float | None = None        # in `currency`, per `basis`; "under" is strict

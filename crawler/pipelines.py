@@ -25,7 +25,7 @@ from scrapy.exceptions import DropItem
 from gpuradar.core import gpus
 from gpuradar.core.currency import FxTable
 from gpuradar.core.interconnect import interconnect_for
-from gpuradar.core.items import PRICINGS, FxRateItem, PriceItem
+from gpuradar.core.items import PRICINGS, FxRateItem, OfferKey, PriceItem
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,6 @@ def _drop(crawler: Crawler, reason: str, item: PriceItem) -> DropItem:
     crawler.stats.inc_value(f"gpuradar/dropped/{reason}")
     cls = UnreadablePrice if reason in UNREADABLE_REASONS else DropItem
     return cls(f"{reason}: {item.source} {item.region} {item.instance_type} {item.pricing}")
-
-
-def offer_key(item: PriceItem) -> tuple[str, str, str, str]:
-    """The offer identity within one source (storage's key)."""
-    return (item.region, item.zone, item.instance_type, item.pricing)
 
 
 def price_range(crawler: Crawler, source: str) -> tuple[float, float]:
@@ -196,7 +191,7 @@ class NormalizePipeline:
                                   item.source, item.gpu_raw)
         if reason == "implausible_price":
             warn_once_per_process(
-                log, ("implausible", item.source, *offer_key(item), str(item.price)),
+                log, ("implausible", item.source, *item.key, str(item.price)),
                 "%s: %s %s %s is priced %s %s, outside the plausible %s-%s USD per GPU-hour; "
                 "quarantined (not stored, the offer keeps its last good price)", item.source,
                 item.region, item.instance_type, item.pricing, item.price, item.currency,
@@ -236,7 +231,7 @@ class StoragePipeline:
         self.batch_size = crawler.settings.getint("GPURADAR_BATCH_SIZE", 1000)
         self.batch: list[PriceItem] = []
         self.keys: set[tuple[str, str, str, str]] = set()
-        self.unreadable: set[tuple[str, str, str, str]] = set()
+        self.unreadable: set[OfferKey] = set()
         self.fx: dict[tuple[str, date], float] = {}
         self.errors: list[str] = []
         self.writer = None
@@ -268,13 +263,13 @@ class StoragePipeline:
     def item_dropped(self, item: Any, response: Any, exception: Exception, spider: Any) -> None:
         """An offer listed with a price that cannot be stored is still listed."""
         if isinstance(exception, UnreadablePrice) and isinstance(item, PriceItem):
-            self.unreadable.add(offer_key(item))
+            self.unreadable.add(item.key)
 
     def process_item(self, item: Any) -> Any:
         if isinstance(item, FxRateItem):
             self.fx[(item.currency, date.fromisoformat(item.rate_date))] = item.per_eur
         elif isinstance(item, PriceItem):
-            key = offer_key(item)
+            key = item.key
             if key in self.keys:
                 raise _drop(self.crawler, "duplicate_offer", item)
             self.keys.add(key)

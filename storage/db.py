@@ -20,6 +20,8 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+#: Seconds a SQLite connection waits for another process's write lock before failing.
+SQLITE_BUSY_TIMEOUT = 10.0
 
 
 class DatabaseError(RuntimeError):
@@ -34,7 +36,7 @@ def redact_url(url: str) -> str:
         return "<unparsable database URL>"
 
 
-def _json_dumps(value) -> str:
+def json_dumps(value) -> str:
     # orjson: JSON columns (offer attributes) are read for every offer of every crawl.
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
@@ -43,7 +45,6 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=10000")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
 
@@ -59,9 +60,13 @@ def get_engine(url: str) -> Engine:
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:"):
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    # SQLite waits this long for another writer's lock (sqlite3's busy timeout); the URL's
+    # own `?timeout=SECONDS` (SQLAlchemy passes it to sqlite3.connect) wins.
+    connect_args = {"timeout": SQLITE_BUSY_TIMEOUT} if parsed.drivername.startswith(
+        "sqlite") and "timeout" not in parsed.query else {}
     try:
-        engine = create_engine(parsed, pool_pre_ping=True, json_serializer=_json_dumps,
-                               json_deserializer=orjson.loads)
+        engine = create_engine(parsed, pool_pre_ping=True, json_serializer=json_dumps,
+                               json_deserializer=orjson.loads, connect_args=connect_args)
     except Exception as exc:  # unknown driver, missing DBAPI, bad options
         raise DatabaseError(f"cannot use database {redact_url(url)}: {exc}") from None
     if engine.dialect.name == "sqlite":

@@ -29,7 +29,7 @@ from gpuradar.storage.owner import process_owner
 from sqlalchemy import Engine, bindparam, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from gpuradar.core.items import PriceItem
+from gpuradar.core.items import OfferKey, PriceItem
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def _insert_new_pg(conn, rows: list[dict[str, Any]],
     """Insert offers and their first change points into PostgreSQL with COPY; the offers'
     ids, in the rows' order. The ids are drawn from the offer sequence first (one query), so
     neither table needs a statement per row. `changes(ids)` gives the change rows."""
-    from gpuradar.storage.db import _json_dumps
+    from gpuradar.storage.db import json_dumps
     from psycopg.types.json import Json
 
     cols = list(rows[0])
@@ -88,7 +88,7 @@ def _insert_new_pg(conn, rows: list[dict[str, Any]],
             (OFFER.name, len(rows)))]
         with cur.copy(f"COPY {OFFER.name} (id, {', '.join(cols)}) FROM STDIN") as copy:
             for oid, r in zip(ids, rows, strict=True):
-                copy.write_row((oid, *(Json(v, dumps=_json_dumps) if c == "attributes" else v
+                copy.write_row((oid, *(Json(v, dumps=json_dumps) if c == "attributes" else v
                                        for c, v in r.items())))
         change_cols = ("offer_id", "at", "price_micros", "available")
         with cur.copy(f"COPY {CHANGE.name} ({', '.join(change_cols)}) FROM STDIN") as copy:
@@ -100,7 +100,6 @@ def _insert_new_pg(conn, rows: list[dict[str, Any]],
 # Columns that only describe the offer: a difference updates the offer row, no change point.
 DETAIL_FIELDS = ("gpu", "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb", "currency",
                  "price_usd", "price_per_gpu_usd", "available_count", "url", "attributes")
-_KEY_FIELDS = ("region", "zone", "instance_type", "pricing")
 
 
 @dataclass(slots=True)
@@ -159,13 +158,13 @@ class CrawlWriter:
         self.source = source
         self.started_at = started_at or datetime.now(UTC)
         self.shrink_guard = shrink_guard
-        self.seen: set[tuple[str, str, str, str]] = set()
+        self.seen: set[OfferKey] = set()
         self.items = self.new_offers = self.changed = 0
-        self.unstorable: set[tuple[str, str, str, str]] = set()
+        self.unstorable: set[OfferKey] = set()
         self.changed_offer_ids: set[int] = set()
         self._cache_key = (engine.url.render_as_string(hide_password=False), source)
         self._clean = True  # False once a write failed: memory may then differ from the DB
-        cols = [OFFER.c[f] for f in ("id", *_KEY_FIELDS, "price", "available", "active",
+        cols = [OFFER.c[f] for f in ("id", *OfferKey._fields, "price", "available", "active",
                                      *DETAIL_FIELDS, "unreadable_since")]
         with engine.begin() as conn:
             latest = conn.execute(select(func.max(CRAWL.c.id))
@@ -192,12 +191,12 @@ class CrawlWriter:
     # -- observations -------------------------------------------------------------------
     def add(self, items: Iterable[PriceItem]) -> None:
         """Store one batch of observations (one transaction)."""
-        new: list[tuple[tuple[str, str, str, str], PriceItem]] = []
+        new: list[tuple[OfferKey, PriceItem]] = []
         changed: list[tuple[_State, PriceItem]] = []
         details: list[tuple[_State, PriceItem]] = []
         seen, current = self.seen, self.current
         for item in items:
-            key = (item.region, item.zone, item.instance_type, item.pricing)
+            key = item.key
             if key in seen:
                 continue  # the pipeline counts duplicates (duplicate_offer); first one wins
             if not storable(item.price):
@@ -259,7 +258,7 @@ class CrawlWriter:
             # batch. The ids are matched to the offers by key, not by order: asking for the
             # parameters' order makes SQLAlchemy insert one row per statement on SQLite.
             returned = conn.execute(
-                insert(OFFER).returning(OFFER.c.id, *OFFER.c[_KEY_FIELDS]), rows).all()
+                insert(OFFER).returning(OFFER.c.id, *OFFER.c[OfferKey._fields]), rows).all()
             ids_by_key = {tuple(r[1:]): r[0] for r in returned}
             ids = [ids_by_key[key] for key, _ in new]
             conn.execute(insert(CHANGE), change_rows(ids))

@@ -1,15 +1,26 @@
-"""Running the real `gpuradar` command in a subprocess, as a user does."""
+"""Running the real `gpuradar` command as its own process, as a user does.
+
+`gpuradar(...)` forks the command from tests/forkserver.py (one per test process), so each
+call is a fresh process without the 1-2 s of imports; `start_gpuradar(...)` and
+GPURADAR_TEST_SUBPROCESS=1 start `python -m gpuradar` for real (the process itself is the
+subject: signals, the daemon, the installed entry point)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+_REAL = os.environ.get("GPURADAR_TEST_SUBPROCESS") == "1"
 
 
 def write_config(path: Path, **sections: Any) -> Path:
@@ -19,7 +30,9 @@ def write_config(path: Path, **sections: Any) -> Path:
 
 def _env(db_url: str | None, config: Path | None, env: dict[str, str] | None) -> dict[str, str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("GPURADAR_")}
-    full_env["GPURADAR_DATA_DIR"] = full_env.get("TMPDIR", "/tmp") + "/gpuradar-test-data"
+    # one data directory per test process (pytest-xdist workers run side by side)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    full_env["GPURADAR_DATA_DIR"] = f"{full_env.get('TMPDIR', '/tmp')}/gpuradar-test-data-{worker}"
     if db_url:
         full_env["GPURADAR_DATABASE_URL"] = db_url
     if config:
@@ -28,11 +41,59 @@ def _env(db_url: str | None, config: Path | None, env: dict[str, str] | None) ->
     return full_env
 
 
+class _ForkServer:
+    """The client of tests/forkserver.py: started on first use, restarted if it died."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.lock = threading.Lock()
+
+    def _server(self) -> subprocess.Popen:
+        if self.proc is None or self.proc.poll() is not None:
+            root = Path(__file__).resolve().parent.parent
+            env = {k: v for k, v in os.environ.items() if not k.startswith("GPURADAR_")}
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.forkserver"], cwd=root, env=env,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+            assert self.proc.stdout is not None
+            ready = self.proc.stdout.readline()
+            assert ready.startswith('{"ready"'), f"fork server did not start: {ready!r}"
+        return self.proc
+
+    def run(self, args: list[str], env: dict[str, str], timeout: float
+            ) -> subprocess.CompletedProcess:
+        with tempfile.TemporaryDirectory(prefix="gpuradar-cli-") as folder:
+            with self.lock:
+                server = self._server()
+                assert server.stdin is not None and server.stdout is not None
+                server.stdin.write(json.dumps({"args": args, "env": env, "cwd": os.getcwd(),
+                                               "dir": folder}) + "\n")
+                server.stdin.flush()
+                pid = json.loads(server.stdout.readline())["pid"]
+            rc_file = Path(folder) / "rc"
+            deadline = time.monotonic() + timeout
+            while not rc_file.exists():
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    raise subprocess.TimeoutExpired(["gpuradar", *args], timeout)
+                time.sleep(0.005)
+            out = (Path(folder) / "stdout").read_text(errors="replace")
+            err = (Path(folder) / "stderr").read_text(errors="replace")
+            return subprocess.CompletedProcess(["gpuradar", *args], int(rc_file.read_text()),
+                                               out, err)
+
+
+_FORK_SERVER = _ForkServer()
+
+
 def gpuradar(*args: str, db_url: str | None = None, config: Path | None = None,
              env: dict[str, str] | None = None,
              timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpuradar", *args], capture_output=True,
-                          text=True, env=_env(db_url, config, env), timeout=timeout)
+    """`gpuradar ARGS` run to its end: exit code, stdout and stderr as text."""
+    if _REAL:
+        return subprocess.run([sys.executable, "-m", "gpuradar", *args], capture_output=True,
+                              text=True, env=_env(db_url, config, env), timeout=timeout)
+    return _FORK_SERVER.run(list(args), _env(db_url, config, env), timeout)
 
 
 def start_gpuradar(*args: str, db_url: str | None = None, config: Path | None = None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 Pricing = Literal["on_demand", "spot"]
 PRICINGS: tuple[str, ...] = ("on_demand", "spot")
@@ -24,6 +24,16 @@ PRICINGS: tuple[str, ...] = ("on_demand", "spot")
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class OfferKey(NamedTuple):
+    """An offer's identity within its source: storage keeps one time series per key (its
+    unique constraint with the source), and a crawl stores one observation per key."""
+
+    region: str
+    zone: str
+    instance_type: str
+    pricing: str
 
 
 @dataclass
@@ -54,9 +64,9 @@ class PriceItem:
     gpu_raw: str = ""
 
     @property
-    def key(self) -> tuple[str, str, str, str, str]:
-        """The offer identity used by storage: one time series per key."""
-        return (self.source, self.region, self.zone, self.instance_type, self.pricing)
+    def key(self) -> OfferKey:
+        """The offer's identity within its source (see OfferKey)."""
+        return OfferKey(self.region, self.zone, self.instance_type, self.pricing)
 
 
 @dataclass

@@ -24,8 +24,8 @@ from gpuradar.storage.models import Notification
 from sqlalchemy import select
 
 from gpuradar.core.config import Config
-from tests.helpers import SilentServer, free_port
 from tests.alerts.test_alert_engine import crawl, offer
+from tests.helpers import SilentServer, free_port
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 SLACK_HOOK = "https://hooks.slack.com/services/T0000AAAA/B0000BBBB/abcdefghijklmnopqrstuvwx"

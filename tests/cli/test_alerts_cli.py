@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from gpuradar.cli.common import app
 from gpuradar.core.config import load_config
-from tests.helpers import free_port
 from tests.alerts.test_alert_engine import T0, crawl, offer
 from tests.alerts.test_delivery import WebhookReceiver
+from tests.helpers import free_port
 
 runner = CliRunner()
 

@@ -337,14 +337,15 @@ def test_sqlite_locked_by_another_writer_is_one_line_exit_3(tmp_path, sqlite_url
     db = sqlite_url.removeprefix("sqlite:///")
     other = sqlite3.connect(db, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process writing, for longer than busy_timeout
+    url = sqlite_url + "?timeout=0.2"  # the wait for the lock (10 s by default)
     try:
-        proc = gpuradar("crawl", "oci", "--replay", str(rec), db_url=sqlite_url)
+        proc = gpuradar("crawl", "oci", "--replay", str(rec), db_url=url)
     finally:
         other.execute("ROLLBACK")
         other.close()
     assert proc.returncode == 3
     assert one_line(proc.stderr) == (
-        f"error: database {sqlite_url} is locked by another process (SQLite lets one process "
+        f"error: database {url} is locked by another process (SQLite lets one process "
         "write at a time): database is locked")
 
 
@@ -365,16 +366,26 @@ def test_sqlite_locked_in_the_middle_of_a_crawl(tmp_path, provider_server, sqlit
         return original(req)
 
     provider_server.route("GET", "/api/retail/prices", lock_then_answer)
+    url = sqlite_url + "?timeout=0.2"  # the wait for the lock (10 s by default)
     try:
-        proc = gpuradar("crawl", "azure", config=cfg, db_url=sqlite_url)
+        proc = gpuradar("crawl", "azure", config=cfg, db_url=url)
     finally:
         if "conn" in holder:
             holder["conn"].execute("ROLLBACK")
             holder["conn"].close()
     assert "conn" in holder
     assert proc.returncode == 3, proc.stderr
-    assert one_line(proc.stderr).startswith(f"error: database {sqlite_url} is locked by "
+    assert one_line(proc.stderr).startswith(f"error: database {url} is locked by "
                                             "another process")
+
+
+@pytest.mark.parametrize(("query", "waits_ms"), [("", 10000), ("?timeout=0.2", 200)])
+def test_sqlite_waits_for_another_writer_ten_seconds_unless_the_url_says(sqlite_url, query,
+                                                                         waits_ms):
+    from gpuradar.storage.db import get_engine
+
+    with get_engine(sqlite_url + query).connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == waits_ms
 
 
 def test_postgres_gone_in_the_middle_of_a_crawl(tmp_path, provider_server, request):

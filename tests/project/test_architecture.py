@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+# The wheel is built once: its tests run on one pytest-xdist worker (`--dist loadgroup`).
+pytestmark = pytest.mark.xdist_group("wheel")
+
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 BIN = Path(sys.executable).parent

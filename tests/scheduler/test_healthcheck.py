@@ -1,6 +1,7 @@
 """`gpuradar healthcheck`: the real command in a subprocess against real HTTP servers on the
 loopback, finding the port where `gpuradar run` would listen with the same configuration.
-(The daemon itself answering it: tests/project/test_deploy.py and, in the image, tests/project/test_image.py.)
+(The daemon itself answering it: tests/project/test_deploy.py and, in the image,
+tests/project/test_image.py.)
 """
 
 from __future__ import annotations
