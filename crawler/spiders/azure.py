@@ -48,11 +48,13 @@ _NOT_GPU_FAMILIES = {"NP"}  # Xilinx FPGAs
 
 @dataclass(frozen=True)
 class Series:
-    """One size series of Azure's size tables: the GPU and, by vCPU count, how many."""
+    """One size series of Azure's size tables: the GPU and, by vCPU count, how many; and the
+    vCPU counts of sizes Microsoft retired (still priced, no longer deployable)."""
 
     gpu: str
     memory_gb: float | None
     gpus_by_vcpus: dict[int, float]
+    retired: frozenset[int] = frozenset()
 
 
 # (family, accelerator token or None when the name carries none, version) -> series, from
@@ -68,7 +70,17 @@ SERIES: dict[tuple[str, str | None, str], Series] = {
     ("NC", "A100", "v4"): Series("A100 PCIe", 80, {24: 1, 48: 2, 96: 4}),
     ("NC", "H100", "v5"): Series("H100 NVL", 94, {40: 1, 80: 2}),
     ("NCC", "H100", "v5"): Series("H100 NVL", 94, {40: 1}),
-    ("NC", "RTXPRO6000BSE", "v6"): Series("RTX PRO 6000", 96, {128: 1, 256: 2, 320: 2}),
+    # NC RTX PRO 6000 BSE v6, generally available since 2026-06: the GA sizes of
+    # learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nc-rtxpro6000-bse-v6-series
+    # ("ds" and "lds" sizes share vCPU counts and GPU shares; GPUs partitioned by SR-IOV: 24
+    # and 36 vCPUs a quarter GPU, 72 a half, 144 one, 288 two; the series' "Accelerators
+    # 0.25 - 2", MicrosoftDocs/azure-compute-docs includes/nc-rtxpro6000-bse-v6-series-specs.md).
+    # The preview sizes (128, 256, 320 vCPUs) "will no longer work correctly" since GA
+    # (nc-rtxpro6000-bse-v6-series-overview.md, 2026-06-03): reported, not stored. Sizes no
+    # Microsoft page lists (8, 16, 132, 264, 324 vCPUs on the price pages) stay uncatalogued.
+    ("NC", "RTXPRO6000BSE", "v6"): Series("RTX PRO 6000", 96,
+                                          {24: 1 / 4, 36: 1 / 4, 72: 1 / 2, 144: 1, 288: 2},
+                                          retired=frozenset({128, 256, 320})),
     ("ND", None, "v1"): Series("P40", 24, {6: 1, 12: 2, 24: 4}),
     ("ND", None, "v2"): Series("V100", 32, {40: 8}),
     ("ND", None, "v4"): Series("A100 SXM", 40, {96: 8}),
@@ -86,6 +98,14 @@ SERIES: dict[tuple[str, str | None, str], Series] = {
     ("NV", "V710", "v5"): Series("V710", 28, {4: 1 / 6, 8: 1 / 3, 12: 1 / 2, 24: 1, 28: 1}),
 }
 ACCELERATORS = frozenset(acc for _, acc, _ in SERIES if acc)
+# The compact form of a size name (no "Standard_", no underscores), as in `meterName` and
+# `skuName` and, per a third-party adapter, some `armSkuName`s: family, vCPUs, features,
+# accelerator, version run together ("NC8dsxlRTX6Kv6").
+_COMPACT = re.compile(r"^(?P<family>N[A-Z]*?)(?P<vcpus>\d+)(?P<features>[a-z]*)"
+                      r"(?P<accelerator>[A-Z][A-Za-z0-9]*?)?(?P<version>v\d+)$")
+# Compact accelerator spellings, from real meters: `meterName` "NC36dsxlRTX6kv6" of
+# `armSkuName` "Standard_NC36ds_xl_RTXPRO6000BSE_v6" (tests/fixtures/azure/westus_real_rows.json).
+_COMPACT_ACCELERATORS = {"RTX6K": "RTXPRO6000BSE"}
 
 
 class Size(NamedTuple):
@@ -110,27 +130,50 @@ def size_of(arm_sku_name: str) -> Size:
 
     Raises NotAGpu for a size without a GPU and Uncatalogued when the name does not say which
     accelerator, or Azure's size table for that series does not list the vCPU count."""
-    m = _SIZE.match(arm_sku_name)
-    if m is None:
-        if not arm_sku_name.removeprefix("Standard_").startswith("N"):
-            raise NotAGpu(arm_sku_name)
-        raise Uncatalogued("the size name does not follow Azure's naming")
-    fam, vcpus = m["family"], int(m["vcpus"])
+    if not arm_sku_name.startswith("Standard_") and "_" not in arm_sku_name:
+        fam, vcpus, accelerator, version, tokens = _compact(arm_sku_name)
+    else:
+        m = _SIZE.match(arm_sku_name)
+        if m is None:
+            if not arm_sku_name.removeprefix("Standard_").startswith("N"):
+                raise NotAGpu(arm_sku_name)
+            raise Uncatalogued("the size name does not follow Azure's naming")
+        fam, vcpus = m["family"], int(m["vcpus"])
+        version = m["version"] or "v1"
+        tokens = [t for t in (m["tokens"] or "").split("_") if t]
+        accelerators = [t for t in tokens if t in ACCELERATORS]
+        accelerator = accelerators[0] if accelerators else None
     if fam in _NOT_GPU_FAMILIES:
         raise NotAGpu(arm_sku_name)
-    version = m["version"] or "v1"
-    tokens = [t for t in (m["tokens"] or "").split("_") if t]
-    accelerators = [t for t in tokens if t in ACCELERATORS]
-    accelerator = accelerators[0] if accelerators else None
     series = SERIES.get((fam, accelerator, version))
     if series is None:
         what = f" {'/'.join(tokens)}" if tokens else ""
         raise Uncatalogued(f"series {fam}{what} {version} is not in gpuradar's Azure size table")
+    if vcpus in series.retired:
+        raise Uncatalogued(f"a {fam} {accelerator or series.gpu} {version} size Microsoft "
+                           f"retired (no longer deployable)")
     count = series.gpus_by_vcpus.get(vcpus)
     if count is None:
         raise Uncatalogued(f"Azure's size table for {fam} {accelerator or series.gpu} {version} "
                            f"lists no size with {vcpus} vCPUs (GPU count unknown)")
     return Size(series.gpu, series.memory_gb, count, vcpus)
+
+
+def _compact(name: str) -> tuple[str, int, str | None, str, list[str]]:
+    """Family, vCPUs, accelerator, version and raw tokens of a compact size name; only a
+    compact name whose accelerator is known is read (any other could be mistaken for the
+    accelerator-less first series of its family)."""
+    m = _COMPACT.match(name)
+    if m is None:
+        if not name.startswith("N"):
+            raise NotAGpu(name)
+        raise Uncatalogued("the size name does not follow Azure's naming")
+    raw = m["accelerator"] or ""
+    accelerator = _COMPACT_ACCELERATORS.get(raw.upper(), raw if raw in ACCELERATORS else None)
+    if accelerator is None:
+        raise Uncatalogued(f"compact size name with accelerator {raw or 'none'!r} unknown to "
+                           f"gpuradar's Azure size table")
+    return m["family"], int(m["vcpus"]), accelerator, m["version"], [raw]
 
 
 # -- meters ------------------------------------------------------------------------------
@@ -197,8 +240,13 @@ class AzureSpider(GpuRadarSpider):
         self._meters: dict[tuple[str, str, str], _Meter] = {}
 
     def first_url(self) -> str:
+        # Every armSkuName with a capital N: the N-series whatever its form ("Standard_NC..."
+        # or a compact "NC8dsxlRTX6Kv6", which `contains(armSkuName, 'Standard_N')` would
+        # drop); filter values are case-sensitive since api-version 2023-01-01-preview
+        # (learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices), so
+        # "Standard_" itself does not match. Other sizes with an N are counted as not GPUs.
         flt = ("serviceName eq 'Virtual Machines' and priceType eq 'Consumption' "
-               "and contains(armSkuName, 'Standard_N')")
+               "and contains(armSkuName, 'N')")
         currency = self.option("currency", "USD")
         query = {"api-version": "2023-01-01-preview", "currencyCode": f"'{currency}'",
                  "meterRegion": "'primary'", "$filter": flt}

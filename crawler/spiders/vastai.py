@@ -1,29 +1,50 @@
 """Vast.ai: the public marketplace search (`POST /api/v0/bundles/`, no key needed).
 
-Every listed offer is rentable right now, so listed = available and an offer that
-disappears from a complete crawl is closed. Ask ids are ephemeral; the identity of an
-offer is (machine, GPU, count). Storage: `dph_total` already contains the default disk's
-storage cost (`search.diskHour`); the spot (interruptible) price is `min_bid` plus that same
-storage cost, so on-demand and spot compare on the same basis.
+What Vast's API reference (vast-ai/docs `api-reference/openapi/yaml/search_offers.yaml`,
+read 2026-12) says, and what the spider does with it:
 
-Few, large searches (Vast limits the search to 10 requests a minute per IP and answers 429
-without Retry-After when asked faster): one search for every GPU model of GPU_NAMES at once
-(`gpu_name` `in` the list) and one for every other model (`notin`: how a GPU Vast starts
-listing shows up, unknown to the catalog and counted). Vast cuts an answer short of `limit`
-and says so (`truncated`); such a search is split (the model list in halves, then one model
-by GPU count) until every answer is complete, and one that still is not is reported: the
-crawl is then partial and closes nothing.
+* `rented` "is not a server-side filter. The server drops this key. Each offer still
+  includes a `rented` flag"; the CLI re-filters on the client. So the answer may hold rented
+  machines: an offer with `rented: true` is stored as unavailable (as RunPod's sold-out GPU
+  types and AutoDL's machines without an idle GPU are), one without the flag as unknown, and
+  only `rented: false` as available. An offer missing from a complete crawl is closed.
+* No cursor: `limit` is the most offers an answer holds and `truncated` is "True when the
+  server cut the result short of `limit`. Narrow the query instead of assuming you saw every
+  offer." Few, large searches: one for every GPU model of GPU_NAMES at once (`gpu_name` `in`)
+  and one for every other model (`notin`: how a GPU Vast starts listing shows up, unknown to
+  the catalog and counted). A cut answer is narrowed (the model list in halves, then one model
+  by GPU count). Collectors saw the server stop at 64 offers however large `limit` was
+  (providers' notes: gpu-index, and a collector of `search/asks`), so an answer of exactly
+  SERVER_CAP offers without a `truncated` flag counts as cut too. One that still is cut when
+  it cannot be narrowed is reported: the crawl is partial and closes nothing.
+* `x-rate-limit`: 10 requests a minute per IP, so one search every 6 s, one at a time: the
+  searches form a queue and each answer sends the next one. 429 "Too many requests, or the
+  daily search row quota is exhausted": the retry middleware backs off on the first; the
+  quota (`error: search_quota_exceeded`, Retry-After "which can be hours") is not waited out:
+  the crawl stops there, partial, with one line saying so. The queue also stops before a
+  search that could not finish inside the crawl's time budget (CLOSESPIDER_TIMEOUT), with one
+  line naming what was not searched, instead of being cut by the timeout as a failed crawl.
+
+Ask ids are ephemeral; the identity of an offer is (machine, GPU, count). Storage:
+`dph_total` already contains the default disk's storage cost (`search.diskHour`); the spot
+(interruptible) price is `min_bid` plus that same storage cost, so on-demand and spot compare
+on the same basis.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import scrapy
 from gpuradar.crawler.spiders.base import GpuRadarSpider, require
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
+from scrapy.spidermiddlewares.httperror import HttpError
+from twisted.python.failure import Failure
 
 from gpuradar.core.items import PriceItem
 
@@ -37,6 +58,10 @@ GPU_NAMES = (
 # How a one-model search that is still truncated is split further: by GPUs per offer.
 GPU_COUNTS: tuple[dict[str, int], ...] = (
     {"eq": 1}, {"eq": 2}, {"gte": 3, "lte": 4}, {"gte": 5, "lte": 8}, {"gt": 8})
+# Where collectors saw Vast's search stop whatever the `limit` (see the module docstring).
+SERVER_CAP = 64
+# A search is (GPU names, "in" or "notin", GPU-count condition or None).
+Search = tuple[tuple[str, ...], str, dict[str, int] | None]
 
 
 class VastaiSpider(GpuRadarSpider):
@@ -80,45 +105,115 @@ class VastaiSpider(GpuRadarSpider):
         return scrapy.Request(self.endpoint("bundles"), method="POST", headers=headers,
                               body=json.dumps(self.query(names, mode, gpus, limit),
                                               sort_keys=True),
-                              callback=self.parse, dont_filter=True,
+                              callback=self.parse, errback=self.failed, dont_filter=True,
                               cb_kwargs={"search": (tuple(names), mode, gpus)})
 
+    #: The clock the time budget is measured with (tests replace it).
+    clock: Callable[[], float] = staticmethod(time.monotonic)
+
     async def start(self):
-        names = [str(n) for n in self.option("gpu_names", GPU_NAMES)]
-        yield self.search(names, "in")
-        yield self.search(names, "notin")
+        names = tuple(str(n) for n in self.option("gpu_names", GPU_NAMES))
+        self._queue: deque[Search] = deque([(names, "in", None), (names, "notin", None)])
+        self._started = self.clock()
+        self._stopped = False
+        for request in self.next_search():
+            yield request
+
+    def next_search(self) -> Iterator[scrapy.Request]:
+        """The next queued search, unless the crawl stopped or it could not finish in time."""
+        queue: deque[Search] = getattr(self, "_queue", deque())
+        if self.__dict__.get("_stopped") or not queue:
+            return
+        settings = getattr(self, "settings", None)
+        budget = settings.getfloat("CLOSESPIDER_TIMEOUT") if settings else 0.0
+        interval = settings.getfloat("DOWNLOAD_DELAY") if settings else 0.0
+        started = self.__dict__.setdefault("_started", self.clock())
+        # The next search waits one interval, then needs its answer (allow another interval,
+        # at least 5 s): if that ends past the budget, stop here as a partial crawl.
+        if budget and self.clock() - started + interval + max(interval, 5.0) > budget:
+            self.stop(f"the crawl's time budget of {budget:.0f} s would run out before "
+                      f"{len(queue)} more search(es) finish")
+            return
+        names, mode, gpus = queue.popleft()
+        yield self.search(list(names), mode, gpus)
+
+    def stop(self, why: str) -> None:
+        """Make no more searches: one error line, so the crawl is partial (nothing closed)."""
+        queue: deque[Search] = getattr(self, "_queue", deque())
+        left = ", ".join(describe(*search) for search in queue) or "none"
+        self._stopped = True
+        queue.clear()
+        self.logger.error("vastai: %s; the crawl stops here and closes nothing (searches not "
+                          "made: %s)", why, left)
+
+    def failed(self, failure: Failure) -> Iterator[scrapy.Request]:
+        """A search that did not answer: a quota or rate-limit refusal stops the queue (every
+        later search would be refused too); any other failure is reported and the next search
+        goes ahead."""
+        if failure.check(IgnoreRequest) and not failure.check(HttpError):
+            yield from self.next_search()  # dropped by a middleware that said why
+            return
+        response = failure.value.response if failure.check(HttpError) else None
+        if response is not None and response.status == 429:
+            try:
+                error = (json.loads(response.text) or {}).get("error")
+            except (ValueError, AttributeError):
+                error = None
+            wait = (response.headers.get(b"Retry-After") or b"").decode("latin-1").strip()
+            after = f", Retry-After {wait} s" if wait else ""
+            if error == "search_quota_exceeded":  # Vast's API reference, 429
+                self.stop(f"Vast's daily search quota is exhausted (HTTP 429 "
+                          f"search_quota_exceeded{after})")
+            else:
+                self.stop(f"Vast still refuses searches as too frequent (HTTP 429{after})")
+            return
+        what = f"HTTP {response.status}" if response is not None else failure.getErrorMessage()
+        self.logger.error("vastai: a search failed (%s, %s); its offers are missing from this "
+                          "crawl", what, failure.request.url)
+        yield from self.next_search()
 
     def probe_requests(self) -> list[tuple[str, scrapy.Request]]:
         """`sources --check`: one search for a single offer."""
         return [("search", self.search(["RTX 4090"], limit=1))]
 
-    def narrower(self, names: tuple[str, ...], mode: str,
-                 gpus: dict[str, int] | None) -> list[scrapy.Request]:
-        """Searches that together cover one truncated search, or [] when it cannot be split."""
+    @staticmethod
+    def narrower(names: tuple[str, ...], mode: str, gpus: dict[str, int] | None
+                 ) -> list[Search]:
+        """Searches that together cover one cut search, or [] when it cannot be split."""
         if mode == "in" and len(names) > 1:
             half = len(names) // 2
-            return [self.search(list(names[:half])), self.search(list(names[half:]))]
+            return [(names[:half], "in", None), (names[half:], "in", None)]
         if gpus is None:
-            return [self.search(list(names), mode, count) for count in GPU_COUNTS]
+            return [(names, mode, dict(count)) for count in GPU_COUNTS]
         return []
 
-    def parse(self, response: Response, search: tuple | None = None,
+    def cut_short(self, data: dict[str, Any], offers: list) -> bool:
+        """Whether the answer may miss offers: Vast says so (`truncated`), it is full, or it
+        stops at the observed server cap without saying either way."""
+        if data.get("truncated") is True or len(offers) >= self.limit:
+            return True
+        if "truncated" not in data and len(offers) == SERVER_CAP:
+            self.count("server_cap_suspected")
+            return True
+        return False
+
+    def parse(self, response: Response, search: Search | None = None,
               **kwargs: Any) -> Iterator[PriceItem | scrapy.Request]:
         data = self.json_body(response)
         offers = require(data, "offers", self.name, response.url, list)
-        if search is not None and (data.get("truncated") is True or len(offers) >= self.limit):
-            names, mode, gpus = search
-            split = self.narrower(names, mode, gpus)
+        if search is not None and self.cut_short(data, offers):
+            split = self.narrower(*search)
             if split:  # the narrower searches carry these offers too: read them there
                 self.count("truncated_search_split")
-                yield from split
+                self.__dict__.setdefault("_queue", deque()).extendleft(reversed(split))
+                yield from self.next_search()
                 return
-            self.logger.error("vastai: the search for %s%s still stops at %d offers; the "
-                              "rest are missing from this crawl", "other models than "
-                              if mode == "notin" else ", ".join(names),
-                              f" with num_gpus {gpus}" if gpus else "", len(offers))
+            self.logger.error("vastai: the search for %s still stops at %d offers; the rest "
+                              "are missing from this crawl", describe(*search), len(offers))
         for i, offer in enumerate(offers):
             yield from self.parse_offer(offer, f"offers[{i}]")
+        if search is not None:
+            yield from self.next_search()
 
     def parse_offer(self, offer: dict[str, Any], where: str) -> Iterator[PriceItem]:
         src = self.name
@@ -134,6 +229,13 @@ class VastaiSpider(GpuRadarSpider):
         memory = None
         if ram and cores and effective:  # RAM is shared in proportion to the cores rented
             memory = round(ram * effective / cores / 1000, 1)
+        # `rented` is filtered here, not by the server (Vast's API reference): a rented
+        # machine is listed but cannot be rented; without the flag, nobody says.
+        rented = offer.get("rented")
+        available = None if not isinstance(rented, bool) else not rented
+        if available is None:
+            self.warn_once("rented", "vastai: offers without a `rented` flag; their "
+                           "availability is stored as unknown")
         disk_hour = (offer.get("search") or {}).get("diskHour")
         if disk_hour is None and dph_total is not None and offer.get("dph_base") is not None:
             disk_hour = dph_total - offer["dph_base"]
@@ -142,7 +244,7 @@ class VastaiSpider(GpuRadarSpider):
             instance_type=f"{machine}:{num_gpus}x{gpu_name.replace(' ', '_')}",
             gpu=gpu_name, gpu_count=num_gpus,
             gpu_memory_gb=round(gpu_ram / 1024, 1) if gpu_ram else None,
-            vcpus=effective, memory_gb=memory, currency="USD", available=True,
+            vcpus=effective, memory_gb=memory, currency="USD", available=available,
             url=f"https://cloud.vast.ai/?ask={offer.get('ask_contract_id', offer.get('id', ''))}",
             attributes={"reliability": offer.get("reliability2", offer.get("reliability")),
                         "verification": offer.get("verification"),
@@ -153,3 +255,9 @@ class VastaiSpider(GpuRadarSpider):
         min_bid = offer.get("min_bid")
         if min_bid:
             yield PriceItem(pricing="spot", price=min_bid + (disk_hour or 0.0), **common)
+
+
+def describe(names: tuple[str, ...], mode: str, gpus: dict[str, int] | None) -> str:
+    """A search in words, for error lines: "RTX 4090 with num_gpus {'eq': 1}"."""
+    what = "other models than " + ", ".join(names) if mode == "notin" else ", ".join(names)
+    return (what or "every model") + (f" with num_gpus {gpus}" if gpus else "")

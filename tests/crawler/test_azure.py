@@ -68,13 +68,48 @@ def test_new_variants_of_a_known_series_need_no_code_change():
     assert tuple(size_of("Standard_ND96is_noIB_H100_v5")) == ("H100 SXM", 80, 8, 96)
     assert tuple(size_of("Standard_ND128isrG5_GB300_v6")) == ("GB300", 288, 4, 128)
     assert tuple(size_of("Standard_ND128isr_NDR_GB200_v6"))[:3] == ("GB200", 186, 4)
-    assert size_of("Standard_NC128lds_xl_RTXPRO6000BSE_v6").count == 1
+
+
+@pytest.mark.parametrize(("size", "gpus"), [
+    ("Standard_NC24lds_xl_RTXPRO6000BSE_v6", 1 / 4), ("Standard_NC36ds_xl_RTXPRO6000BSE_v6", 1 / 4),
+    ("Standard_NC36lds_xl_RTXPRO6000BSE_v6", 1 / 4), ("Standard_NC72ds_xl_RTXPRO6000BSE_v6", 1 / 2),
+    ("Standard_NC72lds_xl_RTXPRO6000BSE_v6", 1 / 2), ("Standard_NC144ds_xl_RTXPRO6000BSE_v6", 1),
+    ("Standard_NC144lds_xl_RTXPRO6000BSE_v6", 1), ("Standard_NC288ds_xl_RTXPRO6000BSE_v6", 2),
+    ("Standard_NC288lds_xl_RTXPRO6000BSE_v6", 2)])
+def test_rtx_pro_6000_ga_sizes_have_microsofts_gpu_share(size, gpus):
+    """The GA sizes of Microsoft's NC RTX PRO 6000 BSE v6 series page, partitioned GPUs as
+    fractions (the series' "Accelerators 0.25 - 2")."""
+    assert tuple(size_of(size)) == ("RTX PRO 6000", 96, gpus, int(size.split("_")[1][2:5]
+                                                                   .rstrip("dls")))
+
+
+def test_rtx_pro_6000_preview_and_undocumented_sizes_are_reported():
+    # Microsoft's NCv6 overview: the preview sizes no longer deploy since GA.
+    for preview in ("Standard_NC128lds_xl_RTXPRO6000BSE_v6",
+                    "Standard_NC256ds_xl_RTXPRO6000BSE_v6", "Standard_NC320ds_xl_RTXPRO6000BSE_v6"):
+        with pytest.raises(Uncatalogued, match="size Microsoft retired"):
+            size_of(preview)
+    # On the price pages, in no Microsoft size table.
+    for size in ("Standard_NC8lds_xl_RTXPRO6000BSE_v6", "Standard_NC132ds_xl_RTXPRO6000BSE_v6",
+                 "Standard_NC264lds_xl_RTXPRO6000BSE_v6", "Standard_NC324ds_xl_RTXPRO6000BSE_v6"):
+        with pytest.raises(Uncatalogued, match="lists no size with"):
+            size_of(size)
+
+
+def test_a_compact_size_name_is_read_like_the_standard_one():
+    # The compact spelling of real meters ("NC36dsxlRTX6kv6" is the meterName of
+    # Standard_NC36ds_xl_RTXPRO6000BSE_v6), which a third-party adapter saw as armSkuName.
+    assert size_of("NC36dsxlRTX6kv6") == size_of("Standard_NC36ds_xl_RTXPRO6000BSE_v6")
+    assert size_of("NC24adsA100v4") == size_of("Standard_NC24ads_A100_v4")
+    with pytest.raises(Uncatalogued, match="lists no size with 8 vCPUs"):
+        size_of("NC8dsxlRTX6Kv6")
+    # Without a known accelerator a compact name could pass for the family's first series
+    # (NC24 would be 4 x K80): reported instead.
+    with pytest.raises(Uncatalogued, match="accelerator 'Q' unknown"):
+        size_of("NC24ldsQv6")
 
 
 def test_truly_unknown_sizes_say_what_is_missing():
-    with pytest.raises(Uncatalogued, match="size table for NC RTXPRO6000BSE v6 lists no size "
-                                           "with 36 vCPUs"):
-        size_of("Standard_NC36ds_xl_RTXPRO6000BSE_v6")
     with pytest.raises(Uncatalogued, match="size table for NC V100 v3 lists no size with 36"):
         size_of("Standard_NC36s_v3")  # no accelerator in the name: the series' GPU
     with pytest.raises(Uncatalogued, match="series ND B400 v7 is not in"):
@@ -94,21 +129,34 @@ def test_real_rows_new_h100_variant_is_an_offer_windows_devtest_reservations_are
 
 def test_unknown_size_is_reported_not_dropped():
     """The real RTX PRO 6000 rows with the Linux product name (only `productName` changed,
-    " Windows" removed): the size Azure documents is an offer, the undocumented ones are
-    reported as uncatalogued with their raw names."""
+    " Windows" removed): the GA size Microsoft documents is an offer of a quarter GPU, the
+    retired preview size and the undocumented one are reported as uncatalogued with their
+    raw names."""
     page = load("westus_real_rows.json")
     for item in page["Items"]:
         item["productName"] = item["productName"].removesuffix(" Windows")
     s = spider()
     items, _ = chain(page, s=s)
     offers = by_key(items)
-    rtx = offers[("westus", "Standard_NC128lds_xl_RTXPRO6000BSE_v6", "on_demand")]
-    assert (rtx.gpu, rtx.gpu_count, rtx.price) == ("RTX PRO 6000", 1, 13.038)
+    rtx = offers[("westus", "Standard_NC36ds_xl_RTXPRO6000BSE_v6", "on_demand")]
+    assert (rtx.gpu, rtx.gpu_count, rtx.vcpus, rtx.price) == ("RTX PRO 6000", 0.25, 36, 3.53)
     assert stats(s)["gpuradar/uncatalogued"] == 2
     assert stats(s)["gpuradar/uncatalogued_names"] == {
-        "Standard_NC264lds_xl_RTXPRO6000BSE_v6": 1, "Standard_NC36ds_xl_RTXPRO6000BSE_v6": 1}
+        "Standard_NC264lds_xl_RTXPRO6000BSE_v6": 1, "Standard_NC128lds_xl_RTXPRO6000BSE_v6": 1}
     # The T4 row is a Spot meter (the marker is in meterName and skuName).
     assert offers[("westus", "Standard_NC8as_T4_v3", "spot")].price == 0.360172
+
+
+def test_a_compact_arm_sku_name_is_an_offer_too():
+    """A real RTX row whose armSkuName is in the compact form (only `armSkuName` changed, to
+    its own meterName; `productName` made Linux)."""
+    page = load("westus_real_rows.json")
+    row = next(i for i in page["Items"] if i["meterName"] == "NC36dsxlRTX6kv6"
+               and i["type"] == "Consumption")
+    page["Items"] = [row | {"armSkuName": row["meterName"],
+                            "productName": row["productName"].removesuffix(" Windows")}]
+    [item] = chain(page)[0]
+    assert (item.instance_type, item.gpu_count, item.price) == ("NC36dsxlRTX6kv6", 0.25, 3.53)
 
 
 def test_srs_win_products_are_windows_and_never_share_the_linux_key():
@@ -211,7 +259,10 @@ def test_requests_ask_for_primary_meters_in_the_documented_syntax():
     query = parse_qs(urlsplit(spider().first_url()).query)
     assert query["meterRegion"] == ["'primary'"]
     assert query["api-version"] == ["2023-01-01-preview"]
-    assert "contains(armSkuName, 'Standard_N')" in query["$filter"][0]
+    # Case-sensitive since 2023-01-01-preview: every armSkuName with a capital N, including
+    # compact ones without "Standard_" (which `contains(armSkuName, 'Standard_N')` dropped).
+    assert "contains(armSkuName, 'N')" in query["$filter"][0]
+    assert "Standard_N" not in query["$filter"][0]
     page = load("westus_real_rows.json")
     page["Items"] = [{**i, "isPrimaryMeterRegion": False} for i in page["Items"]]
     s = spider()

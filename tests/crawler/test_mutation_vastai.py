@@ -31,6 +31,14 @@ def spider(**options) -> VastaiSpider:
     return VastaiSpider.from_crawler(crawler)
 
 
+def planned(s: VastaiSpider, out: list) -> list[dict]:
+    """The searches an answer led to, in order: the one sent next, then those queued (the
+    spider makes one search at a time)."""
+    sent = [json.loads(r.body) for r in out if hasattr(r, "callback")]
+    queued = [json.loads(s.search(list(n), m, g).body) for n, m, g in s._queue]
+    return sent + queued
+
+
 def test_an_8_gpu_offer_is_priced_as_the_whole_offer():
     eight = next(o for o in offers("bundles_a100_sxm4.json") if o["num_gpus"] == 8)
     od, spot = parse({"offers": [eight]})
@@ -72,7 +80,7 @@ def test_a_truncated_one_model_search_is_split_by_gpu_count():
     s = spider(limit=5)
     data = {"offers": offers("bundles_rtx_4090.json"), "truncated": True}
     out = parse(data, s, search=(("RTX 4090",), "in", None))
-    bodies = [json.loads(r.body) for r in out]
+    bodies = planned(s, out)
     assert [b["num_gpus"] for b in bodies] == [dict(c) for c in GPU_COUNTS]
     assert all(b["gpu_name"] == {"in": ["RTX 4090"]} for b in bodies)
 
@@ -96,7 +104,7 @@ def test_a_full_answer_counts_as_truncated_even_unflagged():
     s = spider(limit=3)
     out = parse({"offers": offers("bundles_rtx_4090.json")}, s,
                 search=(("RTX 4090", "H100 SXM"), "in", None))
-    names = [json.loads(r.body)["gpu_name"] for r in out]
+    names = [b["gpu_name"] for b in planned(s, out)]
     assert names == [{"in": ["RTX 4090"]}, {"in": ["H100 SXM"]}]
 
 
@@ -127,8 +135,8 @@ def test_a_full_answer_of_the_default_size_is_split():
     many = [base | {"machine_id": base["machine_id"] * 1000 + i} for i in range(300)]
     s = spider(limit=300)
     out = parse({"offers": many}, s, search=(("RTX 4090", "H100 SXM"), "in", None))
-    assert [json.loads(r.body)["gpu_name"] for r in out] == [{"in": ["RTX 4090"]},
-                                                              {"in": ["H100 SXM"]}]
+    assert [b["gpu_name"] for b in planned(s, out)] == [{"in": ["RTX 4090"]},
+                                                         {"in": ["H100 SXM"]}]
 
 
 def test_an_unsplittable_search_names_what_is_missing(caplog):
@@ -170,7 +178,7 @@ def test_a_truncated_search_of_other_models_is_split_by_count_not_by_name():
     s = spider(limit=3)
     data = {"offers": offers("bundles_rtx_4090.json"), "truncated": True}
     out = parse(data, s, search=(("RTX 4090", "H100 SXM"), "notin", None))
-    bodies = [json.loads(r.body) for r in out]
+    bodies = planned(s, out)
     assert [b["num_gpus"] for b in bodies] == [dict(c) for c in GPU_COUNTS]
     assert all(b["gpu_name"] == {"notin": ["RTX 4090", "H100 SXM"]} for b in bodies)
 
@@ -179,7 +187,7 @@ def test_a_truncated_search_without_names_is_split_by_count():
     s = spider(limit=3)
     data = {"offers": offers("bundles_rtx_4090.json"), "truncated": True}
     out = parse(data, s, search=((), "in", None))
-    assert [json.loads(r.body)["num_gpus"] for r in out] == [dict(c) for c in GPU_COUNTS]
+    assert [b["num_gpus"] for b in planned(s, out)] == [dict(c) for c in GPU_COUNTS]
 
 
 def test_the_default_search_asks_for_1000_rentable_unrented_offers():
@@ -198,3 +206,45 @@ def test_the_crawl_stays_under_vasts_10_requests_a_minute():
     VastaiSpider.update_settings(settings)
     assert settings.getfloat("DOWNLOAD_DELAY") == 6.0
     assert settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN") == 1
+
+
+def refused(s: VastaiSpider, status: int, body: bytes, **headers: str) -> tuple[list, list]:
+    """The first search of a crawl refused with `status`: what the spider does next, and the
+    searches still queued."""
+    import asyncio
+
+    from scrapy.spidermiddlewares.httperror import HttpError
+    from twisted.python.failure import Failure
+
+    async def first():
+        return [r async for r in s.start()]
+
+    (request,) = asyncio.run(first())
+    resp = TextResponse(url=URL, status=status, body=body, headers=headers, request=request)
+    failure = Failure(HttpError(resp, "Ignoring non-200 response"))
+    failure.request = request
+    return list(s.failed(failure)), list(s._queue)
+
+
+def test_the_daily_quota_stops_every_later_search(caplog):
+    # Vast's API reference: 429 with error search_quota_exceeded and a Retry-After of hours.
+    out, queued = refused(spider(), 429, b'{"error": "search_quota_exceeded"}',
+                          **{"Retry-After": "36000"})
+    assert out == [] and queued == []
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "daily search quota is exhausted (HTTP 429 search_quota_exceeded, Retry-After " \
+        "36000 s)" in line and "searches not made: other models than" in line
+
+
+def test_a_rate_limit_refusal_left_by_the_retries_stops_too(caplog):
+    out, queued = refused(spider(), 429, b'{"detail": "API requests too frequent"}')
+    assert out == [] and queued == []
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "still refuses searches as too frequent (HTTP 429)" in line
+
+
+def test_another_failed_search_is_reported_and_the_next_one_goes_ahead(caplog):
+    out, queued = refused(spider(), 500, b"oops")
+    assert [json.loads(r.body)["gpu_name"].keys() for r in out] == [{"notin": 0}.keys()]
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "a search failed (HTTP 500" in line

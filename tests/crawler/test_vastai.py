@@ -1,16 +1,19 @@
 """Vast.ai bundles: the parser on a real capture, the few large searches (split when Vast
-says an answer was truncated) and the crawl under Vast's rate limit: a local server that
-answers 429 without Retry-After to a client that asks too often, as Vast does."""
+says an answer was truncated), one search at a time, and the crawl under Vast's limits as its
+API reference (vast-ai/docs search_offers.yaml) documents them: 10 searches a minute, 429
+without Retry-After when asked faster, a daily search quota (429 search_quota_exceeded with a
+Retry-After of hours), `rented` not filtered by the server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
 
 import pytest
 from gpuradar.crawler.spiders.base import ParseError
-from gpuradar.crawler.spiders.vastai import GPU_NAMES, VastaiSpider
+from gpuradar.crawler.spiders.vastai import GPU_NAMES, SERVER_CAP, VastaiSpider
 from scrapy.utils.test import get_crawler
 
 from tests.clirun import gpuradar, write_config
@@ -48,22 +51,102 @@ def spider(**options) -> VastaiSpider:
     return VastaiSpider.from_crawler(crawler)
 
 
-def test_two_searches_cover_every_model():
-    import asyncio
-
-    s = spider()
+def started(s: VastaiSpider) -> list:
     async def first():
         return [r async for r in s.start()]
-
-    known, others = [json.loads(r.body) for r in asyncio.run(first())]
-    assert known["gpu_name"] == {"in": list(GPU_NAMES)} and others["gpu_name"] == {
-        "notin": list(GPU_NAMES)}
-    assert known["rentable"] == {"eq": True} and known["order"] == [["dph_total", "asc"]]
+    return asyncio.run(first())
 
 
 def answer(s: VastaiSpider, request, offers) -> list:
     body = json.dumps(vastai_search(json.loads(request.body), offers)).encode()
     return list(request.callback(response(body, URL, request=request), **request.cb_kwargs))
+
+
+def test_two_searches_cover_every_model_one_after_the_other():
+    s = spider()
+    (first,) = started(s)  # one search at a time: the answer sends the next
+    known = json.loads(first.body)
+    (second,) = [o for o in answer(s, first, vastai_offers()) if hasattr(o, "callback")]
+    others = json.loads(second.body)
+    assert known["gpu_name"] == {"in": list(GPU_NAMES)} and others["gpu_name"] == {
+        "notin": list(GPU_NAMES)}
+    assert known["rentable"] == {"eq": True} and known["order"] == [["dph_total", "asc"]]
+    assert not [o for o in answer(s, second, vastai_offers()) if hasattr(o, "callback")]
+
+
+def real_offers() -> list[dict]:
+    return json.loads((FIX / "bundles_h100_sxm_real.json").read_text())["offers"]
+
+
+def test_a_rented_machine_is_stored_unavailable_not_available():
+    """Vast's API reference: `rented` is not a server-side filter, the server drops it and
+    each offer keeps its `rented` flag. The real capture with only `rented` changed."""
+    offers = real_offers()
+    offers[0]["rented"] = True
+    out = {(i.instance_type, i.pricing): i for i in
+           VastaiSpider().parse(response({"offers": offers}, URL))}
+    assert out[("148199:1xH100_SXM", "on_demand")].available is False
+    assert out[("148199:1xH100_SXM", "spot")].available is False
+    assert out[("148199:1xH100_SXM", "on_demand")].price == pytest.approx(1.3867407407407408)
+    assert out[("59380:1xH100_SXM", "on_demand")].available is True
+
+
+def test_an_offer_without_the_rented_flag_has_unknown_availability():
+    offers = real_offers()
+    del offers[1]["rented"]
+    out = {i.instance_type: i for i in VastaiSpider().parse(response({"offers": offers}, URL))}
+    assert out["59380:1xH100_SXM"].available is None
+    assert out["148199:1xH100_SXM"].available is True
+
+
+def test_the_search_still_asks_the_server_for_unrented_offers():
+    # Harmless (the server drops it) and what Vast's CLI sends; the filter that counts is
+    # the client's (above).
+    assert json.loads(spider().search(["H100 SXM"]).body)["rented"] == {"eq": False}
+
+
+def test_an_answer_stopping_at_the_observed_server_cap_is_narrowed():
+    """Collectors saw Vast stop at 64 offers whatever `limit` asked; an answer of exactly 64
+    without a `truncated` flag may be cut, so it is narrowed like a truncated one."""
+    base = real_offers()[0]
+    many = [base | {"machine_id": i, "id": i} for i in range(SERVER_CAP)]
+    s = spider(limit=1000)
+    out = list(s.parse(response({"offers": many}, URL), search=(("H100 SXM",), "in", None)))
+    assert [json.loads(r.body)["num_gpus"] for r in out] == [{"eq": 1}]  # then 4 queued
+    assert s.crawler.stats.get_value("gpuradar/skipped/server_cap_suspected") == 1
+    # Vast saying the answer is complete is believed.
+    s = spider(limit=1000)
+    out = list(s.parse(response({"offers": many, "truncated": False}, URL),
+                       search=(("H100 SXM",), "in", None)))
+    assert not [o for o in out if hasattr(o, "callback")] and len(out) == 2 * SERVER_CAP
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_searches_that_cannot_finish_in_the_crawl_budget_are_not_made(caplog):
+    clock = Clock()
+    crawler = get_crawler(VastaiSpider, {"CLOSESPIDER_TIMEOUT": 300, "DOWNLOAD_DELAY": 6})
+    s = VastaiSpider.from_crawler(crawler)
+    s.clock = clock
+    (first,) = started(s)
+    clock.now += 280  # 20 s left: less than one interval plus an answer (6 + 6 s)... fits
+    assert [o for o in answer(s, first, vastai_offers()) if hasattr(o, "callback")]
+    s = VastaiSpider.from_crawler(get_crawler(
+        VastaiSpider, {"CLOSESPIDER_TIMEOUT": 300, "DOWNLOAD_DELAY": 6}))
+    s.clock = clock
+    (first,) = started(s)
+    clock.now += 290  # 10 s left: the second search could not finish
+    out = answer(s, first, vastai_offers())
+    assert out and not [o for o in out if hasattr(o, "callback")]  # offers kept, no search
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "time budget of 300 s would run out before 1 more search(es) finish" in line
+    assert "closes nothing" in line and "other models than" in line
 
 
 def test_truncated_search_is_split_until_complete():
@@ -116,24 +199,24 @@ class RateLimitedVast:
 def crawl_vast(tmp_path, server, db_url, **vastai):
     cfg = write_config(tmp_path / "c.yaml", sources={"vastai": vastai},
                        endpoints={"vastai.bundles": server.base + "/api/v0/bundles/"},
-                       scrapy={"RETRY_BACKOFF_BASE": 0.4, "RETRY_TIMES": 3})
+                       scrapy={"RETRY_BACKOFF_BASE": 0.1, "RETRY_TIMES": 3})
     proc = gpuradar("crawl", "vastai", "--json", config=cfg, db_url=db_url)
     return proc, json.loads(proc.stdout)[0]
 
 
 def test_the_request_interval_keeps_the_crawl_under_the_rate_limit(tmp_path, provider_server,
                                                                    sqlite_url):
-    vast = RateLimitedVast(0.25)
+    vast = RateLimitedVast(0.05)
     provider_server.route("POST", "/api/v0/bundles/", vast)
     # limit 3: every search is split, so the crawl makes many requests in a row.
-    proc, result = crawl_vast(tmp_path, provider_server, sqlite_url, request_interval=0.3,
+    proc, result = crawl_vast(tmp_path, provider_server, sqlite_url, request_interval=0.1,
                               limit=3)
     assert result["status"] == "ok", (result, proc.stderr)
     assert len(vast.answers) > 6 and 429 not in vast.answers
 
 
 def test_a_429_slows_the_whole_queue_not_one_request(tmp_path, provider_server, sqlite_url):
-    vast = RateLimitedVast(0.25)
+    vast = RateLimitedVast(0.05)
     provider_server.route("POST", "/api/v0/bundles/", vast)
     # No interval configured: the first burst is refused; the backoff then spaces every
     # later request of the queue, so the retries succeed and the crawl completes.
@@ -156,4 +239,32 @@ def test_a_daily_quota_is_not_waited_out(tmp_path, provider_server, sqlite_url):
     proc, result = crawl_vast(tmp_path, provider_server, sqlite_url, request_interval=0)
     assert result["status"] == "failed" and "HTTP 429" in result["error"]
     assert "asking to wait 36000 s (Retry-After); not retried" in proc.stderr
+    assert "daily search quota is exhausted (HTTP 429 search_quota_exceeded, Retry-After " \
+        "36000 s); the crawl stops here" in result["error"]
+    assert len(provider_server.requests) == 1  # the second search is not spent on a refusal
     assert "Traceback" not in proc.stderr
+
+
+def test_a_quota_hit_mid_crawl_keeps_what_was_read_and_closes_nothing(tmp_path, provider_server,
+                                                                       sqlite_url):
+    provider_server.route("POST", "/api/v0/bundles/", lambda req: Reply(
+        body=json.dumps(vastai_search(req.json(), vastai_offers())).encode()))
+    # limit 3: the searches are split, so the crawl makes several in a row.
+    _, first = crawl_vast(tmp_path, provider_server, sqlite_url, request_interval=0, limit=3)
+    assert first["status"] == "ok" and first["items"] == 2 * 9
+
+    answered = []
+
+    def quota_after_six_searches(req):
+        if len(answered) >= 6:
+            return Reply(429, b'{"error": "search_quota_exceeded", "msg": "Daily search row '
+                              b'quota exhausted"}', headers={"Retry-After": "36000"})
+        answered.append(req)
+        return Reply(body=json.dumps(vastai_search(req.json(), vastai_offers())).encode())
+
+    provider_server.route("POST", "/api/v0/bundles/", quota_after_six_searches)
+    proc, second = crawl_vast(tmp_path, provider_server, sqlite_url, request_interval=0, limit=3)
+    assert second["status"] == "partial", (second, proc.stderr)
+    assert 0 < second["items"] < 2 * 9 and second["closed"] == 0  # the unread ones stay open
+    assert "daily search quota is exhausted" in second["error"]
+    assert "searches not made: " in second["error"]
