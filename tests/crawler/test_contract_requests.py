@@ -95,6 +95,8 @@ def huawei_sdk(monkeypatch, provider_server):
                           lambda req: Reply(body=b'{"flavors": []}'))
     provider_server.route("POST", "/v2/bills/ratings/on-demand-resources", lambda req: Reply(
         body=b'{"currency": "CNY", "product_rating_results": []}'))
+    provider_server.route("GET", "/v2.1/0605767b3b00d2c62f05c00b4f1a2c3d/os-availability-zone",
+                          lambda req: Reply(body=b'{"availabilityZoneInfo": []}'))
     return provider_server
 
 
@@ -121,19 +123,47 @@ def same_as_huawei_sdk(ours, sdk, credentials) -> None:
 
 
 def test_huawei_flavors_request_is_the_sdks(huawei_sdk):
+    """Both pages of ListFlavors: the first (`limit`) and the next (`limit` and `marker`, the
+    flavor to start after), each a request ListFlavorsRequest can make."""
     from gpuradar.crawler.spiders.huawei import HuaweiSpider
     from huaweicloudsdkcore.auth.credentials import BasicCredentials
     from huaweicloudsdkecs.v2 import EcsClient, ListFlavorsRequest
 
     project = "0605767b3b00d2c62f05c00b4f1a2c3d"
     credentials = BasicCredentials("AKcontract", "contract-secret", project)
-    EcsClient.new_builder().with_credentials(credentials).with_endpoint(
-        huawei_sdk.base).build().list_flavors(ListFlavorsRequest(limit=1000))
+    client = EcsClient.new_builder().with_credentials(credentials).with_endpoint(
+        huawei_sdk.base).build()
+    client.list_flavors(ListFlavorsRequest(limit=1000))
+    client.list_flavors(ListFlavorsRequest(limit=1000, marker="p2s.2xlarge.8"))
     spider = spider_for(HuaweiSpider, huawei_sdk, access_key="AKcontract",
                         secret_key="contract-secret")
     spider.settings.set("GPURADAR_ENDPOINTS", {
         "huawei.ecs": huawei_sdk.base + "/v1/{project_id}/cloudservers/flavors"})
-    ours = spider.flavors_request("cn-north-4", project)
+    first = spider.flavors_request("cn-north-4", project)
+    same_as_huawei_sdk(first, huawei_sdk.requests[0], credentials)
+    following = spider.flavors_request("cn-north-4", project, marker="p2s.2xlarge.8")
+    same_as_huawei_sdk(following, huawei_sdk.requests[1], credentials)
+    for ours in (first, following):  # no query field the SDK's request model lacks
+        assert set(parse_qs(urlsplit(ours.url).query)) <= set(ListFlavorsRequest.attribute_map)
+
+
+# The SDK marks NovaListAvailabilityZones deprecated (the API reference too: "废弃"), yet it is
+# the ECS call that names a region's AZs with their state; docs/sources-china.md says so.
+@pytest.mark.filterwarnings("ignore:Method 'nova_list_availability_zones':DeprecationWarning")
+def test_huawei_availability_zones_request_is_the_sdks(huawei_sdk):
+    from gpuradar.crawler.spiders.huawei import HuaweiSpider
+    from huaweicloudsdkcore.auth.credentials import BasicCredentials
+    from huaweicloudsdkecs.v2 import EcsClient, NovaListAvailabilityZonesRequest
+
+    project = "0605767b3b00d2c62f05c00b4f1a2c3d"
+    credentials = BasicCredentials("AKcontract", "contract-secret", project)
+    EcsClient.new_builder().with_credentials(credentials).with_endpoint(
+        huawei_sdk.base).build().nova_list_availability_zones(NovaListAvailabilityZonesRequest())
+    spider = spider_for(HuaweiSpider, huawei_sdk, access_key="AKcontract",
+                        secret_key="contract-secret")
+    spider.settings.set("GPURADAR_ENDPOINTS", {
+        "huawei.ecs_zones": huawei_sdk.base + "/v2.1/{project_id}/os-availability-zone"})
+    ours = spider.zones_request("cn-north-4", project)
     same_as_huawei_sdk(ours, huawei_sdk.requests[0], credentials)
 
 
