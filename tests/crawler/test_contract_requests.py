@@ -240,6 +240,77 @@ def test_alibaba_describe_price_request_is_the_sdks(monkeypatch, provider_server
     assert not ours.body and not sdk.body
 
 
+def test_alibaba_throttled_call_is_retried_as_the_sdk_would_send_it(monkeypatch, provider_server):
+    """Alibaba's documented throttling answer (HTTP 403, Code Throttling.User): the SDK reads
+    it as that error; the backoff middleware, told by the spider that it is throttling,
+    retries the call, and the retry is the SDK's request for the same call with a new
+    SignatureNonce (a reused nonce is refused)."""
+    import asyncio
+
+    from alibabacloud_ecs20140526 import models
+    from alibabacloud_ecs20140526.client import Client
+    from alibabacloud_tea_openapi import models as openapi
+    from alibabacloud_tea_openapi.utils import Utils
+    from darabonba.runtime import RuntimeOptions
+    from gpuradar.crawler import signing
+    from gpuradar.crawler.middlewares import BackoffRetryMiddleware
+    from gpuradar.crawler.spiders.alibaba import AlibabaSpider
+    from scrapy.http import TextResponse
+    from scrapy.utils.test import get_crawler
+
+    nonces = iter(["3ee8c1b883d344afa94f4e0ad82fd6cf", "9b2d0c1f5e7a4b3c8d6e2f1a0b9c8d7e"])
+    current = {}
+
+    def next_nonce():
+        current["nonce"] = next(nonces)
+        return SimpleNamespace(hex=current["nonce"])
+
+    monkeypatch.setattr(signing, "uuid", SimpleNamespace(uuid4=next_nonce))
+    monkeypatch.setattr(Utils, "get_nonce", staticmethod(lambda: current["nonce"]))
+    monkeypatch.setattr(Utils, "get_timestamp", staticmethod(
+        lambda: FIXED.strftime("%Y-%m-%dT%H:%M:%SZ")))
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return FIXED
+
+    monkeypatch.setattr(signing, "datetime", Clock)
+    throttled = fixture("alibaba/error_throttling_user.json")
+    provider_server.route("POST", "/", lambda req: Reply(403, throttled))
+    crawler = get_crawler(AlibabaSpider, {"RETRY_TIMES": 1, "RETRY_BACKOFF_MAX": 0.01})
+    crawler.spider = spider = spider_for(AlibabaSpider, provider_server,
+                                         access_key_id="LTAIcontract",
+                                         access_key_secret="contract-secret")
+    spider.crawler = crawler
+    crawler.engine = SimpleNamespace(downloader=SimpleNamespace(slots={}))  # no crawl running
+    spider.settings.set("GPURADAR_ENDPOINTS", {"alibaba.api": provider_server.base + "/"})
+    spider.settings.set("RETRY_BACKOFF_MAX", 0.01)  # the pause until the next minute, capped
+    params = {"RegionId": "cn-hangzhou", "ResourceType": "instance",
+              "InstanceType": "ecs.gn7i-c8g1.2xlarge", "PriceUnit": "Hour",
+              "SystemDisk.Category": "cloud_essd"}
+    first = spider.rpc("DescribePrice", "cn-hangzhou", params, spider.parse_price)
+    answer = TextResponse(first.url, status=403, body=throttled, request=first)
+    retry = asyncio.run(BackoffRetryMiddleware.from_crawler(crawler).process_response(
+        first, answer))
+    assert retry is not answer and retry.meta["retry_times"] == 1
+
+    config = openapi.Config(access_key_id="LTAIcontract", access_key_secret="contract-secret",
+                            endpoint=provider_server.base.removeprefix("http://"),
+                            protocol="http", signature_algorithm="v2")
+    with pytest.raises(Exception) as raised:  # the SDK's own reading of the answer
+        Client(config).describe_price_with_options(models.DescribePriceRequest(
+            region_id="cn-hangzhou", resource_type="instance",
+            instance_type="ecs.gn7i-c8g1.2xlarge", price_unit="Hour",
+            system_disk=models.DescribePriceRequestSystemDisk(category="cloud_essd")),
+            RuntimeOptions(autoretry=False))
+    assert (raised.value.code, raised.value.status_code) == ("Throttling.User", 403)
+    [sdk] = provider_server.requests  # signed with the second nonce, as the retry is
+    query = parse_qs(urlsplit(retry.url).query)
+    assert query == sdk.query
+    assert query["SignatureNonce"] != parse_qs(urlsplit(first.url).query)["SignatureNonce"]
+
+
 # -- AWS (botocore) ---------------------------------------------------------------------------
 def test_aws_spot_history_request_is_botocores(monkeypatch, provider_server):
     import botocore.auth
