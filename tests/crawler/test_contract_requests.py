@@ -74,6 +74,56 @@ def test_tencent_zone_config_request_is_the_sdks(monkeypatch, provider_server):
         assert header(ours, name) == sdk.headers[name.lower()], name
 
 
+@pytest.mark.parametrize("region", ["ap-shanghai-fsi", "ap-shenzhen-fsi", "ap-guangzhou"])
+def test_tencent_host_of_a_region_is_the_sdks(monkeypatch, region):
+    """A financial region is called at its own host: Tencent's CVM "Request Structure" tells
+    SDK users to set the endpoint to cvm.<region>.tencentcloudapi.com for it; other regions
+    use the SDK's default host, cvm.tencentcloudapi.com. Given that endpoint, the SDK signs
+    the same Host, headers and signature as the spider (its request is caught unsent)."""
+    from gpuradar.crawler.spiders import tencent
+    from tencentcloud.common import abstract_client, credential
+    from tencentcloud.common.exception.tencent_cloud_sdk_exception import (
+        TencentCloudSDKException,
+    )
+    from tencentcloud.common.profile.client_profile import ClientProfile
+    from tencentcloud.common.profile.http_profile import HttpProfile
+    from tencentcloud.cvm.v20170312 import cvm_client, models
+
+    clock = SimpleNamespace(time=lambda: FIXED.timestamp())
+    monkeypatch.setattr(abstract_client, "time", clock)
+    monkeypatch.setattr(tencent, "time", clock)
+    spider = tencent.TencentSpider()
+    spider.settings = Settings()
+    spider.settings.set("GPURADAR_SOURCES", {"tencent": {"secret_id": "AKIDcontract",
+                                                          "secret_key": "contract-secret"}})
+    ours = next(spider.region_requests(region))
+
+    financial = region.endswith("-fsi")
+    http = HttpProfile(endpoint=f"cvm.{region}.tencentcloudapi.com" if financial else None)
+    client = cvm_client.CvmClient(credential.Credential("AKIDcontract", "contract-secret"),
+                                  region, ClientProfile(httpProfile=http))
+
+    caught = []
+
+    def catch(req):
+        caught.append(req)
+        raise ConnectionError("not sent")
+
+    monkeypatch.setattr(client.request, "send_request", catch)
+    sdk_request = models.DescribeZoneInstanceConfigInfosRequest()
+    sdk_request.from_json_string(ours.body.decode())
+    with pytest.raises(TencentCloudSDKException):
+        client.DescribeZoneInstanceConfigInfos(sdk_request)
+    [sdk] = caught
+    assert urlsplit(ours.url).netloc == sdk.header["Host"]
+    assert sdk.header["Host"] == (f"cvm.{region}.tencentcloudapi.com" if financial
+                                  else "cvm.tencentcloudapi.com")
+    assert ours.body == sdk.data.encode()
+    for name in ("Content-Type", "Host", "X-TC-Action", "X-TC-Version", "X-TC-Region",
+                 "X-TC-Timestamp", "Authorization"):
+        assert header(ours, name) == sdk.header[name], name
+
+
 # -- Huawei Cloud (huaweicloudsdkcore + the ECS and BSS clients) --------------------------------
 @pytest.fixture
 def huawei_sdk(monkeypatch, provider_server):

@@ -176,6 +176,9 @@ ROUTES = {
     "autodl.gpu_stock": ("POST", "/api/v1/dev/machine/region/gpu_stock", autodl_stock_handler),
     "tencent.cvm": ("POST", "/", lambda req: (alibaba_api_handler if "Action" in req.query
                                               else tencent_handler)(req)),
+    # The financial regions' own host (cvm.<region>.tencentcloudapi.com) answers the same way.
+    "tencent.cvm_financial": ("POST", "/", lambda req: (alibaba_api_handler if "Action" in
+                                                        req.query else tencent_handler)(req)),
     "huawei.iam": ("GET", "/v3/auth/projects", huawei_iam_handler),
     "huawei.iam_domains": ("GET", "/v3/auth/domains", huawei_domains_handler),
     "huawei.bss": ("POST", "/v2/bills/ratings/on-demand-resources", huawei_bss_handler),
