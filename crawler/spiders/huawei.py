@@ -413,6 +413,7 @@ class HuaweiSpider(GpuRadarSpider):
                     region = self.option("region") or (host.group(1) if host else "?")
                     yield from self.offers(info, region, None, "CNY", {}, response.url)
             return
-        if isinstance(data, dict) and ("projects" in data or "domains" in data):
+        if isinstance(data, dict) and ("projects" in data or "domains" in data
+                                       or "availabilityZoneInfo" in data):
             return
         require(data, "product_rating_results", self.name, response.url, list)

@@ -349,10 +349,11 @@ def test_a_rejection_other_than_an_unknown_product_is_logged_with_its_message(ca
             in caplog.text)
 
 
-def test_parse_reads_the_iam_answers_as_no_offers():
-    """`gpuradar parse huawei` on a recorded IAM answer (domains or projects): no offers and
-    no error, as for any answer of the crawl that carries no price."""
-    for name in ("iam_auth_domains.json", "iam_auth_projects.json"):
+def test_parse_reads_the_iam_and_az_answers_as_no_offers():
+    """`gpuradar parse huawei` on a recorded IAM answer (domains or projects) or AZ list: no
+    offers and no error, as for any answer of the crawl that carries no price."""
+    for name in ("iam_auth_domains.json", "iam_auth_projects.json",
+                 "reference_nova_availability_zones_docs_example.json"):
         assert list(parse_files("huawei", [FIX / name], project_settings())) == []
 
 
