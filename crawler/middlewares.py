@@ -60,6 +60,8 @@ class BackoffRetryMiddleware(RetryMiddleware):
       quota) is not waited out: the answer stands and the crawl reports it.
     * Every retry is signed afresh when the spider defines `sign_again(request)`: Alibaba
       refuses a reused SignatureNonce, and every signer dates its signature.
+    * A provider that says "throttled" with another status (Alibaba: 400/403 `Throttling*`)
+      is told apart by the spider's `throttle_pause(response)`: seconds to wait, or None.
     * A host that never answered in this crawl gets GPURADAR_CONNECT_ATTEMPTS attempts per
       request, and none once the source has waited GPURADAR_UNREACHABLE_AFTER seconds without
       any answer; then it is unreachable: one ERROR line (host, cause, attempts) and every
@@ -187,13 +189,20 @@ class BackoffRetryMiddleware(RetryMiddleware):
         else:
             slot.lastseen = max(slot.lastseen, now + pause - slot.delay)
 
+    def _spider_pause(self, response: Response) -> float | None:
+        """The spider's own reading of a throttled answer (see the class docstring)."""
+        pause = getattr(self.crawler.spider, "throttle_pause", None)
+        return pause(response) if callable(pause) else None
+
     async def process_response(self, request: Request, response: Response
                                ) -> Request | Response:
-        if response.status not in _THROTTLED or response.status not in self.retry_http_codes:
+        told = self._spider_pause(response)
+        if told is None and (response.status not in _THROTTLED
+                             or response.status not in self.retry_http_codes):
             return super().process_response(request, response)
         if request.meta.get("dont_retry"):
             return response
-        retry_after = self._retry_after(response)
+        retry_after = told if told is not None else self._retry_after(response)
         host = urlsplit(request.url).netloc
         spider = self.crawler.spider
         if retry_after is not None and retry_after > self.cap:
@@ -209,6 +218,8 @@ class BackoffRetryMiddleware(RetryMiddleware):
         log.info("%s answered %d; slowing to one request per %.1fs", host, response.status,
                  delay)
         self._slow_down(request, delay, learned=retry_after is None)
+        if told is not None:  # a status Scrapy would not retry
+            return self._retry(request, f"throttled ({response.status})") or response
         return super().process_response(request, response)
 
     def _retry(self, request: Request, reason: Any) -> Request | None:

@@ -19,12 +19,19 @@ With an AccessKey (`access_key_id` / `access_key_secret`, signed RPC calls):
 `DetailInfos`, since the total `OriginalPrice` includes the system disk) and
 `DescribeSpotPriceHistory` (latest spot price per zone). The CDN file is not read then. Each
 attempt of a call is signed afresh: Alibaba refuses a SignatureNonce it has seen.
+
+Throttling: ECS limits each API per region and account; a throttled call answers a
+`Throttling*` code (HTTP 400 or 403), and may be called again from the next minute on (ECS
+"API throttling": https://www.alibabacloud.com/help/en/elastic-compute-service/latest/
+api-throttling). Such an answer is retried after that minute turns (`throttle_pause`, read by
+the backoff middleware), and the calls to one regional endpoint keep one second apart.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -110,6 +117,9 @@ class AlibabaSpider(GpuRadarSpider):
     credentials = {"access_key_id": "ALIBABA_CLOUD_ACCESS_KEY_ID",
                    "access_key_secret": "ALIBABA_CLOUD_ACCESS_KEY_SECRET"}
     default_interval = 3600
+    # ECS API reference, "API throttling": probe a throttled API at 1 QPS, and poll at a fixed
+    # 1-2 s interval; ECS publishes no per-API limit for the price calls (Quota Center only).
+    request_interval = 1.0
     options = {"site": str, "version": str, "discover_with_browser": bool, "home_region": str,
                "regions": list[str]}
     #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
@@ -248,6 +258,23 @@ class AlibabaSpider(GpuRadarSpider):
         url = self.rpc_url(*call) if call else None
         return request.replace(url=url) if url else request
 
+    def throttle_pause(self, response: Response) -> float | None:
+        """Seconds to wait before retrying a throttled API answer; None for any other answer.
+        Alibaba answers `Throttling`, `Throttling.User`, ... with HTTP 400 or 403 (429 on some
+        products; Scrapy would retry none of the first two), and "an API operation throttled
+        at minute T can be called again as of minute T+1" (ECS "API throttling"): the pause
+        lasts until a second past the next minute, at most RETRY_BACKOFF_MAX."""
+        if response.status not in (400, 403, 429) or b"Throttling" not in response.body:
+            return None
+        try:
+            code = json.loads(response.text).get("Code")
+        except (ValueError, AttributeError):
+            return None
+        if not str(code).startswith("Throttling"):
+            return None
+        pause = 60.0 - time.time() % 60.0 + 1.0
+        return min(pause, self.settings.getfloat("RETRY_BACKOFF_MAX", 60.0))
+
     def api_body(self, response: Response, action: str) -> dict[str, Any] | None:
         try:
             data = json.loads(response.text)
@@ -317,6 +344,11 @@ class AlibabaSpider(GpuRadarSpider):
                         if s.get("Status") == "SoldOut":
                             available = False
                         zones.setdefault(value, {})[zone] = available
+        # One call per instance type and region is the finest batch the API allows: the
+        # InstanceType of DescribePrice and of DescribeSpotPriceHistory names one type
+        # (alibabacloud-ecs20140526 DescribePriceRequest / DescribeSpotPriceHistoryRequest;
+        # DescribePrice's InstanceTypeList is for elasticity assurances only, its Amount is a
+        # count of one type); DescribeSpotPriceHistory without ZoneId answers every zone.
         for instance_type, by_zone in sorted(zones.items()):
             if spot:
                 start = (datetime.now(UTC) - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -37,6 +37,11 @@ DATA_CENTERS = ("westDC2", "westDC3", "beijingDC1", "beijingDC2", "beijingDC3", 
 GPU_NAMES = ("RTX 4090", "RTX 4090D", "RTX 5090", "RTX 3090", "RTX 3080 Ti", "RTX A4000",
              "RTX A5000", "V100-32GB", "A800-80GB", "H800", "H20", "L20", "A100-SXM4-80GB")
 GIB = 1024**3
+# The filter fields of a gpu_stock query, with the values of the request example in AutoDL's
+# elastic-deployment API documentation (www.autodl.com/docs/esd_api_doc/: region_sign,
+# cuda_v_from 118, cuda_v_to 125, gpu_name_set, price_from 0, price_to 300; "118" is CUDA
+# 11.8). The documentation gives no other values nor their units: they are sent as it does.
+STOCK_FILTERS = {"cuda_v_from": 118, "cuda_v_to": 125, "price_from": 0, "price_to": 300}
 
 
 class AutodlSpider(GpuRadarSpider):
@@ -116,10 +121,13 @@ class AutodlSpider(GpuRadarSpider):
                             self.parse_machines)
         if dev:
             for dc in self.option("data_centers", DATA_CENTERS):
-                yield self.post(self.endpoint("gpu_stock"), dev,
-                                {"region_sign": dc,
-                                 "gpu_name_set": list(self.option("gpu_names", GPU_NAMES))},
+                yield self.post(self.endpoint("gpu_stock"), dev, self.stock_payload(dc),
                                 self.parse_stock, data_center=dc)
+
+    def stock_payload(self, data_center: str) -> dict[str, Any]:
+        """One data centre's gpu_stock query, the fields of the documented example."""
+        return {"region_sign": data_center,
+                "gpu_name_set": list(self.option("gpu_names", GPU_NAMES)), **STOCK_FILTERS}
 
     def probe_requests(self) -> list[tuple[str, scrapy.Request]]:
         """`sources --check`: one request per configured token."""
@@ -130,9 +138,9 @@ class AutodlSpider(GpuRadarSpider):
                                                self.list_payload(1), self.parse_machines)))
         if dev:
             dc = list(self.option("data_centers", DATA_CENTERS))[0]
-            out.append(("dev_token", self.post(
-                self.endpoint("gpu_stock"), dev, {"region_sign": dc, "gpu_name_set": list(
-                    self.option("gpu_names", GPU_NAMES))}, self.parse_stock, data_center=dc)))
+            out.append(("dev_token", self.post(self.endpoint("gpu_stock"), dev,
+                                               self.stock_payload(dc), self.parse_stock,
+                                               data_center=dc)))
         return out
 
     # -- responses -------------------------------------------------------------------------

@@ -8,17 +8,24 @@ requires it for AK/SK calls to them) and X-Project-Id on ECS.
    option `domain_id` (or HUAWEICLOUD_SDK_DOMAIN_ID) gives it -- as the SDK does.
 1. IAM `GET /v3/auth/projects` (KeystoneListAuthProjects): the project id of each region
    (skipped when the option `projects: {region: project_id}` gives them).
-2. ECS `GET /v1/{project_id}/cloudservers/flavors` (ListFlavors) per region, paged by
-   `marker` (a page that repeats, i.e. a server ignoring the marker, ends the paging and is
-   reported: the crawl is partial), keeping flavors
+2. ECS `GET /v2.1/{project_id}/os-availability-zone` (NovaListAvailabilityZones, ECS API
+   reference ecs_03_1801): the region's AZs, so that an AZ a flavor does not list can be
+   named (step 3). If it fails, the flavors are still listed; the crawl is partial.
+3. ECS `GET /v1/{project_id}/cloudservers/flavors` (ListFlavors) per region, paged by
+   `limit` / `marker` (both in huaweicloudsdkecs 3.1's ListFlavorsRequest: "marker: start
+   after this flavor_id"; a page that repeats, i.e. a server ignoring the marker, ends the
+   paging and is reported: the crawl is partial), keeping flavors
    whose `ecs:performancetype` is gpu or ascend. GPU model and count come from `info:gpus` /
    `info:asic_accelerators` (JSON text), else `pci_passthrough:alias` ("nvidia-v100:1").
-   Availability per AZ comes from `cond:operation:az` ("az(status),..."); a flavor that lists
-   no AZ takes the region-wide `cond:operation:status` (normal / promotion / obt: on sale,
-   sellout / obt_sellout: sold out, abandon: not offered). The spot sell status per AZ
+   Availability per AZ comes from `cond:operation:az` ("az(status),..."); an AZ it does not
+   list -- every AZ, when it lists none -- takes the region-wide `cond:operation:status`,
+   "normal" when absent (normal / promotion / obt: on sale, sellout / obt_sellout: sold out,
+   abandon: not offered), as huaweicloudsdkecs's FlavorExtraSpec describes both fields. A
+   flavor listing no AZ is one region-wide offer (zone ""); one listing some AZs is an offer
+   per AZ, the unlisted AZs of the region included. The spot sell status per AZ
    (`cond:spot_block:operation:az`, or `cond:spot:operation:az`) is kept as an attribute:
    Huawei publishes no spot price API.
-3. BSS `POST /v2/bills/ratings/on-demand-resources`, at most 100 flavors per call, one hour of
+4. BSS `POST /v2/bills/ratings/on-demand-resources`, at most 100 flavors per call, one hour of
    `<flavor>.linux`: the list price is `official_website_amount` (`amount` is the account's
    discounted price). A flavor BSS does not know fails its whole batch (CBC.99006006 /
    CBC.6006), so a failed batch is split in halves and retried: one bad flavor costs itself.
@@ -85,6 +92,7 @@ class HuaweiSpider(GpuRadarSpider):
         "iam_domains": "https://iam.myhuaweicloud.com/v3/auth/domains",
         "iam": "https://iam.myhuaweicloud.com/v3/auth/projects",
         "ecs": "https://ecs.{region}.myhuaweicloud.com/v1/{project_id}/cloudservers/flavors",
+        "ecs_zones": "https://ecs.{region}.myhuaweicloud.com/v2.1/{project_id}/os-availability-zone",
         "bss": "https://bss.myhuaweicloud.com/v2/bills/ratings/on-demand-resources",
         "bss_intl": "https://bss-intl.myhuaweicloud.com/v2/bills/ratings/on-demand-resources",
     }
@@ -176,7 +184,7 @@ class HuaweiSpider(GpuRadarSpider):
         projects = self.option("projects")
         if projects:
             for region, project_id in dict(projects).items():
-                request = self.flavors_request(str(region), str(project_id))
+                request = self.zones_request(str(region), str(project_id))
                 if request is not None:
                     yield request
             return
@@ -185,13 +193,24 @@ class HuaweiSpider(GpuRadarSpider):
         if request is not None:
             yield request
 
-    def flavors_request(self, region: str, project_id: str,
-                        marker: str | None = None) -> scrapy.Request | None:
+    def zones_request(self, region: str, project_id: str) -> scrapy.Request | None:
+        """The region's AZs (NovaListAvailabilityZones); its answer, or its failure, leads to
+        the region's flavors."""
+        url = self.endpoint("ecs_zones").format(region=region, project_id=project_id)
+        return self.signed("GET", url, self.parse_zones, headers={"X-Project-Id": project_id},
+                           cb_kwargs={"region": region, "project_id": project_id},
+                           errback=self.zones_failed)
+
+    def flavors_request(self, region: str, project_id: str, marker: str | None = None,
+                        region_zones: frozenset[str] | None = None) -> scrapy.Request | None:
         url = self.endpoint("ecs").format(region=region, project_id=project_id)
+        # `limit` and `marker` are the paging fields of huaweicloudsdkecs's ListFlavorsRequest
+        # (limit: page size, default 1000; marker: the flavor_id to start after).
         query = {"limit": PAGE, **({"marker": marker} if marker else {})}
         return self.signed("GET", f"{url}?{urlencode(query)}", self.parse_flavors,
                            headers={"X-Project-Id": project_id},
-                           cb_kwargs={"region": region, "project_id": project_id})
+                           cb_kwargs={"region": region, "project_id": project_id,
+                                      "region_zones": region_zones})
 
     def rating_request(self, region: str, project_id: str,
                        flavors: list[dict[str, Any]]) -> scrapy.Request | None:
@@ -220,11 +239,41 @@ class HuaweiSpider(GpuRadarSpider):
                 continue
             if wanted and name not in wanted:
                 continue
-            request = self.flavors_request(name, project_id)
+            request = self.zones_request(name, project_id)
             if request is not None:
                 yield request
 
+    def parse_zones(self, response: Response, region: str, project_id: str,
+                    **kwargs: Any) -> Iterator[scrapy.Request]:
+        """`availabilityZoneInfo[].zoneName` with `zoneState.available` (ECS API reference,
+        NovaListAvailabilityZones; huaweicloudsdkecs NovaAvailabilityZone): the AZs an
+        unlisted flavor status can apply to. An AZ marked unavailable is left out."""
+        data = self.json_body(response)
+        zones = set()
+        for i, zone in enumerate(require(data, "availabilityZoneInfo", self.name, response.url,
+                                         list)):
+            name = require(zone, "zoneName", self.name, f"availabilityZoneInfo[{i}]", str)
+            state = zone.get("zoneState")
+            if isinstance(state, dict) and state.get("available") is False:
+                continue
+            zones.add(name)
+        request = self.flavors_request(region, project_id, region_zones=frozenset(zones))
+        if request is not None:
+            yield request
+
+    def zones_failed(self, failure: Any) -> Iterator[scrapy.Request]:
+        """Without the AZ list the flavors are still listed, but an AZ a flavor does not name
+        cannot be offered: said as an error, so the crawl is partial and closes nothing."""
+        request = failure.request
+        region, project_id = request.cb_kwargs["region"], request.cb_kwargs["project_id"]
+        self.logger.error("huawei: the AZ list of %s failed (%s); flavors that list only some "
+                          "AZs are offered in those AZs alone", region, failure.value)
+        flavors = self.flavors_request(region, project_id)
+        if flavors is not None:
+            yield flavors
+
     def parse_flavors(self, response: Response, region: str, project_id: str,
+                      region_zones: frozenset[str] | None = None,
                       **kwargs: Any) -> Iterator[scrapy.Request]:
         flavors = require(self.json_body(response), "flavors", self.name, response.url, list)
         ids = tuple(str(f.get("id")) for f in flavors if isinstance(f, dict))
@@ -236,12 +285,13 @@ class HuaweiSpider(GpuRadarSpider):
         pages.add(ids)
         if len(flavors) >= PAGE:
             last = require(flavors[-1], "id", self.name, "flavors[-1]", str)
-            request = self.flavors_request(region, project_id, marker=last)
+            request = self.flavors_request(region, project_id, marker=last,
+                                           region_zones=region_zones)
             if request is not None:
                 yield request
         wanted = []
         for i, flavor in enumerate(flavors):
-            info = self.flavor_info(flavor, f"flavors[{i}]")
+            info = self.flavor_info(flavor, f"flavors[{i}]", region_zones)
             if info is not None and (info["zones"] or info["region_status"] is not None):
                 wanted.append(info)
         for start in range(0, len(wanted), BATCH):
@@ -249,8 +299,10 @@ class HuaweiSpider(GpuRadarSpider):
             if request is not None:
                 yield request
 
-    def flavor_info(self, flavor: dict[str, Any], where: str) -> dict[str, Any] | None:
-        """What the offers of one flavor need, or None when it is not a GPU flavor."""
+    def flavor_info(self, flavor: dict[str, Any], where: str,
+                    region_zones: frozenset[str] | None = None) -> dict[str, Any] | None:
+        """What the offers of one flavor need, or None when it is not a GPU flavor.
+        `region_zones`: the region's AZs, when known (else only the AZs a flavor names)."""
         flavor_id = require(flavor, "id", self.name, where, str)
         specs = require(flavor, "os_extra_specs", self.name, where, dict)
         kind = specs.get("ecs:performancetype")
@@ -260,11 +312,16 @@ class HuaweiSpider(GpuRadarSpider):
         if gpu is None:
             self.count("gpu_not_described")
             return None
-        zones = {az: ON_SALE[s] for az, s in az_status(specs.get("cond:operation:az")).items()
-                 if s in ON_SALE}
+        # huaweicloudsdkecs FlavorExtraSpec: `cond:operation:status` is the region-level status
+        # ("normal" when absent); an AZ missing from `cond:operation:az` takes it.
+        status = ON_SALE.get(specs.get("cond:operation:status") or "normal")
+        listed = az_status(specs.get("cond:operation:az"))
+        zones = {az: ON_SALE[s] for az, s in listed.items() if s in ON_SALE}
         region_status = None
-        if not specs.get("cond:operation:az"):
-            region_status = ON_SALE.get(specs.get("cond:operation:status") or "normal")
+        if not listed:
+            region_status = status  # every AZ alike: one region-wide offer
+        elif status is not None:
+            zones.update({az: status for az in region_zones or () if az not in listed})
         spot = az_status(specs.get("cond:spot_block:operation:az")
                          or specs.get("cond:spot:operation:az"))
         vcpus = flavor.get("vcpus")
@@ -356,6 +413,7 @@ class HuaweiSpider(GpuRadarSpider):
                     region = self.option("region") or (host.group(1) if host else "?")
                     yield from self.offers(info, region, None, "CNY", {}, response.url)
             return
-        if isinstance(data, dict) and ("projects" in data or "domains" in data):
+        if isinstance(data, dict) and ("projects" in data or "domains" in data
+                                       or "availabilityZoneInfo" in data):
             return
         require(data, "product_rating_results", self.name, response.url, list)

@@ -9,6 +9,12 @@ On-demand uses `Price.UnitPrice`, the list price of the first 96 hours; the chea
 third steps (96-360 h, >360 h) are kept as attributes. For spot the price paid is
 `UnitPriceDiscount` (the discount off the on-demand list price that spot means); the list
 price is kept beside it.
+
+Calls go to the nearest-region host `cvm.tencentcloudapi.com`, except for the financial
+regions (`ap-shanghai-fsi`, `ap-shenzhen-fsi`): financial and other regions are isolated, and
+a call whose Region is financial must go to that region's own host,
+`cvm.<region>.tencentcloudapi.com` (CVM API reference, "Request Structure" / 请求结构,
+"1. Service address", cloud.tencent.com/document/api/213/15690).
 """
 
 from __future__ import annotations
@@ -55,6 +61,9 @@ SUPPORTED_REGIONS = frozenset({
     "ap-jakarta", "ap-nanjing", "ap-seoul", "ap-shanghai", "ap-shanghai-fsi", "ap-shenzhen-fsi",
     "ap-singapore", "ap-tokyo", "eu-frankfurt", "na-ashburn", "na-siliconvalley",
     "sa-saopaulo"})
+# Tencent's financial regions end so (ap-shanghai-fsi, ap-shenzhen-fsi: CVM "Request
+# Structure"); each is reached at its own host.
+FINANCIAL_SUFFIX = "-fsi"
 # Tencent's common error for an action called in a region it does not serve.
 UNSUPPORTED_REGION = "UnsupportedRegion"
 # At most this many values in one filter (Tencent's documented limit for CVM filters is 5
@@ -75,7 +84,9 @@ MAINLAND_CITIES = frozenset({
 
 class TencentSpider(GpuRadarSpider):
     name = "tencent"
-    endpoints = {"cvm": "https://cvm.tencentcloudapi.com/"}
+    endpoints = {"cvm": "https://cvm.tencentcloudapi.com/",
+                 # The financial regions' own hosts (see the module docstring).
+                 "cvm_financial": "https://cvm.{region}.tencentcloudapi.com/"}
     credentials = {"secret_id": "TENCENTCLOUD_SECRET_ID",
                    "secret_key": "TENCENTCLOUD_SECRET_KEY"}
     requires_credentials = True
@@ -114,9 +125,17 @@ class TencentSpider(GpuRadarSpider):
         return True, f"API key found; prices in {currency}; {regions}"
 
     # -- requests --------------------------------------------------------------------------
+    def api_url(self, region: str | None) -> str:
+        """The nearest-region host, or a financial region's own host (CVM "Request
+        Structure": its domain table lists cvm.ap-shanghai-fsi and cvm.ap-shenzhen-fsi, and
+        the nearest-region domain serves "only non-financial regions")."""
+        if region and region.endswith(FINANCIAL_SUFFIX):
+            return self.endpoint("cvm_financial").format(region=region)
+        return self.endpoint("cvm")
+
     def api_request(self, action: str, region: str | None, payload: dict[str, Any],
                     callback, cb_kwargs: dict[str, Any] | None = None) -> scrapy.Request | None:
-        url = self.endpoint("cvm")
+        url = self.api_url(region)
         body = json.dumps(payload)  # serialised as Tencent's SDK does: the bytes are signed
         headers = self.sign(url, action, region, body)
         if headers is None:

@@ -438,3 +438,70 @@ def test_parse_refuses_a_json_file_it_does_not_know(tmp_path):
     path.write_text('{"RequestId": "0041D94C-FB92-4C49-B115-259DA1CE1923"}')
     with pytest.raises(ParseFailed, match="'pricingInfo' is missing"):
         list(parse_files("alibaba", [path], project_settings()))
+
+
+THROTTLED = (FIX / "error_throttling_user.json").read_bytes()  # Alibaba's documented answer
+
+
+def test_a_throttling_answer_waits_for_the_next_minute(monkeypatch):
+    """ECS "API throttling": a call throttled in minute T may be made again from minute T+1.
+    Alibaba says so with HTTP 403 or 400 and a `Throttling*` code (not 429): the pause runs
+    to a second past the next minute, capped by RETRY_BACKOFF_MAX; other refusals are no
+    throttling and keep no pause."""
+    from gpuradar.crawler.spiders import alibaba
+
+    monkeypatch.setattr(alibaba.time, "time", lambda: 60 * 29_000_000 + 45.0)  # hh:mm:45
+    spider = api_spider()
+    url = "https://ecs.cn-hangzhou.aliyuncs.com/"
+    assert spider.throttle_pause(response(THROTTLED, url, status=403)) == 16.0
+    body = json.loads(THROTTLED)
+    assert spider.throttle_pause(response(dict(body, Code="Throttling"), url, status=400)) == 16.0
+    denied = FIX / "error_access_key_not_found.json"
+    assert spider.throttle_pause(response(denied, url, status=403)) is None
+    assert spider.throttle_pause(response(body, url, status=200)) is None
+    spider.settings = project_settings(access_key_id="LTAItest", access_key_secret=SECRET)
+    spider.settings.set("RETRY_BACKOFF_MAX", 5.0)
+    assert spider.throttle_pause(response(THROTTLED, url, status=403)) == 5.0
+
+
+def throttled_crawl(tmp_path, provider_server, db_url, times: int):
+    """A crawl of cn-hangzhou whose DescribePrice calls are throttled `times` times in all
+    (HTTP 403 Throttling.User), and the requests the server saw."""
+    endpoints = serve_standard(provider_server)
+    answer = provider_server.routes[("POST", "/")]
+    refused: list[str] = []
+
+    def throttling(req):
+        if req.query.get("Action") == ["DescribePrice"] and len(refused) < times:
+            refused.append(req.query["SignatureNonce"][0])
+            return Reply(403, THROTTLED)
+        return answer(req)
+
+    provider_server.route("POST", "/", throttling)
+    cfg = write_config(tmp_path / "config.yaml", endpoints=endpoints,
+                       scrapy={**FAST, "RETRY_BACKOFF_MAX": 0.05}, sources={
+                           "alibaba": {"access_key_id": "LTAItest", "access_key_secret": SECRET,
+                                       "regions": ["cn-hangzhou"]}})
+    proc = gpuradar("crawl", "alibaba", "--json", config=cfg, db_url=db_url)
+    [result] = json.loads(proc.stdout)
+    prices = [r for r in provider_server.requests if r.query.get("Action") == ["DescribePrice"]]
+    return result, proc, prices
+
+
+def test_a_throttled_price_call_is_retried_signed_afresh(tmp_path, provider_server, sqlite_url):
+    """One 403 Throttling.User is waited out and asked again with a new nonce: every offer is
+    stored and the crawl is ok."""
+    result, proc, prices = throttled_crawl(tmp_path, provider_server, sqlite_url, times=1)
+    assert result["status"] == "ok" and result["items"] == 5, (result, proc.stderr)
+    nonces = [r.query["SignatureNonce"][0] for r in prices]
+    assert len(nonces) == len(set(nonces)) == 3  # 2 types + the retry
+
+
+def test_throttling_that_does_not_end_leaves_the_crawl_partial(tmp_path, provider_server,
+                                                               sqlite_url):
+    """Still throttled after RETRY_TIMES retries: the call is given up and named, and the
+    crawl is partial (nothing closed)."""
+    result, proc, prices = throttled_crawl(tmp_path, provider_server, sqlite_url, times=99)
+    assert result["status"] == "partial", (result, proc.stderr)
+    assert "DescribePrice failed: Throttling.User" in result["error"]
+    assert len(prices) == 4  # 2 types, each asked twice (RETRY_TIMES 1)

@@ -74,6 +74,56 @@ def test_tencent_zone_config_request_is_the_sdks(monkeypatch, provider_server):
         assert header(ours, name) == sdk.headers[name.lower()], name
 
 
+@pytest.mark.parametrize("region", ["ap-shanghai-fsi", "ap-shenzhen-fsi", "ap-guangzhou"])
+def test_tencent_host_of_a_region_is_the_sdks(monkeypatch, region):
+    """A financial region is called at its own host: Tencent's CVM "Request Structure" tells
+    SDK users to set the endpoint to cvm.<region>.tencentcloudapi.com for it; other regions
+    use the SDK's default host, cvm.tencentcloudapi.com. Given that endpoint, the SDK signs
+    the same Host, headers and signature as the spider (its request is caught unsent)."""
+    from gpuradar.crawler.spiders import tencent
+    from tencentcloud.common import abstract_client, credential
+    from tencentcloud.common.exception.tencent_cloud_sdk_exception import (
+        TencentCloudSDKException,
+    )
+    from tencentcloud.common.profile.client_profile import ClientProfile
+    from tencentcloud.common.profile.http_profile import HttpProfile
+    from tencentcloud.cvm.v20170312 import cvm_client, models
+
+    clock = SimpleNamespace(time=lambda: FIXED.timestamp())
+    monkeypatch.setattr(abstract_client, "time", clock)
+    monkeypatch.setattr(tencent, "time", clock)
+    spider = tencent.TencentSpider()
+    spider.settings = Settings()
+    spider.settings.set("GPURADAR_SOURCES", {"tencent": {"secret_id": "AKIDcontract",
+                                                          "secret_key": "contract-secret"}})
+    ours = next(spider.region_requests(region))
+
+    financial = region.endswith("-fsi")
+    http = HttpProfile(endpoint=f"cvm.{region}.tencentcloudapi.com" if financial else None)
+    client = cvm_client.CvmClient(credential.Credential("AKIDcontract", "contract-secret"),
+                                  region, ClientProfile(httpProfile=http))
+
+    caught = []
+
+    def catch(req):
+        caught.append(req)
+        raise ConnectionError("not sent")
+
+    monkeypatch.setattr(client.request, "send_request", catch)
+    sdk_request = models.DescribeZoneInstanceConfigInfosRequest()
+    sdk_request.from_json_string(ours.body.decode())
+    with pytest.raises(TencentCloudSDKException):
+        client.DescribeZoneInstanceConfigInfos(sdk_request)
+    [sdk] = caught
+    assert urlsplit(ours.url).netloc == sdk.header["Host"]
+    assert sdk.header["Host"] == (f"cvm.{region}.tencentcloudapi.com" if financial
+                                  else "cvm.tencentcloudapi.com")
+    assert ours.body == sdk.data.encode()
+    for name in ("Content-Type", "Host", "X-TC-Action", "X-TC-Version", "X-TC-Region",
+                 "X-TC-Timestamp", "Authorization"):
+        assert header(ours, name) == sdk.header[name], name
+
+
 # -- Huawei Cloud (huaweicloudsdkcore + the ECS and BSS clients) --------------------------------
 @pytest.fixture
 def huawei_sdk(monkeypatch, provider_server):
@@ -95,6 +145,8 @@ def huawei_sdk(monkeypatch, provider_server):
                           lambda req: Reply(body=b'{"flavors": []}'))
     provider_server.route("POST", "/v2/bills/ratings/on-demand-resources", lambda req: Reply(
         body=b'{"currency": "CNY", "product_rating_results": []}'))
+    provider_server.route("GET", "/v2.1/0605767b3b00d2c62f05c00b4f1a2c3d/os-availability-zone",
+                          lambda req: Reply(body=b'{"availabilityZoneInfo": []}'))
     return provider_server
 
 
@@ -121,19 +173,47 @@ def same_as_huawei_sdk(ours, sdk, credentials) -> None:
 
 
 def test_huawei_flavors_request_is_the_sdks(huawei_sdk):
+    """Both pages of ListFlavors: the first (`limit`) and the next (`limit` and `marker`, the
+    flavor to start after), each a request ListFlavorsRequest can make."""
     from gpuradar.crawler.spiders.huawei import HuaweiSpider
     from huaweicloudsdkcore.auth.credentials import BasicCredentials
     from huaweicloudsdkecs.v2 import EcsClient, ListFlavorsRequest
 
     project = "0605767b3b00d2c62f05c00b4f1a2c3d"
     credentials = BasicCredentials("AKcontract", "contract-secret", project)
-    EcsClient.new_builder().with_credentials(credentials).with_endpoint(
-        huawei_sdk.base).build().list_flavors(ListFlavorsRequest(limit=1000))
+    client = EcsClient.new_builder().with_credentials(credentials).with_endpoint(
+        huawei_sdk.base).build()
+    client.list_flavors(ListFlavorsRequest(limit=1000))
+    client.list_flavors(ListFlavorsRequest(limit=1000, marker="p2s.2xlarge.8"))
     spider = spider_for(HuaweiSpider, huawei_sdk, access_key="AKcontract",
                         secret_key="contract-secret")
     spider.settings.set("GPURADAR_ENDPOINTS", {
         "huawei.ecs": huawei_sdk.base + "/v1/{project_id}/cloudservers/flavors"})
-    ours = spider.flavors_request("cn-north-4", project)
+    first = spider.flavors_request("cn-north-4", project)
+    same_as_huawei_sdk(first, huawei_sdk.requests[0], credentials)
+    following = spider.flavors_request("cn-north-4", project, marker="p2s.2xlarge.8")
+    same_as_huawei_sdk(following, huawei_sdk.requests[1], credentials)
+    for ours in (first, following):  # no query field the SDK's request model lacks
+        assert set(parse_qs(urlsplit(ours.url).query)) <= set(ListFlavorsRequest.attribute_map)
+
+
+# The SDK marks NovaListAvailabilityZones deprecated (the API reference too: "废弃"), yet it is
+# the ECS call that names a region's AZs with their state; docs/sources-china.md says so.
+@pytest.mark.filterwarnings("ignore:Method 'nova_list_availability_zones':DeprecationWarning")
+def test_huawei_availability_zones_request_is_the_sdks(huawei_sdk):
+    from gpuradar.crawler.spiders.huawei import HuaweiSpider
+    from huaweicloudsdkcore.auth.credentials import BasicCredentials
+    from huaweicloudsdkecs.v2 import EcsClient, NovaListAvailabilityZonesRequest
+
+    project = "0605767b3b00d2c62f05c00b4f1a2c3d"
+    credentials = BasicCredentials("AKcontract", "contract-secret", project)
+    EcsClient.new_builder().with_credentials(credentials).with_endpoint(
+        huawei_sdk.base).build().nova_list_availability_zones(NovaListAvailabilityZonesRequest())
+    spider = spider_for(HuaweiSpider, huawei_sdk, access_key="AKcontract",
+                        secret_key="contract-secret")
+    spider.settings.set("GPURADAR_ENDPOINTS", {
+        "huawei.ecs_zones": huawei_sdk.base + "/v2.1/{project_id}/os-availability-zone"})
+    ours = spider.zones_request("cn-north-4", project)
     same_as_huawei_sdk(ours, huawei_sdk.requests[0], credentials)
 
 
@@ -208,6 +288,77 @@ def test_alibaba_describe_price_request_is_the_sdks(monkeypatch, provider_server
     assert (ours.method, parts.path) == (sdk.method, sdk.path)
     assert parse_qs(parts.query) == sdk.query  # every parameter, the Signature included
     assert not ours.body and not sdk.body
+
+
+def test_alibaba_throttled_call_is_retried_as_the_sdk_would_send_it(monkeypatch, provider_server):
+    """Alibaba's documented throttling answer (HTTP 403, Code Throttling.User): the SDK reads
+    it as that error; the backoff middleware, told by the spider that it is throttling,
+    retries the call, and the retry is the SDK's request for the same call with a new
+    SignatureNonce (a reused nonce is refused)."""
+    import asyncio
+
+    from alibabacloud_ecs20140526 import models
+    from alibabacloud_ecs20140526.client import Client
+    from alibabacloud_tea_openapi import models as openapi
+    from alibabacloud_tea_openapi.utils import Utils
+    from darabonba.runtime import RuntimeOptions
+    from gpuradar.crawler import signing
+    from gpuradar.crawler.middlewares import BackoffRetryMiddleware
+    from gpuradar.crawler.spiders.alibaba import AlibabaSpider
+    from scrapy.http import TextResponse
+    from scrapy.utils.test import get_crawler
+
+    nonces = iter(["3ee8c1b883d344afa94f4e0ad82fd6cf", "9b2d0c1f5e7a4b3c8d6e2f1a0b9c8d7e"])
+    current = {}
+
+    def next_nonce():
+        current["nonce"] = next(nonces)
+        return SimpleNamespace(hex=current["nonce"])
+
+    monkeypatch.setattr(signing, "uuid", SimpleNamespace(uuid4=next_nonce))
+    monkeypatch.setattr(Utils, "get_nonce", staticmethod(lambda: current["nonce"]))
+    monkeypatch.setattr(Utils, "get_timestamp", staticmethod(
+        lambda: FIXED.strftime("%Y-%m-%dT%H:%M:%SZ")))
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return FIXED
+
+    monkeypatch.setattr(signing, "datetime", Clock)
+    throttled = fixture("alibaba/error_throttling_user.json")
+    provider_server.route("POST", "/", lambda req: Reply(403, throttled))
+    crawler = get_crawler(AlibabaSpider, {"RETRY_TIMES": 1, "RETRY_BACKOFF_MAX": 0.01})
+    crawler.spider = spider = spider_for(AlibabaSpider, provider_server,
+                                         access_key_id="LTAIcontract",
+                                         access_key_secret="contract-secret")
+    spider.crawler = crawler
+    crawler.engine = SimpleNamespace(downloader=SimpleNamespace(slots={}))  # no crawl running
+    spider.settings.set("GPURADAR_ENDPOINTS", {"alibaba.api": provider_server.base + "/"})
+    spider.settings.set("RETRY_BACKOFF_MAX", 0.01)  # the pause until the next minute, capped
+    params = {"RegionId": "cn-hangzhou", "ResourceType": "instance",
+              "InstanceType": "ecs.gn7i-c8g1.2xlarge", "PriceUnit": "Hour",
+              "SystemDisk.Category": "cloud_essd"}
+    first = spider.rpc("DescribePrice", "cn-hangzhou", params, spider.parse_price)
+    answer = TextResponse(first.url, status=403, body=throttled, request=first)
+    retry = asyncio.run(BackoffRetryMiddleware.from_crawler(crawler).process_response(
+        first, answer))
+    assert retry is not answer and retry.meta["retry_times"] == 1
+
+    config = openapi.Config(access_key_id="LTAIcontract", access_key_secret="contract-secret",
+                            endpoint=provider_server.base.removeprefix("http://"),
+                            protocol="http", signature_algorithm="v2")
+    with pytest.raises(Exception) as raised:  # the SDK's own reading of the answer
+        Client(config).describe_price_with_options(models.DescribePriceRequest(
+            region_id="cn-hangzhou", resource_type="instance",
+            instance_type="ecs.gn7i-c8g1.2xlarge", price_unit="Hour",
+            system_disk=models.DescribePriceRequestSystemDisk(category="cloud_essd")),
+            RuntimeOptions(autoretry=False))
+    assert (raised.value.code, raised.value.status_code) == ("Throttling.User", 403)
+    [sdk] = provider_server.requests  # signed with the second nonce, as the retry is
+    query = parse_qs(urlsplit(retry.url).query)
+    assert query == sdk.query
+    assert query["SignatureNonce"] != parse_qs(urlsplit(first.url).query)["SignatureNonce"]
 
 
 # -- AWS (botocore) ---------------------------------------------------------------------------

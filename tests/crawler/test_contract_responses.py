@@ -181,6 +181,11 @@ HUAWEI_ECS = {
             "os_extra_specs.cond:spot:operation:az": (str,),
             "os_extra_specs.info:cpu:name": (str,),
         }.items()},
+    # The region's AZs, for the AZs a flavor does not list (crawler/spiders/huawei.py).
+    "NovaListAvailabilityZonesResponse": {
+        "availabilityZoneInfo[].zoneName": (str,),
+        "availabilityZoneInfo[].zoneState.available": (bool,),
+    },
 }
 HUAWEI_BSS = {
     "ListOnDemandResourceRatingsResponse": {

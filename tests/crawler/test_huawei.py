@@ -349,10 +349,11 @@ def test_a_rejection_other_than_an_unknown_product_is_logged_with_its_message(ca
             in caplog.text)
 
 
-def test_parse_reads_the_iam_answers_as_no_offers():
-    """`gpuradar parse huawei` on a recorded IAM answer (domains or projects): no offers and
-    no error, as for any answer of the crawl that carries no price."""
-    for name in ("iam_auth_domains.json", "iam_auth_projects.json"):
+def test_parse_reads_the_iam_and_az_answers_as_no_offers():
+    """`gpuradar parse huawei` on a recorded IAM answer (domains or projects) or AZ list: no
+    offers and no error, as for any answer of the crawl that carries no price."""
+    for name in ("iam_auth_domains.json", "iam_auth_projects.json",
+                 "reference_nova_availability_zones_docs_example.json"):
         assert list(parse_files("huawei", [FIX / name], project_settings())) == []
 
 
@@ -370,3 +371,93 @@ def test_a_rating_keeps_the_currency_bss_states():
                                          flavors=flavors))
         currencies.append({i.currency for i in items})
     assert currencies == [{"USD"}, {"CNY"}]
+
+
+def test_an_az_the_flavor_does_not_list_takes_the_region_status():
+    """huaweicloudsdkecs FlavorExtraSpec: an AZ missing from `cond:operation:az` takes the
+    region-level `cond:operation:status` ("normal" when absent). "normal, one AZ sold out"
+    is on sale in every other AZ of the region (from NovaListAvailabilityZones); "abandon,
+    some AZs listed" is offered in the listed ones alone (the SDK's own example)."""
+    pi2 = next(f for f in fixture_flavors("cn-east-3") if f["id"] == "pi2.2xlarge.4")
+    region = frozenset({"cn-east-3a", "cn-east-3b", "cn-east-3c"})
+    spider = make_spider()
+
+    def zones(status: str | None, listed: str) -> dict[str, bool]:
+        specs = dict(pi2["os_extra_specs"], **{"cond:operation:az": listed})
+        specs.pop("cond:operation:status")
+        if status is not None:
+            specs["cond:operation:status"] = status
+        info = spider.flavor_info(dict(pi2, os_extra_specs=specs), "f", region)
+        return {o.zone: o.available for o in spider.offers(info, "cn-east-3", 1.0, "CNY", {},
+                                                           HuaweiSpider.endpoints["bss"])}
+
+    assert zones("normal", "cn-east-3b(sellout)") == {
+        "cn-east-3a": True, "cn-east-3b": False, "cn-east-3c": True}
+    assert zones(None, "cn-east-3b(sellout)") == zones("normal", "cn-east-3b(sellout)")
+    assert zones("sellout", "cn-east-3a(normal)") == {
+        "cn-east-3a": True, "cn-east-3b": False, "cn-east-3c": False}
+    assert zones("abandon", "cn-east-3a(normal),cn-east-3b(obt_sellout)") == {
+        "cn-east-3a": True, "cn-east-3b": False}
+    # An AZ listed as abandoned stays out whatever the region says.
+    assert zones("normal", "cn-east-3c(abandon)") == {"cn-east-3a": True, "cn-east-3b": True}
+
+
+def test_the_documented_az_list_names_the_regions_zones():
+    """NovaListAvailabilityZones' documented answer (ECS API reference ecs_03_1801): the
+    spider reads `zoneName`s and asks for the flavors with them; an AZ whose `zoneState`
+    says unavailable is left out."""
+    spider = make_spider()
+    doc = json.loads((FIX / "reference_nova_availability_zones_docs_example.json").read_text())
+    url = HuaweiSpider.endpoints["ecs_zones"].format(region="cn-east-2", project_id="p")
+    [request] = spider.parse_zones(response(doc, url), region="cn-east-2", project_id="p")
+    assert request.cb_kwargs["region_zones"] == {"cn-east-2a", "cn-east-2b"}
+    assert "/cloudservers/flavors?" in request.url
+    doc["availabilityZoneInfo"][1]["zoneState"]["available"] = False
+    [request] = spider.parse_zones(response(doc, url), region="cn-east-2", project_id="p")
+    assert request.cb_kwargs["region_zones"] == {"cn-east-2a"}
+
+
+def test_crawl_offers_a_flavor_in_the_azs_it_does_not_list(tmp_path, provider_server,
+                                                           sqlite_url):
+    """Over HTTP: cn-east-3's pi2.2xlarge.4 is "normal" region-wide with one AZ listed as
+    sold out; it is stored on sale in the region's other available AZs (3a, 3c; 3d is
+    unavailable in the AZ list) and sold out in 3b."""
+    page = json.loads((FIX / "flavors_cn-east-3.json").read_text())
+    pi2 = next(f for f in page["flavors"] if f["id"] == "pi2.2xlarge.4")
+    pi2["os_extra_specs"].update({"cond:operation:status": "normal",
+                                  "cond:operation:az": "cn-east-3b(sellout)"})
+    endpoints = serve_standard(provider_server)
+    from tests.provider_server import Reply
+
+    provider_server.route("GET", "/v1/09a1c2e3f4b5a6978877665544332211/cloudservers/flavors",
+                          lambda req: Reply(body=json.dumps(page).encode()))
+    cfg = write_config(tmp_path / "config.yaml", endpoints=endpoints, scrapy=FAST,
+                       sources={"huawei": {"access_key": "AKtest", "secret_key": SK,
+                                           "regions": ["cn-east-3"]}})
+    proc = gpuradar("crawl", "huawei", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "ok", (result, proc.stderr)
+    t4 = gpuradar_json("prices", "--source", "huawei", "--gpu", "T4", "--all", config=cfg,
+                       db_url=sqlite_url)
+    assert {(o["instance_type"], o["zone"]): o["available"] for o in t4} == {
+        ("pi2.2xlarge.4", "cn-east-3a"): True, ("pi2.2xlarge.4", "cn-east-3b"): False,
+        ("pi2.2xlarge.4", "cn-east-3c"): True}
+
+
+def test_a_failed_az_list_still_lists_the_flavors_and_says_the_crawl_is_partial(
+        tmp_path, provider_server, sqlite_url):
+    """Without the AZ list, the AZs a flavor names are still offered, but the crawl is
+    partial: an unnamed AZ it could not offer must not be closed as vanished."""
+    endpoints = serve_standard(provider_server)
+    from tests.provider_server import Reply
+
+    provider_server.route("GET", "/v2.1/09a1c2e3f4b5a6978877665544332211/os-availability-zone",
+                          lambda req: Reply(404, b'{"error": {"code": "Ecs.0001"}}'))
+    cfg = write_config(tmp_path / "config.yaml", endpoints=endpoints, scrapy=FAST,
+                       sources={"huawei": {"access_key": "AKtest", "secret_key": SK,
+                                           "regions": ["cn-east-3"]}})
+    proc = gpuradar("crawl", "huawei", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "partial", (result, proc.stderr)
+    assert "AZ list of cn-east-3 failed" in result["error"]
+    assert result["items"] == 3  # pi2 in its listed 3a, 3b; p3 region-wide

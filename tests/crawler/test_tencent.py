@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -261,27 +260,25 @@ def test_regions_the_api_does_not_serve_are_not_errors(tmp_path, provider_server
     assert "ap-seoul does not serve DescribeZoneInstanceConfigInfos" in proc.stderr
 
 
-def test_configured_regions_are_asked_directly_and_a_retry_is_signed_afresh(
+def test_configured_regions_are_asked_directly_and_a_failed_call_is_retried(
         tmp_path, provider_server, sqlite_url):
     """With `regions` set no DescribeRegions is made: each named region is asked at once. A
-    call the gateway refuses late (503 after 1.1 s) is retried with a new X-TC-Timestamp
-    and signature, since Tencent refuses signatures older than five minutes."""
+    call the gateway refuses (503) is asked again, the same call."""
     standard = serve_standard(provider_server)
     answer = provider_server.routes[("POST", "/")]
     refused: list[Request] = []
     lock = threading.Lock()
 
-    def slow_failure(req: Request) -> Reply:
+    def one_failure(req: Request) -> Reply:
         with lock:
             first = not refused
             if first:
                 refused.append(req)
         if first:
-            time.sleep(1.1)
             return Reply(503, b"service unavailable")
         return answer(req)
 
-    provider_server.route("POST", "/", slow_failure)
+    provider_server.route("POST", "/", one_failure)
     cfg = write_config(tmp_path / "config.yaml", endpoints=standard, scrapy=FAST,
                        sources={"tencent": {"secret_id": "AKIDtest", "secret_key": SECRET_KEY,
                                             "regions": ["ap-guangzhou"]}})
@@ -293,6 +290,46 @@ def test_configured_regions_are_asked_directly_and_a_retry_is_signed_afresh(
     assert {r.headers.get("x-tc-region") for r in sent} == {"ap-guangzhou"}
     assert len(sent) == 1 + 2 * 4  # 2 charge types x 4 family chunks, and the retry
     [first] = refused
-    [retry] = [r for r in sent if r.body == first.body and r is not first]
-    assert int(retry.headers["x-tc-timestamp"]) > int(first.headers["x-tc-timestamp"])
-    assert retry.headers["authorization"] != first.headers["authorization"]
+    assert [r for r in sent if r.body == first.body and r is not first]
+
+
+def test_a_retry_is_signed_afresh(monkeypatch):
+    """Tencent refuses signatures older than five minutes: a call the gateway refuses late
+    (503, answered a second after it was signed: a fake clock) is retried by the backoff
+    middleware with a new X-TC-Timestamp and signature."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from gpuradar.crawler.middlewares import BackoffRetryMiddleware
+    from gpuradar.crawler.spiders import tencent
+    from scrapy.http import TextResponse
+
+    now = [1_764_506_096.0]
+    monkeypatch.setattr(tencent, "time", SimpleNamespace(time=lambda: now[0]))
+    spider = callback_spider(TencentSpider, {"RETRY_TIMES": 1, "RETRY_BACKOFF_BASE": 0.0},
+                             secret_id="AKIDtest", secret_key=SECRET_KEY)
+    crawler = spider.crawler
+    crawler.spider = spider
+    crawler.engine = SimpleNamespace(downloader=SimpleNamespace(slots={}))  # no crawl running
+    first = next(spider.region_requests("ap-guangzhou"))
+    now[0] += 1.0  # the refusal comes a second later
+    refused = TextResponse(first.url, status=503, body=b"service unavailable", request=first)
+    retry = asyncio.run(BackoffRetryMiddleware.from_crawler(crawler).process_response(
+        first, refused))
+    assert retry.body == first.body and retry.meta["retry_times"] == 1
+    assert int(retry.headers["X-TC-Timestamp"]) == int(first.headers["X-TC-Timestamp"]) + 1
+    assert retry.headers["Authorization"] != first.headers["Authorization"]
+
+
+def test_financial_regions_are_called_at_their_own_host():
+    """CVM "Request Structure": financial regions are isolated from the others, and a call
+    whose Region is ap-shanghai-fsi or ap-shenzhen-fsi goes to cvm.<region>.tencentcloudapi.com
+    (the nearest-region host serves only non-financial regions). The signed Host follows."""
+    spider = callback_spider(TencentSpider, secret_id="AKIDtest", secret_key=SECRET_KEY)
+    for region, host in (("ap-shanghai-fsi", "cvm.ap-shanghai-fsi.tencentcloudapi.com"),
+                         ("ap-shenzhen-fsi", "cvm.ap-shenzhen-fsi.tencentcloudapi.com"),
+                         ("ap-shanghai", "cvm.tencentcloudapi.com")):
+        requests = list(spider.region_requests(region))
+        assert {r.url for r in requests} == {f"https://{host}/"}, region
+        assert {r.headers["Host"].decode() for r in requests} == {host}
+        assert {r.headers["X-TC-Region"].decode() for r in requests} == {region}

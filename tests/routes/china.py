@@ -110,6 +110,13 @@ def huawei_flavors_handler(req: Request) -> Reply:
     return Reply(body=fixture(f"huawei/flavors_{region}.json"))
 
 
+def huawei_zones_handler(req: Request) -> Reply:
+    region = HUAWEI_PROJECTS.get(req.path.split("/")[2])
+    if region is None:
+        return Reply(404, b'{"error": {"message": "project not found", "code": "Ecs.0001"}}')
+    return Reply(body=fixture(f"huawei/availability_zones_{region}.json"))
+
+
 def huawei_bss_handler(req: Request) -> Reply:
     """Rates each product from bss_list_prices.json; one unknown spec fails the whole batch
     with CBC.99006006, as BSS does. Amount = list price less 10 % (a made-up account
@@ -169,6 +176,9 @@ ROUTES = {
     "autodl.gpu_stock": ("POST", "/api/v1/dev/machine/region/gpu_stock", autodl_stock_handler),
     "tencent.cvm": ("POST", "/", lambda req: (alibaba_api_handler if "Action" in req.query
                                               else tencent_handler)(req)),
+    # The financial regions' own host (cvm.<region>.tencentcloudapi.com) answers the same way.
+    "tencent.cvm_financial": ("POST", "/", lambda req: (alibaba_api_handler if "Action" in
+                                                        req.query else tencent_handler)(req)),
     "huawei.iam": ("GET", "/v3/auth/projects", huawei_iam_handler),
     "huawei.iam_domains": ("GET", "/v3/auth/domains", huawei_domains_handler),
     "huawei.bss": ("POST", "/v2/bills/ratings/on-demand-resources", huawei_bss_handler),
@@ -176,5 +186,9 @@ ROUTES = {
     "huawei.ecs": ("GET", "/v1/{project_id}/cloudservers/flavors", huawei_flavors_handler),
     **{f"huawei.flavors_{region}": ("GET", f"/v1/{pid}/cloudservers/flavors",
                                     huawei_flavors_handler)
+       for pid, region in HUAWEI_PROJECTS.items()},
+    "huawei.ecs_zones": ("GET", "/v2.1/{project_id}/os-availability-zone", huawei_zones_handler),
+    **{f"huawei.zones_{region}": ("GET", f"/v2.1/{pid}/os-availability-zone",
+                                  huawei_zones_handler)
        for pid, region in HUAWEI_PROJECTS.items()},
 }
