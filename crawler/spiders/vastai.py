@@ -249,7 +249,11 @@ class VastaiSpider(GpuRadarSpider):
             attributes={"reliability": offer.get("reliability2", offer.get("reliability")),
                         "verification": offer.get("verification"),
                         "datacenter": bool(offer.get("hosting_type")),
-                        "storage_usd_per_hour": disk_hour, "location": geo.strip(", ")},
+                        "storage_usd_per_hour": disk_hour, "location": geo.strip(", "),
+                        # The highest CUDA the host's driver supports: the SDK's `cuda_vers`
+                        # ("machine max supported cuda version (based on driver version)",
+                        # vastai api/query.py) is this field; `recommend --cuda` reads it.
+                        "cuda": offer.get("cuda_max_good")},
         )
         yield PriceItem(pricing="on_demand", price=dph_total, **common)
         min_bid = offer.get("min_bid")

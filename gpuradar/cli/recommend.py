@@ -112,6 +112,9 @@ def _rows(rec: Any, now: datetime) -> list[dict[str, Any]]:
             "hourly": money(fit.hourly_usd),
             "quoted": money(fit.hourly_quoted, o.currency) if o.currency != "USD" else "",
             "wall": _hours(fit.wall_hours), "total": money(fit.total_usd),
+            "rdma": ("-" if fit.nodes == 1 else
+                     {True: "yes", False: "none stated", None: "unknown"}[fit.rdma]),
+            "eff": f"{fit.efficiency:.0%}",
             "age": age(o.observed_at, now), "notes": "; ".join(notes),
         })
     return rows
@@ -121,6 +124,19 @@ def _link(info: dict[str, Any]) -> str:
     intra, inter = info.get("intra_node"), info.get("inter_node")
     text = intra or "-"
     return f"{text} + {inter}" if inter else text
+
+
+def _print_plan_assumptions(opts: Any, within: Any) -> None:
+    from gpuradar.recommend import scaling
+
+    console.print(f"[bold]Deadline[/bold]: {_hours(within.total_seconds() / 3600)}; plans of "
+                  f"up to {opts.max_nodes} machines (--max-nodes), the fewest that finish "
+                  "in time", highlight=False)
+    console.print(f"  - scaling: x{scaling.PER_DOUBLING_FABRIC:g} per doubling of machines "
+                  "over InfiniBand/EFA/RDMA; several machines need such a fabric; GPUs on "
+                  f"PCIe x{scaling.INTRA_PCIE_DATA_PARALLEL:g} (data parallel); spot time "
+                  f"+{opts.spot_overhead:.0%} (--spot-overhead); sources in docs/recommend.md",
+                  highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -166,8 +182,18 @@ def register(app: typer.Typer) -> None:
         top: Annotated[int, typer.Option(help="Options to show (0: all).", min=0)] = 10,
         max_age: Annotated[str, typer.Option("--max-age", help="Ignore sources not crawled "
                                              "successfully within this long.")] = "2d",
-        max_nodes: Annotated[int, typer.Option("--max-nodes", help="Most machines one "
-                                               "configuration may span.", min=1)] = 16,
+        max_nodes: Annotated[int | None, typer.Option(
+            "--max-nodes", help="Most machines one configuration may span (default 16; 64 "
+            "with --deadline).", min=1)] = None,
+        deadline: Annotated[str | None, typer.Option(
+            help="Finish within this long (30d, 72h): plans of N machines x G accelerators "
+            "that meet it, cheapest first. Needs --tokens or --gpu-hours.")] = None,
+        spot_overhead: Annotated[str, typer.Option(
+            "--spot-overhead", help="Extra time on spot for interruptions, restarts and "
+            "checkpoints: 15% or 0.15.")] = "10%",
+        cuda: Annotated[str | None, typer.Option(
+            help="CUDA version the job's software needs (12.4): leaves out machines whose "
+            "provider states a lower highest-supported version (Vast.ai, AutoDL).")] = None,
         any_interconnect: Annotated[bool, typer.Option(
             "--any-interconnect", help="Also show sharded configurations over PCIe or "
             "unpublished links (flagged).")] = False,
@@ -175,9 +201,12 @@ def register(app: typer.Typer) -> None:
             "--not-resumable", help="The job cannot resume from a checkpoint (spot is then "
             "a bad idea for anything over an hour).")] = False,
         framework: Annotated[list[str] | None, typer.Option(
-            "--framework", help="Software stack the job runs on: CUDA, ROCm (the default: "
-            "PyTorch), XLA/JAX (TPUs), Neuron (Trainium, Inferentia), SynapseAI (Gaudi), "
-            "CANN (Ascend). Repeatable.")] = None,
+            "--framework", help="A framework the job can also run on, added to PyTorch's "
+            "stacks (CUDA, ROCm, CANN, SynapseAI): jax (CUDA and ROCm GPUs, TPUs), neuron "
+            "(Trainium, Inferentia), or a stack's name. Repeatable.")] = None,
+        only: Annotated[bool, typer.Option(
+            "--only", help="Only the --framework(s) named, not PyTorch's stacks too.")
+                        ] = False,
         config: ConfigOpt = None, database_url: DbOpt = None,
         as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output: the "
                                               "estimate, hardware and ranked options.")
@@ -202,8 +231,18 @@ def register(app: typer.Typer) -> None:
                          gpu_hours=gpu_hours, mfu=mfu)
             limit = rc.parse_budget(budget) if budget else None
             age_limit = rc.parse_age(max_age)
+            overhead = rc.parse_share(spot_overhead, "--spot-overhead")
+            stacks = rc.framework_stacks(_split(framework), only)
+            if cuda:
+                rc.parse_cuda(cuda)
         except rc.RecommendError as exc:
             raise fail(str(exc)) from None
+        try:
+            within = rc.parse_age(deadline) if deadline else None
+        except rc.RecommendError:
+            raise fail(f"--deadline {deadline!r}: use e.g. 30d or 72h") from None
+        if within is not None and job.tokens is None and job.gpu_hours is None:
+            raise fail("--deadline needs the job size: --tokens or --gpu-hours")
         if spot not in ("ok", "no", "only"):
             raise fail(f"--spot must be ok, no or only, not {spot!r}")
         chosen = _split(providers)
@@ -211,7 +250,6 @@ def register(app: typer.Typer) -> None:
         if unknown:
             raise fail(f"unknown provider {unknown[0]!r}; known: {', '.join(price_sources())}")
         regions = tuple(region or ())
-        stacks = _frameworks(framework)
         cfg = get_config(config, database_url)
         engine = get_engine(cfg)
         fx = FxTable(latest_fx(engine))
@@ -225,8 +263,9 @@ def register(app: typer.Typer) -> None:
                            "quoted, others through the stored rate")
         opts = rc.Options(budget=limit, spot=spot, regions=regions, providers=chosen,
                           max_age=age_limit, any_interconnect=any_interconnect,
-                          max_nodes=max_nodes, resumable=not not_resumable, top=top,
-                          **({"frameworks": stacks} if stacks else {}))
+                          max_nodes=max_nodes or (64 if within else 16),
+                          resumable=not not_resumable, top=top, frameworks=stacks,
+                          deadline=within, spot_overhead=overhead, cuda=cuda)
         now = datetime.now(UTC)
         offers = with_observed_at(live_offers(engine, include_unavailable=True,
                                               with_attributes=True), last_success(engine))
@@ -234,6 +273,10 @@ def register(app: typer.Typer) -> None:
         if any(r.lower() in MAINLAND_ALIASES for r in regions):
             rec.warnings.insert(0, "data location: mainland China only (alibaba, tencent, "
                                 "huawei, autodl; their mainland regions)")
+        elif any(r.lower() in rc.OVERSEAS_ALIASES for r in regions):
+            rec.warnings.insert(0, "data location: outside mainland China only (the "
+                                "mainland regions of alibaba, tencent, huawei and autodl left "
+                                "out)")
         if as_json:
             out = {"estimate": rec.estimate.as_dict(), "hardware": rec.hardware,
                    "budget": None if limit is None else {
@@ -246,17 +289,23 @@ def register(app: typer.Typer) -> None:
             dump_json(out)
         else:
             _print_estimate(rec, limit.text() if limit else None, fx_note)
+            if within is not None:
+                _print_plan_assumptions(opts, within)
             if rec.fits:
                 sized = job.tokens is not None or job.gpu_hours is not None
-                emit(_rows(rec, now),
-                     [("rank", "#"), ("source", "source"), ("region", "region"),
-                      ("instance", "instance"), ("pricing", "pricing"), ("gpus", "GPUs"),
-                      ("memory", "GB/GPU need/usable"), ("link", "interconnect"),
-                      ("hourly", "$/h"), ("quoted", "quoted"), ("wall", "time"),
-                      ("total", "total $"), ("age", "age"), ("notes", "notes")],
-                     Format.table,
-                     title="cheapest by " + ("estimated total cost" if sized
-                                             else "hourly price"))
+                columns = [("rank", "#"), ("source", "source"), ("region", "region"),
+                           ("instance", "instance"), ("pricing", "pricing"),
+                           ("gpus", "GPUs"), ("memory", "GB/GPU need/usable"),
+                           ("link", "interconnect")]
+                if within is not None:
+                    columns += [("rdma", "RDMA"), ("eff", "scaling")]
+                columns += [("hourly", "$/h"), ("quoted", "quoted"), ("wall", "time"),
+                            ("total", "total $"), ("age", "age"), ("notes", "notes")]
+                title = "cheapest by " + ("estimated total cost" if sized else "hourly price")
+                if within is not None:
+                    title = f"plans that finish within {_hours(within.total_seconds() / 3600)}"\
+                        ", cheapest first"
+                emit(_rows(rec, now), columns, Format.table, title=title)
             spot_notes: dict[str, list[str]] = {}
             for i, fit in enumerate(rec.fits, 1):
                 for w in (fit.spot or {}).get("warnings", ()):
@@ -272,19 +321,3 @@ def register(app: typer.Typer) -> None:
                 err_console.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
         if not rec.fits:
             raise typer.Exit(EXIT_FAILED)
-
-
-def _frameworks(values: list[str] | None) -> tuple[str, ...]:
-    """--framework words as the catalog names them (case and punctuation ignored; `jax`,
-    `xla` and `pytorch` accepted)."""
-    from gpuradar.core.gpus import FRAMEWORKS
-
-    words = {"".join(c for c in f.lower() if c.isalnum()): f for f in FRAMEWORKS}
-    words.update({"jax": "XLA/JAX", "xla": "XLA/JAX", "pytorch": "CUDA", "torch": "CUDA"})
-    out: list[str] = []
-    for value in _split(values):
-        name = words.get("".join(c for c in value.lower() if c.isalnum()))
-        if name is None:
-            raise fail(f"unknown framework {value!r}; known: {', '.join(FRAMEWORKS)}")
-        out.extend(["CUDA", "ROCm"] if value.lower() in ("pytorch", "torch") else [name])
-    return tuple(dict.fromkeys(out))

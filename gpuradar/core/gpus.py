@@ -53,6 +53,7 @@ __all__ = [
     "FRAMEWORKS",
     "KINDS",
     "MEMORY_TOLERANCE",
+    "PRECISIONS",
     "VENDORS",
     "Accelerator",
     "Gpu",
@@ -60,6 +61,7 @@ __all__ = [
     "lookup",
     "match_family",
     "parse_count_and_name",
+    "precision_support",
     "select",
     "suggest",
 ]
@@ -315,6 +317,100 @@ _GPUS: tuple[Gpu, ...] = (
 # fmt: on
 
 CATALOG: dict[str, Gpu] = {g.name: g for g in _GPUS}
+
+# -- precision support --------------------------------------------------------------------------
+#: Number formats a chip may compute in, widest first.
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
+_Y, _N, _U = True, False, None  # supported / not supported / no source says (unknown)
+
+# What each architecture computes in: True where the vendor's datasheet or architecture
+# whitepaper lists the format among those its tensor/matrix units (or, for fp32, its ALUs)
+# compute in; False where the vendor's own documents show the format arrived in a later
+# generation (TF32 and BF16 are "new" in NVIDIA's A100 whitepaper, FP8 in the H100 whitepaper,
+# FP4 in the Blackwell brief; TF32 and FP8 are new in AMD's CDNA 3 whitepaper, FP4 in CDNA 4);
+# None where no source confirms either way. A chip that differs from its architecture has a
+# row in _CHIP_PRECISIONS. Columns: fp32, tf32, fp16, bf16, fp8, fp4.
+# fmt: off
+_ARCH_PRECISIONS: dict[str, tuple[bool | None, ...]] = {
+    # NVIDIA "Blackwell Architecture Technical Brief" (2024) and "RTX Blackwell GPU
+    # Architecture" (2025): 5th-generation Tensor Cores add FP4 (and FP6) to FP8/BF16/FP16/TF32.
+    "Blackwell":       (_Y, _Y, _Y, _Y, _Y, _Y),
+    "Blackwell Ultra": (_Y, _Y, _Y, _Y, _Y, _Y),
+    # NVIDIA "H100 Tensor Core GPU Architecture" whitepaper (2022): FP8 Transformer Engine
+    # (E4M3/E5M2), with FP16, BF16, TF32; no FP4.
+    "Hopper":          (_Y, _Y, _Y, _Y, _Y, _N),
+    # NVIDIA "Ada GPU Architecture" whitepaper (2022): 4th-generation Tensor Cores with FP8
+    # (the Hopper Transformer Engine formats), FP16, BF16, TF32; no FP4.
+    "Ada Lovelace":    (_Y, _Y, _Y, _Y, _Y, _N),
+    # NVIDIA "A100 Tensor Core GPU Architecture" (2020) and "Ampere GA102 GPU Architecture"
+    # (2020) whitepapers: 3rd-generation Tensor Cores add TF32 and BF16 to FP16 (A100, A10,
+    # A40, RTX A-series, GeForce RTX 30); FP8 only from Hopper/Ada.
+    "Ampere":          (_Y, _Y, _Y, _Y, _N, _N),
+    # NVIDIA "Turing GPU Architecture" whitepaper (2018): Tensor Cores in FP16, INT8, INT4;
+    # no BF16/TF32 (new in Ampere). T4, Quadro RTX 6000/8000.
+    "Turing":          (_Y, _N, _Y, _N, _N, _N),
+    # NVIDIA "Tesla V100 GPU Architecture" whitepaper (2017): Tensor Cores multiply FP16 and
+    # accumulate in FP32; no BF16/TF32 (new in Ampere).
+    "Volta":           (_Y, _N, _Y, _N, _N, _N),
+    # NVIDIA "Tesla P100" whitepaper (2016): native FP16 at twice the FP32 rate (GP100); no
+    # Tensor Cores. P4 (GP104) differs: see _CHIP_PRECISIONS.
+    "Pascal":          (_Y, _N, _Y, _N, _N, _N),
+    # K80 and M60 datasheets publish FP32/FP64 only: FP16 arithmetic not confirmed.
+    "Maxwell":         (_Y, _N, _U, _N, _N, _N),
+    "Kepler":          (_Y, _N, _U, _N, _N, _N),
+    # AMD "CDNA 4 Architecture" whitepaper (2025): MI355X adds FP4/FP6 to FP8, BF16, FP16;
+    # whether TF32 stays a matrix format is not confirmed here.
+    "CDNA4":           (_Y, _U, _Y, _Y, _Y, _Y),
+    # AMD "CDNA 3 Architecture" whitepaper (2023): MI300X/MI325X matrix cores in FP8 and
+    # TF32 (both new), BF16, FP16; no FP4 (new in CDNA 4).
+    "CDNA3":           (_Y, _Y, _Y, _Y, _Y, _N),
+    # AMD "CDNA 2 Architecture" whitepaper (2021): MI250/MI250X matrix cores in FP64, FP32,
+    # FP16, BF16, INT8; TF32 and FP8 arrive with CDNA 3.
+    "CDNA2":           (_Y, _N, _Y, _Y, _N, _N),
+    # AMD "RDNA" whitepaper (2019): packed FP16 math; nothing published on BF16 (V520).
+    "RDNA":            (_Y, _U, _Y, _U, _U, _U),
+    # AMD "RDNA3" instruction set reference (2023): WMMA instructions in FP16 and BF16 (V710).
+    "RDNA3":           (_Y, _U, _Y, _Y, _U, _U),
+    # Huawei Ascend 910 (first generation): Huawei publishes FP16 and INT8 rates only.
+    "Da Vinci":        (_U, _U, _Y, _U, _U, _U),
+    # Google Cloud TPU docs ("Cloud TPU system architecture"; "bfloat16: the secret to high
+    # performance on Cloud TPUs"): the MXUs multiply in bfloat16, FP32 is supported (matrix
+    # work in bf16 passes); nothing confirms FP16, TF32 or FP8 on v2-v6e.
+    "TPU v2":          (_Y, _U, _U, _Y, _U, _U),
+    "TPU v3":          (_Y, _U, _U, _Y, _U, _U),
+    "TPU v4":          (_Y, _U, _U, _Y, _U, _U),
+    "TPU v5e":         (_Y, _U, _U, _Y, _U, _U),
+    "TPU v5p":         (_Y, _U, _U, _Y, _U, _U),
+    "TPU v6e (Trillium)": (_Y, _U, _U, _Y, _U, _U),
+    # AWS Neuron docs, "Data Types" and "NeuronCore-v2/v3 Architecture": NeuronCore-v1
+    # (Inferentia) FP32, FP16, BF16; v2 (Trainium, Inferentia2) and v3 (Trainium2) Tensor
+    # Engines cFP8, FP16, BF16, TF32, FP32; MXFP4 only from NeuronCore-v4 (Trainium3).
+    "NeuronCore-v1":   (_Y, _N, _Y, _Y, _N, _N),
+    "NeuronCore-v2":   (_Y, _Y, _Y, _Y, _Y, _N),
+    "NeuronCore-v3":   (_Y, _Y, _Y, _Y, _Y, _N),
+    # Habana "Gaudi Training Platform" whitepaper (2019) and Intel Gaudi docs: first-generation
+    # Gaudi (HL-205) trains in BF16 and FP32; FP8 arrived with Gaudi 2; FP16 not confirmed.
+    "Gaudi":           (_Y, _U, _U, _Y, _N, _U),
+}
+# Chips that differ from their architecture's row.
+_CHIP_PRECISIONS: dict[str, tuple[bool | None, ...]] = {
+    # Tesla P4 datasheet: FP32 and INT8 rates only (GP104 has no fast FP16 path).
+    "P4":          (_Y, _N, _U, _N, _N, _N),
+    # Ascend 910B: Huawei's Ascend Extension for PyTorch (torch_npu) documents bf16 training
+    # on the Atlas A2 training series (910B) beside FP16 and FP32.
+    "ASCEND-910B": (_Y, _U, _Y, _Y, _U, _U),
+}
+# fmt: on
+
+
+def precision_support(gpu: str, precision: str) -> bool | None:
+    """Whether accelerator `gpu` (a canonical name) computes in `precision`: True, False, or
+    None when no source says (and for a GPU the catalog does not know)."""
+    entry = CATALOG.get(gpu)
+    if entry is None or precision not in PRECISIONS:
+        return None
+    row = _CHIP_PRECISIONS.get(entry.name) or _ARCH_PRECISIONS.get(entry.architecture)
+    return None if row is None else row[PRECISIONS.index(precision)]
 
 # -- normalisation ----------------------------------------------------------------------------
 # Chinese names AutoDL uses; everything else non-ASCII is a separator.

@@ -7,7 +7,9 @@ them:
 2. `memory`: `estimate_memory(job)`, the GPU memory it needs, shardable or per GPU, with
    the formula and its sources (docs/recommend.md);
 3. `fit`: `fit_offer(offer, estimate)`, how many of an offer's GPUs (or machines) the job
-   needs, whether their links allow sharding, and the configuration's price (`price_in`);
+   needs, the number format it computes in there (`precision`, from the catalog's precision
+   table), whether their links allow sharding, how many machines finish by a deadline
+   (`scaling`: efficiency by interconnect), and the configuration's price (`price_in`);
 4. `rank`: `recommend(offers, job, options, ...)`, the offers that fit, filtered and ranked
    by hourly price or, when the job size is known, by total cost, without dominated ones.
 
@@ -15,7 +17,14 @@ The alert rule `cheapest fit for 7B finetune under $3/h` (gpuradar.alerts) asks 
 of every offer.
 """
 
-from gpuradar.recommend.fit import Fit, fit_offer, gpu_memory_of, offer_interconnect, price_in
+from gpuradar.recommend.fit import (
+    Fit,
+    fit_offer,
+    gpu_memory_of,
+    offer_interconnect,
+    price_in,
+    wall_hours,
+)
 from gpuradar.recommend.job import (
     PRECISIONS,
     TASKS,
@@ -27,6 +36,7 @@ from gpuradar.recommend.job import (
     parse_age,
     parse_budget,
     parse_count,
+    parse_share,
     stack_note,
 )
 from gpuradar.recommend.memory import (
@@ -36,19 +46,30 @@ from gpuradar.recommend.memory import (
     model_shape,
     usable_gb,
 )
+from gpuradar.recommend.precision import Compute, compute_precision
 from gpuradar.recommend.rank import (
+    DEFAULT_STACKS,
     DOMINATED,
     DOMINATED_SIZED,
+    FRAMEWORK_STACKS,
+    OVERSEAS_ALIASES,
     Options,
     Recommendation,
     bad_idea,
+    cuda_fit,
+    framework_stacks,
     hardware_table,
+    parse_cuda,
     recommend,
     spot_signal,
 )
+from gpuradar.recommend.scaling import efficiency, inter_node_status
 
-__all__ = ["DOMINATED", "DOMINATED_SIZED", "PRECISIONS", "TASKS", "TRAINING", "Budget", "Fit",
+__all__ = ["DEFAULT_STACKS", "DOMINATED", "DOMINATED_SIZED", "FRAMEWORK_STACKS",
+           "OVERSEAS_ALIASES", "PRECISIONS", "TASKS", "TRAINING", "Budget", "Compute", "Fit",
            "Job", "MemoryEstimate", "Options", "Recommendation", "RecommendError", "bad_idea",
-           "estimate_memory", "fit_offer", "gpu_memory_of", "hardware_table", "human_count",
-           "lora_params", "model_shape", "offer_interconnect", "parse_age", "parse_budget",
-           "parse_count", "price_in", "recommend", "spot_signal", "stack_note", "usable_gb"]
+           "compute_precision", "cuda_fit", "efficiency", "estimate_memory", "fit_offer",
+           "framework_stacks", "gpu_memory_of", "hardware_table", "human_count",
+           "inter_node_status", "lora_params", "model_shape", "offer_interconnect", "parse_age",
+           "parse_budget", "parse_count", "parse_cuda", "parse_share", "price_in", "recommend",
+           "spot_signal", "stack_note", "usable_gb", "wall_hours"]

@@ -6,14 +6,16 @@ takes on it."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FxTable
-from gpuradar.core.interconnect import fast_inter, fast_intra, interconnect_for
+from gpuradar.core.interconnect import fast_intra, interconnect_for
 from gpuradar.recommend.job import TRAINING, stack_note
-from gpuradar.recommend.memory import MemoryEstimate, usable_gb
+from gpuradar.recommend.memory import MemoryEstimate, estimate_memory, usable_gb
+from gpuradar.recommend.precision import compute_precision
+from gpuradar.recommend.scaling import efficiency, inter_node_status
 from gpuradar.storage.offers import OfferRow
 
 
@@ -36,7 +38,8 @@ def gpu_memory_of(offer: OfferRow) -> float | None:
 
 
 def tflops_of(gpu: str, precision: str) -> tuple[float | None, str]:
-    """Dense TFLOPS the job runs at on `gpu`, and which figure it is."""
+    """Dense TFLOPS of `gpu` in the format the job computes in, and which figure it is. The
+    catalog's bf16 column holds the FP16 tensor rate for chips without bf16 (Volta, Turing)."""
     entry = catalog.CATALOG.get(gpu)
     if entry is None:
         return None, "GPU not in the catalog"
@@ -44,10 +47,10 @@ def tflops_of(gpu: str, precision: str) -> tuple[float | None, str]:
         if entry.fp8_tflops:
             return entry.fp8_tflops, "fp8"
         if entry.bf16_tflops:
-            return entry.bf16_tflops, "bf16 (no published fp8)"
+            return entry.bf16_tflops, "bf16 (no published fp8 rate)"
         return None, "no published throughput"
     if entry.bf16_tflops:
-        return entry.bf16_tflops, "bf16"
+        return entry.bf16_tflops, precision
     return None, "no published throughput"
 
 
@@ -71,6 +74,10 @@ class Fit:
     total_usd: float | None = None
     spot: dict[str, Any] | None = None
     also_in: list[str] = field(default_factory=list)
+    precision: str | None = None  # the format it computes in (a fallback is flagged)
+    efficiency: float = 1.0  # scaling efficiency of nodes x GPUs (gpuradar.recommend.scaling)
+    spot_overhead: float = 0.0  # extra time on spot (interruptions, checkpoints)
+    deadline_hours: float | None = None
 
     @property
     def per_gpu_hour_usd(self) -> float | None:
@@ -93,7 +100,19 @@ class Fit:
             "available": o.available, "available_count": o.available_count,
             "observed_at": o.observed_at, "spot": self.spot, "flags": self.flags,
             "also_in_regions": self.also_in, "url": o.url,
+            "precision": self.precision, "scaling_efficiency": round(self.efficiency, 4),
+            "inter_node": inter_node_status(self.interconnect) if self.nodes > 1 else None,
+            "rdma": self.rdma, "spot_overhead": self.spot_overhead or None,
+            "meets_deadline": None if self.deadline_hours is None or self.wall_hours is None
+            else self.wall_hours <= self.deadline_hours + 1e-9,
         }
+
+    @property
+    def rdma(self) -> bool | None:
+        """A GPU fabric between machines: True, False where the provider states none, None
+        where nobody says."""
+        status = inter_node_status(self.interconnect)
+        return {"fabric": True, "none": False}.get(status)
 
 
 def _round(v: float | None, digits: int = 4) -> float | None:
@@ -101,11 +120,16 @@ def _round(v: float | None, digits: int = 4) -> float | None:
 
 
 def fit_offer(offer: OfferRow, est: MemoryEstimate, *, any_interconnect: bool = False,
-              max_nodes: int = 16) -> tuple[Fit | None, str]:
+              max_nodes: int = 16, deadline_hours: float | None = None,
+              spot_overhead: float = 0.0) -> tuple[Fit | None, str]:
     """(Fit, "") when the job runs on this offer (or on several machines of it), else
-    (None, the reason). Sharding a training job needs NVLink-class links inside a machine;
-    more than one machine needs a GPU fabric (InfiniBand, EFA, RDMA) between them.
-    `any_interconnect` accepts slower links, flagged."""
+    (None, the reason). The chip must compute in a format the job can use
+    (gpuradar.recommend.precision). Sharding a training job needs NVLink-class links inside a
+    machine; more than one machine needs a GPU fabric (InfiniBand, EFA, RDMA) between them.
+    `any_interconnect` accepts slower links, flagged. With `deadline_hours` (and a job
+    size), the fewest machines (up to `max_nodes`) that finish in time: the cheapest plan of
+    this offer, since every machine more costs scaling efficiency. `spot_overhead` is the
+    extra time a spot offer takes for interruptions and checkpoints."""
     memory = gpu_memory_of(offer)
     if not memory:
         return None, "GPU memory unknown"
@@ -113,12 +137,18 @@ def fit_offer(offer: OfferRow, est: MemoryEstimate, *, any_interconnect: bool = 
     if count < 1 or count != int(count):
         return None, "shared or fractional GPU"
     per_node = int(count)
+    compute = compute_precision(est.job, offer.gpu)
+    if compute.precision is None:
+        return None, f"accelerator computes in {compute.refused}"
+    flags: list[str] = [compute.flag] if compute.flag else []
+    if est.job.precision == "fp8" and compute.precision != "fp8":
+        # The fallback holds weights (and, serving, the KV cache) in 16 bits.
+        est = estimate_memory(replace(est.job, precision="bf16", mfu=est.job.mfu))
     needed = est.gpus_needed(memory)
     if needed is None:
         return None, (f"activations alone ({est.per_gpu_fixed_gb:.1f} GB) exceed a "
                       f"{memory:g} GB GPU")
     info = offer_interconnect(offer)
-    flags: list[str] = []
     training = est.job.task in TRAINING
     nodes = max(1, math.ceil(needed / per_node))
     if nodes > max_nodes:
@@ -131,10 +161,20 @@ def fit_offer(offer: OfferRow, est: MemoryEstimate, *, any_interconnect: bool = 
                 "GPUs linked by PCIe" if link == "pcie" else "GPU links not published")
         flags.append(f"sharded over {'PCIe' if link == 'pcie' else 'unpublished links'}: "
                      + ("slow" if training else "use pipeline parallelism"))
+    fabric = inter_node_status(info)
+    spot = spot_overhead if offer.pricing == "spot" else 0.0
+    tflops, basis = tflops_of(offer.gpu, compute.precision)
+    if deadline_hours is not None:
+        nodes, reason = _plan_nodes(est, nodes, per_node, sharded, info, tflops,
+                                    max_nodes, deadline_hours, spot, any_interconnect)
+        if reason:
+            return None, reason
     if nodes > 1:
-        if not fast_inter(info):
+        if fabric != "fabric":
             if not any_interconnect:
-                return None, "needs several machines; no InfiniBand/EFA/RDMA between them"
+                return None, ("needs several machines; no InfiniBand/EFA/RDMA between them"
+                              if fabric == "none" else
+                              "needs several machines; fabric between them unknown")
             flags.append("several machines without a published GPU fabric: slow")
         available = offer.available_count
         flags.append(f"{nodes} machines" + (
@@ -148,26 +188,57 @@ def fit_offer(offer: OfferRow, est: MemoryEstimate, *, any_interconnect: bool = 
     fit = Fit(offer=offer, gpu_memory_gb=memory, gpus_needed=needed, nodes=nodes, gpus=gpus,
               per_gpu_gb=est.per_gpu_gb(gpus if sharded else 1), usable_gb=usable_gb(memory),
               interconnect=info, sharded=sharded, hourly_usd=hourly_usd,
-              hourly_quoted=offer.price * nodes, flags=flags)
+              hourly_quoted=offer.price * nodes, flags=flags, precision=compute.precision,
+              spot_overhead=spot, deadline_hours=deadline_hours)
     if info.get("basis") == "form factor" and sharded:
         flags.append(f"{info.get('intra_node')} inferred from the form factor")
-    _add_time(fit, est)
+    fit.tflops, fit.tflops_basis = tflops, basis
+    if basis.startswith("bf16 (no"):
+        flags.append("no published fp8 rate: bf16 rate")
+    fit.efficiency, assumed = efficiency(info, nodes, per_node, sharded)
+    flags.extend(a for a in assumed if a not in flags)
+    fit.wall_hours = wall_hours(est, gpus, tflops, fit.efficiency, spot)
+    if fit.wall_hours is not None and fit.hourly_usd is not None:
+        fit.total_usd = fit.wall_hours * fit.hourly_usd
     return fit, ""
 
 
-def _add_time(fit: Fit, est: MemoryEstimate) -> None:
+def wall_hours(est: MemoryEstimate, gpus: int, tflops: float | None, eff: float,
+               spot_overhead: float = 0.0) -> float | None:
+    """Hours the job takes on `gpus` accelerators of `tflops` at scaling efficiency `eff`,
+    plus the spot overhead; None without a job size (or a throughput for --tokens)."""
     job = est.job
-    precision = "bf16" if job.precision == "int4" or job.task == "qlora" else job.precision
-    fit.tflops, fit.tflops_basis = tflops_of(fit.offer.gpu, precision)
-    if fit.tflops_basis.startswith("bf16 (no"):
-        fit.flags.append("no fp8: bf16 rate")
     if job.gpu_hours is not None:
-        fit.wall_hours = job.gpu_hours / fit.gpus
-    elif est.flops is not None and fit.tflops:
-        rate = fit.gpus * fit.tflops * 1e12 * job.mfu
-        fit.wall_hours = est.flops / rate / 3600
-    if fit.wall_hours is not None and fit.hourly_usd is not None:
-        fit.total_usd = fit.wall_hours * fit.hourly_usd
+        hours = job.gpu_hours / gpus / eff
+    elif est.flops is not None and tflops:
+        hours = est.flops / (gpus * tflops * 1e12 * job.mfu * eff) / 3600
+    else:
+        return None
+    return hours * (1 + spot_overhead)
+
+
+def _plan_nodes(est: MemoryEstimate, first: int, per_node: int, sharded: bool,
+                info: dict[str, Any], tflops: float | None, max_nodes: int,
+                deadline_hours: float, spot: float, any_interconnect: bool) -> tuple[int, str]:
+    """The fewest machines, from `first` (what the memory needs), that finish within the
+    deadline; (0, reason) when none up to `max_nodes` does."""
+    if est.job.tokens is None and est.job.gpu_hours is None:
+        return 0, "a deadline needs the job size (--tokens or --gpu-hours)"
+    fabric = inter_node_status(info)
+    for nodes in range(first, max_nodes + 1):
+        if nodes > 1 and fabric != "fabric" and not any_interconnect:
+            if nodes == first:  # the memory alone needs them: fit_offer says why not
+                return first, ""
+            return 0, ("misses the deadline on one machine; " + (
+                "no InfiniBand/EFA/RDMA between machines" if fabric == "none"
+                else "fabric between machines unknown"))
+        eff, _ = efficiency(info, nodes, per_node, sharded)
+        hours = wall_hours(est, nodes * per_node, tflops, eff, spot)
+        if hours is None:
+            return 0, "no published throughput: cannot plan for the deadline"
+        if hours <= deadline_hours + 1e-9:
+            return nodes, ""
+    return 0, f"misses the deadline on up to {max_nodes} machines (--max-nodes)"
 
 
 def price_in(fit: Fit, currency: str, fx: FxTable, per_gpu: bool = False) -> float | None:

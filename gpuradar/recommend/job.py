@@ -54,6 +54,21 @@ def parse_age(text: str) -> timedelta:
         raise RecommendError(f"age {text!r}: use e.g. 30m, 12h, 2d") from None
 
 
+def parse_share(text: str, what: str = "share") -> float:
+    """'15%' -> 0.15, '0.15' -> 0.15, '0' -> 0.0 (a bare number above 1 needs the %)."""
+    raw = str(text).strip()
+    percent = raw.endswith("%")
+    try:
+        value = float(raw.rstrip("%").strip())
+    except ValueError:
+        raise RecommendError(f"{what} {text!r}: use e.g. 15% or 0.15") from None
+    if percent:
+        value /= 100
+    if not 0 <= value <= 10 or (not percent and value > 1):
+        raise RecommendError(f"{what} {text!r}: use e.g. 15% or 0.15")
+    return value
+
+
 _PRICE = re.compile(
     r"^\s*(?P<pre>[$¥￥€£])?\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<cur>[$¥￥€£]|[a-z]{3}(?![a-z]))?"
     r"\s*(?:/\s*(?P<unit>h|hr|hour|gpu-?h|gpu-?hr|gpu-?hour)|(?P<per>per\s+gpu(?:-?hour)?))?"

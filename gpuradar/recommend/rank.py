@@ -14,7 +14,7 @@ from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FxTable
 from gpuradar.core.units import MAINLAND_ALIASES, region_matches
 from gpuradar.recommend.fit import Fit, fit_offer, price_in
-from gpuradar.recommend.job import TRAINING, Budget, Job
+from gpuradar.recommend.job import TRAINING, Budget, Job, RecommendError
 from gpuradar.recommend.memory import MemoryEstimate, estimate_memory
 from gpuradar.storage.offers import OfferRow
 
@@ -63,24 +63,63 @@ def spot_warnings(signal: dict[str, Any], job: Job, wall_hours: float | None, no
     return out
 
 
+#: PyTorch as shipped for GPUs and NPUs: CUDA, ROCm, Ascend's CANN (torch_npu), Gaudi's
+#: SynapseAI bridge. What `recommend` considers unless --only says otherwise.
+DEFAULT_STACKS = ("CUDA", "ROCm", "CANN", "SynapseAI")
+#: What code written for a framework runs on (the stacks of gpuradar.core.gpus.FRAMEWORKS).
+#: JAX's installation guide (docs.jax.dev, "Supported platforms") lists NVIDIA GPUs (CUDA),
+#: Google Cloud TPUs and AMD GPUs (ROCm); AWS Neuron (awsdocs-neuron) runs Trainium and
+#: Inferentia. A stack's own name means that stack.
+FRAMEWORK_STACKS: dict[str, tuple[str, ...]] = {
+    "pytorch": DEFAULT_STACKS, "torch": DEFAULT_STACKS,
+    "jax": ("CUDA", "ROCm", "XLA/JAX"),
+    "xla": ("XLA/JAX",), "xlajax": ("XLA/JAX",), "tpu": ("XLA/JAX",),
+    "neuron": ("Neuron",),
+    "cuda": ("CUDA",), "rocm": ("ROCm",), "cann": ("CANN",), "synapseai": ("SynapseAI",),
+}
+
+
+def framework_stacks(words: Sequence[str], only: bool = False) -> tuple[str, ...]:
+    """The stacks a job may run on: PyTorch's (DEFAULT_STACKS) plus those of each named
+    framework (`jax` adds TPUs, `neuron` Trainium and Inferentia), or with `only` exactly the
+    named frameworks' stacks."""
+    out: list[str] = [] if only else list(DEFAULT_STACKS)
+    for word in words:
+        key = "".join(c for c in word.lower() if c.isalnum())
+        stacks = FRAMEWORK_STACKS.get(key)
+        if stacks is None:
+            known = ", ".join(["pytorch", "jax", "neuron", *catalog.FRAMEWORKS])
+            raise RecommendError(f"unknown framework {word!r}; known: {known}")
+        out.extend(stacks)
+    if only and not out:
+        raise RecommendError("--only restricts to the frameworks named with --framework; "
+                             "name at least one")
+    return tuple(dict.fromkeys(out))
+
+
 @dataclass
 class Options:
     """Everything besides the job that decides which offers are shown."""
 
     budget: Budget | None = None
     spot: str = "ok"  # ok | no | only
-    regions: tuple[str, ...] = ()  # globs; `mainland` = mainland China (units.region_matches)
+    #: Globs; `mainland` = mainland China (units.region_matches); `overseas` = outside it.
+    regions: tuple[str, ...] = ()
     providers: tuple[str, ...] = ()
     max_age: timedelta | None = timedelta(days=2)
     any_interconnect: bool = False
     max_nodes: int = 16
     resumable: bool = True
     top: int = 10
-    #: Software stacks the job can run on (gpuradar.core.gpus.FRAMEWORKS). The default is
-    #: PyTorch as shipped for GPUs and NPUs (CUDA, ROCm, Ascend's CANN through torch_npu,
-    #: Gaudi's SynapseAI bridge); `--framework XLA/JAX` is needed for TPUs, `Neuron` for
-    #: Trainium: code written for them, not for PyTorch on GPUs.
-    frameworks: tuple[str, ...] = ("CUDA", "ROCm", "CANN", "SynapseAI")
+    #: Software stacks the job can run on (framework_stacks; gpuradar.core.gpus.FRAMEWORKS).
+    frameworks: tuple[str, ...] = DEFAULT_STACKS
+    #: Finish within this long: plans of N machines (up to max_nodes), cheapest first.
+    deadline: timedelta | None = None
+    #: Extra time on spot for interruptions, restarts and checkpoints (0.10 = +10 %).
+    spot_overhead: float = 0.10
+    #: The CUDA version the job's software needs (e.g. "12.4"): offers whose provider states
+    #: a lower highest-supported version are left out.
+    cuda: str | None = None
 
 
 # Methods built on CUDA-only libraries run on no other stack, whatever --framework says:
@@ -154,12 +193,45 @@ def _rank_key(fit: Fit, sized: bool) -> tuple:
     return (bad_idea(fit), hourly, -fit.gpus)
 
 
+#: `--region overseas`: outside mainland China (the opposite of `mainland`).
+OVERSEAS_ALIASES = frozenset({"overseas", "outside-china", "non-mainland"})
+
+
+def parse_cuda(text: str) -> tuple[int, ...]:
+    """'12.4' -> (12, 4); a number as Vast.ai sends it (12.2) reads the same."""
+    parts = str(text).strip().split(".")
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        raise RecommendError(f"CUDA version {text!r}: use e.g. 12.4")
+    return tuple(int(p) for p in parts)
+
+
+def cuda_fit(offer: OfferRow, need: tuple[int, ...], text: str) -> tuple[str | None, str | None]:
+    """(flag, refusal) for `--cuda`: the highest CUDA version the machine's driver supports,
+    where the provider states it (attributes["cuda"]: Vast.ai's `cuda_max_good`, AutoDL's
+    `highest_cuda_version`). Not stated: kept, flagged, not assumed."""
+    entry = catalog.CATALOG.get(offer.gpu)
+    if entry is not None and "CUDA" not in (entry.frameworks or ()):
+        return None, "accelerator runs no CUDA (--cuda)"
+    stated = (offer.attributes or {}).get("cuda")
+    if stated in (None, ""):
+        return f"highest CUDA not stated (needs {text})", None
+    try:
+        have = parse_cuda(str(stated))
+    except RecommendError:
+        return f"highest CUDA unreadable ({stated!r})", None
+    if have < need:
+        return None, f"driver supports CUDA below {text} (--cuda)"
+    return None, None
+
+
 def recommend(offers: Sequence[OfferRow], job: Job, opts: Options, fx: FxTable,
               now: datetime) -> Recommendation:
     """Rank the offers the job fits on: the memory estimate, the configuration each offer
     gives (gpuradar.recommend.fit), the filters, then cheapest first without the options
     another one beats on every count (`_dominated`)."""
     est = estimate_memory(job)
+    if opts.deadline is not None and job.tokens is None and job.gpu_hours is None:
+        raise RecommendError("--deadline needs the job size: --tokens or --gpu-hours")
     excluded: dict[str, int] = {}
     fits: list[Fit] = []
 
@@ -167,6 +239,10 @@ def recommend(offers: Sequence[OfferRow], job: Job, opts: Options, fx: FxTable,
         excluded[reason] = excluded.get(reason, 0) + n
 
     mainland = any(p.lower() in MAINLAND_ALIASES for p in opts.regions)
+    overseas = any(p.lower() in OVERSEAS_ALIASES for p in opts.regions)
+    globs = tuple(p for p in opts.regions if p.lower() not in OVERSEAS_ALIASES)
+    need_cuda = parse_cuda(opts.cuda) if opts.cuda else None
+    deadline_hours = opts.deadline.total_seconds() / 3600 if opts.deadline else None
     for offer in offers:
         if offer.available is False:
             drop("unavailable")
@@ -174,7 +250,10 @@ def recommend(offers: Sequence[OfferRow], job: Job, opts: Options, fx: FxTable,
         if opts.providers and offer.source not in opts.providers:
             drop("other provider")
             continue
-        if not region_matches(offer.region, offer.zone, opts.regions, offer.source):
+        if overseas and region_matches(offer.region, offer.zone, ("mainland",), offer.source):
+            drop("in mainland China (--region overseas)")
+            continue
+        if not region_matches(offer.region, offer.zone, globs, offer.source):
             drop("outside mainland China" if mainland else "other region")
             continue
         if opts.spot == "no" and offer.pricing == "spot":
@@ -187,15 +266,24 @@ def recommend(offers: Sequence[OfferRow], job: Job, opts: Options, fx: FxTable,
         if unsupported is not None:
             drop(f"accelerator {unsupported} (--framework)")
             continue
+        cuda_note = None
+        if need_cuda is not None:
+            cuda_note, refused = cuda_fit(offer, need_cuda, opts.cuda or "")
+            if refused:
+                drop(refused)
+                continue
         seen = offer.observed_at
         if opts.max_age is not None and seen is not None and now - seen > opts.max_age:
             drop("stale (source not crawled recently)")
             continue
         fit, reason = fit_offer(offer, est, any_interconnect=opts.any_interconnect,
-                                max_nodes=opts.max_nodes)
+                                max_nodes=opts.max_nodes, deadline_hours=deadline_hours,
+                                spot_overhead=opts.spot_overhead)
         if fit is None:
             drop(reason)
             continue
+        if cuda_note:
+            fit.flags.append(cuda_note)
         if fit.hourly_usd is None:
             drop("no USD price")
             continue
@@ -211,6 +299,9 @@ def recommend(offers: Sequence[OfferRow], job: Job, opts: Options, fx: FxTable,
         if signal is not None:
             signal["warnings"] = spot_warnings(signal, job, fit.wall_hours, fit.nodes,
                                                opts.resumable)
+            if fit.spot_overhead and fit.wall_hours is not None:
+                signal["warnings"].append(f"time includes +{fit.spot_overhead:.0%} for "
+                                          "interruptions and checkpoints (--spot-overhead)")
             fit.spot = signal
     fits.sort(key=lambda f: _rank_key(f, sized))
     fits = _collapse_regions(fits)

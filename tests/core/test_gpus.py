@@ -702,3 +702,49 @@ def test_chinese_providers_ascend_names_are_read_as_ascend() -> None:
     assert lookup("昇腾910").name == "ASCEND-910"
     assert lookup("华为昇腾910").name == "ASCEND-910"
     assert lookup("昇腾910B").name == "ASCEND-910B"
+
+
+# -- precision support (sources in gpus.py's _ARCH_PRECISIONS and docs/recommend.md) --------
+@pytest.mark.parametrize("name", ["V100-16GB", "V100-32GB", "T4", "QUADRO-RTX-6000",
+                                  "QUADRO-RTX-8000"])
+def test_volta_and_turing_compute_in_fp16_but_have_no_bf16(name: str) -> None:
+    # NVIDIA's V100 and Turing whitepapers: FP16 Tensor Cores; BF16/TF32 are new in Ampere.
+    assert gpus.precision_support(name, "fp16") is True
+    assert gpus.precision_support(name, "bf16") is False
+    assert gpus.precision_support(name, "tf32") is False
+    assert gpus.precision_support(name, "fp8") is False
+
+
+@pytest.mark.parametrize(("name", "bf16", "fp8", "fp4"), [
+    ("A100-SXM-80GB", True, False, False),   # Ampere adds BF16/TF32, no FP8
+    ("RTX-3090", True, False, False),        # GA102 whitepaper: same 3rd-gen Tensor Cores
+    ("L4", True, True, False),               # Ada: FP8
+    ("H100-SXM-80GB", True, True, False),    # Hopper: FP8 Transformer Engine
+    ("B200", True, True, True),              # Blackwell: FP4
+    ("MI250X", True, False, False),          # CDNA 2: FP8 arrives with CDNA 3
+    ("MI300X", True, True, False),           # CDNA 3: FP8, no FP4
+    ("MI355X", True, True, True),            # CDNA 4: FP4
+    ("TRAINIUM", True, True, False),         # NeuronCore-v2: cFP8, BF16
+    ("TPU-V5E", True, None, None),           # TPUs: bf16; nothing confirms fp8
+])
+def test_newer_formats_come_with_their_architecture(name, bf16, fp8, fp4) -> None:
+    assert (gpus.precision_support(name, "bf16"), gpus.precision_support(name, "fp8"),
+            gpus.precision_support(name, "fp4")) == (bf16, fp8, fp4)
+
+
+def test_unconfirmed_precisions_are_unknown_not_assumed() -> None:
+    assert gpus.precision_support("TPU-V6E", "fp16") is None
+    assert gpus.precision_support("P4", "fp16") is None  # the P4 datasheet lists no FP16 rate
+    assert gpus.precision_support("P100", "fp16") is True
+    assert gpus.precision_support("ASCEND-910", "bf16") is None
+    assert gpus.precision_support("NOT-A-GPU", "bf16") is None
+    assert gpus.precision_support("H100-SXM-80GB", "int3") is None
+
+
+@pytest.mark.parametrize("gpu", gpus.CATALOG.values(), ids=lambda g: g.name)
+def test_every_accelerator_has_a_precision_row_consistent_with_its_throughput(gpu) -> None:
+    known = {p: gpus.precision_support(gpu.name, p) for p in gpus.PRECISIONS}
+    assert any(v is not None for v in known.values()), gpu.name
+    # A published FP8 rate and "no FP8" cannot both be true.
+    if gpu.fp8_tflops:
+        assert known["fp8"] is not False, gpu.name

@@ -5,7 +5,9 @@ data location, the rule clause, and the command as users run it."""
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from gpuradar.storage import queries
@@ -13,9 +15,11 @@ from gpuradar.storage.ingest import CrawlWriter
 from gpuradar.storage.offers import OfferRow, live_offers, with_observed_at
 
 from gpuradar import recommend as rc
+from gpuradar.core import gpus
 from gpuradar.core.currency import FxTable
 from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json
+from tests.helpers import FIXTURES
 
 GB = 1e9
 CNY = 0.14  # USD per CNY stored as the ECB-derived rate in these tests
@@ -203,10 +207,18 @@ def test_tpus_and_trainium_only_for_the_frameworks_that_run_on_them():
 
     # PyTorch on GPUs (the default): no TPU, no Trainium, no inference chip for training
     assert shown(rc.Job(7e9, "lora")) == {"H100-SXM-80GB"}
-    # JAX/XLA runs on TPUs; Neuron on Trainium (and Inferentia, for inference only)
-    assert shown(rc.Job(7e9, "lora"), frameworks=("XLA/JAX",)) == {"TPU-V5E"}
-    assert shown(rc.Job(7e9, "lora"), frameworks=("Neuron",)) == {"TRAINIUM"}
-    assert "INFERENTIA2" in shown(rc.Job(7e9, "inference"), frameworks=("Neuron",))
+    # --framework adds: jax runs on CUDA and ROCm GPUs and TPUs; neuron adds Trainium (and
+    # Inferentia, for inference only); --only keeps exactly the named framework's stacks.
+    jax = rc.framework_stacks(["jax"])
+    assert shown(rc.Job(7e9, "lora"), frameworks=jax) == {"TPU-V5E", "H100-SXM-80GB"}
+    assert shown(rc.Job(7e9, "lora"), frameworks=rc.framework_stacks(["neuron"])) == {
+        "TRAINIUM", "H100-SXM-80GB"}
+    assert shown(rc.Job(7e9, "lora"),
+                 frameworks=rc.framework_stacks(["neuron"], only=True)) == {"TRAINIUM"}
+    assert shown(rc.Job(7e9, "lora"),
+                 frameworks=rc.framework_stacks(["xla"], only=True)) == {"TPU-V5E"}
+    assert "INFERENTIA2" in shown(rc.Job(7e9, "inference"),
+                                  frameworks=rc.framework_stacks(["neuron"]))
     # a CUDA-only method is never proposed on them, whatever the framework
     assert shown(rc.Job(7e9, "qlora"), frameworks=("XLA/JAX", "Neuron", "CUDA")) == {
         "H100-SXM-80GB"}
@@ -216,7 +228,189 @@ def test_framework_option_names_the_known_stacks(engine):
     proc = gpuradar("recommend", "-p", "7B", "-t", "lora", "--framework", "tensorflow",
                     db_url=engine.url.render_as_string(hide_password=False))
     assert proc.returncode == 2
-    assert "unknown framework 'tensorflow'; known: CUDA, ROCm, XLA/JAX" in proc.stderr
+    assert "unknown framework 'tensorflow'; known: pytorch, jax, neuron, CUDA, ROCm" in (
+        proc.stderr)
+
+
+# -- real captures: the shipped recordings and the providers' real fixtures ----------------
+RECORDED = Path(__file__).parents[2] / "gpuradar" / "recordings"
+REAL = {  # each file's origin: its folder's provenance.json / SOURCE.md
+    "lambda": [RECORDED / "lambda" / "0001-pricing.html"],
+    "oci": sorted((RECORDED / "oci").glob("0*.json")),
+    "vastai": [FIXTURES / "vastai" / "bundles_h100_sxm_real.json"],
+    "gcp": [FIXTURES / "gcp" / "skus_tpu_real.json"],
+    "aws": [FIXTURES / "aws" / "ondemand_real_us-east-1.json"],
+    # the first machine is AutoDL's documented list item, verbatim (autodl/SOURCE.md)
+    "autodl": [FIXTURES / "autodl" / "machine_list_page1.json"],
+}
+
+
+@pytest.fixture(scope="module")
+def real() -> list[OfferRow]:
+    """Every offer the spiders and the pipeline read from the real captures, as storage
+    hands them to recommend."""
+    import gpuradar.crawler.settings as project
+    from gpuradar.crawler.parsing import parse_files
+    from scrapy.settings import Settings
+
+    settings = Settings()
+    settings.setmodule(project)
+    fx = FxTable({"CNY": (CNY, date.today(), "test")})
+    rows = []
+    for source, files in REAL.items():
+        for r in parse_files(source, files, settings, fx=fx):
+            if r.get("dropped") or not r.get("gpu") or r.get("price") is None:
+                continue
+            rows.append(OfferRow(len(rows) + 1, source, r["region"], r["zone"] or "",
+                                 r["instance_type"], r["pricing"], r["gpu"], r["gpu_count"],
+                                 r["gpu_memory_gb"], r["vcpus"], r["memory_gb"], r["price"],
+                                 r["currency"], r["price_usd"], r["price_per_gpu_usd"],
+                                 r["available"], r["available_count"], r["url"],
+                                 r["attributes"], datetime.now(UTC)))
+    return rows
+
+
+def real_rec(rows: list[OfferRow], job: rc.Job, **options) -> rc.Recommendation:
+    return rc.recommend(rows, job, rc.Options(max_age=None, top=0, **options),
+                        FxTable({"CNY": (CNY, date.today(), "test")}), datetime.now(UTC))
+
+
+def test_qlora_on_turing_and_volta_is_fp16_compute_named_never_bf16(real):
+    # Lambda's real price list sells a Quadro RTX 6000 and 8x V100, AWS's real feed T4s: none
+    # has bf16 (Turing and V100 whitepapers). QLoRA runs there only with the fallback named.
+    rec = real_rec(real, rc.Job(7e9, "qlora"))
+    by_gpu: dict[str, list[rc.Fit]] = {}
+    for fit in rec.fits:
+        by_gpu.setdefault(fit.offer.gpu, []).append(fit)
+    for gpu in ("QUADRO-RTX-6000", "V100-16GB", "T4"):
+        assert by_gpu[gpu], gpu
+        for fit in by_gpu[gpu]:
+            assert fit.precision == "fp16"
+            assert f"fp16 compute: bf16 unsupported on {gpu}" in fit.flags
+    for gpu in ("A10", "H100-SXM-80GB", "L4"):
+        assert all(f.precision == "bf16" and not any("compute:" in x for x in f.flags)
+                   for f in by_gpu[gpu]), gpu
+    # No option computes in bf16 on a chip without it.
+    assert not any(f.precision == "bf16"
+                   and gpus.precision_support(f.offer.gpu, "bf16") is False for f in rec.fits)
+
+
+def test_fp8_falls_back_to_bf16_then_fp16_and_says_so(real):
+    rec = real_rec(real, rc.Job(7e9, "inference", precision="fp8"))
+    fits = {f.offer.gpu: f for f in rec.fits}
+    assert fits["H100-SXM-80GB"].precision == "fp8"
+    assert fits["L4"].precision == "fp8"
+    a10 = fits["A10"]
+    assert a10.precision == "bf16" and "bf16 compute: fp8 unsupported on A10" in a10.flags
+    # the fallback holds 16-bit weights: 14 GB for 7B, not fp8's 7 GB
+    assert a10.per_gpu_gb > 14
+    assert fits["QUADRO-RTX-6000"].precision == "fp16"
+    assert "fp16 compute: fp8 unsupported on QUADRO-RTX-6000" in fits["QUADRO-RTX-6000"].flags
+
+
+def test_framework_jax_adds_tpus_to_the_gpus(real):
+    kinds = {gpus.CATALOG[f.offer.gpu].kind for f in real_rec(real, rc.Job(7e9, "lora")).fits}
+    assert "TPU" not in kinds and "GPU" in kinds
+    jax = real_rec(real, rc.Job(7e9, "lora"), frameworks=rc.framework_stacks(["jax"]))
+    kinds = {gpus.CATALOG[f.offer.gpu].kind for f in jax.fits}
+    assert {"GPU", "TPU"} <= kinds
+    assert {f.offer.source for f in jax.fits if gpus.CATALOG[f.offer.gpu].kind == "TPU"} == {
+        "gcp"}
+    # AMD GPUs run JAX too (ROCm): the OCI MI300X stays with --only jax, Gaudi does not.
+    only = real_rec(real, rc.Job(7e9, "lora"), frameworks=rc.framework_stacks(["jax"], True))
+    assert "MI300X" in {f.offer.gpu for f in only.fits}
+    assert "GAUDI-HL205" not in {f.offer.gpu for f in only.fits}
+    neuron = real_rec(real, rc.Job(7e9, "lora"), frameworks=rc.framework_stacks(["neuron"]))
+    assert "TRAINIUM" in {f.offer.gpu for f in neuron.fits}
+
+
+def test_70b_pretrain_with_a_60_day_deadline_proposes_multi_node_rdma_plans(real):
+    # 70B on 1T tokens: 5.6e23 FLOPs with recomputation; one 8x H100 node would take ~2 years.
+    job = rc.Job(70e9, "pretrain", tokens=1e12, grad_checkpointing=True)
+    rec = real_rec(real, job, deadline=timedelta(days=60), max_nodes=64)
+    assert rec.fits
+    totals = [f.total_usd for f in rec.fits]
+    assert totals == sorted(totals)  # cheapest first
+    for fit in rec.fits:
+        assert fit.nodes > 1 and fit.wall_hours <= 60 * 24
+        assert fit.rdma is True and fit.interconnect["inter_node"] in (
+            "efa", "infiniband", "rdma", "gpudirect-tcpx", "gpudirect-tcpxo")
+        assert fit.as_dict()["meets_deadline"] is True
+        # the time is the compute at the catalog's rate, MFU and the fabric's efficiency
+        expected = rc.estimate_memory(job).flops / (
+            fit.gpus * fit.tflops * 1e12 * 0.4 * fit.efficiency) / 3600
+        assert fit.wall_hours == pytest.approx(expected)
+        assert fit.efficiency == pytest.approx(0.95 ** math.log2(fit.nodes))
+        # the fewest machines that make it: one fewer misses the deadline
+        fewer = fit.nodes - 1
+        assert rc.estimate_memory(job).flops / (
+            fewer * fit.offer.gpu_count * fit.tflops * 1e12 * 0.4 * 0.95 ** math.log2(fewer)
+        ) / 3600 > 60 * 24 or fewer * fit.offer.gpu_count < fit.gpus_needed
+    sources = {f.offer.source for f in rec.fits}
+    assert {"aws", "oci"} <= sources  # p5/p4d EFA, OCI RDMA cluster networks
+    # Lambda's 8x H100/B200 have no InfiniBand outside 1-Click Clusters (its pricing page):
+    # never a multi-node plan.
+    assert "lambda" not in sources
+    assert sum(n for r, n in rec.excluded.items() if "InfiniBand/EFA/RDMA" in r) >= 2
+    # A tighter deadline needs more machines of the same offer, at a higher total.
+    tight = real_rec(real, job, deadline=timedelta(days=30), max_nodes=64)
+    loose = {(f.offer.source, f.offer.instance_type): f for f in rec.fits}
+    for fit in tight.fits:
+        before = loose.get((fit.offer.source, fit.offer.instance_type))
+        if before is not None:
+            assert fit.nodes > before.nodes and fit.total_usd > before.total_usd
+
+
+def test_a_deadline_needs_a_job_size(real):
+    with pytest.raises(rc.RecommendError, match="--tokens or --gpu-hours"):
+        real_rec(real, rc.Job(7e9, "lora"), deadline=timedelta(days=1))
+
+
+def test_cuda_requirement_against_what_vast_and_autodl_state(real):
+    # Vast.ai's real offers state cuda_max_good 12.2 and 13.0; AutoDL's documented machine
+    # highest_cuda_version "12.2" (the others 12.4).
+    vast = {o.attributes["cuda"] for o in real if o.source == "vastai"}
+    assert vast == {12.2, 13.0}
+    rec = real_rec(real, rc.Job(7e9, "qlora"), cuda="12.4")
+    shown = {(f.offer.source, f.offer.attributes.get("cuda")) for f in rec.fits}
+    assert ("vastai", 13.0) in shown and ("vastai", 12.2) not in shown
+    assert ("autodl", "12.4") in shown and ("autodl", "12.2") not in shown
+    assert rec.excluded["driver supports CUDA below 12.4 (--cuda)"] >= 2
+    # Where the provider states nothing, the offer stays, flagged, never assumed.
+    aws = [f for f in rec.fits if f.offer.source == "aws"]
+    assert aws and all("highest CUDA not stated (needs 12.4)" in f.flags for f in aws)
+    # CUDA code does not run on TPUs or Trainium.
+    assert rec.excluded.get("accelerator runs no CUDA (--cuda)", 0) >= 0
+    tpu = real_rec(real, rc.Job(7e9, "lora"), cuda="12.4",
+                   frameworks=rc.framework_stacks(["jax"]))
+    assert tpu.excluded["accelerator runs no CUDA (--cuda)"] >= 1
+    assert not any(gpus.CATALOG[f.offer.gpu].kind == "TPU" for f in tpu.fits)
+    with pytest.raises(rc.RecommendError, match="CUDA version"):
+        rc.parse_cuda("twelve")
+
+
+def test_region_overseas_and_mainland_split_the_real_market(real):
+    mainland = real_rec(real, rc.Job(7e9, "qlora"), regions=("mainland",))
+    assert {f.offer.source for f in mainland.fits} == {"autodl"}
+    overseas = real_rec(real, rc.Job(7e9, "qlora"), regions=("overseas",))
+    assert "autodl" not in {f.offer.source for f in overseas.fits}
+    assert overseas.excluded["in mainland China (--region overseas)"] >= 1
+    assert {"aws", "lambda", "vastai"} <= {f.offer.source for f in overseas.fits}
+    us = real_rec(real, rc.Job(7e9, "qlora"), regions=("overseas", "us-*"))
+    assert {f.offer.source for f in us.fits} <= {"aws", "gcp"}
+
+
+def test_spot_plan_time_carries_the_overhead_the_user_sets():
+    spot = row("aws", "p5.48xlarge", "H100-SXM-80GB", 8, 20.0, pricing="spot")
+    spot = spot._replace(attributes={"interruption": "<5%"})
+    job = rc.Job(7e9, "finetune", tokens=2e9)
+    plain = rc.fit_offer(spot, rc.estimate_memory(job))[0]
+    heavy = rc.fit_offer(spot, rc.estimate_memory(job), spot_overhead=0.15)[0]
+    assert heavy.wall_hours == pytest.approx(plain.wall_hours * 1.15)
+    assert heavy.total_usd == pytest.approx(plain.total_usd * 1.15)
+    assert rc.parse_share("15%") == rc.parse_share("0.15") == pytest.approx(0.15)
+    with pytest.raises(rc.RecommendError):
+        rc.parse_share("15")
 
 
 # -- a fixed market in storage ------------------------------------------------------------
@@ -309,7 +503,11 @@ def test_ranking_by_hourly_price_of_the_offers_that_fit(market):
     assert rec.excluded[SHARDING_OVER_PCIE] == 2  # 8x RTX 4090, 8x A100 PCIe
     assert rec.excluded["unavailable"] == 1
     assert rec.excluded["stale (source not crawled recently)"] == 1
-    assert rec.excluded["needs several machines; no InfiniBand/EFA/RDMA between them"] >= 4
+    # Several machines need a GPU fabric: where the provider states none, and where nobody
+    # says (marketplace machines), neither is assumed.
+    no_fabric = rec.excluded["needs several machines; no InfiniBand/EFA/RDMA between them"]
+    unknown = rec.excluded["needs several machines; fabric between them unknown"]
+    assert no_fabric >= 1 and unknown >= 1 and no_fabric + unknown >= 4
 
 
 def test_sharded_training_never_picks_pcie_gpus_unless_asked(market):
@@ -346,7 +544,7 @@ def test_full_70b_finetune_spans_machines_only_over_a_gpu_fabric(market):
 
 
 def test_job_size_ranks_by_total_cost_and_wall_time(market):
-    rec = run(market, rc.Job(7e9, "finetune", tokens=2e9))
+    rec = run(market, rc.Job(7e9, "finetune", tokens=2e9), spot_overhead=0)
     # 8.4e19 FLOPs at 40 % of 989.5 TFLOPS: 7.4 h on eight H100s, 29.5 h on two.
     first, second = rec.fits[0], rec.fits[1]
     assert (first.offer.source, first.offer.pricing) == ("aws", "spot")
@@ -361,21 +559,36 @@ def test_job_size_ranks_by_total_cost_and_wall_time(market):
     assert first.spot["signal"].startswith("interruption >20%")
     assert first.spot["risk"] == "high"
     assert first.spot["warnings"] == ["checkpoint at least hourly"]
-    # A job that cannot resume: spot is a bad idea for a 7 h run, says so, ranks last.
+    # Spot time carries an overhead for interruptions and checkpoints (default +10 %): the
+    # spot offer's 8.1 h at $20/h ($162.2) is now dearer than RunPod's two H100s.
+    default = run(market, rc.Job(7e9, "finetune", tokens=2e9))
+    spot = next(f for f in default.fits if f.offer.pricing == "spot")
+    assert spot.wall_hours == pytest.approx(7.37 * 1.1, abs=0.01)
+    assert spot.total_usd == pytest.approx(162.2, abs=0.1)
+    assert default.fits[0].offer.source == "runpod"
+    assert "time includes +10% for interruptions and checkpoints (--spot-overhead)" in (
+        spot.spot["warnings"])
+    heavy = run(market, rc.Job(7e9, "finetune", tokens=2e9), spot_overhead=0.5)
+    assert next(f for f in heavy.fits if f.offer.pricing == "spot").wall_hours == (
+        pytest.approx(7.37 * 1.5, abs=0.01))
+    # A job that cannot resume: spot is a bad idea for an 8 h run, says so, ranks last.
     strict = run(market, rc.Job(7e9, "finetune", tokens=2e9), resumable=False)
     assert strict.fits[0].offer.source == "runpod"
     last = strict.fits[-1]
     assert last.offer.pricing == "spot" and rc.bad_idea(last)
-    assert "~7.4 h restarts from zero" in last.spot["warnings"][0]
+    assert "~8.1 h restarts from zero" in last.spot["warnings"][0]
 
 
 def test_gpu_hours_give_cost_without_speed_adjustment(market):
     rec = run(market, rc.Job(7e9, "qlora", gpu_hours=10), spot="no", top=0)
     lambda_ = next(f for f in rec.fits if f.offer.source == "lambda")
     assert lambda_.wall_hours == 10 and lambda_.total_usd == pytest.approx(8.0)
+    # Eight PCIe GPUs running data parallel keep 90 % of their rate (scaling.py's stated
+    # assumption for PCIe): 10 GPU-hours take 10 / 8 / 0.9 h.
     eight = next(f for f in rec.fits if f.offer.instance_type == "1:8xRTX_4090")
-    assert eight.wall_hours == pytest.approx(10 / 8)
-    assert eight.total_usd == pytest.approx(3.20 * 10 / 8)
+    assert eight.efficiency == pytest.approx(0.9)
+    assert eight.wall_hours == pytest.approx(10 / 8 / 0.9)
+    assert eight.total_usd == pytest.approx(3.20 * 10 / 8 / 0.9)
     assert all(f.offer.pricing == "on_demand" for f in rec.fits)
 
 
@@ -460,7 +673,7 @@ def market_url(sqlite_url):
 
 def test_cli_json(market_url):
     out = gpuradar_json("recommend", "--params", "7B", "--task", "finetune", "--tokens", "2B",
-                        db_url=market_url)
+                        "--spot-overhead", "0%", db_url=market_url)
     est = out["estimate"]
     assert est["total_gb"] == pytest.approx(121.13, abs=0.01)
     assert est["parts_gb"]["optimizer"] == 84.0
@@ -487,6 +700,28 @@ def test_cli_table_with_cny_budget_and_mainland_region(market_url):
     assert "beijing-A" in out and "cn-north-4" in out
     assert "cn-hongkong" not in out and "us-east-1" not in out
     assert "data location: mainland China only" in proc.stderr
+
+
+def test_cli_deadline_plans_show_machines_rdma_and_scaling(market_url):
+    # 7B on 2B tokens takes 7.4 h on one 8x H100 node; within 3 h it needs three machines,
+    # which only the offers with a GPU fabric between them can give.
+    proc = gpuradar("recommend", "-p", "7B", "-t", "finetune", "--tokens", "2B",
+                    "--deadline", "3h", "--spot", "no", db_url=market_url)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "plans that finish within 3.0 h, cheapest first" in out
+    assert "Deadline: 3.0 h; plans of up to 64 machines" in out
+    assert "x0.95 per doubling of machines over InfiniBand/EFA/RDMA" in out
+    first = next(line for line in out.splitlines() if line.lstrip().startswith("1 "))
+    assert "3 × 8x H800-SXM-80GB" in first and "rdma" in first  # Tencent HCC, ¥780/h
+    assert "yes" in first and "92%" in first
+    data = gpuradar_json("recommend", "-p", "7B", "-t", "finetune", "--tokens", "2B",
+                         "--deadline", "3h", "--spot", "no", db_url=market_url)
+    assert data["options"] and all(o["meets_deadline"] and o["rdma"] is True
+                                   and o["nodes"] == 3 for o in data["options"])
+    bad = gpuradar("recommend", "-p", "7B", "-t", "lora", "--deadline", "3h",
+                   db_url=market_url)
+    assert bad.returncode == 2 and "--deadline needs the job size" in bad.stderr
 
 
 def test_cli_exit_codes(market_url):
