@@ -1,0 +1,72 @@
+"""The market as data on the command line: `prices --index` and `export`, on the shipped
+real captures (gpuradar/recordings), called in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.clirun import gpuradar
+
+REC = Path(__file__).parents[2] / "gpuradar" / "recordings"
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory) -> str:
+    """A database holding the shipped (real) recordings, as `gpuradar demo --keep` makes."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('replayed') / 'db.sqlite'}"
+    proc = gpuradar("crawl", "gcp", "lambda", "oci", "vastai", "--replay", str(REC),
+                    db_url=url)
+    assert proc.returncode == 0, proc.stderr
+    return url
+
+
+def cli(*args: str, db_url: str):
+    from gpuradar.cli import app
+
+    result = CliRunner().invoke(app, [*args, "--database-url", db_url],
+                                env={"COLUMNS": "160"})
+    return result
+
+
+def test_prices_index_shows_an_h100_row_per_pricing(replayed):
+    result = cli("prices", "--index", "--gpu", "H100", db_url=replayed)
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.output.splitlines()
+            if line.strip().startswith("H100-SXM-80GB")]
+    assert sorted(r[1] for r in rows) == ["on-demand", "spot"]
+    # the shipped captures: vastai 1.3867 and 1.7356, lambda 3.99 and 4.29, OCI 10.00
+    od = next(r for r in rows if r[1] == "on-demand")
+    assert od[2:3] == ["$3.99"] and od[5:7] == ["5", "3"]
+
+
+def test_prices_index_json_has_the_figures_and_excluded_offers(replayed):
+    result = cli("prices", "--index", "--gpu", "H100", "--pricing", "spot", "--json",
+                 db_url=replayed)
+    assert result.exit_code == 0, result.output
+    (spot,) = json.loads(result.output)
+    assert spot["gpu"] == "H100-SXM-80GB" and spot["pricing"] == "spot"
+    assert spot["offers"] == 2 and spot["providers"] == 1 and spot["excluded"] == []
+    assert spot["p10"] <= spot["median"] <= spot["p90"]
+
+
+def test_prices_index_says_when_there_is_none(replayed):
+    result = cli("prices", "--index", "--gpu", "A10", "--pricing", "spot", db_url=replayed)
+    assert result.exit_code == 0
+    assert "no index for A10 spot yet" in result.output
+
+
+def test_prices_index_lists_the_offers_the_screen_excluded(sqlite_url):
+    from gpuradar.storage.db import open_database
+
+    from tests.storage.test_index import T0, crawl, item
+
+    engine = open_database(sqlite_url)
+    crawl(engine, "azure", [item("azure", f"A{n}", 2.0 + n / 100) for n in range(5)]
+          + [item("azure", "FAR", 40.0)], T0)
+    result = cli("prices", "--index", db_url=sqlite_url)
+    assert result.exit_code == 0, result.output
+    assert "excluded from H100-SXM-80GB on-demand: azure r1 FAR $40.00/GPU-h" in result.output
