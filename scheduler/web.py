@@ -43,8 +43,9 @@ PAGE = """<!doctype html>
 <style>{{ css }}</style></head><body>
 <h1>gpuradar</h1>
 <p class="muted">Cheapest live GPU offers, read from this service's database at
-{{ now }} UTC. Read-only; also <a href="/metrics">/metrics</a> and
-<a href="/healthz">/healthz</a>.</p>
+{{ now }} UTC. Read-only; also <a href="/metrics">/metrics</a>,
+<a href="/healthz">/healthz</a> and the JSON API
+(<a href="/api/v1/openapi.json">/api/v1/openapi.json</a>).</p>
 <form method="get" action="/">
  <label>GPU <input name="gpu" value="{{ q.gpu }}" list="gpus" placeholder="H100"></label>
  <datalist id="gpus">{% for g in gpus %}<option value="{{ g }}">{% endfor %}</datalist>
