@@ -125,3 +125,25 @@ def sources(engine: Engine) -> list[dict[str, Any]]:
 
     return [{**s, "last_crawl": aware(s["last_crawl"]), "last_success": aware(
         s["last_success"])} for s in source_rows(engine)]
+
+
+def open_read_only(url: str) -> Engine:
+    """The engine of a database already at the schema this gpuradar reads, checked without
+    writing anything (no migration: a reader must not change a database, and a standby
+    replica's user may not be allowed to)."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+    from gpuradar.storage.db import DatabaseError, alembic_config, check_connection, get_engine
+
+    engine = get_engine(url)
+    check_connection(engine)
+    head = ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    if current != head:
+        from gpuradar.storage.db import redact_url
+
+        raise DatabaseError(
+            f"database {redact_url(url)} is at schema {current or 'none (empty)'}, this "
+            f"gpuradar reads {head}: run `gpuradar db upgrade --database-url ...` first")
+    return engine

@@ -70,3 +70,53 @@ def test_prices_index_lists_the_offers_the_screen_excluded(sqlite_url):
     result = cli("prices", "--index", db_url=sqlite_url)
     assert result.exit_code == 0, result.output
     assert "excluded from H100-SXM-80GB on-demand: azure r1 FAR $40.00/GPU-h" in result.output
+
+
+# -- the Python API ----------------------------------------------------------------------
+DOCS = Path(__file__).parents[2] / "docs"
+
+
+def test_python_api_examples_in_the_docs_run(replayed):
+    """docs/python-api.md's examples, run as doctests on the shipped captures."""
+    import doctest
+
+    path = DOCS / "python-api.md"
+    # a code fence ends an example's expected output, as a blank line does
+    text = "\n".join("" if line.startswith("```") else line
+                     for line in path.read_text().splitlines())
+    test = doctest.DocTestParser().get_doctest(text, {"url": replayed}, path.name, str(path), 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    runner.run(test)
+    failures, tried = runner.summarize(verbose=False)
+    assert tried >= 10 and failures == 0
+
+
+def test_python_api_refuses_a_database_behind_the_schema(tmp_path):
+    """Reading never migrates: a database at an older schema is refused, unchanged."""
+    from alembic import command
+    from gpuradar.storage.db import DatabaseError, alembic_config, get_engine, upgrade
+
+    import gpuradar
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = get_engine(url)
+    upgrade(engine, "0005_crawl_owner")
+    with pytest.raises(DatabaseError, match="is at schema 0005_crawl_owner, this gpuradar "
+                                            "reads 0006_price_index: run `gpuradar db upgrade"):
+        gpuradar.open(url)
+    command.upgrade(alembic_config(engine), "head")
+    assert gpuradar.open(url).offers() == []
+
+
+def test_python_api_rejects_bad_arguments(replayed):
+    from gpuradar.storage.dataset import UnknownGpu
+
+    import gpuradar
+
+    store = gpuradar.open(replayed)
+    with pytest.raises(UnknownGpu, match="unknown GPU 'H1OO'"):
+        store.offers(gpu="H1OO")
+    with pytest.raises(ValueError, match="pricing must be on-demand or spot, not 'reserved'"):
+        store.index(pricing="reserved")
+    with pytest.raises(ValueError, match="give offer_id"):
+        store.history()
