@@ -120,3 +120,36 @@ def test_python_api_rejects_bad_arguments(replayed):
         store.index(pricing="reserved")
     with pytest.raises(ValueError, match="give offer_id"):
         store.history()
+
+
+# -- export ------------------------------------------------------------------------------
+def test_export_twice_gives_identical_digests_and_verify_passes(replayed, tmp_path):
+    for name in ("one", "two"):
+        result = cli("export", str(tmp_path / name), db_url=replayed)
+        assert result.exit_code == 0, result.output
+        assert "exported to" in result.output and "offers 35" in result.output
+    one, two = (json.loads((tmp_path / n / "manifest.json").read_text()) for n in ("one", "two"))
+    assert [f["sha256"] for f in one["files"]] == [f["sha256"] for f in two["files"]]
+    assert len(one["files"]) == 12
+    runner = CliRunner()
+    from gpuradar.cli import app
+
+    result = runner.invoke(app, ["export", "--verify", str(tmp_path / "one")])
+    assert result.exit_code == 0 and "every file matches manifest.json" in result.output
+
+
+def test_export_verify_mismatch_is_one_line_and_exit_1(replayed, tmp_path):
+    from gpuradar.cli import app
+
+    assert cli("export", str(tmp_path), "--format", "csv", db_url=replayed).exit_code == 0
+    with (tmp_path / "crawls.csv").open("a") as f:
+        f.write("1,forged\n")
+    result = CliRunner().invoke(app, ["export", "--verify", str(tmp_path)])
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert "crawls.csv: sha256" in line and "does not match the manifest" in line
+
+
+def test_export_bad_format_is_a_usage_error(replayed, tmp_path):
+    result = cli("export", str(tmp_path), "--format", "xlsx", db_url=replayed)
+    assert result.exit_code == 2 and "unknown export format 'xlsx'" in result.output

@@ -64,11 +64,12 @@ def test_index_ignores_prices_that_are_not_positive_numbers():
 
 # -- the stored series -------------------------------------------------------------------
 def item(source: str, instance: str, per_gpu: float, *, gpu: str = H100, count: float = 8,
-         available: bool | None = True, pricing: str = "on_demand") -> PriceItem:
+         available: bool | None = True, pricing: str = "on_demand",
+         at: datetime = T0) -> PriceItem:
     price = per_gpu * count
     return PriceItem(source=source, region="r1", instance_type=instance, pricing=pricing,
                      gpu=gpu, gpu_count=count, price=price, currency="USD",
-                     available=available, observed_at=T0, price_usd=price,
+                     available=available, observed_at=at, price_usd=price,
                      price_per_gpu_usd=per_gpu)
 
 
