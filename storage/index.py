@@ -205,3 +205,21 @@ def excluded_offers(engine: Engine, ids: Sequence[int]) -> list[dict[str, Any]]:
         rows = conn.execute(select(*cols).where(OFFER.c.id.in_(list(ids)))
                             .order_by(OFFER.c.id)).fetchall()
     return [dict(r._mapping) for r in rows]
+
+
+def index_series(engine: Engine, gpu: str, pricing: str, since: datetime, until: datetime,
+                 buckets: int) -> list[tuple[datetime, float | None]]:
+    """The median in force at the start of each of `buckets` equal slices of [since, until]
+    (None: no index then), for a chart."""
+    points = [p for p in index_history(engine, [gpu], pricing, since, until)
+              if p["gpu"] == gpu]
+    step = (until - since) / buckets
+    out: list[tuple[datetime, float | None]] = []
+    for i in range(buckets):
+        t = since + step * i
+        value = None
+        for p in points:
+            if p["since"] <= t + step and (p["until"] is None or p["until"] > t):
+                value = p["median"]  # the last change point touching the slice wins
+        out.append((t, value))
+    return out
