@@ -153,3 +153,12 @@ def test_export_verify_mismatch_is_one_line_and_exit_1(replayed, tmp_path):
 def test_export_bad_format_is_a_usage_error(replayed, tmp_path):
     result = cli("export", str(tmp_path), "--format", "xlsx", db_url=replayed)
     assert result.exit_code == 2 and "unknown export format 'xlsx'" in result.output
+
+
+def test_rules_test_reads_an_index_rule_on_the_captures(replayed):
+    result = cli("rules", "test", "H100 index under $4/h", db_url=replayed)
+    assert result.exit_code == 0, result.output
+    assert "read as: the market index (median per GPU-hour) of each H100 model" in result.output
+    assert ("would fire: index $1.0678/GPU-h (H100-SXM-80GB spot $1.0678, H100-PCIE-80GB "
+            "on-demand $3.29, H100-SXM-80GB on-demand $3.99)") in " ".join(
+                result.output.split())
