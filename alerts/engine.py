@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpuradar.alerts import messages
+from gpuradar.alerts.index_rules import IndexMatch, index_match, read_index
 from gpuradar.alerts.market import (
     EPS,
     Market,
@@ -134,6 +135,10 @@ def _unique(rules: Iterable[Rule]) -> list[Rule]:
     return list(out.values())
 
 
+# Where the evaluation's history holds the index rules' data (alerts.index_rules).
+INDEX_KEY = "index:"
+
+
 def _history(engine: Engine, rules: list[Rule], now: datetime) -> dict[str, Any]:
     """Price history for the drop rules, one query per (GPUs, window): rule key -> spans,
     or the exception the query raised (that rule's evaluation then fails alone)."""
@@ -155,6 +160,12 @@ def _history(engine: Engine, rules: list[Rule], now: datetime) -> dict[str, Any]
 
 def _match(rule: Rule, pools: PoolSet, market: Market, settings: AlertSettings,
            history: dict[str, Any], keep: int | None) -> RuleMatch:
+    if rule.condition.index:  # a rule on the market index, not on offers
+        assert market.now is not None
+        if isinstance(history.get(INDEX_KEY), Exception):
+            raise history[INDEX_KEY]
+        return index_match(rule, history.get(INDEX_KEY, {}),
+                           market.usd_per_unit(rule.condition.currency), settings, market.now)
     spans = history.get(rule.key)
     if isinstance(spans, Exception):
         raise spans
@@ -185,6 +196,7 @@ def match_rules(engine: Engine, rules: list[Rule], *, now: datetime | None = Non
         try:
             pools.sync([rule], settings, market)
             history = _history(engine, [rule], now)
+            history[INDEX_KEY] = read_index(engine, [rule], now)
             out.append(_match(rule, pools, market, settings, history, None))
         except Exception as exc:  # noqa: BLE001 - reported per rule
             out.append(RuleMatch(rule, None, error=f"{type(exc).__name__}: {exc}".strip()))
@@ -235,7 +247,12 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
         built |= rt.pools.rebuild(market, lambda k: k.currency != "USD")
     touched = rt.pools.apply(changes, market, skip=built)
     states = _states(engine, rt)
-    history = _history(engine, [r for r in rules if r.condition.drop_pct is not None], now)
+    history = _history(engine, [r for r in rules if r.condition.drop_pct is not None
+                                and not r.condition.index], now)
+    try:
+        history[INDEX_KEY] = read_index(engine, rules, now)
+    except Exception as exc:  # noqa: BLE001 - fails the index rules alone
+        history[INDEX_KEY] = exc
     if rt.renderer is None or rt.renderer[0] != settings.templates:
         rt.renderer = (settings.templates, messages.Renderer(settings.templates))
     renderer = rt.renderer[1]
@@ -263,7 +280,8 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
             same = before is rule or before == rule
             if (same and old.rule_hash == rule.condition_hash_value
                     and old.state not in ("pending", "error")
-                    and rule.condition.drop_pct is None and key not in built
+                    and rule.condition.drop_pct is None and not rule.condition.index
+                    and key not in built
                     and not _reached(rule, key, touched, settings)
                     and (old.state != "firing" or not _due(old, policy(rule, settings), now))):
                 continue
@@ -278,13 +296,15 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
             top = rule.top or settings.top
             m = _match(rule, rt.pools, market, settings, history, top)
             result.matches[rule.name] = m
-            best = (messages.offer_summary(*m.matches[0], rule, market, m.pool)
+            best = (m.summary() if isinstance(m, IndexMatch)
+                    else messages.offer_summary(*m.matches[0], rule, market, m.pool)
                     if m.matches else {})
             seen = Seen(m.matched, m.best, m.count, m.in_band, m.stale_hold, best)
             new, kind = transition(st, seen, pol, now)
             if kind is not None:
                 previous = st.notified_value if kind == "improved" else None
-                cheapest = band_best(rule, market, unbounded) if kind == "resolved" else None
+                cheapest = (None if kind != "resolved" else m.lowest
+                            if isinstance(m, IndexMatch) else band_best(rule, market, unbounded))
                 msg = renderer.rule_message(kind, m, market, top, previous, cheapest)
                 targets = rule.targets if rule.targets is not None else rule.notify
                 queue(rule.key, kind, targets, msg)

@@ -11,6 +11,8 @@ Words in any order after the GPU (docs/alerts.md has the grammar)::
     4090 under ¥2/h on autodl
     any 80GB+ GPU under $1.50/h
     H100 drops 15% below its 7-day low
+    H100 index under $2.50/h                the market index (docs/index.md), not an offer
+    H100 spot index drops 10% in 7 days
     cheapest fit for 7B finetune under $3/h
     cheapest fit for 70B lora under ¥100/h in mainland
 
@@ -44,7 +46,7 @@ def make_condition(spec: dict[str, Any]) -> Condition:
     return Condition(offers=selector, max_price=spec.get("max_price"),
                      currency=spec.get("currency", "USD"), basis=basis,
                      drop_pct=spec.get("drop_pct"), drop_window=spec.get("drop_window"),
-                     job=spec.get("job"))
+                     job=spec.get("job"), index=bool(spec.get("index")))
 
 
 def known_currency(code: str) -> bool:
@@ -107,7 +109,7 @@ _NOT_WORDS = {"not", "except", "excluding", "but"}
 _FILLER = {"with", "and", "than", "is", "are", "the", "a", ","}
 # Words after a quantity that make it RAM or total memory, not memory per accelerator.
 _MEMORY_NOUNS = frozenset({"ram", "memory", "mem", "total", "vram"})
-_KEYWORDS = ({"in", "per", "available", "drops", "drop", "any", "total"}
+_KEYWORDS = ({"in", "per", "available", "drops", "drop", "any", "total", "index"}
              | set(_PRICING_WORDS) | _UNDER_WORDS | _SOURCE_WORDS | _REGION_WORDS
              | _NOT_WORDS | {"with", "and"})
 _COUNT = re.compile(r"^(\d+(?:\.\d+)?)(\+)?[x×](\+)?$", re.IGNORECASE)
@@ -310,6 +312,9 @@ def read_spec(text: str) -> dict[str, Any]:
             i += 1
         elif low in ("drops", "drop", "falls"):
             i = _drop(spec, toks, i + 1, text, tok)
+        elif low == "index":
+            _set_once(spec, "index", True, text, tok)
+            i += 1
         elif _is_at_most(toks, i):
             i = _at_most(spec, toks, i + 2, text, tok)
         elif low in _FILLER:
@@ -322,6 +327,8 @@ def read_spec(text: str) -> dict[str, Any]:
         negate = None
     if negate is not None:
         raise _fail(f"`{negate.text}` must be followed by `on SOURCE` or `in REGION`", text, None)
+    if spec.get("index") or "drop_in" in spec:
+        _index_rule(spec, text)
     if "max_price" not in spec and "drop_pct" not in spec and not spec.get("available_only"):
         raise _fail("the rule has no condition: say `under $2/h`, `drops 15% below its 7-day "
                     "low` or `available`", text, None)
@@ -611,8 +618,28 @@ def _regions(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, negate: 
     return i + 1
 
 
+# What an index rule may say besides its GPU, pricing, price and drop (docs/index.md: the
+# index covers every source and region of a model, each offer whatever its size).
+_NOT_FOR_INDEX = ("min_gpus", "max_gpus", "min_total_gpu_memory", "min_vcpus", "min_memory",
+                  "sources", "exclude_sources", "regions", "exclude_regions", "available_only")
+
+
+def _index_rule(spec: dict[str, Any], text: str) -> None:
+    """`H100 index under $2.50/h`, `H100 spot index drops 10% in 7 days`: checked here."""
+    drop_in = spec.pop("drop_in", None)
+    if not spec.get("index"):
+        raise _fail("`drops N% in W` is for index rules (`H100 index drops 10% in 7 days`); "
+                    "for offers write `drops 15% below its 7-day low`", text, drop_in)
+    if "drop_pct" in spec and drop_in is None:
+        raise _fail("an index rule's drop reads `drops 10% in 7 days` (from the index's high "
+                    "in the window)", text, None)
+    if any(spec.get(k) for k in _NOT_FOR_INDEX) or spec.get("basis") == "offer":
+        raise _fail("an index rule takes a GPU, a pricing, `under PRICE` and `drops N% in W` "
+                    "only: the index covers every source, region and offer size", text, None)
+
+
 def _drop(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, kw: _Tok) -> int:
-    """`drops 15% below its 7-day low`."""
+    """`drops 15% below its 7-day low`; for an index rule `drops 10% in 7 days`."""
     usage = "write `drops 15% below its 7-day low`"
     if i >= len(toks) or not (pct := _PCT.match(toks[i].text)):
         raise _fail(f"`{kw.text}` needs a percentage: {usage}", text,
@@ -622,6 +649,20 @@ def _drop(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, kw: _Tok) -
         raise _fail("the percentage must be between 0 and 100", text, toks[i])
     spec["drop_pct"] = value / 100
     i += 1
+    if i < len(toks) and toks[i].low in ("in", "within", "over"):  # the index form
+        spec["drop_in"] = toks[i]
+        i += 1
+        word = " ".join(t.text for t in toks[i:i + 2])
+        w = _WINDOW.match(toks[i].text) if i < len(toks) else None
+        if w is None and i + 1 < len(toks):
+            w, used = _WINDOW.match(word), 2
+        else:
+            used = 1
+        if w is None or int(w.group(1)) <= 0:
+            raise _fail("a window is missing: write `drops 10% in 7 days`", text,
+                        toks[i] if i < len(toks) else None)
+        spec["drop_window"] = parse_duration(f"{int(w.group(1))}{w.group(2).lower()[0]}")
+        return i + used
     while i < len(toks) and toks[i].low in ("below", "under", "its", "the", "from"):
         i += 1
     if i >= len(toks) or not (w := _WINDOW.match(toks[i].text)):

@@ -172,6 +172,14 @@ class Renderer:
             "cheapest_now": money(resolved_best, cur) if resolved_best is not None else "",
             "unit": rule.unit, "per_instance": rule.condition.per_offer, "source": None,
         }
+        if rule.condition.index:  # alerts.index_rules: the figures, not offers
+            context["index"] = [SimpleNamespace(
+                gpu=f["gpu"], pricing=f["pricing"].replace("_", "-"),
+                median=money(v, cur), p10=money(f["p10"] / (f["median"] / v), cur)
+                if f["median"] else "", p90=money(f["p90"] / (f["median"] / v), cur)
+                if f["median"] else "", offers=f["offers"], providers=f["providers"],
+                reference=money(f["reference"], cur) if f.get("reference") else "")
+                for v, f in getattr(match, "figures", [])[:top]]
         return self.render(context, NOTIFY_TYPES[kind])
 
     def source_message(self, kind: str, source: str, market: Market) -> Message:

@@ -111,6 +111,10 @@ class Condition:
     drop_pct: float | None = None         # drops N % below ...
     drop_window: timedelta | None = None  # ... its N-day low
     job: Job | None = None                # a fit rule: the configuration the job needs
+    # An index rule (`H100 index under $2.50/h`): the price is the market index's median of
+    # each model (docs/index.md), not an offer's; a drop is from the index's high in the
+    # window (`H100 spot index drops 10% in 7 days`).
+    index: bool = False
 
     @property
     def per_offer(self) -> bool:
@@ -143,6 +147,8 @@ class Condition:
                 cond["regions_read_as"] = "globs"
         elif any(g in MAINLAND_ALIASES for g in globs):
             cond["regions_read_as"] = "globs and the mainland alias"
+        if self.index:  # only then: every other rule keeps its digest
+            cond["index"] = True
         blob = json.dumps(cond, sort_keys=True, default=lambda v: sorted(v)
                           if isinstance(v, frozenset) else str(v))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -219,6 +225,8 @@ class Rule:
             words.append(f"with {s.min_memory:g}GB+ RAM")
         if s.pricing:
             words.append(s.pricing.replace("_", "-"))
+        if c.index:
+            words.append("index")
         if c.max_price is not None:
             words.append(f"under {price_text(c.max_price, c.currency)}/h")
             if c.per_offer:  # as the first version wrote it: derived names stay the same
@@ -226,7 +234,8 @@ class Rule:
             elif s.names_count:  # a count alone would mean per offer
                 words.append("per GPU")
         if c.drop_pct is not None and c.drop_window is not None:
-            words.append(f"drops {c.drop_pct * 100:g}% below its "
+            words.append(f"drops {c.drop_pct * 100:g}% in {window_words(c.drop_window)}"
+                         if c.index else f"drops {c.drop_pct * 100:g}% below its "
                          f"{duration_text(c.drop_window)} low")
         if s.available_only:
             words.append("available")
@@ -239,7 +248,10 @@ class Rule:
         'whole offer, exactly 8x H100, under $25.00/h; region us-*'"""
         c, s = self.condition, self.condition.offers
         parts: list[str] = []
-        if c.job is not None:
+        if c.index:
+            gpu = self.gpu_query or ",".join(sorted(s.gpus or ()))
+            parts.append(f"the market index (median per GPU-hour) of each {gpu} model")
+        elif c.job is not None:
             job = c.job.describe().split(", ", 2)
             parts.append(("per GPU of the " if not c.per_offer else "whole ")
                          + f"configuration for {job[0]} {job[1]} ({job[2]})")
@@ -262,7 +274,9 @@ class Rule:
             unit = self.unit
             parts.append(f"under {money(c.max_price, c.currency)}/{unit}")
         if c.drop_pct is not None and c.drop_window is not None:
-            parts.append(f"{c.drop_pct * 100:g}% below its {duration_text(c.drop_window)} low")
+            parts.append(f"{c.drop_pct * 100:g}% below its {duration_text(c.drop_window)} high"
+                         if c.index else
+                         f"{c.drop_pct * 100:g}% below its {duration_text(c.drop_window)} low")
         filters: list[str] = []
         if c.currency != "USD":
             filters.append(f"in {c.currency} (offers quoted in {c.currency} as quoted, others "
@@ -322,6 +336,12 @@ def price_text(value: float, currency: str) -> str:
         text = f"{value:.4f}".rstrip("0")
     sign = CURRENCY_SIGN.get(currency)
     return f"{sign}{text}" if sign else f"{text} {currency}"
+
+
+def window_words(d: timedelta) -> str:
+    """'7 days', '1 hour': an index rule's window as its readable form writes it."""
+    n, unit = duration_text(d).split("-")
+    return f"{n} {unit}{'s' if n != '1' else ''}"
 
 
 def duration_text(d: timedelta) -> str:

@@ -1,4 +1,5 @@
-"""The daemon's HTTP endpoint: `/metrics` (prometheus-client's WSGI app) and `/healthz`.
+"""The daemon's HTTP endpoint: `/metrics` (prometheus-client's WSGI app), `/healthz`, the
+page at `/` (scheduler/web.py) and the read-only JSON API under `/api/v1` (scheduler/api.py).
 
 It runs in a thread of its own, so a scrape never waits for the event loop, and the health
 check can tell a wedged loop from a live one: the scheduler stamps a heartbeat from the
@@ -94,7 +95,7 @@ class _QuietHandler(WSGIRequestHandler):
 
 def make_app(registry: CollectorRegistry, health: Health, redact: Callable[[str], str]
              ) -> Callable:
-    from gpuradar.scheduler import web
+    from gpuradar.scheduler import api, web
 
     metrics_app = make_wsgi_app(registry)
 
@@ -111,8 +112,10 @@ def make_app(registry: CollectorRegistry, health: Health, redact: Callable[[str]
             return metrics_app(environ, start_response)
         if path == "/":
             return web.page(environ, start_response, health.engine_fn(), redact)
+        if path == api.PREFIX or path.startswith(api.PREFIX + "/"):
+            return api.answer(environ, start_response, health.engine_fn, redact)
         start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"not found; try /, /metrics or /healthz\n"]
+        return [b"not found; try /, /metrics, /healthz or /api/v1/openapi.json\n"]
 
     return web.read_only(app)
 

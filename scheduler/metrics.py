@@ -64,6 +64,32 @@ def accelerator_info(names: set[str]) -> GaugeMetricFamily:
     return info
 
 
+def index_families(engine: Engine) -> Iterator[GaugeMetricFamily]:
+    """The market index as it stands: `gpuradar_price_index_usd{gpu,pricing,stat}` (stat:
+    median, p10, p90) and the offers and providers behind each figure (docs/index.md)."""
+    from gpuradar.storage.index import current_index
+
+    usd = GaugeMetricFamily(
+        f"{PREFIX}_price_index_usd",
+        "Market index of each accelerator model and pricing in USD per accelerator-hour over "
+        "fresh, available offers, each offer one vote, outliers screened (docs/index.md).",
+        labels=["gpu", "pricing", "stat"])
+    offers = GaugeMetricFamily(
+        f"{PREFIX}_price_index_offers",
+        "Offers the market index of each model and pricing is computed from (after the "
+        "outlier screen), and the providers (sources) they come from.",
+        labels=["gpu", "pricing", "count"])
+    for fig in current_index(engine):
+        labels = [fig["gpu"], fig["pricing"]]
+        for stat in ("median", "p10", "p90"):
+            usd.add_metric([*labels, stat], fig[stat])
+        offers.add_metric([*labels, "offers"], fig["offers"])
+        offers.add_metric([*labels, "providers"], fig["providers"])
+        offers.add_metric([*labels, "excluded"], len(fig["excluded"]))
+    yield usd
+    yield offers
+
+
 class DatabaseCollector(Collector):
     """Series computed from the database at scrape time."""
 
@@ -132,6 +158,8 @@ class DatabaseCollector(Collector):
         for source, n in sorted(queries.uncatalogued_offers(engine).items()):
             uncatalogued_offers.add_metric([source], n)
         yield uncatalogued_offers
+
+        yield from index_families(engine)
 
         last = GaugeMetricFamily(
             f"{PREFIX}_last_success_timestamp_seconds",

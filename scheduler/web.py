@@ -2,7 +2,8 @@
 
 Server-rendered HTML that needs no JavaScript: the cheapest live offer per GPU (filtered by
 GPU, pricing, region and source through query parameters), each source's freshness and
-health, the alerts firing now, and a price-history chart per GPU drawn as inline SVG. The CSS
+health, the alerts firing now, the market index's median per model and a price-history chart
+per GPU, drawn as inline SVG. The CSS
 is inline too: the page makes no request anywhere. Nothing changes state over HTTP: every
 method but GET and HEAD is answered 405.
 """
@@ -43,8 +44,9 @@ PAGE = """<!doctype html>
 <style>{{ css }}</style></head><body>
 <h1>gpuradar</h1>
 <p class="muted">Cheapest live GPU offers, read from this service's database at
-{{ now }} UTC. Read-only; also <a href="/metrics">/metrics</a> and
-<a href="/healthz">/healthz</a>.</p>
+{{ now }} UTC. Read-only; also <a href="/metrics">/metrics</a>,
+<a href="/healthz">/healthz</a> and the JSON API
+(<a href="/api/v1/openapi.json">/api/v1/openapi.json</a>).</p>
 <form method="get" action="/">
  <label>GPU <input name="gpu" value="{{ q.gpu }}" list="gpus" placeholder="H100"></label>
  <datalist id="gpus">{% for g in gpus %}<option value="{{ g }}">{% endfor %}</datalist>
@@ -93,6 +95,14 @@ PAGE = """<!doctype html>
 <td class="num">{{ s.offers }}</td><td>{{ s.error }}</td></tr>{% endfor %}
 </tbody></table>
 {% else %}<p class="muted">No crawl has run yet.</p>{% endif %}
+
+<h2>Market index, last {{ days }} days (median per GPU-hour)</h2>
+<p class="muted">Over fresh, available offers, each offer one vote, outliers screened
+(<a href="/api/v1/openapi.json">/api/v1/index</a> has the figures and excluded offers).</p>
+<div class="charts" id="index">{% for c in index %}
+<figure><figcaption>{{ c.title }}</figcaption>{{ c.svg }}
+<div class="muted">{{ c.detail }}</div></figure>{% else %}
+<p class="muted">No index yet: it is computed after each crawl.</p>{% endfor %}</div>
 
 <h2>Price history, last {{ days }} days (cheapest per GPU-hour)</h2>
 <div class="charts">{% for c in charts %}
@@ -201,7 +211,17 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
                   "last_success": f"{age(s['last_success'], now)} ago" if s["last_success"]
                   else "never"} for s in data["sources"]],
         charts=[{"gpu": c["gpu"], "svg": svg_chart(c["series"], data["until"])}
-                for c in data["charts"]])
+                for c in data["charts"]],
+        index=[_index_chart(c, data["until"]) for c in data["index"]])
+
+
+def _index_chart(chart: dict[str, Any], until: datetime) -> dict[str, Any]:
+    f = chart["figure"]
+    providers = f"{f['providers']} provider{'s' if f['providers'] != 1 else ''}"
+    return {"title": f"{f['gpu']} {f['pricing'].replace('_', '-')}: {money(f['median'])}",
+            "svg": svg_chart(chart["series"], until),
+            "detail": f"p10 {money(f['p10'])}, p90 {money(f['p90'])}; {f['offers']} offers "
+                      f"from {providers}"}
 
 
 def _aware(ts: datetime) -> datetime:

@@ -283,6 +283,18 @@ class CrawlWriter:
         self.changed += len(changed)
 
     # -- end of crawl -------------------------------------------------------------------
+    def _update_index(self) -> None:
+        """Bring the market index up to date with what this crawl stored (or, failed, with
+        its source's freshness), as of the crawl's start. The crawl is already recorded: a
+        failure here is logged and the next crawl's update catches up."""
+        from gpuradar.storage.index import update_index
+
+        try:
+            update_index(self.engine, self.started_at)
+        except Exception as exc:  # noqa: BLE001 - the index never fails a stored crawl
+            log.warning("%s: updating the market index failed: %s", self.source,
+                        str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
     def _shrink_hold(self, conn, listed: int) -> tuple[int, int] | None:
         """(listed by the last successful crawl, its share threshold in offers) when this
         crawl lists too few offers to be believed and the previous crawl did not already
@@ -376,6 +388,7 @@ class CrawlWriter:
                 duration_s=summary.duration_s, uncatalogued=summary.uncatalogued, held=held))
         if self._clean:
             _STATE_CACHE[self._cache_key] = (self.crawl_id, self.current)
+        self._update_index()
         log.info("%s crawl %s: %s, %d items, %d new, %d changed, %d closed", self.source,
                  self.crawl_id, status, summary.items, self.new_offers, self.changed, closed)
         return summary

@@ -183,3 +183,25 @@ class Notification(SQLModel, table=True):
     next_attempt_at: datetime
     last_error: str = Field(default="", max_length=2000)
     sent_at: datetime | None = None
+
+
+class PriceIndex(SQLModel, table=True):
+    """One change point of the market index of one accelerator model and pricing: from `at`
+    on, the index was these figures, until its next change point (gpuradar.core.marketindex
+    computes them; docs/index.md gives the method). A row with `offers` 0 and no figures
+    means no fresh offer was listed from then on. Figures are integer micro-dollars per
+    GPU-hour, so "did it change" is an exact comparison (migration 0006)."""
+
+    __tablename__ = "price_index"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    gpu: str = Field(max_length=64, primary_key=True)
+    pricing: str = Field(max_length=16, primary_key=True)
+    at: int = Field(primary_key=True, sa_type=BigInteger)  # epoch seconds, UTC
+    median_micros: int | None = Field(default=None, sa_type=BigInteger)
+    p10_micros: int | None = Field(default=None, sa_type=BigInteger)
+    p90_micros: int | None = Field(default=None, sa_type=BigInteger)
+    offers: int = 0
+    providers: int = 0
+    # Ids of the offers the outlier screen excluded, ascending.
+    excluded: list[int] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))

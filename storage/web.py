@@ -47,7 +47,8 @@ def sources(engine: Engine) -> list[dict[str, Any]]:
 def overview(engine: Engine, flt: OfferFilter, days: float = 7.0,
              now: datetime | None = None, buckets: int = 60) -> dict[str, Any]:
     """Everything the page shows: cheapest offer per GPU under the filter, the sources'
-    freshness, firing alerts, and the cheapest price over `days` of the charted GPUs."""
+    freshness, firing alerts, the cheapest price over `days` of the charted GPUs, and the
+    market index's median over `days` of the models with the most offers."""
     now = now or datetime.now(UTC)
     since = now - timedelta(days=days)
     cheapest = cheapest_per_gpu(engine, flt)
@@ -56,6 +57,15 @@ def overview(engine: Engine, flt: OfferFilter, days: float = 7.0,
         series = cheapest_series(engine, [offer["gpu"]], since, now, buckets, flt.pricing)
         if any(v is not None for _, v in series):
             charts.append({"gpu": offer["gpu"], "series": series})
-    return {"cheapest": cheapest, "sources": sources(engine),
+    index_charts = []
+    from gpuradar.storage.index import current_index, index_series
+
+    figures = sorted(current_index(engine, flt.gpus or None, flt.pricing),
+                     key=lambda f: (-f["offers"], f["gpu"], f["pricing"]))
+    for fig in figures[:MAX_CHARTS]:
+        series = index_series(engine, fig["gpu"], fig["pricing"], since, now, buckets)
+        if any(v is not None for _, v in series):
+            index_charts.append({"figure": fig, "series": series})
+    return {"cheapest": cheapest, "sources": sources(engine), "index": index_charts,
             "alerts": [a for a in alert_rows(engine) if a["state"] == "firing"],
             "charts": charts, "since": since, "until": now, "gpus": gpu_names(engine)}

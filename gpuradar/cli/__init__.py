@@ -11,6 +11,7 @@ from gpuradar.cli import (
     crawl,
     db,
     demo,
+    export,
     healthcheck,
     prices,
     recommend,
@@ -20,7 +21,8 @@ from gpuradar.cli import (
 from gpuradar.cli.common import app, run_app
 
 # Each module adds its commands to `app` when imported (decorators) or in register(app).
-_MODULES = (crawl, sources, prices, db, demo, alerts, recommend, run, config, healthcheck)
+_MODULES = (crawl, sources, prices, db, demo, alerts, recommend, run, config, healthcheck,
+            export)
 for _module in _MODULES:
     if hasattr(_module, "register"):
         _module.register(app)

@@ -208,6 +208,8 @@ def rules_test(
                     "currency": r.condition.currency, "unit": r.unit, "limit": m.limit,
                     "reference_low": m.reference, "note": m.note, "error": m.error,
                     "stored_state": st.get("state", "inactive"), "offers": offers})
+        if r.condition.index:  # a rule on the market index: the figures it matches
+            out[-1]["index"] = [{**f, "value": v} for v, f in getattr(m, "figures", [])[:top]]
     if f is Format.json:
         dump_json(out)
         return
@@ -218,6 +220,11 @@ def rules_test(
         unit = o["unit"]
         if o["error"]:
             head = f"[red]cannot be evaluated[/red]: {escape(o['error'].splitlines()[0])}"
+        elif o["would_fire"] and "index" in o:
+            head = (f"[bold green]would fire[/bold green]: index "
+                    f"{money(o['best'], o['currency'])}/{unit} ("
+                    + ", ".join(f"{x['gpu']} {x['pricing'].replace('_', '-')} "
+                                f"{money(x['value'], o['currency'])}" for x in o["index"]) + ")")
         elif o["would_fire"]:
             head = (f"[bold green]would fire[/bold green]: {o['matches']} offer"
                     f"{'s' if o['matches'] != 1 else ''} from {money(o['best'], o['currency'])}"
@@ -265,7 +272,8 @@ def _print_rendered(m: Any, market: Any, settings: Any, top: int) -> None:
     try:
         msg = Renderer(settings.templates).rule_message(
             kind, m, market, top,
-            resolved_best=band_best(m.rule, market) if kind == "resolved" else None)
+            resolved_best=None if kind != "resolved" else getattr(m, "lowest", None)
+            if m.rule.condition.index else band_best(m.rule, market))
     except Exception as exc:  # noqa: BLE001 - a user's template may be broken
         err_console.print(f"[red]error:[/red] cannot render {m.rule.name!r}: "
                           f"{type(exc).__name__}: {escape(str(exc))}", highlight=False)

@@ -151,10 +151,15 @@ def prices(
                                         "variants at the same price per GPU together.")
                      ] = False,
     limit: Annotated[int, typer.Option(help="Rows to show (0: all).")] = 50,
+    index: Annotated[bool, typer.Option("--index", help="The market index instead of offers: "
+                                        "median, p10 and p90 USD per GPU-hour of each model "
+                                        "and pricing over fresh, available offers (see "
+                                        "docs/index.md); --gpu and --pricing filter it.")
+                     ] = False,
     config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
     as_json: JsonOpt = False, as_csv: CsvOpt = False,
 ) -> None:
-    """Current offers, cheapest USD per GPU-hour first."""
+    """Current offers, cheapest USD per GPU-hour first (or, with --index, the market index)."""
     from gpuradar.storage.queries import OfferFilter, current_offers
 
     if pricing:
@@ -164,6 +169,10 @@ def prices(
     check_accelerator_filters(vendor or [], kind or [])
     cfg = get_config(config, database_url)
     engine = get_engine(cfg)
+    if index:
+        print_index(engine, resolve_gpus(gpu, engine), pricing,
+                    pick_format(fmt, as_json, as_csv), gpu)
+        return
     flt = OfferFilter(gpus=resolve_gpus(gpu, engine), vendors=vendor or [], kinds=kind or [],
                       pricing=pricing, sources=source or [],
                       regions=region or [], max_price=max_price, min_gpus=min_gpus,
@@ -188,6 +197,44 @@ def prices(
                 row["instance_usd"] = None  # one price per GPU, several instance prices
     emit(rows, PRICE_COLUMNS, f, raw_rows=offers,
          abbreviate={"pricing": {"on-demand": "OD"}}, optional=("notes", "age", "original"))
+
+
+INDEX_COLUMNS = [("gpu", "GPU"), ("pricing", "pricing"), ("median", "median $/GPU-h"),
+                 ("p10", "p10"), ("p90", "p90"), ("offers", "offers"),
+                 ("providers", "providers"), ("excluded", "excluded"), ("since", "since (UTC)")]
+
+
+def print_index(engine, gpus: list[str], pricing: str | None, f: Format,
+                query: str | None = None) -> None:
+    """`prices --index`: the index of each model and pricing, then the offers its outlier
+    screen excluded (JSON and CSV: each figure with its excluded offers)."""
+    from gpuradar.storage.index import current_index, excluded_offers
+
+    figures = current_index(engine, gpus or None, pricing)
+    if f is Format.table and not figures:
+        what = " ".join(x for x in (query, pricing and pricing.replace("_", "-")) if x)
+        err_console.print(f"no index{' for ' + what if what else ''} yet: it is computed "
+                          "after each crawl from fresh, available offers", highlight=False)
+        return
+    for fig in figures:
+        fig["excluded"] = [{k: o[k] for k in ("id", "source", "region", "zone",
+                                              "instance_type", "price_per_gpu_usd")}
+                           for o in excluded_offers(engine, fig["excluded"])]
+    rows = [{"gpu": x["gpu"], "pricing": x["pricing"].replace("_", "-"),
+             "median": money(x["median"]), "p10": money(x["p10"]), "p90": money(x["p90"]),
+             "offers": x["offers"], "providers": x["providers"],
+             "excluded": len(x["excluded"]), "since": f"{x['since']:%Y-%m-%d %H:%M}"}
+            for x in figures]
+    emit(rows, INDEX_COLUMNS, f, raw_rows=[{k: v for k, v in x.items() if k != "until"}
+                                           for x in figures],
+         title="market index: USD per GPU-hour over fresh, available offers")
+    if f is Format.table:
+        for x in figures:
+            for o in x["excluded"]:
+                console.print(f"excluded from {x['gpu']} {x['pricing'].replace('_', '-')}: "
+                              f"{o['source']} {o['region']} {o['instance_type']} "
+                              f"{money(o['price_per_gpu_usd'])}/GPU-h (outside the band "
+                              "around the median; docs/index.md)", highlight=False)
 
 
 PRICE_COLUMNS = [("source", "source"), ("region", "region"), ("instance", "instance"),

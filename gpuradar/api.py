@@ -1,0 +1,270 @@
+"""The Python API: a small, typed, read-only view of a gpuradar store.
+
+    >>> import gpuradar
+    >>> store = gpuradar.open("sqlite:///gpuradar.db")      # doctest: +SKIP
+    >>> [f.median for f in store.index(gpu="H100", pricing="spot")]  # doctest: +SKIP
+
+`gpuradar.open(url)` gives a `Store`; its methods answer with frozen dataclasses (`Offer`,
+`Span`, `IndexFigure`, `IndexPoint`, `Source`, `Crawl`) holding the same fields as the JSON
+API (/api/v1/openapi.json) and exports. Nothing is written: the store must already be at
+the schema this gpuradar knows (`gpuradar db upgrade`), so it is safe on a standby replica.
+docs/python-api.md has examples the test suite runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine
+
+__all__ = ["Crawl", "IndexFigure", "IndexPoint", "Offer", "Source", "Span", "Store", "open"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """An offer as it stands: price per hour of the whole offer in `currency`, and in USD
+    per accelerator-hour (`price_per_gpu_usd`); `available` None means unknown."""
+
+    id: int
+    source: str
+    region: str
+    zone: str
+    instance_type: str
+    pricing: str
+    gpu: str
+    gpu_count: float
+    gpu_memory_gb: float | None
+    vcpus: float | None
+    memory_gb: float | None
+    price: float
+    currency: str
+    price_usd: float | None
+    price_per_gpu_usd: float | None
+    available: bool | None
+    available_count: int | None
+    active: bool
+    first_seen: datetime
+    changed_at: datetime
+    observed_at: datetime
+    unreadable_since: datetime | None
+    url: str
+    attributes: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One price and availability of one offer from `valid_from` until `valid_to` (None:
+    still in force; seen until `seen_until`)."""
+
+    offer_id: int
+    source: str
+    region: str
+    zone: str
+    instance_type: str
+    pricing: str
+    gpu: str
+    gpu_count: float
+    price: float
+    currency: str
+    price_usd: float | None
+    price_per_gpu_usd: float | None
+    available: bool | None
+    valid_from: datetime
+    valid_to: datetime | None
+    seen_until: datetime
+    open: bool
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFigure:
+    """The market index of a model and pricing as it stands (docs/index.md), in USD per
+    accelerator-hour; `excluded`: ids of the offers the outlier screen left out."""
+
+    gpu: str
+    pricing: str
+    since: datetime
+    median: float
+    p10: float
+    p90: float
+    offers: int
+    providers: int
+    excluded: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPoint:
+    """One change point of the index: these figures from `since` until `until` (None: still
+    in force). `offers` 0 (figures None): no index over that time."""
+
+    gpu: str
+    pricing: str
+    since: datetime
+    until: datetime | None
+    median: float | None
+    p10: float | None
+    p90: float | None
+    offers: int
+    providers: int
+    excluded: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    source: str
+    status: str
+    last_crawl: datetime | None
+    last_success: datetime | None
+    failures: int
+    offers: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class Crawl:
+    id: int
+    source: str
+    started_at: datetime
+    finished_at: datetime | None
+    status: str
+    items: int
+    new_offers: int
+    changed: int
+    closed: int
+    held: int
+    dropped: dict[str, int]
+    unknown_gpus: list[str]
+    uncatalogued: dict[str, int]
+    duration_s: float | None
+    error: str
+
+
+def _make(cls: type[T], row: dict[str, Any]) -> T:
+    values = {f.name: row[f.name] for f in fields(cls)}  # type: ignore[arg-type]
+    if "excluded" in values:
+        values["excluded"] = tuple(o["id"] if isinstance(o, dict) else o
+                                   for o in values["excluded"])
+    return cls(**values)
+
+
+def _pricing(value: str | None) -> str | None:
+    if value is None:
+        return None
+    out = value.replace("-", "_").lower()
+    if out not in ("on_demand", "spot"):
+        raise ValueError(f"pricing must be on-demand or spot, not {value!r}")
+    return out
+
+
+def _list(value: str | Sequence[str] | None) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+class Store:
+    """A read-only view of one gpuradar database. Use `gpuradar.open(url)`."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def _gpus(self, gpu: str | None) -> list[str]:
+        from gpuradar.storage.dataset import resolve_gpus
+
+        return resolve_gpus(self.engine, gpu)
+
+    def offers(self, gpu: str | None = None, *, pricing: str | None = None,
+               source: str | Sequence[str] | None = None,
+               region: str | Sequence[str] | None = None, max_price: float | None = None,
+               min_gpus: float | None = None, min_gpu_memory: float | None = None,
+               available: bool = False, include_inactive: bool = False,
+               limit: int | None = None) -> list[Offer]:
+        """Offers as they stand, cheapest USD per GPU-hour first; the filters of
+        `gpuradar prices` (`gpu`: family, model or kind; `region`: globs or 'mainland';
+        `available`: leave out offers known to be unavailable)."""
+        from gpuradar.storage import dataset
+        from gpuradar.storage.queries import OfferFilter
+
+        flt = OfferFilter(gpus=self._gpus(gpu), pricing=_pricing(pricing),
+                          sources=_list(source), regions=_list(region), max_price=max_price,
+                          min_gpus=min_gpus, min_gpu_memory=min_gpu_memory,
+                          available_only=available, include_inactive=include_inactive)
+        return [_make(Offer, o) for o in dataset.offers(self.engine, flt, limit)]
+
+    def history(self, offer_id: int | None = None, *, gpu: str | None = None,
+                pricing: str | None = None, source: str | Sequence[str] | None = None,
+                since: datetime | None = None, until: datetime | None = None,
+                days: float = 7.0) -> list[Span]:
+        """Price spans of one offer, or of every offer of `gpu`, overlapping [since, until]
+        (default: the last `days` days)."""
+        from gpuradar.storage import dataset
+
+        until = until or datetime.now(UTC)
+        since = since or until - timedelta(days=days)
+        if (offer_id is None) == (gpu is None):
+            raise ValueError("give offer_id (one offer) or gpu (every offer of a model)")
+        if offer_id is not None:
+            rows = dataset.history(self.engine, offer_id=offer_id, since=since, until=until)
+        else:
+            rows = dataset.history(self.engine, gpus=self._gpus(gpu), since=since,
+                                   until=until, pricing=_pricing(pricing),
+                                   sources=_list(source))
+        return [_make(Span, s) for s in rows]
+
+    def index(self, gpu: str | None = None, pricing: str | None = None) -> list[IndexFigure]:
+        """The market index of each model (of `gpu`'s family) and pricing, as it stands."""
+        from gpuradar.storage.index import current_index
+
+        rows = current_index(self.engine, self._gpus(gpu) or None, _pricing(pricing))
+        return [_make(IndexFigure, r) for r in rows]
+
+    def index_history(self, gpu: str | None = None, pricing: str | None = None,
+                      since: datetime | None = None, until: datetime | None = None,
+                      days: float = 30.0) -> list[IndexPoint]:
+        """The index's change points overlapping [since, until] (default: the last `days`
+        days), by model, pricing and time."""
+        from gpuradar.storage.index import index_history
+
+        until = until or datetime.now(UTC)
+        since = since or until - timedelta(days=days)
+        rows = index_history(self.engine, self._gpus(gpu) or None, _pricing(pricing), since,
+                             until)
+        return [_make(IndexPoint, r) for r in rows]
+
+    def sources(self) -> list[Source]:
+        """Each crawled source: its latest crawl, last success and failures since."""
+        from gpuradar.storage import dataset
+
+        return [_make(Source, s) for s in dataset.sources(self.engine)]
+
+    def crawls(self, source: str | None = None, limit: int | None = 50) -> list[Crawl]:
+        """Crawl records, newest first."""
+        from gpuradar.storage import dataset
+
+        return [_make(Crawl, c) for c in dataset.crawls(self.engine, source, limit)]
+
+
+def open(url: str | None = None) -> Store:  # noqa: A001 - gpuradar.open, like a file
+    """A read-only view of the gpuradar database at `url` (SQLAlchemy URL; default: the
+    configured one, as for the command line). Raises gpuradar.storage.db.DatabaseError
+    when it cannot be used or its schema is not the one this gpuradar reads."""
+    from gpuradar.storage.dataset import open_read_only
+
+    if url is None:
+        from gpuradar.core.config import load_config
+
+        url = load_config(None).database_url
+    return Store(open_read_only(url))

@@ -1,0 +1,448 @@
+"""The read-only JSON API under `/api/v1/` on the metrics port, and its OpenAPI 3.1 document
+at `/api/v1/openapi.json`.
+
+Offers (filters as in `gpuradar prices`), offer history, the market index and its history,
+sources and crawls: the reads of gpuradar.storage.dataset and gpuradar.storage.index, as
+JSON. Every answer carries a strong ETag (the SHA-256 of its body); a request whose
+If-None-Match names it gets 304 and no body, so a dashboard polling every few seconds costs
+the database reads but not the transfer. Answers pass through the same redaction as logs
+and the page: no configured secret reaches a client. Safe on a standby replica: nothing is
+written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qs
+
+import orjson
+from sqlalchemy import Engine
+
+PREFIX = "/api/v1"
+MAX_LIMIT = 10_000
+
+
+class BadRequest(ValueError):
+    """A query parameter the API cannot read: answered 400 with this message."""
+
+
+class NotFound(LookupError):
+    pass
+
+
+# -- parameters ---------------------------------------------------------------------------
+class Params:
+    """The query string, read strictly: an unknown parameter is an error, not ignored (a
+    typo would silently widen the answer)."""
+
+    def __init__(self, query: str, allowed: Iterable[str]) -> None:
+        self.raw = parse_qs(query, keep_blank_values=True)
+        unknown = sorted(set(self.raw) - set(allowed))
+        if unknown:
+            raise BadRequest(f"unknown parameter {unknown[0]!r}; this endpoint takes "
+                             f"{', '.join(sorted(allowed)) or 'none'}")
+
+    def one(self, key: str) -> str | None:
+        values = self.raw.get(key)
+        if not values:
+            return None
+        if len(values) > 1:
+            raise BadRequest(f"{key} given {len(values)} times; give it once")
+        return values[0].strip() or None
+
+    def many(self, key: str) -> list[str]:
+        """Repeated (?source=a&source=b) or comma-separated (?source=a,b) values."""
+        return [v.strip() for value in self.raw.get(key, []) for v in value.split(",")
+                if v.strip()]
+
+    def number(self, key: str, minimum: float | None = None) -> float | None:
+        text = self.one(key)
+        if text is None:
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            raise BadRequest(f"{key} must be a number, not {text!r}") from None
+        if value != value or (minimum is not None and value < minimum):
+            raise BadRequest(f"{key} must be a number of at least {minimum:g}, not {text!r}")
+        return value
+
+    def integer(self, key: str, default: int, maximum: int) -> int:
+        text = self.one(key)
+        if text is None:
+            return default
+        if not text.isdigit():
+            raise BadRequest(f"{key} must be a whole number, not {text!r}")
+        return min(int(text), maximum)
+
+    def flag(self, key: str) -> bool:
+        text = self.one(key)
+        if text is None:
+            return key in self.raw  # ?available alone means true
+        low = text.lower()
+        if low in ("1", "true", "yes"):
+            return True
+        if low in ("0", "false", "no"):
+            return False
+        raise BadRequest(f"{key} must be true or false, not {text!r}")
+
+    def pricing(self) -> str | None:
+        text = self.one("pricing")
+        if text is None:
+            return None
+        value = text.replace("-", "_").lower()
+        if value not in ("on_demand", "spot"):
+            raise BadRequest(f"pricing must be on-demand or spot, not {text!r}")
+        return value
+
+    def when(self, key: str) -> datetime | None:
+        from gpuradar.core.units import parse_when
+
+        text = self.one(key)
+        if text is None:
+            return None
+        try:
+            return parse_when(text)
+        except ValueError as exc:
+            raise BadRequest(f"{key}: {exc}") from None
+
+    def window(self) -> tuple[datetime, datetime]:
+        """[since, until]: `since`/`until` as times (ISO 8601, '2d', 'yesterday'), or the
+        last `days` days (default 7) before `until` (default now)."""
+        until = self.when("until") or datetime.now(UTC)
+        since = self.when("since")
+        if since is None:
+            days = self.number("days", minimum=0)
+            since = until - timedelta(days=7 if days is None else days)
+        elif self.one("days") is not None:
+            raise BadRequest("give since or days, not both")
+        if since > until:
+            raise BadRequest("since is after until")
+        return since, until
+
+
+def _gpus(engine: Engine, params: Params) -> list[str]:
+    from gpuradar.storage.dataset import UnknownGpu, resolve_gpus
+
+    try:
+        return resolve_gpus(engine, params.one("gpu"))
+    except UnknownGpu as exc:
+        raise BadRequest(str(exc)) from None
+
+
+# -- endpoints ----------------------------------------------------------------------------
+def offers(engine: Engine, params: Params) -> dict[str, Any]:
+    from gpuradar.storage import dataset
+    from gpuradar.storage.queries import OfferFilter
+
+    from gpuradar.core import gpus as catalog
+
+    vendors, kinds = params.many("vendor"), params.many("kind")
+    for value in vendors:
+        if not catalog.select(vendor=value):
+            raise BadRequest(f"unknown vendor {value!r}; known: {', '.join(catalog.VENDORS)}")
+    for value in kinds:
+        if not catalog.select(kind=value):
+            raise BadRequest(f"unknown kind {value!r}; known: {', '.join(catalog.KINDS)}")
+    flt = OfferFilter(gpus=_gpus(engine, params), vendors=vendors, kinds=kinds,
+                      pricing=params.pricing(), sources=params.many("source"),
+                      regions=params.many("region"), max_price=params.number("max_price", 0),
+                      min_gpus=params.number("min_gpus", 0),
+                      min_gpu_memory=params.number("min_gpu_memory", 0),
+                      available_only=params.flag("available"),
+                      include_inactive=params.flag("all"))
+    limit = params.integer("limit", 1000, MAX_LIMIT)
+    rows = dataset.offers(engine, flt, limit=limit or None)
+    return {"count": len(rows), "offers": rows}
+
+
+def history(engine: Engine, params: Params) -> dict[str, Any]:
+    from gpuradar.storage import dataset
+
+    since, until = params.window()
+    offer = params.one("offer_id")
+    if offer is not None:
+        if not offer.isdigit():
+            raise BadRequest(f"offer_id must be a whole number, not {offer!r}")
+        if params.one("gpu"):
+            raise BadRequest("give offer_id or gpu, not both")
+        spans = dataset.history(engine, offer_id=int(offer), since=since, until=until)
+    elif params.one("gpu"):
+        spans = dataset.history(engine, gpus=_gpus(engine, params), since=since, until=until,
+                                pricing=params.pricing(), sources=params.many("source"))
+    else:
+        raise BadRequest("give offer_id (one offer) or gpu (every offer of a model)")
+    return {"since": since, "until": until, "count": len(spans), "spans": spans}
+
+
+def index(engine: Engine, params: Params) -> dict[str, Any]:
+    from gpuradar.storage.index import current_index, excluded_offers
+
+    figures = current_index(engine, _gpus(engine, params) or None, params.pricing())
+    for fig in figures:
+        fig.pop("until")
+        fig["excluded"] = [
+            {k: o[k] for k in ("id", "source", "region", "zone", "instance_type",
+                               "price_per_gpu_usd")}
+            for o in excluded_offers(engine, fig["excluded"])]
+    return {"count": len(figures), "index": figures}
+
+
+def index_history(engine: Engine, params: Params) -> dict[str, Any]:
+    from gpuradar.storage.index import index_history as series
+
+    since, until = params.window()
+    points = series(engine, _gpus(engine, params) or None, params.pricing(), since, until)
+    return {"since": since, "until": until, "count": len(points), "points": points}
+
+
+def sources(engine: Engine, params: Params) -> dict[str, Any]:
+    from gpuradar.storage import dataset
+
+    rows = dataset.sources(engine)
+    return {"count": len(rows), "sources": rows}
+
+
+def crawls(engine: Engine, params: Params) -> dict[str, Any]:
+    from gpuradar.storage import dataset
+
+    rows = dataset.crawls(engine, params.one("source"), params.integer("limit", 50, 1000)
+                          or None)
+    return {"count": len(rows), "crawls": rows}
+
+
+OFFER_PARAMS = ("gpu", "vendor", "kind", "pricing", "source", "region", "max_price",
+                "min_gpus", "min_gpu_memory", "available", "all", "limit")
+WINDOW = ("since", "until", "days")
+ROUTES: dict[str, tuple[Callable[[Engine, Params], dict[str, Any]], tuple[str, ...]]] = {
+    "/offers": (offers, OFFER_PARAMS),
+    "/history": (history, ("offer_id", "gpu", "pricing", "source", *WINDOW)),
+    "/index": (index, ("gpu", "pricing")),
+    "/index/history": (index_history, ("gpu", "pricing", *WINDOW)),
+    "/sources": (sources, ()),
+    "/crawls": (crawls, ("source", "limit")),
+}
+
+
+# -- HTTP ---------------------------------------------------------------------------------
+def encode(body: Any) -> bytes:
+    """JSON as the API sends it: UTC times in ISO 8601, keys in their stated order."""
+    return orjson.dumps(body, option=orjson.OPT_NAIVE_UTC | orjson.OPT_UTC_Z
+                        | orjson.OPT_APPEND_NEWLINE)
+
+
+def etag(body: bytes) -> str:
+    return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+
+
+def _matches(header: str | None, tag: str) -> bool:
+    if not header:
+        return False
+    wanted = {t.strip().removeprefix("W/") for t in header.split(",")}
+    return "*" in wanted or tag in wanted
+
+
+def answer(environ: dict[str, Any], start_response: Callable, engine_fn: Callable[[], Engine],
+           redact: Callable[[str], str] = str) -> Iterable[bytes]:
+    """WSGI answer for a path under /api/v1."""
+    path = (environ.get("PATH_INFO") or "").removeprefix(PREFIX).rstrip("/") or "/"
+    status = "200 OK"
+    try:
+        if path == "/openapi.json":
+            body = encode(openapi())
+        else:
+            route = ROUTES.get(path)
+            if route is None:
+                raise NotFound(f"no endpoint {PREFIX}{path}; see {PREFIX}/openapi.json")
+            handler, allowed = route
+            params = Params(environ.get("QUERY_STRING") or "", allowed)
+            body = redact(encode(handler(engine_fn(), params)).decode()).encode()
+    except BadRequest as exc:
+        status, body = "400 Bad Request", encode({"error": redact(str(exc))})
+    except NotFound as exc:
+        status, body = "404 Not Found", encode({"error": str(exc)})
+    except Exception as exc:  # noqa: BLE001 - the API reports, the service goes on
+        message = str(exc).strip().splitlines()[0][:200] if str(exc) else type(exc).__name__
+        status = "503 Service Unavailable"
+        body = encode({"error": redact(f"the database cannot be read: {message}")})
+    tag = etag(body)
+    headers = [("Content-Type", "application/json"), ("Cache-Control", "no-cache"),
+               ("ETag", tag)]
+    if status.startswith("200") and _matches(environ.get("HTTP_IF_NONE_MATCH"), tag):
+        start_response("304 Not Modified", headers[1:])
+        return [b""]
+    start_response(status, [*headers, ("Content-Length", str(len(body)))])
+    return [b"" if environ.get("REQUEST_METHOD") == "HEAD" else body]
+
+
+# -- the OpenAPI document -----------------------------------------------------------------
+def _n(kind: str | list[str], **extra: Any) -> dict[str, Any]:
+    """A nullable schema of `kind`."""
+    kinds = [kind] if isinstance(kind, str) else kind
+    return {"type": [*kinds, "null"], **extra}
+
+
+TIME = {"type": "string", "format": "date-time"}
+USD = {"type": "number", "description": "USD per accelerator-hour"}
+NULL_TIME = _n("string", format="date-time")
+PRICING = {"type": "string", "enum": ["on_demand", "spot"]}
+
+
+def _obj(props: dict[str, Any], description: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "properties": props, "required": list(props),
+                           "additionalProperties": False}
+    if description:
+        out["description"] = description
+    return out
+
+
+def _page(key: str, item: str, **extra: Any) -> dict[str, Any]:
+    return _obj({**extra, "count": {"type": "integer", "minimum": 0},
+                 key: {"type": "array", "items": {"$ref": f"#/components/schemas/{item}"}}})
+
+
+SCHEMAS: dict[str, Any] = {
+    "Offer": _obj({
+        "id": {"type": "integer"}, "source": {"type": "string"}, "region": {"type": "string"},
+        "zone": {"type": "string"}, "instance_type": {"type": "string"}, "pricing": PRICING,
+        "gpu": {"type": "string", "description": "catalog model, or the raw name a source "
+                "reported when the catalog does not know it"},
+        "gpu_count": {"type": "number"}, "gpu_memory_gb": _n("number"),
+        "vcpus": _n("number"), "memory_gb": _n("number"),
+        "price": {"type": "number", "description": "the whole offer per hour, in `currency`"},
+        "currency": {"type": "string"}, "price_usd": _n("number"),
+        "price_per_gpu_usd": _n("number"), "available": _n("boolean"),
+        "available_count": _n("integer"), "active": {"type": "boolean"},
+        "first_seen": TIME, "changed_at": TIME,
+        "observed_at": {**TIME, "description": "start of the source's last successful crawl"},
+        "unreadable_since": NULL_TIME, "url": {"type": "string"},
+        "attributes": {"type": "object"}}),
+    "Span": _obj({
+        "offer_id": {"type": "integer"}, "source": {"type": "string"},
+        "region": {"type": "string"}, "zone": {"type": "string"},
+        "instance_type": {"type": "string"}, "pricing": PRICING, "gpu": {"type": "string"},
+        "gpu_count": {"type": "number"}, "price": {"type": "number"},
+        "currency": {"type": "string"}, "price_usd": _n("number"),
+        "price_per_gpu_usd": _n("number"), "available": _n("boolean"),
+        "valid_from": TIME, "valid_to": NULL_TIME,
+        "seen_until": {**TIME, "description": "an open span: the source's last success"},
+        "open": {"type": "boolean"}}, "One price and availability of one offer over time."),
+    "ExcludedOffer": _obj({
+        "id": {"type": "integer"}, "source": {"type": "string"}, "region": {"type": "string"},
+        "zone": {"type": "string"}, "instance_type": {"type": "string"},
+        "price_per_gpu_usd": _n("number")}),
+    "IndexFigure": _obj({
+        "gpu": {"type": "string"}, "pricing": PRICING, "since": TIME,
+        "median": USD, "p10": USD, "p90": USD,
+        "offers": {"type": "integer", "minimum": 1}, "providers": {"type": "integer"},
+        "excluded": {"type": "array",
+                     "items": {"$ref": "#/components/schemas/ExcludedOffer"}}},
+        "The market index of a model and pricing as it stands (docs/index.md)."),
+    "IndexPoint": _obj({
+        "gpu": {"type": "string"}, "pricing": PRICING, "since": TIME, "until": NULL_TIME,
+        "median": _n("number"), "p10": _n("number"), "p90": _n("number"),
+        "offers": {"type": "integer", "minimum": 0}, "providers": {"type": "integer"},
+        "excluded": {"type": "array", "items": {"type": "integer"}}},
+        "One change point of the index: these figures from `since` until `until` (null: "
+        "still in force). offers 0: no index over that time."),
+    "Source": _obj({
+        "source": {"type": "string"}, "status": {"type": "string"},
+        "last_crawl": NULL_TIME, "last_success": NULL_TIME,
+        "failures": {"type": "integer"}, "offers": {"type": "integer"},
+        "error": {"type": "string"}}),
+    "Crawl": _obj({
+        "id": {"type": "integer"}, "source": {"type": "string"}, "started_at": TIME,
+        "finished_at": NULL_TIME,
+        "status": {"type": "string", "enum": ["running", "ok", "partial", "failed"]},
+        "items": {"type": "integer"}, "new_offers": {"type": "integer"},
+        "changed": {"type": "integer"}, "closed": {"type": "integer"},
+        "held": {"type": "integer"},
+        "dropped": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "unknown_gpus": {"type": "array", "items": {"type": "string"}},
+        "uncatalogued": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "duration_s": _n("number"), "error": {"type": "string"}}),
+    "Error": _obj({"error": {"type": "string"}}),
+    "Offers": _page("offers", "Offer"),
+    "History": _page("spans", "Span", since=TIME, until=TIME),
+    "Index": _page("index", "IndexFigure"),
+    "IndexHistory": _page("points", "IndexPoint", since=TIME, until=TIME),
+    "Sources": _page("sources", "Source"),
+    "Crawls": _page("crawls", "Crawl"),
+}
+
+
+def _param(name: str, description: str, schema: dict[str, Any] | None = None,
+           **extra: Any) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "description": description,
+            "schema": schema or {"type": "string"}, **extra}
+
+
+_LIST = {"type": "array", "items": {"type": "string"}}
+PARAMS: dict[str, dict[str, Any]] = {
+    "gpu": _param("gpu", "Accelerator family (H100), exact model (H100-SXM-80GB) or kind "
+                  "(TPU)."),
+    "vendor": _param("vendor", "Only this vendor (NVIDIA, AMD, ...); repeat or comma-separate.",
+                     _LIST, explode=True),
+    "kind": _param("kind", "Only this kind: GPU, TPU or NPU.", _LIST, explode=True),
+    "pricing": _param("pricing", "on-demand or spot.",
+                      {"type": "string", "enum": ["on-demand", "on_demand", "spot"]}),
+    "source": _param("source", "Only these sources; repeat or comma-separate.", _LIST,
+                     explode=True),
+    "region": _param("region", "Region globs ('us-*', 'mainland').", _LIST, explode=True),
+    "max_price": _param("max_price", "Max USD per GPU-hour.", {"type": "number"}),
+    "min_gpus": _param("min_gpus", "Min GPUs per offer.", {"type": "number"}),
+    "min_gpu_memory": _param("min_gpu_memory", "Min GB per GPU.", {"type": "number"}),
+    "available": _param("available", "Hide offers known to be unavailable.",
+                        {"type": "boolean"}),
+    "all": _param("all", "Include offers no longer listed.", {"type": "boolean"}),
+    "limit": _param("limit", "Rows to return (0: the maximum).",
+                    {"type": "integer", "minimum": 0}),
+    "offer_id": _param("offer_id", "One offer's id (from /offers).", {"type": "integer"}),
+    "since": _param("since", "Start: ISO 8601, '2d' (ago) or 'yesterday'."),
+    "until": _param("until", "End (default now)."),
+    "days": _param("days", "Days before `until` (default 7) when `since` is not given.",
+                   {"type": "number", "minimum": 0}),
+}
+
+
+def _operation(summary: str, schema: str, params: Iterable[str]) -> dict[str, Any]:
+    ref = {"$ref": f"#/components/schemas/{schema}"}
+    error = {"content": {"application/json": {"schema": {
+        "$ref": "#/components/schemas/Error"}}}}
+    return {"get": {
+        "summary": summary, "parameters": [PARAMS[p] for p in params],
+        "responses": {
+            "200": {"description": "OK; ETag is the SHA-256 of the body",
+                    "headers": {"ETag": {"schema": {"type": "string"}}},
+                    "content": {"application/json": {"schema": ref}}},
+            "304": {"description": "Not modified (If-None-Match named the current ETag)"},
+            "400": {"description": "A parameter cannot be read", **error},
+            "503": {"description": "The database cannot be read", **error}}}}
+
+
+def openapi() -> dict[str, Any]:
+    """The OpenAPI 3.1 document of this API."""
+    from gpuradar import __version__
+
+    summaries = {
+        "/offers": ("Offers as they stand, cheapest USD per GPU-hour first.", "Offers"),
+        "/history": ("Price spans of one offer (offer_id) or of every offer of a model (gpu).",
+                     "History"),
+        "/index": ("The market index of each model and pricing, with the offers its outlier "
+                   "screen excluded.", "Index"),
+        "/index/history": ("The market index's change points.", "IndexHistory"),
+        "/sources": ("Each crawled source: latest crawl, last success, failures.", "Sources"),
+        "/crawls": ("Crawl records, newest first.", "Crawls"),
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "gpuradar", "version": __version__,
+                 "description": "Read-only GPU cloud prices, history and market index."},
+        "servers": [{"url": PREFIX}],
+        "paths": {path: _operation(summaries[path][0], summaries[path][1], allowed)
+                  for path, (_, allowed) in ROUTES.items()},
+        "components": {"schemas": SCHEMAS},
+    }

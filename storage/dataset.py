@@ -1,0 +1,149 @@
+"""The store as data: the reads behind the read-only interfaces (the JSON API, the Python
+API `gpuradar.open`, exports). Every answer is plain values (str, numbers, bools, None,
+UTC datetimes, lists, dicts), in a stable order, with no secret: nothing here reads the
+configuration, and crawl errors are cut to their first line as everywhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from gpuradar.storage.models import Crawl, Offer
+from sqlalchemy import Engine, select
+
+from gpuradar.core import gpus as catalog
+
+CRAWL = Crawl.__table__
+OFFER = Offer.__table__
+
+#: The fields of an offer in every interface, in this order.
+OFFER_FIELDS = ("id", "source", "region", "zone", "instance_type", "pricing", "gpu",
+                "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb", "price", "currency",
+                "price_usd", "price_per_gpu_usd", "available", "available_count", "active",
+                "first_seen", "changed_at", "observed_at", "unreadable_since", "url",
+                "attributes")
+SPAN_FIELDS = ("offer_id", "source", "region", "zone", "instance_type", "pricing", "gpu",
+               "gpu_count", "price", "currency", "price_usd", "price_per_gpu_usd",
+               "available", "valid_from", "valid_to", "seen_until", "open")
+CRAWL_FIELDS = ("id", "source", "started_at", "finished_at", "status", "items", "new_offers",
+                "changed", "closed", "held", "dropped", "unknown_gpus", "uncatalogued",
+                "duration_s", "error")
+
+
+class UnknownGpu(ValueError):
+    """A GPU query that names no catalog model and no stored raw name."""
+
+
+def aware(ts: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes: they are UTC."""
+    return ts.replace(tzinfo=UTC) if ts is not None and ts.tzinfo is None else ts
+
+
+def resolve_gpus(engine: Engine, query: str | None) -> list[str]:
+    """Model names for a family ('H100'), an exact model ('H100-SXM-80GB') or a kind
+    ('TPU'), else a raw name some source reported; [] for no query. Raises UnknownGpu."""
+    from gpuradar.storage.queries import gpu_names
+
+    if not query:
+        return []
+    found = [g.name for g in catalog.match_family(query)]
+    if found:
+        return found
+    raw = [n for n in gpu_names(engine) if n.lower() == query.lower()]
+    if raw:
+        return raw
+    hint = catalog.suggest(query)
+    raise UnknownGpu(f"unknown GPU {query!r}" + (f"; did you mean {hint}?" if hint else ""))
+
+
+def offer_record(row: dict[str, Any]) -> dict[str, Any]:
+    out = {k: row.get(k) for k in OFFER_FIELDS}
+    for k in ("first_seen", "changed_at", "observed_at", "unreadable_since"):
+        out[k] = aware(out[k])
+    out["zone"] = out["zone"] or ""
+    out["attributes"] = out["attributes"] or {}
+    return out
+
+
+def offers(engine: Engine, flt: Any = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """Offers as they stand (storage.queries.OfferFilter), cheapest per GPU-hour first."""
+    from gpuradar.storage.queries import current_offers
+
+    return [offer_record(o) for o in current_offers(engine, flt, limit=limit)]
+
+
+def history(engine: Engine, *, offer_id: int | None = None, gpus: Sequence[str] | None = None,
+            since: datetime, until: datetime | None = None, pricing: str | None = None,
+            sources: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Spans (price, availability, valid_from .. valid_to) of one offer, or of every offer
+    of some GPUs overlapping [since, until], by offer then time."""
+    from gpuradar.storage import queries
+
+    if offer_id is not None:
+        with engine.connect() as conn:
+            found = conn.execute(select(OFFER).where(OFFER.c.id == offer_id)).first()
+        if found is None:
+            return []
+        spans = [{**dict(found._mapping), **s} for s in queries.spans(engine, offer_id)]
+        spans = [s for s in spans if s["seen_until"] >= since
+                 and (until is None or s["valid_from"] <= until)]
+    else:
+        spans = queries.gpu_spans(engine, gpus, since, until, pricing, sources)
+    out = [{k: s.get(k) for k in SPAN_FIELDS} for s in spans]
+    out.sort(key=lambda s: (s["offer_id"], s["valid_from"]))
+    return out
+
+
+def crawl_record(row: dict[str, Any]) -> dict[str, Any]:
+    out = {k: row.get(k) for k in CRAWL_FIELDS}
+    out["started_at"], out["finished_at"] = aware(out["started_at"]), aware(out["finished_at"])
+    out["error"] = (out["error"] or "").splitlines()[0][:300] if out["error"] else ""
+    out["dropped"] = dict(sorted((out["dropped"] or {}).items()))
+    out["uncatalogued"] = dict(sorted((out["uncatalogued"] or {}).items()))
+    out["unknown_gpus"] = list(out["unknown_gpus"] or [])
+    return out
+
+
+def crawls(engine: Engine, source: str | None = None, limit: int | None = 50,
+           oldest_first: bool = False) -> list[dict[str, Any]]:
+    """Crawl records, newest first (or oldest first), of one source or all."""
+    q = select(CRAWL)
+    if source:
+        q = q.where(CRAWL.c.source == source)
+    q = q.order_by(CRAWL.c.id if oldest_first else CRAWL.c.id.desc())
+    if limit:
+        q = q.limit(limit)
+    with engine.connect() as conn:
+        return [crawl_record(dict(r._mapping)) for r in conn.execute(q)]
+
+
+def sources(engine: Engine) -> list[dict[str, Any]]:
+    """Each crawled source: its latest crawl's outcome, last success, failures since."""
+    from gpuradar.storage.web import sources as source_rows
+
+    return [{**s, "last_crawl": aware(s["last_crawl"]), "last_success": aware(
+        s["last_success"])} for s in source_rows(engine)]
+
+
+def open_read_only(url: str) -> Engine:
+    """The engine of a database already at the schema this gpuradar reads, checked without
+    writing anything (no migration: a reader must not change a database, and a standby
+    replica's user may not be allowed to)."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+    from gpuradar.storage.db import DatabaseError, alembic_config, check_connection, get_engine
+
+    engine = get_engine(url)
+    check_connection(engine)
+    head = ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    if current != head:
+        from gpuradar.storage.db import redact_url
+
+        raise DatabaseError(
+            f"database {redact_url(url)} is at schema {current or 'none (empty)'}, this "
+            f"gpuradar reads {head}: run `gpuradar db upgrade --database-url ...` first")
+    return engine

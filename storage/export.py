@@ -1,0 +1,334 @@
+"""Reproducible exports: offers, change points, the market index and crawls as Parquet, CSV
+and JSON Lines, with a manifest (row counts, time range, schema version, SHA-256 per file).
+
+Reproducible means byte-identical: the same database exported twice gives the same files.
+So every table is read in primary-key order inside one read transaction (a consistent
+snapshot), every value has one fixed written form (UTC times, floats in their shortest
+round-trip form, JSON with sorted keys), nothing about the export itself (its time, host,
+directory) is written, and Parquet is written with fixed settings and row groups. The
+manifest's digests let anyone check a copy with `gpuradar export --verify DIR`, without
+the database.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from gpuradar.storage.models import Crawl, Offer, PriceChange, PriceIndex
+from sqlalchemy import Engine, select
+
+FORMAT_VERSION = 1
+FORMATS = ("parquet", "csv", "jsonl")
+MANIFEST = "manifest.json"
+CHUNK = 50_000  # rows per read and per Parquet row group (fixed: part of the byte layout)
+
+
+class ExportError(RuntimeError):
+    """An export that cannot be written or a directory that does not match its manifest:
+    one line naming what and where."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """One exported table: its columns as (name, kind), kind one of int, float, str, bool,
+    time, json; and how to read its rows in a fixed order."""
+
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    query: Callable[[], Any]
+    convert: Callable[[dict[str, Any]], dict[str, Any]] = lambda r: r
+
+
+def _epoch(value: int) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
+
+
+def _micros(value: int | None) -> float | None:
+    return None if value is None else value / 1_000_000
+
+
+def _change(row: dict[str, Any]) -> dict[str, Any]:
+    return {"offer_id": row["offer_id"], "at": _epoch(row["at"]),
+            "price": _micros(row["price_micros"]), "available": row["available"]}
+
+
+def _index(row: dict[str, Any]) -> dict[str, Any]:
+    return {"gpu": row["gpu"], "pricing": row["pricing"], "at": _epoch(row["at"]),
+            "median": _micros(row["median_micros"]), "p10": _micros(row["p10_micros"]),
+            "p90": _micros(row["p90_micros"]), "offers": row["offers"],
+            "providers": row["providers"], "excluded": row["excluded"] or []}
+
+
+OFFER = Offer.__table__
+CHANGE = PriceChange.__table__
+INDEX = PriceIndex.__table__
+CRAWL = Crawl.__table__
+OFFER_COLUMNS = (("id", "int"), ("source", "str"), ("region", "str"), ("zone", "str"),
+                 ("instance_type", "str"), ("pricing", "str"), ("gpu", "str"),
+                 ("gpu_count", "float"), ("gpu_memory_gb", "float"), ("vcpus", "float"),
+                 ("memory_gb", "float"), ("price", "float"), ("currency", "str"),
+                 ("price_usd", "float"), ("price_per_gpu_usd", "float"),
+                 ("available", "bool"), ("available_count", "int"), ("active", "bool"),
+                 ("first_seen", "time"), ("changed_at", "time"), ("unreadable_since", "time"),
+                 ("url", "str"), ("attributes", "json"))
+CRAWL_COLUMNS = (("id", "int"), ("source", "str"), ("started_at", "time"),
+                 ("finished_at", "time"), ("status", "str"), ("items", "int"),
+                 ("new_offers", "int"), ("changed", "int"), ("closed", "int"), ("held", "int"),
+                 ("dropped", "json"), ("unknown_gpus", "json"), ("uncatalogued", "json"),
+                 ("duration_s", "float"), ("error", "str"))
+TABLES = (
+    Table("offers", OFFER_COLUMNS,
+          lambda: select(*(OFFER.c[c] for c, _ in OFFER_COLUMNS)).order_by(OFFER.c.id)),
+    Table("price_changes", (("offer_id", "int"), ("at", "time"), ("price", "float"),
+                            ("available", "bool")),
+          lambda: select(CHANGE).order_by(CHANGE.c.offer_id, CHANGE.c.at), _change),
+    Table("index", (("gpu", "str"), ("pricing", "str"), ("at", "time"), ("median", "float"),
+                    ("p10", "float"), ("p90", "float"), ("offers", "int"),
+                    ("providers", "int"), ("excluded", "json")),
+          lambda: select(INDEX).order_by(INDEX.c.gpu, INDEX.c.pricing, INDEX.c.at), _index),
+    Table("crawls", CRAWL_COLUMNS,
+          lambda: select(*(CRAWL.c[c] for c, _ in CRAWL_COLUMNS)).order_by(CRAWL.c.id)),
+)
+
+
+# -- one value, one written form ------------------------------------------------------------
+def _time(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def _json_text(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _normal(row: dict[str, Any], columns: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """Python values of fixed type per column (SQLite and PostgreSQL hand back the same)."""
+    out = {}
+    for name, kind in columns:
+        v = row[name]
+        if v is not None:
+            if kind == "time":
+                v = _time(v)
+            elif kind == "float":
+                v = float(v)
+            elif kind == "int":
+                v = int(v)
+            elif kind == "bool":
+                v = bool(v)
+        elif kind == "json":
+            v = {} if name != "unknown_gpus" else []
+        out[name] = v
+    return out
+
+
+def _csv_cell(value: Any, kind: str) -> str:
+    if value is None:
+        return ""
+    if kind == "time":
+        return _iso(value)
+    if kind == "bool":
+        return "true" if value else "false"
+    if kind == "json":
+        return _json_text(value)
+    return repr(value) if kind == "float" else str(value)
+
+
+def _jsonl_value(value: Any, kind: str) -> Any:
+    return _iso(value) if kind == "time" and value is not None else value
+
+
+# -- writers ---------------------------------------------------------------------------------
+class _Writer:
+    def __init__(self, path: Path, table: Table) -> None:
+        self.path, self.table, self.rows = path, table, 0
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class _CsvWriter(_Writer):
+    def __init__(self, path: Path, table: Table) -> None:
+        super().__init__(path, table)
+        self.file = path.open("w", encoding="utf-8", newline="")
+        self.csv = csv.writer(self.file, lineterminator="\n")
+        self.csv.writerow([c for c, _ in table.columns])
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        cols = self.table.columns
+        self.csv.writerows([_csv_cell(r[c], k) for c, k in cols] for r in rows)
+        self.rows += len(rows)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class _JsonlWriter(_Writer):
+    def __init__(self, path: Path, table: Table) -> None:
+        super().__init__(path, table)
+        self.file = path.open("wb")
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        cols = self.table.columns
+        for r in rows:
+            self.file.write(orjson.dumps({c: _jsonl_value(r[c], k) for c, k in cols},
+                                         option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE))
+        self.rows += len(rows)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _pyarrow():
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ExportError("Parquet needs pyarrow: pip install 'gpuradar[export]', or export "
+                          "--format csv,jsonl") from None
+    return pa, pq
+
+
+class _ParquetWriter(_Writer):
+    def __init__(self, path: Path, table: Table) -> None:
+        super().__init__(path, table)
+        pa, pq = _pyarrow()
+        kinds = {"int": pa.int64(), "float": pa.float64(), "str": pa.string(),
+                 "bool": pa.bool_(), "time": pa.timestamp("us", tz="UTC"), "json": pa.string()}
+        self.pa = pa
+        self.schema = pa.schema([(c, kinds[k]) for c, k in table.columns])
+        # Fixed settings: compression, no dictionary surprises across versions of the data.
+        self.writer = pq.ParquetWriter(str(path), self.schema, compression="zstd",
+                                       compression_level=3, use_dictionary=True,
+                                       write_statistics=True, version="2.6")
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        cols = self.table.columns
+        data = {c: [_json_text(r[c]) if k == "json" else r[c] for r in rows] for c, k in cols}
+        self.writer.write_table(self.pa.table(data, schema=self.schema), row_group_size=CHUNK)
+        self.rows += len(rows)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+WRITERS: dict[str, type[_Writer]] = {"parquet": _ParquetWriter, "csv": _CsvWriter,
+                                     "jsonl": _JsonlWriter}
+
+
+def _rows(conn, table: Table) -> Iterator[list[dict[str, Any]]]:
+    result = conn.execute(table.query().execution_options(yield_per=CHUNK))
+    for part in result.partitions(CHUNK):
+        yield [_normal(table.convert(dict(r._mapping)), table.columns) for r in part]
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _schema_version(conn) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+def export(engine: Engine, directory: Path, formats: Sequence[str] = FORMATS
+           ) -> dict[str, Any]:
+    """Write every table in each format into `directory` (created if missing), then the
+    manifest; the manifest, as written."""
+    from gpuradar import __version__
+
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise ExportError(f"unknown export format {unknown[0] if unknown else ''!r}; "
+                          f"known: {', '.join(FORMATS)}")
+    formats = [f for f in FORMATS if f in formats]  # one order, whatever was asked
+    if "parquet" in formats:
+        _pyarrow()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExportError(f"cannot create export directory {directory}: "
+                          f"{exc.strerror or exc}") from None
+    files, tables = [], {}
+    first: datetime | None = None
+    last: datetime | None = None
+    with engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        with conn.begin():  # one snapshot for every table
+            schema_version = _schema_version(conn)
+            for table in TABLES:
+                writers = [WRITERS[f](directory / f"{table.name}.{f}", table) for f in formats]
+                times = [c for c, k in table.columns if k == "time"]
+                try:
+                    for chunk in _rows(conn, table):
+                        for w in writers:
+                            w.write(chunk)
+                        for r in chunk:
+                            for c in times:
+                                t = r[c]
+                                if t is not None:
+                                    first = t if first is None or t < first else first
+                                    last = t if last is None or t > last else last
+                finally:
+                    for w in writers:
+                        w.close()
+                tables[table.name] = {"rows": writers[0].rows,
+                                      "columns": [{"name": c, "type": k}
+                                                  for c, k in table.columns]}
+                files += [{"path": w.path.name, "table": table.name, "format": f,
+                           "rows": w.rows, "bytes": w.path.stat().st_size,
+                           "sha256": sha256(w.path)} for f, w in zip(formats, writers,
+                                                                     strict=True)]
+    manifest = {"format": "gpuradar-export", "format_version": FORMAT_VERSION,
+                "schema_version": schema_version, "gpuradar_version": __version__,
+                "time_range": {"from": _iso(first) if first else None,
+                               "until": _iso(last) if last else None},
+                "tables": tables, "files": files}
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return manifest
+
+
+def verify(directory: Path) -> list[str]:
+    """Recompute every file's digest and size against the manifest: [] when all match,
+    else one line per mismatch."""
+    path = directory / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        entries = manifest["files"]
+    except FileNotFoundError:
+        return [f"{path}: no manifest (not a gpuradar export?)"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [f"{path}: unreadable manifest ({exc})"]
+    problems = []
+    for entry in entries:
+        target = directory / entry["path"]
+        if not target.is_file():
+            problems.append(f"{target}: missing (listed in {MANIFEST})")
+            continue
+        digest = sha256(target)
+        if digest != entry["sha256"]:
+            problems.append(f"{target}: sha256 {digest[:16]}… does not match the manifest's "
+                            f"{entry['sha256'][:16]}…")
+    return problems
+

@@ -1,0 +1,195 @@
+"""The read-only JSON API on the metrics port: a real server on the loopback, a real HTTP
+client (urllib), every answer validated against the served OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from openapi_schema_validator import OAS31Validator
+from openapi_spec_validator import validate as validate_spec
+
+from tests.clirun import gpuradar
+from tests.helpers import free_port
+from tests.storage.test_index import T0, crawl, item
+
+REC = Path(__file__).parents[2] / "gpuradar" / "recordings"
+SECRET = "sk-live-0123456789abcdef"
+
+
+def get(url: str, headers: dict[str, str] | None = None, method: str = "GET"
+        ) -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(url, headers=headers or {}, method=method,
+                                 data=b"x" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def serve(engine_fn, redact=lambda text: text):
+    from gpuradar.scheduler.health import Health, make_app
+    from gpuradar.scheduler.health import serve as start
+    from prometheus_client import CollectorRegistry
+
+    return start("127.0.0.1", free_port(), make_app(CollectorRegistry(), Health(engine_fn),
+                                                    redact))
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The service's endpoint in-process over the shipped real captures, replayed."""
+    from gpuradar.storage.db import open_database
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('api') / 'db.sqlite'}"
+    proc = gpuradar("crawl", "gcp", "lambda", "oci", "vastai", "--replay", str(REC),
+                    db_url=url)
+    assert proc.returncode == 0, proc.stderr
+    engine = open_database(url)
+    httpd = serve(lambda: engine)
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/api/v1"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def spec(site):
+    status, headers, body = get(f"{site}/openapi.json")
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    doc = json.loads(body)
+    validate_spec(doc)  # a valid OpenAPI 3.1 document
+    return doc
+
+
+def check(spec, path: str, status: int, body: bytes) -> dict:
+    """The answer, validated against the schema the document gives for path and status."""
+    data = json.loads(body)
+    response = spec["paths"][path]["get"]["responses"][str(status)]
+    schema = response["content"]["application/json"]["schema"]
+    OAS31Validator({**schema, "components": spec["components"]},
+                   format_checker=OAS31Validator.FORMAT_CHECKER).validate(data)
+    return data
+
+
+ENDPOINTS = ["/offers", "/offers?gpu=H100&pricing=spot&available=true",
+             "/offers?source=lambda,oci&region=*&max_price=5&min_gpus=8&limit=3",
+             "/history?gpu=H100&days=36500", "/index", "/index?gpu=H100&pricing=on-demand",
+             "/index/history?gpu=H100&days=1", "/sources", "/crawls?source=vastai&limit=2"]
+
+
+@pytest.mark.parametrize("query", ENDPOINTS)
+def test_every_endpoint_answers_and_matches_its_document(site, spec, query):
+    status, headers, body = get(site + query)
+    assert status == 200, body
+    assert headers["ETag"].startswith('"') and headers["Cache-Control"] == "no-cache"
+    data = check(spec, query.split("?")[0], 200, body)
+    assert data["count"] > 0
+
+
+def test_offers_are_filtered_as_in_prices(site, spec):
+    _, _, body = get(f"{site}/offers?gpu=H100&pricing=spot")
+    offers = check(spec, "/offers", 200, body)["offers"]
+    assert {(o["gpu"], o["pricing"], o["source"]) for o in offers} == {
+        ("H100-SXM-80GB", "spot", "vastai")}
+    prices = [o["price_per_gpu_usd"] for o in offers]
+    assert prices == sorted(prices)
+    _, _, body = get(f"{site}/offers?source=lambda&source=oci&min_gpus=8")
+    offers = check(spec, "/offers", 200, body)["offers"]
+    assert offers and {o["source"] for o in offers} == {"lambda", "oci"}
+    assert min(o["gpu_count"] for o in offers) >= 8
+
+
+def test_index_has_an_h100_figure_per_pricing(site, spec):
+    _, _, body = get(f"{site}/index?gpu=H100-SXM-80GB")
+    figures = check(spec, "/index", 200, body)["index"]
+    by_pricing = {f["pricing"]: f for f in figures}
+    assert sorted(by_pricing) == ["on_demand", "spot"]
+    assert by_pricing["on_demand"]["median"] == 3.99
+    assert (by_pricing["on_demand"]["offers"], by_pricing["on_demand"]["providers"]) == (5, 3)
+
+
+def test_history_of_one_offer(site, spec):
+    _, _, body = get(f"{site}/offers?gpu=H100&pricing=spot&limit=1")
+    (offer,) = json.loads(body)["offers"]
+    _, _, body = get(f"{site}/history?offer_id={offer['id']}&days=36500")
+    (span,) = check(spec, "/history", 200, body)["spans"]
+    assert (span["offer_id"], span["open"]) == (offer["id"], True)
+    assert span["price"] == pytest.approx(offer["price"], abs=1e-6)  # stored in micro-units
+
+
+def test_etag_gives_304_until_the_answer_changes(site):
+    status, headers, body = get(f"{site}/index")
+    tag = headers["ETag"]
+    status, headers, again = get(f"{site}/index", {"If-None-Match": tag})
+    assert status == 304 and again == b"" and headers["ETag"] == tag
+    status, _, _ = get(f"{site}/index", {"If-None-Match": '"something-else"'})
+    assert status == 200
+    # another answer has another tag
+    _, other, _ = get(f"{site}/index?pricing=spot", {"If-None-Match": tag})
+    assert other["ETag"] != tag
+
+
+@pytest.mark.parametrize(("query", "message"), [
+    ("/offers?gpu=H1OO", "unknown GPU 'H1OO'"),
+    ("/offers?pricing=reserved", "pricing must be on-demand or spot, not 'reserved'"),
+    ("/offers?max_price=cheap", "max_price must be a number, not 'cheap'"),
+    ("/offers?availble=true", "unknown parameter 'availble'"),
+    ("/history?days=7", "give offer_id (one offer) or gpu"),
+    ("/history?gpu=H100&since=last+tuesday", "since: not a time: 'last tuesday'"),
+    ("/crawls?limit=-1", "limit must be a whole number, not '-1'"),
+])
+def test_a_bad_parameter_is_a_400_naming_it(site, spec, query, message):
+    status, _, body = get(site + query)
+    assert status == 400
+    assert message in check(spec, query.split("?")[0], 400, body)["error"]
+
+
+def test_unknown_endpoint_and_writes_are_refused(site):
+    status, _, body = get(f"{site}/prices")
+    assert status == 404 and b"/api/v1/openapi.json" in body
+    status, headers, _ = get(f"{site}/offers", method="POST")
+    assert status == 405 and headers["Allow"] == "GET, HEAD"
+
+
+def test_no_secret_in_answers(engine):
+    """A crawl error that quotes a configured secret reaches clients redacted."""
+    from gpuradar.core.logs import Redactor
+
+    crawl(engine, "azure", [item("azure", "A", 2.0)], T0)
+    crawl(engine, "azure", [], T0 + timedelta(hours=1), status="failed")
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE crawl SET error = 'HTTP 401 for key={SECRET}' "
+                             "WHERE status = 'failed'")
+    redactor = Redactor()
+    redactor.set_secrets([SECRET])
+    httpd = serve(lambda: engine, redactor)
+    try:
+        base = f"http://127.0.0.1:{httpd.server_address[1]}/api/v1"
+        for path in ("/crawls", "/sources"):
+            status, _, body = get(base + path)
+            assert status == 200 and b"HTTP 401 for key=" in body
+            assert SECRET.encode() not in body
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_an_unreadable_database_is_a_503(tmp_path):
+    def broken():
+        raise RuntimeError("database is locked")
+
+    httpd = serve(broken)
+    try:
+        status, _, body = get(f"http://127.0.0.1:{httpd.server_address[1]}/api/v1/offers")
+        assert status == 503 and json.loads(body) == {
+            "error": "the database cannot be read: database is locked"}
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -1,0 +1,51 @@
+"""`gpuradar_price_index_usd{gpu,pricing,stat}`: the market index at scrape time."""
+
+from __future__ import annotations
+
+from prometheus_client import generate_latest
+
+from tests.daemon_helpers import parse_metrics
+from tests.storage.test_index import T0, crawl, item
+
+
+def test_metrics_export_the_index_and_its_counts(engine):
+    from gpuradar.scheduler.metrics import Metrics
+
+    crawl(engine, "azure", [item("azure", "A", 2.0), item("azure", "B", 3.0),
+                            item("azure", "C", 4.0)], T0)
+    series = parse_metrics(generate_latest(Metrics(lambda: engine).registry).decode())
+
+    def get(name, **labels):
+        return series.get((name, frozenset(labels.items())))
+
+    base = {"gpu": "H100-SXM-80GB", "pricing": "on_demand"}
+    assert get("gpuradar_price_index_usd", **base, stat="median") == 3.0
+    assert get("gpuradar_price_index_usd", **base, stat="p10") == 2.2
+    assert get("gpuradar_price_index_usd", **base, stat="p90") == 3.8
+    assert get("gpuradar_price_index_offers", **base, count="offers") == 3
+    assert get("gpuradar_price_index_offers", **base, count="providers") == 1
+    assert get("gpuradar_price_index_usd", gpu="H100-SXM-80GB", pricing="spot",
+               stat="median") is None
+
+
+def test_the_page_charts_the_index_of_each_model(engine):
+    """The web page: one chart per model and pricing with its median, p10, p90 and counts,
+    following the page's filters."""
+    from datetime import timedelta
+
+    from gpuradar.scheduler.web import render
+
+    crawl(engine, "azure", [item("azure", "A", 2.0), item("azure", "B", 3.0),
+                            item("azure", "C", 4.0), item("azure", "S", 1.0, pricing="spot")],
+          T0)
+    now = T0 + timedelta(hours=2)
+    html = render(engine, {}, now=now)
+    section = html[html.index('id="index"'):html.index("Price history")]
+    assert section.count("<svg") == 2
+    assert "H100-SXM-80GB on-demand: $3.00" in section
+    assert "p10 $2.20, p90 $3.80; 3 offers from 1 provider" in section
+    html = render(engine, {"pricing": ["spot"]}, now=now)
+    section = html[html.index('id="index"'):html.index("Price history")]
+    assert section.count("<svg") == 1 and "H100-SXM-80GB spot: $1.00" in section
+    html = render(engine, {"gpu": ["A100"]}, now=now)
+    assert "No index yet" in html

@@ -1,0 +1,85 @@
+"""Reproducible exports, on SQLite and on PostgreSQL: byte-identical twice, a manifest
+whose digests `verify` recomputes, and files that read back as the store's data."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import timedelta
+
+import pyarrow.parquet as pq
+import pytest
+from gpuradar.storage.export import ExportError, export, verify
+
+from tests.storage.test_index import T0, crawl, item
+
+
+@pytest.fixture
+def stored(engine):
+    crawl(engine, "azure", [item("azure", "A", 2.0), item("azure", "B", 3.1),
+                            item("azure", "S", 0.7, pricing="spot")], T0)
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, "azure", [item("azure", "A", 2.5, at=t1), item("azure", "B", 3.1, at=t1)],
+          t1)
+    return engine
+
+
+def test_the_same_database_exports_byte_identical_files(stored, tmp_path):
+    one = export(stored, tmp_path / "one")
+    two = export(stored, tmp_path / "two")
+    assert one == two
+    for entry in one["files"]:
+        assert (tmp_path / "one" / entry["path"]).read_bytes() == \
+            (tmp_path / "two" / entry["path"]).read_bytes()
+    assert (tmp_path / "one" / "manifest.json").read_bytes() == \
+        (tmp_path / "two" / "manifest.json").read_bytes()
+
+
+def test_manifest_counts_rows_and_states_schema_and_time_range(stored, tmp_path):
+    manifest = export(stored, tmp_path)
+    assert json.loads((tmp_path / "manifest.json").read_text()) == manifest
+    assert manifest["schema_version"] == "0006_price_index"
+    # three offers; 3 first change points + A's price change + S closed
+    assert {t: v["rows"] for t, v in manifest["tables"].items()} == {
+        "offers": 3, "price_changes": 5, "index": 4, "crawls": 2}
+    assert manifest["time_range"]["from"] == "2026-11-01T12:00:00Z"
+    assert {f["path"] for f in manifest["files"]} == {
+        f"{t}.{x}" for t in ("offers", "price_changes", "index", "crawls")
+        for x in ("parquet", "csv", "jsonl")}
+
+
+def test_every_format_holds_the_same_rows(stored, tmp_path):
+    export(stored, tmp_path)
+    table = pq.read_table(tmp_path / "price_changes.parquet").to_pylist()
+    with (tmp_path / "price_changes.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    lines = [json.loads(line) for line in (tmp_path / "price_changes.jsonl").open()]
+    assert len(table) == len(rows) == len(lines) == 5
+    assert [r["price"] for r in table] == [16.0, 20.0, 24.8, 5.6, None]
+    assert [r["price"] for r in rows] == ["16.0", "20.0", "24.8", "5.6", ""]
+    assert [r["price"] for r in lines] == [16.0, 20.0, 24.8, 5.6, None]
+    assert lines[1]["at"] == "2026-11-01T13:00:00Z"
+    index = pq.read_table(tmp_path / "index.parquet").to_pylist()
+    assert [(r["pricing"], r["median"], r["offers"]) for r in index] == [
+        ("on_demand", 2.55, 2), ("on_demand", 2.8, 2), ("spot", 0.7, 1), ("spot", None, 0)]
+
+
+def test_verify_recomputes_the_digests(stored, tmp_path):
+    export(stored, tmp_path)
+    assert verify(tmp_path) == []
+    with (tmp_path / "offers.csv").open("a") as f:
+        f.write("tampered\n")
+    (tmp_path / "index.parquet").unlink()
+    problems = verify(tmp_path)
+    assert len(problems) == 2
+    assert "offers.csv: sha256" in problems[0] and "does not match the manifest" in problems[0]
+    assert problems[1].endswith("index.parquet: missing (listed in manifest.json)")
+    assert verify(tmp_path / "nothing") == [
+        f"{tmp_path / 'nothing' / 'manifest.json'}: no manifest (not a gpuradar export?)"]
+
+
+def test_formats_are_chosen_and_checked(stored, tmp_path):
+    manifest = export(stored, tmp_path, ["jsonl", "csv"])
+    assert {f["format"] for f in manifest["files"]} == {"csv", "jsonl"}
+    with pytest.raises(ExportError, match="unknown export format 'xlsx'"):
+        export(stored, tmp_path, ["csv", "xlsx"])
