@@ -90,7 +90,9 @@ def record_coverage(name: str, target: dict, defaults: dict) -> None:
     data = RESULTS / f"{name}.coverage"
     for old in RESULTS.glob(f"{name}.*coverage*"):
         old.unlink()
-    env = {**os.environ, "COVERAGE_FILE": str(data),
+    # Real subprocesses for the CLI (not forked from tests/forkserver.py): coverage names the
+    # test that started each one, which the fork server's children would not carry.
+    env = {**os.environ, "COVERAGE_FILE": str(data), "GPURADAR_TEST_SUBPROCESS": "1",
            "MUTATION_DURATIONS": str(data.with_suffix(".durations.json")),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
     code = subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "plugin",

@@ -29,7 +29,10 @@ def write_config(path: Path, **sections: Any) -> Path:
 
 
 def _env(db_url: str | None, config: Path | None, env: dict[str, str] | None) -> dict[str, str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("GPURADAR_")}
+    # Not the test process's terminal size either (pytest-xdist workers set COLUMNS=80):
+    # output is piped, as in a script, unless a test sets COLUMNS itself.
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith("GPURADAR_") and k not in ("COLUMNS", "LINES")}
     # one data directory per test process (pytest-xdist workers run side by side)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     full_env["GPURADAR_DATA_DIR"] = f"{full_env.get('TMPDIR', '/tmp')}/gpuradar-test-data-{worker}"

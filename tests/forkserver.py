@@ -116,9 +116,12 @@ def _reap(children: dict[int, str], lock: threading.Lock) -> None:
             continue
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         tmp = os.path.join(folder, "rc.tmp")
-        with open(tmp, "w") as fh:
-            fh.write(str(code))
-        os.replace(tmp, os.path.join(folder, "rc"))
+        try:
+            with open(tmp, "w") as fh:
+                fh.write(str(code))
+            os.replace(tmp, os.path.join(folder, "rc"))
+        except OSError:  # the client gave up (timed out) and removed the folder
+            pass
 
 
 def serve() -> None:

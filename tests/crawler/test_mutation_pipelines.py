@@ -96,9 +96,10 @@ LOST_SEARCH = {
     "404": (Reply(404, b'{"detail": "not found"}'), {}, 4, "partial",
             "1 response(s) with HTTP 404"),
     "download timeout": (Reply(body=b"{}", delay=2.5), {"DOWNLOAD_TIMEOUT": 1}, 4, "partial",
-                         "Error downloading <POST {url}>: Getting {url} took longer than 1.0 "
-                         "seconds."),  # the exception's own words follow Scrapy's log line
-    "crawl time limit": (Reply(body=b"{}", delay=3), {"CLOSESPIDER_TIMEOUT": 2}, 1, "failed",
+                         "took longer than 1.0 seconds., {url}); its offers are missing from "
+                         "this crawl"),  # the exception's own words, then the spider's
+    # The spider sends a search only with 5 s of the budget left, so 5.5 s lets both start.
+    "crawl time limit": (Reply(body=b"{}", delay=7), {"CLOSESPIDER_TIMEOUT": 5.5}, 1, "failed",
                          "crawl stopped early: closespider_timeout"),
 }
 
