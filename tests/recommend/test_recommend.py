@@ -495,3 +495,21 @@ def test_cli_exit_codes(market_url):
     none = gpuradar("recommend", "-p", "1T", "-t", "pretrain", "--json", db_url=market_url)
     assert none.returncode == 1
     assert json.loads(none.stdout)["options"] == []
+
+
+def test_an_unpublished_interconnect_is_shown_as_unknown(engine):
+    """An Azure size no Microsoft page describes the links of (4x V100 in NCv3, a board the
+    catalog does not track) is not a PCIe box: `recommend` says "unknown" and flags it."""
+    from gpuradar.cli.recommend import _rows
+
+    item = _item("azure", "eastus", "Standard_NC24s_v3", "V100-16GB", 4, 12.24)
+    writer = CrawlWriter(engine, "azure")
+    writer.add([item])
+    assert writer.finish("ok").status == "ok"
+    rec = run(engine, rc.Job(13e9, "inference"))
+    [fit] = rec.fits
+    assert fit.sharded and fit.interconnect["intra_node"] is None
+    assert fit.interconnect["basis"] == "unknown"
+    assert "sharded over unpublished links: use pipeline parallelism" in fit.flags
+    [row] = _rows(rec, datetime.now(UTC))
+    assert row["link"] == "unknown"
