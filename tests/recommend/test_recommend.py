@@ -513,3 +513,19 @@ def test_an_unpublished_interconnect_is_shown_as_unknown(engine):
     assert "sharded over unpublished links: use pipeline parallelism" in fit.flags
     [row] = _rows(rec, datetime.now(UTC))
     assert row["link"] == "unknown"
+
+
+def test_a_stored_interconnect_from_an_older_table_does_not_outlive_its_correction(engine):
+    """Offers stored while Azure's table still ended in a catch-all row carry
+    attributes["interconnect"] = PCIe for the 8-GPU NVSwitch ND96is_H100_v5; an unchanged
+    offer keeps that row, so `recommend` asks the corrected table instead."""
+    stale = {"interconnect": {"intra_node": "pcie", "inter_node": None, "basis": "published"}}
+    item = _item("azure", "eastus", "Standard_ND96is_H100_v5", H100, 8, 90.00,
+                 attributes=stale)
+    writer = CrawlWriter(engine, "azure")
+    writer.add([item])
+    assert writer.finish("ok").status == "ok"
+    rec = run(engine, rc.Job(7e9, "finetune"))
+    [fit] = rec.fits
+    assert fit.interconnect["intra_node"] == "nvswitch"
+    assert fit.interconnect["inter_node"] is None
