@@ -49,12 +49,13 @@ class ProbeResult:
 
 
 def _fix(cls: type[GpuRadarSpider], result: str, url: str) -> str:
-    name = cls.name
+    facts = cls.facts
+    name = facts.name
     url = urlsplit(url)._replace(query="").geturl()
-    endpoint = next((f"endpoints.{name}.{key}" for key, default in cls.endpoints.items()
+    endpoint = next((f"endpoints.{name}.{key}" for key, default in facts.endpoints.items()
                      if urlsplit(default).path.split("{")[0] in urlsplit(url).path), None)
     endpoint = endpoint or f"endpoints.{name}.<endpoint>"
-    credentials = " / ".join(cls.credentials.values())
+    credentials = " / ".join(facts.credentials.values())
     return {
         "unreachable": f"check the network or proxy; the URL is {url} ({endpoint} overrides it)",
         "rate-limited": f"wait and retry; crawl less often (sources.{name}.interval) or slower "

@@ -25,8 +25,10 @@ from gpuradar.scheduler.jobs import (
     plan_source,
 )
 
+from gpuradar.core import providers
 from gpuradar.core.config import Config, load_config, scrapy_settings
 from gpuradar.core.logs import config_secrets
+from gpuradar.core.sources import default_interval
 
 log = logging.getLogger("gpuradar.daemon")
 
@@ -63,10 +65,11 @@ class Loaded:
     status: dict[str, tuple[bool, str]] | None = None  # enabled or not, and why
 
 
-def credential_env_values(classes: dict[str, type]) -> list[str]:
-    """Values of the credential environment variables the spiders read (to mask them)."""
-    return [os.environ[env] for cls in classes.values()
-            for env in getattr(cls, "credentials", {}).values() if os.environ.get(env)]
+def credential_env_values() -> list[str]:
+    """Values of the credential environment variables the providers declare (to mask
+    them)."""
+    return [os.environ[env] for provider in providers.PROVIDERS
+            for env in provider.credentials.values() if os.environ.get(env)]
 
 
 def load_setup(options: RunOptions, previous: Loaded | None = None, *,
@@ -108,7 +111,7 @@ def load_setup(options: RunOptions, previous: Loaded | None = None, *,
     plans: dict[str, SourcePlan] = {}
     skipped: dict[str, str] = {}
     for name, cls in classes.items():
-        schedule[name] = plan_source(cfg, name, cls.default_interval, opts, o.interval,
+        schedule[name] = plan_source(cfg, name, default_interval(name), opts, o.interval,
                                      default_timeout)
         enabled, why = status[name] = cls.status(settings)
         if not enabled:
@@ -118,7 +121,7 @@ def load_setup(options: RunOptions, previous: Loaded | None = None, *,
             skipped[name] = f"no recording in {o.replay}"
             continue
         plans[name] = schedule[name]
-    secrets = config_secrets(cfg, credential_env_values(classes))
+    secrets = config_secrets(cfg, credential_env_values())
     return Loaded(cfg, opts, mopts, loaded_rules, targets, settings, classes, plans, skipped,
                   secrets, schedule, status)
 

@@ -43,7 +43,7 @@ from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
-from gpuradar.core.interconnect import family
+from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
 
 # The last price-file version of each site's path seen in public material: the China path
@@ -104,39 +104,7 @@ def gpu_spec(instance_type: str) -> tuple[str, float, float | None, int] | None:
 
 
 class AlibabaSpider(GpuRadarSpider):
-    name = "alibaba"
-    endpoints = {
-        "price_file_china": ("https://g.alicdn.com/aliyun/ecs-price-info/{version}/price/"
-                             "download/instancePrice.json"),
-        "price_file_intl": ("https://g.alicdn.com/aliyun/ecs-price-info-intl/{version}/price/"
-                            "download/instancePrice.json"),
-        "discovery_china": "https://www.aliyun.com/price/ecs/ecs-pricing/zh",
-        "discovery_intl": "https://www.alibabacloud.com/en/product/ecs/pricing",
-        "api": "https://ecs.{region}.aliyuncs.com/",
-    }
-    credentials = {"access_key_id": "ALIBABA_CLOUD_ACCESS_KEY_ID",
-                   "access_key_secret": "ALIBABA_CLOUD_ACCESS_KEY_SECRET"}
-    default_interval = 3600
-    # ECS API reference, "API throttling": probe a throttled API at 1 QPS, and poll at a fixed
-    # 1-2 s interval; ECS publishes no per-API limit for the price calls (Quota Center only).
-    request_interval = 1.0
-    options = {"site": str, "version": str, "discover_with_browser": bool, "home_region": str,
-               "regions": list[str]}
-    #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
-    #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
-    # fmt: off
-    interconnect = (
-        family(r"^ecs\.scc", "", "rdma", "SCC cluster, RDMA network"),
-        family(r"^ecs\.(ebm)?gn7e?[-.]", "nvswitch", None, "A100 NVSwitch"),
-        family(r"^ecs\.(ebm)?gn6[ve][-.]", "nvlink", None, "V100 NVLink"),
-        family(r"^ecs\.(ebm|s)?gn\d+i[s]?[-.]", "pcie", None, "PCIe GPUs"),
-    )
-    # fmt: on
-    has_mainland_regions = True
-    mainland_prefix = "cn-"
-    notes = ("Key-less: CDN price file of the ECS calculator (CNY China site / USD intl), "
-             "version discovery EXPERIMENTAL; with an AccessKey: ECS API prices, spot and "
-             "availability per zone.")
+    facts = providers.alibaba.ALIBABA
 
     @classmethod
     def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]

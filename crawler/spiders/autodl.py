@@ -29,6 +29,7 @@ from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
+from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
 
 # Data centers of the developer API (AutoDL's elastic-deployment documentation).
@@ -45,27 +46,7 @@ STOCK_FILTERS = {"cuda_v_from": 118, "cuda_v_to": 125, "price_from": 0, "price_t
 
 
 class AutodlSpider(GpuRadarSpider):
-    name = "autodl"
-    endpoints = {
-        "machine_list": "https://www.autodl.com/api/v1/user/machine/list",
-        "gpu_stock": "https://api.autodl.com/api/v1/dev/machine/region/gpu_stock",
-    }
-    credentials = {"web_token": "AUTODL_WEB_TOKEN", "dev_token": "AUTODL_DEV_TOKEN"}
-    requires_credentials = True
-    default_interval = 300
-    options = {"regions": list[str], "gpu_names": list[str], "min_idle_gpus": int,
-               "page_size": int, "data_centers": list[str], "prices": dict[str, float],
-               "data_center": str}
-    kind = "marketplace"
-    has_mainland_regions = True
-
-    @classmethod
-    def is_mainland(cls, region: str) -> bool:
-        return True  # AutoDL's data centres are all in mainland China
-    notes = ("Per-GPU hourly CNY prices: machine list (unofficial, web_token) and/or "
-             "data-center stock (official dev_token + option prices). No key-less path.")
-    # Public clients of the machine list pause 0.2 s between pages.
-    request_interval = 0.2
+    facts = providers.autodl.AUTODL
     custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1}
 
     @classmethod

@@ -49,7 +49,7 @@ from scrapy.http import Response
 from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
-from gpuradar.core.interconnect import family
+from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
 
 ONDEMAND_PAGE = "https://aws.amazon.com/ec2/pricing/on-demand/"
@@ -208,42 +208,7 @@ def region_of_zone(zone: str) -> str:
 
 
 class AwsSpider(GpuRadarSpider):
-    name = "aws"
-    endpoints = {
-        "advisor": "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json",
-        "locations": "https://b0.p.awsstatic.com/locations/1.0/aws/current/locations.json",
-        "spot": "https://website.spot.ec2.aws.a2z.com/spot.json",
-        "ondemand": "https://b0.p.awsstatic.com/pricing/2.0/meteredUnitMaps/ec2/USD/current/"
-                    "ec2-ondemand-without-sec-sel/{location}/Linux/index.json",
-        "ec2": "https://ec2.{region}.amazonaws.com/",
-    }
-    default_interval = 900
-    options = {"regions": str | list[str], "spot_history": bool, "profile": str,
-               "home_region": str, "access_key_id": str, "secret_access_key": str,
-               "session_token": str}
-    #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
-    #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
-    # fmt: off
-    interconnect = (
-        # Trainium chips of one instance are joined by NeuronLink; trn1/trn1n/trn2 carry EFA
-        # (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html, "Accelerated computing").
-        family(r"^trn\d+n?\.(32|48)xlarge$", "neuronlink", "efa", "Trainium NeuronLink, EFA"),
-        family(r"^inf2\.(24|48)xlarge$", "neuronlink", None, "Inferentia2 NeuronLink"),
-        family(r"^p6e-gb\d00\.", "nvswitch", "efa", "GB200 NVL72 UltraServer, EFA"),
-        family(r"^p6-b\d00\.48xlarge$", "nvswitch", "efa", "HGX B200/B300 NVSwitch, EFA"),
-        family(r"^p5(e|en)?\.48xlarge$", "nvswitch", "efa",
-               "HGX H100/H200 NVSwitch, 3200 Gbps EFA"),
-        family(r"^p5\.4xlarge$", None, None, "one H100"),
-        family(r"^p4de?\.24xlarge$", "nvswitch", "efa", "HGX A100 NVSwitch, 400 Gbps EFA"),
-        family(r"^p3dn\.24xlarge$", "nvlink", "efa", "V100 NVLink, 100 Gbps EFA"),
-        family(r"^p3\.", "nvlink", None, "V100 NVLink, no EFA"),
-        family(r"^(g\d\w*|gr\d\w*|p2)\.", "pcie", None, "PCIe GPUs"),
-    )
-    # fmt: on
-    kind = "aws"
-    notes = ("Public on-demand and spot price files (GPU, Trainium, Inferentia and Gaudi "
-             "instances), Spot Advisor interruption bands; AWS credentials add per-zone spot "
-             "prices (DescribeSpotPriceHistory).")
+    facts = providers.aws.AWS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

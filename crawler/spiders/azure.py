@@ -31,7 +31,7 @@ import scrapy
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 
-from gpuradar.core.interconnect import family
+from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
 
 # -- sizes -------------------------------------------------------------------------------
@@ -208,32 +208,7 @@ def effective_start(meter: dict[str, Any], where: str) -> datetime:
 
 
 class AzureSpider(GpuRadarSpider):
-    name = "azure"
-    endpoints = {"prices": "https://prices.azure.com/api/retail/prices"}
-    default_interval = 3600
-    options = {"currency": str}
-    #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
-    #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
-    # fmt: off
-    interconnect = (
-        family(r"_ND\w*GB[23]00", "nvswitch", "infiniband", "GB200/GB300 NVL72, InfiniBand"),
-        family(r"_ND\d+is?r_(H100|H200)_v5$", "nvswitch", "infiniband",
-               "NVLink 4 via NVSwitch, 400 Gb/s InfiniBand per GPU"),
-        family(r"_ND\d+is_noIB_(H100|H200)_v5$", "nvswitch", None,
-               "NVLink 4 via NVSwitch, no InfiniBand"),
-        family(r"_ND\d+isr_MI300X_v5$", "infinity-fabric", "infiniband",
-               "Infinity Fabric, 400 Gb/s InfiniBand per GPU"),
-        family(r"_ND\d+am?sr_(A100_)?v4$", "nvswitch", "infiniband",
-               "NVLink 3 via NVSwitch, 200 Gb/s InfiniBand per GPU"),
-        family(r"_ND\d+rs_v2$", "nvlink", "infiniband", "V100 NVLink, 100 Gb/s InfiniBand"),
-        family(r"_NC\d+adis_H100_v5$", "nvlink", None, "H100 NVL pair with NVLink bridge"),
-        family(r"_NC\d+ads_A100_v4$", "pcie", None, "A100 PCIe"),
-        family(r"_NC\d+r\w*_v3$", "pcie", "infiniband", "V100 PCIe, RDMA InfiniBand"),
-        family(r"_N[CVDPG]\w*$", "pcie", None, "PCIe GPUs"),
-    )
-    # fmt: on
-    notes = ("Retail Prices API, all regions, Linux, on-demand and Spot, primary meters, the "
-             "price in effect; no credentials.")
+    facts = providers.azure.AZURE
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -1,5 +1,6 @@
-"""What every gpuradar spider shares: endpoints that settings can override, per-source
-options and credentials, and parse errors that name the source and the field."""
+"""What every gpuradar spider shares: its provider's declared facts, endpoints that settings
+can override, per-source options and credentials, and parse errors that name the source and
+the field."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any, ClassVar
 
 import scrapy
 from scrapy.settings import BaseSettings
+
+from gpuradar.core.providers import Provider
 
 #: Stats keys of uncatalogued products (see GpuRadarSpider.uncatalogued).
 UNCATALOGUED = "gpuradar/uncatalogued"
@@ -55,32 +58,42 @@ def require(obj: Any, key: str, source: str, where: str = "", kind: type | tuple
     return value
 
 
-class GpuRadarSpider(scrapy.Spider):
-    """Base class: a source of PriceItems."""
+#: Spider attributes taken from the provider's declaration (gpuradar.core.providers), never
+#: written in a spider: each fact has one home, which core and the CLI read without Scrapy.
+FACTS = ("name", "kind", "default_interval", "endpoints", "credentials", "options",
+         "requires_credentials", "notes", "request_interval")
 
-    #: endpoint name -> default URL; override with GPURADAR_ENDPOINTS["<source>.<name>"]
-    endpoints: ClassVar[dict[str, str]] = {}
-    #: option name -> environment variable that can also provide it (credentials).
-    credentials: ClassVar[dict[str, str]] = {}
-    #: The source's own options (`sources.<name>.<option>` in the config file), name -> type;
-    #: credentials are options too (text). The config schema accepts these, the credentials
-    #: and enabled/interval/jitter/timeout, nothing else. Merged along the class hierarchy.
-    options: ClassVar[dict[str, Any]] = {}
-    #: True when the source needs credentials to yield anything.
+
+class GpuRadarSpider(scrapy.Spider):
+    """Base class: a source of PriceItems. A subclass sets `facts` to its provider's
+    declaration; name, kind, default_interval, endpoints (name -> default URL, overridden
+    by GPURADAR_ENDPOINTS["<source>.<name>"]), credentials (option -> environment
+    variable), options, requires_credentials, notes and request_interval come from it."""
+
+    #: The provider's declaration (gpuradar.core.providers.<provider>).
+    facts: ClassVar[Provider]
+    endpoints: ClassVar[Mapping[str, str]] = {}
+    credentials: ClassVar[Mapping[str, str]] = {}
+    options: ClassVar[Mapping[str, Any]] = {}
     requires_credentials: ClassVar[bool] = False
-    #: Shown by `gpuradar sources` (experimental key-less paths, units, ...).
     notes: ClassVar[str] = ""
-    #: Default crawl interval for the daemon, seconds.
     default_interval: ClassVar[int] = 3600
-    #: The daemon's interval group (`daemon.intervals.<kind>`): marketplace, lambda, aws,
-    #: cloud or fx.
     kind: ClassVar[str] = "cloud"
-    #: True when some of the provider's regions are in mainland China (see is_mainland).
-    has_mainland_regions: ClassVar[bool] = False
-    #: Minimum seconds between two requests to one host of the provider (its documented rate
-    #: limit); the option `request_interval` overrides it. Enforced by Scrapy's download slot,
-    #: which the backoff middleware widens when the provider still throttles.
+    #: Enforced by Scrapy's download slot, which the backoff middleware widens when the
+    #: provider still throttles; the option `request_interval` overrides it.
     request_interval: ClassVar[float] = 0.0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        facts = cls.__dict__.get("facts")
+        if facts is None:
+            return
+        written = [attr for attr in FACTS if attr in cls.__dict__]
+        if written:
+            raise TypeError(f"{cls.__name__} sets {', '.join(written)}: these come from its "
+                            f"declaration, gpuradar.core.providers ({facts.name!r})")
+        for attr in FACTS:
+            setattr(cls, attr, getattr(facts, attr))
 
     @classmethod
     def update_settings(cls, settings: BaseSettings) -> None:
@@ -96,17 +109,6 @@ class GpuRadarSpider(scrapy.Spider):
         elif cls.request_interval:
             settings.set("DOWNLOAD_DELAY", cls.request_interval, priority="spider")
             settings.set("DOWNLOAD_DELAY_JITTER", 0.0, priority="spider")
-
-    #: Region-code prefix of the provider's mainland-China regions, where its codes say it
-    #: (Alibaba and Huawei: `cn-<city>`, except Hong Kong's `cn-hongkong` / `cn-hk`).
-    mainland_prefix: ClassVar[str] = ""
-
-    @classmethod
-    def is_mainland(cls, region: str) -> bool:
-        """Whether an offer in `region` runs in mainland China (Hong Kong is not)."""
-        r = region.lower()
-        return bool(cls.mainland_prefix) and r.startswith(cls.mainland_prefix) \
-            and not r.startswith(("cn-hongkong", "cn-hk"))
 
     def endpoint(self, name: str) -> str:
         overrides = self.settings.getdict("GPURADAR_ENDPOINTS")

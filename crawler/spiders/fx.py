@@ -9,17 +9,14 @@ import scrapy
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError
 from scrapy.http import Response
 
+from gpuradar.core import providers
 from gpuradar.core.items import FxRateItem
 
 ECB_NS = {"e": "http://www.ecb.int/vocabulary/2002-08-01/eurofxref"}
 
 
 class FxSpider(GpuRadarSpider):
-    name = "fx"
-    endpoints = {"ecb": "https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml"}
-    default_interval = 86400
-    kind = "fx"
-    notes = "ECB reference rates, to convert CNY and other currencies to USD."
+    facts = providers.fx.FX
 
     async def start(self):
         yield scrapy.Request(self.endpoint("ecb"), callback=self.parse)

@@ -47,7 +47,7 @@ from scrapy.http import Response
 from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
-from gpuradar.core.interconnect import family
+from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
 
 PRICING_PAGE = "https://cloud.google.com/compute/gpus-pricing"
@@ -208,38 +208,8 @@ class SkuIndex:
 
 
 class GcpSpider(GpuRadarSpider):
-    name = "gcp"
-    endpoints = {
-        # Compute Engine (GPUs, machine cores and RAM, TPU v5e and newer) and Cloud TPU
-        # (v2, v3, v4): read one after the other with the same key.
-        "skus": "https://cloudbilling.googleapis.com/v1/services/6F81-5844-456A/skus",
-        "tpu_skus": "https://cloudbilling.googleapis.com/v1/services/E000-3F24-B8AA/skus",
-    }
+    facts = providers.gcp.GCP
     services = ("skus", "tpu_skus")
-    credentials = {"api_key": "GCP_API_KEY"}
-    requires_credentials = True
-    default_interval = 3600
-    options = {"currency": str, "page_size": int}
-    #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
-    #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
-    # fmt: off
-    interconnect = (
-        # A TPU slice's chips (and the hosts of a multi-host slice) are wired by ICI, the
-        # inter-chip interconnect (cloud.google.com/tpu/docs/system-architecture-tpu-vm).
-        family(r"^v\d+[a-z]*(pod)?-\d+$", "ici", "ici", "TPU slice, inter-chip interconnect"),
-        family(r"^a4x-", "nvswitch", "rdma", "GB200 NVL72, GPUDirect-RDMA (RoCE)"),
-        family(r"^a4-highgpu-8g$", "nvswitch", "rdma", "B200 NVSwitch, GPUDirect-RDMA (RoCE)"),
-        family(r"^a3-ultragpu-8g$", "nvswitch", "rdma", "H200 NVSwitch, GPUDirect-RDMA (RoCE)"),
-        family(r"^a3-megagpu-8g$", "nvswitch", "gpudirect-tcpxo", "H100 NVSwitch, GPUDirect-TCPXO"),
-        family(r"^a3-highgpu-8g$", "nvswitch", "gpudirect-tcpx", "H100 NVSwitch, GPUDirect-TCPX"),
-        family(r"^a3-(high|edge)gpu-", "nvswitch", None, "H100 NVSwitch"),
-        family(r"^a2-(high|mega|ultra)gpu-", "nvswitch", None, "A100 NVSwitch"),
-        family(r"^g\d-", "pcie", None, "PCIe GPUs"),
-    )
-    # fmt: on
-    notes = ("Cloud Billing Catalog SKUs; machine prices assembled from core + RAM + GPU SKUs; "
-             "N1 GPUs per GPU; TPU slices per chip-hour (Compute Engine and Cloud TPU "
-             "services). Needs an API key.")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

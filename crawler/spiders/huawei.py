@@ -45,7 +45,7 @@ from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
-from gpuradar.core.interconnect import family
+from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
 
 BATCH = 100
@@ -87,34 +87,7 @@ def flavor_gpu(specs: dict[str, Any]) -> tuple[str, float, float | None] | None:
 
 
 class HuaweiSpider(GpuRadarSpider):
-    name = "huawei"
-    endpoints = {
-        "iam_domains": "https://iam.myhuaweicloud.com/v3/auth/domains",
-        "iam": "https://iam.myhuaweicloud.com/v3/auth/projects",
-        "ecs": "https://ecs.{region}.myhuaweicloud.com/v1/{project_id}/cloudservers/flavors",
-        "ecs_zones": "https://ecs.{region}.myhuaweicloud.com/v2.1/{project_id}/os-availability-zone",
-        "bss": "https://bss.myhuaweicloud.com/v2/bills/ratings/on-demand-resources",
-        "bss_intl": "https://bss-intl.myhuaweicloud.com/v2/bills/ratings/on-demand-resources",
-    }
-    credentials = {"access_key": "HUAWEICLOUD_SDK_AK", "secret_key": "HUAWEICLOUD_SDK_SK",
-                   "domain_id": "HUAWEICLOUD_SDK_DOMAIN_ID"}
-    requires_credentials = True
-    default_interval = 3600
-    options = {"site": str, "regions": list[str], "projects": dict[str, str], "region": str}
-    #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
-    #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
-    # fmt: off
-    interconnect = (
-        family(r"^k\w*\..*pod", "hccs", "rdma", "Ascend HCCS, RoCE pod network"),
-        family(r"^p2vs?\.", "nvlink", None, "V100 NVLink"),
-        family(r"^p3\.", "nvlink", None, "NVLink"),
-        family(r"^(p2s|pi\d\w*|g\d\w*)\.", "pcie", None, "PCIe GPUs"),
-    )
-    # fmt: on
-    has_mainland_regions = True
-    mainland_prefix = "cn-"
-    notes = ("ECS ListFlavors (GPU + Ascend) per region, sell status per AZ; hourly list "
-             "price from BSS; CNY on the China site (option site: intl for USD).")
+    facts = providers.huawei.HUAWEI
 
     @classmethod
     def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]

@@ -26,7 +26,7 @@ from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
-from gpuradar.core.interconnect import family
+from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
 
 # Lambda's public regions, as listed by SkyPilot's fetcher (fetch_lambda_cloud.py, 2026):
@@ -58,30 +58,7 @@ def _size_gb(text: str) -> float | None:
 
 
 class LambdaSpider(GpuRadarSpider):
-    name = "lambda"
-    endpoints = {
-        "instance_types": "https://cloud.lambda.ai/api/v1/instance-types",
-        "images": "https://cloud.lambda.ai/api/v1/images",
-        "pricing": "https://lambda.ai/pricing",
-    }
-    credentials = {"api_key": "LAMBDA_API_KEY"}
-    default_interval = 600
-    options = {"regions": list[str]}
-    #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
-    #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
-    # fmt: off
-    interconnect = (
-        family(r"v100", "nvlink", None, "V100 NVLink"),
-        family(r"sxm", "nvswitch", None,
-               "HGX SXM NVSwitch; InfiniBand only on 1-Click Clusters"),
-        family(r"pcie", "pcie", None, "PCIe GPUs"),
-    )
-    # fmt: on
-    kind = "lambda"
-    notes = ("API (key): per-region live capacity, price per instance-hour; without a key "
-             "the public pricing page: list prices, availability unknown.")
-    # The public API allows about one request per second per key.
-    request_interval = 1.0
+    facts = providers.lambda_.LAMBDA
     custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1}
 
     @classmethod

@@ -32,8 +32,7 @@ import scrapy
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 
-from gpuradar.core import gpus
-from gpuradar.core.interconnect import family
+from gpuradar.core import gpus, providers
 from gpuradar.core.items import PriceItem
 
 PRICE_MODEL = "PAY_AS_YOU_GO"
@@ -74,29 +73,7 @@ def gpu_of_shape(name: str) -> str | None:
 
 
 class OciSpider(GpuRadarSpider):
-    name = "oci"
-    endpoints = {
-        "shapes": "https://www.oracle.com/a/ocom/docs/cloudestimator2/data/shapes.json",
-        "prices": "https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/",
-    }
-    default_interval = 3600
-    options = {"currency": str, "regions": list[str]}
-    #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
-    #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
-    # fmt: off
-    interconnect = (
-        family(r"^BM\.GPU\.GB[23]00", "nvswitch", "rdma", "NVL72 rack, RDMA cluster network"),
-        family(r"^BM\.GPU\.(H100|H200|B200|B300|A100-v2)\.8$", "nvswitch", "rdma",
-               "HGX NVSwitch, RDMA cluster network"),
-        family(r"^BM\.GPU4\.8$", "nvswitch", "rdma", "HGX A100 NVSwitch, RDMA cluster network"),
-        family(r"^BM\.GPU\.MI3\d\dX\.8$", "infinity-fabric", "rdma",
-               "Infinity Fabric, RDMA cluster network"),
-        family(r"^(BM|VM)\.GPU3\.", "nvlink", None, "V100 SXM2 NVLink"),
-        family(r"^(BM|VM)\.GPU\.(A10|L40S|RTXPRO)\.", "pcie", None, "PCIe GPUs"),
-    )
-    # fmt: on
-    notes = ("Cost-estimator shapes x public price list; same price in every region "
-             "(region 'global'); spot = 50 % of on-demand (derived); no availability.")
+    facts = providers.oci.OCI
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

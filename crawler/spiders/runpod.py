@@ -30,6 +30,7 @@ from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
+from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
 
 CLOUDS = ("secure", "community")
@@ -51,14 +52,7 @@ def stock_query(count: int) -> str:
 
 
 class RunpodSpider(GpuRadarSpider):
-    name = "runpod"
-    endpoints = {"graphql": "https://api.runpod.io/graphql"}
-    credentials = {"api_key": "RUNPOD_API_KEY"}
-    default_interval = 300
-    options = {"max_gpus": int}
-    kind = "marketplace"
-    notes = ("GraphQL gpuTypes + lowestPrice stock; region = secure|community cloud; "
-             "price per GPU-hour x GPUs; no spot (RunPod ended spot pods).")
+    facts = providers.runpod.RUNPOD
 
     @classmethod
     def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]

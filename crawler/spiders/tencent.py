@@ -31,7 +31,7 @@ from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
-from gpuradar.core.interconnect import family
+from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
 
 API_VERSION = "2017-03-12"
@@ -76,42 +76,8 @@ def region_of_zone(zone: str) -> str:
     return zone.rsplit("-", 1)[0] if zone.count("-") >= 2 else zone
 
 
-# Tencent regions in mainland China, by the city in their code (ap-<city>[-...]).
-MAINLAND_CITIES = frozenset({
-    "beijing", "shanghai", "guangzhou", "chengdu", "chongqing", "nanjing", "shenzhen",
-    "tianjin", "hangzhou", "wuhan", "changsha", "xian", "jinan", "hefei", "fuzhou",
-    "shijiazhuang", "zhengzhou", "qingyuan", "shenyang", "taiyuan", "xibei", "huhehaote"})
-
 class TencentSpider(GpuRadarSpider):
-    name = "tencent"
-    endpoints = {"cvm": "https://cvm.tencentcloudapi.com/",
-                 # The financial regions' own hosts (see the module docstring).
-                 "cvm_financial": "https://cvm.{region}.tencentcloudapi.com/"}
-    credentials = {"secret_id": "TENCENTCLOUD_SECRET_ID",
-                   "secret_key": "TENCENTCLOUD_SECRET_KEY"}
-    requires_credentials = True
-    default_interval = 3600
-    options = {"currency": str, "regions": list[str], "home_region": str,
-               "families": list[str], "charge_types": list[str]}
-    #: What links the GPUs of a multi-GPU offer, by instance family (first match wins):
-    #: read by the pipeline and `recommend` (gpuradar.core.interconnect).
-    # fmt: off
-    interconnect = (
-        family(r"^HCC", "", "rdma", "HCC GPU cluster, RDMA network"),
-        family(r"^GT4\.", "nvswitch", None, "A100 NVSwitch"),
-        family(r"^GN10X", "nvlink", None, "V100 NVLink"),
-        family(r"^(PNV|GN\d|GI\d|GNV)", "pcie", None, "PCIe GPUs"),
-    )
-    # fmt: on
-    has_mainland_regions = True
-
-    @classmethod
-    def is_mainland(cls, region: str) -> bool:
-        """ap-guangzhou, ap-shanghai-fsi, ...: the city is the second part of the code."""
-        parts = region.lower().split("-")
-        return len(parts) >= 2 and parts[0] == "ap" and parts[1] in MAINLAND_CITIES
-    notes = ("CVM DescribeZoneInstanceConfigInfos per region: on-demand and spot price, "
-             "SELL/SOLD_OUT per zone; CNY by default (option currency).")
+    facts = providers.tencent.TENCENT
 
     @classmethod
     def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]

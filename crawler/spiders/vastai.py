@@ -46,6 +46,7 @@ from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 
+from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
 
 # gpu_name values Vast uses for datacenter and popular consumer GPUs.
@@ -65,16 +66,7 @@ Search = tuple[tuple[str, ...], str, dict[str, int] | None]
 
 
 class VastaiSpider(GpuRadarSpider):
-    name = "vastai"
-    endpoints = {"bundles": "https://console.vast.ai/api/v0/bundles/"}
-    credentials = {"api_key": "VAST_API_KEY"}
-    default_interval = 300
-    options = {"limit": int, "gpu_names": list[str]}
-    kind = "marketplace"
-    notes = "Marketplace offers; listed = available; spot = min_bid (+ storage)."
-    # Vast's search allows 10 requests a minute per IP (x-rate-limit of POST /api/v0/bundles/
-    # in Vast's API reference, vast-ai/docs search_offers.yaml, read 2026-11).
-    request_interval = 6.0
+    facts = providers.vastai.VASTAI
     custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1}
 
     @property

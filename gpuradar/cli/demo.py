@@ -29,6 +29,7 @@ from gpuradar.cli.common import (
 from gpuradar.cli.crawl import _crawl, _print_results
 from gpuradar.cli.output import Format, console, money, table
 from gpuradar.cli.prices import YES_NO, print_gpu_history
+from gpuradar.core import providers
 from gpuradar.core.config import Config, scrapy_settings
 
 TIMELINE = RECORDINGS / "timeline.json"
@@ -45,13 +46,11 @@ def recorded_sources() -> list[str]:
 
 def _unsampled(cfg: Config, recorded: list[str]) -> list[str]:
     """One line per kind of source without a public sample: what to do instead."""
-    from gpuradar.crawler.runner import spider_classes
-
     need_keys, public = [], []
-    for name, cls in spider_classes(scrapy_settings(cfg)).items():
-        if name in recorded or name == "fx":
+    for provider in providers.PROVIDERS:
+        if provider.name in recorded or provider.kind == "fx":
             continue
-        (need_keys if cls.requires_credentials else public).append(name)
+        (need_keys if provider.requires_credentials else public).append(provider.name)
     lines = []
     if need_keys:
         lines.append(f"no public sample: {', '.join(need_keys)} (configure credentials to "

@@ -108,7 +108,7 @@ def _rows(rec: Any, now: datetime) -> list[dict[str, Any]]:
             "instance": o.instance_type, "pricing": o.pricing.replace("_", "-"),
             "gpus": count,
             "memory": f"{_gb(fit.per_gpu_gb)}/{_gb(fit.usable_gb)}",
-            "link": _link(fit.interconnect),
+            "link": _link(fit.interconnect, o.gpu_count),
             "hourly": money(fit.hourly_usd),
             "quoted": money(fit.hourly_quoted, o.currency) if o.currency != "USD" else "",
             "wall": _hours(fit.wall_hours), "total": money(fit.total_usd),
@@ -120,9 +120,11 @@ def _rows(rec: Any, now: datetime) -> list[dict[str, Any]]:
     return rows
 
 
-def _link(info: dict[str, Any]) -> str:
+def _link(info: dict[str, Any], gpu_count: float) -> str:
+    """'nvswitch + infiniband', '-' for one GPU (nothing to link), 'unknown' where no source
+    says how the GPUs of a multi-GPU offer are linked."""
     intra, inter = info.get("intra_node"), info.get("inter_node")
-    text = intra or "-"
+    text = intra or ("unknown" if float(gpu_count or 0) >= 2 else "-")
     return f"{text} + {inter}" if inter else text
 
 

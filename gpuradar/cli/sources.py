@@ -19,6 +19,7 @@ from gpuradar.cli.common import (
     pick_format,
 )
 from gpuradar.cli.output import Format, age, emit
+from gpuradar.core import providers
 from gpuradar.core.units import format_duration
 
 
@@ -52,7 +53,7 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
     latest, ok = last_crawls(engine), last_success(engine)
     now = datetime.now(UTC)
     rows = []
-    for name, cls in setup.classes.items():
+    for name in setup.classes:
         enabled, why = setup.status[name]
         last = latest.get(name) or {}
         interval = setup.schedule[name].interval
@@ -63,7 +64,7 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
                      "last_items": last.get("items"), "last_error": last.get("error") or "",
                      "uncatalogued": last.get("uncatalogued") or {},
                      "last_success": success, "stale": stale if enabled else None,
-                     "notes": cls.notes})
+                     "notes": providers.get(name).notes})
     table_rows = [{**r, "enabled": "yes" if r["enabled"] else "no",
                    "interval": format_duration(r["interval_s"]),
                    "last_success": age(r["last_success"], now) + " ago" if r["last_success"]

@@ -40,21 +40,21 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from gpuradar.core import units
+from gpuradar.core import providers, units
 from gpuradar.core.logs import SECRET_NAMES  # option names whose values are secrets
 
 ENV_DATABASE_URL = "GPURADAR_DATABASE_URL"
 ENV_CONFIG = "GPURADAR_CONFIG"
 # Environment variables that set a key of the file (they win over it; the command line wins
-# over them). Credentials have their own variables, declared by each spider.
+# over them). Credentials have their own variables, declared by each provider.
 ENV_KEYS: dict[str, tuple[str, ...]] = {
     ENV_DATABASE_URL: ("database_url",),
     "GPURADAR_METRICS_ADDRESS": ("metrics", "address"),
     "GPURADAR_METRICS_PORT": ("metrics", "port"),
 }
 SCRAPY_SETTINGS_MODULE = "gpuradar.crawler.settings"
-# The daemon's interval groups (`daemon.intervals.<kind>`); each spider names its `kind`.
-KINDS = ("marketplace", "lambda", "aws", "cloud", "fx")
+# The daemon's interval groups (`daemon.intervals.<kind>`); each provider declares its `kind`.
+KINDS = providers.KINDS
 
 Key = tuple[str | int, ...]
 
@@ -203,13 +203,13 @@ class Section(BaseModel):
 
 # -- sections --------------------------------------------------------------------------------
 class SourceOptions(Section):
-    """Options every source takes; each spider adds its own (`options`) and credentials."""
+    """Options every source takes; each provider declares its own options and credentials."""
 
     enabled: bool = True
     interval: OptionalPositiveSeconds = None
     jitter: OptionalSeconds = None
     timeout: OptionalPositiveSeconds = None
-    # the least time between two requests to the source (the spider's own default otherwise)
+    # the least time between two requests to the source (the provider's default otherwise)
     request_interval: OptionalSeconds = None
     # plausible USD per GPU-hour, [low, high]: prices outside are quarantined, never stored
     price_range: list[float] | None = None
@@ -378,15 +378,10 @@ def scrapy_defaults() -> dict[str, Any]:
     return {name: settings[name] for name in settings.attributes}
 
 
-def source_option_types(cls: Any) -> dict[str, Any]:
-    """A spider's own options, name -> type: its `options` (merged along its classes, so a
-    base class can add options for every source) and its credentials (text)."""
-    out: dict[str, Any] = {}
-    for klass in reversed(cls.__mro__):
-        out.update(vars(klass).get("options", None) or {})
-    for opt in getattr(cls, "credentials", {}) or {}:
-        out.setdefault(opt, str)
-    return out
+def source_option_types(provider: providers.Provider) -> dict[str, Any]:
+    """A source's own options, name -> type: its declared `options` and its credentials
+    (text)."""
+    return provider.option_types()
 
 
 def _endpoint_values(value: Any) -> Any:
@@ -400,22 +395,18 @@ def _endpoint_values(value: Any) -> Any:
 
 @cache
 def known_endpoints() -> list[str]:
-    from gpuradar.core.sources import spider_classes
-
-    return sorted(f"{n}.{e}" for n, cls in spider_classes().items() for e in cls.endpoints)
+    return sorted(f"{p.name}.{e}" for p in providers.PROVIDERS for e in p.endpoints)
 
 
 @cache
 def schema() -> type[BaseModel]:
     """The whole file: static sections plus one options model per source, built from the
-    spiders (Scrapy's spider loader is the list of sources)."""
-    from gpuradar.core.sources import spider_classes
-
+    providers' declarations (gpuradar.core.providers)."""
     sources = {}
-    for name, cls in spider_classes().items():
-        opts = {opt: (typ | None, None) for opt, typ in source_option_types(cls).items()}
-        model = create_model(f"Source_{name}", __base__=SourceOptions, **opts)
-        sources[name] = (model | None, None)
+    for provider in providers.PROVIDERS:
+        opts = {opt: (typ | None, None) for opt, typ in source_option_types(provider).items()}
+        model = create_model(f"Source_{provider.name}", __base__=SourceOptions, **opts)
+        sources[provider.name] = (model | None, None)
     sources_model = create_model("Sources", __base__=Section, **sources)
     return create_model(
         "ConfigFile", __base__=_Root,
@@ -439,7 +430,7 @@ KNOWN_KEYS = {
 
 
 class _Root(Section):
-    """The top level of the file (`sources` is added per spider by schema())."""
+    """The top level of the file (`sources` is added per provider by schema())."""
 
     database_url: str | None = Field(None, description=KNOWN_KEYS["database_url"])
     endpoints: Annotated[dict[str, Annotated[str, AfterValidator(_http_url)]],

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from gpuradar.core import sources
+
 # -- exit codes (documented in `gpuradar --help` and the README) -----------------------------
 EXIT_OK = 0
 EXIT_FAILED = 1  # a crawl failed, or a check found problems
@@ -130,7 +132,7 @@ def money(value: float | None, currency: str = "USD") -> str:
     return f"{sign}{text}" if sign else f"{text} {currency}"
 
 
-#: Region words meaning "in mainland China" (by each spider's is_mainland), not a glob.
+#: Region words meaning "in mainland China" (by each provider's declaration), not a glob.
 MAINLAND_ALIASES = frozenset({"mainland", "china", "cn-mainland"})
 
 
@@ -149,15 +151,13 @@ def region_matches(region: str, zone: str, patterns: Iterable[str], source: str 
 
     One meaning everywhere (prices, rules, recommend): a pattern is a plain glob on the
     provider's own codes, except the alias `mainland` (also `china`, `cn-mainland`), which
-    means "runs in mainland China" as the offer's spider defines it (needs `source`)."""
+    means "runs in mainland China" as the offer's provider declares it (needs `source`)."""
     pats = [p for p in patterns if p]
     if not pats:
         return True
-    if source and any(p.lower() in MAINLAND_ALIASES for p in pats):
-        from gpuradar.core.sources import is_mainland
-
-        if is_mainland(source, region):
-            return True
+    if source and any(p.lower() in MAINLAND_ALIASES for p in pats) \
+            and sources.is_mainland(source, region):
+        return True
     matcher = region_pattern(p for p in pats if p.lower() not in MAINLAND_ALIASES)
     return bool(matcher and (matcher.match(region.lower())
                              or (zone and matcher.match(zone.lower()))))

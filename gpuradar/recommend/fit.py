@@ -20,11 +20,10 @@ from gpuradar.storage.offers import OfferRow
 
 
 def offer_interconnect(offer: OfferRow) -> dict[str, Any]:
-    """The pipeline's attributes["interconnect"] when present, else the table's answer (the
-    same answer: the pipeline fills the attribute from that table)."""
-    stored = (offer.attributes or {}).get("interconnect")
-    if isinstance(stored, dict):
-        return stored
+    """What the providers' tables say now. The pipeline's attributes["interconnect"] is a copy
+    of the table's answer when the offer was stored, and an unchanged offer keeps its row:
+    a copy written before a table was corrected (an ND96is_H100_v5 stored as PCIe by an old
+    catch-all row) must not outlive the correction."""
     return interconnect_for(offer.source, offer.instance_type, offer.gpu, offer.gpu_count)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuradar.core.config import ConfigError, load_config
+from gpuradar.core.config import Config, ConfigError, load_config
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import free_port
 from tests.provider_server import Reply, serve_standard
@@ -570,7 +570,7 @@ EXAMPLE = REPO / "deploy" / "config.example.yaml"
 
 def test_example_config_matches_the_schema_defaults():
     """Every key of the schema is in the example with its default; each source's comment
-    states the interval the code uses and only options the spider declares."""
+    states the interval the code uses and only options the provider declares."""
     from gpuradar.alerts.engine import SETTING_KEYS
 
     from gpuradar.core.config import (
@@ -580,7 +580,7 @@ def test_example_config_matches_the_schema_defaults():
         schema,
         source_option_types,
     )
-    from gpuradar.core.sources import spider_classes
+    from gpuradar.core.sources import providers
     from gpuradar.core.units import format_duration, parse_duration
 
     raw = yaml.safe_load(EXAMPLE.read_text())
@@ -593,7 +593,7 @@ def test_example_config_matches_the_schema_defaults():
         assert set(raw[section]) == {f.alias or n for n, f in model.model_fields.items()}
         # as written, each value means the default
         assert model.model_validate(raw[section]) == model(), section
-    for name, cls in spider_classes().items():
+    for name, cls in providers().items():
         assert raw["sources"][name] == {"enabled": True}
         block = re.search(rf"^  {name}:.*?(?=^  \w+:|\Z)", text, re.M | re.S).group(0)
         every = re.search(r"every (\S+)", block.splitlines()[0]).group(1)
@@ -603,23 +603,24 @@ def test_example_config_matches_the_schema_defaults():
         assert documented <= set(source_option_types(cls)), (name, documented)
         for endpoint in cls.endpoints:
             assert f"{name}.{endpoint}" in text
-    assert cfg.sources == {n: {"enabled": True} for n in spider_classes()}
+    assert cfg.sources == {n: {"enabled": True} for n in providers()}
     # the kinds' comment says the right defaults too
     for kind_line in re.findall(r"^  #   (\w+): (\S+) +\((.*)\)$", text, re.M):
         kind, _, members = kind_line
         for member, value in re.findall(r"(\w+) (\d+[smhd])", members):
-            assert spider_classes()[member].kind == kind
-            assert parse_duration(value).total_seconds() == spider_classes()[
+            assert providers()[member].kind == kind
+            assert parse_duration(value).total_seconds() == providers()[
                 member].default_interval
 
 
 def test_every_source_option_a_spider_reads_is_declared():
     """A spider reads its options by name (self.option("x"), opts.get("x"), opts["x"]): each
     must be declared, or the schema would refuse a working configuration."""
-    from gpuradar.core.config import source_option_types
-    from gpuradar.core.sources import spider_classes
+    from gpuradar.crawler.runner import spider_classes
 
-    for name, cls in spider_classes().items():
+    from gpuradar.core.config import scrapy_settings, source_option_types
+
+    for name, cls in spider_classes(scrapy_settings(Config(database_url="sqlite://"))).items():
         tree = ast.parse(Path(sys.modules[cls.__module__].__file__).read_text())
         read: set[str] = set()
         for node in ast.walk(tree):
@@ -632,7 +633,8 @@ def test_every_source_option_a_spider_reads_is_declared():
             if (isinstance(node, ast.Subscript) and ast.unparse(node.value) == "opts"
                     and isinstance(node.slice, ast.Constant)):
                 read.add(node.slice.value)
-        declared = set(source_option_types(cls)) | {"enabled", "interval", "jitter", "timeout"}
+        declared = set(source_option_types(cls.facts)) | {"enabled", "interval", "jitter",
+                                                          "timeout"}
         assert read <= declared, (name, read - declared)
 
 

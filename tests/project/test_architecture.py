@@ -58,16 +58,28 @@ def test_scrapy_project_still_works_from_the_repository_root():
     assert {"aws", "azure", "gcp", "vastai", "autodl"} <= set(done.stdout.split())
 
 
-def test_every_provider_fact_comes_from_its_spider():
-    """The registry is Scrapy's spider list; kinds, intervals and the mainland rule are read
-    from each spider, so a new provider needs only its spider module."""
+def test_every_provider_fact_comes_from_its_declaration():
+    """The list of declarations (gpuradar.core.providers) is the list `scrapy list` prints;
+    kinds, intervals, endpoints, options, credentials and the mainland rule are read from
+    the declarations, and each spider takes its facts from its own, so a fact has one home
+    and core never loads a spider to learn one."""
+    from gpuradar.crawler.runner import spider_classes
+    from gpuradar.crawler.spiders.base import FACTS
     from gpuradar.scheduler.jobs import KINDS
 
-    from gpuradar.core import sources
+    from gpuradar.core import providers, sources
+    from gpuradar.core.config import Config, scrapy_settings
 
     listed = subprocess.run([str(BIN / "scrapy"), "list"], cwd=REPO, capture_output=True,
                             text=True, timeout=120, check=True).stdout.split()
-    assert sorted(listed) == list(sources.spider_classes())
+    assert [p.name for p in providers.PROVIDERS] == sorted(listed)
+    assert list(sources.providers()) == sorted(listed)
+    spiders = spider_classes(scrapy_settings(Config(database_url="sqlite://")))
+    assert list(spiders) == sorted(listed)
+    for name, cls in spiders.items():
+        assert cls.facts is providers.get(name), name
+        for attr in FACTS:
+            assert getattr(cls, attr) == getattr(cls.facts, attr), (name, attr)
     assert set(sources.price_sources()) == set(listed) - {"fx"}
     for name in listed:
         assert sources.source_kind(name) in KINDS, name
@@ -81,6 +93,45 @@ def test_every_provider_fact_comes_from_its_spider():
     assert not sources.is_mainland("tencent", "ap-hongkong")
     assert sources.is_mainland("autodl", "west-b")
     assert not sources.is_mainland("aws", "cn-north-1x")
+
+
+def test_a_spider_cannot_write_a_fact_its_declaration_holds():
+    """A spider that sets `endpoints` (or any other declared fact) beside its `facts` is
+    refused when its class is made: the second copy would drift from the one core reads."""
+    from gpuradar.crawler.spiders.base import GpuRadarSpider
+
+    from gpuradar.core import providers
+
+    with pytest.raises(TypeError, match=r"sets endpoints, notes: these come from its "
+                                        r"declaration, gpuradar.core.providers \('azure'\)"):
+        type("Azure2", (GpuRadarSpider,), {"facts": providers.azure.AZURE,
+                                           "endpoints": {}, "notes": "x"})
+
+
+CORE_MODULES = ("gpuradar.core.config", "gpuradar.core.sources", "gpuradar.core.interconnect",
+                "gpuradar.core.units")
+
+
+@pytest.mark.parametrize("module", CORE_MODULES)
+def test_core_imports_neither_scrapy_nor_the_crawler(module):
+    """`python -X importtime` lists every module an import loads: importing core (and asking
+    it a mainland-region question, a config schema and an interconnect) loads no Scrapy
+    module and no gpuradar.crawler module."""
+    code = (f"import {module}\n"
+            "from gpuradar.core.units import region_matches\n"
+            "from gpuradar.core.config import schema\n"
+            "from gpuradar.core.interconnect import interconnect_for\n"
+            "assert region_matches('cn-beijing', '', ['mainland'], 'alibaba')\n"
+            "schema()\n"
+            "interconnect_for('azure', 'Standard_ND96is_H100_v5', 'H100-SXM-80GB', 8)\n")
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", code],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()
+              if line.startswith("import time:")]
+    assert "gpuradar.core.providers" in loaded
+    assert not [m for m in loaded if m.split(".")[0] == "scrapy"
+                or m.startswith("gpuradar.crawler")], loaded
 
 
 def test_no_import_cycles(wheel, tmp_path):
@@ -117,7 +168,7 @@ def test_no_import_cycles(wheel, tmp_path):
 
 def test_the_readme_source_table_states_each_default_interval():
     """The README's table of sources says how often each is crawled by default: it is the
-    spider's `default_interval`, which the daemon uses."""
+    provider's declared `default_interval`, which the daemon uses."""
     from gpuradar.core import sources
     from gpuradar.core.units import parse_duration
 
@@ -128,4 +179,4 @@ def test_the_readme_source_table_states_each_default_interval():
         name, every = row
         table[name] = parse_duration(every.strip().replace(" min", "m").replace(" h", "h")
                                      .replace(" day", "d")).total_seconds()
-    assert table == {name: sources.default_interval(name) for name in sources.spider_classes()}
+    assert table == {name: sources.default_interval(name) for name in sources.providers()}

@@ -356,8 +356,8 @@ def test_compose_builds_the_default_image(slim_image, base_image, tmp_path):
 
 def test_the_replayed_sources_are_the_recordings_that_need_no_credentials():
     """REPLAYED follows the shipped recordings (a source needing a key stays off in replay)."""
-    from gpuradar.core.sources import spider_classes
+    from gpuradar.core.sources import providers
 
     recorded = {p.name for p in RECORDINGS.iterdir() if (p / "index.json").exists()}
-    keyless = {n for n in recorded if not spider_classes()[n].requires_credentials}
+    keyless = {n for n in recorded if not providers()[n].requires_credentials}
     assert set(REPLAYED) == keyless

@@ -101,12 +101,12 @@ def test_the_configuration_loads_with_its_targets_and_rules(tmp_path, monkeypatc
 
 
 def test_the_credentials_are_the_ones_the_spiders_read():
-    from gpuradar.core.sources import spider_classes
+    from gpuradar.core.sources import providers
 
     text = ZH.read_text()
     table = text[text.index("| 来源 |"):text.index("配置文件（")]
     named = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", table))
-    read = {env for name in CHINA for env in spider_classes()[name].credentials.values()}
+    read = {env for name in CHINA for env in providers()[name].credentials.values()}
     assert named == read
 
 

@@ -730,3 +730,37 @@ def test_cli_exit_codes(market_url):
     none = gpuradar("recommend", "-p", "1T", "-t", "pretrain", "--json", db_url=market_url)
     assert none.returncode == 1
     assert json.loads(none.stdout)["options"] == []
+
+
+def test_an_unpublished_interconnect_is_shown_as_unknown(engine):
+    """An Azure size no Microsoft page describes the links of (4x V100 in NCv3, a board the
+    catalog does not track) is not a PCIe box: `recommend` says "unknown" and flags it."""
+    from gpuradar.cli.recommend import _rows
+
+    item = _item("azure", "eastus", "Standard_NC24s_v3", "V100-16GB", 4, 12.24)
+    writer = CrawlWriter(engine, "azure")
+    writer.add([item])
+    assert writer.finish("ok").status == "ok"
+    rec = run(engine, rc.Job(13e9, "inference"))
+    [fit] = rec.fits
+    assert fit.sharded and fit.interconnect["intra_node"] is None
+    assert fit.interconnect["basis"] == "unknown"
+    assert "sharded over unpublished links: use pipeline parallelism" in fit.flags
+    [row] = _rows(rec, datetime.now(UTC))
+    assert row["link"] == "unknown"
+
+
+def test_a_stored_interconnect_from_an_older_table_does_not_outlive_its_correction(engine):
+    """Offers stored while Azure's table still ended in a catch-all row carry
+    attributes["interconnect"] = PCIe for the 8-GPU NVSwitch ND96is_H100_v5; an unchanged
+    offer keeps that row, so `recommend` asks the corrected table instead."""
+    stale = {"interconnect": {"intra_node": "pcie", "inter_node": None, "basis": "published"}}
+    item = _item("azure", "eastus", "Standard_ND96is_H100_v5", H100, 8, 90.00,
+                 attributes=stale)
+    writer = CrawlWriter(engine, "azure")
+    writer.add([item])
+    assert writer.finish("ok").status == "ok"
+    rec = run(engine, rc.Job(7e9, "finetune"))
+    [fit] = rec.fits
+    assert fit.interconnect["intra_node"] == "nvswitch"
+    assert fit.interconnect["inter_node"] is None

@@ -1,0 +1,49 @@
+"""AWS: public price files and Spot Advisor; with credentials, per-zone spot history."""
+
+from gpuradar.core.providers.base import Provider, family
+
+AWS = Provider(
+    name="aws",
+    kind="aws",
+    default_interval=900,
+    endpoints={
+        "advisor": "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json",
+        "locations": "https://b0.p.awsstatic.com/locations/1.0/aws/current/locations.json",
+        "spot": "https://website.spot.ec2.aws.a2z.com/spot.json",
+        "ondemand": "https://b0.p.awsstatic.com/pricing/2.0/meteredUnitMaps/ec2/USD/current/"
+                    "ec2-ondemand-without-sec-sel/{location}/Linux/index.json",
+        "ec2": "https://ec2.{region}.amazonaws.com/",
+    },
+    options={"regions": str | list[str], "spot_history": bool, "profile": str,
+             "home_region": str, "access_key_id": str, "secret_access_key": str,
+             "session_token": str},
+    notes=("Public on-demand and spot price files (GPU, Trainium, Inferentia and Gaudi "
+           "instances), Spot Advisor interruption bands; AWS credentials add per-zone spot "
+           "prices (DescribeSpotPriceHistory)."),
+    # Every row: Amazon EC2 instance types, "Accelerated computing" specifications
+    # (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html, its "Networking specifications"
+    # and accelerator tables) and the product page of the family named in the note
+    # (aws.amazon.com/ec2/instance-types/<family>/). G families (PCIe cards) have no row:
+    # the catalog's form factor answers for them, marked as inferred.
+    # fmt: off
+    interconnect=(
+        # Trn1/Trn1n/Trn2: chips joined by NeuronLink, EFA networking (ec2/instance-types/trn1,
+        # trn2); Inf2: NeuronLink between chips, no EFA (ec2/instance-types/inf2).
+        family(r"^trn\d+n?\.(32|48)xlarge$", "neuronlink", "efa", "Trainium NeuronLink, EFA"),
+        family(r"^inf2\.(24|48)xlarge$", "neuronlink", None, "Inferentia2 NeuronLink"),
+        # P6e-GB200 UltraServers: NVLink domain of 72 GPUs, EFA (ec2/instance-types/p6).
+        family(r"^p6e-gb\d00\.", "nvswitch", "efa", "GB200 NVL72 UltraServer, EFA"),
+        # P6-B200/B300: 8 GPUs on NVLink 5 NVSwitch, EFAv4 (ec2/instance-types/p6).
+        family(r"^p6-b\d00\.48xlarge$", "nvswitch", "efa", "HGX B200/B300 NVSwitch, EFA"),
+        # P5/P5e/P5en.48xlarge: NVSwitch, 3200 Gbps EFA (ec2/instance-types/p5).
+        family(r"^p5(e|en)?\.48xlarge$", "nvswitch", "efa",
+               "HGX H100/H200 NVSwitch, 3200 Gbps EFA"),
+        family(r"^p5\.4xlarge$", None, None, "one H100"),
+        # P4d/P4de: NVSwitch, 400 Gbps EFA (ec2/instance-types/p4).
+        family(r"^p4de?\.24xlarge$", "nvswitch", "efa", "HGX A100 NVSwitch, 400 Gbps EFA"),
+        # P3dn: NVLink, 100 Gbps EFA; P3: NVLink, no EFA (ec2/instance-types/p3).
+        family(r"^p3dn\.24xlarge$", "nvlink", "efa", "V100 NVLink, 100 Gbps EFA"),
+        family(r"^p3\.", "nvlink", None, "V100 NVLink, no EFA"),
+    ),
+    # fmt: on
+)

@@ -1,0 +1,54 @@
+"""Microsoft Azure: the public Retail Prices API."""
+
+from gpuradar.core.providers.base import Provider, family
+
+# Pages cited below are Microsoft Learn's VM size pages,
+# learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/<page>. An "r" in an N-series
+# size marks its InfiniBand (RDMA, SR-IOV) sizes: Microsoft's InfiniBand driver extension
+# pages (learn.microsoft.com/azure/virtual-machines/extensions/hpc-compute-infiniband-linux)
+# install InfiniBand drivers on the "'r' sizes" of the H- and N-series; a size without the
+# "r" has no InfiniBand. The 8-GPU NVIDIA ND sizes are HGX baseboards, whose NVLink goes
+# through NVSwitch (NVIDIA Fabric Manager user guide, "NVSwitch-based HGX systems").
+# A size no row matches (NV, NG, NC T4, new series) is decided by the GPU's form factor or
+# stays unknown: never a catch-all row.
+AZURE = Provider(
+    name="azure",
+    endpoints={"prices": "https://prices.azure.com/api/retail/prices"},
+    options={"currency": str},
+    notes=("Retail Prices API, all regions, Linux, on-demand and Spot, primary meters, the "
+           "price in effect; no credentials."),
+    # fmt: off
+    interconnect=(
+        # nd-gb200-v6-series / nd-gb300-v6-series: NVLink 5 NVL72 rack, InfiniBand per GPU.
+        family(r"_ND\w*GB[23]00", "nvswitch", "infiniband", "GB200/GB300 NVL72, InfiniBand"),
+        # ndh100v5-series, nd-h200-v5-series: 8 GPUs with NVLink 4.0 inside the VM and a
+        # dedicated 400 Gb/s InfiniBand connection per GPU (Standard_ND96isr_H100_v5).
+        family(r"_ND\d+is?r_(H100|H200)_v5$", "nvswitch", "infiniband",
+               "NVLink 4 via NVSwitch, 400 Gb/s InfiniBand per GPU"),
+        # The same 8-GPU machines sold without the "r" (Standard_ND96is_H100_v5,
+        # Standard_ND96is_noIB_H100_v5): NVSwitch inside, no InfiniBand.
+        family(r"_ND\d+is(_noIB)?_(H100|H200)_v5$", "nvswitch", None,
+               "NVLink 4 via NVSwitch, no InfiniBand"),
+        # ndmi300xv5-series: Infinity Fabric between the 8 MI300X, 8x400 Gb/s NDR InfiniBand
+        # (Standard_ND96isr_MI300X_v5); Standard_ND96is_MI300X_v5 without the "r".
+        family(r"_ND\d+isr_MI300X_v5$", "infinity-fabric", "infiniband",
+               "Infinity Fabric, 400 Gb/s InfiniBand per GPU"),
+        family(r"_ND\d+is_MI300X_v5$", "infinity-fabric", None,
+               "Infinity Fabric, no InfiniBand"),
+        # ndasra100v4-series, ndma100v4-series: 8 A100 with NVLink 3.0 inside the VM and a
+        # dedicated 200 Gb/s HDR InfiniBand connection per GPU (Standard_ND96asr_v4,
+        # Standard_ND96amsr_A100_v4); without the "r" (Standard_ND96ams_A100_v4) no InfiniBand.
+        family(r"_ND\d+am?sr_(A100_)?v4$", "nvswitch", "infiniband",
+               "NVLink 3 via NVSwitch, 200 Gb/s InfiniBand per GPU"),
+        family(r"_ND\d+am?s_(A100_)?v4$", "nvswitch", None,
+               "NVLink 3 via NVSwitch, no InfiniBand"),
+        # ndv2-series: 8 V100 connected by NVLink, 100 Gb/s EDR InfiniBand (Standard_ND40rs_v2).
+        family(r"_ND\d+rs_v2$", "nvlink", "infiniband", "V100 NVLink, 100 Gb/s InfiniBand"),
+        # nca100v4-series: "NVIDIA A100 PCIe GPU" cards.
+        family(r"_NC\d+ads_A100_v4$", "pcie", None, "A100 PCIe"),
+        # ncv3-series: Standard_NC24rs_v3 adds the low-latency InfiniBand network; the page
+        # does not say how its V100s are linked, so the form factor decides.
+        family(r"_NC\d+r\w*_v3$", "", "infiniband", "V100, RDMA InfiniBand"),
+    ),
+    # fmt: on
+)

@@ -1,0 +1,97 @@
+"""The shape of a provider declaration: what gpuradar knows about a provider without crawling
+it. Plain data, no Scrapy: core, the command line, alerts and `recommend` read it through
+the list in gpuradar.core.providers, and the provider's spider takes its name, endpoints,
+options and the rest from it (crawler/spiders/base.py), so each fact is written once."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["KINDS", "Family", "Provider", "cn_prefixed_mainland", "family"]
+
+#: The daemon's interval groups (`daemon.intervals.<kind>`).
+KINDS = ("marketplace", "lambda", "aws", "cloud", "fx")
+
+
+@dataclass(frozen=True)
+class Family:
+    """One row of a provider's interconnect table: the instance types `pattern` matches have
+    GPUs linked by `intra` (for 2+ GPUs; "" = decide from the GPU's form factor) and
+    machines linked by `inter` (None = no GPU fabric between machines)."""
+
+    pattern: re.Pattern[str]
+    intra: str | None
+    inter: str | None
+    note: str
+
+
+def family(pattern: str, intra: str | None, inter: str | None, note: str) -> Family:
+    """One row of an interconnect table (first match wins). Only families the provider's
+    documentation describes belong here: an instance type no row matches is decided by
+    the GPU's form factor or stays unknown (gpuradar.core.interconnect), never by a
+    catch-all row."""
+    return Family(re.compile(pattern, re.IGNORECASE), intra, inter, note)
+
+
+def cn_prefixed_mainland(region: str) -> bool:
+    """Region codes `cn-<city>` are in mainland China, except Hong Kong's (`cn-hongkong`,
+    `cn-hk`): Alibaba's and Huawei's region lists."""
+    r = region.lower()
+    return r.startswith("cn-") and not r.startswith(("cn-hongkong", "cn-hk"))
+
+
+def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Everything about one source that does not need a crawl."""
+
+    #: The source's name: spider name, `sources.<name>` in the config, PriceItem.source.
+    name: str
+    #: The daemon's interval group (one of KINDS).
+    kind: str = "cloud"
+    #: Default crawl interval for the daemon, seconds.
+    default_interval: int = 3600
+    #: Endpoint name -> default URL; `endpoints: {"<name>.<endpoint>": URL}` overrides it.
+    endpoints: Mapping[str, str] = field(default_factory=dict)
+    #: Credential option -> the environment variable that can also provide it.
+    credentials: Mapping[str, str] = field(default_factory=dict)
+    #: The source's own options (`sources.<name>.<option>`), name -> type. Credentials are
+    #: options too (text); enabled/interval/jitter/timeout/request_interval are common.
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: True when the source yields nothing without credentials.
+    requires_credentials: bool = False
+    #: Shown by `gpuradar sources`.
+    notes: str = ""
+    #: Minimum seconds between two requests to one host (the provider's documented rate
+    #: limit); the option `request_interval` overrides it.
+    request_interval: float = 0.0
+    #: What links the GPUs of a multi-GPU offer, by instance family (first match wins).
+    interconnect: tuple[Family, ...] = ()
+    #: Whether a region code is in mainland China; None: the provider has no such region.
+    mainland: Callable[[str], bool] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("endpoints", "credentials", "options"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.name}: kind {self.kind!r} is not one of {KINDS}")
+
+    @property
+    def has_mainland_regions(self) -> bool:
+        return self.mainland is not None
+
+    def is_mainland(self, region: str) -> bool:
+        """Whether an offer in `region` runs in mainland China (Hong Kong is not)."""
+        return self.mainland is not None and self.mainland(region or "")
+
+    def option_types(self) -> dict[str, Any]:
+        """The source's own options, name -> type: `options` and the credentials (text)."""
+        return dict(self.options) | {opt: str for opt in self.credentials
+                                     if opt not in self.options}

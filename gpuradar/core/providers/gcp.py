@@ -1,0 +1,38 @@
+"""Google Cloud: Cloud Billing Catalog SKUs (Compute Engine and Cloud TPU), with an API key."""
+
+from gpuradar.core.providers.base import Provider, family
+
+GCP = Provider(
+    name="gcp",
+    endpoints={
+        # Compute Engine (GPUs, machine cores and RAM, TPU v5e and newer) and Cloud TPU
+        # (v2, v3, v4): read one after the other with the same key.
+        "skus": "https://cloudbilling.googleapis.com/v1/services/6F81-5844-456A/skus",
+        "tpu_skus": "https://cloudbilling.googleapis.com/v1/services/E000-3F24-B8AA/skus",
+    },
+    credentials={"api_key": "GCP_API_KEY"},
+    requires_credentials=True,
+    options={"currency": str, "page_size": int},
+    notes=("Cloud Billing Catalog SKUs; machine prices assembled from core + RAM + GPU SKUs; "
+           "N1 GPUs per GPU; TPU slices per chip-hour (Compute Engine and Cloud TPU "
+           "services). Needs an API key."),
+    # Compute Engine "GPU machine types" (cloud.google.com/compute/docs/gpus) and
+    # "Accelerator-optimized machine family" (cloud.google.com/compute/docs/
+    # accelerator-optimized-machines): A2/A3/A4 GPUs on NVSwitch; A3 High GPUDirect-TCPX,
+    # A3 Mega GPUDirect-TCPXO, A3 Ultra and A4 GPUDirect-RDMA over RoCE; A4X GB200 NVL72.
+    # G2 (L4 PCIe cards) has no row: the catalog's form factor answers for it.
+    # fmt: off
+    interconnect=(
+        # A TPU slice's chips (and the hosts of a multi-host slice) are wired by ICI, the
+        # inter-chip interconnect (cloud.google.com/tpu/docs/system-architecture-tpu-vm).
+        family(r"^v\d+[a-z]*(pod)?-\d+$", "ici", "ici", "TPU slice, inter-chip interconnect"),
+        family(r"^a4x-", "nvswitch", "rdma", "GB200 NVL72, GPUDirect-RDMA (RoCE)"),
+        family(r"^a4-highgpu-8g$", "nvswitch", "rdma", "B200 NVSwitch, GPUDirect-RDMA (RoCE)"),
+        family(r"^a3-ultragpu-8g$", "nvswitch", "rdma", "H200 NVSwitch, GPUDirect-RDMA (RoCE)"),
+        family(r"^a3-megagpu-8g$", "nvswitch", "gpudirect-tcpxo", "H100 NVSwitch, GPUDirect-TCPXO"),
+        family(r"^a3-highgpu-8g$", "nvswitch", "gpudirect-tcpx", "H100 NVSwitch, GPUDirect-TCPX"),
+        family(r"^a3-(high|edge)gpu-", "nvswitch", None, "H100 NVSwitch"),
+        family(r"^a2-(high|mega|ultra)gpu-", "nvswitch", None, "A100 NVSwitch"),
+    ),
+    # fmt: on
+)

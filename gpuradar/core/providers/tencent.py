@@ -1,0 +1,42 @@
+"""Tencent Cloud: CVM DescribeZoneInstanceConfigInfos, with an API key."""
+
+from gpuradar.core.providers.base import Provider, family
+
+# Tencent regions in mainland China, by the city in their code (ap-<city>[-...]).
+MAINLAND_CITIES = frozenset({
+    "beijing", "shanghai", "guangzhou", "chengdu", "chongqing", "nanjing", "shenzhen",
+    "tianjin", "hangzhou", "wuhan", "changsha", "xian", "jinan", "hefei", "fuzhou",
+    "shijiazhuang", "zhengzhou", "qingyuan", "shenyang", "taiyuan", "xibei", "huhehaote"})
+
+
+def is_mainland(region: str) -> bool:
+    """ap-guangzhou, ap-shanghai-fsi, ...: the city is the second part of the code."""
+    parts = region.lower().split("-")
+    return len(parts) >= 2 and parts[0] == "ap" and parts[1] in MAINLAND_CITIES
+
+
+TENCENT = Provider(
+    name="tencent",
+    endpoints={"cvm": "https://cvm.tencentcloudapi.com/",
+               # The financial regions' own hosts (see crawler/spiders/tencent.py).
+               "cvm_financial": "https://cvm.{region}.tencentcloudapi.com/"},
+    credentials={"secret_id": "TENCENTCLOUD_SECRET_ID",
+                 "secret_key": "TENCENTCLOUD_SECRET_KEY"},
+    requires_credentials=True,
+    options={"currency": str, "regions": list[str], "home_region": str,
+             "families": list[str], "charge_types": list[str]},
+    notes=("CVM DescribeZoneInstanceConfigInfos per region: on-demand and spot price, "
+           "SELL/SOLD_OUT per zone; CNY by default (option currency)."),
+    # Tencent Cloud CVM "Instance Types", GPU computing families (cloud.tencent.com/document/
+    # product/560/19701): HCC high-performance computing clusters on an RDMA network, GT4
+    # (A100 with NVSwitch), GN10X/GN10Xp (V100 with NVLink). The PCIe-card families (GN7,
+    # GN8, GNV4, PNV4, ...) have no row: the catalog's form factor answers for them.
+    # fmt: off
+    interconnect=(
+        family(r"^HCC", "", "rdma", "HCC GPU cluster, RDMA network"),
+        family(r"^GT4\.", "nvswitch", None, "A100 NVSwitch"),
+        family(r"^GN10X", "nvlink", None, "V100 NVLink"),
+    ),
+    # fmt: on
+    mainland=is_mainland,
+)
