@@ -168,7 +168,7 @@ def _timeline(cfg: Config, pace: float) -> None:
             at = start + timedelta(hours=step["hour"])
             body = Path(tmp) / f"step-{step['hour']}.json"
             body.write_text(json.dumps({"offers": [listed[m] for m in step["listed"]]}))
-            cheapest = _store_step(cfg, engine, source, body, at)
+            cheapest = _store_step(cfg, engine, source, body, at, spec["captured"])
             evaluate(engine, rules, now=at)
             notes = [n for n in notification_log(engine, limit=20) if n["id"] > seen]
             seen = max([seen, *(n["id"] for n in notes)])
@@ -183,20 +183,22 @@ def _timeline(cfg: Config, pace: float) -> None:
     print_gpu_history(engine, "H100", names, start, until, "on_demand")
 
 
-def _store_step(cfg: Config, engine: Any, source: str, body: Path, at: datetime
-                ) -> float | None:
+def _store_step(cfg: Config, engine: Any, source: str, body: Path, at: datetime,
+                captured: str) -> float | None:
     """Parse one step's answer with the source's own parser and store it as a complete
-    crawl started at `at`; the cheapest on-demand price per GPU it listed."""
+    crawl at the staged time `at`, marked replayed from the capture of `captured` (the
+    prices are that capture's; only their timing is staged); the cheapest on-demand price
+    per GPU it listed."""
     from gpuradar.core.items import PriceItem
     from gpuradar.crawler.parsing import ParseFailed, parse_files
-    from gpuradar.storage.ingest import CrawlWriter
+    from gpuradar.storage.ingest import CrawlWriter, Replay
 
     try:
         records = list(parse_files(source, [body], scrapy_settings(cfg)))
     except ParseFailed as exc:
         raise fail(str(exc), EXIT_FAILED) from None
     items = [PriceItem(**{**r, "observed_at": at}) for r in records if "dropped" not in r]
-    writer = CrawlWriter(engine, source, started_at=at)
+    writer = CrawlWriter(engine, source, started_at=at, replay=Replay(captured, at))
     writer.add(items)
     writer.finish("ok")
     prices = [i.price_per_gpu_usd for i in items if i.pricing == "on_demand"]

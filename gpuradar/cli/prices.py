@@ -276,7 +276,7 @@ def print_gpu_history(engine, gpu: str, names: list[str], since: datetime, until
     if replayed:
         console.print("replayed from recordings, dated at their capture: " + ", ".join(
             f"{s} (captured {c or 'date unknown'})" for s, c in sorted(replayed.items())),
-            highlight=False)
+            highlight=False, soft_wrap=True)
 
 
 @app.command()

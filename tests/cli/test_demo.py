@@ -162,6 +162,10 @@ def test_timeline_history_draws_the_day_with_ticks_and_units(timeline):
                     db_url=db_url, env=NARROW)
     assert proc.returncode == 0 and "lowest: $1.3867 at vastai" in proc.stdout
     assert len(re.findall(r"┬", proc.stdout)) == 3
+    # the staged day's prices are the 2026-08-22 capture's, and say so
+    assert "vastai (captured 2026-08-22)" in proc.stdout
+    offers = gpuradar_json("prices", db_url=db_url)
+    assert offers and all(o["replayed"] and o["captured"] == "2026-08-22" for o in offers)
 
 
 def test_alerts_json_has_one_timestamp_form_and_integral_counts(timeline):
