@@ -7,11 +7,13 @@ import hashlib
 import json
 import logging
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from time import monotonic
 from typing import Any
 from urllib.parse import urlsplit
 
+from gpuradar.storage.ingest import Replay
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
@@ -251,17 +253,52 @@ def _suffix(content_type: str) -> str:
     return ".bin"
 
 
+def capture_time(captured: Any) -> datetime | None:
+    """The moment a provenance's `captured` stands for, UTC: an ISO time as given; a date
+    ("2026-08-22") or a month ("2026-08") its first instant -- the earliest the capture can
+    be, so replayed data never looks newer than it is. None when absent or unreadable."""
+    if not isinstance(captured, str) or not captured.strip():
+        return None
+    text = captured.strip()
+    try:
+        if re.fullmatch(r"\d{4}-\d\d", text):
+            return datetime.strptime(text, "%Y-%m").replace(tzinfo=UTC)
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+
+
 class Recording:
     """A directory of one crawl per source: `<dir>/<source>/index.json` plus one file per
-    response body, stored exactly as served (so `gpuradar parse` reads them directly)."""
+    response body, stored exactly as served (so `gpuradar parse` reads them directly), and
+    `provenance.json`: when (`captured`) and where the responses were captured. A replay
+    dates its observations at that capture time."""
 
     def __init__(self, root: Path, source: str) -> None:
         self.dir = Path(root) / source
         self.index_path = self.dir / "index.json"
+        self.provenance_path = self.dir / "provenance.json"
         self.entries: list[dict[str, Any]] = []
         if self.index_path.exists():
             self.entries = json.loads(self.index_path.read_text())
         self.by_key = {e["key"]: e for e in self.entries}
+        self._dated = False  # provenance written by this recording session
+
+    def provenance(self) -> dict[str, Any]:
+        """The recording's provenance; {} when it has none or it cannot be read."""
+        try:
+            data = json.loads(self.provenance_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def replay(self) -> Replay:
+        """What a crawl replayed from this recording is: its capture date as stated and
+        the moment that stands for (both None when the provenance does not say)."""
+        captured = self.provenance().get("captured")
+        at = capture_time(captured)
+        return Replay(captured=str(captured) if at is not None else None, at=at)
 
     def find(self, request: Request) -> dict[str, Any] | None:
         return self.by_key.get(request_key(request))
@@ -286,6 +323,13 @@ class Recording:
         self.entries.append(entry)
         self.by_key[key] = entry
         self.index_path.write_text(json.dumps(self.entries, indent=1, ensure_ascii=False))
+        if not self._dated:  # the first response of this session dates the recording
+            self._dated = True
+            now = datetime.now(UTC).replace(microsecond=0)
+            self.provenance_path.write_text(json.dumps(
+                {**self.provenance(), "captured": now.isoformat().replace("+00:00", "Z"),
+                 "recorded_by": "gpuradar crawl --record"}, indent=1, ensure_ascii=False)
+                + "\n")
 
 
 class RecordReplayMiddleware:

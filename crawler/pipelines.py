@@ -15,8 +15,10 @@ from __future__ import annotations
 import logging
 import math
 from datetime import date
+from pathlib import Path
 from typing import Any
 
+from gpuradar.crawler.middlewares import Recording
 from gpuradar.crawler.spiders.base import UNCATALOGUED_NAMES, warn_once_per_process
 from scrapy import signals
 from scrapy.crawler import Crawler
@@ -250,7 +252,10 @@ class StoragePipeline:
         from gpuradar.storage.ingest import CrawlWriter
 
         self.engine = open_database(database_url(self.crawler))
-        self.writer = CrawlWriter(self.engine, spider.name,
+        replay_dir = self.crawler.settings.get("GPURADAR_REPLAY_DIR")
+        # A replay's observations describe the recording's capture time, not today.
+        replay = Recording(Path(replay_dir), spider.name).replay() if replay_dir else None
+        self.writer = CrawlWriter(self.engine, spider.name, replay=replay,
                                   shrink_guard=shrink_guard(self.crawler, spider.name))
         self.log_errors = _CrawlErrors(spider)
         logging.getLogger().addHandler(self.log_errors)

@@ -43,7 +43,7 @@ PAGE = """<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>{{ css }}</style></head><body>
 <h1>gpuradar</h1>
-<p class="muted">Cheapest live GPU offers, read from this service's database at
+<p class="muted">Cheapest GPU offers, read from this service's database at
 {{ now }} UTC. Read-only; also <a href="/metrics">/metrics</a>,
 <a href="/healthz">/healthz</a> and the JSON API
 (<a href="/api/v1/openapi.json">/api/v1/openapi.json</a>).</p>
@@ -63,7 +63,9 @@ PAGE = """<!doctype html>
 </form>
 {% if problem %}<p class="bad">{{ problem }}</p>{% endif %}
 
-<h2>Cheapest live offer per GPU</h2>
+<h2>Cheapest offer per GPU</h2>
+{% if replayed %}<p class="warn" id="replayed">Replayed from recordings, not live: {{ replayed }}.
+Their prices are as of the capture date.</p>{% endif %}
 {% if cheapest %}
 <table id="cheapest"><thead><tr><th>GPU</th><th>GPUs</th><th>memory/GPU</th>
 <th>$/GPU-h</th><th>$/h</th><th>pricing</th><th>source</th><th>region</th><th>instance</th>
@@ -72,7 +74,7 @@ PAGE = """<!doctype html>
 <td class="num">{{ o.memory }}</td><td class="num">{{ o.per_gpu }}</td>
 <td class="num">{{ o.per_hour }}</td><td>{{ o.pricing }}</td><td>{{ o.source }}</td>
 <td>{{ o.region }}</td><td>{{ o.instance }}</td><td>{{ o.available }}</td>
-<td>{{ o.seen }} ago</td></tr>
+<td>{{ o.seen }}</td></tr>
 {% endfor %}</tbody></table>
 {% else %}<p class="muted">{{ empty }}</p>{% endif %}
 
@@ -88,10 +90,10 @@ PAGE = """<!doctype html>
 <h2>Sources</h2>
 {% if sources %}
 <table id="sources"><thead><tr><th>source</th><th>last crawl</th><th>last success</th>
-<th>failures since</th><th>offers</th><th>error</th></tr></thead><tbody>
+<th>data as of</th><th>failures since</th><th>offers</th><th>error</th></tr></thead><tbody>
 {% for s in sources %}<tr><td>{{ s.source }}</td>
 <td class="{{ s.css }}">{{ s.status }}, {{ s.last_crawl }} ago</td>
-<td>{{ s.last_success }}</td><td class="num">{{ s.failures }}</td>
+<td>{{ s.last_success }}</td><td>{{ s.data_as_of }}</td><td class="num">{{ s.failures }}</td>
 <td class="num">{{ s.offers }}</td><td>{{ s.error }}</td></tr>{% endfor %}
 </tbody></table>
 {% else %}<p class="muted">No crawl has run yet.</p>{% endif %}
@@ -174,7 +176,8 @@ def _row(o: dict[str, Any], now: datetime) -> dict[str, Any]:
             "region": o["region"] + (f"/{o['zone']}" if o["zone"] else ""),
             "instance": o["instance_type"],
             "available": {True: "yes", False: "no", None: "?"}[o["available"]],
-            "seen": age(o["observed_at"], now)}
+            "seen": f"captured {o.get('captured') or 'date unknown'} (replayed)"
+            if o.get("replayed") else f"{age(o['observed_at'], now)} ago"}
 
 
 def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = None,
@@ -209,7 +212,9 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
         sources=[{**s, "css": {"ok": "ok", "partial": "warn"}.get(s["status"], "bad"),
                   "last_crawl": age(s["last_crawl"], now),
                   "last_success": f"{age(s['last_success'], now)} ago" if s["last_success"]
-                  else "never"} for s in data["sources"]],
+                  else "never", "data_as_of": _data_as_of(s, now)} for s in data["sources"]],
+        replayed=", ".join(f"{s['source']} captured {s['captured'] or 'on an unknown date'}"
+                           for s in data["sources"] if s["replayed"]),
         charts=[{"gpu": c["gpu"], "svg": svg_chart(c["series"], data["until"])}
                 for c in data["charts"]],
         index=[_index_chart(c, data["until"]) for c in data["index"]])
@@ -222,6 +227,13 @@ def _index_chart(chart: dict[str, Any], until: datetime) -> dict[str, Any]:
             "svg": svg_chart(chart["series"], until),
             "detail": f"p10 {money(f['p10'])}, p90 {money(f['p90'])}; {f['offers']} offers "
                       f"from {providers}"}
+
+
+def _data_as_of(s: dict[str, Any], now: datetime) -> str:
+    """What date a source's stored data has: its age, or a replay's capture date."""
+    if s["replayed"]:
+        return f"captured {s['captured'] or 'date unknown'} (replayed)"
+    return f"{age(s['observed_at'], now)} ago" if s["observed_at"] else "-"
 
 
 def _aware(ts: datetime) -> datetime:

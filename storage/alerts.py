@@ -37,9 +37,12 @@ def crawl_versions(engine: Engine) -> dict[str, tuple[int, str]]:
 
 
 def source_health(engine: Engine) -> dict[str, tuple[datetime | None, int]]:
-    """source -> (start of its last successful crawl, failed crawls since then)."""
+    """source -> (what its last successful crawl observed, failed crawls since then). The
+    time is the data's: a crawl replayed from a recording counts from the recording's
+    capture time, so replayed data from months ago is as stale to rules as it is old."""
+    observed = func.coalesce(CRAWL.c.observed_at, CRAWL.c.started_at)
     last_ok = (select(CRAWL.c.source, func.max(CRAWL.c.id).label("ok_id"),
-                      func.max(CRAWL.c.started_at).label("ok_at"))
+                      func.max(observed).label("ok_at"))
                .where(CRAWL.c.status == "ok").group_by(CRAWL.c.source).subquery())
     fails = (select(CRAWL.c.source, func.count().label("n"))
              .select_from(CRAWL.outerjoin(last_ok, last_ok.c.source == CRAWL.c.source))

@@ -102,6 +102,20 @@ DETAIL_FIELDS = ("gpu", "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb", "cur
                  "price_usd", "price_per_gpu_usd", "available_count", "url", "attributes")
 
 
+@dataclass(frozen=True)
+class Replay:
+    """A crawl answered from a recording: the capture date as the recording's provenance
+    states it ("2026-08-22", "2026-08"; None when it does not say) and the moment that date
+    stands for (the start of the stated day or month, UTC; None when unknown)."""
+
+    captured: str | None
+    at: datetime | None
+
+    def describe(self) -> str:
+        return f"replayed, captured {self.captured}" if self.captured else \
+            "replayed, capture date unknown"
+
+
 @dataclass(slots=True)
 class _State:
     """What storage holds for one offer, as far as change detection needs it."""
@@ -153,10 +167,16 @@ class CrawlWriter:
     """Accumulates one crawl of one source into storage."""
 
     def __init__(self, engine: Engine, source: str, started_at: datetime | None = None,
-                 shrink_guard: float = SHRINK_GUARD) -> None:
+                 shrink_guard: float = SHRINK_GUARD, replay: Replay | None = None) -> None:
         self.engine = engine
         self.source = source
         self.started_at = started_at or datetime.now(UTC)
+        # The time every observation of this crawl describes: a replay's capture time (an
+        # unknown one falls back to the replay's start, and is shown as unknown).
+        self.replay = replay
+        self.observed_at = (replay.at if replay is not None and replay.at is not None
+                            else self.started_at)
+        self.refused = ""
         self.shrink_guard = shrink_guard
         self.seen: set[OfferKey] = set()
         self.items = self.new_offers = self.changed = 0
@@ -169,9 +189,13 @@ class CrawlWriter:
         with engine.begin() as conn:
             latest = conn.execute(select(func.max(CRAWL.c.id))
                                   .where(CRAWL.c.source == source)).scalar()
+            if replay is not None:
+                self.refused = self._older_than_stored(conn)
             self.crawl_id: int = conn.execute(
                 insert(CRAWL).values(source=source, started_at=self.started_at, status="running",
-                                     owner=process_owner(),
+                                     owner=process_owner(), observed_at=self.observed_at,
+                                     replayed=replay is not None,
+                                     captured=replay.captured if replay else None,
                                      items=0, new_offers=0, changed=0, closed=0, dropped={},
                                      unknown_gpus=[], error="", uncatalogued={}, held=0)
                 .returning(CRAWL.c.id)
@@ -188,14 +212,38 @@ class CrawlWriter:
                 r = tuple(row)
                 self.current[r[1:5]] = _State(r[0], r[5], r[6], r[7], r[8:-1], r[-1])
 
+    def _older_than_stored(self, conn) -> str:
+        """Why this replay must not be stored ('' when it may): history is a sequence of
+        changes in time, so a capture older than what the database already holds for the
+        source would be written before it and contradict the current prices."""
+        newest = conn.execute(
+            select(func.max(func.coalesce(CRAWL.c.observed_at, CRAWL.c.started_at)))
+            .where(CRAWL.c.source == self.source, CRAWL.c.status.in_(("ok", "partial")))
+        ).scalar()
+        if newest is None:
+            return ""
+        newest = newest if newest.tzinfo else newest.replace(tzinfo=UTC)
+        if self.observed_at >= newest:
+            return ""
+        return (f"the recording was captured {self.replay.captured if self.replay else '?'}, "
+                f"before the newest {self.source} data in this database "
+                f"({newest:%Y-%m-%d %H:%M} UTC); replay it into another database "
+                "(nothing stored)")
+
     # -- observations -------------------------------------------------------------------
     def add(self, items: Iterable[PriceItem]) -> None:
-        """Store one batch of observations (one transaction)."""
+        """Store one batch of observations (one transaction). A replay's observations are
+        dated at the recording's capture time."""
+        if self.refused:
+            return
+        replayed = self.replay is not None
         new: list[tuple[OfferKey, PriceItem]] = []
         changed: list[tuple[_State, PriceItem]] = []
         details: list[tuple[_State, PriceItem]] = []
         seen, current = self.seen, self.current
         for item in items:
+            if replayed:
+                item.observed_at = self.observed_at
             key = item.key
             if key in seen:
                 continue  # the pipeline counts duplicates (duplicate_offer); first one wins
@@ -327,6 +375,8 @@ class CrawlWriter:
         finished = datetime.now(UTC)
         closed = held = 0
         dropped = dict(dropped or {})
+        if self.refused:
+            status, error = "failed", self.refused
         if self.unstorable:
             dropped["unstorable_price"] = dropped.get("unstorable_price", 0) + len(
                 self.unstorable)
@@ -343,9 +393,9 @@ class CrawlWriter:
             flag = [s for s in kept if s.unreadable_since is None]
             if flag:
                 conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
-                    unreadable_since=self.started_at), [{"_id": s.id} for s in flag])
+                    unreadable_since=self.observed_at), [{"_id": s.id} for s in flag])
                 for s in flag:
-                    s.unreadable_since = self.started_at
+                    s.unreadable_since = self.observed_at
             kept_ids = {s.id for s in kept}
             gone = [s for k, s in self.current.items()
                     if s.active and k not in self.seen and s.id not in kept_ids]
@@ -360,11 +410,11 @@ class CrawlWriter:
                           "confirms the drop")
                 error = f"{reason}; {error}" if error else reason
             elif status == "ok" and gone:
-                at = epoch(self.started_at)
+                at = epoch(self.observed_at)
                 _record_changes(conn, [{"offer_id": s.id, "at": at, "price_micros": None,
                                         "available": False} for s in gone])
                 conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
-                    active=False, available=False, changed_at=self.started_at,
+                    active=False, available=False, changed_at=self.observed_at,
                     available_count=None, unreadable_since=None), [{"_id": s.id} for s in gone])
                 closed = len(gone)
                 self.changed_offer_ids.update(s.id for s in gone)

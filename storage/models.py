@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Integer, UniqueConstraint, text
+from sqlalchemy import JSON, BigInteger, Boolean, Column, Index, Integer, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 
@@ -105,6 +105,15 @@ class Crawl(SQLModel, table=True):
     held: int = Field(default=0, sa_column=Column(Integer, nullable=False,
                                                   server_default=text("0")))
     owner: str | None = Field(default=None, max_length=200)  # host:pid:start (storage.owner)
+    # The moment the crawl's data describes: its start for a live crawl, the capture time
+    # of the recording for a replayed one (migration 0006). NULL in older rows: started_at.
+    observed_at: datetime | None = None
+    # Answered from a recording (`--replay`, `gpuradar demo`), not by the provider.
+    replayed: bool = Field(default=False, sa_column=Column(
+        Boolean, nullable=False, server_default=text("false")))
+    # The capture date as the recording's provenance states it ("2026-08-22", "2026-08");
+    # None for a live crawl, or a recording that does not say when it was captured.
+    captured: str | None = Field(default=None, max_length=40)
 
 
 class FxRate(SQLModel, table=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuradar.storage.models import Crawl, FxRate, Offer, PriceChange
 from sqlalchemy import Engine, and_, func, or_, select, update
@@ -27,12 +27,43 @@ def _aware(ts: datetime | None) -> datetime | None:
 
 # -- crawls ------------------------------------------------------------------------------
 def last_success(engine: Engine) -> dict[str, datetime]:
-    """When each source's last successful crawl started: every offer it listed was observed
-    after that instant, so it is the end of every open span."""
+    """When each source's last successful crawl started: when it is next due, the metric.
+    What its data describes (a replay's capture time) is `last_observed`."""
     q = (select(CRAWL.c.source, func.max(CRAWL.c.started_at))
          .where(CRAWL.c.status == "ok").group_by(CRAWL.c.source))
     with engine.connect() as conn:
         return {s: _aware(t) for s, t in conn.execute(q)}
+
+
+class Observed(NamedTuple):
+    """What a source's stored offers describe: the time of its last successful crawl's data
+    (a replay's capture time), whether that crawl was replayed from a recording, and the
+    capture date as the recording states it (None: live, or not stated)."""
+
+    at: datetime
+    replayed: bool
+    captured: str | None
+
+    def label(self) -> str:
+        """'replayed, captured 2026-08-22' for a replay; '' for live data."""
+        if not self.replayed:
+            return ""
+        return f"replayed, captured {self.captured}" if self.captured else \
+            "replayed, capture date unknown"
+
+
+def last_observed(engine: Engine) -> dict[str, Observed]:
+    """Per source, what its last successful crawl observed: the end of every open span and
+    the age of every listed offer. For a live crawl that is its start; for a crawl replayed
+    from a recording the recording's capture time, never the time it was replayed."""
+    latest = (select(CRAWL.c.source, func.max(CRAWL.c.id).label("id"))
+              .where(CRAWL.c.status == "ok").group_by(CRAWL.c.source).subquery())
+    q = (select(CRAWL.c.source, func.coalesce(CRAWL.c.observed_at, CRAWL.c.started_at),
+                CRAWL.c.replayed, CRAWL.c.captured)
+         .join(latest, CRAWL.c.id == latest.c.id))
+    with engine.connect() as conn:
+        return {s: Observed(_aware(at), bool(replayed), captured)
+                for s, at, replayed, captured in conn.execute(q)}
 
 
 def last_crawls(engine: Engine) -> dict[str, dict[str, Any]]:
@@ -123,11 +154,14 @@ def current_offers(engine: Engine, flt: OfferFilter | None = None,
     if flt.regions:
         rows = [r for r in rows
                 if region_matches(r["region"], r["zone"], flt.regions, r["source"])]
-    seen = last_success(engine)
+    seen = last_observed(engine)
     for r in rows:
         r["changed_at"] = _aware(r["changed_at"])
         r["first_seen"] = _aware(r["first_seen"])
-        r["observed_at"] = seen.get(r["source"]) or r["changed_at"]
+        obs = seen.get(r["source"])
+        r["observed_at"] = obs.at if obs else r["changed_at"]
+        r["replayed"] = obs.replayed if obs else False
+        r["captured"] = obs.captured if obs else None
     return rows[:limit] if limit else rows
 
 
@@ -228,12 +262,35 @@ def _changes(conn, offer_ids: Sequence[int], until: datetime | None = None
 
 
 def spans(engine: Engine, offer_id: int) -> list[dict[str, Any]]:
-    """The spans of one offer, oldest first; an open span ends at the source's last
-    successful crawl (`seen_until`)."""
+    """The spans of one offer, oldest first; an open span ends at what the source's last
+    successful crawl observed (`seen_until`; a replay's capture time, then marked
+    `replayed` with the `captured` date)."""
     with engine.connect() as conn:
         offer = dict(conn.execute(select(OFFER).where(OFFER.c.id == offer_id)).one()._mapping)
         changes = _changes(conn, [offer_id]).get(offer_id, [])
-    return _spans_of(offer, changes, last_success(engine).get(offer["source"]))
+    seen = last_observed(engine).get(offer["source"])
+    out = _spans_of(offer, changes, seen.at if seen else None)
+    for span in out:
+        if span["open"] and seen is not None and seen.replayed:
+            span.update(replayed=True, captured=seen.captured)
+    return out
+
+
+def replayed_sources(engine: Engine, gpus: Sequence[str] | None = None,
+                     pricing: str | None = None) -> dict[str, str | None]:
+    """Sources whose stored offers (of these GPUs) come from a replayed recording, with
+    the capture date each recording states."""
+    seen = {s: o for s, o in last_observed(engine).items() if o.replayed}
+    if not seen:
+        return {}
+    conds = [OFFER.c.source.in_(sorted(seen))]
+    if gpus is not None:
+        conds.append(OFFER.c.gpu.in_(list(gpus)))
+    if pricing:
+        conds.append(OFFER.c.pricing == pricing)
+    with engine.connect() as conn:
+        found = conn.execute(select(OFFER.c.source).where(*conds).distinct()).scalars()
+        return {s: seen[s].captured for s in found}
 
 
 def price_at(engine: Engine, offer_id: int, at: datetime) -> dict[str, Any] | None:
@@ -261,7 +318,7 @@ def gpu_spans(engine: Engine, gpus: Sequence[str] | None, since: datetime,
         conds.append(OFFER.c.pricing == pricing)
     if sources:
         conds.append(OFFER.c.source.in_(list(sources)))
-    ends = last_success(engine)
+    ends = {s: o.at for s, o in last_observed(engine).items()}
     out = []
     with engine.connect() as conn:
         offers = {r.id: dict(r._mapping) for r in conn.execute(select(OFFER).where(*conds))}

@@ -13,6 +13,8 @@ from gpuradar.storage.queries import (
     current_offers,
     gpu_names,
     last_crawls,
+    last_observed,
+    last_success,
 )
 from sqlalchemy import Engine
 
@@ -29,16 +31,21 @@ def cheapest_per_gpu(engine: Engine, flt: OfferFilter) -> list[dict[str, Any]]:
 
 
 def sources(engine: Engine) -> list[dict[str, Any]]:
-    """Each crawled source: its latest crawl, last success and failures since then."""
-    health = source_health(engine)
+    """Each crawled source: its latest crawl, last success and failures since then, and
+    what its stored data describes (`observed_at`; a replay's capture date, `replayed`)."""
+    health, ok, observed = source_health(engine), last_success(engine), last_observed(engine)
     out = []
     for name, crawl in sorted(last_crawls(engine).items()):
-        last_ok, failures = health.get(name, (None, 0))
+        failures = health.get(name, (None, 0))[1]
+        last_ok, seen = ok.get(name), observed.get(name)
         started = crawl["started_at"]
         out.append({"source": name, "status": crawl["status"],
                     "last_crawl": started if started is None or started.tzinfo
                     else started.replace(tzinfo=UTC),
                     "last_success": last_ok, "failures": failures, "offers": crawl["items"],
+                    "observed_at": seen.at if seen else None,
+                    "replayed": seen.replayed if seen else False,
+                    "captured": seen.captured if seen else None,
                     "error": (crawl["error"] or "").splitlines()[0][:300]
                     if crawl["error"] else ""})
     return out

@@ -39,6 +39,9 @@ class Capture:
     routes: dict[str, tuple[str, str, Any]]
     trimmed: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    # endpoint name -> path on the loopback server, where it is not a route's own path
+    # (an endpoint with a placeholder, such as AWS's on-demand file per location)
+    endpoints: dict[str, str] = field(default_factory=dict)
 
 
 def _json_reply(data: Any) -> Reply:
@@ -94,7 +97,46 @@ def _lambda(req: Request) -> Reply:
     return Reply(body=page.encode(), content_type="text/html; charset=utf-8")
 
 
+# -- RunPod: the real answer of the plain `gpuTypes` query ----------------------------------
+def _runpod(req: Request) -> Reply:
+    """The spider asks for every GPU type with the stock of a 1-GPU pod; the one real capture
+    answers the plain `gpuTypes` catalog query, which the spider reads as 1-GPU prices of both
+    clouds with availability unknown (and no larger pods: the capture has no maxGpuCount)."""
+    return Reply(body=fixture("runpod/gputypes_real.json"))
+
+
+# -- Azure: twelve real Retail Prices rows of westus, 2026-08 ------------------------------
+def _azure(req: Request) -> Reply:
+    return Reply(body=fixture("azure/westus_real_rows.json"))
+
+
+# -- AWS: the real public feeds --------------------------------------------------------------
+AWS_ONDEMAND = ("/pricing/2.0/meteredUnitMaps/ec2/USD/current/ec2-ondemand-without-sec-sel/"
+                "{location}/Linux/index.json")
+US_EAST_1 = AWS_ONDEMAND.format(location="US%20East%20%28N.%20Virginia%29")
+EMPTY_ADVISOR = b'{"ranges": [], "spot_advisor": {}, "instance_types": {}}'
+
+
+def _aws_advisor(req: Request) -> Reply:
+    """The Spot Advisor feed: no dated public capture of it; an empty answer (spot offers
+    then carry no interruption band)."""
+    return Reply(body=EMPTY_ADVISOR)
+
+
+def _aws_locations(req: Request) -> Reply:
+    return Reply(body=fixture("aws/locations.json"))
+
+
+def _aws_spot(req: Request) -> Reply:
+    return Reply(body=fixture("aws/spot_real_us-east-1.json"))
+
+
+def _aws_ondemand(req: Request) -> Reply:
+    return Reply(body=fixture("aws/ondemand_real_us-east-1.json"))
+
+
 GPU_INDEX = "https://github.com/getcomputable/gpu-index"
+CLOUD_PRICING = "https://github.com/ybastide/cloud-pricing"
 CAPTURES: dict[str, Capture] = {
     "vastai": Capture(
         captured="2026-08-22",
@@ -150,6 +192,64 @@ CAPTURES: dict[str, Capture] = {
         options={"api_key": "recording-placeholder"},
         routes={"gcp.skus": ("GET", "/v1/services/6F81-5844-456A/skus", _gcp),
                 "gcp.tpu_skus": ("GET", "/v1/services/E000-3F24-B8AA/skus", _gcp_tpu)}),
+    "runpod": Capture(
+        captured="2026-08",
+        origin=[{"request": "POST https://api.runpod.io/graphql query { gpuTypes { id "
+                            "displayName memoryInGb securePrice communityPrice secureSpotPrice "
+                            "communitySpotPrice } }",
+                 "repository": GPU_INDEX, "commit": "055204adf5e64e62595f97c49b7eb65400149871",
+                 "path": "tests/fixtures/observatory/runpod/gputypes.json",
+                 "when": "2026-08, exact day not recorded (published with the 2026-08-22 "
+                         "Vast.ai capture)"}],
+        trimmed="The whole answer, verbatim. gpuradar asks for every GPU type with the stock of "
+                "a 1-GPU pod in each cloud; only the plain gpuTypes query was captured, so it "
+                "answers that request: 1-GPU prices of the secure and community clouds, "
+                "availability unknown, no larger pods.",
+        routes={"runpod.graphql": ("POST", "/graphql", _runpod)}),
+    "azure": Capture(
+        captured="2026-08",
+        origin=[{"request": "GET https://prices.azure.com/api/retail/prices (westus)",
+                 "repository": "https://github.com/jokamotonpi/azure-price-mirror",
+                 "commit": "2129dd59f2ca435dc0d35ccbad80b31e06e728f9",
+                 "path": "prices/AzurePriceList_westus.csv",
+                 "when": "2026-08, exact day not recorded"}],
+        trimmed="12 GPU rows of the westus capture (tests/fixtures/azure/README.md says how "
+                "the CSV rows became API items); one page. Of them only the Linux "
+                "pay-as-you-go Standard_ND96is_noIB_H100_v5 is an offer gpuradar stores: the "
+                "others are Windows, DevTest or Reservation meters.",
+        routes={"azure.prices": ("GET", "/api/retail/prices", _azure)}),
+    "aws": Capture(
+        captured="2026-08-09",
+        origin=[{"request": "GET https://website.spot.ec2.aws.a2z.com/spot.json",
+                 "repository": CLOUD_PRICING, "commit": "576ca4f2495cf9bbc0fb7a119b098b07c23860a5",
+                 "path": "fixtures/aws/spot.json",
+                 "when": "on or before 2026-08-09 (committed then)"},
+                {"request": "GET https://b0.p.awsstatic.com/pricing/2.0/meteredUnitMaps/ec2/"
+                            "USD/current/ec2-ondemand-without-sec-sel/US%20East%20%28N.%20"
+                            "Virginia%29/Linux/index.json",
+                 "repository": CLOUD_PRICING, "commit": "e6812fdf84174a8807b5ea2e06068c9460ba848b",
+                 "path": "fixtures/aws/index.json",
+                 "when": "published 2026-08-06 17:17 UTC (manifest.hawkFilePublicationDate), "
+                         "fetched on or before 2026-08-09"},
+                {"request": "GET https://b0.p.awsstatic.com/locations/1.0/aws/current/"
+                            "locations.json",
+                 "repository": CLOUD_PRICING, "commit": "e6812fdf84174a8807b5ea2e06068c9460ba848b",
+                 "path": "fixtures/aws/locations.json", "when": "on or before 2026-08-09"}],
+        trimmed="The spot feed: region us-east-1 only, its gpuCurrentGen group verbatim (the "
+                "spider then reads the on-demand file of that region alone). The on-demand "
+                "file: every accelerator entry verbatim, most CPU entries left out (see "
+                "tests/fixtures/aws/SOURCE.md). The Spot Advisor feed has no dated public "
+                "capture: it replays as an empty answer, so spot offers carry no "
+                "interruption band.",
+        routes={"aws.advisor": ("GET", "/spot-advisor-data.json", _aws_advisor),
+                "aws.locations": ("GET", "/locations/1.0/aws/current/locations.json",
+                                  _aws_locations),
+                "aws.spot": ("GET", "/spot.json", _aws_spot),
+                "route:aws.ondemand.us-east-1": ("GET", US_EAST_1, _aws_ondemand),
+                "route:aws.ondemand.us-east-1.plain": (
+                    "GET", AWS_ONDEMAND.format(location="US%20East%20(N.%20Virginia)"),
+                    _aws_ondemand)},
+        endpoints={"aws.ondemand": AWS_ONDEMAND}),
 }
 
 
@@ -160,7 +260,10 @@ def main(sources: list[str]) -> int:
         for name in names:
             for key, (method, path, handler) in CAPTURES[name].routes.items():
                 server.route(method, path, handler)
-                endpoints[key] = server.base + path
+                if not key.startswith("route:"):  # not an endpoint: one more path served
+                    endpoints[key] = server.base + path
+            endpoints.update({key: server.base + path
+                              for key, path in CAPTURES[name].endpoints.items()})
         cfg = Path(tmp) / "config.yaml"
         cfg.write_text(yaml.safe_dump({"endpoints": endpoints, "scrapy": {"DOWNLOAD_DELAY": 0},
                                        "sources": {s: {"enabled": True, **CAPTURES[s].options}
@@ -186,7 +289,7 @@ def _annotate(folder: Path, capture: Capture) -> None:
     index = json.loads((folder / "index.json").read_text())
     for entry in index:
         body = (folder / entry["file"]).read_text()
-        if body in ('{"offers": []}', EMPTY_SKUS.decode()):
+        if body in ('{"offers": []}', EMPTY_SKUS.decode(), EMPTY_ADVISOR.decode()):
             entry["note"] = NOT_CAPTURED
     (folder / "index.json").write_text(json.dumps(index, indent=1, ensure_ascii=False))
     (folder / "provenance.json").write_text(json.dumps(

@@ -272,7 +272,9 @@ class AwsSpider(GpuRadarSpider):
 
     # -- requests ------------------------------------------------------------------------
     async def start(self):
-        credentials = self.credential_source(self.settings)
+        # A replay touches no network: not even the instance-metadata credential lookups.
+        credentials = self.credential_source(
+            self.settings, with_roles=not self.settings.get("GPURADAR_REPLAY_DIR"))
         if isinstance(credentials, Exception):
             self.logger.error("aws: AWS credentials cannot be loaded (%s); per-zone spot "
                               "prices skipped", type(credentials).__name__)

@@ -31,7 +31,7 @@ from gpuradar.core.config import Config, scrapy_settings
 
 # -- crawl -------------------------------------------------------------------------------
 def _crawl(cfg: Config, sources: list[str], record: Path | None, replay: Path | None,
-           verbose: bool, quiet: bool = False):
+           verbose: bool, quiet: bool = False, log_level: str = "WARNING"):
     from rich.live import Live
     from rich.text import Text
 
@@ -45,7 +45,7 @@ def _crawl(cfg: Config, sources: list[str], record: Path | None, replay: Path | 
 
     settings = scrapy_settings(cfg, GPURADAR_RECORD_DIR=str(record) if record else None,
                                GPURADAR_REPLAY_DIR=str(replay) if replay else None,
-                               LOG_LEVEL="INFO" if verbose else "WARNING",
+                               LOG_LEVEL="INFO" if verbose else log_level,
                                # a recording answers at once: no politeness delay needed
                                DOWNLOAD_DELAY=0 if replay else None)
     try:

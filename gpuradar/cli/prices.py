@@ -58,6 +58,14 @@ def check_accelerator_filters(vendors: list[str], kinds: list[str]) -> None:
 YES_NO = {True: "yes", False: "no", None: "?"}
 
 
+def seen_cell(o: dict, now: datetime) -> str:
+    """How old an offer's data is: '3m' for a live crawl; for data replayed from a
+    recording its capture date, marked, never the minutes since it was replayed."""
+    if o.get("replayed"):
+        return f"{o.get('captured') or 'date unknown'} (replayed)"
+    return age(o["observed_at"], now)
+
+
 def offer_rows(offers: list[dict], now: datetime) -> list[dict]:
     rows = []
     for o in offers:
@@ -82,7 +90,7 @@ def offer_rows(offers: list[dict], now: datetime) -> list[dict]:
             "memory": f"{memory:g} GB" if memory else None,
             "per_gpu": money(o["price_per_gpu_usd"]), "instance_usd": money(o["price_usd"]),
             "original": money(o["price"], o["currency"]) if o["currency"] != "USD" else "",
-            "available": avail, "age": age(o["observed_at"], now), "notes": ", ".join(notes),
+            "available": avail, "age": seen_cell(o, now), "notes": ", ".join(notes),
         })
     return rows
 
@@ -311,6 +319,11 @@ def print_gpu_history(engine, gpu: str, names: list[str], since: datetime, until
                       f"{best['region']} {best['instance_type']} "
                       f"({best['pricing'].replace('_', '-')}) from "
                       f"{best['valid_from']:%Y-%m-%d %H:%M} UTC", highlight=False)
+    replayed = queries.replayed_sources(engine, names, pricing)
+    if replayed:
+        console.print("replayed from recordings, dated at their capture: " + ", ".join(
+            f"{s} (captured {c or 'date unknown'})" for s, c in sorted(replayed.items())),
+            highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -375,7 +388,8 @@ def history(
         return
     spans = queries.spans(engine, offer["id"])
     rows = [{"from": f"{s['valid_from']:%Y-%m-%d %H:%M}",
-             "to": "now" if s["open"] else f"{s['valid_to']:%Y-%m-%d %H:%M}",
+             "to": (f"{s['seen_until']:%Y-%m-%d %H:%M} (replayed)" if s.get("replayed")
+                    else "now") if s["open"] else f"{s['valid_to']:%Y-%m-%d %H:%M}",
              "price": money(s["price"], s["currency"]), "per_gpu": money(s["price_per_gpu_usd"]),
              "available": YES_NO[s["available"]]} for s in spans]
     emit(rows, [("from", "from (UTC)"), ("to", "to"), ("price", "price/h"),

@@ -222,7 +222,7 @@ def register(app: typer.Typer) -> None:
         from gpuradar.core.sources import price_sources
         from gpuradar.core.units import MAINLAND_ALIASES
         from gpuradar.storage.offers import live_offers, with_observed_at
-        from gpuradar.storage.queries import last_success, latest_fx
+        from gpuradar.storage.queries import last_observed, latest_fx
 
         try:
             size = rc.parse_count(params, "model size")
@@ -269,8 +269,10 @@ def register(app: typer.Typer) -> None:
                           resumable=not not_resumable, top=top, frameworks=stacks,
                           deadline=within, spot_overhead=overhead, cuda=cuda)
         now = datetime.now(UTC)
+        # dated by what the data describes: a replay's capture time, not its replay
+        seen = {source: o.at for source, o in last_observed(engine).items()}
         offers = with_observed_at(live_offers(engine, include_unavailable=True,
-                                              with_attributes=True), last_success(engine))
+                                              with_attributes=True), seen)
         rec = rc.recommend(offers, job, opts, fx, now)
         if any(r.lower() in MAINLAND_ALIASES for r in regions):
             rec.warnings.insert(0, "data location: mainland China only (alibaba, tencent, "

@@ -30,6 +30,17 @@ def uncatalogued_cell(names: dict[str, int], limit: int = 3) -> str:
     return ", ".join(parts[:limit]) + more
 
 
+def _success_cell(row: dict, now: datetime) -> str:
+    """'4m ago', or for a replay 'replayed 4m ago, captured 2026-08-22': when the crawl ran
+    and what date its data has."""
+    if not row["last_success"]:
+        return "never"
+    ran = age(row["last_success"], now) + " ago"
+    if row["replayed"]:
+        return f"replayed {ran}, captured {row['captured'] or 'date unknown'}"
+    return ran
+
+
 # -- sources -----------------------------------------------------------------------------
 @app.command()
 def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
@@ -42,7 +53,7 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
                                                   help="With --check: log Scrapy.")] = False,
             ) -> None:
     """Each source: enabled or not and why, its interval in force, last crawl, staleness."""
-    from gpuradar.storage.queries import last_crawls, last_success
+    from gpuradar.storage.queries import last_crawls, last_observed, last_success
 
     setup = get_setup(config, database_url)  # the configuration as `gpuradar run` reads it
     if check:
@@ -50,25 +61,29 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
 
         raise typer.Exit(run_check(setup.cfg, pick_format(fmt, as_json, as_csv), verbose))
     engine = get_engine(setup.cfg)
-    latest, ok = last_crawls(engine), last_success(engine)
+    latest, ok, observed = last_crawls(engine), last_success(engine), last_observed(engine)
     now = datetime.now(UTC)
     rows = []
     for name in setup.classes:
         enabled, why = setup.status[name]
         last = latest.get(name) or {}
         interval = setup.schedule[name].interval
-        success = ok.get(name)
-        stale = success is None or (now - success).total_seconds() > 3 * float(interval)
+        success, seen = ok.get(name), observed.get(name)
+        # Freshness is the data's age: a replay counts from its recording's capture time.
+        stale = seen is None or (now - seen.at).total_seconds() > 3 * float(interval)
         rows.append({"source": name, "enabled": enabled, "why": why,
                      "interval_s": interval, "last_status": last.get("status"),
                      "last_items": last.get("items"), "last_error": last.get("error") or "",
                      "uncatalogued": last.get("uncatalogued") or {},
-                     "last_success": success, "stale": stale if enabled else None,
+                     "last_success": success, "observed_at": seen.at if seen else None,
+                     "replayed": seen.replayed if seen else False,
+                     "captured": seen.captured if seen else None,
+                     "stale": stale if enabled else None,
                      "notes": providers.get(name).notes})
     table_rows = [{**r, "enabled": "yes" if r["enabled"] else "no",
                    "interval": format_duration(r["interval_s"]),
-                   "last_success": age(r["last_success"], now) + " ago" if r["last_success"]
-                   else "never", "stale": {True: "STALE", False: "fresh", None: ""}[r["stale"]],
+                   "last_success": _success_cell(r, now),
+                   "stale": {True: "STALE", False: "fresh", None: ""}[r["stale"]],
                    "last_error": r["last_error"][:80],
                    "uncatalogued": uncatalogued_cell(r["uncatalogued"])} for r in rows]
     emit(table_rows, [("source", "source"), ("enabled", "enabled"), ("why", "why"),

@@ -940,7 +940,11 @@ def test_replayed_recordings_land_in_storage(sqlite_url):
     assert proc.returncode == 0, proc.stderr
     result = {r["source"]: r for r in json.loads(proc.stdout)}
     assert (result["gcp"]["status"], result["gcp"]["items"]) == ("ok", 15)
-    # AWS ships no recording (no public capture of its price files): said, not faked
-    proc = gpuradar("crawl", "aws", "--replay", str(recordings), db_url=sqlite_url,
+    # AWS's recording is made of public captures of its feeds (gpuradar/recordings/aws/
+    # provenance.json): it replays without AWS credentials, dated at its capture
+    proc = gpuradar("crawl", "aws", "--replay", str(recordings), "--json", db_url=sqlite_url,
                     env=NO_AWS)
-    assert proc.returncode == 2 and "no recording of aws" in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)[0]["status"] == "ok"
+    offers = gpuradar_json("prices", "--source", "aws", "--limit", "0", db_url=sqlite_url)
+    assert offers and {(o["captured"], o["replayed"]) for o in offers} == {("2026-08-09", True)}

@@ -4,6 +4,7 @@ recorded provider responses, then lists what it stored."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,17 @@ def test_record_then_replay_without_network(tmp_path, provider_server, sqlite_ur
     original = gpuradar_json("prices", "--source", "azure", db_url=sqlite_url)
     assert [(o["instance_type"], o["price"]) for o in replayed] == [
         (o["instance_type"], o["price"]) for o in original]
+    # The recording is dated when it was recorded; the replay's offers carry that date and
+    # say they were replayed, the live ones do not (issue #32).
+    captured = json.loads((rec / "azure" / "provenance.json").read_text())["captured"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", captured)
+    at = captured.replace("Z", "+00:00")  # machine output's one timestamp form
+    assert all(o["replayed"] is True and o["captured"] == at and o["observed_at"] == at
+               for o in replayed)
+    assert all(o["replayed"] is False and o["captured"] is None for o in original)
+    # a second replay of the same recording changes nothing and is refused nothing
+    again = gpuradar("crawl", "azure", "--replay", str(rec), "--json", db_url=fresh)
+    assert again.returncode == 0 and summary(again)["azure"]["changed"] == 0
 
 
 def test_bad_database_urls_are_one_clear_line(tmp_path):

@@ -716,7 +716,7 @@ def test_migrations_from_empty_and_from_the_previous_revision(empty_url):
     from tests.clirun import gpuradar
 
     head = head_revision()
-    assert head == "0006_price_index"
+    assert head == "0007_crawl_replay"
     proc = gpuradar("db", "upgrade", db_url=empty_url)
     assert proc.returncode == 0, proc.stderr
     engine = get_engine(empty_url)

@@ -39,7 +39,8 @@ def test_a_failing_rule_is_isolated_and_shown(tmp_path, sqlite_template):
             "sources": only_sources({"vastai": {"interval": 2, "api_key": "k", "jitter": 0}}),
             "targets": {"hook": hook.url},
             "rules": [GOOD, BAD],
-            "alerts": {"templates": str(templates)},
+            # stale_after never: the replayed recording is from 2026-08 (issue #32)
+            "alerts": {"templates": str(templates), "stale_after": "never"},
             "daemon": {"outbox_interval": 1, "grace_period": 10, "watch_interval": 0},
         })
         d = Daemon(tmp_path, path, "--replay", str(recordings), "--metrics-port", str(port),

@@ -233,7 +233,9 @@ def test_sigterm_of_the_leader_hands_over_cleanly(tmp_path, pg_url):
     with WebhookSink() as hook:
         path = write_config(tmp_path / "gpuradar.yaml", {
             "database_url": pg_url, "sources": {"vastai": {"interval": 1, **FAST}},
-            "targets": {"hook": hook.url}, "rules": [H100_RULE], "daemon": HA})
+            "targets": {"hook": hook.url}, "rules": [H100_RULE], "daemon": HA,
+            # the replayed recording is from 2026-08: accept old data (issue #32)
+            "alerts": {"stale_after": "never"}})
         a = replica(tmp_path, path, "--replay", str(recordings))
         b = None
         try:
@@ -280,7 +282,7 @@ def test_a_silent_leader_loses_the_lock_and_sends_nothing_more_when_it_wakes(tmp
             "database_url": pg_url, "sources": {"vastai": {"interval": 1, **FAST}},
             # rto: apprise waits up to 60 s for the webhook's answer
             "targets": {"hook": hook.url + "?rto=60"}, "rules": [H100_RULE, SECOND_RULE],
-            "daemon": HA})
+            "daemon": HA, "alerts": {"stale_after": "never"}})  # a 2026-08 recording
         hook.hang = 15  # the first post is answered 15 s late: the leader's pass waits
         a = replica(tmp_path, path, "--replay", str(recordings))
         b = None
