@@ -1,4 +1,9 @@
-"""Scrapy settings for gpuradar's crawler (`scrapy crawl azure` reads these too)."""
+"""Scrapy settings for gpuradar's crawler (`scrapy crawl azure` reads these too).
+
+The config file's `scrapy:` section may change the settings gpuradar.core.config's
+`ScrapySection` lists (checked there: type, range, allowed values); nothing else."""
+
+from gpuradar.core import defaults
 
 BOT_NAME = "gpuradar"
 SPIDER_MODULES = ["gpuradar.crawler.spiders"]
@@ -15,9 +20,9 @@ CONCURRENT_REQUESTS = 8
 CONCURRENT_REQUESTS_PER_DOMAIN = 4
 # The whole download (large price files on slow links need it); see GPURADAR_ANSWER_TIMEOUT
 # for the wait until a provider starts answering.
-DOWNLOAD_TIMEOUT = 60
+DOWNLOAD_TIMEOUT = defaults.DOWNLOAD_TIMEOUT
 # A hung crawl is closed (and recorded as failed) instead of blocking its schedule slot.
-CLOSESPIDER_TIMEOUT = 900
+CLOSESPIDER_TIMEOUT = defaults.CRAWL_TIMEOUT
 
 RETRY_ENABLED = True
 RETRY_TIMES = 3
@@ -66,11 +71,11 @@ GPURADAR_BATCH_SIZE = 1000
 # Plausible USD per GPU-hour (low, high): a price outside is quarantined (counted as
 # implausible_price, never stored, the offer keeps its last good price). Per source:
 # `sources.<name>.price_range: [low, high]` in the config file.
-GPURADAR_PRICE_RANGE = (0.001, 1000.0)
+GPURADAR_PRICE_RANGE = defaults.PRICE_RANGE
 # Shrink guard: a clean crawl listing fewer offers than this share of the source's last
 # successful crawl closes nothing (recorded partial) until the next crawl confirms the drop.
 # Per source: `sources.<name>.shrink_guard: 0.3`; 0 turns it off.
-GPURADAR_SHRINK_GUARD = 0.5
+GPURADAR_SHRINK_GUARD = defaults.SHRINK_GUARD
 # Record every response under this directory / answer every request from it.
 GPURADAR_RECORD_DIR = None
 GPURADAR_REPLAY_DIR = None
