@@ -27,8 +27,10 @@ CLOSESPIDER_TIMEOUT = defaults.CRAWL_TIMEOUT
 RETRY_ENABLED = True
 RETRY_TIMES = 3
 RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
-# Exponential backoff on 429/503 (honours Retry-After): base * 2**attempt, capped; applied to
-# the whole download slot (every request to that host), not only to the retried request.
+# Throttling (429/503, or what a spider's is_throttled() says) is retried after Retry-After
+# (seconds or an HTTP date) or base * 2**attempt, capped at RETRY_BACKOFF_MAX; the pause holds
+# every request to that host, whatever the source's request interval. A longer Retry-After is
+# reported, not waited out. GPURADAR_RETRY_SLEEP (tests) replaces the wait.
 RETRY_BACKOFF_BASE = 1.0
 RETRY_BACKOFF_MAX = 60.0
 
@@ -56,6 +58,8 @@ SPIDER_MIDDLEWARES = {
     "scrapy.spidermiddlewares.depth.DepthMiddleware": None,
     "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware": None,
     "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware": None,
+    # A response a callback cannot read (HTML where JSON is due): one line, not a traceback.
+    "gpuradar.crawler.middlewares.UnreadableResponseMiddleware": 50,
 }
 ITEM_PIPELINES = {
     "gpuradar.crawler.pipelines.ValidatePipeline": 100,

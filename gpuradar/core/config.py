@@ -144,6 +144,17 @@ def _positive(value: float | None) -> float | None:
     return value
 
 
+#: The longest pause between two requests to one host (DOWNLOAD_DELAY, request_interval).
+MAX_REQUEST_INTERVAL = 300.0
+
+
+def _at_most_delay(value: float | None) -> float | None:
+    if value is not None and value > MAX_REQUEST_INTERVAL:
+        raise ValueError(f"must be at most {MAX_REQUEST_INTERVAL:g} seconds (5 minutes), got "
+                         f"{value:g}")
+    return value
+
+
 def _never_or_seconds(value: Any) -> Any:
     if value in (None, False, "never"):
         return value
@@ -211,8 +222,9 @@ class SourceOptions(Section):
     interval: OptionalPositiveSeconds = None
     jitter: OptionalSeconds = None
     timeout: OptionalPositiveSeconds = None
-    # the least time between two requests to the source (the spider's own default otherwise)
-    request_interval: OptionalSeconds = None
+    # the least time between two requests to the source (the spider's own default otherwise);
+    # at most 5 minutes, as DOWNLOAD_DELAY: a longer one would outlast the crawl's timeout
+    request_interval: Annotated[OptionalSeconds, AfterValidator(_at_most_delay)] = None
     # plausible USD per GPU-hour, [low, high]: prices outside are quarantined, never stored
     price_range: PriceRange | None = None
     # a crawl listing fewer than this share of the last one's offers closes nothing (0: off)
@@ -365,7 +377,7 @@ class ScrapySection(Section):
     database and the sources are gpuradar's own). Seconds unless the name says otherwise."""
 
     # politeness and concurrency (a delay beyond 5 minutes would outlast the crawl timeout)
-    DOWNLOAD_DELAY: _between(0, 300) = None
+    DOWNLOAD_DELAY: _between(0, MAX_REQUEST_INTERVAL) = None
     DOWNLOAD_DELAY_JITTER: _between(0, 1) = None
     CONCURRENT_REQUESTS: _between(1, 256, whole=True) = None
     CONCURRENT_REQUESTS_PER_DOMAIN: _between(1, 64, whole=True) = None

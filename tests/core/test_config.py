@@ -835,3 +835,13 @@ def test_config_check_accepts_the_example_and_the_readme_example(tmp_path):
     del env["GCP_API_KEY"]
     proc = gpuradar("config", "check", str(cfg), env=env)
     assert proc.returncode == 2 and "GCP_API_KEY is not set" in proc.stderr
+
+
+def test_an_absurd_request_interval_is_refused_like_download_delay(tmp_path):
+    cfg = config_text(tmp_path, "sources:\n  azure:\n    request_interval: 100000\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(cfg)
+    assert exc.value.problems == [f"{cfg}:3: sources.azure.request_interval: must be at most "
+                                  "300 seconds (5 minutes), got 100000"]
+    assert load_config(config_text(tmp_path, "sources:\n  azure:\n    request_interval: 5m\n")
+                       ).sources["azure"]["request_interval"] == "5m"
