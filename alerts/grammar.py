@@ -23,6 +23,7 @@ the offending word.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,34 @@ def make_condition(spec: dict[str, Any]) -> Condition:
 
 def known_currency(code: str) -> bool:
     return code.upper() in FALLBACK_USD_PER_UNIT
+
+
+#: The longest rule (and rule field) accepted: a rule is a line a person writes; a longer
+#: one is a mistake, and quoting it in an error would flood the terminal.
+MAX_RULE_CHARS = 500
+#: The highest price a rule may name, per hour in its currency (an 8-GPU offer in IDR is
+#: far below it); more is a typo that could never be compared meaningfully.
+MAX_RULE_PRICE = 1_000_000_000.0
+
+
+def price_problem(value: float) -> str | None:
+    """Why `value` cannot be a rule's price limit, or None: the one check of both forms (a
+    limit of 0 or less could never fire)."""
+    if not math.isfinite(value):
+        return f"a price must be a number, not {value!r}"
+    if value <= 0:
+        return f"a price must be more than 0, not {value:g}"
+    if value > MAX_RULE_PRICE:
+        return f"a price must be at most {MAX_RULE_PRICE:,.0f} per hour, not {value:g}"
+    return None
+
+
+def too_long(text: str, what: str = "a rule") -> RuleError | None:
+    """RuleError when `text` is longer than MAX_RULE_CHARS (quoting only its start)."""
+    if len(text) <= MAX_RULE_CHARS:
+        return None
+    return RuleError(f"{what} is at most {MAX_RULE_CHARS} characters, this one has "
+                     f"{len(text):,} (it starts {text[:40]!r})")
 
 
 _CURRENCY_WORD = re.compile(r"^(?P<code>[$¥￥€£]|[a-z]{3})(?P<unit>/\S*)?$", re.IGNORECASE)
@@ -142,6 +171,8 @@ def _price_tokens(toks: list[_Tok], i: int, text: str) -> tuple[float, str, str 
     if not m:
         raise _fail(f"{tok.text!r} is not a price (write e.g. $2/h, 1.5 USD/h, ¥2/h)", text, tok)
     value = float(m.group("num"))
+    if (problem := price_problem(value)) is not None:
+        raise _fail(problem, text, tok)
     code = m.group("pre") or m.group("post")
     unit = m.group("unit")
     i += 1
@@ -182,6 +213,8 @@ def parse_rule(text: str, **options: Any) -> Rule:
     """Parse the readable form into a Rule (`options` set name and notification options)."""
     if not isinstance(text, str) or not text.strip():
         raise RuleError("empty rule (write e.g. `H100 under $2/h`)")
+    if (error := too_long(text)) is not None:
+        raise error
     if is_fit_rule(text):
         return _fit_rule(text, options)
     spec = read_spec(text)
@@ -498,6 +531,8 @@ def _clause_price(toks: list[_Tok], i: int, spec: dict[str, Any], err) -> int:
         raise err(f"{toks[i].text!r} is not a price, e.g. $3/h or ¥20/h", i) from None
     if not known_currency(budget.currency):
         raise err(f"unknown currency {budget.currency}", i)
+    if (problem := price_problem(budget.amount)) is not None:
+        raise err(problem, i)
     spec["max_price"], spec["currency"] = budget.amount, budget.currency
     if budget.per_gpu:
         spec["per_gpu"] = True

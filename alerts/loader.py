@@ -14,13 +14,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
 from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.mapping import rule_from_mapping
 from gpuradar.alerts.rules import Rule, RuleError
 from gpuradar.alerts.settings import parse_settings
 
-from gpuradar.core.config import Config, ConfigError
+from gpuradar.core.config import Config, ConfigError, Marks, read_yaml
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 CHANNELS = ("slack", "email", "webhook", "other")
@@ -235,15 +234,12 @@ def parse_rule_entry(entry: Any) -> Rule:
 
 def read_rules_file(path: Path) -> list[Any]:
     """The `rules:` list of a YAML file (a bare list is accepted too)."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RuleError(f"rules file {path} does not exist") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise RuleError(f"{path}:{at}: not valid YAML: "
-                        f"{getattr(exc, 'problem', None) or exc}") from None
+    if not path.exists():
+        raise RuleError(f"rules file {path} does not exist")
+    try:  # the config file's reader and limits (size, aliases, depth), without ${VAR}
+        data = read_yaml(path, Marks(path=path), expand=False)
+    except ConfigError as exc:
+        raise RuleError(str(exc)) from None
     if data is None:
         return []
     if isinstance(data, dict):

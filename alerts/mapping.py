@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -28,13 +29,14 @@ from gpuradar.alerts.grammar import (
     parse_fit_clause,
     parse_price,
     parse_rule,
+    price_problem,
     read_spec,
+    too_long,
 )
 from gpuradar.alerts.rules import (
     OPTION_KEYS,
     Rule,
     RuleError,
-    _as_list,
     finish,
     parse_pct_or_amount,
 )
@@ -57,11 +59,26 @@ _BASIS_WORDS = {"gpu": "gpu", "gpu-h": "gpu", "offer": "offer", "instance": "off
 _FIT_BASIS_WORDS = {**_BASIS_WORDS, "configuration": "offer", "config": "offer"}
 
 
+def _as_list(value: Any, key: str) -> list[str]:
+    """A name or a list of names ('aws,gcp' or [aws, gcp]): text or numbers, never a nested
+    list or mapping (a YAML alias must not smuggle a structure into a name)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    items = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in items):
+        raise ValueError(f"{key}: a name or a flat list of names")
+    return [str(v).strip() for v in items]
+
+
 def _number(value: Any, key: str, *, gb: bool = False) -> float:
     if isinstance(value, bool):
         raise ValueError(f"{key}: a number, not {value!r}")
     if isinstance(value, int | float):
         number = float(value)
+        if not math.isfinite(number):
+            raise ValueError(f"{key}: a number, not {value!r}")
     else:
         q = _QUANTITY.match(str(value).replace(" ", ""))
         if not q or (q.group(2) and not gb):
@@ -80,8 +97,12 @@ def rule_from_mapping(data: dict[str, Any]) -> Rule:
         raise RuleError("a rule is a string or a mapping")
     unknown = [k for k in data if k not in FIELD_KEYS and k not in OPTION_KEYS]
     if unknown:
-        k = str(unknown[0])
+        k = str(unknown[0])[:40]
         raise RuleError(f"unknown field {k!r}", hint=_close(k, FIELD_KEYS | OPTION_KEYS))
+    for key, value in data.items():  # as the readable form: no field longer than a rule
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and (error := too_long(text, str(key))) is not None:
+                raise error
     options = {k: v for k, v in data.items() if k in OPTION_KEYS}
     base_text = data.get("rule", data.get("when"))
     structured = [k for k in data if k in FIELD_KEYS and k not in ("rule", "when")]
@@ -128,7 +149,7 @@ def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> str:
     gpu_query = ""
     gpu = data.get("gpu", data.get("gpus"))
     if gpu is not None:
-        items = _as_list(gpu)
+        items = _as_list(gpu, "gpu")
         if items == ["any"] or items == ["*"]:
             spec["gpus"], gpu_query = None, "any GPU"
         else:
@@ -145,6 +166,9 @@ def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> str:
         spec["min_gpus"] = _gpu_count(data["min_gpus"], "min_gpus")
     if "max_gpus" in data:
         spec["max_gpus"] = _gpu_count(data["max_gpus"], "max_gpus")
+    low, high = spec.get("min_gpus"), spec.get("max_gpus")
+    if low is not None and high is not None and low > high:  # as `at most` in the text form
+        raise ValueError(f"max_gpus: {high:g} is fewer than min_gpus {low:g}")
     for key, attr, gb in (("gpu_memory", "min_gpu_memory", True),
                           ("total_gpu_memory", "min_total_gpu_memory", True),
                           ("vcpus", "min_vcpus", False), ("memory", "min_memory", True),
@@ -173,7 +197,7 @@ def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> str:
                        (("not_regions", "exclude_regions"), "exclude_regions")):
         for key in keys:
             if key in data:
-                spec[attr] = tuple(s.lower() for s in _as_list(data[key]))
+                spec[attr] = tuple(s.lower() for s in _as_list(data[key], key))
     if "available" in data:
         if not isinstance(data["available"], bool):
             raise ValueError("available: true or false")
@@ -181,12 +205,21 @@ def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> str:
     if "drop" in data:
         drop = data["drop"]
         if isinstance(drop, dict):
+            unknown = set(map(str, drop)) - {"percent", "window", "days"}
+            if unknown:
+                raise ValueError(f"drop: unknown key(s) {', '.join(sorted(unknown))}; use "
+                                 "percent and window (or days)")
             pct, _ = _drop_pct(drop)
-            window = drop.get("window", f"{drop.get('days', 7)}d")
+            days = drop.get("days", 7)
+            if isinstance(days, bool) or not isinstance(days, int) or days <= 0:
+                raise ValueError(f"drop: days must be a whole number more than 0, not {days!r}")
+            window = drop.get("window", f"{days}d")
             try:
                 spec["drop_window"] = parse_duration(window)
             except ValueError as exc:
                 raise ValueError(f"drop: window: {exc}") from None
+            if spec["drop_window"].total_seconds() <= 0:  # as the text form's window
+                raise ValueError("drop: window must be longer than zero")
             spec["drop_pct"] = pct
         else:
             sub = parse_rule(f"any GPU drops {drop}").condition
@@ -209,7 +242,7 @@ def _pricing(value: Any) -> str:
 
 
 def _sources(value: Any, key: str) -> tuple[str, ...]:
-    items = [s.lower() for s in _as_list(value)]
+    items = [s.lower() for s in _as_list(value, key)]
     for s in items:
         if s not in price_sources():
             raise RuleError(f"{key}: unknown source {s!r}", hint=_close(s, price_sources()))
@@ -239,15 +272,20 @@ def _structured_currency(value: Any) -> str:
 
 def _structured_price(data: dict[str, Any]) -> tuple[float, str, str | None] | None:
     """The YAML form's price (`under`, `max_price` or `price`): a bare number is USD."""
-    price = data.get("under", data.get("max_price", data.get("price")))
+    key = next((k for k in ("under", "max_price", "price") if k in data), "under")
+    price = data.get(key)
     if price is None:
         return None
     if isinstance(price, int | float) and not isinstance(price, bool):
+        if (problem := price_problem(float(price))) is not None:  # as the readable form
+            raise ValueError(f"{key}: {problem}")
         return float(price), "USD", None
+    if not isinstance(price, str):
+        raise ValueError(f"{key}: a price such as 2 or $2/h, not {type(price).__name__}")
     try:
-        return parse_price(str(price))
+        return parse_price(price)
     except RuleError as exc:
-        raise ValueError(f"under: {exc.message}") from None
+        raise ValueError(f"{key}: {exc.message}") from None
 
 
 # -- fit rules --------------------------------------------------------------------------
@@ -314,7 +352,7 @@ def _refine_fit(clause: FitClause, data: dict[str, Any]) -> FitClause:
             changes["sources"] = _sources(data[key], key)
     for key in ("regions", "region"):
         if key in data:
-            changes["regions"] = tuple(r.lower() for r in _as_list(data[key]))
+            changes["regions"] = tuple(r.lower() for r in _as_list(data[key], key))
     return replace(clause, **changes)
 
 

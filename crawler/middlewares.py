@@ -7,7 +7,9 @@ import hashlib
 import json
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from time import monotonic
 from typing import Any
@@ -26,6 +28,9 @@ from scrapy.exceptions import (
 )
 from scrapy.http import Response
 from scrapy.responsetypes import responsetypes
+from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.misc import load_object
+from scrapy.utils.response import response_status_message
 from twisted.internet.error import ConnectError
 from twisted.internet.error import TimeoutError as TxTimeoutError
 
@@ -51,24 +56,58 @@ def connection_cause(exc: BaseException) -> str:
     return (text.splitlines() or [type(exc).__name__])[0][:120]
 
 
-class BackoffRetryMiddleware(RetryMiddleware):
-    """Scrapy's retry, made polite and quick to give up where that is the right thing.
+async def reactor_sleep(seconds: float) -> None:
+    """Wait without blocking the crawl (the middleware's default `sleep`)."""
+    from twisted.internet import reactor
+    from twisted.internet.task import deferLater
 
-    * Throttling (429/503): the pause (Retry-After, else base * 2**attempt, capped) is applied
-      to the request's download slot, AutoThrottle-style, so the whole queue behind it slows
-      down, not just the one retried request. Without Retry-After (Vast.ai limits each
-      identity to a request rate and says nothing more) the pause becomes the slot's minimum
-      interval for the rest of the crawl. A Retry-After beyond RETRY_BACKOFF_MAX (a daily
-      quota) is not waited out: the answer stands and the crawl reports it.
+    await maybe_deferred_to_future(deferLater(reactor, seconds, lambda: None))
+
+
+def retry_after_seconds(value: bytes | str | None, now: datetime) -> float | None:
+    """Seconds a Retry-After header asks for: delay-seconds or an HTTP-date (RFC 9110
+    section 10.2.3); a date in the past is 0; None when absent or unreadable."""
+    if not value:
+        return None
+    text = (value.decode("latin-1") if isinstance(value, bytes) else value).strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+class BackoffRetryMiddleware(RetryMiddleware):
+    """Scrapy's retry, made polite and quick to give up where that is the right thing. One
+    policy for every source, whatever its request interval:
+
+    * Throttling (429/503, or a response the spider's `throttle_pause(response)` says is one:
+      Alibaba's 400/403 `Throttling.*`) is retried after a pause: the spider's pause, else
+      the Retry-After header (seconds or an HTTP date), else base * 2**attempt, capped at
+      RETRY_BACKOFF_MAX. The pause holds
+      every request to that host (they wait in `process_request`), not just the refused one.
+      Without Retry-After (Vast.ai limits each identity to a request rate and says nothing
+      more) the pause also becomes the slot's minimum interval for the rest of the crawl. A
+      Retry-After beyond the cap (a daily quota) is not waited out: the answer stands, the
+      crawl reports it and the log names the cap. Retries count against RETRY_TIMES.
     * Every retry is signed afresh when the spider defines `sign_again(request)`: Alibaba
       refuses a reused SignatureNonce, and every signer dates its signature.
     * A provider that says "throttled" with another status (Alibaba: 400/403 `Throttling*`)
-      is told apart by the spider's `throttle_pause(response)`: seconds to wait, or None.
+      is told apart by the spider's `throttle_pause(response)`: seconds to wait, or None
+      for an answer that is not throttling.
     * A host that never answered in this crawl gets GPURADAR_CONNECT_ATTEMPTS attempts per
       request, and none once the source has waited GPURADAR_UNREACHABLE_AFTER seconds without
-      any answer; then it is unreachable: one ERROR line (host, cause, attempts) and every
-      other request to it is dropped at once, so an offline crawl ends in seconds with one
-      line per source instead of a traceback per request.
+      any answer; then it is unreachable: one ERROR line (host, cause, and the requests sent
+      to it) and every other request to it is dropped at once, so an offline crawl ends in
+      seconds with one line per source instead of a traceback per request.
+
+    The waits go through `self.sleep` and the times through `self.clock` / `self.now`: the
+    setting GPURADAR_RETRY_SLEEP (a callable or its import path, `async (seconds) -> None`)
+    replaces the sleep, so tests see the computed waits without waiting.
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -80,9 +119,16 @@ class BackoffRetryMiddleware(RetryMiddleware):
         self.connect_attempts = max(1, settings.getint("GPURADAR_CONNECT_ATTEMPTS", 2))
         self.unreachable_after = settings.getfloat("GPURADAR_UNREACHABLE_AFTER", 25.0)
         self.answer_timeout = settings.getfloat("GPURADAR_ANSWER_TIMEOUT", 0.0)
+        sleep = settings.get("GPURADAR_RETRY_SLEEP")
+        self.sleep: Callable[[float], Awaitable[None]] = (
+            load_object(sleep) if isinstance(sleep, str) else sleep or reactor_sleep)
+        self.clock: Callable[[], float] = monotonic
+        self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
         self.started: float | None = None
         self.answered: set[str] = set()
         self.unreachable: dict[str, str] = {}
+        self.sent: dict[str, int] = {}            # requests sent to a host not yet answered
+        self.resume_at: dict[str, float] = {}     # host -> clock time it may be asked again
         crawler.signals.connect(self._headers_received, signal=signals.headers_received)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
         # The spider's own reports of requests dropped for an unreachable host repeat the one
@@ -113,13 +159,14 @@ class BackoffRetryMiddleware(RetryMiddleware):
         """Nothing of this source has answered, and another attempt could not end in time."""
         if self.answered or self.started is None:
             return False
-        return monotonic() - self.started + self.answer_timeout > self.unreachable_after
+        return self.clock() - self.started + self.answer_timeout > self.unreachable_after
 
-    def _give_up(self, request: Request, cause: str, attempts: int) -> None:
+    def _give_up(self, request: Request, cause: str) -> None:
         host = urlsplit(request.url).netloc
         if host in self.unreachable:
             return
         spider = self.crawler.spider
+        attempts = self.sent.get(host, 0)  # every request sent to it, retries included
         self.unreachable[host] = f"{cause}, {attempts} attempt{'s' if attempts != 1 else ''}"
         self.crawler.stats.set_value("gpuradar/unreachable", dict(self.unreachable))
         # Logged against the spider: as an ERROR the crawl's outcome counts it (partial or
@@ -129,16 +176,21 @@ class BackoffRetryMiddleware(RetryMiddleware):
         log.log(level, "%s: cannot reach %s (%s); its other requests are skipped",
                 spider.name, host, self.unreachable[host], extra={"spider": spider})
 
-    def process_request(self, request: Request) -> None:
+    async def process_request(self, request: Request) -> None:
         host = urlsplit(request.url).netloc
         if self.started is None:
-            self.started = monotonic()
+            self.started = self.clock()
+        wait = self.resume_at.get(host, 0.0) - self.clock()
+        if wait > 0:  # the host asked for a pause (or throttled us): every request waits
+            await self.sleep(wait)
         if host not in self.unreachable and host not in self.answered and self._out_of_time():
-            waited = monotonic() - self.started
-            self._give_up(request, f"not tried: nothing answered in {waited:.0f} s", 0)
+            waited = self.clock() - self.started
+            self._give_up(request, f"not tried: nothing answered in {waited:.0f} s")
         if host in self.unreachable:
             self.crawler.stats.inc_value("gpuradar/unreachable_skipped")
             raise IgnoreRequest(f"{host} is unreachable ({self.unreachable[host]})")
+        if host not in self.answered:
+            self.sent[host] = self.sent.get(host, 0) + 1
         return None
 
     def process_exception(self, request: Request, exception: Exception
@@ -159,37 +211,43 @@ class BackoffRetryMiddleware(RetryMiddleware):
             retry = self._retry(request, exception)
             if retry is not None:
                 return retry
-        self._give_up(request, connection_cause(exception), attempts)
+        self._give_up(request, connection_cause(exception))
         raise IgnoreRequest(f"{host} is unreachable ({self.unreachable[host]})")
 
     # -- throttling -----------------------------------------------------------------------
-    def _retry_after(self, response: Response) -> float | None:
-        value = response.headers.get(b"Retry-After")
-        if value and value.strip().isdigit():
-            return float(value)
-        return None
-
     def _slot(self, request: Request):
         key = request.meta.get("download_slot")
-        engine = getattr(self.crawler, "engine", None)
+        try:
+            engine = self.crawler.engine
+        except RuntimeError:  # Scrapy: not set before the crawl starts
+            engine = None
         if key is None or engine is None:
             return None
         return engine.downloader.slots.get(key)
 
-    def _slow_down(self, request: Request, pause: float, learned: bool) -> None:
-        """Hold back every request of this slot for `pause` seconds from now on; a `learned`
-        pause (no Retry-After: the provider's rate is unknown) stays the slot's minimum
-        interval for the rest of the crawl, a Retry-After is waited out once."""
+    def _throttled(self, response: Response) -> bool:
+        """429/503, when retried at all (the spider's own reading: `_spider_pause`)."""
+        return response.status in _THROTTLED and response.status in self.retry_http_codes
+
+    def pause(self, request: Request, response: Response) -> tuple[float | None, float]:
+        """(Retry-After in seconds or None, the pause before the retry)."""
+        retry_after = retry_after_seconds(response.headers.get(b"Retry-After"), self.now())
+        if retry_after is not None:
+            return retry_after, retry_after
+        attempt = request.meta.get("retry_times", 0)
+        return None, min(self.base * 2**attempt, self.cap)
+
+    def _hold(self, request: Request, pause: float, learned: bool) -> None:
+        """No request to this host leaves before `pause` seconds from now; a `learned` pause
+        (no Retry-After: the provider's rate is unknown) also stays the slot's minimum
+        interval for the rest of the crawl."""
+        host = urlsplit(request.url).netloc
+        self.resume_at[host] = max(self.resume_at.get(host, 0.0), self.clock() + pause)
         slot = self._slot(request)
-        if slot is None:
-            return
-        now = monotonic()
-        if learned:
+        if learned and slot is not None:
             slot.delay = max(slot.delay, pause)
             slot.jitter = 0.0  # a rate the provider enforces is a minimum
-            slot.lastseen = now
-        else:
-            slot.lastseen = max(slot.lastseen, now + pause - slot.delay)
+            slot.lastseen = monotonic()
 
     def _spider_pause(self, response: Response) -> float | None:
         """The spider's own reading of a throttled answer (see the class docstring)."""
@@ -198,31 +256,30 @@ class BackoffRetryMiddleware(RetryMiddleware):
 
     async def process_response(self, request: Request, response: Response
                                ) -> Request | Response:
-        told = self._spider_pause(response)
-        if told is None and (response.status not in _THROTTLED
-                             or response.status not in self.retry_http_codes):
-            return super().process_response(request, response)
+        self.answered.add(urlsplit(request.url).netloc)  # whatever it said, it answered
         if request.meta.get("dont_retry"):
             return response
-        retry_after = told if told is not None else self._retry_after(response)
+        told = self._spider_pause(response)
+        if told is None and not self._throttled(response):
+            return super().process_response(request, response)
         host = urlsplit(request.url).netloc
         spider = self.crawler.spider
+        retry_after, pause = (told, told) if told is not None else self.pause(request, response)
         if retry_after is not None and retry_after > self.cap:
             # A quota, not a burst: waiting it out would hold the crawl for hours.
             log.error("%s: %s answered %d asking to wait %.0f s (Retry-After); not retried "
-                      "in this crawl", spider.name, host, response.status, retry_after,
+                      "in this crawl (waits are capped at RETRY_BACKOFF_MAX = %g s)",
+                      spider.name, host, response.status, retry_after, self.cap,
                       extra={"spider": spider})
             return response
-        attempt = request.meta.get("retry_times", 0)
-        delay = retry_after if retry_after is not None else min(self.base * 2**attempt,
-                                                                self.cap)
+        retry = self._retry(request, response_status_message(response.status))
+        if retry is None:  # RETRY_TIMES spent: the answer stands
+            return response
         self.crawler.stats.inc_value("gpuradar/throttled")
-        log.info("%s answered %d; slowing to one request per %.1fs", host, response.status,
-                 delay)
-        self._slow_down(request, delay, learned=retry_after is None)
-        if told is not None:  # a status Scrapy would not retry
-            return self._retry(request, f"throttled ({response.status})") or response
-        return super().process_response(request, response)
+        log.info("%s answered %d; waiting %.1f s before asking again%s", host, response.status,
+                 pause, " (Retry-After)" if retry_after is not None else "")
+        self._hold(request, pause, learned=retry_after is None)
+        return retry
 
     def _retry(self, request: Request, reason: Any) -> Request | None:
         retry = super()._retry(request, reason)
@@ -230,6 +287,51 @@ class BackoffRetryMiddleware(RetryMiddleware):
         if retry is not None and callable(sign_again):
             retry = sign_again(retry)
         return retry
+
+
+#: Errors of a callback reading a response it did not expect (HTML where JSON was due, a
+#: field missing): one line each. Scrapy's own exceptions (CloseSpider, ...) pass through.
+_READING_ERRORS = (ValueError, LookupError, TypeError, AttributeError)
+
+
+class UnreadableResponseMiddleware:
+    """A spider middleware: a response its callback cannot read (ParseError, JSON that is
+    not JSON, a missing key) is one ERROR line naming the source, the URL, the status and
+    the content type, instead of Scrapy's traceback; the first bytes of the body are logged
+    at INFO (-v), the traceback at DEBUG. Logged against the spider, so the crawl is failed or
+    partial as before and closes nothing."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> UnreadableResponseMiddleware:
+        return cls(crawler)
+
+    def process_spider_exception(self, response: Response, exception: Exception
+                                 ) -> list[Any] | None:
+        from gpuradar.crawler.spiders.base import ParseError
+
+        if not isinstance(exception, _READING_ERRORS):  # ParseError is a ValueError
+            return None
+        spider = self.crawler.spider
+        ctype = response.headers.get(b"Content-Type", b"").decode("latin-1") or "no content type"
+        reason = " ".join(str(exception).split()).removeprefix(f"{spider.name}: ")
+        if isinstance(exception, ParseError):
+            reason = reason.removesuffix(f" (in {exception.where})")
+            if exception.field == "<body>":
+                reason = reason.replace("unexpected response shape: field '<body>' ", "body ")
+        else:
+            reason = f"{type(exception).__name__}: {reason}"
+        url = response.url if len(response.url) <= 200 else response.url[:197] + "..."
+        self.crawler.stats.inc_value("gpuradar/unreadable_responses")
+        log.error("%s: unreadable response from %s (HTTP %d, %s): %s", spider.name, url,
+                  response.status, ctype[:80], reason[:300], extra={"spider": spider})
+        log.info("%s: the response began with %r", spider.name, response.body[:200],
+                 extra={"spider": spider})
+        log.debug("%s: where the callback stopped", spider.name, exc_info=exception,
+                  extra={"spider": spider})
+        return []
 
 
 def request_key(request: Request) -> str:

@@ -24,7 +24,7 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 
-from gpuradar.core import gpus
+from gpuradar.core import defaults, gpus
 from gpuradar.core.currency import FxTable
 from gpuradar.core.interconnect import interconnect_for
 from gpuradar.core.items import PRICINGS, FxRateItem, OfferKey, PriceItem
@@ -37,7 +37,7 @@ UNREADABLE_REASONS = frozenset({"no_price", "bad_price", "zero_price", "negative
                                 "implausible_price", "unknown_currency"})
 #: Plausible USD per GPU-hour, both ends inclusive (settings GPURADAR_PRICE_RANGE, or
 #: `sources.<name>.price_range: [low, high]` in the config file).
-PRICE_RANGE = (0.001, 1000.0)
+PRICE_RANGE = defaults.PRICE_RANGE
 
 
 class UnreadablePrice(DropItem):
@@ -62,12 +62,10 @@ def price_range(crawler: Crawler, source: str) -> tuple[float, float]:
 def shrink_guard(crawler: Crawler, source: str) -> float:
     """The share of the last successful crawl's offers below which a crawl closes nothing
     until confirmed: the source's `shrink_guard` option, else GPURADAR_SHRINK_GUARD."""
-    from gpuradar.storage.ingest import SHRINK_GUARD
-
     opts = crawler.settings.getdict("GPURADAR_SOURCES").get(source) or {}
     value = opts.get("shrink_guard")
     if value is None:
-        value = crawler.settings.getfloat("GPURADAR_SHRINK_GUARD", SHRINK_GUARD)
+        value = crawler.settings.getfloat("GPURADAR_SHRINK_GUARD", defaults.SHRINK_GUARD)
     return float(value)
 
 

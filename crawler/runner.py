@@ -241,8 +241,22 @@ def run_once(sources: list[str], settings: Settings,
                            else "not started (interrupted)")
         raise CrawlInterrupted("interrupted", results)
     if "database" in stopped:
+        _record_stopped(url, crawlers, stopped["database"])
         raise DatabaseUnusable(stopped["database"], results)
     return results
+
+
+def _record_stopped(url: str, crawlers: dict[str, Any], problem: str) -> None:
+    """The crawls this process stopped for a database error are recorded failed with that
+    error, here and now (not by a later command as "process gone"), when the database takes
+    the write; when it does not (still locked, gone), the next command records them."""
+    from gpuradar.storage.db import get_engine
+    from gpuradar.storage.owner import mark_interrupted
+
+    try:
+        mark_interrupted(get_engine(url), _crawl_ids(crawlers), f"stopped: {problem}")
+    except Exception:  # noqa: BLE001 - the database is the problem: already reported
+        log.debug("could not record the stopped crawls", exc_info=True)
 
 
 def _not_started(crawler: Any, exc: BaseException) -> None:

@@ -1,4 +1,9 @@
-"""Scrapy settings for gpuradar's crawler (`scrapy crawl azure` reads these too)."""
+"""Scrapy settings for gpuradar's crawler (`scrapy crawl azure` reads these too).
+
+The config file's `scrapy:` section may change the settings gpuradar.core.config's
+`ScrapySection` lists (checked there: type, range, allowed values); nothing else."""
+
+from gpuradar.core import defaults
 
 BOT_NAME = "gpuradar"
 SPIDER_MODULES = ["gpuradar.crawler.spiders"]
@@ -15,15 +20,17 @@ CONCURRENT_REQUESTS = 8
 CONCURRENT_REQUESTS_PER_DOMAIN = 4
 # The whole download (large price files on slow links need it); see GPURADAR_ANSWER_TIMEOUT
 # for the wait until a provider starts answering.
-DOWNLOAD_TIMEOUT = 60
+DOWNLOAD_TIMEOUT = defaults.DOWNLOAD_TIMEOUT
 # A hung crawl is closed (and recorded as failed) instead of blocking its schedule slot.
-CLOSESPIDER_TIMEOUT = 900
+CLOSESPIDER_TIMEOUT = defaults.CRAWL_TIMEOUT
 
 RETRY_ENABLED = True
 RETRY_TIMES = 3
 RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408, 429]
-# Exponential backoff on 429/503 (honours Retry-After): base * 2**attempt, capped; applied to
-# the whole download slot (every request to that host), not only to the retried request.
+# Throttling (429/503, or what a spider's throttle_pause() says) is retried after its pause,
+# Retry-After (seconds or an HTTP date) or base * 2**attempt, capped at RETRY_BACKOFF_MAX; the
+# pause holds every request to that host, whatever the source's request interval. A longer
+# Retry-After is reported, not waited out. GPURADAR_RETRY_SLEEP (tests) replaces the wait.
 RETRY_BACKOFF_BASE = 1.0
 RETRY_BACKOFF_MAX = 60.0
 
@@ -51,6 +58,8 @@ SPIDER_MIDDLEWARES = {
     "scrapy.spidermiddlewares.depth.DepthMiddleware": None,
     "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware": None,
     "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware": None,
+    # A response a callback cannot read (HTML where JSON is due): one line, not a traceback.
+    "gpuradar.crawler.middlewares.UnreadableResponseMiddleware": 50,
 }
 ITEM_PIPELINES = {
     "gpuradar.crawler.pipelines.ValidatePipeline": 100,
@@ -66,11 +75,11 @@ GPURADAR_BATCH_SIZE = 1000
 # Plausible USD per GPU-hour (low, high): a price outside is quarantined (counted as
 # implausible_price, never stored, the offer keeps its last good price). Per source:
 # `sources.<name>.price_range: [low, high]` in the config file.
-GPURADAR_PRICE_RANGE = (0.001, 1000.0)
+GPURADAR_PRICE_RANGE = defaults.PRICE_RANGE
 # Shrink guard: a clean crawl listing fewer offers than this share of the source's last
 # successful crawl closes nothing (recorded partial) until the next crawl confirms the drop.
 # Per source: `sources.<name>.shrink_guard: 0.3`; 0 turns it off.
-GPURADAR_SHRINK_GUARD = 0.5
+GPURADAR_SHRINK_GUARD = defaults.SHRINK_GUARD
 # Record every response under this directory / answer every request from it.
 GPURADAR_RECORD_DIR = None
 GPURADAR_REPLAY_DIR = None

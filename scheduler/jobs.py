@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpuradar.core import units
+from gpuradar.core import defaults, units
 from gpuradar.core.config import (
     KINDS,  # noqa: F401  (the daemon's interval groups)
     Config,
@@ -30,7 +30,7 @@ DaemonOptions = DaemonSection
 MetricsOptions = MetricsSection
 DAEMON_DEFAULTS: dict[str, Any] = DaemonSection().model_dump()
 METRICS_DEFAULTS: dict[str, Any] = MetricsSection().model_dump()
-DEFAULT_CRAWL_TIMEOUT = 900.0
+DEFAULT_CRAWL_TIMEOUT = defaults.CRAWL_TIMEOUT
 
 
 def parse_duration(value: Any, where: str) -> float:

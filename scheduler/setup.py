@@ -25,7 +25,7 @@ from gpuradar.scheduler.jobs import (
     plan_source,
 )
 
-from gpuradar.core import providers
+from gpuradar.core import defaults, providers
 from gpuradar.core.config import Config, load_config, scrapy_settings
 from gpuradar.core.logs import config_secrets
 from gpuradar.core.sources import default_interval
@@ -105,7 +105,7 @@ def load_setup(options: RunOptions, previous: Loaded | None = None, *,
     # which is what the StoragePipeline counts (not Scrapy's process-wide log_count).
     settings = scrapy_settings(cfg, **overrides)
     classes = spider_classes(settings)
-    default_timeout = settings.getfloat("CLOSESPIDER_TIMEOUT") or 900.0
+    default_timeout = settings.getfloat("CLOSESPIDER_TIMEOUT") or defaults.CRAWL_TIMEOUT
     schedule: dict[str, SourcePlan] = {}
     status: dict[str, tuple[bool, str]] = {}
     plans: dict[str, SourcePlan] = {}
@@ -132,6 +132,6 @@ def crawl_settings(loaded: Loaded, plan: SourcePlan) -> Any:
     a hung crawl ends at most 1.5 x its timeout after it started."""
     s = loaded.settings.copy()
     s.set("CLOSESPIDER_TIMEOUT", plan.timeout, priority="cmdline")
-    s.set("DOWNLOAD_TIMEOUT", min(s.getfloat("DOWNLOAD_TIMEOUT") or 180.0,
+    s.set("DOWNLOAD_TIMEOUT", min(s.getfloat("DOWNLOAD_TIMEOUT") or defaults.DOWNLOAD_TIMEOUT,
                                   max(1.0, plan.timeout / 2)), priority="cmdline")
     return s

@@ -7,6 +7,8 @@ Alembic: `upgrade()` runs on start and through `gpuradar db upgrade`.
 from __future__ import annotations
 
 import logging
+import os
+import stat
 from functools import cache
 from pathlib import Path
 
@@ -46,7 +48,25 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
+    files = [row[2] for row in cur.execute("PRAGMA database_list") if row[1] == "main"]
     cur.close()
+    if files and files[0]:
+        writable_sidecars(Path(files[0]))
+
+
+def writable_sidecars(database: Path) -> None:
+    """SQLite creates the `-wal` and `-shm` files with the database file's permissions: a run
+    on a read-only (0444) file leaves a 0444 `-shm` behind, and the database stays read-only
+    after its owner fixes the file's mode. These files are only ever written (readers need
+    write access to `-shm` too), so ours are made writable by their owner at once."""
+    for suffix in ("-wal", "-shm"):
+        side = database.with_name(database.name + suffix)
+        try:
+            st = side.stat()
+            if st.st_uid == os.geteuid() and not st.st_mode & stat.S_IWUSR:
+                side.chmod(stat.S_IMODE(st.st_mode) | stat.S_IWUSR)
+        except OSError:  # absent, or not ours to change: nothing to do
+            continue
 
 
 @cache

@@ -29,6 +29,7 @@ from gpuradar.storage.owner import process_owner
 from sqlalchemy import Engine, bindparam, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from gpuradar.core import defaults
 from gpuradar.core.items import OfferKey, PriceItem
 
 log = logging.getLogger(__name__)
@@ -49,9 +50,9 @@ def micros(price: float | None) -> int | None:
 
 # The largest price a change point can hold: price_micros is a signed 64-bit integer.
 MAX_STORABLE_PRICE = (2**63 - 1) / 1_000_000
-# Default shrink guard: a clean crawl listing fewer than this share of the offers of the
-# source's last successful crawl closes nothing until the next crawl confirms the drop.
-SHRINK_GUARD = 0.5
+# Default shrink guard (gpuradar.core.defaults): a clean crawl listing fewer than this share
+# of the offers of the source's last successful crawl closes nothing until confirmed.
+SHRINK_GUARD = defaults.SHRINK_GUARD
 
 
 def storable(price: Any) -> bool:

@@ -15,6 +15,8 @@ gpuradar.scheduler.setup, which every command that acts on the configuration run
 from __future__ import annotations
 
 import difflib
+import importlib
+import math
 import os
 import re
 import types
@@ -22,7 +24,7 @@ import typing
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 import platformdirs
@@ -40,7 +42,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from gpuradar.core import providers, units
+from gpuradar.core import defaults, providers, units
 from gpuradar.core.logs import SECRET_NAMES  # option names whose values are secrets
 
 ENV_DATABASE_URL = "GPURADAR_DATABASE_URL"
@@ -142,6 +144,17 @@ def _positive(value: float | None) -> float | None:
     return value
 
 
+#: The longest pause between two requests to one host (DOWNLOAD_DELAY, request_interval).
+MAX_REQUEST_INTERVAL = 300.0
+
+
+def _at_most_delay(value: float | None) -> float | None:
+    if value is not None and value > MAX_REQUEST_INTERVAL:
+        raise ValueError(f"must be at most {MAX_REQUEST_INTERVAL:g} seconds (5 minutes), got "
+                         f"{value:g}")
+    return value
+
+
 def _never_or_seconds(value: Any) -> Any:
     if value in (None, False, "never"):
         return value
@@ -183,7 +196,17 @@ def one_of(words: str, *accepted: type) -> Any:
 
 
 TextOrNumber = one_of("text or a number", str, int, float)
-TextOrList = one_of("text or a list", str, list)
+
+
+def _flat_texts(value: Any) -> Any:
+    if isinstance(value, str) or (isinstance(value, list)
+                                  and all(isinstance(v, str) for v in value)):
+        return value
+    raise PydanticCustomError("type_words", "must be {words}",
+                              {"words": "text or a flat list of texts"})
+
+
+TextOrTexts = Annotated[Any, AfterValidator(_flat_texts)]
 
 
 Seconds = Annotated[float, BeforeValidator(_seconds)]
@@ -209,19 +232,13 @@ class SourceOptions(Section):
     interval: OptionalPositiveSeconds = None
     jitter: OptionalSeconds = None
     timeout: OptionalPositiveSeconds = None
-    # the least time between two requests to the source (the provider's default otherwise)
-    request_interval: OptionalSeconds = None
+    # the least time between two requests to the source (the provider's default otherwise);
+    # at most 5 minutes, as DOWNLOAD_DELAY: a longer one would outlast the crawl's timeout
+    request_interval: Annotated[OptionalSeconds, AfterValidator(_at_most_delay)] = None
     # plausible USD per GPU-hour, [low, high]: prices outside are quarantined, never stored
-    price_range: list[float] | None = None
+    price_range: PriceRange | None = None
     # a crawl listing fewer than this share of the last one's offers closes nothing (0: off)
     shrink_guard: float | None = Field(None, ge=0, le=1)
-
-    @field_validator("price_range")
-    @classmethod
-    def _low_below_high(cls, value: list[float] | None) -> list[float] | None:
-        if value is not None and (len(value) != 2 or not 0 <= value[0] < value[1]):
-            raise ValueError("must be [low, high] with 0 <= low < high")
-        return value
 
 
 class MetricsSection(Section):
@@ -282,7 +299,7 @@ class AlertsSection(Section):
     templates: str | None = None
     max_attempts: PositiveNumber = 8
     retry_backoff: PositiveNumber = 30
-    send_timeout: PositiveNumber = 30
+    send_timeout: PositiveNumber = defaults.SEND_TIMEOUT
 
 
 def _target_form(value: Any) -> Any:
@@ -299,9 +316,9 @@ def _target_form(value: Any) -> Any:
 
 class TargetSpec(Section):
     url: str | None = None
-    urls: TextOrList | None = None
-    tags: TextOrList | None = None
-    tag: TextOrList | None = None
+    urls: TextOrTexts | None = None
+    tags: TextOrTexts | None = None
+    tag: TextOrTexts | None = None
 
     @model_validator(mode="after")
     def _has_url(self) -> TargetSpec:
@@ -319,53 +336,133 @@ def _rule_entry(value: Any) -> Any:
     return value
 
 
-def _scrapy_settings(value: dict[str, Any]) -> dict[str, Any]:
-    """Scrapy setting names (Scrapy's and the project's, or an extension's prefix) and the
-    type of each known default."""
-    known = scrapy_defaults()
-    for name, setting in value.items():
-        if name not in known:
-            if any(name.startswith(p) for p in _SCRAPY_PREFIXES):
-                continue
-            raise PydanticCustomError("unknown_key", "unknown Scrapy setting",
-                                      {"key": name, "allowed": sorted(known),
-                                       "what": "Scrapy setting"})
-        expect = _scrapy_type(known[name])
-        if expect is not None and not _is_type(setting, expect):
-            raise PydanticCustomError(
-                "scrapy_type", "must be {expect} (Scrapy's default is {default}), got {got}",
-                {"key": name, "expect": _SCRAPY_TYPE_NAMES[expect], "default": repr(known[name]),
-                 "got": repr(setting)})
+def _price_range(value: list[float] | None) -> list[float] | None:
+    """[low, high] in USD per GPU-hour: two finite numbers, 0 < low < high. The one check of
+    `sources.<name>.price_range` and the GPURADAR_PRICE_RANGE Scrapy setting."""
+    if value is None:
+        return value
+    if len(value) != 2 or not all(math.isfinite(v) for v in value) or \
+            not 0 < value[0] < value[1]:
+        raise ValueError("must be [low, high] in USD per GPU-hour with 0 < low < high, got "
+                         f"{_shown((), value)}")
     return value
 
 
-_SCRAPY_PREFIXES = ("PLAYWRIGHT_",)  # scrapy-playwright's settings have no defaults to list
-_SCRAPY_TYPE_NAMES = {bool: "true or false", float: "a number", str: "text", dict: "a mapping",
-                      list: "a list"}
+PriceRange = Annotated[list[float], AfterValidator(_price_range)]
 
 
-def _scrapy_type(default: Any) -> type | None:
-    if isinstance(default, bool):
-        return bool
-    if isinstance(default, int | float):
-        return float
-    if isinstance(default, str):
-        return str
-    if isinstance(default, dict) or hasattr(default, "copy_to_dict"):
-        return dict
-    if isinstance(default, list | tuple):
-        return list
-    return None
+def _between(low: float, high: float, *, above: bool = False, whole: bool = False) -> Any:
+    """A number in [low, high] ((low, high] when `above`); a whole number when `whole`."""
+    bound = Field(gt=low, le=high) if above else Field(ge=low, le=high)
+    return Annotated[int if whole else float, bound]
 
 
-def _is_type(value: Any, expect: type) -> bool:
-    if value is None:
-        return True
-    if expect is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if expect is list:
-        return isinstance(value, list | tuple)
-    return isinstance(value, expect)
+def _one_line_text(value: str) -> str:
+    if not value.strip() or "\n" in value or "\r" in value or len(value) > 500:
+        raise ValueError("must be one line of text (at most 500 characters)")
+    return value
+
+
+class PlaywrightLaunch(Section):
+    """PLAYWRIGHT_LAUNCH_OPTIONS: the options of Playwright's BrowserType.launch that make
+    sense for a headless crawler (timeouts in milliseconds)."""
+
+    executable_path: str | None = None
+    headless: bool = True
+    args: list[str] = []
+    channel: str | None = None
+    timeout: _between(0, 600_000, above=True) | None = None
+    slow_mo: _between(0, 10_000) | None = None
+    chromium_sandbox: bool | None = None
+    env: dict[str, str] | None = None
+    proxy: dict[str, str] | None = None
+
+
+_ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+
+
+class ScrapySection(Section):
+    """`scrapy:` the Scrapy settings the config file may change, each with its type and
+    range; every other setting is refused (Scrapy's component settings, the reactor, the
+    database and the sources are gpuradar's own). Seconds unless the name says otherwise."""
+
+    # politeness and concurrency (a delay beyond 5 minutes would outlast the crawl timeout)
+    DOWNLOAD_DELAY: _between(0, MAX_REQUEST_INTERVAL) = None
+    DOWNLOAD_DELAY_JITTER: _between(0, 1) = None
+    CONCURRENT_REQUESTS: _between(1, 256, whole=True) = None
+    CONCURRENT_REQUESTS_PER_DOMAIN: _between(1, 64, whole=True) = None
+    CONCURRENT_ITEMS: _between(1, 10_000, whole=True) = None
+    AUTOTHROTTLE_ENABLED: bool = None
+    AUTOTHROTTLE_START_DELAY: _between(0, 300) = None
+    AUTOTHROTTLE_MAX_DELAY: _between(0, 300) = None
+    AUTOTHROTTLE_TARGET_CONCURRENCY: _between(0, 64, above=True) = None
+    AUTOTHROTTLE_DEBUG: bool = None
+    # timeouts
+    DOWNLOAD_TIMEOUT: _between(0, 3600, above=True) = None
+    CLOSESPIDER_TIMEOUT: _between(0, 86_400, above=True) = None
+    DNS_TIMEOUT: _between(0, 600, above=True) = None
+    DNSCACHE_ENABLED: bool = None
+    # retries (gpuradar.crawler.middlewares.BackoffRetryMiddleware)
+    RETRY_ENABLED: bool = None
+    RETRY_TIMES: _between(0, 10, whole=True) = None
+    RETRY_HTTP_CODES: list[_between(400, 599, whole=True)] = None
+    RETRY_BACKOFF_BASE: _between(0, 60) = None
+    RETRY_BACKOFF_MAX: _between(0, 3600, above=True) = None
+    # sizes in bytes (0: no limit)
+    DOWNLOAD_MAXSIZE: _between(0, 2**40, whole=True) = None
+    DOWNLOAD_WARNSIZE: _between(0, 2**40, whole=True) = None
+    # identity and proxies (HTTPPROXY_ENABLED reads the http(s)_proxy environment variables)
+    USER_AGENT: Annotated[str, AfterValidator(_one_line_text)] = None
+    DEFAULT_REQUEST_HEADERS: dict[str, str] = None
+    HTTPPROXY_ENABLED: bool = None
+    # the asyncio reactor is the only one gpuradar runs on (scrapy-playwright, the daemon)
+    TWISTED_REACTOR: Literal[_ASYNCIO_REACTOR] = None
+    # gpuradar's own (crawler/settings.py says what each does)
+    GPURADAR_ANSWER_TIMEOUT: _between(0, 600, above=True) = None
+    GPURADAR_CONNECT_ATTEMPTS: _between(1, 10, whole=True) = None
+    GPURADAR_UNREACHABLE_AFTER: _between(0, 3600, above=True) = None
+    GPURADAR_PRICE_RANGE: PriceRange = None
+    GPURADAR_SHRINK_GUARD: _between(0, 1) = None
+    GPURADAR_BATCH_SIZE: _between(1, 100_000, whole=True) = None
+    # scrapy-playwright (milliseconds where the name says TIMEOUT)
+    PLAYWRIGHT_BROWSER_TYPE: Literal["chromium", "firefox", "webkit"] = None
+    PLAYWRIGHT_LAUNCH_OPTIONS: PlaywrightLaunch = None
+    PLAYWRIGHT_MAX_CONTEXTS: _between(1, 32, whole=True) = None
+    PLAYWRIGHT_MAX_PAGES_PER_CONTEXT: _between(1, 64, whole=True) = None
+    PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT: _between(0, 600_000, above=True) = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ScrapySection:
+        base, cap = self.RETRY_BACKOFF_BASE, self.RETRY_BACKOFF_MAX
+        if base is not None and cap is not None and base > cap:
+            raise ValueError(f"RETRY_BACKOFF_BASE ({base:g}) must not exceed RETRY_BACKOFF_MAX "
+                             f"({cap:g})")
+        return self
+
+
+# Settings the file has another way to say.
+_SCRAPY_INSTEAD = {
+    "GPURADAR_DATABASE_URL": "`database_url:` or --database-url",
+    "GPURADAR_SOURCES": "the `sources:` section",
+    "GPURADAR_ENDPOINTS": "the `endpoints:` section",
+    "GPURADAR_RECORD_DIR": "`gpuradar crawl --record DIR`",
+    "GPURADAR_REPLAY_DIR": "`gpuradar crawl --replay DIR` or `gpuradar run --replay DIR`",
+    "LOG_LEVEL": "-v or `gpuradar run --log-level`",
+    "RANDOMIZE_DOWNLOAD_DELAY": "DOWNLOAD_DELAY_JITTER (Scrapy deprecated this one)",
+}
+
+
+def scrapy_setting_problem(name: str) -> str:
+    """Why `name` is refused in the `scrapy:` section: a Scrapy setting gpuradar does not let
+    the file change, or a name Scrapy does not know."""
+    supported = list(ScrapySection.model_fields)
+    if name in _SCRAPY_INSTEAD:
+        return (f"Scrapy setting {name!r} cannot be set in the config file; use "
+                f"{_SCRAPY_INSTEAD[name]}")
+    if name in scrapy_defaults() or name.startswith(("PLAYWRIGHT_", "GPURADAR_")):
+        return (f"Scrapy setting {name!r} cannot be set in the config file (gpuradar relies on "
+                "its own value; docs/configuration.md lists the settings that can be)")
+    return f"unknown Scrapy setting {name!r} in scrapy{_suggest(name, supported, 'setting')}"
 
 
 @cache
@@ -447,8 +544,8 @@ class _Root(Section):
                                     description=KNOWN_KEYS["metrics"])
     daemon: DaemonSection = Field(default_factory=DaemonSection,
                                   description=KNOWN_KEYS["daemon"])
-    scrapy: Annotated[dict[str, Any], AfterValidator(_scrapy_settings)] = Field(
-        {}, description=KNOWN_KEYS["scrapy"])
+    scrapy: ScrapySection = Field(default_factory=ScrapySection,
+                                  description=KNOWN_KEYS["scrapy"])
 
     NULLABLE: ClassVar[tuple[str, ...]] = ("sources", "endpoints", "targets", "rules",
                                            "alerts", "metrics", "daemon", "scrapy")
@@ -557,6 +654,10 @@ def _problems(exc: ValidationError, marks: Marks, root: type[BaseModel], data: A
         kind, ctx = err["type"], err.get("ctx") or {}
         if kind == "extra_forbidden":
             parent, key = keys[:-1], keys[-1]
+            if parent == ("scrapy",):
+                found.setdefault(keys, []).append(
+                    f"{marks.where(keys)}: {scrapy_setting_problem(str(key))}")
+                continue
             what = "source" if parent == ("sources",) else "key"
             allowed = _allowed_keys(_model_at(root, parent[len(base):]))
             place = f"in {dotted(parent)}" if parent else "at the top level"
@@ -568,8 +669,6 @@ def _problems(exc: ValidationError, marks: Marks, root: type[BaseModel], data: A
             found.setdefault(keys + (key,), []).append(
                 f"{marks.where(keys + (key,))}: unknown {what} {key!r} in {dotted(keys)}"
                 f"{_suggest(key, list(ctx.get('allowed', ())), what)}")
-        elif kind == "scrapy_type":
-            found.setdefault(keys, []).append(marks.problem(keys + (ctx["key"],), err["msg"]))
         elif kind in _TYPE_WORDS or kind == "type_words":
             type_words.setdefault(keys, []).append(ctx.get("words") or _TYPE_WORDS[kind])
             shown[keys] = _shown(keys, err["input"])
@@ -659,23 +758,111 @@ def _walk(node: yaml.Node, keys: Key, marks: Marks, loader: yaml.SafeLoader,
         except ConfigError as exc:
             errors.extend(exc.problems)
             return
+        if len(node.value) > MAX_SCALAR_CHARS:
+            errors.append(f"{where}: {len(node.value):,} characters once ${{...}} is expanded "
+                          f"(at most {MAX_SCALAR_CHARS:,})")
+            return
         if node.style is None:
             node.tag = loader.resolve(yaml.ScalarNode, node.value, (True, False))
 
 
-def read_yaml(path: Path, marks: Marks) -> Any:
-    """The file's data with `${VAR}` expanded; `marks` gets the line of every key."""
+# Limits of a YAML file gpuradar reads (the config file, a rules file): a configuration is a
+# few kilobytes; these refuse a hostile or broken file in milliseconds, before it is built.
+MAX_YAML_BYTES = 256 * 1024       # the whole file (PyYAML reads ~50 KB/s on a busy core)
+MAX_SCALAR_CHARS = 64 * 1024      # one value (after ${VAR} expansion)
+MAX_YAML_NODES = 100_000          # values once every alias is expanded (billion laughs)
+MAX_YAML_DEPTH = 50               # nesting of mappings and lists
+
+
+def excerpt(text: str, limit: int = 60) -> str:
+    """`text` for an error message: at most `limit` characters, with the length when cut."""
+    text = str(text)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text):,} characters)"
+
+
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _check_flow_depth(text: str, path: Path) -> None:
+    """Refuse brackets nested deeper than MAX_YAML_DEPTH before parsing: PyYAML's scanner
+    slows down with the square of that depth. Counted over the raw text (quotes and comments
+    included), so a file would need 50 unclosed brackets inside its strings to be refused
+    wrongly."""
+    depth = 0
+    for m in _BRACKET.finditer(text):
+        depth = depth + 1 if m.group() in "[{" else max(0, depth - 1)
+        if depth > MAX_YAML_DEPTH:
+            line = text.count("\n", 0, m.start()) + 1
+            raise ConfigError(f"{path}:{line}: nested more than {MAX_YAML_DEPTH} levels deep")
+
+
+def _check_limits(root: yaml.Node, path: Path) -> None:
+    """Refuse a document whose aliases expand beyond MAX_YAML_NODES values, that nests deeper
+    than MAX_YAML_DEPTH, or that holds a value longer than MAX_SCALAR_CHARS. Each node is
+    visited once (aliases share nodes), so a bomb costs no more than its own size."""
+    weight: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    # iterative post-order: a node's weight is its own plus its children's, aliases counted
+    # every time they are used
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if key in weight and not done:
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            if len(node.value) > MAX_SCALAR_CHARS:
+                raise ConfigError(f"{path}:{node.start_mark.line + 1}: a value of "
+                                  f"{len(node.value):,} characters (at most "
+                                  f"{MAX_SCALAR_CHARS:,}): {excerpt(node.value)}")
+            weight[key], depth[key] = 1, 0
+            continue
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            children = list(node.value)
+        if not done:
+            weight[key] = 0  # in progress: a cycle (`&a [*a]`) counts as nothing more
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in weight)
+            continue
+        weight[key] = 1 + sum(weight.get(id(c), 0) for c in children)
+        depth[key] = 1 + max((depth.get(id(c), 0) for c in children), default=0)
+        line = f"{path}:{node.start_mark.line + 1}"
+        if weight[key] > MAX_YAML_NODES:
+            raise ConfigError(f"{line}: the aliases (*name) here expand to more than "
+                              f"{MAX_YAML_NODES:,} values; write the values out instead")
+        if depth[key] > MAX_YAML_DEPTH:
+            raise ConfigError(f"{line}: nested more than {MAX_YAML_DEPTH} levels deep")
+
+
+def read_yaml(path: Path, marks: Marks, *, expand: bool = True) -> Any:
+    """The file's data with `${VAR}` expanded (unless not `expand`); `marks` gets the line of
+    every key. Within the limits above: ConfigError names the file and line otherwise."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            raw = f.read(MAX_YAML_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
+        raise ConfigError(f"{path} cannot be read: {exc.strerror}") from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_YAML_BYTES // 1024} KiB; a configuration "
+                          "or rules file is at most that")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start + 1})") from None
+    _check_flow_depth(text, path)
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return {}
+        _check_limits(node, path)
         errors: list[str] = []
-        _walk(node, (), marks, loader, set(), errors)
+        if expand:
+            _walk(node, (), marks, loader, set(), errors)
         if errors:
             raise ConfigError(errors)
         return loader.construct_document(node)
@@ -684,7 +871,9 @@ def read_yaml(path: Path, marks: Marks) -> Any:
         at = f"{path}:{mark.line + 1}" if mark else str(path)
         column = f" (column {mark.column + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).replace("\n", " ")
-        raise ConfigError(f"{at}: not valid YAML{column}: {problem}") from None
+        raise ConfigError(f"{at}: not valid YAML{column}: {problem[:200]}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested more than {MAX_YAML_DEPTH} levels deep") from None
     finally:
         loader.dispose()
 
@@ -735,6 +924,7 @@ def load_config(path: Path | str | None = None, *, database_url: str | None = No
     """Read the config file (if any) and the environment, and check them against the schema.
 
     `database_url` is the command line's (it wins over GPURADAR_DATABASE_URL and the file)."""
+    check_settings_module()
     path = Path(path) if path else default_config_path()
     marks = Marks(path=path)
     raw: Any = {}
@@ -774,6 +964,26 @@ def load_config(path: Path | str | None = None, *, database_url: str | None = No
         alerts=section("alerts"), metrics=section("metrics"), daemon=section("daemon"),
         scrapy=section("scrapy"), path=path, marks=marks,
     )
+
+
+def check_settings_module() -> None:
+    """A SCRAPY_SETTINGS_MODULE other than gpuradar's must import, and the settings of it that
+    the `scrapy:` section could set must pass the same checks; ConfigError in one line."""
+    name = os.environ.get("SCRAPY_SETTINGS_MODULE")
+    if not name or name == SCRAPY_SETTINGS_MODULE:
+        return
+    where = f"environment variable SCRAPY_SETTINGS_MODULE={_shown((), name)}"
+    try:
+        module = importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - whatever the module raises, one line
+        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ConfigError(f"{where}: cannot be imported ({type(exc).__name__}: {detail}); "
+                          f"unset it to use gpuradar's settings ({SCRAPY_SETTINGS_MODULE})"
+                          ) from None
+    values = {k: list(v) if isinstance(v, tuple) else v for k in ScrapySection.model_fields
+              if (v := getattr(module, k, None)) is not None}
+    marks = Marks(origins={(k,): f"{where} (module {module.__name__})" for k in values})
+    validate_section(ScrapySection, values, (), marks)
 
 
 def scrapy_settings(config: Config, **overrides: Any):

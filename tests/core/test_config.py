@@ -56,7 +56,14 @@ MISTAKES = [
     ("sources:\n  azure:\n    enabled: \"no\"\n",
      "config.yaml:3: sources.azure.enabled: must be true or false, got 'no'"),
     ("scrapy:\n  DOWNLOAD_TIMEOUT: soon\n",
-     "config.yaml:2: scrapy.DOWNLOAD_TIMEOUT: must be a number (Scrapy's default is"),
+     "config.yaml:2: scrapy.DOWNLOAD_TIMEOUT: must be a number, got 'soon'"),
+    # issue 38: each of these passed `config check`, then broke every crawl
+    ("scrapy:\n  DOWNLOAD_DELAY: 1.0e+308\n",
+     "config.yaml:2: scrapy.DOWNLOAD_DELAY: must be less than or equal to 300, got 1e+308"),
+    ("scrapy:\n  TWISTED_REACTOR: twisted.internet.epollreactor.EPollReactor\n",
+     "config.yaml:2: scrapy.TWISTED_REACTOR: must be "
+     "'twisted.internet.asyncioreactor.AsyncioSelectorReactor', got "
+     "'twisted.internet.epollreactor.EPollReactor'"),
     ("scrapy:\n  DOWNLOAD_TIMEOUTT: 30\n",
      "config.yaml:2: unknown Scrapy setting 'DOWNLOAD_TIMEOUTT' in scrapy — did you mean "
      "'DOWNLOAD_TIMEOUT'?"),
@@ -532,17 +539,178 @@ def test_a_partial_crawl_exits_4(tmp_path, provider_server, sqlite_url):
     assert json.loads(proc.stdout)[0]["status"] == "partial"
 
 
-def test_a_scrapy_setting_that_breaks_the_crawl_is_named(tmp_path, sqlite_url):
-    rec = copy_recording(tmp_path, "oci")
+def test_a_component_setting_is_refused_before_any_crawl(tmp_path, sqlite_url):
+    """Scrapy's component settings are gpuradar's own: refused by `config check` (they used to
+    pass it and then stop every crawl)."""
     cfg = write_config(tmp_path / "c.yaml",
                        scrapy={"ITEM_PIPELINES": {"nosuchmodule.Pipeline": 300}})
+    for command in (["config", "check"], ["crawl", "oci"]):
+        proc = gpuradar(*command, config=cfg, db_url=sqlite_url)
+        assert proc.returncode == 2
+        assert one_line(proc.stderr.replace("1 problem: the configuration is not valid", "")) \
+            == f"error: {cfg}:2: Scrapy setting 'ITEM_PIPELINES' cannot be set in the config " \
+               "file (gpuradar relies on its own value; docs/configuration.md lists the " \
+               "settings that can be)"
+
+
+# -- every Scrapy setting the file can pass is checked (issue 38) --------------------------------
+BAD_SCRAPY = [
+    ("DOWNLOAD_TIMEOUT: -1", "scrapy.DOWNLOAD_TIMEOUT: must be greater than 0, got -1"),
+    ("DOWNLOAD_TIMEOUT: 0", "scrapy.DOWNLOAD_TIMEOUT: must be greater than 0, got 0"),
+    ('GPURADAR_PRICE_RANGE: ["a", "b"]', "scrapy.GPURADAR_PRICE_RANGE[1]: must be a number, "
+                                         "got 'a'"),
+    ("GPURADAR_PRICE_RANGE: [5]", "scrapy.GPURADAR_PRICE_RANGE: must be [low, high] in USD "
+                                  "per GPU-hour with 0 < low < high, got [5.0]"),
+    ("GPURADAR_PRICE_RANGE: [1000, 0.001]", "scrapy.GPURADAR_PRICE_RANGE: must be [low, high] "
+                                            "in USD per GPU-hour with 0 < low < high, got "
+                                            "[1000.0, 0.001]"),
+    ("GPURADAR_PRICE_RANGE: [0, 5]", "with 0 < low < high, got [0.0, 5.0]"),
+    ("GPURADAR_PRICE_RANGE: [1, .inf]", "with 0 < low < high, got [1.0, inf]"),
+    ("GPURADAR_SHRINK_GUARD: 2", "scrapy.GPURADAR_SHRINK_GUARD: must be less than or equal "
+                                 "to 1, got 2"),
+    ("GPURADAR_CONNECT_ATTEMPTS: 0", "scrapy.GPURADAR_CONNECT_ATTEMPTS: must be greater than "
+                                     "or equal to 1, got 0"),
+    ("GPURADAR_CONNECT_ATTEMPTS: 1.5", "scrapy.GPURADAR_CONNECT_ATTEMPTS: must be a whole "
+                                       "number, got 1.5"),
+    ("DOWNLOAD_DELAY: null", "scrapy.DOWNLOAD_DELAY: must be a number, got null"),
+    ("DOWNLOAD_DELAY: .nan", "scrapy.DOWNLOAD_DELAY: must be less than or equal to 300, "
+                             "got nan"),
+    ("CONCURRENT_REQUESTS: 0", "scrapy.CONCURRENT_REQUESTS: must be greater than or equal to "
+                               "1, got 0"),
+    ("RETRY_TIMES: true", "scrapy.RETRY_TIMES: must be a whole number, got true"),
+    ("RETRY_HTTP_CODES: [429, 5000]", "scrapy.RETRY_HTTP_CODES[2]: must be less than or equal "
+                                      "to 599, got 5000"),
+    ("USER_AGENT: \"a\\nb\"", "scrapy.USER_AGENT: must be one line of text"),
+    ("PLAYWRIGHT_BROWSER_TYPE: safari", "scrapy.PLAYWRIGHT_BROWSER_TYPE: must be 'chromium', "
+                                        "'firefox' or 'webkit', got 'safari'"),
+    ("PLAYWRIGHT_LAUNCH_OPTIONS: {headles: true}", "unknown key 'headles' in "
+                                                   "scrapy.PLAYWRIGHT_LAUNCH_OPTIONS — did you "
+                                                   "mean 'headless'?"),
+    ("RANDOMIZE_DOWNLOAD_DELAY: false", "Scrapy setting 'RANDOMIZE_DOWNLOAD_DELAY' cannot be "
+                                        "set in the config file; use DOWNLOAD_DELAY_JITTER"),
+    ("GPURADAR_DATABASE_URL: sqlite://", "Scrapy setting 'GPURADAR_DATABASE_URL' cannot be set "
+                                         "in the config file; use `database_url:` or "
+                                         "--database-url"),
+    ("RETRY_BACKOFF_BASE: 10\n  RETRY_BACKOFF_MAX: 5", "scrapy: RETRY_BACKOFF_BASE (10) must "
+                                                      "not exceed RETRY_BACKOFF_MAX (5)"),
+]
+
+
+@pytest.mark.parametrize("setting, message", BAD_SCRAPY, ids=[b[0] for b in BAD_SCRAPY])
+def test_a_bad_scrapy_setting_is_one_located_problem(tmp_path, setting, message):
+    cfg = config_text(tmp_path, f"scrapy:\n  {setting}\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(cfg)
+    first = exc.value.problems[0]
+    line = 1 if message.startswith("scrapy: ") else 2  # the section as a whole: its own line
+    assert first.startswith(f"{cfg}:{line}: ") and message in first, exc.value.problems
+
+
+def test_the_source_price_range_is_checked_like_the_setting(tmp_path):
+    for value, shown in (("[1000, 0.001]", "[1000.0, 0.001]"), ("[5]", "[5.0]"),
+                         ("[0, 5]", "[0.0, 5.0]")):
+        cfg = config_text(tmp_path, f"sources:\n  azure:\n    price_range: {value}\n")
+        with pytest.raises(ConfigError) as exc:
+            load_config(cfg)
+        assert exc.value.problems == [
+            f"{cfg}:3: sources.azure.price_range: must be [low, high] in USD per GPU-hour "
+            f"with 0 < low < high, got {shown}"]
+
+
+def test_every_supported_scrapy_setting_is_a_real_one():
+    """A name the section accepts is one Scrapy, gpuradar or scrapy-playwright reads."""
+    import scrapy_playwright.handler as playwright_handler
+
+    from gpuradar.core.config import ScrapySection, scrapy_defaults
+
+    source = Path(playwright_handler.__file__).read_text()
+    for name in ScrapySection.model_fields:
+        assert name in scrapy_defaults() or (name.startswith("PLAYWRIGHT_") and
+                                             f'"{name}"' in source), name
+
+
+def test_settings_at_their_limits_crawl_without_a_traceback(tmp_path, sqlite_url):
+    """What passes `config check` runs: the supported settings at the ends of their ranges
+    (a replayed crawl, so nothing waits)."""
+    rec = copy_recording(tmp_path, "oci")
+    cfg = write_config(tmp_path / "c.yaml", scrapy={
+        "DOWNLOAD_DELAY": 0, "DOWNLOAD_DELAY_JITTER": 1, "CONCURRENT_REQUESTS": 1,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": 64, "CONCURRENT_ITEMS": 10_000,
+        "AUTOTHROTTLE_ENABLED": True, "AUTOTHROTTLE_TARGET_CONCURRENCY": 64,
+        "DOWNLOAD_TIMEOUT": 3600, "CLOSESPIDER_TIMEOUT": 86_400, "DNS_TIMEOUT": 600,
+        "RETRY_TIMES": 10, "RETRY_HTTP_CODES": [429], "RETRY_BACKOFF_BASE": 0,
+        "RETRY_BACKOFF_MAX": 3600, "DOWNLOAD_MAXSIZE": 0, "USER_AGENT": "probe/1",
+        "DEFAULT_REQUEST_HEADERS": {"Accept": "application/json"},
+        "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
+        "GPURADAR_PRICE_RANGE": [0.01, 5000], "GPURADAR_SHRINK_GUARD": 0,
+        "GPURADAR_BATCH_SIZE": 1, "GPURADAR_CONNECT_ATTEMPTS": 10,
+        "PLAYWRIGHT_BROWSER_TYPE": "chromium", "PLAYWRIGHT_MAX_CONTEXTS": 1,
+        "PLAYWRIGHT_LAUNCH_OPTIONS": {"headless": True, "args": ["--no-sandbox"]}})
+    assert gpuradar("config", "check", config=cfg).returncode == 0
     proc = gpuradar("crawl", "oci", "--replay", str(rec), "--json", config=cfg,
                     db_url=sqlite_url)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    (result,) = json.loads(proc.stdout)
-    assert result["error"].startswith("crawl did not start: ModuleNotFoundError: No module "
-                                      "named 'nosuchmodule'")
-    assert f"(check scrapy.ITEM_PIPELINES in {cfg}:2)" in result["error"]
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert json.loads(proc.stdout)[0]["status"] == "ok"
+
+
+def test_a_bad_settings_module_in_the_environment_is_one_line(tmp_path, sqlite_url):
+    for command in (["config", "check"], ["prices"], ["crawl", "oci"]):
+        proc = gpuradar(*command, db_url=sqlite_url,
+                        env={"SCRAPY_SETTINGS_MODULE": "nope.settings"})
+        assert proc.returncode == 2, (command, proc.stderr)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert lines[0] == ("error: environment variable SCRAPY_SETTINGS_MODULE="
+                            "'nope.settings': cannot be imported (ModuleNotFoundError: No "
+                            "module named 'nope'); unset it to use gpuradar's settings "
+                            "(gpuradar.crawler.settings)"), proc.stderr
+        assert len(lines) <= 2 and "Traceback" not in proc.stderr
+
+
+def test_a_settings_module_is_checked_like_the_section(tmp_path, monkeypatch):
+    (tmp_path / "mysettings.py").write_text(
+        "from gpuradar.crawler.settings import *  # noqa\nDOWNLOAD_DELAY = 1e308\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("SCRAPY_SETTINGS_MODULE", "mysettings")
+    with pytest.raises(ConfigError) as exc:
+        load_config(None)
+    assert exc.value.problems == [
+        "environment variable SCRAPY_SETTINGS_MODULE='mysettings' (module mysettings): "
+        "DOWNLOAD_DELAY: must be less than or equal to 300, got 1e+308"]
+    (tmp_path / "goodsettings.py").write_text(
+        "from gpuradar.crawler.settings import *  # noqa\nDOWNLOAD_DELAY = 2\n")
+    monkeypatch.setenv("SCRAPY_SETTINGS_MODULE", "goodsettings")
+    load_config(None)  # gpuradar's own values (tuples included) pass
+
+
+def test_each_default_is_stated_once_in_core():
+    """The download timeout, crawl timeout, price range, shrink guard and send timeout come
+    from gpuradar.core.defaults wherever they are used."""
+    from gpuradar.alerts import delivery
+    from gpuradar.crawler import pipelines
+    from gpuradar.scheduler import jobs
+    from gpuradar.storage import ingest
+    from scrapy.settings import Settings
+
+    from gpuradar.core import defaults
+    from gpuradar.core.config import AlertsSection
+
+    settings = Settings()
+    settings.setmodule("gpuradar.crawler.settings")
+    assert settings.getfloat("DOWNLOAD_TIMEOUT") == defaults.DOWNLOAD_TIMEOUT
+    assert settings.getfloat("CLOSESPIDER_TIMEOUT") == defaults.CRAWL_TIMEOUT
+    assert tuple(settings.getlist("GPURADAR_PRICE_RANGE")) == defaults.PRICE_RANGE
+    assert settings.getfloat("GPURADAR_SHRINK_GUARD") == defaults.SHRINK_GUARD
+    assert pipelines.PRICE_RANGE == defaults.PRICE_RANGE
+    assert ingest.SHRINK_GUARD == defaults.SHRINK_GUARD
+    assert jobs.DEFAULT_CRAWL_TIMEOUT == defaults.CRAWL_TIMEOUT
+    assert AlertsSection().send_timeout == delivery.SEND_TIMEOUT == defaults.SEND_TIMEOUT
+    # and no module states one of them again as a number
+    for path in (REPO / "scheduler" / "setup.py", REPO / "crawler" / "settings.py",
+                 REPO / "crawler" / "pipelines.py", REPO / "storage" / "ingest.py"):
+        text = path.read_text()
+        for literal in ("180.0", "900.0", "0.001, 1000", "= 0.5\n", "= 60\n"):
+            assert literal not in text, (path, literal)
 
 
 # -- replay stays inside its recording ------------------------------------------------------------
@@ -680,3 +848,13 @@ def test_config_check_accepts_the_example_and_the_readme_example(tmp_path):
     del env["GCP_API_KEY"]
     proc = gpuradar("config", "check", str(cfg), env=env)
     assert proc.returncode == 2 and "GCP_API_KEY is not set" in proc.stderr
+
+
+def test_an_absurd_request_interval_is_refused_like_download_delay(tmp_path):
+    cfg = config_text(tmp_path, "sources:\n  azure:\n    request_interval: 100000\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(cfg)
+    assert exc.value.problems == [f"{cfg}:3: sources.azure.request_interval: must be at most "
+                                  "300 seconds (5 minutes), got 100000"]
+    assert load_config(config_text(tmp_path, "sources:\n  azure:\n    request_interval: 5m\n")
+                       ).sources["azure"]["request_interval"] == "5m"
