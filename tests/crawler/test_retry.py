@@ -16,17 +16,24 @@ from pathlib import Path
 
 import pytest
 from gpuradar.crawler.middlewares import BackoffRetryMiddleware, retry_after_seconds
+from gpuradar.crawler.runner import spider_classes as _spider_classes
 from scrapy import Request
 from scrapy.http import HtmlResponse, TextResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from gpuradar.core.sources import spider_classes
 from tests.clirun import gpuradar, write_config
 from tests.provider_server import Reply, serve_standard
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def spider_classes() -> dict:
+    """name -> spider class, as Scrapy's loader finds them in the project's settings."""
+    settings = Settings()
+    settings.setmodule("gpuradar.crawler.settings")
+    return _spider_classes(settings)
 
 
 class Clock:

@@ -5,7 +5,6 @@ network: a closed port (refused) and a server that accepts connections and never
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from scrapy.settings import Settings
@@ -42,11 +41,10 @@ def test_refused_connections_are_one_line_per_source(tmp_path, sqlite_url):
     host = closed.removeprefix("http://")
     for source in ("vastai", "lambda"):
         assert result[source]["status"] == "failed"
-    # Lambda asks once (and once more); Vast.ai sends its two searches at once, each tried
-    # twice: every request sent counts, the last retry may not have left yet.
-    assert result["lambda"]["error"] == f"cannot reach {host} (connection refused, 2 attempts)"
-    assert re.fullmatch(rf"cannot reach {re.escape(host)} \(connection refused, [34] "
-                        r"attempts\)", result["vastai"]["error"]), result["vastai"]["error"]
+    # Each asks once and once more (Vast.ai sends its searches one at a time, and the next
+    # one is not sent to a host found unreachable): every request sent counts.
+    for source in ("vastai", "lambda"):
+        assert result[source]["error"] == f"cannot reach {host} (connection refused, 2 attempts)"
     lines = problem_lines(proc.stderr)
     assert len(lines) == 2, proc.stderr
     assert {line.split("ERROR: ")[1].split(":")[0] for line in lines} == {"vastai", "lambda"}
@@ -73,11 +71,11 @@ def test_a_provider_that_never_answers_is_given_up(tmp_path, provider_server, sq
 
 
 def test_attempts_count_every_request_sent_to_a_hung_host(tmp_path, sqlite_url, blackhole):
-    """Vast.ai sends its two searches at once: a hung host is reported with the requests it
+    """Vast.ai's first search, tried twice: a hung host is reported with the requests it
     swallowed (it was "1 attempt" after more than one)."""
     endpoints = {"vastai.bundles": blackhole.base + "/api/v0/bundles/"}
     _, proc, result = crawl(tmp_path, endpoints, "vastai", db_url=sqlite_url,
-                            GPURADAR_ANSWER_TIMEOUT=1, GPURADAR_CONNECT_ATTEMPTS=1)
+                            GPURADAR_ANSWER_TIMEOUT=1, GPURADAR_CONNECT_ATTEMPTS=2)
     host = blackhole.base.removeprefix("http://")
     assert blackhole.accepted == 2
     assert result["vastai"]["error"] == f"cannot reach {host} (no answer within 1 s, 2 attempts)"
