@@ -40,6 +40,17 @@ def test_the_wheel_installs_one_top_level_package(wheel):
                  "cli/__init__.py"):
         assert f"gpuradar/{part}" in names, part
     assert any(n.startswith("gpuradar/recordings/") for n in names)
+    # every module and every recording of the tree is shipped (a package missing from
+    # pyproject's list would install a gpuradar that fails on import)
+    tree = {"gpuradar": REPO / "gpuradar", "gpuradar/crawler": REPO / "crawler",
+            "gpuradar/storage": REPO / "storage", "gpuradar/alerts": REPO / "alerts",
+            "gpuradar/scheduler": REPO / "scheduler"}
+    expected = {f"{prefix}/{path.relative_to(root).as_posix()}"
+                for prefix, root in tree.items() for path in root.rglob("*")
+                if path.is_file() and "__pycache__" not in path.parts
+                and (path.suffix == ".py" or "recordings" in path.parts)
+                and path.name != ".keep"}
+    assert expected - set(names) == set()
 
 
 def test_layers_are_kept(wheel, tmp_path):
