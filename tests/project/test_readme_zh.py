@@ -44,9 +44,11 @@ def test_the_two_setup_commands_are_the_readmes_and_make_targets():
         return [line.split("#")[0].strip() for line in first.splitlines()]
 
     assert setup(ZH.read_text()) == setup((ROOT / "README.md").read_text()) == [
-        "make demo", "make test"]
+        "make demo", "make test test-image"]
     targets = set(re.findall(r"^([a-z-]+):", (ROOT / "Makefile").read_text(), re.MULTILINE))
-    assert {"demo", "test", "install"} <= targets
+    assert {"demo", "test", "test-image", "install"} <= targets
+    # CI runs the README's second command
+    assert "\nmake test test-image\n" in (ROOT / ".ci" / "run").read_text()
 
 
 def test_every_command_and_option_of_the_guide_exists():
