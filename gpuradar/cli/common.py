@@ -17,7 +17,7 @@ import typer
 from rich.markup import escape
 
 from gpuradar import __version__
-from gpuradar.cli.output import Format, console, err_console
+from gpuradar.cli.output import Format, console, err_console, set_wide
 from gpuradar.core.config import Config, ConfigError, load_config
 from gpuradar.core.units import (  # noqa: F401  (the commands import them from here)
     EXIT_CODES,
@@ -70,6 +70,10 @@ DbOpt = Annotated[str | None, typer.Option("--database-url", help="Database URL 
 FormatOpt = Annotated[Format, typer.Option("--format", "-o", help="Output format.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Same as --format json.")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Same as --format csv.")]
+WideOpt = Annotated[bool, typer.Option("--wide", help="Show every column of a table, each as "
+                                       "wide as it needs (a narrow terminal leaves out the "
+                                       "least important ones and says which).",
+                                       callback=set_wide)]
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:

@@ -19,6 +19,7 @@ from gpuradar.cli.common import (
     DbOpt,
     FormatOpt,
     JsonOpt,
+    WideOpt,
     app,
     fail,
     get_config,
@@ -102,10 +103,11 @@ def _print_results(results, fmt: Format) -> None:
                      "uncatalogued": uncatalogued_cell(r.uncatalogued) or "-",
                      "duration": f"{r.duration_s:.1f}s", "error": r.error or "-"})
     raw = [{k: v for k, v in vars(r).items() if k != "changed_offer_ids"} for r in results]
-    emit(rows, [("source", "source"), ("status", "status"), ("items", "items"), ("new", "new"),
-                ("changed", "changed"), ("closed", "closed"), ("dropped", "dropped"),
-                ("unknown_gpus", "unknown GPUs"), ("uncatalogued", "uncatalogued"),
-                ("duration", "time"), ("error", "error")],
+    emit(rows, [("source", "source"), ("status", "status"), ("items", "items"),
+                ("new", "new", 2), ("changed", "changed", 2), ("closed", "closed", 2),
+                ("dropped", "dropped", 3), ("unknown_gpus", "unknown GPUs", 4),
+                ("uncatalogued", "uncatalogued", 4), ("duration", "time", 1),
+                ("error", "error")],
          fmt, title="crawl summary", raw_rows=raw)
 
 
@@ -119,6 +121,7 @@ def crawl(
     config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
     as_json: JsonOpt = False, as_csv: CsvOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log Scrapy at INFO.")] = False,
+    wide: WideOpt = False,
 ) -> None:
     """Crawl sources once, store what changed, print a summary per source."""
     if record and replay:

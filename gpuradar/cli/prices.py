@@ -14,6 +14,7 @@ from gpuradar.cli.common import (
     DbOpt,
     FormatOpt,
     JsonOpt,
+    WideOpt,
     app,
     fail,
     get_config,
@@ -119,7 +120,8 @@ def nothing_matched(engine, filters: dict[str, object]) -> str:
 
     if not gpu_names(engine):
         return "no offers stored yet: crawl first (`gpuradar crawl`, or try `gpuradar demo`)"
-    given = ", ".join(f"{k} {v}" for k, v in filters.items() if v not in (None, False, [], ()))
+    given = ", ".join(k if v is True else f"{k} {v}" for k, v in filters.items()
+                      if v not in (None, False, "", [], ()))
     return f"no offer matches {given or 'these filters'} (other offers are stored)"
 
 
@@ -152,7 +154,7 @@ def prices(
                      ] = False,
     limit: Annotated[int, typer.Option(help="Rows to show (0: all).")] = 50,
     config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
-    as_json: JsonOpt = False, as_csv: CsvOpt = False,
+    as_json: JsonOpt = False, as_csv: CsvOpt = False, wide: WideOpt = False,
 ) -> None:
     """Current offers, cheapest USD per GPU-hour first."""
     from gpuradar.storage.queries import OfferFilter, current_offers
@@ -175,7 +177,9 @@ def prices(
     f = pick_format(fmt, as_json, as_csv)
     if f is Format.table and not offers:
         err_console.print(nothing_matched(engine, {
-            "--gpu": gpu, "--pricing": pricing, "--source": ",".join(source or []),
+            "--gpu": gpu, "--vendor": ",".join(vendor or []), "--kind": ",".join(kind or []),
+            "--pricing": pricing and pricing.replace("_", "-"),
+            "--source": ",".join(source or []),
             "--region": ",".join(region or []), "--max-price": max_price,
             "--min-gpus": min_gpus, "--min-gpu-memory": min_gpu_memory,
             "--available": available}), highlight=False)
@@ -186,14 +190,14 @@ def prices(
             row["gpu"] = f"{_counts(o['gpu_counts'])} {o['gpu']}"
             if len(o["gpu_counts"]) > 1:
                 row["instance_usd"] = None  # one price per GPU, several instance prices
-    emit(rows, PRICE_COLUMNS, f, raw_rows=offers,
-         abbreviate={"pricing": {"on-demand": "OD"}}, optional=("notes", "age", "original"))
+    emit(rows, PRICE_COLUMNS, f, raw_rows=offers)
 
 
-PRICE_COLUMNS = [("source", "source"), ("region", "region"), ("instance", "instance"),
-                 ("pricing", "pricing"), ("gpu", "GPUs"), ("memory", "mem/GPU"),
-                 ("per_gpu", "$/GPU-h"), ("instance_usd", "$/h"), ("original", "quoted"),
-                 ("available", "avail"), ("age", "age"), ("notes", "notes")]
+# (key, header, priority): 0 is never left out; in a narrow terminal the highest goes first.
+PRICE_COLUMNS = [("source", "source"), ("region", "region", 1), ("instance", "instance"),
+                 ("pricing", "pricing"), ("gpu", "GPUs"), ("memory", "mem/GPU", 5),
+                 ("per_gpu", "$/GPU-h"), ("instance_usd", "$/h"), ("original", "quoted", 4),
+                 ("available", "avail", 3), ("age", "age", 2), ("notes", "notes", 6)]
 
 # -- history -----------------------------------------------------------------------------
 def chart(series: list[tuple[datetime, float | None]], until: datetime, width: int = 60,
@@ -270,7 +274,8 @@ def print_gpu_history(engine, gpu: str, names: list[str], since: datetime, until
 def history(
     source: Annotated[str | None, typer.Argument(help="Source of one offer.")] = None,
     instance_type: Annotated[str | None, typer.Argument(help="Its instance type / id.")] = None,
-    region: Annotated[str | None, typer.Option("--region", "-r")] = None,
+    region: Annotated[str | None, typer.Option("--region", "-r", help="Region of the offer, "
+                                               "when it is listed in several.")] = None,
     pricing: Annotated[str | None, typer.Option(help="on-demand or spot.")] = None,
     gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="Cheapest price of this GPU "
                                             "over time instead of one offer.")] = None,
@@ -280,13 +285,15 @@ def history(
                                            "'2026-08-22 18:00' (UTC unless an offset is "
                                            "given).")] = None,
     config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
-    as_json: JsonOpt = False, as_csv: CsvOpt = False,
+    as_json: JsonOpt = False, as_csv: CsvOpt = False, wide: WideOpt = False,
 ) -> None:
     """The spans of one offer, or the cheapest price of a GPU over time."""
     from gpuradar.core.units import parse_when
     from gpuradar.storage import queries
 
     pricing = pricing.replace("-", "_") if pricing else None
+    if pricing not in (None, "on_demand", "spot"):
+        raise fail(f"--pricing must be on-demand or spot, not {pricing.replace('_', '-')!r}")
     when = None
     if at is not None:
         try:
@@ -314,7 +321,8 @@ def history(
     if not offers:
         raise fail(f"no offer {source} {instance_type}" + (f" in {region}" if region else ""))
     if len(offers) > 1:
-        choices = ", ".join(sorted({f"{o['region']} {o['pricing']}" for o in offers})[:10])
+        choices = ", ".join(sorted({f"{o['region']} {o['pricing'].replace('_', '-')}"
+                                    for o in offers})[:10])
         raise fail(f"{len(offers)} offers match; narrow with --region/--pricing ({choices})")
     offer = offers[0]
     if when is not None:
@@ -332,5 +340,6 @@ def history(
              "price": money(s["price"], s["currency"]), "per_gpu": money(s["price_per_gpu_usd"]),
              "available": YES_NO[s["available"]]} for s in spans]
     emit(rows, [("from", "from (UTC)"), ("to", "to"), ("price", "price/h"),
-                ("per_gpu", "$/GPU-h"), ("available", "available")], f,
-         title=f"{source} {offer['region']} {instance_type} {offer['pricing']}", raw_rows=spans)
+                ("per_gpu", "$/GPU-h"), ("available", "available", 1)], f,
+         title=f"{source} {offer['region']} {instance_type} "
+               f"{offer['pricing'].replace('_', '-')}", raw_rows=spans)

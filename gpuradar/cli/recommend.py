@@ -9,7 +9,15 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from gpuradar.cli.common import EXIT_FAILED, ConfigOpt, DbOpt, fail, get_config, get_engine
+from gpuradar.cli.common import (
+    EXIT_FAILED,
+    ConfigOpt,
+    DbOpt,
+    WideOpt,
+    fail,
+    get_config,
+    get_engine,
+)
 from gpuradar.cli.output import Format, age, console, dump_json, emit, err_console, money
 
 
@@ -182,6 +190,7 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output: the "
                                               "estimate, hardware and ranked options.")
                            ] = False,
+        wide: WideOpt = False,
     ) -> None:
         """Which live offers can run a training or inference job, cheapest first: the GPU
         memory it needs (formula printed), the hardware that fits, and the offers that
@@ -249,11 +258,11 @@ def register(app: typer.Typer) -> None:
             if rec.fits:
                 sized = job.tokens is not None or job.gpu_hours is not None
                 emit(_rows(rec, now),
-                     [("rank", "#"), ("source", "source"), ("region", "region"),
+                     [("rank", "#"), ("source", "source"), ("region", "region", 1),
                       ("instance", "instance"), ("pricing", "pricing"), ("gpus", "GPUs"),
-                      ("memory", "GB/GPU need/usable"), ("link", "interconnect"),
-                      ("hourly", "$/h"), ("quoted", "quoted"), ("wall", "time"),
-                      ("total", "total $"), ("age", "age"), ("notes", "notes")],
+                      ("memory", "GB/GPU need/usable", 5), ("link", "interconnect", 4),
+                      ("hourly", "$/h"), ("quoted", "quoted", 3), ("wall", "time", 2),
+                      ("total", "total $"), ("age", "age", 2), ("notes", "notes", 6)],
                      Format.table,
                      title="cheapest by " + ("estimated total cost" if sized
                                              else "hourly price"))
