@@ -131,59 +131,84 @@ def _link(info: dict[str, Any]) -> str:
     return f"{text} + {inter}" if inter else text
 
 
+# The panels of `recommend --help`: the job first, the model's details apart.
+JOB, DETAILS, OFFERS = "Job", "Model details (default: from the size)", "Offers"
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def recommend(
-        params: Annotated[str, typer.Option("--params", "-p", help="Model size: 7B, 70B, "
+        params: Annotated[str, typer.Option("--params", "-p",
+            rich_help_panel=JOB, help="Model size: 7B, 70B, "
                                             "1.5B, 350M.")],
-        task: Annotated[str, typer.Option("--task", "-t", help="finetune | lora | qlora | "
+        task: Annotated[str, typer.Option("--task", "-t",
+            rich_help_panel=JOB, help="finetune | lora | qlora | "
                                           "pretrain | inference.")],
-        precision: Annotated[str, typer.Option(help="bf16 | fp8 | int4 (int4: inference; "
+        precision: Annotated[str, typer.Option(
+            rich_help_panel=JOB, help="bf16 | fp8 | int4 (int4: inference; "
                                                "qlora is 4-bit anyway).")] = "bf16",
-        seq_len: Annotated[int, typer.Option("--seq-len", help="Sequence length (tokens).",
+        seq_len: Annotated[int, typer.Option("--seq-len",
+            rich_help_panel=JOB, help="Sequence length (tokens).",
                                              min=1)] = 2048,
-        batch: Annotated[int, typer.Option(help="Micro-batch per GPU (training) or "
+        batch: Annotated[int, typer.Option(
+            rich_help_panel=JOB, help="Micro-batch per GPU (training) or "
                                            "concurrent sequences (inference).", min=1)] = 1,
         grad_checkpointing: Annotated[bool | None, typer.Option(
-            "--grad-checkpointing/--no-grad-checkpointing",
-            help="Recompute activations (less memory, ~33 % more compute). Default: on for "
-            "qlora, off otherwise.")] = None,
-        lora_rank: Annotated[int, typer.Option("--lora-rank", help="LoRA/QLoRA rank.",
+            "--grad-checkpointing/--no-grad-checkpointing", rich_help_panel=DETAILS,
+            help="Recompute activations: less memory, ~33 % more compute (default: on for "
+            "qlora only).")] = None,
+        lora_rank: Annotated[int, typer.Option("--lora-rank",
+            rich_help_panel=DETAILS, help="LoRA/QLoRA rank.",
                                                min=1)] = 16,
-        layers: Annotated[int | None, typer.Option(help="Transformer layers (default: from "
+        layers: Annotated[int | None, typer.Option(
+            rich_help_panel=DETAILS, help="Transformer layers (default: from "
                                                    "the size).", min=1)] = None,
-        hidden: Annotated[int | None, typer.Option(help="Hidden size (default: from the "
+        hidden: Annotated[int | None, typer.Option(
+            rich_help_panel=DETAILS, help="Hidden size (default: from the "
                                                    "size).", min=1)] = None,
-        tokens: Annotated[str | None, typer.Option(help="Job size in tokens (2B, 300B): "
+        tokens: Annotated[str | None, typer.Option(
+            rich_help_panel=JOB, help="Job size in tokens (2B, 300B): "
                                                    "ranks by total cost and wall time.")] = None,
-        gpu_hours: Annotated[float | None, typer.Option("--gpu-hours", help="Job size in "
+        gpu_hours: Annotated[float | None, typer.Option("--gpu-hours",
+            rich_help_panel=JOB, help="Job size in "
                                                         "GPU-hours.", min=0)] = None,
-        mfu: Annotated[float, typer.Option(help="Assumed share of the published dense "
+        mfu: Annotated[float, typer.Option(
+            rich_help_panel=DETAILS, help="Assumed share of the published dense "
                                            "throughput achieved (MFU).")] = 0.4,
-        budget: Annotated[str | None, typer.Option(help="Max price of the whole "
+        budget: Annotated[str | None, typer.Option(
+            rich_help_panel=OFFERS, help="Max price of the whole "
                                                    "configuration: 2/h (USD), $2/h, ¥14/h, "
                                                    "14CNY/h; $1/GPU-h per GPU.")] = None,
-        spot: Annotated[str, typer.Option(help="ok (include spot, marked) | no | only.")
+        spot: Annotated[str, typer.Option(
+            rich_help_panel=OFFERS, help="ok (include spot, marked) | no | only.")
                         ] = "ok",
         region: Annotated[list[str] | None, typer.Option(
-            "--region", "-r", help="Region or zone glob (us-*, cn-*, eu-west-?); `mainland` "
+            "--region", "-r",
+            rich_help_panel=OFFERS, help="Region or zone glob (us-*, cn-*, eu-west-?); `mainland` "
             "keeps data in mainland China (alibaba, tencent, huawei, autodl). "
             "Repeatable.")] = None,
         providers: Annotated[list[str] | None, typer.Option(
-            "--providers", "-s", help="Only these providers (aws,gcp or repeated).")] = None,
-        top: Annotated[int, typer.Option(help="Options to show (0: all).", min=0)] = 10,
-        max_age: Annotated[str, typer.Option("--max-age", help="Ignore sources not crawled "
+            "--providers", "-s",
+            rich_help_panel=OFFERS, help="Only these providers (aws,gcp or repeated).")] = None,
+        top: Annotated[int, typer.Option(
+            rich_help_panel=OFFERS, help="Options to show (0: all).", min=0)] = 10,
+        max_age: Annotated[str, typer.Option("--max-age",
+            rich_help_panel=OFFERS, help="Ignore sources not crawled "
                                              "successfully within this long.")] = "2d",
-        max_nodes: Annotated[int, typer.Option("--max-nodes", help="Most machines one "
+        max_nodes: Annotated[int, typer.Option("--max-nodes",
+            rich_help_panel=OFFERS, help="Most machines one "
                                                "configuration may span.", min=1)] = 16,
         any_interconnect: Annotated[bool, typer.Option(
-            "--any-interconnect", help="Also show sharded configurations over PCIe or "
+            "--any-interconnect",
+            rich_help_panel=OFFERS, help="Also show sharded configurations over PCIe or "
             "unpublished links (flagged).")] = False,
         not_resumable: Annotated[bool, typer.Option(
-            "--not-resumable", help="The job cannot resume from a checkpoint (spot is then "
+            "--not-resumable",
+            rich_help_panel=OFFERS, help="The job cannot resume from a checkpoint (spot is then "
             "a bad idea for anything over an hour).")] = False,
         framework: Annotated[list[str] | None, typer.Option(
-            "--framework", help="Software stack the job runs on: CUDA, ROCm (the default: "
+            "--framework",
+            rich_help_panel=OFFERS, help="Software stack the job runs on: CUDA, ROCm (the default: "
             "PyTorch), XLA/JAX (TPUs), Neuron (Trainium, Inferentia), SynapseAI (Gaudi), "
             "CANN (Ascend). Repeatable.")] = None,
         config: ConfigOpt = None, database_url: DbOpt = None,
