@@ -8,6 +8,7 @@ from __future__ import annotations
 from gpuradar.cli import (
     alerts,
     config,
+    config_init,
     crawl,
     db,
     demo,
@@ -20,7 +21,8 @@ from gpuradar.cli import (
 from gpuradar.cli.common import app, decorate, run_app
 
 # Each module adds its commands to `app` when imported (decorators) or in register(app).
-_MODULES = (crawl, sources, prices, db, demo, alerts, recommend, run, config, healthcheck)
+_MODULES = (crawl, sources, prices, db, demo, alerts, recommend, run, config, config_init,
+            healthcheck)
 for _module in _MODULES:
     if hasattr(_module, "register"):
         _module.register(app)
