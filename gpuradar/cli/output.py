@@ -327,3 +327,27 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
                       else Text("\n".join(_wrap(row[i], widths[i]))) for i in keep])
     out.needed_width = total(widths)  # type: ignore[attr-defined]
     return out
+
+
+def watch_output(show: Any, interval: float, rounds: int | None = None) -> None:
+    """Run `show` (which prints) every `interval` seconds, its output replacing the last in
+    place (rich Live) with the time of the refresh. Ctrl-C ends it (exit 130, the command
+    line's handler; the screen is left as it was); `rounds` bounds it (tests)."""
+    import time
+
+    from rich.console import Group
+    from rich.live import Live
+
+    def frame() -> Group:
+        with console.capture() as captured:
+            show()
+        stamp = Text(f"every {interval:g}s, last {datetime.now(UTC):%H:%M:%S} UTC; Ctrl-C "
+                     "stops", style="dim")
+        return Group(Text.from_ansi(captured.get().rstrip("\n")), stamp)
+
+    done = 0
+    with Live(frame(), console=console, auto_refresh=False, screen=False) as live:
+        while rounds is None or done < rounds:
+            done += 1
+            time.sleep(interval)
+            live.update(frame(), refresh=True)

@@ -21,7 +21,7 @@ from gpuradar.cli.common import (
     get_engine,
     pick_format,
 )
-from gpuradar.cli.output import Format, age, console, emit, err_console, money
+from gpuradar.cli.output import Format, age, console, emit, err_console, money, watch_output
 
 
 # -- prices ------------------------------------------------------------------------------
@@ -155,9 +155,20 @@ def prices(
     limit: Annotated[int, typer.Option(help="Rows to show (0: all).")] = 50,
     config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
     as_json: JsonOpt = False, as_csv: CsvOpt = False, wide: WideOpt = False,
+    watch: Annotated[float | None, typer.Option(
+        "--watch", metavar="SECONDS", min=1, help="Refresh the table in place every SECONDS "
+        "(Ctrl-C to stop).")] = None,
 ) -> None:
     """Current offers, cheapest USD per GPU-hour first."""
     from gpuradar.storage.queries import OfferFilter, current_offers
+
+    if watch:
+        if pick_format(fmt, as_json, as_csv) is not Format.table:
+            raise fail("--watch refreshes a table; not with --json or --csv")
+        again = {k: v for k, v in locals().items() if k not in ("watch", "OfferFilter",
+                                                                 "current_offers")}
+        watch_output(lambda: prices(**again), watch)
+        return
 
     if pricing:
         pricing = pricing.replace("-", "_")

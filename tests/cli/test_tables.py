@@ -179,3 +179,27 @@ def test_the_job_line_has_no_stray_comma(dbs, monkeypatch):
     out, _ = run(monkeypatch, 120, dbs[0], "recommend", "-p", "7B", "-t", "lora")
     assert "Job: 7B lora in bf16, seq 2048" in out
 
+
+
+def test_prices_watch_refreshes_the_table_in_place(dbs, monkeypatch):
+    import gpuradar.cli.prices as prices_cli
+
+    calls = []
+    real = output.watch_output
+
+    def twice(show, interval, rounds=None):
+        def counted():
+            calls.append(interval)
+            show()
+        real(counted, interval, rounds=1)
+
+    monkeypatch.setattr(prices_cli, "watch_output", twice)
+    monkeypatch.setattr("time.sleep", lambda seconds: None)
+    result = runner.invoke(app, ["prices", "--gpu", "H100", "--watch", "30"],
+                           env={"GPURADAR_DATABASE_URL": dbs[0], "COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert calls == [30, 30]  # the first frame, then one refresh
+    assert "148199:1xH100_SXM" in result.stdout and "every 30s, last" in result.stdout
+    bad = runner.invoke(app, ["prices", "--watch", "30", "--json"],
+                        env={"GPURADAR_DATABASE_URL": dbs[0]})
+    assert bad.exit_code == 2 and "--watch refreshes a table" in bad.output
