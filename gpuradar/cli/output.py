@@ -311,7 +311,8 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
                 slack = [i for i in keep if widths[i] > floor(i, last_resort)]
                 if not slack:
                     break
-                widest = max(slack, key=lambda i: (cols[i].priority > 0, cols[i].wraps,
+                # prose first (it wraps between words anyway), the one with most room
+                widest = max(slack, key=lambda i: (cols[i].wraps,
                                                    widths[i] - floor(i, last_resort)))
                 widths[widest] -= 1
     out = Table(title=title, caption="; ".join(notes) or None, header_style="bold",
