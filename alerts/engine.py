@@ -223,11 +223,12 @@ def evaluate(engine: Engine, rules: list[Rule], *, now: datetime | None = None,
             rt.states = None  # the database is the truth: read it again next time
             raise
     result.seconds = time.perf_counter() - started
-    log.info("evaluated %d rules (%d looked at again) in %s: %d firing, %d "
-             "notifications queued%s", len(rules), result.evaluated,
-             format_duration(result.seconds),
-             result.firing, result.notifications,
-             f", {len(result.errors)} failed" if result.errors else "")
+    # Every crawl evaluates: a line only when a rule failed (the daemon says what fired).
+    log.log(logging.INFO if result.errors else logging.DEBUG,
+            "evaluated %d rules (%d looked at again) in %s: %d firing, %d "
+            "notifications queued%s", len(rules), result.evaluated,
+            format_duration(result.seconds), result.firing, result.notifications,
+            f", {len(result.errors)} failed" if result.errors else "")
     return result
 
 

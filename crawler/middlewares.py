@@ -34,6 +34,8 @@ from scrapy.utils.response import response_status_message
 from twisted.internet.error import ConnectError
 from twisted.internet.error import TimeoutError as TxTimeoutError
 
+from gpuradar.core.logs import IN_OUTCOME
+
 log = logging.getLogger(__name__)
 
 _THROTTLED = {429, 503}
@@ -172,9 +174,11 @@ class BackoffRetryMiddleware(RetryMiddleware):
         # Logged against the spider: as an ERROR the crawl's outcome counts it (partial or
         # failed, nothing closed); a request the spider can do without (meta `optional`,
         # its errback falls back) only warns.
+        # The crawl's outcome repeats the line (gpuradar.core.logs.IN_OUTCOME): shown at DEBUG.
         level = logging.WARNING if request.meta.get("optional") else logging.ERROR
         log.log(level, "%s: cannot reach %s (%s); its other requests are skipped",
-                spider.name, host, self.unreachable[host], extra={"spider": spider})
+                spider.name, host, self.unreachable[host],
+                extra={"spider": spider, IN_OUTCOME: True})
 
     async def process_request(self, request: Request) -> None:
         host = urlsplit(request.url).netloc

@@ -177,7 +177,8 @@ class Daemon:
         self.metrics = Metrics(lambda: self.engine)
         self.leadership.gauge = self.metrics.leader
         self.health = Health(lambda: self.engine, self._scheduler_running,
-                             role=lambda: self.leadership.role)
+                             role=lambda: self.leadership.role,
+                             plans=lambda: {n: p.interval for n, p in self.loaded.plans.items()})
         m = self.loaded.metrics
         if m.enabled:
             try:

@@ -8,6 +8,10 @@ scheduler is running and the database answers a trivial query in time. A standby
 (another one holds the leader lock, scheduler/leadership.py) is healthy too: it says so in
 `role` and answers 200, so that load balancers and orchestrators keep it. A rule that fails
 to evaluate makes it `degraded` (naming the rule), still 200: the crawler is healthy.
+
+`/healthz` is liveness (restart me when it fails); `/readyz` is readiness (send me no
+traffic): 503 with the reason when the process is not healthy, or when every scheduled
+source is failing or stale, so the prices it serves are not current (see readiness()).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -41,6 +46,8 @@ class Health:
     stopping: bool = False
     # Rules whose last evaluation failed: the service is degraded, not down (still 200).
     failing_rules: list[str] = field(default_factory=list)
+    # The scheduled sources and their intervals in seconds (readiness judges staleness).
+    plans: Callable[[], dict[str, float]] = dict
 
     def beat(self) -> None:
         self.heartbeat = time.monotonic()
@@ -88,6 +95,53 @@ class Health:
         return body["status"] in ("ok", "degraded"), body
 
 
+STALE_AFTER = 3  # intervals without a successful crawl: stale (as `gpuradar sources` says)
+
+
+def source_states(engine: Engine, plans: dict[str, float], now: datetime) -> dict[str, str]:
+    """Each scheduled source: 'ok', 'pending' (not crawled yet), 'failing: <error>' (its
+    last crawl failed) or 'stale: ...' (no success within STALE_AFTER intervals)."""
+    from gpuradar.storage.queries import last_crawls, last_success
+
+    latest, ok = last_crawls(engine), last_success(engine)
+    out = {}
+    for name, interval in sorted(plans.items()):
+        last = latest.get(name)
+        success = ok.get(name)
+        if last is None:
+            out[name] = "pending"
+        elif last["status"] == "failed":
+            out[name] = f"failing: {(last.get('error') or 'no detail').splitlines()[0][:200]}"
+        elif success is None or (now - success).total_seconds() > STALE_AFTER * interval:
+            out[name] = ("stale: never crawled successfully" if success is None else
+                         f"stale: last success {success:%Y-%m-%d %H:%M} UTC")
+        else:
+            out[name] = "ok"
+    return out
+
+
+def readiness(health: Health, now: datetime | None = None) -> tuple[bool, dict[str, Any]]:
+    """(ready, body) of /readyz: not ready when /healthz fails, or when every scheduled
+    source is failing or stale (none pending or ok), with the reason."""
+    alive, body = health.check()
+    out: dict[str, Any] = {"status": "ready", "health": body["status"]}
+    if not alive:
+        out |= {"status": "not ready", "reason": f"unhealthy: {json.dumps(body)}"}
+        return False, out
+    try:
+        states = source_states(health.engine_fn(), health.plans(), now or datetime.now(UTC))
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        out |= {"status": "not ready", "reason": f"cannot read the crawls: {exc}"[:300]}
+        return False, out
+    out["sources"] = states
+    bad = [n for n, s in states.items() if s.startswith(("failing", "stale"))]
+    if states and len(bad) == len(states):
+        out |= {"status": "degraded",
+                "reason": f"every scheduled source is failing or stale ({', '.join(bad)})"}
+        return False, out
+    return True, out
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass
@@ -108,6 +162,12 @@ def make_app(registry: CollectorRegistry, health: Health, redact: Callable[[str]
                            [("Content-Type", "application/json"),
                             ("Cache-Control", "no-store")])
             return [payload]
+        if path == "/readyz":
+            ready, body = readiness(health)
+            start_response("200 OK" if ready else "503 Service Unavailable",
+                           [("Content-Type", "application/json"),
+                            ("Cache-Control", "no-store")])
+            return [redact(json.dumps(body)).encode() + b"\n"]
         if path == "/metrics":
             return metrics_app(environ, start_response)
         if path == "/":
@@ -115,7 +175,7 @@ def make_app(registry: CollectorRegistry, health: Health, redact: Callable[[str]
         if path == api.PREFIX or path.startswith(api.PREFIX + "/"):
             return api.answer(environ, start_response, health.engine_fn, redact)
         start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"not found; try /, /metrics, /healthz or /api/v1/openapi.json\n"]
+        return [b"not found; try /, /metrics, /healthz, /readyz or /api/v1/openapi.json\n"]
 
     return web.read_only(app)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from gpuradar.cli import (
     alerts,
     config,
+    config_init,
     crawl,
     db,
     demo,
@@ -18,14 +19,15 @@ from gpuradar.cli import (
     run,
     sources,
 )
-from gpuradar.cli.common import app, run_app
+from gpuradar.cli.common import app, decorate, run_app
 
 # Each module adds its commands to `app` when imported (decorators) or in register(app).
-_MODULES = (crawl, sources, prices, db, demo, alerts, recommend, run, config, healthcheck,
-            export)
+_MODULES = (crawl, sources, prices, db, demo, alerts, recommend, run, config, config_init,
+            healthcheck, export)
 for _module in _MODULES:
     if hasattr(_module, "register"):
         _module.register(app)
+decorate(app)  # panels, examples, flags shown as flags: once every command is there
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ from gpuradar.cli.common import (
     DbOpt,
     FormatOpt,
     JsonOpt,
+    WideOpt,
     fail,
     get_config,
     get_engine,
@@ -98,7 +99,7 @@ def rules_check(
     file: Annotated[Path | None, typer.Argument(help="A rules file (YAML with a `rules:` "
                                                 "list); default: the configured rules.")] = None,
     config: ConfigOpt = None, fmt: FormatOpt = Format.table, as_json: JsonOpt = False,
-    as_csv: CsvOpt = False,
+    as_csv: CsvOpt = False, wide: WideOpt = False,
 ) -> None:
     """Validate rules (and the targets they notify) and say how each was read; exit 1 when
     any is wrong."""
@@ -122,7 +123,7 @@ def rules_check(
              "notify": ", ".join(r.targets or ()) or "-", "options": _options(r)}
             for r in rules]
     emit(rows, [("name", "name"), ("rule", "rule"), ("read_as", "read as"),
-                ("notify", "targets"), ("options", "options")], f)
+                ("notify", "targets", 1), ("options", "options", 2)], f)
     if f is Format.table:
         console.print(f"{len(rules)} rule{'s' if len(rules) != 1 else ''} OK")
 
@@ -186,7 +187,7 @@ def rules_test(
     render: Annotated[bool, typer.Option("--render", help="Also show the notification each "
                                          "rule would send now, in all its forms.")] = False,
     config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
-    as_json: JsonOpt = False, as_csv: CsvOpt = False,
+    as_json: JsonOpt = False, as_csv: CsvOpt = False, wide: WideOpt = False,
 ) -> None:
     """What each rule would match and fire on now, against the stored offers, and how it was
     read (sends nothing, changes nothing)."""
@@ -249,8 +250,8 @@ def rules_test(
                     for x in o["offers"]]
             emit(rows, [("source", "source"), ("region", "region"), ("instance", "instance"),
                         ("pricing", "pricing"), ("gpus", "GPUs"), ("per_gpu", "per GPU-h"),
-                        ("instance_price", "whole offer /h"), ("quoted", "quoted"),
-                        ("available", "avail")], Format.table)
+                        ("instance_price", "whole offer /h"), ("quoted", "quoted", 2),
+                        ("available", "avail", 1)], Format.table)
         if render:
             _print_rendered(m, market, settings, top)
     if market.stale:
@@ -292,7 +293,7 @@ def alerts_command(
                                              "alerts.")] = False,
     limit: Annotated[int, typer.Option(help="Notifications to list.")] = 20,
     config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
-    as_json: JsonOpt = False, as_csv: CsvOpt = False,
+    as_json: JsonOpt = False, as_csv: CsvOpt = False, wide: WideOpt = False,
 ) -> None:
     """Firing alerts and the notification log (delivery status per target)."""
     from gpuradar.storage.alerts import alert_rows, notification_log
@@ -323,16 +324,17 @@ def alerts_command(
                      + (f"/{best['unit']}" if best.get("unit") else "")
                      if a["best_value"] is not None and not failing else "-"),
             "matches": a["match_count"] if a["kind"] == "rule" else "-",
-            "where": (str(best.get("error", ""))[:120] if failing
+            "where": (str(best.get("error", "")) if failing
                       else f"{best.get('source')} {best.get('region')}" if best else "-"),
             "notified": f"{age(a['last_notified_at'], now)} ago" if a["last_notified_at"]
             else "never",
             "rule": a["description"],
         })
     if rows:
-        emit(rows, [("name", "alert"), ("state", "state"), ("since", "since"),
-                    ("best", "best"), ("matches", "offers"), ("where", "cheapest at / error"),
-                    ("notified", "notified"), ("rule", "rule")], Format.table,
+        emit(rows, [("name", "alert"), ("state", "state"), ("since", "since", 1),
+                    ("best", "best"), ("matches", "offers", 2),
+                    ("where", "cheapest at / error"), ("notified", "notified", 3),
+                    ("rule", "rule", 4)], Format.table,
              title="alerts")
     else:
         console.print("no alert is firing" + ("" if all_alerts else
@@ -343,10 +345,11 @@ def alerts_command(
                   "status": n["status"], "attempts": n["attempts"],
                   "next": (f"in {age(now, n['next_attempt_at'])}"
                            if n["status"] == "pending" and n["next_attempt_at"] > now else "-"),
-                  "error": (n["last_error"] or "")[:120] or "-"} for n in log]
-        emit(nrows, [("when", "queued"), ("alert", "alert"), ("kind", "kind"),
-                     ("target", "target"), ("channel", "channel"), ("status", "status"),
-                     ("attempts", "tries"), ("next", "next try"), ("error", "last error")],
+                  "error": n["last_error"] or "-"} for n in log]
+        emit(nrows, [("when", "queued", 1), ("alert", "alert"), ("kind", "kind"),
+                     ("target", "target"), ("channel", "channel", 4), ("status", "status"),
+                     ("attempts", "tries", 3), ("next", "next try", 2),
+                     ("error", "last error")],
              Format.table, title="notifications")
     else:
         console.print("no notifications yet")

@@ -15,9 +15,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
+from typer.core import TyperCommand, TyperGroup
 
 from gpuradar import __version__
-from gpuradar.cli.output import Format, console, err_console
+from gpuradar.cli.output import Format, console, err_console, set_wide
 from gpuradar.core.config import Config, ConfigError, load_config
 from gpuradar.core.units import (  # noqa: F401  (the commands import them from here)
     EXIT_CODES,
@@ -38,28 +39,120 @@ def _unwrap(text: str) -> str:
     return re.sub(r"(?<=\S)[ \t]*\n[ \t]*(?=\S)", " ", inspect.cleandoc(text))
 
 
-def _unwrap_helps(group: typer.Typer) -> None:
+# Where each command is listed in `gpuradar --help` (Typer's rich_help_panel).
+DAILY, SERVICE, ALERTS, DATA, DEVELOPER = ("Daily use", "Service", "Alerts", "Data",
+                                           "Developer")
+PANELS = {"demo": DAILY, "prices": DAILY, "history": DAILY, "recommend": DAILY,
+          "sources": DAILY, "run": SERVICE, "healthcheck": SERVICE, "config": SERVICE,
+          "alerts": ALERTS, "rules": ALERTS, "notify": ALERTS, "crawl": DATA, "db": DATA,
+          "export": DATA, "parse": DEVELOPER}
+PANEL_ORDER = (DAILY, SERVICE, ALERTS, DATA, DEVELOPER)
+
+# The Examples section of each command's help (Typer's epilog), by command path.
+EXAMPLES: dict[str, list[str]] = {
+    "": ["gpuradar demo --keep demo.db", "gpuradar prices --gpu H100 --database-url "
+         "sqlite:///demo.db", "gpuradar rules test 'H100 under $2/h'", "gpuradar run"],
+    "demo": ["gpuradar demo", "gpuradar demo --keep demo.db   # then: gpuradar prices "
+             "--database-url sqlite:///demo.db", "gpuradar demo --timeline"],
+    "prices": ["gpuradar prices --gpu H100", "gpuradar prices --gpu A100 --pricing spot "
+               "--region 'us-*' --max-price 2", "gpuradar prices --kind TPU --group",
+               "gpuradar prices --source lambda --csv > lambda.csv",
+               "gpuradar prices --gpu H100 --watch 60"],
+    "history": ["gpuradar history --gpu H100 --days 30", "gpuradar history aws p5.48xlarge "
+                "--region us-east-1 --pricing on-demand", "gpuradar history vastai "
+                "148199:1xH100_SXM --pricing spot --at yesterday"],
+    "recommend": ["gpuradar recommend -p 7B -t qlora", "gpuradar recommend -p 70B -t "
+                  "finetune --tokens 2B --spot no", "gpuradar recommend -p 8B -t inference "
+                  "--precision fp8 --budget '$3/h' -r 'us-*'"],
+    "sources": ["gpuradar sources", "gpuradar sources --check", "gpuradar sources --check "
+                "--json"],
+    "crawl": ["gpuradar crawl", "gpuradar crawl fx lambda vastai", "gpuradar crawl --record "
+              "rec/   # then: gpuradar crawl --replay rec/"],
+    "parse": ["gpuradar parse azure page1.json", "gpuradar parse vastai bundles.json --url "
+              "https://console.vast.ai/api/v0/bundles/"],
+    "run": ["gpuradar run --config config.yaml", "gpuradar run --replay "
+            "gpuradar/recordings --interval 60   # offline, with the web page on "
+            "http://127.0.0.1:9108/", "gpuradar run --log-format json --log-level warning"],
+    "healthcheck": ["gpuradar healthcheck", "gpuradar healthcheck --metrics-port 9200"],
+    "alerts": ["gpuradar alerts", "gpuradar alerts --all --limit 50", "gpuradar alerts "
+               "--json"],
+    "rules check": ["gpuradar rules check", "gpuradar rules check rules.yaml"],
+    "rules test": ["gpuradar rules test 'H100 under $2/h'", "gpuradar rules test '8x A100 "
+                   "spot under $10/h region us-*' --top 10", "gpuradar rules test cheap-h100 "
+                   "--render"],
+    "notify test": ["gpuradar notify test", "gpuradar notify test slack"],
+    "notify preview": ["gpuradar notify preview cheap-h100", "gpuradar notify preview "
+                       "'H100 under $2/h' --top 3"],
+    "config check": ["gpuradar config check", "gpuradar config check config.yaml --json"],
+    "config init": ["gpuradar config init", "gpuradar config init ./config.yaml --force"],
+    "db prune": ["gpuradar db prune --older-than 400d --dry-run", "gpuradar db prune "
+                 "--older-than 58w --vacuum"],
+    "db upgrade": ["gpuradar db upgrade"],
+}
+
+
+def _examples(path: str) -> str | None:
+    lines = EXAMPLES.get(path)
+    if not lines:
+        return None
+    return "[bold]Examples[/bold]\n" + "\n".join(f"  $ {escape(x)}" for x in lines)
+
+
+class _FlagsAsFlags:
+    """A flag is shown as a flag in the help (`--wide`), not as an option taking `<bool>`."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class _Command(_FlagsAsFlags, TyperCommand):
+    pass
+
+
+class _Group(_FlagsAsFlags, TyperGroup):
+    def list_commands(self, ctx: Any) -> list[str]:
+        """The root's panels in the order of PANEL_ORDER (Typer lists them as met)."""
+        names = super().list_commands(ctx)
+        order = {panel: i for i, panel in enumerate(PANEL_ORDER)}
+        return sorted(names, key=lambda n: order.get(PANELS.get(n, ""), len(order)))
+
+
+def decorate(group: typer.Typer, path: str = "") -> None:
+    """Every command's help, once all are registered: docstrings unwrapped, flags shown as
+    flags, the panel it is listed in, its Examples (EXAMPLES)."""
+    group.info.cls = _Group if group.info.cls in (None, TyperGroup) else group.info.cls
+    if not path and group.info.epilog == EXIT_HELP:
+        group.info.epilog = f"{_examples('')}\n\n{EXIT_HELP}"
     for info in group.registered_commands:
         if info.help:
             info.help = _unwrap(info.help)
         elif info.callback is not None and info.callback.__doc__:
             info.callback.__doc__ = _unwrap(info.callback.__doc__)
+        name = info.name or (info.callback.__name__.replace("_", "-") if info.callback
+                             else "")
+        full = f"{path} {name}".strip()
+        info.cls = _Command if info.cls in (None, TyperCommand) else info.cls
+        info.epilog = info.epilog or _examples(full)
+        if not path:
+            info.rich_help_panel = info.rich_help_panel or PANELS.get(name)
     for sub in group.registered_groups:
+        full = f"{path} {sub.name}".strip()
+        if not path:
+            sub.rich_help_panel = sub.rich_help_panel or PANELS.get(sub.name or "")
         if sub.typer_instance is not None:
-            _unwrap_helps(sub.typer_instance)
+            sub.cls = _Group if sub.cls in (None, TyperGroup) else sub.cls
+            decorate(sub.typer_instance, full)
 
 
-class _App(typer.Typer):
-    """The root app: every command's help unwrapped once, when the command line runs."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        _unwrap_helps(self)
-        return super().__call__(*args, **kwargs)
-
-
-app = _App(help="Track GPU cloud prices and availability; alert when rules match.",
-           epilog=EXIT_HELP, no_args_is_help=True, add_completion=False,
-           context_settings={"help_option_names": ["-h", "--help"]})
+# add_completion: `gpuradar --install-completion` installs tab completion for the shell in
+# use (bash, zsh, fish, PowerShell); `--show-completion` prints the script instead.
+app = typer.Typer(help="Track GPU cloud prices and availability; alert when rules match.",
+                  epilog=EXIT_HELP, no_args_is_help=True, add_completion=True, cls=_Group,
+                  context_settings={"help_option_names": ["-h", "--help"]})
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
@@ -70,6 +163,10 @@ DbOpt = Annotated[str | None, typer.Option("--database-url", help="Database URL 
 FormatOpt = Annotated[Format, typer.Option("--format", "-o", help="Output format.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Same as --format json.")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Same as --format csv.")]
+WideOpt = Annotated[bool, typer.Option("--wide", help="Show every column of a table, each as "
+                                       "wide as it needs (a narrow terminal leaves out the "
+                                       "least important ones and says which).",
+                                       callback=set_wide)]
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:

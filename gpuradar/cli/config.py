@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from gpuradar.cli.common import EXIT_USAGE, ConfigOpt, DbOpt, JsonOpt
+from gpuradar.cli.common import EXIT_USAGE, ConfigOpt, DbOpt
 from gpuradar.cli.output import Format as _Format
 from gpuradar.cli.output import console, emit, err_console
 from gpuradar.core.config import ConfigError
@@ -130,7 +130,10 @@ def config_check(
     file: Annotated[Path | None, typer.Argument(help="The config file (default: --config, "
                                                 "GPURADAR_CONFIG, ~/.config/gpuradar/"
                                                 "config.yaml).")] = None,
-    config: ConfigOpt = None, database_url: DbOpt = None, as_json: JsonOpt = False,
+    config: ConfigOpt = None, database_url: DbOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print what is in force as JSON "
+                                          "(sources, targets redacted, rules, daemon, "
+                                          "metrics).")] = False,
 ) -> None:
     """Check the configuration as `gpuradar run` would; show what is in force.
 

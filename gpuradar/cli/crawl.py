@@ -19,6 +19,7 @@ from gpuradar.cli.common import (
     DbOpt,
     FormatOpt,
     JsonOpt,
+    WideOpt,
     app,
     fail,
     get_config,
@@ -35,6 +36,7 @@ def _crawl(cfg: Config, sources: list[str], record: Path | None, replay: Path | 
     from rich.live import Live
     from rich.text import Text
 
+    from gpuradar.core.logs import setup_logging
     from gpuradar.crawler.runner import (
         CrawlInterrupted,
         DatabaseUnusable,
@@ -43,9 +45,13 @@ def _crawl(cfg: Config, sources: list[str], record: Path | None, replay: Path | 
         run_once,
     )
 
+    # gpuradar's log handler rather than Scrapy's: a failure the summary table reports is
+    # not printed above it too (gpuradar.core.logs.IN_OUTCOME), unless -v.
+    setup_logging("text", "INFO" if verbose else log_level,
+                  libraries="INFO" if verbose else None)
     settings = scrapy_settings(cfg, GPURADAR_RECORD_DIR=str(record) if record else None,
                                GPURADAR_REPLAY_DIR=str(replay) if replay else None,
-                               LOG_LEVEL="INFO" if verbose else log_level,
+                               LOG_LEVEL="INFO" if verbose else log_level, LOG_ENABLED=False,
                                # a recording answers at once: no politeness delay needed
                                DOWNLOAD_DELAY=0 if replay else None)
     try:
@@ -102,11 +108,26 @@ def _print_results(results, fmt: Format) -> None:
                      "uncatalogued": uncatalogued_cell(r.uncatalogued) or "-",
                      "duration": f"{r.duration_s:.1f}s", "error": r.error or "-"})
     raw = [{k: v for k, v in vars(r).items() if k != "changed_offer_ids"} for r in results]
-    emit(rows, [("source", "source"), ("status", "status"), ("items", "items"), ("new", "new"),
-                ("changed", "changed"), ("closed", "closed"), ("dropped", "dropped"),
-                ("unknown_gpus", "unknown GPUs"), ("uncatalogued", "uncatalogued"),
-                ("duration", "time"), ("error", "error")],
+    emit(rows, [("source", "source"), ("status", "status"), ("items", "items"),
+                ("new", "new", 2), ("changed", "changed", 2), ("closed", "closed", 2),
+                ("dropped", "dropped", 3), ("unknown_gpus", "unknown GPUs", 4),
+                ("uncatalogued", "uncatalogued", 4), ("duration", "time", 1),
+                ("error", "error")],
          fmt, title="crawl summary", raw_rows=raw)
+    if fmt is Format.table and results:
+        console.print(summary_line(results), highlight=False)
+
+
+def summary_line(results) -> str:
+    """One line under the table: 'network unreachable: 0 of 8 sources' when no source
+    could be reached at all, else the count of each outcome."""
+    ok = sum(r.status == "ok" for r in results)
+    if all(r.status == "failed" and r.error.startswith("cannot reach") for r in results):
+        return (f"network unreachable: 0 of {len(results)} sources answered (check the "
+                "connection or the proxy; `gpuradar sources --check` tells more)")
+    counts = {s: sum(r.status == s for r in results) for s in ("ok", "partial", "failed")}
+    return f"{ok} of {len(results)} sources crawled: " + ", ".join(
+        f"{n} {s}" for s, n in counts.items() if n)
 
 
 @app.command()
@@ -119,6 +140,7 @@ def crawl(
     config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
     as_json: JsonOpt = False, as_csv: CsvOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log Scrapy at INFO.")] = False,
+    wide: WideOpt = False,
 ) -> None:
     """Crawl sources once, store what changed, print a summary per source."""
     if record and replay:

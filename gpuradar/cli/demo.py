@@ -21,13 +21,14 @@ import typer
 from gpuradar.cli.common import (
     EXIT_FAILED,
     RECORDINGS,
+    WideOpt,
     app,
     fail,
     get_config,
     get_engine,
 )
 from gpuradar.cli.crawl import _crawl, _print_results
-from gpuradar.cli.output import Format, console, money, table
+from gpuradar.cli.output import Col, Format, console, money, print_table, table
 from gpuradar.cli.prices import YES_NO, print_gpu_history
 from gpuradar.core import providers
 from gpuradar.core.config import Config, scrapy_settings
@@ -69,9 +70,10 @@ def _offer_row(o: dict[str, Any], dates: dict[str, str]) -> dict[str, Any]:
             "available": YES_NO[o["available"]], "as_of": dates.get(o["source"], "?")}
 
 
-OFFER_COLUMNS = [("gpu", "GPUs"), ("memory", "mem/GPU"), ("per_gpu", "$/GPU-h"),
-                 ("source", "source"), ("instance", "instance"),
-                 ("available", "avail"), ("as_of", "as of")]
+# Priority 0: never left out; the others are left out highest first in a narrow terminal.
+OFFER_COLUMNS = [Col("gpu", "GPUs"), Col("memory", "mem/GPU"), Col("per_gpu", "$/GPU-h"),
+                 Col("source", "source"), Col("instance", "instance"),
+                 Col("available", "avail", 1), Col("as_of", "as of")]
 
 
 @app.command()
@@ -82,7 +84,9 @@ def demo(keep: Annotated[Path | None, typer.Option(help="Keep the demo database 
                                                 "a rule fires, repeats and resolves.")] = False,
          pace: Annotated[float, typer.Option(help="Seconds per step of --timeline.", min=0)
                          ] = 6.0,
-         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+         verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log Scrapy's "
+                                                "replay at INFO.")] = False,
+         wide: WideOpt = False) -> None:
     """Replay real, dated prices captured from public sources into a throwaway SQLite file
     and show the cheapest offer per GPU: gpuradar offline, in seconds."""
     workdir = Path(tempfile.mkdtemp(prefix="gpuradar-demo-"))
@@ -121,8 +125,8 @@ def _snapshot(cfg: Config, verbose: bool) -> None:
                  o.get("repository", "").removeprefix("https://github.com/")
                  for o in provenance(s).get("origin", [])))}
             for s in sources]
-    console.print(table(rows, [("source", "source"), ("captured", "captured"),
-                               ("offers", "offers"), ("origin", "public capture from")],
+    print_table(table(rows, [Col("source", "source"), Col("captured", "captured"),
+                             Col("offers", "offers"), Col("origin", "public capture from")],
                         title="Real prices from public captures, replayed offline"))
     for line in _unsampled(cfg, sources):
         console.print(line, highlight=False)
@@ -131,7 +135,7 @@ def _snapshot(cfg: Config, verbose: bool) -> None:
         best = cheapest_per_gpu(engine, OfferFilter(pricing=pricing))
         if best:
             console.print()
-            console.print(table([_offer_row(o, dates) for o in best], OFFER_COLUMNS,
+            print_table(table([_offer_row(o, dates) for o in best], OFFER_COLUMNS,
                                 title=f"cheapest {pricing.replace('_', '-')} offer per GPU"))
     console.print("\nprices are as of each source's capture date, not today's; "
                   "see gpuradar/recordings/*/provenance.json", highlight=False)

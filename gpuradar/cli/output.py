@@ -1,9 +1,13 @@
-"""Rendering listings as a rich table, JSON or CSV (every listing offers all three).
+"""Rendering listings as a table, JSON or CSV (every listing offers all three).
 
-Tables fit the terminal: columns with nothing in them are left out, a number is never
-split or cut (its column keeps its full width), and long names are shortened with "…"
-instead of wrapping. JSON and CSV carry every timestamp in one form (ISO 8601 with its UTC
-offset) and counts as integers when they are whole.
+One renderer for every command's tables. Each column has a priority: 0 for what identifies
+a row or is its price (source, instance, GPUs, prices), never left out and never cut; 1, 2,
+... for the rest, left out highest first when the terminal is too narrow, and the table says
+so (`+2 columns hidden (age, notes): --wide`). Nothing is ever shortened with "…": prose
+columns wrap between words, a number stays whole with its unit, and a column of numbers is
+right-aligned with one number of decimals. Output that is piped (no terminal, no COLUMNS)
+is for machines: every column, no truncation, no wrapping. JSON and CSV carry every
+timestamp in one form (ISO 8601 with its UTC offset) and counts as integers when whole.
 """
 
 from __future__ import annotations
@@ -13,28 +17,109 @@ import json
 import os
 import re
 import sys
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.table import Table
+from rich.text import Text
 
 from gpuradar.core.units import age, money  # noqa: F401  (re-exported for the commands)
 
-console = Console()
-if not console.is_terminal and not os.environ.get("COLUMNS"):
-    console = Console(width=200)  # piped: do not squeeze tables into 80 columns
-# Errors are one line whatever the terminal: never wrapped at the console width.
-err_console = Console(stderr=True, soft_wrap=True)
+# Width of prose printed into a pipe (tables there take the width they need).
+PIPED_WIDTH = 200
 
-# Cells that are one number (with its sign or unit): never wrapped, never shortened.
-_NUMBER = re.compile(r"^[-+]?[$¥€£]?\d[\d,.]*\s*(%|[a-zA-Z]{1,3}|/h|GB)?$|^\d+x$")
+
+class _Console(Console):
+    """A console whose width is read when it prints, not when it was made: COLUMNS when set
+    (tests, scripts), the terminal's, or PIPED_WIDTH into a pipe; `wider()` lifts it for one
+    table that must not be squeezed (--wide, piped)."""
+
+    _forced: int | None = None
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        columns = os.environ.get("COLUMNS", "")
+        base = Console.size.fget(self)  # type: ignore[attr-defined]
+        if self._forced:
+            return ConsoleDimensions(self._forced, base.height)
+        if columns.isdigit():
+            return ConsoleDimensions(int(columns), base.height)
+        if not self.is_terminal:
+            return ConsoleDimensions(PIPED_WIDTH, base.height)
+        return base
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+    @contextmanager
+    def wider(self, width: int) -> Iterator[None]:
+        self._forced = max(width, self.width)
+        try:
+            yield
+        finally:
+            self._forced = None
+
+
+console = _Console()
+# Errors and warnings: word-wrapped in a terminal, one line into a pipe or a log file.
+err_console = _Console(stderr=True, soft_wrap=not sys.stderr.isatty())
+
+# A cell that is one number with its sign or unit: '$1.3867', '¥14.00', '79.6 GB', '8x',
+# '3d', '12.50 CHF', '40%'. Its parts, so that a column can share one number of decimals.
+_NUMBER = re.compile(r"^(?P<pre>[-+]?[$¥€£]?)(?P<int>\d[\d,]*)(?:\.(?P<dec>\d+))?"
+                     r"(?P<post>\s*(?:%|[a-zA-Z]{1,3}|/h|/GPU-h|x))?$")
+# A number and its unit are one word when a cell wraps ('3.3 GB' never splits).
+_UNIT_SPACE = re.compile(r"(?<=\d) (?=(?:[KMGT]i?B|h|min|s|d|%|[A-Z]{3})\b)")
+# ... and a GPU count its model ('8x H100-SXM-80GB').
+_COUNT_SPACE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?x) ")
+_GLUE = "\u00a0"  # textwrap does not break at a no-break space; rich never sees it
 # A timestamp some drivers hand back as text ('2026-11-30 11:59:18').
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?$")
 _EMPTY = ("", "-", None)
+# Prose columns: they wrap between words rather than widen the table.
+PROSE = frozenset({"notes", "note", "error", "last_error", "why", "rule", "read_as", "where",
+                   "detail", "fix", "origin", "uncatalogued", "dropped", "credentials",
+                   "options", "urls", "unknown_gpus"})
+GAP = 2  # spaces between two columns
+# Values shortened (and said so in the caption) before any column is left out.
+ABBREVIATE = {"pricing": {"on-demand": "OD"}}
+
+_wide = False
+
+
+def set_wide(value: bool) -> bool:
+    """The --wide flag (a Typer callback): every column, each as wide as it needs."""
+    global _wide
+    _wide = bool(value)
+    return value
+
+
+@dataclass(frozen=True)
+class Col:
+    """A table column. `priority` 0: identifies the row or is its price, never left out or
+    cut; 1, 2, ...: left out when the table does not fit, the highest first. `wrap`: may wrap
+    between words (default: prose columns)."""
+
+    key: str
+    header: str
+    priority: int = 0
+    wrap: bool | None = None
+
+    @property
+    def wraps(self) -> bool:
+        return self.key in PROSE if self.wrap is None else self.wrap
+
+
+def _col(spec: Col | tuple) -> Col:
+    return spec if isinstance(spec, Col) else Col(*spec)
 
 
 class Format(StrEnum):
@@ -85,94 +170,185 @@ def dump_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
-def emit(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], fmt: Format,
+def emit(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple], fmt: Format,
          title: str | None = None, raw_rows: Sequence[dict[str, Any]] | None = None,
          caption: str | None = None, **fit: Any) -> None:
-    """Print `rows`; `columns` are (key, header) for the table (`fit`: how it may shrink,
-    see table()); JSON/CSV get `raw_rows` (machine values) when given, else the rows."""
+    """Print `rows`; `columns` are Col(key, header, priority) or (key, header[, priority])
+    for the table (`fit`: see table()); JSON/CSV get `raw_rows` (machine values) when given,
+    else the rows."""
     data = raw_rows if raw_rows is not None else rows
     if fmt is Format.json:
         json.dump(machine_rows(data), sys.stdout, indent=1, ensure_ascii=False)
         sys.stdout.write("\n")
         return
     if fmt is Format.csv:
-        keys = list(data[0].keys()) if data else [k for k, _ in columns]
+        keys = list(data[0].keys()) if data else [_col(c).key for c in columns]
         writer = csv.DictWriter(sys.stdout, fieldnames=keys, extrasaction="ignore")
         writer.writeheader()
         for r in machine_rows(data):
             writer.writerow({k: json.dumps(v) if isinstance(v, dict | list) else v
                              for k, v in r.items()})
         return
-    console.print(table(rows, columns, title=title, caption=caption, **fit))
+    print_table(table(rows, columns, title=title, caption=caption, **fit))
 
 
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]],
-          title: str | None = None, caption: str | None = None,
-          wrap: Sequence[str] = ("notes", "error"), width: int | None = None,
-          squeeze: Sequence[str] = ("instance", "region", "notes", "error"),
+def print_table(out: Table) -> None:
+    """Print a table made by table(): wider than the console when it must be (--wide, a
+    pipe, or columns that cannot be narrowed further), never squeezed by rich."""
+    needed = getattr(out, "needed_width", 0)
+    if needed > console.width:
+        with console.wider(needed):
+            console.print(out, soft_wrap=True)
+    else:
+        console.print(out)
+
+
+def fit_width() -> int | None:
+    """The width a table must fit: None (as wide as it needs) with --wide or into a pipe."""
+    if _wide or (not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit()):
+        return None
+    return console.width
+
+
+def _same_decimals(cells: list[list[str]], i: int) -> None:
+    """One number of decimals in column i: the most any of its numbers has (nothing is
+    rounded: '$14.69' next to '$7.3468' becomes '$14.6900')."""
+    parts = [_NUMBER.match(row[i]) for row in cells]
+    numbers = [m for m in parts if m]
+    if len({(m["post"] or "").strip() for m in numbers}) > 1:
+        return  # different units ('30 min', '1.5 h'): each keeps its own form
+    places = max((len(m["dec"] or "") for m in numbers), default=0)
+    if not places:
+        return
+    for row, m in zip(cells, parts, strict=True):
+        if m:
+            dec = (m["dec"] or "").ljust(places, "0")
+            row[i] = f"{m['pre']}{m['int']}.{dec}{m['post'] or ''}"
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Lines of at most `width`, broken only between words; a word longer than the width
+    (an id, a URL) stays whole on its own line; a number keeps its unit."""
+    out: list[str] = []
+    for para in text.split("\n"):
+        glued = _glue(para)
+        lines = textwrap.wrap(glued, width, break_long_words=False, break_on_hyphens=False)
+        out += [line.replace(_GLUE, " ") for line in lines] or [""]
+    return out
+
+
+def _longest_word(text: str) -> int:
+    return max((len(w) for w in re.split(r"[ \t\n]+", _glue(text))), default=0)
+
+
+def _glue(text: str) -> str:
+    text = _COUNT_SPACE.sub(lambda m: m[1] + _GLUE, text)
+    return _UNIT_SPACE.sub(_GLUE, text)
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
+          title: str | None = None, caption: str | None = None, width: int | None = None,
           abbreviate: dict[str, dict[str, str]] | None = None,
-          optional: Sequence[str] = ()) -> Table:
-    """A rich table that fits `width` (the console's): see the module docstring.
+          optional: Sequence[str] = (), **_ignored: Any) -> Table:
+    """A rich table that fits `width` (default: fit_width()); see the module docstring.
 
-    Columns named in `wrap` may wrap onto several lines; every other column stays on one
-    line. When the table is too wide: values are abbreviated (`abbreviate`: column ->
-    {value: short}), then `optional` columns are left out in that order, then the `squeeze`
-    columns give up width, then the widest text columns; the caption says what was done."""
-    room_total = width or console.width
-    cells = [[str(r.get(k)) if r.get(k) is not None else "-" for k, _ in columns]
+    When the table is too wide: values are abbreviated (`abbreviate`: column -> {value:
+    short}, said in the caption), then columns of priority 1, 2, ... are left out (highest
+    first; `optional` lists keys to treat as priority 1, 2, ... in that order), prose
+    columns wrap between words, and as a last resort so do the identifying columns; a
+    column of numbers is never narrowed. The caption says what was left out."""
+    cols = [_col(c) for c in columns]
+    abbreviate = {**ABBREVIATE, **(abbreviate or {})}
+    for rank, key in enumerate(optional, 1):
+        cols = [Col(c.key, c.header, max(c.priority, rank), c.wrap) if c.key == key else c
+                for c in cols]
+    room = width if width is not None else fit_width()
+    cells = [[str(r.get(c.key)) if r.get(c.key) is not None else "-" for c in cols]
              for r in rows]
-    keep = [i for i in range(len(columns))
-            if not rows or any(row[i] not in _EMPTY for row in cells)]
-
-    def natural(i: int) -> int:
-        return max(len(v) for v in [columns[i][1], *(row[i] for row in cells)])
-
-    def floor(i: int) -> int:
-        return natural(i) if i in numeric else min(natural(i), max(len(columns[i][1]), 6))
-
+    keep = [i for i in range(len(cols)) if not rows or any(row[i] not in _EMPTY
+                                                            for row in cells)]
     numeric = {i for i in keep if cells and all(_NUMBER.match(row[i]) or row[i] in _EMPTY
                                                 for row in cells)}
+    for i in numeric:
+        _same_decimals(cells, i)
+
+    def natural(i: int) -> int:
+        return max(len(v) for v in [cols[i].header, *(row[i] for row in cells)])
+
+    def floor(i: int, last_resort: bool = False) -> int:
+        if i in numeric or not (cols[i].wraps or last_resort):
+            return natural(i)
+        return max(_longest_word(v) for v in [cols[i].header, *(row[i] for row in cells)])
+
+    def total(widths: dict[int, int]) -> int:  # with the table's two edge spaces
+        return sum(widths.values()) + GAP * (len(widths) - 1) + 2
+
     notes = [caption] if caption else []
-    if sum(natural(i) + 2 for i in keep) > room_total and abbreviate:
+    if room is not None and abbreviate and total({i: natural(i) for i in keep}) > room:
         used = {}
         for i in keep:
-            short = abbreviate.get(columns[i][0], {})
+            short = abbreviate.get(cols[i].key, {})
             for row in cells:
                 if row[i] in short:
                     used[short[row[i]]] = row[i]
                     row[i] = short[row[i]]
         notes += [f"{a} = {v}" for a, v in used.items()]
-    hidden = []
-    for key in optional:
-        if sum(floor(i) + 2 for i in keep) <= room_total:
+    hidden: list[str] = []
+    while room is not None and total({i: floor(i) for i in keep}) > room:
+        droppable = [i for i in keep if cols[i].priority > 0]
+        if not droppable:
             break
-        drop = [i for i in keep if columns[i][0] == key]
-        if drop:
-            keep.remove(drop[0])
-            hidden.append(columns[drop[0]][1])
+        drop = max(droppable, key=lambda i: (cols[i].priority, i))
+        keep.remove(drop)
+        hidden.append(cols[drop].header)
     if hidden:
-        notes.append(f"hidden to fit {room_total} columns: {', '.join(hidden)} "
-                     "(widen the terminal or use --json)")
+        notes.append(f"+{len(hidden)} column{'s' if len(hidden) > 1 else ''} hidden "
+                     f"({', '.join(reversed(hidden))}): --wide")
     widths = {i: natural(i) for i in keep}
-    room = room_total - 2 * len(keep)  # two spaces around every column
-    while sum(widths.values()) > room:
-        shrinkable = [i for i in keep if i not in numeric and widths[i] > floor(i)]
-        if not shrinkable:
-            break
-        first = [i for i in shrinkable if columns[i][0] in squeeze]
-        widest = max(first or shrinkable, key=lambda i: widths[i])
-        widths[widest] -= 1
+    if room is not None:
+        for last_resort in (False, True):
+            while total(widths) > room:
+                slack = [i for i in keep if widths[i] > floor(i, last_resort)]
+                if not slack:
+                    break
+                # prose first (it wraps between words anyway), the one with most room
+                widest = max(slack, key=lambda i: (cols[i].wraps,
+                                                   widths[i] - floor(i, last_resort)))
+                widths[widest] -= 1
     out = Table(title=title, caption="; ".join(notes) or None, header_style="bold",
                 box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
                 title_justify="left", caption_justify="left")
     for i in keep:
-        key, header = columns[i]
-        if i in numeric:
-            out.add_column(header, justify="right", no_wrap=True, min_width=widths[i])
-        elif key in wrap:
-            out.add_column(header, overflow="fold", max_width=widths[i])
-        else:
-            out.add_column(header, no_wrap=True, overflow="ellipsis", width=widths[i])
+        out.add_column(Text("\n".join(_wrap(cols[i].header, widths[i])),
+                            justify="right" if i in numeric else "left"),
+                       justify="right" if i in numeric else "left",
+                       no_wrap=True, overflow="fold", width=widths[i])
     for row in cells:
-        out.add_row(*[row[i] for i in keep])
+        out.add_row(*[Text(row[i], justify="right") if i in numeric
+                      else Text("\n".join(_wrap(row[i], widths[i]))) for i in keep])
+    out.needed_width = total(widths)  # type: ignore[attr-defined]
     return out
+
+
+def watch_output(show: Any, interval: float, rounds: int | None = None) -> None:
+    """Run `show` (which prints) every `interval` seconds, its output replacing the last in
+    place (rich Live) with the time of the refresh. Ctrl-C ends it (exit 130, the command
+    line's handler; the screen is left as it was); `rounds` bounds it (tests)."""
+    import time
+
+    from rich.console import Group
+    from rich.live import Live
+
+    def frame() -> Group:
+        with console.capture() as captured:
+            show()
+        stamp = Text(f"every {interval:g}s, last {datetime.now(UTC):%H:%M:%S} UTC; Ctrl-C "
+                     "stops", style="dim")
+        return Group(Text.from_ansi(captured.get().rstrip("\n")), stamp)
+
+    done = 0
+    with Live(frame(), console=console, auto_refresh=False, screen=False) as live:
+        while rounds is None or done < rounds:
+            done += 1
+            time.sleep(interval)
+            live.update(frame(), refresh=True)

@@ -14,13 +14,14 @@ from gpuradar.cli.common import (
     DbOpt,
     FormatOpt,
     JsonOpt,
+    WideOpt,
     app,
     fail,
     get_config,
     get_engine,
     pick_format,
 )
-from gpuradar.cli.output import Format, age, console, emit, err_console, money
+from gpuradar.cli.output import Format, age, console, emit, err_console, money, watch_output
 
 
 # -- prices ------------------------------------------------------------------------------
@@ -127,7 +128,8 @@ def nothing_matched(engine, filters: dict[str, object]) -> str:
 
     if not gpu_names(engine):
         return "no offers stored yet: crawl first (`gpuradar crawl`, or try `gpuradar demo`)"
-    given = ", ".join(f"{k} {v}" for k, v in filters.items() if v not in (None, False, [], ()))
+    given = ", ".join(k if v is True else f"{k} {v}" for k, v in filters.items()
+                      if v not in (None, False, "", [], ()))
     return f"no offer matches {given or 'these filters'} (other offers are stored)"
 
 
@@ -165,10 +167,21 @@ def prices(
                                         "docs/index.md); --gpu and --pricing filter it.")
                      ] = False,
     config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
-    as_json: JsonOpt = False, as_csv: CsvOpt = False,
+    as_json: JsonOpt = False, as_csv: CsvOpt = False, wide: WideOpt = False,
+    watch: Annotated[float | None, typer.Option(
+        "--watch", metavar="SECONDS", min=1, help="Refresh the table in place every SECONDS "
+        "(Ctrl-C to stop).")] = None,
 ) -> None:
     """Current offers, cheapest USD per GPU-hour first (or, with --index, the market index)."""
     from gpuradar.storage.queries import OfferFilter, current_offers
+
+    if watch:
+        if pick_format(fmt, as_json, as_csv) is not Format.table:
+            raise fail("--watch refreshes a table; not with --json or --csv")
+        again = {k: v for k, v in locals().items() if k not in ("watch", "OfferFilter",
+                                                                 "current_offers")}
+        watch_output(lambda: prices(**again), watch)
+        return
 
     if pricing:
         pricing = pricing.replace("-", "_")
@@ -192,7 +205,9 @@ def prices(
     f = pick_format(fmt, as_json, as_csv)
     if f is Format.table and not offers:
         err_console.print(nothing_matched(engine, {
-            "--gpu": gpu, "--pricing": pricing, "--source": ",".join(source or []),
+            "--gpu": gpu, "--vendor": ",".join(vendor or []), "--kind": ",".join(kind or []),
+            "--pricing": pricing and pricing.replace("_", "-"),
+            "--source": ",".join(source or []),
             "--region": ",".join(region or []), "--max-price": max_price,
             "--min-gpus": min_gpus, "--min-gpu-memory": min_gpu_memory,
             "--available": available}), highlight=False)
@@ -203,8 +218,7 @@ def prices(
             row["gpu"] = f"{_counts(o['gpu_counts'])} {o['gpu']}"
             if len(o["gpu_counts"]) > 1:
                 row["instance_usd"] = None  # one price per GPU, several instance prices
-    emit(rows, PRICE_COLUMNS, f, raw_rows=offers,
-         abbreviate={"pricing": {"on-demand": "OD"}}, optional=("notes", "age", "original"))
+    emit(rows, PRICE_COLUMNS, f, raw_rows=offers)
 
 
 INDEX_COLUMNS = [("gpu", "GPU"), ("pricing", "pricing"), ("median", "median $/GPU-h"),
@@ -245,10 +259,11 @@ def print_index(engine, gpus: list[str], pricing: str | None, f: Format,
                               "around the median; docs/index.md)", highlight=False)
 
 
-PRICE_COLUMNS = [("source", "source"), ("region", "region"), ("instance", "instance"),
-                 ("pricing", "pricing"), ("gpu", "GPUs"), ("memory", "mem/GPU"),
-                 ("per_gpu", "$/GPU-h"), ("instance_usd", "$/h"), ("original", "quoted"),
-                 ("available", "avail"), ("age", "age"), ("notes", "notes")]
+# (key, header, priority): 0 is never left out; in a narrow terminal the highest goes first.
+PRICE_COLUMNS = [("source", "source"), ("region", "region", 1), ("instance", "instance"),
+                 ("pricing", "pricing"), ("gpu", "GPUs"), ("memory", "mem/GPU", 5),
+                 ("per_gpu", "$/GPU-h"), ("instance_usd", "$/h"), ("original", "quoted", 4),
+                 ("available", "avail", 3), ("age", "age", 2), ("notes", "notes", 6)]
 
 # -- history -----------------------------------------------------------------------------
 def chart(series: list[tuple[datetime, float | None]], until: datetime, width: int = 60,
@@ -330,7 +345,8 @@ def print_gpu_history(engine, gpu: str, names: list[str], since: datetime, until
 def history(
     source: Annotated[str | None, typer.Argument(help="Source of one offer.")] = None,
     instance_type: Annotated[str | None, typer.Argument(help="Its instance type / id.")] = None,
-    region: Annotated[str | None, typer.Option("--region", "-r")] = None,
+    region: Annotated[str | None, typer.Option("--region", "-r", help="Region of the offer, "
+                                               "when it is listed in several.")] = None,
     pricing: Annotated[str | None, typer.Option(help="on-demand or spot.")] = None,
     gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="Cheapest price of this GPU "
                                             "over time instead of one offer.")] = None,
@@ -340,13 +356,15 @@ def history(
                                            "'2026-08-22 18:00' (UTC unless an offset is "
                                            "given).")] = None,
     config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
-    as_json: JsonOpt = False, as_csv: CsvOpt = False,
+    as_json: JsonOpt = False, as_csv: CsvOpt = False, wide: WideOpt = False,
 ) -> None:
     """The spans of one offer, or the cheapest price of a GPU over time."""
     from gpuradar.core.units import parse_when
     from gpuradar.storage import queries
 
     pricing = pricing.replace("-", "_") if pricing else None
+    if pricing not in (None, "on_demand", "spot"):
+        raise fail(f"--pricing must be on-demand or spot, not {pricing.replace('_', '-')!r}")
     when = None
     if at is not None:
         try:
@@ -374,7 +392,8 @@ def history(
     if not offers:
         raise fail(f"no offer {source} {instance_type}" + (f" in {region}" if region else ""))
     if len(offers) > 1:
-        choices = ", ".join(sorted({f"{o['region']} {o['pricing']}" for o in offers})[:10])
+        choices = ", ".join(sorted({f"{o['region']} {o['pricing'].replace('_', '-')}"
+                                    for o in offers})[:10])
         raise fail(f"{len(offers)} offers match; narrow with --region/--pricing ({choices})")
     offer = offers[0]
     if when is not None:
@@ -393,5 +412,6 @@ def history(
              "price": money(s["price"], s["currency"]), "per_gpu": money(s["price_per_gpu_usd"]),
              "available": YES_NO[s["available"]]} for s in spans]
     emit(rows, [("from", "from (UTC)"), ("to", "to"), ("price", "price/h"),
-                ("per_gpu", "$/GPU-h"), ("available", "available")], f,
-         title=f"{source} {offer['region']} {instance_type} {offer['pricing']}", raw_rows=spans)
+                ("per_gpu", "$/GPU-h"), ("available", "available", 1)], f,
+         title=f"{source} {offer['region']} {instance_type} "
+               f"{offer['pricing'].replace('_', '-')}", raw_rows=spans)

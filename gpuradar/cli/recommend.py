@@ -9,7 +9,15 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from gpuradar.cli.common import EXIT_FAILED, ConfigOpt, DbOpt, fail, get_config, get_engine
+from gpuradar.cli.common import (
+    EXIT_FAILED,
+    ConfigOpt,
+    DbOpt,
+    WideOpt,
+    fail,
+    get_config,
+    get_engine,
+)
 from gpuradar.cli.output import Format, age, console, dump_json, emit, err_console, money
 
 
@@ -128,6 +136,10 @@ def _link(info: dict[str, Any], gpu_count: float) -> str:
     return f"{text} + {inter}" if inter else text
 
 
+# The panels of `recommend --help`: the job first, the model's details apart.
+JOB, DETAILS, OFFERS = "Job", "Model details (default: from the size)", "Offers"
+
+
 def _print_plan_assumptions(opts: Any, within: Any) -> None:
     from gpuradar.recommend import scaling
 
@@ -144,75 +156,98 @@ def _print_plan_assumptions(opts: Any, within: Any) -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def recommend(
-        params: Annotated[str, typer.Option("--params", "-p", help="Model size: 7B, 70B, "
+        params: Annotated[str, typer.Option("--params", "-p",
+            rich_help_panel=JOB, help="Model size: 7B, 70B, "
                                             "1.5B, 350M.")],
-        task: Annotated[str, typer.Option("--task", "-t", help="finetune | lora | qlora | "
+        task: Annotated[str, typer.Option("--task", "-t",
+            rich_help_panel=JOB, help="finetune | lora | qlora | "
                                           "pretrain | inference.")],
-        precision: Annotated[str, typer.Option(help="bf16 | fp8 | int4 (int4: inference; "
+        precision: Annotated[str, typer.Option(
+            rich_help_panel=JOB, help="bf16 | fp8 | int4 (int4: inference; "
                                                "qlora is 4-bit anyway).")] = "bf16",
-        seq_len: Annotated[int, typer.Option("--seq-len", help="Sequence length (tokens).",
+        seq_len: Annotated[int, typer.Option("--seq-len",
+            rich_help_panel=JOB, help="Sequence length (tokens).",
                                              min=1)] = 2048,
-        batch: Annotated[int, typer.Option(help="Micro-batch per GPU (training) or "
+        batch: Annotated[int, typer.Option(
+            rich_help_panel=JOB, help="Micro-batch per GPU (training) or "
                                            "concurrent sequences (inference).", min=1)] = 1,
         grad_checkpointing: Annotated[bool | None, typer.Option(
-            "--grad-checkpointing/--no-grad-checkpointing",
-            help="Recompute activations (less memory, ~33 % more compute). Default: on for "
-            "qlora, off otherwise.")] = None,
-        lora_rank: Annotated[int, typer.Option("--lora-rank", help="LoRA/QLoRA rank.",
+            "--grad-checkpointing/--no-grad-checkpointing", rich_help_panel=DETAILS,
+            help="Recompute activations: less memory, ~33 % more compute (default: on for "
+            "qlora only).")] = None,
+        lora_rank: Annotated[int, typer.Option("--lora-rank",
+            rich_help_panel=DETAILS, help="LoRA/QLoRA rank.",
                                                min=1)] = 16,
-        layers: Annotated[int | None, typer.Option(help="Transformer layers (default: from "
+        layers: Annotated[int | None, typer.Option(
+            rich_help_panel=DETAILS, help="Transformer layers (default: from "
                                                    "the size).", min=1)] = None,
-        hidden: Annotated[int | None, typer.Option(help="Hidden size (default: from the "
+        hidden: Annotated[int | None, typer.Option(
+            rich_help_panel=DETAILS, help="Hidden size (default: from the "
                                                    "size).", min=1)] = None,
-        tokens: Annotated[str | None, typer.Option(help="Job size in tokens (2B, 300B): "
+        tokens: Annotated[str | None, typer.Option(
+            rich_help_panel=JOB, help="Job size in tokens (2B, 300B): "
                                                    "ranks by total cost and wall time.")] = None,
-        gpu_hours: Annotated[float | None, typer.Option("--gpu-hours", help="Job size in "
+        gpu_hours: Annotated[float | None, typer.Option("--gpu-hours",
+            rich_help_panel=JOB, help="Job size in "
                                                         "GPU-hours.", min=0)] = None,
-        mfu: Annotated[float, typer.Option(help="Assumed share of the published dense "
+        mfu: Annotated[float, typer.Option(
+            rich_help_panel=DETAILS, help="Assumed share of the published dense "
                                            "throughput achieved (MFU).")] = 0.4,
-        budget: Annotated[str | None, typer.Option(help="Max price of the whole "
+        budget: Annotated[str | None, typer.Option(
+            rich_help_panel=OFFERS, help="Max price of the whole "
                                                    "configuration: 2/h (USD), $2/h, ¥14/h, "
                                                    "14CNY/h; $1/GPU-h per GPU.")] = None,
-        spot: Annotated[str, typer.Option(help="ok (include spot, marked) | no | only.")
+        spot: Annotated[str, typer.Option(
+            rich_help_panel=OFFERS, help="ok (include spot, marked) | no | only.")
                         ] = "ok",
         region: Annotated[list[str] | None, typer.Option(
-            "--region", "-r", help="Region or zone glob (us-*, cn-*, eu-west-?); `mainland` "
+            "--region", "-r",
+            rich_help_panel=OFFERS, help="Region or zone glob (us-*, cn-*, eu-west-?); `mainland` "
             "keeps data in mainland China (alibaba, tencent, huawei, autodl). "
             "Repeatable.")] = None,
         providers: Annotated[list[str] | None, typer.Option(
-            "--providers", "-s", help="Only these providers (aws,gcp or repeated).")] = None,
-        top: Annotated[int, typer.Option(help="Options to show (0: all).", min=0)] = 10,
-        max_age: Annotated[str, typer.Option("--max-age", help="Ignore sources not crawled "
+            "--providers", "-s",
+            rich_help_panel=OFFERS, help="Only these providers (aws,gcp or repeated).")] = None,
+        top: Annotated[int, typer.Option(
+            rich_help_panel=OFFERS, help="Options to show (0: all).", min=0)] = 10,
+        max_age: Annotated[str, typer.Option("--max-age",
+            rich_help_panel=OFFERS, help="Ignore sources not crawled "
                                              "successfully within this long.")] = "2d",
         max_nodes: Annotated[int | None, typer.Option(
-            "--max-nodes", help="Most machines one configuration may span (default 16; 64 "
-            "with --deadline).", min=1)] = None,
+            "--max-nodes", rich_help_panel=OFFERS, help="Most machines one configuration "
+            "may span (default 16; 64 with --deadline).", min=1)] = None,
         deadline: Annotated[str | None, typer.Option(
-            help="Finish within this long (30d, 72h): plans of N machines x G accelerators "
-            "that meet it, cheapest first. Needs --tokens or --gpu-hours.")] = None,
+            rich_help_panel=OFFERS, help="Finish within this long (30d, 72h): plans of N "
+            "machines x G accelerators that meet it, cheapest first. Needs --tokens or "
+            "--gpu-hours.")] = None,
         spot_overhead: Annotated[str, typer.Option(
-            "--spot-overhead", help="Extra time on spot for interruptions, restarts and "
-            "checkpoints: 15% or 0.15.")] = "10%",
+            "--spot-overhead", rich_help_panel=OFFERS, help="Extra time on spot for "
+            "interruptions, restarts and checkpoints: 15% or 0.15.")] = "10%",
         cuda: Annotated[str | None, typer.Option(
-            help="CUDA version the job's software needs (12.4): leaves out machines whose "
-            "provider states a lower highest-supported version (Vast.ai, AutoDL).")] = None,
+            rich_help_panel=OFFERS, help="CUDA version the job's software needs (12.4): "
+            "leaves out machines whose provider states a lower highest-supported version "
+            "(Vast.ai, AutoDL).")] = None,
         any_interconnect: Annotated[bool, typer.Option(
-            "--any-interconnect", help="Also show sharded configurations over PCIe or "
+            "--any-interconnect",
+            rich_help_panel=OFFERS, help="Also show sharded configurations over PCIe or "
             "unpublished links (flagged).")] = False,
         not_resumable: Annotated[bool, typer.Option(
-            "--not-resumable", help="The job cannot resume from a checkpoint (spot is then "
+            "--not-resumable",
+            rich_help_panel=OFFERS, help="The job cannot resume from a checkpoint (spot is then "
             "a bad idea for anything over an hour).")] = False,
         framework: Annotated[list[str] | None, typer.Option(
-            "--framework", help="A framework the job can also run on, added to PyTorch's "
-            "stacks (CUDA, ROCm, CANN, SynapseAI): jax (CUDA and ROCm GPUs, TPUs), neuron "
-            "(Trainium, Inferentia), or a stack's name. Repeatable.")] = None,
+            "--framework", rich_help_panel=OFFERS, help="A framework the job can also run "
+            "on, added to PyTorch's stacks (CUDA, ROCm, CANN, SynapseAI): jax (CUDA and ROCm "
+            "GPUs, TPUs), neuron (Trainium, Inferentia), or a stack's name. Repeatable.")
+        ] = None,
         only: Annotated[bool, typer.Option(
-            "--only", help="Only the --framework(s) named, not PyTorch's stacks too.")
-                        ] = False,
+            "--only", rich_help_panel=OFFERS,
+            help="Only the --framework(s) named, not PyTorch's stacks too.")] = False,
         config: ConfigOpt = None, database_url: DbOpt = None,
         as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output: the "
                                               "estimate, hardware and ranked options.")
                            ] = False,
+        wide: WideOpt = False,
     ) -> None:
         """Which live offers can run a training or inference job, cheapest first: the GPU
         memory it needs (formula printed), the hardware that fits, and the offers that
@@ -297,14 +332,14 @@ def register(app: typer.Typer) -> None:
                 _print_plan_assumptions(opts, within)
             if rec.fits:
                 sized = job.tokens is not None or job.gpu_hours is not None
-                columns = [("rank", "#"), ("source", "source"), ("region", "region"),
+                columns = [("rank", "#"), ("source", "source"), ("region", "region", 1),
                            ("instance", "instance"), ("pricing", "pricing"),
-                           ("gpus", "GPUs"), ("memory", "GB/GPU need/usable"),
-                           ("link", "interconnect")]
+                           ("gpus", "GPUs"), ("memory", "GB/GPU need/usable", 5),
+                           ("link", "interconnect", 4)]
                 if within is not None:
-                    columns += [("rdma", "RDMA"), ("eff", "scaling")]
-                columns += [("hourly", "$/h"), ("quoted", "quoted"), ("wall", "time"),
-                            ("total", "total $"), ("age", "age"), ("notes", "notes")]
+                    columns += [("rdma", "RDMA", 4), ("eff", "scaling", 5)]
+                columns += [("hourly", "$/h"), ("quoted", "quoted", 3), ("wall", "time", 2),
+                            ("total", "total $"), ("age", "age", 2), ("notes", "notes", 6)]
                 title = "cheapest by " + ("estimated total cost" if sized else "hourly price")
                 if within is not None:
                     title = f"plans that finish within {_hours(within.total_seconds() / 3600)}"\

@@ -13,6 +13,7 @@ from gpuradar.cli.common import (
     DbOpt,
     FormatOpt,
     JsonOpt,
+    WideOpt,
     app,
     get_engine,
     get_setup,
@@ -44,7 +45,7 @@ def _success_cell(row: dict, now: datetime) -> str:
 # -- sources -----------------------------------------------------------------------------
 @app.command()
 def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
-            as_json: JsonOpt = False, as_csv: CsvOpt = False,
+            as_json: JsonOpt = False, as_csv: CsvOpt = False, wide: WideOpt = False,
             check: Annotated[bool, typer.Option(
                 "--check", help="Send one cheap request per enabled source (and credential): "
                 "reachable, authenticated, answer understood, not rate-limited? Exit 1 on a "
@@ -84,12 +85,12 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
                    "interval": format_duration(r["interval_s"]),
                    "last_success": _success_cell(r, now),
                    "stale": {True: "STALE", False: "fresh", None: ""}[r["stale"]],
-                   "last_error": r["last_error"][:80],
+                   "last_error": r["last_error"],
                    "uncatalogued": uncatalogued_cell(r["uncatalogued"])} for r in rows]
     emit(table_rows, [("source", "source"), ("enabled", "enabled"), ("why", "why"),
-                      ("interval", "interval"), ("last_status", "last crawl"),
-                      ("last_items", "items"),
-                      ("last_success", "last success"), ("stale", "freshness"),
-                      ("uncatalogued", "uncatalogued"), ("last_error", "last error")],
+                      ("interval", "interval", 4), ("last_status", "last crawl"),
+                      ("last_items", "items", 3),
+                      ("last_success", "last success", 1), ("stale", "freshness", 2),
+                      ("uncatalogued", "uncatalogued", 5), ("last_error", "last error")],
          pick_format(fmt, as_json, as_csv),
          raw_rows=rows)

@@ -156,9 +156,33 @@ _CHATTY = {"scrapy": logging.WARNING, "apscheduler": logging.WARNING,
            "scrapy_playwright": logging.WARNING}
 
 
-def setup_logging(fmt: str = "text", level: str = "INFO", stream: Any = None) -> None:
-    """Root handler on stderr with the chosen format. At INFO, Scrapy, APScheduler and the
-    other libraries only report warnings; at DEBUG everything is shown."""
+#: A record with this attribute set (`extra={IN_OUTCOME: True}`) describes a failure that the
+#: crawl's outcome reports again (the daemon's one "crawl failed: ..." line, the crawl
+#: table): it counts towards the outcome but is shown only at DEBUG, so each failure is
+#: logged once, at one level.
+IN_OUTCOME = "in_outcome"
+
+
+class _Threshold(logging.Filter):
+    """The chosen level, applied to what is shown rather than to what is made: a record a
+    library filter demoted after it was made (Scrapy's spider logs of skipped requests) is
+    not shown above its new level; and a failure the outcome repeats is not shown twice."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < self.level:
+            return False
+        return self.level <= logging.DEBUG or not getattr(record, IN_OUTCOME, False)
+
+
+def setup_logging(fmt: str = "text", level: str = "INFO", stream: Any = None,
+                  libraries: str | None = None) -> None:
+    """Root handler on stderr with the chosen format; nothing below `level` is shown. At
+    INFO, Scrapy, APScheduler and the other libraries only report warnings (`libraries`:
+    their own level instead); at DEBUG everything is shown."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
@@ -169,7 +193,11 @@ def setup_logging(fmt: str = "text", level: str = "INFO", stream: Any = None) ->
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}")
     root.setLevel(numeric)
+    handler.setLevel(numeric)
+    handler.addFilter(_Threshold(numeric))
     for name, quiet in _CHATTY.items():
+        if libraries is not None:
+            quiet = logging.getLevelName(libraries.upper())
         logging.getLogger(name).setLevel(logging.NOTSET if numeric <= logging.DEBUG
                                          else max(quiet, numeric))
     logging.captureWarnings(True)

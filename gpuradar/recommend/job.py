@@ -152,11 +152,8 @@ class Job:
         return self.grad_checkpointing
 
     def describe(self) -> str:
-        words = [human_count(self.params), self.task]
-        if self.task == "qlora":
-            words.append("(NF4 weights, bf16 compute)")
-        else:
-            words.append(self.precision)
+        words = [human_count(self.params), self.task,
+                 "NF4 weights + bf16 compute" if self.task == "qlora" else self.precision]
         words.append(f"seq {self.seq_len}")
         words.append(f"batch {self.batch}" + (" per GPU" if self.task in TRAINING else ""))
         if self.task in ("lora", "qlora"):

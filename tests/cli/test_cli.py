@@ -107,10 +107,10 @@ def test_prices_fit_80_columns_and_never_split_a_number(replayed):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
-    # every price per GPU-hour is printed whole on its own row
-    shown = re.findall(r"\$[\d,]+\.\d+", proc.stdout)
+    # every price per GPU-hour is printed whole on its own row (with its column's decimals)
+    shown = {float(x[1:].replace(",", "")) for x in re.findall(r"\$[\d,]+\.\d+", proc.stdout)}
     for offer in wide:
-        assert money(offer["price_per_gpu_usd"]) in shown
+        assert float(money(offer["price_per_gpu_usd"])[1:].replace(",", "")) in shown
     assert "OD = on-demand" in proc.stdout  # abbreviated, and said so
     assert "quoted" not in proc.stdout  # an empty column takes no space
 

@@ -1,0 +1,72 @@
+"""`--help` as a new user reads it (issue #35): commands grouped into panels, an Examples
+section in every command's help, flags shown as flags, every option described, shell
+completion installable."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from gpuradar.cli import app
+from gpuradar.cli.common import EXAMPLES, PANEL_ORDER
+
+runner = CliRunner()
+
+
+def all_commands() -> list[tuple[str, object]]:
+    out = []
+
+    def walk(command, path):
+        for name, sub in getattr(command, "commands", {}).items():
+            if getattr(sub, "commands", None):
+                walk(sub, [*path, name])
+            else:
+                out.append((" ".join([*path, name]), sub))
+
+    walk(typer.main.get_command(app), [])
+    return out
+
+
+def helptext(*args: str, width: int = 80) -> str:
+    result = runner.invoke(app, [*args, "--help"], env={"COLUMNS": str(width)})
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_the_commands_are_grouped_into_panels_in_order():
+    out = helptext()
+    found = [p for p in PANEL_ORDER if re.search(rf"─ {p} ─", out)]
+    assert found == list(PANEL_ORDER)
+    assert out.index("─ Daily use ─") < out.index("│ prices ") < out.index("─ Service ─")
+    assert out.index("─ Developer ─") < out.index("│ parse ")
+
+
+@pytest.mark.parametrize("path", [p for p, _ in all_commands()])
+def test_every_command_has_examples_and_every_option_a_description(path):
+    out = helptext(*path.split())
+    assert "Examples" in out and f"$ gpuradar {path}" in out, path
+    assert "<bool>" not in out  # a flag is shown as a flag
+    assert path in EXAMPLES
+    command = dict(all_commands())[path]
+    for param in command.params:
+        if param.param_type_name == "option":
+            assert param.help, (path, param.opts)
+        # "Same as --format json" only where --format exists
+        if param.param_type_name == "option" and "Same as --format" in (param.help or ""):
+            assert any("--format" in p.opts for p in command.params), path
+
+
+def test_recommend_help_is_readable_at_80_columns():
+    out = helptext("recommend")
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert len(out.splitlines()) < 120  # was 143 lines
+    for panel in ("─ Job ─", "─ Offers ─", "─ Model details"):
+        assert panel in out
+
+
+def test_shell_completion_is_installable():
+    out = helptext(width=120)
+    assert "--install-completion" in out and "--show-completion" in out

@@ -1,0 +1,65 @@
+"""/readyz: readiness, beside the liveness of /healthz. Not ready (503, with the reason) when
+every scheduled source is failing or stale; a source not crawled yet keeps it ready."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime, timedelta
+
+from gpuradar.scheduler.health import Health, make_app, readiness, serve
+from gpuradar.storage.ingest import CrawlWriter
+from prometheus_client import CollectorRegistry
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def crawled(engine, source: str, status: str, at: datetime, error: str = "") -> None:
+    CrawlWriter(engine, source, started_at=at).finish(status, error=error)
+
+
+def health_of(engine, plans: dict[str, float]) -> Health:
+    return Health(lambda: engine, lambda: True, plans=lambda: plans)
+
+
+def test_ready_while_one_source_is_fresh(engine):
+    crawled(engine, "azure", "failed", NOW - timedelta(minutes=5), "cannot reach x (DNS)")
+    crawled(engine, "vastai", "ok", NOW - timedelta(minutes=5))
+    ready, body = readiness(health_of(engine, {"azure": 3600, "vastai": 300}), NOW)
+    assert ready and body["status"] == "ready"
+    assert body["sources"] == {"azure": "failing: cannot reach x (DNS)", "vastai": "ok"}
+
+
+def test_degraded_when_every_source_is_failing_or_stale(engine):
+    crawled(engine, "azure", "failed", NOW - timedelta(minutes=5), "cannot reach x (DNS)")
+    crawled(engine, "vastai", "ok", NOW - timedelta(hours=2))  # 3 intervals of 5 min ago
+    ready, body = readiness(health_of(engine, {"azure": 3600, "vastai": 300}), NOW)
+    assert not ready and body["status"] == "degraded"
+    assert body["reason"] == "every scheduled source is failing or stale (azure, vastai)"
+    assert body["sources"]["vastai"].startswith("stale: last success 2026-11-30 10:00")
+
+
+def test_a_source_not_crawled_yet_is_pending_not_failing(engine):
+    crawled(engine, "azure", "failed", NOW - timedelta(minutes=5), "boom")
+    ready, body = readiness(health_of(engine, {"azure": 3600, "runpod": 300}), NOW)
+    assert ready and body["sources"]["runpod"] == "pending"
+
+
+def test_readyz_answers_503_with_the_reason_and_healthz_stays_200(engine):
+    crawled(engine, "azure", "failed", datetime.now(UTC), "cannot reach prices.azure.com")
+    health = health_of(engine, {"azure": 3600})
+    httpd = serve("127.0.0.1", 0, make_app(CollectorRegistry(), health, lambda s: s))
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        with urllib.request.urlopen(base + "/healthz", timeout=5) as reply:
+            assert reply.status == 200  # alive: restarting it would not help
+        try:
+            urllib.request.urlopen(base + "/readyz", timeout=5)
+            raise AssertionError("/readyz answered 200")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503
+            body = json.loads(exc.read())
+        assert body["status"] == "degraded" and "azure" in body["reason"]
+    finally:
+        httpd.shutdown()
