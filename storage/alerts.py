@@ -36,11 +36,14 @@ def crawl_versions(engine: Engine) -> dict[str, tuple[int, str]]:
         return {source: (cid, status) for source, cid, status in conn.execute(q)}
 
 
-def source_health(engine: Engine) -> dict[str, tuple[datetime | None, int]]:
+def source_health(engine: Engine, *, by_run: bool = False
+                  ) -> dict[str, tuple[datetime | None, int]]:
     """source -> (what its last successful crawl observed, failed crawls since then). The
     time is the data's: a crawl replayed from a recording counts from the recording's
-    capture time, so replayed data from months ago is as stale to rules as it is old."""
-    observed = func.coalesce(CRAWL.c.observed_at, CRAWL.c.started_at)
+    capture time, so replayed data from months ago is as stale to rules as it is old.
+    `by_run`: the time the crawl ran instead (the market index, like `last_success`)."""
+    observed = CRAWL.c.started_at if by_run else func.coalesce(CRAWL.c.observed_at,
+                                                               CRAWL.c.started_at)
     last_ok = (select(CRAWL.c.source, func.max(CRAWL.c.id).label("ok_id"),
                       func.max(observed).label("ok_at"))
                .where(CRAWL.c.status == "ok").group_by(CRAWL.c.source).subquery())

@@ -52,10 +52,11 @@ def _usd(value: int | None) -> float | None:
 
 def fresh_sources(engine: Engine, at: datetime, freshness: Freshness = Freshness()
                   ) -> set[str]:
-    """Sources whose offers count in an index computed at `at`."""
+    """Sources whose offers count in an index computed at `at`: judged by when their last
+    successful crawl ran, so an index computed after a replay is the recorded market's."""
     from gpuradar.storage.alerts import source_health
 
-    return {source for source, (last_ok, failures) in source_health(engine).items()
+    return {source for source, (last_ok, failures) in source_health(engine, by_run=True).items()
             if last_ok is not None and at - last_ok <= freshness.max_age
             and failures < freshness.max_failures}
 

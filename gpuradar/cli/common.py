@@ -63,7 +63,8 @@ EXAMPLES: dict[str, list[str]] = {
                 "148199:1xH100_SXM --pricing spot --at yesterday"],
     "recommend": ["gpuradar recommend -p 7B -t qlora", "gpuradar recommend -p 70B -t "
                   "finetune --tokens 2B --spot no", "gpuradar recommend -p 8B -t inference "
-                  "--precision fp8 --budget '$3/h' -r 'us-*'"],
+                  "--precision fp8 --budget '$3/h' -r 'us-*'", "gpuradar recommend -p 70B -t "
+                  "pretrain --tokens 1T --deadline 60d"],
     "sources": ["gpuradar sources", "gpuradar sources --check", "gpuradar sources --check "
                 "--json"],
     "crawl": ["gpuradar crawl", "gpuradar crawl fx lambda vastai", "gpuradar crawl --record "
@@ -88,6 +89,8 @@ EXAMPLES: dict[str, list[str]] = {
     "db prune": ["gpuradar db prune --older-than 400d --dry-run", "gpuradar db prune "
                  "--older-than 58w --vacuum"],
     "db upgrade": ["gpuradar db upgrade"],
+    "export": ["gpuradar export dataset/", "gpuradar export dataset/ --format csv,jsonl",
+               "gpuradar export dataset/ --verify"],
 }
 
 

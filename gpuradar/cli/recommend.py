@@ -137,7 +137,8 @@ def _link(info: dict[str, Any], gpu_count: float) -> str:
 
 
 # The panels of `recommend --help`: the job first, the model's details apart.
-JOB, DETAILS, OFFERS = "Job", "Model details (default: from the size)", "Offers"
+JOB, DETAILS, OFFERS, PLANS = ("Job", "Model details (default: from the size)", "Offers",
+                                "Plans")
 
 
 def _print_plan_assumptions(opts: Any, within: Any) -> None:
@@ -202,9 +203,8 @@ def register(app: typer.Typer) -> None:
                         ] = "ok",
         region: Annotated[list[str] | None, typer.Option(
             "--region", "-r",
-            rich_help_panel=OFFERS, help="Region or zone glob (us-*, cn-*, eu-west-?); `mainland` "
-            "keeps data in mainland China (alibaba, tencent, huawei, autodl). "
-            "Repeatable.")] = None,
+            rich_help_panel=OFFERS, help="Region or zone glob (us-*, eu-west-?), or "
+            "mainland / overseas (China). Repeatable.")] = None,
         providers: Annotated[list[str] | None, typer.Option(
             "--providers", "-s",
             rich_help_panel=OFFERS, help="Only these providers (aws,gcp or repeated).")] = None,
@@ -214,35 +214,31 @@ def register(app: typer.Typer) -> None:
             rich_help_panel=OFFERS, help="Ignore sources not crawled "
                                              "successfully within this long.")] = "2d",
         max_nodes: Annotated[int | None, typer.Option(
-            "--max-nodes", rich_help_panel=OFFERS, help="Most machines one configuration "
-            "may span (default 16; 64 with --deadline).", min=1)] = None,
+            "--max-nodes", rich_help_panel=PLANS, help="Most machines in one plan "
+            "(16; 64 with --deadline).", min=1)] = None,
         deadline: Annotated[str | None, typer.Option(
-            rich_help_panel=OFFERS, help="Finish within this long (30d, 72h): plans of N "
-            "machines x G accelerators that meet it, cheapest first. Needs --tokens or "
-            "--gpu-hours.")] = None,
+            rich_help_panel=PLANS, help="Finish within (30d, 72h): the cheapest plans "
+            "of N machines that do; needs --tokens or --gpu-hours.")] = None,
         spot_overhead: Annotated[str, typer.Option(
-            "--spot-overhead", rich_help_panel=OFFERS, help="Extra time on spot for "
-            "interruptions, restarts and checkpoints: 15% or 0.15.")] = "10%",
+            "--spot-overhead", rich_help_panel=PLANS, help="Extra time on spot for "
+            "interruptions and restarts.")] = "10%",
         cuda: Annotated[str | None, typer.Option(
-            rich_help_panel=OFFERS, help="CUDA version the job's software needs (12.4): "
-            "leaves out machines whose provider states a lower highest-supported version "
-            "(Vast.ai, AutoDL).")] = None,
+            rich_help_panel=OFFERS, help="CUDA the job needs (12.4): drops machines "
+            "stated to support less.")] = None,
         any_interconnect: Annotated[bool, typer.Option(
             "--any-interconnect",
-            rich_help_panel=OFFERS, help="Also show sharded configurations over PCIe or "
-            "unpublished links (flagged).")] = False,
+            rich_help_panel=PLANS, help="Also show sharded configurations over PCIe or "
+            "unknown links.")] = False,
         not_resumable: Annotated[bool, typer.Option(
             "--not-resumable",
-            rich_help_panel=OFFERS, help="The job cannot resume from a checkpoint (spot is then "
-            "a bad idea for anything over an hour).")] = False,
+            rich_help_panel=PLANS, help="The job cannot resume from a checkpoint (no "
+            "spot over an hour).")] = False,
         framework: Annotated[list[str] | None, typer.Option(
-            "--framework", rich_help_panel=OFFERS, help="A framework the job can also run "
-            "on, added to PyTorch's stacks (CUDA, ROCm, CANN, SynapseAI): jax (CUDA and ROCm "
-            "GPUs, TPUs), neuron (Trainium, Inferentia), or a stack's name. Repeatable.")
-        ] = None,
+            "--framework", rich_help_panel=OFFERS, help="Also runs on: jax (GPUs, TPUs), "
+            "neuron (Trainium, Inferentia). Repeatable.")] = None,
         only: Annotated[bool, typer.Option(
             "--only", rich_help_panel=OFFERS,
-            help="Only the --framework(s) named, not PyTorch's stacks too.")] = False,
+            help="Only the --framework(s) named.")] = False,
         config: ConfigOpt = None, database_url: DbOpt = None,
         as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output: the "
                                               "estimate, hardware and ranked options.")
