@@ -535,8 +535,12 @@ class Daemon:
             log.warning("%s again: stopping now without waiting", name)
             self._force.set()
             return
-        log.info("%s: stopping (running crawls get %s to finish)", name,
-                 format_duration(self.loaded.opts.grace_period))
+        # at once: no message starts any more; those in flight finish
+        self.leadership.close_gate("stopping; it stays pending for the next leader")
+        opts = self.loaded.opts
+        log.info("%s: stopping within %s (daemon.stop_timeout): no new notification is "
+                 "sent; running crawls get %s to finish", name,
+                 format_duration(opts.stop_timeout), format_duration(opts.grace_period))
         self._stop.set()
 
     def _on_reload_signal(self) -> None:
@@ -690,8 +694,8 @@ def _who_delivers(others: list[str] | None) -> str:
     if not others:
         return "no other replica is running: they are delivered when gpuradar starts again"
     return (f"the standby ({', '.join(others)}) delivers them as soon as it takes over"
-            if len(others) == 1 else
-            f"the standby that takes over ({', '.join(others)}) delivers them")
+            if len(others) == 1 else f"the standby that takes over (one of "
+            f"{', '.join(others)}) delivers them as soon as it takes over")
 
 
 def preload(settings: Any) -> None:

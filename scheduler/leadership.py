@@ -112,6 +112,7 @@ class Leadership:
         self._deposed: Callable[[], None] = lambda: None
         self._not_before = 0.0
         self._last_view: str | None = None
+        self._stopping = False  # shutting down: no more attempts, checks go on
         self._flip = threading.Lock()  # role, gauge, gate and lock change together
         self._gate = SendGate(closed="this replica is not the leader")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -172,7 +173,7 @@ class Leadership:
             try:
                 if self.is_leader:
                     await self.confirm()
-                elif loop.time() >= self._not_before:
+                elif loop.time() >= self._not_before and not self._stopping:
                     await self._attempt()
             except Exception as exc:  # noqa: BLE001 - the election must go on
                 log.error("leader election: %s: %s", type(exc).__name__, exc, exc_info=exc,
@@ -207,6 +208,9 @@ class Leadership:
         except LockUnavailable as exc:
             self._view(f"cannot reach the database for the leader lock ({exc}); retrying "
                        f"every {format_duration(self.retry)}", logging.WARNING)
+            return
+        if acquired and self._stopping:  # took it while shutting down: hand it back
+            await self._give_up(lock)
             return
         if not acquired:
             self._view(f"standby: the leader is {holder or 'another replica'}; taking over "
@@ -348,10 +352,9 @@ class Leadership:
 
     # -- stop --------------------------------------------------------------------------------
     def stop_trying(self) -> None:
-        """Shutting down: no more elections (a leader stays leader until `release`)."""
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        """Shutting down: no more attempts to take the lock. A leader goes on checking its
+        lock (a lock lost meanwhile still deposes it) and stays leader until `release`."""
+        self._stopping = True
 
     async def others(self, timeout: float) -> list[str] | None:
         """The other replicas connected to this database (their lock sessions), None when
@@ -372,7 +375,10 @@ class Leadership:
         """Hand over: stop sending, stand by, then give the lock up so that a standby takes
         over at its next try. The caller has made sure that nothing of this process is
         still sending or writing (see Daemon.shutdown)."""
-        self.stop_trying()
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
         with self._flip:
             was_leader = self.is_leader
             self._gate.close("this replica is stopping; the leader after it sends it")
