@@ -80,8 +80,9 @@ def _job(fn: Callable[..., Awaitable[None]]) -> Callable[..., Coroutine[Any, Any
         try:
             await fn(*args, **kwargs)
         except asyncio.CancelledError:
-            log.info("%s cancelled: the daemon is stopping", fn.__name__.strip("_")
-                     .removesuffix("_job").replace("_", " "))
+            what = fn.__name__.strip("_").removesuffix("_job").replace("_", " ")
+            log.info("%s cancelled: the daemon is stopping",
+                     " ".join([what, *map(str, args[1:])]))  # args[0]: the daemon
 
     return job
 
