@@ -199,14 +199,14 @@ def lock_backend(db_url: str, d: Daemon) -> int:
     return backend
 
 
-def seed_backlog(db_url: str) -> list[tuple[str, str]]:
+def seed_backlog(db_url: str, per_target: int = PER_TARGET) -> list[tuple[str, str]]:
     """The outbox as evaluations leave it: one pending row per message and target."""
     from gpuradar.storage import alerts as store
     from gpuradar.storage.db import get_engine
 
     now = datetime.now(UTC)
     rows, wanted = [], []
-    for i in range(PER_TARGET):
+    for i in range(per_target):
         title = f"H100 under $2/h: message {i:03d}"
         for target in TARGETS:
             wanted.append((target, title))
@@ -351,3 +351,71 @@ def test_sigterm_lock_loss_and_kill_9_of_the_leader_lose_nothing_and_duplicate_o
         per_replica[replica] += 1
     assert all(per_replica[n] for n in (first, second, third)), per_replica
 
+
+
+def test_a_send_that_outlasts_the_stop_budget_is_abandoned_with_the_process(
+        tmp_path, sqlite_template):
+    """One daemon (SQLite) whose target stops answering in the middle of its outbox sweep:
+    SIGTERM ends it within daemon.stop_timeout all the same, exit 0, without a traceback
+    (the sweep the scheduler cancels is one INFO line); what it left is delivered after the
+    next start, the message that was in flight once its reservation ran out (it may have
+    arrived: at-least-once)."""
+    import shutil
+
+    db = tmp_path / "gpuradar.db"
+    shutil.copy(sqlite_template, db)
+    db_url = f"sqlite:///{db}"
+    recordings = copy_recordings(tmp_path / "recordings", ["vastai"])
+    with SlowReceiver() as receiver:
+        path = write_config(tmp_path / "gpuradar.yaml", {
+            "database_url": db_url, "sources": {"vastai": {"interval": 3600, "jitter": 0}},
+            "targets": {t: receiver.url(t, "one") for t in TARGETS}, "rules": [],
+            "alerts": {"send_timeout": 4, "retry_backoff": 1},  # > the budget
+            "daemon": dict(DAEMON, stop_timeout=2, grace_period=1)})
+
+        def start() -> Daemon:
+            port = free_port()
+            d = Daemon(tmp_path, path, "--replay", str(recordings), "--log-format", "json",
+                       "--metrics-port", str(port), metrics_port=port)
+            d.wait_ready(60)
+            return d
+
+        d = start()
+        try:
+            # after the first crawl and its evaluation: the periodic sweep finds the backlog
+            d.wait_metric("gpuradar_rule_evaluations_total", 2, result="ok")
+            receiver.hold("one")
+            wanted = seed_backlog(db_url, 20)
+            wait_for(lambda: receiver.waiting["one"] == len(TARGETS), 30,
+                     "a send in flight on every target", every=0.01, on_fail=d.tail)
+            in_flight = {(r[2], r[3]) for r in receiver.from_replica("one")}
+            started = time.monotonic()
+            d.signal(signal.SIGTERM)
+            assert d.proc.wait(15) == 0
+            assert time.monotonic() - started < 2 + 5
+        finally:
+            d.cleanup()
+        log = records(d)
+        assert "Traceback" not in d.logs()
+        assert [r for r in log if r["level"] in ("error", "critical")] == []
+        (budget,) = [r["message"] for r in log if "stop budget" in r["message"]]
+        assert "used up with delivery and a notification being sent still running" in budget
+        assert "outbox cancelled: the daemon is stopping" in [r["message"] for r in log]
+        (left,) = [r["message"] for r in log if "left pending in the outbox" in r["message"]]
+        assert left.startswith(f"{len(wanted)} notification(s) left pending")
+        assert "delivered when gpuradar starts again" in left
+        # nothing more left it: only the two sends that were in flight arrived
+        assert {(r[2], r[3]) for r in receiver.received} == in_flight
+
+        receiver.release("one")
+        d = start()
+        try:
+            wait_for(lambda: query(db_url, "SELECT COUNT(*) FROM notification WHERE status "
+                                           "= 'sent'") == [(len(wanted),)], 60,
+                     "the backlog to be sent after the restart", on_fail=d.tail)
+            assert d.stop() == 0
+        finally:
+            d.cleanup()
+    got = Counter((target, title) for _, _, target, title in receiver.received)
+    assert set(got) == set(wanted)
+    assert {k for k, n in got.items() if n > 1} == in_flight
