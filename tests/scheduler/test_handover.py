@@ -287,10 +287,15 @@ def test_sigterm_lock_loss_and_kill_9_of_the_leader_lose_nothing_and_duplicate_o
                          "the replica that lost its lock to stand down", every=0.01,
                          on_fail=replicas[second].tail)
                 assert replicas[second].value("gpuradar_leader") == 0
+                # the standby takes over and sends while the old leader's sends are still
+                # in flight: it must leave those two messages alone
+                third = current_leader(replicas, exclude={first, second})
+                before = len(receiver.from_replica(third))
+                wait_for(lambda: len(receiver.from_replica(third)) >= before + 4, 30,
+                         f"{third} to deliver", every=0.02, on_fail=replicas[third].tail)
                 receiver.release(second)
 
-                # K. kill -9 of the leader after that, sends in flight
-                third = current_leader(replicas, exclude={first})
+                # K. kill -9 of that leader, sends in flight
                 sending(third, 20)
                 in_flight = {r[2]: r[3] for r in receiver.from_replica(third)[-2:]}
                 ended[third].append(time.time())
