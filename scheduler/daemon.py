@@ -7,20 +7,30 @@ so sources crawl concurrently and a slow one never holds up another; blocking wo
 crawl (rule evaluation, apprise delivery) runs in threads. Metrics and /healthz are served
 from a thread of their own.
 
-Life cycle: SIGTERM/SIGINT stop scheduling, let running crawls finish within
-`daemon.grace_period` (then stop them; Scrapy records them failed), wait for the rule
-evaluations those crawls started, flush the outbox once and exit 0; a second signal skips
-the waiting. SIGHUP (or a change of the config or rules file) reloads the configuration:
-a new one that does not load is rejected as a whole, with its error, and the old one stays.
+Life cycle: SIGTERM/SIGINT end the process within one budget, `daemon.stop_timeout`. At
+once: nothing more is scheduled and delivery takes no new message (the send gate closes:
+the messages in flight finish, the rest stay pending for the standby or the next start).
+Running crawls get `daemon.grace_period` to finish (then they are stopped; Scrapy records
+them failed), the rule evaluations they started write their notifications. Then, with
+nothing of the leader's work running any more, the leader lock is released and the process
+exits 0. What is still running when the budget is used up (a send that hangs, a crawl that
+does not stop) is not waited for: the process exits at once WITH the lock, which the
+server frees only once the process and all its threads are gone, so no message leaves it
+after its lock is free. A second signal skips the waiting.
+
+SIGHUP (or a change of the config or rules file) reloads the configuration: a new one that
+does not load is rejected as a whole, with its error, and the old one stays.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import os
 import signal
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -54,11 +64,31 @@ log = logging.getLogger("gpuradar.daemon")
 ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 FX_FIRST_DELAY = 1.0   # at start, other due sources wait this long so FX is crawled first
 FX_WAIT_MAX = 60.0     # a source waits at most this long for a running FX crawl
-FLUSH_TIMEOUT = 15.0   # the final outbox flush on shutdown
 STOP_TIMEOUT = 15.0    # crawls stopped after the grace period must close within this
+RESERVE_MAX = 2.0      # of daemon.stop_timeout, kept for releasing the lock and exiting
 DELIVERY_BATCH = 100
 
 T = TypeVar("T")
+
+
+def _job(fn: Callable[..., Awaitable[None]]) -> Callable[..., Coroutine[Any, Any, None]]:
+    """A scheduled job that the scheduler may cancel when the daemon stops: one INFO line
+    instead of APScheduler's error with a traceback."""
+
+    @functools.wraps(fn)
+    async def job(*args: Any, **kwargs: Any) -> None:
+        try:
+            await fn(*args, **kwargs)
+        except asyncio.CancelledError:
+            what = fn.__name__.strip("_").removesuffix("_job").replace("_", " ")
+            log.info("%s cancelled: the daemon is stopping",
+                     " ".join([what, *map(str, args[1:])]))  # args[0]: the daemon
+
+    return job
+
+
+def _reserve(stop_timeout: float) -> float:
+    return min(RESERVE_MAX, stop_timeout / 5)
 
 
 class StartupError(Exception):
@@ -95,6 +125,9 @@ class Daemon:
         self.options = options
         self.state: dict[str, SourceState] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._busy: dict[asyncio.Future, str] = {}  # leader work running in threads
+        self._closed = False  # stopping: no evaluation or delivery starts any more
+        self.exit_now = False  # leave without releasing the lock (see the module docstring)
         self._eval_lock: asyncio.Lock | None = None
         self._deliver_lock: asyncio.Lock | None = None
         self._deliver_wanted = False
@@ -322,18 +355,22 @@ class Daemon:
                          extra={"source": name})
 
     # -- jobs -----------------------------------------------------------------------------
+    @_job
     async def _heartbeat(self) -> None:
         self.health.beat()
 
+    @_job
     async def _watch_job(self) -> None:
         stamp = self._watched_stamp()
         if stamp != self._stamp:
             self._stamp = stamp
             self.reload("the config file changed")
 
+    @_job
     async def _outbox_job(self) -> None:
         await self.deliver()
 
+    @_job
     async def _crawl_job(self, source: str) -> None:
         from gpuradar.crawler.runner import CrawlResult
         from scrapy.crawler import Crawler
@@ -416,6 +453,14 @@ class Daemon:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _work(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any
+              ) -> asyncio.Future[T]:
+        """Leader work in a thread (rule evaluation, delivery), known to shutdown()."""
+        fut = in_thread(fn, *args, **kwargs)
+        self._busy[fut] = what
+        fut.add_done_callback(lambda f: self._busy.pop(f, None))
+        return fut
+
     async def _alerts_after_crawl(self) -> None:
         await self.evaluate()
         await self.deliver()
@@ -428,10 +473,12 @@ class Daemon:
         async with self._eval_lock:
             if not await self.leadership.confirm():
                 return  # only the leader evaluates (a standby's notifications would double)
+            if self._closed:
+                return  # stopping, past the budget: nothing new starts
             loaded = self.loaded
             try:
-                result = await in_thread(evaluate, self.engine, loaded.rules,
-                                         alert_settings=loaded.cfg.alerts)
+                result = await self._work("rule evaluation", evaluate, self.engine,
+                                          loaded.rules, alert_settings=loaded.cfg.alerts)
             except Exception as exc:  # noqa: BLE001 - retried after the next crawl
                 self.metrics.evaluations.labels("error", "").inc()
                 log.error("rule evaluation failed: %s", exc, exc_info=exc)
@@ -445,36 +492,36 @@ class Daemon:
                          result.notifications,
                          f" (fired: {', '.join(result.fired)})" if result.fired else "")
 
-    async def deliver(self, wait: bool = False) -> None:
+    async def deliver(self) -> None:
         """Deliver the outbox. Requests while a delivery runs fold into one more pass, so
-        two deliveries never race for the same notification; `wait` returns only after a
-        pass that started after the call."""
+        two deliveries never race for the same notification. Every message is sent inside
+        the leadership's guard (the send gate and the fence): once this replica stops or
+        is deposed, nothing more is sent and the rest stays pending."""
         from gpuradar.alerts.delivery import deliver_pending, send
 
         assert self._deliver_lock is not None
         self._deliver_wanted = True
-        if self._deliver_lock.locked() and not wait:
+        if self._deliver_lock.locked() or self.stopping:
             return
         async with self._deliver_lock:
-            while self._deliver_wanted:
+            while self._deliver_wanted and not self.stopping:
                 self._deliver_wanted = False
                 if not await self.leadership.confirm():
                     return  # fencing: a replica without the lock delivers nothing
+                if self.stopping:
+                    return
                 try:
-                    results = await in_thread(deliver_pending, self.engine,
-                                              self.loaded.targets, limit=DELIVERY_BATCH,
-                                              sender=self.leadership.fenced(send))
+                    results = await self._work(
+                        "delivery", deliver_pending, self.engine, self.loaded.targets,
+                        limit=DELIVERY_BATCH, sender=send, guard=self.leadership.guard())
                 except Exception as exc:  # noqa: BLE001 - the periodic sweep retries
                     log.error("notification delivery failed: %s", exc, exc_info=exc)
                     return
                 # alerts.delivery logs each outcome itself (target names, never URLs)
                 results = list(results or [])
                 self.metrics.observe_delivery(results)
-                if len(results) >= DELIVERY_BATCH and not self._force_set():
+                if len(results) >= DELIVERY_BATCH:
                     self._deliver_wanted = True  # more waiting
-
-    def _force_set(self) -> bool:
-        return self._force is not None and self._force.is_set()
 
     def _job_event(self, event: Any) -> None:
         from apscheduler.events import EVENT_JOB_MAX_INSTANCES
@@ -490,8 +537,12 @@ class Daemon:
             log.warning("%s again: stopping now without waiting", name)
             self._force.set()
             return
-        log.info("%s: stopping (running crawls get %s to finish)", name,
-                 format_duration(self.loaded.opts.grace_period))
+        # at once: no message starts any more; those in flight finish
+        self.leadership.close_gate("stopping; it stays pending for the next leader")
+        opts = self.loaded.opts
+        log.info("%s: stopping within %s (daemon.stop_timeout): no new notification is "
+                 "sent; running crawls get %s to finish", name,
+                 format_duration(opts.stop_timeout), format_duration(opts.grace_period))
         self._stop.set()
 
     def _on_reload_signal(self) -> None:
@@ -557,17 +608,25 @@ class Daemon:
         return {t for t in tasks if not t.done()}
 
     async def shutdown(self) -> None:
+        """Stop within `daemon.stop_timeout` (see the module docstring for the order)."""
+        from gpuradar.alerts.delivery import sends_may_run_until
+
         self.stopping = True
         self.health.stopping = True
+        # at once: no message starts any more; those in flight finish
+        self.leadership.close_gate("stopping; it stays pending for the next leader")
         self.scheduler.pause()
         self.leadership.stop_trying()
+        opts = self.loaded.opts
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.loaded.opts.grace_period
+        started = loop.time()
+        end = started + opts.stop_timeout - _reserve(opts.stop_timeout)
         running = {n: s for n, s in self.state.items() if s.job_task is not None}
         if running:
             log.info("waiting for %d running crawl(s): %s", len(running), ", ".join(running))
             jobs = {s.job_task for s in running.values() if s.job_task is not None}
-            pending = await self._wait(jobs, deadline - loop.time())
+            pending = await self._wait(jobs, min(started + opts.grace_period, end)
+                                       - loop.time())
             if pending:
                 names = [n for n, s in running.items() if s.job_task in pending]
                 log.warning("stopping crawl(s) still running after the grace period: %s",
@@ -576,21 +635,69 @@ class Daemon:
                     crawler = self.state[n].crawler
                     if crawler is not None:
                         self._spawn(crawler.stop_async())
-                await asyncio.wait(pending, timeout=STOP_TIMEOUT)
-        # evaluations started by finished crawls write their notifications first
-        await self._wait(set(self._tasks), max(deadline - loop.time(), FLUSH_TIMEOUT))
-        if not self._force_set():
-            try:
-                await asyncio.wait_for(self.deliver(wait=True), FLUSH_TIMEOUT)
-            except TimeoutError:
-                log.warning("outbox flush did not finish within %s; the rest is delivered "
-                            "after the next start", format_duration(FLUSH_TIMEOUT))
-        await self.leadership.release()  # after the flush: the standby takes over cleanly
-        self.scheduler.shutdown(wait=False)
+                await self._wait(pending, min(STOP_TIMEOUT, end - loop.time()))
+        # the evaluations started by finished crawls write their notifications; the
+        # delivery pass in flight ends with its last send
+        await self._wait(set(self._tasks) | set(self._busy), end - loop.time())
+        linger = sends_may_run_until() - time.monotonic()
+        if linger > 0:  # a send apprise gave up waiting for may still run in its worker
+            await self._wait({asyncio.ensure_future(asyncio.sleep(linger))},
+                             min(linger, end - loop.time()))
+        self._closed = True  # from here on no evaluation or delivery starts
+        busy = self._still_running()
+        was_leader = self.leadership.is_leader
+        left = await self._left_over(end - loop.time()) if was_leader else 0
+        others = (await self.leadership.others(max(0.1, min(1.0, end - loop.time())))
+                  if was_leader and left else [])
+        if busy:
+            log.warning("stop budget (daemon.stop_timeout, %s) used up with %s still "
+                        "running: not waiting for it; exiting now%s", format_duration(
+                            opts.stop_timeout), " and ".join(busy),
+                        "" if self.leadership.single else ", and the leader lock goes "
+                        "with the process (nothing of it outlives the lock)")
+            self.exit_now = True
+        else:
+            await self.leadership.release(max(0.2, started + opts.stop_timeout - 0.5
+                                              - loop.time()))
+        if left:
+            log.info("%d notification(s) left pending in the outbox: %s", left,
+                     _who_delivers(others))
+        self.scheduler.shutdown(wait=False)  # a job still running logs one cancelled line
         if self.httpd is not None:
             self.httpd.shutdown()
             self.httpd.server_close()
         log.info("gpuradar daemon stopped")
+
+    def _still_running(self) -> list[str]:
+        """What of this process may still crawl, write or send."""
+        from gpuradar.alerts.delivery import sends_may_run_until
+
+        out = [f"the crawl of {n}" for n, s in self.state.items()
+               if s.job_task is not None and not s.job_task.done()]
+        out += sorted({what for f, what in self._busy.items() if not f.done()})
+        if self.leadership.gate.in_flight or sends_may_run_until() > time.monotonic():
+            out.append("a notification being sent")
+        return list(dict.fromkeys(out))
+
+    async def _left_over(self, timeout: float) -> int:
+        """Notifications still pending (0 when the database does not answer in time)."""
+        from gpuradar.storage.alerts import outbox_backlog
+
+        try:
+            return await asyncio.wait_for(in_thread(outbox_backlog, self.engine),
+                                          max(0.1, min(2.0, timeout)))
+        except Exception:  # noqa: BLE001 - only for the log line
+            return 0
+
+
+def _who_delivers(others: list[str] | None) -> str:
+    if others is None:
+        return "the replica that leads next delivers them (or this one after its next start)"
+    if not others:
+        return "no other replica is running: they are delivered when gpuradar starts again"
+    return (f"the standby ({', '.join(others)}) delivers them as soon as it takes over"
+            if len(others) == 1 else f"the standby that takes over (one of "
+            f"{', '.join(others)}) delivers them as soon as it takes over")
 
 
 def preload(settings: Any) -> None:
@@ -668,4 +775,9 @@ def run(options: RunOptions) -> int:
     reactor.callWhenRunning(started)
     # signals are the daemon's (asyncio handlers), not Twisted's
     reactor.run(installSignalHandlers=False)
+    if daemon.exit_now:
+        # work that would outlive the lock is still running in threads: end them all with
+        # the process, before the kernel closes the lock's connection (shutdown())
+        logging.shutdown()
+        os._exit(daemon.exit_code)
     return daemon.exit_code

@@ -4,9 +4,17 @@ the outbox; a standby only serves /metrics and /healthz from the shared database
 On PostgreSQL the replicas elect their leader with the advisory lock of storage.leader: a
 standby tries to take it every `daemon.leader_retry`; the leader checks every
 `daemon.leader_retry`, and before each crawl, rule evaluation, delivery batch and message,
-that its lock connection still answers and still holds the lock. A check that fails or gets
-no answer in time deposes it AT ONCE (fencing): its crawl and outbox jobs are removed, its
-running crawls stopped, and it sends nothing more, not even what it had read already.
+that its lock connection still answers and still holds the lock, and a thread watches the
+lock session so that the server ending it is noticed at once. Any check that fails or gets
+no answer in time deposes it AT ONCE (fencing), from whichever thread noticed: role, the
+`gpuradar_leader` gauge and /healthz flip and the send gate closes before that thread
+returns; then its crawl and outbox jobs are removed and its running crawls stopped (on the
+loop). It sends nothing more, not even what it had read already.
+
+Sends pass one guard (`Leadership.guard`): the term's `SendGate` (closed by a deposal or a
+shutdown, counting the sends in flight) and, inside it, the fence check. So once the gate
+is closed no message starts, and `release` can give the lock up after the sends that had
+started are done: no message leaves a process after it let go of its lock.
 
 Why that is safe: the lock session asks the server to drop it after
 `takeover_within - leader_retry` of silence, while a leader that stops hearing from the
@@ -23,10 +31,15 @@ leader from the start and never loses the role.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
+from gpuradar.alerts.delivery import Withheld
 from gpuradar.scheduler.jobs import DaemonOptions
 from gpuradar.storage.leader import (
     InstanceLock,
@@ -43,7 +56,43 @@ log = logging.getLogger("gpuradar.leadership")
 
 LEADER, STANDBY = "leader", "standby"
 
-__all__ = ["LEADER", "STANDBY", "InstanceLocked", "Leadership"]
+__all__ = ["LEADER", "STANDBY", "InstanceLocked", "Leadership", "SendGate"]
+
+
+class SendGate:
+    """Whether this process may still start a send, and how many it has in flight. Every
+    message is sent between `enter()` (which raises Withheld once the gate is closed) and
+    `leave()`; `close()` refuses every later one at once and never waits."""
+
+    def __init__(self, closed: str | None = None) -> None:
+        self._cond = threading.Condition()
+        self.closed = closed
+        self._inflight = 0
+
+    def enter(self) -> None:
+        with self._cond:
+            if self.closed is not None:
+                raise Withheld(self.closed)
+            self._inflight += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self._inflight -= 1
+            self._cond.notify_all()
+
+    def close(self, why: str) -> None:
+        with self._cond:
+            if self.closed is None:
+                self.closed = why
+
+    @property
+    def in_flight(self) -> int:
+        return self._inflight
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until no send is in flight (True) or `timeout` passed (False)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._inflight == 0, max(0.0, timeout))
 
 
 class Leadership:
@@ -63,6 +112,10 @@ class Leadership:
         self._deposed: Callable[[], None] = lambda: None
         self._not_before = 0.0
         self._last_view: str | None = None
+        self._stopping = False  # shutting down: no more attempts, checks go on
+        self._flip = threading.Lock()  # role, gauge, gate and lock change together
+        self._gate = SendGate(closed="this replica is not the leader")
+        self._loop: asyncio.AbstractEventLoop | None = None
         if gauge is not None:
             gauge.set(0)
 
@@ -91,8 +144,9 @@ class Leadership:
         """From the event loop: call `elected` when this process becomes the leader and
         `deposed` the moment it stops being it."""
         self._elected, self._deposed = elected, deposed
+        self._loop = asyncio.get_running_loop()
         if self.single:
-            self._set(LEADER)
+            self._lead()
             log.info("leader: the only daemon on this database", extra={"role": LEADER})
             elected()
             return
@@ -107,6 +161,11 @@ class Leadership:
         if self.gauge is not None:
             self.gauge.set(1 if role == LEADER else 0)
 
+    def _lead(self) -> None:
+        with self._flip:
+            self._gate = SendGate()
+            self._set(LEADER)
+
     # -- the election ------------------------------------------------------------------------
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -114,7 +173,7 @@ class Leadership:
             try:
                 if self.is_leader:
                     await self.confirm()
-                elif loop.time() >= self._not_before:
+                elif loop.time() >= self._not_before and not self._stopping:
                     await self._attempt()
             except Exception as exc:  # noqa: BLE001 - the election must go on
                 log.error("leader election: %s: %s", type(exc).__name__, exc, exc_info=exc,
@@ -150,6 +209,9 @@ class Leadership:
             self._view(f"cannot reach the database for the leader lock ({exc}); retrying "
                        f"every {format_duration(self.retry)}", logging.WARNING)
             return
+        if acquired and self._stopping:  # took it while shutting down: hand it back
+            await self._give_up(lock)
+            return
         if not acquired:
             self._view(f"standby: the leader is {holder or 'another replica'}; taking over "
                        f"when it stops (checking every {format_duration(self.retry)})")
@@ -164,7 +226,12 @@ class Leadership:
             await self._give_up(lock)
             return
         self._last_view = None
-        self._set(LEADER)
+        self._lead()
+        try:  # the server ending the lock session deposes this replica at once
+            lock.watch(self.depose)
+        except LockUnavailable as exc:
+            self.depose(str(exc))
+            return
         log.info("leader: took the leader lock as %s; crawling, evaluating and delivering%s",
                  lock.name, f"; {interrupted} crawl(s) left running by the previous leader "
                  "marked failed" if interrupted else "", extra={"role": LEADER})
@@ -180,13 +247,14 @@ class Leadership:
             self._last_view = message
             log.log(level, "%s", message, extra={"role": STANDBY})
 
-    async def _give_up(self, lock: LeaderLock) -> None:
+    async def _give_up(self, lock: LeaderLock, timeout: float | None = None) -> None:
         from gpuradar.scheduler.threads import in_thread
 
         if self._lock is lock:
             self._lock = None
         try:
-            await asyncio.wait_for(in_thread(lock.release), self.check_timeout)
+            await asyncio.wait_for(in_thread(lock.release),
+                                   self.check_timeout if timeout is None else timeout)
         except TimeoutError:
             lock.abandon()
 
@@ -203,26 +271,41 @@ class Leadership:
             self._check = asyncio.ensure_future(self._probe())
         return await asyncio.shield(self._check)
 
-    def fenced(self, send: Callable[..., Any]) -> Callable[..., Any]:
-        """`send` for the delivery threads that first confirms the lock on its connection:
-        a leader that lost the lock while a delivery pass was running (it was frozen, or cut
-        off from the database but not from the targets) sends nothing more of that pass.
-        The refusal is recorded as a failed attempt; the new leader sends the message."""
-        if self.single:
-            return send
+    def guard(self) -> Callable[[], AbstractContextManager[None]]:
+        """The guard every message of a delivery pass is sent in (alerts.delivery's `guard`),
+        bound to the present term: it enters the term's SendGate, then confirms the lock on
+        its connection; a failed check deposes this replica on the spot (from the delivery
+        thread) and withholds the message. Once the gate is closed (deposed, stopping)
+        nothing more is sent; the messages left stay pending for the leader."""
+        gate, lock = self._gate, self._lock
 
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            lock = self._lock
+        @contextlib.contextmanager
+        def fenced() -> Iterator[None]:
+            gate.enter()
             try:
-                if lock is None or not self.is_leader:
-                    raise LockUnavailable("deposed")
-                lock.confirm()
-            except LockUnavailable as exc:
-                raise LockUnavailable(f"not sent: this replica lost the leader lock ({exc}); "
-                                      "the leader sends it") from None
-            return send(*args, **kwargs)
+                if not self.single:
+                    try:
+                        if lock is None or lock is not self._lock or not self.is_leader:
+                            raise LockUnavailable("not the leader any more")
+                        lock.confirm()
+                    except LockUnavailable as exc:
+                        self.depose(str(exc))
+                        raise Withheld(f"this replica lost the leader lock ({exc}); the "
+                                       "leader sends it") from None
+                yield
+            finally:
+                gate.leave()
 
-        return guarded
+        return fenced
+
+    @property
+    def gate(self) -> SendGate:
+        """The present term's send gate."""
+        return self._gate
+
+    def close_gate(self, why: str) -> None:
+        """No message starts from now on (shutting down); those in flight go on."""
+        self._gate.close(why)
 
     async def _probe(self) -> bool:
         lock = self._lock
@@ -238,36 +321,75 @@ class Leadership:
         return self.is_leader
 
     def depose(self, reason: str) -> None:
-        """Stop acting as the leader at once, and stand by."""
-        if not self.is_leader:
-            return
-        self._set(STANDBY)
-        lock, self._lock = self._lock, None
+        """Stop acting as the leader at once, and stand by. Safe from any thread: the role,
+        the gauge (so /healthz and /metrics), the send gate and the log flip before this
+        returns; removing the jobs and stopping the crawls follows on the event loop."""
+        with self._flip:
+            if not self.is_leader:
+                return
+            self._gate.close(f"this replica lost the leader lock ({reason}); the leader "
+                             "sends it")
+            self._set(STANDBY)
+            lock, self._lock = self._lock, None
+            # a healthy standby gets the first chance to take over (loop.time() is monotonic)
+            self._not_before = time.monotonic() + 2 * self.retry
         if lock is not None:
             lock.abandon()
-        # a healthy standby gets the first chance to take over
-        self._not_before = asyncio.get_running_loop().time() + 2 * self.retry
         log.error("leader lock lost (%s): stopped crawling, evaluating and delivering; "
                   "standing by", reason, extra={"role": STANDBY})
-        self._deposed()
+        loop = self._loop
+        if loop is None:
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            self._deposed()
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to stop
+                loop.call_soon_threadsafe(self._deposed)
 
     # -- stop --------------------------------------------------------------------------------
     def stop_trying(self) -> None:
-        """Shutting down: no more elections (a leader stays leader until `release`)."""
+        """Shutting down: no more attempts to take the lock. A leader goes on checking its
+        lock (a lock lost meanwhile still deposes it) and stays leader until `release`."""
+        self._stopping = True
+
+    async def others(self, timeout: float) -> list[str] | None:
+        """The other replicas connected to this database (their lock sessions), None when
+        that cannot be told in `timeout`; always [] on SQLite."""
+        from gpuradar.scheduler.threads import in_thread
+
+        if self.single:
+            return []
+        lock = self._lock
+        if lock is None:
+            return None
+        try:
+            return await asyncio.wait_for(in_thread(lock.others), timeout)
+        except (TimeoutError, LockUnavailable):
+            return None
+
+    async def release(self, timeout: float | None = None) -> None:
+        """Hand over: stop sending, stand by, then give the lock up so that a standby takes
+        over at its next try. The caller has made sure that nothing of this process is
+        still sending or writing (see Daemon.shutdown)."""
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             self._task = None
-
-    async def release(self) -> None:
-        """Hand over: give the lock up so that a standby takes over at its next try."""
-        self.stop_trying()
-        was_leader = self.is_leader
-        self._set(STANDBY)
-        lock, self._lock = self._lock, None
+        with self._flip:
+            was_leader = self.is_leader
+            self._gate.close("this replica is stopping; the leader after it sends it")
+            self._set(STANDBY)  # before the lock is free: never two leaders at once
+            lock, self._lock = self._lock, None
         if lock is not None:
-            await self._give_up(lock)
+            released_at = time.time()
+            await self._give_up(lock, timeout)
             if was_leader:
                 log.info("leader lock released: a standby takes over within %s",
-                         format_duration(self.retry), extra={"role": STANDBY})
+                         format_duration(self.retry),
+                         extra={"role": STANDBY, "released_at": released_at})
         if self._instance is not None:
             self._instance.release()

@@ -151,6 +151,18 @@ def due_notifications(engine: Engine, now: datetime, limit: int = 100) -> list[d
         return [dict(r._mapping) for r in conn.execute(q)]
 
 
+def claim_notification(engine: Engine, notification_id: int, due_at: datetime,
+                       until: datetime) -> bool:
+    """Reserve a pending row for one send: its next attempt moves to `until`, so no other
+    replica finds it due meanwhile. True only for the caller that finds the row as it read
+    it (`due_at`); a replica that took the row over since then leaves it alone."""
+    with engine.begin() as conn:
+        res = conn.execute(update(OUTBOX).where(
+            OUTBOX.c.id == notification_id, OUTBOX.c.status == "pending",
+            OUTBOX.c.next_attempt_at == due_at).values(next_attempt_at=until))
+        return res.rowcount == 1
+
+
 def record_attempt(engine: Engine, notification_id: int, **values: Any) -> None:
     """Store the outcome of one delivery attempt (status, attempts, error, next try) on a
     row still pending: a late attempt (a replica that lost the leader lock meanwhile) never

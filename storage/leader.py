@@ -8,6 +8,12 @@ the process exits or is killed (the server sees the socket close), and, because 
 tells the server to drop it when it stays silent (`idle_session_timeout`, TCP keepalives),
 also when the leader's host or network goes away.
 
+The leader watches its lock session (`LeaderLock.watch`): the server speaks on an idle session
+only to end it (`pg_terminate_backend`, `idle_session_timeout`: an ErrorResponse, then EOF),
+and a dead network turns the socket into an error; either wakes a thread polling the socket,
+which confirms the lock at once, so a lost lock is noticed in milliseconds, not at the next
+periodic check.
+
 SQLite has no such thing across processes, and a second daemon on one file would crawl and
 notify twice: an exclusive `flock` on `<database>.lock` (holding the owner's pid) keeps it to
 one `gpuradar run` per file.
@@ -19,8 +25,10 @@ import fcntl
 import hashlib
 import logging
 import os
+import select
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -44,6 +52,10 @@ HOLDER_SQL = ("SELECT a.pid, a.application_name FROM pg_locks l JOIN pg_stat_act
               "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.classid = "
               f"{_CLASSID} AND l.objid = {_OBJID} AND l.objsubid = 1 AND l.granted AND "
               "l.database = (SELECT oid FROM pg_database WHERE datname = current_database())")
+# The other replicas: every lock session but this one (a standby keeps its own open).
+_OTHERS_SQL = ("SELECT application_name FROM pg_stat_activity WHERE application_name LIKE "
+               "'gpuradar lock %' AND pid <> pg_backend_pid() AND datname = current_database() "
+               "ORDER BY backend_start")
 _OWN_SQL = ("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid "
             f"= {_CLASSID} AND objid = {_OBJID} AND objsubid = 1 AND granted AND "
             "pid = pg_backend_pid())")
@@ -154,6 +166,48 @@ class LeaderLock:
                 self._drop()
             raise LockUnavailable("the server no longer lists the leader lock for this "
                                   "session")
+
+    def others(self) -> list[str]:
+        """The lock sessions of the other replicas on this database (their application
+        names): who takes over when this one lets go."""
+        with self._mutex:
+            if self._conn is None or self._abandoned:
+                raise LockUnavailable("the leader lock connection is gone")
+            try:
+                return [r[0] for r in self._conn.execute(text(_OTHERS_SQL))]
+            except Exception as exc:
+                self._drop()
+                raise LockUnavailable(_reason(exc)) from None
+
+    def watch(self, lost: Callable[[str], None]) -> None:
+        """Call `lost(reason)` (from a thread of its own) as soon as the server ends the
+        session holding the lock or the connection fails; the watch ends with the session."""
+        conn = self._conn
+        if conn is None:
+            raise LockUnavailable("the leader lock connection is gone")
+        fd = conn.connection.dbapi_connection.fileno()
+        threading.Thread(target=self._watch, args=(conn, fd, lost), daemon=True,
+                         name="leader-lock-watch").start()
+
+    def _watch(self, conn: Connection, fd: int, lost: Callable[[str], None]) -> None:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+        while self._conn is conn and not self._abandoned:
+            # wake up now and then to see whether the session was replaced meanwhile
+            if not poller.poll(1000):
+                continue
+            # readable: a reply to our own query (it is read under the mutex), or the
+            # server speaking unprompted, which it only does to end the session
+            with self._mutex:
+                if self._conn is not conn or self._abandoned:
+                    return
+                if not select.select([fd], [], [], 0)[0]:
+                    continue  # it was a reply, read meanwhile
+            try:
+                self.confirm()
+            except LockUnavailable as exc:
+                lost(str(exc))
+                return
 
     def release(self) -> None:
         """Give the lock up at once (a clean handover) and close the connection."""

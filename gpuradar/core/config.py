@@ -253,6 +253,7 @@ class DaemonSection(Section):
     """`daemon:` durations in seconds; `intervals` per kind of source."""
 
     grace_period: Seconds = 30.0           # SIGTERM: how long running crawls may take
+    stop_timeout: PositiveSeconds = 40.0   # SIGTERM: the whole stop, signal to exit
     crawl_timeout: OptionalPositiveSeconds = None   # None: Scrapy's CLOSESPIDER_TIMEOUT
     outbox_interval: PositiveSeconds = 60.0  # periodic retry of pending notifications
     backoff_max: PositiveSeconds = 6 * 3600.0  # longest pause of a failing source
@@ -268,6 +269,9 @@ class DaemonSection(Section):
         if self.takeover_within < 4 * self.leader_retry:
             raise ValueError(f"takeover_within must be at least 4 x leader_retry "
                              f"({4 * self.leader_retry:g}s), got {self.takeover_within:g}s")
+        if self.grace_period >= self.stop_timeout:
+            raise ValueError(f"grace_period ({self.grace_period:g}s) must be shorter than "
+                             f"stop_timeout ({self.stop_timeout:g}s), the whole stop's budget")
         return self
 
     @field_validator("intervals", mode="before")

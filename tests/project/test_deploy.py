@@ -595,8 +595,68 @@ def test_systemd_unit_is_hardened():
     assert d["NoNewPrivileges"] == ["yes"] and d["CapabilityBoundingSet"] == [""]
     # Chromium's and Node's JIT need writable executable memory
     assert "MemoryDenyWriteExecute" not in d
-    # SIGTERM: grace period (30 s) + outbox flush (15 s) must fit before SIGKILL
-    assert int(d["TimeoutStopSec"][0].rstrip("s")) >= 45
+    # SIGTERM: the stop budget fits before SIGKILL (test_every_stop_grace_period_...)
+    assert "TimeoutStopSec" in d
+
+
+# -- the stop budget -----------------------------------------------------------------------------
+STOP_MARGIN = 5.0  # seconds beyond daemon.stop_timeout for the process to exit
+
+
+def _key_values(node: Any, key: str) -> Iterator[Any]:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == key:
+                yield v
+            yield from _key_values(v, key)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _key_values(v, key)
+
+
+def stop_grace_periods() -> dict[str, float]:
+    """Every grace period before SIGKILL that deploy/ and the docs give `gpuradar run`:
+    compose services running it (Docker's default, 10 s, when a file says none), the
+    systemd unit's TimeoutStopSec, any Kubernetes-style manifest's
+    terminationGracePeriodSeconds, and the `docker stop -t` / `--stop-timeout` the docs
+    show."""
+    from gpuradar.core.units import parse_duration
+
+    out: dict[str, float] = {}
+    for path in sorted(DEPLOY.rglob("*.y*ml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            for name, service in ((doc or {}).get("services") or {}).items():
+                if service.get("command") == ["run"]:
+                    out[f"{path.name}: {name}"] = parse_duration(
+                        service.get("stop_grace_period", "10s")).total_seconds()
+            for n, value in enumerate(_key_values(doc, "terminationGracePeriodSeconds")):
+                out[f"{path.name}: terminationGracePeriodSeconds #{n}"] = float(value)
+    (timeout,) = unit_directives().get("TimeoutStopSec", ["90s"])  # systemd's default
+    out[UNIT.name] = parse_duration(timeout).total_seconds()
+    for doc in (REPO / "docs" / "deploy.md", REPO / "README.md"):
+        text = doc.read_text()
+        for m in re.finditer(r"docker stop -t (\d+)|--stop-timeout[ =](\d+)", text):
+            out[f"{doc.name}: {m.group(0)}"] = float(m.group(1) or m.group(2))
+    return out
+
+
+def test_every_stop_grace_period_is_longer_than_the_stop_budget():
+    """SIGTERM ends gpuradar within daemon.stop_timeout; a service manager that kills it
+    sooner would cut a handover short (a send in flight, the lock not yet released)."""
+    from gpuradar.scheduler.jobs import DAEMON_DEFAULTS
+
+    budget = DAEMON_DEFAULTS["stop_timeout"]
+    graces = stop_grace_periods()
+    assert {"compose.yaml: gpuradar", "compose-ha.yaml: gpuradar-1",
+            "compose-ha.yaml: gpuradar-2", UNIT.name} <= set(graces)
+    assert any(k.startswith(("deploy.md: docker stop", "deploy.md: --stop-timeout"))
+               for k in graces), graces
+    short = {k: v for k, v in graces.items() if v < budget + STOP_MARGIN}
+    assert short == {}, f"shorter than stop_timeout ({budget:g}s) + {STOP_MARGIN:g}s: {short}"
+    # the budget is stated where users look for it
+    readme = (REPO / "README.md").read_text()
+    assert f"`daemon.stop_timeout` ({budget:g} s)" in readme
+    assert "stop_timeout: 40s" in EXAMPLE.read_text() and budget == 40
 
 
 def test_systemd_analyze_verifies_the_unit(tmp_path):

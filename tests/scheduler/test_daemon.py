@@ -301,9 +301,12 @@ def test_kill_9_during_a_crawl_and_a_delivery_then_restart(tmp_path, provider_se
             path = write_config(tmp_path / "gpuradar.yaml", {
                 "database_url": db_url, "endpoints": endpoints,
                 "sources": only_sources(sources),
-                # rto: apprise waits up to 60 s for the webhook's answer
+                # rto: apprise waits up to 60 s for the webhook's answer, bounded by
+                # send_timeout; the message in flight is reserved for 15 + 5 s from its
+                # start, then sent again after the restart
                 "targets": {"mail": smtp.url, "hook": hook.url + "?rto=60"},
                 "rules": [H100_RULE], "scrapy": {"DOWNLOAD_DELAY": 0},
+                "alerts": {"send_timeout": 15},
                 "daemon": {"outbox_interval": 1, "grace_period": 5, "watch_interval": 0,
                            "misfire_grace": 10},
                 "metrics": {"port": port}})
