@@ -54,9 +54,10 @@ def known_currency(code: str) -> bool:
     return code.upper() in FALLBACK_USD_PER_UNIT
 
 
-#: The longest rule (and rule field) accepted: a rule is a line a person writes; a longer
-#: one is a mistake, and quoting it in an error would flood the terminal.
-MAX_RULE_CHARS = 500
+#: The longest rule (and rule field) accepted: a rule is what a person writes (a list of
+#: every region of a cloud fits); a longer one is a mistake, and quoting it in an error
+#: would flood the terminal.
+MAX_RULE_CHARS = 4000
 #: The highest price a rule may name, per hour in its currency (an 8-GPU offer in IDR is
 #: far below it); more is a typo that could never be compared meaningfully.
 MAX_RULE_PRICE = 1_000_000_000.0

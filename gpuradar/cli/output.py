@@ -249,11 +249,13 @@ def _glue(text: str) -> str:
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
           title: str | None = None, caption: str | None = None, width: int | None = None,
           abbreviate: dict[str, dict[str, str]] | None = None,
-          optional: Sequence[str] = (), **_ignored: Any) -> Table:
+          optional: Sequence[str] = (), prefixes: dict[str, str] | None = None,
+          **_ignored: Any) -> Table:
     """A rich table that fits `width` (default: fit_width()); see the module docstring.
 
     When the table is too wide: values are abbreviated (`abbreviate`: column -> {value:
-    short}, said in the caption), then columns of priority 1, 2, ... are left out (highest
+    short}, said in the caption; `prefixes`: column -> a prefix its values share, left out
+    and said in the caption), then columns of priority 1, 2, ... are left out (highest
     first; `optional` lists keys to treat as priority 1, 2, ... in that order), prose
     columns wrap between words, and as a last resort so do the identifying columns; a
     column of numbers is never narrowed. The caption says what was left out."""
@@ -301,6 +303,14 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
         drop = max(droppable, key=lambda i: (cols[i].priority, i))
         keep.remove(drop)
         hidden.append(cols[drop].header)
+    for key, prefix in (prefixes or {}).items():  # still too wide: the shared prefix goes
+        if room is None or total({i: floor(i) for i in keep}) <= room:
+            break
+        i = next((i for i in keep if cols[i].key == key), None)
+        if i is not None and any(row[i].startswith(prefix) for row in cells):
+            for row in cells:
+                row[i] = row[i].removeprefix(prefix)
+            notes.append(f"{cols[i].header} names without {prefix}")
     if hidden:
         notes.append(f"+{len(hidden)} column{'s' if len(hidden) > 1 else ''} hidden "
                      f"({', '.join(reversed(hidden))}): --wide")

@@ -218,7 +218,8 @@ def prices(
             row["gpu"] = f"{_counts(o['gpu_counts'])} {o['gpu']}"
             if len(o["gpu_counts"]) > 1:
                 row["instance_usd"] = None  # one price per GPU, several instance prices
-    emit(rows, PRICE_COLUMNS, f, raw_rows=offers)
+    # Azure's sizes all start with Standard_ (its own portal lists them without it)
+    emit(rows, PRICE_COLUMNS, f, raw_rows=offers, prefixes={"instance": "Standard_"})
 
 
 INDEX_COLUMNS = [("gpu", "GPU"), ("pricing", "pricing"), ("median", "median $/GPU-h"),

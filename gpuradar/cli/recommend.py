@@ -340,7 +340,8 @@ def register(app: typer.Typer) -> None:
                 if within is not None:
                     title = f"plans that finish within {_hours(within.total_seconds() / 3600)}"\
                         ", cheapest first"
-                emit(_rows(rec, now), columns, Format.table, title=title)
+                emit(_rows(rec, now), columns, Format.table, title=title,
+                     prefixes={"instance": "Standard_"})
             spot_notes: dict[str, list[str]] = {}
             for i, fit in enumerate(rec.fits, 1):
                 for w in (fit.spot or {}).get("warnings", ()):

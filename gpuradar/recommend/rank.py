@@ -274,7 +274,7 @@ def recommend(offers: Sequence[OfferRow], job: Job, opts: Options, fx: FxTable,
                 continue
         seen = offer.observed_at
         if opts.max_age is not None and seen is not None and now - seen > opts.max_age:
-            drop("stale (source not crawled recently)")
+            drop("stale (data older than --max-age)")
             continue
         fit, reason = fit_offer(offer, est, any_interconnect=opts.any_interconnect,
                                 max_nodes=opts.max_nodes, deadline_hours=deadline_hours,

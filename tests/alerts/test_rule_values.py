@@ -52,8 +52,8 @@ def test_a_price_limit_is_checked_alike_in_both_forms(text, mapping, message):
      "drop: days must be a whole number more than 0, not -3"),
     ({"gpu": "H100", "drop": {"percent": 10, "windw": "3d"}},
      "drop: unknown key(s) windw; use percent and window (or days)"),
-    ({"gpu": "H100", "under": 2, "regions": "us-" + "x" * 600},
-     "regions is at most 500 characters, this one has 603"),
+    ({"gpu": "H100", "under": 2, "regions": "us-" + "x" * 6000},
+     "regions is at most 4000 characters, this one has 6,003"),
 ])
 def test_a_mapping_field_is_refused_as_the_text_form_would(mapping, message):
     with pytest.raises(RuleError) as exc:

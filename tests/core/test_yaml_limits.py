@@ -97,7 +97,7 @@ def test_a_rule_longer_than_a_line_is_refused_by_the_grammar():
 
     with pytest.raises(RuleError) as exc:
         parse_rule("H100 under " + "x" * 60_000)
-    assert str(exc.value) == ("a rule is at most 500 characters, this one has 60,011 (it "
+    assert str(exc.value) == ("a rule is at most 4000 characters, this one has 60,011 (it "
                               "starts 'H100 under " + "x" * 29 + "')")
 
 
