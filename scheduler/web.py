@@ -3,9 +3,10 @@
 Server-rendered HTML that needs no JavaScript: the cheapest live offer per GPU (filtered by
 GPU, pricing, region and source through query parameters), each source's freshness and
 health, the alerts firing now, the market index's median per model and a price-history chart
-per GPU, drawn as inline SVG. The CSS
-is inline too: the page makes no request anywhere. Nothing changes state over HTTP: every
-method but GET and HEAD is answered 405.
+for every listed GPU with spot and on-demand apart (or a note saying why a GPU has none),
+drawn as inline SVG over a range chosen by link (`?range=24h|7d|30d`). A meta refresh
+reloads it; CSS alone fits it to a phone. The CSS is inline too: the page makes no request
+anywhere. Nothing changes state over HTTP: every method but GET and HEAD is answered 405.
 """
 
 from __future__ import annotations
