@@ -295,8 +295,11 @@ def test_the_page_is_read_only_and_escapes_what_it_echoes(site):
     for path in ("/", "/metrics", "/healthz"):
         status, headers, _ = request(site + path, "POST")
         assert status == 405 and headers["Allow"] == "GET, HEAD"
-    status, headers, body = request(site + "/?gpu=%3Cscript%3Ealert(1)%3C/script%3E")
-    assert status == 200 and "<script>" not in body and "&lt;script&gt;" in body
+    for param in ("gpu", "range"):
+        status, headers, body = request(site + f"/?{param}=%3Cscript%3Ealert(1)%3C/script%3E")
+        assert status == 200 and "<script>" not in body and "&lt;script&gt;" in body
+    status, _, body = request(site + "/?gpu=%22%3E%3Cb%3E&range=24h")  # into the range links
+    assert status == 200 and "<b>" not in body and "gpu=%22%3E%3Cb%3E&amp;range=7d" in body
     assert "default-src 'none'" in headers["Content-Security-Policy"]
 
 
