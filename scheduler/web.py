@@ -3,17 +3,18 @@
 Server-rendered HTML that needs no JavaScript: the cheapest live offer per GPU (filtered by
 GPU, pricing, region and source through query parameters), each source's freshness and
 health, the alerts firing now, the market index's median per model and a price-history chart
-per GPU, drawn as inline SVG. The CSS
-is inline too: the page makes no request anywhere. Nothing changes state over HTTP: every
-method but GET and HEAD is answered 405.
+for every listed GPU with spot and on-demand apart (or a note saying why a GPU has none),
+drawn as inline SVG over a range chosen by link (`?range=24h|7d|30d`). A meta refresh
+reloads it; CSS alone fits it to a phone. The CSS is inline too: the page makes no request
+anywhere. Nothing changes state over HTTP: every method but GET and HEAD is answered 405.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment
 from sqlalchemy import Engine
@@ -21,31 +22,63 @@ from sqlalchemy import Engine
 from gpuradar.core import gpus as catalog
 from gpuradar.core.units import age, money
 
-CHART_W, CHART_H, PAD_L, PAD_R, PAD_T, PAD_B = 560, 180, 64, 12, 22, 28
+CHART_W, CHART_H, PAD_L, PAD_R, PAD_T, PAD_B = 420, 200, 60, 12, 24, 30
+
+#: The history ranges a visitor can pick (`?range=`): label, length, slices drawn (a slice
+#: is 15 min, 1 h, 6 h: fine enough for a step line, few enough to read fast).
+RANGES = {"24h": ("24 hours", timedelta(hours=24), 96),
+          "7d": ("7 days", timedelta(days=7), 168),
+          "30d": ("30 days", timedelta(days=30), 120)}
+DEFAULT_RANGE = "7d"
+#: The page reloads itself this often (a meta refresh: no JavaScript). Crawls run every few
+#: minutes at the most (the shortest default interval is 10 min), so 5 min shows each one
+#: soon without reloading for nothing.
+REFRESH_SECONDS = 300
 
 CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:1.5em auto;max-width:72em;padding:0 1em;
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em auto;max-width:90em;padding:0 1em;
 color:#1d232a}
 h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.6em 0 .4em}
-table{border-collapse:collapse;width:100%}th,td{padding:.25em .6em;text-align:left;
-border-bottom:1px solid #e3e6ea;white-space:nowrap}th{background:#f4f6f8}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;width:100%}th,td{padding:.25em .5em;text-align:left;
+border-bottom:1px solid #e3e6ea;white-space:nowrap;vertical-align:top}th{background:#f4f6f8}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+td.text{white-space:normal;min-width:14em}td.inst{white-space:normal;min-width:9em}
 form{display:flex;gap:.8em;flex-wrap:wrap;align-items:end;background:#f4f6f8;
 padding:.6em .8em;border-radius:6px}label{display:flex;flex-direction:column;font-size:.85em}
+input{max-width:11em}
 .ok{color:#1a7f37}.bad{color:#b42318}.warn{color:#9a6700}.muted{color:#667085}
-.charts{display:flex;flex-wrap:wrap;gap:1em}figure{margin:0}figcaption{font-weight:600}
-svg text{font:11px system-ui,sans-serif;fill:#475467}svg .line{fill:none;stroke:#2563eb;
-stroke-width:2}svg .axis{stroke:#98a2b3}svg .grid{stroke:#eaecf0}
+nav.range a,nav.range strong{display:inline-block;padding:.1em .5em;border-radius:4px}
+nav.range strong{background:#1d232a;color:#fff}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,26em),1fr));
+gap:1.2em}figure{margin:0;min-width:0}figcaption{font-weight:600}
+svg.chart{display:block;width:100%;height:auto}
+svg text{font:12px system-ui,sans-serif;fill:#475467}svg .line{fill:none;stroke-width:2}
+svg .axis{stroke:#98a2b3}svg .grid{stroke:#eaecf0}
+.on-demand{stroke:#2563eb;fill:#2563eb}.spot{stroke:#c2410c;fill:#c2410c}
+svg .line.spot{stroke-dasharray:5 3}
+.legend{display:flex;flex-wrap:wrap;gap:0 1em;font-size:.9em}
+.key::before{content:"";display:inline-block;width:1.4em;margin-right:.3em;
+vertical-align:middle;border-top:2px solid}
+.key.on-demand::before{border-color:#2563eb}.key.spot::before{border:0;
+border-top:2px dashed #c2410c}
+.narrow{display:none}
+@media (max-width:640px){
+body{margin:.8em auto;padding:0 .6em;font-size:13px}th,td{padding:.25em .35em}
+td.inst{white-space:nowrap}
+.lo{display:none}.narrow{display:block}
+}
 """
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gpuradar</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="refresh" content="{{ refresh }}">
 <style>{{ css }}</style></head><body>
 <h1>gpuradar</h1>
 <p class="muted">Cheapest GPU offers, read from this service's database at
-{{ now }} UTC. Read-only; also <a href="/metrics">/metrics</a>,
-<a href="/healthz">/healthz</a> and the JSON API
+{{ now }} UTC; the page reloads itself every {{ refresh_text }}. Read-only; also
+<a href="/metrics">/metrics</a>, <a href="/healthz">/healthz</a> and the JSON API
 (<a href="/api/v1/openapi.json">/api/v1/openapi.json</a>).</p>
 <form method="get" action="/">
  <label>GPU <input name="gpu" value="{{ q.gpu }}" list="gpus" placeholder="H100"></label>
@@ -59,78 +92,107 @@ PAGE = """<!doctype html>
  <label>source <select name="source"><option value="">any</option>
   {% for s in source_names %}<option{% if q.source == s %} selected{% endif %}>{{ s }}</option>
   {% endfor %}</select></label>
+ <input type="hidden" name="range" value="{{ range_key }}">
  <button type="submit">Filter</button> <a href="/">clear</a>
 </form>
+<nav class="range" id="range">History over
+{% for r in ranges %}{% if r.current %}<strong aria-current="page">{{ r.label }}</strong>
+{% else %}<a href="{{ r.href }}">{{ r.label }}</a>{% endif %}{% endfor %}</nav>
 {% if problem %}<p class="bad">{{ problem }}</p>{% endif %}
 
 <h2>Cheapest offer per GPU</h2>
 {% if replayed %}<p class="warn" id="replayed">Replayed from recordings, not live: {{ replayed }}.
 Their prices are as of the capture date.</p>{% endif %}
 {% if cheapest %}
-<table id="cheapest"><thead><tr><th>GPU</th><th>GPUs</th><th>memory/GPU</th>
-<th>$/GPU-h</th><th>$/h</th><th>pricing</th><th>source</th><th>region</th><th>instance</th>
-<th>available</th><th>seen</th></tr></thead><tbody>
+<p class="muted narrow">Narrow screen: memory, region and availability are hidden; the table
+scrolls sideways.</p>
+<div class="scroll"><table id="cheapest"><thead><tr><th>GPU</th><th class="num">GPUs</th>
+<th class="num">$/GPU-h</th><th class="num">$/h</th><th>pricing</th><th>source</th>
+<th>instance</th><th class="lo">region</th><th class="num lo">memory/GPU</th>
+<th class="lo">available</th><th>seen</th></tr></thead><tbody>
 {% for o in cheapest %}<tr><td>{{ o.gpu }}</td><td class="num">{{ o.count }}</td>
-<td class="num">{{ o.memory }}</td><td class="num">{{ o.per_gpu }}</td>
-<td class="num">{{ o.per_hour }}</td><td>{{ o.pricing }}</td><td>{{ o.source }}</td>
-<td>{{ o.region }}</td><td>{{ o.instance }}</td><td>{{ o.available }}</td>
-<td>{{ o.seen }}</td></tr>
-{% endfor %}</tbody></table>
+<td class="num">{{ o.per_gpu }}</td><td class="num">{{ o.per_hour }}</td>
+<td>{{ o.pricing }}</td><td>{{ o.source }}</td><td class="inst">{{ o.instance }}</td>
+<td class="lo">{{ o.region }}</td><td class="num lo">{{ o.memory }}</td>
+<td class="lo">{{ o.available }}</td><td>{{ o.seen }}</td></tr>
+{% endfor %}</tbody></table></div>
 {% else %}<p class="muted">{{ empty }}</p>{% endif %}
 
 <h2>Alerts firing</h2>
 {% if alerts %}
-<table id="alerts"><thead><tr><th>rule</th><th>condition</th><th>since</th><th>best</th>
-<th>matches</th></tr></thead><tbody>
-{% for a in alerts %}<tr><td>{{ a.name }}</td><td>{{ a.description }}</td>
-<td>{{ a.since }}</td><td class="num">{{ a.best }}</td><td class="num">{{ a.matches }}</td>
-</tr>{% endfor %}</tbody></table>
+<div class="scroll"><table id="alerts"><thead><tr><th>rule</th><th class="num">best</th>
+<th class="num">matches</th><th>condition</th><th>since</th></tr></thead><tbody>
+{% for a in alerts %}<tr><td>{{ a.name }}</td><td class="num">{{ a.best }}</td>
+<td class="num">{{ a.matches }}</td><td class="text">{{ a.description }}</td>
+<td>{{ a.since }}</td></tr>{% endfor %}</tbody></table></div>
 {% else %}<p class="muted">No alert is firing.</p>{% endif %}
 
 <h2>Sources</h2>
 {% if sources %}
-<table id="sources"><thead><tr><th>source</th><th>last crawl</th><th>last success</th>
-<th>data as of</th><th>failures since</th><th>offers</th><th>error</th></tr></thead><tbody>
+<div class="scroll"><table id="sources"><thead><tr><th>source</th><th>last crawl</th>
+<th class="num">offers</th><th class="num">failures since</th><th class="lo">last success</th>
+<th>data as of</th><th>error</th></tr></thead><tbody>
 {% for s in sources %}<tr><td>{{ s.source }}</td>
 <td class="{{ s.css }}">{{ s.status }}, {{ s.last_crawl }} ago</td>
-<td>{{ s.last_success }}</td><td>{{ s.data_as_of }}</td><td class="num">{{ s.failures }}</td>
-<td class="num">{{ s.offers }}</td><td>{{ s.error }}</td></tr>{% endfor %}
-</tbody></table>
+<td class="num">{{ s.offers }}</td><td class="num">{{ s.failures }}</td>
+<td class="lo">{{ s.last_success }}</td><td>{{ s.data_as_of }}</td>
+<td class="text">{{ s.error }}</td></tr>{% endfor %}
+</tbody></table></div>
 {% else %}<p class="muted">No crawl has run yet.</p>{% endif %}
 
-<h2>Market index, last {{ days }} days (median per GPU-hour)</h2>
+<h2>Market index, last {{ range_label }} (median per GPU-hour)</h2>
 <p class="muted">Over fresh, available offers, each offer one vote, outliers screened
-(<a href="/api/v1/openapi.json">/api/v1/index</a> has the figures and excluded offers).</p>
+(<a href="/api/v1/openapi.json">/api/v1/index</a> has the figures and excluded offers).
+{% if index_hidden %}Charted: the {{ index|length }} models with the most offers; the API has
+{{ index_hidden }} more.{% endif %}</p>
 <div class="charts" id="index">{% for c in index %}
 <figure><figcaption>{{ c.title }}</figcaption>{{ c.svg }}
 <div class="muted">{{ c.detail }}</div></figure>{% else %}
 <p class="muted">No index yet: it is computed after each crawl.</p>{% endfor %}</div>
 
-<h2>Price history, last {{ days }} days (cheapest per GPU-hour)</h2>
-<div class="charts">{% for c in charts %}
-<figure><figcaption>{{ c.gpu }}</figcaption>{{ c.svg }}</figure>{% else %}
-<p class="muted">No history yet.</p>{% endfor %}</div>
+<h2>Price history, last {{ range_label }} (cheapest per GPU-hour)</h2>
+<p class="muted">One chart per GPU in the table above; spot and on-demand are separate lines
+(spot dashed), each the cheapest offer of its kind at each moment.</p>
+<div class="charts" id="history">{% for c in charts %}
+<figure data-gpu="{{ c.gpu }}"><figcaption>{{ c.gpu }}</figcaption>
+<div class="legend">{% for k in c.legend %}<span class="key {{ k.css }}"
+title="lowest and highest of the cheapest {{ k.label }} price, last {{ range_label }}">
+{{ k.label }} {{ k.low }}{% if k.high != k.low %}–{{ k.high }}{% endif %}</span>
+{% endfor %}</div>{{ c.svg }}</figure>
+{% endfor %}</div>
+{% if uncharted %}<p id="uncharted-why">No chart for {{ uncharted_count }} of
+{{ cheapest|length }} GPUs in the table: no price of theirs falls in the last
+{{ range_label }}.</p>
+<ul id="uncharted">{% for u in uncharted %}<li>{{ u.why }}: {% for g in u.gpus %}<span
+class="gpu">{{ g }}</span>{% if not loop.last %}, {% endif %}{% endfor %}</li>
+{% endfor %}</ul>
+{% elif not charts %}<p class="muted">No history yet.</p>{% endif %}
 </body></html>
 """
 
 _ENV = Environment(autoescape=True)
 _TEMPLATE = _ENV.from_string(PAGE)
+PRICING_LABEL = {"on_demand": "on-demand", "spot": "spot"}
 
 
 def _one(query: dict[str, list[str]], key: str) -> str:
     return (query.get(key) or [""])[0].strip()[:100]
 
 
-def svg_chart(series: list[tuple[datetime, float | None]], until: datetime) -> str:
-    """A step line of a price series, with a labelled price axis and dated time axis."""
+def svg_chart(lines: list[tuple[str, list[tuple[datetime, float | None]]]], until: datetime,
+              label: str = "") -> str:
+    """Step lines of price series on one labelled price axis and dated time axis, one line
+    per pricing (class `on-demand` or `spot`), each ending in a dot at its newest price. The
+    SVG scales with its box (viewBox, width 100%), so the newest point shows on a phone."""
     from markupsafe import Markup, escape
 
-    values = [v for _, v in series if v is not None]
+    lines = [(key, series) for key, series in lines if any(v is not None for _, v in series)]
+    values = [v for _, series in lines for _, v in series if v is not None]
     lo, hi = min(values), max(values)
     if hi - lo < 1e-9:
         lo, hi = lo * 0.9, hi * 1.1 or 1.0
     plot_w, plot_h = CHART_W - PAD_L - PAD_R, CHART_H - PAD_T - PAD_B
-    t0, t1 = series[0][0].timestamp(), until.timestamp()
+    t0, t1 = min(series[0][0] for _, series in lines).timestamp(), until.timestamp()
 
     def x(t: datetime) -> float:
         return PAD_L + (t.timestamp() - t0) / (t1 - t0) * plot_w
@@ -138,17 +200,9 @@ def svg_chart(series: list[tuple[datetime, float | None]], until: datetime) -> s
     def y(v: float) -> float:
         return PAD_T + (hi - v) / (hi - lo) * plot_h
 
-    path, prev = [], None
-    ends = [t for t, _ in series[1:]] + [until]
-    for (t, v), end in zip(series, ends, strict=True):
-        if v is None:
-            prev = None
-            continue
-        path.append(f"{'L' if prev is not None else 'M'}{x(t):.1f},{y(v):.1f}"
-                    f"L{x(end):.1f},{y(v):.1f}")
-        prev = v
     parts = [f'<svg class="chart" width="{CHART_W}" height="{CHART_H}" role="img" '
-             f'viewBox="0 0 {CHART_W} {CHART_H}" xmlns="http://www.w3.org/2000/svg">']
+             f'aria-label="{escape(label)}" viewBox="0 0 {CHART_W} {CHART_H}" '
+             f'preserveAspectRatio="xMinYMin meet" xmlns="http://www.w3.org/2000/svg">']
     for k in range(3):
         v = lo + (hi - lo) * k / 2
         parts.append(f'<line class="grid" x1="{PAD_L}" x2="{CHART_W - PAD_R}" '
@@ -157,13 +211,31 @@ def svg_chart(series: list[tuple[datetime, float | None]], until: datetime) -> s
     base = CHART_H - PAD_B
     parts.append(f'<line class="axis" x1="{PAD_L}" x2="{CHART_W - PAD_R}" y1="{base}" '
                  f'y2="{base}"/>')
+    start = datetime.fromtimestamp(t0, UTC)
     mid = datetime.fromtimestamp((t0 + t1) / 2, UTC)
-    for t, anchor in ((series[0][0], "start"), (mid, "middle"), (until, "end")):
+    for t, anchor in ((start, "start"), (mid, "middle"), (until, "end")):
         parts.append(f'<line class="axis" x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{base}" '
-                     f'y2="{base + 4}"/><text x="{x(t):.1f}" y="{base + 16}" '
+                     f'y2="{base + 4}"/><text x="{x(t):.1f}" y="{base + 17}" '
                      f'text-anchor="{anchor}">{t:%m-%d %H:%M}</text>')
-    parts.append('<text x="4" y="12">$/GPU-h</text>')
-    parts.append(f'<path class="line" d="{"".join(path)}"/></svg>')
+    parts.append('<text x="4" y="13">$/GPU-h</text>')
+    for key, series in lines:
+        css = PRICING_LABEL.get(key, key).replace("_", "-")
+        path, prev, dot = [], None, None
+        ends = [t for t, _ in series[1:]] + [until]
+        for (t, v), end in zip(series, ends, strict=True):
+            if v is None:
+                prev = None
+                continue
+            path.append(f"{'L' if prev is not None else 'M'}{x(t):.1f},{y(v):.1f}"
+                        f"L{x(end):.1f},{y(v):.1f}")
+            prev, dot = v, (x(end), y(v))
+        parts.append(f'<path class="line {css}" data-pricing="{escape(key)}" '
+                     f'd="{"".join(path)}"><title>{escape(PRICING_LABEL.get(key, key))}'
+                     f'</title></path>')
+        if dot:
+            parts.append(f'<circle class="dot {css}" cx="{dot[0]:.1f}" cy="{dot[1]:.1f}" '
+                         f'r="3.5"/>')
+    parts.append("</svg>")
     return Markup("".join(parts))
 
 
@@ -180,30 +252,43 @@ def _row(o: dict[str, Any], now: datetime) -> dict[str, Any]:
             if o.get("replayed") else f"{age(o['observed_at'], now)} ago"}
 
 
-def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = None,
-           days: float = 7.0) -> str:
+def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = None) -> str:
     """The page for these query parameters."""
     from gpuradar.storage.queries import OfferFilter
     from gpuradar.storage.web import overview
 
     now = now or datetime.now(UTC)
-    q = {k: _one(query, k) for k in ("gpu", "pricing", "region", "source")}
-    problem = ""
+    q = {k: _one(query, k) for k in ("gpu", "pricing", "region", "source", "range")}
+    problems = []
     pricing = q["pricing"].replace("-", "_") or None
     if pricing not in (None, "on_demand", "spot"):
-        problem, pricing = f"pricing {q['pricing']!r} is neither on-demand nor spot", None
+        problems.append(f"pricing {q['pricing']!r} is neither on-demand nor spot")
+        pricing = None
+    range_key = q.pop("range") or DEFAULT_RANGE
+    if range_key not in RANGES:
+        problems.append(f"range {range_key!r} is not one of {', '.join(RANGES)}: showing "
+                        f"{RANGES[DEFAULT_RANGE][0]}")
+        range_key = DEFAULT_RANGE
+    range_label, length, buckets = RANGES[range_key]
     names: list[str] = []
     if q["gpu"]:
         names = [g.name for g in catalog.match_family(q["gpu"])] or [q["gpu"]]
     flt = OfferFilter(gpus=names, pricing=pricing, sources=[q["source"]] if q["source"] else [],
                       regions=[q["region"]] if q["region"] else [])
-    data = overview(engine, flt, days=days, now=now)
+    data = overview(engine, flt, days=length / timedelta(days=1), now=now, buckets=buckets)
     stored = data["gpus"]
     empty = ("No offer matches these filters." if stored
              else "No offers stored yet: the first crawls are still running.")
+    filters = {k: v for k, v in q.items() if v}
+    uncharted = _uncharted(data["uncharted"], data["since"], now)
     return _TEMPLATE.render(
-        css=CSS, q=q, now=f"{now:%Y-%m-%d %H:%M}", problem=problem, empty=empty,
-        gpus=stored, source_names=[s["source"] for s in data["sources"]], days=f"{days:g}",
+        css=CSS, q=q, now=f"{now:%Y-%m-%d %H:%M}", problem="; ".join(problems), empty=empty,
+        refresh=REFRESH_SECONDS, refresh_text=_duration(REFRESH_SECONDS),
+        gpus=stored, source_names=[s["source"] for s in data["sources"]],
+        range_key=range_key, range_label=range_label,
+        ranges=[{"label": label, "current": key == range_key,
+                 "href": "/?" + urlencode({**filters, "range": key})}
+                for key, (label, _, _) in RANGES.items()],
         cheapest=[_row(o, now) for o in data["cheapest"]],
         alerts=[{"name": a["name"], "description": a["description"],
                  "since": f"{_aware(a['fired_at']):%Y-%m-%d %H:%M} UTC" if a["fired_at"]
@@ -215,16 +300,54 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
                   else "never", "data_as_of": _data_as_of(s, now)} for s in data["sources"]],
         replayed=", ".join(f"{s['source']} captured {s['captured'] or 'on an unknown date'}"
                            for s in data["sources"] if s["replayed"]),
-        charts=[{"gpu": c["gpu"], "svg": svg_chart(c["series"], data["until"])}
-                for c in data["charts"]],
-        index=[_index_chart(c, data["until"]) for c in data["index"]])
+        charts=[_history_chart(c, data["until"], range_label) for c in data["charts"]],
+        uncharted=uncharted, uncharted_count=len(data["uncharted"]),
+        index=[_index_chart(c, data["until"]) for c in data["index"]],
+        index_hidden=data["index_total"] - len(data["index"]))
+
+
+def _history_chart(chart: dict[str, Any], until: datetime, range_label: str) -> dict[str, Any]:
+    """One GPU's chart: its spot and on-demand lines and a legend with each one's range."""
+    keys = []
+    for pricing in ("on_demand", "spot"):
+        values = [v for _, v in chart["series"].get(pricing, []) if v is not None]
+        if values:
+            keys.append({"label": PRICING_LABEL[pricing], "css": PRICING_LABEL[pricing],
+                         "low": money(min(values)), "high": money(max(values))})
+    lines = sorted(chart["series"].items(), key=lambda kv: kv[0] != "on_demand")
+    label = (f"{chart['gpu']}: cheapest {' and '.join(k['label'] for k in keys)} price per "
+             f"GPU-hour, last {range_label}")
+    return {"gpu": chart["gpu"], "legend": keys, "svg": svg_chart(lines, until, label)}
+
+
+def _uncharted(offers: list[dict[str, Any]], since: datetime,
+               now: datetime) -> list[dict[str, Any]]:
+    """The listed GPUs without a chart, grouped by why their prices fall outside the range:
+    replayed data is dated at its capture; live data was last seen before the range."""
+    groups: dict[str, list[str]] = {}
+    for o in offers:
+        if o.get("replayed"):
+            why = (f"replayed from {o['source']}'s capture of {o['captured']}" if o["captured"]
+                   else f"replayed from a {o['source']} recording of unknown date")
+        elif o.get("observed_at") and _aware(o["observed_at"]) < since:
+            why = f"{o['source']}: last seen {age(o['observed_at'], now)} ago"
+        else:
+            why = f"{o['source']}: no price recorded in this range"
+        groups.setdefault(why, []).append(o["gpu"])
+    return [{"why": why, "gpus": gpus} for why, gpus in groups.items()]
+
+
+def _duration(seconds: int) -> str:
+    return f"{seconds // 60} minutes" if seconds % 60 == 0 else f"{seconds} seconds"
 
 
 def _index_chart(chart: dict[str, Any], until: datetime) -> dict[str, Any]:
     f = chart["figure"]
+    pricing = PRICING_LABEL.get(f["pricing"], f["pricing"])
     providers = f"{f['providers']} provider{'s' if f['providers'] != 1 else ''}"
-    return {"title": f"{f['gpu']} {f['pricing'].replace('_', '-')}: {money(f['median'])}",
-            "svg": svg_chart(chart["series"], until),
+    return {"title": f"{f['gpu']} {pricing}: {money(f['median'])}",
+            "svg": svg_chart([(f["pricing"], chart["series"])], until,
+                             f"{f['gpu']} {pricing} market index median per GPU-hour"),
             "detail": f"p10 {money(f['p10'])}, p90 {money(f['p90'])}; {f['offers']} offers "
                       f"from {providers}"}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, NamedTuple
@@ -349,16 +349,27 @@ def cheapest_series(engine: Engine, gpus: Sequence[str], since: datetime, until:
                     buckets: int, pricing: str | None = None
                     ) -> list[tuple[datetime, float | None]]:
     """Cheapest USD per GPU-hour in each of `buckets` equal slices of [since, until]."""
+    return min_per_bucket(gpu_spans(engine, gpus, since, until, pricing), since, until, buckets)
+
+
+def min_per_bucket(spans: Iterable[dict[str, Any]], since: datetime, until: datetime,
+                   buckets: int) -> list[tuple[datetime, float | None]]:
+    """The lowest USD per GPU-hour of the spans (not known unavailable) touching each of
+    `buckets` equal slices of [since, until]: slice i holds a span when the span starts
+    before the slice ends and is seen until at least the slice's start."""
     step = (until - since) / buckets
-    spans_ = [s for s in gpu_spans(engine, gpus, since, until, pricing)
-              if s["available"] is not False]
-    out: list[tuple[datetime, float | None]] = []
-    for i in range(buckets):
-        lo, hi = since + step * i, since + step * (i + 1)
-        prices = [s["price_per_gpu_usd"] for s in spans_
-                  if s["valid_from"] < hi and s["seen_until"] >= lo]
-        out.append((lo, min(prices) if prices else None))
-    return out
+    best: list[float | None] = [None] * buckets
+    for s in spans:
+        if s["available"] is False:
+            continue
+        # timedelta // timedelta is exact integer arithmetic on microseconds
+        first = max(0, (s["valid_from"] - since) // step)
+        last = min(buckets - 1, (s["seen_until"] - since) // step)
+        price = s["price_per_gpu_usd"]
+        for i in range(first, last + 1):
+            if best[i] is None or price < best[i]:
+                best[i] = price
+    return [(since + step * i, v) for i, v in enumerate(best)]
 
 
 # -- FX ----------------------------------------------------------------------------------

@@ -9,16 +9,19 @@ from typing import Any
 from gpuradar.storage.alerts import alert_rows, source_health
 from gpuradar.storage.queries import (
     OfferFilter,
-    cheapest_series,
     current_offers,
     gpu_names,
+    gpu_spans,
     last_crawls,
     last_observed,
     last_success,
+    min_per_bucket,
 )
 from sqlalchemy import Engine
 
-MAX_CHARTS = 8
+from gpuradar.core.units import region_matches
+
+MAX_INDEX_CHARTS = 8  # the models with the most offers; the API has every one
 
 
 def cheapest_per_gpu(engine: Engine, flt: OfferFilter) -> list[dict[str, Any]]:
@@ -51,28 +54,53 @@ def sources(engine: Engine) -> list[dict[str, Any]]:
     return out
 
 
+def price_history(engine: Engine, gpus: list[str], flt: OfferFilter, since: datetime,
+                  until: datetime, buckets: int
+                  ) -> dict[str, dict[str, list[tuple[datetime, float | None]]]]:
+    """GPU -> pricing -> the cheapest price per GPU-hour in each of `buckets` slices of
+    [since, until], under the page's pricing, source and region filters; spot and on-demand
+    apart (a spot offer appearing is not an on-demand price drop). A GPU or pricing with no
+    price in the range is left out. One read for all the GPUs."""
+    if not gpus:
+        return {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for span in gpu_spans(engine, gpus, since, until, flt.pricing, flt.sources):
+        if flt.regions and not region_matches(span["region"], span["zone"], flt.regions,
+                                              span["source"]):
+            continue
+        groups.setdefault((span["gpu"], span["pricing"]), []).append(span)
+    out: dict[str, dict[str, list[tuple[datetime, float | None]]]] = {}
+    for (gpu, pricing), spans in sorted(groups.items()):
+        series = min_per_bucket(spans, since, until, buckets)
+        if any(v is not None for _, v in series):
+            out.setdefault(gpu, {})[pricing] = series
+    return out
+
+
 def overview(engine: Engine, flt: OfferFilter, days: float = 7.0,
              now: datetime | None = None, buckets: int = 60) -> dict[str, Any]:
     """Everything the page shows: cheapest offer per GPU under the filter, the sources'
-    freshness, firing alerts, the cheapest price over `days` of the charted GPUs, and the
-    market index's median over `days` of the models with the most offers."""
+    freshness, firing alerts, the cheapest spot and on-demand price over `days` of every
+    listed GPU (`charts`; `uncharted` lists the listed GPUs with no price in the range),
+    and the market index's median over `days` of the models with the most offers."""
     now = now or datetime.now(UTC)
     since = now - timedelta(days=days)
     cheapest = cheapest_per_gpu(engine, flt)
-    charts = []
-    for offer in cheapest[:MAX_CHARTS]:
-        series = cheapest_series(engine, [offer["gpu"]], since, now, buckets, flt.pricing)
-        if any(v is not None for _, v in series):
-            charts.append({"gpu": offer["gpu"], "series": series})
+    history = price_history(engine, [o["gpu"] for o in cheapest], flt, since, now, buckets)
+    charts = [{"gpu": o["gpu"], "series": history[o["gpu"]]}
+              for o in cheapest if o["gpu"] in history]
+    uncharted = [o for o in cheapest if o["gpu"] not in history]
     index_charts = []
     from gpuradar.storage.index import current_index, index_series
 
     figures = sorted(current_index(engine, flt.gpus or None, flt.pricing),
                      key=lambda f: (-f["offers"], f["gpu"], f["pricing"]))
-    for fig in figures[:MAX_CHARTS]:
+    for fig in figures[:MAX_INDEX_CHARTS]:
         series = index_series(engine, fig["gpu"], fig["pricing"], since, now, buckets)
         if any(v is not None for _, v in series):
             index_charts.append({"figure": fig, "series": series})
     return {"cheapest": cheapest, "sources": sources(engine), "index": index_charts,
+            "index_total": len(figures),
             "alerts": [a for a in alert_rows(engine) if a["state"] == "firing"],
-            "charts": charts, "since": since, "until": now, "gpus": gpu_names(engine)}
+            "charts": charts, "uncharted": uncharted, "since": since, "until": now,
+            "gpus": gpu_names(engine)}

@@ -40,19 +40,22 @@ def register(app: typer.Typer) -> None:
             "--log-level", help="debug shows Scrapy's and APScheduler's own logs too.",
             envvar="GPURADAR_LOG_LEVEL")] = LogLevel.info,
         metrics_address: Annotated[str | None, typer.Option(
-            "--metrics-address", help="Bind address of /metrics and /healthz "
+            "--metrics-address", help="Bind address of the web page, /metrics and /healthz "
             "(config metrics.address; default 127.0.0.1).",
             envvar="GPURADAR_METRICS_ADDRESS")] = None,
         metrics_port: Annotated[int | None, typer.Option(
-            "--metrics-port", help="Port of /metrics and /healthz (config metrics.port; "
-            "default 9108).", envvar="GPURADAR_METRICS_PORT")] = None,
+            "--metrics-port", help="Port of the web page, /metrics and /healthz (config "
+            "metrics.port; default 9108).", envvar="GPURADAR_METRICS_PORT")] = None,
         interval: Annotated[float | None, typer.Option(
             "--interval", help="Crawl every source every this many seconds, whatever the "
             "config says (demos, replay).", min=0.1)] = None,
     ) -> None:
         """Run the service: crawl each source on its schedule, evaluate the rules after
-        every crawl, deliver notifications, serve Prometheus metrics. Stops cleanly on
-        SIGTERM/SIGINT; SIGHUP reloads the configuration."""
+        every crawl, deliver notifications, serve Prometheus metrics and a read-only web
+        page. Stops cleanly on SIGTERM/SIGINT; SIGHUP reloads the configuration.
+
+        The web page is at http://127.0.0.1:9108/ by default (the metrics address and
+        port): the cheapest offer per GPU, sources, firing alerts and price history."""
         from gpuradar.scheduler.daemon import RunOptions
         from gpuradar.scheduler.daemon import run as run_daemon
 

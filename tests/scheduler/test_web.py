@@ -11,6 +11,7 @@ import re
 import shutil
 import urllib.error
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -41,13 +42,20 @@ def request(url: str, method: str = "GET") -> tuple[int, dict[str, str], str]:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """The service's HTTP endpoint in-process, over the time-lapse demo's database."""
+    """The service's HTTP endpoint in-process, over a database filled from the shipped real
+    recordings as a user fills it: the time-lapse demo's day of Vast.ai (history, spot and
+    on-demand, a firing alert), then every other recording replayed, dated at its capture."""
     from gpuradar.scheduler.health import Health, make_app, serve
     from gpuradar.storage.db import open_database
     from prometheus_client import CollectorRegistry
 
     db = tmp_path_factory.mktemp("web") / "demo.db"
     proc = gpuradar("demo", "--timeline", "--pace", "0", "--keep", str(db))
+    assert proc.returncode == 0, proc.stderr
+    others = sorted(p.name for p in RECORDINGS.iterdir()
+                    if (p / "index.json").exists() and p.name != "vastai")
+    proc = gpuradar("crawl", *others, "--replay", str(RECORDINGS), "--database-url",
+                    f"sqlite:///{db}", env={"GCP_API_KEY": ""})
     assert proc.returncode == 0, proc.stderr
     engine = open_database(f"sqlite:///{db}")
     httpd = serve("127.0.0.1", free_port(), make_app(CollectorRegistry(), Health(lambda: engine),
@@ -57,6 +65,16 @@ def site(tmp_path_factory):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def artefacts(tmp_path_factory) -> Path:
+    """Where the screenshots go: $GPURADAR_TEST_ARTEFACTS/web when set (CI keeps that
+    folder), else pytest's temporary directory (tests/README.md)."""
+    root = os.environ.get("GPURADAR_TEST_ARTEFACTS")
+    path = Path(root) / "web" if root else tmp_path_factory.mktemp("artefacts")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -71,29 +89,186 @@ def browser():
             b.close()
 
 
-def test_page_renders_table_alerts_sources_and_chart_in_chromium(site, browser, tmp_path):
-    page = browser.new_page(viewport={"width": 1200, "height": 900})
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 900}
+GPU, COUNT, PER_GPU, PER_HOUR, PRICING, SOURCE = range(6)  # the table's first columns
+
+
+def row_of(page, gpu: str) -> list[str]:
+    return page.locator("#cheapest tbody tr").filter(
+        has=page.locator(f"td:first-child:text-is('{gpu}')")).locator("td").all_inner_texts()
+
+
+def test_page_renders_table_alerts_sources_and_chart_in_chromium(site, browser, artefacts):
+    page = browser.new_page(viewport=DESKTOP)
     requested: list[str] = []
     page.on("request", lambda r: requested.append(r.url))
     page.goto(site + "/")
-    cells = page.locator("#cheapest tbody tr").first.locator("td").all_inner_texts()
-    assert cells[0] == "H100-SXM-80GB" and cells[3] == "$0.4001" and cells[5] == "spot"
+    cells = row_of(page, "H100-SXM-80GB")
+    assert cells[PER_GPU] == "$0.4001" and cells[PRICING] == "spot"
     assert "vastai" in cells and "79.6 GB" in cells
+    first = page.locator("#cheapest tbody tr").first.locator("td").all_inner_texts()
+    assert first[GPU] == "INFERENTIA" and first[PER_GPU] == "$0.0505"  # cheapest first
     assert page.locator("#alerts").inner_text().count("cheap-h100") == 1
     assert "H100 on-demand under $1.50/h on vastai" in page.locator("#alerts").inner_text()
     sources = page.locator("#sources tbody tr").all_inner_texts()
-    assert len(sources) == 1 and sources[0].startswith("vastai") and "ok," in sources[0]
-    chart = page.locator("figure svg.chart").first
+    assert len(sources) == 7 and all("ok," in s for s in sources)
+    assert any(s.startswith("vastai") for s in sources)
+    chart = page.locator("#history figure svg.chart").first
     box = chart.bounding_box()
-    assert box and box["width"] > 400 and box["height"] > 100  # drawn, not an empty box
-    path = chart.locator("path.line").get_attribute("d")
+    assert box and box["width"] > 300 and box["height"] > 100  # drawn, not an empty box
+    path = chart.locator("path.line").first.get_attribute("d")
     assert path and path.count("L") >= 6  # a stepped line, not one dot
     labels = chart.locator("text").all_text_contents()
     assert "$/GPU-h" in labels and any(re.fullmatch(r"\$\d\.\d+", t) for t in labels)
-    page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
-    assert (tmp_path / "page.png").stat().st_size > 10_000
+    # every table fits: nothing hidden, no table scrolls sideways, the page neither
+    assert page.locator("th:visible").count() == page.locator("th").count()
+    assert page.evaluate("[...document.querySelectorAll('.scroll')]"
+                         ".every(e => e.scrollWidth <= e.clientWidth)")
+    assert page.evaluate("document.documentElement.scrollWidth") <= DESKTOP["width"]
+    page.screenshot(path=str(artefacts / "page-1280.png"), full_page=True)
+    assert (artefacts / "page-1280.png").stat().st_size > 10_000
+    page.goto(site + "/?gpu=H100&range=24h")  # the demo's day, spot and on-demand apart
+    page.screenshot(path=str(artefacts / "page-1280-h100-24h.png"), full_page=True)
     # everything came from the service itself: no CDN, no font, no script
     assert requested and all(u.startswith(site) for u in requested)
+    page.close()
+
+
+def test_spot_and_on_demand_are_separate_lines(site, browser):
+    """Issue #35: one line mixing both made a spot offer appearing look like an on-demand
+    drop from $1.74 to $0.40. Each pricing is its own line and legend entry."""
+    page = browser.new_page(viewport=DESKTOP)
+    page.goto(site + "/?gpu=H100")
+    figure = page.locator("#history figure[data-gpu='H100-SXM-80GB']")
+    lines = figure.locator("path.line")
+    assert sorted(lines.evaluate_all("ps => ps.map(p => p.dataset.pricing)")) == [
+        "on_demand", "spot"]
+    legend = figure.locator(".legend").inner_text()
+    assert "on-demand $1.3867–$1.7356" in legend and "spot $0.4001–$1.7356" in legend
+    # drawn apart: the on-demand line never comes down to the spot line's $0.40
+    on_demand = figure.locator("path.line.on-demand").bounding_box()
+    spot = figure.locator("path.line.spot").bounding_box()
+    assert on_demand and spot
+    assert on_demand["y"] + on_demand["height"] < spot["y"] + spot["height"] - 20
+    assert figure.locator("path.line.spot").evaluate(
+        "p => getComputedStyle(p).strokeDasharray") != "none"  # told apart without colour
+    page.goto(site + "/?gpu=H100&pricing=on-demand")
+    figure = page.locator("#history figure[data-gpu='H100-SXM-80GB']")
+    assert figure.locator("path.line").evaluate_all(
+        "ps => ps.map(p => p.dataset.pricing)") == ["on_demand"]
+    assert "spot" not in figure.locator(".legend").inner_text()
+    page.close()
+
+
+def test_every_listed_gpu_has_a_chart_or_a_note_saying_why_not(site, browser):
+    page = browser.new_page(viewport=DESKTOP)
+    for query in ("/", "/?range=24h", "/?pricing=spot"):
+        page.goto(site + query)
+        listed = page.locator("#cheapest tbody tr td:first-child").all_inner_texts()
+        charted = page.locator("#history figure").evaluate_all(
+            "fs => fs.map(f => f.dataset.gpu)")
+        noted = page.locator("#uncharted .gpu").all_inner_texts()
+        assert len(listed) > 12 and charted and noted
+        assert sorted(charted + noted) == sorted(listed) and not set(charted) & set(noted)
+        assert page.locator("#history figcaption").all_inner_texts() == charted
+        assert f"No chart for {len(noted)} of {len(listed)} GPUs" in page.locator(
+            "#uncharted-why").inner_text()
+    # the reason: replayed data keeps its capture date, outside any range
+    page.goto(site + "/?range=30d")
+    oci = page.locator("#uncharted li", has_text="replayed from oci's capture of 2026-08-14")
+    assert oci.locator(".gpu").all_inner_texts() == ["RTX-PRO-6000", "MI355X"]
+    page.close()
+
+
+def test_range_links_choose_the_history_shown_without_javascript(site, browser):
+    context = browser.new_context(java_script_enabled=False, viewport=DESKTOP)
+    page = context.new_page()
+    page.goto(site + "/?gpu=H100")
+    assert page.locator("#range [aria-current=page]").inner_text() == "7 days"
+    assert "Price history, last 7 days" in page.content()
+
+    def axis_span() -> float:
+        labels = page.locator("#history svg.chart text").all_text_contents()
+        dates = [datetime.strptime(t, "%m-%d %H:%M") for t in labels if re.fullmatch(
+            r"\d\d-\d\d \d\d:\d\d", t)]
+        return (dates[-1] - dates[0]).total_seconds() / 3600 % (366 * 24)
+
+    assert axis_span() == 7 * 24
+    page.click("#range a:text-is('24 hours')")
+    assert "range=24h" in page.url and "gpu=H100" in page.url  # the filter stays
+    assert page.locator("#range [aria-current=page]").inner_text() == "24 hours"
+    assert "Price history, last 24 hours" in page.content() and axis_span() == 24
+    assert page.locator("#history figure[data-gpu='H100-SXM-80GB'] path.line").count() == 2
+    page.click("#range a:text-is('30 days')")
+    assert "range=30d" in page.url and axis_span() == 30 * 24
+    page.select_option("select[name=pricing]", "spot")  # the filter form keeps the range
+    page.click("button[type=submit]")
+    assert "range=30d" in page.url and "pricing=spot" in page.url
+    assert page.locator("#range [aria-current=page]").inner_text() == "30 days"
+    page.goto(site + "/?range=1y")
+    assert "range '1y' is not one of 24h, 7d, 30d: showing 7 days" in page.locator(
+        "p.bad").inner_text()
+    context.close()
+
+
+def test_the_page_reloads_itself_and_works_without_javascript(site, browser):
+    context = browser.new_context(java_script_enabled=False, viewport=DESKTOP)
+    page = context.new_page()
+    page.goto(site + "/?range=24h&gpu=H100")
+    assert page.locator("meta[http-equiv=refresh]").get_attribute("content") == "300"
+    assert "reloads itself every 5 minutes" in page.locator("body").inner_text()
+    assert page.locator("script").count() == 0
+    assert page.locator("#history svg.chart").count() == 1
+    context.close()
+
+
+def test_readable_on_a_phone_390_px_wide(site, browser, artefacts):
+    """At 390 px nothing makes the page scroll sideways, every price, GPU and count in the
+    tables is whole and on screen (lower-priority columns give way or scroll inside their
+    table), and each chart fits the screen with its newest point."""
+    page = browser.new_page(viewport=PHONE)
+    page.goto(site + "/")
+    width = PHONE["width"]
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert page.locator(".narrow").first.is_visible()
+
+    def on_screen(box) -> bool:
+        return box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 0.5
+
+    rows = page.locator("#cheapest tbody tr")
+    assert rows.count() > 12
+    for i in range(rows.count()):
+        cells = rows.nth(i).locator("td")
+        for col in (GPU, COUNT, PER_GPU, PER_HOUR):
+            assert on_screen(cells.nth(col).bounding_box()), (i, cells.nth(col).inner_text())
+    numbers = page.locator("#cheapest td.num:visible, #alerts td.num, #sources td.num")
+    assert numbers.count() > 2 * rows.count()
+    assert all(on_screen(numbers.nth(i).bounding_box()) for i in range(numbers.count()))
+    # whole, not cut inside its cell
+    assert page.evaluate("[...document.querySelectorAll('td')].filter(c => c.offsetParent)"
+                         ".every(c => c.scrollWidth <= c.clientWidth)")
+    charts = page.locator("svg.chart")
+    assert charts.count() >= 3
+    for i in range(charts.count()):
+        box = charts.nth(i).bounding_box()
+        assert on_screen(box) and box["width"] > 300
+        for dot in charts.nth(i).locator("circle.dot").all():  # the newest price
+            assert on_screen(dot.bounding_box())
+    page.screenshot(path=str(artefacts / "page-390.png"), full_page=True)
+    assert (artefacts / "page-390.png").stat().st_size > 10_000
+    page.goto(site + "/?gpu=H100&range=24h")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.screenshot(path=str(artefacts / "page-390-h100-24h.png"), full_page=True)
+    page.close()
+
+
+def test_run_help_names_the_page():
+    proc = gpuradar("run", "--help", env={"COLUMNS": "200"})
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    assert "read-only web page" in text and "http://127.0.0.1:9108/" in text
+    assert "Port of the web page, /metrics and /healthz" in text
 
 
 def test_filters_are_query_parameters_and_need_no_javascript(site, browser):
@@ -103,9 +278,9 @@ def test_filters_are_query_parameters_and_need_no_javascript(site, browser):
     page.select_option("select[name=pricing]", "on-demand")
     page.click("button[type=submit]")
     assert "pricing=on-demand" in page.url
-    cells = page.locator("#cheapest tbody tr").first.locator("td").all_inner_texts()
-    assert cells[3] == "$1.3867" and cells[5] == "on-demand"
-    page.fill("input[name=gpu]", "MI300X")
+    cells = row_of(page, "H100-SXM-80GB")
+    assert cells[PER_GPU] == "$1.3867" and cells[PRICING] == "on-demand"
+    page.fill("input[name=gpu]", "MI325X")
     page.click("button[type=submit]")
     assert page.locator("#cheapest").count() == 0
     assert "No offer matches these filters." in page.content()
@@ -120,8 +295,11 @@ def test_the_page_is_read_only_and_escapes_what_it_echoes(site):
     for path in ("/", "/metrics", "/healthz"):
         status, headers, _ = request(site + path, "POST")
         assert status == 405 and headers["Allow"] == "GET, HEAD"
-    status, headers, body = request(site + "/?gpu=%3Cscript%3Ealert(1)%3C/script%3E")
-    assert status == 200 and "<script>" not in body and "&lt;script&gt;" in body
+    for param in ("gpu", "range"):
+        status, headers, body = request(site + f"/?{param}=%3Cscript%3Ealert(1)%3C/script%3E")
+        assert status == 200 and "<script>" not in body and "&lt;script&gt;" in body
+    status, _, body = request(site + "/?gpu=%22%3E%3Cb%3E&range=24h")  # into the range links
+    assert status == 200 and "<b>" not in body and "gpu=%22%3E%3Cb%3E&amp;range=7d" in body
     assert "default-src 'none'" in headers["Content-Security-Policy"]
 
 
