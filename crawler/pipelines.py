@@ -31,6 +31,10 @@ from gpuradar.core.items import PRICINGS, FxRateItem, OfferKey, PriceItem
 
 log = logging.getLogger(__name__)
 
+#: Scrapy signal sent once the storage pipeline has recorded the crawl (`summary`: its
+#: CrawlSummary); the crawl service (gpuradar.crawler.runner.TrackedCrawl) listens for it.
+crawl_recorded = object()
+
 #: Drop reasons about the price only: the offer is still listed, so it is kept open with its
 #: last good price instead of being closed as vanished.
 UNREADABLE_REASONS = frozenset({"no_price", "bad_price", "zero_price", "negative_price",
@@ -326,7 +330,7 @@ class StoragePipeline:
             unknown_gpus=stats.get("gpuradar/unknown_gpu_names", ()),
             unreadable=self.unreadable, uncatalogued=stats.get(UNCATALOGUED_NAMES) or {},
             rates=rates)
-        self.crawler.gpuradar_summary = self.summary  # read by the command line and daemon
+        self.crawler.signals.send_catch_log(crawl_recorded, summary=self.summary)
 
     def _store_fx(self) -> int:
         """Store the collected ECB rates as USD per unit; how many were stored."""

@@ -1,5 +1,7 @@
-"""Running crawls from the command line: which sources exist, which are enabled, and a
-one-shot crawl of several sources at once in one Scrapy process."""
+"""The crawl service `gpuradar crawl`, `demo` and the daemon share: which sources exist and
+which are enabled, the order crawls run in (exchange rates first), one typed result per
+crawl (TrackedCrawl -> CrawlResult), and a one-shot crawl of several sources at once in one
+Scrapy process (run_once; the daemon runs each crawl on its own reactor instead)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import signal
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from gpuradar.crawler.pipelines import crawl_recorded
 from gpuradar.crawler.spiders.base import GpuRadarSpider
 from gpuradar.storage.ingest import CrawlSummary
 from scrapy import signals
@@ -56,21 +59,61 @@ def unreachable_summary(stats: dict[str, Any]) -> str:
                                        for why, hosts in by_cause.items())
 
 
+#: The exchange-rate source: every other source converts its prices with what it stored.
+FX = "fx"
+
+
+def fx_first(sources: Iterable[str]) -> list[list[str]]:
+    """The groups crawls run in: the exchange rates first, then every other source at once."""
+    names = list(sources)
+    return [group for group in ([n for n in names if n == FX], [n for n in names if n != FX])
+            if group]
+
+
+def waits_for_fx(source: str, have_rates: bool) -> bool:
+    """Whether a crawl of `source` should wait for a running exchange-rate crawl: without a
+    stored rate, its non-USD prices could not be converted and would be dropped."""
+    return source != FX and not have_rates
+
+
 class CrawlResult(CrawlSummary):
     """The outcome of one crawl as the command line and the daemon report it."""
 
-    @classmethod
-    def from_crawler(cls, source: str, crawler: Any) -> CrawlResult:
-        summary = getattr(crawler, "gpuradar_summary", None)
-        stats = crawler.stats.get_stats() if crawler.stats else {}
-        if summary is None:  # the crawl never reached storage (failed to open)
-            stats = _stats(crawler)
-            error = getattr(crawler, "gpuradar_start_error", None) or (
+
+class TrackedCrawl:
+    """One crawl and its outcome: the summary the storage pipeline recorded (signal
+    `crawl_recorded`), or why it never got that far. Nothing is stored on the crawler."""
+
+    def __init__(self, source: str, crawler: Any) -> None:
+        self.source, self.crawler = source, crawler
+        self.summary: CrawlSummary | None = None
+        self.start_error: str | None = None
+        crawler.signals.connect(self._recorded, signal=crawl_recorded)
+
+    def _recorded(self, summary: CrawlSummary) -> None:
+        self.summary = summary
+
+    def failed_to_start(self, exc: BaseException) -> None:
+        """A crawl that failed to start (a component or a setting Scrapy cannot use): one
+        line in its result instead of a traceback."""
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        self.start_error = f"crawl did not start: {type(exc).__name__}: {message}"
+
+    @property
+    def unfinished_crawl_id(self) -> int | None:
+        """The crawl record of a crawl that started and has not been recorded yet."""
+        return None if self.summary is not None else _stats(self.crawler).get(
+            "gpuradar/crawl_id")
+
+    def result(self) -> CrawlResult:
+        stats = _stats(self.crawler)
+        if self.summary is None:  # the crawl never reached storage (failed to open)
+            error = self.start_error or (
                 "crawl did not start" if "finish_reason" not in stats
                 else f"crawl not recorded (finished: {stats['finish_reason']})")
-            return cls(crawl_id=stats.get("gpuradar/crawl_id"), source=source, status="failed",
-                       error=error)
-        result = cls(**vars(summary))
+            return CrawlResult(crawl_id=stats.get("gpuradar/crawl_id"), source=self.source,
+                               status="failed", error=error)
+        result = CrawlResult(**vars(self.summary))
         if result.status == "failed" and (unreachable := unreachable_summary(stats)):
             result.error = unreachable  # one line, not one per dropped request
         return result
@@ -132,10 +175,9 @@ def _stats(crawler: Any) -> dict[str, Any]:
         return {}
 
 
-def _crawl_ids(crawlers: dict[str, Any]) -> list[int]:
+def _crawl_ids(crawls: dict[str, TrackedCrawl]) -> list[int]:
     """The crawl records of the crawls that have not finished."""
-    return [_stats(c)["gpuradar/crawl_id"] for c in crawlers.values()
-            if "gpuradar/crawl_id" in _stats(c) and getattr(c, "gpuradar_summary", None) is None]
+    return [cid for c in crawls.values() if (cid := c.unfinished_crawl_id) is not None]
 
 
 def run_once(sources: list[str], settings: Settings,
@@ -156,7 +198,7 @@ def run_once(sources: list[str], settings: Settings,
 
     url = settings.get("GPURADAR_DATABASE_URL") or ""
     process = CrawlerProcess(settings)
-    crawlers = {}
+    crawls: dict[str, TrackedCrawl] = {}
     handlers = []
     for name in sources:
         crawler = process.create_crawler(name)
@@ -165,8 +207,7 @@ def run_once(sources: list[str], settings: Settings,
                 on_item(_name)
             handlers.append(counted)  # signals hold weak references: keep one
             crawler.signals.connect(counted, signal=signals.item_scraped)
-        crawlers[name] = crawler
-    groups = [[n for n in sources if n == "fx"], [n for n in sources if n != "fx"]]
+        crawls[name] = TrackedCrawl(name, crawler)
     stopped: dict[str, str] = {}
 
     def stop_reactor() -> None:
@@ -188,7 +229,7 @@ def run_once(sources: list[str], settings: Settings,
         from gpuradar.storage.owner import mark_interrupted
 
         try:
-            mark_interrupted(get_engine(url), _crawl_ids(crawlers), "Ctrl-C")
+            mark_interrupted(get_engine(url), _crawl_ids(crawls), "Ctrl-C")
         except Exception:  # noqa: BLE001 - the next command marks them (process gone)
             log.debug("could not record the interrupted crawls", exc_info=True)
         stop_at_once()
@@ -204,14 +245,13 @@ def run_once(sources: list[str], settings: Settings,
     @defer.inlineCallbacks
     def crawl_all():
         try:
-            for group in groups:
-                if group:
-                    results = yield defer.DeferredList(
-                        [process.crawl(crawlers[n]) for n in group], consumeErrors=True)
-                    for n, (ok, failure) in zip(group, results, strict=True):
-                        if not ok:
-                            _not_started(crawlers[n], failure.value)
-                            log.debug("crawl of %s failed", n, exc_info=failure.value)
+            for group in fx_first(sources):
+                results = yield defer.DeferredList(
+                    [process.crawl(crawls[n].crawler) for n in group], consumeErrors=True)
+                for n, (ok, failure) in zip(group, results, strict=True):
+                    if not ok:
+                        crawls[n].failed_to_start(failure.value)
+                        log.debug("crawl of %s failed", n, exc_info=failure.value)
         finally:
             reactor.callLater(0, stop_reactor)
 
@@ -233,7 +273,7 @@ def run_once(sources: list[str], settings: Settings,
         pool = getattr(reactor, "threadpool", None)
         if pool is not None:
             pool.stop()
-    results = [CrawlResult.from_crawler(name, c) for name, c in crawlers.items()]
+    results = [c.result() for c in crawls.values()]
     if "interrupt" in stopped:
         for r in results:
             if r.status == "failed":
@@ -241,12 +281,12 @@ def run_once(sources: list[str], settings: Settings,
                            else "not started (interrupted)")
         raise CrawlInterrupted("interrupted", results)
     if "database" in stopped:
-        _record_stopped(url, crawlers, stopped["database"])
+        _record_stopped(url, crawls, stopped["database"])
         raise DatabaseUnusable(stopped["database"], results)
     return results
 
 
-def _record_stopped(url: str, crawlers: dict[str, Any], problem: str) -> None:
+def _record_stopped(url: str, crawls: dict[str, TrackedCrawl], problem: str) -> None:
     """The crawls this process stopped for a database error are recorded failed with that
     error, here and now (not by a later command as "process gone"), when the database takes
     the write; when it does not (still locked, gone), the next command records them."""
@@ -254,13 +294,6 @@ def _record_stopped(url: str, crawlers: dict[str, Any], problem: str) -> None:
     from gpuradar.storage.owner import mark_interrupted
 
     try:
-        mark_interrupted(get_engine(url), _crawl_ids(crawlers), f"stopped: {problem}")
+        mark_interrupted(get_engine(url), _crawl_ids(crawls), f"stopped: {problem}")
     except Exception:  # noqa: BLE001 - the database is the problem: already reported
         log.debug("could not record the stopped crawls", exc_info=True)
-
-
-def _not_started(crawler: Any, exc: BaseException) -> None:
-    """A crawl that failed to start (a component or a setting Scrapy cannot use): one line
-    in its result instead of a traceback."""
-    message = " ".join(str(exc).split()) or type(exc).__name__
-    crawler.gpuradar_start_error = f"crawl did not start: {type(exc).__name__}: {message}"

@@ -372,7 +372,7 @@ class Daemon:
 
     @_job
     async def _crawl_job(self, source: str) -> None:
-        from gpuradar.crawler.runner import CrawlResult
+        from gpuradar.crawler.runner import TrackedCrawl, waits_for_fx
         from scrapy.crawler import Crawler
 
         plan = self.loaded.plans.get(source)
@@ -384,11 +384,11 @@ class Daemon:
         st.job_task = asyncio.current_task()
         try:
             fx = self.state.get("fx")
-            if (source != "fx" and not self._have_fx and fx is not None
+            if (waits_for_fx(source, self._have_fx) and fx is not None
                     and fx.crawl_task is not None):
-                # no exchange rate stored yet: without one, non-USD prices would be dropped
                 await asyncio.wait({fx.crawl_task}, timeout=FX_WAIT_MAX)
             crawler = Crawler(self.loaded.classes[source], self.crawl_settings(plan))
+            tracked = TrackedCrawl(source, crawler)
             started = time.monotonic()
             log.debug("%s: crawl starting", source, extra={"source": source})
             error = ""
@@ -404,7 +404,7 @@ class Daemon:
             finally:
                 st.crawler = st.crawl_task = None
             duration = time.monotonic() - started
-            result = CrawlResult.from_crawler(source, crawler)
+            result = tracked.result()
             if error and result.status != "failed":
                 result.status, result.error = "failed", error
             self.metrics.observe_crawl(source, result.status, duration, result.items,

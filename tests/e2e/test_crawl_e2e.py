@@ -118,7 +118,10 @@ def test_unexpected_shape_names_source_and_field(tmp_path, provider_server, sqli
     proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=sqlite_url)
     result = summary(proc)["azure"]
     assert result["status"] == "failed"
-    assert "azure: unexpected response shape: field 'Items' is missing" in result["error"]
+    # one line: the source, the URL, the status and content type, then the field
+    assert result["error"].startswith("azure: unreadable response from http://")
+    assert "(HTTP 200, application/json): unexpected response shape: field 'Items' is " \
+           "missing" in result["error"]
 
 
 def test_record_then_replay_without_network(tmp_path, provider_server, sqlite_url):

@@ -137,7 +137,8 @@ def test_metrics_show_crawls_prices_and_notifications(replay):
     assert label_names <= {"source", "status", "le", "reason", "change", "pricing",
                            "availability", "gpu", "channel", "result", "rule", "job", "version",
                            "python", "scrapy", "implementation", "major", "minor",
-                           "patchlevel", "generation", "vendor", "kind", "frameworks"}
+                           "patchlevel", "generation", "vendor", "kind", "frameworks",
+                           "stat", "count"}  # the market index: median/p10/p90, offers
     status, health = d.healthz()
     assert status == 200 and health["status"] == "ok" and health["database"] == "ok"
 
