@@ -352,7 +352,10 @@ SCHEMAS: dict[str, Any] = {
         "source": {"type": "string"}, "status": {"type": "string"},
         "last_crawl": NULL_TIME, "last_success": NULL_TIME,
         "failures": {"type": "integer"}, "offers": {"type": "integer"},
-        "error": {"type": "string"}}),
+        "error": {"type": "string"},
+        # the time the source's data describes: a replayed recording's capture time
+        "observed_at": NULL_TIME, "replayed": {"type": "boolean"},
+        "captured": _n("string")}),
     "Crawl": _obj({
         "id": {"type": "integer"}, "source": {"type": "string"}, "started_at": TIME,
         "finished_at": NULL_TIME,

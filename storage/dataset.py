@@ -124,7 +124,8 @@ def sources(engine: Engine) -> list[dict[str, Any]]:
     from gpuradar.storage.web import sources as source_rows
 
     return [{**s, "last_crawl": aware(s["last_crawl"]), "last_success": aware(
-        s["last_success"])} for s in source_rows(engine)]
+        s["last_success"]), "observed_at": aware(s.get("observed_at"))}
+            for s in source_rows(engine)]
 
 
 def open_read_only(url: str) -> Engine:

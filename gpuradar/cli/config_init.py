@@ -80,9 +80,9 @@ def _section(model: type[BaseModel], indent: int, lines: list[str]) -> None:
 
 
 def _sources(model: type[BaseModel], lines: list[str]) -> None:
-    from gpuradar.core.sources import spider_classes
+    from gpuradar.core.sources import providers
 
-    classes = spider_classes()
+    classes = providers()
     lines.append("# per-source options (every source takes enabled, interval, jitter, timeout,")
     lines.append("# request_interval, price_range, shrink_guard; durations in seconds or 5m/1h)")
     lines.append("# sources:")

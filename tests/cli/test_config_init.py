@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from gpuradar.cli import app
 from gpuradar.core.config import load_config, schema
-from gpuradar.core.sources import spider_classes
+from gpuradar.core.sources import providers
 
 runner = CliRunner()
 
@@ -26,7 +26,7 @@ def test_init_writes_every_key_commented_and_the_file_checks(tmp_path):
         model = root.model_fields[section].annotation
         for name, field in model.model_fields.items():
             assert re.search(rf"^#   {field.alias or name}:", text, re.M), (section, name)
-    for name, cls in spider_classes().items():
+    for name, cls in providers().items():
         assert f"#   {name}:" in text
         for env in (getattr(cls, "credentials", {}) or {}).values():
             assert env in text

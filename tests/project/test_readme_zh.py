@@ -131,11 +131,11 @@ def test_the_first_crawl_needs_no_key_and_keyed_sources_come_after_their_credent
     """Issue #35: the first crawl of the guide works without any key (the key-less Chinese
     source, alibaba, included); the sources that need keys are crawled only after the
     section that says how to set them."""
-    from gpuradar.core.sources import spider_classes
+    from gpuradar.core.sources import providers
 
     text = ZH.read_text()
     credentials = text.index("## 国内云的配置：凭据")
-    keyed = {name for name, cls in spider_classes().items() if cls.requires_credentials}
+    keyed = {name for name, cls in providers().items() if cls.requires_credentials}
     first_crawls = [w for w in commands() if w[0] == "crawl"]
     assert first_crawls
     for block_start in (m.start() for m in re.finditer(r"gpuradar crawl ", text)):
