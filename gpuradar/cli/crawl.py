@@ -26,7 +26,8 @@ from gpuradar.cli.common import (
     pick_format,
 )
 from gpuradar.cli.output import Format, console, emit, err_console
-from gpuradar.core.config import Config, scrapy_settings
+from gpuradar.core.config import Config
+from gpuradar.crawler.config import scrapy_settings
 
 
 # -- crawl -------------------------------------------------------------------------------

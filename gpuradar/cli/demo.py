@@ -30,7 +30,8 @@ from gpuradar.cli.crawl import _crawl, _print_results
 from gpuradar.cli.output import Format, console, money, table
 from gpuradar.cli.prices import YES_NO, print_gpu_history
 from gpuradar.core import providers
-from gpuradar.core.config import Config, scrapy_settings
+from gpuradar.core.config import Config
+from gpuradar.crawler.config import scrapy_settings
 
 TIMELINE = RECORDINGS / "timeline.json"
 

@@ -620,8 +620,9 @@ def test_the_source_price_range_is_checked_like_the_setting(tmp_path):
 def test_every_supported_scrapy_setting_is_a_real_one():
     """A name the section accepts is one Scrapy, gpuradar or scrapy-playwright reads."""
     import scrapy_playwright.handler as playwright_handler
+    from gpuradar.crawler.config import scrapy_defaults
 
-    from gpuradar.core.config import ScrapySection, scrapy_defaults
+    from gpuradar.core.config import ScrapySection
 
     source = Path(playwright_handler.__file__).read_text()
     for name in ScrapySection.model_fields:
@@ -784,9 +785,10 @@ def test_example_config_matches_the_schema_defaults():
 def test_every_source_option_a_spider_reads_is_declared():
     """A spider reads its options by name (self.option("x"), opts.get("x"), opts["x"]): each
     must be declared, or the schema would refuse a working configuration."""
+    from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
 
-    from gpuradar.core.config import scrapy_settings, source_option_types
+    from gpuradar.core.config import source_option_types
 
     for name, cls in spider_classes(scrapy_settings(Config(database_url="sqlite://"))).items():
         tree = ast.parse(Path(sys.modules[cls.__module__].__file__).read_text())

@@ -63,12 +63,13 @@ def test_every_provider_fact_comes_from_its_declaration():
     kinds, intervals, endpoints, options, credentials and the mainland rule are read from
     the declarations, and each spider takes its facts from its own, so a fact has one home
     and core never loads a spider to learn one."""
+    from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
     from gpuradar.crawler.spiders.base import FACTS
     from gpuradar.scheduler.jobs import KINDS
 
     from gpuradar.core import providers, sources
-    from gpuradar.core.config import Config, scrapy_settings
+    from gpuradar.core.config import Config
 
     listed = subprocess.run([str(BIN / "scrapy"), "list"], cwd=REPO, capture_output=True,
                             text=True, timeout=120, check=True).stdout.split()

@@ -1,0 +1,49 @@
+"""The Scrapy settings a crawl runs with, built from the configuration in force, and what
+only Scrapy knows about settings (the names it defines). Core's schema
+(gpuradar.core.config) checks the file without loading Scrapy; this is the crawler's side."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from gpuradar.core.config import SCRAPY_SETTINGS_MODULE, Config
+
+if TYPE_CHECKING:
+    from scrapy.settings import Settings
+
+# Scrapy is imported inside the functions: every command imports this module, and most of
+# them (prices, history, --help) never build Scrapy settings.
+
+
+@cache
+def scrapy_defaults() -> dict[str, Any]:
+    """Every setting Scrapy and the project's settings module define, with its value."""
+    from scrapy.settings import Settings
+
+    settings = Settings()
+    settings.setmodule(SCRAPY_SETTINGS_MODULE, priority="project")
+    return {name: settings[name] for name in settings.attributes}
+
+
+def scrapy_setting_names() -> set[str]:
+    """The names of scrapy_defaults(): what load_config asks to word a refused setting."""
+    return set(scrapy_defaults())
+
+
+def scrapy_settings(config: Config, **overrides: Any) -> Settings:
+    """Scrapy settings for crawling with this configuration."""
+    from scrapy.utils.project import get_project_settings
+
+    os.environ.setdefault("SCRAPY_SETTINGS_MODULE", SCRAPY_SETTINGS_MODULE)
+    settings = get_project_settings()
+    settings.set("GPURADAR_DATABASE_URL", config.database_url, priority="cmdline")
+    settings.set("GPURADAR_SOURCES", config.sources, priority="cmdline")
+    settings.set("GPURADAR_ENDPOINTS", config.endpoints, priority="cmdline")
+    for key, value in config.scrapy.items():
+        settings.set(key, value, priority="cmdline")
+    for key, value in overrides.items():
+        if value is not None:
+            settings.set(key, value, priority="cmdline")
+    return settings
