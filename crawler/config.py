@@ -8,10 +8,16 @@ import os
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from gpuradar.core.config import SCRAPY_SETTINGS_MODULE, Config
+from gpuradar.core.config import (
+    SCRAPY_SETTINGS_MODULE,
+    Config,
+    SourceOptions,
+    source_model,
+    validate_section,
+)
 
 if TYPE_CHECKING:
-    from scrapy.settings import Settings
+    from scrapy.settings import BaseSettings, Settings
 
 # Scrapy is imported inside the functions: every command imports this module, and most of
 # them (prices, history, --help) never build Scrapy settings.
@@ -39,11 +45,22 @@ def scrapy_settings(config: Config, **overrides: Any) -> Settings:
     os.environ.setdefault("SCRAPY_SETTINGS_MODULE", SCRAPY_SETTINGS_MODULE)
     settings = get_project_settings()
     settings.set("GPURADAR_DATABASE_URL", config.database_url, priority="cmdline")
-    settings.set("GPURADAR_SOURCES", config.sources, priority="cmdline")
+    # each source's options as checked by the schema (read with source_options)
+    settings.set("GPURADAR_SOURCES", dict(config.sources), priority="cmdline")
     settings.set("GPURADAR_ENDPOINTS", config.endpoints, priority="cmdline")
-    for key, value in config.scrapy.items():
+    for key, value in config.scrapy.written().items():
         settings.set(key, value, priority="cmdline")
     for key, value in overrides.items():
         if value is not None:
             settings.set(key, value, priority="cmdline")
     return settings
+
+
+def source_options(settings: BaseSettings, name: str) -> SourceOptions:
+    """Source `name`'s options from the GPURADAR_SOURCES setting: the checked model that
+    scrapy_settings put there, or its defaults. A plain mapping (`scrapy crawl -s`, a test)
+    is checked by the same schema here; ConfigError names the bad key."""
+    value = (settings.getdict("GPURADAR_SOURCES") or {}).get(name)
+    if isinstance(value, SourceOptions):
+        return value
+    return validate_section(source_model(name), value or {}, ("sources", name))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,29 +24,63 @@ from gpuradar.core.config.paths import (
     default_config_path,
     default_database_url,
 )
-from gpuradar.core.config.sections import KNOWN_KEYS, ScrapySection, schema
+from gpuradar.core.config.sections import (
+    KNOWN_KEYS,
+    AlertsSection,
+    DaemonSection,
+    MetricsSection,
+    ScrapySection,
+    SourceOptions,
+    TargetSpec,
+    schema,
+    source_model,
+)
+from gpuradar.core.config.values import Section
 from gpuradar.core.config.yamlfile import read_yaml
+
+#: The sections of the file a Config carries, each as its model (see Config).
+SECTIONS = ("sources", "endpoints", "targets", "rules", "alerts", "metrics", "daemon",
+            "scrapy")
 
 
 @dataclass
 class Config:
-    """The configuration in force: each section as the file wrote it (expanded, checked)."""
+    """The configuration in force, checked by the schema once: each section as its model.
+
+    `sources` holds the sources the file configures (each its provider's options model;
+    `source_options` gives any source's), `targets` a TargetSpec per name, `alerts`,
+    `metrics`, `daemon` and `scrapy` their section models. A Config built from plain data
+    (a program, a test) has those sections checked here, like the file's."""
 
     database_url: str
-    sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sources: dict[str, SourceOptions] = field(default_factory=dict)
     endpoints: dict[str, str] = field(default_factory=dict)
-    targets: dict[str, Any] = field(default_factory=dict)
+    targets: dict[str, TargetSpec] = field(default_factory=dict)
     rules: list[Any] = field(default_factory=list)
     rules_file: Path | None = None
-    alerts: dict[str, Any] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    daemon: dict[str, Any] = field(default_factory=dict)
-    scrapy: dict[str, Any] = field(default_factory=dict)
+    alerts: AlertsSection = field(default_factory=AlertsSection)
+    metrics: MetricsSection = field(default_factory=MetricsSection)
+    daemon: DaemonSection = field(default_factory=DaemonSection)
+    scrapy: ScrapySection = field(default_factory=ScrapySection)
     path: Path | None = None
     marks: Marks | None = None
+    #: load_config's sections are its checked model's: nothing to check again
+    checked: InitVar[bool] = False
 
-    def source_options(self, name: str) -> dict[str, Any]:
-        return dict(self.sources.get(name) or {})
+    def __post_init__(self, checked: bool) -> None:
+        if checked:
+            return
+        plain = {name: getattr(self, name) for name in SECTIONS
+                 if not _is_model(name, getattr(self, name))}
+        if plain:
+            model = validate_section(schema(), plain, (), self.located())
+            for name, value in sections_of(model).items():
+                if name in plain:
+                    setattr(self, name, value)
+
+    def source_options(self, name: str) -> SourceOptions:
+        """The options of source `name`: as the file sets them, else its defaults."""
+        return self.sources.get(name) or source_model(name)()
 
     def located(self) -> Marks:
         return self.marks or Marks(path=self.path)
@@ -58,6 +92,29 @@ class Config:
     def error(self, keys: Key, message: str) -> ConfigError:
         """A ConfigError about the key at `keys`, located."""
         return ConfigError(self.located().problem(keys, message))
+
+
+def _is_model(name: str, value: Any) -> bool:
+    """Whether a section given to Config is in its checked form already."""
+    if name == "sources":
+        return all(isinstance(v, SourceOptions) for v in value.values())
+    if name == "targets":
+        return all(isinstance(v, TargetSpec) for v in value.values())
+    if name in ("endpoints", "rules"):
+        return not value  # plain data either way: checked unless empty
+    return isinstance(value, Section)
+
+
+def sections_of(model: Any) -> dict[str, Any]:
+    """The sections of a checked file (schema()'s model) as Config carries them."""
+    sources = model.sources
+    return {
+        "sources": {n: v for n in type(sources).model_fields
+                    if (v := getattr(sources, n)) is not None},
+        "endpoints": dict(model.endpoints), "targets": dict(model.targets),
+        "rules": list(model.rules), "alerts": model.alerts, "metrics": model.metrics,
+        "daemon": model.daemon, "scrapy": model.scrapy,
+    }
 
 
 def _env_value(keys: Key, text: str) -> Any:
@@ -104,18 +161,9 @@ def load_config(path: Path | str | None = None, *, database_url: str | None = No
     if rules_file is not None and not rules_file.is_absolute() and path is not None:
         rules_file = path.parent / rules_file
 
-    def section(name: str) -> Any:
-        value = raw.get(name)
-        return value if value is not None else ({} if name != "rules" else [])
-
-    return Config(
-        database_url=str(model.database_url or default_database_url()),
-        sources={k: dict(v or {}) for k, v in section("sources").items()},
-        endpoints={str(k): str(v) for k, v in section("endpoints").items()},
-        targets=section("targets"), rules=list(section("rules")), rules_file=rules_file,
-        alerts=section("alerts"), metrics=section("metrics"), daemon=section("daemon"),
-        scrapy=section("scrapy"), path=path, marks=marks,
-    )
+    return Config(database_url=str(model.database_url or default_database_url()),
+                  rules_file=rules_file, path=path, marks=marks, checked=True,
+                  **sections_of(model))
 
 
 def check_settings_module() -> None:

@@ -60,6 +60,15 @@ class SourceOptions(Section):
     # a crawl listing fewer than this share of the last one's offers closes nothing (0: off)
     shrink_guard: float | None = Field(None, ge=0, le=1)
 
+    def get(self, name: str, default: Any = None) -> Any:
+        """The value of option `name` (one every source takes, or one its provider
+        declares); `default` when it is not set. A name the source does not have is a
+        KeyError: a spider reads only declared options."""
+        if name not in type(self).model_fields:
+            raise KeyError(f"{name!r} is not an option of this source")
+        value = getattr(self, name)
+        return default if value is None else value
+
 
 class MetricsSection(Section):
     """`metrics:` the daemon's /metrics and /healthz."""
@@ -134,6 +143,8 @@ def _target_form(value: Any) -> Any:
 
 
 class TargetSpec(Section):
+    """A notification target: an apprise URL (or several) and tags."""
+
     url: str | None = None
     urls: TextOrTexts | None = None
     tags: TextOrTexts | None = None
@@ -141,12 +152,24 @@ class TargetSpec(Section):
 
     @model_validator(mode="after")
     def _has_url(self) -> TargetSpec:
-        urls = self.urls or self.url
-        urls = [urls] if isinstance(urls, str) else list(urls or [])
+        urls = self.url_list()
         if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
             raise ValueError("has no URL (write name: apprise URL, a list of them, or "
                              "{url: ..., tags: [...]})")
         return self
+
+    def url_list(self) -> list[str]:
+        """The target's URLs (`urls`, else `url`)."""
+        urls = self.urls or self.url
+        return [urls] if isinstance(urls, str) else list(urls or [])
+
+    def tag_list(self) -> list[str]:
+        """The target's tags (`tags`, else `tag`): a list, or one text of comma-separated
+        tags."""
+        tags = self.tags if self.tags is not None else self.tag
+        tags = tags or []
+        return [t.strip() for t in (tags.split(",") if isinstance(tags, str) else tags)
+                if t.strip()]
 
 
 def _rule_entry(value: Any) -> Any:

@@ -107,6 +107,10 @@ class Section(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
 
+    def written(self) -> dict[str, Any]:
+        """The keys the file (or the caller) set, by their names in the file, as checked."""
+        return self.model_dump(exclude_unset=True, by_alias=True)
+
 
 
 def _price_range(value: list[float] | None) -> list[float] | None:
