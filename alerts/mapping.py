@@ -18,12 +18,12 @@ from dataclasses import replace
 from typing import Any
 
 from gpuradar.alerts.grammar import (
-    _FIT_PREFIX,
-    _PRICING_WORDS,
-    _QUANTITY,
+    FIT_PREFIX,
+    PRICING_WORDS,
+    QUANTITY,
     FitClause,
-    _close,
-    _gb,
+    closest,
+    gigabytes,
     is_fit_rule,
     make_condition,
     parse_fit_clause,
@@ -80,10 +80,10 @@ def _number(value: Any, key: str, *, gb: bool = False) -> float:
         if not math.isfinite(number):
             raise ValueError(f"{key}: a number, not {value!r}")
     else:
-        q = _QUANTITY.match(str(value).replace(" ", ""))
+        q = QUANTITY.match(str(value).replace(" ", ""))
         if not q or (q.group(2) and not gb):
             raise ValueError(f"{key}: a number{' of GB' if gb else ''}, not {value!r}")
-        number = _gb(q)
+        number = gigabytes(q)
     if number < 0:
         raise ValueError(f"{key}: must not be negative")
     return number
@@ -98,7 +98,7 @@ def rule_from_mapping(data: dict[str, Any]) -> Rule:
     unknown = [k for k in data if k not in FIELD_KEYS and k not in OPTION_KEYS]
     if unknown:
         k = str(unknown[0])[:40]
-        raise RuleError(f"unknown field {k!r}", hint=_close(k, FIELD_KEYS | OPTION_KEYS))
+        raise RuleError(f"unknown field {k!r}", hint=closest(k, FIELD_KEYS | OPTION_KEYS))
     for key, value in data.items():  # as the readable form: no field longer than a rule
         for text in value if isinstance(value, list) else [value]:
             if isinstance(text, str) and (error := too_long(text, str(key))) is not None:
@@ -236,16 +236,16 @@ def _drop_pct(drop: dict[str, Any]) -> tuple[float, None]:
 
 def _pricing(value: Any) -> str:
     p = str(value).lower()
-    if p not in _PRICING_WORDS:
+    if p not in PRICING_WORDS:
         raise ValueError(f"pricing: on-demand or spot, not {value!r}")
-    return _PRICING_WORDS[p]
+    return PRICING_WORDS[p]
 
 
 def _sources(value: Any, key: str) -> tuple[str, ...]:
     items = [s.lower() for s in _as_list(value, key)]
     for s in items:
         if s not in price_sources():
-            raise RuleError(f"{key}: unknown source {s!r}", hint=_close(s, price_sources()))
+            raise RuleError(f"{key}: unknown source {s!r}", hint=closest(s, price_sources()))
     return tuple(items)
 
 
@@ -266,7 +266,7 @@ def _structured_currency(value: Any) -> str:
     cur = SIGN_CURRENCY.get(cur, cur)
     if cur not in FALLBACK_USD_PER_UNIT:
         raise RuleError(f"currency: unknown currency {value!r}",
-                        hint=_close(cur, FALLBACK_USD_PER_UNIT, 0.6))
+                        hint=closest(cur, FALLBACK_USD_PER_UNIT, 0.6))
     return cur
 
 
@@ -311,7 +311,7 @@ def _fit_from_mapping(data: dict[str, Any], base_text: Any, structured: list[str
         value = data["fit"]
         if not isinstance(value, str) or not value.strip():
             raise RuleError("fit: the job as text, e.g. `fit: 7B finetune`")
-        clause_text = value if is_fit_rule(value) else _FIT_PREFIX + value
+        clause_text = value if is_fit_rule(value) else FIT_PREFIX + value
         try:
             clause = parse_fit_clause(clause_text)
         except RuleError as exc:
