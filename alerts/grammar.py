@@ -457,100 +457,119 @@ def parse_fit_clause(text: str) -> FitClause:
     [batch N]`, clauses after the size in any order. The price is for the whole
     configuration (every GPU the job needs) unless `per gpu`; "under" is strict. Region
     patterns mean what they mean everywhere (gpuradar.core.units.region_matches)."""
-    toks = _tokenize(text or "")
-    if not toks:
+    reader = _FitReader(text)
+    if not reader.toks:
         raise RuleError("empty clause", text)
+    i = reader.start()
+    while i < len(reader.toks):
+        i = reader.clause(i)
+    return reader.fit_clause()
 
-    def err(msg: str, k: int, hint: str | None = None) -> RuleError:
-        return _fail(msg, text, toks[k] if k < len(toks) else None, hint)
 
-    def low(k: int) -> str:
-        return toks[k].low if k < len(toks) else ""
+class _FitReader:
+    """The words of one fit clause, read left to right into `spec`."""
 
-    i = 1 if low(0) == "cheapest" else 0
-    if low(i) not in ("fit", "fits"):
-        raise err("expected 'fit for <size> <task>'", i)
-    i += 1
-    if low(i) != "for":
-        raise err("expected 'for' after 'fit'", i)
-    i += 1
-    spec: dict[str, Any] = {}
+    def __init__(self, text: str) -> None:
+        self.text, self.toks = text, _tokenize(text or "")
+        self.spec: dict[str, Any] = {}
 
-    def once(key: str, value: Any, k: int) -> None:
-        if key in spec:
-            raise err(f"{key} given twice", k)
-        spec[key] = value
+    def err(self, msg: str, k: int, hint: str | None = None) -> RuleError:
+        return _fail(msg, self.text, self.toks[k] if k < len(self.toks) else None, hint)
 
-    while i < len(toks):
-        word = low(i)
+    def low(self, k: int) -> str:
+        return self.toks[k].low if k < len(self.toks) else ""
+
+    def once(self, key: str, value: Any, k: int) -> None:
+        if key in self.spec:
+            raise self.err(f"{key} given twice", k)
+        self.spec[key] = value
+
+    def start(self) -> int:
+        """`[cheapest] fit for`: the index of the first clause."""
+        i = 1 if self.low(0) == "cheapest" else 0
+        if self.low(i) not in ("fit", "fits"):
+            raise self.err("expected 'fit for <size> <task>'", i)
+        i += 1
+        if self.low(i) != "for":
+            raise self.err("expected 'for' after 'fit'", i)
+        return i + 1
+
+    def clause(self, i: int) -> int:
+        """The clause at toks[i]; the index after it."""
+        word, low = self.low(i), self.low
         if word in _TASK_WORDS:
-            once("task", _TASK_WORDS[word], i)
-            i += 1
+            self.once("task", _TASK_WORDS[word], i)
         elif word in PRECISIONS:
-            once("precision", word, i)
-            i += 1
+            self.once("precision", word, i)
         elif word in ("spot", "on-demand", "ondemand"):
-            once("pricing", "spot" if word == "spot" else "on_demand", i)
-            i += 1
+            self.once("pricing", "spot" if word == "spot" else "on_demand", i)
         elif word in ("under", "below", "<"):
-            i = _clause_price(toks, i + 1, spec, err)
+            return _clause_price(self.toks, i + 1, self.spec, self.err)
         elif word == "less" and low(i + 1) == "than":
-            i = _clause_price(toks, i + 2, spec, err)
+            return _clause_price(self.toks, i + 2, self.spec, self.err)
         elif word == "per":
             if low(i + 1) in ("gpu", "gpu-hour", "gpu-h"):
-                spec["per_gpu"] = True
+                self.spec["per_gpu"] = True
             elif low(i + 1) not in ("instance", "config", "configuration"):
-                raise err("expected 'per gpu'", i + 1)
-            i += 2
-        elif word == "in" and i + 1 < len(toks) and not all(
-                n in price_sources() for n in low(i + 1).split(",") if n):
-            once("regions", tuple(_name_list(_Tok(low(i + 1), 0, 0))), i)
-            i += 2
-        elif word in ("in", "on"):
-            if i + 1 >= len(toks):
-                raise err(f"'{word}' needs providers, e.g. {word} aws,gcp", i + 1)
-            names = [n for n in low(i + 1).split(",") if n]
-            for name in names:
-                if name not in price_sources():
-                    raise err(f"unknown provider {name!r}", i + 1,
-                              closest(name, price_sources(), 0.6))
-            once("sources", tuple(names), i)
-            i += 2
-        elif word == "region":
-            if i + 1 >= len(toks):
-                raise err("'region' needs a glob, e.g. region us-*", i + 1)
-            once("regions", tuple(_name_list(_Tok(low(i + 1), 0, 0))), i)
-            i += 2
+                raise self.err("expected 'per gpu'", i + 1)
+            return i + 2
+        elif word in ("in", "on", "region"):
+            return self.place(word, i)
         elif word in ("seq", "seq-len", "context", "batch"):
-            key = "batch" if word == "batch" else "seq_len"
             if not low(i + 1).isdigit() or int(low(i + 1)) <= 0:
-                raise err(f"'{word}' needs a positive whole number", i + 1)
-            once(key, int(low(i + 1)), i)
-            i += 2
+                raise self.err(f"'{word}' needs a positive whole number", i + 1)
+            self.once("batch" if word == "batch" else "seq_len", int(low(i + 1)), i)
+            return i + 2
         elif _SIZE.match(word):
             try:
-                once("params", parse_count(word, "model size"), i)
+                self.once("params", parse_count(word, "model size"), i)
             except RecommendError as exc:
-                raise err(str(exc), i) from None
-            i += 1
+                raise self.err(str(exc), i) from None
         else:
             close = [c for c in difflib.get_close_matches(word, _CLAUSE_WORDS, 2, 0.7)
                      if c != word]
-            raise err(f"unexpected word {toks[i].text!r}", i, close[0] if close else None)
-    if "params" not in spec:
-        raise err("missing the model size, e.g. 7B", len(toks))
-    if "task" not in spec:
-        raise err(f"missing the task ({', '.join(TASKS)})", len(toks))
-    try:
-        job = Job(params=spec["params"], task=spec["task"],
-                  precision=spec.get("precision", "bf16"), seq_len=spec.get("seq_len", 2048),
-                  batch=spec.get("batch", 1))
-    except RecommendError as exc:
-        raise RuleError(str(exc), text) from None
-    return FitClause(job=job, max_price=spec.get("max_price"),
-                     currency=spec.get("currency", "USD"), per_gpu=spec.get("per_gpu", False),
-                     pricing=spec.get("pricing"), sources=spec.get("sources", ()),
-                     regions=spec.get("regions", ()))
+            raise self.err(f"unexpected word {self.toks[i].text!r}", i,
+                           close[0] if close else None)
+        return i + 1
+
+    def place(self, word: str, i: int) -> int:
+        """`in`/`on` providers, `in`/`region` region globs (toks[i] is the word)."""
+        low, after = self.low, self.low(i + 1)
+        if word == "in" and i + 1 < len(self.toks) and not all(
+                n in price_sources() for n in after.split(",") if n):
+            self.once("regions", tuple(_name_list(_Tok(after, 0, 0))), i)
+        elif word in ("in", "on"):
+            if i + 1 >= len(self.toks):
+                raise self.err(f"'{word}' needs providers, e.g. {word} aws,gcp", i + 1)
+            names = [n for n in low(i + 1).split(",") if n]
+            for name in names:
+                if name not in price_sources():
+                    raise self.err(f"unknown provider {name!r}", i + 1,
+                                   closest(name, price_sources(), 0.6))
+            self.once("sources", tuple(names), i)
+        else:
+            if i + 1 >= len(self.toks):
+                raise self.err("'region' needs a glob, e.g. region us-*", i + 1)
+            self.once("regions", tuple(_name_list(_Tok(after, 0, 0))), i)
+        return i + 2
+
+    def fit_clause(self) -> FitClause:
+        """The clause read, once it names a size and a task."""
+        spec, end = self.spec, len(self.toks)
+        if "params" not in spec:
+            raise self.err("missing the model size, e.g. 7B", end)
+        if "task" not in spec:
+            raise self.err(f"missing the task ({', '.join(TASKS)})", end)
+        try:
+            job = Job(params=spec["params"], task=spec["task"],
+                      precision=spec.get("precision", "bf16"),
+                      seq_len=spec.get("seq_len", 2048), batch=spec.get("batch", 1))
+        except RecommendError as exc:
+            raise RuleError(str(exc), self.text) from None
+        return FitClause(job=job, max_price=spec.get("max_price"),
+                         currency=spec.get("currency", "USD"),
+                         per_gpu=spec.get("per_gpu", False), pricing=spec.get("pricing"),
+                         sources=spec.get("sources", ()), regions=spec.get("regions", ()))
 
 
 def _clause_price(toks: list[_Tok], i: int, spec: dict[str, Any], err) -> int:
