@@ -146,20 +146,52 @@ def _spec_of(rule: Rule, said_basis: bool) -> dict[str, Any]:
 
 def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> str:
     """Apply the structured fields to `spec`; returns the GPU as written ('' if not given)."""
-    gpu_query = ""
+    gpu_query = _structured_gpu(spec, data)
+    _structured_sizes(spec, data)
+    if "pricing" in data:
+        spec["pricing"] = _pricing(data["pricing"])
+    price = _structured_price(data)
+    if price is not None:
+        value, currency, basis = price
+        spec["max_price"], spec["currency"] = value, currency
+        if basis is not None:
+            spec["basis"] = basis
+    if "currency" in data:
+        spec["currency"] = _structured_currency(data["currency"])
+    basis = _basis(data, _BASIS_WORDS)
+    if basis is not None:
+        spec["basis"] = basis
+    _structured_places(spec, data)
+    if "available" in data:
+        if not isinstance(data["available"], bool):
+            raise ValueError("available: true or false")
+        spec["available_only"] = data["available"]
+    if "drop" in data:
+        _structured_drop(spec, data["drop"])
+    return gpu_query
+
+
+def _structured_gpu(spec: dict[str, Any], data: dict[str, Any]) -> str:
+    """`gpu:` (or `gpus:`): catalog names, or `any`; the GPU as written."""
     gpu = data.get("gpu", data.get("gpus"))
-    if gpu is not None:
-        items = _as_list(gpu, "gpu")
-        if items == ["any"] or items == ["*"]:
-            spec["gpus"], gpu_query = None, "any GPU"
-        else:
-            names: set[str] = set()
-            for item in items:
-                found = catalog.match_family(item)
-                if not found:
-                    raise RuleError(f"gpu: unknown GPU {item!r}", hint=catalog.suggest(item))
-                names.update(g.name for g in found)
-            spec["gpus"], gpu_query = frozenset(names), ",".join(items)
+    if gpu is None:
+        return ""
+    items = _as_list(gpu, "gpu")
+    if items == ["any"] or items == ["*"]:
+        spec["gpus"] = None
+        return "any GPU"
+    names: set[str] = set()
+    for item in items:
+        found = catalog.match_family(item)
+        if not found:
+            raise RuleError(f"gpu: unknown GPU {item!r}", hint=catalog.suggest(item))
+        names.update(g.name for g in found)
+    spec["gpus"] = frozenset(names)
+    return ",".join(items)
+
+
+def _structured_sizes(spec: dict[str, Any], data: dict[str, Any]) -> None:
+    """GPU counts (`count`, `min_gpus`, `max_gpus`), memory and vCPUs."""
     if "count" in data:
         spec["min_gpus"] = spec["max_gpus"] = _gpu_count(data["count"], "count")
     if "min_gpus" in data:
@@ -175,19 +207,10 @@ def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> str:
                           ("ram", "min_memory", True)):
         if key in data:
             spec[attr] = _number(data[key], key, gb=gb)
-    if "pricing" in data:
-        spec["pricing"] = _pricing(data["pricing"])
-    price = _structured_price(data)
-    if price is not None:
-        value, currency, basis = price
-        spec["max_price"], spec["currency"] = value, currency
-        if basis is not None:
-            spec["basis"] = basis
-    if "currency" in data:
-        spec["currency"] = _structured_currency(data["currency"])
-    basis = _basis(data, _BASIS_WORDS)
-    if basis is not None:
-        spec["basis"] = basis
+
+
+def _structured_places(spec: dict[str, Any], data: dict[str, Any]) -> None:
+    """Sources and regions, wanted or excluded."""
     for keys, attr in ((("sources", "source"), "sources"),
                        (("not_sources", "exclude_sources"), "exclude_sources")):
         for key in keys:
@@ -198,33 +221,30 @@ def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> str:
         for key in keys:
             if key in data:
                 spec[attr] = tuple(s.lower() for s in _as_list(data[key], key))
-    if "available" in data:
-        if not isinstance(data["available"], bool):
-            raise ValueError("available: true or false")
-        spec["available_only"] = data["available"]
-    if "drop" in data:
-        drop = data["drop"]
-        if isinstance(drop, dict):
-            unknown = set(map(str, drop)) - {"percent", "window", "days"}
-            if unknown:
-                raise ValueError(f"drop: unknown key(s) {', '.join(sorted(unknown))}; use "
-                                 "percent and window (or days)")
-            pct, _ = _drop_pct(drop)
-            days = drop.get("days", 7)
-            if isinstance(days, bool) or not isinstance(days, int) or days <= 0:
-                raise ValueError(f"drop: days must be a whole number more than 0, not {days!r}")
-            window = drop.get("window", f"{days}d")
-            try:
-                spec["drop_window"] = parse_duration(window)
-            except ValueError as exc:
-                raise ValueError(f"drop: window: {exc}") from None
-            if spec["drop_window"].total_seconds() <= 0:  # as the text form's window
-                raise ValueError("drop: window must be longer than zero")
-            spec["drop_pct"] = pct
-        else:
-            sub = parse_rule(f"any GPU drops {drop}").condition
-            spec["drop_pct"], spec["drop_window"] = sub.drop_pct, sub.drop_window
-    return gpu_query
+
+
+def _structured_drop(spec: dict[str, Any], drop: Any) -> None:
+    """`drop:` {percent, window | days}, or the text form's `15% in 7 days`."""
+    if not isinstance(drop, dict):
+        sub = parse_rule(f"any GPU drops {drop}").condition
+        spec["drop_pct"], spec["drop_window"] = sub.drop_pct, sub.drop_window
+        return
+    unknown = set(map(str, drop)) - {"percent", "window", "days"}
+    if unknown:
+        raise ValueError(f"drop: unknown key(s) {', '.join(sorted(unknown))}; use "
+                         "percent and window (or days)")
+    pct, _ = _drop_pct(drop)
+    days = drop.get("days", 7)
+    if isinstance(days, bool) or not isinstance(days, int) or days <= 0:
+        raise ValueError(f"drop: days must be a whole number more than 0, not {days!r}")
+    window = drop.get("window", f"{days}d")
+    try:
+        spec["drop_window"] = parse_duration(window)
+    except ValueError as exc:
+        raise ValueError(f"drop: window: {exc}") from None
+    if spec["drop_window"].total_seconds() <= 0:  # as the text form's window
+        raise ValueError("drop: window must be longer than zero")
+    spec["drop_pct"] = pct
 
 
 def _drop_pct(drop: dict[str, Any]) -> tuple[float, None]:
