@@ -234,6 +234,29 @@ def evaluate(engine: Engine, rules: list[Rule], *, now: datetime | None = None,
 
 def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
               settings: AlertSettings) -> EvaluationResult:
+    everything, built, touched = _sync_pools(engine, rt, rules, now, settings)
+    states = _states(engine, rt)
+    run = _Pass(rt, settings, now, _histories(engine, rules, now), _renderer(rt, settings))
+    if rt.keys is None:  # the rules changed (_sync_pools)
+        rt.keys = [PoolKey.of(r.condition) for r in rules]
+    new_states: dict[str, AlertState] = {}
+    for rule, key in zip(rules, rt.keys, strict=True):
+        old = states.get(rule.key)
+        if (not everything and old is not None
+                and _unchanged(rt, rule, key, old, built, touched, settings, now)):
+            continue
+        new_states[rule.key] = _evaluate_rule(run, rule, old)
+    _source_alerts(rules, states, new_states, rt.market, settings, run.renderer, run.queue,
+                   now, run.result)
+    _save(engine, rt, rules, states, new_states, run)
+    return run.result
+
+
+def _sync_pools(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
+                settings: AlertSettings) -> tuple[bool, set[PoolKey], dict[PoolKey, float]]:
+    """Bring the market and the rules' pools up to date with the store: whether every rule
+    must be looked at again, the pools built anew, and the lowest price that entered or
+    left each pool."""
     market = rt.market
     changes, fx_changed, stale_changed = market.refresh(engine, now, settings)
     everything = rt.states is None or settings != rt.settings or stale_changed
@@ -247,87 +270,124 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
     if fx_changed:
         built |= rt.pools.rebuild(market, lambda k: k.currency != "USD")
     touched = rt.pools.apply(changes, market, skip=built)
-    states = _states(engine, rt)
-    history = _history(engine, [r for r in rules if r.condition.drop_pct is not None
-                                and not r.condition.index], now)
+    return everything, built, touched
+
+
+def _histories(engine: Engine, rules: list[Rule], now: datetime) -> dict[Any, Any]:
+    """The price history the drop rules need, and the market index the index rules read
+    (or the error that fails the index rules alone)."""
+    history: dict[Any, Any] = _history(engine, [r for r in rules
+                                                if r.condition.drop_pct is not None
+                                                and not r.condition.index], now)
     try:
         history[INDEX_KEY] = read_index(engine, rules, now)
     except Exception as exc:  # noqa: BLE001 - fails the index rules alone
         history[INDEX_KEY] = exc
+    return history
+
+
+def _renderer(rt: _Runtime, settings: AlertSettings) -> messages.Renderer:
+    """The message renderer of the configured templates (kept while they stay the same)."""
     if rt.renderer is None or rt.renderer[0] != settings.templates:
         rt.renderer = (settings.templates, messages.Renderer(settings.templates))
     renderer = rt.renderer[1]
     renderer.reset()
-    result = EvaluationResult()
-    outbox: list[dict[str, Any]] = []
-    new_states: dict[str, AlertState] = {}
-    unbounded: dict[PoolKey, float | None] = {}  # cheapest price now, per kind of rule
+    return renderer
 
-    def queue(key: str, kind: str, targets: Iterable[str], msg: messages.Message) -> None:
+
+@dataclass
+class _Pass:
+    """One evaluation's working set: what each rule is matched against, its outcome, and
+    the notifications it queues."""
+
+    rt: _Runtime
+    settings: AlertSettings
+    now: datetime
+    history: dict[Any, Any]
+    renderer: messages.Renderer
+    result: EvaluationResult = field(default_factory=EvaluationResult)
+    outbox: list[dict[str, Any]] = field(default_factory=list)
+    unbounded: dict[PoolKey, float | None] = field(default_factory=dict)  # cheapest now
+
+    def queue(self, key: str, kind: str, targets: Iterable[str],
+              msg: messages.Message) -> None:
+        """One outbox row per target, written with the state change."""
+        now = self.now
         for target in dict.fromkeys(targets):
-            outbox.append({"created_at": now, "alert_key": key, "kind": kind, "target": target,
-                           "channel": "", "title": msg.title[:1000],
-                           "body_markdown": msg.markdown, "body_text": msg.text,
-                           "body_html": msg.html, "notify_type": msg.notify_type,
-                           "status": "pending", "attempts": 0, "next_attempt_at": now,
-                           "last_error": "", "sent_at": None})
+            self.outbox.append({
+                "created_at": now, "alert_key": key, "kind": kind, "target": target,
+                "channel": "", "title": msg.title[:1000], "body_markdown": msg.markdown,
+                "body_text": msg.text, "body_html": msg.html, "notify_type": msg.notify_type,
+                "status": "pending", "attempts": 0, "next_attempt_at": now, "last_error": "",
+                "sent_at": None})
 
-    if rt.keys is None:  # the rules changed (sync above)
-        rt.keys = [PoolKey.of(r.condition) for r in rules]
-    for rule, key in zip(rules, rt.keys, strict=True):
-        old = states.get(rule.key)
-        if not everything and old is not None:
-            before = rt.rules.get(rule.key)
-            same = before is rule or before == rule
-            if (same and old.rule_hash == rule.condition_hash_value
-                    and old.state not in ("pending", "error")
-                    and rule.condition.drop_pct is None and not rule.condition.index
-                    and key not in built
-                    and not _reached(rule, key, touched, settings)
-                    and (old.state != "firing" or not _due(old, policy(rule, settings), now))):
-                continue
-        pol = policy(rule, settings)
-        result.evaluated += 1
-        digest = rule.condition_hash_value
-        st = old if old is not None and old.rule_hash == digest else fresh_state(
-            rule.key, rule.name, digest, rule.condition.currency)
-        if st.description != rule.text[:1000]:  # reworded, same condition (and currency)
-            st = replace(st, description=rule.text[:1000])
-        try:
-            top = rule.top or settings.top
-            m = _match(rule, rt.pools, market, settings, history, top)
-            result.matches[rule.name] = m
-            best = (m.summary() if isinstance(m, IndexMatch)
-                    else messages.offer_summary(*m.matches[0], rule, market, m.pool)
-                    if m.matches else {})
-            seen = Seen(m.matched, m.best, m.count, m.in_band, m.stale_hold, best)
-            new, kind = transition(st, seen, pol, now)
-            if kind is not None:
-                previous = st.notified_value if kind == "improved" else None
-                cheapest = (None if kind != "resolved" else m.lowest
-                            if isinstance(m, IndexMatch) else band_best(rule, market, unbounded))
-                msg = renderer.rule_message(kind, m, market, top, previous, cheapest)
-                targets = rule.targets if rule.targets is not None else rule.notify
-                queue(rule.key, kind, targets, msg)
-        except Exception as exc:  # noqa: BLE001 - one rule must not stop the others
-            why = f"{type(exc).__name__}: {exc}".strip()
-            log.error("rule %r failed: %s", rule.name, why.splitlines()[0][:300],
-                      exc_info=log.isEnabledFor(logging.DEBUG))
-            result.errors[rule.name] = why
-            new, kind = failed(st, why), None
-        if new.state == "firing" and not st.was_firing:
-            result.fired.append(rule.name)
-        if new.state == "inactive" and st.was_firing:
-            result.resolved.append(rule.name)
-        new_states[rule.key] = new
-    _source_alerts(rules, states, new_states, market, settings, renderer, queue, now, result)
+
+def _unchanged(rt: _Runtime, rule: Rule, key: PoolKey, old: AlertState, built: set[PoolKey],
+               touched: dict[PoolKey, float], settings: AlertSettings, now: datetime) -> bool:
+    """Whether a rule's outcome cannot have changed since the last pass: the same rule and
+    state, no offer reached its band, no pool rebuilt, nothing due."""
+    before = rt.rules.get(rule.key)
+    same = before is rule or before == rule
+    return (same and old.rule_hash == rule.condition_hash_value
+            and old.state not in ("pending", "error")
+            and rule.condition.drop_pct is None and not rule.condition.index
+            and key not in built
+            and not _reached(rule, key, touched, settings)
+            and (old.state != "firing" or not _due(old, policy(rule, settings), now)))
+
+
+def _evaluate_rule(run: _Pass, rule: Rule, old: AlertState | None) -> AlertState:
+    """The rule's new state; its notification queued. A rule that fails is recorded failed
+    and never stops the others."""
+    settings, now, result, market = run.settings, run.now, run.result, run.rt.market
+    pol = policy(rule, settings)
+    result.evaluated += 1
+    digest = rule.condition_hash_value
+    st = old if old is not None and old.rule_hash == digest else fresh_state(
+        rule.key, rule.name, digest, rule.condition.currency)
+    if st.description != rule.text[:1000]:  # reworded, same condition (and currency)
+        st = replace(st, description=rule.text[:1000])
+    try:
+        top = rule.top or settings.top
+        m = _match(rule, run.rt.pools, market, settings, run.history, top)
+        result.matches[rule.name] = m
+        best = (m.summary() if isinstance(m, IndexMatch)
+                else messages.offer_summary(*m.matches[0], rule, market, m.pool)
+                if m.matches else {})
+        seen = Seen(m.matched, m.best, m.count, m.in_band, m.stale_hold, best)
+        new, kind = transition(st, seen, pol, now)
+        if kind is not None:
+            previous = st.notified_value if kind == "improved" else None
+            cheapest = (None if kind != "resolved" else m.lowest
+                        if isinstance(m, IndexMatch) else band_best(rule, market, run.unbounded))
+            msg = run.renderer.rule_message(kind, m, market, top, previous, cheapest)
+            targets = rule.targets if rule.targets is not None else rule.notify
+            run.queue(rule.key, kind, targets, msg)
+    except Exception as exc:  # noqa: BLE001 - one rule must not stop the others
+        why = f"{type(exc).__name__}: {exc}".strip()
+        log.error("rule %r failed: %s", rule.name, why.splitlines()[0][:300],
+                  exc_info=log.isEnabledFor(logging.DEBUG))
+        result.errors[rule.name] = why
+        new = failed(st, why)
+    if new.state == "firing" and not st.was_firing:
+        result.fired.append(rule.name)
+    if new.state == "inactive" and st.was_firing:
+        result.resolved.append(rule.name)
+    return new
+
+
+def _save(engine: Engine, rt: _Runtime, rules: list[Rule], states: dict[str, AlertState],
+          new_states: dict[str, AlertState], run: _Pass) -> None:
+    """Write the changed states, the dropped rules' deletions and the outbox in one
+    transaction; the process's copy then follows the database, and the result counts."""
+    now, result = run.now, run.result
     configured = {r.key for r in rules}
     deletes = [k for k, s in states.items() if s.kind == "rule" and k not in configured]
     inserts = [s for k, s in new_states.items() if k not in states]
     updates = [s for k, s in new_states.items() if k in states and not s.same(states[k])]
     store.save_evaluation(engine, inserts=[dict(s.as_row(), updated_at=now) for s in inserts],
                           updates=[dict(s.as_row(), updated_at=now) for s in updates],
-                          deletes=deletes, notifications=outbox)
+                          deletes=deletes, notifications=run.outbox)
     # Written: the process's copy follows the database.
     for s in (*inserts, *updates):
         states[s.key] = s
@@ -335,8 +395,8 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
         states.pop(k, None)
     rt.stamp = store.state_stamp(engine) if (inserts or updates or deletes) else rt.stamp
     rt.rules = {r.key: r for r in rules}
-    rt.settings = settings
-    result.notifications = len(outbox)
+    rt.settings = run.settings
+    result.notifications = len(run.outbox)
     result.state_writes = len(inserts) + len(updates) + len(deletes)
     for r in rules:
         s = states.get(r.key)
@@ -344,7 +404,6 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
             result.firing += 1
         elif s is not None and s.state == "pending":
             result.pending += 1
-    return result
 
 
 def _reached(rule: Rule, key: PoolKey, touched: dict[PoolKey, float],

@@ -130,7 +130,7 @@ def _tokenize(text: str) -> list[_Tok]:
     return out
 
 
-_PRICING_WORDS = {"spot": "spot", "preemptible": "spot", "interruptible": "spot",
+PRICING_WORDS = {"spot": "spot", "preemptible": "spot", "interruptible": "spot",
                   "on-demand": "on_demand", "ondemand": "on_demand", "on_demand": "on_demand"}
 _UNDER_WORDS = {"under", "below", "<", "<=", "max", "cheaper", "less"}
 _SOURCE_WORDS = {"on", "from", "via"}
@@ -140,11 +140,11 @@ _FILLER = {"with", "and", "than", "is", "are", "the", "a", ","}
 # Words after a quantity that make it RAM or total memory, not memory per accelerator.
 _MEMORY_NOUNS = frozenset({"ram", "memory", "mem", "total", "vram"})
 _KEYWORDS = ({"in", "per", "available", "drops", "drop", "any", "total", "index"}
-             | set(_PRICING_WORDS) | _UNDER_WORDS | _SOURCE_WORDS | _REGION_WORDS
+             | set(PRICING_WORDS) | _UNDER_WORDS | _SOURCE_WORDS | _REGION_WORDS
              | _NOT_WORDS | {"with", "and"})
 _COUNT = re.compile(r"^(\d+(?:\.\d+)?)(\+)?[x×](\+)?$", re.IGNORECASE)
 _COUNT_GLUED = re.compile(r"^(\d+)[x×]([a-z].*)$", re.IGNORECASE)
-_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(gb|g|tb|gib)?(\+)?$", re.IGNORECASE)
+QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(gb|g|tb|gib)?(\+)?$", re.IGNORECASE)
 _PCT = re.compile(r"^(\d+(?:\.\d+)?)%$")
 _WINDOW = re.compile(r"^(\d+)[- ]?(h|hr|hour|d|day|w|week)s?$", re.IGNORECASE)
 _SPEC_NOUNS = {"vcpu": "vcpus", "vcpus": "vcpus", "cpu": "vcpus", "cpus": "vcpus",
@@ -158,7 +158,8 @@ def _fail(msg: str, text: str, tok: _Tok | None, hint: str | None = None) -> Rul
     return RuleError(msg, text, tok.start, tok.end, hint=hint)
 
 
-def _close(word: str, choices: Any, cutoff: float = 0.75) -> str | None:
+def closest(word: str, choices: Any, cutoff: float = 0.75) -> str | None:
+    """The choice nearest to a misspelt `word` (for "did you mean"), or None."""
     found = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
     return found[0] if found else None
 
@@ -187,11 +188,11 @@ def _price_tokens(toks: list[_Tok], i: int, text: str) -> tuple[float, str, str 
             i += 1
         elif w and w.group("unit") and len(w.group("code")) == 3:
             raise _fail(f"unknown currency {w.group('code')!r}", text, toks[i],
-                        _close(w.group("code").upper(), FALLBACK_USD_PER_UNIT, 0.6))
+                        closest(w.group("code").upper(), FALLBACK_USD_PER_UNIT, 0.6))
     currency = SIGN_CURRENCY.get(code or "$") or (code or "USD").upper()
     if not known_currency(currency):
         raise _fail(f"unknown currency {code!r}", text, tok,
-                    _close(currency, FALLBACK_USD_PER_UNIT, 0.6))
+                    closest(currency, FALLBACK_USD_PER_UNIT, 0.6))
     basis: str | None = None
     if unit:
         u = unit[1:].lower()
@@ -228,8 +229,20 @@ def read_spec(text: str) -> dict[str, Any]:
     give one (`per GPU`, `/instance-h`), and `gpu_query`, the GPU as written."""
     toks = _tokenize(text)
     spec: dict[str, Any] = {}
+    i = _read_count(spec, toks, text)
+    i = _read_gpu(spec, toks, i, text)
+    _read_clauses(spec, toks, i, text)
+    if spec.get("index") or "drop_in" in spec:
+        _index_rule(spec, text)
+    if "max_price" not in spec and "drop_pct" not in spec and not spec.get("available_only"):
+        raise _fail("the rule has no condition: say `under $2/h`, `drops 15% below its 7-day "
+                    "low` or `available`", text, None)
+    return spec
+
+
+def _read_count(spec: dict[str, Any], toks: list[_Tok], text: str) -> int:
+    """1. The GPU count: 8x, 8+x, 8x+, 8xH100, at least 8x; the index of the next token."""
     i = 0
-    # 1. GPU count: 8x, 8+x, 8x+, 8xH100, at least 8x
     at_least = len(toks) > 2 and toks[0].low == "at" and toks[1].low == "least"
     if at_least:
         i = 2
@@ -251,126 +264,154 @@ def read_spec(text: str) -> dict[str, Any]:
             spec["max_gpus"] = spec["min_gpus"]
         cut = toks[i].start + len(g.group(1)) + 1
         toks[i] = _Tok(g.group(2), cut, toks[i].end)
-    # 2. GPU: `any [80GB+] [GPU]` or a catalog name (possibly several words or a,b list)
+    return i
+
+
+def _read_gpu(spec: dict[str, Any], toks: list[_Tok], i: int, text: str) -> int:
+    """2. The GPU: `any [80GB+] [GPU]` or a catalog name (possibly several words or an a,b
+    list)."""
     if i >= len(toks):
         raise _fail("the rule names no GPU (write e.g. `8x H100 under $25/h`)", text, None)
     if toks[i].low == "any":
-        # `any [80GB+] GPU`, `any accelerator [with] 80GB+`: every model (GPU, TPU, NPU)
-        spec["gpus"], i = None, i + 1
-        words = ["any"]
-        nouns = ("gpu", "gpus", "card", "cards", "accelerator", "accelerators")
-        noun_first = i < len(toks) and toks[i].low in nouns
-        if noun_first:
+        return _any_gpu(spec, toks, i + 1)
+    start = i
+    while i < len(toks) and not _starts_clause(toks, i):
+        i += 1
+    if i == start:
+        raise _fail(f"a rule starts with a GPU (H100, A100-80GB, 4090) or `any`, not "
+                    f"{toks[i].text!r}", text, toks[i])
+    gpu_toks = toks[start:i]
+    query = " ".join(t.text for t in gpu_toks)
+    names: set[str] = set()
+    for part in query.split(","):
+        part = part.strip()
+        found = catalog.match_family(part)
+        if not found:
+            _gpu_error(text, gpu_toks, part)
+        names.update(g.name for g in found)
+    spec["gpus"] = frozenset(names)
+    spec["gpu_query"] = query
+    return i
+
+
+_ANY_NOUNS = ("gpu", "gpus", "card", "cards", "accelerator", "accelerators")
+
+
+def _any_gpu(spec: dict[str, Any], toks: list[_Tok], i: int) -> int:
+    """`any [80GB+] GPU`, `any accelerator [with] 80GB+` (toks[i] follows `any`): every model
+    (GPU, TPU, NPU), with at least that much memory when a size is given."""
+    spec["gpus"] = None
+    words = ["any"]
+    noun_first = i < len(toks) and toks[i].low in _ANY_NOUNS
+    if noun_first:
+        words.append(toks[i].text)
+        i += 1
+        if (i + 1 < len(toks) and toks[i].low == "with"
+                and (q := QUANTITY.match(toks[i + 1].text)) and q.group(2)
+                and not (i + 2 < len(toks) and toks[i + 2].low in _MEMORY_NOUNS)):
             words.append(toks[i].text)
             i += 1
-            if (i + 1 < len(toks) and toks[i].low == "with"
-                    and (q := _QUANTITY.match(toks[i + 1].text)) and q.group(2)
-                    and not (i + 2 < len(toks) and toks[i + 2].low in _MEMORY_NOUNS)):
-                words.append(toks[i].text)
-                i += 1
-        if i < len(toks) and (q := _QUANTITY.match(toks[i].text)) and q.group(2) and not (
-                noun_first and i + 1 < len(toks) and toks[i + 1].low in _MEMORY_NOUNS):
-            spec["min_gpu_memory"] = _gb(q)
-            words.append(toks[i].text)
-            i += 1
-        if not noun_first and i < len(toks) and toks[i].low in nouns:
-            words.append(toks[i].text)
-            i += 1
-        spec["gpu_query"] = " ".join(words)
-    else:
-        start = i
-        while i < len(toks) and not _starts_clause(toks, i):
-            i += 1
-        if i == start:
-            raise _fail(f"a rule starts with a GPU (H100, A100-80GB, 4090) or `any`, not "
-                        f"{toks[i].text!r}", text, toks[i])
-        gpu_toks = toks[start:i]
-        query = " ".join(t.text for t in gpu_toks)
-        names: set[str] = set()
-        for part in query.split(","):
-            part = part.strip()
-            found = catalog.match_family(part)
-            if not found:
-                _gpu_error(text, gpu_toks, part)
-            names.update(g.name for g in found)
-        spec["gpus"] = frozenset(names)
-        spec["gpu_query"] = query
-    # 3. clauses, in any order
+    if i < len(toks) and (q := QUANTITY.match(toks[i].text)) and q.group(2) and not (
+            noun_first and i + 1 < len(toks) and toks[i + 1].low in _MEMORY_NOUNS):
+        spec["min_gpu_memory"] = gigabytes(q)
+        words.append(toks[i].text)
+        i += 1
+    if not noun_first and i < len(toks) and toks[i].low in _ANY_NOUNS:
+        words.append(toks[i].text)
+        i += 1
+    spec["gpu_query"] = " ".join(words)
+    return i
+
+
+_PLACE_WORDS = ("on", "in", "from", "via", "region", "regions", "zone", "zones")
+
+
+def _read_clauses(spec: dict[str, Any], toks: list[_Tok], i: int, text: str) -> None:
+    """3. The clauses, in any order; `not`/`except` applies to the place clause after it."""
     negate: _Tok | None = None
     while i < len(toks):
         tok, low = toks[i], toks[i].low
-        if (negate is not None and low not in ("on", "in", "from", "via", "region", "regions",
-                                               "zone", "zones") and "," not in low
+        if (negate is not None and low not in _PLACE_WORDS and "," not in low
                 and (low in _KEYWORDS or _starts_clause(toks, i))):
-                raise _fail(f"`{negate.text}` must be followed by `on SOURCE`, `in REGION` or "
-                            f"`region REGION`", text, tok)
-        if low in _PRICING_WORDS:
-            _set_once(spec, "pricing", _PRICING_WORDS[low], text, tok)
-            i += 1
-        elif low in _UNDER_WORDS:
-            i += 1
-            while i < len(toks) and toks[i].low in ("than", "or", "equal", "to", "="):
-                i += 1
-            if "max_price" in spec:
-                raise _fail("the rule has two prices", text, tok)
-            value, currency, basis, i = _price_tokens(toks, i, text)
-            spec["max_price"], spec["currency"] = value, currency
-            if basis is not None:
-                _set_once(spec, "basis", basis, text, toks[i - 1])
-        elif low == "per":
-            if i + 1 >= len(toks):
-                raise _fail("`per` needs `instance` or `GPU`", text, tok)
-            what = toks[i + 1].low
-            if what in _OFFER_WORDS:
-                _set_once(spec, "basis", "offer", text, toks[i + 1])
-            elif what in ("gpu", "gpu-hour", "gpu-h", "card"):
-                _set_once(spec, "basis", "gpu", text, toks[i + 1])
-            else:
-                raise _fail(f"`per {toks[i + 1].text}`: write `per instance` or `per GPU`", text,
-                            toks[i + 1])
-            i += 2
-        elif low in _NOT_WORDS:
+            raise _fail(f"`{negate.text}` must be followed by `on SOURCE`, `in REGION` or "
+                        f"`region REGION`", text, tok)
+        if low in _NOT_WORDS:
             negate = tok
             i += 1
             continue
-        elif low == "in":
-            i = _place(spec, toks, i + 1, text, negate, tok)
-        elif low in _SOURCE_WORDS:
-            i = _sources(spec, toks, i + 1, text, negate, tok)
-        elif low in _REGION_WORDS:
-            i = _regions(spec, toks, i + 1, text, negate, tok)
-        elif negate is not None:
-            i = _place(spec, toks, i, text, negate, tok)
-        elif low in ("available", "in-stock", "instock"):
-            spec["available_only"] = True
-            i += 1
-        elif low in ("drops", "drop", "falls"):
-            i = _drop(spec, toks, i + 1, text, tok)
-        elif low == "index":
-            _set_once(spec, "index", True, text, tok)
-            i += 1
-        elif _is_at_most(toks, i):
-            i = _at_most(spec, toks, i + 2, text, tok)
-        elif low in _FILLER:
-            i += 1
-        elif _QUANTITY.match(tok.text) or (low.endswith("+") and _QUANTITY.match(low)):
-            i = _spec_clause(spec, toks, i, text)
-        else:
-            hint = _close(low, _KEYWORDS | set(price_sources()))
-            raise _fail(f"unexpected word {tok.text!r}", text, tok, hint)
+        i = _read_clause(spec, toks, i, text, negate)
         negate = None
     if negate is not None:
         raise _fail(f"`{negate.text}` must be followed by `on SOURCE` or `in REGION`", text, None)
-    if spec.get("index") or "drop_in" in spec:
-        _index_rule(spec, text)
-    if "max_price" not in spec and "drop_pct" not in spec and not spec.get("available_only"):
-        raise _fail("the rule has no condition: say `under $2/h`, `drops 15% below its 7-day "
-                    "low` or `available`", text, None)
-    return spec
+
+
+def _read_clause(spec: dict[str, Any], toks: list[_Tok], i: int, text: str,
+                 negate: _Tok | None) -> int:
+    """One clause starting at toks[i]; the index of the token after it."""
+    tok, low = toks[i], toks[i].low
+    if low in PRICING_WORDS:
+        _set_once(spec, "pricing", PRICING_WORDS[low], text, tok)
+        return i + 1
+    if low in _UNDER_WORDS:
+        return _under(spec, toks, i + 1, text, tok)
+    if low == "per":
+        return _per(spec, toks, i, text, tok)
+    if low == "in":
+        return _place(spec, toks, i + 1, text, negate, tok)
+    if low in _SOURCE_WORDS:
+        return _sources(spec, toks, i + 1, text, negate, tok)
+    if low in _REGION_WORDS:
+        return _regions(spec, toks, i + 1, text, negate, tok)
+    if negate is not None:
+        return _place(spec, toks, i, text, negate, tok)
+    if low in ("available", "in-stock", "instock"):
+        spec["available_only"] = True
+        return i + 1
+    if low in ("drops", "drop", "falls"):
+        return _drop(spec, toks, i + 1, text, tok)
+    if low == "index":
+        _set_once(spec, "index", True, text, tok)
+        return i + 1
+    if _is_at_most(toks, i):
+        return _at_most(spec, toks, i + 2, text, tok)
+    if low in _FILLER:
+        return i + 1
+    if QUANTITY.match(tok.text) or (low.endswith("+") and QUANTITY.match(low)):
+        return _spec_clause(spec, toks, i, text)
+    hint = closest(low, _KEYWORDS | set(price_sources()))
+    raise _fail(f"unexpected word {tok.text!r}", text, tok, hint)
+
+
+def _under(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, tok: _Tok) -> int:
+    """`under [than] PRICE` (toks[i] follows `under`): the price, its currency and basis."""
+    while i < len(toks) and toks[i].low in ("than", "or", "equal", "to", "="):
+        i += 1
+    if "max_price" in spec:
+        raise _fail("the rule has two prices", text, tok)
+    value, currency, basis, i = _price_tokens(toks, i, text)
+    spec["max_price"], spec["currency"] = value, currency
+    if basis is not None:
+        _set_once(spec, "basis", basis, text, toks[i - 1])
+    return i
+
+
+def _per(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, tok: _Tok) -> int:
+    """`per instance` / `per GPU` (toks[i] is `per`): the price's basis."""
+    if i + 1 >= len(toks):
+        raise _fail("`per` needs `instance` or `GPU`", text, tok)
+    what = toks[i + 1].low
+    if what in _OFFER_WORDS:
+        _set_once(spec, "basis", "offer", text, toks[i + 1])
+    elif what in ("gpu", "gpu-hour", "gpu-h", "card"):
+        _set_once(spec, "basis", "gpu", text, toks[i + 1])
+    else:
+        raise _fail(f"`per {toks[i + 1].text}`: write `per instance` or `per GPU`", text,
+                    toks[i + 1])
+    return i + 2
 
 
 # -- fit rules ---------------------------------------------------------------------------
-_FIT_PREFIX = "cheapest fit for "
+FIT_PREFIX = "cheapest fit for "
 _TASK_WORDS = {
     "finetune": "finetune", "fine-tune": "finetune", "finetuning": "finetune",
     "fine-tuning": "finetune", "full-finetune": "finetune", "sft": "finetune",
@@ -417,100 +458,119 @@ def parse_fit_clause(text: str) -> FitClause:
     [batch N]`, clauses after the size in any order. The price is for the whole
     configuration (every GPU the job needs) unless `per gpu`; "under" is strict. Region
     patterns mean what they mean everywhere (gpuradar.core.units.region_matches)."""
-    toks = _tokenize(text or "")
-    if not toks:
+    reader = _FitReader(text)
+    if not reader.toks:
         raise RuleError("empty clause", text)
+    i = reader.start()
+    while i < len(reader.toks):
+        i = reader.clause(i)
+    return reader.fit_clause()
 
-    def err(msg: str, k: int, hint: str | None = None) -> RuleError:
-        return _fail(msg, text, toks[k] if k < len(toks) else None, hint)
 
-    def low(k: int) -> str:
-        return toks[k].low if k < len(toks) else ""
+class _FitReader:
+    """The words of one fit clause, read left to right into `spec`."""
 
-    i = 1 if low(0) == "cheapest" else 0
-    if low(i) not in ("fit", "fits"):
-        raise err("expected 'fit for <size> <task>'", i)
-    i += 1
-    if low(i) != "for":
-        raise err("expected 'for' after 'fit'", i)
-    i += 1
-    spec: dict[str, Any] = {}
+    def __init__(self, text: str) -> None:
+        self.text, self.toks = text, _tokenize(text or "")
+        self.spec: dict[str, Any] = {}
 
-    def once(key: str, value: Any, k: int) -> None:
-        if key in spec:
-            raise err(f"{key} given twice", k)
-        spec[key] = value
+    def err(self, msg: str, k: int, hint: str | None = None) -> RuleError:
+        return _fail(msg, self.text, self.toks[k] if k < len(self.toks) else None, hint)
 
-    while i < len(toks):
-        word = low(i)
+    def low(self, k: int) -> str:
+        return self.toks[k].low if k < len(self.toks) else ""
+
+    def once(self, key: str, value: Any, k: int) -> None:
+        if key in self.spec:
+            raise self.err(f"{key} given twice", k)
+        self.spec[key] = value
+
+    def start(self) -> int:
+        """`[cheapest] fit for`: the index of the first clause."""
+        i = 1 if self.low(0) == "cheapest" else 0
+        if self.low(i) not in ("fit", "fits"):
+            raise self.err("expected 'fit for <size> <task>'", i)
+        i += 1
+        if self.low(i) != "for":
+            raise self.err("expected 'for' after 'fit'", i)
+        return i + 1
+
+    def clause(self, i: int) -> int:
+        """The clause at toks[i]; the index after it."""
+        word, low = self.low(i), self.low
         if word in _TASK_WORDS:
-            once("task", _TASK_WORDS[word], i)
-            i += 1
+            self.once("task", _TASK_WORDS[word], i)
         elif word in PRECISIONS:
-            once("precision", word, i)
-            i += 1
+            self.once("precision", word, i)
         elif word in ("spot", "on-demand", "ondemand"):
-            once("pricing", "spot" if word == "spot" else "on_demand", i)
-            i += 1
+            self.once("pricing", "spot" if word == "spot" else "on_demand", i)
         elif word in ("under", "below", "<"):
-            i = _clause_price(toks, i + 1, spec, err)
+            return _clause_price(self.toks, i + 1, self.spec, self.err)
         elif word == "less" and low(i + 1) == "than":
-            i = _clause_price(toks, i + 2, spec, err)
+            return _clause_price(self.toks, i + 2, self.spec, self.err)
         elif word == "per":
             if low(i + 1) in ("gpu", "gpu-hour", "gpu-h"):
-                spec["per_gpu"] = True
+                self.spec["per_gpu"] = True
             elif low(i + 1) not in ("instance", "config", "configuration"):
-                raise err("expected 'per gpu'", i + 1)
-            i += 2
-        elif word == "in" and i + 1 < len(toks) and not all(
-                n in price_sources() for n in low(i + 1).split(",") if n):
-            once("regions", tuple(_name_list(_Tok(low(i + 1), 0, 0))), i)
-            i += 2
-        elif word in ("in", "on"):
-            if i + 1 >= len(toks):
-                raise err(f"'{word}' needs providers, e.g. {word} aws,gcp", i + 1)
-            names = [n for n in low(i + 1).split(",") if n]
-            for name in names:
-                if name not in price_sources():
-                    raise err(f"unknown provider {name!r}", i + 1,
-                              _close(name, price_sources(), 0.6))
-            once("sources", tuple(names), i)
-            i += 2
-        elif word == "region":
-            if i + 1 >= len(toks):
-                raise err("'region' needs a glob, e.g. region us-*", i + 1)
-            once("regions", tuple(_name_list(_Tok(low(i + 1), 0, 0))), i)
-            i += 2
+                raise self.err("expected 'per gpu'", i + 1)
+            return i + 2
+        elif word in ("in", "on", "region"):
+            return self.place(word, i)
         elif word in ("seq", "seq-len", "context", "batch"):
-            key = "batch" if word == "batch" else "seq_len"
             if not low(i + 1).isdigit() or int(low(i + 1)) <= 0:
-                raise err(f"'{word}' needs a positive whole number", i + 1)
-            once(key, int(low(i + 1)), i)
-            i += 2
+                raise self.err(f"'{word}' needs a positive whole number", i + 1)
+            self.once("batch" if word == "batch" else "seq_len", int(low(i + 1)), i)
+            return i + 2
         elif _SIZE.match(word):
             try:
-                once("params", parse_count(word, "model size"), i)
+                self.once("params", parse_count(word, "model size"), i)
             except RecommendError as exc:
-                raise err(str(exc), i) from None
-            i += 1
+                raise self.err(str(exc), i) from None
         else:
             close = [c for c in difflib.get_close_matches(word, _CLAUSE_WORDS, 2, 0.7)
                      if c != word]
-            raise err(f"unexpected word {toks[i].text!r}", i, close[0] if close else None)
-    if "params" not in spec:
-        raise err("missing the model size, e.g. 7B", len(toks))
-    if "task" not in spec:
-        raise err(f"missing the task ({', '.join(TASKS)})", len(toks))
-    try:
-        job = Job(params=spec["params"], task=spec["task"],
-                  precision=spec.get("precision", "bf16"), seq_len=spec.get("seq_len", 2048),
-                  batch=spec.get("batch", 1))
-    except RecommendError as exc:
-        raise RuleError(str(exc), text) from None
-    return FitClause(job=job, max_price=spec.get("max_price"),
-                     currency=spec.get("currency", "USD"), per_gpu=spec.get("per_gpu", False),
-                     pricing=spec.get("pricing"), sources=spec.get("sources", ()),
-                     regions=spec.get("regions", ()))
+            raise self.err(f"unexpected word {self.toks[i].text!r}", i,
+                           close[0] if close else None)
+        return i + 1
+
+    def place(self, word: str, i: int) -> int:
+        """`in`/`on` providers, `in`/`region` region globs (toks[i] is the word)."""
+        low, after = self.low, self.low(i + 1)
+        if word == "in" and i + 1 < len(self.toks) and not all(
+                n in price_sources() for n in after.split(",") if n):
+            self.once("regions", tuple(_name_list(_Tok(after, 0, 0))), i)
+        elif word in ("in", "on"):
+            if i + 1 >= len(self.toks):
+                raise self.err(f"'{word}' needs providers, e.g. {word} aws,gcp", i + 1)
+            names = [n for n in low(i + 1).split(",") if n]
+            for name in names:
+                if name not in price_sources():
+                    raise self.err(f"unknown provider {name!r}", i + 1,
+                                   closest(name, price_sources(), 0.6))
+            self.once("sources", tuple(names), i)
+        else:
+            if i + 1 >= len(self.toks):
+                raise self.err("'region' needs a glob, e.g. region us-*", i + 1)
+            self.once("regions", tuple(_name_list(_Tok(after, 0, 0))), i)
+        return i + 2
+
+    def fit_clause(self) -> FitClause:
+        """The clause read, once it names a size and a task."""
+        spec, end = self.spec, len(self.toks)
+        if "params" not in spec:
+            raise self.err("missing the model size, e.g. 7B", end)
+        if "task" not in spec:
+            raise self.err(f"missing the task ({', '.join(TASKS)})", end)
+        try:
+            job = Job(params=spec["params"], task=spec["task"],
+                      precision=spec.get("precision", "bf16"),
+                      seq_len=spec.get("seq_len", 2048), batch=spec.get("batch", 1))
+        except RecommendError as exc:
+            raise RuleError(str(exc), self.text) from None
+        return FitClause(job=job, max_price=spec.get("max_price"),
+                         currency=spec.get("currency", "USD"),
+                         per_gpu=spec.get("per_gpu", False), pricing=spec.get("pricing"),
+                         sources=spec.get("sources", ()), regions=spec.get("regions", ()))
 
 
 def _clause_price(toks: list[_Tok], i: int, spec: dict[str, Any], err) -> int:
@@ -548,7 +608,8 @@ def _fit_rule(text: str, options: dict[str, Any]) -> Rule:
     return finish(clause.condition(), text.strip(), "", options)
 
 
-def _gb(q: re.Match) -> float:
+def gigabytes(q: re.Match) -> float:
+    """The size a QUANTITY match states, in GB ("2TB" is 2048)."""
     value = float(q.group(1))
     return value * 1024 if (q.group(2) or "").lower() == "tb" else value
 
@@ -561,7 +622,7 @@ def _gpu_error(text: str, toks: list[_Tok], part: str) -> None:
             if catalog.match_family(" ".join(t.text for t in toks[:k])):
                 bad = toks[k]
                 raise _fail(f"unexpected word {bad.text!r}", text, bad,
-                            _close(bad.low, _KEYWORDS | set(price_sources())))
+                            closest(bad.low, _KEYWORDS | set(price_sources())))
     start = text.find(part, toks[0].start)
     end = start + len(part) if start >= 0 else toks[-1].end
     raise RuleError(f"unknown GPU {part!r}", text, max(start, toks[0].start), end,
@@ -579,9 +640,9 @@ def _starts_clause(toks: list[_Tok], i: int) -> bool:
         return True
     if _is_at_most(toks, i):
         return True
-    if PRICE_WORD.match(low) and not _QUANTITY.match(low):
+    if PRICE_WORD.match(low) and not QUANTITY.match(low):
         return True  # "$2/h"
-    q = _QUANTITY.match(low)  # "80GB+", "32 vCPUs"
+    q = QUANTITY.match(low)  # "80GB+", "32 vCPUs"
     return bool(q and (q.group(3) or (i + 1 < len(toks) and toks[i + 1].low in _SPEC_NOUNS)))
 
 
@@ -627,7 +688,7 @@ def _place(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, negate: _T
         raise _fail(f"{arg.text!r} mixes sources and regions: write `on SOURCES region "
                     f"REGIONS`", text, arg)
     for x in items:
-        if not any(c in x for c in "*?-0123456789") and (hint := _close(x, price_sources())):
+        if not any(c in x for c in "*?-0123456789") and (hint := closest(x, price_sources())):
             raise _fail(f"unknown source {x!r} (for a region named so, write `region {x}`)",
                         text, arg, hint)
     return _regions(spec, toks, i, text, negate, kw)
@@ -640,7 +701,7 @@ def _sources(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, negate: 
     for x in items:
         if x not in price_sources():
             raise _fail(f"unknown source {x!r} (sources: {', '.join(price_sources())})", text, arg,
-                        _close(x, price_sources()))
+                        closest(x, price_sources()))
     key = "exclude_sources" if negate is not None else "sources"
     spec[key] = tuple(dict.fromkeys([*spec.get(key, ()), *items]))
     return i + 1
@@ -719,9 +780,9 @@ def _drop(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, kw: _Tok) -
 def _spec_clause(spec: dict[str, Any], toks: list[_Tok], i: int, text: str) -> int:
     """`32+ vCPUs`, `256GB+ RAM`, `80GB+ GPU memory`, `640GB+ total GPU memory`, `4+ GPUs`."""
     tok = toks[i]
-    q = _QUANTITY.match(tok.text)
+    q = QUANTITY.match(tok.text)
     assert q is not None
-    value, has_gb = _gb(q), bool(q.group(2))
+    value, has_gb = gigabytes(q), bool(q.group(2))
     j = i + 1
     nouns = []
     while j < len(toks) and toks[j].low in ("total", "gpu", "gpus", "memory", "vram", "ram",

@@ -17,7 +17,7 @@ from typing import Any
 from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.mapping import rule_from_mapping
 from gpuradar.alerts.rules import Rule, RuleError
-from gpuradar.alerts.settings import parse_settings
+from gpuradar.alerts.settings import AlertSettingError, AlertSettings
 
 from gpuradar.core.config import Config, ConfigError, Marks, read_yaml
 
@@ -166,60 +166,54 @@ def parse_targets(raw: Any, where: str = "config", *, expand: bool = True) -> Ta
                               "with url and tags")
         if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
             raise ConfigError(f"{where}: target {name!r} has no URL")
-        checked = []
-        for url in urls:
-            url = _expand_env(url.strip(), name, where) if expand else url.strip()
-            try:
-                plugin = _plugin(url)
-            except Exception:  # noqa: BLE001
-                plugin = None
-            if plugin is None:
-                raise ConfigError(f"{where}: target {name!r}: apprise cannot use the URL "
-                                  f"{redact(url)} (unknown scheme or malformed; see the "
-                                  "apprise wiki for the URL format of each service)")
-            checked.append(url)
-        out[name] = Target(name, tuple(checked), frozenset(t for t in tags if t))
+        out[name] = checked_target(name, urls, tags, where, expand=expand)
     return Targets(out)
 
 
+def checked_target(name: str, urls: list[str], tags: list[str], where: str, *,
+                   expand: bool = True) -> Target:
+    """A Target whose every URL apprise can use; ConfigError naming the target (its URL
+    redacted) otherwise."""
+    checked = []
+    for url in urls:
+        url = _expand_env(url.strip(), name, where) if expand else url.strip()
+        try:
+            plugin = _plugin(url)
+        except Exception:  # noqa: BLE001
+            plugin = None
+        if plugin is None:
+            raise ConfigError(f"{where}: target {name!r}: apprise cannot use the URL "
+                              f"{redact(url)} (unknown scheme or malformed; see the "
+                              "apprise wiki for the URL format of each service)")
+        checked.append(url)
+    return Target(name, tuple(checked), frozenset(t for t in tags if t))
+
+
+#: The `alerts:` keys delivery reads (alerts.delivery).
+DELIVERY_KEYS = ("max_attempts", "retry_backoff", "send_timeout")
+
+
 def load_targets(cfg: Config) -> Targets:
-    """The configured targets, validated; ConfigError names the target (secret redacted).
+    """The configured targets (checked by the schema), each URL checked by apprise;
+    ConfigError names the target (secret redacted).
 
     Carries the delivery settings of the `alerts:` section (max_attempts, retry_backoff,
     send_timeout) for deliver_pending."""
-    checked: dict[str, Target] = {}
-    for name, spec in (cfg.targets or {}).items():
-        # one at a time, so that an error names the target's own line
-        checked.update(parse_targets({name: spec}, cfg.where("targets", name),
-                                     expand=cfg.marks is None))
-    targets = Targets(checked)
-    delivery = {}
-    for key in ("max_attempts", "retry_backoff", "send_timeout"):
-        value = (cfg.alerts or {}).get(key)
-        if value is None:
-            continue
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise cfg.error(("alerts", key), f"must be a number, not {value!r}") from None
-        if number <= 0:
-            raise cfg.error(("alerts", key), "must be positive")
-        delivery[key] = number
-    targets.delivery = delivery
-    return targets
+    checked = {name: checked_target(name, spec.url_list(), spec.tag_list(),
+                                    cfg.where("targets", name), expand=cfg.marks is None)
+               for name, spec in cfg.targets.items()}
+    alerts = cfg.alerts
+    return Targets(checked, delivery={key: float(getattr(alerts, key)) for key in DELIVERY_KEYS
+                                      if key in alerts.model_fields_set})
 
 
-def load_settings(cfg: Config):
-    """The `alerts:` section as AlertSettings; a bad value is a ConfigError naming its file,
-    line and key (each key is read on its own to know which one is wrong)."""
-
-    for key, value in (cfg.alerts or {}).items():
-        try:
-            parse_settings({key: value})
-        except ConfigError as exc:
-            message = str(exc).removeprefix("alerts: ")
-            raise cfg.error(("alerts", str(key)), message) from None
-    return parse_settings(cfg.alerts)
+def load_settings(cfg: Config) -> AlertSettings:
+    """The `alerts:` section as AlertSettings; a value alerts cannot read is a ConfigError
+    naming its file, line and key."""
+    try:
+        return AlertSettings(cfg.alerts)
+    except AlertSettingError as exc:
+        raise cfg.error(("alerts", exc.key), exc.message) from None
 
 
 # -- rules -------------------------------------------------------------------------------

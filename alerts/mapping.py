@@ -18,12 +18,12 @@ from dataclasses import replace
 from typing import Any
 
 from gpuradar.alerts.grammar import (
-    _FIT_PREFIX,
-    _PRICING_WORDS,
-    _QUANTITY,
+    FIT_PREFIX,
+    PRICING_WORDS,
+    QUANTITY,
     FitClause,
-    _close,
-    _gb,
+    closest,
+    gigabytes,
     is_fit_rule,
     make_condition,
     parse_fit_clause,
@@ -80,10 +80,10 @@ def _number(value: Any, key: str, *, gb: bool = False) -> float:
         if not math.isfinite(number):
             raise ValueError(f"{key}: a number, not {value!r}")
     else:
-        q = _QUANTITY.match(str(value).replace(" ", ""))
+        q = QUANTITY.match(str(value).replace(" ", ""))
         if not q or (q.group(2) and not gb):
             raise ValueError(f"{key}: a number{' of GB' if gb else ''}, not {value!r}")
-        number = _gb(q)
+        number = gigabytes(q)
     if number < 0:
         raise ValueError(f"{key}: must not be negative")
     return number
@@ -98,7 +98,7 @@ def rule_from_mapping(data: dict[str, Any]) -> Rule:
     unknown = [k for k in data if k not in FIELD_KEYS and k not in OPTION_KEYS]
     if unknown:
         k = str(unknown[0])[:40]
-        raise RuleError(f"unknown field {k!r}", hint=_close(k, FIELD_KEYS | OPTION_KEYS))
+        raise RuleError(f"unknown field {k!r}", hint=closest(k, FIELD_KEYS | OPTION_KEYS))
     for key, value in data.items():  # as the readable form: no field longer than a rule
         for text in value if isinstance(value, list) else [value]:
             if isinstance(text, str) and (error := too_long(text, str(key))) is not None:
@@ -146,20 +146,52 @@ def _spec_of(rule: Rule, said_basis: bool) -> dict[str, Any]:
 
 def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> str:
     """Apply the structured fields to `spec`; returns the GPU as written ('' if not given)."""
-    gpu_query = ""
+    gpu_query = _structured_gpu(spec, data)
+    _structured_sizes(spec, data)
+    if "pricing" in data:
+        spec["pricing"] = _pricing(data["pricing"])
+    price = _structured_price(data)
+    if price is not None:
+        value, currency, basis = price
+        spec["max_price"], spec["currency"] = value, currency
+        if basis is not None:
+            spec["basis"] = basis
+    if "currency" in data:
+        spec["currency"] = _structured_currency(data["currency"])
+    basis = _basis(data, _BASIS_WORDS)
+    if basis is not None:
+        spec["basis"] = basis
+    _structured_places(spec, data)
+    if "available" in data:
+        if not isinstance(data["available"], bool):
+            raise ValueError("available: true or false")
+        spec["available_only"] = data["available"]
+    if "drop" in data:
+        _structured_drop(spec, data["drop"])
+    return gpu_query
+
+
+def _structured_gpu(spec: dict[str, Any], data: dict[str, Any]) -> str:
+    """`gpu:` (or `gpus:`): catalog names, or `any`; the GPU as written."""
     gpu = data.get("gpu", data.get("gpus"))
-    if gpu is not None:
-        items = _as_list(gpu, "gpu")
-        if items == ["any"] or items == ["*"]:
-            spec["gpus"], gpu_query = None, "any GPU"
-        else:
-            names: set[str] = set()
-            for item in items:
-                found = catalog.match_family(item)
-                if not found:
-                    raise RuleError(f"gpu: unknown GPU {item!r}", hint=catalog.suggest(item))
-                names.update(g.name for g in found)
-            spec["gpus"], gpu_query = frozenset(names), ",".join(items)
+    if gpu is None:
+        return ""
+    items = _as_list(gpu, "gpu")
+    if items == ["any"] or items == ["*"]:
+        spec["gpus"] = None
+        return "any GPU"
+    names: set[str] = set()
+    for item in items:
+        found = catalog.match_family(item)
+        if not found:
+            raise RuleError(f"gpu: unknown GPU {item!r}", hint=catalog.suggest(item))
+        names.update(g.name for g in found)
+    spec["gpus"] = frozenset(names)
+    return ",".join(items)
+
+
+def _structured_sizes(spec: dict[str, Any], data: dict[str, Any]) -> None:
+    """GPU counts (`count`, `min_gpus`, `max_gpus`), memory and vCPUs."""
     if "count" in data:
         spec["min_gpus"] = spec["max_gpus"] = _gpu_count(data["count"], "count")
     if "min_gpus" in data:
@@ -175,19 +207,10 @@ def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> str:
                           ("ram", "min_memory", True)):
         if key in data:
             spec[attr] = _number(data[key], key, gb=gb)
-    if "pricing" in data:
-        spec["pricing"] = _pricing(data["pricing"])
-    price = _structured_price(data)
-    if price is not None:
-        value, currency, basis = price
-        spec["max_price"], spec["currency"] = value, currency
-        if basis is not None:
-            spec["basis"] = basis
-    if "currency" in data:
-        spec["currency"] = _structured_currency(data["currency"])
-    basis = _basis(data, _BASIS_WORDS)
-    if basis is not None:
-        spec["basis"] = basis
+
+
+def _structured_places(spec: dict[str, Any], data: dict[str, Any]) -> None:
+    """Sources and regions, wanted or excluded."""
     for keys, attr in ((("sources", "source"), "sources"),
                        (("not_sources", "exclude_sources"), "exclude_sources")):
         for key in keys:
@@ -198,33 +221,30 @@ def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> str:
         for key in keys:
             if key in data:
                 spec[attr] = tuple(s.lower() for s in _as_list(data[key], key))
-    if "available" in data:
-        if not isinstance(data["available"], bool):
-            raise ValueError("available: true or false")
-        spec["available_only"] = data["available"]
-    if "drop" in data:
-        drop = data["drop"]
-        if isinstance(drop, dict):
-            unknown = set(map(str, drop)) - {"percent", "window", "days"}
-            if unknown:
-                raise ValueError(f"drop: unknown key(s) {', '.join(sorted(unknown))}; use "
-                                 "percent and window (or days)")
-            pct, _ = _drop_pct(drop)
-            days = drop.get("days", 7)
-            if isinstance(days, bool) or not isinstance(days, int) or days <= 0:
-                raise ValueError(f"drop: days must be a whole number more than 0, not {days!r}")
-            window = drop.get("window", f"{days}d")
-            try:
-                spec["drop_window"] = parse_duration(window)
-            except ValueError as exc:
-                raise ValueError(f"drop: window: {exc}") from None
-            if spec["drop_window"].total_seconds() <= 0:  # as the text form's window
-                raise ValueError("drop: window must be longer than zero")
-            spec["drop_pct"] = pct
-        else:
-            sub = parse_rule(f"any GPU drops {drop}").condition
-            spec["drop_pct"], spec["drop_window"] = sub.drop_pct, sub.drop_window
-    return gpu_query
+
+
+def _structured_drop(spec: dict[str, Any], drop: Any) -> None:
+    """`drop:` {percent, window | days}, or the text form's `15% in 7 days`."""
+    if not isinstance(drop, dict):
+        sub = parse_rule(f"any GPU drops {drop}").condition
+        spec["drop_pct"], spec["drop_window"] = sub.drop_pct, sub.drop_window
+        return
+    unknown = set(map(str, drop)) - {"percent", "window", "days"}
+    if unknown:
+        raise ValueError(f"drop: unknown key(s) {', '.join(sorted(unknown))}; use "
+                         "percent and window (or days)")
+    pct, _ = _drop_pct(drop)
+    days = drop.get("days", 7)
+    if isinstance(days, bool) or not isinstance(days, int) or days <= 0:
+        raise ValueError(f"drop: days must be a whole number more than 0, not {days!r}")
+    window = drop.get("window", f"{days}d")
+    try:
+        spec["drop_window"] = parse_duration(window)
+    except ValueError as exc:
+        raise ValueError(f"drop: window: {exc}") from None
+    if spec["drop_window"].total_seconds() <= 0:  # as the text form's window
+        raise ValueError("drop: window must be longer than zero")
+    spec["drop_pct"] = pct
 
 
 def _drop_pct(drop: dict[str, Any]) -> tuple[float, None]:
@@ -236,16 +256,16 @@ def _drop_pct(drop: dict[str, Any]) -> tuple[float, None]:
 
 def _pricing(value: Any) -> str:
     p = str(value).lower()
-    if p not in _PRICING_WORDS:
+    if p not in PRICING_WORDS:
         raise ValueError(f"pricing: on-demand or spot, not {value!r}")
-    return _PRICING_WORDS[p]
+    return PRICING_WORDS[p]
 
 
 def _sources(value: Any, key: str) -> tuple[str, ...]:
     items = [s.lower() for s in _as_list(value, key)]
     for s in items:
         if s not in price_sources():
-            raise RuleError(f"{key}: unknown source {s!r}", hint=_close(s, price_sources()))
+            raise RuleError(f"{key}: unknown source {s!r}", hint=closest(s, price_sources()))
     return tuple(items)
 
 
@@ -266,7 +286,7 @@ def _structured_currency(value: Any) -> str:
     cur = SIGN_CURRENCY.get(cur, cur)
     if cur not in FALLBACK_USD_PER_UNIT:
         raise RuleError(f"currency: unknown currency {value!r}",
-                        hint=_close(cur, FALLBACK_USD_PER_UNIT, 0.6))
+                        hint=closest(cur, FALLBACK_USD_PER_UNIT, 0.6))
     return cur
 
 
@@ -311,7 +331,7 @@ def _fit_from_mapping(data: dict[str, Any], base_text: Any, structured: list[str
         value = data["fit"]
         if not isinstance(value, str) or not value.strip():
             raise RuleError("fit: the job as text, e.g. `fit: 7B finetune`")
-        clause_text = value if is_fit_rule(value) else _FIT_PREFIX + value
+        clause_text = value if is_fit_rule(value) else FIT_PREFIX + value
         try:
             clause = parse_fit_clause(clause_text)
         except RuleError as exc:

@@ -1,5 +1,8 @@
-"""The `alerts:` section of the configuration: defaults for every rule, staleness, and the
-delivery settings (read by alerts.delivery through the targets)."""
+"""The `alerts:` section read for evaluation: defaults for every rule, staleness, and the
+delivery settings (read by alerts.delivery through the targets).
+
+The section's one schema, with its defaults, is gpuradar.core.config.AlertsSection; an
+AlertSettings is what its values mean here (durations, a drop as a share or an amount)."""
 
 from __future__ import annotations
 
@@ -10,76 +13,85 @@ from typing import Any
 
 from gpuradar.alerts.rules import parse_pct_or_amount
 
-from gpuradar.core.config import ConfigError
+from gpuradar.core.config import AlertsSection, ConfigError, Marks, validate_section
 from gpuradar.core.units import parse_duration
 
+#: The keys of `alerts:` (its names in the file).
+SETTING_KEYS = {f.alias or n for n, f in AlertsSection.model_fields.items()}
 
-@dataclass
+
+class AlertSettingError(ConfigError):
+    """A value of `alerts:` the schema accepts but alerts cannot read; `key` names it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key, self.message = key, message
+        super().__init__(f"alerts: {message}")
+
+
+@dataclass(init=False)
 class AlertSettings:
-    """The `alerts:` section of the config: defaults for every rule, and staleness."""
+    """The `alerts:` section of the config as evaluation uses it. AlertSettings() is the
+    defaults (AlertsSection's); AlertSettings(section) reads a checked section."""
 
-    for_count: int = 1
-    for_duration: timedelta | None = None
-    repeat: timedelta | None = None
-    min_drop_pct: float | None = 0.05
-    min_drop_abs: float | None = None
-    send_resolved: bool = False
-    top: int = 5
-    hysteresis: float = 0.02
-    stale_after_failures: int = 3
-    stale_after: timedelta | None = timedelta(days=2)
-    notify_stale: bool | tuple[str, ...] = False
-    templates: Path | None = None
+    for_count: int
+    for_duration: timedelta | None
+    repeat: timedelta | None
+    min_drop_pct: float | None
+    min_drop_abs: float | None
+    send_resolved: bool
+    top: int
+    hysteresis: float
+    stale_after_failures: int
+    stale_after: timedelta | None
+    notify_stale: bool | tuple[str, ...]
+    templates: Path | None
+
+    def __init__(self, section: AlertsSection | None = None) -> None:
+        s = section if section is not None else AlertsSection()
+        value = s.for_
+        counted = isinstance(value, int) and not isinstance(value, bool)
+        self.for_count = value if counted else 1
+        self.for_duration = None if counted else _duration("for", value)
+        self.repeat = _never_or_duration("repeat", s.repeat)
+        self.min_drop_pct, self.min_drop_abs = _share_or_amount("min_drop", s.min_drop)
+        self.send_resolved = s.send_resolved
+        self.top = s.top
+        self.hysteresis = _share_or_amount("hysteresis", s.hysteresis)[0] or 0.0
+        self.stale_after_failures = s.stale_after_failures
+        self.stale_after = _never_or_duration("stale_after", s.stale_after)
+        v = s.notify_stale
+        self.notify_stale = (v if isinstance(v, bool)
+                             else tuple(str(x) for x in ([v] if isinstance(v, str) else v)))
+        self.templates = Path(s.templates).expanduser() if s.templates else None
 
 
-SETTING_KEYS = {"for", "repeat", "min_drop", "send_resolved", "top", "hysteresis",
-                "stale_after_failures", "stale_after", "notify_stale", "templates",
-                # delivery (alerts.delivery)
-                "max_attempts", "retry_backoff", "send_timeout"}
+def _duration(key: str, value: Any) -> timedelta:
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise AlertSettingError(key, str(exc)) from None
 
 
-def parse_settings(raw: dict[str, Any] | AlertSettings | None) -> AlertSettings:
-    """`alerts:` mapping -> AlertSettings; ConfigError names the bad key."""
+def _never_or_duration(key: str, value: Any) -> timedelta | None:
+    return None if value in (None, False, "never") else _duration(key, value)
+
+
+def _share_or_amount(key: str, value: Any) -> tuple[float | None, float | None]:
+    try:
+        return parse_pct_or_amount(value, key)
+    except ValueError as exc:
+        raise AlertSettingError(key, str(exc)) from None
+
+
+def parse_settings(raw: dict[str, Any] | AlertsSection | AlertSettings | None
+                   ) -> AlertSettings:
+    """AlertSettings from the configuration's checked `alerts:` section, or from a plain
+    mapping (a program, a test), checked by the same schema; ConfigError names the bad key."""
     if isinstance(raw, AlertSettings):
         return raw
-    s = AlertSettings()
-    if not raw:
-        return s
+    if raw is None or isinstance(raw, AlertsSection):
+        return AlertSettings(raw)
     if not isinstance(raw, dict):
         raise ConfigError("alerts: must be a mapping")
-    unknown = sorted(set(map(str, raw)) - SETTING_KEYS)
-    if unknown:
-        raise ConfigError(f"alerts: unknown key(s) {', '.join(unknown)}; known: "
-                          f"{', '.join(sorted(SETTING_KEYS))}")
-    try:
-        if "for" in raw:
-            v = raw["for"]
-            if isinstance(v, int) and not isinstance(v, bool):
-                s.for_count = max(1, v)
-            else:
-                s.for_duration = parse_duration(v)
-        if raw.get("repeat") not in (None, False, "never"):
-            s.repeat = parse_duration(raw["repeat"])
-        if raw.get("min_drop") is not None:
-            s.min_drop_pct, s.min_drop_abs = parse_pct_or_amount(raw["min_drop"], "min_drop")
-        if "send_resolved" in raw:
-            s.send_resolved = bool(raw["send_resolved"])
-        if "top" in raw:
-            s.top = max(1, int(raw["top"]))
-        if "hysteresis" in raw:
-            pct, _ = parse_pct_or_amount(raw["hysteresis"], "hysteresis")
-            s.hysteresis = pct or 0.0
-        if "stale_after_failures" in raw:
-            s.stale_after_failures = max(1, int(raw["stale_after_failures"]))
-        if "stale_after" in raw:
-            v = raw["stale_after"]
-            s.stale_after = None if v in (None, False, "never") else parse_duration(v)
-        if "notify_stale" in raw:
-            v = raw["notify_stale"]
-            s.notify_stale = (bool(v) if isinstance(v, bool) or v is None
-                              else tuple(str(x) for x in ([v] if isinstance(v, str) else v)))
-        if raw.get("templates"):
-            s.templates = Path(str(raw["templates"])).expanduser()
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"alerts: {exc}") from None
-    return s
+    marks = Marks(origins={("alerts",): "alert settings"})
+    return AlertSettings(validate_section(AlertsSection, raw, ("alerts",), marks))

@@ -18,6 +18,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from gpuradar.crawler.config import source_options
 from gpuradar.crawler.middlewares import Recording
 from gpuradar.crawler.spiders.base import UNCATALOGUED_NAMES, warn_once_per_process
 from scrapy import signals
@@ -57,7 +58,7 @@ def _drop(crawler: Crawler, reason: str, item: PriceItem) -> DropItem:
 def price_range(crawler: Crawler, source: str) -> tuple[float, float]:
     """The plausible USD per GPU-hour of `source`: its `price_range` option, else the
     GPURADAR_PRICE_RANGE setting, else PRICE_RANGE."""
-    opts = crawler.settings.getdict("GPURADAR_SOURCES").get(source) or {}
+    opts = source_options(crawler.settings, source)
     low, high = (opts.get("price_range") or crawler.settings.getlist("GPURADAR_PRICE_RANGE")
                  or PRICE_RANGE)
     return float(low), float(high)
@@ -66,8 +67,7 @@ def price_range(crawler: Crawler, source: str) -> tuple[float, float]:
 def shrink_guard(crawler: Crawler, source: str) -> float:
     """The share of the last successful crawl's offers below which a crawl closes nothing
     until confirmed: the source's `shrink_guard` option, else GPURADAR_SHRINK_GUARD."""
-    opts = crawler.settings.getdict("GPURADAR_SOURCES").get(source) or {}
-    value = opts.get("shrink_guard")
+    value = source_options(crawler.settings, source).shrink_guard
     if value is None:
         value = crawler.settings.getfloat("GPURADAR_SHRINK_GUARD", defaults.SHRINK_GUARD)
     return float(value)

@@ -19,7 +19,6 @@ from gpuradar.core.config import (
     ConfigError,
     DaemonSection,
     MetricsSection,
-    SourceOptions,
     validate_section,
 )
 from gpuradar.core.sources import source_kind
@@ -42,15 +41,18 @@ def parse_duration(value: Any, where: str) -> float:
 
 
 def daemon_options(cfg: Config) -> DaemonOptions:
-    """The `daemon:` section, checked by the schema (ConfigError naming file, line, key)."""
-    return validate_section(DaemonSection, cfg.daemon, ("daemon",), cfg.located())
+    """The `daemon:` section, as the schema checked it when the configuration loaded."""
+    return cfg.daemon
 
 
 def metrics_options(cfg: Config, address: str | None = None,
                     port: int | None = None) -> MetricsOptions:
-    """The `metrics:` section; command-line values win."""
+    """The `metrics:` section; command-line values win (checked like the file's, an error
+    naming the option)."""
+    if address is None and port is None:
+        return cfg.metrics
     marks = cfg.located()
-    data = dict(cfg.metrics or {})
+    data = cfg.metrics.written()
     if address is not None:
         data["address"] = address
         marks.origins[("metrics", "address")] = "--metrics-address"
@@ -84,11 +86,7 @@ def plan_source(cfg: Config, name: str, default_interval: float, opts: DaemonOpt
     default_interval (--interval overrides all). Jitter: `sources.<name>.jitter` >
     `daemon.jitter` > 10 % of the interval (at most 5 min). Timeout:
     `sources.<name>.timeout` > `daemon.crawl_timeout` > Scrapy's CLOSESPIDER_TIMEOUT."""
-    src = cfg.source_options(name)
-    marks = cfg.located()
-    opts_here = validate_section(SourceOptions, {k: src.get(k) for k in
-                                                 ("interval", "jitter", "timeout")},
-                                 ("sources", name), marks)
+    opts_here = cfg.source_options(name)
     if interval_override is not None:
         interval = interval_override
     elif opts_here.interval is not None:

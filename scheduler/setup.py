@@ -26,7 +26,7 @@ from gpuradar.scheduler.jobs import (
 )
 
 from gpuradar.core import defaults, providers
-from gpuradar.core.config import Config, load_config, scrapy_settings
+from gpuradar.core.config import Config, load_config
 from gpuradar.core.logs import config_secrets
 from gpuradar.core.sources import default_interval
 
@@ -78,10 +78,11 @@ def load_setup(options: RunOptions, previous: Loaded | None = None, *,
     nothing, so a reload can reject a broken file and keep the running one. `rules=False`
     leaves the rules unparsed (`rules check` reports every bad rule itself)."""
     from gpuradar.alerts.loader import load_rules, load_settings, load_targets
+    from gpuradar.crawler.config import scrapy_setting_names, scrapy_settings
     from gpuradar.crawler.runner import spider_classes
 
     o = options
-    cfg = load_config(o.config, database_url=o.database_url)
+    cfg = load_config(o.config, database_url=o.database_url, scrapy_names=scrapy_setting_names)
     if previous is not None and cfg.database_url != previous.cfg.database_url:
         log.warning("database_url changed; the daemon keeps using the old database "
                     "until it is restarted")

@@ -129,9 +129,10 @@ class WebhookSink:
 
 # -- configuration -------------------------------------------------------------------------
 def all_source_names() -> list[str]:
+    from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
 
-    from gpuradar.core.config import Config, scrapy_settings
+    from gpuradar.core.config import Config
 
     return list(spider_classes(scrapy_settings(Config(database_url="sqlite://"))))
 

@@ -44,6 +44,7 @@ from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
+from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
 
 # The last price-file version of each site's path seen in public material: the China path
@@ -107,14 +108,14 @@ class AlibabaSpider(GpuRadarSpider):
     facts = providers.alibaba.ALIBABA
 
     @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
                         ) -> tuple[bool, str]:
         site = "intl" if opts.get("site") == "intl" else "china"
         currency = "USD" if site == "intl" else "CNY"
         if opts.get("access_key_id") and opts.get("access_key_secret"):
             return True, (f"AccessKey found: ECS API ({currency}), on-demand and spot prices, "
                           "availability per zone")
-        version = (f"pinned price-file version {opts['version']}" if opts.get("version")
+        version = (f"pinned price-file version {opts.get('version')}" if opts.get("version")
                    else "price-file version discovered from the pricing page (EXPERIMENTAL; "
                         "pin it with sources.alibaba.version)")
         return True, (f"public CDN price file, {site} site in {currency}, on-demand only, no "

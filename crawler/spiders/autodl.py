@@ -30,6 +30,7 @@ from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
+from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
 
 # Data centers of the developer API (AutoDL's elastic-deployment documentation).
@@ -50,7 +51,7 @@ class AutodlSpider(GpuRadarSpider):
     custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1}
 
     @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
                         ) -> tuple[bool, str]:
         web, dev = bool(opts.get("web_token")), bool(opts.get("dev_token"))
         if not (web or dev):

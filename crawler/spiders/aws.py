@@ -50,6 +50,7 @@ from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
 from gpuradar.core import providers
+from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
 
 ONDEMAND_PAGE = "https://aws.amazon.com/ec2/pricing/on-demand/"
@@ -243,7 +244,7 @@ class AwsSpider(GpuRadarSpider):
         from botocore.session import Session
 
         if opts.get("access_key_id") and opts.get("secret_access_key"):
-            return Credentials(opts["access_key_id"], opts["secret_access_key"],
+            return Credentials(opts.get("access_key_id"), opts.get("secret_access_key"),
                                opts.get("session_token"), method="config-file")
         try:
             resolver = create_credential_resolver(Session(profile=opts.get("profile")))
@@ -255,7 +256,7 @@ class AwsSpider(GpuRadarSpider):
             return exc
 
     @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
                         ) -> tuple[bool, str]:
         public = "public price files"
         if opts.get("spot_history") is False:

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import scrapy
+from gpuradar.crawler.config import source_options
 from scrapy.settings import BaseSettings
 
+from gpuradar.core.config import SourceOptions
 from gpuradar.core.providers import Provider
 
 #: Stats keys of uncatalogued products (see GpuRadarSpider.uncatalogued).
@@ -116,17 +118,18 @@ class GpuRadarSpider(scrapy.Spider):
         return overrides.get(f"{self.name}.{name}") or self.endpoints[name]
 
     def option(self, name: str, default: Any = None) -> Any:
+        """A declared option's value (`default` when not set)."""
         return self.options_from(self.settings).get(name, default)
 
     @classmethod
-    def options_from(cls, settings: BaseSettings) -> dict[str, Any]:
-        """Source options: the config file's `sources.<name>` section, then environment
-        variables for credentials."""
-        opts = dict(settings.getdict("GPURADAR_SOURCES").get(cls.name, {}) or {})
-        for opt, env in cls.credentials.items():
-            if not opts.get(opt) and os.environ.get(env):
-                opts[opt] = os.environ[env]
-        return opts
+    def options_from(cls, settings: BaseSettings) -> SourceOptions:
+        """Source options: the config file's `sources.<name>` section as the schema checked
+        it (gpuradar.crawler.config.source_options), then environment variables for the
+        credentials it leaves out."""
+        opts = source_options(settings, cls.name)
+        found = {opt: os.environ[env] for opt, env in cls.credentials.items()
+                 if not opts.get(opt) and os.environ.get(env)}
+        return opts.model_copy(update=found) if found else opts
 
     def json_body(self, response) -> Any:
         """The response's JSON, or a ParseError naming the source and the URL."""
@@ -192,7 +195,7 @@ class GpuRadarSpider(scrapy.Spider):
         return cls.describe_status(settings, opts)
 
     @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
                         ) -> tuple[bool, str]:
         """Enabled or not, and why, for a source the config file does not disable: which
         credentials it found or which setting would enable (or add to) it."""

@@ -46,6 +46,7 @@ from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
+from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
 
 BATCH = 100
@@ -90,7 +91,7 @@ class HuaweiSpider(GpuRadarSpider):
     facts = providers.huawei.HUAWEI
 
     @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
                         ) -> tuple[bool, str]:
         if not (opts.get("access_key") and opts.get("secret_key")):
             return False, ("needs HUAWEICLOUD_SDK_AK and HUAWEICLOUD_SDK_SK (or "

@@ -27,6 +27,7 @@ from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
+from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
 
 # Lambda's public regions, as listed by SkyPilot's fetcher (fetch_lambda_cloud.py, 2026):
@@ -62,7 +63,7 @@ class LambdaSpider(GpuRadarSpider):
     custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1}
 
     @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
                         ) -> tuple[bool, str]:
         if opts.get("api_key"):
             return True, "API key found: instance-types API, live availability per region"

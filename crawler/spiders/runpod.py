@@ -31,6 +31,7 @@ from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
+from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
 
 CLOUDS = ("secure", "community")
@@ -55,7 +56,7 @@ class RunpodSpider(GpuRadarSpider):
     facts = providers.runpod.RUNPOD
 
     @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
                         ) -> tuple[bool, str]:
         if opts.get("api_key"):
             return True, "public endpoint; RUNPOD_API_KEY found (sent, not needed for prices)"

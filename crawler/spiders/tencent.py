@@ -32,6 +32,7 @@ from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
+from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
 
 API_VERSION = "2017-03-12"
@@ -80,7 +81,7 @@ class TencentSpider(GpuRadarSpider):
     facts = providers.tencent.TENCENT
 
     @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: dict[str, Any]
+    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
                         ) -> tuple[bool, str]:
         if not (opts.get("secret_id") and opts.get("secret_key")):
             return False, ("needs TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY (or "

@@ -5,8 +5,9 @@ each with the fix to try. The work is done by gpuradar.crawler.probe."""
 from __future__ import annotations
 
 from gpuradar.cli.output import Format, emit
-from gpuradar.core.config import Config, scrapy_settings
+from gpuradar.core.config import Config
 from gpuradar.core.units import EXIT_FAILED, EXIT_OK
+from gpuradar.crawler.config import scrapy_settings
 
 
 def run_check(cfg: Config, fmt: Format, verbose: bool = False) -> int:

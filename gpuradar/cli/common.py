@@ -186,9 +186,17 @@ def get_config(config: Path | None, database_url: str | None = None, *,
     if check:
         return get_setup(config, database_url, rules=rules).cfg
     try:
-        return load_config(config, database_url=database_url)
+        return load_config(config, database_url=database_url, scrapy_names=scrapy_names)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+
+
+def scrapy_names() -> set[str]:
+    """Scrapy's setting names, for the wording of a refused `scrapy:` key (Scrapy is loaded
+    only when the file has one)."""
+    from gpuradar.crawler.config import scrapy_setting_names
+
+    return scrapy_setting_names()
 
 
 def get_setup(config: Path | None, database_url: str | None = None, *, rules: bool = True,

@@ -15,7 +15,7 @@ from rich.markup import escape
 from gpuradar.cli.common import EXIT_USAGE, ConfigOpt, DbOpt
 from gpuradar.cli.output import Format as _Format
 from gpuradar.cli.output import console, emit, err_console
-from gpuradar.core.config import ConfigError
+from gpuradar.core.config import ConfigError, SourceOptions
 from gpuradar.core.units import format_duration
 
 config_app = typer.Typer(help="Check the configuration file.", no_args_is_help=True)
@@ -28,7 +28,7 @@ def _error_lines(exc: Exception) -> list[str]:
     return [str(e) for e in errors] if errors else [str(exc)]
 
 
-def _credentials(cls: type, opts: dict[str, Any]) -> str:
+def _credentials(cls: type, opts: SourceOptions) -> str:
     """Where each credential comes from, never its value."""
     import os
 

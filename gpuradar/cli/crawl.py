@@ -27,12 +27,13 @@ from gpuradar.cli.common import (
     pick_format,
 )
 from gpuradar.cli.output import Format, console, emit, err_console
-from gpuradar.core.config import Config, scrapy_settings
+from gpuradar.core.config import Config
+from gpuradar.crawler.config import scrapy_settings
 
 
 # -- crawl -------------------------------------------------------------------------------
-def _crawl(cfg: Config, sources: list[str], record: Path | None, replay: Path | None,
-           verbose: bool, quiet: bool = False, log_level: str = "WARNING"):
+def crawl_sources(cfg: Config, sources: list[str], record: Path | None, replay: Path | None,
+                  verbose: bool, quiet: bool = False, log_level: str = "WARNING"):
     from rich.live import Live
     from rich.text import Text
 
@@ -96,7 +97,7 @@ def _crawl(cfg: Config, sources: list[str], record: Path | None, replay: Path | 
                    EXIT_DATABASE) from None
 
 
-def _print_results(results, fmt: Format) -> None:
+def print_results(results, fmt: Format) -> None:
     from gpuradar.cli.sources import uncatalogued_cell
 
     rows = []
@@ -148,9 +149,9 @@ def crawl(
     if replay and not replay.is_dir():
         raise fail(f"recording directory {replay} does not exist")
     cfg = get_config(config, database_url, check=True)  # refused here if `run` refuses it
-    results = _crawl(cfg, sources or [], record, replay, verbose)
+    results = crawl_sources(cfg, sources or [], record, replay, verbose)
     _blame_scrapy_settings(cfg, results)
-    _print_results(results, pick_format(fmt, as_json, as_csv))
+    print_results(results, pick_format(fmt, as_json, as_csv))
     if any(r.status == "failed" for r in results):
         raise typer.Exit(EXIT_FAILED)
     if any(r.status == "partial" for r in results):
@@ -163,7 +164,7 @@ def _blame_scrapy_settings(cfg: Config, results) -> None:
     for r in results:
         if not r.error.startswith("crawl did not start"):
             continue
-        blamed = [key for key, value in cfg.scrapy.items()
+        blamed = [key for key, value in cfg.scrapy.written().items()
                   if any(part and part in r.error for part in _words(value))]
         if blamed:
             r.error += f" (check {', '.join(f'scrapy.{k}' for k in blamed)} in " \

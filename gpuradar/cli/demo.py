@@ -27,11 +27,12 @@ from gpuradar.cli.common import (
     get_config,
     get_engine,
 )
-from gpuradar.cli.crawl import _crawl, _print_results
+from gpuradar.cli.crawl import crawl_sources, print_results
 from gpuradar.cli.output import Col, Format, console, money, print_table, table
 from gpuradar.cli.prices import YES_NO, print_gpu_history
 from gpuradar.core import providers
-from gpuradar.core.config import Config, scrapy_settings
+from gpuradar.core.config import Config, TargetSpec
+from gpuradar.crawler.config import scrapy_settings
 
 TIMELINE = RECORDINGS / "timeline.json"
 
@@ -114,9 +115,9 @@ def _snapshot(cfg: Config, verbose: bool) -> None:
     sources = recorded_sources()
     # Its own data's known gaps (products the catalog lacks) are counted in the crawl
     # record, not warned about: -v shows them.
-    results = _crawl(cfg, sources, None, RECORDINGS, verbose, log_level="ERROR")
+    results = crawl_sources(cfg, sources, None, RECORDINGS, verbose, log_level="ERROR")
     if any(r.status != "ok" for r in results):
-        _print_results(results, Format.table)
+        print_results(results, Format.table)
         raise typer.Exit(EXIT_FAILED)
     dates = {s: provenance(s).get("captured", "?") for s in sources}
     counts = {r.source: r.items for r in results}
@@ -155,7 +156,8 @@ def _timeline(cfg: Config, pace: float) -> None:
     source = spec["source"]
     capture = json.loads((RECORDINGS / spec["capture"]).read_text())
     listed = {o["machine_id"]: o for o in capture["offers"]}
-    cfg.targets = {"demo": "json://localhost"}  # queued in the outbox, never delivered
+    # queued in the outbox, never delivered
+    cfg.targets = {"demo": TargetSpec(url="json://localhost")}
     cfg.rules = [spec["rule"]]
     rules = load_rules(cfg, load_targets(cfg))
     engine = get_engine(cfg)

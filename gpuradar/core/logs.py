@@ -75,11 +75,14 @@ def url_secrets(url: str) -> set[str]:
 
 
 def config_secrets(cfg: Any, extra_env: Iterable[str] = ()) -> set[str]:
-    """Every secret a configuration holds: target URLs, credential-like source options and
-    the database password; `extra_env` are values of credential environment variables."""
+    """Every secret a configuration (gpuradar.core.config.Config, checked) holds: target
+    URLs, credential-like source options and the database password; `extra_env` are values
+    of credential environment variables."""
     out: set[str] = set()
 
     def walk(value: Any, key: str = "") -> None:
+        if hasattr(value, "model_dump"):  # a section of the configuration
+            value = value.model_dump(by_alias=True)
         if isinstance(value, dict):
             for k, v in value.items():
                 walk(v, str(k))
@@ -89,15 +92,12 @@ def config_secrets(cfg: Any, extra_env: Iterable[str] = ()) -> set[str]:
         elif isinstance(value, str) and SECRET_NAMES.search(key):
             out.add(value)
 
-    for target in (getattr(cfg, "targets", None) or {}).values():
-        for url in ([target] if isinstance(target, str) else
-                    target.get("urls", [target.get("url")]) if isinstance(target, dict)
-                    else target if isinstance(target, list) else []):
-            if isinstance(url, str):
-                out |= url_secrets(url)
-    walk(getattr(cfg, "sources", None) or {})
-    walk(getattr(cfg, "scrapy", None) or {})
-    db = getattr(cfg, "database_url", "") or ""
+    for target in cfg.targets.values():  # TargetSpec (gpuradar.core.config)
+        for url in target.url_list():
+            out |= url_secrets(url)
+    walk(cfg.sources)
+    walk(cfg.scrapy)
+    db = cfg.database_url or ""
     try:
         password = urlsplit(db).password
     except ValueError:

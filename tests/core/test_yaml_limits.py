@@ -131,9 +131,9 @@ targets:
   b: {url: "json://127.0.0.1:9/", tags: *team}
 """)
     config = load_config(cfg)
-    assert config.sources["runpod"] == {"enabled": False}
-    assert config.sources["vastai"] == {"enabled": False, "interval": "10m"}
-    assert config.targets["b"]["tags"] == ["ops", "gpu"]
+    assert config.sources["runpod"].written() == {"enabled": False}
+    assert config.sources["vastai"].written() == {"enabled": False, "interval": 600}
+    assert config.targets["b"].tags == ["ops", "gpu"]
 
 
 @pytest.mark.parametrize("tags", ["[[ops, gpu]]", "[{team: ops}]", "{team: ops}", "[1]"])

@@ -74,12 +74,13 @@ def test_every_provider_fact_comes_from_its_declaration():
     kinds, intervals, endpoints, options, credentials and the mainland rule are read from
     the declarations, and each spider takes its facts from its own, so a fact has one home
     and core never loads a spider to learn one."""
+    from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
     from gpuradar.crawler.spiders.base import FACTS
     from gpuradar.scheduler.jobs import KINDS
 
     from gpuradar.core import providers, sources
-    from gpuradar.core.config import Config, scrapy_settings
+    from gpuradar.core.config import Config
 
     listed = subprocess.run([str(BIN / "scrapy"), "list"], cwd=REPO, capture_output=True,
                             text=True, timeout=120, check=True).stdout.split()
@@ -191,3 +192,89 @@ def test_the_readme_source_table_states_each_default_interval():
         table[name] = parse_duration(every.strip().replace(" min", "m").replace(" h", "h")
                                      .replace(" day", "d")).total_seconds()
     assert table == {name: sources.default_interval(name) for name in sources.providers()}
+
+
+# -- no private name crosses a module ------------------------------------------------------------
+#: The product's source folders and the module each maps to (pyproject's package-dir).
+PACKAGE_DIRS = {"gpuradar": REPO / "gpuradar", "gpuradar.crawler": REPO / "crawler",
+                "gpuradar.storage": REPO / "storage", "gpuradar.alerts": REPO / "alerts",
+                "gpuradar.scheduler": REPO / "scheduler"}
+
+
+def product_modules() -> dict[str, Path]:
+    """Every module of the product, by its installed name."""
+    modules: dict[str, Path] = {}
+    for package, folder in PACKAGE_DIRS.items():
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join((package, *parts))] = path
+    return modules
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_uses(module: str, path: Path, modules: dict[str, Path]) -> list[str]:
+    """`from x import _name` and `x._name` in `module` where x is another module of the
+    product (the private name of its own module, or a private attribute of an object, is
+    not a module's private name)."""
+    import ast
+
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[str] = []
+    aliases: dict[str, str] = {}  # a local name bound to another module of the product
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]
+                                + ([node.module] if node.module else []))
+            for alias in node.names:
+                if f"{base}.{alias.name}" in modules:
+                    aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
+                if base in modules and base != module and _private(alias.name):
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}: from {base} import "
+                                 f"{alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in modules:
+                    aliases[alias.asname or alias.name] = alias.name
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and _private(node.attr)
+                and isinstance(node.value, ast.Name) and node.value.id in aliases
+                and aliases[node.value.id] != module):
+            found.append(f"{path.relative_to(REPO)}:{node.lineno}: "
+                         f"{aliases[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_private_name_is_imported_across_modules():
+    """A name with a leading underscore is its module's own: another module of the product
+    that needs it needs a public name (tests may reach into privates; the product may not)."""
+    modules = product_modules()
+    found = [use for module, path in sorted(modules.items())
+             for use in private_uses(module, path, modules)]
+    assert not found, "\n".join(found)
+
+
+def test_the_private_name_check_sees_both_forms(tmp_path):
+    """The check above finds `from x import _name` and `x._name`, and lets a module use its
+    own private names and a dunder."""
+    modules = product_modules()
+    path = REPO / "alerts" / "probe_private.py"
+    text = ("from gpuradar.alerts import rules\n"
+            "from gpuradar.alerts.grammar import _close\n"
+            "from gpuradar import __version__\n"
+            "from gpuradar.alerts.probe_private import _mine\n"
+            "rules._as_list('a')\n")
+    try:
+        path.write_text(text)
+        found = private_uses("gpuradar.alerts.probe_private", path, modules)
+    finally:
+        path.unlink()
+    assert [f.split(": ", 1)[1] for f in found] == [
+        "from gpuradar.alerts.grammar import _close", "gpuradar.alerts.rules._as_list"]

@@ -260,9 +260,10 @@ def test_alert_rules_use_only_exported_metrics(alert_rules, exported):
 def test_staleness_intervals_are_the_sources_defaults(alert_rules):
     """The recorded interval of each source is its spider's default_interval, for every
     source: staleness means 'more than 3 of its intervals'."""
+    from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
 
-    from gpuradar.core.config import Config, scrapy_settings
+    from gpuradar.core.config import Config
 
     recorded = {r["labels"]["source"]: float(re.fullmatch(r"vector\((\d+)\)", r["expr"])[1])
                 for r in alert_rules if r.get("record") == "gpuradar:source_interval_seconds"}
@@ -367,9 +368,10 @@ def test_compose_services_volumes_ports_and_environment(compose):
 
 
 def test_compose_passes_only_variables_gpuradar_reads(compose):
+    from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
 
-    from gpuradar.core.config import Config, scrapy_settings
+    from gpuradar.core.config import Config
 
     code = "\n".join(p.read_text() for d in ("gpuradar", "scheduler", "storage", "crawler")
                      for p in (REPO / d).rglob("*.py"))
@@ -521,9 +523,10 @@ def test_image_entrypoint_and_healthcheck_run_the_daemon(request, tmp_path, pg_t
     image's environment and the compose database URL (PostgreSQL, migrated on start), and
     the HEALTHCHECK command passing against it on the port the config file sets (not the
     default); SIGTERM stops it cleanly. (tests/project/test_image.py does it in the image.)"""
+    from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
 
-    from gpuradar.core.config import Config, scrapy_settings
+    from gpuradar.core.config import Config
     from tests.conftest import _pg_database
 
     url = _pg_database(request, pg_template)
@@ -677,6 +680,7 @@ def test_systemd_analyze_verifies_the_unit(tmp_path):
 def test_example_config_documents_every_key_with_its_default():
     from gpuradar.alerts.engine import SETTING_KEYS, AlertSettings, parse_settings
     from gpuradar.alerts.loader import load_rules, load_targets
+    from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
     from gpuradar.scheduler.jobs import (
         DAEMON_DEFAULTS,
@@ -685,7 +689,7 @@ def test_example_config_documents_every_key_with_its_default():
         metrics_options,
     )
 
-    from gpuradar.core.config import KNOWN_KEYS, Config, load_config, scrapy_settings
+    from gpuradar.core.config import KNOWN_KEYS, Config, load_config
 
     raw = yaml.safe_load(EXAMPLE.read_text())
     assert set(raw) == set(KNOWN_KEYS)
