@@ -30,11 +30,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from gpuradar.alerts.loader import Target, Targets, channel_of, redact
-from gpuradar.storage import alerts as store
 from sqlalchemy import Engine
 
+from gpuradar.alerts.loader import Target, Targets, channel_of, redact
 from gpuradar.core.config import AlertsSection
+from gpuradar.storage import alerts as store
 
 log = logging.getLogger(__name__)
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy import Engine
+
 from gpuradar.alerts import messages
 from gpuradar.alerts.index_rules import IndexMatch, index_match, read_index
 from gpuradar.alerts.market import (
@@ -52,10 +54,8 @@ from gpuradar.alerts.state import (
     source_transition,
     transition,
 )
-from gpuradar.storage import alerts as store
-from sqlalchemy import Engine
-
 from gpuradar.core.units import format_duration
+from gpuradar.storage import alerts as store
 
 log = logging.getLogger(__name__)
 

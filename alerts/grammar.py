@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuradar.alerts.rules import PRICE_WORD, Condition, Rule, RuleError, Selector, finish
-
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FALLBACK_USD_PER_UNIT
 from gpuradar.core.sources import price_sources

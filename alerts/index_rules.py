@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import Engine
+
 from gpuradar.alerts.market import EPS, RuleMatch, hysteresis
 from gpuradar.alerts.rules import Rule
 from gpuradar.alerts.settings import AlertSettings
 from gpuradar.storage.index import current_index, index_history
-from sqlalchemy import Engine
 
 
 @dataclass

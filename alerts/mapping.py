@@ -40,7 +40,6 @@ from gpuradar.alerts.rules import (
     finish,
     parse_pct_or_amount,
 )
-
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FALLBACK_USD_PER_UNIT
 from gpuradar.core.sources import price_sources

@@ -24,18 +24,18 @@ from functools import lru_cache
 from itertools import product
 from typing import Any
 
-from gpuradar.alerts.rules import Condition, Rule, Selector, cached_hash
-from gpuradar.alerts.settings import AlertSettings
-from gpuradar.storage import alerts as store
-from gpuradar.storage.offers import OfferRow, live_offers
-from gpuradar.storage.queries import latest_fx
 from sqlalchemy import Engine
 
+from gpuradar.alerts.rules import Condition, Rule, Selector, cached_hash
+from gpuradar.alerts.settings import AlertSettings
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FxTable
 from gpuradar.core.items import PRICINGS
 from gpuradar.core.units import region_matches
 from gpuradar.recommend import Fit, Job, MemoryEstimate, estimate_memory, fit_offer, price_in
+from gpuradar.storage import alerts as store
+from gpuradar.storage.offers import OfferRow, live_offers
+from gpuradar.storage.queries import latest_fx
 
 log = logging.getLogger(__name__)
 

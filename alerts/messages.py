@@ -18,12 +18,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from gpuradar.alerts.market import Market, Pool, RuleMatch
-from gpuradar.alerts.rules import Rule
-from gpuradar.storage.offers import OfferRow
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined
 
+from gpuradar.alerts.market import Market, Pool, RuleMatch
+from gpuradar.alerts.rules import Rule
 from gpuradar.core.units import age, money
+from gpuradar.storage.offers import OfferRow
 
 TEMPLATES = Path(__file__).parent / "templates"
 TEMPLATE_NAMES = ("title.txt.j2", "message.md.j2", "message.txt.j2", "email.html.j2")

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from gpuradar.alerts.rules import parse_pct_or_amount
-
 from gpuradar.core.config import AlertsSection, ConfigError, Marks, validate_section
 from gpuradar.core.units import parse_duration
 

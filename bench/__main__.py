@@ -98,10 +98,9 @@ def run(full: bool, with_pg: bool) -> Figures:
     alerting_figures(figs, size)
     for measure in EXTRA:
         measure(figs, {**size, "with_pg": with_pg})
-    from gpuradar.crawler.config import scrapy_settings
-
     from bench.parsing import parse_figures
     from gpuradar.core.config import load_config
+    from gpuradar.crawler.config import scrapy_settings
 
     for source, r in parse_figures(scrapy_settings(load_config(None))).items():
         if "error" in r:

@@ -146,7 +146,6 @@ def notification_figures(workdir: Path, pg_admin: str, n_offers: int = 5_000
     from gpuradar.alerts.engine import evaluate
     from gpuradar.alerts.grammar import parse_rule
     from gpuradar.alerts.loader import load_targets
-
     from gpuradar.core.config import Config
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)

@@ -6,17 +6,17 @@ import json
 import time
 from pathlib import Path
 
-from gpuradar.crawler.parsing import response_for
-
 from gpuradar.core.items import FxRateItem, PriceItem
+from gpuradar.crawler.parsing import response_for
 
 RECORDINGS = Path(__file__).parent.parent / "gpuradar" / "recordings"
 
 
 def parse_figures(settings, min_seconds: float = 0.3) -> dict[str, dict[str, float]]:
-    from gpuradar.crawler.runner import spider_classes
     from scrapy.utils.reactor import install_reactor, is_reactor_installed
     from scrapy.utils.test import get_crawler
+
+    from gpuradar.crawler.runner import spider_classes
 
     if not is_reactor_installed():
         install_reactor(settings["TWISTED_REACTOR"])

@@ -10,9 +10,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gpuradar.storage.db import get_engine, upgrade
-from gpuradar.storage.ingest import CrawlWriter
-from gpuradar.storage.models import PriceChange
 from sqlalchemy import (
     Boolean,
     Column,
@@ -31,6 +28,9 @@ from sqlalchemy import (
 )
 
 from bench.workload import Workload
+from gpuradar.storage.db import get_engine, upgrade
+from gpuradar.storage.ingest import CrawlWriter
+from gpuradar.storage.models import PriceChange
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -15,7 +15,6 @@ from time import monotonic
 from typing import Any
 from urllib.parse import urlsplit
 
-from gpuradar.storage.ingest import Replay
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
@@ -35,6 +34,7 @@ from twisted.internet.error import ConnectError
 from twisted.internet.error import TimeoutError as TxTimeoutError
 
 from gpuradar.core.logs import IN_OUTCOME
+from gpuradar.storage.ingest import Replay
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gpuradar.crawler.pipelines import normalize, validate
-from gpuradar.crawler.spiders.base import ParseError
 from scrapy import Request
 from scrapy.http import HtmlResponse, TextResponse, XmlResponse
 from scrapy.settings import Settings
@@ -20,6 +18,8 @@ from scrapy.utils.test import get_crawler
 
 from gpuradar.core.currency import FxTable
 from gpuradar.core.items import FxRateItem, PriceItem
+from gpuradar.crawler.pipelines import normalize, validate
+from gpuradar.crawler.spiders.base import ParseError
 
 
 class ParseFailed(RuntimeError):

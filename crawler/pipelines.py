@@ -18,9 +18,6 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from gpuradar.crawler.config import source_options
-from gpuradar.crawler.middlewares import Recording
-from gpuradar.crawler.spiders.base import UNCATALOGUED_NAMES, warn_once_per_process
 from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
@@ -29,6 +26,9 @@ from gpuradar.core import defaults, gpus
 from gpuradar.core.currency import FxTable
 from gpuradar.core.interconnect import interconnect_for
 from gpuradar.core.items import PRICINGS, FxRateItem, OfferKey, PriceItem
+from gpuradar.crawler.config import source_options
+from gpuradar.crawler.middlewares import Recording
+from gpuradar.crawler.spiders.base import UNCATALOGUED_NAMES, warn_once_per_process
 
 log = logging.getLogger(__name__)
 

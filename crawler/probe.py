@@ -20,12 +20,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import scrapy
-from gpuradar.crawler.middlewares import connection_cause
-from gpuradar.crawler.runner import spider_classes
-from gpuradar.crawler.spiders.base import GpuRadarSpider
 from scrapy.settings import Settings
 
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.middlewares import connection_cause
+from gpuradar.crawler.runner import spider_classes
+from gpuradar.crawler.spiders.base import GpuRadarSpider
 
 # The providers' authentication and throttling codes, as their API references name them:
 # Tencent (AuthFailure.*, RequestLimitExceeded), Alibaba (InvalidAccessKeyId.*,

@@ -11,14 +11,14 @@ import signal
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from gpuradar.crawler.pipelines import crawl_recorded
-from gpuradar.crawler.spiders.base import GpuRadarSpider
-from gpuradar.storage.ingest import CrawlSummary
 from scrapy import signals
 from scrapy.settings import Settings
 from scrapy.spiderloader import get_spider_loader
 
 from gpuradar.core.units import EXIT_INTERRUPTED
+from gpuradar.crawler.pipelines import crawl_recorded
+from gpuradar.crawler.spiders.base import GpuRadarSpider
+from gpuradar.storage.ingest import CrawlSummary
 
 log = logging.getLogger(__name__)
 

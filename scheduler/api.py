@@ -135,10 +135,9 @@ def _gpus(engine: Engine, params: Params) -> list[str]:
 
 # -- endpoints ----------------------------------------------------------------------------
 def offers(engine: Engine, params: Params) -> dict[str, Any]:
+    from gpuradar.core import gpus as catalog
     from gpuradar.storage import dataset
     from gpuradar.storage.queries import OfferFilter
-
-    from gpuradar.core import gpus as catalog
 
     vendors, kinds = params.many("vendor"), params.many("kind")
     for value in vendors:

@@ -36,6 +36,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gpuradar.core.config import ConfigError
+from gpuradar.core.logs import REDACT
+from gpuradar.core.units import (
+    EXIT_DATABASE,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    format_duration,
+)
 from gpuradar.scheduler.jobs import (
     SourcePlan,
     backoff_delay,
@@ -48,16 +57,6 @@ from gpuradar.scheduler.setup import (  # noqa: F401  (RunOptions: the command l
     load_setup,
 )
 from gpuradar.scheduler.threads import in_thread
-
-from gpuradar.core.config import ConfigError
-from gpuradar.core.logs import REDACT
-from gpuradar.core.units import (
-    EXIT_DATABASE,
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    format_duration,
-)
 
 log = logging.getLogger("gpuradar.daemon")
 
@@ -315,6 +314,7 @@ class Daemon:
         """Add, change and remove crawl jobs. A source is due at once when its last success
         is older than its interval; otherwise it runs when that interval has passed."""
         from apscheduler.triggers.interval import IntervalTrigger
+
         from gpuradar.storage.queries import consecutive_failures, last_success
 
         if not self.leadership.is_leader:
@@ -372,8 +372,9 @@ class Daemon:
 
     @_job
     async def _crawl_job(self, source: str) -> None:
-        from gpuradar.crawler.runner import TrackedCrawl, waits_for_fx
         from scrapy.crawler import Crawler
+
+        from gpuradar.crawler.runner import TrackedCrawl, waits_for_fx
 
         plan = self.loaded.plans.get(source)
         if self.stopping or plan is None:

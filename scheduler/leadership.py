@@ -39,7 +39,10 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+from sqlalchemy import Engine
+
 from gpuradar.alerts.delivery import Withheld
+from gpuradar.core.units import format_duration
 from gpuradar.scheduler.jobs import DaemonOptions
 from gpuradar.storage.leader import (
     InstanceLock,
@@ -48,9 +51,6 @@ from gpuradar.storage.leader import (
     LockUnavailable,
     sqlite_path,
 )
-from sqlalchemy import Engine
-
-from gpuradar.core.units import format_duration
 
 log = logging.getLogger("gpuradar.leadership")
 

@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuradar.core import defaults, providers
+from gpuradar.core.config import Config, load_config
+from gpuradar.core.logs import config_secrets
+from gpuradar.core.sources import default_interval
 from gpuradar.scheduler.jobs import (
     DaemonOptions,
     MetricsOptions,
@@ -24,11 +28,6 @@ from gpuradar.scheduler.jobs import (
     metrics_options,
     plan_source,
 )
-
-from gpuradar.core import defaults, providers
-from gpuradar.core.config import Config, load_config
-from gpuradar.core.logs import config_secrets
-from gpuradar.core.sources import default_interval
 
 log = logging.getLogger("gpuradar.daemon")
 

@@ -11,8 +11,9 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuradar.storage.models import AlertState, Crawl, Notification, Offer, PriceChange
 from sqlalchemy import Engine, bindparam, delete, func, insert, or_, select, update
+
+from gpuradar.storage.models import AlertState, Crawl, Notification, Offer, PriceChange
 
 OFFER = Offer.__table__
 CHANGE = PriceChange.__table__

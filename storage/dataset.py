@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuradar.storage.models import Crawl, Offer
 from sqlalchemy import Engine, select
 
 from gpuradar.core import gpus as catalog
+from gpuradar.storage.models import Crawl, Offer
 
 CRAWL = Crawl.__table__
 OFFER = Offer.__table__
@@ -134,6 +134,7 @@ def open_read_only(url: str) -> Engine:
     replica's user may not be allowed to)."""
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
+
     from gpuradar.storage.db import DatabaseError, alembic_config, check_connection, get_engine
 
     engine = get_engine(url)

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from gpuradar.storage.models import Crawl, Offer, PriceChange, PriceIndex
 from sqlalchemy import Engine, select
+
+from gpuradar.storage.models import Crawl, Offer, PriceChange, PriceIndex
 
 FORMAT_VERSION = 1
 FORMATS = ("parquet", "csv", "jsonl")

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gpuradar.storage.models import Offer, PriceIndex
 from sqlalchemy import Engine, and_, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from gpuradar.core import gpus as catalog
 from gpuradar.core.marketindex import IndexFigure, IndexOffer, compute_index
+from gpuradar.storage.models import Offer, PriceIndex
 
 log = logging.getLogger(__name__)
 

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gpuradar.storage.models import Crawl, Offer, PriceChange
-from gpuradar.storage.owner import process_owner
 from sqlalchemy import Engine, bindparam, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from gpuradar.core import defaults
 from gpuradar.core.items import OfferKey, PriceItem
+from gpuradar.storage.models import Crawl, Offer, PriceChange
+from gpuradar.storage.owner import process_owner
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +78,9 @@ def _insert_new_pg(conn, rows: list[dict[str, Any]],
     """Insert offers and their first change points into PostgreSQL with COPY; the offers'
     ids, in the rows' order. The ids are drawn from the offer sequence first (one query), so
     neither table needs a statement per row. `changes(ids)` gives the change rows."""
-    from gpuradar.storage.db import json_dumps
     from psycopg.types.json import Json
+
+    from gpuradar.storage.db import json_dumps
 
     cols = list(rows[0])
     cur_conn = conn.connection.driver_connection

@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from gpuradar.storage.models import Crawl, Notification, PriceChange
 from sqlalchemy import Engine, and_, delete, exists, func, not_, select, text
 from sqlalchemy.sql.elements import ColumnElement
+
+from gpuradar.storage.models import Crawl, Notification, PriceChange
 
 CHANGE = PriceChange.__table__
 CRAWL = Crawl.__table__

@@ -10,8 +10,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from gpuradar.storage.models import Offer
 from sqlalchemy import Engine, or_, select
+
+from gpuradar.storage.models import Offer
 
 OFFER = Offer.__table__
 

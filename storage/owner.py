@@ -21,8 +21,9 @@ import socket
 from datetime import UTC, datetime, timedelta
 from functools import cache
 
-from gpuradar.storage.models import Crawl
 from sqlalchemy import Engine, and_, select, update
+
+from gpuradar.storage.models import Crawl
 
 CRAWL = Crawl.__table__
 STALE_AFTER = timedelta(days=1)

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, NamedTuple
 
-from gpuradar.storage.models import Crawl, FxRate, Offer, PriceChange
 from sqlalchemy import Engine, and_, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from gpuradar.core.units import region_matches
+from gpuradar.storage.models import Crawl, FxRate, Offer, PriceChange
 
 OFFER = Offer.__table__
 CHANGE = PriceChange.__table__

@@ -6,6 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sqlalchemy import Engine
+
+from gpuradar.core.units import region_matches
 from gpuradar.storage.alerts import alert_rows, source_health
 from gpuradar.storage.queries import (
     OfferFilter,
@@ -17,9 +20,6 @@ from gpuradar.storage.queries import (
     last_success,
     min_per_bucket,
 )
-from sqlalchemy import Engine
-
-from gpuradar.core.units import region_matches
 
 MAX_INDEX_CHARTS = 8  # the models with the most offers; the API has every one
 

@@ -129,10 +129,9 @@ class WebhookSink:
 
 # -- configuration -------------------------------------------------------------------------
 def all_source_names() -> list[str]:
+    from gpuradar.core.config import Config
     from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
-
-    from gpuradar.core.config import Config
 
     return list(spider_classes(scrapy_settings(Config(database_url="sqlite://"))))
 
@@ -271,8 +270,9 @@ class Daemon:
 
 # -- the database ----------------------------------------------------------------------------
 def query(db_url: str, sql: str, **params: Any) -> list[tuple]:
-    from gpuradar.storage.db import get_engine
     from sqlalchemy import text
+
+    from gpuradar.storage.db import get_engine
 
     with get_engine(db_url).connect() as conn:
         return [tuple(r) for r in conn.execute(text(sql), params)]

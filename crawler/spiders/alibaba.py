@@ -38,14 +38,14 @@ from typing import Any
 from urllib.parse import urlencode
 
 import scrapy
-from gpuradar.crawler.signing import alibaba_rpc_params, signing_credentials
-from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
 from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.signing import alibaba_rpc_params, signing_credentials
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 # The last price-file version of each site's path seen in public material: the China path
 # (ecs-price-info) 2.0.211, the international one (ecs-price-info-intl) 2.0.421.

@@ -24,14 +24,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import scrapy
-from gpuradar.crawler.signing import REPLAY_PLACEHOLDER
-from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
 from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.signing import REPLAY_PLACEHOLDER
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 # Data centers of the developer API (AutoDL's elastic-deployment documentation).
 DATA_CENTERS = ("westDC2", "westDC3", "beijingDC1", "beijingDC2", "beijingDC3", "beijingDC4",

@@ -44,7 +44,6 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import scrapy
-from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
@@ -52,6 +51,7 @@ from twisted.python.failure import Failure
 from gpuradar.core import providers
 from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 ONDEMAND_PAGE = "https://aws.amazon.com/ec2/pricing/on-demand/"
 SPOT_PAGE = "https://aws.amazon.com/ec2/spot/pricing/"

@@ -28,11 +28,11 @@ from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 import scrapy
-from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 # -- sizes -------------------------------------------------------------------------------
 # Azure size naming (learn.microsoft.com/azure/virtual-machines/vm-naming-conventions):

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import scrapy
-from gpuradar.crawler.config import source_options
 from scrapy.settings import BaseSettings
 
 from gpuradar.core.config import SourceOptions
 from gpuradar.core.providers import Provider
+from gpuradar.crawler.config import source_options
 
 #: Stats keys of uncatalogued products (see GpuRadarSpider.uncatalogued).
 UNCATALOGUED = "gpuradar/uncatalogued"

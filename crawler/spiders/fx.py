@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import scrapy
-from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError
 from scrapy.http import Response
 
 from gpuradar.core import providers
 from gpuradar.core.items import FxRateItem
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError
 
 ECB_NS = {"e": "http://www.ecb.int/vocabulary/2002-08-01/eurofxref"}
 

@@ -42,8 +42,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import scrapy
-from gpuradar.crawler.config import source_options
-from gpuradar.crawler.spiders.base import GpuRadarSpider, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
@@ -51,6 +49,8 @@ from twisted.python.failure import Failure
 from gpuradar.core import providers
 from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.config import source_options
+from gpuradar.crawler.spiders.base import GpuRadarSpider, require
 
 PRICING_PAGE = "https://cloud.google.com/compute/gpus-pricing"
 TPU_PRICING_PAGE = "https://cloud.google.com/tpu/pricing"

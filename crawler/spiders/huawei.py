@@ -40,14 +40,14 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import scrapy
-from gpuradar.crawler.signing import REPLAY_PLACEHOLDER, huawei_sign, signing_credentials
-from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
 from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.signing import REPLAY_PLACEHOLDER, huawei_sign, signing_credentials
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 BATCH = 100
 PAGE = 1000

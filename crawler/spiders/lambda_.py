@@ -22,13 +22,13 @@ from dataclasses import replace
 from typing import Any
 
 import scrapy
-from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
 from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 # Lambda's public regions, as listed by SkyPilot's fetcher (fetch_lambda_cloud.py, 2026):
 # only used when /api/v1/images cannot be read.

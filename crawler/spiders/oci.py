@@ -29,11 +29,11 @@ from typing import Any
 from urllib.parse import urlencode
 
 import scrapy
-from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 
 from gpuradar.core import gpus, providers
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 PRICE_MODEL = "PAY_AS_YOU_GO"
 # Preemptible instances cost half the on-demand price (OCI docs, "Preemptible Instances").

@@ -26,13 +26,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import scrapy
-from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
 from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 CLOUDS = ("secure", "community")
 _ALIAS = re.compile(r"^(secure|community)_(\d+)$")

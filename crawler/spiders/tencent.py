@@ -26,14 +26,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import scrapy
-from gpuradar.crawler.signing import signing_credentials, tencent_tc3_headers
-from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 from scrapy.http import Response
 from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
 from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.signing import signing_credentials, tencent_tc3_headers
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 API_VERSION = "2017-03-12"
 CHARGE_TYPES = {"POSTPAID_BY_HOUR": "on_demand", "SPOTPAID": "spot"}

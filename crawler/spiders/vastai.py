@@ -40,7 +40,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import scrapy
-from gpuradar.crawler.spiders.base import GpuRadarSpider, require
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
@@ -48,6 +47,7 @@ from twisted.python.failure import Failure
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.spiders.base import GpuRadarSpider, require
 
 # gpu_name values Vast uses for datacenter and popular consumer GPUs.
 GPU_NAMES = (

@@ -6,11 +6,12 @@ schema already at head instead of colliding on the same tables."""
 
 import logging
 
-import gpuradar.storage.models  # noqa: F401  (registers the tables)
 from alembic import context
-from gpuradar.storage.leader import MIGRATION_LOCK_KEY
 from sqlalchemy import text
 from sqlmodel import SQLModel
+
+import gpuradar.storage.models  # noqa: F401  (registers the tables)
+from gpuradar.storage.leader import MIGRATION_LOCK_KEY
 
 target_metadata = SQLModel.metadata
 log = logging.getLogger("gpuradar.storage")

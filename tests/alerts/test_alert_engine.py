@@ -15,19 +15,19 @@ from datetime import UTC, date, datetime, timedelta
 from functools import partial
 
 import pytest
+from sqlalchemy import Engine, event, select
+from sqlalchemy.exc import OperationalError
+
 from gpuradar.alerts.engine import evaluate, match_rules, read_market
 from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.market import band_best
+from gpuradar.core.items import PriceItem
+from gpuradar.core.units import format_duration
 from gpuradar.storage import alerts as store
 from gpuradar.storage.db import get_engine
 from gpuradar.storage.ingest import CrawlWriter
 from gpuradar.storage.models import AlertState, Notification
 from gpuradar.storage.queries import store_fx
-from sqlalchemy import Engine, event, select
-from sqlalchemy.exc import OperationalError
-
-from gpuradar.core.items import PriceItem
-from gpuradar.core.units import format_duration
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 

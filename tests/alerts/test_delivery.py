@@ -15,15 +15,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import responses
 from aiosmtpd.controller import Controller
+from sqlalchemy import select
+
 from gpuradar.alerts.delivery import channel_of, deliver_pending
 from gpuradar.alerts.engine import evaluate
 from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.loader import load_targets, parse_targets
+from gpuradar.core.config import Config
 from gpuradar.storage import alerts as store
 from gpuradar.storage.models import Notification
-from sqlalchemy import select
-
-from gpuradar.core.config import Config
 from tests.alerts.test_alert_engine import crawl, offer
 from tests.helpers import SilentServer, free_port
 

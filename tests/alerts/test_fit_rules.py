@@ -8,17 +8,17 @@ import json
 from datetime import date, datetime, timedelta
 
 import pytest
+from typer.testing import CliRunner
+
 from gpuradar.alerts.engine import evaluate, match_rules
 from gpuradar.alerts.grammar import parse_fit_clause, parse_rule
 from gpuradar.alerts.loader import parse_rules
 from gpuradar.alerts.mapping import rule_from_mapping
 from gpuradar.alerts.rules import RuleError
-from gpuradar.storage.offers import OfferRow
-from gpuradar.storage.queries import store_fx
-from typer.testing import CliRunner
-
 from gpuradar.cli.common import app
 from gpuradar.recommend import Job
+from gpuradar.storage.offers import OfferRow
+from gpuradar.storage.queries import store_fx
 from tests.alerts.test_alert_engine import T0, crawl, offer, outbox, rule
 
 CNY = 0.14  # USD per CNY, stored as the FX rate in these tests
@@ -127,7 +127,6 @@ def test_which_single_gpus_hold_a_7b_model_for_inference():
     """14 GB of bf16 weights + 1.1 GB of KV cache: not on a 10 GB card; on a 16 GB T4 only
     until the context grows (2.1 GB of KV cache at 4096 tokens)."""
     from gpuradar.alerts.market import Pool, PoolKey
-
     from gpuradar.core.currency import FxTable
 
     def price(text: str, gpu: str, usd: float = 0.85) -> float | None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+
 from gpuradar.alerts.engine import evaluate, match_rules
 from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.rules import RuleError
-
 from tests.alerts.test_alert_engine import T0, crawl, offer, outbox, rule
 
 

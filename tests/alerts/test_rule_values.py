@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.loader import load_rules
 from gpuradar.alerts.mapping import rule_from_mapping
 from gpuradar.alerts.rules import RuleError
-
 from gpuradar.core.config import load_config
 
 # (readable form, mapping form, what both say)

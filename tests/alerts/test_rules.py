@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.loader import load_rules, load_targets, parse_targets, redact
 from gpuradar.alerts.mapping import rule_from_mapping
 from gpuradar.alerts.rules import RuleError
-
 from gpuradar.core.config import Config, ConfigError, load_config
 from gpuradar.core.units import parse_duration
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from typer.testing import CliRunner
+
 from gpuradar.alerts.delivery import deliver_pending
 from gpuradar.alerts.engine import evaluate
 from gpuradar.alerts.loader import load_rules, load_targets
-from gpuradar.storage.db import open_database
-from typer.testing import CliRunner
-
 from gpuradar.cli.common import app
 from gpuradar.core.config import load_config
+from gpuradar.storage.db import open_database
 from tests.alerts.test_alert_engine import T0, crawl, offer
 from tests.alerts.test_delivery import WebhookReceiver
 from tests.helpers import free_port

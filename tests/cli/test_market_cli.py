@@ -61,7 +61,6 @@ def test_prices_index_says_when_there_is_none(replayed):
 
 def test_prices_index_lists_the_offers_the_screen_excluded(sqlite_url):
     from gpuradar.storage.db import open_database
-
     from tests.storage.test_index import T0, crawl, item
 
     engine = open_database(sqlite_url)
@@ -94,9 +93,9 @@ def test_python_api_examples_in_the_docs_run(replayed):
 def test_python_api_refuses_a_database_behind_the_schema(tmp_path):
     """Reading never migrates: a database at an older schema is refused, unchanged."""
     from alembic import command
-    from gpuradar.storage.db import DatabaseError, alembic_config, get_engine, upgrade
 
     import gpuradar
+    from gpuradar.storage.db import DatabaseError, alembic_config, get_engine, upgrade
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     engine = get_engine(url)
@@ -109,9 +108,8 @@ def test_python_api_refuses_a_database_behind_the_schema(tmp_path):
 
 
 def test_python_api_rejects_bad_arguments(replayed):
-    from gpuradar.storage.dataset import UnknownGpu
-
     import gpuradar
+    from gpuradar.storage.dataset import UnknownGpu
 
     store = gpuradar.open(replayed)
     with pytest.raises(UnknownGpu, match="unknown GPU 'H1OO'"):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from gpuradar.crawler.runner import spider_classes
 from scrapy.settings import Settings
 
+from gpuradar.crawler.runner import spider_classes
 from tests.clirun import gpuradar, write_config
 from tests.helpers import free_port
 from tests.provider_server import Reply, fixture, serve_standard

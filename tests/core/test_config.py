@@ -474,8 +474,9 @@ def _start(args: list[str], cfg: Path, db_url: str) -> subprocess.Popen:
 
 
 def _crawls(db_url: str) -> list[tuple]:
-    from gpuradar.storage.db import get_engine
     from sqlalchemy import text
+
+    from gpuradar.storage.db import get_engine
 
     with get_engine(db_url).connect() as conn:
         return [tuple(r) for r in conn.execute(text(
@@ -621,9 +622,9 @@ def test_the_source_price_range_is_checked_like_the_setting(tmp_path):
 def test_every_supported_scrapy_setting_is_a_real_one():
     """A name the section accepts is one Scrapy, gpuradar or scrapy-playwright reads."""
     import scrapy_playwright.handler as playwright_handler
-    from gpuradar.crawler.config import scrapy_defaults
 
     from gpuradar.core.config import ScrapySection
+    from gpuradar.crawler.config import scrapy_defaults
 
     source = Path(playwright_handler.__file__).read_text()
     for name in ScrapySection.model_fields:
@@ -688,14 +689,14 @@ def test_a_settings_module_is_checked_like_the_section(tmp_path, monkeypatch):
 def test_each_default_is_stated_once_in_core():
     """The download timeout, crawl timeout, price range, shrink guard and send timeout come
     from gpuradar.core.defaults wherever they are used."""
+    from scrapy.settings import Settings
+
     from gpuradar.alerts import delivery
+    from gpuradar.core import defaults
+    from gpuradar.core.config import AlertsSection
     from gpuradar.crawler import pipelines
     from gpuradar.scheduler import jobs
     from gpuradar.storage import ingest
-    from scrapy.settings import Settings
-
-    from gpuradar.core import defaults
-    from gpuradar.core.config import AlertsSection
 
     settings = Settings()
     settings.setmodule("gpuradar.crawler.settings")
@@ -742,7 +743,6 @@ def test_example_config_matches_the_schema_defaults():
     """Every key of the schema is in the example with its default; each source's comment
     states the interval the code uses and only options the provider declares."""
     from gpuradar.alerts.engine import SETTING_KEYS
-
     from gpuradar.core.config import (
         AlertsSection,
         DaemonSection,
@@ -787,10 +787,9 @@ def test_example_config_matches_the_schema_defaults():
 def test_every_source_option_a_spider_reads_is_declared():
     """A spider reads its options by name (self.option("x"), opts.get("x"), opts["x"]): each
     must be declared, or the schema would refuse a working configuration."""
+    from gpuradar.core.config import source_option_types
     from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
-
-    from gpuradar.core.config import source_option_types
 
     for name, cls in spider_classes(scrapy_settings(Config(database_url="sqlite://"))).items():
         tree = ast.parse(Path(sys.modules[cls.__module__].__file__).read_text())

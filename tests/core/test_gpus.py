@@ -621,10 +621,10 @@ def test_the_memory_of_each_gpu_in_real_captures_is_the_catalogs() -> None:
     """The catalog's memory per GPU is a datasheet fact; the providers' real answers state it
     too (RunPod `memoryInGb`, Lambda's page `VRAM/GPU`, both in whole GB): they must agree,
     since rules like `any 80GB+ GPU` and the recommender read the catalog."""
-    from gpuradar.crawler.spiders.lambda_ import LambdaSpider
-    from gpuradar.crawler.spiders.runpod import RunpodSpider
     from scrapy.settings import Settings
 
+    from gpuradar.crawler.spiders.lambda_ import LambdaSpider
+    from gpuradar.crawler.spiders.runpod import RunpodSpider
     from tests.helpers import FIXTURES, response
 
     stated: dict[str, set[float]] = {}

@@ -36,7 +36,7 @@ targets:
   ops: {url: "json://127.0.0.1:9/", tags: "a, b"}
 alerts: {repeat: 1d}
 metrics: {port: 9200}
-daemon: {grace_period: 1m}
+daemon: {grace_period: 1m, stop_timeout: 2m}
 scrapy: {DOWNLOAD_DELAY: 2}
 """), database_url="sqlite://")
     vast = cfg.sources["vastai"]
@@ -49,6 +49,7 @@ scrapy: {DOWNLOAD_DELAY: 2}
     assert isinstance(cfg.alerts, AlertsSection) and cfg.alerts.repeat == "1d"
     assert isinstance(cfg.metrics, MetricsSection) and cfg.metrics.port == 9200
     assert isinstance(cfg.daemon, DaemonSection) and cfg.daemon.grace_period == 60
+    assert cfg.daemon.stop_timeout == 120
     assert isinstance(cfg.scrapy, ScrapySection)
     assert cfg.scrapy.written() == {"DOWNLOAD_DELAY": 2}
     # a source the file leaves out has its defaults

@@ -9,9 +9,9 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+
 from gpuradar.alerts.loader import read_rules_file
 from gpuradar.alerts.rules import RuleError
-
 from gpuradar.core.config import (
     MAX_SCALAR_CHARS,
     MAX_YAML_NODES,

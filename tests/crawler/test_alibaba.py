@@ -9,11 +9,11 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from scrapy.settings import Settings
+
 from gpuradar.crawler.parsing import ParseFailed, parse_files
 from gpuradar.crawler.signing import alibaba_rpc_signature, alibaba_string_to_sign
 from gpuradar.crawler.spiders.alibaba import AlibabaSpider, gpu_spec
-from scrapy.settings import Settings
-
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, response, spider_settings
 from tests.provider_server import Reply, serve_standard

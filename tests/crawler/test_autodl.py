@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from gpuradar.crawler.parsing import ParseFailed, parse_files
-from gpuradar.crawler.spiders.autodl import AutodlSpider
 from scrapy import Request
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from gpuradar.crawler.parsing import ParseFailed, parse_files
+from gpuradar.crawler.spiders.autodl import AutodlSpider
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, response, spider_settings
 from tests.provider_server import Reply, serve_standard

@@ -13,10 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpuradar.crawler.parsing import ParseFailed, parse_files
-from gpuradar.crawler.pipelines import normalize, validate
-from gpuradar.crawler.spiders.aws import REGIONS, AwsSpider, gpu_of, region_of_zone
-from gpuradar.crawler.spiders.base import ParseError
 from scrapy import Request
 from scrapy.http import TextResponse
 from scrapy.settings import Settings
@@ -24,6 +20,10 @@ from scrapy.settings import Settings
 from gpuradar.core import gpus
 from gpuradar.core.currency import FxTable
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.parsing import ParseFailed, parse_files
+from gpuradar.crawler.pipelines import normalize, validate
+from gpuradar.crawler.spiders.aws import REGIONS, AwsSpider, gpu_of, region_of_zone
+from gpuradar.crawler.spiders.base import ParseError
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, callback_spider, response
 from tests.provider_server import ProviderServer, Reply, serve_standard

@@ -9,11 +9,11 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from gpuradar.crawler.spiders.azure import AzureSpider, NotAGpu, Uncatalogued, size_of
-from gpuradar.crawler.spiders.base import ParseError
 from scrapy.utils.test import get_crawler
 
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.spiders.azure import AzureSpider, NotAGpu, Uncatalogued, size_of
+from gpuradar.crawler.spiders.base import ParseError
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, response
 from tests.provider_server import Reply, serve_standard
@@ -290,9 +290,8 @@ def test_fields_not_needed_are_ignored_and_needed_ones_fail_loudly():
 
 
 def test_multi_gpu_offers_carry_their_published_interconnect():
-    from gpuradar.crawler.pipelines import normalize
-
     from gpuradar.core.currency import FxTable
+    from gpuradar.crawler.pipelines import normalize
 
     items = list(spider().parse_file(response(FIX / "prices_page1.json", URL)))
     nd = next(i for i in items if i.instance_type == "Standard_ND96isr_H100_v5"

@@ -43,11 +43,12 @@ def signed_names(authorization: str) -> list[str]:
 
 # -- Tencent Cloud (tencentcloud-sdk-python-common + -cvm) -------------------------------------
 def test_tencent_zone_config_request_is_the_sdks(monkeypatch, provider_server):
-    from gpuradar.crawler.spiders import tencent
     from tencentcloud.common import abstract_client, credential
     from tencentcloud.common.profile.client_profile import ClientProfile
     from tencentcloud.common.profile.http_profile import HttpProfile
     from tencentcloud.cvm.v20170312 import cvm_client, models
+
+    from gpuradar.crawler.spiders import tencent
 
     clock = SimpleNamespace(time=lambda: FIXED.timestamp())
     monkeypatch.setattr(abstract_client, "time", clock)
@@ -80,7 +81,6 @@ def test_tencent_host_of_a_region_is_the_sdks(monkeypatch, region):
     SDK users to set the endpoint to cvm.<region>.tencentcloudapi.com for it; other regions
     use the SDK's default host, cvm.tencentcloudapi.com. Given that endpoint, the SDK signs
     the same Host, headers and signature as the spider (its request is caught unsent)."""
-    from gpuradar.crawler.spiders import tencent
     from tencentcloud.common import abstract_client, credential
     from tencentcloud.common.exception.tencent_cloud_sdk_exception import (
         TencentCloudSDKException,
@@ -88,6 +88,8 @@ def test_tencent_host_of_a_region_is_the_sdks(monkeypatch, region):
     from tencentcloud.common.profile.client_profile import ClientProfile
     from tencentcloud.common.profile.http_profile import HttpProfile
     from tencentcloud.cvm.v20170312 import cvm_client, models
+
+    from gpuradar.crawler.spiders import tencent
 
     clock = SimpleNamespace(time=lambda: FIXED.timestamp())
     monkeypatch.setattr(abstract_client, "time", clock)
@@ -127,8 +129,9 @@ def test_tencent_host_of_a_region_is_the_sdks(monkeypatch, region):
 # -- Huawei Cloud (huaweicloudsdkcore + the ECS and BSS clients) --------------------------------
 @pytest.fixture
 def huawei_sdk(monkeypatch, provider_server):
-    from gpuradar.crawler import signing
     from huaweicloudsdkcore.signer import signer
+
+    from gpuradar.crawler import signing
 
     class Clock(datetime):
         @classmethod
@@ -175,9 +178,10 @@ def same_as_huawei_sdk(ours, sdk, credentials) -> None:
 def test_huawei_flavors_request_is_the_sdks(huawei_sdk):
     """Both pages of ListFlavors: the first (`limit`) and the next (`limit` and `marker`, the
     flavor to start after), each a request ListFlavorsRequest can make."""
-    from gpuradar.crawler.spiders.huawei import HuaweiSpider
     from huaweicloudsdkcore.auth.credentials import BasicCredentials
     from huaweicloudsdkecs.v2 import EcsClient, ListFlavorsRequest
+
+    from gpuradar.crawler.spiders.huawei import HuaweiSpider
 
     project = "0605767b3b00d2c62f05c00b4f1a2c3d"
     credentials = BasicCredentials("AKcontract", "contract-secret", project)
@@ -201,9 +205,10 @@ def test_huawei_flavors_request_is_the_sdks(huawei_sdk):
 # the ECS call that names a region's AZs with their state; docs/sources-china.md says so.
 @pytest.mark.filterwarnings("ignore:Method 'nova_list_availability_zones':DeprecationWarning")
 def test_huawei_availability_zones_request_is_the_sdks(huawei_sdk):
-    from gpuradar.crawler.spiders.huawei import HuaweiSpider
     from huaweicloudsdkcore.auth.credentials import BasicCredentials
     from huaweicloudsdkecs.v2 import EcsClient, NovaListAvailabilityZonesRequest
+
+    from gpuradar.crawler.spiders.huawei import HuaweiSpider
 
     project = "0605767b3b00d2c62f05c00b4f1a2c3d"
     credentials = BasicCredentials("AKcontract", "contract-secret", project)
@@ -218,7 +223,6 @@ def test_huawei_availability_zones_request_is_the_sdks(huawei_sdk):
 
 
 def test_huawei_rating_request_is_the_sdks(huawei_sdk):
-    from gpuradar.crawler.spiders.huawei import HuaweiSpider
     from huaweicloudsdkbss.v2 import (
         BssClient,
         DemandProductInfo,
@@ -226,6 +230,8 @@ def test_huawei_rating_request_is_the_sdks(huawei_sdk):
         RateOnDemandReq,
     )
     from huaweicloudsdkcore.auth.credentials import GlobalCredentials
+
+    from gpuradar.crawler.spiders.huawei import HuaweiSpider
 
     spider = spider_for(HuaweiSpider, huawei_sdk, access_key="AKcontract",
                         secret_key="contract-secret")
@@ -249,6 +255,7 @@ def test_alibaba_describe_price_request_is_the_sdks(monkeypatch, provider_server
     from alibabacloud_tea_openapi import models as openapi
     from alibabacloud_tea_openapi.utils import Utils
     from darabonba.runtime import RuntimeOptions
+
     from gpuradar.crawler import signing
     from gpuradar.crawler.spiders.alibaba import AlibabaSpider
 
@@ -302,11 +309,12 @@ def test_alibaba_throttled_call_is_retried_as_the_sdk_would_send_it(monkeypatch,
     from alibabacloud_tea_openapi import models as openapi
     from alibabacloud_tea_openapi.utils import Utils
     from darabonba.runtime import RuntimeOptions
+    from scrapy.http import TextResponse
+    from scrapy.utils.test import get_crawler
+
     from gpuradar.crawler import signing
     from gpuradar.crawler.middlewares import BackoffRetryMiddleware
     from gpuradar.crawler.spiders.alibaba import AlibabaSpider
-    from scrapy.http import TextResponse
-    from scrapy.utils.test import get_crawler
 
     nonces = iter(["3ee8c1b883d344afa94f4e0ad82fd6cf", "9b2d0c1f5e7a4b3c8d6e2f1a0b9c8d7e"])
     current = {}
@@ -366,6 +374,7 @@ def test_aws_spot_history_request_is_botocores(monkeypatch, provider_server):
     import botocore.auth
     import botocore.session
     from botocore.credentials import Credentials
+
     from gpuradar.crawler.spiders.aws import AwsSpider
 
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: FIXED.replace(

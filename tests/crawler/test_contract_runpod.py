@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 
 from gpuradar.crawler.spiders.runpod import _STOCK_FIELDS, _TYPE_FIELDS, stock_query
-
 from tests.helpers import FIXTURES
 
 FIX = FIXTURES / "runpod"

@@ -7,11 +7,11 @@ import logging
 from datetime import date
 
 import pytest
-from gpuradar.crawler.pipelines import normalize
-from gpuradar.storage.queries import latest_fx, store_fx
 
 from gpuradar.core.currency import FxTable
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.pipelines import normalize
+from gpuradar.storage.queries import latest_fx, store_fx
 
 
 def cny_item(price: float = 2.72) -> PriceItem:

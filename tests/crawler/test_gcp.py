@@ -11,6 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scrapy import Request
+from scrapy.settings import Settings
+
+from gpuradar.core import gpus
+from gpuradar.core.items import PriceItem
 from gpuradar.crawler.parsing import parse_files
 from gpuradar.crawler.pipelines import validate
 from gpuradar.crawler.spiders.base import ParseError
@@ -22,11 +27,6 @@ from gpuradar.crawler.spiders.gcp import (
     tpu_generation,
     unit_price,
 )
-from scrapy import Request
-from scrapy.settings import Settings
-
-from gpuradar.core import gpus
-from gpuradar.core.items import PriceItem
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, callback_spider, response
 from tests.provider_server import ProviderServer, Reply, serve_standard
@@ -370,10 +370,10 @@ def test_the_cloud_tpu_service_prices_4_chip_devices_and_pod_slices(full):
 
 
 def test_metrics_are_labelled_by_accelerator(tmp_path, provider_server, sqlite_url):
-    from gpuradar.scheduler.metrics import Metrics
-    from gpuradar.storage.db import open_database
     from prometheus_client import generate_latest
 
+    from gpuradar.scheduler.metrics import Metrics
+    from gpuradar.storage.db import open_database
     from tests.daemon_helpers import parse_metrics
 
     cfg = config(tmp_path, provider_server)

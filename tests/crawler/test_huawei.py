@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from scrapy.settings import Settings
+
 from gpuradar.crawler.parsing import ParseFailed, parse_files
 from gpuradar.crawler.signing import huawei_canonical_request, huawei_sign
 from gpuradar.crawler.spiders.huawei import HuaweiSpider, az_status, flavor_gpu
-from scrapy.settings import Settings
-
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, callback_spider, response, spider_settings
 from tests.provider_server import serve_standard

@@ -8,12 +8,12 @@ import json
 from typing import Any
 
 import pytest
-from gpuradar.crawler.spiders.base import ParseError
-from gpuradar.crawler.spiders.lambda_ import REGIONS, LambdaSpider, _size_gb
-from gpuradar.storage.queries import OfferFilter, current_offers
 from scrapy.settings import Settings
 
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.spiders.base import ParseError
+from gpuradar.crawler.spiders.lambda_ import REGIONS, LambdaSpider, _size_gb
+from gpuradar.storage.queries import OfferFilter, current_offers
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, response
 from tests.provider_server import Reply, serve_standard

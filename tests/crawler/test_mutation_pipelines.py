@@ -9,12 +9,12 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from gpuradar.crawler.pipelines import normalize, validate
-from gpuradar.storage import queries
-from gpuradar.storage.ingest import CrawlWriter
 
 from gpuradar.core.currency import FxTable
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.pipelines import normalize, validate
+from gpuradar.storage import queries
+from gpuradar.storage.ingest import CrawlWriter
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.provider_server import Reply, serve_standard
 

@@ -9,9 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from gpuradar.crawler.spiders.vastai import GPU_COUNTS, VastaiSpider
 from scrapy.http import TextResponse
 from scrapy.utils.test import get_crawler
+
+from gpuradar.crawler.spiders.vastai import GPU_COUNTS, VastaiSpider
 
 FIX = Path(__file__).parents[1] / "fixtures" / "vastai"
 URL = "https://console.vast.ai/api/v0/bundles/"

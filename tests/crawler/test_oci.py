@@ -7,12 +7,12 @@ import json
 from typing import Any
 
 import pytest
-from gpuradar.crawler.spiders.base import ParseError
-from gpuradar.crawler.spiders.oci import PRICE_MODEL, OciSpider, gpu_of_shape, shape_name
-from gpuradar.storage.queries import OfferFilter, current_offers
 from scrapy.settings import Settings
 
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.spiders.base import ParseError
+from gpuradar.crawler.spiders.oci import PRICE_MODEL, OciSpider, gpu_of_shape, shape_name
+from gpuradar.storage.queries import OfferFilter, current_offers
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, response
 from tests.provider_server import serve_standard

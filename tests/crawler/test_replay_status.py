@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpuradar.core.config import Config
 from gpuradar.crawler.config import scrapy_settings
 from gpuradar.crawler.runner import enabled_sources, spider_classes
-
-from gpuradar.core.config import Config
 
 RECORDINGS = Path(__file__).parents[2] / "gpuradar" / "recordings"
 

@@ -15,13 +15,13 @@ from email.utils import format_datetime
 from pathlib import Path
 
 import pytest
-from gpuradar.crawler.middlewares import BackoffRetryMiddleware, retry_after_seconds
-from gpuradar.crawler.runner import spider_classes as _spider_classes
 from scrapy import Request
 from scrapy.http import HtmlResponse, TextResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from gpuradar.crawler.middlewares import BackoffRetryMiddleware, retry_after_seconds
+from gpuradar.crawler.runner import spider_classes as _spider_classes
 from tests.clirun import gpuradar, write_config
 from tests.provider_server import Reply, serve_standard
 
@@ -215,8 +215,9 @@ def test_an_html_page_instead_of_json_is_one_line(tmp_path, provider_server, sql
 
 
 def test_unreadable_response_middleware_passes_scrapy_exceptions():
-    from gpuradar.crawler.middlewares import UnreadableResponseMiddleware
     from scrapy.exceptions import CloseSpider
+
+    from gpuradar.crawler.middlewares import UnreadableResponseMiddleware
 
     crawler = get_crawler(spider_classes()["azure"])
     crawler.spider = crawler._create_spider()

@@ -8,13 +8,13 @@ import re
 from typing import Any
 
 import pytest
-from gpuradar.crawler.spiders.base import ParseError
-from gpuradar.crawler.spiders.runpod import RunpodSpider, stock_query
-from gpuradar.storage.queries import OfferFilter, current_offers
 from scrapy import Request
 from scrapy.settings import Settings
 
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.spiders.base import ParseError
+from gpuradar.crawler.spiders.runpod import RunpodSpider, stock_query
+from gpuradar.storage.queries import OfferFilter, current_offers
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, response
 from tests.provider_server import Reply, serve_standard

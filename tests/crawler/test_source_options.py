@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import pytest
-from gpuradar.crawler.config import scrapy_settings, source_options
-from gpuradar.crawler.pipelines import price_range, shrink_guard
-from gpuradar.crawler.spiders.vastai import VastaiSpider
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from gpuradar.core.config import Config, ConfigError, source_model
+from gpuradar.crawler.config import scrapy_settings, source_options
+from gpuradar.crawler.pipelines import price_range, shrink_guard
+from gpuradar.crawler.spiders.vastai import VastaiSpider
 
 
 def test_the_crawl_settings_carry_each_source_s_checked_options():

@@ -9,12 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from gpuradar.crawler.parsing import ParseFailed, parse_files
-from gpuradar.crawler.signing import tencent_tc3_headers
-from gpuradar.crawler.spiders.tencent import FAMILIES, TencentSpider
 from scrapy.settings import Settings
 
 from gpuradar.core.units import region_matches
+from gpuradar.crawler.parsing import ParseFailed, parse_files
+from gpuradar.crawler.signing import tencent_tc3_headers
+from gpuradar.crawler.spiders.tencent import FAMILIES, TencentSpider
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, callback_spider, response, spider_settings
 from tests.provider_server import Reply, Request, serve_standard
@@ -300,9 +300,10 @@ def test_a_retry_is_signed_afresh(monkeypatch):
     import asyncio
     from types import SimpleNamespace
 
+    from scrapy.http import TextResponse
+
     from gpuradar.crawler.middlewares import BackoffRetryMiddleware
     from gpuradar.crawler.spiders import tencent
-    from scrapy.http import TextResponse
 
     now = [1_764_506_096.0]
     monkeypatch.setattr(tencent, "time", SimpleNamespace(time=lambda: now[0]))

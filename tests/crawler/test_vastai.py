@@ -12,10 +12,10 @@ import threading
 import time
 
 import pytest
-from gpuradar.crawler.spiders.base import ParseError
-from gpuradar.crawler.spiders.vastai import GPU_NAMES, SERVER_CAP, VastaiSpider
 from scrapy.utils.test import get_crawler
 
+from gpuradar.crawler.spiders.base import ParseError
+from gpuradar.crawler.spiders.vastai import GPU_NAMES, SERVER_CAP, VastaiSpider
 from tests.clirun import gpuradar, write_config
 from tests.helpers import FIXTURES, response
 from tests.provider_server import Reply

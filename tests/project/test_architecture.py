@@ -74,13 +74,12 @@ def test_every_provider_fact_comes_from_its_declaration():
     kinds, intervals, endpoints, options, credentials and the mainland rule are read from
     the declarations, and each spider takes its facts from its own, so a fact has one home
     and core never loads a spider to learn one."""
+    from gpuradar.core import providers, sources
+    from gpuradar.core.config import Config
     from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
     from gpuradar.crawler.spiders.base import FACTS
     from gpuradar.scheduler.jobs import KINDS
-
-    from gpuradar.core import providers, sources
-    from gpuradar.core.config import Config
 
     listed = subprocess.run([str(BIN / "scrapy"), "list"], cwd=REPO, capture_output=True,
                             text=True, timeout=120, check=True).stdout.split()
@@ -110,9 +109,8 @@ def test_every_provider_fact_comes_from_its_declaration():
 def test_a_spider_cannot_write_a_fact_its_declaration_holds():
     """A spider that sets `endpoints` (or any other declared fact) beside its `facts` is
     refused when its class is made: the second copy would drift from the one core reads."""
-    from gpuradar.crawler.spiders.base import GpuRadarSpider
-
     from gpuradar.core import providers
+    from gpuradar.crawler.spiders.base import GpuRadarSpider
 
     with pytest.raises(TypeError, match=r"sets endpoints, notes: these come from its "
                                         r"declaration, gpuradar.core.providers \('azure'\)"):

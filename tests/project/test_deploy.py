@@ -260,10 +260,9 @@ def test_alert_rules_use_only_exported_metrics(alert_rules, exported):
 def test_staleness_intervals_are_the_sources_defaults(alert_rules):
     """The recorded interval of each source is its spider's default_interval, for every
     source: staleness means 'more than 3 of its intervals'."""
+    from gpuradar.core.config import Config
     from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
-
-    from gpuradar.core.config import Config
 
     recorded = {r["labels"]["source"]: float(re.fullmatch(r"vector\((\d+)\)", r["expr"])[1])
                 for r in alert_rules if r.get("record") == "gpuradar:source_interval_seconds"}
@@ -368,10 +367,9 @@ def test_compose_services_volumes_ports_and_environment(compose):
 
 
 def test_compose_passes_only_variables_gpuradar_reads(compose):
+    from gpuradar.core.config import Config
     from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
-
-    from gpuradar.core.config import Config
 
     code = "\n".join(p.read_text() for d in ("gpuradar", "scheduler", "storage", "crawler")
                      for p in (REPO / d).rglob("*.py"))
@@ -523,10 +521,9 @@ def test_image_entrypoint_and_healthcheck_run_the_daemon(request, tmp_path, pg_t
     image's environment and the compose database URL (PostgreSQL, migrated on start), and
     the HEALTHCHECK command passing against it on the port the config file sets (not the
     default); SIGTERM stops it cleanly. (tests/project/test_image.py does it in the image.)"""
+    from gpuradar.core.config import Config
     from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
-
-    from gpuradar.core.config import Config
     from tests.conftest import _pg_database
 
     url = _pg_database(request, pg_template)
@@ -680,6 +677,7 @@ def test_systemd_analyze_verifies_the_unit(tmp_path):
 def test_example_config_documents_every_key_with_its_default():
     from gpuradar.alerts.engine import SETTING_KEYS, AlertSettings, parse_settings
     from gpuradar.alerts.loader import load_rules, load_targets
+    from gpuradar.core.config import KNOWN_KEYS, Config, load_config
     from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
     from gpuradar.scheduler.jobs import (
@@ -688,8 +686,6 @@ def test_example_config_documents_every_key_with_its_default():
         daemon_options,
         metrics_options,
     )
-
-    from gpuradar.core.config import KNOWN_KEYS, Config, load_config
 
     raw = yaml.safe_load(EXAMPLE.read_text())
     assert set(raw) == set(KNOWN_KEYS)
@@ -745,6 +741,7 @@ def empty_url(request, tmp_path) -> str:
 
 def head_revision() -> str:
     from alembic.script import ScriptDirectory
+
     from gpuradar.storage.db import alembic_config, get_engine
 
     return ScriptDirectory.from_config(alembic_config(get_engine("sqlite://"))).get_current_head()
@@ -773,10 +770,10 @@ def test_migrations_from_empty_and_from_the_previous_revision(empty_url):
     """`gpuradar db upgrade` on an empty database; then the upgrade path of a database at
     the previous revision holding data, and back down and up again."""
     from alembic import command
-    from gpuradar.storage.db import alembic_config, get_engine, upgrade
-    from gpuradar.storage.models import Crawl, Offer, PriceChange
     from sqlalchemy import insert, select
 
+    from gpuradar.storage.db import alembic_config, get_engine, upgrade
+    from gpuradar.storage.models import Crawl, Offer, PriceChange
     from tests.clirun import gpuradar
 
     head = head_revision()
@@ -815,10 +812,11 @@ def test_migrations_from_empty_and_from_the_previous_revision(empty_url):
 def test_migrated_schema_matches_the_models(engine):
     """No drift between the migrations and storage/models.py, except the query indexes of
     0003 when the models do not declare them (yet)."""
-    import gpuradar.storage.models  # noqa: F401
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
     from sqlmodel import SQLModel
+
+    import gpuradar.storage.models  # noqa: F401
 
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}),

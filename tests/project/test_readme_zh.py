@@ -83,7 +83,6 @@ def example_options(source: str) -> set[str]:
 
 def test_the_configuration_loads_with_its_targets_and_rules(tmp_path, monkeypatch):
     from gpuradar.alerts.loader import load_rules, load_targets
-
     from gpuradar.core.config import load_config
 
     [config] = blocks("yaml")

@@ -10,14 +10,14 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from gpuradar.storage import queries
-from gpuradar.storage.ingest import CrawlWriter
-from gpuradar.storage.offers import OfferRow, live_offers, with_observed_at
 
 from gpuradar import recommend as rc
 from gpuradar.core import gpus
 from gpuradar.core.currency import FxTable
 from gpuradar.core.items import PriceItem
+from gpuradar.storage import queries
+from gpuradar.storage.ingest import CrawlWriter
+from gpuradar.storage.offers import OfferRow, live_offers, with_observed_at
 from tests.clirun import gpuradar, gpuradar_json
 from tests.helpers import FIXTURES
 
@@ -249,9 +249,10 @@ REAL = {  # each file's origin: its folder's provenance.json / SOURCE.md
 def real() -> list[OfferRow]:
     """Every offer the spiders and the pipeline read from the real captures, as storage
     hands them to recommend."""
+    from scrapy.settings import Settings
+
     import gpuradar.crawler.settings as project
     from gpuradar.crawler.parsing import parse_files
-    from scrapy.settings import Settings
 
     settings = Settings()
     settings.setmodule(project)

@@ -33,9 +33,10 @@ def get(url: str, headers: dict[str, str] | None = None, method: str = "GET"
 
 
 def serve(engine_fn, redact=lambda text: text):
+    from prometheus_client import CollectorRegistry
+
     from gpuradar.scheduler.health import Health, make_app
     from gpuradar.scheduler.health import serve as start
-    from prometheus_client import CollectorRegistry
 
     return start("127.0.0.1", free_port(), make_app(CollectorRegistry(), Health(engine_fn),
                                                     redact))

@@ -12,6 +12,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+
+from gpuradar.core.config import Config, ConfigError
+from gpuradar.core.logs import REDACT, JsonFormatter, Redactor, config_secrets, url_secrets
 from gpuradar.scheduler.jobs import (
     backoff_delay,
     daemon_options,
@@ -20,9 +23,6 @@ from gpuradar.scheduler.jobs import (
     parse_duration,
     plan_source,
 )
-
-from gpuradar.core.config import Config, ConfigError
-from gpuradar.core.logs import REDACT, JsonFormatter, Redactor, config_secrets, url_secrets
 from tests.daemon_helpers import parse_metrics
 from tests.helpers import free_port
 
@@ -155,9 +155,10 @@ def _offer(source: str, gpu: str, price: float, available: bool | None = True,
 
 
 def test_database_collector_reads_current_state(engine):
+    from sqlalchemy import insert, update
+
     from gpuradar.scheduler.metrics import Metrics
     from gpuradar.storage.models import Offer
-    from sqlalchemy import insert, update
 
     table = Offer.__table__
     with engine.begin() as conn:
@@ -200,9 +201,10 @@ def test_database_collector_reads_current_state(engine):
 
 
 def test_health_endpoint(sqlite_url, tmp_path):
+    from prometheus_client import CollectorRegistry
+
     from gpuradar.scheduler.health import Health, make_app, serve
     from gpuradar.storage.db import get_engine
-    from prometheus_client import CollectorRegistry
 
     running = {"value": True}
     broken = get_engine(f"postgresql://nobody@127.0.0.1:{free_port()}/nothing")
@@ -261,7 +263,6 @@ def test_startup_errors_are_clear(tmp_path, sqlite_url, config, code, message):
     import socket
 
     from gpuradar.scheduler.daemon import Daemon, RunOptions, StartupError
-
     from tests.daemon_helpers import write_config
 
     with socket.socket() as busy:

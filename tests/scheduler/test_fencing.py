@@ -11,16 +11,16 @@ import logging
 import threading
 
 import pytest
+from prometheus_client import CollectorRegistry, Gauge
+from sqlalchemy import create_engine
+
 from gpuradar.alerts.delivery import Withheld
+from gpuradar.core.config import Config, ConfigError
 from gpuradar.scheduler.daemon import Daemon
 from gpuradar.scheduler.health import Health
 from gpuradar.scheduler.jobs import daemon_options
 from gpuradar.scheduler.leadership import Leadership, SendGate
 from gpuradar.storage.leader import LeaderLock, LockUnavailable
-from prometheus_client import CollectorRegistry, Gauge
-from sqlalchemy import create_engine
-
-from gpuradar.core.config import Config, ConfigError
 from tests.daemon_helpers import query
 
 

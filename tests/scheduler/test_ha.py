@@ -389,9 +389,8 @@ def test_a_second_daemon_on_one_sqlite_file_refuses_to_start(tmp_path, sqlite_te
 
 
 def test_takeover_within_must_leave_the_leader_time_to_stop(tmp_path):
-    from gpuradar.scheduler.jobs import daemon_options
-
     from gpuradar.core.config import ConfigError, load_config
+    from gpuradar.scheduler.jobs import daemon_options
 
     path = write_config(tmp_path / "c.yaml", {"daemon": {"leader_retry": "10s",
                                                          "takeover_within": "30s"}})
@@ -468,9 +467,9 @@ def test_replicas_migrating_a_new_database_together_take_turns(request):
     waits for the migration lock (held here by an outside session standing in for a first
     migrator), says so, and then finds the schema at head; none fails on the same tables."""
     import psycopg
-    from gpuradar.storage.leader import MIGRATION_LOCK_KEY
     from sqlalchemy.engine import make_url
 
+    from gpuradar.storage.leader import MIGRATION_LOCK_KEY
     from tests.clirun import start_gpuradar
     from tests.conftest import _pg_connect, pg_url
 
@@ -501,6 +500,7 @@ def test_replicas_migrating_a_new_database_together_take_turns(request):
         assert "another gpuradar is migrating this database; waiting for it" in stderr
         assert "Traceback" not in stderr
     from alembic.script import ScriptDirectory
+
     from gpuradar.storage.db import alembic_config, get_engine
 
     head = ScriptDirectory.from_config(alembic_config(get_engine(url))).get_current_head()

@@ -8,9 +8,10 @@ import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
 
+from prometheus_client import CollectorRegistry
+
 from gpuradar.scheduler.health import Health, make_app, readiness, serve
 from gpuradar.storage.ingest import CrawlWriter
-from prometheus_client import CollectorRegistry
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -45,9 +45,10 @@ def site(tmp_path_factory):
     """The service's HTTP endpoint in-process, over a database filled from the shipped real
     recordings as a user fills it: the time-lapse demo's day of Vast.ai (history, spot and
     on-demand, a firing alert), then every other recording replayed, dated at its capture."""
+    from prometheus_client import CollectorRegistry
+
     from gpuradar.scheduler.health import Health, make_app, serve
     from gpuradar.storage.db import open_database
-    from prometheus_client import CollectorRegistry
 
     db = tmp_path_factory.mktemp("web") / "demo.db"
     proc = gpuradar("demo", "--timeline", "--pace", "0", "--keep", str(db))

@@ -11,9 +11,9 @@ import tempfile
 import textwrap
 
 import pytest
-from gpuradar.storage.db import get_engine
 from sqlalchemy import text
 
+from gpuradar.storage.db import get_engine
 from tests.clirun import gpuradar, write_config
 from tests.provider_server import serve_standard
 

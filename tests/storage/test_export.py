@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pyarrow.parquet as pq
 import pytest
-from gpuradar.storage.export import ExportError, export, verify
 
+from gpuradar.storage.export import ExportError, export, verify
 from tests.storage.test_index import T0, crawl, item
 
 

@@ -7,13 +7,13 @@ import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from gpuradar.storage import index as store
-from gpuradar.storage.ingest import CrawlWriter
-from gpuradar.storage.models import PriceIndex
 from sqlalchemy import func, select
 
 from gpuradar.core.items import PriceItem
 from gpuradar.core.marketindex import IndexOffer, compute_index, quantile, screen
+from gpuradar.storage import index as store
+from gpuradar.storage.ingest import CrawlWriter
+from gpuradar.storage.models import PriceIndex
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 H100 = "H100-SXM-80GB"

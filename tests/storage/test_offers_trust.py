@@ -361,10 +361,10 @@ def test_duplicate_offer_is_counted_and_the_first_price_kept(tmp_path, provider_
 
 
 def test_plausible_range_is_configurable_per_source_and_globally():
-    from gpuradar.crawler.pipelines import normalize, price_range
     from scrapy.utils.test import get_crawler
 
     from gpuradar.core.currency import FxTable
+    from gpuradar.crawler.pipelines import normalize, price_range
 
     crawler = get_crawler(settings_dict={
         "GPURADAR_SOURCES": {"azure": {"price_range": [0.01, 5]}},
@@ -399,7 +399,6 @@ def test_an_exchange_rate_that_cannot_be_right_is_not_stored(tmp_path, provider_
     """A negative rate in the ECB file: that currency gets no rate, the others do."""
     from gpuradar.storage.db import get_engine
     from gpuradar.storage.queries import latest_fx
-
     from tests.provider_server import fixture
 
     endpoints = serve_standard(provider_server, ["fx"])
@@ -416,9 +415,10 @@ def test_unknown_gpu_and_uncatalogued_names_are_warned_once_per_process(caplog):
     """A daemon crawls all day in one process: the second crawl says nothing new."""
     import logging
 
+    from scrapy.utils.test import get_crawler
+
     from gpuradar.crawler.pipelines import NormalizePipeline
     from gpuradar.crawler.spiders.oci import OciSpider
-    from scrapy.utils.test import get_crawler
 
     with caplog.at_level(logging.WARNING):
         for _crawl_number in range(2):

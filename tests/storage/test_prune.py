@@ -7,11 +7,11 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import func, insert, select
+
 from gpuradar.storage import maintenance, queries
 from gpuradar.storage.db import open_database
 from gpuradar.storage.models import Crawl, Notification, Offer, PriceChange
-from sqlalchemy import func, insert, select
-
 from tests.clirun import gpuradar
 
 NOW = datetime.now(UTC).replace(microsecond=0)

@@ -12,9 +12,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import Engine, event
+
 from gpuradar.storage import maintenance, queries
 from gpuradar.storage.db import get_engine
-from sqlalchemy import Engine, event
 
 OFFERS = 20_000
 CHANGES = 1_000_000  # 50 per offer

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from gpuradar.storage import queries
-from gpuradar.storage.ingest import CrawlWriter
-from gpuradar.storage.models import PriceChange
 from sqlalchemy import func, select
 
 from gpuradar.core.items import PriceItem
+from gpuradar.storage import queries
+from gpuradar.storage.ingest import CrawlWriter
+from gpuradar.storage.models import PriceChange
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 

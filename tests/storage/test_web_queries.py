@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from gpuradar.core.gpus import CATALOG
 from gpuradar.storage.queries import OfferFilter
 from gpuradar.storage.web import overview, price_history
-
-from gpuradar.core.gpus import CATALOG
 from tests.storage.test_index import H100, T0, crawl, item
 
 HOUR = timedelta(hours=1)
