@@ -40,7 +40,7 @@ def test_prices_index_shows_an_h100_row_per_pricing(replayed):
     assert sorted(r[1] for r in rows) == ["on-demand", "spot"]
     # the shipped captures: vastai 1.3867 and 1.7356, lambda 3.99 and 4.29, OCI 10.00
     od = next(r for r in rows if r[1] == "on-demand")
-    assert od[2:3] == ["$3.99"] and od[5:7] == ["5", "3"]
+    assert od[2:3] == ["$3.9900"] and od[5:7] == ["5", "3"]  # the column's 4 decimals
 
 
 def test_prices_index_json_has_the_figures_and_excluded_offers(replayed):

@@ -74,7 +74,8 @@ def test_two_replicas_one_leader_and_a_leader_without_its_lock_stops_at_once(tmp
     with WebhookSink() as hook:
         config = {"database_url": pg_url,
                   "sources": {"vastai": {"interval": 1, **FAST}, "fx": {"interval": 5, **FAST}},
-                  "targets": {"hook": hook.url}, "rules": [], "daemon": HA}
+                  "targets": {"hook": hook.url}, "rules": [], "daemon": HA,
+                  "alerts": {"stale_after": "never"}}  # a 2026-08 recording
         path = write_config(tmp_path / "gpuradar.yaml", config)
         args = ("--replay", str(recordings), "--log-format", "json")
         a, b = replica(tmp_path, path, *args), replica(tmp_path, path, *args)
