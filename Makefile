@@ -34,9 +34,10 @@ demo: install
 
 # The suite on pytest-xdist workers (tests/README.md); the container image is its own stage
 # (`make test-image`), which .ci/run runs after this one.
-PYTEST_WORKERS ?= 3
+# Most tests wait on real processes and servers, not the CPU: more workers than cores.
+PYTEST_WORKERS ?= 4
 test: install-test system-deps
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --ignore tests/project/test_image.py
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal --ignore tests/project/test_image.py
 	$(BIN)/ruff check .
 
 lint: install-test

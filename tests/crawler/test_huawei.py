@@ -194,7 +194,10 @@ def test_a_page_that_repeats_ends_the_paging(tmp_path, provider_server, sqlite_u
     """A ListFlavors server that ignores `marker` answers the same full page forever: the
     spider stops at the repeat, and the crawl is partial (nothing closed)."""
     page = json.loads((FIX / "flavors_cn-east-3.json").read_text())
-    template = page["flavors"][0]
+    # a general-purpose flavor: no GPU, so nothing of it is priced (no BSS calls)
+    template = dict(page["flavors"][0], os_extra_specs={
+        "ecs:performancetype": "normal", "ecs:generation": "c7",
+        "cond:operation:status": "normal"})
     page["flavors"] = [dict(template, id=f"c7.{i}.xlarge", name=f"c7.{i}.xlarge")
                        for i in range(1000)]  # a full page of non-GPU flavors
     body = json.dumps(page).encode()
