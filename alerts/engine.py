@@ -399,10 +399,10 @@ def _save(engine: Engine, rt: _Runtime, rules: list[Rule], states: dict[str, Ale
     result.notifications = len(run.outbox)
     result.state_writes = len(inserts) + len(updates) + len(deletes)
     for r in rules:
-        s = states.get(r.key)
-        if s is not None and s.state == "firing":
+        kept = states.get(r.key)
+        if kept is not None and kept.state == "firing":
             result.firing += 1
-        elif s is not None and s.state == "pending":
+        elif kept is not None and kept.state == "pending":
             result.pending += 1
 
 

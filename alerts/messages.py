@@ -48,6 +48,7 @@ def offer_summary(value: float, o: OfferRow, rule: Rule, market: Market,
     price the rule compared (its unit in `unit`)."""
     cur = rule.condition.currency
     rate = market.usd_per_unit(cur) or 1.0
+    whole: float | None
     if o.currency == cur:
         per_gpu = o.price / o.gpu_count if o.gpu_count else None
         whole = o.price

@@ -16,7 +16,7 @@ import logging
 import math
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.crawler import Crawler
@@ -29,6 +29,9 @@ from gpuradar.core.items import PRICINGS, FxRateItem, OfferKey, PriceItem
 from gpuradar.crawler.config import source_options
 from gpuradar.crawler.middlewares import Recording
 from gpuradar.crawler.spiders.base import UNCATALOGUED_NAMES, warn_once_per_process
+
+if TYPE_CHECKING:  # spider_opened imports them when a crawl starts
+    from gpuradar.storage.ingest import CrawlSummary, CrawlWriter
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +132,8 @@ def normalize(item: PriceItem, fx: FxTable,
         if link["intra_node"] or link["inter_node"]:
             item.attributes = {**item.attributes, "interconnect": {
                 k: link[k] for k in ("intra_node", "inter_node", "basis")}}
+    if item.price is None:  # validate() drops it first
+        return "no_price"
     usd = fx.to_usd(item.price, item.currency)
     if usd is None:
         return "unknown_currency"
@@ -238,8 +243,8 @@ class StoragePipeline:
         self.unreadable: set[OfferKey] = set()
         self.fx: dict[tuple[str, date], float] = {}
         self.errors: list[str] = []
-        self.writer = None
-        self.summary = None
+        self.writer: CrawlWriter | None = None
+        self.summary: CrawlSummary | None = None
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self.spider_error, signal=signals.spider_error)
@@ -340,12 +345,12 @@ class StoragePipeline:
         by_date: dict[date, dict[str, float]] = {}
         for (cur, day), per_eur in self.fx.items():
             by_date.setdefault(day, {})[cur] = per_eur
-        for day, per_eur in by_date.items():
-            usd_per_eur = per_eur.get("USD")
+        for day, day_rates in by_date.items():
+            usd_per_eur = day_rates.get("USD")
             if not usd_per_eur:
                 self.errors.append(f"ECB rates of {day} have no USD rate")
                 continue
-            rates = {cur: usd_per_eur / v for cur, v in per_eur.items() if v > 0}
+            rates = {cur: usd_per_eur / v for cur, v in day_rates.items() if v > 0}
             rates["EUR"] = usd_per_eur
             rates.pop("USD", None)
             stored += store_fx(self.engine, rates, day)

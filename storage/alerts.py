@@ -13,13 +13,8 @@ from typing import Any
 
 from sqlalchemy import Engine, bindparam, delete, func, insert, or_, select, update
 
-from gpuradar.storage.models import AlertState, Crawl, Notification, Offer, PriceChange
+from gpuradar.storage.models import CRAWL, OUTBOX, STATE
 
-OFFER = Offer.__table__
-CHANGE = PriceChange.__table__
-CRAWL = Crawl.__table__
-STATE = AlertState.__table__
-OUTBOX = Notification.__table__
 
 def _aware(ts: datetime | None) -> datetime | None:
     if ts is not None and ts.tzinfo is None:

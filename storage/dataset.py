@@ -13,10 +13,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from gpuradar.core import gpus as catalog
-from gpuradar.storage.models import Crawl, Offer
-
-CRAWL = Crawl.__table__
-OFFER = Offer.__table__
+from gpuradar.storage.models import CRAWL, OFFER
 
 #: The fields of an offer in every interface, in this order.
 OFFER_FIELDS = ("id", "source", "region", "zone", "instance_type", "pricing", "gpu",

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Engine, select
 
-from gpuradar.storage.models import Crawl, Offer, PriceChange, PriceIndex
+from gpuradar.storage.models import CHANGE, CRAWL, INDEX, OFFER
 
 FORMAT_VERSION = 1
 FORMATS = ("parquet", "csv", "jsonl")
@@ -68,10 +68,6 @@ def _index(row: dict[str, Any]) -> dict[str, Any]:
             "providers": row["providers"], "excluded": row["excluded"] or []}
 
 
-OFFER = Offer.__table__
-CHANGE = PriceChange.__table__
-INDEX = PriceIndex.__table__
-CRAWL = Crawl.__table__
 OFFER_COLUMNS = (("id", "int"), ("source", "str"), ("region", "str"), ("zone", "str"),
                  ("instance_type", "str"), ("pricing", "str"), ("gpu", "str"),
                  ("gpu_count", "float"), ("gpu_memory_gb", "float"), ("vcpus", "float"),

@@ -17,17 +17,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, and_, func, or_, select
+from sqlalchemy import ColumnElement, Engine, and_, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from gpuradar.core import gpus as catalog
 from gpuradar.core.marketindex import IndexFigure, IndexOffer, compute_index
-from gpuradar.storage.models import Offer, PriceIndex
+from gpuradar.storage.models import INDEX, OFFER
 
 log = logging.getLogger(__name__)
 
-OFFER = Offer.__table__
-INDEX = PriceIndex.__table__
 
 #: A source is fresh while its last successful crawl started at most this long before the
 #: index is computed and fewer than STALE_AFTER_FAILURES crawls have failed since: the
@@ -139,8 +137,8 @@ def _figure(row: Any, until: int | None = None) -> dict[str, Any]:
             "providers": row["providers"], "excluded": list(row["excluded"] or [])}
 
 
-def _conditions(gpus: Sequence[str] | None, pricing: str | None) -> list[Any]:
-    conds = []
+def _conditions(gpus: Sequence[str] | None, pricing: str | None) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = []
     if gpus:
         conds.append(INDEX.c.gpu.in_(list(gpus)))
     if pricing:

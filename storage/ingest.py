@@ -24,19 +24,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, bindparam, func, insert, select, update
+from sqlalchemy import BindParameter, Engine, bindparam, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from gpuradar.core import defaults
 from gpuradar.core.items import OfferKey, PriceItem
-from gpuradar.storage.models import Crawl, Offer, PriceChange
+from gpuradar.storage.models import CHANGE, CRAWL, OFFER
 from gpuradar.storage.owner import process_owner
 
 log = logging.getLogger(__name__)
 
-OFFER = Offer.__table__
-CHANGE = PriceChange.__table__
-CRAWL = Crawl.__table__
 
 
 def epoch(ts: datetime) -> int:
@@ -128,6 +125,13 @@ class _State:
     active: bool
     details: tuple
     unreadable_since: datetime | None = None
+
+
+def _kept_price(item: PriceItem) -> float:
+    """The price of an item CrawlWriter.add kept: a storable number, never None."""
+    price = item.price
+    assert price is not None, "add() keeps only storable prices"
+    return price
 
 
 def _details(item: PriceItem) -> tuple:
@@ -292,7 +296,7 @@ class CrawlWriter:
         return {"offer_id": offer_id, "at": epoch(item.observed_at),
                 "price_micros": micros(item.price), "available": item.available}
 
-    def _insert_new(self, conn, new: list[tuple[tuple[str, str, str, str], PriceItem]]) -> None:
+    def _insert_new(self, conn, new: list[tuple[OfferKey, PriceItem]]) -> None:
         rows = [{"source": self.source, "region": i.region, "zone": i.zone,
                  "instance_type": i.instance_type, "pricing": i.pricing, "price": i.price,
                  "available": i.available, "first_seen": i.observed_at,
@@ -314,19 +318,20 @@ class CrawlWriter:
             conn.execute(insert(CHANGE), change_rows(ids))
         for oid, (key, i) in zip(ids, new, strict=True):
             # The key tuple `seen` holds, not a copy: one per offer for a whole crawl.
-            self.current[key] = _State(oid, i.price, i.available, True, _details(i))
+            self.current[key] = _State(oid, _kept_price(i), i.available, True, _details(i))
         self.new_offers += len(new)
         self.changed_offer_ids.update(ids)
 
     def _apply_changes(self, conn, changed: list[tuple[_State, PriceItem]]) -> None:
         _record_changes(conn, [self._change(s.id, i) for s, i in changed])
-        values = {f: bindparam(f) for f in ("price", "available", *DETAIL_FIELDS)}
+        values: dict[str, BindParameter[Any]] = {
+            f: bindparam(f) for f in ("price", "available", *DETAIL_FIELDS)}
         conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
             **values, changed_at=bindparam("_at"), active=True, unreadable_since=None),
             [{"_id": s.id, "_at": i.observed_at, "price": i.price, "available": i.available,
               **self._detail_values(i)} for s, i in changed])
         for state, item in changed:
-            state.price, state.available, state.active = item.price, item.available, True
+            state.price, state.available, state.active = _kept_price(item), item.available, True
             state.details = _details(item)
             state.unreadable_since = None
             self.changed_offer_ids.add(state.id)

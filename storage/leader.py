@@ -185,7 +185,10 @@ class LeaderLock:
         conn = self._conn
         if conn is None:
             raise LockUnavailable("the leader lock connection is gone")
-        fd = conn.connection.dbapi_connection.fileno()
+        dbapi = conn.connection.dbapi_connection  # None once the pool invalidated it
+        if dbapi is None:
+            raise LockUnavailable("the leader lock connection is gone")
+        fd = dbapi.fileno()
         threading.Thread(target=self._watch, args=(conn, fd, lost), daemon=True,
                          name="leader-lock-watch").start()
 

@@ -16,11 +16,8 @@ from datetime import UTC, datetime
 from sqlalchemy import Engine, and_, delete, exists, func, not_, select, text
 from sqlalchemy.sql.elements import ColumnElement
 
-from gpuradar.storage.models import Crawl, Notification, PriceChange
+from gpuradar.storage.models import CHANGE, CRAWL, OUTBOX
 
-CHANGE = PriceChange.__table__
-CRAWL = Crawl.__table__
-OUTBOX = Notification.__table__
 CLOSED_NOTIFICATIONS = ("sent", "failed")
 
 
@@ -78,7 +75,8 @@ def prune(engine: Engine, cutoff: datetime, *, dry_run: bool = False) -> PruneRe
                 counts.append(int(n.scalar_one()))
             else:
                 counts.append(int(conn.execute(delete(table).where(where)).rowcount))
-    return PruneResult(cutoff, *counts, dry_run=dry_run)
+    changes, crawls, notifications = counts
+    return PruneResult(cutoff, changes, crawls, notifications, dry_run=dry_run)
 
 
 def vacuum(engine: Engine) -> None:

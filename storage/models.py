@@ -11,7 +11,18 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, Column, Index, Integer, UniqueConstraint, text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    Table,
+    UniqueConstraint,
+    inspect,
+    text,
+)
 from sqlmodel import Field, SQLModel
 
 
@@ -214,3 +225,22 @@ class PriceIndex(SQLModel, table=True):
     providers: int = 0
     # Ids of the offers the outlier screen excluded, ascending.
     excluded: list[int] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+
+
+# -- the tables, for SQLAlchemy Core ------------------------------------------------------------
+def table_of(model: type[SQLModel]) -> Table:
+    """The Core table of a table model. SQLModel sets `__table__` when it creates the class,
+    so a type checker does not know it; the mapper does, and storage's SQL reads these."""
+    table = inspect(model).local_table
+    if not isinstance(table, Table):  # a table model maps one table, never a join
+        raise TypeError(f"{model.__name__} is not mapped to one table")
+    return table
+
+
+OFFER = table_of(Offer)
+CHANGE = table_of(PriceChange)
+CRAWL = table_of(Crawl)
+FX = table_of(FxRate)
+STATE = table_of(AlertState)
+OUTBOX = table_of(Notification)
+INDEX = table_of(PriceIndex)

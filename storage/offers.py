@@ -12,9 +12,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, or_, select
 
-from gpuradar.storage.models import Offer
-
-OFFER = Offer.__table__
+from gpuradar.storage.models import OFFER
 
 
 class OfferRow(NamedTuple):

@@ -23,9 +23,8 @@ from functools import cache
 
 from sqlalchemy import Engine, and_, select, update
 
-from gpuradar.storage.models import Crawl
+from gpuradar.storage.models import CRAWL
 
-CRAWL = Crawl.__table__
 STALE_AFTER = timedelta(days=1)
 
 

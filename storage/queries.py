@@ -5,21 +5,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
-from sqlalchemy import Engine, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, Engine, and_, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from gpuradar.core.units import region_matches
-from gpuradar.storage.models import Crawl, FxRate, Offer, PriceChange
-
-OFFER = Offer.__table__
-CHANGE = PriceChange.__table__
-CRAWL = Crawl.__table__
-FX = FxRate.__table__
+from gpuradar.storage.models import CHANGE, CRAWL, FX, OFFER
 
 
+@overload
+def _aware(ts: datetime) -> datetime: ...
+@overload
+def _aware(ts: datetime | None) -> datetime | None: ...
 def _aware(ts: datetime | None) -> datetime | None:
+    """A time the database read back, as UTC (SQLite keeps no zone)."""
     if ts is not None and ts.tzinfo is None:
         return ts.replace(tzinfo=UTC)
     return ts
@@ -125,7 +125,7 @@ def current_offers(engine: Engine, flt: OfferFilter | None = None,
                    limit: int | None = None) -> list[dict[str, Any]]:
     """Offers as they stand now, cheapest USD per GPU-hour first."""
     flt = flt or OfferFilter()
-    conds = []
+    conds: list[ColumnElement[bool]] = []
     if not flt.include_inactive:
         conds.append(OFFER.c.active.is_(True))
     if flt.gpus:
@@ -283,7 +283,7 @@ def replayed_sources(engine: Engine, gpus: Sequence[str] | None = None,
     seen = {s: o for s, o in last_observed(engine).items() if o.replayed}
     if not seen:
         return {}
-    conds = [OFFER.c.source.in_(sorted(seen))]
+    conds: list[ColumnElement[bool]] = [OFFER.c.source.in_(sorted(seen))]
     if gpus is not None:
         conds.append(OFFER.c.gpu.in_(list(gpus)))
     if pricing:
@@ -311,7 +311,7 @@ def gpu_spans(engine: Engine, gpus: Sequence[str] | None, since: datetime,
     """Spans overlapping [since, until] of every offer of the given GPUs (None: every GPU),
     each merged with its offer's identity and specs."""
     until = until or datetime.now(UTC)
-    conds = []
+    conds: list[ColumnElement[bool]] = []
     if gpus is not None:
         conds.append(OFFER.c.gpu.in_(list(gpus)))
     if pricing:

@@ -596,7 +596,7 @@ def select(vendor: str | None = None, kind: str | None = None,
             if (vendor is None or g.vendor.lower() == vendor.strip().lower())
             and (kind is None or g.kind == kind)
             and (framework is None
-                 or _key(framework) in {_key(f) for f in g.frameworks})]
+                 or _key(framework) in {_key(f) for f in g.frameworks or ()})]
 
 
 def families() -> list[str]:

@@ -43,11 +43,11 @@ INTER_FAST = frozenset({"infiniband", "efa", "rdma", "gpudirect-tcpx", "gpudirec
 
 
 def fast_intra(info: dict | None) -> bool:
-    return bool(info) and info.get("intra_node") in INTRA_FAST
+    return info is not None and info.get("intra_node") in INTRA_FAST
 
 
 def fast_inter(info: dict | None) -> bool:
-    return bool(info) and info.get("inter_node") in INTER_FAST
+    return info is not None and info.get("inter_node") in INTER_FAST
 
 
 def _by_form_factor(gpu: str, count: float) -> tuple[str | None, str, str]:

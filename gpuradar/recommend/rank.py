@@ -180,7 +180,9 @@ def hardware_table(est: MemoryEstimate, training: bool) -> list[dict[str, Any]]:
 
 def bad_idea(fit: Fit) -> bool:
     """A spot configuration the warnings call a bad idea (the job cannot resume)."""
-    return bool(fit.spot) and any(w.startswith("bad idea") for w in fit.spot["warnings"])
+    if not fit.spot:
+        return False
+    return any(w.startswith("bad idea") for w in fit.spot["warnings"])
 
 
 def _rank_key(fit: Fit, sized: bool) -> tuple:
@@ -343,11 +345,12 @@ def _beats(a: Fit, b: Fit, sized: bool) -> bool:
         pairs = [(a.total_usd, b.total_usd), (a.wall_hours, b.wall_hours)]
     else:
         pairs = [(a.hourly_usd, b.hourly_usd), (float(a.gpus), float(b.gpus))]
-    if any(x is None or y is None for x, y in pairs):
+    known = [(x, y) for x, y in pairs if x is not None and y is not None]
+    if len(known) < len(pairs):  # a figure unknown on either side: no comparison
         return False
     # Prices and times are computed in floating point: equal within a part in 10^9.
-    return (all(x <= y * (1 + 1e-9) for x, y in pairs)
-            and any(x < y * (1 - 1e-9) for x, y in pairs))
+    return (all(x <= y * (1 + 1e-9) for x, y in known)
+            and any(x < y * (1 - 1e-9) for x, y in known))
 
 
 def _undominated(fits: list[Fit], sized: bool) -> list[Fit]:

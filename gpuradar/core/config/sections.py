@@ -4,6 +4,7 @@ Scrapy-free declarations (gpuradar.core.providers)."""
 
 from __future__ import annotations
 
+import typing
 from functools import cache
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -33,6 +34,7 @@ from gpuradar.core.config.values import (
     RequestInterval,
     Seconds,
     Section,
+    Settings,
     TextOrNumber,
     TextOrTexts,
     between,
@@ -41,7 +43,9 @@ from gpuradar.core.config.values import (
 
 # The daemon's interval groups (`daemon.intervals.<kind>`); each provider declares its `kind`.
 KINDS = providers.KINDS
-ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+# the one reactor gpuradar runs on (scrapy-playwright, the daemon)
+AsyncioReactor = Literal["twisted.internet.asyncioreactor.AsyncioSelectorReactor"]
+ASYNCIO_REACTOR: str = typing.get_args(AsyncioReactor)[0]
 
 
 # -- sections --------------------------------------------------------------------------------
@@ -127,7 +131,8 @@ class AlertsSection(Section):
     hysteresis: TextOrNumber = "2%"
     stale_after_failures: int = Field(3, ge=1)
     stale_after: NeverOrDuration = "2d"
-    notify_stale: one_of("true, false, or target names", bool, str, list) = False
+    notify_stale: Annotated[Any, one_of("true, false, or target names",
+                                        bool, str, list)] = False
     templates: str | None = None
     max_attempts: PositiveNumber = 8
     retry_backoff: PositiveNumber = 30
@@ -182,6 +187,10 @@ def _rule_entry(value: Any) -> Any:
     return value
 
 
+# a Playwright timeout: at most 10 minutes, in milliseconds
+Milliseconds = Annotated[float, between(0, 600_000, above=True)]
+
+
 class PlaywrightLaunch(Section):
     """PLAYWRIGHT_LAUNCH_OPTIONS: the options of Playwright's BrowserType.launch that make
     sense for a headless crawler (timeouts in milliseconds)."""
@@ -190,65 +199,62 @@ class PlaywrightLaunch(Section):
     headless: bool = True
     args: list[str] = []
     channel: str | None = None
-    timeout: between(0, 600_000, above=True) | None = None
-    slow_mo: between(0, 10_000) | None = None
+    timeout: Milliseconds | None = None
+    slow_mo: Annotated[float, between(0, 10_000)] | None = None
     chromium_sandbox: bool | None = None
     env: dict[str, str] | None = None
     proxy: dict[str, str] | None = None
 
 
-_ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
-
-
-class ScrapySection(Section):
+class ScrapySection(Settings):
     """`scrapy:` the Scrapy settings the config file may change, each with its type and
     range; every other setting is refused (Scrapy's component settings, the reactor, the
     database and the sources are gpuradar's own). Seconds unless the name says otherwise."""
 
     # politeness and concurrency (a delay beyond 5 minutes would outlast the crawl timeout)
-    DOWNLOAD_DELAY: between(0, MAX_REQUEST_INTERVAL) = None
-    DOWNLOAD_DELAY_JITTER: between(0, 1) = None
-    CONCURRENT_REQUESTS: between(1, 256, whole=True) = None
-    CONCURRENT_REQUESTS_PER_DOMAIN: between(1, 64, whole=True) = None
-    CONCURRENT_ITEMS: between(1, 10_000, whole=True) = None
-    AUTOTHROTTLE_ENABLED: bool = None
-    AUTOTHROTTLE_START_DELAY: between(0, 300) = None
-    AUTOTHROTTLE_MAX_DELAY: between(0, 300) = None
-    AUTOTHROTTLE_TARGET_CONCURRENCY: between(0, 64, above=True) = None
-    AUTOTHROTTLE_DEBUG: bool = None
+    DOWNLOAD_DELAY: Annotated[float, between(0, MAX_REQUEST_INTERVAL)] | None = None
+    DOWNLOAD_DELAY_JITTER: Annotated[float, between(0, 1)] | None = None
+    CONCURRENT_REQUESTS: Annotated[int, between(1, 256)] | None = None
+    CONCURRENT_REQUESTS_PER_DOMAIN: Annotated[int, between(1, 64)] | None = None
+    CONCURRENT_ITEMS: Annotated[int, between(1, 10_000)] | None = None
+    AUTOTHROTTLE_ENABLED: bool | None = None
+    AUTOTHROTTLE_START_DELAY: Annotated[float, between(0, 300)] | None = None
+    AUTOTHROTTLE_MAX_DELAY: Annotated[float, between(0, 300)] | None = None
+    AUTOTHROTTLE_TARGET_CONCURRENCY: Annotated[float, between(0, 64, above=True)] | None = None
+    AUTOTHROTTLE_DEBUG: bool | None = None
     # timeouts
-    DOWNLOAD_TIMEOUT: between(0, 3600, above=True) = None
-    CLOSESPIDER_TIMEOUT: between(0, 86_400, above=True) = None
-    DNS_TIMEOUT: between(0, 600, above=True) = None
-    DNSCACHE_ENABLED: bool = None
+    DOWNLOAD_TIMEOUT: Annotated[float, between(0, 3600, above=True)] | None = None
+    CLOSESPIDER_TIMEOUT: Annotated[float, between(0, 86_400, above=True)] | None = None
+    DNS_TIMEOUT: Annotated[float, between(0, 600, above=True)] | None = None
+    DNSCACHE_ENABLED: bool | None = None
     # retries (gpuradar.crawler.middlewares.BackoffRetryMiddleware)
-    RETRY_ENABLED: bool = None
-    RETRY_TIMES: between(0, 10, whole=True) = None
-    RETRY_HTTP_CODES: list[between(400, 599, whole=True)] = None
-    RETRY_BACKOFF_BASE: between(0, 60) = None
-    RETRY_BACKOFF_MAX: between(0, 3600, above=True) = None
+    RETRY_ENABLED: bool | None = None
+    RETRY_TIMES: Annotated[int, between(0, 10)] | None = None
+    RETRY_HTTP_CODES: list[Annotated[int, between(400, 599)]] | None = None
+    RETRY_BACKOFF_BASE: Annotated[float, between(0, 60)] | None = None
+    RETRY_BACKOFF_MAX: Annotated[float, between(0, 3600, above=True)] | None = None
     # sizes in bytes (0: no limit)
-    DOWNLOAD_MAXSIZE: between(0, 2**40, whole=True) = None
-    DOWNLOAD_WARNSIZE: between(0, 2**40, whole=True) = None
+    DOWNLOAD_MAXSIZE: Annotated[int, between(0, 2**40)] | None = None
+    DOWNLOAD_WARNSIZE: Annotated[int, between(0, 2**40)] | None = None
     # identity and proxies (HTTPPROXY_ENABLED reads the http(s)_proxy environment variables)
-    USER_AGENT: OneLineText = None
-    DEFAULT_REQUEST_HEADERS: dict[str, str] = None
-    HTTPPROXY_ENABLED: bool = None
+    USER_AGENT: OneLineText | None = None
+    DEFAULT_REQUEST_HEADERS: dict[str, str] | None = None
+    HTTPPROXY_ENABLED: bool | None = None
     # the asyncio reactor is the only one gpuradar runs on (scrapy-playwright, the daemon)
-    TWISTED_REACTOR: Literal[ASYNCIO_REACTOR] = None
+    TWISTED_REACTOR: AsyncioReactor | None = None
     # gpuradar's own (crawler/settings.py says what each does)
-    GPURADAR_ANSWER_TIMEOUT: between(0, 600, above=True) = None
-    GPURADAR_CONNECT_ATTEMPTS: between(1, 10, whole=True) = None
-    GPURADAR_UNREACHABLE_AFTER: between(0, 3600, above=True) = None
-    GPURADAR_PRICE_RANGE: PriceRange = None
-    GPURADAR_SHRINK_GUARD: between(0, 1) = None
-    GPURADAR_BATCH_SIZE: between(1, 100_000, whole=True) = None
+    GPURADAR_ANSWER_TIMEOUT: Annotated[float, between(0, 600, above=True)] | None = None
+    GPURADAR_CONNECT_ATTEMPTS: Annotated[int, between(1, 10)] | None = None
+    GPURADAR_UNREACHABLE_AFTER: Annotated[float, between(0, 3600, above=True)] | None = None
+    GPURADAR_PRICE_RANGE: PriceRange | None = None
+    GPURADAR_SHRINK_GUARD: Annotated[float, between(0, 1)] | None = None
+    GPURADAR_BATCH_SIZE: Annotated[int, between(1, 100_000)] | None = None
     # scrapy-playwright (milliseconds where the name says TIMEOUT)
-    PLAYWRIGHT_BROWSER_TYPE: Literal["chromium", "firefox", "webkit"] = None
-    PLAYWRIGHT_LAUNCH_OPTIONS: PlaywrightLaunch = None
-    PLAYWRIGHT_MAX_CONTEXTS: between(1, 32, whole=True) = None
-    PLAYWRIGHT_MAX_PAGES_PER_CONTEXT: between(1, 64, whole=True) = None
-    PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT: between(0, 600_000, above=True) = None
+    PLAYWRIGHT_BROWSER_TYPE: Literal["chromium", "firefox", "webkit"] | None = None
+    PLAYWRIGHT_LAUNCH_OPTIONS: PlaywrightLaunch | None = None
+    PLAYWRIGHT_MAX_CONTEXTS: Annotated[int, between(1, 32)] | None = None
+    PLAYWRIGHT_MAX_PAGES_PER_CONTEXT: Annotated[int, between(1, 64)] | None = None
+    PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT: Milliseconds | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ScrapySection:
@@ -286,7 +292,8 @@ def source_model(name: str) -> type[SourceOptions]:
     provider = next((p for p in providers.PROVIDERS if p.name == name), None)
     if provider is None:
         return SourceOptions
-    opts = {opt: (typ | None, None) for opt, typ in source_option_types(provider).items()}
+    opts: dict[str, Any] = {opt: (typ | None, None)
+                            for opt, typ in source_option_types(provider).items()}
     return create_model(f"Source_{provider.name}", __base__=SourceOptions, **opts)
 
 
@@ -294,7 +301,8 @@ def source_model(name: str) -> type[SourceOptions]:
 def schema() -> type[BaseModel]:
     """The whole file: static sections plus one options model per source, built from the
     providers' declarations (gpuradar.core.providers)."""
-    sources = {p.name: (source_model(p.name) | None, None) for p in providers.PROVIDERS}
+    sources: dict[str, Any] = {p.name: (source_model(p.name) | None, None)
+                               for p in providers.PROVIDERS}
     sources_model = create_model("Sources", __base__=Section, **sources)
     return create_model(
         "ConfigFile", __base__=_Root,

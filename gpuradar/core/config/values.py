@@ -4,11 +4,25 @@ it for the file)."""
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
+import types
+import typing
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from gpuradar.core import units
@@ -68,18 +82,19 @@ def _positive_number(value: float) -> float:
     return value
 
 
-def one_of(words: str, *accepted: type) -> Any:
-    """A value of one of several types (no bool unless named): `one_of("text or a list",
-    str, list)`. One clear error instead of one per member of a union."""
+def one_of(words: str, *accepted: type) -> AfterValidator:
+    """The check of a value of one of several types (no bool unless named), for
+    `Annotated[Any, one_of("text or a list", str, list)]`: one clear error instead of one per
+    member of a union."""
     def check(value: Any) -> Any:
         if isinstance(value, accepted) and (bool in accepted or not isinstance(value, bool)):
             return value
         raise PydanticCustomError("type_words", "must be {words}", {"words": words})
 
-    return Annotated[Any, AfterValidator(check)]
+    return AfterValidator(check)
 
 
-TextOrNumber = one_of("text or a number", str, int, float)
+TextOrNumber = Annotated[Any, one_of("text or a number", str, int, float)]
 
 
 def _flat_texts(value: Any) -> Any:
@@ -112,6 +127,31 @@ class Section(BaseModel):
         return self.model_dump(exclude_unset=True, by_alias=True)
 
 
+class Settings(Section):
+    """A section of settings that default elsewhere (Scrapy's): one left out is None, so
+    each is typed `X | None`; one written needs a value of its type, so `null` is refused
+    with the error that type gives (`must be a number, got null`)."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _written_means_a_value(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None and info.field_name is not None:
+            _refuse_null(cls, info.field_name)
+        return value
+
+
+def _refuse_null(model: type[BaseModel], name: str) -> None:
+    """Raise the error that field `name`'s type, without its None, gives for None."""
+    annotation = model.model_fields[name].annotation
+    if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
+        return  # a type without None: pydantic refuses None itself
+    arms: list[Any] = [a for a in typing.get_args(annotation) if a is not type(None)]
+    try:
+        TypeAdapter(functools.reduce(operator.or_, arms)).validate_python(None, strict=True)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise PydanticCustomError(first["type"], first["msg"], first.get("ctx")) from None
+
 
 def _price_range(value: list[float] | None) -> list[float] | None:
     """[low, high] in USD per GPU-hour: two finite numbers, 0 < low < high. The one check of
@@ -128,10 +168,10 @@ def _price_range(value: list[float] | None) -> list[float] | None:
 PriceRange = Annotated[list[float], AfterValidator(_price_range)]
 
 
-def between(low: float, high: float, *, above: bool = False, whole: bool = False) -> Any:
-    """A number in [low, high] ((low, high] when `above`); a whole number when `whole`."""
-    bound = Field(gt=low, le=high) if above else Field(ge=low, le=high)
-    return Annotated[int if whole else float, bound]
+def between(low: float, high: float, *, above: bool = False) -> Any:
+    """The bounds of a number, for `Annotated[float, between(0, 300)]`: in [low, high]
+    ((low, high] when `above`); `int` for a whole number."""
+    return Field(gt=low, le=high) if above else Field(ge=low, le=high)
 
 
 def _one_line_text(value: str) -> str:
