@@ -229,6 +229,10 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
+def _where(path: Path) -> str:
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else path.name
+
+
 def private_uses(module: str, path: Path, modules: dict[str, Path]) -> list[str]:
     """`from x import _name` and `x._name` in `module` where x is another module of the
     product (the private name of its own module, or a private attribute of an object, is
@@ -249,7 +253,7 @@ def private_uses(module: str, path: Path, modules: dict[str, Path]) -> list[str]
                 if f"{base}.{alias.name}" in modules:
                     aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
                 if base in modules and base != module and _private(alias.name):
-                    found.append(f"{path.relative_to(REPO)}:{node.lineno}: from {base} import "
+                    found.append(f"{_where(path)}:{node.lineno}: from {base} import "
                                  f"{alias.name}")
         elif isinstance(node, ast.Import):
             for alias in node.names:
@@ -259,7 +263,7 @@ def private_uses(module: str, path: Path, modules: dict[str, Path]) -> list[str]
         if (isinstance(node, ast.Attribute) and _private(node.attr)
                 and isinstance(node.value, ast.Name) and node.value.id in aliases
                 and aliases[node.value.id] != module):
-            found.append(f"{path.relative_to(REPO)}:{node.lineno}: "
+            found.append(f"{_where(path)}:{node.lineno}: "
                          f"{aliases[node.value.id]}.{node.attr}")
     return found
 
@@ -277,17 +281,13 @@ def test_the_private_name_check_sees_both_forms(tmp_path):
     """The check above finds `from x import _name` and `x._name`, and lets a module use its
     own private names and a dunder."""
     modules = product_modules()
-    path = REPO / "alerts" / "probe_private.py"
-    text = ("from gpuradar.alerts import rules\n"
-            "from gpuradar.alerts.grammar import _close\n"
-            "from gpuradar import __version__\n"
-            "from gpuradar.alerts.probe_private import _mine\n"
-            "rules._as_list('a')\n")
-    try:
-        path.write_text(text)
-        found = private_uses("gpuradar.alerts.probe_private", path, modules)
-    finally:
-        path.unlink()
+    path = tmp_path / "probe_private.py"  # read as if it were gpuradar/alerts/probe_private
+    path.write_text("from gpuradar.alerts import rules\n"
+                    "from gpuradar.alerts.grammar import _close\n"
+                    "from gpuradar import __version__\n"
+                    "from gpuradar.alerts.probe_private import _mine\n"
+                    "rules._as_list('a')\n")
+    found = private_uses("gpuradar.alerts.probe_private", path, modules)
     assert [f.split(": ", 1)[1] for f in found] == [
         "from gpuradar.alerts.grammar import _close", "gpuradar.alerts.rules._as_list"]
 
@@ -295,8 +295,7 @@ def test_the_private_name_check_sees_both_forms(tmp_path):
 def test_the_type_checker_is_clean_on_core_storage_and_alerts():
     """mypy, configured in pyproject.toml (pydantic plugin), finds no error in the core,
     storage, recommend and alerts layers (and what they import). It reads the package
-    through the links in gpuradar/, as installed. In the module's xdist group: the test
-    above briefly adds a module to alerts/, which mypy would read too."""
+    through the links in gpuradar/, as installed."""
     done = subprocess.run([sys.executable, "-m", "mypy", "-p", "gpuradar.core",
                            "-p", "gpuradar.storage", "-p", "gpuradar.recommend",
                            "-p", "gpuradar.alerts"],
