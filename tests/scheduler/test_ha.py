@@ -328,8 +328,10 @@ def test_a_silent_leader_loses_the_lock_and_sends_nothing_more_when_it_wakes(tmp
             # sent or timed out is a race, and not what matters; the receiver's count is.)
             wait_for(lambda: "not sent: this replica lost the leader lock" in a.logs(), 40,
                      "the woken leader to refuse its next send", on_fail=a.tail)
+            # at most the frozen send, if it timed out; the refused one counts nothing (and
+            # the rows below show the late replica wrote nothing)
             assert a.value("gpuradar_notifications_total", channel="webhook",
-                           status="retry") == 0
+                           status="retry") <= 1
             assert holder_pid(pg_url) == b.proc.pid and role(b) == "leader"
             # at most the crawl in flight at the freeze finished; nothing new was started
             # or evaluated by the old leader
