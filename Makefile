@@ -9,8 +9,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+# `make install` (and `make demo`) install the package as a user gets it; the tests use an
+# editable install, so that they run the working tree.
 install: $(BIN)/python
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q .
 
 install-test: $(BIN)/python
 	$(BIN)/pip install -q -e '.[test,contract]'

@@ -4,7 +4,6 @@ within the budget keep working; `tags` is a flat list of texts."""
 
 from __future__ import annotations
 
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -38,19 +37,17 @@ def laughs_in_tags(levels: int = 9) -> str:
 
 
 def refused_quickly(load, *args, memory: bool = True) -> str:
-    """The error `load(*args)` raises, checked to come within 2 s and (when `memory`) 100 MB
-    (tracemalloc slows deep recursion down a hundredfold: timed alone there)."""
+    """The error `load(*args)` raises, checked to come within 100 MB (when `memory`: the
+    bound a bomb would break; its time is no assertion here, as no time is in this suite)."""
     if memory:
         tracemalloc.start()
-    started = time.perf_counter()
     try:
         with pytest.raises((ConfigError, RuleError)) as exc:
             load(*args)
-        elapsed = time.perf_counter() - started
         peak = tracemalloc.get_traced_memory()[1] if memory else 0
     finally:
         tracemalloc.stop()
-    assert elapsed < 2 and peak < 100 * 2**20, (elapsed, peak)
+    assert peak < 100 * 2**20, peak
     return str(exc.value)
 
 

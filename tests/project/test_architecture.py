@@ -1,8 +1,8 @@
 """The installed layout: one package, `gpuradar`, whose layers import only downwards.
 
-The repository keeps crawler/, storage/, alerts/ and scheduler/ at its top level; the wheel
-maps them into `gpuradar.*`. import-linter reads the package from the built wheel (its
-module finder walks one directory per package, which an editable install does not give).
+The repository keeps crawler/, storage/, alerts/ and scheduler/ at its top level;
+gpuradar/crawler, gpuradar/storage, ... link to them, so the package's tree as installed is
+what setuptools ships and what import-linter, ruff and mypy read from the repository root.
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ def test_the_readme_source_table_states_each_default_interval():
 
 
 # -- no private name crosses a module ------------------------------------------------------------
-#: The product's source folders and the module each maps to (pyproject's package-dir).
+#: The product's source folders and the module each is (gpuradar/<folder> links to them).
 PACKAGE_DIRS = {"gpuradar": REPO / "gpuradar", "gpuradar.crawler": REPO / "crawler",
                 "gpuradar.storage": REPO / "storage", "gpuradar.alerts": REPO / "alerts",
                 "gpuradar.scheduler": REPO / "scheduler"}

@@ -158,7 +158,7 @@ def wait_healthy(name: str, timeout: float = 120) -> dict:
             return health["Log"][-1]
         assert time.monotonic() < deadline, \
             f"never healthy: {health['Log'][-3:]}\n{logs(name)}"
-        time.sleep(1)
+        time.sleep(0.2)
 
 
 def published(name: str, port: int) -> str:
@@ -193,7 +193,7 @@ def wait_crawled(address: str, sources: tuple[str, ...], timeout: float = 120) -
         if set(sources) <= done:
             return text
         assert time.monotonic() < deadline, f"crawled only {sorted(done)}"
-        time.sleep(1)
+        time.sleep(0.2)
 
 
 # Fast health checks (the image's own command, only checked more often).
