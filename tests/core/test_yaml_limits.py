@@ -38,7 +38,7 @@ def laughs_in_tags(levels: int = 9) -> str:
 
 def refused_quickly(load, *args, memory: bool = True) -> str:
     """The error `load(*args)` raises, checked to come within 100 MB (when `memory`: the
-    bound a bomb would break; its time is no assertion here, as no time is in this suite)."""
+    bound a bomb would break). Its time is not asserted: a loaded machine must not fail it."""
     if memory:
         tracemalloc.start()
     try:
