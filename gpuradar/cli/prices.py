@@ -28,19 +28,12 @@ from gpuradar.cli.output import Format, age, console, emit, err_console, money, 
 def resolve_gpus(query: str | None, engine) -> list[str]:
     """Canonical names for a family ('H100') or an exact name ('H100-SXM-80GB'); a name the
     catalog does not know matches the raw name a source reported, if any did."""
-    from gpuradar.core import gpus
-    from gpuradar.storage.queries import gpu_names
+    from gpuradar.storage.dataset import UnknownGpu, resolve_gpus
 
-    if not query:
-        return []
-    found = [g.name for g in gpus.match_family(query)]
-    if found:
-        return found
-    raw = [n for n in gpu_names(engine) if n.lower() == query.lower()]
-    if raw:
-        return raw
-    hint = gpus.suggest(query)
-    raise fail(f"unknown GPU {query!r}" + (f"; did you mean {hint}?" if hint else ""))
+    try:
+        return resolve_gpus(engine, query)
+    except UnknownGpu as exc:
+        raise fail(str(exc)) from None
 
 
 def check_accelerator_filters(vendors: list[str], kinds: list[str]) -> None:
