@@ -208,6 +208,7 @@ class Daemon:
             self.state[name] = SourceState(failures=consecutive_failures(self.engine, name))
         self.metrics = Metrics(lambda: self.engine)
         self.leadership.gauge = self.metrics.leader
+        self.leadership.attempts = self.metrics.lock_attempts
         self.health = Health(lambda: self.engine, self._scheduler_running,
                              role=lambda: self.leadership.role,
                              plans=lambda: {n: p.interval for n, p in self.loaded.plans.items()})

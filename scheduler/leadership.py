@@ -103,6 +103,7 @@ class Leadership:
         self.single = engine.dialect.name != "postgresql"
         self.role = STANDBY
         self.gauge = gauge
+        self.attempts: Any = None  # a Counter by result: a standby that tries is visible
         self.configure(opts)
         self._instance: InstanceLock | None = None
         self._lock: LeaderLock | None = None
@@ -206,9 +207,11 @@ class Leadership:
             if not acquired:
                 holder = await self._call(lock, lock.holder, self.attempt_timeout)
         except LockUnavailable as exc:
+            self._count("unreachable")
             self._view(f"cannot reach the database for the leader lock ({exc}); retrying "
                        f"every {format_duration(self.retry)}", logging.WARNING)
             return
+        self._count("taken" if acquired else "held")
         if acquired and self._stopping:  # took it while shutting down: hand it back
             await self._give_up(lock)
             return
@@ -240,6 +243,10 @@ class Leadership:
         except Exception as exc:  # noqa: BLE001 - e.g. the database failed meanwhile
             log.error("taking over failed: %s", exc, exc_info=exc, extra={"role": LEADER})
             self.depose(f"taking over failed: {str(exc).splitlines()[0] if str(exc) else exc}")
+
+    def _count(self, result: str) -> None:
+        if self.attempts is not None:
+            self.attempts.labels(result).inc()
 
     def _view(self, message: str, level: int = logging.INFO) -> None:
         """Log what a standby sees when it changes (not every retry)."""

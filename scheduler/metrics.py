@@ -217,6 +217,10 @@ class Metrics:
         self.leader = Gauge(f"{PREFIX}_leader", "1 on the replica that crawls, evaluates and "
                             "delivers (it holds the leader lock), 0 on a standby; "
                             "sum() over the replicas must be 1.", registry=r)
+        self.lock_attempts = Counter(f"{PREFIX}_leader_lock_attempts", "Attempts of a "
+                                     "standby to take the leader lock, by result (taken, "
+                                     "held: another replica has it, unreachable).",
+                                     ["result"], registry=r)
         self.job_events = Counter(f"{PREFIX}_scheduler_skipped_runs", "Scheduled runs not "
                                   "started, by job and reason (max_instances: the previous run "
                                   "was still going; missed: later than the misfire grace).",

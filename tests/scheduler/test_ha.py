@@ -126,7 +126,13 @@ def test_two_replicas_one_leader_and_a_leader_without_its_lock_stops_at_once(tmp
                 d.signal(signal.SIGHUP)
                 d.wait_metric("gpuradar_config_reloads_total", 1, result="success")
             before = crawls_stored(pg_url)
-            time.sleep(4)  # four retry intervals without a leader
+            # four attempts of each replica to take the lock, each finding it held
+            # (the counter, not the clock, says that time passed without a leader)
+            for d in (a, b):
+                held = d.value("gpuradar_leader_lock_attempts_total", result="held")
+                d.wait_metric("gpuradar_leader_lock_attempts_total", held + 4, result="held")
+            assert a.value("gpuradar_leader_lock_attempts_total", result="taken") + \
+                b.value("gpuradar_leader_lock_attempts_total", result="taken") == 1
             assert crawls_stored(pg_url) == before
             assert hook.posts == []
             assert query(pg_url, "SELECT COUNT(*) FROM notification") == [(0,)]

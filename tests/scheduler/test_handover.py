@@ -348,7 +348,11 @@ def test_sigterm_lock_loss_and_kill_9_of_the_leader_lose_nothing_and_duplicate_o
     # B: the deposed replica said so at once and sent nothing more of its pass
     log_b = records(replicas[second])
     assert any(r["level"] == "error" and "leader lock lost" in r["message"] for r in log_b)
-    assert any("not sent: this replica lost the leader lock" in r["message"] for r in log_b)
+    # (whether its pass had a next message to refuse depends on where the pass ended:
+    # tests/scheduler/test_fencing.py checks the refusal itself)
+    # (until the kill -9 of the third, after which it may lead again)
+    assert [r for r in receiver.from_replica(second)
+            if ended[second][0] < r[0] < ended[third][0]] == []
     for name in names:
         assert "Traceback" not in replicas[name].logs(), replicas[name].tail()
     per_replica = defaultdict(int)

@@ -95,6 +95,14 @@ DESKTOP = {"width": 1280, "height": 900}
 GPU, COUNT, PER_GPU, PER_HOUR, PRICING, SOURCE = range(6)  # the table's first columns
 
 
+def follow(page, selector: str) -> None:
+    """Click a link or a submit button and wait until the page it leads to has loaded: a
+    click returns once the navigation starts, and reading the page before it ends reads
+    an empty document."""
+    with page.expect_navigation(wait_until="load"):
+        page.click(selector)
+
+
 def row_of(page, gpu: str) -> list[str]:
     return page.locator("#cheapest tbody tr").filter(
         has=page.locator(f"td:first-child:text-is('{gpu}')")).locator("td").all_inner_texts()
@@ -196,15 +204,15 @@ def test_range_links_choose_the_history_shown_without_javascript(site, browser):
         return (dates[-1] - dates[0]).total_seconds() / 3600 % (366 * 24)
 
     assert axis_span() == 7 * 24
-    page.click("#range a:text-is('24 hours')")
+    follow(page, "#range a:text-is('24 hours')")
     assert "range=24h" in page.url and "gpu=H100" in page.url  # the filter stays
     assert page.locator("#range [aria-current=page]").inner_text() == "24 hours"
     assert "Price history, last 24 hours" in page.content() and axis_span() == 24
     assert page.locator("#history figure[data-gpu='H100-SXM-80GB'] path.line").count() == 2
-    page.click("#range a:text-is('30 days')")
+    follow(page, "#range a:text-is('30 days')")
     assert "range=30d" in page.url and axis_span() == 30 * 24
     page.select_option("select[name=pricing]", "spot")  # the filter form keeps the range
-    page.click("button[type=submit]")
+    follow(page, "button[type=submit]")
     assert "range=30d" in page.url and "pricing=spot" in page.url
     assert page.locator("#range [aria-current=page]").inner_text() == "30 days"
     page.goto(site + "/?range=1y")
@@ -277,12 +285,12 @@ def test_filters_are_query_parameters_and_need_no_javascript(site, browser):
     page = context.new_page()
     page.goto(site + "/")
     page.select_option("select[name=pricing]", "on-demand")
-    page.click("button[type=submit]")
+    follow(page, "button[type=submit]")
     assert "pricing=on-demand" in page.url
     cells = row_of(page, "H100-SXM-80GB")
     assert cells[PER_GPU] == "$1.3867" and cells[PRICING] == "on-demand"
     page.fill("input[name=gpu]", "MI325X")
-    page.click("button[type=submit]")
+    follow(page, "button[type=submit]")
     assert page.locator("#cheapest").count() == 0
     assert "No offer matches these filters." in page.content()
     page.goto(site + "/?region=mainland")
