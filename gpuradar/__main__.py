@@ -5,6 +5,7 @@
 imported: it prints what the command line's `--version` prints, in a blink.
 """
 
+import gc
 import sys
 
 
@@ -17,7 +18,23 @@ def main() -> None:
         return
     from gpuradar.cli import main as run
 
-    run()
+    try:
+        run()
+    finally:
+        if sys.argv[1:2] != ["run"]:
+            skip_last_collection()
+
+
+def skip_last_collection() -> None:
+    """End a command's process without the interpreter's last garbage collection: over the
+    ~100,000 objects SQLAlchemy, pydantic and Typer leave behind it costs about 200 ms of
+    CPU, a third of `gpuradar prices`. The one resource of a command that only that
+    collection would release, its database connections, is closed here (SQLite removes its
+    -wal and -shm files); the service (`gpuradar run`) exits as usual."""
+    db = sys.modules.get("gpuradar.storage.db")
+    if db is not None:
+        db.dispose_engines()
+    gc.freeze()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import stat
+import weakref
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,10 @@ def writable_sidecars(database: Path) -> None:
             continue
 
 
+#: Every engine get_engine made in this process and still in use (dispose_engines).
+_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
 @cache
 def get_engine(url: str) -> Engine:
     """One engine per URL and process; raises DatabaseError with a one-line reason."""
@@ -96,7 +101,16 @@ def get_engine(url: str) -> Engine:
         raise DatabaseError(f"cannot use database {redact_url(url)}: {exc}") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+    _ENGINES.add(engine)
     return engine
+
+
+def dispose_engines() -> None:
+    """Close the pooled connections of every engine of this process, now rather than when
+    the interpreter's last garbage collection would (SQLite then checkpoints its WAL and
+    removes the -wal and -shm files)."""
+    for engine in list(_ENGINES):
+        engine.dispose()
 
 
 def dialect_insert(dialect: str, table: Any) -> Any:

@@ -131,3 +131,16 @@ def test_sources_loads_no_scrapy(home):
     assert proc.returncode == 0, proc.stderr[-3000:]
     pulled = heavy_imports(chains, ("scrapy", "twisted"))
     assert not pulled, "`gpuradar sources` imported:\n  " + "\n  ".join(pulled)
+
+
+@pytest.mark.parametrize("command", ["prices", "sources"])
+def test_a_command_leaves_the_sqlite_database_closed(command, home):
+    """The process ends without Python's last garbage collection (gpuradar/__main__.py), so
+    it closes its database connections itself: SQLite checkpoints its write-ahead log and
+    removes the -wal and -shm files, as when that collection closed them."""
+    args, _ = COMMANDS[command]
+    proc = subprocess.run([*_command(), *args], env=home, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = Path(home["GPURADAR_DATA_DIR"])
+    assert sorted(p.name for p in data.iterdir()) == ["gpuradar.db"]
