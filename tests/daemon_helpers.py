@@ -28,7 +28,7 @@ RECORDINGS = REPO / "gpuradar" / "recordings"
 # What the `gpuradar` console script runs (`python -m gpuradar.cli` would import the CLI
 # module twice, as __main__ and as gpuradar.cli).
 GPURADAR = [sys.executable, "-c", "import sys; sys.argv[0] = 'gpuradar'; "
-            "from gpuradar.cli import main; main()"]
+            "from gpuradar.__main__ import main; main()"]
 
 
 
