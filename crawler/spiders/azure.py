@@ -281,7 +281,7 @@ def gpu_counts(page: Any, counts: dict[str, float | None]) -> str | None:
             continue
         gpus = next((c.get("value") for c in caps
                      if isinstance(c, dict) and c.get("name") == "GPUs"), None)
-        if not isinstance(gpus, str) or not re.fullmatch(r"[0-9]+", gpus) or int(gpus) == 0:
+        if not isinstance(gpus, str) or not re.fullmatch(r"0*[1-9][0-9]*", gpus):
             continue
         count = float(gpus)
         counts[name] = count if counts.get(name, count) == count else None
@@ -301,7 +301,7 @@ def error_of(response: Response) -> str:
     if isinstance(error, dict):
         error = error.get("code")
     code = error if isinstance(error, str) else ""
-    return f"HTTP {response.status} {code[:80]}".strip()
+    return f"HTTP {response.status} {code}".strip()
 
 
 class AzureSpider(GpuRadarSpider):
@@ -316,6 +316,7 @@ class AzureSpider(GpuRadarSpider):
         self._skus_pending = False
         self._prices_read = False
         self._token = ""
+        self._sku_pages: set[str] = set()
 
     @classmethod
     def describe_status(cls, settings: BaseSettings, opts: SourceOptions
@@ -325,7 +326,7 @@ class AzureSpider(GpuRadarSpider):
         if not missing:
             return True, ("public Retail Prices API; Azure credentials found: GPU counts "
                           "missing from the size table come from the Resource SKUs API")
-        if len(missing) < len(CREDENTIALS):
+        if any(opts.get(name) for name in CREDENTIALS):
             return True, ("public Retail Prices API; the Resource SKUs API is not used: "
                           + " and ".join(missing) + " missing")
         return True, ("public Retail Prices API; AZURE_TENANT_ID, AZURE_CLIENT_ID, "
@@ -366,7 +367,7 @@ class AzureSpider(GpuRadarSpider):
         """A saved page on its own (`gpuradar parse`): its offers, prices in effect; a saved
         Resource SKUs page has none."""
         page = self.json_body(response)
-        if isinstance(page, dict) and "value" in page and "Items" not in page:
+        if isinstance(page, dict) and "value" in page:
             return
         self.read_page(response)
         yield from self.offers()
@@ -377,10 +378,10 @@ class AzureSpider(GpuRadarSpider):
         this API; some: a warning naming the missing ones). A replay asks for the SKU list
         directly: the token exchange is never recorded."""
         creds = {name: self.option(name) for name in CREDENTIALS}
+        if not any(creds.values()):
+            return
         missing = [f"{self.credentials[name]} (or sources.azure.{name})"
                    for name, value in creds.items() if not value]
-        if len(missing) == len(CREDENTIALS):
-            return
         if missing:
             self.logger.warning("azure: the Resource SKUs API is not used: %s missing",
                                 " and ".join(missing))
@@ -395,7 +396,7 @@ class AzureSpider(GpuRadarSpider):
             url, formdata={"client_id": str(creds["client_id"]), "scope": MANAGEMENT_SCOPE,
                            "client_secret": str(creds["client_secret"]),
                            "grant_type": "client_credentials"},
-            callback=self.parse_token, errback=self.skus_failed, dont_filter=True,
+            callback=self.parse_token, errback=self.skus_failed,
             meta={"handle_httpstatus_all": True, "dont_record": True})
 
     def skus_url(self) -> str:
@@ -407,7 +408,7 @@ class AzureSpider(GpuRadarSpider):
         return scrapy.Request(url, headers={"Authorization": f"Bearer {self._token}",
                                             "Accept": "application/json"},
                               callback=self.parse_skus, errback=self.skus_failed,
-                              dont_filter=True, meta={"handle_httpstatus_all": True})
+                              meta={"handle_httpstatus_all": True})
 
     def parse_token(self, response: Response) -> Iterator[Any]:
         """The access token of a client-credentials answer (`access_token`), then the SKU
@@ -417,7 +418,7 @@ class AzureSpider(GpuRadarSpider):
             token = json.loads(response.text).get("access_token")
         except (ValueError, AttributeError):
             token = None
-        if response.status != 200 or not isinstance(token, str) or not token:
+        if not isinstance(token, str) or not token:
             yield from self.skus_unavailable(f"the token request answered {error_of(response)}")
             return
         self._token = token
@@ -425,7 +426,8 @@ class AzureSpider(GpuRadarSpider):
 
     def parse_skus(self, response: Response) -> Iterator[Any]:
         """One Resource SKUs page; the next one (`nextLink`, on the same host only: it carries
-        the token), or, at the end, the offers if the price chain has ended."""
+        the token; never a page already read: a loop would hold the offers for ever), or, at
+        the end, the offers if the price chain has ended."""
         try:
             if response.status != 200:
                 raise SkusUnavailable(f"the SKU list answered {error_of(response)}")
@@ -435,9 +437,12 @@ class AzureSpider(GpuRadarSpider):
                 raise SkusUnavailable("the SKU list is not JSON") from None
             counts = self._skus if self._skus is not None else {}
             next_link = gpu_counts(page, counts)
-            here = urlsplit(response.url)
-            if next_link and urlsplit(next_link)[:2] != here[:2]:
+            here, there = urlsplit(response.url), urlsplit(next_link or response.url)
+            if (there.scheme, there.netloc) != (here.scheme, here.netloc):
                 raise SkusUnavailable(f"nextLink leaves {here.netloc}")
+            self._sku_pages.add(response.url)
+            if next_link in self._sku_pages:
+                raise SkusUnavailable("nextLink names a page already read")
         except SkusUnavailable as why:
             yield from self.skus_unavailable(str(why))
             return

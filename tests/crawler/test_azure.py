@@ -88,7 +88,8 @@ def test_rtx_pro_6000_preview_and_undocumented_sizes_are_reported():
     # Microsoft's NCv6 overview: the preview sizes no longer deploy since GA.
     for preview in ("Standard_NC128lds_xl_RTXPRO6000BSE_v6",
                     "Standard_NC256ds_xl_RTXPRO6000BSE_v6", "Standard_NC320ds_xl_RTXPRO6000BSE_v6"):
-        with pytest.raises(Uncatalogued, match="size Microsoft retired"):
+        with pytest.raises(Uncatalogued, match="^a NC RTXPRO6000BSE v6 size Microsoft retired "
+                                               r"\(no longer deployable\)$"):
             size_of(preview)
     # On the price pages, in no Microsoft size table.
     for size in ("Standard_NC8lds_xl_RTXPRO6000BSE_v6", "Standard_NC132ds_xl_RTXPRO6000BSE_v6",
@@ -108,6 +109,11 @@ def test_a_compact_size_name_is_read_like_the_standard_one():
     # (NC24 would be 4 x K80): reported instead.
     with pytest.raises(Uncatalogued, match="accelerator 'Q' unknown"):
         size_of("NC24ldsQv6")
+    # A compact name outside the N families is no GPU; an N one in no known form is reported.
+    with pytest.raises(NotAGpu):
+        size_of("D4sv5")
+    with pytest.raises(Uncatalogued, match="does not follow Azure's naming"):
+        size_of("NCxyz")
 
 
 def test_truly_unknown_sizes_say_what_is_missing():
@@ -437,6 +443,7 @@ def test_the_token_request_is_the_documented_client_credentials_grant():
         "client_id": ["client-0002"], "scope": ["https://management.azure.com/.default"],
         "client_secret": ["cs-secret-5a4b3c2d1e"], "grant_type": ["client_credentials"]}
     assert token.meta["dont_record"] is True  # the secret and the token stay out of recordings
+    assert token.meta["handle_httpstatus_all"] is True  # an error answer is read, and said
     [skus] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
     assert skus.url == SKUS_URL
     assert skus.headers[b"Authorization"] == f"Bearer {TOKEN}".encode()
@@ -551,6 +558,14 @@ def test_the_sku_answer_is_read_to_the_end_of_its_next_link_chain(unlisted_a100)
     items, follow = feed(s, s.parse_skus, {**first, "nextLink": "https://evil.example/x"},
                          SKUS_URL)
     assert follow == [] and "Standard_NC24ads_A100_v4" not in {i.instance_type for i in items}
+    # A nextLink back to a page already read would hold the offers for ever: refused.
+    s = with_creds()
+    starts(s)
+    feed(s, s.parse_token, token_answer(), TOKEN_URL)
+    prices(s)
+    got, [again] = feed(s, s.parse_skus, first, SKUS_URL)
+    items, follow = feed(s, s.parse_skus, {**first, "nextLink": SKUS_URL}, again.url)
+    assert follow == [] and "Standard_NC24ads_A100_v4" not in {i.instance_type for i in items}
 
 
 @pytest.mark.parametrize(("step", "status", "body", "said"), [
@@ -584,6 +599,19 @@ def test_a_failed_sku_call_keeps_the_tables_offers_and_says_why_once(unlisted_a1
     [line] = [r for r in caplog.records if r.levelname == "ERROR"]
     assert line.getMessage() == (f"azure: Resource SKUs API unavailable ({said}): sizes missing "
                                  "from gpuradar's size table stay uncatalogued")
+
+
+def test_a_long_error_is_cut_to_keep_the_line_one_line(caplog):
+    """ARM's real 403 body with its `code` made 400 characters long."""
+    body = load("arm_error_authorization_failed_real.json")
+    body["error"]["code"] = "X" * 400
+    s = with_creds()
+    starts(s)
+    [skus] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    feed(s, s.parse_skus, body, skus.url, 403)
+    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    reason = line.split(" (", 1)[1].rsplit("): sizes missing", 1)[0]
+    assert reason == ("the SKU list answered HTTP 403 " + "X" * 400)[:300]
 
 
 def test_an_unanswered_sku_call_is_one_line_without_the_secret(unlisted_a100, caplog):
