@@ -631,8 +631,6 @@ def test_an_unanswered_sku_call_is_one_line_without_the_secret(unlisted_a100, ca
 
 
 def test_status_says_what_the_credentials_add():
-    from gpuradar.crawler.config import source_options  # noqa: F401  (settings shape)
-
     assert AzureSpider.status(spider_settings("azure", **CREDS)) == (True, (
         "public Retail Prices API; Azure credentials found: GPU counts missing from the size "
         "table come from the Resource SKUs API"))
