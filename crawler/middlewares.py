@@ -440,7 +440,12 @@ class Recording:
 
 class RecordReplayMiddleware:
     """`GPURADAR_RECORD_DIR` saves every response; `GPURADAR_REPLAY_DIR` answers every
-    request from a recording and never touches the network."""
+    request from a recording and never touches the network.
+
+    A request marked `meta["dont_record"]` is never saved: an exchange that carries a secret
+    both ways (Azure's OAuth token request: the client secret in its body, the access token
+    in its answer) must not land in a recording, which is data to share. A spider replays
+    without such a request (it needs none when the provider is never reached)."""
 
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
@@ -488,6 +493,7 @@ class RecordReplayMiddleware:
                    request=request, flags=["replayed"])
 
     def process_response(self, request: Request, response: Response) -> Response:
-        if self.record_dir and "replayed" not in response.flags:
+        if (self.record_dir and "replayed" not in response.flags
+                and not request.meta.get("dont_record")):
             self.recording(self.crawler.spider).save(request, response)
         return response

@@ -17,22 +17,46 @@ features "is", accelerator H100, version 5), and the GPU count from Azure's size
 that family, accelerator and version by vCPU count. So a new variant of a known series is
 understood without a code change; a size whose accelerator or count is not documented here is
 reported as uncatalogued (crawl summary, `gpuradar sources`, metric), never dropped silently.
+
+With a service principal (`tenant_id`, `client_id`, `client_secret`, `subscription_id`, or
+AZURE_TENANT_ID, AZURE_CLIENT_ID, AZURE_CLIENT_SECRET, AZURE_SUBSCRIPTION_ID), a size of a
+known series whose vCPU count the size table lacks takes its GPU count from the Resource SKUs
+API instead: a client-credentials token from Microsoft Entra ID (`POST
+login.microsoftonline.com/{tenant}/oauth2/v2.0/token`, scope
+https://management.azure.com/.default), then `GET management.azure.com/subscriptions/{id}/
+providers/Microsoft.Compute/skus?api-version=2021-07-01` to the end of its `nextLink` chain,
+each `virtualMachines` entry's capability `GPUs`. Both run beside the price chain; the offers
+are yielded once both have ended. Not for a series sold as GPU partitions (the table's
+fractional counts: NVadsA10 v5, NC RTX PRO 6000 BSE v6, ...): that API counts a partition as
+a whole GPU (skypilot-org/skypilot#3708, Standard_NV6ads_A10_v5 tagged one GPU), so such a
+size stays uncatalogued, saying why. A failed token or SKU call is one ERROR line: the crawl
+stores what the table knows and is `partial`, so the offers only that answer could count are
+not closed. The token exchange is never recorded (`dont_record`) and never replayed.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import scrapy
 from scrapy.http import Response
+from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
+from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
-from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
+from gpuradar.crawler.spiders.base import (
+    GpuRadarSpider,
+    ParseError,
+    require,
+    warn_once_per_process,
+)
 
 # -- sizes -------------------------------------------------------------------------------
 # Azure size naming (learn.microsoft.com/azure/virtual-machines/vm-naming-conventions):
@@ -55,6 +79,11 @@ class Series:
     memory_gb: float | None
     gpus_by_vcpus: dict[int, float]
     retired: frozenset[int] = frozenset()
+
+    @property
+    def partitioned(self) -> bool:
+        """Whether the series sells GPU partitions (a fractional count in its table)."""
+        return any(count != int(count) for count in self.gpus_by_vcpus.values())
 
 
 # (family, accelerator token or None when the name carries none, version) -> series, from
@@ -125,6 +154,15 @@ class Uncatalogued(ValueError):
     """A GPU size whose accelerator or GPU count is not in SERIES: why, in one phrase."""
 
 
+class UnlistedSize(Uncatalogued):
+    """A size of a series SERIES knows (so its GPU is known) with a vCPU count its table does
+    not list: only the GPU count is missing."""
+
+    def __init__(self, why: str, series: Series, vcpus: int, label: str) -> None:
+        super().__init__(why)
+        self.series, self.vcpus, self.label = series, vcpus, label
+
+
 def size_of(arm_sku_name: str) -> Size:
     """The GPU, its memory, the GPU count and the vCPUs of an Azure N-series size.
 
@@ -154,8 +192,9 @@ def size_of(arm_sku_name: str) -> Size:
                            f"retired (no longer deployable)")
     count = series.gpus_by_vcpus.get(vcpus)
     if count is None:
-        raise Uncatalogued(f"Azure's size table for {fam} {accelerator or series.gpu} {version} "
-                           f"lists no size with {vcpus} vCPUs (GPU count unknown)")
+        label = f"{fam} {accelerator or series.gpu} {version}"
+        raise UnlistedSize(f"Azure's size table for {label} lists no size with {vcpus} vCPUs "
+                           f"(GPU count unknown)", series, vcpus, label)
     return Size(series.gpu, series.memory_gb, count, vcpus)
 
 
@@ -207,12 +246,93 @@ def effective_start(meter: dict[str, Any], where: str) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
+# -- Resource SKUs (with credentials) -----------------------------------------------------
+#: The credential options, all needed for the Resource SKUs API.
+CREDENTIALS = ("tenant_id", "client_id", "client_secret", "subscription_id")
+#: What azure-mgmt-compute's ResourceSkusOperations.list sends (39.0.0): its api-version,
+#: and the scope its ComputeManagementClient asks tokens for (`credential_scopes`).
+SKUS_API_VERSION = "2021-07-01"
+MANAGEMENT_SCOPE = "https://management.azure.com/.default"
+#: Sent instead of a token when replaying: a recording never holds one.
+REPLAY_TOKEN = "replay"
+#: Where the GPU count of an offer came from when it is not gpuradar's size table.
+FROM_SKUS = "Resource SKUs API"
+
+
+class SkusUnavailable(Exception):
+    """The token or the Resource SKUs list could not be had: why, in a few words."""
+
+
+def gpu_counts(page: Any, counts: dict[str, float | None]) -> str | None:
+    """Add one Resource SKUs page's GPU counts to `counts` (size name -> GPUs, None when two
+    entries of one size disagree); the page's `nextLink`, if any.
+
+    The page is azure-mgmt-compute's ResourceSkusResult: `value`, a list of ResourceSku
+    (`resourceType`, `name`, `capabilities`: ResourceSkuCapabilities `name`/`value`, both
+    text), and `nextLink`. One size is listed once per region. A size without a positive
+    whole `GPUs` value gets no count; entries that are not virtual machines are skipped."""
+    if not isinstance(page, dict) or not isinstance(page.get("value"), list):
+        raise SkusUnavailable("the answer has no `value` list")
+    for sku in page["value"]:
+        if not isinstance(sku, dict) or sku.get("resourceType") != "virtualMachines":
+            continue
+        name, caps = sku.get("name"), sku.get("capabilities")
+        if not isinstance(name, str) or not isinstance(caps, list):
+            continue
+        gpus = next((c.get("value") for c in caps
+                     if isinstance(c, dict) and c.get("name") == "GPUs"), None)
+        if not isinstance(gpus, str) or not re.fullmatch(r"0*[1-9][0-9]*", gpus):
+            continue
+        count = float(gpus)
+        counts[name] = count if counts.get(name, count) == count else None
+    next_link = page.get("nextLink")
+    return next_link if isinstance(next_link, str) and next_link else None
+
+
+def error_of(response: Response) -> str:
+    """`HTTP <status> <code>` of a failed Entra ID or ARM answer: Entra ID says
+    `{"error": "invalid_client", ...}`, ARM `{"error": {"code": "AuthorizationFailed", ...}}`.
+    Only the code: the descriptions name the client and the subscription."""
+    try:
+        body = json.loads(response.text)
+    except (ValueError, AttributeError):
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        error = error.get("code")
+    code = error if isinstance(error, str) else ""
+    return f"HTTP {response.status} {code}".strip()
+
+
 class AzureSpider(GpuRadarSpider):
     facts = providers.azure.AZURE
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._meters: dict[tuple[str, str, str], _Meter] = {}
+        # The Resource SKUs answer: None until read (or never asked, or failed); whether it
+        # is still awaited; whether the price chain has ended; the access token.
+        self._skus: dict[str, float | None] | None = None
+        self._skus_pending = False
+        self._prices_read = False
+        self._token = ""
+        self._sku_pages: set[str] = set()
+
+    @classmethod
+    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
+                        ) -> tuple[bool, str]:
+        missing = [f"{cls.credentials[name]} (or sources.azure.{name})"
+                   for name in CREDENTIALS if not opts.get(name)]
+        if not missing:
+            return True, ("public Retail Prices API; Azure credentials found: GPU counts "
+                          "missing from the size table come from the Resource SKUs API")
+        if any(opts.get(name) for name in CREDENTIALS):
+            return True, ("public Retail Prices API; the Resource SKUs API is not used: "
+                          + " and ".join(missing) + " missing")
+        return True, ("public Retail Prices API; AZURE_TENANT_ID, AZURE_CLIENT_ID, "
+                      "AZURE_CLIENT_SECRET and AZURE_SUBSCRIPTION_ID (or sources.azure."
+                      "tenant_id, ...) add GPU counts from the Resource SKUs API for sizes "
+                      "missing from the size table")
 
     def first_url(self) -> str:
         # Every armSkuName with a capital N: the N-series whatever its form ("Standard_NC..."
@@ -229,19 +349,127 @@ class AzureSpider(GpuRadarSpider):
 
     async def start(self):
         yield scrapy.Request(self.first_url(), callback=self.parse)
+        for request in self.sku_requests():
+            yield request
 
     def parse(self, response: Response, **kwargs: Any):
-        """Collect one page; at the end of the chain, the offers with the prices in effect."""
+        """Collect one page; at the end of the chain, the offers with the prices in effect
+        (once the Resource SKUs answer, if one was asked for, has ended too)."""
         next_link = self.read_page(response)
         if next_link:
             yield response.follow(next_link, callback=self.parse)
-        else:
+            return
+        self._prices_read = True
+        if not self._skus_pending:
             yield from self.offers()
 
     def parse_file(self, response: Response):
-        """A saved page on its own (`gpuradar parse`): its offers, prices in effect."""
+        """A saved page on its own (`gpuradar parse`): its offers, prices in effect; a saved
+        Resource SKUs page has none."""
+        page = self.json_body(response)
+        if isinstance(page, dict) and "value" in page:
+            return
         self.read_page(response)
         yield from self.offers()
+
+    # -- the Resource SKUs API (with credentials) --------------------------------------------
+    def sku_requests(self) -> Iterator[scrapy.Request]:
+        """The token request, when the four credentials are set (none: nothing, as without
+        this API; some: a warning naming the missing ones). A replay asks for the SKU list
+        directly: the token exchange is never recorded."""
+        creds = {name: self.option(name) for name in CREDENTIALS}
+        if not any(creds.values()):
+            return
+        missing = [f"{self.credentials[name]} (or sources.azure.{name})"
+                   for name, value in creds.items() if not value]
+        if missing:
+            self.logger.warning("azure: the Resource SKUs API is not used: %s missing",
+                                " and ".join(missing))
+            return
+        self._skus_pending = True
+        if self.settings.get("GPURADAR_REPLAY_DIR"):
+            self._token = REPLAY_TOKEN
+            yield self.skus_request(self.skus_url())
+            return
+        url = self.endpoint("token").format(tenant=quote(str(creds["tenant_id"]), safe=""))
+        yield scrapy.FormRequest(
+            url, formdata={"client_id": str(creds["client_id"]), "scope": MANAGEMENT_SCOPE,
+                           "client_secret": str(creds["client_secret"]),
+                           "grant_type": "client_credentials"},
+            callback=self.parse_token, errback=self.skus_failed,
+            meta={"handle_httpstatus_all": True, "dont_record": True})
+
+    def skus_url(self) -> str:
+        subscription = quote(str(self.option("subscription_id")), safe="")
+        return (self.endpoint("skus").format(subscription=subscription) + "?"
+                + urlencode({"api-version": SKUS_API_VERSION}))
+
+    def skus_request(self, url: str) -> scrapy.Request:
+        return scrapy.Request(url, headers={"Authorization": f"Bearer {self._token}",
+                                            "Accept": "application/json"},
+                              callback=self.parse_skus, errback=self.skus_failed,
+                              meta={"handle_httpstatus_all": True})
+
+    def parse_token(self, response: Response) -> Iterator[Any]:
+        """The access token of a client-credentials answer (`access_token`), then the SKU
+        list. Never raises: the answer holds the token, and a reading error would log the
+        start of the body."""
+        try:
+            token = json.loads(response.text).get("access_token")
+        except (ValueError, AttributeError):
+            token = None
+        if not isinstance(token, str) or not token:
+            yield from self.skus_unavailable(f"the token request answered {error_of(response)}")
+            return
+        self._token = token
+        yield self.skus_request(self.skus_url())
+
+    def parse_skus(self, response: Response) -> Iterator[Any]:
+        """One Resource SKUs page; the next one (`nextLink`, on the same host only: it carries
+        the token; never a page already read: a loop would hold the offers for ever), or, at
+        the end, the offers if the price chain has ended."""
+        try:
+            if response.status != 200:
+                raise SkusUnavailable(f"the SKU list answered {error_of(response)}")
+            try:
+                page = json.loads(response.text)
+            except ValueError:
+                raise SkusUnavailable("the SKU list is not JSON") from None
+            counts = self._skus if self._skus is not None else {}
+            next_link = gpu_counts(page, counts)
+            here, there = urlsplit(response.url), urlsplit(next_link or response.url)
+            if (there.scheme, there.netloc) != (here.scheme, here.netloc):
+                raise SkusUnavailable(f"nextLink leaves {here.netloc}")
+            self._sku_pages.add(response.url)
+            if next_link in self._sku_pages:
+                raise SkusUnavailable("nextLink names a page already read")
+        except SkusUnavailable as why:
+            yield from self.skus_unavailable(str(why))
+            return
+        self._skus = counts
+        if next_link:
+            yield self.skus_request(next_link)
+            return
+        self._skus_pending = False
+        if self._prices_read:
+            yield from self.offers()
+
+    def skus_failed(self, failure: Any) -> Iterator[Any]:
+        """A token or SKU request that got no answer (unreachable, timed out)."""
+        yield from self.skus_unavailable(failure.getErrorMessage())
+
+    def skus_unavailable(self, why: str) -> Iterator[Any]:
+        """One ERROR line (the crawl is partial: sizes only this answer could count must not
+        be closed); the offers the table knows, if the price chain has ended."""
+        self._skus, self._skus_pending = None, False
+        secret = str(self.option("client_secret") or "")
+        for value in (secret, self._token):
+            if value:
+                why = why.replace(value, "***")
+        self.logger.error("azure: Resource SKUs API unavailable (%s): sizes missing from "
+                          "gpuradar's size table stay uncatalogued", why[:300])
+        if self._prices_read:
+            yield from self.offers()
 
     def read_page(self, response: Response) -> str | None:
         """Keep the page's candidate meters; the next page's URL, if any."""
@@ -295,20 +523,52 @@ class AzureSpider(GpuRadarSpider):
         """One PriceItem per offer (the meter in effect), or an uncatalogued report."""
         meters, self._meters = self._meters, {}
         for (region, sku, pricing), held in meters.items():
+            counted_by = None
             try:
                 size = size_of(sku)
             except NotAGpu:
                 self.count("not_a_gpu_size")
                 continue
+            except UnlistedSize as why:
+                found = self.sku_size(sku, why)
+                if found is None:
+                    continue
+                size, counted_by = found, FROM_SKUS
             except Uncatalogued as why:
                 self.uncatalogued(sku, str(why))
                 continue
             meter = held.meter
+            attributes = {"meter": meter["meterName"], "product": meter["productName"],
+                          "effective_from": meter.get("effectiveStartDate")}
+            if counted_by:
+                attributes["gpu_count_from"] = counted_by
             yield PriceItem(
                 source=self.name, region=region, instance_type=sku, pricing=pricing,
                 gpu=size.gpu, gpu_count=size.count, gpu_memory_gb=size.memory_gb,
                 vcpus=size.vcpus, price=meter.get("retailPrice", meter.get("unitPrice")),
                 currency=meter.get("currencyCode") or "USD", url=held.url,
-                attributes={"meter": meter["meterName"], "product": meter["productName"],
-                            "effective_from": meter.get("effectiveStartDate")},
+                attributes=attributes,
             )
+
+    def sku_size(self, sku: str, why: UnlistedSize) -> Size | None:
+        """The size with the GPU count the Resource SKUs API gives, for a series the table
+        knows and does not partition; None (reported as uncatalogued, saying why) when there
+        is no such answer or count, or the series sells GPU partitions."""
+        counts = self._skus
+        if counts is None:
+            self.uncatalogued(sku, str(why))
+            return None
+        if why.series.partitioned:
+            self.uncatalogued(sku, f"{why}; {why.label} sells GPU partitions, which the "
+                                   "Resource SKUs API counts as whole GPUs: its count is "
+                                   "not used")
+            return None
+        count = counts.get(sku)
+        if count is None:
+            self.uncatalogued(sku, f"{why}; the Resource SKUs API gives no GPU count for it")
+            return None
+        warn_once_per_process(
+            self.logger, ("sku_count", self.name, sku),
+            "%s: %s is not in gpuradar's size table; its GPU count (%g) is the Resource SKUs "
+            "API's", self.name, sku, count)
+        return Size(why.series.gpu, why.series.memory_gb, count, why.vcpus)

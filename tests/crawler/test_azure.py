@@ -3,6 +3,7 @@ names read as Azure documents them, the meter in effect, and real crawls."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from pathlib import Path
@@ -15,7 +16,7 @@ from gpuradar.core.items import PriceItem
 from gpuradar.crawler.spiders.azure import AzureSpider, NotAGpu, Uncatalogued, size_of
 from gpuradar.crawler.spiders.base import ParseError
 from tests.clirun import gpuradar, gpuradar_json, write_config
-from tests.helpers import FIXTURES, response
+from tests.helpers import FIXTURES, callback_spider, response, spider_settings
 from tests.provider_server import Reply, serve_standard
 
 FIX = FIXTURES / "azure"
@@ -87,7 +88,8 @@ def test_rtx_pro_6000_preview_and_undocumented_sizes_are_reported():
     # Microsoft's NCv6 overview: the preview sizes no longer deploy since GA.
     for preview in ("Standard_NC128lds_xl_RTXPRO6000BSE_v6",
                     "Standard_NC256ds_xl_RTXPRO6000BSE_v6", "Standard_NC320ds_xl_RTXPRO6000BSE_v6"):
-        with pytest.raises(Uncatalogued, match="size Microsoft retired"):
+        with pytest.raises(Uncatalogued, match="^a NC RTXPRO6000BSE v6 size Microsoft retired "
+                                               r"\(no longer deployable\)$"):
             size_of(preview)
     # On the price pages, in no Microsoft size table.
     for size in ("Standard_NC8lds_xl_RTXPRO6000BSE_v6", "Standard_NC132ds_xl_RTXPRO6000BSE_v6",
@@ -107,6 +109,11 @@ def test_a_compact_size_name_is_read_like_the_standard_one():
     # (NC24 would be 4 x K80): reported instead.
     with pytest.raises(Uncatalogued, match="accelerator 'Q' unknown"):
         size_of("NC24ldsQv6")
+    # A compact name outside the N families is no GPU; an N one in no known form is reported.
+    with pytest.raises(NotAGpu):
+        size_of("D4sv5")
+    with pytest.raises(Uncatalogued, match="does not follow Azure's naming"):
+        size_of("NCxyz")
 
 
 def test_truly_unknown_sizes_say_what_is_missing():
@@ -315,12 +322,421 @@ def test_crawl_sends_meter_region_and_stores_the_price_in_effect(tmp_path, provi
                        scrapy={"DOWNLOAD_DELAY": 0})
     provider_server.route("GET", "/api/retail/prices",
                           lambda req: Reply(body=json.dumps(page).encode()))
-    proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=db_url)
+    # No credentials (an empty variable counts as unset): only the prices are asked for.
+    blank = dict.fromkeys(("AZURE_TENANT_ID", "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET",
+                           "AZURE_SUBSCRIPTION_ID"), "")
+    proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=db_url, env=blank)
     assert proc.returncode == 0, proc.stderr
     [result] = json.loads(proc.stdout)
     assert (result["status"], result["items"], result["dropped"]) == ("ok", 1, {})
-    [req] = provider_server.requests
+    [req] = provider_server.requests  # nothing asked of the login or management hosts
+    assert req.path == "/api/retail/prices"
     assert req.query["meterRegion"] == ["'primary'"]
     [offer] = gpuradar_json("prices", "--source", "azure", config=cfg, db_url=db_url)
     assert (offer["instance_type"], offer["price"], offer["gpu_count"]) == (
         "Standard_ND96is_noIB_H100_v5", 115.034, 8)
+
+
+# -- the Resource SKUs API (with credentials) ------------------------------------------------
+CREDS = {"tenant_id": "tenant-0001", "client_id": "client-0002",
+         "client_secret": "cs-secret-5a4b3c2d1e", "subscription_id": "sub-0003"}
+TOKEN = "eyJ0-test-access-token-9f8e7d"  # token_real.json's `access_token` becomes this
+TOKEN_URL = "https://login.microsoftonline.com/tenant-0001/oauth2/v2.0/token"
+SKUS_URL = ("https://management.azure.com/subscriptions/sub-0003/providers/"
+            "Microsoft.Compute/skus?api-version=2021-07-01")
+
+
+PAGES = [FIX / "prices_page1.json", FIX / "prices_page2.json"]
+
+
+def prices(s: AzureSpider) -> list[PriceItem]:
+    """The two chained price pages; the offers yielded at the chain's end."""
+    return [i for page in PAGES for i in s.parse(response(page, URL)) if isinstance(i, PriceItem)]
+
+
+def with_creds(**settings) -> AzureSpider:
+    return callback_spider(AzureSpider, settings, **CREDS)
+
+
+def starts(s: AzureSpider) -> list:
+    async def collect():
+        return [r async for r in s.start()]
+    return asyncio.run(collect())
+
+
+def token_answer(**changes) -> dict:
+    return {**load("token_real.json"), "access_token": TOKEN, **changes}
+
+
+def sku_entry(name: str, real: str = "Standard_NC24ads_A100_v4") -> dict:
+    """A copy of a real Resource SKUs entry with only `name` changed."""
+    entry = next(e for e in load("resource_skus_southcentralus_real.json")["value"]
+                 if e["name"] == real)
+    return {**copy.deepcopy(entry), "name": name}
+
+
+def skus_page(*extra: dict) -> dict:
+    page = load("resource_skus_southcentralus_real.json")
+    page["value"] += list(extra)
+    return page
+
+
+def feed(s: AzureSpider, callback, body, url: str, status: int = 200) -> tuple[list, list]:
+    items, requests = [], []
+    for out in callback(response(body, url, status=status)) or ():
+        (items if isinstance(out, PriceItem) else requests).append(out)
+    return items, requests
+
+
+def crawl_with_skus(s: AzureSpider, pages: list, sku_pages: list,
+                    prices_first: bool = True) -> list[PriceItem]:
+    """The token answer, the SKU pages and the price pages, one chain before the other."""
+    [_, token_request] = starts(s)
+    assert token_request.url == TOKEN_URL
+    [sku_request] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    items: list[PriceItem] = []
+
+    def prices():
+        for page in pages:
+            items.extend(feed(s, s.parse, page, URL)[0])
+
+    if prices_first:
+        prices()
+        assert items == []  # held until the SKU answer has ended
+    url = sku_request.url
+    for page in sku_pages:
+        got, follow = feed(s, s.parse_skus, page, url)
+        items.extend(got)
+        url = follow[0].url if follow else url
+    if not prices_first:
+        prices()
+    return items
+
+
+@pytest.fixture
+def unlisted_a100(monkeypatch):
+    """gpuradar's size table as if it did not list the 24-vCPU NC A100 v4 size yet: the real
+    Standard_NC24ads_A100_v4 entry of the SKU answer is then a size only that answer counts."""
+    from gpuradar.crawler.spiders import azure
+
+    series = azure.SERIES[("NC", "A100", "v4")]
+    monkeypatch.setitem(azure.SERIES, ("NC", "A100", "v4"),
+                        azure.Series(series.gpu, series.memory_gb, {48: 2, 96: 4}))
+
+
+def test_without_credentials_only_the_prices_are_asked_for(caplog):
+    [only] = starts(spider())
+    assert only.url.startswith("https://prices.azure.com/")
+    partly = callback_spider(AzureSpider, tenant_id="t", client_id="c")
+    assert len(starts(partly)) == 1
+    assert ("AZURE_CLIENT_SECRET (or sources.azure.client_secret) and AZURE_SUBSCRIPTION_ID "
+            "(or sources.azure.subscription_id) missing") in caplog.text
+
+
+def test_the_token_request_is_the_documented_client_credentials_grant():
+    s = with_creds()
+    [prices, token] = starts(s)
+    assert prices.url.startswith("https://prices.azure.com/")
+    assert (token.method, token.url) == ("POST", TOKEN_URL)
+    assert token.headers[b"Content-Type"] == b"application/x-www-form-urlencoded"
+    assert parse_qs(token.body.decode()) == {
+        "client_id": ["client-0002"], "scope": ["https://management.azure.com/.default"],
+        "client_secret": ["cs-secret-5a4b3c2d1e"], "grant_type": ["client_credentials"]}
+    assert token.meta["dont_record"] is True  # the secret and the token stay out of recordings
+    assert token.meta["handle_httpstatus_all"] is True  # an error answer is read, and said
+    [skus] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    assert skus.url == SKUS_URL
+    assert skus.headers[b"Authorization"] == f"Bearer {TOKEN}".encode()
+    assert skus.meta["handle_httpstatus_all"] is True
+
+
+def test_a_replay_asks_for_the_sku_list_without_a_token():
+    s = with_creds(GPURADAR_REPLAY_DIR="/nonexistent")
+    [_, skus] = starts(s)
+    assert skus.url == SKUS_URL and skus.headers[b"Authorization"] == b"Bearer replay"
+
+
+@pytest.mark.parametrize("prices_first", [True, False])
+def test_a_size_the_table_lacks_takes_its_gpu_count_from_the_sku_answer(unlisted_a100, caplog,
+                                                                        prices_first):
+    s = with_creds()
+    items = crawl_with_skus(s, PAGES,
+                            [load("resource_skus_southcentralus_real.json")], prices_first)
+    offers = by_key(items)
+    a100 = offers[("eastus", "Standard_NC24ads_A100_v4", "on_demand")]
+    assert (a100.gpu, a100.gpu_count, a100.gpu_memory_gb, a100.vcpus) == ("A100 PCIe", 1, 80, 24)
+    assert a100.attributes["gpu_count_from"] == "Resource SKUs API"
+    # Sizes the table knows keep its count, and say nothing about where it came from.
+    nd = next(i for i in items if i.instance_type == "Standard_ND96isr_H100_v5")
+    assert nd.gpu_count == 8 and "gpu_count_from" not in nd.attributes
+    assert len(items) == 14 and "gpuradar/uncatalogued" not in stats(s)
+    assert ("Standard_NC24ads_A100_v4 is not in gpuradar's size table; its GPU count (1) is the "
+            "Resource SKUs API's") in caplog.text
+
+
+def test_a_partitioned_series_size_stays_uncatalogued_whatever_the_sku_answer_says():
+    """The real RTX PRO 6000 rows made Linux (only `productName` changed); the SKU answer
+    lists the 264-vCPU size (a copy of the real NC24ads_A100_v4 entry, only `name` changed,
+    "GPUs": "1" as Microsoft reports partitions)."""
+    page = load("westus_real_rows.json")
+    for item in page["Items"]:
+        item["productName"] = item["productName"].removesuffix(" Windows")
+    s = with_creds()
+    with_entry = skus_page(sku_entry("Standard_NC264lds_xl_RTXPRO6000BSE_v6"))
+    items = crawl_with_skus(s, [page], [with_entry])
+    assert "Standard_NC264lds_xl_RTXPRO6000BSE_v6" not in {i.instance_type for i in items}
+    assert stats(s)["gpuradar/uncatalogued_names"] == {
+        "Standard_NC264lds_xl_RTXPRO6000BSE_v6": 1, "Standard_NC128lds_xl_RTXPRO6000BSE_v6": 1}
+    rtx = by_key(items)[("westus", "Standard_NC36ds_xl_RTXPRO6000BSE_v6", "on_demand")]
+    assert rtx.gpu_count == 0.25 and "gpu_count_from" not in rtx.attributes
+
+
+def test_why_a_partitioned_size_stays_uncatalogued_is_said(monkeypatch):
+    s = with_creds()
+    said = []
+    monkeypatch.setattr(s, "uncatalogued", lambda name, why: said.append((name, why)))
+    s._skus = {"Standard_NC264lds_xl_RTXPRO6000BSE_v6": 1.0}
+    for name in ("Standard_NC264lds_xl_RTXPRO6000BSE_v6", "Standard_NC8lds_xl_RTXPRO6000BSE_v6"):
+        with pytest.raises(Uncatalogued) as why:
+            size_of(name)
+        assert s.sku_size(name, why.value) is None
+    assert [name for name, _ in said] == ["Standard_NC264lds_xl_RTXPRO6000BSE_v6",
+                                          "Standard_NC8lds_xl_RTXPRO6000BSE_v6"]
+    for _, why in said:
+        assert why.endswith("lists no size with " + why.split(" with ")[1].split(" ")[0]
+                            + " vCPUs (GPU count unknown); NC RTXPRO6000BSE v6 sells GPU "
+                            "partitions, which the Resource SKUs API counts as whole GPUs: "
+                            "its count is not used")
+
+
+def test_what_the_sku_answer_does_not_count_stays_uncatalogued(unlisted_a100):
+    """Copies of the real NC24ads_A100_v4 entry: another resource type, "GPUs" "0", a
+    non-numeric count, no capabilities; and one size listed in two regions with two counts."""
+    entry = sku_entry("Standard_NC24ads_A100_v4")
+    gpus = next(c for c in entry["capabilities"] if c["name"] == "GPUs")
+    variants = [{**entry, "resourceType": "disks"},
+                {**entry, "capabilities": [{"name": "GPUs", "value": "0"}]},
+                {**entry, "capabilities": [{"name": "GPUs", "value": "²"}]},
+                {**entry, "capabilities": None}, {**entry, "name": None}]
+    for variant in variants:
+        page = load("resource_skus_southcentralus_real.json")
+        page["value"] = [e for e in page["value"] if e["name"] != entry["name"]] + [variant]
+        s = with_creds()
+        items = crawl_with_skus(s, PAGES, [page])
+        assert "Standard_NC24ads_A100_v4" not in {i.instance_type for i in items}, variant
+        assert stats(s)["gpuradar/uncatalogued_names"] == {"Standard_NC24ads_A100_v4": 2}
+    twice = {**entry, "capabilities": [{**gpus, "value": "2"}]}
+    s = with_creds()
+    items = crawl_with_skus(s, PAGES, [skus_page(twice)])
+    assert "Standard_NC24ads_A100_v4" not in {i.instance_type for i in items}
+    same = {**entry, "locations": ["eastus"]}  # the same count in another region
+    s = with_creds()
+    items = crawl_with_skus(s, PAGES, [skus_page(same)])
+    assert by_key(items)[("eastus", "Standard_NC24ads_A100_v4", "spot")].gpu_count == 1
+
+
+def test_the_sku_answer_is_read_to_the_end_of_its_next_link_chain(unlisted_a100):
+    """The real answer split in two pages (the envelope's `nextLink` added)."""
+    real = load("resource_skus_southcentralus_real.json")
+    second = SKUS_URL + "&$skiptoken=2"
+    first = {"value": real["value"][:2], "nextLink": second}
+    last = {"value": real["value"][2:]}
+    s = with_creds()
+    [_, token] = starts(s)
+    [request] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    assert prices(s) == []
+    got, [follow] = feed(s, s.parse_skus, first, request.url)
+    assert got == [] and follow.url == second
+    assert follow.headers[b"Authorization"] == f"Bearer {TOKEN}".encode()
+    items, _ = feed(s, s.parse_skus, last, follow.url)
+    assert by_key(items)[("eastus", "Standard_NC24ads_A100_v4", "on_demand")].gpu_count == 1
+    # A nextLink to another host would carry the token there: refused, and said.
+    s = with_creds()
+    starts(s)
+    feed(s, s.parse_token, token_answer(), TOKEN_URL)
+    prices(s)
+    items, follow = feed(s, s.parse_skus, {**first, "nextLink": "https://evil.example/x"},
+                         SKUS_URL)
+    assert follow == [] and "Standard_NC24ads_A100_v4" not in {i.instance_type for i in items}
+    # A nextLink back to a page already read would hold the offers for ever: refused.
+    s = with_creds()
+    starts(s)
+    feed(s, s.parse_token, token_answer(), TOKEN_URL)
+    prices(s)
+    got, [again] = feed(s, s.parse_skus, first, SKUS_URL)
+    items, follow = feed(s, s.parse_skus, {**first, "nextLink": SKUS_URL}, again.url)
+    assert follow == [] and "Standard_NC24ads_A100_v4" not in {i.instance_type for i in items}
+
+
+@pytest.mark.parametrize(("step", "status", "body", "said"), [
+    ("token", 400, "token_error_docs_example.json", "the token request answered HTTP 400 "
+     "invalid_scope"),
+    ("token", 200, {"token_type": "Bearer", "expires_in": 3599}, "the token request answered "
+     "HTTP 200"),
+    ("token", 200, "not json", "the token request answered HTTP 200"),
+    ("skus", 403, "arm_error_authorization_failed_real.json", "the SKU list answered HTTP 403 "
+     "AuthorizationFailed"),
+    ("skus", 500, "", "the SKU list answered HTTP 500"),
+    ("skus", 200, "<html>", "the SKU list is not JSON"),
+    ("skus", 200, {"values": []}, "the answer has no `value` list"),
+])
+def test_a_failed_sku_call_keeps_the_tables_offers_and_says_why_once(unlisted_a100, caplog, step,
+                                                                    status, body, said):
+    s = with_creds()
+    [_, token] = starts(s)
+    assert prices(s) == []
+    if isinstance(body, str) and body.endswith(".json"):
+        body = FIX / body
+    if step == "token":
+        items, requests = feed(s, s.parse_token, body, TOKEN_URL, status)
+    else:
+        [skus] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+        items, requests = feed(s, s.parse_skus, body, skus.url, status)
+    assert requests == []
+    kinds = {i.instance_type for i in items}
+    assert "Standard_ND96isr_H100_v5" in kinds and "Standard_NC24ads_A100_v4" not in kinds
+    assert stats(s)["gpuradar/uncatalogued_names"] == {"Standard_NC24ads_A100_v4": 2}
+    [line] = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert line.getMessage() == (f"azure: Resource SKUs API unavailable ({said}): sizes missing "
+                                 "from gpuradar's size table stay uncatalogued")
+
+
+def test_a_long_error_is_cut_to_keep_the_line_one_line(caplog):
+    """ARM's real 403 body with its `code` made 400 characters long."""
+    body = load("arm_error_authorization_failed_real.json")
+    body["error"]["code"] = "X" * 400
+    s = with_creds()
+    starts(s)
+    [skus] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    feed(s, s.parse_skus, body, skus.url, 403)
+    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    reason = line.split(" (", 1)[1].rsplit("): sizes missing", 1)[0]
+    assert reason == ("the SKU list answered HTTP 403 " + "X" * 400)[:300]
+
+
+def test_an_unanswered_sku_call_is_one_line_without_the_secret(unlisted_a100, caplog):
+    from twisted.python.failure import Failure
+
+    s = with_creds()
+    starts(s)
+    s._token = TOKEN
+    failure = Failure(ConnectionError(f"refused {TOKEN} cs-secret-5a4b3c2d1e"))
+    assert list(s.skus_failed(failure)) == []  # the price chain has not ended yet
+    items = prices(s)
+    kinds = {i.instance_type for i in items}
+    assert "Standard_ND96isr_H100_v5" in kinds and "Standard_NC24ads_A100_v4" not in kinds
+    [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert line == ("azure: Resource SKUs API unavailable (refused *** ***): sizes missing from "
+                    "gpuradar's size table stay uncatalogued")
+
+
+def test_status_says_what_the_credentials_add():
+    from gpuradar.crawler.config import source_options  # noqa: F401  (settings shape)
+
+    assert AzureSpider.status(spider_settings("azure", **CREDS)) == (True, (
+        "public Retail Prices API; Azure credentials found: GPU counts missing from the size "
+        "table come from the Resource SKUs API"))
+    assert AzureSpider.status(spider_settings("azure", tenant_id="t")) == (True, (
+        "public Retail Prices API; the Resource SKUs API is not used: AZURE_CLIENT_ID (or "
+        "sources.azure.client_id) and AZURE_CLIENT_SECRET (or sources.azure.client_secret) and "
+        "AZURE_SUBSCRIPTION_ID (or sources.azure.subscription_id) missing"))
+    assert AzureSpider.status(spider_settings("azure")) == (True, (
+        "public Retail Prices API; AZURE_TENANT_ID, AZURE_CLIENT_ID, AZURE_CLIENT_SECRET and "
+        "AZURE_SUBSCRIPTION_ID (or sources.azure.tenant_id, ...) add GPU counts from the "
+        "Resource SKUs API for sizes missing from the size table"))
+
+
+def test_a_saved_sku_page_parses_to_no_offers():
+    page = response(FIX / "resource_skus_southcentralus_real.json", SKUS_URL)
+    assert list(spider().parse_file(page)) == []
+
+
+def test_crawl_with_credentials_counts_an_unlisted_size_and_never_shows_the_secrets(
+        tmp_path, provider_server, db_url):
+    """A whole crawl over HTTP with a service principal in the config file. The price page is
+    the real ND row, a copy of it as a size the table lacks (only `armSkuName` changed, to
+    Standard_NC12ads_A100_v4) and the real RTX PRO 6000 rows made Linux (only `productName`
+    changed); the SKU answer is the real one in two pages (`nextLink` added) plus copies of
+    its NC24ads_A100_v4 entry named after the two sizes the table lacks (only `name` changed).
+    Logged with -v and recorded: neither the client secret nor the token appears anywhere."""
+    from sqlalchemy import create_engine, text
+
+    from tests.routes.core import AZURE_CREDENTIALS, AZURE_SKUS_PATH, AZURE_TOKEN
+
+    page = load("westus_real_rows.json")
+    for item in page["Items"]:
+        item["productName"] = item["productName"].removesuffix(" Windows")
+    nd = next(i for i in page["Items"] if i["armSkuName"] == "Standard_ND96is_noIB_H100_v5")
+    page["Items"].append({**nd, "armSkuName": "Standard_NC12ads_A100_v4"})
+    real = load("resource_skus_southcentralus_real.json")["value"]
+    extra = [sku_entry("Standard_NC12ads_A100_v4"),
+             sku_entry("Standard_NC264lds_xl_RTXPRO6000BSE_v6")]
+
+    def skus(req):
+        if req.headers.get("authorization") != f"Bearer {AZURE_TOKEN}":
+            return Reply(401, fixture_bytes("arm_error_authorization_failed_real.json"))
+        if "$skiptoken" in req.query:
+            return Reply(body=json.dumps({"value": real[2:] + extra}).encode())
+        return Reply(body=json.dumps({"value": real[:2], "nextLink": "{{BASE}}"
+                                      + AZURE_SKUS_PATH + "?api-version=2021-07-01"
+                                      "&$skiptoken=2"}).encode())
+
+    endpoints = serve_standard(provider_server, ["azure"])
+    provider_server.route("GET", "/api/retail/prices",
+                          lambda req: Reply(body=json.dumps(page).encode()))
+    provider_server.route("GET", AZURE_SKUS_PATH, skus)
+    cfg = write_config(tmp_path / "c.yaml", endpoints=endpoints, scrapy={"DOWNLOAD_DELAY": 0},
+                       sources={"azure": AZURE_CREDENTIALS})
+    record = tmp_path / "rec"
+    proc = gpuradar("crawl", "azure", "--json", "-v", "--record", str(record),
+                    config=cfg, db_url=db_url)
+    assert proc.returncode == 0, proc.stderr
+    [result] = json.loads(proc.stdout)
+    assert (result["status"], result["items"]) == ("ok", 4), result
+    assert set(result["uncatalogued"]) == {"Standard_NC264lds_xl_RTXPRO6000BSE_v6",
+                                           "Standard_NC128lds_xl_RTXPRO6000BSE_v6"}
+    assert [r.path for r in provider_server.requests].count(AZURE_SKUS_PATH) == 2
+    offers = {o["instance_type"]: o for o in gpuradar_json("prices", "--source", "azure",
+                                                           config=cfg, db_url=db_url)}
+    unlisted = offers["Standard_NC12ads_A100_v4"]
+    assert (unlisted["gpu_count"], unlisted["attributes"]["gpu_count_from"]) == (
+        1, "Resource SKUs API")
+    assert offers["Standard_ND96is_noIB_H100_v5"]["gpu_count"] == 8
+    assert "Standard_NC12ads_A100_v4 is not in gpuradar's size table" in proc.stderr
+    secrets = (AZURE_CREDENTIALS["client_secret"], AZURE_TOKEN)
+    with create_engine(db_url).connect() as conn:
+        stored = [str(row) for table in ("offer", "crawl", "price_change")
+                  for row in conn.execute(text(f"SELECT * FROM {table}"))]
+    recorded = [p.read_text(errors="replace") for p in record.rglob("*") if p.is_file()]
+    assert "oauth2" not in (record / "azure" / "index.json").read_text()  # never recorded
+    for secret in secrets:
+        assert secret not in proc.stdout + proc.stderr
+        assert not [s for s in stored + recorded if secret in s]
+
+
+def test_a_failed_sku_call_keeps_the_tables_offers_in_a_partial_crawl(tmp_path, provider_server,
+                                                                      db_url):
+    """ARM refuses the SKU list (its real 403 answer): the offers the size table counts are
+    stored, the crawl is partial (it closes nothing: an offer only that answer could count is
+    not gone), and one line says why, without the secret."""
+    from tests.routes.core import AZURE_CREDENTIALS, AZURE_SKUS_PATH
+
+    endpoints = serve_standard(provider_server, ["azure"])
+    provider_server.route("GET", AZURE_SKUS_PATH, lambda req: Reply(
+        403, fixture_bytes("arm_error_authorization_failed_real.json")))
+    cfg = write_config(tmp_path / "c.yaml", endpoints=endpoints, scrapy={"DOWNLOAD_DELAY": 0},
+                       sources={"azure": AZURE_CREDENTIALS})
+    proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=db_url)
+    [result] = json.loads(proc.stdout)
+    # The 14 offers of the two pages, less the zero price the pipeline drops.
+    assert (result["status"], result["items"]) == ("partial", 13), result
+    line = ("azure: Resource SKUs API unavailable (the SKU list answered HTTP 403 "
+            "AuthorizationFailed): sizes missing from gpuradar's size table stay uncatalogued")
+    assert line in result["error"]
+    assert proc.stderr.count("Resource SKUs API unavailable") == 1, proc.stderr
+    assert AZURE_CREDENTIALS["client_secret"] not in proc.stdout + proc.stderr
+    assert len(gpuradar_json("prices", "--source", "azure", config=cfg, db_url=db_url)) == 13
+
+
+def fixture_bytes(name: str) -> bytes:
+    return (FIX / name).read_bytes()

@@ -405,3 +405,67 @@ def test_aws_spot_history_request_is_botocores(monkeypatch, provider_server):
         sdk.headers["authorization"])
     assert ours.body == sdk.body  # the same bytes: the same signature
     assert header(ours, "Authorization") == sdk.headers["authorization"]
+
+
+# -- Azure (azure-identity through MSAL, azure-mgmt-compute) ----------------------------------
+def test_azure_token_and_resource_skus_requests_are_the_sdks(provider_server):
+    """ClientSecretCredential and ComputeManagementClient.resource_skus.list() send their
+    requests to the loopback server (a requests session that keeps the path and query and
+    changes only the host, so the SDKs still see login.microsoftonline.com and
+    management.azure.com); the spider's token and SKU requests must be the same. The tenant
+    is the one of the recorded OpenID configuration MSAL reads first."""
+    import asyncio
+
+    import requests
+    from azure.core.pipeline.transport import RequestsTransport
+    from azure.identity import ClientSecretCredential
+    from azure.mgmt.compute import ComputeManagementClient
+    from scrapy.http import TextResponse
+
+    from gpuradar.crawler.spiders.azure import AzureSpider
+
+    tenant = "88888888-8888-8888-8888-888888888888"
+    token_path = f"/{tenant}/oauth2/v2.0/token"
+    skus_path = "/subscriptions/sub-0003/providers/Microsoft.Compute/skus"
+    provider_server.route("GET", f"/{tenant}/v2.0/.well-known/openid-configuration",
+                          lambda req: Reply(body=fixture("azure/openid_configuration_real.json")))
+    token = json.loads(fixture("azure/token_real.json"))
+    provider_server.route("POST", token_path, lambda req: Reply(body=json.dumps(token).encode()))
+    provider_server.route("GET", skus_path, lambda req: Reply(
+        body=fixture("azure/resource_skus_southcentralus_real.json")))
+
+    class Loopback(requests.Session):
+        def request(self, method, url, *args, **kwargs):
+            parts = urlsplit(url)
+            local = provider_server.base + parts.path + (f"?{parts.query}" if parts.query else "")
+            return super().request(method, local, *args, **kwargs)
+
+    transport = RequestsTransport(session=Loopback(), session_owner=False)
+    credential = ClientSecretCredential(tenant, "client-0002", "cs-secret-5a4b3c2d1e",
+                                        transport=transport)
+    client = ComputeManagementClient(credential, "sub-0003", transport=transport)
+    listed = [sku.name for sku in client.resource_skus.list()]
+    assert listed == ["Standard_D2as_v6", "Standard_NC16as_T4_v3", "Standard_NC24ads_A100_v4"]
+    sdk_token = next(r for r in provider_server.requests if r.path == token_path)
+    sdk_skus = next(r for r in provider_server.requests if r.path == skus_path)
+
+    spider = spider_for(AzureSpider, provider_server, tenant_id=tenant, client_id="client-0002",
+                        client_secret="cs-secret-5a4b3c2d1e", subscription_id="sub-0003")
+
+    async def starts():
+        return [r async for r in spider.start()]
+
+    [_, ours] = asyncio.run(starts())
+    assert (ours.method, urlsplit(ours.url).path) == (sdk_token.method, sdk_token.path)
+    assert header(ours, "Content-Type") == sdk_token.headers["content-type"]
+    form, sdk_form = dict(parse_qsl(ours.body.decode())), dict(parse_qsl(sdk_token.body.decode()))
+    # MSAL adds `client_info=1`, its own extension (the user's identity in a user flow);
+    # Microsoft's protocol page asks for exactly these four.
+    assert sdk_form.pop("client_info") == "1"
+    assert form == sdk_form
+    [skus] = spider.parse_token(TextResponse(ours.url, body=json.dumps(token).encode(),
+                                             encoding="utf-8"))
+    assert (skus.method, urlsplit(skus.url).path) == (sdk_skus.method, sdk_skus.path)
+    assert parse_qs(urlsplit(skus.url).query) == sdk_skus.query == {"api-version": ["2021-07-01"]}
+    for name in ("Authorization", "Accept"):
+        assert header(skus, name) == sdk_skus.headers[name.lower()], name

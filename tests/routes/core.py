@@ -1,6 +1,7 @@
 """Routes for azure, vastai and fx."""
 
 import json
+from urllib.parse import parse_qs
 
 from tests.provider_server import Reply, Request, fixture
 
@@ -10,6 +11,35 @@ def azure_handler(req: Request) -> Reply:
     page = "prices_page2.json" if "$skip" in req.query else "prices_page1.json"
     body = fixture(f"azure/{page}").replace(b"https://prices.azure.com:443", b"{{BASE}}")
     return Reply(body=body)
+
+
+# The service principal the Azure routes accept, and the token they hand out (token_real.json
+# with `access_token` changed).
+AZURE_CREDENTIALS = {"tenant_id": "tenant-0001", "client_id": "client-0002",
+                     "client_secret": "cs-secret-5a4b3c2d1e", "subscription_id": "sub-0003"}
+AZURE_TOKEN = "eyJ0-test-access-token-9f8e7d"
+AZURE_TOKEN_PATH = "/tenant-0001/oauth2/v2.0/token"
+AZURE_SKUS_PATH = "/subscriptions/sub-0003/providers/Microsoft.Compute/skus"
+
+
+def azure_token_handler(req: Request) -> Reply:
+    """Entra ID's client-credentials grant: the token for the right form, else its 401."""
+    form = {k: v[0] for k, v in parse_qs(req.body.decode()).items()}
+    want = {"client_id": AZURE_CREDENTIALS["client_id"], "grant_type": "client_credentials",
+            "client_secret": AZURE_CREDENTIALS["client_secret"],
+            "scope": "https://management.azure.com/.default"}
+    if form != want:
+        return Reply(401, json.dumps({"error": "invalid_client"}).encode())
+    token = json.loads(fixture("azure/token_real.json")) | {"access_token": AZURE_TOKEN}
+    return Reply(body=json.dumps(token).encode())
+
+
+def azure_skus_handler(req: Request) -> Reply:
+    """The Resource SKUs list for the bearer token, else ARM's 401."""
+    if req.headers.get("authorization") != f"Bearer {AZURE_TOKEN}" or \
+            req.query.get("api-version") != ["2021-07-01"]:
+        return Reply(401, b'{"error": {"code": "AuthenticationFailed", "message": "no"}}')
+    return Reply(body=fixture("azure/resource_skus_southcentralus_real.json"))
 
 
 VASTAI_FILES = ("bundles_h100_sxm_real.json", "bundles_rtx_4090.json", "bundles_a100_sxm4.json",
@@ -54,6 +84,8 @@ def fx_handler(req: Request) -> Reply:
 
 ROUTES = {
     "azure.prices": ("GET", "/api/retail/prices", azure_handler),
+    "azure.token": ("POST", AZURE_TOKEN_PATH, azure_token_handler),
+    "azure.skus": ("GET", AZURE_SKUS_PATH, azure_skus_handler),
     "vastai.bundles": ("POST", "/api/v0/bundles/", vastai_handler),
     "fx.ecb": ("GET", "/stats/eurofxref/eurofxref-daily.xml", fx_handler),
 }

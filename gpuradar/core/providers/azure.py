@@ -1,4 +1,4 @@
-"""Microsoft Azure: the public Retail Prices API."""
+"""Microsoft Azure: the public Retail Prices API; with credentials, the Resource SKUs API."""
 
 from gpuradar.core.providers.base import Provider, family
 
@@ -13,10 +13,25 @@ from gpuradar.core.providers.base import Provider, family
 # stays unknown: never a catch-all row.
 AZURE = Provider(
     name="azure",
-    endpoints={"prices": "https://prices.azure.com/api/retail/prices"},
+    endpoints={
+        "prices": "https://prices.azure.com/api/retail/prices",
+        # With credentials: the OAuth 2.0 client-credentials token of Microsoft Entra ID
+        # (learn.microsoft.com/entra/identity-platform/v2-oauth2-client-creds-grant-flow)
+        # and the Resource SKUs list (azure-mgmt-compute ResourceSkusOperations.list).
+        "token": "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token",
+        "skus": ("https://management.azure.com/subscriptions/{subscription}/providers/"
+                 "Microsoft.Compute/skus"),
+    },
+    # The variables azure-identity's EnvironmentCredential reads, and the one Azure's SDK
+    # samples take the subscription from. All four or none: see crawler/spiders/azure.py.
+    credentials={"tenant_id": "AZURE_TENANT_ID", "client_id": "AZURE_CLIENT_ID",
+                 "client_secret": "AZURE_CLIENT_SECRET",
+                 "subscription_id": "AZURE_SUBSCRIPTION_ID"},
     options={"currency": str},
     notes=("Retail Prices API, all regions, Linux, on-demand and Spot, primary meters, the "
-           "price in effect; no credentials."),
+           "price in effect; no credentials needed. With a service principal (tenant, "
+           "client id and secret, subscription) the Resource SKUs API gives the GPU count "
+           "of sizes missing from gpuradar's size table."),
     # fmt: off
     interconnect=(
         # nd-gb200-v6-series / nd-gb300-v6-series: NVLink 5 NVL72 rack, InfiniBand per GPU.
