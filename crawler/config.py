@@ -8,6 +8,7 @@ import os
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from gpuradar.core import providers
 from gpuradar.core.config import (
     SCRAPY_SETTINGS_MODULE,
     Config,
@@ -64,3 +65,11 @@ def source_options(settings: BaseSettings, name: str) -> SourceOptions:
     if isinstance(value, SourceOptions):
         return value
     return validate_section(source_model(name), value or {}, ("sources", name))
+
+
+def source_status(settings: BaseSettings, name: str) -> tuple[bool, str]:
+    """Whether source `name` runs with these Scrapy settings, and why: its declaration's
+    status (gpuradar.core.providers) with the options and the recording
+    (GPURADAR_REPLAY_DIR) the settings hold."""
+    replay = settings.get("GPURADAR_REPLAY_DIR")
+    return providers.get(name).status(source_options(settings, name), replay)

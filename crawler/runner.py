@@ -16,6 +16,7 @@ from scrapy.settings import Settings
 from scrapy.spiderloader import get_spider_loader
 
 from gpuradar.core.units import EXIT_INTERRUPTED
+from gpuradar.crawler.config import source_status
 from gpuradar.crawler.pipelines import crawl_recorded
 from gpuradar.crawler.spiders.base import GpuRadarSpider
 from gpuradar.storage.ingest import CrawlSummary
@@ -29,7 +30,7 @@ def spider_classes(settings: Settings) -> dict[str, type[GpuRadarSpider]]:
 
 
 def enabled_sources(settings: Settings) -> list[str]:
-    return [n for n, cls in spider_classes(settings).items() if cls.status(settings)[0]]
+    return [n for n in spider_classes(settings) if source_status(settings, n)[0]]
 
 
 class UnknownSource(ValueError):

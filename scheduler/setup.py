@@ -7,7 +7,9 @@ is rejected as a whole); `gpuradar config check`, `crawl`, `sources` and `rules 
 the same, so a file one of them accepts is accepted by all, and one `run` would refuse is
 refused by all of them. `check_setup` is the part that can refuse a file, without Scrapy:
 `rules check` and `crawl` check with it (Scrapy's settings and spiders, built from a checked
-file by `load_setup`, refuse nothing), so `rules check` starts without loading Scrapy.
+file by `load_setup`, refuse nothing), so `rules check` starts without loading Scrapy. Each
+source's status comes from its Scrapy-free declaration (gpuradar.core.providers), so
+`sources` reads it with `sources_in_force`, without loading Scrapy either.
 """
 
 from __future__ import annotations
@@ -110,12 +112,57 @@ def check_setup(options: RunOptions, previous: Loaded | None = None, *,
     return Checked(cfg, opts, mopts, loaded_rules, targets)
 
 
+@dataclass
+class SourcesInForce:
+    """Every source's schedule and status under one configuration: what `gpuradar sources`
+    shows, read from the providers' declarations without Scrapy (sources_in_force), and
+    the part of a Loaded that says what the daemon runs."""
+
+    cfg: Config
+    schedule: dict[str, SourcePlan]          # every source, scheduled or not
+    status: dict[str, tuple[bool, str]]      # enabled or not, and why
+    plans: dict[str, SourcePlan]             # the sources that are scheduled
+    skipped: dict[str, str]                  # the others, and why
+
+
+def plan_sources(checked: Checked, options: RunOptions, default_timeout: float
+                 ) -> SourcesInForce:
+    """Each source's schedule and status (its declaration's, gpuradar.core.providers), in
+    name order, and which of them run: an enabled source with a recording when replaying."""
+    o, cfg = options, checked.cfg
+    replay = str(o.replay) if o.replay else None  # GPURADAR_REPLAY_DIR of the crawls
+    found = SourcesInForce(cfg, {}, {}, {}, {})
+    for name in sorted(providers.names()):
+        found.schedule[name] = plan_source(cfg, name, default_interval(name), checked.opts,
+                                           o.interval, default_timeout)
+        enabled, why = found.status[name] = providers.get(name).status(
+            cfg.source_options(name), replay)
+        if not enabled:
+            found.skipped[name] = why
+            continue
+        if o.replay and not (o.replay / name / "index.json").exists():
+            found.skipped[name] = f"no recording in {o.replay}"
+            continue
+        found.plans[name] = found.schedule[name]
+    return found
+
+
+def sources_in_force(options: RunOptions, *, rules: bool = True) -> SourcesInForce:
+    """The configuration checked as load_setup checks it (check_setup) and each source's
+    schedule and status, without loading Scrapy: `gpuradar sources`. The crawl timeout's
+    default is the `scrapy:` section's CLOSESPIDER_TIMEOUT, else the project's
+    (defaults.CRAWL_TIMEOUT), as in the Scrapy settings load_setup builds."""
+    checked = check_setup(options, rules=rules)
+    timeout = checked.cfg.scrapy.CLOSESPIDER_TIMEOUT or defaults.CRAWL_TIMEOUT
+    return plan_sources(checked, options, timeout)
+
+
 def load_setup(options: RunOptions, previous: Loaded | None = None, *,
                rules: bool = True) -> Loaded:
     """Read and check the whole configuration (check_setup), then build the Scrapy settings
-    and every source's schedule and status; raises ConfigError/RuleError and changes
-    nothing, so a reload can reject a broken file and keep the running one. `rules=False`
-    leaves the rules unparsed (`rules check` reports every bad rule itself)."""
+    and every source's schedule and status (plan_sources); raises ConfigError/RuleError and
+    changes nothing, so a reload can reject a broken file and keep the running one.
+    `rules=False` leaves the rules unparsed (`rules check` reports every bad rule itself)."""
     from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
 
@@ -134,24 +181,10 @@ def load_setup(options: RunOptions, previous: Loaded | None = None, *,
     settings = scrapy_settings(cfg, **overrides)
     classes = spider_classes(settings)
     default_timeout = settings.getfloat("CLOSESPIDER_TIMEOUT") or defaults.CRAWL_TIMEOUT
-    schedule: dict[str, SourcePlan] = {}
-    status: dict[str, tuple[bool, str]] = {}
-    plans: dict[str, SourcePlan] = {}
-    skipped: dict[str, str] = {}
-    for name, cls in classes.items():
-        schedule[name] = plan_source(cfg, name, default_interval(name), opts, o.interval,
-                                     default_timeout)
-        enabled, why = status[name] = cls.status(settings)
-        if not enabled:
-            skipped[name] = why
-            continue
-        if o.replay and not (o.replay / name / "index.json").exists():
-            skipped[name] = f"no recording in {o.replay}"
-            continue
-        plans[name] = schedule[name]
+    found = plan_sources(checked, o, default_timeout)
     secrets = config_secrets(cfg, credential_env_values())
-    return Loaded(cfg, opts, mopts, checked.rules, checked.targets, settings, classes, plans,
-                  skipped, secrets, schedule, status)
+    return Loaded(cfg, opts, mopts, checked.rules, checked.targets, settings, classes,
+                  found.plans, found.skipped, secrets, found.schedule, found.status)
 
 
 def crawl_settings(loaded: Loaded, plan: SourcePlan) -> Any:

@@ -39,10 +39,8 @@ from urllib.parse import urlencode
 
 import scrapy
 from scrapy.http import Response
-from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
-from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.signing import alibaba_rpc_params, signing_credentials
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
@@ -106,22 +104,6 @@ def gpu_spec(instance_type: str) -> tuple[str, float, float | None, int] | None:
 
 class AlibabaSpider(GpuRadarSpider):
     facts = providers.alibaba.ALIBABA
-
-    @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
-                        ) -> tuple[bool, str]:
-        site = "intl" if opts.get("site") == "intl" else "china"
-        currency = "USD" if site == "intl" else "CNY"
-        if opts.get("access_key_id") and opts.get("access_key_secret"):
-            return True, (f"AccessKey found: ECS API ({currency}), on-demand and spot prices, "
-                          "availability per zone")
-        version = (f"pinned price-file version {opts.get('version')}" if opts.get("version")
-                   else "price-file version discovered from the pricing page (EXPERIMENTAL; "
-                        "pin it with sources.alibaba.version)")
-        return True, (f"public CDN price file, {site} site in {currency}, on-demand only, no "
-                      f"availability; {version}. ALIBABA_CLOUD_ACCESS_KEY_ID and "
-                      "ALIBABA_CLOUD_ACCESS_KEY_SECRET (or sources.alibaba.access_key_id / "
-                      "access_key_secret) add spot prices and availability per zone")
 
     @property
     def site(self) -> str:

@@ -25,10 +25,8 @@ from typing import Any
 
 import scrapy
 from scrapy.http import Response
-from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
-from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.signing import REPLAY_PLACEHOLDER
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
@@ -49,25 +47,6 @@ STOCK_FILTERS = {"cuda_v_from": 118, "cuda_v_to": 125, "price_from": 0, "price_t
 class AutodlSpider(GpuRadarSpider):
     facts = providers.autodl.AUTODL
     custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1}
-
-    @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
-                        ) -> tuple[bool, str]:
-        web, dev = bool(opts.get("web_token")), bool(opts.get("dev_token"))
-        if not (web or dev):
-            return False, ("needs AUTODL_WEB_TOKEN (sources.autodl.web_token: your logged-in "
-                           "console token, UNOFFICIAL interface, gives prices and idle GPUs "
-                           "per machine) or AUTODL_DEV_TOKEN (sources.autodl.dev_token: "
-                           "official developer token, gives idle/total GPUs per data center; "
-                           "prices from sources.autodl.prices); AutoDL has no key-less "
-                           "price source")
-        parts = []
-        if web:
-            parts.append("web_token: machine list prices (unofficial interface)")
-        if dev:
-            priced = len(opts.get("prices") or {})
-            parts.append(f"dev_token: data-center stock, {priced} GPU price(s) configured")
-        return True, "; ".join(parts)
 
     def token(self, name: str) -> str | None:
         value = self.option(name)

@@ -49,7 +49,6 @@ from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
 from gpuradar.core import providers
-from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
@@ -233,43 +232,10 @@ class AwsSpider(GpuRadarSpider):
 
     @classmethod
     def credential_source(cls, settings: BaseSettings, with_roles: bool = True) -> Any:
-        """botocore Credentials from the source options or the standard chain; None if none.
-
-        `with_roles=False` skips the container and instance-metadata lookups (network calls),
-        for `gpuradar sources`."""
-        opts = cls.options_from(settings)
-        if opts.get("spot_history") is False:
-            return None
-        from botocore.credentials import Credentials, create_credential_resolver
-        from botocore.session import Session
-
-        if opts.get("access_key_id") and opts.get("secret_access_key"):
-            return Credentials(opts.get("access_key_id"), opts.get("secret_access_key"),
-                               opts.get("session_token"), method="config-file")
-        try:
-            resolver = create_credential_resolver(Session(profile=opts.get("profile")))
-            if not with_roles:
-                for provider in ("container-role", "iam-role"):
-                    resolver.remove(provider)  # a provider not in the chain is ignored
-            return resolver.load_credentials()
-        except Exception as exc:  # noqa: BLE001  (a broken profile must not stop public data)
-            return exc
-
-    @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
-                        ) -> tuple[bool, str]:
-        public = "public price files"
-        if opts.get("spot_history") is False:
-            return True, public + "; per-zone spot prices off (sources.aws.spot_history)"
-        creds = cls.credential_source(settings, with_roles=False)
-        if isinstance(creds, Exception):
-            return True, public + f"; AWS credentials unusable ({type(creds).__name__})"
-        if creds is not None:
-            return True, (public + f"; AWS credentials found ({creds.method}): per-zone spot "
-                          "prices")
-        return True, (public + "; AWS credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
-                      "AWS_PROFILE or sources.aws.profile; an instance role is tried at "
-                      "crawl time) would add per-zone spot prices")
+        """botocore Credentials for these settings' options (the declaration's lookup,
+        gpuradar.core.providers.aws.credential_source); None if none, the exception when
+        they cannot be loaded. `with_roles=False` skips the instance-metadata lookups."""
+        return providers.aws.credential_source(cls.options_from(settings), with_roles)
 
     # -- requests ------------------------------------------------------------------------
     async def start(self):

@@ -46,10 +46,8 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import scrapy
 from scrapy.http import Response
-from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
-from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.spiders.base import (
     GpuRadarSpider,
@@ -317,22 +315,6 @@ class AzureSpider(GpuRadarSpider):
         self._prices_read = False
         self._token = ""
         self._sku_pages: set[str] = set()
-
-    @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
-                        ) -> tuple[bool, str]:
-        missing = [f"{cls.credentials[name]} (or sources.azure.{name})"
-                   for name in CREDENTIALS if not opts.get(name)]
-        if not missing:
-            return True, ("public Retail Prices API; Azure credentials found: GPU counts "
-                          "missing from the size table come from the Resource SKUs API")
-        if any(opts.get(name) for name in CREDENTIALS):
-            return True, ("public Retail Prices API; the Resource SKUs API is not used: "
-                          + " and ".join(missing) + " missing")
-        return True, ("public Retail Prices API; AZURE_TENANT_ID, AZURE_CLIENT_ID, "
-                      "AZURE_CLIENT_SECRET and AZURE_SUBSCRIPTION_ID (or sources.azure."
-                      "tenant_id, ...) add GPU counts from the Resource SKUs API for sizes "
-                      "missing from the size table")
 
     def first_url(self) -> str:
         # Every armSkuName with a capital N: the N-series whatever its form ("Standard_NC..."

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 
 import scrapy
@@ -16,7 +14,7 @@ from scrapy.settings import BaseSettings
 
 from gpuradar.core.config import SourceOptions
 from gpuradar.core.providers import Provider
-from gpuradar.crawler.config import source_options
+from gpuradar.crawler.config import source_options, source_status
 
 #: Stats keys of uncatalogued products (see GpuRadarSpider.uncatalogued).
 UNCATALOGUED = "gpuradar/uncatalogued"
@@ -126,10 +124,7 @@ class GpuRadarSpider(scrapy.Spider):
         """Source options: the config file's `sources.<name>` section as the schema checked
         it (gpuradar.crawler.config.source_options), then environment variables for the
         credentials it leaves out."""
-        opts = source_options(settings, cls.name)
-        found = {opt: os.environ[env] for opt, env in cls.credentials.items()
-                 if not opts.get(opt) and os.environ.get(env)}
-        return opts.model_copy(update=found) if found else opts
+        return cls.facts.with_env_credentials(source_options(settings, cls.name))
 
     def json_body(self, response) -> Any:
         """The response's JSON, or a ParseError naming the source and the URL."""
@@ -184,27 +179,7 @@ class GpuRadarSpider(scrapy.Spider):
 
     @classmethod
     def status(cls, settings: BaseSettings) -> tuple[bool, str]:
-        """Whether the source runs with this configuration, and why (for `gpuradar sources`)."""
-        opts = cls.options_from(settings)
-        if opts.get("enabled") is False:
-            return False, "disabled in the config file"
-        replay = settings.get("GPURADAR_REPLAY_DIR")
-        if replay and (Path(replay) / cls.name / "index.json").exists():
-            # A recording answers every request: no provider is asked, no credential needed.
-            return True, f"replaying the recording in {replay}"
-        return cls.describe_status(settings, opts)
-
-    @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
-                        ) -> tuple[bool, str]:
-        """Enabled or not, and why, for a source the config file does not disable: which
-        credentials it found or which setting would enable (or add to) it."""
-        missing = [f"{env} (or sources.{cls.name}.{opt})" for opt, env in cls.credentials.items()
-                   if not opts.get(opt)]
-        if cls.requires_credentials and missing:
-            return False, "needs " + " and ".join(missing)
-        if cls.credentials and not missing:
-            return True, "credentials found"
-        if cls.credentials:
-            return True, "public endpoint; " + ", ".join(missing) + " would add more"
-        return True, "public endpoint"
+        """Whether the source runs with these settings, and why: its declaration's answer
+        (gpuradar.core.providers.base.Provider.status), which `gpuradar sources` reads
+        without Scrapy."""
+        return source_status(settings, cls.name)

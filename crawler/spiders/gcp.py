@@ -43,13 +43,10 @@ from urllib.parse import urlencode
 
 import scrapy
 from scrapy.http import Response
-from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
 from gpuradar.core import providers
-from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
-from gpuradar.crawler.config import source_options
 from gpuradar.crawler.spiders.base import GpuRadarSpider, require
 
 PRICING_PAGE = "https://cloud.google.com/compute/gpus-pricing"
@@ -218,15 +215,6 @@ class GcpSpider(GpuRadarSpider):
         self.index = SkuIndex()
         self.tokens: set[str] = set()
         self.done = False
-
-    @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
-                        ) -> tuple[bool, str]:
-        if not opts.get("api_key"):
-            return False, ("needs a Google Cloud API key with the Cloud Billing API enabled: "
-                           "set GCP_API_KEY or sources.gcp.api_key")
-        configured = source_options(settings, cls.name).get("api_key")
-        return True, "API key from " + ("sources.gcp.api_key" if configured else "GCP_API_KEY")
 
     # -- requests ------------------------------------------------------------------------
     def page_request(self, token: str | None = None, service: str = "skus") -> scrapy.Request:

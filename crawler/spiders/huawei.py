@@ -41,10 +41,8 @@ from urllib.parse import urlencode, urlsplit
 
 import scrapy
 from scrapy.http import Response
-from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
-from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.signing import REPLAY_PLACEHOLDER, huawei_sign, signing_credentials
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
@@ -89,16 +87,6 @@ def flavor_gpu(specs: dict[str, Any]) -> tuple[str, float, float | None] | None:
 
 class HuaweiSpider(GpuRadarSpider):
     facts = providers.huawei.HUAWEI
-
-    @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
-                        ) -> tuple[bool, str]:
-        if not (opts.get("access_key") and opts.get("secret_key")):
-            return False, ("needs HUAWEICLOUD_SDK_AK and HUAWEICLOUD_SDK_SK (or "
-                           "sources.huawei.access_key / secret_key): an AK/SK allowed to list "
-                           "ECS flavors and query BSS prices; no key-less source is used")
-        site = "international site, USD" if opts.get("site") == "intl" else "China site, CNY"
-        return True, f"AK/SK found; {site}"
 
     # -- requests --------------------------------------------------------------------------
     def signed(self, method: str, url: str, callback, body: dict | None = None,

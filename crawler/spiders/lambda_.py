@@ -23,10 +23,8 @@ from typing import Any
 
 import scrapy
 from scrapy.http import Response
-from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
-from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
@@ -61,15 +59,6 @@ def _size_gb(text: str) -> float | None:
 class LambdaSpider(GpuRadarSpider):
     facts = providers.lambda_.LAMBDA
     custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1}
-
-    @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
-                        ) -> tuple[bool, str]:
-        if opts.get("api_key"):
-            return True, "API key found: instance-types API, live availability per region"
-        return True, ("public pricing page (list prices, availability unknown); "
-                      "LAMBDA_API_KEY (or sources.lambda.api_key) adds live per-region "
-                      "availability")
 
     async def start(self):
         key = self.option("api_key")

@@ -27,10 +27,8 @@ from typing import Any
 
 import scrapy
 from scrapy.http import Response
-from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
-from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
@@ -54,13 +52,6 @@ def stock_query(count: int) -> str:
 
 class RunpodSpider(GpuRadarSpider):
     facts = providers.runpod.RUNPOD
-
-    @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
-                        ) -> tuple[bool, str]:
-        if opts.get("api_key"):
-            return True, "public endpoint; RUNPOD_API_KEY found (sent, not needed for prices)"
-        return True, "public endpoint, no key needed"
 
     def request(self, count: int) -> scrapy.Request:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}

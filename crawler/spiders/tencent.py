@@ -27,10 +27,8 @@ from urllib.parse import urlsplit
 
 import scrapy
 from scrapy.http import Response
-from scrapy.settings import BaseSettings
 
 from gpuradar.core import providers
-from gpuradar.core.config import SourceOptions
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.signing import signing_credentials, tencent_tc3_headers
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
@@ -79,17 +77,6 @@ def region_of_zone(zone: str) -> str:
 
 class TencentSpider(GpuRadarSpider):
     facts = providers.tencent.TENCENT
-
-    @classmethod
-    def describe_status(cls, settings: BaseSettings, opts: SourceOptions
-                        ) -> tuple[bool, str]:
-        if not (opts.get("secret_id") and opts.get("secret_key")):
-            return False, ("needs TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY (or "
-                           "sources.tencent.secret_id / secret_key): an API key with read "
-                           "access to CVM; no key-less source is used")
-        currency = str(opts.get("currency", "CNY")).upper()
-        regions = opts.get("regions") or "all regions (DescribeRegions)"
-        return True, f"API key found; prices in {currency}; {regions}"
 
     # -- requests --------------------------------------------------------------------------
     def api_url(self, region: str | None) -> str:

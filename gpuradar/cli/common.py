@@ -208,13 +208,13 @@ def scrapy_names() -> set[str]:
     return scrapy_setting_names()
 
 
-def get_setup(config: Path | None, database_url: str | None = None, *, rules: bool = True,
-              **options: Any):
-    """Everything `gpuradar run` loads from the configuration (gpuradar.scheduler.setup),
-    Scrapy's settings and spiders included, or a one-line error and exit 2."""
-    from gpuradar.scheduler.setup import load_setup
+def get_sources(config: Path | None, database_url: str | None = None):
+    """The configuration checked as `gpuradar run` checks it and each source's schedule and
+    status, without loading Scrapy (gpuradar.scheduler.setup.sources_in_force), or a
+    one-line error and exit 2."""
+    from gpuradar.scheduler.setup import sources_in_force
 
-    return _loaded(load_setup, config, database_url, rules, options)
+    return _loaded(sources_in_force, config, database_url, True, {})
 
 
 def check_setup(config: Path | None, database_url: str | None = None, *, rules: bool = True):

@@ -32,12 +32,14 @@ def _error_lines(exc: Exception) -> list[str]:
     return [str(e) for e in errors] if errors else [str(exc)]
 
 
-def _credentials(cls: type, opts: SourceOptions) -> str:
-    """Where each credential comes from, never its value."""
+def _credentials(name: str, opts: SourceOptions) -> str:
+    """Where each credential of source `name` comes from, never its value."""
     import os
 
+    from gpuradar.core.providers import get
+
     out = []
-    for opt, env in getattr(cls, "credentials", {}).items():
+    for opt, env in get(name).credentials.items():
         if opts.get(opt):
             out.append(f"{opt}: in the file")
         elif os.environ.get(env):
@@ -63,15 +65,14 @@ def describe(setup: Any) -> dict[str, Any]:
 
     cfg = setup.cfg
     sources = []
-    for name, cls in setup.classes.items():
-        plan = setup.schedule[name]
+    for name, plan in setup.schedule.items():
         enabled, why = setup.status[name]
         sources.append({
             "source": name, "enabled": enabled, "why": why,
             "interval_s": plan.interval, "interval": format_duration(plan.interval),
             "interval_from": _interval_origin(setup, name),
             "jitter": format_duration(plan.jitter), "timeout": format_duration(plan.timeout),
-            "credentials": _credentials(cls, cfg.source_options(name))})
+            "credentials": _credentials(name, cfg.source_options(name))})
     targets = [{"target": name, "channel": t.channel, "urls": t.redacted(),
                 "tags": ", ".join(sorted(t.tags)) or "-"} for name, t in setup.targets.items()]
     rules = [{"name": r.name, "rule": r.text, "notify": ", ".join(r.targets or ()) or "-"}

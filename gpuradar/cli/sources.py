@@ -16,7 +16,7 @@ from gpuradar.cli.common import (
     WideOpt,
     app,
     get_engine,
-    get_setup,
+    get_sources,
     pick_format,
 )
 from gpuradar.cli.output import Format, age, emit
@@ -56,7 +56,9 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
     from gpuradar.core import providers
     from gpuradar.storage.queries import last_crawls, last_observed, last_success
 
-    setup = get_setup(config, database_url)  # the configuration as `gpuradar run` reads it
+    # the configuration as `gpuradar run` reads it; the status from the declarations, so
+    # no spider and no Scrapy is loaded
+    setup = get_sources(config, database_url)
     if check:
         from gpuradar.cli.check import run_check
 
@@ -65,7 +67,7 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
     latest, ok, observed = last_crawls(engine), last_success(engine), last_observed(engine)
     now = datetime.now(UTC)
     rows = []
-    for name in setup.classes:
+    for name in setup.schedule:
         enabled, why = setup.status[name]
         last = latest.get(name) or {}
         interval = setup.schedule[name].interval

@@ -107,10 +107,7 @@ def test_an_everyday_command_loads_no_crawler_notifier_or_migration_library(comm
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert expected in proc.stdout + proc.stderr, proc.stdout[-2000:]
     assert chains, "PYTHONPROFILEIMPORTTIME listed no import"
-    # `sources` still loads Scrapy: see the test below
-    roots = HEAVY if command != "sources" else ("scrapy_playwright", "playwright", "apprise",
-                                                "alembic")
-    pulled = heavy_imports(chains, roots)
+    pulled = heavy_imports(chains, HEAVY)
     assert not pulled, f"`gpuradar {' '.join(args)}` imported:\n  " + "\n  ".join(pulled)
 
 
@@ -121,11 +118,10 @@ def test_version_loads_neither_typer_nor_the_commands(home):
     assert not heavy_imports(chains, ("typer", "rich", "pydantic", "sqlalchemy")), chains
 
 
-@pytest.mark.xfail(strict=True, reason="each source's status (enabled, why) is a classmethod "
-                   "of its spider (crawler/spiders/), so `sources` loads every spider, "
-                   "hence Scrapy and Twisted; it needs the status in the providers' "
-                   "Scrapy-free declarations (gpuradar.core.providers)")
 def test_sources_loads_no_scrapy(home):
+    """Each source's status (enabled or not, and why) comes from its provider's Scrapy-free
+    declaration (gpuradar.core.providers), so `sources` loads no spider, hence neither
+    Scrapy nor Twisted."""
     args, _ = COMMANDS["sources"]
     proc, chains = imports_of(args, home)
     assert proc.returncode == 0, proc.stderr[-3000:]

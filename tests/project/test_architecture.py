@@ -85,9 +85,9 @@ def test_scrapy_project_still_works_from_the_repository_root():
 
 def test_every_provider_fact_comes_from_its_declaration():
     """The list of declarations (gpuradar.core.providers) is the list `scrapy list` prints;
-    kinds, intervals, endpoints, options, credentials and the mainland rule are read from
-    the declarations, and each spider takes its facts from its own, so a fact has one home
-    and core never loads a spider to learn one."""
+    kinds, intervals, endpoints, options, credentials, the mainland rule and the status are
+    read from the declarations, and each spider takes its facts from its own, so a fact has
+    one home and core never loads a spider to learn one."""
     from gpuradar.core import providers, sources
     from gpuradar.core.config import Config
     from gpuradar.crawler.config import scrapy_settings
@@ -105,6 +105,8 @@ def test_every_provider_fact_comes_from_its_declaration():
         assert cls.facts is providers.get(name), name
         for attr in FACTS:
             assert getattr(cls, attr) == getattr(cls.facts, attr), (name, attr)
+        # the status is the declaration's too: no spider words its own
+        assert not {"status", "describe_status"} & set(vars(cls)), name
     assert set(sources.price_sources()) == set(listed) - {"fx"}
     for name in listed:
         assert sources.source_kind(name) in KINDS, name

@@ -1,9 +1,30 @@
 """Alibaba Cloud: the ECS calculator's CDN price file; with an AccessKey, the ECS API."""
 
-from gpuradar.core.providers.base import Provider, cn_prefixed_mainland, family
+from __future__ import annotations
+
+from gpuradar.core.providers.base import Options, Provider, cn_prefixed_mainland, family
+
+
+def describe_status(provider: Provider, opts: Options, configured: Options
+                    ) -> tuple[bool, str]:
+    """The ECS API with an AccessKey, else the public price file (which version)."""
+    site = "intl" if opts.get("site") == "intl" else "china"
+    currency = "USD" if site == "intl" else "CNY"
+    if opts.get("access_key_id") and opts.get("access_key_secret"):
+        return True, (f"AccessKey found: ECS API ({currency}), on-demand and spot prices, "
+                      "availability per zone")
+    version = (f"pinned price-file version {opts.get('version')}" if opts.get("version")
+               else "price-file version discovered from the pricing page (EXPERIMENTAL; "
+                    "pin it with sources.alibaba.version)")
+    return True, (f"public CDN price file, {site} site in {currency}, on-demand only, no "
+                  f"availability; {version}. ALIBABA_CLOUD_ACCESS_KEY_ID and "
+                  "ALIBABA_CLOUD_ACCESS_KEY_SECRET (or sources.alibaba.access_key_id / "
+                  "access_key_secret) add spot prices and availability per zone")
+
 
 ALIBABA = Provider(
     name="alibaba",
+    describe=describe_status,
     endpoints={
         "price_file_china": ("https://g.alicdn.com/aliyun/ecs-price-info/{version}/price/"
                              "download/instancePrice.json"),

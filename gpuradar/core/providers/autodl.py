@@ -1,14 +1,37 @@
 """AutoDL: the machine list (web token) and data-center stock (developer token)."""
 
-from gpuradar.core.providers.base import Provider
+from __future__ import annotations
+
+from gpuradar.core.providers.base import Options, Provider
 
 
 def is_mainland(region: str) -> bool:
     return True  # AutoDL's data centres are all in mainland China
 
 
+def describe_status(provider: Provider, opts: Options, configured: Options
+                    ) -> tuple[bool, str]:
+    """Either token enables it; each gives different facts, named here."""
+    web, dev = bool(opts.get("web_token")), bool(opts.get("dev_token"))
+    if not (web or dev):
+        return False, ("needs AUTODL_WEB_TOKEN (sources.autodl.web_token: your logged-in "
+                       "console token, UNOFFICIAL interface, gives prices and idle GPUs "
+                       "per machine) or AUTODL_DEV_TOKEN (sources.autodl.dev_token: "
+                       "official developer token, gives idle/total GPUs per data center; "
+                       "prices from sources.autodl.prices); AutoDL has no key-less "
+                       "price source")
+    parts = []
+    if web:
+        parts.append("web_token: machine list prices (unofficial interface)")
+    if dev:
+        priced = len(opts.get("prices") or {})
+        parts.append(f"dev_token: data-center stock, {priced} GPU price(s) configured")
+    return True, "; ".join(parts)
+
+
 AUTODL = Provider(
     name="autodl",
+    describe=describe_status,
     kind="marketplace",
     default_interval=300,
     endpoints={

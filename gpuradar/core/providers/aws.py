@@ -1,9 +1,58 @@
 """AWS: public price files and Spot Advisor; with credentials, per-zone spot history."""
 
-from gpuradar.core.providers.base import Provider, family
+from __future__ import annotations
+
+from typing import Any
+
+from gpuradar.core.providers.base import Options, Provider, family
+
+
+def credential_source(opts: Options, with_roles: bool = True) -> Any:
+    """botocore Credentials from the source options (with the environment's) or botocore's
+    standard chain; None if none or per-zone spot prices are off; the exception when a
+    profile is broken. botocore is imported only here, when asked.
+
+    `with_roles=False` skips the container and instance-metadata lookups (network calls),
+    for `gpuradar sources` and a replay."""
+    if opts.get("spot_history") is False:
+        return None
+    from botocore.credentials import Credentials, create_credential_resolver
+    from botocore.session import Session
+
+    if opts.get("access_key_id") and opts.get("secret_access_key"):
+        return Credentials(opts.get("access_key_id"), opts.get("secret_access_key"),
+                           opts.get("session_token"), method="config-file")
+    try:
+        resolver = create_credential_resolver(Session(profile=opts.get("profile")))
+        if not with_roles:
+            for provider in ("container-role", "iam-role"):
+                resolver.remove(provider)  # a provider not in the chain is ignored
+        return resolver.load_credentials()
+    except Exception as exc:  # noqa: BLE001  (a broken profile must not stop public data)
+        return exc
+
+
+def describe_status(provider: Provider, opts: Options, configured: Options
+                    ) -> tuple[bool, str]:
+    """Public price files always; says whether credentials add per-zone spot prices
+    (without the instance-role lookups: those are network calls, made at crawl time)."""
+    public = "public price files"
+    if opts.get("spot_history") is False:
+        return True, public + "; per-zone spot prices off (sources.aws.spot_history)"
+    creds = credential_source(opts, with_roles=False)
+    if isinstance(creds, Exception):
+        return True, public + f"; AWS credentials unusable ({type(creds).__name__})"
+    if creds is not None:
+        return True, (public + f"; AWS credentials found ({creds.method}): per-zone spot "
+                      "prices")
+    return True, (public + "; AWS credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+                  "AWS_PROFILE or sources.aws.profile; an instance role is tried at "
+                  "crawl time) would add per-zone spot prices")
+
 
 AWS = Provider(
     name="aws",
+    describe=describe_status,
     kind="aws",
     default_interval=900,
     endpoints={

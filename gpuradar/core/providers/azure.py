@@ -1,6 +1,9 @@
 """Microsoft Azure: the public Retail Prices API; with credentials, the Resource SKUs API."""
 
-from gpuradar.core.providers.base import Provider, family
+from __future__ import annotations
+
+from gpuradar.core.providers.base import Options, Provider, family
+
 
 # Pages cited below are Microsoft Learn's VM size pages,
 # learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/<page>. An "r" in an N-series
@@ -11,8 +14,27 @@ from gpuradar.core.providers.base import Provider, family
 # through NVSwitch (NVIDIA Fabric Manager user guide, "NVSwitch-based HGX systems").
 # A size no row matches (NV, NG, NC T4, new series) is decided by the GPU's form factor or
 # stays unknown: never a catch-all row.
+def describe_status(provider: Provider, opts: Options, configured: Options
+                    ) -> tuple[bool, str]:
+    """Public prices always; all four credentials add the Resource SKUs API, and a partial
+    set names what is missing."""
+    missing = [f"{env} (or sources.azure.{name})"
+               for name, env in provider.credentials.items() if not opts.get(name)]
+    if not missing:
+        return True, ("public Retail Prices API; Azure credentials found: GPU counts "
+                      "missing from the size table come from the Resource SKUs API")
+    if any(opts.get(name) for name in provider.credentials):
+        return True, ("public Retail Prices API; the Resource SKUs API is not used: "
+                      + " and ".join(missing) + " missing")
+    return True, ("public Retail Prices API; AZURE_TENANT_ID, AZURE_CLIENT_ID, "
+                  "AZURE_CLIENT_SECRET and AZURE_SUBSCRIPTION_ID (or sources.azure."
+                  "tenant_id, ...) add GPU counts from the Resource SKUs API for sizes "
+                  "missing from the size table")
+
+
 AZURE = Provider(
     name="azure",
+    describe=describe_status,
     endpoints={
         "prices": "https://prices.azure.com/api/retail/prices",
         # With credentials: the OAuth 2.0 client-credentials token of Microsoft Entra ID

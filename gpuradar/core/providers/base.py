@@ -1,17 +1,22 @@
 """The shape of a provider declaration: what gpuradar knows about a provider without crawling
 it. Plain data, no Scrapy: core, the command line, alerts and `recommend` read it through
 the list in gpuradar.core.providers, and the provider's spider takes its name, endpoints,
-options and the rest from it (crawler/spiders/base.py), so each fact is written once."""
+options and the rest from it (crawler/spiders/base.py), so each fact is written once. Each
+source's status (enabled or not, and why) is worded here too, so `gpuradar sources` tells
+it without loading Scrapy or a spider."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol, Self, TypeVar
 
-__all__ = ["KINDS", "Family", "Provider", "cn_prefixed_mainland", "family"]
+__all__ = ["KINDS", "Describe", "Family", "Options", "Provider", "cn_prefixed_mainland",
+           "credentials_status", "family"]
 
 #: The daemon's interval groups (`daemon.intervals.<kind>`).
 KINDS = ("marketplace", "lambda", "aws", "cloud", "fx")
@@ -42,6 +47,39 @@ def cn_prefixed_mainland(region: str) -> bool:
     `cn-hk`): Alibaba's and Huawei's region lists."""
     r = region.lower()
     return r.startswith("cn-") and not r.startswith(("cn-hongkong", "cn-hk"))
+
+
+class Options(Protocol):
+    """What a status reads of a source's options: gpuradar.core.config.SourceOptions, which
+    is not imported here because the config's schema is built from these declarations."""
+
+    def get(self, name: str, default: Any = None) -> Any: ...
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None,
+                   deep: bool = False) -> Self: ...
+
+
+OptionsT = TypeVar("OptionsT", bound=Options)
+
+#: A provider's own wording of its status, for a source the config file does not disable:
+#: (its declaration, its options with the credentials the environment adds, its options as
+#: the config file sets them) -> (enabled, why).
+Describe = Callable[["Provider", Options, Options], tuple[bool, str]]
+
+
+def credentials_status(provider: Provider, opts: Options, configured: Options
+                       ) -> tuple[bool, str]:
+    """The status of a provider without a wording of its own: which credentials it found or
+    which setting would enable (or add to) it."""
+    missing = [f"{env} (or sources.{provider.name}.{opt})"
+               for opt, env in provider.credentials.items() if not opts.get(opt)]
+    if provider.requires_credentials and missing:
+        return False, "needs " + " and ".join(missing)
+    if provider.credentials and not missing:
+        return True, "credentials found"
+    if provider.credentials:
+        return True, "public endpoint; " + ", ".join(missing) + " would add more"
+    return True, "public endpoint"
 
 
 def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -76,6 +114,8 @@ class Provider:
     interconnect: tuple[Family, ...] = ()
     #: Whether a region code is in mainland China; None: the provider has no such region.
     mainland: Callable[[str], bool] | None = None
+    #: Its status line (see Describe); None: credentials_status.
+    describe: Describe | None = None
 
     def __post_init__(self) -> None:
         for name in ("endpoints", "credentials", "options"):
@@ -90,6 +130,27 @@ class Provider:
     def is_mainland(self, region: str) -> bool:
         """Whether an offer in `region` runs in mainland China (Hong Kong is not)."""
         return self.mainland is not None and self.mainland(region or "")
+
+    def with_env_credentials(self, opts: OptionsT) -> OptionsT:
+        """`opts` (the config file's `sources.<name>` section, as the schema checked it) with
+        the credentials it leaves out taken from their environment variables."""
+        found = {opt: os.environ[env] for opt, env in self.credentials.items()
+                 if not opts.get(opt) and os.environ.get(env)}
+        return opts.model_copy(update=found) if found else opts
+
+    def status(self, configured: Options, replay_dir: str | os.PathLike[str] | None = None
+               ) -> tuple[bool, str]:
+        """Whether the source runs with these options (the config file's, as
+        Config.source_options gives them) and why: for `gpuradar sources`, `config check`,
+        and which sources a crawl or the daemon runs. `replay_dir` is the recording a replay
+        answers from (GPURADAR_REPLAY_DIR)."""
+        opts = self.with_env_credentials(configured)
+        if opts.get("enabled") is False:
+            return False, "disabled in the config file"
+        if replay_dir and (Path(replay_dir) / self.name / "index.json").exists():
+            # A recording answers every request: no provider is asked, no credential needed.
+            return True, f"replaying the recording in {replay_dir}"
+        return (self.describe or credentials_status)(self, opts, configured)
 
     def option_types(self) -> dict[str, Any]:
         """The source's own options, name -> type: `options` and the credentials (text)."""

@@ -1,9 +1,23 @@
 """Google Cloud: Cloud Billing Catalog SKUs (Compute Engine and Cloud TPU), with an API key."""
 
-from gpuradar.core.providers.base import Provider, family
+from __future__ import annotations
+
+from gpuradar.core.providers.base import Options, Provider, family
+
+
+def describe_status(provider: Provider, opts: Options, configured: Options
+                    ) -> tuple[bool, str]:
+    """An API key is needed; says whether the file or the environment gave it."""
+    if not opts.get("api_key"):
+        return False, ("needs a Google Cloud API key with the Cloud Billing API enabled: "
+                       "set GCP_API_KEY or sources.gcp.api_key")
+    configured_key = configured.get("api_key")
+    return True, "API key from " + ("sources.gcp.api_key" if configured_key else "GCP_API_KEY")
+
 
 GCP = Provider(
     name="gcp",
+    describe=describe_status,
     endpoints={
         # Compute Engine (GPUs, machine cores and RAM, TPU v5e and newer) and Cloud TPU
         # (v2, v3, v4): read one after the other with the same key.

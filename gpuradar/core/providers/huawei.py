@@ -1,9 +1,24 @@
 """Huawei Cloud: ECS ListFlavors and BSS list prices, with an AK/SK."""
 
-from gpuradar.core.providers.base import Provider, cn_prefixed_mainland, family
+from __future__ import annotations
+
+from gpuradar.core.providers.base import Options, Provider, cn_prefixed_mainland, family
+
+
+def describe_status(provider: Provider, opts: Options, configured: Options
+                    ) -> tuple[bool, str]:
+    """No key-less source: an AK/SK is needed; the site decides the currency."""
+    if not (opts.get("access_key") and opts.get("secret_key")):
+        return False, ("needs HUAWEICLOUD_SDK_AK and HUAWEICLOUD_SDK_SK (or "
+                       "sources.huawei.access_key / secret_key): an AK/SK allowed to list "
+                       "ECS flavors and query BSS prices; no key-less source is used")
+    site = "international site, USD" if opts.get("site") == "intl" else "China site, CNY"
+    return True, f"AK/SK found; {site}"
+
 
 HUAWEI = Provider(
     name="huawei",
+    describe=describe_status,
     endpoints={
         "iam_domains": "https://iam.myhuaweicloud.com/v3/auth/domains",
         "iam": "https://iam.myhuaweicloud.com/v3/auth/projects",

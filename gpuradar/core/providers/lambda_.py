@@ -1,9 +1,23 @@
 """Lambda: the instance-types API with a key, else the public pricing page."""
 
-from gpuradar.core.providers.base import Provider, family
+from __future__ import annotations
+
+from gpuradar.core.providers.base import Options, Provider, family
+
+
+def describe_status(provider: Provider, opts: Options, configured: Options
+                    ) -> tuple[bool, str]:
+    """Live availability with a key, list prices from the public page without."""
+    if opts.get("api_key"):
+        return True, "API key found: instance-types API, live availability per region"
+    return True, ("public pricing page (list prices, availability unknown); "
+                  "LAMBDA_API_KEY (or sources.lambda.api_key) adds live per-region "
+                  "availability")
+
 
 LAMBDA = Provider(
     name="lambda",
+    describe=describe_status,
     kind="lambda",
     default_interval=600,
     endpoints={

@@ -1,9 +1,21 @@
 """RunPod: the public GraphQL gpuTypes query."""
 
-from gpuradar.core.providers.base import Provider
+from __future__ import annotations
+
+from gpuradar.core.providers.base import Options, Provider
+
+
+def describe_status(provider: Provider, opts: Options, configured: Options
+                    ) -> tuple[bool, str]:
+    """Public: a key is sent when given, never needed for prices."""
+    if opts.get("api_key"):
+        return True, "public endpoint; RUNPOD_API_KEY found (sent, not needed for prices)"
+    return True, "public endpoint, no key needed"
+
 
 RUNPOD = Provider(
     name="runpod",
+    describe=describe_status,
     kind="marketplace",
     default_interval=300,
     endpoints={"graphql": "https://api.runpod.io/graphql"},

@@ -1,6 +1,8 @@
 """Tencent Cloud: CVM DescribeZoneInstanceConfigInfos, with an API key."""
 
-from gpuradar.core.providers.base import Provider, family
+from __future__ import annotations
+
+from gpuradar.core.providers.base import Options, Provider, family
 
 # Tencent regions in mainland China, by the city in their code (ap-<city>[-...]).
 MAINLAND_CITIES = frozenset({
@@ -15,8 +17,21 @@ def is_mainland(region: str) -> bool:
     return len(parts) >= 2 and parts[0] == "ap" and parts[1] in MAINLAND_CITIES
 
 
+def describe_status(provider: Provider, opts: Options, configured: Options
+                    ) -> tuple[bool, str]:
+    """No key-less source: an API key is needed; its currency and regions are named."""
+    if not (opts.get("secret_id") and opts.get("secret_key")):
+        return False, ("needs TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY (or "
+                       "sources.tencent.secret_id / secret_key): an API key with read "
+                       "access to CVM; no key-less source is used")
+    currency = str(opts.get("currency", "CNY")).upper()
+    regions = opts.get("regions") or "all regions (DescribeRegions)"
+    return True, f"API key found; prices in {currency}; {regions}"
+
+
 TENCENT = Provider(
     name="tencent",
+    describe=describe_status,
     endpoints={"cvm": "https://cvm.tencentcloudapi.com/",
                # The financial regions' own hosts (see crawler/spiders/tencent.py).
                "cvm_financial": "https://cvm.{region}.tencentcloudapi.com/"},
