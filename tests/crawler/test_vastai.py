@@ -91,12 +91,16 @@ def test_a_rented_machine_is_stored_unavailable_not_available():
     assert out[("59380:1xH100_SXM", "on_demand")].available is True
 
 
-def test_an_offer_without_the_rented_flag_has_unknown_availability():
+def test_an_offer_without_the_rented_flag_has_unknown_availability(caplog):
     offers = real_offers()
+    list(VastaiSpider().parse(response({"offers": offers}, URL)))
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]  # each states it
     del offers[1]["rented"]
     out = {i.instance_type: i for i in VastaiSpider().parse(response({"offers": offers}, URL))}
     assert out["59380:1xH100_SXM"].available is None
     assert out["148199:1xH100_SXM"].available is True
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "vastai: offers without a `rented` flag; their availability is stored as unknown"]
 
 
 def test_the_search_still_asks_the_server_for_unrented_offers():
