@@ -518,27 +518,42 @@ def test_without_a_key_the_source_is_disabled_and_says_why(tmp_path, provider_se
     assert "GCP_API_KEY or sources.gcp.api_key" in rows["gcp"]["why"]
 
 
+@pytest.mark.parametrize("compute", [
+    (403, "PERMISSION_DENIED", "Cloud Billing API has not been used in project 123."),
+    (400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.")],
+    ids=["403", "400"])
 def test_a_key_google_refuses_fails_the_crawl_with_googles_own_words(tmp_path, provider_server,
-                                                                    sqlite_url):
-    """A key without the Cloud Billing API enabled (403) or not accepted (401): the crawl
-    fails, closes nothing, and says what Google said for each service."""
+                                                                    sqlite_url, compute):
+    """A key without the Cloud Billing API enabled (403), not valid (400, Google's answer to
+    a wrong key) or not accepted (401): the crawl fails, closes nothing, and says what Google
+    said for each service."""
     def refusal(code: int, status: str, message: str):
         body = {"error": {"code": code, "message": message, "status": status}}
         return lambda req: Reply(code, json.dumps(body).encode())
 
     cfg = config(tmp_path, provider_server)
-    provider_server.route("GET", "/v1/services/6F81-5844-456A/skus", refusal(
-        403, "PERMISSION_DENIED", "Cloud Billing API has not been used in project 123."))
+    provider_server.route("GET", "/v1/services/6F81-5844-456A/skus", refusal(*compute))
     provider_server.route("GET", "/v1/services/E000-3F24-B8AA/skus", refusal(
         401, "UNAUTHENTICATED", "Request had invalid authentication credentials."))
     proc = gpuradar("crawl", "gcp", "--json", config=cfg, db_url=sqlite_url,
                     env={"GCP_API_KEY": "AIzaFAKEKEY123"})
     [result] = json.loads(proc.stdout)
     assert result["status"] != "ok" and result["closed"] == 0
-    assert ("refused the request (HTTP 403): Cloud Billing API has not been used in project "
-            "123.") in proc.stderr
+    assert f"refused the request (HTTP {compute[0]}): {compute[2]}" in proc.stderr
     assert ("refused the request (HTTP 401): Request had invalid authentication "
             "credentials.") in proc.stderr
+
+
+def test_a_page_that_failed_is_named_by_its_service_and_the_next_service_goes_ahead(caplog):
+    from twisted.python.failure import Failure
+
+    spider = make_spider(api_key="k")
+    failure = Failure(TimeoutError("User timeout caused connection failure."))
+    failure.request = spider.page_request(service="skus")
+    out = list(spider.page_failed(failure))
+    assert [r.cb_kwargs["service"] for r in out] == ["tpu_skus"]
+    assert "gcp: SKU page of 6F81-5844-456A failed (User timeout caused connection failure.)" \
+        in caplog.text
 
 
 def test_crawl_pages_through_the_catalog_with_a_key(tmp_path, provider_server, sqlite_url):

@@ -153,6 +153,20 @@ def test_searches_that_cannot_finish_in_the_crawl_budget_are_not_made(caplog):
     assert "closes nothing" in line and "other models than" in line
 
 
+@pytest.mark.parametrize(("left", "searched"), [(6.0, True), (5.0, False)])
+def test_a_search_gets_at_least_5_s_of_the_budget_for_its_answer(left, searched):
+    # With a short request interval (`request_interval: 1s`) the answer still needs time:
+    # the next search goes ahead only if the interval plus 5 s are left.
+    clock = Clock()
+    s = VastaiSpider.from_crawler(get_crawler(VastaiSpider, {
+        "CLOSESPIDER_TIMEOUT": 300, "GPURADAR_SOURCES": {"vastai": {"request_interval": 1}}}))
+    s.clock = clock
+    (first,) = started(s)
+    clock.now += 300 - left
+    out = answer(s, first, vastai_offers())
+    assert bool([o for o in out if hasattr(o, "callback")]) is searched
+
+
 def test_truncated_search_is_split_until_complete():
     s = spider(limit=2, gpu_names=["H100 SXM", "RTX 4090", "A100 SXM4"])
     pending, offers, searches = [s.search(["H100 SXM", "RTX 4090", "A100 SXM4"])], [], []
