@@ -414,6 +414,21 @@ def test_an_api_price_keeps_the_currency_alibaba_states():
     assert currencies == ["USD", "CNY"]
 
 
+def test_a_spot_price_keeps_the_currency_alibaba_states():
+    """DescribeSpotPriceHistory states its currency too: USD stays USD, CNY only when none
+    is stated."""
+    data = json.loads((FIX / "describe_spot_price_history_gn7i.json").read_text())
+    spec = instance_types()["ecs.gn7i-c8g1.2xlarge"]
+    currencies = []
+    for stated in ("USD", None):
+        data["Currency"] = stated
+        [item] = api_spider().parse_spot(response(data), action="DescribeSpotPriceHistory",
+                                         region="cn-hangzhou", spec=spec,
+                                         zones={"cn-hangzhou-i": True})
+        currencies.append(item.currency)
+    assert currencies == ["USD", "CNY"]
+
+
 def test_a_sold_out_type_is_unavailable_whatever_its_category():
     """Status SoldOut marks the type unavailable in that zone even where its StatusCategory
     (a separate field) still says WithStock."""

@@ -600,6 +600,20 @@ def test_a_container_role_is_used_at_crawl_time_and_not_asked_by_status(
     assert [r.path for r in provider_server.requests] == ["/v2/credentials/task"]
 
 
+def test_the_spot_history_starts_at_the_top_of_the_hour():
+    # EC2 answers the price in effect at StartTime plus every change since; the whole hour
+    # keeps the signed body the same for an hour, which a recording replays.
+    from urllib.parse import parse_qs
+
+    def hour() -> str:
+        return datetime.now(UTC).strftime("%Y-%m-%dT%H:00:00Z")
+
+    before = hour()
+    request = signing_spider().spot_history_request("us-west-2")
+    after = hour()
+    assert parse_qs(request.body.decode())["StartTime"][0] in {before, after}
+
+
 def test_signed_request_carries_a_valid_sigv4_signature():
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest

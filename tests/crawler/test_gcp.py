@@ -108,17 +108,19 @@ def test_unit_price_is_the_tier_that_starts_at_zero():
 
 
 # -- assembled machine prices ------------------------------------------------------------
-def test_a_tpu_sku_priced_in_another_unit_is_skipped_and_counted(caplog):
-    """A TPU SKU priced per day (or any unit but the hour) would be misread as an hourly
-    price: it prices no slice, is counted, and its warning names the unit."""
+@pytest.mark.parametrize("unit", ["d", "mo"])
+def test_a_tpu_sku_priced_in_another_unit_is_skipped_and_counted(caplog, unit):
+    """A TPU SKU priced per day, per month (or any unit but the hour) would be misread as an
+    hourly price: it prices no slice, is counted, and its warning names the unit."""
     data = page("skus_tpu_service.json")
     (v2,) = [s for s in data["skus"] if s["description"] == "TPU-v2 Accelerator USA"]
-    v2["pricingInfo"][0]["pricingExpression"]["usageUnit"] = "d"
+    v2["pricingInfo"][0]["pricingExpression"]["usageUnit"] = unit
     spider = make_spider(api_key="k")
     found = offers(crawl_pages(spider, NO_SKUS, tpu_pages=(data,)))
     assert not any(t.startswith("v2-") and p == "on_demand" for _, t, p in found)
     assert stats(spider)["gpuradar/skipped/unexpected_unit"] == 1
-    assert "SKU 'TPU-v2 Accelerator USA' is priced per 'd', expected 'h'; skipped" in caplog.text
+    assert f"SKU 'TPU-v2 Accelerator USA' is priced per '{unit}', expected 'h'; skipped" \
+        in caplog.text
 
 
 def test_a2_price_is_cores_plus_ram_plus_gpus_from_the_real_skus():
@@ -228,18 +230,23 @@ def test_machines_without_core_or_ram_skus_are_not_priced(full, caplog):
     assert {t for r, t, _ in found if r == "europe-west4"} == {
         name for name, _ in TPU_GENERATIONS["v3"].pod_slices}
     assert stats(spider)["gpuradar/skipped/incomplete_price"] == 5
-    assert any("a3-highgpu-8g europe-west4 on_demand" in r.getMessage()
-               for r in caplog.get_records("setup"))
+    (line,) = [r.getMessage() for r in caplog.get_records("setup")
+               if "not assembled" in r.getMessage()]
+    assert line.startswith("gcp: 5 machine prices not assembled")
+    assert "a3-highgpu-8g europe-west4 on_demand" in line
+    assert not line.endswith(" ...")  # all five are named: nothing left out
 
 
-def test_a_regions_own_sku_wins_over_a_multi_region_one():
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+def test_a_regions_own_sku_wins_over_a_multi_region_one(after):
     first, second = page("skus_page1.json"), page("skus_page2.json")
     iowa = copy.deepcopy(next(s for s in first["skus"]
                               if s["description"] == "Nvidia Tesla T4 GPU running in Americas"))
     iowa["description"] = "Nvidia Tesla T4 GPU running in Iowa"
     iowa["serviceRegions"] = ["us-central1"]
     iowa["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"]["nanos"] = 330000000
-    first["skus"].insert(0, iowa)  # before the Americas SKU: order must not matter
+    # before the Americas SKU, or on the next page: the order must not matter
+    second["skus"].append(iowa) if after else first["skus"].insert(0, iowa)
     found = offers(crawl_pages(make_spider(), first, second))
     assert found[("us-central1", "nvidia-tesla-t4", "on_demand")].price == 0.33
     assert found[("us-east1", "nvidia-tesla-t4", "on_demand")].price == 0.35
@@ -511,27 +518,42 @@ def test_without_a_key_the_source_is_disabled_and_says_why(tmp_path, provider_se
     assert "GCP_API_KEY or sources.gcp.api_key" in rows["gcp"]["why"]
 
 
+@pytest.mark.parametrize("compute", [
+    (403, "PERMISSION_DENIED", "Cloud Billing API has not been used in project 123."),
+    (400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.")],
+    ids=["403", "400"])
 def test_a_key_google_refuses_fails_the_crawl_with_googles_own_words(tmp_path, provider_server,
-                                                                    sqlite_url):
-    """A key without the Cloud Billing API enabled (403) or not accepted (401): the crawl
-    fails, closes nothing, and says what Google said for each service."""
+                                                                    sqlite_url, compute):
+    """A key without the Cloud Billing API enabled (403), not valid (400, Google's answer to
+    a wrong key) or not accepted (401): the crawl fails, closes nothing, and says what Google
+    said for each service."""
     def refusal(code: int, status: str, message: str):
         body = {"error": {"code": code, "message": message, "status": status}}
         return lambda req: Reply(code, json.dumps(body).encode())
 
     cfg = config(tmp_path, provider_server)
-    provider_server.route("GET", "/v1/services/6F81-5844-456A/skus", refusal(
-        403, "PERMISSION_DENIED", "Cloud Billing API has not been used in project 123."))
+    provider_server.route("GET", "/v1/services/6F81-5844-456A/skus", refusal(*compute))
     provider_server.route("GET", "/v1/services/E000-3F24-B8AA/skus", refusal(
         401, "UNAUTHENTICATED", "Request had invalid authentication credentials."))
     proc = gpuradar("crawl", "gcp", "--json", config=cfg, db_url=sqlite_url,
                     env={"GCP_API_KEY": "AIzaFAKEKEY123"})
     [result] = json.loads(proc.stdout)
     assert result["status"] != "ok" and result["closed"] == 0
-    assert ("refused the request (HTTP 403): Cloud Billing API has not been used in project "
-            "123.") in proc.stderr
+    assert f"refused the request (HTTP {compute[0]}): {compute[2]}" in proc.stderr
     assert ("refused the request (HTTP 401): Request had invalid authentication "
             "credentials.") in proc.stderr
+
+
+def test_a_page_that_failed_is_named_by_its_service_and_the_next_service_goes_ahead(caplog):
+    from twisted.python.failure import Failure
+
+    spider = make_spider(api_key="k")
+    failure = Failure(TimeoutError("User timeout caused connection failure."))
+    failure.request = spider.page_request(service="skus")
+    out = list(spider.page_failed(failure))
+    assert [r.cb_kwargs["service"] for r in out] == ["tpu_skus"]
+    assert "gcp: SKU page of 6F81-5844-456A failed (User timeout caused connection failure.)" \
+        in caplog.text
 
 
 def test_crawl_pages_through_the_catalog_with_a_key(tmp_path, provider_server, sqlite_url):

@@ -244,6 +244,15 @@ def test_a_rate_limit_refusal_left_by_the_retries_stops_too(caplog):
     assert "still refuses searches as too frequent (HTTP 429)" in line
 
 
+def test_a_refusal_with_an_unreadable_body_stops_as_too_frequent(caplog):
+    # A refusal whose body is not Vast's JSON (empty here) names no quota: it is the
+    # too-frequent case, and the crawl still stops with its line instead of failing.
+    out, queued = refused(spider(), 429, b"")
+    assert out == [] and queued == []
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert "still refuses searches as too frequent (HTTP 429)" in line
+
+
 def test_another_failed_search_is_reported_and_the_next_one_goes_ahead(caplog):
     out, queued = refused(spider(), 500, b"oops")
     assert [json.loads(r.body)["gpu_name"].keys() for r in out] == [{"notin": 0}.keys()]

@@ -89,6 +89,8 @@ def test_newest_shapes_get_their_documented_cpus_and_a_clean_name():
     assert gb200.price == 64.0  # 4 x $16
     assert gb200.vcpus == 144  # two 72-core Arm Grace CPUs: 1 vCPU per OCPU
     assert gb200.attributes["shape_label"] == "BM.GPU.GB200.4 (NVL72)"
+    # a shape whose name is already clean carries no second label
+    assert "shape_label" not in got[("BM.GPU.B300.8", "on_demand")].attributes
     b300 = got[("BM.GPU.B300.8", "on_demand")]
     assert (b300.price, b300.vcpus, b300.memory_gb) == (120.0, 256, 4096)
     assert shape_name("BM.GPU.GB300.4 (NVL72)") == "BM.GPU.GB300.4"

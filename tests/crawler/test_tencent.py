@@ -88,6 +88,8 @@ def test_on_demand_price_is_the_list_price_even_with_an_account_discount(tmp_pat
               if (i["zone"], i["instance_type"]) == ("ap-guangzhou-3", "GN7.2XLARGE32"))
     assert t4["pricing"] == "on_demand" and t4["price"] == 8.68
     assert t4["attributes"]["unit_price_discount"] == 6.94
+    # it is the on-demand price itself: no second "on-demand price" beside it
+    assert "on_demand_unit_price" not in t4["attributes"]
 
 
 @pytest.mark.parametrize(("zone", "region", "mainland"), [

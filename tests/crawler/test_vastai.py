@@ -91,12 +91,16 @@ def test_a_rented_machine_is_stored_unavailable_not_available():
     assert out[("59380:1xH100_SXM", "on_demand")].available is True
 
 
-def test_an_offer_without_the_rented_flag_has_unknown_availability():
+def test_an_offer_without_the_rented_flag_has_unknown_availability(caplog):
     offers = real_offers()
+    list(VastaiSpider().parse(response({"offers": offers}, URL)))
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]  # each states it
     del offers[1]["rented"]
     out = {i.instance_type: i for i in VastaiSpider().parse(response({"offers": offers}, URL))}
     assert out["59380:1xH100_SXM"].available is None
     assert out["148199:1xH100_SXM"].available is True
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "vastai: offers without a `rented` flag; their availability is stored as unknown"]
 
 
 def test_the_search_still_asks_the_server_for_unrented_offers():
@@ -147,6 +151,20 @@ def test_searches_that_cannot_finish_in_the_crawl_budget_are_not_made(caplog):
     (line,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert "time budget of 300 s would run out before 1 more search(es) finish" in line
     assert "closes nothing" in line and "other models than" in line
+
+
+@pytest.mark.parametrize(("left", "searched"), [(6.0, True), (5.0, False)])
+def test_a_search_gets_at_least_5_s_of_the_budget_for_its_answer(left, searched):
+    # With a short request interval (`request_interval: 1s`) the answer still needs time:
+    # the next search goes ahead only if the interval plus 5 s are left.
+    clock = Clock()
+    s = VastaiSpider.from_crawler(get_crawler(VastaiSpider, {
+        "CLOSESPIDER_TIMEOUT": 300, "GPURADAR_SOURCES": {"vastai": {"request_interval": 1}}}))
+    s.clock = clock
+    (first,) = started(s)
+    clock.now += 300 - left
+    out = answer(s, first, vastai_offers())
+    assert bool([o for o in out if hasattr(o, "callback")]) is searched
 
 
 def test_truncated_search_is_split_until_complete():
