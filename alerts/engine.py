@@ -20,11 +20,13 @@ the others are evaluated and notify as usual (`EvaluationResult.errors`).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -96,6 +98,24 @@ def policy(rule: Rule, settings: AlertSettings) -> Policy:
 
 
 # -- what stays in the process -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What evaluation needs of one rule under the settings, worked out once per rule set
+    (the check whether a rule must be looked at again runs for every rule, every time)."""
+
+    rule: Rule
+    key: PoolKey                # its pool
+    band: float | None          # the highest price it looks at (None: any)
+    policy: Policy
+    always: bool                # a drop or index rule: looked at every time
+
+    @classmethod
+    def of(cls, rule: Rule, settings: AlertSettings) -> _Plan:
+        c = rule.condition
+        return cls(rule, PoolKey.of(c), band(rule, settings), policy(rule, settings),
+                   c.drop_pct is not None or c.index)
+
+
 class _Runtime:
     """One database's market, pools and alert state, between evaluations."""
 
@@ -107,7 +127,7 @@ class _Runtime:
         self.stamp: tuple[Any, ...] | None = None
         self.rules: dict[str, Rule] = {}
         self.synced: tuple[int, ...] = ()  # the rules (by identity) the pools were made for
-        self.keys: list[PoolKey] | None = None  # their pool keys, in order
+        self.plans: list[_Plan] | None = None  # theirs, in order
         self.settings: AlertSettings | None = None
         # Jinja compiles a template once per environment: keep it (templates dir, renderer).
         self.renderer: tuple[Any, messages.Renderer] | None = None
@@ -204,6 +224,35 @@ def match_rules(engine: Engine, rules: list[Rule], *, now: datetime | None = Non
 
 
 # -- one evaluation ----------------------------------------------------------------------
+_gc_lock = threading.Lock()
+_gc_holders = 0          # evaluations running with the collector held off
+_gc_resume = False       # whether the first of them found it enabled
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Hold off Python's cyclic garbage collector for the duration (it resumes as it was).
+
+    An evaluation allocates and frees hundreds of thousands of short-lived objects (rows,
+    matches, messages); reference counting frees them, yet every few thousand allocations
+    the collector would traverse every tracked object of the process, the market's 100,000
+    offers and the rules' state included: up to a third of a large evaluation's time (see
+    docs/benchmark.md). The few cycles an evaluation leaves are collected once it resumes."""
+    global _gc_holders, _gc_resume
+    with _gc_lock:
+        if _gc_holders == 0:
+            _gc_resume = gc.isenabled()
+            gc.disable()
+        _gc_holders += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_resume:
+                gc.enable()
+
+
 def evaluate(engine: Engine, rules: list[Rule], *, now: datetime | None = None,
              alert_settings: dict[str, Any] | AlertSettings | None = None) -> EvaluationResult:
     """One evaluation of the rule set against the stored offers.
@@ -216,7 +265,7 @@ def evaluate(engine: Engine, rules: list[Rule], *, now: datetime | None = None,
     settings = parse_settings(alert_settings)
     rules = _unique(rules)
     rt = _runtime(engine)
-    with rt.lock:
+    with rt.lock, gc_paused():
         try:
             result = _evaluate(engine, rt, rules, now, settings)
         except BaseException:
@@ -237,15 +286,15 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
     everything, built, touched = _sync_pools(engine, rt, rules, now, settings)
     states = _states(engine, rt)
     run = _Pass(rt, settings, now, _histories(engine, rules, now), _renderer(rt, settings))
-    if rt.keys is None:  # the rules changed (_sync_pools)
-        rt.keys = [PoolKey.of(r.condition) for r in rules]
+    if rt.plans is None:  # the rules or the settings changed (_sync_pools)
+        rt.plans = [_Plan.of(r, settings) for r in rules]
     new_states: dict[str, AlertState] = {}
-    for rule, key in zip(rules, rt.keys, strict=True):
-        old = states.get(rule.key)
+    for plan in rt.plans:
+        old = states.get(plan.rule.key)
         if (not everything and old is not None
-                and _unchanged(rt, rule, key, old, built, touched, settings, now)):
+                and _unchanged(rt, plan, old, built, touched, now)):
             continue
-        new_states[rule.key] = _evaluate_rule(run, rule, old)
+        new_states[plan.rule.key] = _evaluate_rule(run, plan, old)
     _source_alerts(rules, states, new_states, rt.market, settings, run.renderer, run.queue,
                    now, run.result)
     _save(engine, rt, rules, states, new_states, run)
@@ -266,10 +315,13 @@ def _sync_pools(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
     built: set[PoolKey] = set()
     if ids != rt.synced:
         built = rt.pools.sync(rules, settings, market)
-        rt.synced, rt.keys = ids, None
+        rt.synced, rt.plans = ids, None
     if fx_changed:
         built |= rt.pools.rebuild(market, lambda k: k.currency != "USD")
-    touched = rt.pools.apply(changes, market, skip=built)
+    # Pools built just now hold the current market already (every pool, at the first
+    # evaluation of a process: its 100,000 "new" offers need not be applied).
+    touched = ({} if built >= rt.pools.pools.keys()
+               else rt.pools.apply(changes, market, skip=built))
     return everything, built, touched
 
 
@@ -322,25 +374,25 @@ class _Pass:
                 "sent_at": None})
 
 
-def _unchanged(rt: _Runtime, rule: Rule, key: PoolKey, old: AlertState, built: set[PoolKey],
-               touched: dict[PoolKey, float], settings: AlertSettings, now: datetime) -> bool:
+def _unchanged(rt: _Runtime, plan: _Plan, old: AlertState, built: set[PoolKey],
+               touched: dict[PoolKey, float], now: datetime) -> bool:
     """Whether a rule's outcome cannot have changed since the last pass: the same rule and
     state, no offer reached its band, no pool rebuilt, nothing due."""
+    rule = plan.rule
     before = rt.rules.get(rule.key)
     same = before is rule or before == rule
     return (same and old.rule_hash == rule.condition_hash_value
-            and old.state not in ("pending", "error")
-            and rule.condition.drop_pct is None and not rule.condition.index
-            and key not in built
-            and not _reached(rule, key, touched, settings)
-            and (old.state != "firing" or not _due(old, policy(rule, settings), now)))
+            and old.state not in ("pending", "error") and not plan.always
+            and plan.key not in built
+            and not _reached(plan, touched)
+            and (old.state != "firing" or not _due(old, plan.policy, now)))
 
 
-def _evaluate_rule(run: _Pass, rule: Rule, old: AlertState | None) -> AlertState:
+def _evaluate_rule(run: _Pass, plan: _Plan, old: AlertState | None) -> AlertState:
     """The rule's new state; its notification queued. A rule that fails is recorded failed
     and never stops the others."""
     settings, now, result, market = run.settings, run.now, run.result, run.rt.market
-    pol = policy(rule, settings)
+    rule, pol = plan.rule, plan.policy
     result.evaluated += 1
     digest = rule.condition_hash_value
     st = old if old is not None and old.rule_hash == digest else fresh_state(
@@ -406,14 +458,10 @@ def _save(engine: Engine, rt: _Runtime, rules: list[Rule], states: dict[str, Ale
             result.pending += 1
 
 
-def _reached(rule: Rule, key: PoolKey, touched: dict[PoolKey, float],
-             settings: AlertSettings) -> bool:
+def _reached(plan: _Plan, touched: dict[PoolKey, float]) -> bool:
     """Whether an offer entered or left the rule's pool at or below its band."""
-    low = touched.get(key)
-    if low is None:
-        return False
-    b = band(rule, settings)
-    return b is None or low <= b + EPS
+    low = touched.get(plan.key)
+    return low is not None and (plan.band is None or low <= plan.band + EPS)
 
 
 def _due(state: AlertState, pol: Policy, now: datetime) -> bool:

@@ -34,7 +34,7 @@ from gpuradar.core.items import PRICINGS
 from gpuradar.core.units import region_matches
 from gpuradar.recommend import Fit, Job, MemoryEstimate, estimate_memory, fit_offer, price_in
 from gpuradar.storage import alerts as store
-from gpuradar.storage.offers import OfferRow, live_offers
+from gpuradar.storage.offers import OfferRow
 from gpuradar.storage.queries import latest_fx
 
 log = logging.getLogger(__name__)
@@ -72,9 +72,10 @@ class Market:
             changed = {s for s in versions.keys() | self.versions.keys()
                        if versions.get(s) != self.versions.get(s)}
         changes: list[Change] = []
-        if changed is None or changed:
-            rows = live_offers(engine, changed)
-            changes = self._apply(rows, changed)
+        if changed is None:  # the first read
+            changes = self._load(store.offer_rows(engine))
+        elif changed:
+            changes = self._reload(engine, changed)
         self.versions = versions
         rates = latest_fx(engine)
         fx_changed = rates != self.fx_rates
@@ -93,25 +94,36 @@ class Market:
         self.stale = stale
         return changes, fx_changed, stale_changed
 
-    def _apply(self, rows: list[OfferRow], sources: set[str] | None) -> list[Change]:
-        """Replace the offers of `sources` (None: all) by `rows`; the changed ones."""
+    def _load(self, rows: list[OfferRow]) -> list[Change]:
+        """The first read: every offer is new."""
+        offers, by_source, buckets = self.offers, self.by_source, self.buckets
+        for o in rows:
+            offers[o.id] = o
+            by_source.setdefault(o.source, {})[o.id] = o
+            buckets.setdefault((o.gpu, o.pricing, o.source), {})[o.id] = o
+        return [(None, o) for o in rows]
+
+    def _reload(self, engine: Engine, sources: set[str]) -> list[Change]:
+        """Read the offers of `sources` again; the ones that changed. Only the columns that
+        can change are read and compared; whole rows are read for the offers that did
+        (after a crawl, a few percent of the source's offers)."""
         old: dict[int, OfferRow] = {}
-        for source in (self.by_source if sources is None else sources):
+        for source in sources:
             old.update(self.by_source.get(source, {}))
-        new = {o.id: o for o in rows}
-        changes: list[Change] = []
-        for oid, row in new.items():
-            before = old.get(oid)
-            if before != row:
-                changes.append((before, row))
-        changes.extend((row, None) for oid, row in old.items() if oid not in new)
+        differ: list[int] = []
+        for values in store.offer_values(engine, sources):
+            # Its key never changes: the rest of the row tells whether the offer did.
+            before = old.pop(values[0], None)
+            if before is None or before[6:18] != values[1:]:
+                differ.append(values[0])
+        changes: list[Change] = [(self.offers.get(row.id), row)
+                                 for row in (store.offer_rows(engine, differ) if differ else ())]
+        changes.extend((row, None) for row in old.values())  # listed no more
         for before, after in changes:
             if before is not None:
                 self.offers.pop(before.id, None)
-                self.by_source.get(before.source, {}).pop(before.id, None)
-                bucket = self.buckets.get((before.gpu, before.pricing, before.source))
-                if bucket is not None:
-                    bucket.pop(before.id, None)
+                self.by_source[before.source].pop(before.id, None)
+                self.buckets[(before.gpu, before.pricing, before.source)].pop(before.id, None)
             if after is not None:
                 self.offers[after.id] = after
                 self.by_source.setdefault(after.source, {})[after.id] = after
