@@ -285,9 +285,10 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
               settings: AlertSettings) -> EvaluationResult:
     everything, built, touched = _sync_pools(engine, rt, rules, now, settings)
     states = _states(engine, rt)
-    run = _Pass(rt, settings, now, _histories(engine, rules, now), _renderer(rt, settings))
     if rt.plans is None:  # the rules or the settings changed (_sync_pools)
         rt.plans = [_Plan.of(r, settings) for r in rules]
+    run = _Pass(rt, settings, now, _histories(engine, [p.rule for p in rt.plans if p.always],
+                                              now), _renderer(rt, settings))
     new_states: dict[str, AlertState] = {}
     for plan in rt.plans:
         old = states.get(plan.rule.key)
@@ -396,7 +397,7 @@ def _evaluate_rule(run: _Pass, plan: _Plan, old: AlertState | None) -> AlertStat
     result.evaluated += 1
     digest = rule.condition_hash_value
     st = old if old is not None and old.rule_hash == digest else fresh_state(
-        rule.key, rule.name, digest, rule.condition.currency)
+        rule.key, rule.name, digest, rule.condition.currency, rule.text[:1000])
     if st.description != rule.text[:1000]:  # reworded, same condition (and currency)
         st = replace(st, description=rule.text[:1000])
     try:

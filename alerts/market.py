@@ -16,12 +16,14 @@
 from __future__ import annotations
 
 import logging
+import math
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from itertools import product
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import Engine
@@ -234,8 +236,14 @@ class Pool:
         self.key = key
         self.bound = bound
         self.accepts = selector_filter(key.offers)
+        sel = key.offers
+        # What a candidate (an offer of the pool's GPUs, pricing and sources: `candidates`)
+        # must still pass; None when the selector asks nothing more of it.
+        self.admits = (None if sel == Selector(gpus=sel.gpus, pricing=sel.pricing,
+                                               sources=sel.sources) else self.accepts)
         self.estimate: MemoryEstimate | None = (estimate_memory(key.job) if key.job is not None
                                                 else None)
+        self._price: tuple[FxTable, Callable[[OfferRow], float | None]] | None = None
         self.values: list[float] = []       # fresh, ascending
         self.ids: list[int] = []
         self.stale_values: list[float] = []
@@ -244,18 +252,31 @@ class Pool:
     # pricing ------------------------------------------------------------------------
     def value(self, o: OfferRow, fx: FxTable) -> float | None:
         """The offer's price as the rule reads it, or None (no price, job does not fit)."""
+        price = self._price
+        if price is None or price[0] is not fx:
+            price = self._price = (fx, self.pricer(fx))
+        return price[1](o)
+
+    def pricer(self, fx: FxTable) -> Callable[[OfferRow], float | None]:
+        """`value` at these rates, as one function: the pool's currency, basis and job are
+        looked at once, not once per offer."""
         key = self.key
+        currency, per_offer = key.currency, key.basis == "offer"
         if self.estimate is not None:
-            fit = self.fit(o)
-            return None if fit is None else price_in(fit, key.currency, fx, key.basis == "gpu")
-        per_offer = key.basis == "offer"
-        if key.currency == "USD":
-            return o.price_usd if per_offer else o.price_per_gpu_usd
-        if o.currency == key.currency:
-            return o.price if per_offer else (o.price / o.gpu_count if o.gpu_count else None)
-        usd = o.price_usd if per_offer else o.price_per_gpu_usd
-        rate = fx.to_usd(1.0, key.currency)
-        return None if usd is None or not rate else usd / rate
+            def fitted(o: OfferRow) -> float | None:
+                fit = self.fit(o)
+                return None if fit is None else price_in(fit, currency, fx, not per_offer)
+            return fitted
+        if currency == "USD":
+            return attrgetter("price_usd" if per_offer else "price_per_gpu_usd")
+        rate = fx.to_usd(1.0, currency)
+
+        def converted(o: OfferRow) -> float | None:
+            if o.currency == currency:
+                return o.price if per_offer else (o.price / o.gpu_count if o.gpu_count else None)
+            usd = o.price_usd if per_offer else o.price_per_gpu_usd
+            return None if usd is None or not rate else usd / rate
+        return converted
 
     def fit(self, o: OfferRow) -> Fit | None:
         """The configuration the pool's job needs on offer `o` (machines, GPUs), or None."""
@@ -288,10 +309,15 @@ class Pool:
     def build(self, market: Market) -> None:
         fresh: list[tuple[float, int]] = []
         stale: list[tuple[float, int]] = []
+        # `_entry` for each candidate, without a call per check: a pool of a large market
+        # looks at tens of thousands of offers.
+        admits, value, stale_sources = self.admits, self.pricer(market.fx), market.stale
+        top = math.inf if self.bound is None else self.bound + EPS
         for o in self.candidates(market):
-            v = self._entry(o, market.fx)
-            if v is not None:
-                (stale if o.source in market.stale else fresh).append((v, o.id))
+            if admits is None or admits(o):
+                v = value(o)
+                if v is not None and not v > top:
+                    (stale if o.source in stale_sources else fresh).append((v, o.id))
         fresh.sort()
         stale.sort()
         self.values, self.ids = [v for v, _ in fresh], [i for _, i in fresh]

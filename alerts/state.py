@@ -112,8 +112,10 @@ class Policy:
         return None
 
 
-def fresh_state(key: str, name: str, rule_hash: str, currency: str) -> AlertState:
-    return AlertState(key=key, kind="rule", name=name, rule_hash=rule_hash, currency=currency)
+def fresh_state(key: str, name: str, rule_hash: str, currency: str,
+                description: str = "") -> AlertState:
+    return AlertState(key=key, kind="rule", name=name, rule_hash=rule_hash,
+                      description=description, currency=currency)
 
 
 def transition(state: AlertState, seen: Seen, policy: Policy,
