@@ -261,16 +261,17 @@ def evaluate(engine: Engine, rules: list[Rule], *, now: datetime | None = None,
     transaction. `rules` is the whole rule set: state of rules no longer in it is dropped.
     """
     started = time.perf_counter()
-    now = now or datetime.now(UTC)
-    settings = parse_settings(alert_settings)
-    rules = _unique(rules)
-    rt = _runtime(engine)
-    with rt.lock, gc_paused():
-        try:
-            result = _evaluate(engine, rt, rules, now, settings)
-        except BaseException:
-            rt.states = None  # the database is the truth: read it again next time
-            raise
+    with gc_paused():
+        now = now or datetime.now(UTC)
+        settings = parse_settings(alert_settings)
+        rules = _unique(rules)
+        rt = _runtime(engine)
+        with rt.lock:
+            try:
+                result = _evaluate(engine, rt, rules, now, settings)
+            except BaseException:
+                rt.states = None  # the database is the truth: read it again next time
+                raise
     result.seconds = time.perf_counter() - started
     # Every crawl evaluates: a line only when a rule failed (the daemon says what fired).
     log.log(logging.INFO if result.errors else logging.DEBUG,

@@ -378,6 +378,8 @@ class PoolSet:
     def __init__(self) -> None:
         self.pools: dict[PoolKey, Pool] = {}
         self.index: dict[tuple[str | None, str | None, str | None], list[Pool]] = {}
+        # (GPU, pricing, source) of an offer -> the pools that can hold it (from the index)
+        self.reach: dict[tuple[str, str, str], list[Pool]] = {}
 
     def sync(self, rules: Iterable[Rule], settings: AlertSettings, market: Market
              ) -> set[PoolKey]:
@@ -408,35 +410,42 @@ class PoolSet:
         return built
 
     def _reindex(self) -> None:
-        self.index = {}
+        self.index, self.reach = {}, {}
         for pool in self.pools.values():
             sel = pool.key.offers
             for key in product(sel.gpus or (None,), (sel.pricing,), sel.sources or (None,)):
                 self.index.setdefault(key, []).append(pool)
 
-    def pools_for(self, o: OfferRow) -> Iterator[Pool]:
-        for key in product((o.gpu, None), (o.pricing, None), (o.source, None)):
-            yield from self.index.get(key, ())
+    def pools_for(self, o: OfferRow) -> list[Pool]:
+        """The pools that can hold offer `o`, each once."""
+        where = (o.gpu, o.pricing, o.source)
+        found = self.reach.get(where)
+        if found is None:
+            found = self.reach[where] = [
+                p for key in product((o.gpu, None), (o.pricing, None), (o.source, None))
+                for p in self.index.get(key, ())]
+        return found
 
     def apply(self, changes: list[Change], market: Market, skip: set[PoolKey]
               ) -> dict[PoolKey, float]:
         """Apply changed offers to the pools (but those in `skip`, built from the current
         market already); the lowest price touched in each pool."""
-        lowest: dict[int, float] = {}
-        skipped = {id(self.pools[k]) for k in skip if k in self.pools}
+        lowest: dict[Pool, float] = {}
+        skipped = {self.pools[k] for k in skip if k in self.pools}
         for before, after in changes:
-            pools: dict[int, Pool] = {}
-            for row in (before, after):
-                if row is not None:
-                    for p in self.pools_for(row):
-                        pools[id(p)] = p
-            for pid, pool in pools.items():
-                if pid in skipped:
+            if before is None or after is None:
+                pools = self.pools_for(before or after)  # type: ignore[arg-type]
+            else:  # the same offer: the same pools, unless its GPU changed
+                pools, moved = self.pools_for(before), self.pools_for(after)
+                if moved is not pools:
+                    pools = list(dict.fromkeys(pools + moved))
+            for pool in pools:
+                if pool in skipped:
                     continue
                 v = pool.update(before, after, market)
-                if v is not None and (pid not in lowest or v < lowest[pid]):
-                    lowest[pid] = v
-        return {p.key: lowest[id(p)] for p in self.pools.values() if id(p) in lowest}
+                if v is not None and (pool not in lowest or v < lowest[pool]):
+                    lowest[pool] = v
+        return {p.key: low for p, low in lowest.items()}
 
     def rebuild(self, market: Market, which: Callable[[PoolKey], bool]) -> set[PoolKey]:
         done = set()
