@@ -7,7 +7,7 @@ outbox exactly when the state change it reports is stored.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -71,25 +71,29 @@ def _listed(q: Select[Any]) -> Select[Any]:
                    or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None)))
 
 
-def _driver_rows(conn: Connection, q: Select[Any]) -> list[tuple[Any, ...]]:
+def _driver_rows(conn: Connection, q: Select[Any]) -> Iterator[tuple[Any, ...]]:
     """The rows as the database driver returns them, plain tuples without SQLAlchemy's
-    per-row processing: a large market is read in a third less time. Booleans may come as
-    0/1 (SQLite); the callers normalise them."""
+    per-row processing (a large market is read in a third less time), a batch at a time
+    (the rows of 100,000 offers never wait in memory all at once: the memory they held
+    would stay with the process). Booleans may come as 0/1 (SQLite): callers normalise."""
     result = conn.execute(q)
+    cursor = result.cursor
+    assert cursor is not None  # a SELECT's result has one
     try:
-        return list(result.cursor.fetchall())  # type: ignore[union-attr]
+        while batch := cursor.fetchmany(2000):
+            yield from batch
     finally:
         result.close()
 
 
-def offer_values(engine: Engine, sources: Iterable[str]) -> list[tuple[Any, ...]]:
+def offer_values(engine: Engine, sources: Iterable[str]) -> Iterator[tuple[Any, ...]]:
     """(id, *the columns that may change) of the listed offers of `sources`, in
     VALUE_COLUMNS' order: what an evaluation compares with the offers it holds, to find the
     few a crawl changed without building every row again."""
     q = _listed(select(*OFFER.c[VALUE_COLUMNS])).where(
         OFFER.c.source.in_(sorted(set(sources))))
     with engine.connect() as conn:
-        return _driver_rows(conn, q)
+        yield from _driver_rows(conn, q)
 
 
 def offer_rows(engine: Engine, ids: Iterable[int] | None = None) -> list[OfferRow]:
@@ -105,15 +109,15 @@ def offer_rows(engine: Engine, ids: Iterable[int] | None = None) -> list[OfferRo
             # By primary key alone, whether listed is checked here: with the conditions in
             # the query, SQLite scans an index of every listed offer instead.
             wanted = sorted(set(ids))
-            rows = [r for at in range(0, len(wanted), 5000)  # a statement's parameters
+            rows = (r for at in range(0, len(wanted), 5000)  # a statement's parameters
                     for r in _driver_rows(conn, select(*OFFER.c[COLUMNS], OFFER.c.active)
                                           .where(OFFER.c.id.in_(wanted[at:at + 5000])))
-                    if r[18] and r[15] != 0]  # not known unavailable: 0 or False
-    return [make((r[0], one(r[1], r[1]), one(r[2], r[2]), one(r[3] or "", r[3] or ""), r[4],
-                  one(r[5], r[5]), one(r[6], r[6]), r[7], r[8], r[9], r[10], r[11],
-                  one(r[12], r[12]), r[13], r[14], None if r[15] is None else bool(r[15]),
-                  r[16], r[17] or "", None, None))
-            for r in rows]
+                    if r[18] and r[15] != 0)  # not known unavailable: 0 or False
+        return [make((r[0], one(r[1], r[1]), one(r[2], r[2]), one(r[3] or "", r[3] or ""),
+                      r[4], one(r[5], r[5]), one(r[6], r[6]), r[7], r[8], r[9], r[10], r[11],
+                      one(r[12], r[12]), r[13], r[14], None if r[15] is None else bool(r[15]),
+                      r[16], r[17] or "", None, None))
+                for r in rows]
 
 
 def offer_history(engine: Engine, gpus: Iterable[str] | None,
