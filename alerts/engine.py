@@ -38,6 +38,7 @@ from gpuradar.alerts.index_rules import IndexMatch, index_match, read_index
 from gpuradar.alerts.market import (
     EPS,
     Market,
+    Pool,
     PoolKey,
     PoolSet,
     RuleMatch,
@@ -104,16 +105,16 @@ class _Plan:
     (the check whether a rule must be looked at again runs for every rule, every time)."""
 
     rule: Rule
-    key: PoolKey                # its pool
+    pool: Pool                  # the pools are synced for the rule set first
     band: float | None          # the highest price it looks at (None: any)
     policy: Policy
     always: bool                # a drop or index rule: looked at every time
 
     @classmethod
-    def of(cls, rule: Rule, settings: AlertSettings) -> _Plan:
+    def of(cls, rule: Rule, settings: AlertSettings, pools: PoolSet) -> _Plan:
         c = rule.condition
-        return cls(rule, PoolKey.of(c), band(rule, settings), policy(rule, settings),
-                   c.drop_pct is not None or c.index)
+        return cls(rule, pools.pools[PoolKey.of(c)], band(rule, settings),
+                   policy(rule, settings), c.drop_pct is not None or c.index)
 
 
 class _Runtime:
@@ -178,7 +179,7 @@ def _history(engine: Engine, rules: list[Rule], now: datetime) -> dict[str, Any]
     return out
 
 
-def _match(rule: Rule, pools: PoolSet, market: Market, settings: AlertSettings,
+def _match(rule: Rule, pool: Pool, market: Market, settings: AlertSettings,
            history: dict[str, Any], keep: int | None) -> RuleMatch:
     if rule.condition.index:  # a rule on the market index, not on offers
         assert market.now is not None
@@ -189,8 +190,7 @@ def _match(rule: Rule, pools: PoolSet, market: Market, settings: AlertSettings,
     spans = history.get(rule.key)
     if isinstance(spans, Exception):
         raise spans
-    return match(rule, pools.pools[PoolKey.of(rule.condition)], market, settings, keep=keep,
-                 history=spans)
+    return match(rule, pool, market, settings, keep=keep, history=spans)
 
 
 def read_market(engine: Engine, now: datetime | None = None,
@@ -217,7 +217,8 @@ def match_rules(engine: Engine, rules: list[Rule], *, now: datetime | None = Non
             pools.sync([rule], settings, market)
             history = _history(engine, [rule], now)
             history[INDEX_KEY] = read_index(engine, [rule], now)
-            out.append(_match(rule, pools, market, settings, history, None))
+            out.append(_match(rule, pools.pools[PoolKey.of(rule.condition)], market, settings,
+                              history, None))
         except Exception as exc:  # noqa: BLE001 - reported per rule
             out.append(RuleMatch(rule, None, error=f"{type(exc).__name__}: {exc}".strip()))
     return out
@@ -287,7 +288,7 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
     everything, built, touched = _sync_pools(engine, rt, rules, now, settings)
     states = _states(engine, rt)
     if rt.plans is None:  # the rules or the settings changed (_sync_pools)
-        rt.plans = [_Plan.of(r, settings) for r in rules]
+        rt.plans = [_Plan.of(r, settings, rt.pools) for r in rules]
     run = _Pass(rt, settings, now, _histories(engine, [p.rule for p in rt.plans if p.always],
                                               now), _renderer(rt, settings))
     new_states: dict[str, AlertState] = {}
@@ -304,7 +305,7 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
 
 
 def _sync_pools(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
-                settings: AlertSettings) -> tuple[bool, set[PoolKey], dict[PoolKey, float]]:
+                settings: AlertSettings) -> tuple[bool, set[Pool], dict[Pool, float]]:
     """Bring the market and the rules' pools up to date with the store: whether every rule
     must be looked at again, the pools built anew, and the lowest price that entered or
     left each pool."""
@@ -324,7 +325,9 @@ def _sync_pools(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
     # evaluation of a process: its 100,000 "new" offers need not be applied).
     touched = ({} if built >= rt.pools.pools.keys()
                else rt.pools.apply(changes, market, skip=built))
-    return everything, built, touched
+    # By pool object (hashed by identity): every rule looks its pool up in both.
+    pools = rt.pools.pools
+    return everything, {pools[k] for k in built}, {pools[k]: v for k, v in touched.items()}
 
 
 def _histories(engine: Engine, rules: list[Rule], now: datetime) -> dict[Any, Any]:
@@ -376,8 +379,8 @@ class _Pass:
                 "sent_at": None})
 
 
-def _unchanged(rt: _Runtime, plan: _Plan, old: AlertState, built: set[PoolKey],
-               touched: dict[PoolKey, float], now: datetime) -> bool:
+def _unchanged(rt: _Runtime, plan: _Plan, old: AlertState, built: set[Pool],
+               touched: dict[Pool, float], now: datetime) -> bool:
     """Whether a rule's outcome cannot have changed since the last pass: the same rule and
     state, no offer reached its band, no pool rebuilt, nothing due."""
     rule = plan.rule
@@ -385,7 +388,7 @@ def _unchanged(rt: _Runtime, plan: _Plan, old: AlertState, built: set[PoolKey],
     same = before is rule or before == rule
     return (same and old.rule_hash == rule.condition_hash_value
             and old.state not in ("pending", "error") and not plan.always
-            and plan.key not in built
+            and plan.pool not in built
             and not _reached(plan, touched)
             and (old.state != "firing" or not _due(old, plan.policy, now)))
 
@@ -403,7 +406,7 @@ def _evaluate_rule(run: _Pass, plan: _Plan, old: AlertState | None) -> AlertStat
         st = replace(st, description=rule.text[:1000])
     try:
         top = rule.top or settings.top
-        m = _match(rule, run.rt.pools, market, settings, run.history, top)
+        m = _match(rule, plan.pool, market, settings, run.history, top)
         result.matches[rule.name] = m
         best = (m.summary() if isinstance(m, IndexMatch)
                 else messages.offer_summary(*m.matches[0], rule, market, m.pool)
@@ -438,9 +441,11 @@ def _save(engine: Engine, rt: _Runtime, rules: list[Rule], states: dict[str, Ale
     configured = {r.key for r in rules}
     deletes = [k for k, s in states.items() if s.kind == "rule" and k not in configured]
     inserts = [s for k, s in new_states.items() if k not in states]
-    updates = [s for k, s in new_states.items() if k in states and not s.same(states[k])]
+    changed = {k: s.changes(states[k]) for k, s in new_states.items() if k in states}
+    updates = [new_states[k] for k, diff in changed.items() if diff]
     store.save_evaluation(engine, inserts=[dict(s.as_row(), updated_at=now) for s in inserts],
-                          updates=[dict(s.as_row(), updated_at=now) for s in updates],
+                          updates=[dict(changed[s.key], key=s.key, updated_at=now)
+                                   for s in updates],
                           deletes=deletes, notifications=run.outbox)
     # Written: the process's copy follows the database.
     for s in (*inserts, *updates):
@@ -460,9 +465,9 @@ def _save(engine: Engine, rt: _Runtime, rules: list[Rule], states: dict[str, Ale
             result.pending += 1
 
 
-def _reached(plan: _Plan, touched: dict[PoolKey, float]) -> bool:
+def _reached(plan: _Plan, touched: dict[Pool, float]) -> bool:
     """Whether an offer entered or left the rule's pool at or below its band."""
-    low = touched.get(plan.key)
+    low = touched.get(plan.pool)
     return low is not None and (plan.band is None or low <= plan.band + EPS)
 
 
