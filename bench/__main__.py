@@ -167,7 +167,25 @@ def crawl_path_figures(figs: Figures, size: dict) -> None:
         add_figures(figs, size["crawl_meters"], Path(tmp), pg_url)
 
 
-EXTRA: list[Callable[[Figures, dict], None]] = [crawl_path_figures, daemon_figures]
+def startup_figures(figs: Figures, size: dict) -> None:
+    """Wall time of the everyday commands, each a new process (bench/startup.py), beside
+    `python -c pass`; CPU time in the label, as it depends far less on the machine's load."""
+    from bench.startup import PYTHON, startup_times
+
+    runs = 15 if all(size.get(k) == v for k, v in FULL.items()) else 5  # --full: 15 runs
+    times = startup_times(runs)
+    base = times.pop(PYTHON)
+    targets = {"gpuradar --version": 250, "gpuradar prices": 600}
+    for label, t in times.items():
+        target = targets.get(label)
+        figs.add(f"start-up: {label} (python -c pass: {base['wall_ms']:.0f} ms; CPU "
+                 f"{t['cpu_ms']:.0f} ms; median of {runs})", t["wall_ms"],
+                 None, f"<= {target} ms" if target else "printed",
+                 t["wall_ms"] <= target if target else None, "ms")
+
+
+EXTRA: list[Callable[[Figures, dict], None]] = [crawl_path_figures, daemon_figures,
+                                                startup_figures]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -180,6 +180,84 @@ def _crawl_ids(crawls: dict[str, TrackedCrawl]) -> list[int]:
     return [cid for c in crawls.values() if (cid := c.unfinished_crawl_id) is not None]
 
 
+def _tracked(process: Any, sources: list[str],
+             on_item: Callable[[str], None] | None) -> tuple[dict[str, TrackedCrawl], list]:
+    """One tracked crawler per source; `on_item(source)` per stored item. The handlers
+    returned must be kept alive (signals hold weak references)."""
+    crawls: dict[str, TrackedCrawl] = {}
+    handlers = []
+    for name in sources:
+        crawler = process.create_crawler(name)
+        if on_item is not None:
+            def counted(item, response, spider, _name=name):
+                on_item(_name)
+            handlers.append(counted)
+            crawler.signals.connect(counted, signal=signals.item_scraped)
+        crawls[name] = TrackedCrawl(name, crawler)
+    return crawls, handlers
+
+
+class _Stops:
+    """Why and how `run_once` stops its reactor early: Ctrl-C (once: say so, record the
+    running crawls interrupted; twice: exit at once) or a database that failed."""
+
+    def __init__(self, reactor: Any, url: str, crawls: dict[str, TrackedCrawl],
+                 on_interrupt: Callable[[], None] | None) -> None:
+        self.reactor, self.url, self.crawls = reactor, url, crawls
+        self.on_interrupt = on_interrupt
+        self.why: dict[str, str] = {}
+
+    def stop(self) -> None:
+        if self.reactor.running:
+            self.reactor.stop()
+
+    def at_once(self) -> None:
+        # Not reactor.stop(): its shutdown triggers close every spider gracefully, which
+        # waits for the requests in flight and then records the crawls over our record.
+        if self.reactor.running:
+            self.reactor.crash()
+
+    def database_failed(self, problem: str) -> None:
+        self.why.setdefault("database", problem)
+        self.reactor.callFromThread(self.at_once)  # the crawls stop; each closed nothing
+
+    def _interrupted_now(self) -> None:
+        from gpuradar.storage.db import get_engine
+        from gpuradar.storage.owner import mark_interrupted
+
+        try:
+            mark_interrupted(get_engine(self.url), _crawl_ids(self.crawls), "Ctrl-C")
+        except Exception:  # noqa: BLE001 - the next command marks them (process gone)
+            log.debug("could not record the interrupted crawls", exc_info=True)
+        self.at_once()
+
+    def on_sigint(self, signum: int, frame: Any) -> None:
+        if "interrupt" in self.why:
+            os._exit(EXIT_INTERRUPTED)  # a second Ctrl-C: stop without waiting
+        self.why["interrupt"] = "interrupted"
+        if self.on_interrupt is not None:
+            self.on_interrupt()
+        self.reactor.callFromThread(self._interrupted_now)
+
+    def results(self) -> list[CrawlResult]:
+        """The crawls' results, or the exception that says why they stopped early."""
+        if self.why:  # crashed, not stopped: end the reactor's threads, or the exit waits
+            pool = getattr(self.reactor, "threadpool", None)
+            if pool is not None:
+                pool.stop()
+        results = [c.result() for c in self.crawls.values()]
+        if "interrupt" in self.why:
+            for r in results:
+                if r.status == "failed":
+                    r.error = ("interrupted (Ctrl-C)" if r.crawl_id is not None
+                               else "not started (interrupted)")
+            raise CrawlInterrupted("interrupted", results)
+        if "database" in self.why:
+            _record_stopped(self.url, self.crawls, self.why["database"])
+            raise DatabaseUnusable(self.why["database"], results)
+        return results
+
+
 def run_once(sources: list[str], settings: Settings,
              on_item: Callable[[str], None] | None = None,
              on_interrupt: Callable[[], None] | None = None) -> list[CrawlResult]:
@@ -198,49 +276,8 @@ def run_once(sources: list[str], settings: Settings,
 
     url = settings.get("GPURADAR_DATABASE_URL") or ""
     process = CrawlerProcess(settings)
-    crawls: dict[str, TrackedCrawl] = {}
-    handlers = []
-    for name in sources:
-        crawler = process.create_crawler(name)
-        if on_item is not None:
-            def counted(item, response, spider, _name=name):
-                on_item(_name)
-            handlers.append(counted)  # signals hold weak references: keep one
-            crawler.signals.connect(counted, signal=signals.item_scraped)
-        crawls[name] = TrackedCrawl(name, crawler)
-    stopped: dict[str, str] = {}
-
-    def stop_reactor() -> None:
-        if reactor.running:
-            reactor.stop()
-
-    def stop_at_once() -> None:
-        # Not reactor.stop(): its shutdown triggers close every spider gracefully, which
-        # waits for the requests in flight and then records the crawls over our record.
-        if reactor.running:
-            reactor.crash()
-
-    def database_failed(problem: str) -> None:
-        stopped.setdefault("database", problem)
-        reactor.callFromThread(stop_at_once)  # the crawls stop; each closed nothing
-
-    def interrupted_now() -> None:
-        from gpuradar.storage.db import get_engine
-        from gpuradar.storage.owner import mark_interrupted
-
-        try:
-            mark_interrupted(get_engine(url), _crawl_ids(crawls), "Ctrl-C")
-        except Exception:  # noqa: BLE001 - the next command marks them (process gone)
-            log.debug("could not record the interrupted crawls", exc_info=True)
-        stop_at_once()
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        if "interrupt" in stopped:
-            os._exit(EXIT_INTERRUPTED)  # a second Ctrl-C: stop without waiting
-        stopped["interrupt"] = "interrupted"
-        if on_interrupt is not None:
-            on_interrupt()
-        reactor.callFromThread(interrupted_now)
+    crawls, _handlers = _tracked(process, sources, on_item)
+    stops = _Stops(reactor, url, crawls, on_interrupt)
 
     @defer.inlineCallbacks
     def crawl_all():
@@ -253,15 +290,15 @@ def run_once(sources: list[str], settings: Settings,
                         crawls[n].failed_to_start(failure.value)
                         log.debug("crawl of %s failed", n, exc_info=failure.value)
         finally:
-            reactor.callLater(0, stop_reactor)
+            reactor.callLater(0, stops.stop)
 
     quiet = settings.get("LOG_LEVEL", "DEBUG") not in ("DEBUG", "INFO")
-    guard = _DatabaseGuard(url, database_failed, quiet)
+    guard = _DatabaseGuard(url, stops.database_failed, quiet)
     # Scrapy replaces its root handler when a crawl starts: filter where records are made
     loggers = [logging.getLogger(name) for name in _ERROR_LOGGERS]
     for logger in loggers:
         logger.addFilter(guard)
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    previous = signal.signal(signal.SIGINT, stops.on_sigint)
     try:
         reactor.callWhenRunning(crawl_all)
         process.start(stop_after_crawl=False, install_signal_handlers=False)
@@ -269,21 +306,7 @@ def run_once(sources: list[str], settings: Settings,
         signal.signal(signal.SIGINT, previous)
         for logger in loggers:
             logger.removeFilter(guard)
-    if stopped:  # crashed, not stopped: end the reactor's threads, or the exit waits
-        pool = getattr(reactor, "threadpool", None)
-        if pool is not None:
-            pool.stop()
-    results = [c.result() for c in crawls.values()]
-    if "interrupt" in stopped:
-        for r in results:
-            if r.status == "failed":
-                r.error = ("interrupted (Ctrl-C)" if r.crawl_id is not None
-                           else "not started (interrupted)")
-        raise CrawlInterrupted("interrupted", results)
-    if "database" in stopped:
-        _record_stopped(url, crawls, stopped["database"])
-        raise DatabaseUnusable(stopped["database"], results)
-    return results
+    return stops.results()
 
 
 def _record_stopped(url: str, crawls: dict[str, TrackedCrawl], problem: str) -> None:

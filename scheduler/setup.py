@@ -5,7 +5,9 @@ the rules, the Scrapy settings and every source's schedule.
 `gpuradar run` loads it at start and on every reload (a configuration that does not load
 is rejected as a whole); `gpuradar config check`, `crawl`, `sources` and `rules check` load
 the same, so a file one of them accepts is accepted by all, and one `run` would refuse is
-refused by all of them.
+refused by all of them. `check_setup` is the part that can refuse a file, without Scrapy:
+`rules check` and `crawl` check with it (Scrapy's settings and spiders, built from a checked
+file by `load_setup`, refuse nothing), so `rules check` starts without loading Scrapy.
 """
 
 from __future__ import annotations
@@ -71,14 +73,25 @@ def credential_env_values() -> list[str]:
             for env in provider.credentials.values() if os.environ.get(env)]
 
 
-def load_setup(options: RunOptions, previous: Loaded | None = None, *,
-               rules: bool = True) -> Loaded:
-    """Read and check the whole configuration; raises ConfigError/RuleError and changes
-    nothing, so a reload can reject a broken file and keep the running one. `rules=False`
-    leaves the rules unparsed (`rules check` reports every bad rule itself)."""
+@dataclass
+class Checked:
+    """The part of a configuration that can be refused, read and checked: what load_setup
+    builds the crawler's side from (nothing of that can refuse a checked file)."""
+
+    cfg: Config
+    opts: DaemonOptions
+    metrics: MetricsOptions
+    rules: list[Any]
+    targets: Any
+
+
+def check_setup(options: RunOptions, previous: Loaded | None = None, *,
+                rules: bool = True) -> Checked:
+    """Read and check the whole configuration as load_setup does, without loading Scrapy
+    (unless the file has a `scrapy:` section, whose keys only Scrapy can name): what
+    `rules check` and `crawl` refuse a file with. Raises ConfigError/RuleError."""
     from gpuradar.alerts.loader import load_rules, load_settings, load_targets
-    from gpuradar.crawler.config import scrapy_setting_names, scrapy_settings
-    from gpuradar.crawler.runner import spider_classes
+    from gpuradar.crawler.config import scrapy_setting_names  # calls Scrapy only when asked
 
     o = options
     cfg = load_config(o.config, database_url=o.database_url, scrapy_names=scrapy_setting_names)
@@ -94,6 +107,21 @@ def load_setup(options: RunOptions, previous: Loaded | None = None, *,
     load_settings(cfg)
     targets = load_targets(cfg)
     loaded_rules = load_rules(cfg, targets) if rules else []
+    return Checked(cfg, opts, mopts, loaded_rules, targets)
+
+
+def load_setup(options: RunOptions, previous: Loaded | None = None, *,
+               rules: bool = True) -> Loaded:
+    """Read and check the whole configuration (check_setup), then build the Scrapy settings
+    and every source's schedule and status; raises ConfigError/RuleError and changes
+    nothing, so a reload can reject a broken file and keep the running one. `rules=False`
+    leaves the rules unparsed (`rules check` reports every bad rule itself)."""
+    from gpuradar.crawler.config import scrapy_settings
+    from gpuradar.crawler.runner import spider_classes
+
+    o = options
+    checked = check_setup(o, previous, rules=rules)
+    cfg, opts, mopts = checked.cfg, checked.opts, checked.metrics
     overrides: dict[str, Any] = {"LOG_LEVEL": "DEBUG" if o.log_level.upper() == "DEBUG"
                                  else "INFO"}
     if o.replay:
@@ -122,8 +150,8 @@ def load_setup(options: RunOptions, previous: Loaded | None = None, *,
             continue
         plans[name] = schedule[name]
     secrets = config_secrets(cfg, credential_env_values())
-    return Loaded(cfg, opts, mopts, loaded_rules, targets, settings, classes, plans, skipped,
-                  secrets, schedule, status)
+    return Loaded(cfg, opts, mopts, checked.rules, checked.targets, settings, classes, plans,
+                  skipped, secrets, schedule, status)
 
 
 def crawl_settings(loaded: Loaded, plan: SourcePlan) -> Any:

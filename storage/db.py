@@ -1,23 +1,29 @@
 """Engines, connection settings and schema migrations.
 
 SQLite (WAL) is the embedded default; PostgreSQL is selected by URL. The schema is owned by
-Alembic: `upgrade()` runs on start and through `gpuradar db upgrade`.
+Alembic: `upgrade()` runs on start and through `gpuradar db upgrade`. A database whose
+stored revision is already the newest migration's (the usual start) is not handed to
+Alembic at all: importing it (and Mako, Pygments) costs more than a short command's work.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
+import weakref
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +75,10 @@ def writable_sidecars(database: Path) -> None:
             continue
 
 
+#: Every engine get_engine made in this process and still in use (dispose_engines).
+_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
 @cache
 def get_engine(url: str) -> Engine:
     """One engine per URL and process; raises DatabaseError with a one-line reason."""
@@ -91,7 +101,28 @@ def get_engine(url: str) -> Engine:
         raise DatabaseError(f"cannot use database {redact_url(url)}: {exc}") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+    _ENGINES.add(engine)
     return engine
+
+
+def dispose_engines() -> None:
+    """Close the pooled connections of every engine of this process, now rather than when
+    the interpreter's last garbage collection would (SQLite then checkpoints its WAL and
+    removes the -wal and -shm files)."""
+    for engine in list(_ENGINES):
+        engine.dispose()
+
+
+def dialect_insert(dialect: str, table: Any) -> Any:
+    """The INSERT of `dialect` ("postgresql" or "sqlite"), which has ON CONFLICT DO UPDATE.
+    Only that dialect's module is imported (PostgreSQL's costs a SQLite command time)."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table)
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert(table)
 
 
 def check_connection(engine: Engine) -> None:
@@ -163,6 +194,8 @@ def check_writable(engine: Engine) -> None:
 
 
 def alembic_config(engine: Engine) -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.attributes["engine"] = engine
@@ -171,6 +204,8 @@ def alembic_config(engine: Engine) -> Config:
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the schema to `revision` (applied on start; idempotent)."""
+    from alembic import command
+
     check_connection(engine)
     try:
         command.upgrade(alembic_config(engine), revision)
@@ -178,14 +213,60 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         raise DatabaseError(f"migration failed: {str(exc.orig or exc).splitlines()[0]}") from None
 
 
+# `revision: str = '0007_crawl_replay'` and `down_revision: str | None = '0006_...'` in the
+# migration files (Alembic's own template)
+_REVISION_LINE = re.compile(r"^(revision|down_revision)\s*(?::[^=\n]*)?=\s*['\"]([^'\"]+)['\"]",
+                            re.MULTILINE)
+
+
+@cache
+def head_revision() -> str | None:
+    """The newest migration's revision, read from the migration files without Alembic: the
+    one revision no other names as its down_revision. None when that is not one revision
+    (branches, a form this does not read): then Alembic decides, as it always may."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (MIGRATIONS / "versions").glob("*.py"):
+        found = {m[1]: m[2] for m in _REVISION_LINE.finditer(path.read_text("utf-8"))}
+        if "revision" not in found:
+            return None
+        revisions.add(found["revision"])
+        if "down_revision" in found:
+            parents.add(found["down_revision"])
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def at_head(engine: Engine) -> bool:
+    """Whether the database's stored schema revision is the newest migration's, asked with
+    one query (no Alembic). False when it is not, or when there is no schema yet; a
+    database that cannot be reached is a DatabaseError naming the cause, as in upgrade()."""
+    head = head_revision()
+    if head is None:
+        return False
+    try:
+        with engine.connect() as conn:
+            try:
+                stored = conn.execute(text("SELECT version_num FROM alembic_version")
+                                      ).scalars().all()
+            except SQLAlchemyError:  # no alembic_version table: a new database
+                return False
+    except OperationalError as exc:
+        where = engine.url.render_as_string(hide_password=True)
+        raise DatabaseError(database_problem(exc, where) or str(exc)) from None
+    return list(stored) == [head]
+
+
 _AT_HEAD: set[str] = set()
 
 
 def open_database(url: str) -> Engine:
     """Engine for `url` with the schema at head: what every command and crawl starts with.
-    Checked once per process and URL (a daemon opens its database for every crawl)."""
+    Checked once per process and URL (a daemon opens its database for every crawl); Alembic
+    runs only when the stored revision is not the newest migration's."""
     engine = get_engine(url)
     if url not in _AT_HEAD:
-        upgrade(engine)
+        if not at_head(engine):
+            upgrade(engine)
         _AT_HEAD.add(url)
     return engine

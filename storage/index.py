@@ -18,10 +18,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, Engine, and_, func, or_, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from gpuradar.core import gpus as catalog
 from gpuradar.core.marketindex import IndexFigure, IndexOffer, compute_index
+from gpuradar.storage.db import dialect_insert
 from gpuradar.storage.models import INDEX, OFFER
 
 log = logging.getLogger(__name__)
@@ -118,8 +118,7 @@ def update_index(engine: Engine, at: datetime | None = None,
                 continue
             rows.append(row)
         if rows:
-            ins = (postgresql.insert(INDEX) if conn.dialect.name == "postgresql"
-                   else sqlite.insert(INDEX))
+            ins = dialect_insert(conn.dialect.name, INDEX)
             conn.execute(ins.on_conflict_do_update(
                 index_elements=["gpu", "pricing", "at"],
                 set_={c: ins.excluded[c] for c in _COMPARED}), rows)

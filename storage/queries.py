@@ -8,9 +8,9 @@ from datetime import UTC, date, datetime
 from typing import Any, NamedTuple, overload
 
 from sqlalchemy import ColumnElement, Engine, and_, func, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from gpuradar.core.units import region_matches
+from gpuradar.storage.db import dialect_insert
 from gpuradar.storage.models import CHANGE, CRAWL, FX, OFFER
 
 
@@ -390,8 +390,7 @@ def store_fx(engine: Engine, rates: dict[str, float], rate_date: date, origin: s
     now = datetime.now(UTC)
     rows = [{"currency": c, "rate_date": rate_date, "usd_per_unit": v, "source": origin,
              "fetched_at": now} for c, v in rates.items()]
-    dialect = engine.dialect.name
-    ins = (postgresql.insert(FX) if dialect == "postgresql" else sqlite.insert(FX))
+    ins = dialect_insert(engine.dialect.name, FX)
     stmt = ins.on_conflict_do_update(
         index_elements=["currency", "rate_date"],
         set_={"usd_per_unit": ins.excluded.usd_per_unit, "source": ins.excluded.source,

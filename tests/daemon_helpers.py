@@ -28,7 +28,7 @@ RECORDINGS = REPO / "gpuradar" / "recordings"
 # What the `gpuradar` console script runs (`python -m gpuradar.cli` would import the CLI
 # module twice, as __main__ and as gpuradar.cli).
 GPURADAR = [sys.executable, "-c", "import sys; sys.argv[0] = 'gpuradar'; "
-            "from gpuradar.cli import main; main()"]
+            "from gpuradar.__main__ import main; main()"]
 
 
 
@@ -81,11 +81,14 @@ class SmtpSink:
 
 class WebhookSink:
     """A real HTTP server receiving apprise json:// posts. With `hang` set it records the
-    request, then keeps the sender waiting that many seconds (a delivery in flight)."""
+    request, then keeps the sender waiting that many seconds (a delivery in flight); after
+    `hold()` it keeps every sender waiting until `release()`."""
 
     def __init__(self) -> None:
         self.posts: list[dict[str, Any]] = []
         self.hang = 0.0
+        self._open = threading.Event()
+        self._open.set()
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -97,6 +100,7 @@ class WebhookSink:
                     sink.posts.append({"raw": body.decode("utf-8", "replace")})
                 if sink.hang:
                     time.sleep(sink.hang)
+                sink._open.wait(120)
                 try:
                     self.send_response(200)
                     self.send_header("Content-Length", "0")
@@ -114,6 +118,12 @@ class WebhookSink:
     @property
     def url(self) -> str:
         return f"json://127.0.0.1:{self.port}/hook"
+
+    def hold(self) -> None:
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
 
     def titles(self) -> list[str]:
         return [str(p.get("title", "")) for p in self.posts]

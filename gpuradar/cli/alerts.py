@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import difflib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -25,7 +24,9 @@ from gpuradar.cli.common import (
     pick_format,
 )
 from gpuradar.cli.output import Format, age, console, dump_json, emit, err_console, money
-from gpuradar.core.config import Config, ConfigError
+
+if TYPE_CHECKING:
+    from gpuradar.core.config import Config
 
 rules_app = typer.Typer(help="Check alert rules and see what they would match now.",
                         no_args_is_help=True)
@@ -34,6 +35,7 @@ notify_app = typer.Typer(help="Notification targets.", no_args_is_help=True)
 
 def _targets(cfg: Config):
     from gpuradar.alerts.loader import load_targets
+    from gpuradar.core.config import ConfigError
 
     try:
         return load_targets(cfg)
@@ -104,6 +106,7 @@ def rules_check(
     """Validate rules (and the targets they notify) and say how each was read; exit 1 when
     any is wrong."""
     from gpuradar.alerts.settings import parse_settings
+    from gpuradar.core.config import ConfigError
 
     if file is not None and not file.exists():
         raise fail(f"rules file {file} does not exist")
@@ -162,6 +165,7 @@ def _matches(cfg: Config, rules: list):
 
     from gpuradar.alerts.engine import match_rules, read_market
     from gpuradar.alerts.settings import parse_settings
+    from gpuradar.core.config import ConfigError
 
     try:
         settings = parse_settings(cfg.alerts)
@@ -364,10 +368,13 @@ def notify_test(
     as_csv: CsvOpt = False,
 ) -> None:
     """Send a test message to targets now and report apprise's result for each URL."""
+    import difflib
+
     from gpuradar.alerts.delivery import send
     from gpuradar.alerts.loader import channel_of
     from gpuradar.alerts.messages import Renderer
     from gpuradar.alerts.settings import parse_settings
+    from gpuradar.core.config import ConfigError
 
     cfg = get_config(config)
     configured = _targets(cfg)

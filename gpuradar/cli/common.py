@@ -11,7 +11,7 @@ import re
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -19,7 +19,6 @@ from typer.core import TyperCommand, TyperGroup
 
 from gpuradar import __version__
 from gpuradar.cli.output import Format, console, err_console, set_wide
-from gpuradar.core.config import Config, ConfigError, load_config
 from gpuradar.core.units import (  # noqa: F401  (the commands import them from here)
     EXIT_CODES,
     EXIT_DATABASE,
@@ -28,6 +27,14 @@ from gpuradar.core.units import (  # noqa: F401  (the commands import them from 
     EXIT_PARTIAL,
     EXIT_USAGE,
 )
+
+if TYPE_CHECKING:
+    from gpuradar.core.config import Config
+
+# The configuration (pydantic), the database (SQLAlchemy, Alembic), Scrapy and the alerting
+# side are imported inside the functions that use them: `gpuradar --version` and `--help`
+# import none of them, and each command only what it needs
+# (tests/cli/test_startup_imports.py).
 
 RECORDINGS = Path(__file__).parent.parent / "recordings"
 EXIT_HELP = "Exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in
@@ -183,8 +190,10 @@ def get_config(config: Path | None, database_url: str | None = None, *,
     `gpuradar run` checks on top (targets, rules, alert settings, every source's schedule):
     the commands that act on the configuration (crawl, sources, rules check) use it, so a
     file `run` refuses is refused by them too; `rules=False` leaves the rules to the caller."""
+    from gpuradar.core.config import ConfigError, load_config
+
     if check:
-        return get_setup(config, database_url, rules=rules).cfg
+        return check_setup(config, database_url, rules=rules).cfg
     try:
         return load_config(config, database_url=database_url, scrapy_names=scrapy_names)
     except ConfigError as exc:
@@ -202,13 +211,29 @@ def scrapy_names() -> set[str]:
 def get_setup(config: Path | None, database_url: str | None = None, *, rules: bool = True,
               **options: Any):
     """Everything `gpuradar run` loads from the configuration (gpuradar.scheduler.setup),
-    or a one-line error and exit 2."""
+    Scrapy's settings and spiders included, or a one-line error and exit 2."""
+    from gpuradar.scheduler.setup import load_setup
+
+    return _loaded(load_setup, config, database_url, rules, options)
+
+
+def check_setup(config: Path | None, database_url: str | None = None, *, rules: bool = True):
+    """The configuration with every check `gpuradar run` makes, without loading Scrapy
+    (gpuradar.scheduler.setup.check_setup), or a one-line error and exit 2."""
+    from gpuradar.scheduler.setup import check_setup as check
+
+    return _loaded(check, config, database_url, rules, {})
+
+
+def _loaded(load: Any, config: Path | None, database_url: str | None, rules: bool,
+            options: dict[str, Any]) -> Any:
     from gpuradar.alerts.rules import RuleError
-    from gpuradar.scheduler.setup import RunOptions, load_setup
+    from gpuradar.core.config import ConfigError
+    from gpuradar.scheduler.setup import RunOptions
 
     try:
-        return load_setup(RunOptions(config=config, database_url=database_url, **options),
-                          rules=rules)
+        return load(RunOptions(config=config, database_url=database_url, **options),
+                    rules=rules)
     except (ConfigError, RuleError) as exc:
         raise fail(str(exc)) from None
 

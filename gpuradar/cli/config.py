@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -15,13 +15,17 @@ from rich.markup import escape
 from gpuradar.cli.common import EXIT_USAGE, ConfigOpt, DbOpt
 from gpuradar.cli.output import Format as _Format
 from gpuradar.cli.output import console, emit, err_console
-from gpuradar.core.config import ConfigError, SourceOptions
 from gpuradar.core.units import format_duration
+
+if TYPE_CHECKING:
+    from gpuradar.core.config import SourceOptions
 
 config_app = typer.Typer(help="Check the configuration file.", no_args_is_help=True)
 
 
 def _error_lines(exc: Exception) -> list[str]:
+    from gpuradar.core.config import ConfigError
+
     if isinstance(exc, ConfigError):
         return exc.problems
     errors = getattr(exc, "errors", None)  # several bad rules at once
@@ -140,6 +144,7 @@ def config_check(
     Every problem is listed with its file, line and key (exit 2); a good configuration
     shows its sources with their intervals and credentials, targets, rules (exit 0)."""
     from gpuradar.alerts.rules import RuleError
+    from gpuradar.core.config import ConfigError
     from gpuradar.scheduler.setup import RunOptions, load_setup
 
     path = file or config

@@ -11,14 +11,15 @@ from __future__ import annotations
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
-from pydantic import BaseModel
 
 from gpuradar.cli.common import EXIT_USAGE, fail
 from gpuradar.cli.output import console
+
+if TYPE_CHECKING:  # pydantic and YAML are loaded when the file is written, not at start-up
+    from pydantic import BaseModel
 
 DEFAULT_PATH = Path("~/.config/gpuradar/config.yaml")
 _EXAMPLES = {  # a value to show where the default is empty (all are documented forms)
@@ -34,6 +35,8 @@ _EXAMPLES = {  # a value to show where the default is empty (all are documented 
 
 def _model(annotation: Any) -> type[BaseModel] | None:
     """The pydantic model inside `Model | None` / Annotated[Model, ...], if any."""
+    from pydantic import BaseModel
+
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in typing.get_args(annotation):
@@ -56,6 +59,8 @@ def _type_name(annotation: Any) -> str:
 
 
 def _value(key: str, default: Any) -> str:
+    import yaml
+
     shown = _EXAMPLES.get(key, default)
     return yaml.safe_dump({key: shown}, default_flow_style=False, sort_keys=False,
                           allow_unicode=True, width=1000).strip()

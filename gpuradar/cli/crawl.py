@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -27,8 +27,9 @@ from gpuradar.cli.common import (
     pick_format,
 )
 from gpuradar.cli.output import Format, console, emit, err_console
-from gpuradar.core.config import Config
-from gpuradar.crawler.config import scrapy_settings
+
+if TYPE_CHECKING:
+    from gpuradar.core.config import Config
 
 
 # -- crawl -------------------------------------------------------------------------------
@@ -38,6 +39,7 @@ def crawl_sources(cfg: Config, sources: list[str], record: Path | None, replay: 
     from rich.text import Text
 
     from gpuradar.core.logs import setup_logging
+    from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.runner import (
         CrawlInterrupted,
         DatabaseUnusable,
@@ -187,6 +189,7 @@ def parse(source: Annotated[str, typer.Argument(help="Source whose parser to run
           url: Annotated[str | None, typer.Option(help="URL the response came from.")] = None,
           config: ConfigOpt = None) -> None:
     """Run a source's parser on saved responses; print normalised items as JSON lines."""
+    from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.parsing import ParseFailed, parse_files
 
     cfg = get_config(config)

@@ -14,7 +14,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,9 +30,9 @@ from gpuradar.cli.common import (
 from gpuradar.cli.crawl import crawl_sources, print_results
 from gpuradar.cli.output import Col, Format, console, money, print_table, table
 from gpuradar.cli.prices import YES_NO, print_gpu_history
-from gpuradar.core import providers
-from gpuradar.core.config import Config, TargetSpec
-from gpuradar.crawler.config import scrapy_settings
+
+if TYPE_CHECKING:
+    from gpuradar.core.config import Config
 
 TIMELINE = RECORDINGS / "timeline.json"
 
@@ -48,8 +48,10 @@ def recorded_sources() -> list[str]:
 
 def _unsampled(cfg: Config, recorded: list[str]) -> list[str]:
     """One line per kind of source without a public sample: what to do instead."""
+    from gpuradar.core.providers import PROVIDERS
+
     need_keys, public = [], []
-    for provider in providers.PROVIDERS:
+    for provider in PROVIDERS:
         if provider.name in recorded or provider.kind == "fx":
             continue
         (need_keys if provider.requires_credentials else public).append(provider.name)
@@ -150,6 +152,7 @@ def _timeline(cfg: Config, pace: float) -> None:
     from gpuradar.alerts.engine import evaluate
     from gpuradar.alerts.loader import load_rules, load_targets
     from gpuradar.core import gpus
+    from gpuradar.core.config import TargetSpec
     from gpuradar.storage.alerts import notification_log
 
     spec = json.loads(TIMELINE.read_text())
@@ -195,6 +198,7 @@ def _store_step(cfg: Config, engine: Any, source: str, body: Path, at: datetime,
     prices are that capture's; only their timing is staged); the cheapest on-demand price
     per GPU it listed."""
     from gpuradar.core.items import PriceItem
+    from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.parsing import ParseFailed, parse_files
     from gpuradar.storage.ingest import CrawlWriter, Replay
 

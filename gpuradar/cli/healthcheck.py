@@ -10,14 +10,11 @@ Exit 0 when /healthz answers 200, 1 otherwise (never 2: Docker reserves it), wit
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from typing import Annotated
 
 import typer
 
 from gpuradar.cli.common import ConfigOpt
-from gpuradar.core.config import ConfigError, load_config
 from gpuradar.core.units import EXIT_FAILED
 
 # A service listening on every address is asked on the loopback.
@@ -32,6 +29,9 @@ def healthz_url(address: str, port: int) -> str:
 
 def probe(url: str, timeout: float) -> tuple[bool, str]:
     """(healthy, one line saying why) from a GET of `url`."""
+    import urllib.error
+    import urllib.request
+
     try:
         with urllib.request.urlopen(url, timeout=timeout) as reply:
             body = reply.read(2000).decode("utf-8", "replace")
@@ -59,6 +59,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Ask the running service's /healthz, where `gpuradar run` with the same
         configuration and environment listens: exit 0 when healthy, 1 otherwise."""
+        from gpuradar.core.config import ConfigError, load_config
         from gpuradar.scheduler.jobs import metrics_options
 
         try:

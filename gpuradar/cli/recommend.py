@@ -154,206 +154,239 @@ def _print_plan_assumptions(opts: Any, within: Any) -> None:
                   highlight=False, markup=False)
 
 
+# The options, by panel of `recommend --help`.
+ParamsOpt = Annotated[str, typer.Option("--params", "-p", rich_help_panel=JOB,
+                                        help="Model size: 7B, 70B, 1.5B, 350M.")]
+TaskOpt = Annotated[str, typer.Option("--task", "-t", rich_help_panel=JOB,
+                                      help="finetune | lora | qlora | pretrain | inference.")]
+PrecisionOpt = Annotated[str, typer.Option(rich_help_panel=JOB, help="bf16 | fp8 | int4 (int4: "
+                                           "inference; qlora is 4-bit anyway).")]
+SeqLenOpt = Annotated[int, typer.Option("--seq-len", rich_help_panel=JOB,
+                                        help="Sequence length (tokens).", min=1)]
+BatchOpt = Annotated[int, typer.Option(rich_help_panel=JOB, help="Micro-batch per GPU "
+                                       "(training) or concurrent sequences (inference).",
+                                       min=1)]
+TokensOpt = Annotated[str | None, typer.Option(rich_help_panel=JOB, help="Job size in tokens "
+                                               "(2B, 300B): ranks by total cost and wall "
+                                               "time.")]
+GpuHoursOpt = Annotated[float | None, typer.Option("--gpu-hours", rich_help_panel=JOB,
+                                                   help="Job size in GPU-hours.", min=0)]
+CheckpointOpt = Annotated[bool | None, typer.Option(
+    "--grad-checkpointing/--no-grad-checkpointing", rich_help_panel=DETAILS,
+    help="Recompute activations: less memory, ~33 % more compute (default: on for qlora "
+    "only).")]
+LoraRankOpt = Annotated[int, typer.Option("--lora-rank", rich_help_panel=DETAILS,
+                                          help="LoRA/QLoRA rank.", min=1)]
+LayersOpt = Annotated[int | None, typer.Option(rich_help_panel=DETAILS, help="Transformer "
+                                               "layers (default: from the size).", min=1)]
+HiddenOpt = Annotated[int | None, typer.Option(rich_help_panel=DETAILS, help="Hidden size "
+                                               "(default: from the size).", min=1)]
+MfuOpt = Annotated[float, typer.Option(rich_help_panel=DETAILS, help="Assumed share of the "
+                                       "published dense throughput achieved (MFU).")]
+BudgetOpt = Annotated[str | None, typer.Option(rich_help_panel=OFFERS, help="Max price of the "
+                                               "whole configuration: 2/h (USD), $2/h, ¥14/h, "
+                                               "14CNY/h; $1/GPU-h per GPU.")]
+SpotOpt = Annotated[str, typer.Option(rich_help_panel=OFFERS,
+                                      help="ok (include spot, marked) | no | only.")]
+RegionOpt = Annotated[list[str] | None, typer.Option(
+    "--region", "-r", rich_help_panel=OFFERS, help="Region or zone glob (us-*, eu-west-?), or "
+    "mainland / overseas (China). Repeatable.")]
+ProvidersOpt = Annotated[list[str] | None, typer.Option(
+    "--providers", "-s", rich_help_panel=OFFERS,
+    help="Only these providers (aws,gcp or repeated).")]
+TopOpt = Annotated[int, typer.Option(rich_help_panel=OFFERS, help="Options to show (0: all).",
+                                     min=0)]
+MaxAgeOpt = Annotated[str, typer.Option("--max-age", rich_help_panel=OFFERS, help="Ignore "
+                                        "sources not crawled successfully within this long.")]
+CudaOpt = Annotated[str | None, typer.Option(rich_help_panel=OFFERS, help="CUDA the job needs "
+                                             "(12.4): drops machines stated to support "
+                                             "less.")]
+FrameworkOpt = Annotated[list[str] | None, typer.Option(
+    "--framework", rich_help_panel=OFFERS, help="Also runs on: jax (GPUs, TPUs), neuron "
+    "(Trainium, Inferentia). Repeatable.")]
+OnlyOpt = Annotated[bool, typer.Option("--only", rich_help_panel=OFFERS,
+                                       help="Only the --framework(s) named.")]
+MaxNodesOpt = Annotated[int | None, typer.Option(
+    "--max-nodes", rich_help_panel=PLANS, help="Most machines in one plan (16; 64 with "
+    "--deadline).", min=1)]
+DeadlineOpt = Annotated[str | None, typer.Option(
+    rich_help_panel=PLANS, help="Finish within (30d, 72h): the cheapest plans of N machines "
+    "that do; needs --tokens or --gpu-hours.")]
+SpotOverheadOpt = Annotated[str, typer.Option(
+    "--spot-overhead", rich_help_panel=PLANS, help="Extra time on spot for interruptions and "
+    "restarts.")]
+AnyInterconnectOpt = Annotated[bool, typer.Option(
+    "--any-interconnect", rich_help_panel=PLANS, help="Also show sharded configurations over "
+    "PCIe or unknown links.")]
+NotResumableOpt = Annotated[bool, typer.Option(
+    "--not-resumable", rich_help_panel=PLANS, help="The job cannot resume from a checkpoint "
+    "(no spot over an hour).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output: the estimate, "
+                                       "hardware and ranked options.")]
+
+
+def _read_options(job: Any, budget: str | None, max_age: str, spot_overhead: str,
+                  framework: list[str] | None, only: bool, cuda: str | None,
+                  deadline: str | None, spot: str, providers: list[str] | None,
+                  region: list[str] | None, any_interconnect: bool, max_nodes: int | None,
+                  not_resumable: bool, top: int) -> Any:
+    """The offer and plan options, checked in the order a user reads them (each mistake one
+    line naming the option); the budget stays in the currency it was given in."""
+    from gpuradar import recommend as rc
+    from gpuradar.core.sources import price_sources
+
+    try:
+        limit = rc.parse_budget(budget) if budget else None
+        age_limit = rc.parse_age(max_age)
+        overhead = rc.parse_share(spot_overhead, "--spot-overhead")
+        stacks = rc.framework_stacks(_split(framework), only)
+        if cuda:
+            rc.parse_cuda(cuda)
+    except rc.RecommendError as exc:
+        raise fail(str(exc)) from None
+    try:
+        within = rc.parse_age(deadline) if deadline else None
+    except rc.RecommendError:
+        raise fail(f"--deadline {deadline!r}: use e.g. 30d or 72h") from None
+    if within is not None and job.tokens is None and job.gpu_hours is None:
+        raise fail("--deadline needs the job size: --tokens or --gpu-hours")
+    if spot not in ("ok", "no", "only"):
+        raise fail(f"--spot must be ok, no or only, not {spot!r}")
+    chosen = _split(providers)
+    unknown = [p for p in chosen if p not in price_sources()]
+    if unknown:
+        raise fail(f"unknown provider {unknown[0]!r}; known: {', '.join(price_sources())}")
+    return rc.Options(budget=limit, spot=spot, regions=tuple(region or ()), providers=chosen,
+                      max_age=age_limit, any_interconnect=any_interconnect,
+                      max_nodes=max_nodes or (64 if within else 16),
+                      resumable=not not_resumable, top=top, frameworks=stacks,
+                      deadline=within, spot_overhead=overhead, cuda=cuda)
+
+
+def _fx_note(fx: Any, limit: Any) -> str | None:
+    """How a budget in another currency compares (fails when no rate is stored for it)."""
+    if limit is None:
+        return None
+    if not fx.knows(limit.currency):
+        raise fail(f"no exchange rate for {limit.currency}; run `gpuradar crawl fx`")
+    if limit.currency == "USD":
+        return None
+    return (f"≈ {money(fx.to_usd(limit.amount, limit.currency))}; offers quoted in "
+            f"{limit.currency} compare as quoted, others through the stored rate")
+
+
+def _location_warning(regions: tuple[str, ...]) -> str | None:
+    """Which half of the data a mainland/overseas region choice leaves."""
+    from gpuradar import recommend as rc
+    from gpuradar.core.units import MAINLAND_ALIASES
+
+    if any(r.lower() in MAINLAND_ALIASES for r in regions):
+        return ("data location: mainland China only (alibaba, tencent, huawei, autodl; their "
+                "mainland regions)")
+    if any(r.lower() in rc.OVERSEAS_ALIASES for r in regions):
+        return ("data location: outside mainland China only (the mainland regions of alibaba, "
+                "tencent, huawei and autodl left out)")
+    return None
+
+
+def _dump(rec: Any, limit: Any, fx: Any) -> None:
+    """`--json`: the estimate, the hardware and the ranked options."""
+    dump_json({"estimate": rec.estimate.as_dict(), "hardware": rec.hardware,
+               "budget": None if limit is None else {
+                   "amount": limit.amount, "currency": limit.currency,
+                   "per_gpu": limit.per_gpu, "usd": fx.to_usd(limit.amount, limit.currency)},
+               "options": [dict(f.as_dict(), rank=i) for i, f in enumerate(rec.fits, 1)],
+               "considered": rec.considered, "excluded": rec.excluded,
+               "warnings": rec.warnings})
+
+
+def _print_options(rec: Any, job: Any, within: Any, now: datetime) -> None:
+    """The ranked table, then what it leaves out: spot caveats, exclusions, warnings."""
+    if rec.fits:
+        sized = job.tokens is not None or job.gpu_hours is not None
+        columns = [("rank", "#"), ("source", "source"), ("region", "region", 1),
+                   ("instance", "instance"), ("pricing", "pricing"),
+                   ("gpus", "GPUs"), ("memory", "GB/GPU need/usable", 5),
+                   ("link", "interconnect", 4)]
+        if within is not None:
+            columns += [("rdma", "RDMA", 4), ("eff", "scaling", 5)]
+        columns += [("hourly", "$/h"), ("quoted", "quoted", 3), ("wall", "time", 2),
+                    ("total", "total $"), ("age", "age", 2), ("notes", "notes", 6)]
+        title = "cheapest by " + ("estimated total cost" if sized else "hourly price")
+        if within is not None:
+            title = f"plans that finish within {_hours(within.total_seconds() / 3600)}"\
+                ", cheapest first"
+        emit(_rows(rec, now), columns, Format.table, title=title,
+             prefixes={"instance": "Standard_"})
+    spot_notes: dict[str, list[str]] = {}
+    for i, fit in enumerate(rec.fits, 1):
+        for w in (fit.spot or {}).get("warnings", ()):
+            spot_notes.setdefault(w, []).append(f"#{i}")
+    for w, ranks in spot_notes.items():
+        console.print(f"spot ({', '.join(ranks)}): {w}", highlight=False, markup=False)
+    if rec.excluded:
+        console.print("not shown: " + ", ".join(
+            f"{n} {r}" for r, n in sorted(rec.excluded.items(), key=lambda kv: -kv[1])),
+            highlight=False, markup=False)
+    for w in rec.warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def recommend(
-        params: Annotated[str, typer.Option("--params", "-p",
-            rich_help_panel=JOB, help="Model size: 7B, 70B, "
-                                            "1.5B, 350M.")],
-        task: Annotated[str, typer.Option("--task", "-t",
-            rich_help_panel=JOB, help="finetune | lora | qlora | "
-                                          "pretrain | inference.")],
-        precision: Annotated[str, typer.Option(
-            rich_help_panel=JOB, help="bf16 | fp8 | int4 (int4: inference; "
-                                               "qlora is 4-bit anyway).")] = "bf16",
-        seq_len: Annotated[int, typer.Option("--seq-len",
-            rich_help_panel=JOB, help="Sequence length (tokens).",
-                                             min=1)] = 2048,
-        batch: Annotated[int, typer.Option(
-            rich_help_panel=JOB, help="Micro-batch per GPU (training) or "
-                                           "concurrent sequences (inference).", min=1)] = 1,
-        grad_checkpointing: Annotated[bool | None, typer.Option(
-            "--grad-checkpointing/--no-grad-checkpointing", rich_help_panel=DETAILS,
-            help="Recompute activations: less memory, ~33 % more compute (default: on for "
-            "qlora only).")] = None,
-        lora_rank: Annotated[int, typer.Option("--lora-rank",
-            rich_help_panel=DETAILS, help="LoRA/QLoRA rank.",
-                                               min=1)] = 16,
-        layers: Annotated[int | None, typer.Option(
-            rich_help_panel=DETAILS, help="Transformer layers (default: from "
-                                                   "the size).", min=1)] = None,
-        hidden: Annotated[int | None, typer.Option(
-            rich_help_panel=DETAILS, help="Hidden size (default: from the "
-                                                   "size).", min=1)] = None,
-        tokens: Annotated[str | None, typer.Option(
-            rich_help_panel=JOB, help="Job size in tokens (2B, 300B): "
-                                                   "ranks by total cost and wall time.")] = None,
-        gpu_hours: Annotated[float | None, typer.Option("--gpu-hours",
-            rich_help_panel=JOB, help="Job size in "
-                                                        "GPU-hours.", min=0)] = None,
-        mfu: Annotated[float, typer.Option(
-            rich_help_panel=DETAILS, help="Assumed share of the published dense "
-                                           "throughput achieved (MFU).")] = 0.4,
-        budget: Annotated[str | None, typer.Option(
-            rich_help_panel=OFFERS, help="Max price of the whole "
-                                                   "configuration: 2/h (USD), $2/h, ¥14/h, "
-                                                   "14CNY/h; $1/GPU-h per GPU.")] = None,
-        spot: Annotated[str, typer.Option(
-            rich_help_panel=OFFERS, help="ok (include spot, marked) | no | only.")
-                        ] = "ok",
-        region: Annotated[list[str] | None, typer.Option(
-            "--region", "-r",
-            rich_help_panel=OFFERS, help="Region or zone glob (us-*, eu-west-?), or "
-            "mainland / overseas (China). Repeatable.")] = None,
-        providers: Annotated[list[str] | None, typer.Option(
-            "--providers", "-s",
-            rich_help_panel=OFFERS, help="Only these providers (aws,gcp or repeated).")] = None,
-        top: Annotated[int, typer.Option(
-            rich_help_panel=OFFERS, help="Options to show (0: all).", min=0)] = 10,
-        max_age: Annotated[str, typer.Option("--max-age",
-            rich_help_panel=OFFERS, help="Ignore sources not crawled "
-                                             "successfully within this long.")] = "2d",
-        max_nodes: Annotated[int | None, typer.Option(
-            "--max-nodes", rich_help_panel=PLANS, help="Most machines in one plan "
-            "(16; 64 with --deadline).", min=1)] = None,
-        deadline: Annotated[str | None, typer.Option(
-            rich_help_panel=PLANS, help="Finish within (30d, 72h): the cheapest plans "
-            "of N machines that do; needs --tokens or --gpu-hours.")] = None,
-        spot_overhead: Annotated[str, typer.Option(
-            "--spot-overhead", rich_help_panel=PLANS, help="Extra time on spot for "
-            "interruptions and restarts.")] = "10%",
-        cuda: Annotated[str | None, typer.Option(
-            rich_help_panel=OFFERS, help="CUDA the job needs (12.4): drops machines "
-            "stated to support less.")] = None,
-        any_interconnect: Annotated[bool, typer.Option(
-            "--any-interconnect",
-            rich_help_panel=PLANS, help="Also show sharded configurations over PCIe or "
-            "unknown links.")] = False,
-        not_resumable: Annotated[bool, typer.Option(
-            "--not-resumable",
-            rich_help_panel=PLANS, help="The job cannot resume from a checkpoint (no "
-            "spot over an hour).")] = False,
-        framework: Annotated[list[str] | None, typer.Option(
-            "--framework", rich_help_panel=OFFERS, help="Also runs on: jax (GPUs, TPUs), "
-            "neuron (Trainium, Inferentia). Repeatable.")] = None,
-        only: Annotated[bool, typer.Option(
-            "--only", rich_help_panel=OFFERS,
-            help="Only the --framework(s) named.")] = False,
-        config: ConfigOpt = None, database_url: DbOpt = None,
-        as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output: the "
-                                              "estimate, hardware and ranked options.")
-                           ] = False,
-        wide: WideOpt = False,
+        params: ParamsOpt, task: TaskOpt, precision: PrecisionOpt = "bf16",
+        seq_len: SeqLenOpt = 2048, batch: BatchOpt = 1,
+        grad_checkpointing: CheckpointOpt = None, lora_rank: LoraRankOpt = 16,
+        layers: LayersOpt = None, hidden: HiddenOpt = None, tokens: TokensOpt = None,
+        gpu_hours: GpuHoursOpt = None, mfu: MfuOpt = 0.4, budget: BudgetOpt = None,
+        spot: SpotOpt = "ok", region: RegionOpt = None, providers: ProvidersOpt = None,
+        top: TopOpt = 10, max_age: MaxAgeOpt = "2d", max_nodes: MaxNodesOpt = None,
+        deadline: DeadlineOpt = None, spot_overhead: SpotOverheadOpt = "10%",
+        cuda: CudaOpt = None, any_interconnect: AnyInterconnectOpt = False,
+        not_resumable: NotResumableOpt = False, framework: FrameworkOpt = None,
+        only: OnlyOpt = False, config: ConfigOpt = None, database_url: DbOpt = None,
+        as_json: JsonOpt = False, wide: WideOpt = False,
     ) -> None:
         """Which live offers can run a training or inference job, cheapest first: the GPU
         memory it needs (formula printed), the hardware that fits, and the offers that
         provide it, by hourly price or, with --tokens/--gpu-hours, by total cost."""
         from gpuradar import recommend as rc
         from gpuradar.core.currency import FxTable
-        from gpuradar.core.sources import price_sources
-        from gpuradar.core.units import MAINLAND_ALIASES
         from gpuradar.storage.offers import live_offers, with_observed_at
         from gpuradar.storage.queries import last_observed, latest_fx
 
         try:
-            size = rc.parse_count(params, "model size")
-            job_tokens = rc.parse_count(tokens, "tokens") if tokens else None
-            job = rc.Job(params=size, task=task.lower(), precision=precision.lower(),
-                         seq_len=seq_len, batch=batch, grad_checkpointing=grad_checkpointing,
-                         lora_rank=lora_rank, layers=layers, hidden=hidden, tokens=job_tokens,
+            job = rc.Job(params=rc.parse_count(params, "model size"), task=task.lower(),
+                         precision=precision.lower(), seq_len=seq_len, batch=batch,
+                         grad_checkpointing=grad_checkpointing, lora_rank=lora_rank,
+                         layers=layers, hidden=hidden,
+                         tokens=rc.parse_count(tokens, "tokens") if tokens else None,
                          gpu_hours=gpu_hours, mfu=mfu)
-            limit = rc.parse_budget(budget) if budget else None
-            age_limit = rc.parse_age(max_age)
-            overhead = rc.parse_share(spot_overhead, "--spot-overhead")
-            stacks = rc.framework_stacks(_split(framework), only)
-            if cuda:
-                rc.parse_cuda(cuda)
         except rc.RecommendError as exc:
             raise fail(str(exc)) from None
-        try:
-            within = rc.parse_age(deadline) if deadline else None
-        except rc.RecommendError:
-            raise fail(f"--deadline {deadline!r}: use e.g. 30d or 72h") from None
-        if within is not None and job.tokens is None and job.gpu_hours is None:
-            raise fail("--deadline needs the job size: --tokens or --gpu-hours")
-        if spot not in ("ok", "no", "only"):
-            raise fail(f"--spot must be ok, no or only, not {spot!r}")
-        chosen = _split(providers)
-        unknown = [p for p in chosen if p not in price_sources()]
-        if unknown:
-            raise fail(f"unknown provider {unknown[0]!r}; known: {', '.join(price_sources())}")
-        regions = tuple(region or ())
-        cfg = get_config(config, database_url)
-        engine = get_engine(cfg)
+        opts = _read_options(job, budget, max_age, spot_overhead, framework, only, cuda,
+                             deadline, spot, providers, region, any_interconnect, max_nodes,
+                             not_resumable, top)
+        engine = get_engine(get_config(config, database_url))
         fx = FxTable(latest_fx(engine))
-        fx_note = None
-        if limit is not None:
-            if not fx.knows(limit.currency):
-                raise fail(f"no exchange rate for {limit.currency}; run `gpuradar crawl fx`")
-            if limit.currency != "USD":
-                usd = fx.to_usd(limit.amount, limit.currency)
-                fx_note = (f"≈ {money(usd)}; offers quoted in {limit.currency} compare as "
-                           "quoted, others through the stored rate")
-        opts = rc.Options(budget=limit, spot=spot, regions=regions, providers=chosen,
-                          max_age=age_limit, any_interconnect=any_interconnect,
-                          max_nodes=max_nodes or (64 if within else 16),
-                          resumable=not not_resumable, top=top, frameworks=stacks,
-                          deadline=within, spot_overhead=overhead, cuda=cuda)
+        fx_note = _fx_note(fx, opts.budget)
         now = datetime.now(UTC)
         # dated by what the data describes: a replay's capture time, not its replay
         seen = {source: o.at for source, o in last_observed(engine).items()}
         offers = with_observed_at(live_offers(engine, include_unavailable=True,
                                               with_attributes=True), seen)
         rec = rc.recommend(offers, job, opts, fx, now)
-        if any(r.lower() in MAINLAND_ALIASES for r in regions):
-            rec.warnings.insert(0, "data location: mainland China only (alibaba, tencent, "
-                                "huawei, autodl; their mainland regions)")
-        elif any(r.lower() in rc.OVERSEAS_ALIASES for r in regions):
-            rec.warnings.insert(0, "data location: outside mainland China only (the "
-                                "mainland regions of alibaba, tencent, huawei and autodl left "
-                                "out)")
+        location = _location_warning(opts.regions)
+        if location:
+            rec.warnings.insert(0, location)
         if as_json:
-            out = {"estimate": rec.estimate.as_dict(), "hardware": rec.hardware,
-                   "budget": None if limit is None else {
-                       "amount": limit.amount, "currency": limit.currency,
-                       "per_gpu": limit.per_gpu, "usd": fx.to_usd(limit.amount,
-                                                                 limit.currency)},
-                   "options": [dict(f.as_dict(), rank=i) for i, f in enumerate(rec.fits, 1)],
-                   "considered": rec.considered, "excluded": rec.excluded,
-                   "warnings": rec.warnings}
-            dump_json(out)
+            _dump(rec, opts.budget, fx)
         else:
+            limit = opts.budget
             _print_estimate(rec, limit.text() if limit else None, fx_note)
-            if within is not None:
-                _print_plan_assumptions(opts, within)
-            if rec.fits:
-                sized = job.tokens is not None or job.gpu_hours is not None
-                columns = [("rank", "#"), ("source", "source"), ("region", "region", 1),
-                           ("instance", "instance"), ("pricing", "pricing"),
-                           ("gpus", "GPUs"), ("memory", "GB/GPU need/usable", 5),
-                           ("link", "interconnect", 4)]
-                if within is not None:
-                    columns += [("rdma", "RDMA", 4), ("eff", "scaling", 5)]
-                columns += [("hourly", "$/h"), ("quoted", "quoted", 3), ("wall", "time", 2),
-                            ("total", "total $"), ("age", "age", 2), ("notes", "notes", 6)]
-                title = "cheapest by " + ("estimated total cost" if sized else "hourly price")
-                if within is not None:
-                    title = f"plans that finish within {_hours(within.total_seconds() / 3600)}"\
-                        ", cheapest first"
-                emit(_rows(rec, now), columns, Format.table, title=title,
-                     prefixes={"instance": "Standard_"})
-            spot_notes: dict[str, list[str]] = {}
-            for i, fit in enumerate(rec.fits, 1):
-                for w in (fit.spot or {}).get("warnings", ()):
-                    spot_notes.setdefault(w, []).append(f"#{i}")
-            for w, ranks in spot_notes.items():
-                console.print(f"spot ({', '.join(ranks)}): {w}", highlight=False,
-                              markup=False)
-            if rec.excluded:
-                console.print("not shown: " + ", ".join(
-                    f"{n} {r}" for r, n in sorted(rec.excluded.items(), key=lambda kv: -kv[1])),
-                    highlight=False, markup=False)
-            for w in rec.warnings:
-                err_console.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
+            if opts.deadline is not None:
+                _print_plan_assumptions(opts, opts.deadline)
+            _print_options(rec, job, opts.deadline, now)
         if not rec.fits:
             raise typer.Exit(EXIT_FAILED)

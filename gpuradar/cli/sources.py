@@ -20,7 +20,6 @@ from gpuradar.cli.common import (
     pick_format,
 )
 from gpuradar.cli.output import Format, age, emit
-from gpuradar.core import providers
 from gpuradar.core.units import format_duration
 
 
@@ -54,6 +53,7 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
                                                   help="With --check: log Scrapy.")] = False,
             ) -> None:
     """Each source: enabled or not and why, its interval in force, last crawl, staleness."""
+    from gpuradar.core import providers
     from gpuradar.storage.queries import last_crawls, last_observed, last_success
 
     setup = get_setup(config, database_url)  # the configuration as `gpuradar run` reads it

@@ -226,6 +226,53 @@ def cuda_fit(offer: OfferRow, need: tuple[int, ...], text: str) -> tuple[str | N
     return None, None
 
 
+def _screen(offer: OfferRow, job: Job, opts: Options, need_cuda: Any,
+            now: datetime) -> tuple[str | None, str | None]:
+    """Why `offer` is left out before any fitting (None: it goes on), and the CUDA note a
+    kept offer carries. The first reason that applies is the one counted."""
+    regions = opts.regions
+    mainland = any(p.lower() in MAINLAND_ALIASES for p in regions)
+    overseas = any(p.lower() in OVERSEAS_ALIASES for p in regions)
+    globs = tuple(p for p in regions if p.lower() not in OVERSEAS_ALIASES)
+    if offer.available is False:
+        return "unavailable", None
+    if opts.providers and offer.source not in opts.providers:
+        return "other provider", None
+    if overseas and region_matches(offer.region, offer.zone, ("mainland",), offer.source):
+        return "in mainland China (--region overseas)", None
+    if not region_matches(offer.region, offer.zone, globs, offer.source):
+        return ("outside mainland China" if mainland else "other region"), None
+    if opts.spot == "no" and offer.pricing == "spot":
+        return "spot (--spot no)", None
+    if opts.spot == "only" and offer.pricing != "spot":
+        return "on-demand (--spot only)", None
+    unsupported = runs_on(offer, job, opts)
+    if unsupported is not None:
+        return f"accelerator {unsupported} (--framework)", None
+    cuda_note = None
+    if need_cuda is not None:
+        cuda_note, refused = cuda_fit(offer, need_cuda, opts.cuda or "")
+        if refused:
+            return refused, None
+    seen = offer.observed_at
+    if opts.max_age is not None and seen is not None and now - seen > opts.max_age:
+        return "stale (data older than --max-age)", None
+    return None, cuda_note
+
+
+def _attach_spot(fits: list[Fit], job: Job, opts: Options) -> None:
+    """Each spot option's interruption signal and what it means for this job."""
+    for fit in fits:
+        signal = spot_signal(fit.offer)
+        if signal is not None:
+            signal["warnings"] = spot_warnings(signal, job, fit.wall_hours, fit.nodes,
+                                               opts.resumable)
+            if fit.spot_overhead and fit.wall_hours is not None:
+                signal["warnings"].append(f"time includes +{fit.spot_overhead:.0%} for "
+                                          "interruptions and checkpoints (--spot-overhead)")
+            fit.spot = signal
+
+
 def recommend(offers: Sequence[OfferRow], job: Job, opts: Options, fx: FxTable,
               now: datetime) -> Recommendation:
     """Rank the offers the job fits on: the memory estimate, the configuration each offer
@@ -240,43 +287,12 @@ def recommend(offers: Sequence[OfferRow], job: Job, opts: Options, fx: FxTable,
     def drop(reason: str, n: int = 1) -> None:
         excluded[reason] = excluded.get(reason, 0) + n
 
-    mainland = any(p.lower() in MAINLAND_ALIASES for p in opts.regions)
-    overseas = any(p.lower() in OVERSEAS_ALIASES for p in opts.regions)
-    globs = tuple(p for p in opts.regions if p.lower() not in OVERSEAS_ALIASES)
     need_cuda = parse_cuda(opts.cuda) if opts.cuda else None
     deadline_hours = opts.deadline.total_seconds() / 3600 if opts.deadline else None
     for offer in offers:
-        if offer.available is False:
-            drop("unavailable")
-            continue
-        if opts.providers and offer.source not in opts.providers:
-            drop("other provider")
-            continue
-        if overseas and region_matches(offer.region, offer.zone, ("mainland",), offer.source):
-            drop("in mainland China (--region overseas)")
-            continue
-        if not region_matches(offer.region, offer.zone, globs, offer.source):
-            drop("outside mainland China" if mainland else "other region")
-            continue
-        if opts.spot == "no" and offer.pricing == "spot":
-            drop("spot (--spot no)")
-            continue
-        if opts.spot == "only" and offer.pricing != "spot":
-            drop("on-demand (--spot only)")
-            continue
-        unsupported = runs_on(offer, job, opts)
-        if unsupported is not None:
-            drop(f"accelerator {unsupported} (--framework)")
-            continue
-        cuda_note = None
-        if need_cuda is not None:
-            cuda_note, refused = cuda_fit(offer, need_cuda, opts.cuda or "")
-            if refused:
-                drop(refused)
-                continue
-        seen = offer.observed_at
-        if opts.max_age is not None and seen is not None and now - seen > opts.max_age:
-            drop("stale (data older than --max-age)")
+        reason, cuda_note = _screen(offer, job, opts, need_cuda, now)
+        if reason is not None:
+            drop(reason)
             continue
         fit, reason = fit_offer(offer, est, any_interconnect=opts.any_interconnect,
                                 max_nodes=opts.max_nodes, deadline_hours=deadline_hours,
@@ -296,15 +312,7 @@ def recommend(offers: Sequence[OfferRow], job: Job, opts: Options, fx: FxTable,
                 continue
         fits.append(fit)
     sized = job.tokens is not None or job.gpu_hours is not None
-    for fit in fits:
-        signal = spot_signal(fit.offer)
-        if signal is not None:
-            signal["warnings"] = spot_warnings(signal, job, fit.wall_hours, fit.nodes,
-                                               opts.resumable)
-            if fit.spot_overhead and fit.wall_hours is not None:
-                signal["warnings"].append(f"time includes +{fit.spot_overhead:.0%} for "
-                                          "interruptions and checkpoints (--spot-overhead)")
-            fit.spot = signal
+    _attach_spot(fits, job, opts)
     fits.sort(key=lambda f: _rank_key(f, sized))
     fits = _collapse_regions(fits)
     kept = _undominated(fits, sized)

@@ -290,13 +290,14 @@ def test_a_silent_leader_loses_the_lock_and_sends_nothing_more_when_it_wakes(tmp
     the new leader sends it again once that reservation has run out."""
     recordings = copy_recordings(tmp_path / "recordings", ["vastai"])
     with WebhookSink() as hook:
-        path = write_config(tmp_path / "gpuradar.yaml", {
+        config = {
             "database_url": pg_url, "sources": {"vastai": {"interval": 1, **FAST}},
             # rto: apprise waits up to 60 s for the webhook's answer, bounded by send_timeout
-            "targets": {"hook": hook.url + "?rto=60"}, "rules": [H100_RULE, SECOND_RULE],
+            "targets": {"hook": hook.url + "?rto=60"}, "rules": [],
             "daemon": HA,  # a 2026-08 recording: never stale
-            "alerts": {"send_timeout": 20, "stale_after": "never"}})
-        hook.hang = 15  # the first post is answered 15 s late: the leader's pass waits
+            "alerts": {"send_timeout": 20, "stale_after": "never"}}
+        path = write_config(tmp_path / "gpuradar.yaml", config)
+        hook.hold()  # the first post is answered once released: the leader's pass waits
         a = replica(tmp_path, path, "--replay", str(recordings))
         b = None
         try:
@@ -305,6 +306,12 @@ def test_a_silent_leader_loses_the_lock_and_sends_nothing_more_when_it_wakes(tmp
                      on_fail=a.tail)
             b = replica(tmp_path, path, "--replay", str(recordings))
             b.wait_ready()
+            # the rules come once both run (the standby first): the leader's first send,
+            # whose send_timeout runs from its start, starts now, not while b was starting
+            write_config(path, dict(config, rules=[H100_RULE, SECOND_RULE]))
+            for d in (b, a):
+                d.signal(signal.SIGHUP)
+                d.wait_metric("gpuradar_config_reloads_total", 1, result="success")
             wait_for(lambda: hook.posts, 30, "the first notification", on_fail=a.tail)
 
             def done(d):
@@ -314,9 +321,9 @@ def test_a_silent_leader_loses_the_lock_and_sends_nothing_more_when_it_wakes(tmp
             crawled = done(a)
             evaluated = a.value("gpuradar_rule_evaluations_total", result="ok")
             a.signal(signal.SIGSTOP)
-            hook.hang = 0
             assert query(pg_url, "SELECT COUNT(*) FROM notification WHERE status = "
                          "'pending'") == [(2,)]
+            hook.release()  # answered while the leader is frozen
             wait_for(lambda: holder_pid(pg_url) == b.proc.pid and role(b) == "leader",
                      TAKEOVER, "the standby to take over from the silent leader",
                      on_fail=b.tail)
@@ -346,6 +353,7 @@ def test_a_silent_leader_loses_the_lock_and_sends_nothing_more_when_it_wakes(tmp
             b.wait_metric("gpuradar_rule_evaluations_total", 3, result="ok")
             assert a.stop() == 0 and b.stop() == 0
         finally:
+            hook.release()
             if a.proc.poll() is None:
                 a.signal(signal.SIGCONT)
             a.cleanup()
