@@ -20,11 +20,13 @@ the others are evaluated and notify as usual (`EvaluationResult.errors`).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -36,6 +38,7 @@ from gpuradar.alerts.index_rules import IndexMatch, index_match, read_index
 from gpuradar.alerts.market import (
     EPS,
     Market,
+    Pool,
     PoolKey,
     PoolSet,
     RuleMatch,
@@ -96,6 +99,24 @@ def policy(rule: Rule, settings: AlertSettings) -> Policy:
 
 
 # -- what stays in the process -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What evaluation needs of one rule under the settings, worked out once per rule set
+    (the check whether a rule must be looked at again runs for every rule, every time)."""
+
+    rule: Rule
+    pool: Pool                  # the pools are synced for the rule set first
+    band: float | None          # the highest price it looks at (None: any)
+    policy: Policy
+    always: bool                # a drop or index rule: looked at every time
+
+    @classmethod
+    def of(cls, rule: Rule, settings: AlertSettings, pools: PoolSet) -> _Plan:
+        c = rule.condition
+        return cls(rule, pools.pools[PoolKey.of(c)], band(rule, settings),
+                   policy(rule, settings), c.drop_pct is not None or c.index)
+
+
 class _Runtime:
     """One database's market, pools and alert state, between evaluations."""
 
@@ -107,7 +128,7 @@ class _Runtime:
         self.stamp: tuple[Any, ...] | None = None
         self.rules: dict[str, Rule] = {}
         self.synced: tuple[int, ...] = ()  # the rules (by identity) the pools were made for
-        self.keys: list[PoolKey] | None = None  # their pool keys, in order
+        self.plans: list[_Plan] | None = None  # theirs, in order
         self.settings: AlertSettings | None = None
         # Jinja compiles a template once per environment: keep it (templates dir, renderer).
         self.renderer: tuple[Any, messages.Renderer] | None = None
@@ -158,7 +179,7 @@ def _history(engine: Engine, rules: list[Rule], now: datetime) -> dict[str, Any]
     return out
 
 
-def _match(rule: Rule, pools: PoolSet, market: Market, settings: AlertSettings,
+def _match(rule: Rule, pool: Pool, market: Market, settings: AlertSettings,
            history: dict[str, Any], keep: int | None) -> RuleMatch:
     if rule.condition.index:  # a rule on the market index, not on offers
         assert market.now is not None
@@ -169,8 +190,7 @@ def _match(rule: Rule, pools: PoolSet, market: Market, settings: AlertSettings,
     spans = history.get(rule.key)
     if isinstance(spans, Exception):
         raise spans
-    return match(rule, pools.pools[PoolKey.of(rule.condition)], market, settings, keep=keep,
-                 history=spans)
+    return match(rule, pool, market, settings, keep=keep, history=spans)
 
 
 def read_market(engine: Engine, now: datetime | None = None,
@@ -197,13 +217,43 @@ def match_rules(engine: Engine, rules: list[Rule], *, now: datetime | None = Non
             pools.sync([rule], settings, market)
             history = _history(engine, [rule], now)
             history[INDEX_KEY] = read_index(engine, [rule], now)
-            out.append(_match(rule, pools, market, settings, history, None))
+            out.append(_match(rule, pools.pools[PoolKey.of(rule.condition)], market, settings,
+                              history, None))
         except Exception as exc:  # noqa: BLE001 - reported per rule
             out.append(RuleMatch(rule, None, error=f"{type(exc).__name__}: {exc}".strip()))
     return out
 
 
 # -- one evaluation ----------------------------------------------------------------------
+_gc_lock = threading.Lock()
+_gc_holders = 0          # evaluations running with the collector held off
+_gc_resume = False       # whether the first of them found it enabled
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Hold off Python's cyclic garbage collector for the duration (it resumes as it was).
+
+    An evaluation allocates and frees hundreds of thousands of short-lived objects (rows,
+    matches, messages); reference counting frees them, yet every few thousand allocations
+    the collector would traverse every tracked object of the process, the market's 100,000
+    offers and the rules' state included: up to a third of a large evaluation's time (see
+    docs/benchmark.md). The few cycles an evaluation leaves are collected once it resumes."""
+    global _gc_holders, _gc_resume
+    with _gc_lock:
+        if _gc_holders == 0:
+            _gc_resume = gc.isenabled()
+            gc.disable()
+        _gc_holders += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_resume:
+                gc.enable()
+
+
 def evaluate(engine: Engine, rules: list[Rule], *, now: datetime | None = None,
              alert_settings: dict[str, Any] | AlertSettings | None = None) -> EvaluationResult:
     """One evaluation of the rule set against the stored offers.
@@ -212,16 +262,17 @@ def evaluate(engine: Engine, rules: list[Rule], *, now: datetime | None = None,
     transaction. `rules` is the whole rule set: state of rules no longer in it is dropped.
     """
     started = time.perf_counter()
-    now = now or datetime.now(UTC)
-    settings = parse_settings(alert_settings)
-    rules = _unique(rules)
-    rt = _runtime(engine)
-    with rt.lock:
-        try:
-            result = _evaluate(engine, rt, rules, now, settings)
-        except BaseException:
-            rt.states = None  # the database is the truth: read it again next time
-            raise
+    with gc_paused():
+        now = now or datetime.now(UTC)
+        settings = parse_settings(alert_settings)
+        rules = _unique(rules)
+        rt = _runtime(engine)
+        with rt.lock:
+            try:
+                result = _evaluate(engine, rt, rules, now, settings)
+            except BaseException:
+                rt.states = None  # the database is the truth: read it again next time
+                raise
     result.seconds = time.perf_counter() - started
     # Every crawl evaluates: a line only when a rule failed (the daemon says what fired).
     log.log(logging.INFO if result.errors else logging.DEBUG,
@@ -236,16 +287,17 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
               settings: AlertSettings) -> EvaluationResult:
     everything, built, touched = _sync_pools(engine, rt, rules, now, settings)
     states = _states(engine, rt)
-    run = _Pass(rt, settings, now, _histories(engine, rules, now), _renderer(rt, settings))
-    if rt.keys is None:  # the rules changed (_sync_pools)
-        rt.keys = [PoolKey.of(r.condition) for r in rules]
+    if rt.plans is None:  # the rules or the settings changed (_sync_pools)
+        rt.plans = [_Plan.of(r, settings, rt.pools) for r in rules]
+    run = _Pass(rt, settings, now, _histories(engine, [p.rule for p in rt.plans if p.always],
+                                              now), _renderer(rt, settings))
     new_states: dict[str, AlertState] = {}
-    for rule, key in zip(rules, rt.keys, strict=True):
-        old = states.get(rule.key)
+    for plan in rt.plans:
+        old = states.get(plan.rule.key)
         if (not everything and old is not None
-                and _unchanged(rt, rule, key, old, built, touched, settings, now)):
+                and _unchanged(rt, plan, old, built, touched, now)):
             continue
-        new_states[rule.key] = _evaluate_rule(run, rule, old)
+        new_states[plan.rule.key] = _evaluate_rule(run, plan, old)
     _source_alerts(rules, states, new_states, rt.market, settings, run.renderer, run.queue,
                    now, run.result)
     _save(engine, rt, rules, states, new_states, run)
@@ -253,7 +305,7 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
 
 
 def _sync_pools(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
-                settings: AlertSettings) -> tuple[bool, set[PoolKey], dict[PoolKey, float]]:
+                settings: AlertSettings) -> tuple[bool, set[Pool], dict[Pool, float]]:
     """Bring the market and the rules' pools up to date with the store: whether every rule
     must be looked at again, the pools built anew, and the lowest price that entered or
     left each pool."""
@@ -266,11 +318,16 @@ def _sync_pools(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
     built: set[PoolKey] = set()
     if ids != rt.synced:
         built = rt.pools.sync(rules, settings, market)
-        rt.synced, rt.keys = ids, None
+        rt.synced, rt.plans = ids, None
     if fx_changed:
         built |= rt.pools.rebuild(market, lambda k: k.currency != "USD")
-    touched = rt.pools.apply(changes, market, skip=built)
-    return everything, built, touched
+    # Pools built just now hold the current market already (every pool, at the first
+    # evaluation of a process: its 100,000 "new" offers need not be applied).
+    touched = ({} if built >= rt.pools.pools.keys()
+               else rt.pools.apply(changes, market, skip=built))
+    # By pool object (hashed by identity): every rule looks its pool up in both.
+    pools = rt.pools.pools
+    return everything, {pools[k] for k in built}, {pools[k]: v for k, v in touched.items()}
 
 
 def _histories(engine: Engine, rules: list[Rule], now: datetime) -> dict[Any, Any]:
@@ -322,34 +379,34 @@ class _Pass:
                 "sent_at": None})
 
 
-def _unchanged(rt: _Runtime, rule: Rule, key: PoolKey, old: AlertState, built: set[PoolKey],
-               touched: dict[PoolKey, float], settings: AlertSettings, now: datetime) -> bool:
+def _unchanged(rt: _Runtime, plan: _Plan, old: AlertState, built: set[Pool],
+               touched: dict[Pool, float], now: datetime) -> bool:
     """Whether a rule's outcome cannot have changed since the last pass: the same rule and
     state, no offer reached its band, no pool rebuilt, nothing due."""
+    rule = plan.rule
     before = rt.rules.get(rule.key)
     same = before is rule or before == rule
     return (same and old.rule_hash == rule.condition_hash_value
-            and old.state not in ("pending", "error")
-            and rule.condition.drop_pct is None and not rule.condition.index
-            and key not in built
-            and not _reached(rule, key, touched, settings)
-            and (old.state != "firing" or not _due(old, policy(rule, settings), now)))
+            and old.state not in ("pending", "error") and not plan.always
+            and plan.pool not in built
+            and not _reached(plan, touched)
+            and (old.state != "firing" or not _due(old, plan.policy, now)))
 
 
-def _evaluate_rule(run: _Pass, rule: Rule, old: AlertState | None) -> AlertState:
+def _evaluate_rule(run: _Pass, plan: _Plan, old: AlertState | None) -> AlertState:
     """The rule's new state; its notification queued. A rule that fails is recorded failed
     and never stops the others."""
     settings, now, result, market = run.settings, run.now, run.result, run.rt.market
-    pol = policy(rule, settings)
+    rule, pol = plan.rule, plan.policy
     result.evaluated += 1
     digest = rule.condition_hash_value
     st = old if old is not None and old.rule_hash == digest else fresh_state(
-        rule.key, rule.name, digest, rule.condition.currency)
+        rule.key, rule.name, digest, rule.condition.currency, rule.text[:1000])
     if st.description != rule.text[:1000]:  # reworded, same condition (and currency)
         st = replace(st, description=rule.text[:1000])
     try:
         top = rule.top or settings.top
-        m = _match(rule, run.rt.pools, market, settings, run.history, top)
+        m = _match(rule, plan.pool, market, settings, run.history, top)
         result.matches[rule.name] = m
         best = (m.summary() if isinstance(m, IndexMatch)
                 else messages.offer_summary(*m.matches[0], rule, market, m.pool)
@@ -384,9 +441,11 @@ def _save(engine: Engine, rt: _Runtime, rules: list[Rule], states: dict[str, Ale
     configured = {r.key for r in rules}
     deletes = [k for k, s in states.items() if s.kind == "rule" and k not in configured]
     inserts = [s for k, s in new_states.items() if k not in states]
-    updates = [s for k, s in new_states.items() if k in states and not s.same(states[k])]
+    changed = {k: s.changes(states[k]) for k, s in new_states.items() if k in states}
+    updates = [new_states[k] for k, diff in changed.items() if diff]
     store.save_evaluation(engine, inserts=[dict(s.as_row(), updated_at=now) for s in inserts],
-                          updates=[dict(s.as_row(), updated_at=now) for s in updates],
+                          updates=[dict(changed[s.key], key=s.key, updated_at=now)
+                                   for s in updates],
                           deletes=deletes, notifications=run.outbox)
     # Written: the process's copy follows the database.
     for s in (*inserts, *updates):
@@ -406,14 +465,10 @@ def _save(engine: Engine, rt: _Runtime, rules: list[Rule], states: dict[str, Ale
             result.pending += 1
 
 
-def _reached(rule: Rule, key: PoolKey, touched: dict[PoolKey, float],
-             settings: AlertSettings) -> bool:
+def _reached(plan: _Plan, touched: dict[Pool, float]) -> bool:
     """Whether an offer entered or left the rule's pool at or below its band."""
-    low = touched.get(key)
-    if low is None:
-        return False
-    b = band(rule, settings)
-    return b is None or low <= b + EPS
+    low = touched.get(plan.pool)
+    return low is not None and (plan.band is None or low <= plan.band + EPS)
 
 
 def _due(state: AlertState, pol: Policy, now: datetime) -> bool:

@@ -3,7 +3,8 @@
 * `Market`: every live offer a rule can match (listed, not known to be unavailable), by id
   and by (GPU, pricing, source); which sources are fresh; the FX rates. `refresh()` reloads
   only the sources that crawled since the last call (in the daemon: the one that just
-  finished) and says which offers changed.
+  finished), reading the columns that can change and whole rows only for the offers that
+  did, and says which offers changed.
 * `Pool`: the offers one kind of rule can match — same `Selector`, currency, price basis and
   job, whatever the price limit — each priced in the rule's currency and unit, sorted, up to
   the highest limit (plus hysteresis) of the rules that share it. A pool is built once and
@@ -16,12 +17,14 @@
 from __future__ import annotations
 
 import logging
+import math
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from itertools import product
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import Engine
@@ -34,7 +37,7 @@ from gpuradar.core.items import PRICINGS
 from gpuradar.core.units import region_matches
 from gpuradar.recommend import Fit, Job, MemoryEstimate, estimate_memory, fit_offer, price_in
 from gpuradar.storage import alerts as store
-from gpuradar.storage.offers import OfferRow, live_offers
+from gpuradar.storage.offers import OfferRow
 from gpuradar.storage.queries import latest_fx
 
 log = logging.getLogger(__name__)
@@ -72,9 +75,10 @@ class Market:
             changed = {s for s in versions.keys() | self.versions.keys()
                        if versions.get(s) != self.versions.get(s)}
         changes: list[Change] = []
-        if changed is None or changed:
-            rows = live_offers(engine, changed)
-            changes = self._apply(rows, changed)
+        if changed is None:  # the first read
+            changes = self._load(store.offer_rows(engine))
+        elif changed:
+            changes = self._reload(engine, changed)
         self.versions = versions
         rates = latest_fx(engine)
         fx_changed = rates != self.fx_rates
@@ -93,25 +97,36 @@ class Market:
         self.stale = stale
         return changes, fx_changed, stale_changed
 
-    def _apply(self, rows: list[OfferRow], sources: set[str] | None) -> list[Change]:
-        """Replace the offers of `sources` (None: all) by `rows`; the changed ones."""
+    def _load(self, rows: list[OfferRow]) -> list[Change]:
+        """The first read: every offer is new."""
+        offers, by_source, buckets = self.offers, self.by_source, self.buckets
+        for o in rows:
+            offers[o.id] = o
+            by_source.setdefault(o.source, {})[o.id] = o
+            buckets.setdefault((o.gpu, o.pricing, o.source), {})[o.id] = o
+        return [(None, o) for o in rows]
+
+    def _reload(self, engine: Engine, sources: set[str]) -> list[Change]:
+        """Read the offers of `sources` again; the ones that changed. Only the columns that
+        can change are read and compared; whole rows are read for the offers that did
+        (after a crawl, a few percent of the source's offers)."""
         old: dict[int, OfferRow] = {}
-        for source in (self.by_source if sources is None else sources):
+        for source in sources:
             old.update(self.by_source.get(source, {}))
-        new = {o.id: o for o in rows}
-        changes: list[Change] = []
-        for oid, row in new.items():
-            before = old.get(oid)
-            if before != row:
-                changes.append((before, row))
-        changes.extend((row, None) for oid, row in old.items() if oid not in new)
+        differ: list[int] = []
+        for values in store.offer_values(engine, sources):
+            # Its key never changes: the rest of the row tells whether the offer did.
+            before = old.pop(values[0], None)
+            if before is None or before[6:18] != values[1:]:
+                differ.append(values[0])
+        changes: list[Change] = [(self.offers.get(row.id), row)
+                                 for row in (store.offer_rows(engine, differ) if differ else ())]
+        changes.extend((row, None) for row in old.values())  # listed no more
         for before, after in changes:
             if before is not None:
                 self.offers.pop(before.id, None)
-                self.by_source.get(before.source, {}).pop(before.id, None)
-                bucket = self.buckets.get((before.gpu, before.pricing, before.source))
-                if bucket is not None:
-                    bucket.pop(before.id, None)
+                self.by_source[before.source].pop(before.id, None)
+                self.buckets[(before.gpu, before.pricing, before.source)].pop(before.id, None)
             if after is not None:
                 self.offers[after.id] = after
                 self.by_source.setdefault(after.source, {})[after.id] = after
@@ -222,8 +237,14 @@ class Pool:
         self.key = key
         self.bound = bound
         self.accepts = selector_filter(key.offers)
+        sel = key.offers
+        # What a candidate (an offer of the pool's GPUs, pricing and sources: `candidates`)
+        # must still pass; None when the selector asks nothing more of it.
+        self.admits = (None if sel == Selector(gpus=sel.gpus, pricing=sel.pricing,
+                                               sources=sel.sources) else self.accepts)
         self.estimate: MemoryEstimate | None = (estimate_memory(key.job) if key.job is not None
                                                 else None)
+        self._price: tuple[FxTable, Callable[[OfferRow], float | None]] | None = None
         self.values: list[float] = []       # fresh, ascending
         self.ids: list[int] = []
         self.stale_values: list[float] = []
@@ -232,18 +253,31 @@ class Pool:
     # pricing ------------------------------------------------------------------------
     def value(self, o: OfferRow, fx: FxTable) -> float | None:
         """The offer's price as the rule reads it, or None (no price, job does not fit)."""
+        price = self._price
+        if price is None or price[0] is not fx:
+            price = self._price = (fx, self.pricer(fx))
+        return price[1](o)
+
+    def pricer(self, fx: FxTable) -> Callable[[OfferRow], float | None]:
+        """`value` at these rates, as one function: the pool's currency, basis and job are
+        looked at once, not once per offer."""
         key = self.key
+        currency, per_offer = key.currency, key.basis == "offer"
         if self.estimate is not None:
-            fit = self.fit(o)
-            return None if fit is None else price_in(fit, key.currency, fx, key.basis == "gpu")
-        per_offer = key.basis == "offer"
-        if key.currency == "USD":
-            return o.price_usd if per_offer else o.price_per_gpu_usd
-        if o.currency == key.currency:
-            return o.price if per_offer else (o.price / o.gpu_count if o.gpu_count else None)
-        usd = o.price_usd if per_offer else o.price_per_gpu_usd
-        rate = fx.to_usd(1.0, key.currency)
-        return None if usd is None or not rate else usd / rate
+            def fitted(o: OfferRow) -> float | None:
+                fit = self.fit(o)
+                return None if fit is None else price_in(fit, currency, fx, not per_offer)
+            return fitted
+        if currency == "USD":
+            return attrgetter("price_usd" if per_offer else "price_per_gpu_usd")
+        rate = fx.to_usd(1.0, currency)
+
+        def converted(o: OfferRow) -> float | None:
+            if o.currency == currency:
+                return o.price if per_offer else (o.price / o.gpu_count if o.gpu_count else None)
+            usd = o.price_usd if per_offer else o.price_per_gpu_usd
+            return None if usd is None or not rate else usd / rate
+        return converted
 
     def fit(self, o: OfferRow) -> Fit | None:
         """The configuration the pool's job needs on offer `o` (machines, GPUs), or None."""
@@ -276,10 +310,15 @@ class Pool:
     def build(self, market: Market) -> None:
         fresh: list[tuple[float, int]] = []
         stale: list[tuple[float, int]] = []
+        # `_entry` for each candidate, without a call per check: a pool of a large market
+        # looks at tens of thousands of offers.
+        admits, value, stale_sources = self.admits, self.pricer(market.fx), market.stale
+        top = math.inf if self.bound is None else self.bound + EPS
         for o in self.candidates(market):
-            v = self._entry(o, market.fx)
-            if v is not None:
-                (stale if o.source in market.stale else fresh).append((v, o.id))
+            if admits is None or admits(o):
+                v = value(o)
+                if v is not None and not v > top:
+                    (stale if o.source in stale_sources else fresh).append((v, o.id))
         fresh.sort()
         stale.sort()
         self.values, self.ids = [v for v, _ in fresh], [i for _, i in fresh]
@@ -340,6 +379,8 @@ class PoolSet:
     def __init__(self) -> None:
         self.pools: dict[PoolKey, Pool] = {}
         self.index: dict[tuple[str | None, str | None, str | None], list[Pool]] = {}
+        # (GPU, pricing, source) of an offer -> the pools that can hold it (from the index)
+        self.reach: dict[tuple[str, str, str], list[Pool]] = {}
 
     def sync(self, rules: Iterable[Rule], settings: AlertSettings, market: Market
              ) -> set[PoolKey]:
@@ -370,35 +411,42 @@ class PoolSet:
         return built
 
     def _reindex(self) -> None:
-        self.index = {}
+        self.index, self.reach = {}, {}
         for pool in self.pools.values():
             sel = pool.key.offers
             for key in product(sel.gpus or (None,), (sel.pricing,), sel.sources or (None,)):
                 self.index.setdefault(key, []).append(pool)
 
-    def pools_for(self, o: OfferRow) -> Iterator[Pool]:
-        for key in product((o.gpu, None), (o.pricing, None), (o.source, None)):
-            yield from self.index.get(key, ())
+    def pools_for(self, o: OfferRow) -> list[Pool]:
+        """The pools that can hold offer `o`, each once."""
+        where = (o.gpu, o.pricing, o.source)
+        found = self.reach.get(where)
+        if found is None:
+            found = self.reach[where] = [
+                p for key in product((o.gpu, None), (o.pricing, None), (o.source, None))
+                for p in self.index.get(key, ())]
+        return found
 
     def apply(self, changes: list[Change], market: Market, skip: set[PoolKey]
               ) -> dict[PoolKey, float]:
         """Apply changed offers to the pools (but those in `skip`, built from the current
         market already); the lowest price touched in each pool."""
-        lowest: dict[int, float] = {}
-        skipped = {id(self.pools[k]) for k in skip if k in self.pools}
+        lowest: dict[Pool, float] = {}
+        skipped = {self.pools[k] for k in skip if k in self.pools}
         for before, after in changes:
-            pools: dict[int, Pool] = {}
-            for row in (before, after):
-                if row is not None:
-                    for p in self.pools_for(row):
-                        pools[id(p)] = p
-            for pid, pool in pools.items():
-                if pid in skipped:
+            if before is None or after is None:
+                pools = self.pools_for(before or after)  # type: ignore[arg-type]
+            else:  # the same offer: the same pools, unless its GPU changed
+                pools, moved = self.pools_for(before), self.pools_for(after)
+                if moved is not pools:
+                    pools = list(dict.fromkeys(pools + moved))
+            for pool in pools:
+                if pool in skipped:
                     continue
                 v = pool.update(before, after, market)
-                if v is not None and (pid not in lowest or v < lowest[pid]):
-                    lowest[pid] = v
-        return {p.key: lowest[id(p)] for p in self.pools.values() if id(p) in lowest}
+                if v is not None and (pool not in lowest or v < lowest[pool]):
+                    lowest[pool] = v
+        return {p.key: low for p, low in lowest.items()}
 
     def rebuild(self, market: Market, which: Callable[[PoolKey], bool]) -> set[PoolKey]:
         done = set()

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined, Template
 
 from gpuradar.alerts.market import Market, Pool, RuleMatch
 from gpuradar.alerts.rules import Rule
@@ -125,10 +125,15 @@ class Renderer:
                                trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False)
         # One offer is listed in many rules' messages of one evaluation: shown once.
         self._shown: dict[tuple, SimpleNamespace] = {}
+        # The templates, looked up once per evaluation rather than once per message (each
+        # lookup checks the file for changes).
+        self._templates: list[Template] | None = None
 
     def reset(self) -> None:
-        """Forget the offers shown: call at the start of each evaluation."""
+        """Forget the offers shown, and look at the template files again (a template edited
+        meanwhile is used from then on): call at the start of each evaluation."""
         self._shown.clear()
+        self._templates = None
 
     def _offer(self, value: float, o: OfferRow, rule: Rule, market: Market,
                pool: Pool | None) -> SimpleNamespace:
@@ -145,13 +150,16 @@ class Renderer:
         return shown
 
     def render(self, context: dict[str, Any], notify_type: str) -> Message:
-        title = self.env.get_template("title.txt.j2").render(**context).strip()
-        context = {**context, "title": title}
+        if self._templates is None:
+            self._templates = [self.env.get_template(name) for name in TEMPLATE_NAMES]
+        title_t, markdown_t, text_t, html_t = self._templates
+        title = title_t.render(context).strip()
+        context["title"] = title
         return Message(
             title=" ".join(title.split()),
-            markdown=self.env.get_template("message.md.j2").render(**context).strip(),
-            text=self.env.get_template("message.txt.j2").render(**context).strip(),
-            html=self.env.get_template("email.html.j2").render(**context).strip(),
+            markdown=markdown_t.render(context).strip(),
+            text=text_t.render(context).strip(),
+            html=html_t.render(context).strip(),
             notify_type=notify_type)
 
     def rule_message(self, kind: str, match: RuleMatch, market: Market, top: int,

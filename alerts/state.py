@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any
 
 STATES = ("inactive", "pending", "firing", "error")
@@ -58,12 +59,16 @@ class AlertState:
         return self.state == "firing" or (self.state == "error" and self.fired_at is not None
                                           and self.resolved_at is None)
 
-    def same(self, other: AlertState) -> bool:
-        """Equal apart from `updated_at` (nothing to write)."""
-        return all(getattr(self, f) == getattr(other, f) for f in _COMPARED)
+    def changes(self, since: AlertState) -> dict[str, Any]:
+        """The fields that differ from `since` (`updated_at` aside): all an update of its
+        stored row needs to write (none: nothing to write)."""
+        return {name: value for name, value, before
+                in zip(_COMPARED, _compared(self), _compared(since), strict=True)
+                if value != before}
 
 
 _COMPARED = tuple(f.name for f in fields(AlertState) if f.name != "updated_at")
+_compared = attrgetter(*_COMPARED)  # their values, as one tuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +117,10 @@ class Policy:
         return None
 
 
-def fresh_state(key: str, name: str, rule_hash: str, currency: str) -> AlertState:
-    return AlertState(key=key, kind="rule", name=name, rule_hash=rule_hash, currency=currency)
+def fresh_state(key: str, name: str, rule_hash: str, currency: str,
+                description: str = "") -> AlertState:
+    return AlertState(key=key, kind="rule", name=name, rule_hash=rule_hash,
+                      description=description, currency=currency)
 
 
 def transition(state: AlertState, seen: Seen, policy: Policy,

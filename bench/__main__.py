@@ -22,13 +22,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench import storage
+from bench import alerting, storage
 
 PG_ADMIN = os.environ.get("GPURADAR_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
-# Rule evaluation: (rules, offers, target ms per evaluation after a crawl, target MB of
-# extra memory or None). Quick mode runs the first size, full mode all of them.
-EVALUATIONS = [(1_000, 50_000, 100, None), (10_000, 100_000, 1_000, 300)]
+# Rule evaluation at each size and its targets (bench/alerting.py). Quick mode runs the
+# first size, full mode all of them.
+EVALUATIONS = alerting.SIZES
 QUICK = {"crawl_meters": 20_000, "ingest_offers": 20_000, "growth_offers": 20_000,
          "growth_crawls": 24,
          "evaluations": EVALUATIONS[:1], "daemon_cycles": 20, "daemon_runs": 2}
@@ -114,29 +114,7 @@ def run(full: bool, with_pg: bool) -> Figures:
 
 def alerting_figures(figs: Figures, size: dict) -> None:
     """Rule evaluation at each size (each in a fresh process), and notification latency."""
-    from bench.alerting import evaluation_figures, notification_figures
-
-    with tempfile.TemporaryDirectory() as tmp:
-        for n_rules, n_offers, target_ms, target_mb in size["evaluations"]:
-            ev = evaluation_figures(Path(tmp), PG_ADMIN, n_rules, n_offers)
-            figs.add(f"rule evaluation, {ev['rules']:,} rules x {ev['offers']:,} offers, after "
-                     f"one source's crawl (median of {ev['rounds']})", ev["warm_ms"], None,
-                     f"< {target_ms:,} ms", ev["warm_ms"] < target_ms, "ms")
-            figs.add(f"  the same, CPU time of the process (rules looked at again: "
-                     f"{ev['looked_at']:,.0f}; slowest {ev['warm_max_ms']:,.0f} ms)",
-                     ev["warm_cpu_ms"], None, "printed", None, "ms")
-            if target_mb is not None:
-                figs.add("  extra memory after the steady-state evaluations (RSS; peak "
-                         f"{ev['rss_peak_extra_mb']:.0f} MB)", ev["rss_extra_mb"], None,
-                         f"< {target_mb} MB", ev["rss_extra_mb"] < target_mb, "MB")
-            figs.add(f"  first evaluation in a new process ({ev['cold_notifications']:,} "
-                     f"notifications rendered; CPU {ev['cold_cpu_ms']:,.0f} ms)", ev["cold_ms"],
-                     None, "printed", None, "ms")
-        nt = notification_figures(Path(tmp), PG_ADMIN)
-        figs.add("end of crawl -> notification handed to apprise", nt["to_apprise_ms"], None,
-                 "< 2,000 ms", nt["to_apprise_ms"] < 2000, "ms")
-        figs.add("  ... and received by a local webhook", nt["to_receiver_ms"], None,
-                 "printed", None, "ms")
+    alerting.add_figures(figs, size["evaluations"], PG_ADMIN)
 
 
 def daemon_figures(figs: Figures, size: dict) -> None:

@@ -7,13 +7,15 @@ outbox exactly when the state change it reports is stored.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import Engine, Select, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy.engine import Connection
 
-from gpuradar.storage.models import CRAWL, OUTBOX, STATE
+from gpuradar.storage.models import CRAWL, OFFER, OUTBOX, STATE
+from gpuradar.storage.offers import COLUMNS, OfferRow
 
 
 def _aware(ts: datetime | None) -> datetime | None:
@@ -55,6 +57,67 @@ def source_health(engine: Engine, *, by_run: bool = False
         for source, n in conn.execute(fails):
             out[source] = (out.get(source, (None, 0))[0], n)
     return out
+
+
+# An offer's identity never changes while it is stored (its key: source, region, zone,
+# instance type, pricing); these columns may, at any crawl of its source.
+KEY_COLUMNS = ("source", "region", "zone", "instance_type", "pricing")
+VALUE_COLUMNS = tuple(c for c in COLUMNS if c not in KEY_COLUMNS)  # "id" first
+
+
+def _listed(q: Select[Any]) -> Select[Any]:
+    """Offers listed now and not known to be unavailable: what a rule can match."""
+    return q.where(OFFER.c.active.is_(True),
+                   or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None)))
+
+
+def _driver_rows(conn: Connection, q: Select[Any]) -> Iterator[tuple[Any, ...]]:
+    """The rows as the database driver returns them, plain tuples without SQLAlchemy's
+    per-row processing (a large market is read in a third less time), a batch at a time
+    (the rows of 100,000 offers never wait in memory all at once: the memory they held
+    would stay with the process). Booleans may come as 0/1 (SQLite): callers normalise."""
+    result = conn.execute(q)
+    cursor = result.cursor
+    assert cursor is not None  # a SELECT's result has one
+    try:
+        while batch := cursor.fetchmany(2000):
+            yield from batch
+    finally:
+        result.close()
+
+
+def offer_values(engine: Engine, sources: Iterable[str]) -> Iterator[tuple[Any, ...]]:
+    """(id, *the columns that may change) of the listed offers of `sources`, in
+    VALUE_COLUMNS' order: what an evaluation compares with the offers it holds, to find the
+    few a crawl changed without building every row again."""
+    q = _listed(select(*OFFER.c[VALUE_COLUMNS])).where(
+        OFFER.c.source.in_(sorted(set(sources))))
+    with engine.connect() as conn:
+        yield from _driver_rows(conn, q)
+
+
+def offer_rows(engine: Engine, ids: Iterable[int] | None = None) -> list[OfferRow]:
+    """The listed offers with these ids (None: every listed offer) as OfferRow, without
+    attributes; strings that repeat (source, region, GPU, ...) shared between rows."""
+    shared: dict[Any, Any] = {}
+    one = shared.setdefault
+    make = OfferRow._make
+    with engine.connect() as conn:
+        if ids is None:
+            rows = _driver_rows(conn, _listed(select(*OFFER.c[COLUMNS])))
+        else:
+            # By primary key alone, whether listed is checked here: with the conditions in
+            # the query, SQLite scans an index of every listed offer instead.
+            wanted = sorted(set(ids))
+            rows = (r for at in range(0, len(wanted), 5000)  # a statement's parameters
+                    for r in _driver_rows(conn, select(*OFFER.c[COLUMNS], OFFER.c.active)
+                                          .where(OFFER.c.id.in_(wanted[at:at + 5000])))
+                    if r[18] and r[15] != 0)  # not known unavailable: 0 or False
+        return [make((r[0], one(r[1], r[1]), one(r[2], r[2]), one(r[3] or "", r[3] or ""),
+                      r[4], one(r[5], r[5]), one(r[6], r[6]), r[7], r[8], r[9], r[10], r[11],
+                      one(r[12], r[12]), r[13], r[14], None if r[15] is None else bool(r[15]),
+                      r[16], r[17] or "", None, None))
+                for r in rows]
 
 
 def offer_history(engine: Engine, gpus: Iterable[str] | None,

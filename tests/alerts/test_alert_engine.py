@@ -1398,3 +1398,53 @@ def test_a_change_far_above_a_rules_limit_does_not_look_at_the_rule_again(engine
     t2 = T0 + timedelta(minutes=20)
     crawl(engine, [offer("a", 2.03, at=t2)], at=t2)            # within the band: looked at
     assert evaluate(engine, rules, now=t2).evaluated == 1
+
+
+def test_an_offer_whose_gpu_is_corrected_moves_from_the_old_models_rules_to_the_new(engine):
+    """The same listing at the same price, its GPU model corrected by the next crawl: the
+    rule on the model it no longer is resolves, the rule on the model it is fires."""
+    crawl(engine, [offer("a", 1.5, gpu="A100-SXM-80GB")])
+    rules = [rule("A100 under $2/h"), rule("H100 under $2/h")]
+    assert evaluate(engine, rules, now=T0).fired == ["a100-under-2"]
+    later = T0 + timedelta(hours=1)
+    crawl(engine, [offer("a", 1.5, gpu="H100-SXM-80GB", at=later)], at=later)
+    again = evaluate(engine, rules, now=later + timedelta(minutes=1))
+    assert again.fired == ["h100-under-2"] and again.resolved == ["a100-under-2"]
+
+
+def test_an_offer_in_yuan_repriced_in_dollars_by_the_next_crawl_reaches_a_dollar_rule(engine):
+    """The quoted price stays, the exchange rate of the next crawl moves its USD price under
+    a dollar rule's limit: the rule fires on it."""
+    cny = partial(offer, "a", 14.0, source="autodl", currency="CNY")
+    crawl(engine, [cny(usd_rate=0.14)], source="autodl")        # $1.96/GPU-h
+    rules = [rule("H100 under $1.90/h")]
+    assert evaluate(engine, rules, now=T0).firing == 0
+    later = T0 + timedelta(hours=1)
+    crawl(engine, [cny(usd_rate=0.13, at=later)], source="autodl", at=later)  # $1.82
+    again = evaluate(engine, rules, now=later + timedelta(minutes=1))
+    assert again.fired == ["h100-under-1.90"]
+    assert "$1.82/GPU-h" in outbox(engine)[-1]["body_markdown"]
+
+
+def test_an_evaluation_leaves_the_garbage_collector_as_the_program_had_it(engine):
+    """Evaluation holds Python's collector off while it runs, for speed: afterwards it is on
+    again, or still off when the program had turned it off, also when the evaluation
+    failed."""
+    import gc
+
+    crawl(engine, [offer("a", 1.5)])
+    rules = [rule("H100 under $2/h")]
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        assert evaluate(engine, rules, now=T0).fired == ["h100-under-2"]
+        assert gc.isenabled()
+        gc.disable()
+        evaluate(engine, rules, now=T0 + timedelta(minutes=5))
+        assert not gc.isenabled()
+        gc.enable()
+        with refusing(engine, "alert_state", "disk I/O error"), pytest.raises(OperationalError):
+            evaluate(engine, rules, now=T0 + timedelta(minutes=10))
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
