@@ -117,8 +117,10 @@ class MeterServer:
         self.httpd.server_close()
 
 
-def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS MB of that child alone, stdout) of one whole process."""
+def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str, float]:
+    """(wall seconds, peak RSS MB of that child alone, stdout, its CPU seconds) of one whole
+    process. CPU time is what to compare on a loaded machine: wall time also counts waiting
+    for a core."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, text=True)
@@ -131,7 +133,7 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float,
     if proc.returncode != 0:
         tail = (stderr or stdout).strip().splitlines()[-3:]
         raise RuntimeError(f"{' '.join(cmd[2:5])} exited {proc.returncode}: {tail}")
-    return wall, usage.ru_maxrss / 1024, stdout
+    return wall, usage.ru_maxrss / 1024, stdout, usage.ru_utime + usage.ru_stime
 
 
 def crawl_figures(n: int, database_url_for: dict[str, str], workdir: Path) -> dict[str, Any]:
@@ -145,19 +147,19 @@ def crawl_figures(n: int, database_url_for: dict[str, str], workdir: Path) -> di
         config = workdir / "bench-config.yaml"
         config.write_text(f"endpoints:\n  azure.prices: {server.url}\n")
         bare = Path(__file__).with_name("bare_spider.py")
-        wall, rss, stdout = timed([sys.executable, "-m", "scrapy", "runspider", str(bare),
-                                   "-a", f"url={server.url}", "-s", "LOG_LEVEL=ERROR"],
-                                  workdir, env)
+        wall, rss, stdout, cpu = timed([sys.executable, "-m", "scrapy", "runspider", str(bare),
+                                        "-a", f"url={server.url}", "-s", "LOG_LEVEL=ERROR"],
+                                       workdir, env)
         items = int(stdout.strip().splitlines()[-1])
         if items != n:
             raise RuntimeError(f"bare spider read {items} of {n} items")
-        out["bare_items_per_s"], out["bare_rss_mb"] = n / wall, rss
+        out["bare_items_per_s"], out["bare_rss_mb"], out["bare_cpu_s"] = n / wall, rss, cpu
         for kind, url in database_url_for.items():
             runs: dict[str, dict[str, float]] = {}
             for label, changed in (("new", False), ("unchanged", False), ("changed", True)):
                 server.changed = changed
-                wall, rss, stdout = timed([*gpuradar, "crawl", "azure", "-c", str(config),
-                                           "--database-url", url, "--json"], REPO, env)
+                wall, rss, stdout, cpu = timed([*gpuradar, "crawl", "azure", "-c", str(config),
+                                                "--database-url", url, "--json"], REPO, env)
                 result = json.loads(stdout)[0]
                 expect = {"new": ("new_offers", n), "changed": ("changed", n // 50)}.get(label)
                 if result["items"] != n or result["status"] != "ok" or (
@@ -165,7 +167,8 @@ def crawl_figures(n: int, database_url_for: dict[str, str], workdir: Path) -> di
                     seen = {k: result[k] for k in ("status", "items", "new_offers", "changed")}
                     raise RuntimeError(f"gpuradar crawl ({label}) did not store what it "
                                        f"read: {seen}")
-                runs[label] = {"items_per_s": n / wall, "seconds": wall, "rss_mb": rss}
+                runs[label] = {"items_per_s": n / wall, "seconds": wall, "rss_mb": rss,
+                               "cpu_s": cpu}
             out[kind] = runs
     return out
 

@@ -15,6 +15,7 @@ from scrapy import signals
 from scrapy.settings import Settings
 from scrapy.spiderloader import get_spider_loader
 
+from gpuradar.core.items import PriceBatch
 from gpuradar.core.units import EXIT_INTERRUPTED
 from gpuradar.crawler.pipelines import crawl_recorded
 from gpuradar.crawler.spiders.base import GpuRadarSpider
@@ -204,7 +205,8 @@ def run_once(sources: list[str], settings: Settings,
         crawler = process.create_crawler(name)
         if on_item is not None:
             def counted(item, response, spider, _name=name):
-                on_item(_name)
+                for _ in range(len(item) if isinstance(item, PriceBatch) else 1):
+                    on_item(_name)  # each offer of a batch, as if it had come alone
             handlers.append(counted)  # signals hold weak references: keep one
             crawler.signals.connect(counted, signal=signals.item_scraped)
         crawls[name] = TrackedCrawl(name, crawler)

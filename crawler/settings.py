@@ -60,6 +60,9 @@ SPIDER_MIDDLEWARES = {
     "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware": None,
     # A response a callback cannot read (HTML where JSON is due): one line, not a traceback.
     "gpuradar.crawler.middlewares.UnreadableResponseMiddleware": 50,
+    # Next to the spider: a callback's offers reach the pipelines in batches (PriceBatch),
+    # so Scrapy's per-item task, signals and pipeline awaitables are paid once per batch.
+    "gpuradar.crawler.middlewares.PriceBatchMiddleware": 950,
 }
 ITEM_PIPELINES = {
     "gpuradar.crawler.pipelines.ValidatePipeline": 100,
@@ -70,7 +73,7 @@ ITEM_PIPELINES = {
 # --- gpuradar ------------------------------------------------------------------------
 # Database the StoragePipeline writes to; None = the embedded SQLite in the user data dir.
 GPURADAR_DATABASE_URL = None
-# Items per storage transaction.
+# Items per storage transaction, and most offers in one PriceBatch.
 GPURADAR_BATCH_SIZE = 1000
 # Plausible USD per GPU-hour (low, high): a price outside is quarantined (counted as
 # implausible_price, never stored, the offer keeps its last good price). Per source:
