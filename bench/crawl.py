@@ -117,23 +117,46 @@ class MeterServer:
         self.httpd.server_close()
 
 
-def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str, float]:
-    """(wall seconds, peak RSS MB of that child alone, stdout, its CPU seconds) of one whole
-    process. CPU time is what to compare on a loaded machine: wall time also counts waiting
-    for a core."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+# Runs `python -m MODULE ARGS...` and writes the process's own peak RSS (VmHWM, kB) to the
+# file named by GPURADAR_BENCH_PEAK when it exits. Not the child's ru_maxrss: Linux carries a
+# forked child's high-water mark over from the parent's memory at the fork (exec keeps it),
+# so a child of this bench process -- which holds every page the server sends, and whatever
+# the benchmarks before it allocated -- would report at least the bench's own size.
+_PEAK_WRAPPER = """
+import atexit, os, runpy, sys
+def _peak():
+    with open("/proc/self/status") as f:
+        hwm = next(line for line in f if line.startswith("VmHWM:"))
+    with open(os.environ["GPURADAR_BENCH_PEAK"], "w") as out:
+        out.write(hwm.split()[1])
+atexit.register(_peak)
+sys.argv = sys.argv[1:]
+runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+"""
+
+
+def timed(module: list[str], cwd: Path, env: dict[str, str]
+          ) -> tuple[float, float, str, float]:
+    """(wall seconds, peak RSS MB of the process itself, stdout, its CPU seconds) of one
+    whole `python -m` process (`module`: the module and its arguments). CPU time is what to
+    compare on a loaded machine: wall time also counts waiting for a core."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, \
+            tempfile.NamedTemporaryFile("r") as peak:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, text=True)
+        proc = subprocess.Popen([sys.executable, "-c", _PEAK_WRAPPER, *module], cwd=cwd,
+                                env={**env, "GPURADAR_BENCH_PEAK": peak.name}, stdout=out,
+                                stderr=err, text=True)
         _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
+        rss_kb = peak.read().strip()
     if proc.returncode != 0:
         tail = (stderr or stdout).strip().splitlines()[-3:]
-        raise RuntimeError(f"{' '.join(cmd[2:5])} exited {proc.returncode}: {tail}")
-    return wall, usage.ru_maxrss / 1024, stdout, usage.ru_utime + usage.ru_stime
+        raise RuntimeError(f"{' '.join(module[:3])} exited {proc.returncode}: {tail}")
+    return wall, int(rss_kb) / 1024, stdout, usage.ru_utime + usage.ru_stime
 
 
 def crawl_figures(n: int, database_url_for: dict[str, str], workdir: Path) -> dict[str, Any]:
@@ -141,14 +164,14 @@ def crawl_figures(n: int, database_url_for: dict[str, str], workdir: Path) -> di
     for each database, with each run's peak RSS."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("GPURADAR_CONFIG", None)
-    gpuradar = [sys.executable, "-m", "gpuradar"]
+    gpuradar = ["gpuradar"]
     out: dict[str, Any] = {"n": n}
     with MeterServer(n) as server:
         config = workdir / "bench-config.yaml"
         config.write_text(f"endpoints:\n  azure.prices: {server.url}\n")
         bare = Path(__file__).with_name("bare_spider.py")
-        wall, rss, stdout, cpu = timed([sys.executable, "-m", "scrapy", "runspider", str(bare),
-                                        "-a", f"url={server.url}", "-s", "LOG_LEVEL=ERROR"],
+        wall, rss, stdout, cpu = timed(["scrapy", "runspider", str(bare), "-a",
+                                        f"url={server.url}", "-s", "LOG_LEVEL=ERROR"],
                                        workdir, env)
         items = int(stdout.strip().splitlines()[-1])
         if items != n:

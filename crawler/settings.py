@@ -64,6 +64,10 @@ SPIDER_MIDDLEWARES = {
     # so Scrapy's per-item task, signals and pipeline awaitables are paid once per batch.
     "gpuradar.crawler.middlewares.PriceBatchMiddleware": 950,
 }
+# Items of one response in the pipelines at once. A callback's offers come as PriceBatches
+# of up to GPURADAR_BATCH_SIZE, and the pipelines do not wait on anything: Scrapy's 100
+# would only hold a whole large source's offers in memory at once.
+CONCURRENT_ITEMS = 2
 ITEM_PIPELINES = {
     "gpuradar.crawler.pipelines.ValidatePipeline": 100,
     "gpuradar.crawler.pipelines.NormalizePipeline": 200,

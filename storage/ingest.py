@@ -272,10 +272,13 @@ class CrawlWriter:
             # Streamed (a server-side cursor on PostgreSQL): a large source's rows are not
             # held twice, as rows and as state, at the crawl's start.
             self.current = current = _States()
+            # The key's strings (a few hundred regions and sizes) one object each, not one
+            # per row.
+            share: dict[str, str] = {}
             for r in conn.execute(select(*cols).where(OFFER.c.source == source)
                                   .execution_options(yield_per=5000)):
-                current.add(tuple(r[1:5]), r[0], r[5], r[6], r[7], details_hash(*r[8:-1]),
-                            r[-1])
+                key = tuple(share.setdefault(v, v) for v in r[1:5])
+                current.add(key, r[0], r[5], r[6], r[7], details_hash(*r[8:-1]), r[-1])
 
     def _older_than_stored(self, conn) -> str:
         """Why this replay must not be stored ('' when it may): history is a sequence of
