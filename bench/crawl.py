@@ -10,7 +10,9 @@ real Azure GPU sizes. Two whole processes read the same pages:
   (unchanged), third (2 % of prices changed).
 
 Offers are distinct by region: the size list is repeated over numbered bench regions, so
-100,000 meters are 100,000 offers. Peak RSS is each child's own (wait4), not this process's.
+100,000 meters are 100,000 offers. Peak RSS is each child's own high-water mark (VmHWM, read
+as it exits), CPU time its own rusage (wait4): on a loaded machine the CPU-time ratio says
+what the crawl path costs when the wall-clock ratio also measures waiting for a core.
 """
 
 from __future__ import annotations
@@ -197,26 +199,37 @@ def crawl_figures(n: int, database_url_for: dict[str, str], workdir: Path) -> di
 
 
 def add_figures(figs: Any, n: int, tmp: Path, pg_url: str | None) -> None:
-    """The bench table's rows: items/s and ratio to the bare spider, peak RSS, PG/SQLite."""
+    """The bench table's rows: items/s and ratio to the bare spider (wall clock and CPU
+    time), peak RSS, PG/SQLite. The targets: >= 0.60 of the bare spider (first crawl), >= 0.75
+    (unchanged) at 100,000 offers and >= 0.60 for both in the quick run; peak RSS <= 200 MB
+    at 100,000 offers (printed at smaller sizes)."""
     urls = {"sqlite": f"sqlite:///{tmp}/crawl-bench.db"}
     if pg_url:
         urls["postgres"] = pg_url
     r = crawl_figures(n, urls, tmp)
-    bare = r["bare_items_per_s"]
-    figs.add(f"bare Scrapy spider, {n:,} Azure-shaped meters (json, no pipelines)", bare,
-             None, "(the yardstick)", None, "items/s")
+    bare, bare_cpu = r["bare_items_per_s"], r["bare_cpu_s"]
+    full = n >= 100_000
+    figs.add(f"bare Scrapy spider, {n:,} Azure-shaped meters (json, no pipelines; peak "
+             f"{r['bare_rss_mb']:.0f} MB, CPU {bare_cpu:.1f} s)", bare, None,
+             "(the yardstick)", None, "items/s")
+    goal = {"new": 0.60, "unchanged": 0.75 if full else 0.60, "changed": None}
     for label, what in (("new", "first crawl, all new"), ("unchanged", "unchanged"),
                         ("changed", "2 % changed")):
         s, pg = r["sqlite"][label], r.get("postgres", {}).get(label)
-        ratio = s["items_per_s"] / bare
+        ratios = [x["items_per_s"] / bare for x in (s, pg) if x]
+        target = goal[label]
         figs.add(f"gpuradar crawl azure, {what}", s["items_per_s"],
-                 pg["items_per_s"] if pg else None, ">= 0.60 of the bare spider"
-                 if label != "changed" else "printed",
-                 ratio >= 0.6 if label != "changed" else None, "items/s")
-        figs.add(f"  ratio to the bare spider ({what})", ratio,
-                 pg["items_per_s"] / bare if pg else None, "", None, "x")
+                 pg["items_per_s"] if pg else None,
+                 f">= {target:.2f} of the bare spider" if target else "printed",
+                 min(ratios) >= target if target else None, "items/s")
+        figs.add(f"  ratio to the bare spider ({what})", ratios[0],
+                 ratios[1] if pg else None, "", None, "x")
+        figs.add(f"  ratio of CPU time, bare / gpuradar ({what})", bare_cpu / s["cpu_s"],
+                 bare_cpu / pg["cpu_s"] if pg else None, "printed", None, "x")
+        rss = max(s["rss_mb"], pg["rss_mb"] if pg else 0)
         figs.add(f"  peak RSS ({what})", s["rss_mb"], pg["rss_mb"] if pg else None,
-                 "<= 200 MB", max(s["rss_mb"], pg["rss_mb"] if pg else 0) <= 200, "MB")
+                 "<= 200 MB" if full else "printed (target at 100,000)",
+                 rss <= 200 if full else None, "MB")
     if "postgres" in r:
         slow = max(r["postgres"][k]["seconds"] / r["sqlite"][k]["seconds"]
                    for k in ("new", "unchanged", "changed"))
