@@ -1,5 +1,6 @@
 """Downloader middlewares: backoff on throttling, giving up on unreachable providers, and
-record/replay of whole crawls."""
+record/replay of whole crawls. Spider middlewares: one line for an unreadable response, and
+the offers of one callback grouped into batches for the item pipelines."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -33,6 +34,7 @@ from scrapy.utils.response import response_status_message
 from twisted.internet.error import ConnectError
 from twisted.internet.error import TimeoutError as TxTimeoutError
 
+from gpuradar.core.items import PriceBatch, PriceItem
 from gpuradar.core.logs import IN_OUTCOME
 from gpuradar.storage.ingest import Replay
 
@@ -336,6 +338,63 @@ class UnreadableResponseMiddleware:
         log.debug("%s: where the callback stopped", spider.name, exc_info=exception,
                   extra={"spider": spider})
         return []
+
+
+class PriceBatchMiddleware:
+    """A spider middleware next to the spider: the PriceItems one callback yields go to the
+    item pipelines in PriceBatches of up to GPURADAR_BATCH_SIZE offers, in the order they
+    were yielded; everything else (requests, exchange rates) passes as it comes. A callback
+    that yields a single offer passes it as it is. Offers yielded before the callback fails
+    are still handed on, as they were one by one."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.size = max(1, crawler.settings.getint("GPURADAR_BATCH_SIZE", 1000))
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> PriceBatchMiddleware:
+        return cls(crawler)
+
+    @staticmethod
+    def _out(batch: list[PriceItem]) -> PriceItem | PriceBatch:
+        return batch[0] if len(batch) == 1 else PriceBatch(batch)
+
+    def process_spider_output(self, response: Response, result: Iterable[Any]
+                              ) -> Iterator[Any]:
+        batch: list[PriceItem] = []
+        try:
+            for out in result:
+                if isinstance(out, PriceItem):
+                    batch.append(out)
+                    if len(batch) >= self.size:
+                        yield PriceBatch(batch)
+                        batch = []
+                else:
+                    yield out
+        except Exception:
+            if batch:
+                yield self._out(batch)
+            raise
+        if batch:
+            yield self._out(batch)
+
+    async def process_spider_output_async(self, response: Response,
+                                          result: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        batch: list[PriceItem] = []
+        try:
+            async for out in result:
+                if isinstance(out, PriceItem):
+                    batch.append(out)
+                    if len(batch) >= self.size:
+                        yield PriceBatch(batch)
+                        batch = []
+                else:
+                    yield out
+        except Exception:
+            if batch:
+                yield self._out(batch)
+            raise
+        if batch:
+            yield self._out(batch)
 
 
 def request_key(request: Request) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
+from scrapy.utils.log import logformatter_adapter
 
 from gpuradar.core import defaults, gpus
 from gpuradar.core.currency import FxTable
 from gpuradar.core.interconnect import interconnect_for
-from gpuradar.core.items import PRICINGS, FxRateItem, OfferKey, PriceItem
+from gpuradar.core.items import PRICINGS, FxRateItem, OfferKey, PriceBatch, PriceItem
 from gpuradar.crawler.config import source_options
 from gpuradar.crawler.middlewares import Recording
 from gpuradar.crawler.spiders.base import UNCATALOGUED_NAMES, warn_once_per_process
@@ -56,6 +58,53 @@ def _drop(crawler: Crawler, reason: str, item: PriceItem) -> DropItem:
     crawler.stats.inc_value(f"gpuradar/dropped/{reason}")
     cls = UnreadablePrice if reason in UNREADABLE_REASONS else DropItem
     return cls(f"{reason}: {item.source} {item.region} {item.instance_type} {item.pricing}")
+
+
+_scraper_log = logging.getLogger("scrapy.core.scraper")
+
+
+def drop_from_batch(crawler: Crawler, drop: DropItem, item: PriceItem) -> None:
+    """What Scrapy does with an item a pipeline drops, for an offer of a PriceBatch (the
+    batch itself goes on): the drop's DEBUG line and the `item_dropped` signal, which
+    Scrapy's stats and StoragePipeline (unreadable offers stay open) listen to."""
+    spider = crawler.spider
+    logkws = crawler.logformatter.dropped(item, drop, None, spider)
+    if logkws is not None:
+        _scraper_log.log(*logformatter_adapter(logkws), extra={"spider": spider, "item": item})
+    crawler.signals.send_catch_log(signal=signals.item_dropped, item=item, response=None,
+                                   spider=spider, exception=drop)
+
+
+def fail_in_batch(crawler: Crawler, item: PriceItem) -> None:
+    """What Scrapy does when a pipeline fails on an item, for an offer of a PriceBatch (the
+    other offers go on, as they would have one by one): the error with its traceback, logged
+    against the spider, and the `item_error` signal. Call it while handling the exception."""
+    from twisted.python.failure import Failure
+
+    spider = crawler.spider
+    exc = sys.exc_info()[1]
+    logkws = crawler.logformatter.item_error(item, exc, None, spider)
+    _scraper_log.log(*logformatter_adapter(logkws), extra={"spider": spider, "item": item},
+                     exc_info=True)
+    crawler.signals.send_catch_log(signal=signals.item_error, item=item, response=None,
+                                   spider=spider, failure=Failure())
+
+
+def each_offer(crawler: Crawler, item: Any, judge: Any) -> Any:
+    """Run `judge` (a pipeline stage for one PriceItem: returns it or raises DropItem) on
+    `item`, or on every offer of a PriceBatch, keeping the offers it passes, in order."""
+    if not isinstance(item, PriceBatch):
+        return judge(item)
+    kept = []
+    for offer in item.items:
+        try:
+            kept.append(judge(offer))
+        except DropItem as drop:
+            drop_from_batch(crawler, drop, offer)
+        except Exception:  # noqa: BLE001 - logged and signalled as Scrapy would
+            fail_in_batch(crawler, offer)
+    item.items = kept
+    return item
 
 
 def price_range(crawler: Crawler, source: str) -> tuple[float, float]:
@@ -156,6 +205,9 @@ class ValidatePipeline:
         return cls(crawler)
 
     def process_item(self, item: Any) -> Any:
+        return each_offer(self.crawler, item, self.judge)
+
+    def judge(self, item: Any) -> Any:
         if isinstance(item, PriceItem):
             reason = validate(item)
             if reason:
@@ -184,6 +236,9 @@ class NormalizePipeline:
         self.fx = FxTable(latest_fx(open_database(database_url(self.crawler))))
 
     def process_item(self, item: Any) -> Any:
+        return each_offer(self.crawler, item, self.judge)
+
+    def judge(self, item: Any) -> Any:
         if not isinstance(item, PriceItem):
             return item
         if item.source not in self.ranges:
@@ -278,6 +333,9 @@ class StoragePipeline:
             self.unreadable.add(item.key)
 
     def process_item(self, item: Any) -> Any:
+        return each_offer(self.crawler, item, self.judge)
+
+    def judge(self, item: Any) -> Any:
         if isinstance(item, FxRateItem):
             self.fx[(item.currency, date.fromisoformat(item.rate_date))] = item.per_eur
         elif isinstance(item, PriceItem):

@@ -15,6 +15,7 @@ from scrapy import signals
 from scrapy.settings import Settings
 from scrapy.spiderloader import get_spider_loader
 
+from gpuradar.core.items import PriceBatch
 from gpuradar.core.units import EXIT_INTERRUPTED
 from gpuradar.crawler.config import source_status
 from gpuradar.crawler.pipelines import crawl_recorded
@@ -191,7 +192,8 @@ def _tracked(process: Any, sources: list[str],
         crawler = process.create_crawler(name)
         if on_item is not None:
             def counted(item, response, spider, _name=name):
-                on_item(_name)
+                for _ in range(len(item) if isinstance(item, PriceBatch) else 1):
+                    on_item(_name)  # each offer of a batch, as if it had come alone
             handlers.append(counted)
             crawler.signals.connect(counted, signal=signals.item_scraped)
         crawls[name] = TrackedCrawl(name, crawler)

@@ -60,7 +60,14 @@ SPIDER_MIDDLEWARES = {
     "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware": None,
     # A response a callback cannot read (HTML where JSON is due): one line, not a traceback.
     "gpuradar.crawler.middlewares.UnreadableResponseMiddleware": 50,
+    # Next to the spider: a callback's offers reach the pipelines in batches (PriceBatch),
+    # so Scrapy's per-item task, signals and pipeline awaitables are paid once per batch.
+    "gpuradar.crawler.middlewares.PriceBatchMiddleware": 950,
 }
+# Items of one response in the pipelines at once. A callback's offers come as PriceBatches
+# of up to GPURADAR_BATCH_SIZE, and the pipelines do not wait on anything: Scrapy's 100
+# would only hold a whole large source's offers in memory at once.
+CONCURRENT_ITEMS = 2
 ITEM_PIPELINES = {
     "gpuradar.crawler.pipelines.ValidatePipeline": 100,
     "gpuradar.crawler.pipelines.NormalizePipeline": 200,
@@ -70,7 +77,7 @@ ITEM_PIPELINES = {
 # --- gpuradar ------------------------------------------------------------------------
 # Database the StoragePipeline writes to; None = the embedded SQLite in the user data dir.
 GPURADAR_DATABASE_URL = None
-# Items per storage transaction.
+# Items per storage transaction, and most offers in one PriceBatch.
 GPURADAR_BATCH_SIZE = 1000
 # Plausible USD per GPU-hour (low, high): a price outside is quarantined (counted as
 # implausible_price, never stored, the offer keeps its last good price). Per source:

@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import logging
 import math
+from array import array
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import BindParameter, Engine, bindparam, func, insert, select, update
+from sqlalchemy import BindParameter, Engine, Text, bindparam, cast, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from gpuradar.core import defaults
 from gpuradar.core.items import OfferKey, PriceItem
+from gpuradar.storage.db import json_dumps
 from gpuradar.storage.models import CHANGE, CRAWL, OFFER
 from gpuradar.storage.owner import process_owner
 
@@ -115,16 +117,65 @@ class Replay:
             "replayed, capture date unknown"
 
 
-@dataclass(slots=True)
-class _State:
-    """What storage holds for one offer, as far as change detection needs it."""
+_AVAILABLE = (False, True, None)  # availability as _States.available holds it: 0, 1, 2
 
-    id: int
-    price: float
-    available: bool | None
-    active: bool
-    details: tuple
-    unreadable_since: datetime | None = None
+
+def _available_code(available: Any) -> int:
+    return 2 if available is None else 1 if available else 0
+
+
+class _States:
+    """What storage holds for each offer of one source, as far as change detection needs it:
+    an index per offer key and, per index, the offer's id, last good price, availability,
+    whether it is listed, and a hash of its details (DETAIL_FIELDS) -- flat arrays, not an
+    object per offer, so a source of 100,000 offers costs a crawl a few MB. Details are only
+    compared for equality: their hash changes whenever one of them does (see details_hash)."""
+
+    __slots__ = ("index", "keys", "ids", "prices", "available", "active", "details",
+                 "unreadable")
+
+    def __init__(self) -> None:
+        self.index: dict[tuple, int] = {}
+        self.keys: list[tuple] = []
+        self.ids = array("q")
+        self.prices = array("d")
+        self.available = bytearray()
+        self.active = bytearray()
+        self.details = array("q")
+        #: index -> since when the offer's listed price could not be read (few offers).
+        self.unreadable: dict[int, datetime] = {}
+
+    def add(self, key: tuple, offer_id: int, price: float | None, available: bool | None,
+            active: bool, details: int, unreadable_since: datetime | None = None) -> int:
+        i = len(self.keys)
+        self.index[key] = i
+        self.keys.append(key)
+        self.ids.append(offer_id)
+        self.prices.append(math.nan if price is None else price)
+        self.available.append(_available_code(available))
+        self.active.append(1 if active else 0)
+        self.details.append(details)
+        if unreadable_since is not None:
+            self.unreadable[i] = unreadable_since
+        return i
+
+    def set_observed(self, i: int, price: float, available: bool | None, details: int) -> None:
+        """An observation was stored for offer `i`: listed, readable, these values."""
+        self.prices[i] = price
+        self.available[i] = _available_code(available)
+        self.active[i] = 1
+        self.details[i] = details
+        self.unreadable.pop(i, None)
+
+
+def details_hash(gpu: Any, gpu_count: Any, gpu_memory_gb: Any, vcpus: Any, memory_gb: Any,
+                 currency: Any, price_usd: Any, price_per_gpu_usd: Any, available_count: Any,
+                 url: str, attributes_json: str) -> int:
+    """One number for an offer's details (DETAIL_FIELDS, attributes as stored JSON text):
+    equal details give equal numbers (1 and 1.0 alike, as the database returns them); a
+    change in one of them changes it (a tuple hash, 64-bit)."""
+    return hash((gpu, gpu_count, gpu_memory_gb, vcpus, memory_gb, currency, price_usd,
+                 price_per_gpu_usd, available_count, url, attributes_json))
 
 
 def _kept_price(item: PriceItem) -> float:
@@ -140,10 +191,16 @@ def _details(item: PriceItem) -> tuple:
             item.url[:2000], item.attributes or {})
 
 
+def _details_of(item: PriceItem) -> int:
+    return details_hash(item.gpu, item.gpu_count, item.gpu_memory_gb, item.vcpus,
+                        item.memory_gb, item.currency, item.price_usd, item.price_per_gpu_usd,
+                        item.available_count, item.url[:2000], json_dumps(item.attributes or {}))
+
+
 # (database URL, source) -> (id of the crawl that left this state, offers' state). A daemon
 # crawls the same sources again and again: when nobody else wrote the source since our last
 # crawl, its state is already in memory and need not be read back.
-_STATE_CACHE: dict[tuple[str, str], tuple[int, dict]] = {}
+_STATE_CACHE: dict[tuple[str, str], tuple[int, _States]] = {}
 
 
 @dataclass
@@ -184,14 +241,16 @@ class CrawlWriter:
                             else self.started_at)
         self.refused = ""
         self.shrink_guard = shrink_guard
-        self.seen: set[OfferKey] = set()
+        self.seen: set[tuple] = set()
         self.items = self.new_offers = self.changed = 0
         self.unstorable: set[OfferKey] = set()
         self.changed_offer_ids: set[int] = set()
         self._cache_key = (engine.url.render_as_string(hide_password=False), source)
         self._clean = True  # False once a write failed: memory may then differ from the DB
-        cols = [OFFER.c[f] for f in ("id", *OfferKey._fields, "price", "available", "active",
-                                     *DETAIL_FIELDS, "unreadable_since")]
+        # The attributes as their stored JSON text (json_dumps wrote it): hashed as they are.
+        cols: list[Any] = [OFFER.c[f] for f in ("id", *OfferKey._fields, "price", "available",
+                                                "active", *DETAIL_FIELDS[:-1])]
+        cols += [cast(OFFER.c.attributes, Text), OFFER.c.unreadable_since]
         with engine.begin() as conn:
             latest = conn.execute(select(func.max(CRAWL.c.id))
                                   .where(CRAWL.c.source == source)).scalar()
@@ -208,15 +267,18 @@ class CrawlWriter:
             ).scalar_one()
             cached = _STATE_CACHE.pop(self._cache_key, None)
             if cached is not None and cached[0] == latest:
-                self.current: dict[tuple[str, str, str, str], _State] = cached[1]
+                self.current: _States = cached[1]
                 return
             # Streamed (a server-side cursor on PostgreSQL): a large source's rows are not
             # held twice, as rows and as state, at the crawl's start.
-            self.current = {}
-            for row in conn.execute(select(*cols).where(OFFER.c.source == source)
-                                    .execution_options(yield_per=5000)):
-                r = tuple(row)
-                self.current[r[1:5]] = _State(r[0], r[5], r[6], r[7], r[8:-1], r[-1])
+            self.current = current = _States()
+            # The key's strings (a few hundred regions and sizes) one object each, not one
+            # per row.
+            share: dict[str, str] = {}
+            for r in conn.execute(select(*cols).where(OFFER.c.source == source)
+                                  .execution_options(yield_per=5000)):
+                key = tuple(share.setdefault(v, v) for v in r[1:5])
+                current.add(key, r[0], r[5], r[6], r[7], details_hash(*r[8:-1]), r[-1])
 
     def _older_than_stored(self, conn) -> str:
         """Why this replay must not be stored ('' when it may): history is a sequence of
@@ -244,9 +306,11 @@ class CrawlWriter:
             return
         replayed = self.replay is not None
         new: list[tuple[OfferKey, PriceItem]] = []
-        changed: list[tuple[_State, PriceItem]] = []
-        details: list[tuple[_State, PriceItem]] = []
+        changed: list[tuple[int, PriceItem]] = []
+        details: list[tuple[int, PriceItem, int]] = []
         seen, current = self.seen, self.current
+        index, prices, available, active = (current.index, current.prices, current.available,
+                                            current.active)
         for item in items:
             if replayed:
                 item.observed_at = self.observed_at
@@ -260,16 +324,20 @@ class CrawlWriter:
                 log.warning("%s: price %r of %s is not storable; skipped", self.source,
                             item.price, key)
                 continue
-            seen.add(key)
             self.items += 1
-            state = current.get(key)
-            if state is None:
+            i = index.get(key)
+            if i is None:
+                seen.add(key)  # the key object the state will hold: one per offer
                 new.append((key, item))
-            elif (state.price != item.price or state.available != item.available
-                  or not state.active):
-                changed.append((state, item))
-            elif state.details != _details(item) or state.unreadable_since is not None:
-                details.append((state, item))
+                continue
+            seen.add(current.keys[i])
+            if (prices[i] != item.price or _AVAILABLE[available[i]] != item.available
+                    or not active[i]):
+                changed.append((i, item))
+            else:
+                digest = _details_of(item)
+                if current.details[i] != digest or i in current.unreadable:
+                    details.append((i, item, digest))
         if not (new or changed or details):
             return
         self._clean = False
@@ -281,10 +349,11 @@ class CrawlWriter:
             if details:  # rare: FX moved, stock count changed, specs corrected, readable again
                 conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
                     {**{f: bindparam(f) for f in DETAIL_FIELDS}, "unreadable_since": None}),
-                    [{"_id": s.id, **self._detail_values(i)} for s, i in details])
-                for state, item in details:
-                    state.details = _details(item)
-                    state.unreadable_since = None
+                    [{"_id": current.ids[i], **self._detail_values(item)}
+                     for i, item, _ in details])
+                for i, _, digest in details:
+                    current.details[i] = digest
+                    current.unreadable.pop(i, None)
         self._clean = True
 
     @staticmethod
@@ -318,23 +387,23 @@ class CrawlWriter:
             conn.execute(insert(CHANGE), change_rows(ids))
         for oid, (key, i) in zip(ids, new, strict=True):
             # The key tuple `seen` holds, not a copy: one per offer for a whole crawl.
-            self.current[key] = _State(oid, _kept_price(i), i.available, True, _details(i))
+            self.current.add(key, oid, _kept_price(i), i.available, True, _details_of(i))
         self.new_offers += len(new)
         self.changed_offer_ids.update(ids)
 
-    def _apply_changes(self, conn, changed: list[tuple[_State, PriceItem]]) -> None:
-        _record_changes(conn, [self._change(s.id, i) for s, i in changed])
+    def _apply_changes(self, conn, changed: list[tuple[int, PriceItem]]) -> None:
+        ids = self.current.ids
+        _record_changes(conn, [self._change(ids[i], item) for i, item in changed])
         values: dict[str, BindParameter[Any]] = {
             f: bindparam(f) for f in ("price", "available", *DETAIL_FIELDS)}
         conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
             **values, changed_at=bindparam("_at"), active=True, unreadable_since=None),
-            [{"_id": s.id, "_at": i.observed_at, "price": i.price, "available": i.available,
-              **self._detail_values(i)} for s, i in changed])
-        for state, item in changed:
-            state.price, state.available, state.active = _kept_price(item), item.available, True
-            state.details = _details(item)
-            state.unreadable_since = None
-            self.changed_offer_ids.add(state.id)
+            [{"_id": ids[i], "_at": item.observed_at, "price": item.price,
+              "available": item.available, **self._detail_values(item)}
+             for i, item in changed])
+        for i, item in changed:
+            self.current.set_observed(i, _kept_price(item), item.available, _details_of(item))
+            self.changed_offer_ids.add(ids[i])
         self.changed += len(changed)
 
     # -- end of crawl -------------------------------------------------------------------
@@ -389,23 +458,24 @@ class CrawlWriter:
                 self.unstorable)
         # Listed but unreadable: kept open with the last good price (a key read fine
         # elsewhere in this crawl is not unreadable).
-        kept = [self.current[k] for k in (set(unreadable) | self.unstorable) - self.seen
-                if k in self.current and self.current[k].active]
+        current = self.current
+        kept = [i for k in (set(unreadable) | self.unstorable) - self.seen
+                if (i := current.index.get(k)) is not None and current.active[i]]
         if (status == "ok" and self.items == 0 and not kept
-                and any(s.active for s in self.current.values())):
+                and any(current.active)):
             # An empty answer from a source that listed offers before is a broken source,
             # not a market that emptied in one go: close nothing.
             status, error = "failed", error or "crawl returned no offers; nothing closed"
         with self.engine.begin() as conn:
-            flag = [s for s in kept if s.unreadable_since is None]
+            flag = [i for i in kept if i not in current.unreadable]
             if flag:
                 conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
-                    unreadable_since=self.observed_at), [{"_id": s.id} for s in flag])
-                for s in flag:
-                    s.unreadable_since = self.observed_at
-            kept_ids = {s.id for s in kept}
-            gone = [s for k, s in self.current.items()
-                    if s.active and k not in self.seen and s.id not in kept_ids]
+                    unreadable_since=self.observed_at), [{"_id": current.ids[i]} for i in flag])
+                for i in flag:
+                    current.unreadable[i] = self.observed_at
+            kept_set = set(kept)
+            gone = [i for i, k in enumerate(current.keys)
+                    if current.active[i] and k not in self.seen and i not in kept_set]
             hold = (self._shrink_hold(conn, len(self.seen) + len(kept))
                     if status == "ok" and gone else None)
             if hold is not None:
@@ -418,17 +488,20 @@ class CrawlWriter:
                 error = f"{reason}; {error}" if error else reason
             elif status == "ok" and gone:
                 at = epoch(self.observed_at)
-                _record_changes(conn, [{"offer_id": s.id, "at": at, "price_micros": None,
-                                        "available": False} for s in gone])
+                gone_ids = [current.ids[i] for i in gone]
+                _record_changes(conn, [{"offer_id": oid, "at": at, "price_micros": None,
+                                        "available": False} for oid in gone_ids])
                 conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
                     active=False, available=False, changed_at=self.observed_at,
-                    available_count=None, unreadable_since=None), [{"_id": s.id} for s in gone])
+                    available_count=None, unreadable_since=None),
+                    [{"_id": oid} for oid in gone_ids])
                 closed = len(gone)
-                self.changed_offer_ids.update(s.id for s in gone)
-                for s in gone:
-                    s.active, s.available, s.unreadable_since = False, False, None
-                    i = DETAIL_FIELDS.index("available_count")
-                    s.details = (*s.details[:i], None, *s.details[i + 1:])
+                self.changed_offer_ids.update(gone_ids)
+                for i in gone:
+                    # Its details no longer matter: an offer listed again is a change,
+                    # which stores them anew.
+                    current.active[i], current.available[i] = 0, _available_code(False)
+                    current.unreadable.pop(i, None)
             summary = CrawlSummary(
                 crawl_id=self.crawl_id, source=self.source, status=status,
                 items=self.items + rates, new_offers=self.new_offers, changed=self.changed,

@@ -218,13 +218,18 @@ _WINDOWS = re.compile(r"\bWin(dows)?\b")
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
-@dataclass
-class _Meter:
-    """A Linux consumption meter of a GPU size, before the one in effect is picked."""
+class _Meter(NamedTuple):
+    """The candidate meter of one offer (region, size, pricing), before the one in effect is
+    picked: only what the offer is built from. A crawl holds one per offer until the chain
+    ends (100,000 of them for a large catalog), so not the meter's whole JSON object; the
+    strings many meters share (names, dates, the page URL) are one object each."""
 
-    key: tuple[str, str, str]  # region, size, pricing
     effective: datetime
-    meter: dict[str, Any]
+    price: Any
+    currency: Any
+    meter_name: str
+    product: str
+    effective_from: Any
     url: str
 
 
@@ -315,6 +320,8 @@ class AzureSpider(GpuRadarSpider):
         self._prices_read = False
         self._token = ""
         self._sku_pages: set[str] = set()
+        # One object per distinct string of the kept meters (see _Meter).
+        self._shared: dict[Any, Any] = {}
 
     def first_url(self) -> str:
         # Every armSkuName with a capital N: the N-series whatever its form ("Standard_NC..."
@@ -457,16 +464,24 @@ class AzureSpider(GpuRadarSpider):
         """Keep the page's candidate meters; the next page's URL, if any."""
         page = self.json_body(response)
         items = require(page, "Items", self.name, response.url, list)
+        now, url = datetime.now(UTC), self._share(response.url)
         for i, meter in enumerate(items):
-            self.consider(meter, f"{response.url} Items[{i}]", response.url)
+            self.consider(meter, f"{response.url} Items[{i}]", url, now)
         next_link = page.get("NextPageLink") if isinstance(page, dict) else None
         if next_link is not None and not isinstance(next_link, str):
             raise ParseError(self.name, "NextPageLink", response.url,
                              f"is {type(next_link).__name__}, expected str")
         return next_link or None
 
-    def consider(self, meter: Any, where: str, url: str) -> None:
-        """Keep a Linux consumption meter if it is the latest in effect for its offer."""
+    def _share(self, value: Any) -> Any:
+        """`value`, or the equal string or date an earlier meter already holds."""
+        if isinstance(value, str | datetime):
+            return self._shared.setdefault(value, value)
+        return value
+
+    def consider(self, meter: Any, where: str, url: str, now: datetime | None = None) -> None:
+        """Keep a Linux consumption meter if it is the latest in effect for its offer (`now`:
+        when the page was read; a price starting later is not in effect yet)."""
         sku = require(meter, "armSkuName", self.name, where, str)
         meter_name = require(meter, "meterName", self.name, where, str)
         product = require(meter, "productName", self.name, where, str)
@@ -486,7 +501,7 @@ class AzureSpider(GpuRadarSpider):
         if not region or region.endswith("euap"):  # canary regions nobody can rent in
             return
         effective = effective_start(meter, where)
-        if effective > datetime.now(UTC):
+        if effective > (now or datetime.now(UTC)):
             self.count("future_price")  # announced, not yet in effect
             return
         spot = meter_name.endswith(" Spot") or sku_name.endswith(" Spot")
@@ -495,7 +510,13 @@ class AzureSpider(GpuRadarSpider):
         if held is None or effective > held.effective:
             if held is not None:
                 self.count("superseded_price")
-            self._meters[key] = _Meter(key, effective, meter, url)
+            share = self._share
+            if held is None:
+                key = (share(region), share(sku), key[2])
+            self._meters[key] = _Meter(
+                share(effective), meter.get("retailPrice", meter.get("unitPrice")),
+                share(meter.get("currencyCode")), share(meter_name), share(product),
+                share(meter.get("effectiveStartDate")), url)
         elif effective < held.effective:
             self.count("superseded_price")
         else:
@@ -503,8 +524,11 @@ class AzureSpider(GpuRadarSpider):
 
     def offers(self):
         """One PriceItem per offer (the meter in effect), or an uncatalogued report."""
-        meters, self._meters = self._meters, {}
-        for (region, sku, pricing), held in meters.items():
+        meters, self._meters, self._shared = self._meters, {}, {}
+        for key in list(meters):
+            # Taken out one by one: the meters' memory goes as their offers are yielded.
+            region, sku, pricing = key
+            held = meters.pop(key)
             counted_by = None
             try:
                 size = size_of(sku)
@@ -519,17 +543,15 @@ class AzureSpider(GpuRadarSpider):
             except Uncatalogued as why:
                 self.uncatalogued(sku, str(why))
                 continue
-            meter = held.meter
-            attributes = {"meter": meter["meterName"], "product": meter["productName"],
-                          "effective_from": meter.get("effectiveStartDate")}
+            attributes = {"meter": held.meter_name, "product": held.product,
+                          "effective_from": held.effective_from}
             if counted_by:
                 attributes["gpu_count_from"] = counted_by
             yield PriceItem(
                 source=self.name, region=region, instance_type=sku, pricing=pricing,
                 gpu=size.gpu, gpu_count=size.count, gpu_memory_gb=size.memory_gb,
-                vcpus=size.vcpus, price=meter.get("retailPrice", meter.get("unitPrice")),
-                currency=meter.get("currencyCode") or "USD", url=held.url,
-                attributes=attributes,
+                vcpus=size.vcpus, price=held.price, currency=held.currency or "USD",
+                url=held.url, attributes=attributes,
             )
 
     def sku_size(self, sku: str, why: UnlistedSize) -> Size | None:

@@ -77,3 +77,17 @@ class FxRateItem:
     per_eur: float
     rate_date: str  # ISO date as published
     source: str = "fx"
+
+
+@dataclass(slots=True)
+class PriceBatch:
+    """The offers one callback yielded, carried through Scrapy's item pipelines as one item
+    (gpuradar.crawler.middlewares.PriceBatchMiddleware groups them; spiders yield PriceItems).
+    Scrapy's per-item cost -- a task, two signals, the pipeline chain's awaitables -- is then
+    paid once per batch instead of once per offer; each pipeline stage still judges every
+    offer on its own, in order, exactly as if it had come alone."""
+
+    items: list[PriceItem]
+
+    def __len__(self) -> int:
+        return len(self.items)
