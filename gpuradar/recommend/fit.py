@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FxTable
@@ -16,7 +16,9 @@ from gpuradar.recommend.job import TRAINING, stack_note
 from gpuradar.recommend.memory import MemoryEstimate, estimate_memory, usable_gb
 from gpuradar.recommend.precision import compute_precision
 from gpuradar.recommend.scaling import efficiency, inter_node_status
-from gpuradar.storage.offers import OfferRow
+
+if TYPE_CHECKING:  # the offers come from storage; recommending needs no database
+    from gpuradar.storage.offers import OfferRow
 
 
 def offer_interconnect(offer: OfferRow) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FxTable
@@ -16,7 +16,9 @@ from gpuradar.core.units import MAINLAND_ALIASES, region_matches
 from gpuradar.recommend.fit import Fit, fit_offer, price_in
 from gpuradar.recommend.job import TRAINING, Budget, Job, RecommendError
 from gpuradar.recommend.memory import MemoryEstimate, estimate_memory
-from gpuradar.storage.offers import OfferRow
+
+if TYPE_CHECKING:  # the offers come from storage; recommending needs no database
+    from gpuradar.storage.offers import OfferRow
 
 _BAND_RISK = {"<5%": "low", "5-10%": "low", "10-15%": "medium", "15-20%": "high",
               ">20%": "high"}

@@ -129,6 +129,16 @@ def test_sources_loads_no_scrapy(home):
     assert not pulled, "`gpuradar sources` imported:\n  " + "\n  ".join(pulled)
 
 
+def test_rules_check_loads_no_database_library(home):
+    """Checking a rules file reads no database: fit rules name a job (gpuradar.recommend)
+    whose ranking takes the offers storage reads, but only as a type."""
+    args, _ = COMMANDS["rules check"]
+    proc, chains = imports_of(args, home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    pulled = heavy_imports(chains, ("sqlalchemy", "sqlmodel", "psycopg"))
+    assert not pulled, "`gpuradar rules check` imported:\n  " + "\n  ".join(pulled)
+
+
 @pytest.mark.parametrize("command", ["prices", "sources"])
 def test_a_command_leaves_the_sqlite_database_closed(command, home):
     """The process ends without Python's last garbage collection (gpuradar/__main__.py), so
