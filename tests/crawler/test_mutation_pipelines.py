@@ -60,6 +60,12 @@ def test_an_unreadable_price_is_never_stored(price, reason):
     assert validate(offer(price)) == reason
 
 
+@pytest.mark.parametrize("count", [0, -1, -0.5])
+def test_an_offer_without_a_positive_gpu_count_is_dropped_as_no_gpu(count):
+    # The drop reason users see (crawl record, `gpuradar sources`): no_gpu, not a price one.
+    assert validate(offer(3.0, count=count)) == "no_gpu"
+
+
 @pytest.mark.parametrize("low,high,verdict", [(1.0, 1.0, None), (1.01, 2.0, "implausible_price"),
                                               (0.5, 0.99, "implausible_price")])
 def test_the_plausible_range_includes_both_ends(low, high, verdict):
