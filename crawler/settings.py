@@ -3,6 +3,8 @@
 The config file's `scrapy:` section may change the settings gpuradar.core.config's
 `ScrapySection` lists (checked there: type, range, allowed values); nothing else."""
 
+from scrapy.settings import default_settings
+
 from gpuradar.core import defaults
 
 BOT_NAME = "gpuradar"
@@ -12,6 +14,13 @@ NEWSPIDER_MODULE = "gpuradar.crawler.spiders"
 USER_AGENT = "gpuradar/0.1 (+https://github.com/gpuradar/gpuradar)"
 ROBOTSTXT_OBEY = False  # official pricing APIs, not crawled sites
 TELNETCONSOLE_ENABLED = False
+# Scrapy's remote control (on by default in 2.19) would listen for commands and load aiohttp's
+# web server into every crawl and the daemon (~8 MB): gpuradar is controlled by its own CLI.
+# Left out of the base list, not set to None in EXTENSIONS: Scrapy imports every class named
+# there, None or not.
+REMOTE_CONTROL_ENABLED = False
+EXTENSIONS_BASE = {name: order for name, order in default_settings.EXTENSIONS_BASE.items()
+                   if not name.startswith("scrapy.extensions.remote_control.")}
 TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 LOG_LEVEL = "INFO"
 LOG_FORMATTER = "gpuradar.crawler.logformatter.QuietDropLogFormatter"

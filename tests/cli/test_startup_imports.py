@@ -150,3 +150,14 @@ def test_a_command_leaves_the_sqlite_database_closed(command, home):
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = Path(home["GPURADAR_DATA_DIR"])
     assert sorted(p.name for p in data.iterdir()) == ["gpuradar.db"]
+
+
+def test_a_crawl_loads_no_remote_control_server(home):
+    """Scrapy's remote-control extension (on by default since Scrapy 2.14) would listen for
+    commands and load aiohttp's web server into every crawl and the daemon: it is off."""
+    recordings = Path(gpuradar.__file__).parent / "recordings"
+    proc, chains = imports_of(["crawl", "lambda", "--replay", str(recordings)], home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "scrapy.core.engine" in chains  # it really crawled
+    pulled = heavy_imports(chains, ("aiohttp", "scrapy.extensions.remote_control"))
+    assert not pulled, "`gpuradar crawl` imported:\n  " + "\n  ".join(pulled)
