@@ -383,3 +383,12 @@ def test_fit_clause_bare_number_price_is_usd_and_leaves_the_next_word():
     clause = parse_fit_clause("fit for 7B lora under 3 spot")
     assert (clause.max_price, clause.currency, clause.pricing) == (3.0, "USD", "spot")
     assert parse_fit_clause("fit for 7B lora under 3").max_price == 3.0
+
+
+def test_a_fit_rule_naming_the_default_precision_reads_and_is_named_as_one_that_does_not():
+    """bf16 is the default precision: writing it changes neither the rule's text nor the
+    name derived from it."""
+    named = rule_from_mapping({"fit": "7B finetune bf16", "under": "$3/h"})
+    plain = rule_from_mapping({"fit": "7B finetune", "under": "$3/h"})
+    assert (named.text, named.name) == (plain.text, plain.name)
+    assert named.condition.job.precision == "bf16"

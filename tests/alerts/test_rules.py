@@ -608,3 +608,33 @@ def test_at_most_without_its_gpus_and_a_yaml_drop_without_a_window():
         "`at most` needs a GPU count: write `at most 4 GPUs`")
     drop = rule_from_mapping({"gpu": "H100", "drop": {"percent": 15}})  # window: 7 days
     assert drop.describe() == "H100 drops 15% below its 7-day low"
+
+
+def test_repeat_false_in_yaml_means_never():
+    r = rule_from_mapping({"gpu": "H100", "under": "$2/h", "repeat": False})
+    assert (r.repeat, r.repeat_set) == (None, True)
+
+
+def test_a_rule_of_the_longest_length_is_read_and_one_character_more_is_refused():
+    text = "H100 under $2/h"
+    assert parse_rule(text.ljust(4000)).text.strip() == text
+    with pytest.raises(RuleError, match="at most 4000 characters, this one has 4,001"):
+        parse_rule(text.ljust(4001))
+
+
+@pytest.mark.parametrize(("option", "value", "read"), [
+    ("top", 1000, ("top", 1000)), ("for", 1, ("for_count", 1)),
+    ("repeat", "1h", ("repeat", timedelta(hours=1)))])
+def test_options_at_their_limits_are_read(option, value, read):
+    r = rule_from_mapping({"gpu": "H100", "under": "$2/h", option: value})
+    assert getattr(r, read[0]) == read[1]
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("top", 1001, "top: a whole number of offers, 1 to 1000"),
+    ("for", 0, "for: at least 1 (evaluation)"),
+    ("for", -1, "for: at least 1 (evaluation)"),
+    ("repeat", "0s", "repeat: must be longer than zero")])
+def test_options_past_their_limits_are_refused(option, value, message):
+    with pytest.raises(RuleError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        rule_from_mapping({"gpu": "H100", "under": "$2/h", option: value})
