@@ -12,7 +12,7 @@ docs/index.md describes the method.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -59,19 +59,51 @@ def fresh_sources(engine: Engine, at: datetime, freshness: Freshness = Freshness
             and failures < freshness.max_failures}
 
 
-def index_inputs(engine: Engine, at: datetime, freshness: Freshness = Freshness()
-                 ) -> list[IndexOffer]:
-    """The offers an index computed at `at` is made of."""
-    fresh = fresh_sources(engine, at, freshness)
+def index_inputs(engine: Engine, at: datetime, freshness: Freshness = Freshness(),
+                 fresh: Collection[str] | None = None,
+                 groups: Collection[tuple[str, str]] | None = None) -> list[IndexOffer]:
+    """The offers an index computed at `at` is made of (only those of `groups`, (model,
+    pricing) pairs, when given; `fresh`: the fresh sources, when already known)."""
+    if fresh is None:
+        fresh = fresh_sources(engine, at, freshness)
     if not fresh:
         return []
+    gpus = sorted(catalog.CATALOG) if groups is None else sorted({g for g, _ in groups})
     q = (select(OFFER.c.id, OFFER.c.gpu, OFFER.c.pricing, OFFER.c.source,
                 OFFER.c.price_per_gpu_usd)
          .where(OFFER.c.active.is_(True), OFFER.c.price_per_gpu_usd.is_not(None),
                 or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None)),
-                OFFER.c.source.in_(sorted(fresh)), OFFER.c.gpu.in_(sorted(catalog.CATALOG))))
+                OFFER.c.source.in_(sorted(fresh)), OFFER.c.gpu.in_(gpus)))
     with engine.connect() as conn:
-        return list(map(IndexOffer._make, conn.execute(q).fetchall()))
+        rows = map(IndexOffer._make, conn.execute(q).fetchall())
+        if groups is None:
+            return list(rows)
+        return [o for o in rows if (o.gpu, o.pricing) in groups and o.gpu in catalog.CATALOG]
+
+
+def _groups_of(engine: Engine, ids: Collection[int]) -> set[tuple[str, str]]:
+    """The (model, pricing) pairs of these offers, as stored now."""
+    found: set[tuple[str, str]] = set()
+    ordered = sorted(ids)
+    with engine.connect() as conn:
+        for i in range(0, len(ordered), 1000):
+            q = (select(OFFER.c.gpu, OFFER.c.pricing).distinct()
+                 .where(OFFER.c.id.in_(ordered[i:i + 1000])))
+            found.update((r.gpu, r.pricing) for r in conn.execute(q))
+    return found
+
+
+#: database URL -> (the fresh sources, the index table's size and newest time) after this
+#: process's last index update. While both are the same (no source became fresh or stale, no
+#: other process wrote the index), an update after a crawl recomputes only the models its
+#: changed offers belong to: no other offer's price, presence or freshness moved since.
+_LAST: dict[str, tuple[frozenset[str], tuple[int, int | None]]] = {}
+
+
+def _index_mark(engine: Engine) -> tuple[int, int | None]:
+    with engine.connect() as conn:
+        count, newest = conn.execute(select(func.count(), func.max(INDEX.c.at))).one()
+    return int(count), newest
 
 
 def _latest_rows(conn) -> dict[tuple[str, str], dict[str, Any]]:
@@ -98,15 +130,29 @@ _COMPARED = ("median_micros", "p10_micros", "p90_micros", "offers", "providers",
 
 
 def update_index(engine: Engine, at: datetime | None = None,
-                 freshness: Freshness = Freshness()) -> int:
+                 freshness: Freshness = Freshness(),
+                 changed_ids: Collection[int] | None = None) -> int:
     """Compute the index as of `at` (default now) and store the figures that changed; the
     number of change points written. A change point is never dated before the series' last
-    one (crawls of two sources may finish out of order)."""
+    one (crawls of two sources may finish out of order).
+
+    `changed_ids`: the offers a crawl added, repriced, made (un)available or closed, when
+    nothing else about its offers changed. If the fresh sources are those of this process's
+    last update, only their models are recomputed (none: nothing is)."""
     at = at or datetime.now(UTC)
-    figures = compute_index(index_inputs(engine, at, freshness))
+    fresh = frozenset(fresh_sources(engine, at, freshness))
+    memo = str(engine.url)
+    groups: set[tuple[str, str]] | None = None
+    if changed_ids is not None and _LAST.get(memo) == (fresh, _index_mark(engine)):
+        if not changed_ids:
+            return 0
+        groups = _groups_of(engine, changed_ids)
+    figures = compute_index(index_inputs(engine, at, freshness, fresh, groups))
     stamp = int(at.timestamp())
     with engine.begin() as conn:
         latest = _latest_rows(conn)
+        if groups is not None:
+            latest = {k: v for k, v in latest.items() if k in groups}
         rows = []
         for key in sorted(figures.keys() | latest.keys()):
             last = latest.get(key)
@@ -122,6 +168,7 @@ def update_index(engine: Engine, at: datetime | None = None,
             conn.execute(ins.on_conflict_do_update(
                 index_elements=["gpu", "pricing", "at"],
                 set_={c: ins.excluded[c] for c in _COMPARED}), rows)
+    _LAST[memo] = (fresh, _index_mark(engine))
     return len(rows)
 
 

@@ -245,6 +245,9 @@ class CrawlWriter:
         self.items = self.new_offers = self.changed = 0
         self.unstorable: set[OfferKey] = set()
         self.changed_offer_ids: set[int] = set()
+        # False once an offer's details were rewritten (FX, specs, stock): its model or USD
+        # price may have moved, so the index update cannot be limited to changed offers.
+        self._index_by_changes = True
         self._cache_key = (engine.url.render_as_string(hide_password=False), source)
         self._clean = True  # False once a write failed: memory may then differ from the DB
         # The attributes as their stored JSON text (json_dumps wrote it): hashed as they are.
@@ -347,6 +350,7 @@ class CrawlWriter:
             if changed:
                 self._apply_changes(conn, changed)
             if details:  # rare: FX moved, stock count changed, specs corrected, readable again
+                self._index_by_changes = False
                 conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
                     {**{f: bindparam(f) for f in DETAIL_FIELDS}, "unreadable_since": None}),
                     [{"_id": current.ids[i], **self._detail_values(item)}
@@ -414,7 +418,8 @@ class CrawlWriter:
         from gpuradar.storage.index import update_index
 
         try:
-            update_index(self.engine, self.started_at)
+            update_index(self.engine, self.started_at, changed_ids=(
+                self.changed_offer_ids if self._index_by_changes else None))
         except Exception as exc:  # noqa: BLE001 - the index never fails a stored crawl
             log.warning("%s: updating the market index failed: %s", self.source,
                         str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

@@ -4,6 +4,7 @@ PostgreSQL. docs/index.md states the method these tests pin down."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -170,3 +171,53 @@ def test_update_index_alone_recomputes_from_stored_offers(engine):
     assert store.update_index(engine, T0 + timedelta(minutes=1)) == 0
     assert store.update_index(engine, T0 + timedelta(days=3)) == 1  # azure went stale
     assert store.current_index(engine) == []
+
+
+def full_index(engine, at: datetime) -> dict:
+    """The index recomputed from every stored offer (what an update must agree with)."""
+    figures = compute_index(store.index_inputs(engine, at))
+    return {k: (f.median, f.p10, f.p90, f.offers, f.providers, f.excluded)
+            for k, f in figures.items()}
+
+
+def stored_index(engine) -> dict:
+    return {(r["gpu"], r["pricing"]): (r["median"], r["p10"], r["p90"], r["offers"],
+                                       r["providers"], tuple(r["excluded"]))
+            for r in store.current_index(engine) if r["offers"]}
+
+
+def test_an_update_after_a_crawl_agrees_with_a_full_recompute(engine):
+    """After a crawl only the models its changed offers belong to are recomputed (while no
+    source became fresh or stale): the stored index must still be the whole market's, through
+    price moves, new and closed offers, a model changing hands, and a source going stale."""
+    a100 = "A100-SXM-80GB"
+    steps = [
+        ("azure", [item("azure", "A", 2.0), item("azure", "B", 3.0),
+                   item("azure", "G", 1.5, gpu=a100)], T0),
+        ("lambda", [item("lambda", "L", 4.0), item("lambda", "M", 1.2, gpu=a100)],
+         T0 + timedelta(minutes=10)),
+        # unchanged: nothing to recompute, nothing written
+        ("azure", [item("azure", "A", 2.0), item("azure", "B", 3.0),
+                   item("azure", "G", 1.5, gpu=a100)], T0 + timedelta(minutes=20)),
+        # a price moves in one model; the other model's figures stay
+        ("lambda", [item("lambda", "L", 5.0), item("lambda", "M", 1.2, gpu=a100)],
+         T0 + timedelta(minutes=30)),
+        # an offer closes, another appears in a spot series, one becomes unavailable
+        ("azure", [item("azure", "A", 2.0, available=False),
+                   item("azure", "S", 0.9, pricing="spot"),
+                   item("azure", "G", 1.5, gpu=a100)], T0 + timedelta(minutes=40)),
+        # lambda goes stale (its last crawl three days old): a full recompute
+        ("azure", [item("azure", "A", 2.5), item("azure", "S", 0.9, pricing="spot"),
+                   item("azure", "G", 1.5, gpu=a100)], T0 + timedelta(days=3)),
+    ]
+    written = []
+    for source, items, at in steps:
+        before = rows(engine)
+        crawl(engine, source, [replace(i, observed_at=at) for i in items], at)
+        written.append(rows(engine) - before)
+        assert stored_index(engine) == full_index(engine, at), (source, at)
+    assert written[2] == 0  # the unchanged crawl wrote no change point
+    # lambda left the index of both models with its freshness: azure's offers alone
+    final = stored_index(engine)
+    assert final[(H100, "on_demand")][3:5] == (1, 1)
+    assert final[("A100-SXM-80GB", "on_demand")][:5] == (1.5, 1.5, 1.5, 1, 1)
