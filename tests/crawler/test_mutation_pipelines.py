@@ -276,3 +276,11 @@ def test_a_spiders_error_lines_reach_its_crawl_as_logged(sqlite_url):
     storage.spider_closed(spider, "finished")
     assert storage.summary.status == "partial"
     assert storage.summary.error == "eastus: the page has no prices; westus: the answer was cut"
+
+
+@pytest.mark.parametrize("missing", ["region", "instance_type"])
+def test_an_offer_without_its_region_or_instance_type_is_dropped_as_no_identity(missing):
+    # Either one missing is enough: such an offer cannot be told from another one.
+    item = offer(3.0)
+    setattr(item, missing, "")
+    assert validate(item) == "no_identity"
