@@ -343,3 +343,17 @@ def test_only_crawls_left_running_are_marked_interrupted(engine):
     assert last["azure"]["status"] == "ok" and last["azure"]["error"] == ""
     assert last["lambda"]["status"] == "failed"
     assert last["lambda"]["error"] == "interrupted (process stopped during the crawl)"
+
+
+def test_an_older_exchange_rate_stored_later_does_not_replace_the_newest(engine):
+    from datetime import date
+
+    queries.store_fx(engine, {"CNY": 0.141}, date(2026, 11, 28))
+    queries.store_fx(engine, {"CNY": 0.139}, date(2026, 11, 27))  # a backfilled day
+    assert {c: (u, d) for c, (u, d, _) in queries.latest_fx(engine).items()} == {
+        "CNY": (0.141, date(2026, 11, 28))}
+
+
+def test_find_offer_finds_only_the_instance_type_asked_for(engine):
+    crawl(engine, [item("A", 80.0, T0), item("B", 70.0, T0)], at=T0)
+    assert [o["instance_type"] for o in queries.find_offer(engine, "azure", "A")] == ["A"]
