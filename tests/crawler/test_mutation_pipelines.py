@@ -216,3 +216,71 @@ def test_a_multi_gpu_offer_says_what_links_its_gpus_and_a_single_gpu_offer_does_
                                                 "inter_node": "infiniband",
                                                 "basis": "published"}
     assert "interconnect" not in one.attributes
+
+
+def test_an_offer_a_stage_fails_on_is_reported_with_its_traceback_and_its_batch_goes_on(
+        sqlite_url, caplog):
+    """One offer of a batch makes a stage fail (a spider left its GPU count as text): the
+    batch's other offers are stored, the crawl is partial and its error gives the failure in
+    its own words, and the log shows that failure's traceback; the offer dropped beside it
+    (no price) is logged without one."""
+    import logging
+
+    from scrapy.utils.test import get_crawler
+
+    from gpuradar.core.items import PriceBatch
+    from gpuradar.crawler.pipelines import StoragePipeline, ValidatePipeline
+    from gpuradar.crawler.spiders.azure import AzureSpider
+
+    crawler = get_crawler(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
+    crawler.spider = spider = crawler._create_spider()
+    storage = StoragePipeline(crawler)
+    storage.spider_opened(spider)
+    good = offer(2.5, it="A")
+    bad = offer(20.0, count="8", it="B")
+    unpriced = offer(None, it="C")
+    also_good = offer(3.5, it="D")
+    with caplog.at_level(logging.DEBUG, logger="scrapy.core.scraper"):
+        batch = ValidatePipeline(crawler).process_item(
+            PriceBatch([good, bad, unpriced, also_good]))
+        assert batch.items == [good, also_good]  # in order
+        storage.process_item(batch)
+        storage.spider_closed(spider, "finished")
+
+    summary = storage.summary
+    assert summary.status == "partial" and summary.items == 2
+    assert summary.error == (f"Error processing {bad}: '<=' not supported between instances "
+                             "of 'str' and 'int'")[:500]
+    assert caplog.text.count("Traceback (most recent call last)") == 1
+    (failed,) = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert isinstance(failed.exc_info[1], TypeError) and failed.item is bad
+    (dropped,) = [r for r in caplog.records if getattr(r, "item", None) is unpriced]
+    assert dropped.exc_info is None and "no_price" in dropped.getMessage()
+
+
+def test_a_spiders_error_lines_reach_its_crawl_as_logged(sqlite_url):
+    """What a spider logs as an error is the crawl's error as a user reads it: the first line
+    of a message, and no ": None" for a traceback asked for outside any exception."""
+    from scrapy.utils.test import get_crawler
+
+    from gpuradar.crawler.pipelines import StoragePipeline
+    from gpuradar.crawler.spiders.azure import AzureSpider
+
+    crawler = get_crawler(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
+    crawler.spider = spider = crawler._create_spider()
+    storage = StoragePipeline(crawler)
+    storage.spider_opened(spider)
+    storage.process_item(offer(2.5))
+    spider.logger.error("eastus: the page has no prices\nits body: {}")
+    spider.logger.error("westus: the answer was cut", exc_info=True)
+    storage.spider_closed(spider, "finished")
+    assert storage.summary.status == "partial"
+    assert storage.summary.error == "eastus: the page has no prices; westus: the answer was cut"
+
+
+@pytest.mark.parametrize("missing", ["region", "instance_type"])
+def test_an_offer_without_its_region_or_instance_type_is_dropped_as_no_identity(missing):
+    # Either one missing is enough: such an offer cannot be told from another one.
+    item = offer(3.0)
+    setattr(item, missing, "")
+    assert validate(item) == "no_identity"

@@ -470,3 +470,13 @@ def test_an_unstorable_value_keeps_a_known_offer_open(engine):
         "ok", 0, 1, 1)
     a = queries.find_offer(engine, "azure", "A")[0]
     assert a["active"] is True and a["price"] == 80.0 and a["unreadable_since"] is not None
+
+
+def test_a_zero_price_reaching_storage_is_not_stored(engine):
+    """The pipeline drops a zero price first; storage, the last guard, refuses one too."""
+    from gpuradar.storage import queries
+
+    summary = _crawl(engine, [_item("A", 0.0, T0), _item("B", 40.0, T0)], T0)
+    assert summary.status == "ok" and summary.items == 1
+    assert summary.dropped == {"unstorable_price": 1}
+    assert [o["instance_type"] for o in queries.current_offers(engine)] == ["B"]

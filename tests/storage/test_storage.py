@@ -311,3 +311,49 @@ def test_offer_counts_for_metrics_count_only_listed_offers(engine):
     crawl(engine, [item("A", 80.0, t1), item("B", 90.0, t1, available=None)], at=t1)
     assert sorted(queries.offer_counts(engine)) == [
         ("azure", "on_demand", "available", 1), ("azure", "on_demand", "unknown", 1)]
+
+
+def test_find_offer_narrows_by_region(engine):
+    crawl(engine, [item("A", 80.0, T0), item("A", 70.0, T0, region="westus")], at=T0)
+    assert [(o["region"], o["price"]) for o in
+            queries.find_offer(engine, "azure", "A", region="eastus")] == [("eastus", 80.0)]
+    assert len(queries.find_offer(engine, "azure", "A")) == 2
+
+
+def test_changed_details_of_one_offer_change_no_other_offer(engine):
+    """Only A's vCPUs are corrected: B, stored after A, keeps its own."""
+    a, b = item("A", 80.0, T0), item("B", 40.0, T0)
+    a.vcpus, b.vcpus = 26, 12
+    crawl(engine, [a, b], at=T0)
+    t1 = T0 + timedelta(hours=1)
+    a, b = item("A", 80.0, t1), item("B", 40.0, t1)
+    a.vcpus, b.vcpus = 30, 12
+    assert crawl(engine, [a, b], at=t1).status == "ok"
+    vcpus = {o["instance_type"]: o["vcpus"] for o in queries.current_offers(engine)}
+    assert vcpus == {"A": 30, "B": 12}
+
+
+def test_only_crawls_left_running_are_marked_interrupted(engine):
+    """A process starting after a kill fails the crawls the killed one left running; the
+    finished crawls keep their outcome."""
+    crawl(engine, [item("A", 80.0, T0)], at=T0)
+    CrawlWriter(engine, "lambda", started_at=T0)  # never finished: the process was killed
+    assert queries.mark_interrupted_crawls(engine) == 1
+    last = queries.last_crawls(engine)
+    assert last["azure"]["status"] == "ok" and last["azure"]["error"] == ""
+    assert last["lambda"]["status"] == "failed"
+    assert last["lambda"]["error"] == "interrupted (process stopped during the crawl)"
+
+
+def test_an_older_exchange_rate_stored_later_does_not_replace_the_newest(engine):
+    from datetime import date
+
+    queries.store_fx(engine, {"CNY": 0.141}, date(2026, 11, 28))
+    queries.store_fx(engine, {"CNY": 0.139}, date(2026, 11, 27))  # a backfilled day
+    assert {c: (u, d) for c, (u, d, _) in queries.latest_fx(engine).items()} == {
+        "CNY": (0.141, date(2026, 11, 28))}
+
+
+def test_find_offer_finds_only_the_instance_type_asked_for(engine):
+    crawl(engine, [item("A", 80.0, T0), item("B", 70.0, T0)], at=T0)
+    assert [o["instance_type"] for o in queries.find_offer(engine, "azure", "A")] == ["A"]
