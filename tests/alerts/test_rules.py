@@ -638,3 +638,62 @@ def test_options_at_their_limits_are_read(option, value, read):
 def test_options_past_their_limits_are_refused(option, value, message):
     with pytest.raises(RuleError, match=message.replace("(", r"\(").replace(")", r"\)")):
         rule_from_mapping({"gpu": "H100", "under": "$2/h", option: value})
+
+
+# -- survivors of the third fresh rules sample (issue #31) ------------------------------
+@pytest.mark.parametrize("text", ["", "   ", None])
+def test_an_empty_or_missing_rule_is_refused_in_plain_words(text):
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == "empty rule (write e.g. `H100 under $2/h`)"
+
+
+def test_a_bad_option_quotes_the_rule_without_a_caret():
+    """The option, not a word of the rule, is wrong: no caret points into the rule."""
+    with pytest.raises(RuleError) as err:
+        parse_rule("H100 under $2/h", top=0)
+    assert str(err.value) == "top: a whole number of offers, 1 to 1000\n    H100 under $2/h"
+
+
+@pytest.mark.parametrize("text", ["any GPU", "any accelerator"])
+def test_a_rule_that_ends_after_any_gpu_asks_for_a_condition_at_its_end(text):
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == (
+        "the rule has no condition: say `under $2/h`, `drops 15% below its 7-day low` or "
+        f"`available`\n    {text}\n    {' ' * len(text)}^")
+
+
+@pytest.mark.parametrize(("text", "window"), [
+    ("H100 index drops 10% in 7 days", timedelta(days=7)),
+    ("H100 index drops 10% in 2 weeks", timedelta(days=14)),
+    ("H100 index drops 10% in 7d", timedelta(days=7))])
+def test_an_index_drop_window_may_be_written_in_two_words(text, window):
+    r = Read(parse_rule(text))
+    assert (r.index, r.drop_pct, r.drop_window) == (True, 0.1, window)
+
+
+def test_an_index_drop_whose_window_lacks_its_unit_points_at_the_number():
+    text = "H100 index drops 10% in 7"
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == (f"a window is missing: write `drops 10% in 7 days`\n    {text}\n"
+                              f"    {' ' * (len(text) - 1)}^")
+
+
+@pytest.mark.parametrize("words", ["GPU memory", "GPU mem", "VRAM"])
+def test_gpu_memory_clauses_set_the_memory_per_gpu_not_the_ram(words):
+    r = Read(parse_rule(f"H100 80GB+ {words} under $2/h"))
+    assert (r.min_gpu_memory, r.min_memory) == (80.0, None)
+    assert r.rule.describe() == "H100 with 80GB+ GPU memory under $2/h"
+
+
+@pytest.mark.parametrize(("data", "first"), [
+    ({"fit": "7B finetune", "gpu": "H100", "vcpus": 32}, "gpu"),
+    ({"fit": "7B finetune", "vcpus": 32, "gpu": "H100"}, "vcpus")])
+def test_a_fit_rule_names_the_first_field_it_does_not_take(data, first):
+    with pytest.raises(RuleError) as err:
+        rule_from_mapping(data)
+    assert str(err.value) == (
+        f"{first}: does not apply to a fit rule (it takes basis, currency, max_price, per, "
+        "price, pricing, region, regions, source, sources, under)")
