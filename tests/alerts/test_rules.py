@@ -697,3 +697,51 @@ def test_a_fit_rule_names_the_first_field_it_does_not_take(data, first):
     assert str(err.value) == (
         f"{first}: does not apply to a fit rule (it takes basis, currency, max_price, per, "
         "price, pricing, region, regions, source, sources, under)")
+
+
+# -- survivors of the fourth fresh rules sample (issue #31) -----------------------------
+_LONG = "H100 " + "region us-east-1 " * 130  # 261 words: past the small ints Python shares
+
+
+@pytest.mark.parametrize("start", ["H100 ", _LONG], ids=["short", "261 words"])
+@pytest.mark.parametrize(("end", "message"), [
+    ("drops", "`drops` needs a percentage: write `drops 15% below its 7-day low`"),
+    ("drops 15%", "a window is missing: write `drops 15% below its 7-day low`"),
+    ("drops 15% below its", "a window is missing: write `drops 15% below its 7-day low`"),
+    ("drops 15% below its 7-day", "`low` is missing: write `drops 15% below its 7-day low`"),
+    ("index drops 10% in", "a window is missing: write `drops 10% in 7 days`"),
+    ("under $2/h region", "`region` needs a region or glob (us-*, eu-west-1)"),
+    ("under $2/h on", "`on` needs a source (aws, gcp, vastai, ...)"),
+    ("under $2/h not in", "`in` needs sources (aws,gcp) or regions (us-*)"),
+    ("at most", "`at most` needs a GPU count: write `at most 4 GPUs`"),
+    ("under", "a price is missing (write e.g. $2/h, 1.5 USD/h, ¥2/h)")])
+def test_a_rule_cut_short_after_a_keyword_points_just_past_its_end(start, end, message):
+    """However long the rule, the caret stands one column past its last character."""
+    text = start + end
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == f"{message}\n    {text}\n    {' ' * len(text)}^"
+
+
+@pytest.mark.parametrize("count", ["4+x", "4x+"])
+def test_at_most_refuses_a_count_with_a_plus(count):
+    """`at most 4+x` says both "4 or more" and "at most 4": refused, the caret under it."""
+    text = f"H100 at most {count} under $2/h"
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == ("`at most` needs a GPU count: write `at most 4 GPUs`\n"
+                              f"    {text}\n    {' ' * 13}^^^")
+
+
+@pytest.mark.parametrize("fit", [None, 7, "   "])
+def test_a_fit_field_that_is_not_a_job_text_is_refused(fit):
+    with pytest.raises(RuleError) as err:
+        rule_from_mapping({"fit": fit, "under": "$5/h"})
+    assert str(err.value) == "fit: the job as text, e.g. `fit: 7B finetune`"
+
+
+@pytest.mark.parametrize("seq", [1024, 4096])
+def test_a_fit_rule_describes_a_sequence_length_shorter_or_longer_than_the_default(seq):
+    r = parse_rule(f"fit for 7B finetune under $5/h seq {seq}")
+    assert r.describe() == f"cheapest fit for 7B finetune under $5/h seq {seq}"
+    assert f"seq {seq}," in r.reading()
