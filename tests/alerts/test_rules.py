@@ -745,3 +745,40 @@ def test_a_fit_rule_describes_a_sequence_length_shorter_or_longer_than_the_defau
     r = parse_rule(f"fit for 7B finetune under $5/h seq {seq}")
     assert r.describe() == f"cheapest fit for 7B finetune under $5/h seq {seq}"
     assert f"seq {seq}," in r.reading()
+
+
+# -- survivors of the fifth fresh rules sample (issue #31) ------------------------------
+@pytest.mark.parametrize("count", ["0x", "0 GPUs"])
+def test_at_most_zero_gpus_is_refused(count):
+    text = f"H100 at most {count} under $2/h"
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == ("`at most` needs a GPU count: write `at most 4 GPUs`\n"
+                              f"    {text}\n    {' ' * 13}{'^' * len(count.split()[0])}")
+
+
+@pytest.mark.parametrize(("text", "message", "start", "width"), [
+    ("A100 least H100 under $2/h", "unexpected word 'least'", 5, 5),
+    ("at 8x H100 under $2/h", "unknown GPU 'at 8x H100'", 0, 10)])
+def test_only_at_least_together_reads_as_a_minimum_count(text, message, start, width):
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == f"{message}\n    {text}\n    {' ' * start}{'^' * width}"
+
+
+def test_a_long_name_is_cut_to_200_characters():
+    assert parse_rule("H100 under $2/h", name="n" * 250).name == "n" * 200
+
+
+def test_an_unknown_option_is_refused():
+    with pytest.raises(RuleError) as err:
+        parse_rule("H100 under $2/h", colour="red")
+    assert str(err.value) == "unknown option 'colour'\n    H100 under $2/h"
+
+
+def test_a_too_long_rule_is_quoted_by_its_first_40_characters():
+    text = "H100 under $2/h on aws,gcp,azure,lambda,vastai region us-*".ljust(4001)
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == ("a rule is at most 4000 characters, this one has 4,001 "
+                              "(it starts 'H100 under $2/h on aws,gcp,azure,lambda,')")
