@@ -782,3 +782,50 @@ def test_a_too_long_rule_is_quoted_by_its_first_40_characters():
         parse_rule(text)
     assert str(err.value) == ("a rule is at most 4000 characters, this one has 4,001 "
                               "(it starts 'H100 under $2/h on aws,gcp,azure,lambda,')")
+
+
+# -- survivors of the sixth fresh rules sample (issue #31) ------------------------------
+@pytest.mark.parametrize("text", ["H100 under 2/h", "H100 under 2"])
+def test_a_price_at_the_end_without_a_currency_is_in_dollars(text):
+    r = Read(parse_rule(text))
+    assert (r.max_price, r.currency) == (2.0, "USD")
+    assert r.rule.describe() == "H100 under $2/h"
+
+
+@pytest.mark.parametrize("words", ["below", "from the", "below its"])
+def test_a_drop_reads_one_or_more_words_before_its_window(words):
+    r = Read(parse_rule(f"H100 drops 15% {words} 7-day low"))
+    assert (r.drop_pct, r.drop_window) == (0.15, timedelta(days=7))
+
+
+@pytest.mark.parametrize(("text", "described"), [
+    ("H100 index drops 10% in 7 days", "H100 index drops 10% in 7 days"),
+    ("H100 index drops 25% in 2 weeks", "H100 index drops 25% in 14 days")])
+def test_an_index_drop_describes_its_percentage_and_window(text, described):
+    assert parse_rule(text).describe() == described
+
+
+def test_a_fit_rule_points_at_a_sequence_length_that_is_not_a_number():
+    text = "fit for 7B finetune seq abc under $5/h"
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == (f"'seq' needs a positive whole number\n    {text}\n"
+                              f"    {' ' * 24}^^^")
+
+
+@pytest.mark.parametrize(("word", "message"), [
+    ("on", "'on' needs providers, e.g. on aws,gcp"),
+    ("region", "'region' needs a glob, e.g. region us-*")])
+@pytest.mark.parametrize("repeat", [1, 130], ids=["short", "264 words"])
+def test_a_fit_rule_ending_in_a_place_word_points_past_its_end(word, message, repeat):
+    text = "fit for 7B finetune under $5/h " + "per gpu " * repeat + word
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == f"{message}\n    {text}\n    {' ' * len(text)}^"
+
+
+@pytest.mark.parametrize(("window", "words"), [
+    ("1m", "1-minute"), ("90s", "90-second"), ("2h", "2-hour"), ("1d", "1-day")])
+def test_a_yaml_drop_window_is_described_in_its_largest_whole_unit(window, words):
+    r = rule_from_mapping({"gpu": "H100", "drop": {"percent": 15, "window": window}})
+    assert r.describe() == f"H100 drops 15% below its {words} low"
