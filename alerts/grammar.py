@@ -205,8 +205,9 @@ def _price_tokens(toks: list[_Tok], i: int, text: str) -> tuple[float, str, str 
     return value, currency, basis, i
 
 
-def _name_list(tok: _Tok) -> list[str]:
-    return [p for p in tok.text.split(",") if p]
+def _name_list(text: str) -> list[str]:
+    """The names of a comma list (`aws,gcp`, `us-*,eu-*`), empty ones dropped."""
+    return [p for p in text.split(",") if p]
 
 
 # -- the readable form -------------------------------------------------------------------
@@ -537,7 +538,7 @@ class _FitReader:
         low, after = self.low, self.low(i + 1)
         if word == "in" and i + 1 < len(self.toks) and not all(
                 n in price_sources() for n in after.split(",") if n):
-            self.once("regions", tuple(_name_list(_Tok(after, 0, 0))), i)
+            self.once("regions", tuple(_name_list(after)), i)
         elif word in ("in", "on"):
             if i + 1 >= len(self.toks):
                 raise self.err(f"'{word}' needs providers, e.g. {word} aws,gcp", i + 1)
@@ -550,7 +551,7 @@ class _FitReader:
         else:
             if i + 1 >= len(self.toks):
                 raise self.err("'region' needs a glob, e.g. region us-*", i + 1)
-            self.once("regions", tuple(_name_list(_Tok(after, 0, 0))), i)
+            self.once("regions", tuple(_name_list(after)), i)
         return i + 2
 
     def fit_clause(self) -> FitClause:
@@ -680,7 +681,7 @@ def _place(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, negate: _T
            kw: _Tok) -> int:
     """`in aws,gcp` (all known sources) or `in eu-*` (region globs)."""
     arg = _list_arg(toks, i, text, "sources (aws,gcp) or regions (us-*)", kw)
-    items = [x.lower() for x in _name_list(arg)]
+    items = [x.lower() for x in _name_list(arg.text)]
     if all(x in price_sources() for x in items):
         return _sources(spec, toks, i, text, negate, kw)
     if any(x in price_sources() for x in items):
@@ -696,7 +697,7 @@ def _place(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, negate: _T
 def _sources(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, negate: _Tok | None,
              kw: _Tok) -> int:
     arg = _list_arg(toks, i, text, "a source (aws, gcp, vastai, ...)", kw)
-    items = [x.lower() for x in _name_list(arg)]
+    items = [x.lower() for x in _name_list(arg.text)]
     for x in items:
         if x not in price_sources():
             raise _fail(f"unknown source {x!r} (sources: {', '.join(price_sources())})", text, arg,
@@ -710,7 +711,8 @@ def _regions(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, negate: 
              kw: _Tok) -> int:
     arg = _list_arg(toks, i, text, "a region or glob (us-*, eu-west-1)", kw)
     key = "exclude_regions" if negate is not None else "regions"
-    spec[key] = tuple(dict.fromkeys([*spec.get(key, ()), *(x.lower() for x in _name_list(arg))]))
+    names = (x.lower() for x in _name_list(arg.text))
+    spec[key] = tuple(dict.fromkeys([*spec.get(key, ()), *names]))
     return i + 1
 
 

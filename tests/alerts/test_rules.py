@@ -638,3 +638,194 @@ def test_options_at_their_limits_are_read(option, value, read):
 def test_options_past_their_limits_are_refused(option, value, message):
     with pytest.raises(RuleError, match=message.replace("(", r"\(").replace(")", r"\)")):
         rule_from_mapping({"gpu": "H100", "under": "$2/h", option: value})
+
+
+# -- survivors of the third fresh rules sample (issue #31) ------------------------------
+@pytest.mark.parametrize("text", ["", "   ", None])
+def test_an_empty_or_missing_rule_is_refused_in_plain_words(text):
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == "empty rule (write e.g. `H100 under $2/h`)"
+
+
+def test_a_bad_option_quotes_the_rule_without_a_caret():
+    """The option, not a word of the rule, is wrong: no caret points into the rule."""
+    with pytest.raises(RuleError) as err:
+        parse_rule("H100 under $2/h", top=0)
+    assert str(err.value) == "top: a whole number of offers, 1 to 1000\n    H100 under $2/h"
+
+
+@pytest.mark.parametrize("text", ["any GPU", "any accelerator"])
+def test_a_rule_that_ends_after_any_gpu_asks_for_a_condition_at_its_end(text):
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == (
+        "the rule has no condition: say `under $2/h`, `drops 15% below its 7-day low` or "
+        f"`available`\n    {text}\n    {' ' * len(text)}^")
+
+
+@pytest.mark.parametrize(("text", "window"), [
+    ("H100 index drops 10% in 7 days", timedelta(days=7)),
+    ("H100 index drops 10% in 2 weeks", timedelta(days=14)),
+    ("H100 index drops 10% in 7d", timedelta(days=7))])
+def test_an_index_drop_window_may_be_written_in_two_words(text, window):
+    r = Read(parse_rule(text))
+    assert (r.index, r.drop_pct, r.drop_window) == (True, 0.1, window)
+
+
+def test_an_index_drop_whose_window_lacks_its_unit_points_at_the_number():
+    text = "H100 index drops 10% in 7"
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == (f"a window is missing: write `drops 10% in 7 days`\n    {text}\n"
+                              f"    {' ' * (len(text) - 1)}^")
+
+
+@pytest.mark.parametrize("words", ["GPU memory", "GPU mem", "VRAM"])
+def test_gpu_memory_clauses_set_the_memory_per_gpu_not_the_ram(words):
+    r = Read(parse_rule(f"H100 80GB+ {words} under $2/h"))
+    assert (r.min_gpu_memory, r.min_memory) == (80.0, None)
+    assert r.rule.describe() == "H100 with 80GB+ GPU memory under $2/h"
+
+
+@pytest.mark.parametrize(("data", "first"), [
+    ({"fit": "7B finetune", "gpu": "H100", "vcpus": 32}, "gpu"),
+    ({"fit": "7B finetune", "vcpus": 32, "gpu": "H100"}, "vcpus")])
+def test_a_fit_rule_names_the_first_field_it_does_not_take(data, first):
+    with pytest.raises(RuleError) as err:
+        rule_from_mapping(data)
+    assert str(err.value) == (
+        f"{first}: does not apply to a fit rule (it takes basis, currency, max_price, per, "
+        "price, pricing, region, regions, source, sources, under)")
+
+
+# -- survivors of the fourth fresh rules sample (issue #31) -----------------------------
+_LONG = "H100 " + "region us-east-1 " * 130  # 261 words: past the small ints Python shares
+
+
+@pytest.mark.parametrize("start", ["H100 ", _LONG], ids=["short", "261 words"])
+@pytest.mark.parametrize(("end", "message"), [
+    ("drops", "`drops` needs a percentage: write `drops 15% below its 7-day low`"),
+    ("drops 15%", "a window is missing: write `drops 15% below its 7-day low`"),
+    ("drops 15% below its", "a window is missing: write `drops 15% below its 7-day low`"),
+    ("drops 15% below its 7-day", "`low` is missing: write `drops 15% below its 7-day low`"),
+    ("index drops 10% in", "a window is missing: write `drops 10% in 7 days`"),
+    ("under $2/h region", "`region` needs a region or glob (us-*, eu-west-1)"),
+    ("under $2/h on", "`on` needs a source (aws, gcp, vastai, ...)"),
+    ("under $2/h not in", "`in` needs sources (aws,gcp) or regions (us-*)"),
+    ("at most", "`at most` needs a GPU count: write `at most 4 GPUs`"),
+    ("under", "a price is missing (write e.g. $2/h, 1.5 USD/h, ¥2/h)")])
+def test_a_rule_cut_short_after_a_keyword_points_just_past_its_end(start, end, message):
+    """However long the rule, the caret stands one column past its last character."""
+    text = start + end
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == f"{message}\n    {text}\n    {' ' * len(text)}^"
+
+
+@pytest.mark.parametrize("count", ["4+x", "4x+"])
+def test_at_most_refuses_a_count_with_a_plus(count):
+    """`at most 4+x` says both "4 or more" and "at most 4": refused, the caret under it."""
+    text = f"H100 at most {count} under $2/h"
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == ("`at most` needs a GPU count: write `at most 4 GPUs`\n"
+                              f"    {text}\n    {' ' * 13}^^^")
+
+
+@pytest.mark.parametrize("fit", [None, 7, "   "])
+def test_a_fit_field_that_is_not_a_job_text_is_refused(fit):
+    with pytest.raises(RuleError) as err:
+        rule_from_mapping({"fit": fit, "under": "$5/h"})
+    assert str(err.value) == "fit: the job as text, e.g. `fit: 7B finetune`"
+
+
+@pytest.mark.parametrize("seq", [1024, 4096])
+def test_a_fit_rule_describes_a_sequence_length_shorter_or_longer_than_the_default(seq):
+    r = parse_rule(f"fit for 7B finetune under $5/h seq {seq}")
+    assert r.describe() == f"cheapest fit for 7B finetune under $5/h seq {seq}"
+    assert f"seq {seq}," in r.reading()
+
+
+# -- survivors of the fifth fresh rules sample (issue #31) ------------------------------
+@pytest.mark.parametrize("count", ["0x", "0 GPUs"])
+def test_at_most_zero_gpus_is_refused(count):
+    text = f"H100 at most {count} under $2/h"
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == ("`at most` needs a GPU count: write `at most 4 GPUs`\n"
+                              f"    {text}\n    {' ' * 13}{'^' * len(count.split()[0])}")
+
+
+@pytest.mark.parametrize(("text", "message", "start", "width"), [
+    ("A100 least H100 under $2/h", "unexpected word 'least'", 5, 5),
+    ("at 8x H100 under $2/h", "unknown GPU 'at 8x H100'", 0, 10)])
+def test_only_at_least_together_reads_as_a_minimum_count(text, message, start, width):
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == f"{message}\n    {text}\n    {' ' * start}{'^' * width}"
+
+
+def test_a_long_name_is_cut_to_200_characters():
+    assert parse_rule("H100 under $2/h", name="n" * 250).name == "n" * 200
+
+
+def test_an_unknown_option_is_refused():
+    with pytest.raises(RuleError) as err:
+        parse_rule("H100 under $2/h", colour="red")
+    assert str(err.value) == "unknown option 'colour'\n    H100 under $2/h"
+
+
+def test_a_too_long_rule_is_quoted_by_its_first_40_characters():
+    text = "H100 under $2/h on aws,gcp,azure,lambda,vastai region us-*".ljust(4001)
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == ("a rule is at most 4000 characters, this one has 4,001 "
+                              "(it starts 'H100 under $2/h on aws,gcp,azure,lambda,')")
+
+
+# -- survivors of the sixth fresh rules sample (issue #31) ------------------------------
+@pytest.mark.parametrize("text", ["H100 under 2/h", "H100 under 2"])
+def test_a_price_at_the_end_without_a_currency_is_in_dollars(text):
+    r = Read(parse_rule(text))
+    assert (r.max_price, r.currency) == (2.0, "USD")
+    assert r.rule.describe() == "H100 under $2/h"
+
+
+@pytest.mark.parametrize("words", ["below", "from the", "below its"])
+def test_a_drop_reads_one_or_more_words_before_its_window(words):
+    r = Read(parse_rule(f"H100 drops 15% {words} 7-day low"))
+    assert (r.drop_pct, r.drop_window) == (0.15, timedelta(days=7))
+
+
+@pytest.mark.parametrize(("text", "described"), [
+    ("H100 index drops 10% in 7 days", "H100 index drops 10% in 7 days"),
+    ("H100 index drops 25% in 2 weeks", "H100 index drops 25% in 14 days")])
+def test_an_index_drop_describes_its_percentage_and_window(text, described):
+    assert parse_rule(text).describe() == described
+
+
+def test_a_fit_rule_points_at_a_sequence_length_that_is_not_a_number():
+    text = "fit for 7B finetune seq abc under $5/h"
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == (f"'seq' needs a positive whole number\n    {text}\n"
+                              f"    {' ' * 24}^^^")
+
+
+@pytest.mark.parametrize(("word", "message"), [
+    ("on", "'on' needs providers, e.g. on aws,gcp"),
+    ("region", "'region' needs a glob, e.g. region us-*")])
+@pytest.mark.parametrize("repeat", [1, 130], ids=["short", "264 words"])
+def test_a_fit_rule_ending_in_a_place_word_points_past_its_end(word, message, repeat):
+    text = "fit for 7B finetune under $5/h " + "per gpu " * repeat + word
+    with pytest.raises(RuleError) as err:
+        parse_rule(text)
+    assert str(err.value) == f"{message}\n    {text}\n    {' ' * len(text)}^"
+
+
+@pytest.mark.parametrize(("window", "words"), [
+    ("1m", "1-minute"), ("90s", "90-second"), ("2h", "2-hour"), ("1d", "1-day")])
+def test_a_yaml_drop_window_is_described_in_its_largest_whole_unit(window, words):
+    r = rule_from_mapping({"gpu": "H100", "drop": {"percent": 15, "window": window}})
+    assert r.describe() == f"H100 drops 15% below its {words} low"
