@@ -829,3 +829,21 @@ def test_a_fit_rule_ending_in_a_place_word_points_past_its_end(word, message, re
 def test_a_yaml_drop_window_is_described_in_its_largest_whole_unit(window, words):
     r = rule_from_mapping({"gpu": "H100", "drop": {"percent": 15, "window": window}})
     assert r.describe() == f"H100 drops 15% below its {words} low"
+
+
+# -- survivors of the seventh fresh rules sample (issue #31) ----------------------------
+def test_a_gpu_count_with_a_plus_sets_no_maximum():
+    r = Read(parse_rule("H100 4+ GPUs under $2/h"))
+    assert (r.min_gpus, r.max_gpus) == (4.0, None)
+
+
+def test_equal_yaml_min_and_max_gpus_mean_exactly_that_many():
+    r = rule_from_mapping({"gpu": "H100", "min_gpus": 4, "max_gpus": 4, "under": "$2/h"})
+    assert (Read(r).min_gpus, Read(r).max_gpus) == (4.0, 4.0)
+    assert r.describe() == "4x H100 under $2/h per instance"
+
+
+def test_a_yaml_drop_of_zero_days_is_refused_by_its_days():
+    with pytest.raises(RuleError) as err:
+        rule_from_mapping({"gpu": "H100", "drop": {"percent": 15, "days": 0}})
+    assert str(err.value) == "drop: days must be a whole number more than 0, not 0"
