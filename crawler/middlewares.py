@@ -354,47 +354,55 @@ class PriceBatchMiddleware:
     def from_crawler(cls, crawler: Crawler) -> PriceBatchMiddleware:
         return cls(crawler)
 
-    @staticmethod
-    def _out(batch: list[PriceItem]) -> PriceItem | PriceBatch:
-        return batch[0] if len(batch) == 1 else PriceBatch(batch)
-
     def process_spider_output(self, response: Response, result: Iterable[Any]
                               ) -> Iterator[Any]:
-        batch: list[PriceItem] = []
+        batcher = _Batcher(self.size)
         try:
             for out in result:
-                if isinstance(out, PriceItem):
-                    batch.append(out)
-                    if len(batch) >= self.size:
-                        yield PriceBatch(batch)
-                        batch = []
-                else:
-                    yield out
+                yield from batcher.take(out)
         except Exception:
-            if batch:
-                yield self._out(batch)
+            yield from batcher.rest()
             raise
-        if batch:
-            yield self._out(batch)
+        yield from batcher.rest()
 
     async def process_spider_output_async(self, response: Response,
                                           result: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        batch: list[PriceItem] = []
+        batcher = _Batcher(self.size)
         try:
             async for out in result:
-                if isinstance(out, PriceItem):
-                    batch.append(out)
-                    if len(batch) >= self.size:
-                        yield PriceBatch(batch)
-                        batch = []
-                else:
-                    yield out
+                for ready in batcher.take(out):
+                    yield ready
         except Exception:
-            if batch:
-                yield self._out(batch)
+            for ready in batcher.rest():
+                yield ready
             raise
-        if batch:
-            yield self._out(batch)
+        for ready in batcher.rest():
+            yield ready
+
+
+class _Batcher:
+    """The grouping of PriceBatchMiddleware, for its sync and async paths alike: what to
+    hand on after each output of a callback, and what is left when the callback ends."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.batch: list[PriceItem] = []
+
+    def take(self, out: Any) -> list[Any]:
+        if not isinstance(out, PriceItem):
+            return [out]
+        self.batch.append(out)
+        if len(self.batch) < self.size:
+            return []
+        full, self.batch = self.batch, []
+        return [PriceBatch(full)]
+
+    def rest(self) -> list[PriceItem | PriceBatch]:
+        """A single offer left passes as it is; more go as one batch."""
+        left, self.batch = self.batch, []
+        if not left:
+            return []
+        return [left[0] if len(left) == 1 else PriceBatch(left)]
 
 
 def request_key(request: Request) -> str:
