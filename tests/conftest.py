@@ -67,6 +67,9 @@ def _pg_database(request, pg_template):
     name = f"gpuradar_test_{uuid.uuid4().hex[:10]}"
     with _pg_connect() as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
+        # A test's commits need not wait for the disk (4 ms each here, 0.25 ms without):
+        # what they assert on is what other connections and processes see, which is the same.
+        conn.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
     url = pg_url(name)
 
     def drop() -> None:

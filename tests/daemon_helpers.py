@@ -222,7 +222,7 @@ class Daemon:
         status, body = self.get("/healthz")
         return status, json.loads(body)
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
+    def wait_ready(self, timeout: float = 60.0) -> None:
         def ready() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"daemon exited with {self.proc.returncode}:\n"

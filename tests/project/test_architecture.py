@@ -33,9 +33,8 @@ def wheel(tmp_path_factory) -> Path:
     with open(shared / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not list(shared.glob("gpuradar-*.whl")):
-            subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
-                            str(shared), str(REPO)], check=True, capture_output=True,
-                           timeout=300)
+            subprocess.run([str(BIN / "uv"), "build", "-q", "--wheel", "-o", str(shared),
+                            str(REPO)], check=True, capture_output=True, timeout=300)
     return next(shared.glob("gpuradar-*.whl"))
 
 
