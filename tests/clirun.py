@@ -1,7 +1,8 @@
 """Running the real `gpuradar` command as its own process, as a user does.
 
 `gpuradar(...)` forks the command from tests/forkserver.py (one per test process), so each
-call is a fresh process without the 1-2 s of imports; `start_gpuradar(...)` and
+call is a fresh process without the 1-2 s of imports (`ForkedProcess` does the same for a
+long-running one: the daemon in tests/daemon_helpers.py); `start_gpuradar(...)` and
 GPURADAR_TEST_SUBPROCESS=1 start `python -m gpuradar` for real (the process itself is the
 subject: signals, the daemon, the installed entry point)."""
 
@@ -20,7 +21,7 @@ from typing import Any
 
 import yaml
 
-_REAL = os.environ.get("GPURADAR_TEST_SUBPROCESS") == "1"
+REAL_SUBPROCESS = os.environ.get("GPURADAR_TEST_SUBPROCESS") == "1"
 
 
 def write_config(path: Path, **sections: Any) -> Path:
@@ -63,16 +64,20 @@ class _ForkServer:
             assert ready.startswith('{"ready"'), f"fork server did not start: {ready!r}"
         return self.proc
 
+    def fork(self, args: list[str], env: dict[str, str], cwd: str, folder: str) -> int:
+        """Fork `gpuradar ARGS` writing into `folder` (stdout, stderr, rc); its pid."""
+        with self.lock:
+            server = self._server()
+            assert server.stdin is not None and server.stdout is not None
+            server.stdin.write(json.dumps({"args": args, "env": env, "cwd": cwd,
+                                           "dir": folder}) + "\n")
+            server.stdin.flush()
+            return json.loads(server.stdout.readline())["pid"]
+
     def run(self, args: list[str], env: dict[str, str], timeout: float
             ) -> subprocess.CompletedProcess:
         with tempfile.TemporaryDirectory(prefix="gpuradar-cli-") as folder:
-            with self.lock:
-                server = self._server()
-                assert server.stdin is not None and server.stdout is not None
-                server.stdin.write(json.dumps({"args": args, "env": env, "cwd": os.getcwd(),
-                                               "dir": folder}) + "\n")
-                server.stdin.flush()
-                pid = json.loads(server.stdout.readline())["pid"]
+            pid = self.fork(args, env, os.getcwd(), folder)
             rc_file = Path(folder) / "rc"
             deadline = time.monotonic() + timeout
             while not rc_file.exists():
@@ -89,11 +94,48 @@ class _ForkServer:
 _FORK_SERVER = _ForkServer()
 
 
+class ForkedProcess:
+    """A long-running `gpuradar` forked from the fork server, driven like a `Popen`: it is
+    the fork server's child, so its exit code is read from the file the server writes."""
+
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.args = ["gpuradar", *args]
+        self.returncode: int | None = None
+        self.pid = _FORK_SERVER.fork(args, env, str(cwd), str(folder))
+
+    def poll(self) -> int | None:
+        rc = self.folder / "rc"
+        if self.returncode is None and rc.exists():
+            self.returncode = int(rc.read_text())
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            time.sleep(0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
 def gpuradar(*args: str, db_url: str | None = None, config: Path | None = None,
              env: dict[str, str] | None = None,
              timeout: float = 120) -> subprocess.CompletedProcess:
     """`gpuradar ARGS` run to its end: exit code, stdout and stderr as text."""
-    if _REAL:
+    if REAL_SUBPROCESS:
         return subprocess.run([sys.executable, "-m", "gpuradar", *args], capture_output=True,
                               text=True, env=_env(db_url, config, env), timeout=timeout)
     return _FORK_SERVER.run(list(args), _env(db_url, config, env), timeout)

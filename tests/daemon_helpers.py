@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from tests.clirun import REAL_SUBPROCESS, ForkedProcess
 from tests.helpers import free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -184,17 +185,23 @@ class Daemon:
                  env: dict[str, str] | None = None) -> None:
         self.workdir = workdir
         self.port = metrics_port
-        n = len(list(workdir.glob("daemon-*.err")))
-        self.err_path = workdir / f"daemon-{n}.err"
-        self.out_path = workdir / f"daemon-{n}.out"
+        n = len(list(workdir.glob("daemon-*")))
+        folder = workdir / f"daemon-{n}"  # its stdout, stderr (and exit code when forked)
+        folder.mkdir()
+        self.err_path = folder / "stderr"
+        self.out_path = folder / "stdout"
         full_env = {k: v for k, v in os.environ.items()
                     if k not in ("GPURADAR_CONFIG", "GPURADAR_DATABASE_URL")}
         full_env |= {"GPURADAR_DATA_DIR": str(workdir / "data"), "PYTHONUNBUFFERED": "1"}
         full_env |= env or {}
-        self.proc = subprocess.Popen(
-            [*GPURADAR, "run", "--config", str(config), *args],
-            cwd=workdir, env=full_env, stdout=self.out_path.open("wb"),
-            stderr=self.err_path.open("wb"))
+        run_args = ["run", "--config", str(config), *args]
+        self.proc: subprocess.Popen | ForkedProcess
+        if REAL_SUBPROCESS:
+            self.proc = subprocess.Popen(
+                [*GPURADAR, *run_args], cwd=workdir, env=full_env,
+                stdout=self.out_path.open("wb"), stderr=self.err_path.open("wb"))
+        else:  # a fresh process too, forked from one that has done the imports
+            self.proc = ForkedProcess(run_args, full_env, workdir, folder)
 
     # endpoint ---------------------------------------------------------------------------
     def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:

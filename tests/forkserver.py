@@ -66,8 +66,12 @@ def _child(request: dict, reply_fd: int) -> None:
         os.dup2(fd, target)
         os.close(fd)
     sys.stdin = sys.__stdin__ = open(0, closefd=False)  # noqa: SIM115
-    sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)  # noqa: SIM115
-    sys.stderr = sys.__stderr__ = open(2, "w", closefd=False)  # noqa: SIM115
+    # as Python sets them up: stderr line-buffered, stdout too under PYTHONUNBUFFERED
+    out_buffering = 1 if request["env"].get("PYTHONUNBUFFERED") else -1
+    sys.stdout = sys.__stdout__ = open(1, "w", buffering=out_buffering,  # noqa: SIM115
+                                       closefd=False)
+    sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, errors="backslashreplace",  # noqa: SIM115
+                                       closefd=False)
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])

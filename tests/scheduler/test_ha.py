@@ -318,8 +318,8 @@ def test_a_silent_leader_loses_the_lock_and_sends_nothing_more_when_it_wakes(tmp
                 return sum(d.value("gpuradar_crawls_total", source="vastai", status=s)
                            for s in ("ok", "partial", "failed"))
 
-            crawled = done(a)
             evaluated = a.value("gpuradar_rule_evaluations_total", result="ok")
+            crawled = done(a)  # read last, just before the freeze
             a.signal(signal.SIGSTOP)
             assert query(pg_url, "SELECT COUNT(*) FROM notification WHERE status = "
                          "'pending'") == [(2,)]
@@ -346,10 +346,11 @@ def test_a_silent_leader_loses_the_lock_and_sends_nothing_more_when_it_wakes(tmp
             assert a.value("gpuradar_notifications_total", channel="webhook",
                            status="retry") <= 1
             assert holder_pid(pg_url) == b.proc.pid and role(b) == "leader"
-            # at most the crawl in flight at the freeze finished; nothing new was started
-            # or evaluated by the old leader
-            assert done(a) <= crawled + 1
-            assert a.value("gpuradar_rule_evaluations_total", result="ok") <= evaluated + 1
+            # at most the crawl in flight at the freeze finished (and one more may have ended
+            # between reading the metrics and the freeze, on a loaded machine); nothing new
+            # was started or evaluated by the old leader
+            assert done(a) <= crawled + 2
+            assert a.value("gpuradar_rule_evaluations_total", result="ok") <= evaluated + 2
             b.wait_metric("gpuradar_rule_evaluations_total", 3, result="ok")
             assert a.stop() == 0 and b.stop() == 0
         finally:
