@@ -144,7 +144,7 @@ class Renderer:
                                autoescape=lambda name: bool(name and ".html" in name),
                                trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False)
         # One offer is listed in many rules' messages of one evaluation: shown once.
-        self._shown: dict[tuple, SimpleNamespace] = {}
+        self._shown: dict[tuple, ShownOffer] = {}
         # The templates, looked up once per evaluation rather than once per message (each
         # lookup checks the file for changes).
         self._templates: list[Template] | None = None

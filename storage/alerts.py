@@ -205,7 +205,7 @@ def insert_many(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) 
         # Rows that leave a column to its default (or differ): SQLAlchemy fills them in.
         conn.execute(insert(table), list(rows))
         return
-    columns = []
+    columns: list[tuple[str, Any, dict[Any, Any] | None]] = []
     for name in order:
         kind = table.c[name].type
         convert = kind.dialect_impl(dialect).bind_processor(dialect)
