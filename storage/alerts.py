@@ -11,7 +11,20 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Select, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import (
+    DateTime,
+    Engine,
+    Select,
+    Table,
+    TypeDecorator,
+    bindparam,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from gpuradar.storage.models import CRAWL, OFFER, OUTBOX, STATE
@@ -163,7 +176,7 @@ def save_evaluation(engine: Engine, *, inserts: Sequence[dict[str, Any]],
         if deletes:
             conn.execute(delete(STATE).where(STATE.c.key.in_(list(deletes))))
         if inserts:
-            conn.execute(insert(STATE), list(inserts))
+            insert_many(conn, STATE, inserts)
         # Group updates by their column set: one executemany per shape.
         shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for row in updates:
@@ -173,7 +186,47 @@ def save_evaluation(engine: Engine, *, inserts: Sequence[dict[str, Any]],
             conn.execute(update(STATE).where(STATE.c.key == bindparam("_key"))
                          .values({c: bindparam(c) for c in cols}), rows)
         if notifications:
-            conn.execute(insert(OUTBOX), list(notifications))
+            insert_many(conn, OUTBOX, notifications)
+
+
+def insert_many(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert rows (every one with the keys of the first) with one executemany of the
+    driver. SQLAlchemy's executemany builds and type-converts each row's parameters one by
+    one (most of the time of storing 10,000 new alert states); here each column's converter
+    is looked up once, and a value repeated down a column (the evaluation's time, in
+    several columns of every row) converted once."""
+    dialect = conn.dialect
+    names = list(rows[0])
+    compiled = insert(table).inline().compile(dialect=dialect, column_keys=names)
+    order = list(compiled.positiontup or ()) if compiled.positional else list(
+        compiled.binds)
+    keys = rows[0].keys()
+    if not set(order) <= keys or any(row.keys() != keys for row in rows):
+        # Rows that leave a column to its default (or differ): SQLAlchemy fills them in.
+        conn.execute(insert(table), list(rows))
+        return
+    columns: list[tuple[str, Any, dict[Any, Any] | None]] = []
+    for name in order:
+        kind = table.c[name].type
+        convert = kind.dialect_impl(dialect).bind_processor(dialect)
+        base = kind.impl if isinstance(kind, TypeDecorator) else kind
+        columns.append((name, convert, {} if isinstance(base, DateTime) else None))
+    params: list[Any] = []
+    for row in rows:
+        values = []
+        for name, convert, seen in columns:
+            v = row[name]
+            if convert is not None and v is not None:
+                if seen is None:
+                    v = convert(v)
+                else:  # equal instants in other zones are written apart
+                    key = (v, v.tzinfo)
+                    hit = seen.get(key)
+                    v = seen[key] = convert(v) if hit is None else hit
+            values.append(v)
+        params.append(tuple(values) if compiled.positional else dict(zip(order, values,
+                                                                          strict=True)))
+    conn.exec_driver_sql(compiled.string, params)
 
 
 def firing_count(engine: Engine) -> int:
