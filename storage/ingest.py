@@ -302,6 +302,12 @@ class CrawlWriter:
                 "(nothing stored)")
 
     # -- observations -------------------------------------------------------------------
+    def listed(self, key: tuple) -> bool:
+        """Whether an observation of the offer `key` was already added in this crawl (kept,
+        or skipped as unstorable): a second one is a duplicate. A refused replay keeps no
+        keys (False)."""
+        return key in self.seen or key in self.unstorable
+
     def add(self, items: Iterable[PriceItem]) -> None:
         """Store one batch of observations (one transaction). A replay's observations are
         dated at the recording's capture time."""
@@ -523,6 +529,9 @@ class CrawlWriter:
                 duration_s=summary.duration_s, uncatalogued=summary.uncatalogued, held=held))
         if self._clean:
             _STATE_CACHE[self._cache_key] = (self.crawl_id, self.current)
+        # The crawl's keys are recorded: their set (100,000 entries for a large source)
+        # is memory the index update below can use.
+        self.seen = set()
         self._update_index()
         log.info("%s crawl %s: %s, %d items, %d new, %d changed, %d closed", self.source,
                  self.crawl_id, status, summary.items, self.new_offers, self.changed, closed)
