@@ -319,8 +319,10 @@ class StoragePipeline:
         replay_dir = self.crawler.settings.get("GPURADAR_REPLAY_DIR")
         # A replay's observations describe the recording's capture time, not today.
         replay = Recording(Path(replay_dir), spider.name).replay() if replay_dir else None
-        self.writer = CrawlWriter(self.engine, spider.name, replay=replay,
-                                  shrink_guard=shrink_guard(self.crawler, spider.name))
+        self.writer = CrawlWriter(
+            self.engine, spider.name, replay=replay,
+            shrink_guard=shrink_guard(self.crawler, spider.name),
+            keep_state=self.crawler.settings.getbool("GPURADAR_KEEP_STATE", True))
         self.log_errors = _CrawlErrors(spider)
         logging.getLogger().addHandler(self.log_errors)
         self.crawler.stats.set_value("gpuradar/crawl_id", self.writer.crawl_id)

@@ -279,6 +279,9 @@ def run_once(sources: list[str], settings: Settings,
     from twisted.internet import defer, reactor
 
     url = settings.get("GPURADAR_DATABASE_URL") or ""
+    settings = settings.copy()
+    # One crawl of each source in this process: no next crawl would use their offers' state.
+    settings.set("GPURADAR_KEEP_STATE", False, priority="cmdline")
     process = CrawlerProcess(settings)
     crawls, _handlers = _tracked(process, sources, on_item)
     stops = _Stops(reactor, url, crawls, on_interrupt)
