@@ -81,8 +81,21 @@ def memory(cycles: int, work: Path) -> dict:
             "crawls_not_ok": failed}
 
 
+def captured_today(recordings: Path) -> Path:
+    """The copied recordings with today as their capture date. A replay's offers are dated
+    at its capture (gpuradar/recordings: August 2026), and offers that old are stale: no
+    price rule fires on them, so the latency run would wait for a notification forever."""
+    import json
+
+    for provenance in recordings.glob("*/provenance.json"):
+        data = json.loads(provenance.read_text())
+        data["captured"] = datetime.now(UTC).date().isoformat()
+        provenance.write_text(json.dumps(data, indent=1))
+    return recordings
+
+
 def latency(runs: int, work: Path) -> dict:
-    recordings = copy_recordings(work / "recordings-lat", SOURCES)
+    recordings = captured_today(copy_recordings(work / "recordings-lat", SOURCES))
     out = []
     with WebhookSink() as hook:
         for i in range(runs):
@@ -98,7 +111,10 @@ def latency(runs: int, work: Path) -> dict:
                        metrics_port=port)
             try:
                 d.wait_ready(60)
+                deadline = time.monotonic() + 120
                 while len(hook.posts) == before:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"no notification within 120 s (see {d.err_path})")
                     time.sleep(0.005)
                 arrivals.append(time.time())
                 assert d.stop() == 0

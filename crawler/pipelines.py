@@ -294,6 +294,8 @@ class StoragePipeline:
         self.crawler = crawler
         self.batch_size = crawler.settings.getint("GPURADAR_BATCH_SIZE", 1000)
         self.batch: list[PriceItem] = []
+        # Keys of the offers in `batch`; those already flushed are the writer's (listed()):
+        # one set of 100,000 keys per crawl, not two.
         self.keys: set[tuple[str, str, str, str]] = set()
         self.unreadable: set[OfferKey] = set()
         self.fx: dict[tuple[str, date], float] = {}
@@ -317,8 +319,10 @@ class StoragePipeline:
         replay_dir = self.crawler.settings.get("GPURADAR_REPLAY_DIR")
         # A replay's observations describe the recording's capture time, not today.
         replay = Recording(Path(replay_dir), spider.name).replay() if replay_dir else None
-        self.writer = CrawlWriter(self.engine, spider.name, replay=replay,
-                                  shrink_guard=shrink_guard(self.crawler, spider.name))
+        self.writer = CrawlWriter(
+            self.engine, spider.name, replay=replay,
+            shrink_guard=shrink_guard(self.crawler, spider.name),
+            keep_state=self.crawler.settings.getbool("GPURADAR_KEEP_STATE", True))
         self.log_errors = _CrawlErrors(spider)
         logging.getLogger().addHandler(self.log_errors)
         self.crawler.stats.set_value("gpuradar/crawl_id", self.writer.crawl_id)
@@ -340,7 +344,7 @@ class StoragePipeline:
             self.fx[(item.currency, date.fromisoformat(item.rate_date))] = item.per_eur
         elif isinstance(item, PriceItem):
             key = item.key
-            if key in self.keys:
+            if key in self.keys or (self.writer is not None and self.writer.listed(key)):
                 raise _drop(self.crawler, "duplicate_offer", item)
             self.keys.add(key)
             self.batch.append(item)
@@ -352,6 +356,8 @@ class StoragePipeline:
         if self.batch and self.writer is not None:
             self.writer.add(self.batch)
             self.batch = []
+            if not self.writer.refused:  # a refused replay keeps no keys: keep them here
+                self.keys = set()
 
     def _outcome(self, reason: str) -> tuple[str, str]:
         stats = self.crawler.stats

@@ -5,6 +5,7 @@ Scrapy process (run_once; the daemon runs each crawl on its own reactor instead)
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -278,6 +279,9 @@ def run_once(sources: list[str], settings: Settings,
     from twisted.internet import defer, reactor
 
     url = settings.get("GPURADAR_DATABASE_URL") or ""
+    settings = settings.copy()
+    # One crawl of each source in this process: no next crawl would use their offers' state.
+    settings.set("GPURADAR_KEEP_STATE", False, priority="cmdline")
     process = CrawlerProcess(settings)
     crawls, _handlers = _tracked(process, sources, on_item)
     stops = _Stops(reactor, url, crawls, on_interrupt)
@@ -302,10 +306,17 @@ def run_once(sources: list[str], settings: Settings,
     for logger in loggers:
         logger.addFilter(guard)
     previous = signal.signal(signal.SIGINT, stops.on_sigint)
+    thresholds = gc.get_threshold()
+    # Everything imported so far lives as long as the process: the collector's full passes
+    # over the crawl's objects (a few per large source) need not walk it again each time.
+    # Offers come and go by the thousand: collect the young generation less often.
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
     try:
         reactor.callWhenRunning(crawl_all)
         process.start(stop_after_crawl=False, install_signal_handlers=False)
     finally:
+        gc.set_threshold(*thresholds)
         signal.signal(signal.SIGINT, previous)
         for logger in loggers:
             logger.removeFilter(guard)

@@ -106,6 +106,11 @@ class AlibabaSpider(GpuRadarSpider):
     facts = providers.alibaba.ALIBABA
 
     @property
+    def renders_pages(self) -> bool:  # type: ignore[override]
+        """The price file's version is discovered with a browser only when asked to."""
+        return bool(self.option("discover_with_browser"))
+
+    @property
     def site(self) -> str:
         return "intl" if self.option("site") == "intl" else "china"
 

@@ -83,6 +83,9 @@ class GpuRadarSpider(scrapy.Spider):
     #: Enforced by Scrapy's download slot, which the backoff middleware widens when the
     #: provider still throttles; the option `request_interval` overrides it.
     request_interval: ClassVar[float] = 0.0
+    #: Whether a crawl may ask for a page rendered with JavaScript (meta "playwright"):
+    #: only then does its download handler load scrapy-playwright (crawler/handlers.py).
+    renders_pages: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

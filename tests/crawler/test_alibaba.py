@@ -281,6 +281,15 @@ def test_discovery_page_is_rendered_by_the_browser_only_when_asked():
     assert not plain.meta.get("playwright")
 
 
+def test_spider_renders_pages_only_with_the_option():
+    """Its download handler loads scrapy-playwright only then (crawler/handlers.py): without
+    it, a rendered request would fail."""
+    for options, renders in (({"discover_with_browser": True}, True), ({}, False)):
+        spider = AlibabaSpider()
+        spider.settings = project_settings(**options)
+        assert spider.renders_pages is renders
+
+
 def api_spider() -> AlibabaSpider:
     """A spider with an AccessKey, for calling its ECS API callbacks without a crawl."""
     spider = AlibabaSpider()

@@ -49,16 +49,20 @@ SCRIPT = textwrap.dedent('''
     from scrapy.utils.project import get_project_settings
     from scrapy_playwright.page import PageMethod
 
-    base, out, render = sys.argv[1], sys.argv[2], sys.argv[3] == "render"
-    rows, plain = [], []
+    base, out, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+    render = mode in ("render", "undeclared")
+    rows, plain, failures = [], [], []
 
     class PageSpider(scrapy.Spider):
         name = "page"
+        if mode == "undeclared":  # a gpuradar spider that does not say it renders pages
+            renders_pages = False
 
         async def start(self):
             yield scrapy.Request(base + "/plain.json", callback=self.parse_plain)
             if render:
-                yield scrapy.Request(base + "/prices.html", callback=self.parse_page, meta={
+                yield scrapy.Request(base + "/prices.html", callback=self.parse_page,
+                                     errback=self.render_failed, meta={
                     "playwright": True,
                     "playwright_page_methods": [
                         PageMethod("wait_for_selector", "#prices td.price", timeout=10000)]})
@@ -75,6 +79,9 @@ SCRIPT = textwrap.dedent('''
         def parse_static(self, response):
             plain.append({"static_rows": len(response.css("#prices tbody tr"))})
 
+        def render_failed(self, failure):
+            failures.append(type(failure.value).__name__)
+
     settings = get_project_settings()
     settings.set("LOG_LEVEL", "INFO")
     settings.set("ITEM_PIPELINES", {})
@@ -83,7 +90,8 @@ SCRIPT = textwrap.dedent('''
     process.crawl(crawler)
     process.start()
     stats = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, str))}
-    json.dump({"rows": rows, "plain": plain, "stats": stats}, open(out, "w"))
+    json.dump({"rows": rows, "plain": plain, "stats": stats, "failures": failures,
+               "loaded": "scrapy_playwright.handler" in sys.modules}, open(out, "w"))
 ''')
 
 
@@ -129,3 +137,19 @@ def test_crawl_without_rendered_pages_starts_no_browser(tmp_path, page_server):
     # Neither Chromium nor Playwright's driver was started (the provider starts lazily).
     assert "Launching browser" not in result["log"]
     assert result["stats"]["downloader/response_status_count/200"] == 2
+
+
+def test_spider_that_renders_no_page_never_loads_playwright(tmp_path, page_server):
+    """A spider whose renders_pages is false (every gpuradar spider but Alibaba with
+    discover_with_browser) gets Scrapy's plain handler: scrapy-playwright is not even
+    imported, and a rendered page it asks for after all fails instead of coming back
+    unrendered."""
+    result = crawl(tmp_path, page_server, "undeclared")
+    assert {"ok": True} in result["plain"] and {"static_rows": 0} in result["plain"]
+    assert result["rows"] == [] and result["failures"] == ["NotSupported"]
+    assert result["loaded"] is False
+
+
+def test_other_spiders_still_get_the_rendering_handler(tmp_path, page_server):
+    result = crawl(tmp_path, page_server, "plain")
+    assert result["loaded"] is True and result["failures"] == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -334,12 +335,14 @@ def test_shrink_guard_per_source_option(tmp_path, provider_server, sqlite_url):
     assert (result["status"], result["closed"]) == ("ok", 7)  # page 2's 5 offers remain
 
 
+@pytest.mark.parametrize("batch", [1000, 1])
 def test_duplicate_offer_is_counted_and_the_first_price_kept(tmp_path, provider_server,
-                                                            sqlite_url):
+                                                            sqlite_url, batch):
     """RunPod's answer (built from the real capture) listing one GPU type twice with another
-    price: the second observation of each offer is refused, whatever its price."""
+    price: the second observation of each offer is refused, whatever its price. In batches
+    of one offer, the first observation is already stored when the second arrives."""
     cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server, ["runpod"]),
-                       scrapy={"DOWNLOAD_DELAY": 0})
+                       scrapy={"DOWNLOAD_DELAY": 0, "GPURADAR_BATCH_SIZE": batch})
     original = provider_server.routes[("POST", "/graphql")]
 
     def twice(req):
