@@ -847,3 +847,26 @@ def test_a_yaml_drop_of_zero_days_is_refused_by_its_days():
     with pytest.raises(RuleError) as err:
         rule_from_mapping({"gpu": "H100", "drop": {"percent": 15, "days": 0}})
     assert str(err.value) == "drop: days must be a whole number more than 0, not 0"
+
+
+# -- survivors left by the last fresh rules samples (issue #31) -------------------------
+@pytest.mark.parametrize(("text", "part"), [("RTX,4090 under $2/h", "RTX"),
+                                            ("nvidia,H100 under $2/h", "nvidia")])
+def test_an_unknown_gpu_in_a_list_written_without_spaces_is_named(text, part):
+    """The list's words together name a GPU ('RTX,4090'), its first part alone does not:
+    the error names that part, not a word past the GPU."""
+    assert show(text).splitlines() == [f"unknown GPU {part!r}", f"    {text}",
+                                       "    " + "^" * len(part)]
+
+
+@pytest.mark.parametrize(("value", "pct"), [("0%", 0.0), ("99.5%", 0.995)])
+def test_a_min_drop_percentage_at_its_limits_is_taken(value, pct):
+    r = Read(rule_from_mapping({"rule": "H100 under $2/h", "min_drop": value}))
+    assert (r.min_drop_pct, r.min_drop_abs) == (pct, None)
+
+
+@pytest.mark.parametrize("value", ["-0.5%", "-5%", "100%", "150%"])
+def test_a_min_drop_percentage_past_its_limits_is_refused(value):
+    with pytest.raises(RuleError) as err:
+        rule_from_mapping({"rule": "H100 under $2/h", "min_drop": value})
+    assert str(err.value) == "min_drop: must be between 0% and 100%\n    H100 under $2/h"
