@@ -870,3 +870,20 @@ def test_a_min_drop_percentage_past_its_limits_is_refused(value):
     with pytest.raises(RuleError) as err:
         rule_from_mapping({"rule": "H100 under $2/h", "min_drop": value})
     assert str(err.value) == "min_drop: must be between 0% and 100%\n    H100 under $2/h"
+
+
+@pytest.mark.parametrize(("text", "digest"), [
+    ("H100 index under $2.50/h", "65d1550801367fc4"),
+    ("H100 spot index drops 10% in 7 days", "62e8280fd15d6d9b")])
+def test_an_index_rule_keeps_its_alert_identity(text, digest):
+    """An index rule's stored alert state is keyed by its digest like any rule's: the same
+    rule after an upgrade must not start afresh (nor fire again)."""
+    assert parse_rule(text).condition_hash() == digest
+
+
+@pytest.mark.parametrize(("notify", "names"), [
+    ({"targets": "ops, pager", "tags": ["gpu"]}, ("ops", "pager", "gpu")),
+    ({"targets": ["ops"], "tags": "gpu,night"}, ("ops", "gpu", "night"))])
+def test_notify_targets_and_tags_are_a_list_or_a_comma_separated_text(notify, names):
+    rule = rule_from_mapping({"rule": "H100 under $2/h", "notify": notify})
+    assert rule.notify == names
