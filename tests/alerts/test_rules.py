@@ -887,3 +887,9 @@ def test_an_index_rule_keeps_its_alert_identity(text, digest):
 def test_notify_targets_and_tags_are_a_list_or_a_comma_separated_text(notify, names):
     rule = rule_from_mapping({"rule": "H100 under $2/h", "notify": notify})
     assert rule.notify == names
+
+
+def test_a_gpu_name_running_to_the_end_of_a_long_rule_points_at_its_bad_word():
+    """Past 256 words (where `is` and `==` part ways) the GPU words may end the rule."""
+    text = "H100 " + " ".join(["x"] * 299)
+    assert show(text).splitlines() == ["unexpected word 'x'", f"    {text}", "         ^"]
