@@ -208,6 +208,21 @@ def test_a_crawl_left_running_neither_confirms_nor_resets_a_held_drop(engine):
     assert (confirmed.status, confirmed.closed, confirmed.held) == ("ok", 9, 0)
 
 
+
+def test_an_interrupted_crawl_confirms_no_drop(engine):
+    """A crawl its process never finished (failed as interrupted at the next start) held
+    nothing: the first crawl after it that sees a drop holds it."""
+    from gpuradar.storage import queries
+    from gpuradar.storage.ingest import CrawlWriter
+
+    names = [f"I{n}" for n in range(10)]
+    _crawl(engine, [_item(n, 10.0, T0) for n in names], T0)
+    CrawlWriter(engine, "azure", started_at=T0 + HOUR)  # never finished
+    assert queries.mark_interrupted_crawls(engine) == 1
+    assert queries.last_crawls(engine)["azure"]["held"] == 0
+    drop = _crawl(engine, [_item("I0", 10.0, T0 + 2 * HOUR)], T0 + 2 * HOUR)
+    assert (drop.status, drop.closed, drop.held) == ("partial", 0, 9)
+
 # -- through `gpuradar crawl` over a local server standing in for the provider ------------
 def _azure_server(provider_server, tmp_path, edit=None, **sections):
     """The Azure fixture pages, page 1 edited by `edit(items)` when given."""

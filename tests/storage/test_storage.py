@@ -390,3 +390,18 @@ def test_an_offer_url_is_stored_cut_to_2000_characters(engine):
                     at=T0 + timedelta(hours=1))
     assert (summary.new_offers, summary.changed) == (0, 0)
     assert [o["url"] for o in queries.current_offers(engine)] == [url[:2000]]
+
+
+def test_an_offer_listed_twice_in_a_batch_keeps_its_first_price_and_the_rest_is_stored(engine):
+    summary = crawl(engine, [item("A", 80.0, T0), item("A", 70.0, T0), item("B", 40.0, T0)],
+                    at=T0)
+    assert (summary.items, summary.new_offers) == (2, 2)
+    prices = {o["instance_type"]: o["price"] for o in queries.current_offers(engine)}
+    assert prices == {"A": 80.0, "B": 40.0}
+
+
+def test_a_span_states_its_price_per_gpu_to_the_micro_dollar(engine):
+    """`gpuradar history`'s per-GPU-hour figures keep the precision prices are stored at."""
+    crawl(engine, [item("A", 9.876543, T0)], at=T0)
+    (span,) = queries.spans(engine, queries.find_offer(engine, "azure", "A")[0]["id"])
+    assert (span["price_usd"], span["price_per_gpu_usd"]) == (9.876543, 1.234568)
