@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import func, select
 
 from gpuradar.core.items import PriceItem
@@ -405,3 +406,25 @@ def test_a_span_states_its_price_per_gpu_to_the_micro_dollar(engine):
     crawl(engine, [item("A", 9.876543, T0)], at=T0)
     (span,) = queries.spans(engine, queries.find_offer(engine, "azure", "A")[0]["id"])
     assert (span["price_usd"], span["price_per_gpu_usd"]) == (9.876543, 1.234568)
+
+
+def test_an_offer_whose_write_failed_is_stored_by_the_next_crawl(engine, monkeypatch):
+    """A batch rolled back half-way leaves the writer's memory ahead of the database: that
+    memory must not be kept for the next crawl, which would take the lost offer as known."""
+    from gpuradar.storage import ingest
+
+    t1, t2 = T0 + timedelta(hours=1), T0 + timedelta(hours=2)
+    crawl(engine, [item("A", 80.0, T0)], at=T0)
+
+    def lost(conn, rows):
+        raise RuntimeError("connection lost")
+
+    writer = CrawlWriter(engine, "azure", started_at=t1)
+    with monkeypatch.context() as m:
+        m.setattr(ingest, "_record_changes", lost)
+        with pytest.raises(RuntimeError):
+            writer.add([item("A", 72.0, t1), item("B", 40.0, t1)])  # B inserted, then lost
+    assert writer.finish("failed", error="connection lost").status == "failed"
+    assert crawl(engine, [item("A", 72.0, t2), item("B", 40.0, t2)], at=t2).new_offers == 1
+    prices = {o["instance_type"]: o["price"] for o in queries.current_offers(engine)}
+    assert prices == {"A": 72.0, "B": 40.0}
