@@ -392,3 +392,9 @@ def test_a_fit_rule_naming_the_default_precision_reads_and_is_named_as_one_that_
     plain = rule_from_mapping({"fit": "7B finetune", "under": "$3/h"})
     assert (named.text, named.name) == (plain.text, plain.name)
     assert named.condition.job.precision == "bf16"
+
+
+def test_a_structured_fit_rule_with_a_batch_is_described_with_it():
+    r = rule_from_mapping({"fit": "7B lora batch 4", "under": "$3/h"})
+    assert (r.condition.job.batch, r.text) == (4, "cheapest fit for 7B lora under $3/h batch 4")
+    assert parse_rule(r.text).condition_hash() == r.condition_hash()

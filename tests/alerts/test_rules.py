@@ -847,3 +847,49 @@ def test_a_yaml_drop_of_zero_days_is_refused_by_its_days():
     with pytest.raises(RuleError) as err:
         rule_from_mapping({"gpu": "H100", "drop": {"percent": 15, "days": 0}})
     assert str(err.value) == "drop: days must be a whole number more than 0, not 0"
+
+
+# -- survivors left by the last fresh rules samples (issue #31) -------------------------
+@pytest.mark.parametrize(("text", "part"), [("RTX,4090 under $2/h", "RTX"),
+                                            ("nvidia,H100 under $2/h", "nvidia")])
+def test_an_unknown_gpu_in_a_list_written_without_spaces_is_named(text, part):
+    """The list's words together name a GPU ('RTX,4090'), its first part alone does not:
+    the error names that part, not a word past the GPU."""
+    assert show(text).splitlines() == [f"unknown GPU {part!r}", f"    {text}",
+                                       "    " + "^" * len(part)]
+
+
+@pytest.mark.parametrize(("value", "pct"), [("0%", 0.0), ("99.5%", 0.995)])
+def test_a_min_drop_percentage_at_its_limits_is_taken(value, pct):
+    r = Read(rule_from_mapping({"rule": "H100 under $2/h", "min_drop": value}))
+    assert (r.min_drop_pct, r.min_drop_abs) == (pct, None)
+
+
+@pytest.mark.parametrize("value", ["-0.5%", "-5%", "100%", "150%"])
+def test_a_min_drop_percentage_past_its_limits_is_refused(value):
+    with pytest.raises(RuleError) as err:
+        rule_from_mapping({"rule": "H100 under $2/h", "min_drop": value})
+    assert str(err.value) == "min_drop: must be between 0% and 100%\n    H100 under $2/h"
+
+
+@pytest.mark.parametrize(("text", "digest"), [
+    ("H100 index under $2.50/h", "65d1550801367fc4"),
+    ("H100 spot index drops 10% in 7 days", "62e8280fd15d6d9b")])
+def test_an_index_rule_keeps_its_alert_identity(text, digest):
+    """An index rule's stored alert state is keyed by its digest like any rule's: the same
+    rule after an upgrade must not start afresh (nor fire again)."""
+    assert parse_rule(text).condition_hash() == digest
+
+
+@pytest.mark.parametrize(("notify", "names"), [
+    ({"targets": "ops, pager", "tags": ["gpu"]}, ("ops", "pager", "gpu")),
+    ({"targets": ["ops"], "tags": "gpu,night"}, ("ops", "gpu", "night"))])
+def test_notify_targets_and_tags_are_a_list_or_a_comma_separated_text(notify, names):
+    rule = rule_from_mapping({"rule": "H100 under $2/h", "notify": notify})
+    assert rule.notify == names
+
+
+def test_a_gpu_name_running_to_the_end_of_a_long_rule_points_at_its_bad_word():
+    """Past 256 words (where `is` and `==` part ways) the GPU words may end the rule."""
+    text = "H100 " + " ".join(["x"] * 299)
+    assert show(text).splitlines() == ["unexpected word 'x'", f"    {text}", "         ^"]

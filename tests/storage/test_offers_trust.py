@@ -187,6 +187,42 @@ def test_the_shrink_guard_compares_a_source_only_with_its_own_crawls(engine):
     two = crawl("azure", names[:2], T0 + 2 * HOUR)  # azure's first sight of its drop: held
     assert (two.status, two.closed, two.held) == ("partial", 0, 4)
 
+    # A source named before this one holds a drop too: it confirms nothing here either.
+    assert crawl("azure", names, T0 + 3 * HOUR).status == "ok"
+    names_aws = [f"A{n}" for n in range(10)]
+    crawl("aws", names_aws, T0 + 3 * HOUR)
+    assert crawl("aws", names_aws[:1], T0 + 4 * HOUR).held == 9
+    three = crawl("azure", names[:3], T0 + 4 * HOUR)  # azure's first sight of a new drop
+    assert (three.status, three.closed, three.held) == ("partial", 0, 7)
+
+def test_a_crawl_left_running_neither_confirms_nor_resets_a_held_drop(engine):
+    """A crawl of the source that never finished (its process was killed) says nothing about
+    the drop: the crawl after it confirms the drop the last finished crawl held."""
+    from gpuradar.storage.ingest import CrawlWriter
+
+    names = [f"I{n}" for n in range(10)]
+    _crawl(engine, [_item(n, 10.0, T0) for n in names], T0)
+    held = _crawl(engine, [_item("I0", 10.0, T0 + HOUR)], T0 + HOUR)
+    assert (held.status, held.held) == ("partial", 9)
+    CrawlWriter(engine, "azure", started_at=T0 + 2 * HOUR)  # never finished
+    confirmed = _crawl(engine, [_item("I0", 10.0, T0 + 3 * HOUR)], T0 + 3 * HOUR)
+    assert (confirmed.status, confirmed.closed, confirmed.held) == ("ok", 9, 0)
+
+
+
+def test_an_interrupted_crawl_confirms_no_drop(engine):
+    """A crawl its process never finished (failed as interrupted at the next start) held
+    nothing: the first crawl after it that sees a drop holds it."""
+    from gpuradar.storage import queries
+    from gpuradar.storage.ingest import CrawlWriter
+
+    names = [f"I{n}" for n in range(10)]
+    _crawl(engine, [_item(n, 10.0, T0) for n in names], T0)
+    CrawlWriter(engine, "azure", started_at=T0 + HOUR)  # never finished
+    assert queries.mark_interrupted_crawls(engine) == 1
+    assert queries.last_crawls(engine)["azure"]["held"] == 0
+    drop = _crawl(engine, [_item("I0", 10.0, T0 + 2 * HOUR)], T0 + 2 * HOUR)
+    assert (drop.status, drop.closed, drop.held) == ("partial", 0, 9)
 
 # -- through `gpuradar crawl` over a local server standing in for the provider ------------
 def _azure_server(provider_server, tmp_path, edit=None, **sections):

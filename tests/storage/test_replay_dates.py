@@ -104,3 +104,9 @@ def test_an_undated_replay_is_marked_with_an_unknown_date(engine):
     (row,) = queries.current_offers(engine)
     assert row["replayed"] is True and row["captured"] is None
     assert row["observed_at"] == NOW  # stored at the replay, shown as "date unknown"
+
+
+def test_the_replayed_sources_of_one_pricing_are_those_with_offers_of_it(engine):
+    crawl(engine, [offer("59380", 1.7356)], replay=Replay("2026-08-22", AUGUST))
+    assert queries.replayed_sources(engine, pricing="on_demand") == {"vastai": "2026-08-22"}
+    assert queries.replayed_sources(engine, pricing="spot") == {}

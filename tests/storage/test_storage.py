@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import func, select
 
 from gpuradar.core.items import PriceItem
@@ -357,3 +358,73 @@ def test_an_older_exchange_rate_stored_later_does_not_replace_the_newest(engine)
 def test_find_offer_finds_only_the_instance_type_asked_for(engine):
     crawl(engine, [item("A", 80.0, T0), item("B", 70.0, T0)], at=T0)
     assert [o["instance_type"] for o in queries.find_offer(engine, "azure", "A")] == ["A"]
+
+
+# -- survivors of the fresh ingest samples (issue #31) ----------------------------------
+def test_the_cheapest_price_per_gpu_skips_offers_known_unavailable(engine):
+    """The per-GPU lows (`gpuradar_cheapest_usd_per_gpu_hour`, the demo's table) come from
+    offers known available or of unknown stock, never from a sold-out one."""
+    crawl(engine, [item("A", 80.0, T0), item("B", 8.0, T0, available=False),
+                   item("C", 40.0, T0, gpu="A100-SXM-80GB", available=None),
+                   item("D", 8.0, T0, gpu="A100-SXM-80GB", available=False)], at=T0)
+    assert sorted(queries.cheapest_per_gpu(engine)) == [
+        ("A100-SXM-80GB", "on_demand", "azure", 5.0), ("H100-SXM-80GB", "on_demand", "azure", 10.0)]
+
+
+def test_the_cheapest_price_over_a_window_skips_spans_known_unavailable(engine):
+    """`gpuradar history`'s low: a sold-out offer's price is no price one could have paid
+    (unless unavailable offers are asked for)."""
+    day = datetime.now(UTC) - timedelta(days=1)
+    crawl(engine, [item("A", 80.0, day), item("B", 8.0, day, available=False),
+                   item("C", 40.0, day, available=None)], at=day)
+    since = day - timedelta(days=1)
+    best = queries.cheapest_over(engine, ["H100-SXM-80GB"], since)
+    assert (best["instance_type"], best["price_per_gpu_usd"]) == ("C", 5.0)
+    anyway = queries.cheapest_over(engine, ["H100-SXM-80GB"], since, available_only=False)
+    assert (anyway["instance_type"], anyway["price_per_gpu_usd"]) == ("B", 1.0)
+
+
+def test_an_offer_url_is_stored_cut_to_2000_characters(engine):
+    url = "https://portal.azure.com/#view/" + "x" * 2500
+    crawl(engine, [replace(item("A", 80.0, T0), url=url)], at=T0)
+    summary = crawl(engine, [replace(item("A", 80.0, T0 + timedelta(hours=1)), url=url)],
+                    at=T0 + timedelta(hours=1))
+    assert (summary.new_offers, summary.changed) == (0, 0)
+    assert [o["url"] for o in queries.current_offers(engine)] == [url[:2000]]
+
+
+def test_an_offer_listed_twice_in_a_batch_keeps_its_first_price_and_the_rest_is_stored(engine):
+    summary = crawl(engine, [item("A", 80.0, T0), item("A", 70.0, T0), item("B", 40.0, T0)],
+                    at=T0)
+    assert (summary.items, summary.new_offers) == (2, 2)
+    prices = {o["instance_type"]: o["price"] for o in queries.current_offers(engine)}
+    assert prices == {"A": 80.0, "B": 40.0}
+
+
+def test_a_span_states_its_price_per_gpu_to_the_micro_dollar(engine):
+    """`gpuradar history`'s per-GPU-hour figures keep the precision prices are stored at."""
+    crawl(engine, [item("A", 9.876543, T0)], at=T0)
+    (span,) = queries.spans(engine, queries.find_offer(engine, "azure", "A")[0]["id"])
+    assert (span["price_usd"], span["price_per_gpu_usd"]) == (9.876543, 1.234568)
+
+
+def test_an_offer_whose_write_failed_is_stored_by_the_next_crawl(engine, monkeypatch):
+    """A batch rolled back half-way leaves the writer's memory ahead of the database: that
+    memory must not be kept for the next crawl, which would take the lost offer as known."""
+    from gpuradar.storage import ingest
+
+    t1, t2 = T0 + timedelta(hours=1), T0 + timedelta(hours=2)
+    crawl(engine, [item("A", 80.0, T0)], at=T0)
+
+    def lost(conn, rows):
+        raise RuntimeError("connection lost")
+
+    writer = CrawlWriter(engine, "azure", started_at=t1)
+    with monkeypatch.context() as m:
+        m.setattr(ingest, "_record_changes", lost)
+        with pytest.raises(RuntimeError):
+            writer.add([item("A", 72.0, t1), item("B", 40.0, t1)])  # B inserted, then lost
+    assert writer.finish("failed", error="connection lost").status == "failed"
+    assert crawl(engine, [item("A", 72.0, t2), item("B", 40.0, t2)], at=t2).new_offers == 1
+    prices = {o["instance_type"]: o["price"] for o in queries.current_offers(engine)}
+    assert prices == {"A": 72.0, "B": 40.0}
