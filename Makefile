@@ -45,7 +45,7 @@ demo: install
 # The suite on pytest-xdist workers (tests/README.md); the container image is its own stage
 # (`make test-image`), which .ci/run runs after this one.
 # Most tests wait on real processes and servers, not the CPU: more workers than cores.
-PYTEST_WORKERS ?= 6
+PYTEST_WORKERS ?= 4
 # The working tree is compiled once too: the suite starts hundreds of processes.
 test: install-test system-deps
 	$(BIN)/python -m compileall -q -j 2 gpuradar alerts crawler scheduler storage
