@@ -77,18 +77,15 @@ class _ForkServer:
     def run(self, args: list[str], env: dict[str, str], timeout: float
             ) -> subprocess.CompletedProcess:
         with tempfile.TemporaryDirectory(prefix="gpuradar-cli-") as folder:
-            pid = self.fork(args, env, os.getcwd(), folder)
-            rc_file = Path(folder) / "rc"
-            deadline = time.monotonic() + timeout
-            while not rc_file.exists():
-                if time.monotonic() > deadline:
-                    os.kill(pid, signal.SIGKILL)
-                    raise subprocess.TimeoutExpired(["gpuradar", *args], timeout)
-                time.sleep(0.005)
-            out = (Path(folder) / "stdout").read_text(errors="replace")
-            err = (Path(folder) / "stderr").read_text(errors="replace")
-            return subprocess.CompletedProcess(["gpuradar", *args], int(rc_file.read_text()),
-                                               out, err)
+            proc = ForkedProcess(args, env, Path.cwd(), Path(folder))
+            try:
+                code = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise
+            out = (proc.folder / "stdout").read_text(errors="replace")
+            err = (proc.folder / "stderr").read_text(errors="replace")
+            return subprocess.CompletedProcess(proc.args, code, out, err)
 
 
 _FORK_SERVER = _ForkServer()
@@ -116,7 +113,7 @@ class ForkedProcess:
         while self.poll() is None:
             if deadline is not None and time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(self.args, timeout or 0)
-            time.sleep(0.01)
+            time.sleep(0.005)
         assert self.returncode is not None
         return self.returncode
 
