@@ -43,13 +43,18 @@ demo: install
 	$(BIN)/gpuradar demo
 
 # The suite on pytest-xdist workers (tests/README.md); the container image is its own stage
-# (`make test-image`), which .ci/run runs after this one.
-# Most tests wait on real processes and servers, not the CPU: more workers than cores.
+# (`make test-image`), which .ci/run runs after this one. Each worker takes whole files,
+# the longest first (tests/conftest.py: LONGEST_FILES): none is left with a long file at
+# the end, and a file's module fixtures start once.
 PYTEST_WORKERS ?= 4
-# The working tree is compiled once too: the suite starts hundreds of processes.
+# The working tree is compiled once too: the suite starts hundreds of processes. Bytecode
+# may be written during the suite even where PYTHONDONTWRITEBYTECODE is set (as on the CI
+# machine): pytest's assertion rewriting of a test file is then kept, not redone in every
+# worker and subprocess.
 test: install-test system-deps
 	$(BIN)/python -m compileall -q -j 2 gpuradar alerts crawler scheduler storage
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal --ignore tests/project/test_image.py
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile \
+	  --no-loadscope-reorder --ignore tests/project/test_image.py
 	$(BIN)/ruff check .
 
 lint: install-test

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 from scrapy import Request
 from scrapy.settings import Settings
+from sqlalchemy import text
 
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.spiders.base import ParseError
 from gpuradar.crawler.spiders.runpod import RunpodSpider, stock_query
+from gpuradar.storage.db import open_database
 from gpuradar.storage.queries import OfferFilter, current_offers
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, response
@@ -167,6 +169,10 @@ def test_stock_running_out_is_a_new_span_and_a_failed_count_closes_nothing(
     cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
                        scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 0})
     assert gpuradar("crawl", "runpod", config=cfg, db_url=sqlite_url).returncode == 0
+    # As if that crawl ran a minute ago: change points are dated to the second, and two
+    # crawls within one second keep only the later state of an offer.
+    with open_database(sqlite_url).begin() as conn:
+        conn.execute(text("UPDATE price_change SET at = at - 60"))
     original = provider_server.routes[("POST", "/graphql")]
 
     def sold_out_h100_and_broken_count_8(req):
