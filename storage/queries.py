@@ -79,7 +79,7 @@ def uncatalogued_offers(engine: Engine) -> dict[str, int]:
 
 
 def consecutive_failures(engine: Engine, source: str, limit: int = 50) -> int:
-    """Finished crawls of `source` that failed since its last successful one, counted up to
+    """Finished crawls of `source` since its last successful ("ok") one, counted up to
     `limit` (the daemon's back-off and the failures gauge; a long outage reads no more)."""
     q = (select(CRAWL.c.status).where(CRAWL.c.source == source, CRAWL.c.status != "running")
          .order_by(CRAWL.c.id.desc()).limit(limit))
