@@ -26,11 +26,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import BindParameter, Engine, Text, bindparam, cast, func, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from gpuradar.core import defaults
 from gpuradar.core.items import OfferKey, PriceItem
-from gpuradar.storage.db import json_dumps
+from gpuradar.storage.db import dialect_insert, json_dumps
 from gpuradar.storage.models import CHANGE, CRAWL, OFFER
 from gpuradar.storage.owner import process_owner
 
@@ -65,8 +64,7 @@ def storable(price: Any) -> bool:
 def _record_changes(conn, rows: list[dict[str, Any]]) -> None:
     """Insert change points; a second change of one offer within the same second replaces
     the first (the later state is the one that held)."""
-    ins = (postgresql.insert(CHANGE) if conn.dialect.name == "postgresql"
-           else sqlite.insert(CHANGE))
+    ins = dialect_insert(conn.dialect.name, CHANGE)
     conn.execute(ins.on_conflict_do_update(
         index_elements=["offer_id", "at"],
         set_={"price_micros": ins.excluded.price_micros, "available": ins.excluded.available}),

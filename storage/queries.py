@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple
 
 from sqlalchemy import ColumnElement, Engine, and_, func, or_, select, update
 
@@ -13,16 +13,9 @@ from gpuradar.core.units import region_matches
 from gpuradar.storage.db import dialect_insert
 from gpuradar.storage.models import CHANGE, CRAWL, FX, OFFER
 
-
-@overload
-def _aware(ts: datetime) -> datetime: ...
-@overload
-def _aware(ts: datetime | None) -> datetime | None: ...
-def _aware(ts: datetime | None) -> datetime | None:
-    """A time the database read back, as UTC (SQLite keeps no zone)."""
-    if ts is not None and ts.tzinfo is None:
-        return ts.replace(tzinfo=UTC)
-    return ts
+# Times come back aware, in UTC, on both databases: the models' datetime columns are
+# sqlmodel's UTCDateTime, which adds the zone SQLite does not keep (MAX and COALESCE of such a
+# column keep its type).
 
 
 # -- crawls ------------------------------------------------------------------------------
@@ -32,7 +25,7 @@ def last_success(engine: Engine) -> dict[str, datetime]:
     q = (select(CRAWL.c.source, func.max(CRAWL.c.started_at))
          .where(CRAWL.c.status == "ok").group_by(CRAWL.c.source))
     with engine.connect() as conn:
-        return {s: _aware(t) for s, t in conn.execute(q)}
+        return dict(conn.execute(q).all())
 
 
 class Observed(NamedTuple):
@@ -62,7 +55,7 @@ def last_observed(engine: Engine) -> dict[str, Observed]:
                 CRAWL.c.replayed, CRAWL.c.captured)
          .join(latest, CRAWL.c.id == latest.c.id))
     with engine.connect() as conn:
-        return {s: Observed(_aware(at), bool(replayed), captured)
+        return {s: Observed(at, bool(replayed), captured)
                 for s, at, replayed, captured in conn.execute(q)}
 
 
@@ -86,6 +79,8 @@ def uncatalogued_offers(engine: Engine) -> dict[str, int]:
 
 
 def consecutive_failures(engine: Engine, source: str, limit: int = 50) -> int:
+    """Finished crawls of `source` since its last successful ("ok") one, counted up to
+    `limit` (the daemon's back-off and the failures gauge; a long outage reads no more)."""
     q = (select(CRAWL.c.status).where(CRAWL.c.source == source, CRAWL.c.status != "running")
          .order_by(CRAWL.c.id.desc()).limit(limit))
     n = 0
@@ -156,8 +151,6 @@ def current_offers(engine: Engine, flt: OfferFilter | None = None,
                 if region_matches(r["region"], r["zone"], flt.regions, r["source"])]
     seen = last_observed(engine)
     for r in rows:
-        r["changed_at"] = _aware(r["changed_at"])
-        r["first_seen"] = _aware(r["first_seen"])
         obs = seen.get(r["source"])
         r["observed_at"] = obs.at if obs else r["changed_at"]
         r["replayed"] = obs.replayed if obs else False

@@ -224,6 +224,37 @@ def test_an_interrupted_crawl_confirms_no_drop(engine):
     drop = _crawl(engine, [_item("I0", 10.0, T0 + 2 * HOUR)], T0 + 2 * HOUR)
     assert (drop.status, drop.closed, drop.held) == ("partial", 0, 9)
 
+def test_the_shrink_guard_counts_offers_listed_with_an_unreadable_price(engine):
+    """An offer listed with a price gpuradar cannot read was listed all the same: the guard's
+    message counts it, and it is neither closed nor held."""
+    names = [f"I{n}" for n in range(10)]
+    _crawl(engine, [_item(n, 10.0, T0) for n in names], T0)
+    held = _crawl(engine, [_item("I0", 10.0, T0 + HOUR), _item("I1", 10.0, T0 + HOUR)],
+                  T0 + HOUR, unreadable=[("eastus", "", "I2", "on_demand")])
+    assert (held.status, held.closed, held.held, held.unreadable) == ("partial", 0, 7, 1)
+    assert held.error == ("shrink guard: listed 3 offers, the last successful crawl listed 10 "
+                          "(fewer than 5); 7 missing offer(s) not closed unless the next crawl "
+                          "confirms the drop")
+
+
+def test_the_shrink_guard_measures_a_drop_against_the_last_successful_crawl_only(engine):
+    """A failed or partial crawl (cut short: it lists what it got) is no baseline: a crawl
+    listing 4 of the 10 offers of the last successful one is held, however few the crawls in
+    between listed."""
+    from gpuradar.storage import queries
+
+    names = [f"I{n}" for n in range(10)]
+    _crawl(engine, [_item(n, 10.0, T0) for n in names], T0)
+    assert _crawl(engine, [_item("I0", 10.0, T0 + HOUR)], T0 + HOUR,
+                  status="failed").status == "failed"
+    assert _crawl(engine, [_item("I0", 10.0, T0 + 2 * HOUR)], T0 + 2 * HOUR,
+                  status="partial").held == 0
+    four = _crawl(engine, [_item(n, 10.0, T0 + 3 * HOUR) for n in names[:4]], T0 + 3 * HOUR)
+    assert (four.status, four.closed, four.held) == ("partial", 0, 6)
+    assert "the last successful crawl listed 10 (fewer than 5)" in four.error
+    assert len(queries.current_offers(engine)) == 10
+
+
 # -- through `gpuradar crawl` over a local server standing in for the provider ------------
 def _azure_server(provider_server, tmp_path, edit=None, **sections):
     """The Azure fixture pages, page 1 edited by `edit(items)` when given."""

@@ -428,3 +428,68 @@ def test_an_offer_whose_write_failed_is_stored_by_the_next_crawl(engine, monkeyp
     assert crawl(engine, [item("A", 72.0, t2), item("B", 40.0, t2)], at=t2).new_offers == 1
     prices = {o["instance_type"]: o["price"] for o in queries.current_offers(engine)}
     assert prices == {"A": 72.0, "B": 40.0}
+
+
+def test_an_offer_without_a_usd_price_has_a_history_in_its_own_currency_only(engine):
+    """An offer quoted in a currency with no exchange rate stored yet: `gpuradar history`
+    shows its quoted price and no USD figure, and no per-GPU low is made up from it."""
+    cny = replace(item("A", 80.0, T0), currency="CNY", price_usd=None, price_per_gpu_usd=None)
+    crawl(engine, [cny], at=T0)
+    (span,) = queries.spans(engine, queries.find_offer(engine, "azure", "A")[0]["id"])
+    assert (span["price"], span["currency"], span["price_usd"], span["price_per_gpu_usd"]) \
+        == (80.0, "CNY", None, None)
+    assert queries.gpu_spans(engine, ["H100-SXM-80GB"], T0 - timedelta(hours=1),
+                             T0 + timedelta(hours=1)) == []
+
+
+def test_consecutive_failures_stop_counting_at_50(engine):
+    """`gpuradar_source_consecutive_failures` and the daemon's back-off read at most the
+    last 50 crawls, however long a source has been failing."""
+    crawl(engine, [item("A", 80.0, T0)], at=T0)
+    for n in range(1, 52):
+        crawl(engine, [], status="failed", at=T0 + timedelta(minutes=n))
+    assert queries.consecutive_failures(engine, "azure") == 50
+
+
+def test_an_offer_known_unavailable_and_unchanged_writes_no_new_span(engine):
+    """A sold-out offer listed sold out again is no change, whether this process remembers
+    it or reads it back from the database."""
+    from gpuradar.storage import ingest
+
+    t1, t2 = T0 + timedelta(hours=1), T0 + timedelta(hours=2)
+    crawl(engine, [item("A", 80.0, T0, available=False)], at=T0)
+    assert crawl(engine, [item("A", 80.0, t1, available=False)], at=t1).changed == 0
+    ingest._STATE_CACHE.clear()
+    assert crawl(engine, [item("A", 80.0, t2, available=False)], at=t2).changed == 0
+    offer = queries.find_offer(engine, "azure", "A")[0]
+    assert [(s["available"], s["valid_from"]) for s in queries.spans(engine, offer["id"])] \
+        == [(False, T0)]
+
+
+def test_the_latest_finished_crawl_of_each_source_counts_its_uncatalogued_offers(engine):
+    """`gpuradar_uncatalogued_offers{source}`: the products each source's last finished
+    crawl could not map, whatever older crawls or a crawl still running reported."""
+    def finished(source: str, status: str, uncatalogued: dict[str, int], at) -> None:
+        writer = CrawlWriter(engine, source, started_at=at)
+        writer.add([replace(item("A", 80.0, at), source=source)])
+        writer.finish(status, uncatalogued=uncatalogued)
+
+    finished("azure", "ok", {"ND96 v6": 2, "NV4 v9": 1}, T0)
+    finished("lambda", "ok", {"gpu_1x_x": 4}, T0)
+    finished("azure", "ok", {"NV4 v9": 5}, T0 + timedelta(hours=1))
+    CrawlWriter(engine, "azure", started_at=T0 + timedelta(hours=2))  # still running
+    finished("lambda", "failed", {"gpu_1x_y": 7, "gpu_1x_x": 1}, T0 + timedelta(hours=2))
+    assert queries.uncatalogued_offers(engine) == {"azure": 5, "lambda": 8}
+
+
+def test_times_read_back_are_utc(engine):
+    """Every time a read returns is aware, in UTC (SQLite stores none), so it compares with
+    the crawl's own times and prints as UTC."""
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [item("A", 80.0, T0)], at=T0)
+    crawl(engine, [item("A", 72.0, t1)], at=t1)
+    (offer,) = queries.current_offers(engine)
+    read = (offer["first_seen"], offer["changed_at"], offer["observed_at"],
+            queries.last_success(engine)["azure"], queries.last_observed(engine)["azure"].at)
+    assert read == (T0, t1, t1, t1, t1)
+    assert {t.utcoffset() for t in read} == {timedelta(0)}
