@@ -46,7 +46,8 @@ def micros(price: float | None) -> int | None:
     return None if price is None else round(price * 1_000_000)
 
 
-# The largest price a change point can hold: price_micros is a signed 64-bit integer.
+# The bound (excluded) of the prices a change point can hold: price_micros is a signed 64-bit
+# integer, and this float itself rounds to 2**63 micro-units, one past the largest.
 MAX_STORABLE_PRICE = (2**63 - 1) / 1_000_000
 # Default shrink guard (gpuradar.core.defaults): a clean crawl listing fewer than this share
 # of the offers of the source's last successful crawl closes nothing until confirmed.
@@ -58,7 +59,7 @@ def storable(price: Any) -> bool:
     micro-units. The pipeline's plausibility range is far narrower; this is the last guard,
     so that no single value can fail a crawl's transaction."""
     return (isinstance(price, int | float) and not isinstance(price, bool)
-            and math.isfinite(price) and 0 < price <= MAX_STORABLE_PRICE)
+            and math.isfinite(price) and 0 < price < MAX_STORABLE_PRICE)
 
 
 def _record_changes(conn, rows: list[dict[str, Any]]) -> None:
@@ -109,10 +110,6 @@ class Replay:
 
     captured: str | None
     at: datetime | None
-
-    def describe(self) -> str:
-        return f"replayed, captured {self.captured}" if self.captured else \
-            "replayed, capture date unknown"
 
 
 _AVAILABLE = (False, True, None)  # availability as _States.available holds it: 0, 1, 2
@@ -293,10 +290,7 @@ class CrawlWriter:
             select(func.max(func.coalesce(CRAWL.c.observed_at, CRAWL.c.started_at)))
             .where(CRAWL.c.source == self.source, CRAWL.c.status.in_(("ok", "partial")))
         ).scalar()
-        if newest is None:
-            return ""
-        newest = newest if newest.tzinfo else newest.replace(tzinfo=UTC)
-        if self.observed_at >= newest:
+        if newest is None or self.observed_at >= newest:
             return ""
         return (f"the recording was captured {self.replay.captured if self.replay else '?'}, "
                 f"before the newest {self.source} data in this database "

@@ -37,13 +37,6 @@ class Observed(NamedTuple):
     replayed: bool
     captured: str | None
 
-    def label(self) -> str:
-        """'replayed, captured 2026-08-22' for a replay; '' for live data."""
-        if not self.replayed:
-            return ""
-        return f"replayed, captured {self.captured}" if self.captured else \
-            "replayed, capture date unknown"
-
 
 def last_observed(engine: Engine) -> dict[str, Observed]:
     """Per source, what its last successful crawl observed: the end of every open span and
@@ -79,14 +72,15 @@ def uncatalogued_offers(engine: Engine) -> dict[str, int]:
 
 
 def consecutive_failures(engine: Engine, source: str, limit: int = 50) -> int:
-    """Finished crawls of `source` since its last successful ("ok") one, counted up to
+    """Failed crawls of `source` in a row, up to its last finished crawl that did not fail
+    (ok or partial: a partial crawl is no failure to the daemon either), counted up to
     `limit` (the daemon's back-off and the failures gauge; a long outage reads no more)."""
     q = (select(CRAWL.c.status).where(CRAWL.c.source == source, CRAWL.c.status != "running")
          .order_by(CRAWL.c.id.desc()).limit(limit))
     n = 0
     with engine.connect() as conn:
         for (status,) in conn.execute(q):
-            if status == "ok":
+            if status != "failed":
                 break
             n += 1
     return n

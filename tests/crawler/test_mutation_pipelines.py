@@ -284,3 +284,20 @@ def test_an_offer_without_its_region_or_instance_type_is_dropped_as_no_identity(
     item = offer(3.0)
     setattr(item, missing, "")
     assert validate(item) == "no_identity"
+
+
+def test_a_crawl_that_never_reached_storage_reports_nothing_stored():
+    """`gpuradar crawl --json` for a crawl that failed before storage opened: failed, why,
+    and every count zero (CrawlSummary's defaults), nothing dropped or unknown."""
+    from types import SimpleNamespace
+
+    from gpuradar.crawler.runner import TrackedCrawl
+
+    crawler = SimpleNamespace(signals=SimpleNamespace(connect=lambda *a, **k: None), stats=None)
+    tracked = TrackedCrawl("azure", crawler)
+    tracked.failed_to_start(ValueError("bad setting"))
+    assert vars(tracked.result()) == {
+        "crawl_id": None, "source": "azure", "status": "failed",
+        "error": "crawl did not start: ValueError: bad setting", "items": 0, "new_offers": 0,
+        "changed": 0, "closed": 0, "dropped": {}, "unknown_gpus": [], "duration_s": 0.0,
+        "changed_offer_ids": set(), "uncatalogued": {}, "unreadable": 0, "held": 0}

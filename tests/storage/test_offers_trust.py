@@ -255,6 +255,38 @@ def test_the_shrink_guard_measures_a_drop_against_the_last_successful_crawl_only
     assert len(queries.current_offers(engine)) == 10
 
 
+def test_an_offer_unreadable_again_after_a_readable_crawl_is_flagged_again(engine):
+    """Unreadable, readable, then unreadable again in one process (its memory of the offers
+    kept between crawls): the offer is flagged since the latest crawl that could not read
+    it."""
+    from gpuradar.storage import queries
+
+    key = ("eastus", "", "B", "on_demand")
+    _crawl(engine, [_item("A", 80.0, T0), _item("B", 40.0, T0)], T0)
+    _crawl(engine, [_item("A", 80.0, T0 + HOUR)], T0 + HOUR, unreadable=[key])
+    _crawl(engine, [_item("A", 80.0, T0 + 2 * HOUR), _item("B", 40.0, T0 + 2 * HOUR)],
+           T0 + 2 * HOUR)
+    assert queries.find_offer(engine, "azure", "B")[0]["unreadable_since"] is None
+    again = _crawl(engine, [_item("A", 80.0, T0 + 3 * HOUR)], T0 + 3 * HOUR, unreadable=[key])
+    assert (again.status, again.unreadable, again.closed) == ("ok", 1, 0)
+    b = queries.find_offer(engine, "azure", "B")[0]
+    assert (b["active"], b["price"], b["unreadable_since"]) == (True, 40.0, T0 + 3 * HOUR)
+
+
+def test_the_largest_price_a_change_point_holds_is_stored_and_the_next_is_not(engine):
+    """Storage's last guard: a price just under 2**63 micro-units is stored as it is, the
+    float one step up (2**63 once in micro-units) is dropped as unstorable, and neither fails
+    the crawl."""
+    from gpuradar.storage import queries
+
+    largest, limit = 9_223_372_036_854.773, 9_223_372_036_854.775
+    summary = _crawl(engine, [_item("A", largest, T0), _item("B", limit, T0)], T0)
+    assert (summary.status, summary.items, summary.dropped) == (
+        "ok", 1, {"unstorable_price": 1})
+    assert [(o["instance_type"], o["price"]) for o in queries.current_offers(engine)] == [
+        ("A", largest)]
+
+
 # -- through `gpuradar crawl` over a local server standing in for the provider ------------
 def _azure_server(provider_server, tmp_path, edit=None, **sections):
     """The Azure fixture pages, page 1 edited by `edit(items)` when given."""

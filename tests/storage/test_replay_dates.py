@@ -110,3 +110,28 @@ def test_the_replayed_sources_of_one_pricing_are_those_with_offers_of_it(engine)
     crawl(engine, [offer("59380", 1.7356)], replay=Replay("2026-08-22", AUGUST))
     assert queries.replayed_sources(engine, pricing="on_demand") == {"vastai": "2026-08-22"}
     assert queries.replayed_sources(engine, pricing="spot") == {}
+
+
+def test_a_replayed_source_counts_for_the_pricing_of_its_offers_only(engine):
+    """The "replayed" note of `gpuradar history --pricing spot` names the sources whose spot
+    offers were replayed, not those replayed with on-demand offers only."""
+    from dataclasses import replace
+
+    crawl(engine, [offer("59380", 1.7356)], replay=Replay("2026-08-22", AUGUST))
+    writer = CrawlWriter(engine, "runpod", started_at=NOW,
+                         replay=Replay("2026-08", datetime(2026, 8, 1, tzinfo=UTC)))
+    writer.add([replace(offer("H100 SXM", 2.69), source="runpod", pricing="spot")])
+    writer.finish("ok")
+    assert queries.replayed_sources(engine, pricing="on_demand") == {"vastai": "2026-08-22"}
+    assert queries.replayed_sources(engine, pricing="spot") == {"runpod": "2026-08"}
+    assert queries.replayed_sources(engine) == {"vastai": "2026-08-22", "runpod": "2026-08"}
+
+
+def test_a_replay_captured_at_the_time_of_the_stored_data_is_stored(engine):
+    """Only a capture older than what the database holds is refused: one of the same moment
+    is not (its price replaces the one stored for that moment)."""
+    crawl(engine, [offer("59380", 1.50)], at=AUGUST)
+    summary = crawl(engine, [offer("59380", 1.7356)], replay=Replay("2026-08-22", AUGUST))
+    assert (summary.status, summary.error) == ("ok", "")
+    (row,) = queries.current_offers(engine)
+    assert (row["price"], row["replayed"], row["observed_at"]) == (1.7356, True, AUGUST)

@@ -114,8 +114,12 @@ def test_price_at_time_is_exact(engine):
     assert queries.price_at(engine, oid, t1 - timedelta(seconds=1))["price"] == 80.0
     assert queries.price_at(engine, oid, t1)["price"] == 72.0
     assert queries.price_at(engine, oid, t2 - timedelta(minutes=1))["price"] == 72.0
+    assert queries.price_at(engine, oid, t2)["price"] == 72.0  # the last successful crawl
     # Beyond the last successful crawl we do not know.
+    assert queries.price_at(engine, oid, t2 + timedelta(seconds=1)) is None
     assert queries.price_at(engine, oid, datetime.now(UTC) + timedelta(days=1)) is None
+    # A span that ended was seen until it ended, not until the last crawl.
+    assert [s["seen_until"] for s in queries.spans(engine, oid)] == [t1, t2]
 
 
 def test_cheapest_h100_over_the_last_seven_days(engine):
@@ -493,3 +497,134 @@ def test_times_read_back_are_utc(engine):
             queries.last_success(engine)["azure"], queries.last_observed(engine)["azure"].at)
     assert read == (T0, t1, t1, t1, t1)
     assert {t.utcoffset() for t in read} == {timedelta(0)}
+
+
+# -- survivors of the fifth fresh ingest sample (issue #31) ------------------------------
+def test_a_crawl_still_running_shows_nothing_counted_yet(engine):
+    """`gpuradar sources` during a crawl: its record counts nothing until it finishes."""
+    crawl(engine, [item("A", 80.0, T0)], at=T0)
+    CrawlWriter(engine, "azure", started_at=T0 + timedelta(hours=1))
+    running = queries.last_crawls(engine)["azure"]
+    fields = ("status", "items", "new_offers", "changed", "closed", "held", "dropped",
+              "unknown_gpus", "uncatalogued", "error")
+    assert {f: running[f] for f in fields} == {
+        "status": "running", "items": 0, "new_offers": 0, "changed": 0, "closed": 0, "held": 0,
+        "dropped": {}, "unknown_gpus": [], "uncatalogued": {}, "error": ""}
+
+
+def test_a_crawl_of_one_source_leaves_every_other_sources_offers_alone(engine):
+    """A source's offers read back from the database (a new process) are its own only: a
+    crawl of a source named before or after "azure" neither changes nor closes azure's
+    offers, not even one with the same region and instance type."""
+    from gpuradar.storage import ingest
+
+    crawl(engine, [item("A", 80.0, T0), item("B", 40.0, T0)], at=T0)
+    for n, source in enumerate(("aws", "vastai"), start=1):
+        ingest._STATE_CACHE.clear()
+        at = T0 + timedelta(hours=n)
+        writer = CrawlWriter(engine, source, started_at=at)
+        writer.add([replace(item("A", 70.0, at), source=source)])
+        summary = writer.finish("ok")
+        assert (summary.new_offers, summary.changed, summary.closed) == (1, 0, 0)
+    prices = {(o["source"], o["instance_type"]): o["price"]
+              for o in queries.current_offers(engine)}
+    assert prices == {("azure", "A"): 80.0, ("azure", "B"): 40.0, ("aws", "A"): 70.0,
+                      ("vastai", "A"): 70.0}
+
+
+def test_gpu_count_and_price_filters_include_their_bounds(engine):
+    """`gpuradar prices --min-gpus 4 --max-price 9`: 4 GPUs and $9/GPU-h are shown."""
+    crawl(engine, [item("A", 80.0, T0), item("B", 8.0, T0, count=1, gpu="A100-PCIE-80GB"),
+                   item("C", 36.0, T0, count=4)], at=T0)
+
+    def shown(**flt) -> list[str]:
+        rows = queries.current_offers(engine, queries.OfferFilter(**flt))
+        return sorted(r["instance_type"] for r in rows)
+
+    assert shown(min_gpus=4) == ["A", "C"]
+    assert shown(min_gpus=5) == ["A"]
+    assert shown(max_price=9.0) == ["B", "C"]  # C: $36/h for 4 GPUs
+    assert shown(max_price=8.99) == ["B"]
+
+
+def test_a_history_in_another_currency_follows_the_offers_latest_rate(engine):
+    """`gpuradar history` of a CNY offer: each span keeps its quoted price; its USD figure
+    converts at the rate of the offer's latest observation (queries._spans_of)."""
+    def cny(price: float, rate: float, at: datetime):
+        return replace(item("A", price, at), currency="CNY", price_usd=round(price * rate, 6),
+                       price_per_gpu_usd=round(price * rate / 8, 6))
+
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [cny(100.0, 0.14, T0)], at=T0)
+    crawl(engine, [cny(50.0, 0.15, t1)], at=t1)
+    spans = queries.spans(engine, queries.find_offer(engine, "azure", "A")[0]["id"])
+    assert [(s["price"], s["currency"], s["price_usd"], s["price_per_gpu_usd"]) for s in spans] \
+        == [(100.0, "CNY", 15.0, 1.875), (50.0, "CNY", 7.5, 0.9375)]
+
+
+def test_a_failed_market_index_update_fails_no_stored_crawl(engine, monkeypatch, caplog):
+    """The crawl is stored first: an index update that fails is a warning (its first line,
+    or the error's type when it says nothing), and the crawl stays ok."""
+    from gpuradar.storage import index
+
+    def locked(*args, **kwargs):
+        raise RuntimeError("database table is locked\n[SQL: UPDATE market_index ...]")
+
+    def silent(*args, **kwargs):
+        raise KeyError
+
+    t1 = T0 + timedelta(hours=1)
+    with caplog.at_level("WARNING", logger="gpuradar.storage.ingest"):
+        monkeypatch.setattr(index, "update_index", locked)
+        assert crawl(engine, [item("A", 80.0, T0)], at=T0).status == "ok"
+        monkeypatch.setattr(index, "update_index", silent)
+        assert crawl(engine, [item("A", 72.0, t1)], at=t1).status == "ok"
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "azure: updating the market index failed: database table is locked",
+        "azure: updating the market index failed: KeyError"]
+    assert [o["price"] for o in queries.current_offers(engine)] == [72.0]
+
+
+def test_the_last_success_is_the_last_ok_crawl_whatever_came_after(engine):
+    """When a source is next due (`last_success`) and what its offers describe
+    (`last_observed`): its last ok crawl, not a later partial, failed or running one."""
+    t1, t2, t3 = (T0 + timedelta(hours=h) for h in (1, 2, 3))
+    crawl(engine, [item("A", 80.0, T0)], at=T0)
+    crawl(engine, [item("A", 80.0, t1)], status="partial", at=t1)
+    crawl(engine, [item("A", 80.0, t2)], status="failed", at=t2)
+    CrawlWriter(engine, "azure", started_at=t3)
+    assert queries.last_success(engine) == {"azure": T0}
+    assert queries.last_observed(engine)["azure"].at == T0
+
+
+def test_the_cheapest_series_skips_spans_known_unavailable(engine):
+    """The history chart's lows come from offers one could rent: sold-out ones, listed
+    before and after the one available, are left out."""
+    t2 = T0 + timedelta(hours=2)
+    for at in (T0, t2):
+        crawl(engine, [item("B", 8.0, at, available=False), item("A", 16.0, at),
+                       item("C", 4.0, at, available=False)], at=at)
+    assert queries.cheapest_series(engine, ["H100-SXM-80GB"], T0, t2, 2) == [
+        (T0, 2.0), (T0 + timedelta(hours=1), 2.0)]
+
+
+def test_an_offer_only_a_partial_crawl_listed_is_seen_at_its_start(engine):
+    """No successful crawl of the source yet: an offer's open span is seen at its own start
+    only, and its price is known then."""
+    crawl(engine, [item("A", 80.0, T0)], status="partial", at=T0)
+    assert queries.last_success(engine) == {}
+    oid = queries.find_offer(engine, "azure", "A")[0]["id"]
+    (span,) = queries.spans(engine, oid)
+    assert (span["valid_from"], span["seen_until"], span["open"]) == (T0, T0, True)
+    assert queries.price_at(engine, oid, T0)["price"] == 80.0
+
+
+def test_a_partial_crawl_ends_a_run_of_failures(engine):
+    """The daemon backs a source off by its failed crawls in a row; a partial crawl is no
+    failure (it stored what it got), so the count read back after a restart starts after it,
+    as the running daemon's own count does."""
+    crawl(engine, [item("A", 80.0, T0)], at=T0)
+    for h, status in enumerate(("failed", "partial", "failed", "failed"), start=1):
+        crawl(engine, [item("A", 80.0, T0 + timedelta(hours=h))], status=status,
+              at=T0 + timedelta(hours=h))
+    assert queries.consecutive_failures(engine, "azure") == 2
