@@ -27,6 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
+from gpuradar.storage.db import driver_rows
 from gpuradar.storage.models import CRAWL, OFFER, OUTBOX, STATE
 from gpuradar.storage.offers import COLUMNS, OfferRow
 
@@ -84,21 +85,6 @@ def _listed(q: Select[Any]) -> Select[Any]:
                    or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None)))
 
 
-def _driver_rows(conn: Connection, q: Select[Any]) -> Iterator[tuple[Any, ...]]:
-    """The rows as the database driver returns them, plain tuples without SQLAlchemy's
-    per-row processing (a large market is read in a third less time), a batch at a time
-    (the rows of 100,000 offers never wait in memory all at once: the memory they held
-    would stay with the process). Booleans may come as 0/1 (SQLite): callers normalise."""
-    result = conn.execute(q)
-    cursor = result.cursor
-    assert cursor is not None  # a SELECT's result has one
-    try:
-        while batch := cursor.fetchmany(2000):
-            yield from batch
-    finally:
-        result.close()
-
-
 def offer_values(engine: Engine, sources: Iterable[str]) -> Iterator[tuple[Any, ...]]:
     """(id, *the columns that may change) of the listed offers of `sources`, in
     VALUE_COLUMNS' order: what an evaluation compares with the offers it holds, to find the
@@ -106,7 +92,7 @@ def offer_values(engine: Engine, sources: Iterable[str]) -> Iterator[tuple[Any, 
     q = _listed(select(*OFFER.c[VALUE_COLUMNS])).where(
         OFFER.c.source.in_(sorted(set(sources))))
     with engine.connect() as conn:
-        yield from _driver_rows(conn, q)
+        yield from driver_rows(conn, q)
 
 
 def offer_rows(engine: Engine, ids: Iterable[int] | None = None) -> list[OfferRow]:
@@ -117,13 +103,13 @@ def offer_rows(engine: Engine, ids: Iterable[int] | None = None) -> list[OfferRo
     make = OfferRow._make
     with engine.connect() as conn:
         if ids is None:
-            rows = _driver_rows(conn, _listed(select(*OFFER.c[COLUMNS])))
+            rows = driver_rows(conn, _listed(select(*OFFER.c[COLUMNS])))
         else:
             # By primary key alone, whether listed is checked here: with the conditions in
             # the query, SQLite scans an index of every listed offer instead.
             wanted = sorted(set(ids))
             rows = (r for at in range(0, len(wanted), 5000)  # a statement's parameters
-                    for r in _driver_rows(conn, select(*OFFER.c[COLUMNS], OFFER.c.active)
+                    for r in driver_rows(conn, select(*OFFER.c[COLUMNS], OFFER.c.active)
                                           .where(OFFER.c.id.in_(wanted[at:at + 5000])))
                     if r[18] and r[15] != 0)  # not known unavailable: 0 or False
         return [make((r[0], one(r[1], r[1]), one(r[2], r[2]), one(r[3] or "", r[3] or ""),

@@ -23,7 +23,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from alembic.config import Config
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.sql import Select
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +127,22 @@ def dialect_insert(dialect: str, table: Any) -> Any:
     from sqlalchemy.dialects import sqlite
 
     return sqlite.insert(table)
+
+
+def driver_rows(conn: Connection, q: Select[Any]) -> Iterator[tuple[Any, ...]]:
+    """The rows of `q` as the database driver returns them: plain tuples without
+    SQLAlchemy's per-row processing (a large market is read in a third less time), a batch
+    at a time (the rows of 100,000 offers never wait in memory all at once: the memory they
+    held would stay with the process). No type conversion: Booleans may come as 0/1 and
+    times as the driver's (SQLite: text); callers read or normalise such columns."""
+    result = conn.execute(q)
+    cursor = result.cursor
+    assert cursor is not None  # a SELECT's result has one
+    try:
+        while batch := cursor.fetchmany(2000):
+            yield from batch
+    finally:
+        result.close()
 
 
 def check_connection(engine: Engine) -> None:

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, and_, func, or_, select
+from sqlalchemy import ColumnElement, Engine, and_, func, or_, select, tuple_
 
 from gpuradar.core import gpus as catalog
 from gpuradar.core.marketindex import IndexFigure, IndexOffer, compute_index
-from gpuradar.storage.db import dialect_insert
+from gpuradar.storage.db import dialect_insert, driver_rows
 from gpuradar.storage.models import INDEX, OFFER
 
 log = logging.getLogger(__name__)
@@ -68,17 +68,20 @@ def index_inputs(engine: Engine, at: datetime, freshness: Freshness = Freshness(
         fresh = fresh_sources(engine, at, freshness)
     if not fresh:
         return []
-    gpus = sorted(catalog.CATALOG) if groups is None else sorted({g for g, _ in groups})
     q = (select(OFFER.c.id, OFFER.c.gpu, OFFER.c.pricing, OFFER.c.source,
                 OFFER.c.price_per_gpu_usd)
          .where(OFFER.c.active.is_(True), OFFER.c.price_per_gpu_usd.is_not(None),
                 or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None)),
-                OFFER.c.source.in_(sorted(fresh)), OFFER.c.gpu.in_(gpus)))
+                OFFER.c.source.in_(sorted(fresh))))
+    if groups is None:
+        q = q.where(OFFER.c.gpu.in_(sorted(catalog.CATALOG)))
+    else:  # after a crawl: the few (model, pricing) pairs its changes touched
+        q = q.where(tuple_(OFFER.c.gpu, OFFER.c.pricing).in_(
+            sorted(g for g in groups if g[0] in catalog.CATALOG)))
     with engine.connect() as conn:
-        rows = map(IndexOffer._make, conn.execute(q).fetchall())
-        if groups is None:
-            return list(rows)
-        return [o for o in rows if (o.gpu, o.pricing) in groups and o.gpu in catalog.CATALOG]
+        # the driver's tuples, without SQLAlchemy's per-row processing: the columns are
+        # plain integers, strings and floats, read after every crawl
+        return list(map(IndexOffer._make, driver_rows(conn, q)))
 
 
 def _groups_of(engine: Engine, ids: Collection[int]) -> set[tuple[str, str]]:
