@@ -161,3 +161,13 @@ def test_a_crawl_loads_no_remote_control_server(home):
     assert "scrapy.core.engine" in chains  # it really crawled
     pulled = heavy_imports(chains, ("aiohttp", "scrapy.extensions.remote_control"))
     assert not pulled, "`gpuradar crawl` imported:\n  " + "\n  ".join(pulled)
+
+
+def test_prices_without_a_config_file_loads_no_yaml_library(home):
+    """With no configuration file there is no YAML to read: PyYAML (~4 % of the command's
+    start-up) is not imported."""
+    proc, chains = imports_of(["prices", "--json"], home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("["), proc.stdout[-2000:]  # it answered
+    pulled = heavy_imports(chains, ("yaml",))
+    assert not pulled, "`gpuradar prices` imported:\n  " + "\n  ".join(pulled)

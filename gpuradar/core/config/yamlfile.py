@@ -7,11 +7,14 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from gpuradar.core.config.errors import ConfigError, Key, Marks, dotted
+
+# PyYAML is imported when a file is read: a command run without a config file does not pay
+# for its import (~4 % of the instructions of `gpuradar prices`).
+if TYPE_CHECKING:
+    import yaml
 
 # Limits of a YAML file gpuradar reads (the config file, a rules file): a configuration is a
 # few kilobytes; these refuse a hostile or broken file in milliseconds, before it is built.
@@ -51,6 +54,8 @@ def _walk(node: yaml.Node, keys: Key, marks: Marks, loader: yaml.SafeLoader,
           seen: set[int], errors: list[str]) -> None:
     """Record the line of every key and list item; expand `${VAR}` in every scalar value (a
     plain scalar is then typed as YAML would type the result: `${PORT:-9108}` is a number)."""
+    import yaml
+
     if id(node) in seen:
         return
     seen.add(id(node))
@@ -112,6 +117,8 @@ def _check_limits(root: yaml.Node, path: Path) -> None:
     """Refuse a document whose aliases expand beyond MAX_YAML_NODES values, that nests deeper
     than MAX_YAML_DEPTH, or that holds a value longer than MAX_SCALAR_CHARS. Each node is
     visited once (aliases share nodes), so a bomb costs no more than its own size."""
+    import yaml
+
     weight: dict[int, int] = {}
     depth: dict[int, int] = {}
     # iterative post-order: a node's weight is its own plus its children's, aliases counted
@@ -151,6 +158,8 @@ def _check_limits(root: yaml.Node, path: Path) -> None:
 def read_yaml(path: Path, marks: Marks, *, expand: bool = True) -> Any:
     """The file's data with `${VAR}` expanded (unless not `expand`); `marks` gets the line of
     every key. Within the limits above: ConfigError names the file and line otherwise."""
+    import yaml
+
     try:
         with path.open("rb") as f:
             raw = f.read(MAX_YAML_BYTES + 1)
