@@ -125,7 +125,7 @@ def daemon_figures(figs: Figures, size: dict) -> None:
         mem = memory(size["daemon_cycles"], Path(tmp))
         lat = latency(size["daemon_runs"], Path(tmp))
     figs.add(f"daemon RSS over {mem['cycles']} replayed crawl cycles (peak)",
-             mem["rss_peak_mb"], None, "< 250 MB", mem["rss_peak_mb"] < 250, "MB")
+             mem["rss_peak_mb"], None, "<= 150 MB", mem["rss_peak_mb"] <= 150, "MB")
     figs.add(f"  start {mem['rss_start_mb']} MB, end {mem['rss_end_mb']} MB; trend over the "
              "second half", mem["trend_mb_per_100_cycles_second_half"], None, "printed",
              None, "MB/100 cycles")
