@@ -3,7 +3,6 @@
 Exit codes scripts can rely on are defined in gpuradar.core.units and listed in `--help`.
 """
 
-from __future__ import annotations
 
 from gpuradar.cli import (
     alerts,

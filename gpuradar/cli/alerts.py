@@ -1,6 +1,5 @@
 """`gpuradar rules check|test`, `gpuradar alerts`, `gpuradar notify test`."""
 
-from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,7 +32,7 @@ rules_app = typer.Typer(help="Check alert rules and see what they would match no
 notify_app = typer.Typer(help="Notification targets.", no_args_is_help=True)
 
 
-def _targets(cfg: Config):
+def _targets(cfg: "Config"):
     from gpuradar.alerts.loader import load_targets
     from gpuradar.core.config import ConfigError
 
@@ -48,7 +47,7 @@ def _print_errors(errors: list) -> None:
         err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
 
 
-def _load(cfg: Config, source: Path | None, *, strict_targets: bool = True):
+def _load(cfg: "Config", source: Path | None, *, strict_targets: bool = True):
     """(rules, errors) from a rules file, or from the configuration."""
     from gpuradar.alerts.loader import parse_rules, read_rules_file, rule_entries
     from gpuradar.alerts.rules import RuleError
@@ -131,7 +130,7 @@ def rules_check(
         console.print(f"{len(rules)} rule{'s' if len(rules) != 1 else ''} OK")
 
 
-def _rules_to_test(cfg: Config, rule: str | None) -> list:
+def _rules_to_test(cfg: "Config", rule: str | None) -> list:
     """The rules `rules test` and `notify preview` look at: one given as text, a rules
     file, a configured rule by name, or every configured rule."""
     from gpuradar.alerts.loader import parse_rule_entry
@@ -159,7 +158,7 @@ def _rules_to_test(cfg: Config, rule: str | None) -> list:
     return rules
 
 
-def _matches(cfg: Config, rules: list):
+def _matches(cfg: "Config", rules: list):
     """(settings, market, matches) against the stored offers; database trouble is one line."""
     from sqlalchemy.exc import SQLAlchemyError
 

@@ -2,7 +2,6 @@
 credentials, is its answer understood, is it throttling? One line per source and credential,
 each with the fix to try. The work is done by gpuradar.crawler.probe."""
 
-from __future__ import annotations
 
 from gpuradar.cli.output import Format, emit
 from gpuradar.core.config import Config

@@ -3,7 +3,6 @@
 Exit codes scripts can rely on are gpuradar.core.units.EXIT_CODES, listed in `--help`.
 """
 
-from __future__ import annotations
 
 import inspect
 import logging
@@ -185,7 +184,7 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
 
 
 def get_config(config: Path | None, database_url: str | None = None, *,
-               check: bool = False, rules: bool = True) -> Config:
+               check: bool = False, rules: bool = True) -> "Config":
     """The configuration, checked by the schema (every command). `check` also checks what
     `gpuradar run` checks on top (targets, rules, alert settings, every source's schedule):
     the commands that act on the configuration (crawl, sources, rules check) use it, so a
@@ -238,7 +237,7 @@ def _loaded(load: Any, config: Path | None, database_url: str | None, rules: boo
         raise fail(str(exc)) from None
 
 
-def get_engine(cfg: Config, *, write: bool = False):
+def get_engine(cfg: "Config", *, write: bool = False):
     """The database, migrated; crawls a dead process left `running` are marked failed
     (gpuradar.storage.owner). `write`: check now that this process can write (crawls).
     A database that cannot be used is one line naming the cause, exit 3."""

@@ -2,7 +2,6 @@
 it, and what is in force: sources with their intervals and credentials, targets (redacted),
 rules as read, the daemon's and the metrics endpoint's settings."""
 
-from __future__ import annotations
 
 import json
 import sys
@@ -32,7 +31,7 @@ def _error_lines(exc: Exception) -> list[str]:
     return [str(e) for e in errors] if errors else [str(exc)]
 
 
-def _credentials(name: str, opts: SourceOptions) -> str:
+def _credentials(name: str, opts: "SourceOptions") -> str:
     """Where each credential of source `name` comes from, never its value."""
     import os
 

@@ -6,7 +6,6 @@ Every key is commented out at its default: the file as written is the defaults, 
 `gpuradar config check` accepts it. Uncomment what you change.
 """
 
-from __future__ import annotations
 
 import types
 import typing
@@ -33,7 +32,7 @@ _EXAMPLES = {  # a value to show where the default is empty (all are documented 
 }
 
 
-def _model(annotation: Any) -> type[BaseModel] | None:
+def _model(annotation: Any) -> "type[BaseModel] | None":
     """The pydantic model inside `Model | None` / Annotated[Model, ...], if any."""
     from pydantic import BaseModel
 
@@ -66,7 +65,7 @@ def _value(key: str, default: Any) -> str:
                           allow_unicode=True, width=1000).strip()
 
 
-def _section(model: type[BaseModel], indent: int, lines: list[str]) -> None:
+def _section(model: "type[BaseModel]", indent: int, lines: list[str]) -> None:
     """The keys of one section, commented out and indented so that removing '# ' gives
     valid YAML; each with its type where the schema names a plain one."""
     pad = "  " * indent
@@ -84,7 +83,7 @@ def _section(model: type[BaseModel], indent: int, lines: list[str]) -> None:
     lines.append("")
 
 
-def _sources(model: type[BaseModel], lines: list[str]) -> None:
+def _sources(model: "type[BaseModel]", lines: list[str]) -> None:
     from gpuradar.core.sources import providers
 
     classes = providers()

@@ -1,6 +1,5 @@
 """`gpuradar crawl` and `gpuradar parse`: run spiders, or one parser on saved files."""
 
-from __future__ import annotations
 
 import json
 import sys
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
 
 
 # -- crawl -------------------------------------------------------------------------------
-def crawl_sources(cfg: Config, sources: list[str], record: Path | None, replay: Path | None,
+def crawl_sources(cfg: "Config", sources: list[str], record: Path | None, replay: Path | None,
                   verbose: bool, quiet: bool = False, log_level: str = "WARNING"):
     from rich.live import Live
     from rich.text import Text
@@ -160,7 +159,7 @@ def crawl(
         raise typer.Exit(EXIT_PARTIAL)
 
 
-def _blame_scrapy_settings(cfg: Config, results) -> None:
+def _blame_scrapy_settings(cfg: "Config", results) -> None:
     """A crawl that did not start because of a `scrapy:` setting of the config file: name
     the setting (its value appears in Scrapy's error)."""
     for r in results:

@@ -1,6 +1,5 @@
 """`gpuradar db prune` (retention) and `gpuradar db upgrade` (schema migrations)."""
 
-from __future__ import annotations
 
 import json
 import sys

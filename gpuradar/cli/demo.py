@@ -6,7 +6,6 @@ throwaway SQLite file and shows the cheapest offer per GPU, dated; `demo --timel
 day of one source's prices so that history fills and a rule fires, repeats and resolves.
 """
 
-from __future__ import annotations
 
 import json
 import shutil
@@ -46,7 +45,7 @@ def recorded_sources() -> list[str]:
     return sorted(p.name for p in RECORDINGS.iterdir() if (p / "index.json").exists())
 
 
-def _unsampled(cfg: Config, recorded: list[str]) -> list[str]:
+def _unsampled(cfg: "Config", recorded: list[str]) -> list[str]:
     """One line per kind of source without a public sample: what to do instead."""
     from gpuradar.core.providers import PROVIDERS
 
@@ -110,7 +109,7 @@ def demo(keep: Annotated[Path | None, typer.Option(help="Keep the demo database 
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _snapshot(cfg: Config, verbose: bool) -> None:
+def _snapshot(cfg: "Config", verbose: bool) -> None:
     from gpuradar.storage.queries import OfferFilter
     from gpuradar.storage.web import cheapest_per_gpu
 
@@ -145,7 +144,7 @@ def _snapshot(cfg: Config, verbose: bool) -> None:
 
 
 # -- the time-lapse ---------------------------------------------------------------------
-def _timeline(cfg: Config, pace: float) -> None:
+def _timeline(cfg: "Config", pace: float) -> None:
     """Replay the staged day of `timeline.json`: each step is one crawl of the source
     (the real capture's offers listed at that hour) stored at its simulated time, then one
     rule evaluation at that time; the notifications it queues are shown, not sent."""
@@ -191,7 +190,7 @@ def _timeline(cfg: Config, pace: float) -> None:
     print_gpu_history(engine, "H100", names, start, until, "on_demand")
 
 
-def _store_step(cfg: Config, engine: Any, source: str, body: Path, at: datetime,
+def _store_step(cfg: "Config", engine: Any, source: str, body: Path, at: datetime,
                 captured: str) -> float | None:
     """Parse one step's answer with the source's own parser and store it as a complete
     crawl at the staged time `at`, marked replayed from the capture of `captured` (the

@@ -1,6 +1,5 @@
 """`gpuradar export DIR`: the store as a reproducible dataset; `--verify DIR` checks one."""
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated

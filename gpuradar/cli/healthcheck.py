@@ -8,7 +8,6 @@ process's command line: a port given to `run --metrics-port` must be given here 
 Exit 0 when /healthz answers 200, 1 otherwise (never 2: Docker reserves it), with one line.
 """
 
-from __future__ import annotations
 
 from typing import Annotated
 

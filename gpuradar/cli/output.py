@@ -10,7 +10,6 @@ is for machines: every column, no truncation, no wrapping. JSON and CSV carry ev
 timestamp in one form (ISO 8601 with its UTC offset) and counts as integers when whole.
 """
 
-from __future__ import annotations
 
 import csv
 import json

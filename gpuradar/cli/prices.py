@@ -1,6 +1,5 @@
 """`gpuradar prices` and `gpuradar history`: what offers cost now and over time."""
 
-from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Annotated

@@ -1,6 +1,5 @@
 """`gpuradar recommend`: which live offers can run a given training or inference job."""
 
-from __future__ import annotations
 
 import math
 from datetime import UTC, datetime

@@ -1,6 +1,5 @@
 """`gpuradar run`: the background service (scheduler/daemon.py does the work)."""
 
-from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path

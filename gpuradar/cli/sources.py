@@ -1,6 +1,5 @@
 """`gpuradar sources`: each source, enabled or not and why, and its last crawls."""
 
-from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Annotated
