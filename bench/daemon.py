@@ -6,6 +6,9 @@
 2. Latency: RUNS fresh daemons each crawl once and notify a local webhook; the time from
    the end of the crawl that made the rule fire (crawl.finished_at) to the webhook's
    arrival is the time to hand the notification to apprise (and apprise to deliver it).
+
+Each daemon is a `python -m gpuradar run` process of its own, as a user starts it, not a
+fork of the test suite's fork server (whose preloaded libraries would count in its RSS).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def memory(cycles: int, work: Path) -> dict:
         "sources": {s: {"jitter": 0} for s in SOURCES},
         "daemon": {"watch_interval": 0, "misfire_grace": 5}})
     d = Daemon(work, path, "--replay", str(recordings), "--interval", "1",
-               "--metrics-port", str(port), metrics_port=port)
+               "--metrics-port", str(port), metrics_port=port, real=True)
     samples: list[tuple[float, float]] = []  # (cycles, RSS MB)
     try:
         d.wait_ready(60)
@@ -108,7 +111,7 @@ def latency(runs: int, work: Path) -> dict:
                 "sources": {s: {"jitter": 0} for s in SOURCES}})
             before = len(hook.posts)
             d = Daemon(work, path, "--replay", str(recordings), "--metrics-port", str(port),
-                       metrics_port=port)
+                       metrics_port=port, real=True)
             try:
                 d.wait_ready(60)
                 deadline = time.monotonic() + 120

@@ -182,7 +182,10 @@ class Daemon:
     """`gpuradar run` in a subprocess, its logs in files, its endpoint over HTTP."""
 
     def __init__(self, workdir: Path, config: Path, *args: str, metrics_port: int,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, real: bool = REAL_SUBPROCESS) -> None:
+        """`real`: a `python -m gpuradar run` of its own rather than a fork of the fork
+        server, whose preloaded libraries (some a daemon never imports) would count in its
+        memory: what bench/daemon.py measures."""
         self.workdir = workdir
         self.port = metrics_port
         n = len(list(workdir.glob("daemon-*")))
@@ -196,7 +199,7 @@ class Daemon:
         full_env |= env or {}
         run_args = ["run", "--config", str(config), *args]
         self.proc: subprocess.Popen | ForkedProcess
-        if REAL_SUBPROCESS:
+        if real:
             self.proc = subprocess.Popen(
                 [*GPURADAR, *run_args], cwd=workdir, env=full_env,
                 stdout=self.out_path.open("wb"), stderr=self.err_path.open("wb"))
