@@ -95,6 +95,8 @@ def run(full: bool, with_pg: bool) -> Figures:
                  gp.get("naive_bytes_per_obs"), "(for the ratio)", None, "B/obs")
         figs.add("  ratio naive / gpuradar", g["naive_bytes_per_obs"] / g["bytes_per_obs"],
                  (gp["naive_bytes_per_obs"] / gp["bytes_per_obs"]) if gp else None, "", None, "x")
+        figs.add("  market index series (price_index), same crawls", g["index_bytes_per_obs"],
+                 gp.get("index_bytes_per_obs"), "printed", None, "B/obs")
     alerting_figures(figs, size)
     for measure in EXTRA:
         measure(figs, {**size, "with_pg": with_pg})

@@ -129,6 +129,8 @@ def table_bytes(engine: Engine, tables: list[str]) -> int:
                    for t in tables)
 
 
+# The price history and its crawl records; the market index, a series derived from them,
+# is measured apart (growth_figures).
 STORE = ["offer", "price_change", "crawl"]
 
 
@@ -147,8 +149,11 @@ def growth_figures(engine: Engine, n: int, crawls: int) -> dict[str, float]:
                  "available": i.available} for items in batch.values() for i in items])
         if k == 0:
             base, base_naive = table_bytes(engine, STORE), table_bytes(engine, ["observation"])
+            base_index = table_bytes(engine, ["price_index"])
         else:
             observations += work.size
     return {"bytes_per_obs": (table_bytes(engine, STORE) - base) / observations,
+            "index_bytes_per_obs": (table_bytes(engine, ["price_index"]) - base_index)
+            / observations,
             "naive_bytes_per_obs": (table_bytes(engine, ["observation"]) - base_naive)
             / observations, "observations": observations, "crawls": crawls, "offers": work.size}
