@@ -171,3 +171,30 @@ def test_prices_without_a_config_file_loads_no_yaml_library(home):
     assert proc.stdout.startswith("["), proc.stdout[-2000:]  # it answered
     pulled = heavy_imports(chains, ("yaml",))
     assert not pulled, "`gpuradar prices` imported:\n  " + "\n  ".join(pulled)
+
+
+def _callbacks(app) -> list:
+    """Every function Typer reads a signature of: the commands, the group callbacks, and
+    those of the sub-apps (gpuradar rules ..., gpuradar db ...)."""
+    found = [c.callback for c in app.registered_commands]
+    if app.registered_callback is not None:
+        found.append(app.registered_callback.callback)
+    for group in app.registered_groups:
+        found += _callbacks(group.typer_instance)
+    return [f for f in found if f is not None]
+
+
+def test_no_command_option_is_an_annotation_string():
+    """Typer reads every command's signature whenever it builds the command line, in every
+    process: an annotation kept as a string (`from __future__ import annotations`) is then
+    compiled and evaluated, ~370 of them, a few per cent of every command's start-up."""
+    import inspect
+
+    import gpuradar.cli  # noqa: F401  (registers the commands)
+    from gpuradar.cli.common import app
+
+    callbacks = _callbacks(app)
+    assert len(callbacks) >= 20, callbacks  # the whole command line was found
+    strings = [f"{f.__module__}.{f.__name__}({name})" for f in callbacks
+               for name, value in inspect.get_annotations(f).items() if isinstance(value, str)]
+    assert not strings, strings
