@@ -882,3 +882,47 @@ def test_the_cheapest_series_shows_a_price_begun_before_it_in_its_first_slices_o
     since = T0 + timedelta(minutes=30)
     assert queries.cheapest_series(engine, H100, since, since + timedelta(hours=2), 2) == [
         (since, 1.0), (since + timedelta(hours=1), 2.0)]
+
+
+def test_find_offer_finds_exactly_the_offers_named(engine):
+    """`gpuradar history SOURCE INSTANCE [--region] [--pricing]`: the offers of that source,
+    instance type, region and pricing only, not those that sort before or after them."""
+    crawl(engine, [item("A", 80.0, T0), item("A", 70.0, T0, region="westus"),
+                   item("A", 30.0, T0, pricing="spot"), item("B", 40.0, T0)], at=T0)
+    for source in ("aws", "vastai"):
+        writer = CrawlWriter(engine, source, started_at=T0)
+        writer.add([replace(item("A", 60.0, T0), source=source)])
+        writer.finish("ok")
+
+    def found(source: str, instance: str, **kw) -> list[tuple[str, str, str, str]]:
+        return sorted((o["source"], o["instance_type"], o["region"], o["pricing"])
+                      for o in queries.find_offer(engine, source, instance, **kw))
+
+    assert found("azure", "A") == [("azure", "A", "eastus", "on_demand"),
+                                   ("azure", "A", "eastus", "spot"),
+                                   ("azure", "A", "westus", "on_demand")]
+    assert found("azure", "B") == [("azure", "B", "eastus", "on_demand")]
+    assert found("azure", "A", region="westus") == [("azure", "A", "westus", "on_demand")]
+    assert found("azure", "A", region="eastus", pricing="on_demand") == [
+        ("azure", "A", "eastus", "on_demand")]
+    assert found("aws", "A") == [("aws", "A", "eastus", "on_demand")]
+    assert found("vastai", "A") == [("vastai", "A", "eastus", "on_demand")]
+
+
+def test_each_sources_latest_crawl_is_its_own_whatever_other_sources_did_since(engine):
+    """`gpuradar sources` and the offers' age: each source's latest crawl and what its last
+    successful one observed, though another source crawled between its crawls."""
+    def run(source: str, status: str, at: datetime) -> None:
+        writer = CrawlWriter(engine, source, started_at=at)
+        writer.add([replace(item("A", 80.0, at), source=source)])
+        writer.finish(status)
+
+    t1, t2, t3 = (T0 + timedelta(hours=h) for h in (1, 2, 3))
+    run("azure", "ok", T0)
+    run("vastai", "ok", t1)
+    run("azure", "ok", t2)
+    run("azure", "failed", t3)
+    assert {s: o.at for s, o in queries.last_observed(engine).items()} == {
+        "azure": t2, "vastai": t1}
+    assert {s: (c["status"], c["started_at"]) for s, c in queries.last_crawls(engine).items()} \
+        == {"azure": ("failed", t3), "vastai": ("ok", t1)}
