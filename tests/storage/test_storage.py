@@ -926,3 +926,20 @@ def test_each_sources_latest_crawl_is_its_own_whatever_other_sources_did_since(e
         "azure": t2, "vastai": t1}
     assert {s: (c["status"], c["started_at"]) for s, c in queries.last_crawls(engine).items()} \
         == {"azure": ("failed", t3), "vastai": ("ok", t1)}
+
+
+def test_consecutive_failures_count_the_sources_own_crawls_only(engine):
+    """The daemon's back-off of azure: azure's failures in a row, whatever sources named
+    before or after it (aws, vastai) did in between."""
+    def run(source: str, status: str, at: datetime) -> None:
+        writer = CrawlWriter(engine, source, started_at=at)
+        writer.add([replace(item("A", 80.0, at), source=source)] if status != "failed" else [])
+        writer.finish(status)
+
+    run("azure", "ok", T0)
+    for h, (source, status) in enumerate((("aws", "failed"), ("azure", "failed"),
+                                          ("vastai", "ok"), ("aws", "ok"), ("azure", "failed"),
+                                          ("vastai", "failed")), start=1):
+        run(source, status, T0 + timedelta(hours=h))
+    assert {s: queries.consecutive_failures(engine, s) for s in ("aws", "azure", "vastai")} \
+        == {"aws": 0, "azure": 2, "vastai": 1}
