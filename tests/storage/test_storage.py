@@ -943,3 +943,24 @@ def test_consecutive_failures_count_the_sources_own_crawls_only(engine):
         run(source, status, T0 + timedelta(hours=h))
     assert {s: queries.consecutive_failures(engine, s) for s in ("aws", "azure", "vastai")} \
         == {"aws": 0, "azure": 2, "vastai": 1}
+    # A crawl of azure under way has no outcome yet: the count stays.
+    CrawlWriter(engine, "azure", started_at=T0 + timedelta(hours=7))
+    assert queries.consecutive_failures(engine, "azure") == 2
+
+
+def test_current_offers_are_dated_by_what_their_source_last_observed(engine):
+    """`gpuradar prices`: an offer's age is what its source's last successful crawl observed,
+    not when its price last changed; a source without a successful crawl yet dates its
+    offers by their last change, as live data; `--limit N` shows the N cheapest."""
+    t1 = T0 + timedelta(hours=1)
+    for at in (T0, t1):
+        crawl(engine, [item("A", 80.0, at), item("B", 40.0, at), item("C", 60.0, at)], at=at)
+    writer = CrawlWriter(engine, "lambda", started_at=t1)
+    writer.add([replace(item("X", 160.0, t1), source="lambda")])
+    writer.finish("partial")
+    assert {(r["source"], r["instance_type"]): (r["changed_at"], r["observed_at"], r["replayed"],
+                                                r["captured"])
+            for r in queries.current_offers(engine)} == {
+        ("azure", "A"): (T0, t1, False, None), ("azure", "B"): (T0, t1, False, None),
+        ("azure", "C"): (T0, t1, False, None), ("lambda", "X"): (t1, t1, False, None)}
+    assert [r["instance_type"] for r in queries.current_offers(engine, limit=2)] == ["B", "C"]
