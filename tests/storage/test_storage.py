@@ -968,12 +968,14 @@ def test_current_offers_are_dated_by_what_their_source_last_observed(engine):
 
 def test_each_currency_has_its_own_newest_exchange_rate(engine):
     """A currency whose newest rate is older than another's (its source skipped a day) keeps
-    its own newest rate, and the other currency its own."""
+    its own newest rate, and the other currency its own, whatever order the days were
+    stored in (here the older day is backfilled last). The `ingest` mutation target runs
+    this test on PostgreSQL too: rows come back there in the order they were stored."""
     from datetime import date
 
-    queries.store_fx(engine, {"CNY": 0.139, "EUR": 1.05, "JPY": 0.0066}, date(2026, 11, 27))
-    queries.store_fx(engine, {"EUR": 1.06}, date(2026, 11, 28))
     queries.store_fx(engine, {"AUD": 0.65}, date(2026, 11, 29))
+    queries.store_fx(engine, {"EUR": 1.06}, date(2026, 11, 28))
+    queries.store_fx(engine, {"CNY": 0.139, "EUR": 1.05, "JPY": 0.0066}, date(2026, 11, 27))
     assert {c: (u, d) for c, (u, d, _) in queries.latest_fx(engine).items()} == {
         "AUD": (0.65, date(2026, 11, 29)), "CNY": (0.139, date(2026, 11, 27)),
         "EUR": (1.06, date(2026, 11, 28)), "JPY": (0.0066, date(2026, 11, 27))}
