@@ -347,6 +347,23 @@ def test_a_negative_price_reaching_storage_is_not_stored(engine):
     assert summary.dropped == {"unstorable_price": 1}
     assert [o["instance_type"] for o in queries.current_offers(engine)] == ["B"]
 
+
+def test_a_smaller_crawl_of_a_source_named_before_is_no_baseline(engine):
+    """azure's drop to 4 of its 10 offers is held, though aws (named before azure) last
+    listed only 4."""
+    from gpuradar.storage.ingest import CrawlWriter
+
+    def crawl(source: str, names: list[str], at) -> object:
+        writer = CrawlWriter(engine, source, started_at=at, shrink_guard=0.5)
+        writer.add([_item(n, 10.0, at, source=source) for n in names])
+        return writer.finish("ok")
+
+    names = [f"I{n}" for n in range(10)]
+    crawl("azure", names, T0)
+    crawl("aws", names[:4], T0 + HOUR)
+    four = crawl("azure", names[:4], T0 + 2 * HOUR)
+    assert (four.status, four.closed, four.held) == ("partial", 0, 6)
+
 # -- through `gpuradar crawl` over a local server standing in for the provider ------------
 def _azure_server(provider_server, tmp_path, edit=None, **sections):
     """The Azure fixture pages, page 1 edited by `edit(items)` when given."""
