@@ -154,6 +154,8 @@ def test_spot_and_on_demand_are_separate_offers(engine):
     crawl(engine, [item("A", 80.0, T0), item("A", 30.0, T0, pricing="spot")], at=T0)
     rows = queries.current_offers(engine, queries.OfferFilter(pricing="spot"))
     assert [(r["instance_type"], r["price"]) for r in rows] == [("A", 30.0)]
+    rows = queries.current_offers(engine, queries.OfferFilter(pricing="on_demand"))
+    assert [(r["instance_type"], r["price"]) for r in rows] == [("A", 80.0)]
 
 
 def test_the_cheapest_price_of_one_kind_of_pricing_ignores_the_other(engine):
