@@ -287,6 +287,83 @@ def test_the_largest_price_a_change_point_holds_is_stored_and_the_next_is_not(en
         ("A", largest)]
 
 
+
+def test_a_crawl_listing_exactly_the_guards_share_closes_the_missing_offers(engine):
+    """The guard holds a crawl listing fewer than half the last successful crawl's offers:
+    exactly half is believed, and the other half closes at once."""
+    names = [f"I{n}" for n in range(10)]
+    _crawl(engine, [_item(n, 10.0, T0) for n in names], T0)
+    half = _crawl(engine, [_item(n, 10.0, T0 + HOUR) for n in names[:5]], T0 + HOUR)
+    assert (half.status, half.closed, half.held) == ("ok", 5, 0)
+
+
+def test_offers_listed_with_an_unreadable_price_count_towards_the_guards_share(engine):
+    """4 offers read and 1 listed with an unreadable price are 5 of the last crawl's 10: the
+    drop is believed, the 5 not listed close and the unreadable one stays open."""
+    from gpuradar.storage import queries
+
+    names = [f"I{n}" for n in range(10)]
+    _crawl(engine, [_item(n, 10.0, T0) for n in names], T0)
+    five = _crawl(engine, [_item(n, 10.0, T0 + HOUR) for n in names[:4]], T0 + HOUR,
+                  unreadable=[("eastus", "", "I4", "on_demand")])
+    assert (five.status, five.closed, five.held, five.unreadable) == ("ok", 5, 0, 1)
+    assert sorted(o["instance_type"] for o in queries.current_offers(engine)) == names[:5]
+
+
+def test_overlapping_crawls_of_a_source_are_each_judged_against_the_crawls_before_them(
+        engine):
+    """Two crawls of one source at once (`gpuradar crawl` beside the daemon): each read the
+    offers as they stood when it started, so the shrink guard compares it with the last
+    successful crawl before it, and only a crawl before it can confirm a drop."""
+    from gpuradar.storage.ingest import CrawlWriter
+
+    def writer(at):
+        return CrawlWriter(engine, "azure", started_at=at, shrink_guard=0.5)
+
+    names = [f"I{n}" for n in range(10)]
+    _crawl(engine, [_item(n, 10.0, T0) for n in names], T0)
+    first, second = writer(T0 + HOUR), writer(T0 + 2 * HOUR)
+    second.add([_item(n, 10.0, T0 + 2 * HOUR) for n in names + [f"J{n}" for n in range(10)]])
+    assert second.finish("ok").new_offers == 10
+    first.add([_item(n, 10.0, T0 + HOUR) for n in names[:6]])
+    six = first.finish("ok")   # 6 of the 10 before it, not of the 20 listed after it started
+    assert (six.status, six.closed, six.held) == ("ok", 4, 0)
+
+    _crawl(engine, [_item(n, 10.0, T0 + 3 * HOUR) for n in names], T0 + 3 * HOUR)
+    first, second = writer(T0 + 4 * HOUR), writer(T0 + 5 * HOUR)
+    second.add([_item(n, 10.0, T0 + 5 * HOUR) for n in names[:2]])
+    assert second.finish("ok").held == 8
+    first.add([_item(n, 10.0, T0 + 4 * HOUR) for n in names[:2]])
+    held = first.finish("ok")  # the crawl after it saw the drop too: no confirmation
+    assert (held.status, held.closed, held.held) == ("partial", 0, 8)
+
+
+def test_a_negative_price_reaching_storage_is_not_stored(engine):
+    """The pipeline drops a negative price first; storage, the last guard, refuses one too."""
+    from gpuradar.storage import queries
+
+    summary = _crawl(engine, [_item("A", -80.0, T0), _item("B", 40.0, T0)], T0)
+    assert summary.status == "ok" and summary.items == 1
+    assert summary.dropped == {"unstorable_price": 1}
+    assert [o["instance_type"] for o in queries.current_offers(engine)] == ["B"]
+
+
+def test_a_smaller_crawl_of_a_source_named_before_is_no_baseline(engine):
+    """azure's drop to 4 of its 10 offers is held, though aws (named before azure) last
+    listed only 4."""
+    from gpuradar.storage.ingest import CrawlWriter
+
+    def crawl(source: str, names: list[str], at) -> object:
+        writer = CrawlWriter(engine, source, started_at=at, shrink_guard=0.5)
+        writer.add([_item(n, 10.0, at, source=source) for n in names])
+        return writer.finish("ok")
+
+    names = [f"I{n}" for n in range(10)]
+    crawl("azure", names, T0)
+    crawl("aws", names[:4], T0 + HOUR)
+    four = crawl("azure", names[:4], T0 + 2 * HOUR)
+    assert (four.status, four.closed, four.held) == ("partial", 0, 6)
+
 # -- through `gpuradar crawl` over a local server standing in for the provider ------------
 def _azure_server(provider_server, tmp_path, edit=None, **sections):
     """The Azure fixture pages, page 1 edited by `edit(items)` when given."""

@@ -135,3 +135,20 @@ def test_a_replay_captured_at_the_time_of_the_stored_data_is_stored(engine):
     assert (summary.status, summary.error) == ("ok", "")
     (row,) = queries.current_offers(engine)
     assert (row["price"], row["replayed"], row["observed_at"]) == (1.7356, True, AUGUST)
+
+
+def test_only_the_sources_own_data_can_make_a_replay_too_old(engine):
+    """A runpod recording from August is stored though aws and vastai (named before and
+    after it) hold data from December: only runpod's own data could make it too old."""
+    from dataclasses import replace
+
+    for source in ("aws", "vastai"):
+        writer = CrawlWriter(engine, source, started_at=NOW)
+        writer.add([replace(offer("X", 2.0), source=source)])
+        writer.finish("ok")
+    writer = CrawlWriter(engine, "runpod", started_at=NOW + timedelta(minutes=5),
+                         replay=Replay("2026-08-22", AUGUST))
+    writer.add([replace(offer("H100 SXM", 2.69), source="runpod")])
+    summary = writer.finish("ok")
+    assert (summary.status, summary.error, summary.new_offers) == ("ok", "", 1)
+    assert queries.replayed_sources(engine) == {"runpod": "2026-08-22"}

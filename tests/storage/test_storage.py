@@ -24,10 +24,10 @@ def item(instance: str, price: float, at: datetime, *, region: str = "eastus",
                      observed_at=at, price_usd=price, price_per_gpu_usd=price / count)
 
 
-def crawl(engine, items, status="ok", at=None):
+def crawl(engine, items, status="ok", at=None, unreadable=(), error=""):
     writer = CrawlWriter(engine, "azure", started_at=at)
     writer.add(items)
-    return writer.finish(status)
+    return writer.finish(status, unreadable=unreadable, error=error)
 
 
 def span_count(engine) -> int:
@@ -100,7 +100,16 @@ def test_empty_successful_crawl_is_a_failure_and_closes_nothing(engine):
     crawl(engine, [item("A", 80.0, T0)], at=T0)
     summary = crawl(engine, [], at=T0 + timedelta(hours=1))
     assert summary.status == "failed" and summary.closed == 0
+    assert summary.error == "crawl returned no offers; nothing closed"
     assert len(queries.current_offers(engine)) == 1
+    # The spider's own reason, when it gave one, is the one reported.
+    said = crawl(engine, [], at=T0 + timedelta(hours=2), error="page 2 lost")
+    assert (said.status, said.error) == ("failed", "page 2 lost")
+    # A crawl that already failed or ended partial keeps its outcome and its (empty) reason.
+    assert [(s.status, s.error) for s in (
+        crawl(engine, [], status="failed", at=T0 + timedelta(hours=3)),
+        crawl(engine, [], status="partial", at=T0 + timedelta(hours=4)))] == [
+        ("failed", ""), ("partial", "")]
 
 
 def test_price_at_time_is_exact(engine):
@@ -145,6 +154,8 @@ def test_spot_and_on_demand_are_separate_offers(engine):
     crawl(engine, [item("A", 80.0, T0), item("A", 30.0, T0, pricing="spot")], at=T0)
     rows = queries.current_offers(engine, queries.OfferFilter(pricing="spot"))
     assert [(r["instance_type"], r["price"]) for r in rows] == [("A", 30.0)]
+    rows = queries.current_offers(engine, queries.OfferFilter(pricing="on_demand"))
+    assert [(r["instance_type"], r["price"]) for r in rows] == [("A", 80.0)]
 
 
 def test_the_cheapest_price_of_one_kind_of_pricing_ignores_the_other(engine):
@@ -628,3 +639,345 @@ def test_a_partial_crawl_ends_a_run_of_failures(engine):
         crawl(engine, [item("A", 80.0, T0 + timedelta(hours=h))], status=status,
               at=T0 + timedelta(hours=h))
     assert queries.consecutive_failures(engine, "azure") == 2
+
+
+# -- gaps found reading ingest.py against its tests (issue #31) ---------------------------
+def test_an_offer_of_unknown_stock_listed_again_unchanged_writes_no_new_span(engine):
+    """A provider that never says whether an offer is in stock lists it again: no change,
+    whether this process remembers the offer or reads it back from the database."""
+    from gpuradar.storage import ingest
+
+    t1, t2 = T0 + timedelta(hours=1), T0 + timedelta(hours=2)
+    crawl(engine, [item("A", 80.0, T0, available=None)], at=T0)
+    assert crawl(engine, [item("A", 80.0, t1, available=None)], at=t1).changed == 0
+    ingest._STATE_CACHE.clear()
+    assert crawl(engine, [item("A", 80.0, t2, available=None)], at=t2).changed == 0
+    offer = queries.find_offer(engine, "azure", "A")[0]
+    assert [(s["available"], s["valid_from"]) for s in queries.spans(engine, offer["id"])] \
+        == [(None, T0)]
+
+
+def test_an_offer_closed_before_a_restart_is_not_closed_again_and_reopens_when_listed(engine):
+    """After a restart the offers are read back from the database: one a crawl closed stays
+    closed (the next crawls close nothing), and is listed again when a crawl lists it."""
+    from gpuradar.storage import ingest
+
+    t1, t2, t3 = (T0 + timedelta(hours=h) for h in (1, 2, 3))
+    crawl(engine, [item("A", 80.0, T0), item("B", 40.0, T0)], at=T0)
+    assert crawl(engine, [item("A", 80.0, t1)], at=t1).closed == 1
+    ingest._STATE_CACHE.clear()
+    again = crawl(engine, [item("A", 80.0, t2)], at=t2)
+    assert (again.closed, again.changed, again.new_offers) == (0, 0, 0)
+    ingest._STATE_CACHE.clear()
+    back = crawl(engine, [item("A", 80.0, t3), item("B", 40.0, t3)], at=t3)
+    assert (back.closed, back.changed, back.new_offers) == (0, 1, 0)
+    b = queries.find_offer(engine, "azure", "B")[0]
+    assert [(s["valid_from"], s["valid_to"]) for s in queries.spans(engine, b["id"])] == [
+        (T0, t1), (t3, None)]
+
+
+def test_an_offer_unreadable_crawl_after_crawl_stays_flagged_since_the_first(engine):
+    """`unreadable_since` is when gpuradar last could read the offer's price no more: crawls
+    that still cannot read it (before or after a restart) keep that time; once read again
+    the flag goes, and a later crawl that cannot read it flags it anew."""
+    from gpuradar.storage import ingest
+
+    key = ("eastus", "", "B", "on_demand")
+    t = [T0 + timedelta(hours=h) for h in range(6)]
+
+    def since(n: int, listed_b: bool = False) -> datetime | None:
+        items = [item("A", 80.0, t[n])] + ([item("B", 40.0, t[n])] if listed_b else [])
+        summary = crawl(engine, items, at=t[n], unreadable=() if listed_b else [key])
+        assert (summary.status, summary.closed) == ("ok", 0)
+        return queries.find_offer(engine, "azure", "B")[0]["unreadable_since"]
+
+    crawl(engine, [item("A", 80.0, t[0]), item("B", 40.0, t[0])], at=t[0])
+    assert since(1) == t[1]
+    assert since(2) == t[1]
+    ingest._STATE_CACHE.clear()
+    assert since(3) == t[1]
+    assert since(4, listed_b=True) is None
+    ingest._STATE_CACHE.clear()
+    assert since(5) == t[5]
+
+
+def test_a_crawl_that_reprices_or_respecs_some_offers_leaves_the_others_as_they_were(engine):
+    """Of 80 offers a crawl reprices 20 and corrects the vCPUs of 20 others: each of those
+    shows its own new value, and the 40 unchanged ones (stored before, between and after
+    them) keep theirs."""
+    def offer(n: int, price: float, vcpus: int, at: datetime) -> PriceItem:
+        return replace(item(f"I{n:02}", price, at), vcpus=vcpus)
+
+    crawl(engine, [offer(n, 80.0, 96, T0) for n in range(80)], at=T0)
+    t1 = T0 + timedelta(hours=1)
+    expected = {f"I{n:02}": (70.0 if n % 4 == 3 else 80.0, 48 if n % 4 == 1 else 96)
+                for n in range(80)}
+    summary = crawl(engine, [offer(n, *expected[f"I{n:02}"], t1) for n in range(80)], at=t1)
+    assert (summary.changed, summary.new_offers, summary.closed) == (20, 0, 0)
+    assert {o["instance_type"]: (o["price"], o["vcpus"])
+            for o in queries.current_offers(engine)} == expected
+
+
+def test_a_closed_offer_ends_its_exported_history_with_an_unlisted_unavailable_point(
+        engine, tmp_path):
+    """`gpuradar export`'s price_changes: an offer a complete crawl no longer listed ends
+    with a change point without price, unavailable from then on."""
+    import json
+
+    from gpuradar.storage.export import export
+
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [item("A", 80.0, T0), item("B", 40.0, T0)], at=T0)
+    crawl(engine, [item("A", 80.0, t1)], at=t1)
+    b = queries.find_offer(engine, "azure", "B")[0]["id"]
+    export(engine, tmp_path, formats=["jsonl"])
+    rows = [json.loads(line) for line in (tmp_path / "price_changes.jsonl").open()]
+    assert [(r["at"], r["price"], r["available"]) for r in rows if r["offer_id"] == b] == [
+        ("2026-11-01T12:00:00Z", 40.0, True), ("2026-11-01T13:00:00Z", None, False)]
+
+
+def test_a_new_exchange_rate_alone_moves_the_market_index(engine):
+    """A CNY offer whose quoted price stays while the rate moves: no new span, but its USD
+    price changes, and so does the market index of its model."""
+    from gpuradar.storage.index import current_index
+
+    def cny(rate: float, at: datetime) -> PriceItem:
+        return replace(item("A", 100.0, at), currency="CNY", price_usd=round(100.0 * rate, 6),
+                       price_per_gpu_usd=round(100.0 * rate / 8, 6))
+
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [cny(0.14, T0)], at=T0)
+    assert [(i["gpu"], i["median"]) for i in current_index(engine)] == [("H100-SXM-80GB", 1.75)]
+    assert crawl(engine, [cny(0.15, t1)], at=t1).changed == 0
+    assert [(i["gpu"], i["median"]) for i in current_index(engine)] == [
+        ("H100-SXM-80GB", 1.875)]
+
+
+def test_a_crawl_error_is_stored_cut_to_4000_characters(engine):
+    """A spider's error can be a whole traceback: the crawl keeps its first 4,000
+    characters."""
+    error = "".join(f"line {n:05}\n" for n in range(500))  # 5,500 characters
+    summary = crawl(engine, [item("A", 80.0, T0)], status="failed", at=T0, error=error)
+    assert summary.error == error[:4000]
+    assert queries.last_crawls(engine)["azure"]["error"] == error[:4000]
+
+
+def test_a_new_offer_is_stored_whole(engine):
+    """Every field of new offers reads back as the crawl gave it, each with its first change
+    point. (PostgreSQL stores new offers with COPY, a path of its own: the `ingest` mutation
+    target runs this test on both databases.)"""
+    a = replace(item("A", 80.5, T0, available=None), zone="eastus-1", gpu_memory_gb=80.0,
+                vcpus=96, memory_gb=1900.0, available_count=3, url="https://example.com/a",
+                attributes={"stock": "High", "nodes": 2})
+    crawl(engine, [a, item("B", 40.0, T0)], at=T0)
+    (offer,) = queries.find_offer(engine, "azure", "A")
+    fields = ("source", "region", "zone", "instance_type", "pricing", "gpu", "gpu_count",
+              "gpu_memory_gb", "vcpus", "memory_gb", "price", "currency", "price_usd",
+              "price_per_gpu_usd", "available", "available_count", "url", "attributes",
+              "active", "first_seen", "changed_at", "unreadable_since")
+    assert {f: offer[f] for f in fields} == {
+        "source": "azure", "region": "eastus", "zone": "eastus-1", "instance_type": "A",
+        "pricing": "on_demand", "gpu": "H100-SXM-80GB", "gpu_count": 8, "gpu_memory_gb": 80.0,
+        "vcpus": 96, "memory_gb": 1900.0, "price": 80.5, "currency": "USD", "price_usd": 80.5,
+        "price_per_gpu_usd": 10.0625, "available": None, "available_count": 3,
+        "url": "https://example.com/a", "attributes": {"stock": "High", "nodes": 2},
+        "active": True, "first_seen": T0, "changed_at": T0, "unreadable_since": None}
+    for name, price, available in (("A", 80.5, None), ("B", 40.0, True)):
+        oid = queries.find_offer(engine, "azure", name)[0]["id"]
+        assert [(s["price"], s["available"], s["valid_from"], s["open"])
+                for s in queries.spans(engine, oid)] == [(price, available, T0, True)]
+
+
+def test_a_long_history_reads_back_every_span(engine):
+    """An offer repriced at every crawl for weeks (vast.ai's are): its 301 change points
+    read back as 301 spans, each ending where the next begins."""
+    from sqlalchemy import insert
+
+    from gpuradar.storage.models import CHANGE
+
+    crawl(engine, [item("A", 80.0, T0)], at=T0)
+    oid = queries.find_offer(engine, "azure", "A")[0]["id"]
+    with engine.begin() as conn:
+        conn.execute(insert(CHANGE), [
+            {"offer_id": oid, "at": int((T0 + timedelta(hours=n)).timestamp()),
+             "price_micros": (80 + n % 2) * 1_000_000, "available": True}
+            for n in range(1, 301)])
+    spans = queries.spans(engine, oid)
+    assert [s["price"] for s in spans] == [80.0 + n % 2 for n in range(301)]
+    assert [s["valid_to"] for s in spans] == [s["valid_from"] for s in spans[1:]] + [None]
+
+
+# -- gaps found reading queries.py against its tests (issue #31) --------------------------
+H100 = ["H100-SXM-80GB"]
+
+
+def test_an_older_span_in_another_currency_converts_to_the_micro_dollar(engine):
+    """`gpuradar history` of a CNY offer: an older span converts at the offer's latest rate
+    and, like every USD figure, is rounded to the micro-dollar, not coarser nor finer."""
+    def cny(price: float, at: datetime) -> PriceItem:
+        usd = round(price * 0.1234567, 6)
+        return replace(item("A", price, at), currency="CNY", price_usd=usd,
+                       price_per_gpu_usd=round(usd / 8, 6))
+
+    t1 = T0 + timedelta(hours=1)
+    crawl(engine, [cny(10.0, T0)], at=T0)
+    crawl(engine, [cny(7.0, t1)], at=t1)
+    spans = queries.spans(engine, queries.find_offer(engine, "azure", "A")[0]["id"])
+    assert [(s["price"], s["price_usd"], s["price_per_gpu_usd"]) for s in spans] == [
+        (10.0, 1.234567, 0.154321), (7.0, 0.864197, 0.108025)]
+
+
+def test_a_window_ending_at_a_price_change_holds_it_and_no_later_one(engine):
+    """The low of [since, until] counts a price that took effect at `until`, and none that
+    took effect after it."""
+    t1, t2 = T0 + timedelta(hours=1), T0 + timedelta(hours=2)
+    for at, price in ((T0, 16.0), (t1, 8.0), (t2, 4.0)):
+        crawl(engine, [item("A", price, at)], at=at)
+    best = queries.cheapest_over(engine, H100, T0, t1)
+    assert (best["price_per_gpu_usd"], best["valid_from"]) == (1.0, t1)
+
+
+def test_a_window_of_spot_prices_ignores_a_cheaper_on_demand_price(engine):
+    """Spot can cost more than on-demand (it does on AWS at times): the spot low is the spot
+    price all the same."""
+    day = datetime.now(UTC) - timedelta(days=1)
+    crawl(engine, [item("A", 30.0, day), item("A", 80.0, day, pricing="spot")], at=day)
+    since = day - timedelta(days=1)
+    assert queries.cheapest_over(engine, H100, since, pricing="spot")["price"] == 80.0
+    assert queries.cheapest_over(engine, H100, since, pricing="on_demand")["price"] == 30.0
+
+
+def test_a_window_starting_at_the_last_crawl_holds_its_prices(engine):
+    """A price last seen exactly when the window starts was on offer in it."""
+    crawl(engine, [item("A", 16.0, T0)], at=T0)
+    assert queries.cheapest_over(engine, H100, T0)["price_per_gpu_usd"] == 2.0
+    assert [s["price"] for s in queries.gpu_spans(engine, H100, T0)] == [16.0]
+
+
+def test_the_low_of_a_window_is_where_it_was_first_reached(engine):
+    """An offer back at its earlier low: the window's low is dated when it was first
+    reached."""
+    t1, t2 = T0 + timedelta(hours=1), T0 + timedelta(hours=2)
+    for at, price in ((T0, 8.0), (t1, 10.0), (t2, 8.0)):
+        crawl(engine, [item("A", price, at)], at=at)
+    best = queries.cheapest_over(engine, H100, T0 - timedelta(hours=1))
+    assert (best["price_per_gpu_usd"], best["valid_from"]) == (1.0, T0)
+
+
+def test_the_cheapest_series_counts_offers_of_unknown_stock(engine):
+    """The history chart's lows come from offers one could rent: of unknown stock counts,
+    sold out does not."""
+    t2 = T0 + timedelta(hours=2)
+    for at in (T0, t2):
+        crawl(engine, [item("A", 16.0, at, available=None),
+                       item("B", 8.0, at, available=False)], at=at)
+    assert queries.cheapest_series(engine, H100, T0, t2, 2) == [
+        (T0, 2.0), (T0 + timedelta(hours=1), 2.0)]
+
+
+def test_the_cheapest_series_shows_a_price_begun_before_it_in_its_first_slices_only(engine):
+    """A price that took effect before the chart's start and ended within its first slice
+    is that slice's low, and no later slice's."""
+    t1, t3 = T0 + timedelta(hours=1), T0 + timedelta(hours=3)
+    for at, price in ((T0, 8.0), (t1, 16.0), (t3, 16.0)):
+        crawl(engine, [item("A", price, at)], at=at)
+    since = T0 + timedelta(minutes=30)
+    assert queries.cheapest_series(engine, H100, since, since + timedelta(hours=2), 2) == [
+        (since, 1.0), (since + timedelta(hours=1), 2.0)]
+
+
+def test_find_offer_finds_exactly_the_offers_named(engine):
+    """`gpuradar history SOURCE INSTANCE [--region] [--pricing]`: the offers of that source,
+    instance type, region and pricing only, not those that sort before or after them."""
+    crawl(engine, [item("A", 80.0, T0), item("A", 70.0, T0, region="westus"),
+                   item("A", 30.0, T0, pricing="spot"), item("B", 40.0, T0)], at=T0)
+    for source in ("aws", "vastai"):
+        writer = CrawlWriter(engine, source, started_at=T0)
+        writer.add([replace(item("A", 60.0, T0), source=source)])
+        writer.finish("ok")
+
+    def found(source: str, instance: str, **kw) -> list[tuple[str, str, str, str]]:
+        return sorted((o["source"], o["instance_type"], o["region"], o["pricing"])
+                      for o in queries.find_offer(engine, source, instance, **kw))
+
+    assert found("azure", "A") == [("azure", "A", "eastus", "on_demand"),
+                                   ("azure", "A", "eastus", "spot"),
+                                   ("azure", "A", "westus", "on_demand")]
+    assert found("azure", "B") == [("azure", "B", "eastus", "on_demand")]
+    assert found("azure", "A", region="westus") == [("azure", "A", "westus", "on_demand")]
+    assert found("azure", "A", region="eastus", pricing="on_demand") == [
+        ("azure", "A", "eastus", "on_demand")]
+    assert found("aws", "A") == [("aws", "A", "eastus", "on_demand")]
+    assert found("vastai", "A") == [("vastai", "A", "eastus", "on_demand")]
+
+
+def test_each_sources_latest_crawl_is_its_own_whatever_other_sources_did_since(engine):
+    """`gpuradar sources` and the offers' age: each source's latest crawl and what its last
+    successful one observed, though another source crawled between its crawls."""
+    def run(source: str, status: str, at: datetime) -> None:
+        writer = CrawlWriter(engine, source, started_at=at)
+        writer.add([replace(item("A", 80.0, at), source=source)])
+        writer.finish(status)
+
+    t1, t2, t3 = (T0 + timedelta(hours=h) for h in (1, 2, 3))
+    run("azure", "ok", T0)
+    run("vastai", "ok", t1)
+    run("azure", "ok", t2)
+    run("azure", "failed", t3)
+    assert {s: o.at for s, o in queries.last_observed(engine).items()} == {
+        "azure": t2, "vastai": t1}
+    assert {s: (c["status"], c["started_at"]) for s, c in queries.last_crawls(engine).items()} \
+        == {"azure": ("failed", t3), "vastai": ("ok", t1)}
+
+
+def test_consecutive_failures_count_the_sources_own_crawls_only(engine):
+    """The daemon's back-off of azure: azure's failures in a row, whatever sources named
+    before or after it (aws, vastai) did in between."""
+    def run(source: str, status: str, at: datetime) -> None:
+        writer = CrawlWriter(engine, source, started_at=at)
+        writer.add([replace(item("A", 80.0, at), source=source)] if status != "failed" else [])
+        writer.finish(status)
+
+    run("azure", "ok", T0)
+    for h, (source, status) in enumerate((("aws", "failed"), ("azure", "failed"),
+                                          ("vastai", "ok"), ("aws", "ok"), ("azure", "failed"),
+                                          ("vastai", "failed")), start=1):
+        run(source, status, T0 + timedelta(hours=h))
+    assert {s: queries.consecutive_failures(engine, s) for s in ("aws", "azure", "vastai")} \
+        == {"aws": 0, "azure": 2, "vastai": 1}
+    # A crawl of azure under way has no outcome yet: the count stays.
+    CrawlWriter(engine, "azure", started_at=T0 + timedelta(hours=7))
+    assert queries.consecutive_failures(engine, "azure") == 2
+
+
+def test_current_offers_are_dated_by_what_their_source_last_observed(engine):
+    """`gpuradar prices`: an offer's age is what its source's last successful crawl observed,
+    not when its price last changed; a source without a successful crawl yet dates its
+    offers by their last change, as live data; `--limit N` shows the N cheapest."""
+    t1 = T0 + timedelta(hours=1)
+    for at in (T0, t1):
+        crawl(engine, [item("A", 80.0, at), item("B", 40.0, at), item("C", 60.0, at)], at=at)
+    writer = CrawlWriter(engine, "lambda", started_at=t1)
+    writer.add([replace(item("X", 160.0, t1), source="lambda")])
+    writer.finish("partial")
+    assert {(r["source"], r["instance_type"]): (r["changed_at"], r["observed_at"], r["replayed"],
+                                                r["captured"])
+            for r in queries.current_offers(engine)} == {
+        ("azure", "A"): (T0, t1, False, None), ("azure", "B"): (T0, t1, False, None),
+        ("azure", "C"): (T0, t1, False, None), ("lambda", "X"): (t1, t1, False, None)}
+    assert [r["instance_type"] for r in queries.current_offers(engine, limit=2)] == ["B", "C"]
+
+
+def test_each_currency_has_its_own_newest_exchange_rate(engine):
+    """A currency whose newest rate is older than another's (its source skipped a day) keeps
+    its own newest rate, and the other currency its own, whatever order the days were
+    stored in (here the older day is backfilled last). The `ingest` mutation target runs
+    this test on PostgreSQL too: rows come back there in the order they were stored."""
+    from datetime import date
+
+    queries.store_fx(engine, {"AUD": 0.65}, date(2026, 11, 29))
+    queries.store_fx(engine, {"EUR": 1.06}, date(2026, 11, 28))
+    queries.store_fx(engine, {"CNY": 0.139, "EUR": 1.05, "JPY": 0.0066}, date(2026, 11, 27))
+    assert {c: (u, d) for c, (u, d, _) in queries.latest_fx(engine).items()} == {
+        "AUD": (0.65, date(2026, 11, 29)), "CNY": (0.139, date(2026, 11, 27)),
+        "EUR": (1.06, date(2026, 11, 28)), "JPY": (0.0066, date(2026, 11, 27))}
