@@ -54,9 +54,8 @@ def last_observed(engine: Engine) -> dict[str, Observed]:
 
 def last_crawls(engine: Engine) -> dict[str, dict[str, Any]]:
     """The latest crawl of each source, whatever its outcome."""
-    latest = (select(CRAWL.c.source, func.max(CRAWL.c.id).label("id"))
-              .group_by(CRAWL.c.source).subquery())
-    q = select(CRAWL).join(latest, CRAWL.c.id == latest.c.id)
+    q = select(CRAWL).where(CRAWL.c.id.in_(
+        select(func.max(CRAWL.c.id)).group_by(CRAWL.c.source).scalar_subquery()))
     with engine.connect() as conn:
         return {r.source: dict(r._mapping) for r in conn.execute(q)}
 
