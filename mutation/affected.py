@@ -47,6 +47,12 @@ def mutated_lines() -> dict[Path, set[int]]:
     return lines
 
 
+def original_text(path: Path) -> str:
+    """The committed text of a file the mutant changed (cosmic-ray mutates a clean tree)."""
+    return subprocess.run(["git", "show", f"HEAD:{path.relative_to(REPO).as_posix()}"],
+                          cwd=REPO, capture_output=True, text=True, check=True).stdout
+
+
 def selected_tests(coverage_file: str) -> list[str] | None:
     """Node ids of the tests that run a mutated line; None: run them all."""
     data = CoverageData(coverage_file)
@@ -57,7 +63,9 @@ def selected_tests(coverage_file: str) -> list[str] | None:
     if not changed:  # the mutant is not in a measured file: nothing to go by
         return None
     for path, lines in changed.items():
-        parser = PythonParser(filename=str(path))
+        # The diff's line numbers and the coverage data are the original file's: parse that,
+        # not the mutated file, whose lines a deletion (a removed decorator) has moved.
+        parser = PythonParser(text=original_text(path), filename=str(path))
         parser.parse_source()
         by_line = data.contexts_by_lineno(str(path))
         for line in lines:
