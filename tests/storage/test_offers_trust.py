@@ -65,12 +65,17 @@ def _item(instance: str, price, at, **kw):
     return PriceItem(**fields)
 
 
-def _crawl(engine, items, at, *, unreadable=(), status="ok", guard=0.5):
+def _crawl(engine, items, at, *, unreadable=(), status="ok", guard=0.5, source="azure"):
     from gpuradar.storage.ingest import CrawlWriter
 
-    writer = CrawlWriter(engine, "azure", started_at=at, shrink_guard=guard)
+    writer = CrawlWriter(engine, source, started_at=at, shrink_guard=guard)
     writer.add(items)
     return writer.finish(status, unreadable=unreadable)
+
+
+def _listing(engine, source: str, names: list[str], at):
+    """A successful crawl of `source` listing `names`, each at 10 USD/h."""
+    return _crawl(engine, [_item(n, 10.0, at, source=source) for n in names], at, source=source)
 
 
 T0 = __import__("datetime").datetime(2026, 11, 1, 12, tzinfo=__import__("datetime").UTC)
@@ -171,28 +176,21 @@ def test_shrink_guard_is_configurable_and_a_small_drop_closes_at_once(engine):
 def test_the_shrink_guard_compares_a_source_only_with_its_own_crawls(engine):
     """Another source's larger crawl is no baseline for this one, and another source's held
     drop confirms nothing here."""
-    from gpuradar.storage.ingest import CrawlWriter
-
-    def crawl(source: str, names: list[str], at) -> object:
-        writer = CrawlWriter(engine, source, started_at=at, shrink_guard=0.5)
-        writer.add([_item(n, 10.0, at, source=source) for n in names])
-        return writer.finish("ok")
-
     names = [f"I{n}" for n in range(10)]
-    crawl("azure", names, T0)
-    crawl("vastai", [f"V{n}" for n in range(100)], T0)
-    six = crawl("azure", names[:6], T0 + HOUR)      # 6 of azure's 10: believed, 4 closed
+    _listing(engine, "azure", names, T0)
+    _listing(engine, "vastai", [f"V{n}" for n in range(100)], T0)
+    six = _listing(engine, "azure", names[:6], T0 + HOUR)  # 6 of azure's 10: believed, 4 closed
     assert (six.status, six.closed, six.held) == ("ok", 4, 0)
-    assert crawl("vastai", ["V0"], T0 + HOUR).held == 99   # vastai's own drop is held
-    two = crawl("azure", names[:2], T0 + 2 * HOUR)  # azure's first sight of its drop: held
+    assert _listing(engine, "vastai", ["V0"], T0 + HOUR).held == 99  # vastai's own drop: held
+    two = _listing(engine, "azure", names[:2], T0 + 2 * HOUR)  # azure's first sight of it: held
     assert (two.status, two.closed, two.held) == ("partial", 0, 4)
 
     # A source named before this one holds a drop too: it confirms nothing here either.
-    assert crawl("azure", names, T0 + 3 * HOUR).status == "ok"
+    assert _listing(engine, "azure", names, T0 + 3 * HOUR).status == "ok"
     names_aws = [f"A{n}" for n in range(10)]
-    crawl("aws", names_aws, T0 + 3 * HOUR)
-    assert crawl("aws", names_aws[:1], T0 + 4 * HOUR).held == 9
-    three = crawl("azure", names[:3], T0 + 4 * HOUR)  # azure's first sight of a new drop
+    _listing(engine, "aws", names_aws, T0 + 3 * HOUR)
+    assert _listing(engine, "aws", names_aws[:1], T0 + 4 * HOUR).held == 9
+    three = _listing(engine, "azure", names[:3], T0 + 4 * HOUR)  # azure's first sight of a new drop
     assert (three.status, three.closed, three.held) == ("partial", 0, 7)
 
 def test_a_crawl_left_running_neither_confirms_nor_resets_a_held_drop(engine):
@@ -351,17 +349,10 @@ def test_a_negative_price_reaching_storage_is_not_stored(engine):
 def test_a_smaller_crawl_of_a_source_named_before_is_no_baseline(engine):
     """azure's drop to 4 of its 10 offers is held, though aws (named before azure) last
     listed only 4."""
-    from gpuradar.storage.ingest import CrawlWriter
-
-    def crawl(source: str, names: list[str], at) -> object:
-        writer = CrawlWriter(engine, source, started_at=at, shrink_guard=0.5)
-        writer.add([_item(n, 10.0, at, source=source) for n in names])
-        return writer.finish("ok")
-
     names = [f"I{n}" for n in range(10)]
-    crawl("azure", names, T0)
-    crawl("aws", names[:4], T0 + HOUR)
-    four = crawl("azure", names[:4], T0 + 2 * HOUR)
+    _listing(engine, "azure", names, T0)
+    _listing(engine, "aws", names[:4], T0 + HOUR)
+    four = _listing(engine, "azure", names[:4], T0 + 2 * HOUR)
     assert (four.status, four.closed, four.held) == ("partial", 0, 6)
 
 # -- through `gpuradar crawl` over a local server standing in for the provider ------------

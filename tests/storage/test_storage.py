@@ -466,19 +466,21 @@ def test_consecutive_failures_stop_counting_at_50(engine):
     assert queries.consecutive_failures(engine, "azure") == 50
 
 
-def test_an_offer_known_unavailable_and_unchanged_writes_no_new_span(engine):
-    """A sold-out offer listed sold out again is no change, whether this process remembers
-    it or reads it back from the database."""
+@pytest.mark.parametrize("available", [False, None], ids=["sold-out", "unknown-stock"])
+def test_an_offer_listed_again_unchanged_writes_no_new_span(engine, available):
+    """A sold-out offer listed sold out again, or one whose provider never says whether it is
+    in stock listed again, is no change, whether this process remembers it or reads it back
+    from the database."""
     from gpuradar.storage import ingest
 
     t1, t2 = T0 + timedelta(hours=1), T0 + timedelta(hours=2)
-    crawl(engine, [item("A", 80.0, T0, available=False)], at=T0)
-    assert crawl(engine, [item("A", 80.0, t1, available=False)], at=t1).changed == 0
+    crawl(engine, [item("A", 80.0, T0, available=available)], at=T0)
+    assert crawl(engine, [item("A", 80.0, t1, available=available)], at=t1).changed == 0
     ingest._STATE_CACHE.clear()
-    assert crawl(engine, [item("A", 80.0, t2, available=False)], at=t2).changed == 0
+    assert crawl(engine, [item("A", 80.0, t2, available=available)], at=t2).changed == 0
     offer = queries.find_offer(engine, "azure", "A")[0]
     assert [(s["available"], s["valid_from"]) for s in queries.spans(engine, offer["id"])] \
-        == [(False, T0)]
+        == [(available, T0)]
 
 
 def test_the_latest_finished_crawl_of_each_source_counts_its_uncatalogued_offers(engine):
@@ -642,21 +644,6 @@ def test_a_partial_crawl_ends_a_run_of_failures(engine):
 
 
 # -- gaps found reading ingest.py against its tests (issue #31) ---------------------------
-def test_an_offer_of_unknown_stock_listed_again_unchanged_writes_no_new_span(engine):
-    """A provider that never says whether an offer is in stock lists it again: no change,
-    whether this process remembers the offer or reads it back from the database."""
-    from gpuradar.storage import ingest
-
-    t1, t2 = T0 + timedelta(hours=1), T0 + timedelta(hours=2)
-    crawl(engine, [item("A", 80.0, T0, available=None)], at=T0)
-    assert crawl(engine, [item("A", 80.0, t1, available=None)], at=t1).changed == 0
-    ingest._STATE_CACHE.clear()
-    assert crawl(engine, [item("A", 80.0, t2, available=None)], at=t2).changed == 0
-    offer = queries.find_offer(engine, "azure", "A")[0]
-    assert [(s["available"], s["valid_from"]) for s in queries.spans(engine, offer["id"])] \
-        == [(None, T0)]
-
-
 def test_an_offer_closed_before_a_restart_is_not_closed_again_and_reopens_when_listed(engine):
     """After a restart the offers are read back from the database: one a crawl closed stays
     closed (the next crawls close nothing), and is listed again when a crawl lists it."""
