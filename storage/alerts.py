@@ -30,6 +30,7 @@ from sqlalchemy.engine import Connection
 from gpuradar.storage.db import driver_rows
 from gpuradar.storage.models import CRAWL, OFFER, OUTBOX, STATE
 from gpuradar.storage.offers import COLUMNS, OfferRow
+from gpuradar.storage.queries import newest_crawl_ids
 
 
 def _aware(ts: datetime | None) -> datetime | None:
@@ -41,9 +42,8 @@ def _aware(ts: datetime | None) -> datetime | None:
 # -- evaluation inputs -------------------------------------------------------------------
 def crawl_versions(engine: Engine) -> dict[str, tuple[int, str]]:
     """source -> (id, status) of its latest crawl: changes whenever its offers may have."""
-    latest = (select(CRAWL.c.source, func.max(CRAWL.c.id).label("id"))
-              .group_by(CRAWL.c.source).subquery())
-    q = select(CRAWL.c.source, CRAWL.c.id, CRAWL.c.status).join(latest, CRAWL.c.id == latest.c.id)
+    q = (select(CRAWL.c.source, CRAWL.c.id, CRAWL.c.status)
+         .where(CRAWL.c.id.in_(newest_crawl_ids())))
     with engine.connect() as conn:
         return {source: (cid, status) for source, cid, status in conn.execute(q)}
 

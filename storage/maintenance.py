@@ -17,6 +17,7 @@ from sqlalchemy import Engine, and_, delete, exists, func, not_, select, text
 from sqlalchemy.sql.elements import ColumnElement
 
 from gpuradar.storage.models import CHANGE, CRAWL, OUTBOX
+from gpuradar.storage.queries import newest_crawl_ids
 
 CLOSED_NOTIFICATIONS = ("sent", "failed")
 
@@ -49,11 +50,9 @@ def _superseded_changes(cutoff_ts: int) -> ColumnElement[bool]:
 def _old_crawls(cutoff: datetime) -> ColumnElement[bool]:
     """Finished crawls started before the cutoff, except each source's latest crawl and
     latest successful crawl."""
-    latest = select(func.max(CRAWL.c.id)).group_by(CRAWL.c.source)
-    latest_ok = (select(func.max(CRAWL.c.id)).where(CRAWL.c.status == "ok")
-                 .group_by(CRAWL.c.source))
     return and_(CRAWL.c.started_at < cutoff, CRAWL.c.status != "running",
-                not_(CRAWL.c.id.in_(latest)), not_(CRAWL.c.id.in_(latest_ok)))
+                not_(CRAWL.c.id.in_(newest_crawl_ids())),
+                not_(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == "ok"))))
 
 
 def _old_notifications(cutoff: datetime) -> ColumnElement[bool]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Engine, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, Engine, ScalarSelect, and_, func, or_, select, update
 
 from gpuradar.core.units import region_matches
 from gpuradar.storage.db import dialect_insert
@@ -38,15 +38,20 @@ class Observed(NamedTuple):
     captured: str | None
 
 
+def newest_crawl_ids(*where: ColumnElement[bool]) -> ScalarSelect[Any]:
+    """The id of each source's newest crawl among those `where` selects (all by default):
+    `CRAWL.c.id.in_(...)` picks one row per source, whatever order the database returns."""
+    return (select(func.max(CRAWL.c.id)).where(*where).group_by(CRAWL.c.source)
+            .scalar_subquery())
+
+
 def last_observed(engine: Engine) -> dict[str, Observed]:
     """Per source, what its last successful crawl observed: the end of every open span and
     the age of every listed offer. For a live crawl that is its start; for a crawl replayed
     from a recording the recording's capture time, never the time it was replayed."""
-    latest = (select(CRAWL.c.source, func.max(CRAWL.c.id).label("id"))
-              .where(CRAWL.c.status == "ok").group_by(CRAWL.c.source).subquery())
     q = (select(CRAWL.c.source, func.coalesce(CRAWL.c.observed_at, CRAWL.c.started_at),
                 CRAWL.c.replayed, CRAWL.c.captured)
-         .join(latest, CRAWL.c.id == latest.c.id))
+         .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == "ok"))))
     with engine.connect() as conn:
         return {s: Observed(at, bool(replayed), captured)
                 for s, at, replayed, captured in conn.execute(q)}
@@ -54,18 +59,15 @@ def last_observed(engine: Engine) -> dict[str, Observed]:
 
 def last_crawls(engine: Engine) -> dict[str, dict[str, Any]]:
     """The latest crawl of each source, whatever its outcome."""
-    q = select(CRAWL).where(CRAWL.c.id.in_(
-        select(func.max(CRAWL.c.id)).group_by(CRAWL.c.source).scalar_subquery()))
+    q = select(CRAWL).where(CRAWL.c.id.in_(newest_crawl_ids()))
     with engine.connect() as conn:
         return {r.source: dict(r._mapping) for r in conn.execute(q)}
 
 
 def uncatalogued_offers(engine: Engine) -> dict[str, int]:
     """Offers each source's latest finished crawl could not map to a GPU model or count."""
-    latest = (select(CRAWL.c.source, func.max(CRAWL.c.id).label("id"))
-              .where(CRAWL.c.status != "running").group_by(CRAWL.c.source).subquery())
     q = (select(CRAWL.c.source, CRAWL.c.uncatalogued)
-         .join(latest, CRAWL.c.id == latest.c.id))
+         .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status != "running"))))
     with engine.connect() as conn:
         return {source: sum((names or {}).values()) for source, names in conn.execute(q)}
 
