@@ -9,6 +9,10 @@ import gc
 import os
 import sys
 
+#: Commands that run long and allocate in volume (the service, a crawl, the demo's crawls):
+#: they keep Python's collector settings.
+LONG_RUNNING = ("run", "crawl", "demo")
+
 
 def main() -> None:
     """Run the `gpuradar` command with sys.argv."""
@@ -17,6 +21,9 @@ def main() -> None:
 
         print(f"gpuradar {__version__}")
         return
+    short = sys.argv[1] not in LONG_RUNNING if len(sys.argv) > 1 else True
+    if short:
+        collect_young_only()
     # pydantic looks for plugins in the entry points of every installed distribution when
     # it builds its first model (the configuration's): gpuradar uses none, and the scan is
     # ~2 % of `gpuradar prices`. A user who sets the variable keeps their value.
@@ -28,6 +35,18 @@ def main() -> None:
     finally:
         if sys.argv[1:2] != ["run"]:
             skip_last_collection()
+
+
+def collect_young_only() -> None:
+    """A short command's collector looks only at new objects. Its start-up creates some
+    80,000 objects the collector tracks (SQLAlchemy, pydantic and Typer's classes, the
+    configuration's models), which live until it exits; with Python's settings the
+    collector walks them again in its older generations: ~80 ms, 12 % of `gpuradar prices`
+    (timed with gc.callbacks), against ~20 ms for the young generation alone. Garbage cycles
+    among new objects are still collected as usual; older ones wait until 1,000 young
+    collections (700,000 allocations) have passed, which a short command does not reach."""
+    threshold, _, _ = gc.get_threshold()
+    gc.set_threshold(threshold, 1000, 1000)
 
 
 def skip_last_collection() -> None:
