@@ -260,7 +260,11 @@ class CrawlWriter:
                 self.refused = self._older_than_stored(conn)
             self.crawl_id: int = conn.execute(
                 insert(CRAWL).values(source=source, started_at=self.started_at, status="running",
-                                     owner=process_owner(), observed_at=self.observed_at,
+                                     owner=process_owner(),
+                                     # NULL when it is the start (a live crawl): readers
+                                     # take started_at, and the time is stored once
+                                     observed_at=(None if self.observed_at == self.started_at
+                                                  else self.observed_at),
                                      replayed=replay is not None,
                                      captured=replay.captured if replay else None,
                                      items=0, new_offers=0, changed=0, closed=0, dropped={},
