@@ -260,6 +260,10 @@ CRAWL = table_of(Crawl)
 # enough). A constant in the statement, not a parameter: it also holds for a plan
 # PostgreSQL prepares for any parameters.
 CRAWL_NOT_OK = CRAWL.c.status != literal_column("'ok'")
+# The crawls that have finished, whatever their outcome. A constant too: SQLite prepares a
+# statement again at every execution when a parameter might make one of its conditions the
+# partial index's (`status != ?` against `status <> 'ok'`), a third more work per query.
+CRAWL_FINISHED = CRAWL.c.status != literal_column("'running'")
 FX = table_of(FxRate)
 STATE = table_of(AlertState)
 OUTBOX = table_of(Notification)
