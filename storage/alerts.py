@@ -28,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 
 from gpuradar.storage.db import driver_rows
-from gpuradar.storage.models import CRAWL, OFFER, OUTBOX, STATE
+from gpuradar.storage.models import CRAWL, CRAWL_NOT_OK, OFFER, OUTBOX, STATE
 from gpuradar.storage.offers import COLUMNS, OfferRow
 from gpuradar.storage.queries import newest_crawl_ids
 
@@ -56,12 +56,11 @@ def source_health(engine: Engine, *, by_run: bool = False
     `by_run`: the time the crawl ran instead (the market index, like `last_success`)."""
     observed = CRAWL.c.started_at if by_run else func.coalesce(CRAWL.c.observed_at,
                                                                CRAWL.c.started_at)
-    last_ok = (select(CRAWL.c.source, func.max(CRAWL.c.id).label("ok_id"),
-                      func.max(observed).label("ok_at"))
-               .where(CRAWL.c.status == "ok").group_by(CRAWL.c.source).subquery())
+    last_ok = (select(CRAWL.c.source, CRAWL.c.id.label("ok_id"), observed.label("ok_at"))
+               .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == "ok"))).subquery())
     fails = (select(CRAWL.c.source, func.count().label("n"))
              .select_from(CRAWL.outerjoin(last_ok, last_ok.c.source == CRAWL.c.source))
-             .where(CRAWL.c.status.in_(("failed", "partial")),
+             .where(CRAWL.c.status.in_(("failed", "partial")), CRAWL_NOT_OK,
                     or_(last_ok.c.ok_id.is_(None), CRAWL.c.id > last_ok.c.ok_id))
              .group_by(CRAWL.c.source))
     out: dict[str, tuple[datetime | None, int]] = {}

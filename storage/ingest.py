@@ -30,7 +30,7 @@ from sqlalchemy import BindParameter, Engine, Text, bindparam, cast, func, inser
 from gpuradar.core import defaults
 from gpuradar.core.items import OfferKey, PriceItem
 from gpuradar.storage.db import dialect_insert, json_dumps
-from gpuradar.storage.models import CHANGE, CRAWL, OFFER
+from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, OFFER
 from gpuradar.storage.owner import process_owner
 
 log = logging.getLogger(__name__)
@@ -260,7 +260,11 @@ class CrawlWriter:
                 self.refused = self._older_than_stored(conn)
             self.crawl_id: int = conn.execute(
                 insert(CRAWL).values(source=source, started_at=self.started_at, status="running",
-                                     owner=process_owner(), observed_at=self.observed_at,
+                                     owner=process_owner(),
+                                     # NULL when it is the start (a live crawl): readers
+                                     # take started_at, and the time is stored once
+                                     observed_at=(None if self.observed_at == self.started_at
+                                                  else self.observed_at),
                                      replayed=replay is not None,
                                      captured=replay.captured if replay else None,
                                      items=0, new_offers=0, changed=0, closed=0, dropped={},
@@ -447,7 +451,7 @@ class CrawlWriter:
             return None
         previous_held = conn.execute(
             select(CRAWL.c.held).where(CRAWL.c.source == self.source,
-                                       CRAWL.c.status != "running", CRAWL.c.id < self.crawl_id)
+                                       CRAWL_FINISHED, CRAWL.c.id < self.crawl_id)
             .order_by(CRAWL.c.id.desc()).limit(1)).scalar()
         if previous_held:
             log.info("%s: the drop to %d offers is confirmed (last successful crawl: %d); "

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Engine, and_, delete, exists, func, not_, select, text
 from sqlalchemy.sql.elements import ColumnElement
 
-from gpuradar.storage.models import CHANGE, CRAWL, OUTBOX
+from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, OUTBOX
 from gpuradar.storage.queries import newest_crawl_ids
 
 CLOSED_NOTIFICATIONS = ("sent", "failed")
@@ -50,7 +50,7 @@ def _superseded_changes(cutoff_ts: int) -> ColumnElement[bool]:
 def _old_crawls(cutoff: datetime) -> ColumnElement[bool]:
     """Finished crawls started before the cutoff, except each source's latest crawl and
     latest successful crawl."""
-    return and_(CRAWL.c.started_at < cutoff, CRAWL.c.status != "running",
+    return and_(CRAWL.c.started_at < cutoff, CRAWL_FINISHED,
                 not_(CRAWL.c.id.in_(newest_crawl_ids())),
                 not_(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == "ok"))))
 

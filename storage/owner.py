@@ -23,7 +23,7 @@ from functools import cache
 
 from sqlalchemy import Engine, and_, select, update
 
-from gpuradar.storage.models import CRAWL
+from gpuradar.storage.models import CRAWL, CRAWL_NOT_OK
 
 STALE_AFTER = timedelta(days=1)
 
@@ -74,7 +74,7 @@ def mark_dead_crawls(engine: Engine, now: datetime | None = None, *,
     old = now - STALE_AFTER
     with engine.begin() as conn:
         rows = conn.execute(select(CRAWL.c.id, CRAWL.c.owner, CRAWL.c.started_at)
-                            .where(CRAWL.c.status == "running")).all()
+                            .where(CRAWL.c.status == "running", CRAWL_NOT_OK)).all()
         dead = []
         for crawl_id, owner, started in rows:
             started = started if started is None or started.tzinfo else started.replace(

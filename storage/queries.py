@@ -11,7 +11,7 @@ from sqlalchemy import ColumnElement, Engine, ScalarSelect, and_, func, or_, sel
 
 from gpuradar.core.units import region_matches
 from gpuradar.storage.db import dialect_insert
-from gpuradar.storage.models import CHANGE, CRAWL, FX, OFFER
+from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, CRAWL_NOT_OK, FX, OFFER
 
 # Times come back aware, in UTC, on both databases: the models' datetime columns are
 # sqlmodel's UTCDateTime, which adds the zone SQLite does not keep (MAX and COALESCE of such a
@@ -21,9 +21,10 @@ from gpuradar.storage.models import CHANGE, CRAWL, FX, OFFER
 # -- crawls ------------------------------------------------------------------------------
 def last_success(engine: Engine) -> dict[str, datetime]:
     """When each source's last successful crawl started: when it is next due, the metric.
-    What its data describes (a replay's capture time) is `last_observed`."""
-    q = (select(CRAWL.c.source, func.max(CRAWL.c.started_at))
-         .where(CRAWL.c.status == "ok").group_by(CRAWL.c.source))
+    What its data describes (a replay's capture time) is `last_observed`, read from the
+    same crawl."""
+    q = (select(CRAWL.c.source, CRAWL.c.started_at)
+         .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == "ok"))))
     with engine.connect() as conn:
         return dict(conn.execute(q).all())
 
@@ -67,7 +68,7 @@ def last_crawls(engine: Engine) -> dict[str, dict[str, Any]]:
 def uncatalogued_offers(engine: Engine) -> dict[str, int]:
     """Offers each source's latest finished crawl could not map to a GPU model or count."""
     q = (select(CRAWL.c.source, CRAWL.c.uncatalogued)
-         .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status != "running"))))
+         .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL_FINISHED))))
     with engine.connect() as conn:
         return {source: sum((names or {}).values()) for source, names in conn.execute(q)}
 
@@ -76,7 +77,7 @@ def consecutive_failures(engine: Engine, source: str, limit: int = 50) -> int:
     """Failed crawls of `source` in a row, up to its last finished crawl that did not fail
     (ok or partial: a partial crawl is no failure to the daemon either), counted up to
     `limit` (the daemon's back-off and the failures gauge; a long outage reads no more)."""
-    q = (select(CRAWL.c.status).where(CRAWL.c.source == source, CRAWL.c.status != "running")
+    q = (select(CRAWL.c.status).where(CRAWL.c.source == source, CRAWL_FINISHED)
          .order_by(CRAWL.c.id.desc()).limit(limit))
     n = 0
     with engine.connect() as conn:
@@ -90,7 +91,7 @@ def consecutive_failures(engine: Engine, source: str, limit: int = 50) -> int:
 def mark_interrupted_crawls(engine: Engine) -> int:
     """Crawls left 'running' by a killed process are failed: they closed nothing."""
     with engine.begin() as conn:
-        return conn.execute(update(CRAWL).where(CRAWL.c.status == "running").values(
+        return conn.execute(update(CRAWL).where(CRAWL.c.status == "running", CRAWL_NOT_OK).values(
             status="failed", error="interrupted (process stopped during the crawl)",
             finished_at=datetime.now(UTC))).rowcount
 

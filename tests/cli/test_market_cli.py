@@ -101,7 +101,8 @@ def test_python_api_refuses_a_database_behind_the_schema(tmp_path):
     engine = get_engine(url)
     upgrade(engine, "0005_crawl_owner")
     with pytest.raises(DatabaseError, match="is at schema 0005_crawl_owner, this gpuradar "
-                                            "reads 0007_crawl_replay: run `gpuradar db upgrade"):
+                                            "reads 0008_crawl_bookkeeping: run `gpuradar db "
+                                            "upgrade"):
         gpuradar.open(url)
     command.upgrade(alembic_config(engine), "head")
     assert gpuradar.open(url).offers() == []

@@ -766,7 +766,7 @@ def index_names(engine) -> set[str]:
 
 
 QUERY_INDEXES = {"ix_offer_cheapest", "ix_offer_counts", "ix_crawl_source_id",
-                 "ix_crawl_status_source"}
+                 "ix_crawl_not_ok"}
 
 
 def test_migrations_from_empty_and_from_the_previous_revision(empty_url):
@@ -780,7 +780,7 @@ def test_migrations_from_empty_and_from_the_previous_revision(empty_url):
     from tests.clirun import gpuradar
 
     head = head_revision()
-    assert head == "0007_crawl_replay"
+    assert head == "0008_crawl_bookkeeping"
     proc = gpuradar("db", "upgrade", db_url=empty_url)
     assert proc.returncode == 0, proc.stderr
     engine = get_engine(empty_url)
