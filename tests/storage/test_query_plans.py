@@ -89,12 +89,13 @@ def big_engine(request) -> Iterator[Engine]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def plans(engine: Engine, call: Callable[[], Any]) -> list[tuple[str, dict]]:
-    """(statement, plan tree) of every SELECT `call` sends."""
+def sent_by(engine: Engine, call: Callable[[], Any], keep: Callable[[str], bool]
+            ) -> list[tuple[str, Any]]:
+    """(statement, parameters) of every statement `call` sends that `keep` accepts."""
     sent: list[tuple[str, Any]] = []
 
     def capture(conn, cursor, statement, parameters, context, executemany) -> None:
-        if statement.lstrip().upper().startswith("SELECT"):
+        if keep(statement):
             sent.append((statement, parameters))
 
     event.listen(engine, "before_cursor_execute", capture)
@@ -102,6 +103,13 @@ def plans(engine: Engine, call: Callable[[], Any]) -> list[tuple[str, dict]]:
         call()
     finally:
         event.remove(engine, "before_cursor_execute", capture)
+    return sent
+
+
+def plans(engine: Engine, call: Callable[[], Any]) -> list[tuple[str, dict]]:
+    """(statement, plan tree) of every SELECT `call` sends."""
+    sent = sent_by(engine, call, lambda statement: statement.lstrip().upper().startswith(
+        "SELECT"))
     out = []
     with engine.connect() as conn:
         cursor = conn.connection.dbapi_connection.cursor()
@@ -261,17 +269,8 @@ def test_prune_of_a_million_change_points(big_engine):
 # -- the crawl reads on SQLite (its plans do not depend on the data: no statistics) ----------
 def sqlite_plans(engine: Engine, call: Callable[[], Any]) -> list[tuple[str, list[str]]]:
     """(statement, EXPLAIN QUERY PLAN lines) of every statement on crawl `call` sends."""
-    sent: list[tuple[str, Any]] = []
-
-    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
-        if " crawl" in statement and not statement.startswith("EXPLAIN"):
-            sent.append((statement, parameters))
-
-    event.listen(engine, "before_cursor_execute", capture)
-    try:
-        call()
-    finally:
-        event.remove(engine, "before_cursor_execute", capture)
+    sent = sent_by(engine, call, lambda statement: " crawl" in statement
+                   and not statement.startswith("EXPLAIN"))
     with engine.connect() as conn:
         cursor = conn.connection.dbapi_connection.cursor()
         return [(statement, [row[3] for row in cursor.execute(
