@@ -110,7 +110,11 @@ _FULL = {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1,
 # trn1/trn1n.32xlarge 16 Trainium, trn2.48xlarge 16 Trainium2, inf1 1/1/4/16 Inferentia,
 # inf2 1/1/6/12 Inferentia2; the DL1 page: dl1.24xlarge 8 Gaudi HL-205). Sizes AWS documents
 # elsewhere but that were not confirmed here (trn2.3xlarge, trn2u.48xlarge) and Qualcomm's
-# dl2q are reported as uncatalogued rather than guessed.
+# dl2q are reported as uncatalogued rather than guessed. G7e: NVIDIA RTX PRO 6000 Blackwell
+# Server Edition, 96 GB, 1/1/1/2/4/8 GPUs (AWS's own SageMaker HyperPod CLI instance table,
+# aws/sagemaker-hyperpod-cli#390, as its g7e nodes report them; the same counts in dstack's
+# and the Kubernetes autoscaler's G7e tables). G7 (RTX PRO 4500 Blackwell) stays
+# uncatalogued: the public tables disagree on its GPU counts.
 ACCELERATOR_FAMILIES: dict[str, tuple[str, float | None, dict[str, float]]] = {
     "p6-b300": ("B300", None, {"48xlarge": 8}),
     "p6-b200": ("B200", 180, {"48xlarge": 8}),
@@ -123,6 +127,8 @@ ACCELERATOR_FAMILIES: dict[str, tuple[str, float | None, dict[str, float]]] = {
     "p3dn": ("V100", 32, {"24xlarge": 8}),
     "p3": ("V100", 16, {"2xlarge": 1, "8xlarge": 4, "16xlarge": 8}),
     "p2": ("K80", 12, {"xlarge": 1, "8xlarge": 8, "16xlarge": 16}),
+    "g7e": ("RTX PRO 6000", 96, {"2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "12xlarge": 2,
+                                 "24xlarge": 4, "48xlarge": 8}),
     "g6e": ("L40S", 48, _FULL),
     "g6": ("L4", 24, _FULL),
     "gr6": ("L4", 24, {"4xlarge": 1, "8xlarge": 1}),

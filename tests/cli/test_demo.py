@@ -56,9 +56,10 @@ def test_demo_shows_dated_real_offers_in_80_columns_without_warnings():
     assert "79.6 GB" in h100  # GPU memory; availability is left out at 80 columns, and said
     assert "+1 column hidden (avail): --wide" in out
     assert "$0.4001" in next(line for line in spot.splitlines() if "H100-SXM" in line)
-    # OCI's real list price of 2026-08-14: RTX PRO 6000 at $4.50 per GPU-hour
+    # AWS's real us-east-1 file: a g7e.2xlarge (one RTX PRO 6000) at $3.3631, below OCI's
+    # list price of $4.50 per GPU-hour (2026-08-14)
     rtx = next(line for line in on_demand.splitlines() if "RTX-PRO-6000" in line)
-    assert "$4.50" in rtx and "oci" in rtx and "2026-08-14" in rtx
+    assert "$3.3631" in rtx and "g7e.2xlarge" in rtx and "2026-08-09" in rtx
     # RunPod's real community price of the MI300X (gpuTypes capture, 2026-08): $0.50
     mi300x = next(line for line in on_demand.splitlines() if "MI300X" in line)
     # as many decimals as $1.3867 in the same column
