@@ -108,13 +108,19 @@ _FULL = {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1,
 # 1/8, 1/4, 1/2 of an L4); their memory is the whole GPU's, which is what identifies the
 # model. The ML ASIC families count chips (AWS Neuron architecture guides: trn1.2xlarge 1 and
 # trn1/trn1n.32xlarge 16 Trainium, trn2.48xlarge 16 Trainium2, inf1 1/1/4/16 Inferentia,
-# inf2 1/1/6/12 Inferentia2; the DL1 page: dl1.24xlarge 8 Gaudi HL-205). Sizes AWS documents
-# elsewhere but that were not confirmed here (trn2.3xlarge, trn2u.48xlarge) and Qualcomm's
-# dl2q are reported as uncatalogued rather than guessed. G7e: NVIDIA RTX PRO 6000 Blackwell
+# inf2 1/1/6/12 Inferentia2; the DL1 page: dl1.24xlarge 8 Gaudi HL-205). trn2.3xlarge: one
+# Trainium2 chip, 96 GB (one device of 4 logical NeuronCores in the Neuron benchmarks of
+# three independent public repositories).
+# Sizes not confirmed here (trn2u.48xlarge) and Qualcomm's dl2q are reported as uncatalogued
+# rather than guessed. G7e: NVIDIA RTX PRO 6000 Blackwell
 # Server Edition, 96 GB, 1/1/1/2/4/8 GPUs (AWS's own SageMaker HyperPod CLI instance table,
 # aws/sagemaker-hyperpod-cli#390, as its g7e nodes report them; the same counts in dstack's
-# and the Kubernetes autoscaler's G7e tables). G7 (RTX PRO 4500 Blackwell) stays
-# uncatalogued: the public tables disagree on its GPU counts.
+# and the Kubernetes autoscaler's G7e tables). G7: NVIDIA RTX PRO 4500 Blackwell Server
+# Edition, 32 GB, 1/1/1/2/4/8 GPUs (AWS's G7 page as takech9203/aws-news-summary reproduces
+# it twice, for the EC2 and the WorkSpaces Applications launches, with the storage and
+# network of AWS's price file; g7.12xlarge with 2 and g7.48xlarge with 8 RTX PRO 4500 in
+# users' nvidia-smi reports; the price file's 12/24/48xlarge prices are exactly 2:4:8).
+# kubernetes/autoscaler#9854 lists 1/1/2/4/4/8: it is a feature request, against all these.
 ACCELERATOR_FAMILIES: dict[str, tuple[str, float | None, dict[str, float]]] = {
     "p6-b300": ("B300", None, {"48xlarge": 8}),
     "p6-b200": ("B200", 180, {"48xlarge": 8}),
@@ -127,6 +133,8 @@ ACCELERATOR_FAMILIES: dict[str, tuple[str, float | None, dict[str, float]]] = {
     "p3dn": ("V100", 32, {"24xlarge": 8}),
     "p3": ("V100", 16, {"2xlarge": 1, "8xlarge": 4, "16xlarge": 8}),
     "p2": ("K80", 12, {"xlarge": 1, "8xlarge": 8, "16xlarge": 16}),
+    "g7": ("RTX PRO 4500", 32, {"2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "12xlarge": 2,
+                                "24xlarge": 4, "48xlarge": 8}),
     "g7e": ("RTX PRO 6000", 96, {"2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "12xlarge": 2,
                                  "24xlarge": 4, "48xlarge": 8}),
     "g6e": ("L40S", 48, _FULL),
@@ -143,7 +151,7 @@ ACCELERATOR_FAMILIES: dict[str, tuple[str, float | None, dict[str, float]]] = {
                                     "16xlarge": 4}),
     "g3": ("M60", 8, {"4xlarge": 1, "8xlarge": 2, "16xlarge": 4}),
     "g3s": ("M60", 8, {"xlarge": 1}),
-    "trn2": ("Trainium2", 96, {"48xlarge": 16}),
+    "trn2": ("Trainium2", 96, {"3xlarge": 1, "48xlarge": 16}),
     "trn1n": ("Trainium", 32, {"32xlarge": 16}),
     "trn1": ("Trainium", 32, {"2xlarge": 1, "32xlarge": 16}),
     "inf2": ("Inferentia2", 32, {"xlarge": 1, "8xlarge": 1, "24xlarge": 6, "48xlarge": 12}),

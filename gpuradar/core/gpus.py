@@ -139,6 +139,11 @@ _GPUS: tuple[Gpu, ...] = (
          "RTX 6000 96GB",  # GCP SKU description
          "RTXPRO",  # OCI shape GPU name; OCI sells only the RTX PRO 6000 under it
          "RTX 6000")),  # ambiguous: memory picks among the three "RTX 6000" cards
+    # NVIDIA's MIG user guide ("Supported GPUs": RTX PRO 4500 Blackwell, GB203, 32GB) and
+    # AWS's G7 page (32 GB per GPU). No dense BF16/FP8 figure was confirmed: None.
+    Gpu("RTX-PRO-4500", "RTX-PRO-4500", _NV, 32, "Blackwell", "PCIe", None, None,
+        ("RTX PRO 4500", "RTX PRO 4500 Blackwell",
+         "NVIDIA RTX PRO 4500 Blackwell Server Edition", "NVIDIA RTX PRO 4500 Blackwell")),
     Gpu("RTX-5090", "RTX-5090", _NV, 32, "Blackwell", "PCIe", 209.5, None,
         ("RTX 5090", "NVIDIA GeForce RTX 5090")),
     # -- NVIDIA Hopper ------------------------------------------------------------------------

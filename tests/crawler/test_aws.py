@@ -88,6 +88,7 @@ def test_instance_types_map_to_gpu_model_count_and_memory():
     ("trn1.2xlarge", ("Trainium", 32, 1), "TRAINIUM"),
     ("trn1.32xlarge", ("Trainium", 32, 16), "TRAINIUM"),
     ("trn1n.32xlarge", ("Trainium", 32, 16), "TRAINIUM"),
+    ("trn2.3xlarge", ("Trainium2", 96, 1), "TRAINIUM2"),
     ("trn2.48xlarge", ("Trainium2", 96, 16), "TRAINIUM2"),
     ("inf1.xlarge", ("Inferentia", 8, 1), "INFERENTIA"),
     ("inf1.6xlarge", ("Inferentia", 8, 4), "INFERENTIA"),
@@ -101,8 +102,8 @@ def test_ml_accelerator_types_map_to_accelerator_chip_count_and_memory(
         instance_type, expected, catalog):
     assert gpu_of(instance_type) == expected
     assert gpus.lookup(*expected[:2]).name == catalog
-    # Sizes not confirmed in AWS's docs here are left to the uncatalogued report.
-    assert gpu_of("trn2.3xlarge") is None and gpu_of("dl2q.24xlarge") is None
+    # Qualcomm's dl2q (no accelerator of its kind in the catalog) is left to the report.
+    assert gpu_of("dl2q.24xlarge") is None
 
 
 def test_every_family_of_the_table_maps_to_one_catalog_gpu():
@@ -217,7 +218,6 @@ ASIC_TYPES = {"dl1.24xlarge", "inf1.24xlarge", "inf1.2xlarge", "inf1.6xlarge", "
               "inf2.24xlarge", "inf2.48xlarge", "inf2.8xlarge", "inf2.xlarge", "trn1.2xlarge",
               "trn1.32xlarge", "trn1n.32xlarge"}
 SIZES = ("2xlarge", "4xlarge", "8xlarge", "12xlarge", "24xlarge", "48xlarge")
-NEW_GPU_TYPES = {f"g7.{size}" for size in SIZES}  # G7: GPU counts not confirmed
 
 
 def reported(caplog) -> set[str]:
@@ -253,15 +253,20 @@ def test_real_price_file_rows_of_the_ml_asic_families_are_offers(caplog):
         for size, count in zip(SIZES, (1, 1, 1, 2, 4, 8), strict=True)}
     assert (found["g7e.48xlarge"].price, found["g7e.2xlarge"].price) == (
         "33.1443200000", "3.3631200000")
-    # The new family g7 (GPU counts not confirmed) is reported, not priced; FPGA (f1, f2)
-    # and video transcoding (vt1) instances are neither offers nor reported.
-    assert not NEW_GPU_TYPES & set(found)
+    # G7: RTX PRO 4500 Blackwell (32 GB), 1/1/1/2/4/8 GPUs, at the file's prices; AWS
+    # prices the 12/24/48xlarge sizes at exactly 2:4:8, as their GPU counts are.
+    g7 = {t: o for t, o in found.items() if t.startswith("g7.")}
+    assert {t: (o.gpu, o.gpu_count, o.gpu_memory_gb) for t, o in g7.items()} == {
+        f"g7.{size}": ("RTX PRO 4500", count, 32)
+        for size, count in zip(SIZES, (1, 1, 1, 2, 4, 8), strict=True)}
+    assert (g7["g7.2xlarge"].price, g7["g7.12xlarge"].price, g7["g7.48xlarge"].price) == (
+        "2.5200000000", "7.1283200000", "28.5132800000")
+    assert gpus.lookup("RTX PRO 4500", 32).name == "RTX-PRO-4500"
+    # Every accelerated row of the file is now priced: FPGA (f1, f2) and video transcoding
+    # (vt1) instances are neither offers nor reported.
     assert not any(t.startswith(("f1.", "f2.", "vt1.")) for t in found)
-    assert reported(caplog) == NEW_GPU_TYPES
-    assert [r.getMessage() for r in caplog.records if "g7.2xlarge" in r.getMessage()] == [
-        "aws: g7.2xlarge is not in gpuradar's catalog (listed as a GPU or ML accelerator "
-        "instance, not in the instance-type table); reported as uncatalogued, not stored"]
-    assert stats(spider)["gpuradar/uncatalogued"] == len(NEW_GPU_TYPES)
+    assert reported(caplog) == set()
+    assert stats(spider).get("gpuradar/uncatalogued", 0) == 0
 
 
 def test_pipeline_prices_ml_accelerators_per_chip_hour():
@@ -299,9 +304,16 @@ def test_real_spot_feed_prices_trainium2_and_gaudi_and_reports_the_rest(caplog):
     assert (dl1.gpu, dl1.gpu_count, dl1.price) == ("Gaudi HL-205", 8, "13.109")
     assert found[("us-west-2", "trn1n.32xlarge")].price == "3.5729"
     assert found[("us-east-2", "inf2.48xlarge")].gpu_count == 12
-    # trn2.3xlarge (chip count not confirmed) and Qualcomm's dl2q are reported; vt1 is not.
-    assert {("sa-east-1", "trn2.3xlarge"), ("us-west-2", "dl2q.24xlarge")}.isdisjoint(found)
-    assert reported(caplog) == {"trn2.3xlarge", "dl2q.24xlarge"} | NEW_GPU_TYPES
+    # trn2.3xlarge: one Trainium2 chip.
+    trn2_3 = found[("sa-east-1", "trn2.3xlarge")]
+    assert (trn2_3.gpu, trn2_3.gpu_count, trn2_3.gpu_memory_gb, trn2_3.price) == (
+        "Trainium2", 1, 96, "5.5256")
+    # Qualcomm's dl2q (no Qualcomm accelerator in the catalog) is reported; vt1 is not.
+    assert ("us-west-2", "dl2q.24xlarge") not in found
+    assert reported(caplog) == {"dl2q.24xlarge"}
+    assert [r.getMessage() for r in caplog.records if "dl2q" in r.getMessage()] == [
+        "aws: dl2q.24xlarge is not in gpuradar's catalog (listed as a GPU or ML accelerator "
+        "instance, not in the instance-type table); reported as uncatalogued, not stored"]
     assert not any("vt1." in r.getMessage() for r in caplog.records)
 
 
