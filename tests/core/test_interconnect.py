@@ -22,6 +22,12 @@ def links(source: str, instance_type: str, gpu: str, count: float) -> tuple:
     ("aws", "p3dn.24xlarge", "V100-32GB", 8, ("nvlink", "efa", "published")),
     ("aws", "p3.16xlarge", "V100-16GB", 8, ("nvlink", None, "published")),
     ("aws", "p5.4xlarge", "H100-SXM-80GB", 1, (None, None, "published")),
+    # G sizes with EFA (AWS's EFA device-plugin chart, describe-instance-types): PCIe cards
+    # inside, as the form factor says, EFA between machines.
+    ("aws", "g5.48xlarge", "A10G", 8, ("pcie", "efa", "published")),
+    ("aws", "g6e.12xlarge", "L40S", 4, ("pcie", "efa", "published")),
+    ("aws", "g6e.8xlarge", "L40S", 1, (None, "efa", "published")),
+    ("aws", "dl1.24xlarge", "GAUDI-HL205", 8, (None, "efa", "published")),
     # Azure ND pages (ndh100v5-series, ndma100v4-series, ndmi300xv5-series): NVSwitch +
     # InfiniBand per GPU; MI300X Infinity Fabric; nca100v4-series: A100 PCIe cards.
     ("azure", "Standard_ND96isr_H100_v5", "H100-SXM-80GB", 8,
@@ -98,8 +104,7 @@ def test_azure_sizes_without_the_r_have_nvswitch_and_no_infiniband(source, insta
     # A family no table row describes: the catalog's form factor decides, and says so...
     ("azure", "Standard_NC80adis_H100_v5", "H100-NVL-94GB", 2, ("nvlink", None, "form factor")),
     ("azure", "Standard_NC64as_T4_v3", "T4", 4, ("pcie", None, "form factor")),
-    ("aws", "g5.48xlarge", "A10G", 8, ("pcie", None, "form factor")),
-    ("aws", "g6e.12xlarge", "L40S", 4, ("pcie", None, "form factor")),
+    ("aws", "g7.24xlarge", "RTX-PRO-4500", 4, ("pcie", None, "form factor")),
     ("gcp", "g2-standard-96", "L4", 8, ("pcie", None, "form factor")),
     ("oci", "BM.GPU.L40S.4", "L40S", 4, ("pcie", None, "form factor")),
     ("alibaba", "ecs.gn7i-c32g1.32xlarge", "A10", 4, ("pcie", None, "form factor")),

@@ -19,6 +19,7 @@ from scrapy.settings import Settings
 
 from gpuradar.core import gpus
 from gpuradar.core.currency import FxTable
+from gpuradar.core.interconnect import interconnect_for
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.parsing import ParseFailed, parse_files
 from gpuradar.crawler.pipelines import normalize, validate
@@ -267,6 +268,31 @@ def test_real_price_file_rows_of_the_ml_asic_families_are_offers(caplog):
     assert not any(t.startswith(("f1.", "f2.", "vt1.")) for t in found)
     assert reported(caplog) == set()
     assert stats(spider).get("gpuradar/uncatalogued", 0) == 0
+
+
+def test_real_g_offers_with_efa_say_so_and_the_others_do_not():
+    # The real us-east-1 file's G offers: the sizes AWS lists as EFA-capable (its EFA
+    # device-plugin chart; G7e in aws/sagemaker-hyperpod-cli#380) have EFA between machines,
+    # PCIe cards inside; the small sizes have neither.
+    spider = make_spider()
+    found = by_type(items(spider.parse_ondemand(response(FIX / "ondemand_real_us-east-1.json"),
+                                                region="us-east-1")))
+
+    def links(instance_type: str) -> tuple:
+        offer = found[instance_type]
+        gpu = gpus.lookup(offer.gpu, offer.gpu_memory_gb).name
+        info = interconnect_for("aws", instance_type, gpu, offer.gpu_count)
+        return info["intra_node"], info["inter_node"]
+
+    assert {t: links(t) for t in ("g6e.48xlarge", "g6e.12xlarge", "g7e.48xlarge",
+                                  "g7e.12xlarge", "g7.48xlarge", "g5.48xlarge",
+                                  "g4dn.12xlarge")} == dict.fromkeys(
+        ("g6e.48xlarge", "g6e.12xlarge", "g7e.48xlarge", "g7e.12xlarge", "g7.48xlarge",
+         "g5.48xlarge", "g4dn.12xlarge"), ("pcie", "efa"))
+    assert links("g7e.8xlarge") == (None, "efa")  # one GPU, EFA-capable
+    assert links("g7e.4xlarge") == links("g6e.xlarge") == (None, None)
+    assert links("g7.24xlarge") == ("pcie", None)  # EFA not confirmed below 48xlarge
+    assert links("dl1.24xlarge") == (None, "efa")
 
 
 def test_pipeline_prices_ml_accelerators_per_chip_hour():

@@ -72,8 +72,9 @@ AWS = Provider(
     # Every row: Amazon EC2 instance types, "Accelerated computing" specifications
     # (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html, its "Networking specifications"
     # and accelerator tables) and the product page of the family named in the note
-    # (aws.amazon.com/ec2/instance-types/<family>/). G families (PCIe cards) have no row:
-    # the catalog's form factor answers for them, marked as inferred.
+    # (aws.amazon.com/ec2/instance-types/<family>/). G families are PCIe cards: their rows
+    # say only which sizes have EFA, and the catalog's form factor answers inside the machine
+    # (intra ""); a G size without EFA has no row (form factor, no fabric).
     # fmt: off
     interconnect=(
         # Trn1/Trn1n/Trn2: chips joined by NeuronLink, EFA networking (ec2/instance-types/trn1,
@@ -93,6 +94,24 @@ AWS = Provider(
         # P3dn: NVLink, 100 Gbps EFA; P3: NVLink, no EFA (ec2/instance-types/p3).
         family(r"^p3dn\.24xlarge$", "nvlink", "efa", "V100 NVLink, 100 Gbps EFA"),
         family(r"^p3\.", "nvlink", None, "V100 NVLink, no EFA"),
+        # G sizes with EFA. G4dn/G5/G6/G6e/Gr6: AWS's EFA device-plugin chart, whose list is
+        # `describe-instance-types --filters network-info.efa-supported=true` (aws/eks-charts
+        # stable/aws-efa-k8s-device-plugin/values.yaml, citing the EC2 guide's "Supported
+        # instance types" for EFA). G7e 8xlarge and up: the same describe-instance-types
+        # answer in aws/sagemaker-hyperpod-cli#380, and NCCL over EFA on them in
+        # dstackai/dstack#3752. G7: AWS's G7 launch gives up to 700 Gbps of EFA, the
+        # 48xlarge's network; which smaller sizes have EFA was not confirmed.
+        family(r"^g4dn\.(8|12|16)xlarge$|^g4dn\.metal$", "", "efa", "T4 PCIe cards, EFA"),
+        family(r"^g5\.(8|12|16|24|48)xlarge$", "", "efa", "A10G PCIe cards, EFA"),
+        family(r"^g6\.(8|12|16|24|48)xlarge$", "", "efa", "L4 PCIe cards, EFA"),
+        family(r"^gr6\.8xlarge$", "", "efa", "L4 PCIe card, EFA"),
+        family(r"^g6e\.(8|12|16|24|48)xlarge$", "", "efa", "L40S PCIe cards, EFA"),
+        family(r"^g7e\.(8|12|24|48)xlarge$", "", "efa", "RTX PRO 6000 PCIe cards, EFA"),
+        family(r"^g7\.48xlarge$", "", "efa", "RTX PRO 4500 PCIe cards, 700 Gbps EFA"),
+        # DL1 and Inf1.24xlarge: EFA in the same chart; how their chips are linked inside
+        # the machine is not stated here (None).
+        family(r"^dl1\.24xlarge$", None, "efa", "Gaudi HL-205, EFA"),
+        family(r"^inf1\.24xlarge$", None, "efa", "Inferentia, EFA"),
     ),
     # fmt: on
 )
