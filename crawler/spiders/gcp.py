@@ -19,7 +19,7 @@ SKUs price an 8-TensorCore device of 4 chips ("Tpu-v4 Pod Accelerator USA"; "Pod
 price the slices of a pod). Both services are read with the same key. Each generation is
 offered in the slice sizes users rent (v5litepod-1/4/8/..., v5p-8/..., v6e-1/...): slice
 price = chips x price per chip, the accelerator count = chips. A TPU SKU of a generation not
-in `TPU_GENERATIONS` (TPU7x, say) is reported as uncatalogued, never dropped silently.
+in `TPU_GENERATIONS` is reported as uncatalogued, never dropped silently.
 
 Skipped: commitments, reservations, sole tenancy, premium/custom, DWS/calendar-mode and
 capacity-optimised SKUs. A GPU SKU whose description matches no known GPU (a renamed or new
@@ -135,6 +135,15 @@ TPU_GENERATIONS: dict[str, TpuGeneration] = {
                          _slices("v5p", (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
                                          8192, 12288), 2)),
     "v6e": TpuGeneration("TPU v6e", 32, 1, _slices("v6e", (1, 4, 8, 16, 32, 64, 128, 256), 1)),
+    # TPU7x (Ironwood): named by TensorCores, two per chip, like v5p: tpu7x-8 is the 4-chip
+    # VM of Google's TPU7x page (the accelerator type of Google's own TPU microbenchmarks,
+    # AI-Hypercomputer/accelerator-microbenchmarks); the slice sizes and their chips
+    # (7x-8: 2x2x1, 4 chips ... 7x-8192: 16x16x16, 4096) as Google's Pathways tooling tables
+    # them. Its SKU ("TPU7x running in Americas") is read per chip-hour like every TPU SKU of
+    # this service; no TPU7x list price was found to check that against.
+    "7x": TpuGeneration("TPU7x", 192, 1,
+                        _slices("tpu7x", (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
+                                          8192), 2)),
 }
 # "TpuV5e", "TpuV6e", "Tpu-v4", "TPU-v2", "TPU7x": the generation in a TPU SKU description.
 _TPU = re.compile(r"\btpu[-\s]?(v?)(\d+[a-z]*)\b", re.IGNORECASE)

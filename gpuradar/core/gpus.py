@@ -301,6 +301,11 @@ _GPUS: tuple[Gpu, ...] = (
         ("TPU v5p", "Cloud TPU v5p", "TpuV5p", "tpu-v5p-slice")),
     Gpu("TPU-V6E", "TPU-v6e", _GOOGLE, 32, "TPU v6e (Trillium)", "", 918, None,
         ("TPU v6e", "Cloud TPU v6e", "TpuV6e", "Trillium", "tpu-v6e-slice")),
+    # Google's TPU7x page (cloud.google.com/tpu/docs/tpu7x): 192 GiB HBM, 2307 BF16 and
+    # 4614 FP8 TFLOPS per chip. "TPU7x" is the SKU's and JAX's device_kind spelling, "tpu7x"
+    # GKE's accelerator name.
+    Gpu("TPU-7X", "TPU7x", _GOOGLE, 192, "TPU7x (Ironwood)", "", 2307, 4614,
+        ("TPU7x", "Cloud TPU7x", "TPU v7", "Ironwood", "TPU7x Ironwood")),
     # -- AWS Trainium / Inferentia (per chip) ---------------------------------------------------
     # AWS Neuron architecture guides (awsdocs-neuron.readthedocs-hosted.com, "Trainium",
     # "Trainium2", "Inferentia", "Inferentia2" architecture pages): device memory and dense
@@ -387,6 +392,9 @@ _ARCH_PRECISIONS: dict[str, tuple[bool | None, ...]] = {
     "TPU v5e":         (_Y, _U, _U, _Y, _U, _U),
     "TPU v5p":         (_Y, _U, _U, _Y, _U, _U),
     "TPU v6e (Trillium)": (_Y, _U, _U, _Y, _U, _U),
+    # Google's TPU7x page and "TPU7x (Ironwood) performance optimizations": BF16, and FP8 in
+    # hardware (4614 TFLOPS per chip); nothing there on FP32, FP16, TF32 or FP4.
+    "TPU7x (Ironwood)": (_U, _U, _U, _Y, _Y, _U),
     # AWS Neuron docs, "Data Types" and "NeuronCore-v2/v3 Architecture": NeuronCore-v1
     # (Inferentia) FP32, FP16, BF16; v2 (Trainium, Inferentia2) and v3 (Trainium2) Tensor
     # Engines cFP8, FP16, BF16, TF32, FP32; MXFP4 only from NeuronCore-v4 (Trainium3).

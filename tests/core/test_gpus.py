@@ -238,6 +238,8 @@ REAL_STRINGS: list[tuple[str, float | None, str]] = [
     ("tpu-v6e-slice", None, "TPU-V6E"),
     ("TPU v5e", 16, "TPU-V5E"),
     ("Trillium", None, "TPU-V6E"),
+    ("TPU7x", None, "TPU-7X"),  # the SKU's "TPU7x running in Americas"
+    ("TPU7x", 192, "TPU-7X"),
     # -- AWS accelerator names (DescribeInstanceTypes NeuronInfo / InferenceAcceleratorInfo) ---
     ("Trainium", 32, "TRAINIUM"),
     ("Trainium2", 96, "TRAINIUM2"),
@@ -394,8 +396,8 @@ REQUIRED = [
     "RTX-5090", "RTX-4090", "RTX-4080", "RTX-3090", "RTX-3080", "RTX-3070", "V100-16GB",
     "V100-32GB", "T4", "T4G", "P100", "P4", "K80", "M60", "A2", "MI300X", "MI325X", "MI355X",
     "MI250X", "MI250", "V520", "V710", "ASCEND-910B",
-    "TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P", "TPU-V6E", "TRAINIUM", "TRAINIUM2",
-    "INFERENTIA", "INFERENTIA2", "GAUDI-HL205",
+    "TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P", "TPU-V6E", "TPU-7X", "TRAINIUM",
+    "TRAINIUM2", "INFERENTIA", "INFERENTIA2", "GAUDI-HL205",
 ]  # fmt: skip
 
 
@@ -448,6 +450,7 @@ def test_every_accelerator_knows_vendor_kind_memory_and_frameworks(
 @pytest.mark.parametrize(
     ("name", "bf16", "fp8"),
     [("TPU-V5E", 197, None), ("TPU-V5P", 459, None), ("TPU-V6E", 918, None),
+     ("TPU-7X", 2307, 4614),
      ("TRAINIUM", 190, 190), ("TRAINIUM2", 667, 1299), ("INFERENTIA2", 190, 190),
      ("GAUDI-HL205", None, None)],
 )
@@ -457,7 +460,7 @@ def test_accelerator_figures_from_the_vendors_docs(name: str, bf16, fp8) -> None
 
 def test_select_by_vendor_kind_and_framework() -> None:
     google = {g.name for g in select(vendor="google")}
-    assert google == {"TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P", "TPU-V6E"}
+    assert google == {"TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P", "TPU-V6E", "TPU-7X"}
     assert {g.name for g in select(kind="tpu")} == google
     assert {g.name for g in select(vendor="AWS")} == {
         "TRAINIUM", "TRAINIUM2", "INFERENTIA", "INFERENTIA2"}
@@ -553,7 +556,7 @@ def test_match_family_h100_is_every_h100_and_nothing_else() -> None:
         ("Trainium", {"TRAINIUM"}),
         ("trainium2", {"TRAINIUM2"}),
         ("Gaudi", {"GAUDI-HL205"}),
-        ("TPU", {"TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P", "TPU-V6E"}),
+        ("TPU", {"TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P", "TPU-V6E", "TPU-7X"}),
         ("Some Future GPU X9", set()),
         ("", set()),
         ("   ", set()),
@@ -726,6 +729,7 @@ def test_volta_and_turing_compute_in_fp16_but_have_no_bf16(name: str) -> None:
     ("MI355X", True, True, True),            # CDNA 4: FP4
     ("TRAINIUM", True, True, False),         # NeuronCore-v2: cFP8, BF16
     ("TPU-V5E", True, None, None),           # TPUs: bf16; nothing confirms fp8
+    ("TPU-7X", True, True, None),            # Ironwood: FP8 in hardware (Google's TPU7x page)
 ])
 def test_newer_formats_come_with_their_architecture(name, bf16, fp8, fp4) -> None:
     assert (gpus.precision_support(name, "bf16"), gpus.precision_support(name, "fp8"),

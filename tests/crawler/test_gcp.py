@@ -210,18 +210,16 @@ def test_commitments_reservations_dws_and_sole_tenancy_are_skipped(full):
 
 def test_unmatched_gpu_and_tpu_skus_are_reported_as_uncatalogued_once(full, caplog):
     spider, _ = full
-    # The GB200 GPU SKU and the real TPU7x SKU (a TPU generation not in the table).
-    assert stats(spider)["gpuradar/uncatalogued"] == 2
+    # The GB200 GPU SKU (a description no GPU_SKUS row knows).
+    assert stats(spider)["gpuradar/uncatalogued"] == 1
     # Seen again on a later crawl page: counted again, logged once.
     spider.read_page(page("skus_page2.json"), "again")
-    assert stats(spider)["gpuradar/uncatalogued"] == 4
+    assert stats(spider)["gpuradar/uncatalogued"] == 2
     logged = caplog.get_records("setup") + caplog.records  # the fixture crawled the pages
     lines = [r.getMessage() for r in logged if "uncatalogued" in r.getMessage()]
     assert lines == [
         "gcp: Nvidia GB200 GPU is not in gpuradar's catalog (a GPU SKU matching no known GPU: "
-        "renamed or new?); reported as uncatalogued, not stored",
-        "gcp: TPU7x is not in gpuradar's catalog (a TPU SKU of a generation gpuradar does not "
-        "know); reported as uncatalogued, not stored"]
+        "renamed or new?); reported as uncatalogued, not stored"]
 
 
 def test_machines_without_core_or_ram_skus_are_not_priced(full, caplog):
@@ -323,14 +321,23 @@ def test_real_tpu_skus_become_the_slices_users_rent_priced_per_chip(caplog):
     # Spot: usage type "Preemptible", "attached to Spot Preemptible VMs".
     spot = found[("asia-southeast1", "v5litepod-1", "spot")]
     assert spot.price == pytest.approx(0.78)
-    # The reservation (calendar mode) and the commitment are not offers; TPU7x is reported.
+    # The reservation (calendar mode) and the commitment are not offers.
     assert not any(r == "europe-west4" for r, _, _ in found)
     assert ("asia-south2", "v5p-8", "on_demand") not in found
-    assert not any(r in ("us-west1", "us-central1", "us-east1") for r, _, _ in found)
-    assert stats(spider)["gpuradar/uncatalogued"] == 1
+    # TPU7x (Ironwood), $12 per chip-hour in its three regions: tpu7x-8 is the 4-chip VM,
+    # named by TensorCores (two per chip) like v5p.
+    ironwood = found[("us-central1", "tpu7x-8", "on_demand")]
+    assert (ironwood.gpu, ironwood.gpu_count, ironwood.gpu_memory_gb, ironwood.price) == (
+        "TPU7x", 4, 192, pytest.approx(48.0))
+    assert gpus.lookup(ironwood.gpu, ironwood.gpu_memory_gb).name == "TPU-7X"
+    assert found[("us-east1", "tpu7x-8192", "on_demand")].gpu_count == 4096
+    assert {t for r, t, _ in found if r == "us-west1"} == {
+        f"tpu7x-{n}" for n in (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)}
+    assert stats(spider).get("gpuradar/uncatalogued", 0) == 0
     assert {(r, p) for r, _, p in found} == {
         ("asia-south2", "on_demand"), ("southamerica-east1", "on_demand"),
-        ("us-south1", "on_demand"), ("asia-southeast1", "spot")}
+        ("us-south1", "on_demand"), ("asia-southeast1", "spot"), ("us-west1", "on_demand"),
+        ("us-central1", "on_demand"), ("us-east1", "on_demand")}
 
 
 def test_the_pipeline_prices_tpus_per_chip_hour_under_the_catalog_names():
@@ -343,7 +350,9 @@ def test_the_pipeline_prices_tpus_per_chip_hour_under_the_catalog_names():
     v6e = records[("us-south1", "v6e-8", "on_demand")]
     assert (v6e["gpu"], v6e["gpu_count"], v6e["price_per_gpu_usd"]) == ("TPU-V6E", 8, 2.7)
     assert not v6e["gpu_raw"]
-    assert {r["gpu"] for r in records.values()} == {"TPU-V5E", "TPU-V5P", "TPU-V6E"}
+    assert {r["gpu"] for r in records.values()} == {"TPU-V5E", "TPU-V5P", "TPU-V6E", "TPU-7X"}
+    ironwood = records[("us-east1", "tpu7x-16", "on_demand")]
+    assert (ironwood["gpu_count"], ironwood["price_per_gpu_usd"]) == (8, 12.0)
     assert all(gpus.CATALOG[r["gpu"]].kind == "TPU" for r in records.values())
 
 
@@ -491,12 +500,14 @@ def test_parse_command_reads_a_saved_page():
     settings = Settings()
     settings.setmodule(project)
     records = list(parse_files("gcp", [FIX / "skus_page2.json"], settings))
-    gpu_records = [r for r in records if not r["instance_type"].startswith(("v5", "v6"))]
+    gpu_records = [r for r in records
+                   if not r["instance_type"].startswith(("v5", "v6", "tpu7x"))]
     assert {r["instance_type"] for r in gpu_records} == {
         "a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g", "a3-highgpu-8g", "a3-edgegpu-8g",
         "a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g", "nvidia-rtx-pro-6000"}
     assert {r["gpu"] for r in records} == {"H100-SXM-80GB", "H200-SXM-141GB", "B200",
-                                           "RTX-PRO-6000", "TPU-V5E", "TPU-V5P", "TPU-V6E"}
+                                           "RTX-PRO-6000", "TPU-V5E", "TPU-V5P", "TPU-V6E",
+                                           "TPU-7X"}
     proc = gpuradar("parse", "gcp", str(FIX / "skus_real_opencost.json"))
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
@@ -563,7 +574,8 @@ def test_crawl_pages_through_the_catalog_with_a_key(tmp_path, provider_server, s
                     env={"GCP_API_KEY": "AIzaFAKEKEY123"})
     assert proc.returncode == 0, proc.stderr
     [result] = json.loads(proc.stdout)
-    assert result["status"] == "ok" and result["items"] == 121 + 72, result
+    # 121 machine and GPU offers, 72 TPU slices of v2-v6e, 33 of TPU7x (11 sizes x 3 regions)
+    assert result["status"] == "ok" and result["items"] == 121 + 72 + 33, result
     pages = [r for r in provider_server.requests if r.path.endswith("/skus")]
     assert [(r.path.split("/")[3], r.query.get("pageToken") is not None) for r in pages] == [
         ("6F81-5844-456A", False), ("6F81-5844-456A", True), ("E000-3F24-B8AA", False)]
@@ -578,7 +590,7 @@ def test_crawl_pages_through_the_catalog_with_a_key(tmp_path, provider_server, s
     tpus = gpuradar_json("prices", "--gpu", "TPU", "--limit", "0", config=cfg,
                          db_url=sqlite_url)
     assert {o["gpu"] for o in tpus} == {"TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P",
-                                        "TPU-V6E"}
+                                        "TPU-V6E", "TPU-7X"}
     v5e = {(o["region"], o["instance_type"], o["pricing"]): o for o in tpus
            if o["gpu"] == "TPU-V5E"}
     delhi = v5e[("asia-south2", "v5litepod-8", "on_demand")]

@@ -39,7 +39,8 @@ GCP = Provider(
     interconnect=(
         # A TPU slice's chips (and the hosts of a multi-host slice) are wired by ICI, the
         # inter-chip interconnect (cloud.google.com/tpu/docs/system-architecture-tpu-vm).
-        family(r"^v\d+[a-z]*(pod)?-\d+$", "ici", "ici", "TPU slice, inter-chip interconnect"),
+        family(r"^(v\d+[a-z]*(pod)?|tpu\d+[a-z]*)-\d+$", "ici", "ici",
+               "TPU slice, inter-chip interconnect"),
         family(r"^a4x-", "nvswitch", "rdma", "GB200 NVL72, GPUDirect-RDMA (RoCE)"),
         family(r"^a4-highgpu-8g$", "nvswitch", "rdma", "B200 NVSwitch, GPUDirect-RDMA (RoCE)"),
         family(r"^a3-ultragpu-8g$", "nvswitch", "rdma", "H200 NVSwitch, GPUDirect-RDMA (RoCE)"),
