@@ -255,6 +255,10 @@ _GPUS: tuple[Gpu, ...] = (
     Gpu("P100", "P100", _NV, 16, "Pascal", "", None, None,
         ("P100", "Tesla P100", "NVIDIA P100", "nvidia-p100", "nvidia-tesla-p100",
          "Nvidia Tesla P100")),
+    # Tesla P40 product brief (PB-08338-001): GP102, 24 GB GDDR5, PCIe, FP32 and INT8 rates.
+    # Azure ND (v1) and Tencent GN8 sell it.
+    Gpu("P40", "P40", _NV, 24, "Pascal", "PCIe", None, None,
+        ("P40", "Tesla P40", "NVIDIA P40", "NVIDIA Tesla P40")),
     Gpu("P4", "P4", _NV, 8, "Pascal", "PCIe", None, None,
         ("P4", "Tesla P4", "NVIDIA P4", "nvidia-p4", "nvidia-tesla-p4", "Nvidia Tesla P4")),
     Gpu("K80", "K80", _NV, 12, "Kepler", "PCIe", None, None,  # one of the board's two GPUs
@@ -272,6 +276,14 @@ _GPUS: tuple[Gpu, ...] = (
         ("MI250X", "AMD Instinct MI250X")),
     Gpu("MI250", "MI250", _AMD, 128, "CDNA2", "OAM", 362.1, None,
         ("MI250", "AMD Instinct MI250")),
+    # AMD's ROCm GPU specifications (rocm.docs.amd.com, reference/gpu-specs): MI25 GCN5.0
+    # (gfx900) 16 GiB, Radeon PRO V620 RDNA2 (gfx1030) 32 GiB. Azure NVv4 sells MI25 shares
+    # and NGads V620 the V620. Which ROCm releases still run gfx900 was not checked: none
+    # known.
+    Gpu("MI25", "MI25", _AMD, 16, "GCN5", "PCIe", None, None,
+        ("MI25", "Radeon Instinct MI25", "AMD Radeon Instinct MI25"), frameworks=()),
+    Gpu("V620", "V620", _AMD, 32, "RDNA2", "PCIe", None, None,
+        ("V620", "Radeon Pro V620", "AMD Radeon Pro V620", "Radeon PRO V620")),
     # A graphics (VDI) card: not on ROCm's list of supported GPUs.
     Gpu("V520", "V520", _AMD, 8, "RDNA", "PCIe", None, None,  # AWS g4ad
         ("Radeon Pro V520", "AMD Radeon Pro V520"), frameworks=()),
@@ -379,6 +391,10 @@ _ARCH_PRECISIONS: dict[str, tuple[bool | None, ...]] = {
     "CDNA2":           (_Y, _N, _Y, _Y, _N, _N),
     # AMD "RDNA" whitepaper (2019): packed FP16 math; nothing published on BF16 (V520).
     "RDNA":            (_Y, _U, _Y, _U, _U, _U),
+    # AMD "Vega" (GCN5) and "RDNA 2" architecture whitepapers: packed FP16 math; nothing
+    # found on BF16 (MI25, V620).
+    "GCN5":            (_Y, _U, _Y, _U, _U, _U),
+    "RDNA2":           (_Y, _U, _Y, _U, _U, _U),
     # AMD "RDNA3" instruction set reference (2023): WMMA instructions in FP16 and BF16 (V710).
     "RDNA3":           (_Y, _U, _Y, _Y, _U, _U),
     # Huawei Ascend 910 (first generation): Huawei publishes FP16 and INT8 rates only.
@@ -409,6 +425,8 @@ _ARCH_PRECISIONS: dict[str, tuple[bool | None, ...]] = {
 _CHIP_PRECISIONS: dict[str, tuple[bool | None, ...]] = {
     # Tesla P4 datasheet: FP32 and INT8 rates only (GP104 has no fast FP16 path).
     "P4":          (_Y, _N, _U, _N, _N, _N),
+    # Tesla P40 product brief: FP32 and INT8 rates only (GP102, like the P4's GP104).
+    "P40":         (_Y, _N, _U, _N, _N, _N),
     # Ascend 910B: Huawei's Ascend Extension for PyTorch (torch_npu) documents bf16 training
     # on the Atlas A2 training series (910B) beside FP16 and FP32.
     "ASCEND-910B": (_Y, _U, _Y, _Y, _U, _U),

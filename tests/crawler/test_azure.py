@@ -154,6 +154,35 @@ def test_unknown_size_is_reported_not_dropped():
     assert offers[("westus", "Standard_NC8as_T4_v3", "spot")].price == 0.360172
 
 
+def test_every_series_of_the_size_table_has_its_gpu_in_the_catalog():
+    """A series whose GPU the catalog lacks would store its offers under a raw name, without
+    memory, kind or precision (the P40 of ND, the MI25 of NVv4 and the V620 of NGads were)."""
+    from gpuradar.core import gpus
+    from gpuradar.crawler.spiders.azure import SERIES
+
+    found = {key: gpus.lookup(series.gpu, series.memory_gb) for key, series in SERIES.items()}
+    assert [key for key, gpu in found.items() if gpu is None] == []
+    assert (found[("ND", None, "v1")].name, found[("NV", None, "v4")].name,
+            found[("NG", "V620", "v1")].name) == ("P40", "MI25", "V620")
+
+
+def test_a_real_row_of_an_amd_v620_size_is_stored_under_the_catalog_name():
+    """The real T4 Spot row with only the size changed to a V620 one (meter, SKU and product
+    names): the pipeline stores it as the catalog's V620, a quarter GPU."""
+    from gpuradar.core.currency import FxTable
+    from gpuradar.crawler.pipelines import normalize
+
+    page = load("westus_real_rows.json")
+    row = dict(page["Items"][0], armSkuName="Standard_NG8ads_V620_v1",
+               meterName="NG8ads V620 v1 Spot", skuName="NG8ads V620 v1 Spot",
+               productName="Virtual Machines NGadsV620 Series")
+    items, _ = chain({"Items": [row], "NextPageLink": None})
+    [offer] = items
+    assert normalize(offer, FxTable()) is None
+    assert (offer.gpu, offer.gpu_raw, offer.gpu_count, offer.gpu_memory_gb) == (
+        "V620", "", 0.25, 32)  # no raw name kept: the catalog knows the GPU
+
+
 def test_a_compact_arm_sku_name_is_an_offer_too():
     """A real RTX row whose armSkuName is in the compact form (only `armSkuName` changed, to
     its own meterName; `productName` made Linux)."""

@@ -336,3 +336,13 @@ def test_financial_regions_are_called_at_their_own_host():
         assert {r.url for r in requests} == {f"https://{host}/"}, region
         assert {r.headers["Host"].decode() for r in requests} == {host}
         assert {r.headers["X-TC-Region"].decode() for r in requests} == {region}
+
+
+def test_every_gpu_family_of_the_table_is_in_the_catalog():
+    """GN8's Tesla P40 was missing: its offers would be stored under a raw name."""
+    from gpuradar.core import gpus
+
+    named = {family: gpus.lookup(name, memory) for family, (name, memory) in FAMILIES.items()
+             if name is not None}
+    assert [family for family, gpu in named.items() if gpu is None] == []
+    assert named["GN8"].name == "P40"
