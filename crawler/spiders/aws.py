@@ -465,6 +465,11 @@ class AwsSpider(GpuRadarSpider):
 
     def spot_items(self, data: Any, where: str) -> Iterator[PriceItem]:
         config = require(data, "config", self.name, where, dict)
+        # The feed says its unit: "rate": "perhr" in every real capture. Another unit would
+        # make every spot price wrong by a constant factor: refuse it rather than store it.
+        rate = config.get("rate", "perhr")
+        if rate != "perhr":
+            raise ParseError(self.name, "config.rate", where, f"is {rate!r}, expected 'perhr'")
         wanted = self.wanted_regions()
         for i, region in enumerate(require(config, "regions", self.name, where, list)):
             at = f"{where} config.regions[{i}]"

@@ -412,6 +412,19 @@ def test_a_broken_locations_feed_falls_back_to_the_table(caplog):
 
 
 # -- spot feed and interruption bands ------------------------------------------------------
+def test_spot_feed_in_another_unit_than_per_hour_is_refused():
+    # The real feed says "rate": "perhr"; the same feed claiming another unit is one clear
+    # error naming the field, not prices off by a factor.
+    feed = json.loads((FIX / "spot_real_us-east-1.json").read_text())
+    assert feed["config"]["rate"] == "perhr"
+    assert items(make_spider().spot_items(feed, "f"))
+    feed["config"]["rate"] = "permin"
+    with pytest.raises(ParseError) as caught:
+        list(make_spider().spot_items(feed, "f"))
+    assert "config.rate" in str(caught.value) and "'permin', expected 'perhr'" in str(
+        caught.value)
+
+
 def test_spot_offers_carry_band_savings_and_shape_from_the_advisor():
     spider = make_spider()
     [locations_request] = list(spider.parse_advisor(response(FIX / "spot-advisor-data.json")))
@@ -830,7 +843,7 @@ def test_prices_filters_over_mixed_accelerators(tmp_path, provider_server, db_ur
     def gpus_of(**flt: Any) -> set[str]:
         return {o["gpu"] for o in current_offers(engine, OfferFilter(**flt))}
 
-    tpus = {"TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P", "TPU-V6E"}
+    tpus = {"TPU-V2", "TPU-V3", "TPU-V4", "TPU-V5E", "TPU-V5P", "TPU-V6E", "TPU-7X"}
     assert gpus_of(vendors=["google"]) == tpus == gpus_of(kinds=["TPU"])
     assert gpus_of(vendors=["AWS"]) == {"TRAINIUM", "INFERENTIA", "INFERENTIA2"}
     assert gpus_of(kinds=["npu"]) == gpus_of(kinds=["ASIC"]) == {
