@@ -23,6 +23,7 @@ from sqlalchemy import Engine
 
 PREFIX = "/api/v1"
 MAX_LIMIT = 10_000
+MAX_ID = 2**31 - 1  # ids are 32-bit integers in PostgreSQL: a larger one names no offer
 
 
 class BadRequest(ValueError):
@@ -44,6 +45,10 @@ class Params:
         if unknown:
             raise BadRequest(f"unknown parameter {unknown[0]!r}; this endpoint takes "
                              f"{', '.join(sorted(allowed)) or 'none'}")
+        for key, values in self.raw.items():
+            # a control character names nothing stored, and PostgreSQL refuses NUL in text
+            if any(not c.isprintable() for value in values for c in value):
+                raise BadRequest(f"{key} contains a control character")
 
     def one(self, key: str) -> str | None:
         values = self.raw.get(key)
@@ -71,12 +76,22 @@ class Params:
         return value
 
     def integer(self, key: str, default: int, maximum: int) -> int:
+        """A whole number in ASCII digits, capped at `maximum`."""
         text = self.one(key)
         if text is None:
             return default
-        if not text.isdigit():
+        if not (text.isascii() and text.isdigit()):  # '²'.isdigit(), but int('²') fails
             raise BadRequest(f"{key} must be a whole number, not {text!r}")
         return min(int(text), maximum)
+
+    def ident(self, key: str) -> int | None:
+        """An id: a whole number no stored row can exceed (MAX_ID)."""
+        text = self.one(key)
+        if text is None:
+            return None
+        if not (text.isascii() and text.isdigit()) or int(text) > MAX_ID:
+            raise BadRequest(f"{key} must be a whole number from 0 to {MAX_ID}, not {text!r}")
+        return int(text)
 
     def flag(self, key: str) -> bool:
         text = self.one(key)
@@ -116,7 +131,11 @@ class Params:
         since = self.when("since")
         if since is None:
             days = self.number("days", minimum=0)
-            since = until - timedelta(days=7 if days is None else days)
+            try:
+                since = until - timedelta(days=7 if days is None else days)
+            except (OverflowError, ValueError):  # inf, or before the year 1
+                raise BadRequest(f"days {self.one('days')!r} reaches before the year 1"
+                                 ) from None
         elif self.one("days") is not None:
             raise BadRequest("give since or days, not both")
         if since > until:
@@ -162,13 +181,11 @@ def history(engine: Engine, params: Params) -> dict[str, Any]:
     from gpuradar.storage import dataset
 
     since, until = params.window()
-    offer = params.one("offer_id")
+    offer = params.ident("offer_id")
     if offer is not None:
-        if not offer.isdigit():
-            raise BadRequest(f"offer_id must be a whole number, not {offer!r}")
         if params.one("gpu"):
             raise BadRequest("give offer_id or gpu, not both")
-        spans = dataset.history(engine, offer_id=int(offer), since=since, until=until)
+        spans = dataset.history(engine, offer_id=offer, since=since, until=until)
     elif params.one("gpu"):
         spans = dataset.history(engine, gpus=_gpus(engine, params), since=since, until=until,
                                 pricing=params.pricing(), sources=params.many("source"))
@@ -402,7 +419,8 @@ PARAMS: dict[str, dict[str, Any]] = {
     "all": _param("all", "Include offers no longer listed.", {"type": "boolean"}),
     "limit": _param("limit", "Rows to return (0: the maximum).",
                     {"type": "integer", "minimum": 0}),
-    "offer_id": _param("offer_id", "One offer's id (from /offers).", {"type": "integer"}),
+    "offer_id": _param("offer_id", "One offer's id (from /offers).",
+                       {"type": "integer", "minimum": 0, "maximum": MAX_ID}),
     "since": _param("since", "Start: ISO 8601, '2d' (ago) or 'yesterday'."),
     "until": _param("until", "End (default now)."),
     "days": _param("days", "Days before `until` (default 7) when `since` is not given.",
