@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -128,21 +129,46 @@ def sources(engine: Engine) -> list[dict[str, Any]]:
 def open_read_only(url: str) -> Engine:
     """The engine of a database already at the schema this gpuradar reads, checked without
     writing anything (no migration: a reader must not change a database, and a standby
-    replica's user may not be allowed to)."""
+    replica's user may not be allowed to). DatabaseError, one line, for anything else: a
+    SQLite file that does not exist (not created, nor its directory), a file that is not a
+    database, a schema older (upgrade the database) or newer (upgrade gpuradar)."""
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-    from gpuradar.storage.db import DatabaseError, alembic_config, check_connection, get_engine
+    from gpuradar.storage.db import (
+        DatabaseError,
+        alembic_config,
+        check_connection,
+        get_engine,
+        redact_url,
+    )
 
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        parsed = None  # get_engine says why
+    if parsed is not None and parsed.drivername.startswith("sqlite") \
+            and parsed.database not in (None, "", ":memory:") \
+            and not Path(parsed.database).expanduser().is_file():
+        raise DatabaseError(f"no database file at {parsed.database} (reading creates none: "
+                            "`gpuradar db upgrade` or a crawl makes one)")
     engine = get_engine(url)
-    check_connection(engine)
-    head = ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
-    with engine.connect() as conn:
-        current = MigrationContext.configure(conn).get_current_revision()
+    try:
+        check_connection(engine)
+        script = ScriptDirectory.from_config(alembic_config(engine))
+        head = script.get_current_head()
+        with engine.connect() as conn:
+            current = MigrationContext.configure(conn).get_current_revision()
+    except SQLAlchemyError as exc:  # e.g. a file that is not a SQLite database
+        message = str(exc).strip().splitlines()[0] if str(exc) else type(exc).__name__
+        raise DatabaseError(f"database {redact_url(url)} cannot be read: {message}") from None
     if current != head:
-        from gpuradar.storage.db import redact_url
-
+        known = current is None or any(r.revision == current for r in script.walk_revisions())
         raise DatabaseError(
             f"database {redact_url(url)} is at schema {current or 'none (empty)'}, this "
-            f"gpuradar reads {head}: run `gpuradar db upgrade --database-url ...` first")
+            f"gpuradar reads {head}: " + (
+                "run `gpuradar db upgrade --database-url ...` first" if known else
+                "a newer gpuradar wrote it; upgrade gpuradar to read it"))
     return engine
