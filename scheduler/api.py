@@ -152,6 +152,19 @@ def _gpus(engine: Engine, params: Params) -> list[str]:
         raise BadRequest(str(exc)) from None
 
 
+def _sources(engine: Engine, params: Params, crawled: bool = False) -> list[str]:
+    """`source` values, each a known or stored source (a typo is a 400, not an empty
+    answer)."""
+    from gpuradar.core.sources import providers
+    from gpuradar.storage.dataset import unknown_sources
+
+    names = params.many("source")
+    unknown = unknown_sources(engine, names, crawled)
+    if unknown:
+        raise BadRequest(f"unknown source {unknown[0]!r}; known: {', '.join(providers())}")
+    return names
+
+
 # -- endpoints ----------------------------------------------------------------------------
 def offers(engine: Engine, params: Params) -> dict[str, Any]:
     from gpuradar.core import gpus as catalog
@@ -166,7 +179,7 @@ def offers(engine: Engine, params: Params) -> dict[str, Any]:
         if not catalog.select(kind=value):
             raise BadRequest(f"unknown kind {value!r}; known: {', '.join(catalog.KINDS)}")
     flt = OfferFilter(gpus=_gpus(engine, params), vendors=vendors, kinds=kinds,
-                      pricing=params.pricing(), sources=params.many("source"),
+                      pricing=params.pricing(), sources=_sources(engine, params),
                       regions=params.many("region"), max_price=params.number("max_price", 0),
                       min_gpus=params.number("min_gpus", 0),
                       min_gpu_memory=params.number("min_gpu_memory", 0),
@@ -188,7 +201,7 @@ def history(engine: Engine, params: Params) -> dict[str, Any]:
         spans = dataset.history(engine, offer_id=offer, since=since, until=until)
     elif params.one("gpu"):
         spans = dataset.history(engine, gpus=_gpus(engine, params), since=since, until=until,
-                                pricing=params.pricing(), sources=params.many("source"))
+                                pricing=params.pricing(), sources=_sources(engine, params))
     else:
         raise BadRequest("give offer_id (one offer) or gpu (every offer of a model)")
     return {"since": since, "until": until, "count": len(spans), "spans": spans}
@@ -225,8 +238,10 @@ def sources(engine: Engine, params: Params) -> dict[str, Any]:
 def crawls(engine: Engine, params: Params) -> dict[str, Any]:
     from gpuradar.storage import dataset
 
-    rows = dataset.crawls(engine, params.one("source"), params.integer("limit", 50, 1000)
-                          or None)
+    source = params.one("source")
+    if source is not None:
+        _sources(engine, params, crawled=True)
+    rows = dataset.crawls(engine, source, params.integer("limit", 50, 1000) or None)
     return {"count": len(rows), "crawls": rows}
 
 
@@ -408,8 +423,8 @@ PARAMS: dict[str, dict[str, Any]] = {
     "kind": _param("kind", "Only this kind: GPU, TPU or NPU.", _LIST, explode=True),
     "pricing": _param("pricing", "on-demand or spot.",
                       {"type": "string", "enum": ["on-demand", "on_demand", "spot"]}),
-    "source": _param("source", "Only these sources; repeat or comma-separate.", _LIST,
-                     explode=True),
+    "source": _param("source", "Only these sources; repeat or comma-separate. A name that is "
+                     "neither a source of gpuradar nor stored is a 400.", _LIST, explode=True),
     "region": _param("region", "Region globs ('us-*', 'mainland').", _LIST, explode=True),
     "max_price": _param("max_price", "Max USD per GPU-hour.", {"type": "number"}),
     "min_gpus": _param("min_gpus", "Min GPUs per offer.", {"type": "number"}),

@@ -65,6 +65,21 @@ def offer_record(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def unknown_sources(engine: Engine, names: Sequence[str], crawled: bool = False) -> list[str]:
+    """The names that are neither a source of this gpuradar nor stored (the source of an
+    offer, or with `crawled` of a crawl: a source since removed keeps its data): a typo to
+    refuse, not a filter matching nothing."""
+    from gpuradar.core.sources import providers
+
+    rest = [n for n in dict.fromkeys(names) if n not in providers()]
+    if not rest:
+        return []
+    column = CRAWL.c.source if crawled else OFFER.c.source
+    with engine.connect() as conn:
+        stored = set(conn.execute(select(column).where(column.in_(rest)).distinct()).scalars())
+    return [n for n in rest if n not in stored]
+
+
 def offers(engine: Engine, flt: Any = None, limit: int | None = None) -> list[dict[str, Any]]:
     """Offers as they stand (storage.queries.OfferFilter), cheapest per GPU-hour first."""
     from gpuradar.storage.queries import current_offers

@@ -85,3 +85,35 @@ def test_the_page_ignores_a_filter_with_a_control_character(site, query):
     assert status == 200, body
     key = query.split("=")[0]
     assert f"{key} contains a control character: ignored".encode() in body
+
+
+@pytest.mark.parametrize("query", ["/offers?source=lamda", "/offers?source=azure,nosuch",
+                                   "/history?gpu=H100&source=nosuch", "/crawls?source=nosuch"])
+def test_an_unknown_source_is_a_400_not_an_empty_answer(site, spec, query):
+    status, _, body = get(site + "/api/v1" + query)
+    assert status == 400, body
+    error = check(spec, query.split("?")[0], 400, body)["error"]
+    assert error.startswith("unknown source '") and "; known: alibaba," in error
+
+
+@pytest.mark.parametrize("query", ["/offers?source=azure", "/offers?source=aws",
+                                   "/crawls?source=fx", "/crawls?source=azure"])
+def test_a_known_or_stored_source_is_a_filter(site, spec, query):
+    status, _, body = get(site + "/api/v1" + query)
+    assert status == 200, body
+    check(spec, query.split("?")[0], 200, body)
+
+
+def test_a_removed_source_keeps_its_stored_offers_readable(engine, spec):
+    crawl(engine, "oldcloud", [item("oldcloud", "O", 1.0)], T0)
+    httpd = serve(lambda: engine)
+    try:
+        base = f"http://127.0.0.1:{httpd.server_address[1]}/api/v1"
+        status, _, body = get(base + "/offers?source=oldcloud")
+        assert status == 200 and [o["instance_type"] for o in json.loads(body)["offers"]] == [
+            "O"]
+        status, _, _ = get(base + "/crawls?source=oldcloud")
+        assert status == 200
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
