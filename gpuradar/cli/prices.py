@@ -38,6 +38,12 @@ def resolve_gpus(query: str | None, engine) -> list[str]:
         raise fail(str(exc)) from None
 
 
+def check_gpu_given(gpu: str | None) -> None:
+    """--gpu '' (an unset shell variable) would silently mean every GPU."""
+    if gpu is not None and not gpu.strip():
+        raise fail("--gpu is empty: give a family (H100), a model or a kind, or leave it out")
+
+
 def check_accelerator_filters(vendors: list[str], kinds: list[str]) -> None:
     """Reject a vendor or kind the catalog does not know (a typo would match nothing)."""
     from gpuradar.core import gpus
@@ -197,6 +203,7 @@ def prices(
         pricing = pricing.replace("-", "_")
         if pricing not in ("on_demand", "spot"):
             raise fail(f"--pricing must be on-demand or spot, not {pricing!r}")
+    check_gpu_given(gpu)
     check_accelerator_filters(vendor or [], kind or [])
     cfg = get_config(config, database_url)
     engine = get_engine(cfg)
@@ -385,6 +392,7 @@ def history(
     pricing = pricing.replace("-", "_") if pricing else None
     if pricing not in (None, "on_demand", "spot"):
         raise fail(f"--pricing must be on-demand or spot, not {pricing.replace('_', '-')!r}")
+    check_gpu_given(gpu)
     when = None
     if at is not None:
         try:

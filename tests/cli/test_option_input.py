@@ -4,6 +4,8 @@ deadline meaning none, an 'inf d' plan, a typo'd source matching nothing)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.clirun import gpuradar
@@ -53,6 +55,12 @@ def usage(proc) -> str:
                                                  "not --source"),
     (["prices", "--index", "--max-price", "3"], "error: --index takes --gpu and --pricing, "
                                                 "not --max-price"),
+    (["prices", "--gpu", ""], "error: --gpu is empty: give a family (H100), a model or a "
+                              "kind, or leave it out"),
+    (["prices", "--gpu", " "], "error: --gpu is empty"),
+    (["history", "--gpu", ""], "error: --gpu is empty"),
+    (["alerts", "--limit", "-1"], "Invalid value for '--limit': Input should be greater than "
+                                  "or equal to 0"),
 ])
 def test_prices_and_history_refuse(db, args, message):
     assert message in usage(gpuradar(*args, db_url=db))
@@ -91,3 +99,21 @@ def test_a_known_source_without_offers_still_says_nothing_matches(db):
     proc = gpuradar("prices", "--source", "aws", db_url=db)
     assert proc.returncode == 0
     assert "no offer matches --source aws" in proc.stderr
+
+
+def test_demo_keep_refuses_a_store_with_live_crawls_and_leaves_it_unchanged(db, tmp_path):
+    path = tmp_path / "mine.db"
+    path.write_bytes(Path(db.removeprefix("sqlite:///")).read_bytes())
+    before = path.read_bytes()
+    line = usage(gpuradar("demo", "--keep", str(path)))
+    assert line == (f"error: --keep {path} holds 2 live crawl(s): the demo would mix replayed "
+                    "prices into that store; give a new file")
+    assert path.read_bytes() == before
+
+
+def test_demo_keep_may_name_an_earlier_demo(tmp_path):
+    path = tmp_path / "demo.db"
+    for _ in range(2):  # README: `gpuradar demo --keep demo.db`, run again
+        proc = gpuradar("demo", "--keep", str(path))
+        assert proc.returncode == 0, proc.stderr
+        assert f"demo database kept at {path}" in proc.stdout
