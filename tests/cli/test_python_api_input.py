@@ -76,3 +76,13 @@ def test_good_arguments_still_answer(store):
     assert [o.instance_type for o in store.offers(limit=1)] == ["A"]
     assert len(store.offers(limit=0)) == 2  # 0: every row, as in the JSON API
     assert store.history(2**31 - 1, since=T0 - timedelta(days=1)) == []
+
+
+def test_open_without_a_url_and_a_bad_configuration_is_a_config_error(tmp_path, monkeypatch):
+    from gpuradar.core.config import ConfigError
+
+    bad = tmp_path / "gpuradar.yaml"
+    bad.write_text("database_url: [unclosed\n")
+    monkeypatch.setenv("GPURADAR_CONFIG", str(bad))
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        gpuradar.open()
