@@ -267,6 +267,10 @@ def export(engine: Engine, directory: Path, formats: Sequence[str] = FORMATS
     except OSError as exc:
         raise ExportError(f"cannot create export directory {directory}: "
                           f"{exc.strerror or exc}") from None
+    links = [n for n in [*_own_names(formats), MANIFEST] if (directory / n).is_symlink()]
+    if links:  # writing through it would change a file outside the directory
+        raise ExportError(f"{directory / links[0]} is a symbolic link: an export writes plain "
+                          "files into its directory; remove the link")
     try:
         return _write(engine, directory, formats)
     except OSError as exc:  # read-only, full, or one of our names taken by a directory
@@ -361,6 +365,9 @@ def verify(directory: Path) -> list[str]:
     problems = []
     for entry in entries:
         target = directory / entry["path"]
+        if target.is_symlink():  # its target may be anywhere: not read
+            problems.append(f"{target}: a symbolic link (an export holds plain files)")
+            continue
         if not target.is_file():
             problems.append(f"{target}: missing (listed in {MANIFEST})")
             continue

@@ -113,3 +113,24 @@ def test_an_edited_digest_and_a_missing_file_are_each_named(exported):
     assert line == (f"{exported / 'offers.csv'}: sha256 "
                     f"{line.split('sha256 ')[1][:16]}… does not match the manifest's "
                     "0000000000000000… (and 1 more)")
+
+
+@pytest.mark.parametrize("name", ["offers.csv", "manifest.json"])
+def test_a_symbolic_link_in_the_directory_is_not_written_through(db, tmp_path, name):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("outside the export\n")
+    (tmp_path / "set").mkdir()
+    (tmp_path / "set" / name).symlink_to(victim)
+    line = one_line(gpuradar("export", str(tmp_path / "set"), "--format", "csv", db_url=db), 2)
+    assert line == (f"error: {tmp_path / 'set' / name} is a symbolic link: an export writes "
+                    "plain files into its directory; remove the link")
+    assert victim.read_text() == "outside the export\n"
+
+
+def test_verify_does_not_read_through_a_symbolic_link(exported):
+    outside = exported.parent / "outside.csv"
+    outside.write_bytes((exported / "offers.csv").read_bytes())  # same digest, elsewhere
+    (exported / "offers.csv").unlink()
+    (exported / "offers.csv").symlink_to(outside)
+    line = one_line(gpuradar("export", "--verify", str(exported)), 1)
+    assert line == f"{exported / 'offers.csv'}: a symbolic link (an export holds plain files)"
