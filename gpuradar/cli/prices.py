@@ -218,7 +218,8 @@ def prices(
         print_index(engine, resolve_gpus(gpu, engine), pricing,
                     pick_format(fmt, as_json, as_csv), gpu)
         return
-    check_sources(engine, source or [])
+    source = [s for s in source or [] if s.strip()]  # a blank one is not given, as in the API
+    check_sources(engine, source)
     flt = OfferFilter(gpus=resolve_gpus(gpu, engine), vendors=vendor or [], kinds=kind or [],
                       pricing=pricing, sources=source or [],
                       regions=region or [], max_price=max_price, min_gpus=min_gpus,

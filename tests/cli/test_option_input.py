@@ -50,7 +50,6 @@ def usage(proc) -> str:
                                                      "year 1"),
     (["prices", "--source", "nosuch"], "error: unknown source 'nosuch' (--source); known: "
                                        "alibaba,"),
-    (["prices", "--source", ""], "error: unknown source '' (--source)"),
     (["prices", "--index", "--source", "azure"], "error: --index takes --gpu and --pricing, "
                                                  "not --source"),
     (["prices", "--index", "--max-price", "3"], "error: --index takes --gpu and --pricing, "
@@ -117,3 +116,10 @@ def test_demo_keep_may_name_an_earlier_demo(tmp_path):
         proc = gpuradar("demo", "--keep", str(path))
         assert proc.returncode == 0, proc.stderr
         assert f"demo database kept at {path}" in proc.stdout
+
+
+def test_a_blank_source_is_not_a_filter(db):
+    """As in the API (?source=): --source '' is not given (tests/cli/test_tables.py)."""
+    proc = gpuradar("prices", "--source", "", "--json", db_url=db)
+    assert proc.returncode == 0, proc.stderr
+    assert '"instance_type": "O"' in proc.stdout and '"instance_type": "A"' in proc.stdout
