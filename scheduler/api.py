@@ -13,6 +13,7 @@ written.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -73,6 +74,8 @@ class Params:
             raise BadRequest(f"{key} must be a number, not {text!r}") from None
         if value != value or (minimum is not None and value < minimum):
             raise BadRequest(f"{key} must be a number of at least {minimum:g}, not {text!r}")
+        if not math.isfinite(value):  # min_gpus=inf would match nothing, silently
+            raise BadRequest(f"{key} must be a finite number, not {text!r}")
         return value
 
     def integer(self, key: str, default: int, maximum: int) -> int:

@@ -42,7 +42,9 @@ def spec():
     ("/history?offer_id=99999999999999999999999", "offer_id must be a whole number from 0"),
     ("/history?offer_id=2147483648", "offer_id must be a whole number from 0 to 2147483647"),
     # a window reaching before the year 1
-    ("/history?offer_id=1&days=inf", "days 'inf' reaches before the year 1"),
+    ("/history?offer_id=1&days=inf", "days must be a finite number, not 'inf'"),
+    ("/offers?min_gpus=inf", "min_gpus must be a finite number, not 'inf'"),
+    ("/offers?max_price=1e400", "max_price must be a finite number, not '1e400'"),
     ("/history?offer_id=1&days=1e30", "days '1e30' reaches before the year 1"),
     ("/history?offer_id=1&days=100000000", "days '100000000' reaches before the year 1"),
     ("/history?offer_id=1&until=0001-01-01&days=1", "days '1' reaches before the year 1"),
