@@ -169,7 +169,8 @@ TokensOpt = Annotated[str | None, typer.Option(rich_help_panel=JOB, help="Job si
                                                "(2B, 300B): ranks by total cost and wall "
                                                "time.")]
 GpuHoursOpt = Annotated[float | None, typer.Option("--gpu-hours", rich_help_panel=JOB,
-                                                   help="Job size in GPU-hours.", min=0)]
+                                                   help="Job size in GPU-hours (more than "
+                                                   "0).")]
 CheckpointOpt = Annotated[bool | None, typer.Option(
     "--grad-checkpointing/--no-grad-checkpointing", rich_help_panel=DETAILS,
     help="Recompute activations: less memory, ~33 % more compute (default: on for qlora "

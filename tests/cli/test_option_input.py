@@ -76,6 +76,7 @@ JOB = ["recommend", "-t", "finetune", "-p", "7B"]
     (["--max-age", "100000d"], "error: age '100000d': use e.g. 30m, 12h, 2d (duration "
      "'100000d' is longer than the limit of 3660 days)"),
     (["--gpu-hours", "0"], "error: --gpu-hours 0 must be a positive, finite number"),
+    (["--gpu-hours", "-1"], "error: --gpu-hours -1 must be a positive, finite number"),
     (["--gpu-hours", "inf"], "error: --gpu-hours inf must be a positive, finite number"),
     (["--tokens", "1e400"], "error: tokens '1e400' is too large to compute with"),
 ])
