@@ -13,6 +13,7 @@ docs/python-api.md has examples the test suite runs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
@@ -166,6 +167,48 @@ def _list(value: str | Sequence[str] | None) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
+MAX_ID = 2**31 - 1  # ids are 32-bit integers in PostgreSQL
+
+
+def _count(name: str, value: int | None, maximum: int | None = None) -> int | None:
+    """A whole number of at least 0 (and at most `maximum`), or None; ValueError naming
+    the argument otherwise (a negative limit would silently drop the last rows)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0 \
+            or (maximum is not None and value > maximum):
+        upper = f" to {maximum}" if maximum is not None else " or more"
+        raise ValueError(f"{name} must be a whole number from 0{upper}, not {value!r}")
+    return value
+
+
+def _amount(name: str, value: float | None) -> float | None:
+    """A finite number of at least 0, or None (NaN would match nothing, silently)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number of at least 0, not {value!r}")
+    return float(value)
+
+
+def _window(since: datetime | None, until: datetime | None, days: float
+            ) -> tuple[datetime, datetime]:
+    """[since, until], defaulting to the last `days` days; ValueError or TypeError naming
+    the argument that cannot make one."""
+    for name, value in (("since", since), ("until", until)):
+        if value is not None and not isinstance(value, datetime):
+            raise TypeError(f"{name} must be a datetime, not {type(value).__name__}")
+    until = until or datetime.now(UTC)
+    if since is None:
+        _amount("days", days)
+        try:
+            since = until - timedelta(days=days)
+        except OverflowError:
+            raise ValueError(f"days {days!r} reaches before the year 1") from None
+    return since, until
+
+
 class Store:
     """A read-only view of one gpuradar database. Use `gpuradar.open(url)`."""
 
@@ -199,10 +242,13 @@ class Store:
         from gpuradar.storage.queries import OfferFilter
 
         flt = OfferFilter(gpus=self._gpus(gpu), pricing=_pricing(pricing),
-                          sources=_list(source), regions=_list(region), max_price=max_price,
-                          min_gpus=min_gpus, min_gpu_memory=min_gpu_memory,
+                          sources=_list(source), regions=_list(region),
+                          max_price=_amount("max_price", max_price),
+                          min_gpus=_amount("min_gpus", min_gpus),
+                          min_gpu_memory=_amount("min_gpu_memory", min_gpu_memory),
                           available_only=available, include_inactive=include_inactive)
-        return [_make(Offer, o) for o in dataset.offers(self.engine, flt, limit)]
+        return [_make(Offer, o) for o in dataset.offers(self.engine, flt,
+                                                        _count("limit", limit))]
 
     def history(self, offer_id: int | None = None, *, gpu: str | None = None,
                 pricing: str | None = None, source: str | Sequence[str] | None = None,
@@ -212,11 +258,11 @@ class Store:
         (default: the last `days` days)."""
         from gpuradar.storage import dataset
 
-        until = until or datetime.now(UTC)
-        since = since or until - timedelta(days=days)
+        since, until = _window(since, until, days)
         if (offer_id is None) == (gpu is None):
             raise ValueError("give offer_id (one offer) or gpu (every offer of a model)")
         if offer_id is not None:
+            _count("offer_id", offer_id, MAX_ID)
             rows = dataset.history(self.engine, offer_id=offer_id, since=since, until=until)
         else:
             rows = dataset.history(self.engine, gpus=self._gpus(gpu), since=since,
@@ -238,8 +284,7 @@ class Store:
         days), by model, pricing and time."""
         from gpuradar.storage.index import index_history
 
-        until = until or datetime.now(UTC)
-        since = since or until - timedelta(days=days)
+        since, until = _window(since, until, days)
         rows = index_history(self.engine, self._gpus(gpu) or None, _pricing(pricing), since,
                              until)
         return [_make(IndexPoint, r) for r in rows]
@@ -254,13 +299,15 @@ class Store:
         """Crawl records, newest first."""
         from gpuradar.storage import dataset
 
-        return [_make(Crawl, c) for c in dataset.crawls(self.engine, source, limit)]
+        return [_make(Crawl, c) for c in dataset.crawls(self.engine, source,
+                                                        _count("limit", limit))]
 
 
 def open(url: str | None = None) -> Store:  # noqa: A001 - gpuradar.open, like a file
     """A read-only view of the gpuradar database at `url` (SQLAlchemy URL; default: the
     configured one, as for the command line). Raises gpuradar.storage.db.DatabaseError
-    when it cannot be used or its schema is not the one this gpuradar reads."""
+    when it cannot be used (a missing SQLite file is not created) or its schema is not the
+    one this gpuradar reads; the Store's methods raise ValueError for a bad argument."""
     from gpuradar.storage.dataset import open_read_only
 
     if url is None:

@@ -13,6 +13,7 @@ written.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,6 +24,7 @@ from sqlalchemy import Engine
 
 PREFIX = "/api/v1"
 MAX_LIMIT = 10_000
+MAX_ID = 2**31 - 1  # ids are 32-bit integers in PostgreSQL: a larger one names no offer
 
 
 class BadRequest(ValueError):
@@ -44,6 +46,10 @@ class Params:
         if unknown:
             raise BadRequest(f"unknown parameter {unknown[0]!r}; this endpoint takes "
                              f"{', '.join(sorted(allowed)) or 'none'}")
+        for key, values in self.raw.items():
+            # a control character names nothing stored, and PostgreSQL refuses NUL in text
+            if any(not c.isprintable() for value in values for c in value):
+                raise BadRequest(f"{key} contains a control character")
 
     def one(self, key: str) -> str | None:
         values = self.raw.get(key)
@@ -68,15 +74,27 @@ class Params:
             raise BadRequest(f"{key} must be a number, not {text!r}") from None
         if value != value or (minimum is not None and value < minimum):
             raise BadRequest(f"{key} must be a number of at least {minimum:g}, not {text!r}")
+        if not math.isfinite(value):  # min_gpus=inf would match nothing, silently
+            raise BadRequest(f"{key} must be a finite number, not {text!r}")
         return value
 
     def integer(self, key: str, default: int, maximum: int) -> int:
+        """A whole number in ASCII digits, capped at `maximum`."""
         text = self.one(key)
         if text is None:
             return default
-        if not text.isdigit():
+        if not (text.isascii() and text.isdigit()):  # '²'.isdigit(), but int('²') fails
             raise BadRequest(f"{key} must be a whole number, not {text!r}")
         return min(int(text), maximum)
+
+    def ident(self, key: str) -> int | None:
+        """An id: a whole number no stored row can exceed (MAX_ID)."""
+        text = self.one(key)
+        if text is None:
+            return None
+        if not (text.isascii() and text.isdigit()) or int(text) > MAX_ID:
+            raise BadRequest(f"{key} must be a whole number from 0 to {MAX_ID}, not {text!r}")
+        return int(text)
 
     def flag(self, key: str) -> bool:
         text = self.one(key)
@@ -116,7 +134,11 @@ class Params:
         since = self.when("since")
         if since is None:
             days = self.number("days", minimum=0)
-            since = until - timedelta(days=7 if days is None else days)
+            try:
+                since = until - timedelta(days=7 if days is None else days)
+            except (OverflowError, ValueError):  # inf, or before the year 1
+                raise BadRequest(f"days {self.one('days')!r} reaches before the year 1"
+                                 ) from None
         elif self.one("days") is not None:
             raise BadRequest("give since or days, not both")
         if since > until:
@@ -133,6 +155,19 @@ def _gpus(engine: Engine, params: Params) -> list[str]:
         raise BadRequest(str(exc)) from None
 
 
+def _sources(engine: Engine, params: Params, crawled: bool = False) -> list[str]:
+    """`source` values, each a known or stored source (a typo is a 400, not an empty
+    answer)."""
+    from gpuradar.core.sources import providers
+    from gpuradar.storage.dataset import unknown_sources
+
+    names = params.many("source")
+    unknown = unknown_sources(engine, names, crawled)
+    if unknown:
+        raise BadRequest(f"unknown source {unknown[0]!r}; known: {', '.join(providers())}")
+    return names
+
+
 # -- endpoints ----------------------------------------------------------------------------
 def offers(engine: Engine, params: Params) -> dict[str, Any]:
     from gpuradar.core import gpus as catalog
@@ -147,7 +182,7 @@ def offers(engine: Engine, params: Params) -> dict[str, Any]:
         if not catalog.select(kind=value):
             raise BadRequest(f"unknown kind {value!r}; known: {', '.join(catalog.KINDS)}")
     flt = OfferFilter(gpus=_gpus(engine, params), vendors=vendors, kinds=kinds,
-                      pricing=params.pricing(), sources=params.many("source"),
+                      pricing=params.pricing(), sources=_sources(engine, params),
                       regions=params.many("region"), max_price=params.number("max_price", 0),
                       min_gpus=params.number("min_gpus", 0),
                       min_gpu_memory=params.number("min_gpu_memory", 0),
@@ -162,16 +197,14 @@ def history(engine: Engine, params: Params) -> dict[str, Any]:
     from gpuradar.storage import dataset
 
     since, until = params.window()
-    offer = params.one("offer_id")
+    offer = params.ident("offer_id")
     if offer is not None:
-        if not offer.isdigit():
-            raise BadRequest(f"offer_id must be a whole number, not {offer!r}")
         if params.one("gpu"):
             raise BadRequest("give offer_id or gpu, not both")
-        spans = dataset.history(engine, offer_id=int(offer), since=since, until=until)
+        spans = dataset.history(engine, offer_id=offer, since=since, until=until)
     elif params.one("gpu"):
         spans = dataset.history(engine, gpus=_gpus(engine, params), since=since, until=until,
-                                pricing=params.pricing(), sources=params.many("source"))
+                                pricing=params.pricing(), sources=_sources(engine, params))
     else:
         raise BadRequest("give offer_id (one offer) or gpu (every offer of a model)")
     return {"since": since, "until": until, "count": len(spans), "spans": spans}
@@ -208,8 +241,10 @@ def sources(engine: Engine, params: Params) -> dict[str, Any]:
 def crawls(engine: Engine, params: Params) -> dict[str, Any]:
     from gpuradar.storage import dataset
 
-    rows = dataset.crawls(engine, params.one("source"), params.integer("limit", 50, 1000)
-                          or None)
+    source = params.one("source")
+    if source is not None:
+        _sources(engine, params, crawled=True)
+    rows = dataset.crawls(engine, source, params.integer("limit", 50, 1000) or None)
     return {"count": len(rows), "crawls": rows}
 
 
@@ -391,8 +426,8 @@ PARAMS: dict[str, dict[str, Any]] = {
     "kind": _param("kind", "Only this kind: GPU, TPU or NPU.", _LIST, explode=True),
     "pricing": _param("pricing", "on-demand or spot.",
                       {"type": "string", "enum": ["on-demand", "on_demand", "spot"]}),
-    "source": _param("source", "Only these sources; repeat or comma-separate.", _LIST,
-                     explode=True),
+    "source": _param("source", "Only these sources; repeat or comma-separate. A name that is "
+                     "neither a source of gpuradar nor stored is a 400.", _LIST, explode=True),
     "region": _param("region", "Region globs ('us-*', 'mainland').", _LIST, explode=True),
     "max_price": _param("max_price", "Max USD per GPU-hour.", {"type": "number"}),
     "min_gpus": _param("min_gpus", "Min GPUs per offer.", {"type": "number"}),
@@ -402,7 +437,8 @@ PARAMS: dict[str, dict[str, Any]] = {
     "all": _param("all", "Include offers no longer listed.", {"type": "boolean"}),
     "limit": _param("limit", "Rows to return (0: the maximum).",
                     {"type": "integer", "minimum": 0}),
-    "offer_id": _param("offer_id", "One offer's id (from /offers).", {"type": "integer"}),
+    "offer_id": _param("offer_id", "One offer's id (from /offers).",
+                       {"type": "integer", "minimum": 0, "maximum": MAX_ID}),
     "since": _param("since", "Start: ISO 8601, '2d' (ago) or 'yesterday'."),
     "until": _param("until", "End (default now)."),
     "days": _param("days", "Days before `until` (default 7) when `since` is not given.",

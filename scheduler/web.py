@@ -179,6 +179,15 @@ def _one(query: dict[str, list[str]], key: str) -> str:
     return (query.get(key) or [""])[0].strip()[:100]
 
 
+def _control(q: dict[str, str]) -> list[str]:
+    """Blank each filter holding a control character (it names nothing stored, and
+    PostgreSQL refuses NUL in text); a problem line for each."""
+    bad = [k for k, v in q.items() if any(not c.isprintable() for c in v)]
+    for key in bad:
+        q[key] = ""
+    return [f"{key} contains a control character: ignored" for key in bad]
+
+
 def svg_chart(lines: list[tuple[str, list[tuple[datetime, float | None]]]], until: datetime,
               label: str = "") -> str:
     """Step lines of price series on one labelled price axis and dated time axis, one line
@@ -259,7 +268,7 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
 
     now = now or datetime.now(UTC)
     q = {k: _one(query, k) for k in ("gpu", "pricing", "region", "source", "range")}
-    problems = []
+    problems = _control(q)
     pricing = q["pricing"].replace("-", "_") or None
     if pricing not in (None, "on_demand", "spot"):
         problems.append(f"pricing {q['pricing']!r} is neither on-demand nor spot")
@@ -385,6 +394,10 @@ def read_only(app: Callable) -> Callable:
 
     def guarded(environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+            if (environ.get("PATH_INFO") or "").startswith("/api/"):  # the API speaks JSON
+                start_response("405 Method Not Allowed", [("Allow", "GET, HEAD"),
+                                                          ("Content-Type", "application/json")])
+                return [b'{"error":"read-only: only GET and HEAD"}\n']
             start_response("405 Method Not Allowed", [("Allow", "GET, HEAD"),
                                                       ("Content-Type", "text/plain")])
             return [b"read-only: only GET and HEAD\n"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -62,6 +63,21 @@ def offer_record(row: dict[str, Any]) -> dict[str, Any]:
     out["zone"] = out["zone"] or ""
     out["attributes"] = out["attributes"] or {}
     return out
+
+
+def unknown_sources(engine: Engine, names: Sequence[str], crawled: bool = False) -> list[str]:
+    """The names that are neither a source of this gpuradar nor stored (the source of an
+    offer, or with `crawled` of a crawl: a source since removed keeps its data): a typo to
+    refuse, not a filter matching nothing."""
+    from gpuradar.core.sources import providers
+
+    rest = [n for n in dict.fromkeys(names) if n not in providers()]
+    if not rest:
+        return []
+    column = CRAWL.c.source if crawled else OFFER.c.source
+    with engine.connect() as conn:
+        stored = set(conn.execute(select(column).where(column.in_(rest)).distinct()).scalars())
+    return [n for n in rest if n not in stored]
 
 
 def offers(engine: Engine, flt: Any = None, limit: int | None = None) -> list[dict[str, Any]]:
@@ -128,21 +144,46 @@ def sources(engine: Engine) -> list[dict[str, Any]]:
 def open_read_only(url: str) -> Engine:
     """The engine of a database already at the schema this gpuradar reads, checked without
     writing anything (no migration: a reader must not change a database, and a standby
-    replica's user may not be allowed to)."""
+    replica's user may not be allowed to). DatabaseError, one line, for anything else: a
+    SQLite file that does not exist (not created, nor its directory), a file that is not a
+    database, a schema older (upgrade the database) or newer (upgrade gpuradar)."""
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-    from gpuradar.storage.db import DatabaseError, alembic_config, check_connection, get_engine
+    from gpuradar.storage.db import (
+        DatabaseError,
+        alembic_config,
+        check_connection,
+        get_engine,
+        redact_url,
+    )
 
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        parsed = None  # get_engine says why
+    if parsed is not None and parsed.drivername.startswith("sqlite") \
+            and parsed.database not in (None, "", ":memory:") \
+            and not Path(parsed.database).expanduser().is_file():
+        raise DatabaseError(f"no database file at {parsed.database} (reading creates none: "
+                            "`gpuradar db upgrade` or a crawl makes one)")
     engine = get_engine(url)
-    check_connection(engine)
-    head = ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
-    with engine.connect() as conn:
-        current = MigrationContext.configure(conn).get_current_revision()
+    try:
+        check_connection(engine)
+        script = ScriptDirectory.from_config(alembic_config(engine))
+        head = script.get_current_head()
+        with engine.connect() as conn:
+            current = MigrationContext.configure(conn).get_current_revision()
+    except SQLAlchemyError as exc:  # e.g. a file that is not a SQLite database
+        message = str(exc).strip().splitlines()[0] if str(exc) else type(exc).__name__
+        raise DatabaseError(f"database {redact_url(url)} cannot be read: {message}") from None
     if current != head:
-        from gpuradar.storage.db import redact_url
-
+        known = current is None or any(r.revision == current for r in script.walk_revisions())
         raise DatabaseError(
             f"database {redact_url(url)} is at schema {current or 'none (empty)'}, this "
-            f"gpuradar reads {head}: run `gpuradar db upgrade --database-url ...` first")
+            f"gpuradar reads {head}: " + (
+                "run `gpuradar db upgrade --database-url ...` first" if known else
+                "a newer gpuradar wrote it; upgrade gpuradar to read it"))
     return engine

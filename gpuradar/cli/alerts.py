@@ -294,7 +294,7 @@ def _print_rendered(m: Any, market: Any, settings: Any, top: int) -> None:
 def alerts_command(
     all_alerts: Annotated[bool, typer.Option("--all", help="Also inactive/resolved "
                                              "alerts.")] = False,
-    limit: Annotated[int, typer.Option(help="Notifications to list.")] = 20,
+    limit: Annotated[int, typer.Option(help="Notifications to list.", min=0)] = 20,
     config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
     as_json: JsonOpt = False, as_csv: CsvOpt = False, wide: WideOpt = False,
 ) -> None:

@@ -6,6 +6,7 @@ Exit codes scripts can rely on are gpuradar.core.units.EXIT_CODES, listed in `--
 
 import inspect
 import logging
+import math
 import re
 import signal
 import sys
@@ -176,6 +177,14 @@ WideOpt = Annotated[bool, typer.Option("--wide", help="Show every column of a ta
                                        "wide as it needs (a narrow terminal leaves out the "
                                        "least important ones and says which).",
                                        callback=set_wide)]
+
+
+def finite(value: float | None) -> float | None:
+    """Option callback: NaN and infinity pass a `min=` range (every comparison with NaN is
+    false) but mean nothing as a price, count or interval: a usage error."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:

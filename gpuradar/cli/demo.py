@@ -11,6 +11,7 @@ import json
 import shutil
 import tempfile
 import time
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -91,6 +92,8 @@ def demo(keep: Annotated[Path | None, typer.Option(help="Keep the demo database 
          wide: WideOpt = False) -> None:
     """Replay real, dated prices captured from public sources into a throwaway SQLite file
     and show the cheapest offer per GPU: gpuradar offline, in seconds."""
+    if keep is not None:
+        _check_keep(keep)
     workdir = Path(tempfile.mkdtemp(prefix="gpuradar-demo-"))
     db = keep or workdir / "demo.db"
     cfg = get_config(None, f"sqlite:///{db}")
@@ -107,6 +110,27 @@ def demo(keep: Annotated[Path | None, typer.Option(help="Keep the demo database 
                              f"sqlite:///{keep}`" if timeline else ""), highlight=False)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _live_crawls(path: Path) -> int:
+    """How many crawls of `path`, a SQLite file, were live (not replayed); 0 when it is not
+    a gpuradar database (opening it then says why). Read-only: nothing is changed here."""
+    import sqlite3
+
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            return conn.execute("SELECT count(*) FROM crawl WHERE NOT replayed").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _check_keep(keep: Path) -> None:
+    """--keep may name a new file or an earlier demo's; never a store with live crawls,
+    which the demo's replayed prices would be mixed into."""
+    live = _live_crawls(keep) if keep.is_file() else 0
+    if live:
+        raise fail(f"--keep {keep} holds {live} live crawl(s): the demo would mix replayed "
+                   "prices into that store; give a new file")
 
 
 def _snapshot(cfg: "Config", verbose: bool) -> None:

@@ -16,11 +16,14 @@ from gpuradar.cli.common import (
     WideOpt,
     app,
     fail,
+    finite,
     get_config,
     get_engine,
     pick_format,
 )
 from gpuradar.cli.output import Format, age, console, emit, err_console, money, watch_output
+
+WATCH_MAX = 86_400  # --watch: at most a day between refreshes (time.sleep overflows far past)
 
 
 # -- prices ------------------------------------------------------------------------------
@@ -33,6 +36,12 @@ def resolve_gpus(query: str | None, engine) -> list[str]:
         return resolve_gpus(engine, query)
     except UnknownGpu as exc:
         raise fail(str(exc)) from None
+
+
+def check_gpu_given(gpu: str | None) -> None:
+    """--gpu '' (an unset shell variable) would silently mean every GPU."""
+    if gpu is not None and not gpu.strip():
+        raise fail("--gpu is empty: give a family (H100), a model or a kind, or leave it out")
 
 
 def check_accelerator_filters(vendors: list[str], kinds: list[str]) -> None:
@@ -125,6 +134,18 @@ def nothing_matched(engine, filters: dict[str, object]) -> str:
     return f"no offer matches {given or 'these filters'} (other offers are stored)"
 
 
+def check_sources(engine, names: list[str]) -> None:
+    """--source names a known or stored source: a typo is a usage error, not 'no offer
+    matches'."""
+    from gpuradar.core.sources import providers
+    from gpuradar.storage.dataset import unknown_sources
+
+    unknown = unknown_sources(engine, names)
+    if unknown:
+        raise fail(f"unknown source {unknown[0]!r} (--source); known: "
+                   f"{', '.join(providers())}")
+
+
 @app.command()
 def prices(
     gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="Accelerator family (H100, "
@@ -142,9 +163,12 @@ def prices(
     region: Annotated[list[str] | None, typer.Option("--region", "-r", help="Region glob, "
                                                      "e.g. 'us-*', or 'mainland' for "
                                                      "mainland China (repeatable).")] = None,
-    max_price: Annotated[float | None, typer.Option(help="Max USD per GPU-hour.")] = None,
-    min_gpus: Annotated[float | None, typer.Option(help="Min GPUs per offer.")] = None,
-    min_gpu_memory: Annotated[float | None, typer.Option(help="Min GB per GPU.")] = None,
+    max_price: Annotated[float | None, typer.Option(help="Max USD per GPU-hour.", min=0,
+                                                    callback=finite)] = None,
+    min_gpus: Annotated[float | None, typer.Option(help="Min GPUs per offer.", min=0,
+                                                   callback=finite)] = None,
+    min_gpu_memory: Annotated[float | None, typer.Option(help="Min GB per GPU.", min=0,
+                                                         callback=finite)] = None,
     available: Annotated[bool, typer.Option("--available", help="Hide offers known to be "
                                             "unavailable.")] = False,
     all_offers: Annotated[bool, typer.Option("--all", help="Include offers no longer "
@@ -152,7 +176,7 @@ def prices(
     group: Annotated[bool, typer.Option("--group", help="One row per product: its 1x...8x "
                                         "variants at the same price per GPU together.")
                      ] = False,
-    limit: Annotated[int, typer.Option(help="Rows to show (0: all).")] = 50,
+    limit: Annotated[int, typer.Option(help="Rows to show (0: all).", min=0)] = 50,
     index: Annotated[bool, typer.Option("--index", help="The market index instead of offers: "
                                         "median, p10 and p90 USD per GPU-hour of each model "
                                         "and pricing over fresh, available offers (see "
@@ -161,8 +185,8 @@ def prices(
     config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
     as_json: JsonOpt = False, as_csv: CsvOpt = False, wide: WideOpt = False,
     watch: Annotated[float | None, typer.Option(
-        "--watch", metavar="SECONDS", min=1, help="Refresh the table in place every SECONDS "
-        "(Ctrl-C to stop).")] = None,
+        "--watch", metavar="SECONDS", min=1, max=WATCH_MAX, callback=finite,
+        help="Refresh the table in place every SECONDS (Ctrl-C to stop).")] = None,
 ) -> None:
     """Current offers, cheapest USD per GPU-hour first (or, with --index, the market index)."""
     from gpuradar.storage.queries import OfferFilter, current_offers
@@ -179,13 +203,23 @@ def prices(
         pricing = pricing.replace("-", "_")
         if pricing not in ("on_demand", "spot"):
             raise fail(f"--pricing must be on-demand or spot, not {pricing!r}")
+    check_gpu_given(gpu)
     check_accelerator_filters(vendor or [], kind or [])
     cfg = get_config(config, database_url)
     engine = get_engine(cfg)
     if index:
+        ignored = [name for name, value in (
+            ("--vendor", vendor), ("--kind", kind), ("--source", source), ("--region", region),
+            ("--max-price", max_price), ("--min-gpus", min_gpus),
+            ("--min-gpu-memory", min_gpu_memory), ("--available", available),
+            ("--all", all_offers), ("--group", group)) if value]
+        if ignored:  # the index is over every source and region: refuse, not ignore
+            raise fail(f"--index takes --gpu and --pricing, not {ignored[0]}")
         print_index(engine, resolve_gpus(gpu, engine), pricing,
                     pick_format(fmt, as_json, as_csv), gpu)
         return
+    source = [s for s in source or [] if s.strip()]  # a blank one is not given, as in the API
+    check_sources(engine, source)
     flt = OfferFilter(gpus=resolve_gpus(gpu, engine), vendors=vendor or [], kinds=kind or [],
                       pricing=pricing, sources=source or [],
                       regions=region or [], max_price=max_price, min_gpus=min_gpus,
@@ -343,7 +377,8 @@ def history(
     pricing: Annotated[str | None, typer.Option(help="on-demand or spot.")] = None,
     gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="Cheapest price of this GPU "
                                             "over time instead of one offer.")] = None,
-    days: Annotated[float, typer.Option(help="How far back (with --gpu).")] = 7.0,
+    days: Annotated[float, typer.Option(help="How far back (with --gpu).", min=0,
+                                        callback=finite)] = 7.0,
     at: Annotated[str | None, typer.Option(help="Price of the offer at this time: "
                                            "yesterday, 2d (ago), 2026-08-22, "
                                            "'2026-08-22 18:00' (UTC unless an offset is "
@@ -358,6 +393,7 @@ def history(
     pricing = pricing.replace("-", "_") if pricing else None
     if pricing not in (None, "on_demand", "spot"):
         raise fail(f"--pricing must be on-demand or spot, not {pricing.replace('_', '-')!r}")
+    check_gpu_given(gpu)
     when = None
     if at is not None:
         try:
@@ -370,7 +406,10 @@ def history(
     if gpu:
         names = resolve_gpus(gpu, engine)
         until = datetime.now(UTC)
-        since = until - timedelta(days=days)
+        try:
+            since = until - timedelta(days=days)
+        except OverflowError:
+            raise fail(f"--days {days:g} reaches before the year 1") from None
         if f is not Format.table:
             series = queries.cheapest_series(engine, names, since, until, buckets=60,
                                              pricing=pricing)

@@ -2,7 +2,7 @@
 
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import typer
@@ -169,7 +169,8 @@ TokensOpt = Annotated[str | None, typer.Option(rich_help_panel=JOB, help="Job si
                                                "(2B, 300B): ranks by total cost and wall "
                                                "time.")]
 GpuHoursOpt = Annotated[float | None, typer.Option("--gpu-hours", rich_help_panel=JOB,
-                                                   help="Job size in GPU-hours.", min=0)]
+                                                   help="Job size in GPU-hours (more than "
+                                                   "0).")]
 CheckpointOpt = Annotated[bool | None, typer.Option(
     "--grad-checkpointing/--no-grad-checkpointing", rich_help_panel=DETAILS,
     help="Recompute activations: less memory, ~33 % more compute (default: on for qlora "
@@ -244,9 +245,11 @@ def _read_options(job: Any, budget: str | None, max_age: str, spot_overhead: str
     except rc.RecommendError as exc:
         raise fail(str(exc)) from None
     try:
-        within = rc.parse_age(deadline) if deadline else None
-    except rc.RecommendError:
-        raise fail(f"--deadline {deadline!r}: use e.g. 30d or 72h") from None
+        within = rc.parse_age(deadline, "--deadline", "30d or 72h") if deadline else None
+    except rc.RecommendError as exc:
+        raise fail(str(exc)) from None
+    if within is not None and within <= timedelta(0):  # 0 would mean no deadline at all
+        raise fail(f"--deadline {deadline!r} must be longer than zero: use e.g. 30d or 72h")
     if within is not None and job.tokens is None and job.gpu_hours is None:
         raise fail("--deadline needs the job size: --tokens or --gpu-hours")
     if spot not in ("ok", "no", "only"):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import dataclass
 from datetime import timedelta
@@ -33,6 +34,8 @@ def parse_count(text: str, what: str = "size") -> float:
     value = float(found.group(1)) * _SCALE[found.group(2).lower()]
     if value <= 0:
         raise RecommendError(f"{what} {text!r} must be positive")
+    if not math.isfinite(value):  # 1e400: past a float
+        raise RecommendError(f"{what} {text!r} is too large to compute with")
     if not found.group(2) and value < 1e6:
         raise RecommendError(f"{what} {text!r} needs a unit: {text}B? (K, M, B or T)")
     return value
@@ -45,13 +48,14 @@ def human_count(value: float) -> str:
     return f"{value:g}"
 
 
-def parse_age(text: str) -> timedelta:
+def parse_age(text: str, what: str = "age", examples: str = "30m, 12h, 2d") -> timedelta:
     """'2d', '12h', '30m' -> timedelta (a bare number is hours)."""
     value = f"{text}h" if str(text).strip().replace(".", "", 1).isdigit() else text
     try:
         return parse_duration(value)
-    except ValueError:
-        raise RecommendError(f"age {text!r}: use e.g. 30m, 12h, 2d") from None
+    except ValueError as exc:
+        why = f" ({exc})" if "limit" in str(exc) else ""  # too long: say so, not 'use e.g.'
+        raise RecommendError(f"{what} {text!r}: use e.g. {examples}{why}") from None
 
 
 def parse_share(text: str, what: str = "share") -> float:
@@ -140,6 +144,10 @@ class Job:
             raise RecommendError("params, seq-len, batch and lora-rank must be positive")
         if self.tokens is not None and self.gpu_hours is not None:
             raise RecommendError("give the job size as --tokens or --gpu-hours, not both")
+        if self.gpu_hours is not None and not 0 < self.gpu_hours < math.inf:
+            # 0 would cost $0.00 in 0 min, inf print 'inf d': neither is a job
+            raise RecommendError(f"--gpu-hours {self.gpu_hours:g} must be a positive, finite "
+                                 "number")
         if not 0 < self.mfu <= 1:
             raise RecommendError(f"utilisation {self.mfu:g} must be in (0, 1]")
 

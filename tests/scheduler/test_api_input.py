@@ -1,0 +1,161 @@
+"""What a client can send the JSON API and the page: every bad query is a 400 naming its
+parameter (an error the OpenAPI document describes), never a 503 that blames the database;
+on SQLite and PostgreSQL alike, over a real loopback server."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from tests.scheduler.test_api import check, get, serve
+from tests.storage.test_index import T0, crawl, item
+
+
+@pytest.fixture
+def site(engine):
+    """The endpoint over one stored offer, on each database."""
+    crawl(engine, "azure", [item("azure", "A", 2.0)], T0)
+    crawl(engine, "azure", [item("azure", "A", 2.5)], T0 + timedelta(hours=1))
+    httpd = serve(lambda: engine)
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def spec():
+    from gpuradar.scheduler.api import openapi
+
+    return json.loads(json.dumps(openapi(), default=str))
+
+
+@pytest.mark.parametrize(("query", "message"), [
+    # digits Python calls digits but int() cannot read
+    ("/offers?limit=%C2%B2", "limit must be a whole number, not '²'"),
+    ("/crawls?limit=%C2%B2", "limit must be a whole number, not '²'"),
+    ("/history?offer_id=%C2%B2", "offer_id must be a whole number from 0 to 2147483647"),
+    # an id past any stored one (PostgreSQL's integer, SQLite's 64 bits)
+    ("/history?offer_id=99999999999999999999999", "offer_id must be a whole number from 0"),
+    ("/history?offer_id=2147483648", "offer_id must be a whole number from 0 to 2147483647"),
+    # a window reaching before the year 1
+    ("/history?offer_id=1&days=inf", "days must be a finite number, not 'inf'"),
+    ("/offers?min_gpus=inf", "min_gpus must be a finite number, not 'inf'"),
+    ("/offers?max_price=1e400", "max_price must be a finite number, not '1e400'"),
+    ("/history?offer_id=1&days=1e30", "days '1e30' reaches before the year 1"),
+    ("/history?offer_id=1&days=100000000", "days '100000000' reaches before the year 1"),
+    ("/history?offer_id=1&until=0001-01-01&days=1", "days '1' reaches before the year 1"),
+    ("/index/history?days=1e9", "days '1e9' reaches before the year 1"),
+    # control characters (PostgreSQL refuses NUL in text)
+    ("/offers?source=%00", "source contains a control character"),
+    ("/offers?region=a%0Ab", "region contains a control character"),
+    ("/crawls?source=%00", "source contains a control character"),
+    ("/history?gpu=H100&source=%07", "source contains a control character"),
+])
+def test_a_bad_value_is_a_400_naming_it(site, spec, query, message):
+    status, headers, body = get(site + "/api/v1" + query)
+    assert status == 400, body
+    assert headers["Content-Type"] == "application/json"
+    assert message in check(spec, query.split("?")[0], 400, body)["error"]
+
+
+def test_the_largest_id_is_read_and_names_no_offer(site, spec):
+    status, _, body = get(site + "/api/v1/history?offer_id=2147483647&days=1")
+    assert status == 200, body
+    assert check(spec, "/history", 200, body)["spans"] == []
+
+
+def test_the_document_states_the_id_range(spec):
+    (param,) = [p for p in spec["paths"]["/history"]["get"]["parameters"]
+                if p["name"] == "offer_id"]
+    assert param["schema"] == {"type": "integer", "minimum": 0, "maximum": 2147483647}
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
+def test_a_write_method_on_the_api_is_a_json_405(site, method):
+    status, headers, body = get(site + "/api/v1/offers", method=method)
+    assert status == 405 and headers["Allow"] == "GET, HEAD"
+    assert json.loads(body) == {"error": "read-only: only GET and HEAD"}
+
+
+@pytest.mark.parametrize("query", ["gpu=%00", "source=%00", "region=%00A"])
+def test_the_page_ignores_a_filter_with_a_control_character(site, query):
+    status, _, body = get(f"{site}/?{query}")
+    assert status == 200, body
+    key = query.split("=")[0]
+    assert f"{key} contains a control character: ignored".encode() in body
+
+
+@pytest.mark.parametrize("query", ["/offers?source=lamda", "/offers?source=azure,nosuch",
+                                   "/history?gpu=H100&source=nosuch", "/crawls?source=nosuch"])
+def test_an_unknown_source_is_a_400_not_an_empty_answer(site, spec, query):
+    status, _, body = get(site + "/api/v1" + query)
+    assert status == 400, body
+    error = check(spec, query.split("?")[0], 400, body)["error"]
+    assert error.startswith("unknown source '") and "; known: alibaba," in error
+
+
+@pytest.mark.parametrize("query", ["/offers?source=azure", "/offers?source=aws",
+                                   "/crawls?source=fx", "/crawls?source=azure"])
+def test_a_known_or_stored_source_is_a_filter(site, spec, query):
+    status, _, body = get(site + "/api/v1" + query)
+    assert status == 200, body
+    check(spec, query.split("?")[0], 200, body)
+
+
+def test_a_removed_source_keeps_its_stored_offers_readable(engine, spec):
+    crawl(engine, "oldcloud", [item("oldcloud", "O", 1.0)], T0)
+    httpd = serve(lambda: engine)
+    try:
+        base = f"http://127.0.0.1:{httpd.server_address[1]}/api/v1"
+        status, _, body = get(base + "/offers?source=oldcloud")
+        assert status == 200 and [o["instance_type"] for o in json.loads(body)["offers"]] == [
+            "O"]
+        status, _, _ = get(base + "/crawls?source=oldcloud")
+        assert status == 200
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _raw(base: str, request: bytes) -> bytes:
+    """Send bytes as they are (urllib would refuse or fix them); the answer's bytes."""
+    import socket
+    from urllib.parse import urlsplit
+
+    url = urlsplit(base)
+    with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+        sock.sendall(request)
+        sock.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return data
+
+
+@pytest.mark.parametrize(("request_bytes", "status", "error"), [
+    (b"GET /api/v1/offers?gpu=" + b"A" * 70_000 + b" HTTP/1.1\r\n\r\n", 414,
+     "Request-URI Too Long"),
+    (b"GET /api/v1/offers HTTP/1.1\r\n" + b"X-A: b\r\n" * 200 + b"\r\n", 431,
+     "Too many headers"),
+    (b"GET /api/v1/offers /x HTTP/1.1\r\n\r\n", 400,
+     "Bad request syntax ('GET /api/v1/offers /x HTTP/1.1')"),
+])
+def test_a_request_refused_before_the_app_is_a_json_error(site, request_bytes, status, error):
+    head, _, body = _raw(site, request_bytes).partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    assert int(status_line.split()[1]) == status
+    assert "Content-Type: application/json" in lines
+    assert json.loads(body) == {"error": error}
+
+
+@pytest.mark.parametrize(("request_bytes", "error"), [
+    (b"NOT HTTP\r\n\r\n", "Bad HTTP/0.9 request type ('NOT')"),
+    (b'GET /api/v1/offers HTTP/9"9\r\n\r\n', "Bad request version ('HTTP/9\"9')"),
+])
+def test_a_request_that_is_not_http_1_gets_a_json_line(site, request_bytes, error):
+    """No HTTP/1 request line: the answer is HTTP/0.9's, a body alone, still JSON."""
+    assert json.loads(_raw(site, request_bytes)) == {"error": error}
