@@ -283,12 +283,20 @@ def _own_names(formats: Sequence[str] = FORMATS) -> list[str]:
     return [f"{t.name}.{f}" for t in TABLES for f in formats]
 
 
+def stale_files(directory: Path, formats: Sequence[str]) -> list[str]:
+    """An earlier export's files in `directory` of formats an export of `formats` does not
+    write: they would sit beside a manifest that does not list them (and not match its
+    data), so the export removes them, and the command says which. Other files stay."""
+    if not directory.is_dir():
+        return []
+    return sorted(n for n in set(_own_names()) - set(_own_names(formats))
+                  if (directory / n).is_file() and not (directory / n).is_symlink())
+
+
 def _write(engine: Engine, directory: Path, formats: Sequence[str]) -> dict[str, Any]:
     from gpuradar import __version__
 
-    # An earlier export's files of a format not written now would sit beside a manifest
-    # that does not list them (and not match the data): they go. Other files stay.
-    for name in set(_own_names()) - set(_own_names(formats)):
+    for name in stale_files(directory, formats):
         (directory / name).unlink(missing_ok=True)
     files, tables = [], {}
     first: datetime | None = None

@@ -33,7 +33,7 @@ def export(
     """Write offers, change points, the market index and crawls as Parquet, CSV and JSON
     Lines with a manifest (row counts, time range, schema version, SHA-256 per file). The
     same database exported twice gives byte-identical files."""
-    from gpuradar.storage.export import ExportError
+    from gpuradar.storage.export import FORMATS, ExportError, stale_files
     from gpuradar.storage.export import export as write
     from gpuradar.storage.export import verify as check
 
@@ -48,6 +48,7 @@ def export(
         return
     formats = [f.strip().lower() for f in fmt.split(",") if f.strip()]
     engine = get_engine(get_config(config, database_url))
+    stale = stale_files(directory, [f for f in FORMATS if f in formats])
     try:
         manifest = write(engine, directory, formats)
     except ExportError as exc:
@@ -55,3 +56,7 @@ def export(
     rows = ", ".join(f"{name} {t['rows']}" for name, t in manifest["tables"].items())
     console.print(f"exported to {directory}: {rows} rows; {len(manifest['files'])} files, "
                   "digests in manifest.json", highlight=False)
+    if stale:
+        console.print(f"removed an earlier export's {', '.join(stale)} (formats not written "
+                      "now: manifest.json would not list them)", highlight=False,
+                      soft_wrap=True)

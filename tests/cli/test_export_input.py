@@ -62,6 +62,10 @@ def test_other_files_stay_and_an_earlier_formats_files_go(db, exported):
     assert proc.returncode == 0, proc.stderr
     assert (exported / "notes.txt").read_text() == "mine\n"
     assert not (exported / "offers.jsonl").exists()  # would contradict the manifest
+    # and the command says what it removed
+    removed = proc.stdout.strip().splitlines()[-1]
+    assert removed.startswith("removed an earlier export's crawls.jsonl, ")
+    assert "offers.jsonl" in removed and "notes.txt" not in proc.stdout
     assert gpuradar("export", "--verify", str(exported)).returncode == 0
 
 
