@@ -13,6 +13,7 @@ written.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
@@ -21,8 +22,16 @@ from urllib.parse import parse_qs
 
 import orjson
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from gpuradar.storage.db import DatabaseError
+
+log = logging.getLogger("gpuradar.api")
 
 PREFIX = "/api/v1"
+# What a read of the store raises when the database cannot be read (locked, gone, not a
+# database, a lost connection): answered 503. Anything else is a bug: 500, and logged.
+DATABASE_ERRORS = (SQLAlchemyError, DatabaseError)
 MAX_LIMIT = 10_000
 MAX_ID = 2**31 - 1  # ids are 32-bit integers in PostgreSQL: a larger one names no offer
 
@@ -268,6 +277,12 @@ def encode(body: Any) -> bytes:
                         | orjson.OPT_APPEND_NEWLINE)
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception as one short line (a driver's message can run to many)."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
 def etag(body: bytes) -> str:
     return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
 
@@ -298,10 +313,15 @@ def answer(environ: dict[str, Any], start_response: Callable, engine_fn: Callabl
         status, body = "400 Bad Request", encode({"error": redact(str(exc))})
     except NotFound as exc:
         status, body = "404 Not Found", encode({"error": str(exc)})
-    except Exception as exc:  # noqa: BLE001 - the API reports, the service goes on
-        message = str(exc).strip().splitlines()[0][:200] if str(exc) else type(exc).__name__
+    except DATABASE_ERRORS as exc:
         status = "503 Service Unavailable"
-        body = encode({"error": redact(f"the database cannot be read: {message}")})
+        body = encode({"error": redact(f"the database cannot be read: {first_line(exc)}")})
+    except Exception as exc:  # noqa: BLE001 - a bug: said and logged, the service goes on
+        log.error("%s%s failed: %s: %s", PREFIX, path, type(exc).__name__, redact(str(exc)),
+                  exc_info=exc)
+        status = "500 Internal Server Error"
+        body = encode({"error": f"internal error ({type(exc).__name__}); the service's log "
+                                "has the details"})
     tag = etag(body)
     headers = [("Content-Type", "application/json"), ("Cache-Control", "no-cache"),
                ("ETag", tag)]
@@ -458,6 +478,7 @@ def _operation(summary: str, schema: str, params: Iterable[str]) -> dict[str, An
                     "content": {"application/json": {"schema": ref}}},
             "304": {"description": "Not modified (If-None-Match named the current ETag)"},
             "400": {"description": "A parameter cannot be read", **error},
+            "500": {"description": "An internal error (logged by the service)", **error},
             "503": {"description": "The database cannot be read", **error}}}}
 
 

@@ -11,6 +11,7 @@ anywhere. Nothing changes state over HTTP: every method but GET and HEAD is answ
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,6 +22,9 @@ from sqlalchemy import Engine
 
 from gpuradar.core import gpus as catalog
 from gpuradar.core.units import age, money
+from gpuradar.scheduler.api import DATABASE_ERRORS, first_line
+
+log = logging.getLogger("gpuradar.web")
 
 CHART_W, CHART_H, PAD_L, PAD_R, PAD_T, PAD_B = 420, 200, 60, 12, 24, 30
 
@@ -378,10 +382,15 @@ def page(environ: dict[str, Any], start_response: Callable, engine: Engine,
     cannot be read."""
     try:
         body = render(engine, parse_qs(environ.get("QUERY_STRING") or "")).encode()
-    except Exception as exc:  # noqa: BLE001 - the page reports, the service goes on
-        message = str(exc).strip().splitlines()[0][:200] if str(exc) else type(exc).__name__
+    except DATABASE_ERRORS as exc:
         start_response("503 Service Unavailable", [("Content-Type", "text/plain; charset=utf-8")])
-        return [redact(f"the database cannot be read: {message}\n").encode()]
+        return [redact(f"the database cannot be read: {first_line(exc)}\n").encode()]
+    except Exception as exc:  # noqa: BLE001 - a bug: said and logged, the service goes on
+        log.error("the page failed: %s: %s", type(exc).__name__, redact(str(exc)), exc_info=exc)
+        start_response("500 Internal Server Error",
+                       [("Content-Type", "text/plain; charset=utf-8")])
+        return [f"internal error ({type(exc).__name__}); the service's log has the details\n"
+                .encode()]
     start_response("200 OK", [("Content-Type", "text/html; charset=utf-8"),
                               ("Cache-Control", "no-store"),
                               ("Content-Security-Policy", "default-src 'none'; "

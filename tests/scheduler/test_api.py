@@ -182,15 +182,40 @@ def test_no_secret_in_answers(engine):
         httpd.server_close()
 
 
-def test_an_unreadable_database_is_a_503(tmp_path):
-    def broken():
-        raise RuntimeError("database is locked")
+def test_an_unreadable_database_is_a_503_on_the_api_and_the_page(tmp_path):
+    import sqlalchemy
 
-    httpd = serve(broken)
+    (tmp_path / "not.db").write_text("a note, not a database\n" * 100)
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path / 'not.db'}")
+    httpd = serve(lambda: engine)
     try:
-        status, _, body = get(f"http://127.0.0.1:{httpd.server_address[1]}/api/v1/offers")
-        assert status == 503 and json.loads(body) == {
-            "error": "the database cannot be read: database is locked"}
+        base = f"http://127.0.0.1:{httpd.server_address[1]}"
+        status, _, body = get(base + "/api/v1/offers")
+        assert status == 503 and json.loads(body)["error"].startswith(
+            "the database cannot be read: (sqlite3.DatabaseError) file is not a database")
+        status, _, body = get(base + "/")
+        assert status == 503 and body.decode().startswith(
+            "the database cannot be read: (sqlite3.DatabaseError) file is not a database")
     finally:
         httpd.shutdown()
         httpd.server_close()
+        engine.dispose()
+
+
+def test_a_bug_in_a_handler_is_a_500_and_logged_not_blamed_on_the_database(caplog):
+    httpd = serve(lambda: "not an engine")  # every read fails as a bug would, not as a database
+    try:
+        base = f"http://127.0.0.1:{httpd.server_address[1]}"
+        status, _, body = get(base + "/api/v1/offers")
+        assert status == 500 and json.loads(body) == {
+            "error": "internal error (AttributeError); the service's log has the details"}
+        status, _, body = get(base + "/")
+        assert status == 500 and body == (b"internal error (AttributeError); the service's "
+                                          b"log has the details\n")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert [r.getMessage().split(": ")[0] for r in errors] == ["/api/v1/offers failed",
+                                                               "the page failed"]
+    assert all(r.exc_info for r in errors)  # the traceback is in the service's log
