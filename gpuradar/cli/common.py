@@ -5,10 +5,8 @@ Exit codes scripts can rely on are gpuradar.core.units.EXIT_CODES, listed in `--
 
 
 import inspect
-import logging
 import re
 import signal
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -281,11 +279,6 @@ def run_app() -> None:
 
 def pick_format(fmt: Format, as_json: bool, as_csv: bool) -> Format:
     return Format.json if as_json else Format.csv if as_csv else fmt
-
-
-def setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
 def _print_version(value: bool) -> None:
