@@ -2,6 +2,7 @@
 
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -51,6 +52,9 @@ def crawl_sources(cfg: "Config", sources: list[str], record: Path | None, replay
     # not printed above it too (gpuradar.core.logs.IN_OUTCOME), unless -v.
     setup_logging("text", "INFO" if verbose else log_level,
                   libraries="INFO" if verbose else None)
+    if not verbose:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_not_in_summary)
     settings = scrapy_settings(cfg, GPURADAR_RECORD_DIR=str(record) if record else None,
                                GPURADAR_REPLAY_DIR=str(replay) if replay else None,
                                LOG_LEVEL="INFO" if verbose else log_level, LOG_ENABLED=False,
@@ -98,8 +102,18 @@ def crawl_sources(cfg: "Config", sources: list[str], record: Path | None, replay
                    EXIT_DATABASE) from None
 
 
+def _not_in_summary(record: logging.LogRecord) -> bool:
+    """False for an ERROR about one spider's crawl: the crawl's outcome collects it
+    (crawler.pipelines._CrawlErrors) and the summary table prints it, so without -v it is
+    said there once, not also above the table. Scrapy's "Spider error" reports are not in
+    the outcome and stay."""
+    return not (record.levelno >= logging.ERROR and getattr(record, "spider", None) is not None
+                and not record.getMessage().startswith("Spider error"))
+
+
 def print_results(results, fmt: Format) -> None:
     from gpuradar.cli.sources import uncatalogued_cell
+    from gpuradar.core.logs import source_once
 
     rows = []
     for r in results:
@@ -108,7 +122,8 @@ def print_results(results, fmt: Format) -> None:
                      "new": r.new_offers, "changed": r.changed, "closed": r.closed,
                      "dropped": dropped, "unknown_gpus": ", ".join(r.unknown_gpus) or "-",
                      "uncatalogued": uncatalogued_cell(r.uncatalogued) or "-",
-                     "duration": f"{r.duration_s:.1f}s", "error": r.error or "-"})
+                     "duration": f"{r.duration_s:.1f}s",
+                     "error": source_once(r.error, r.source) or "-"})
     raw = [{k: v for k, v in vars(r).items() if k != "changed_offer_ids"} for r in results]
     emit(rows, [("source", "source"), ("status", "status"), ("items", "items"),
                 ("new", "new", 2), ("changed", "changed", 2), ("closed", "closed", 2),

@@ -119,6 +119,13 @@ def without_prefix(text: str, name: str) -> str:
     return text.removeprefix(f"{name}: ") if name else text
 
 
+def source_once(error: str, source: str) -> str:
+    """A crawl's error (its messages joined by '; ') shown beside its source, each message
+    without the `source: ` it starts with: 'failed (...); HTTP 500' beside `aws`, not
+    'aws: failed (...); aws: HTTP 500'."""
+    return "; ".join(without_prefix(part, source) for part in error.split("; "))
+
+
 class TextFormatter(logging.Formatter):
     """`2026-01-02 03:04:05 INFO gpuradar.daemon: message`, secrets masked. A message that
     starts with its logger's name (a spider's `aws: ...` through the logger `aws`) names it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,28 @@ def test_db_upgrade(sqlite_url):
 def test_version():
     proc = gpuradar("--version")
     assert proc.returncode == 0 and proc.stdout.strip().startswith("gpuradar 0.")
+
+
+def test_a_crawl_failure_is_said_once_naming_its_source_once(tmp_path, sqlite_url):
+    """README: "A failure is said once, in the summary (`-v` also shows Scrapy's log)". An
+    unreadable answer was also logged above the table (`ERROR ...middlewares: aws:
+    unreadable response ...`), and the table's error cell repeated the source beside the
+    source column (`aws  failed ... aws: unreadable response ...`)."""
+    rec = tmp_path / "rec"
+    shutil.copytree(REC / "aws", rec / "aws")
+    advisor = next((rec / "aws").glob("*spot-advisor-data-json.json"))
+    advisor.write_text("not json")
+    proc = gpuradar("crawl", "aws", "--replay", str(rec), db_url=sqlite_url)
+    assert proc.returncode == 1, proc.stderr
+    assert "unreadable response" not in proc.stderr, proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if line.split()[:1] == ["aws"])
+    assert "unreadable response from https://spot-bid-advisor" in row
+    assert row.count("aws:") == 0, row
+    last = gpuradar_json("sources", db_url=sqlite_url)
+    assert next(s for s in last if s["source"] == "aws")["last_error"].startswith(
+        "aws: unreadable response")  # stored as recorded; the table shows it once
+    table = gpuradar("sources", "--wide", db_url=sqlite_url).stdout
+    assert "aws: unreadable" not in table and "unreadable response from" in table
+    verbose = gpuradar("crawl", "aws", "--replay", str(rec), "-v",
+                       db_url=f"sqlite:///{tmp_path / 'v.db'}")
+    assert "ERROR gpuradar.crawler.middlewares: aws: unreadable response" in verbose.stderr

@@ -61,6 +61,8 @@ def test_each_failure_class_is_one_line_with_its_fix(tmp_path, provider_server, 
     assert "TENCENTCLOUD_SECRET_ID" in rows[("tencent", "first request")]["fix"]
     assert "AUTODL_WEB_TOKEN" in rows[("autodl", "web_token")]["fix"]
     assert "'Items' is missing" in rows[("azure", "first request")]["detail"]
+    # the source is named by its column, not again in the detail ("azure: unexpected ...")
+    assert not any(row["detail"].startswith(f"{row['source']}:") for row in rows.values())
     assert "HTTP 404" in rows[("lambda", "first request")]["detail"]
     assert "endpoints.lambda.pricing" in rows[("lambda", "first request")]["fix"]
     assert "connection refused" in rows[("alibaba", "first request")]["detail"]

@@ -63,3 +63,15 @@ def test_a_spider_message_names_its_source_once():
     assert lines[3].endswith(" INFO aws: awsome: not the source's prefix")
     assert not any(": aws: " in line or ": gcp: " in line for line in lines)
     setup_logging("text", "WARNING", stream=io.StringIO())
+
+
+def test_a_crawl_error_beside_its_source_names_it_once():
+    from gpuradar.core.logs import source_once
+
+    error = ("aws: Spot Advisor feed failed (HTTP 500); 2 response(s) with HTTP 500; "
+             "aws: cannot reach b0.p.awsstatic.com (timeout, 2 attempts)")
+    assert source_once(error, "aws") == (
+        "Spot Advisor feed failed (HTTP 500); 2 response(s) with HTTP 500; "
+        "cannot reach b0.p.awsstatic.com (timeout, 2 attempts)")
+    assert source_once("awsome: x; gcp: y", "aws") == "awsome: x; gcp: y"
+    assert source_once("", "aws") == ""
