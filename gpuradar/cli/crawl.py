@@ -26,7 +26,7 @@ from gpuradar.cli.common import (
     get_engine,
     pick_format,
 )
-from gpuradar.cli.output import Format, console, emit, err_console
+from gpuradar.cli.output import Format, console, emit, err_console, progress_console
 
 if TYPE_CHECKING:
     from gpuradar.core.config import Config
@@ -86,7 +86,7 @@ def crawl_sources(cfg: "Config", sources: list[str], record: Path | None, replay
     try:
         if quiet or not console.is_terminal:
             return run_once(names, settings, on_item=bump, on_interrupt=stopping)
-        with Live(render(), console=err_console, refresh_per_second=4,
+        with Live(render(), console=progress_console, refresh_per_second=4,
                   transient=True) as live:
             def bump_live(name: str) -> None:
                 bump(name)

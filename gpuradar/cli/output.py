@@ -68,8 +68,12 @@ class _Console(Console):
 
 
 console = _Console()
-# Errors and warnings: word-wrapped in a terminal, one line into a pipe or a log file.
-err_console = _Console(stderr=True, soft_wrap=not sys.stderr.isatty())
+# Errors and warnings: one line whatever the terminal (it shows a long one over several
+# rows, but a path or URL in it stays whole when copied), as into a pipe or a log file.
+err_console = _Console(stderr=True, soft_wrap=True)
+# A progress line redrawn in place (rich Live): wrapped to the terminal, since Live must
+# know how many rows it takes to draw over them.
+progress_console = _Console(stderr=True)
 
 # A cell that is one number with its sign or unit: '$1.3867', '¥14.00', '79.6 GB', '8x',
 # '3d', '12.50 CHF', '40%'. Its parts, so that a column can share one number of decimals.
