@@ -191,9 +191,12 @@ def prices(
                       regions=region or [], max_price=max_price, min_gpus=min_gpus,
                       min_gpu_memory=min_gpu_memory, available_only=available,
                       include_inactive=all_offers)
-    offers = current_offers(engine, flt, limit=None if group else limit or None)
+    # one row more than shown: whether the table must say that it stops at --limit
+    offers = current_offers(engine, flt, limit=None if group or not limit else limit + 1)
     if group:
-        offers = group_variants(offers)[:limit or None]
+        offers = group_variants(offers)
+    more = bool(limit) and len(offers) > limit
+    offers = offers[:limit or None]
     f = pick_format(fmt, as_json, as_csv)
     if f is Format.table and not offers:
         err_console.print(nothing_matched(engine, {
@@ -211,7 +214,8 @@ def prices(
             if len(o["gpu_counts"]) > 1:
                 row["instance_usd"] = None  # one price per GPU, several instance prices
     # Azure's sizes all start with Standard_ (its own portal lists them without it)
-    emit(rows, PRICE_COLUMNS, f, raw_rows=offers, prefixes={"instance": "Standard_"})
+    emit(rows, PRICE_COLUMNS, f, raw_rows=offers, prefixes={"instance": "Standard_"},
+         caption=f"the {limit} cheapest shown: --limit 0 for all" if more else None)
 
 
 INDEX_COLUMNS = [("gpu", "GPU"), ("pricing", "pricing"), ("median", "median $/GPU-h"),

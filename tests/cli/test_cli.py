@@ -203,3 +203,18 @@ def test_a_crawl_failure_is_said_once_naming_its_source_once(tmp_path, sqlite_ur
     verbose = gpuradar("crawl", "aws", "--replay", str(rec), "-v",
                        db_url=f"sqlite:///{tmp_path / 'v.db'}")
     assert "ERROR gpuradar.crawler.middlewares: aws: unreadable response" in verbose.stderr
+
+
+def test_prices_says_when_the_table_stops_at_the_limit(replayed):
+    """`prices` showed its first 50 offers (the default --limit) and said nothing: a user
+    could not tell the table from the whole list."""
+    every = gpuradar_json("prices", "--limit", "0", db_url=replayed)
+    assert len(every) > 3
+    proc = gpuradar("prices", "--limit", "3", db_url=replayed)
+    assert proc.returncode == 0, proc.stderr
+    assert "the 3 cheapest shown: --limit 0 for all" in proc.stdout
+    assert len(gpuradar_json("prices", "--limit", "3", db_url=replayed)) == 3
+    for whole in (["--limit", "0"], ["--limit", str(len(every))]):
+        assert "cheapest shown" not in gpuradar("prices", *whole, db_url=replayed).stdout
+    grouped = gpuradar("prices", "--group", "--limit", "2", db_url=replayed).stdout
+    assert "the 2 cheapest shown: --limit 0 for all" in grouped
