@@ -218,9 +218,12 @@ def prices(
          caption=f"the {limit} cheapest shown: --limit 0 for all" if more else None)
 
 
+# (key, header, priority): the figures are never left out; in a narrow terminal the
+# highest priority goes first (80 columns keep the excluded count, not its time).
 INDEX_COLUMNS = [("gpu", "GPU"), ("pricing", "pricing"), ("median", "median $/GPU-h"),
                  ("p10", "p10"), ("p90", "p90"), ("offers", "offers"),
-                 ("providers", "providers"), ("excluded", "excluded"), ("since", "since (UTC)")]
+                 ("providers", "providers", 2), ("excluded", "excluded", 1),
+                 ("since", "since (UTC)", 3)]
 
 
 def print_index(engine, gpus: list[str], pricing: str | None, f: Format,

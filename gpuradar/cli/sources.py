@@ -92,7 +92,7 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
     emit(table_rows, [("source", "source"), ("enabled", "enabled"), ("why", "why"),
                       ("interval", "interval", 4), ("last_status", "last crawl"),
                       ("last_items", "items", 3),
-                      ("last_success", "last success", 1), ("stale", "freshness", 2),
+                      ("last_success", "last success", 2), ("stale", "freshness", 1),
                       ("uncatalogued", "uncatalogued", 5), ("last_error", "last error")],
          pick_format(fmt, as_json, as_csv),
          raw_rows=rows)

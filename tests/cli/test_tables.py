@@ -45,7 +45,7 @@ def run(monkeypatch, width: int, db: str, *args: str):
 
     monkeypatch.setattr(output, "table", recording)
     monkeypatch.setattr("gpuradar.cli.demo.table", recording, raising=False)
-    result = runner.invoke(app, list(args), env={"COLUMNS": str(width),
+    result = runner.invoke(app, list(args), env={"COLUMNS": str(width), "GPURADAR_CONFIG": None,
                                                 "GPURADAR_DATABASE_URL": db})
     assert result.exit_code in (0, 1), result.output
     return result.stdout, made
@@ -93,7 +93,9 @@ COMMANDS = [("prices",), ("prices", "--gpu", "H100"), ("prices", "--limit", "0")
             # the shipped captures are months old: recommend reads them with --max-age
             ("sources",), ("recommend", "-p", "7B", "-t", "qlora", "--max-age", "1000d"),
             ("recommend", "-p", "70B", "-t", "finetune", "--tokens", "2B", "--max-age", "1000d"),
-            ("history", "gcp", "a2-highgpu-1g", "-r", "us-east1")]
+            ("history", "gcp", "a2-highgpu-1g", "-r", "us-east1"),
+            # these were wider than 80 columns (every column kept, long words in prose)
+            ("prices", "--index"), ("config", "check")]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -123,6 +125,13 @@ def test_wide_shows_every_column_and_a_narrow_table_says_what_it_left_out(dbs, m
     wide, _ = run(monkeypatch, 80, dbs[0], "prices", "--gpu", "H100", "--wide")
     assert "region" in wide and "hidden" not in wide
     assert max(len(line) for line in wide.splitlines()) > 80
+
+
+def test_sources_keeps_the_freshness_at_80_columns(dbs, monkeypatch):
+    """The shipped captures are months old: `sources` rates them STALE (README). At 80
+    columns that column was the second to go, and a user saw no freshness at all."""
+    out, _ = run(monkeypatch, 80, dbs[0], "sources")
+    assert "freshness" in out and "STALE" in out, out
 
 
 def test_piped_output_is_not_squeezed(dbs):
