@@ -77,6 +77,17 @@ def test_each_failure_class_is_one_line_with_its_fix(tmp_path, provider_server, 
                            if r.path == "/api/v1/user/machine/list"))["page_index"] == 1
     for secret in ("tc-secret-9", "hw-secret-9", "autodl-token-9", "autodl-dev-9"):
         assert secret not in proc.stdout + proc.stderr
+    # At 80 columns no table fits (azure's detail holds a 130-character URL): one line per
+    # source and check, each whole, which the terminal wraps (it was a table 220 wide).
+    narrow = gpuradar("sources", "--check", config=cfg, db_url=sqlite_url,
+                      env={"COLUMNS": "80"})
+    assert narrow.returncode == 1, narrow.stderr
+    lines = narrow.stdout.splitlines()
+    assert lines[0] == "source check" and len(lines) == 1 + len(rows), narrow.stdout
+    for (source, check), row in rows.items():
+        line = next(x for x in lines if x.startswith(f"{source} ({check}): "))
+        assert line == (f"{source} ({check}): {row['result']} — {row['detail']}"
+                        + (f"; fix: {row['fix']}" if row["fix"] else "")), line
     # Nothing was stored.
     sources = json.loads(gpuradar("sources", "--json", config=cfg, db_url=sqlite_url).stdout)
     assert all(s["last_status"] is None for s in sources)
