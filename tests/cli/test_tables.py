@@ -216,3 +216,21 @@ def test_prices_watch_refreshes_the_table_in_place(dbs, monkeypatch):
     bad = runner.invoke(app, ["prices", "--watch", "30", "--json"],
                         env={"GPURADAR_DATABASE_URL": dbs[0]})
     assert bad.exit_code == 2 and "--watch refreshes a table" in bad.output
+
+
+def test_recommend_says_why_nothing_fits_once_in_plain_words(dbs):
+    """With the demo's months-old data nothing fits: the reasons were printed twice (a
+    "not shown" line, then the warning) and read "16 accelerator is built for inference,
+    not training", "7 accelerator qlora needs CUDA or ROCm"."""
+    proc = gpuradar("recommend", "-p", "7B", "-t", "qlora", db_url=dbs[0])
+    assert proc.returncode == 1
+    assert "not shown" not in proc.stdout
+    warning = next(line for line in proc.stderr.splitlines() if "no live offer fits" in line)
+    assert re.search(r"\d+ on an accelerator built for inference, not training "
+                     r"\(--framework\)", warning), warning
+    assert re.search(r"\d+ on an accelerator without CUDA or ROCm, which qlora needs", warning)
+    assert "accelerator is built" not in warning and "accelerator qlora" not in warning
+    shown = gpuradar("recommend", "-p", "7B", "-t", "qlora", "--max-age", "1000d",
+                     db_url=dbs[0]).stdout
+    line = next(x for x in shown.splitlines() if x.startswith("not shown: "))
+    assert " · " in line and re.search(r" · \d+ on an accelerator built for inference", line)
