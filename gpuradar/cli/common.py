@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
+from typer.models import DefaultPlaceholder
 
 from gpuradar import __version__
 from gpuradar.cli.output import Format, console, err_console, set_wide
@@ -105,8 +107,42 @@ def _examples(path: str) -> str | None:
     return "[bold]Examples[/bold]\n" + "\n".join(f"  $ {escape(x)}" for x in lines)
 
 
+def _help_keeps_names_whole() -> None:
+    """Typer's help tables cut what does not fit with "…" (`--grad-checkpoin…`,
+    `GPURADAR_METRICS_ADDRES…` at 80 columns): there, option names stay whole and the
+    description column wraps instead; a word still too long folds onto the next line rather
+    than being cut."""
+    from typer import rich_utils
+
+    if getattr(rich_utils.Table, "keeps_names_whole", False):
+        return
+
+    class _Table(rich_utils.Table):  # type: ignore[misc,valid-type]
+        keeps_names_whole = True
+
+        def add_row(self, *cells: Any, **kwargs: Any) -> None:
+            super().add_row(*cells, **kwargs)
+            for column in self.columns:
+                column.overflow = "fold"
+                if _NAME.search(str(getattr(cells[column._index], "plain", ""))):
+                    column.no_wrap = True
+            for cell in cells:  # the description: its parts (help, env var, default)
+                for part in getattr(cell, "renderables", ()):
+                    if isinstance(part, Text):
+                        part.overflow = "fold"
+
+    rich_utils.Table = _Table
+
+
+_NAME = re.compile(r"^-[-\w]+$|^--[\w-]+(,--[\w-]+)*$")
+
+
 class _FlagsAsFlags:
     """A flag is shown as a flag in the help (`--wide`), not as an option taking `<bool>`."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _help_keeps_names_whole()
+        super().format_help(ctx, formatter)  # type: ignore[misc]
 
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)  # type: ignore[misc]
@@ -128,10 +164,16 @@ class _Group(_FlagsAsFlags, TyperGroup):
         return sorted(names, key=lambda n: order.get(PANELS.get(n, ""), len(order)))
 
 
+def _plain(cls: Any, base: type) -> bool:
+    """Whether a command or group was left to Typer's own class (unset, Typer's default
+    placeholder, or the base class itself)."""
+    return cls is None or cls is base or isinstance(cls, DefaultPlaceholder)
+
+
 def decorate(group: typer.Typer, path: str = "") -> None:
     """Every command's help, once all are registered: docstrings unwrapped, flags shown as
     flags, the panel it is listed in, its Examples (EXAMPLES)."""
-    group.info.cls = _Group if group.info.cls in (None, TyperGroup) else group.info.cls
+    group.info.cls = _Group if _plain(group.info.cls, TyperGroup) else group.info.cls
     if not path and group.info.epilog == EXIT_HELP:
         group.info.epilog = f"{_examples('')}\n\n{EXIT_HELP}"
     for info in group.registered_commands:
@@ -142,7 +184,7 @@ def decorate(group: typer.Typer, path: str = "") -> None:
         name = info.name or (info.callback.__name__.replace("_", "-") if info.callback
                              else "")
         full = f"{path} {name}".strip()
-        info.cls = _Command if info.cls in (None, TyperCommand) else info.cls
+        info.cls = _Command if _plain(info.cls, TyperCommand) else info.cls
         info.epilog = info.epilog or _examples(full)
         if not path:
             info.rich_help_panel = info.rich_help_panel or PANELS.get(name)
@@ -151,7 +193,7 @@ def decorate(group: typer.Typer, path: str = "") -> None:
         if not path:
             sub.rich_help_panel = sub.rich_help_panel or PANELS.get(sub.name or "")
         if sub.typer_instance is not None:
-            sub.cls = _Group if sub.cls in (None, TyperGroup) else sub.cls
+            sub.cls = _Group if _plain(sub.cls, TyperGroup) else sub.cls
             decorate(sub.typer_instance, full)
 
 

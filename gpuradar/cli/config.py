@@ -19,7 +19,8 @@ from gpuradar.core.units import format_duration
 if TYPE_CHECKING:
     from gpuradar.core.config import SourceOptions
 
-config_app = typer.Typer(help="Check the configuration file.", no_args_is_help=True)
+config_app = typer.Typer(help="Write a starter configuration file, or check one.",
+                         no_args_is_help=True)
 
 
 def _error_lines(exc: Exception) -> list[str]:
