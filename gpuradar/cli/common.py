@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
+from typer.exceptions import TyperException
 from typer.models import DefaultPlaceholder
 
 from gpuradar import __version__
@@ -137,12 +138,35 @@ def _help_keeps_names_whole() -> None:
 _NAME = re.compile(r"^-[-\w]+$|^--[\w-]+(,--[\w-]+)*$")
 
 
+def _usage_error(exc: TyperException, ctx: Any) -> typer.Exit:
+    """A usage error (missing argument, unknown option or command, bad value) as one line,
+    like every other error: Typer's own is a usage line, a hint and a boxed panel."""
+    err_console.print(f"[red]error:[/red] {escape(exc.format_message())} (see "
+                      f"`{escape(ctx.command_path)} --help`)", highlight=False)
+    return typer.Exit(getattr(exc, "exit_code", EXIT_USAGE))
+
+
+def _is_usage_error(exc: Exception) -> bool:
+    # a command without arguments shows its help through this exception: let it
+    return (isinstance(exc, TyperException) and hasattr(exc, "format_message")
+            and type(exc).__name__ != "NoArgsIsHelpError")
+
+
 class _FlagsAsFlags:
-    """A flag is shown as a flag in the help (`--wide`), not as an option taking `<bool>`."""
+    """A flag is shown as a flag in the help (`--wide`), not as an option taking `<bool>`;
+    a usage error is one line."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         _help_keeps_names_whole()
         super().format_help(ctx, formatter)  # type: ignore[misc]
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)  # type: ignore[misc]
+        except TyperException as exc:
+            if not _is_usage_error(exc):
+                raise
+            raise _usage_error(exc, ctx) from None
 
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)  # type: ignore[misc]
@@ -157,6 +181,14 @@ class _Command(_FlagsAsFlags, TyperCommand):
 
 
 class _Group(_FlagsAsFlags, TyperGroup):
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except TyperException as exc:
+            if not _is_usage_error(exc):
+                raise
+            raise _usage_error(exc, ctx) from None
+
     def list_commands(self, ctx: Any) -> list[str]:
         """The root's panels in the order of PANEL_ORDER (Typer lists them as met)."""
         names = super().list_commands(ctx)

@@ -59,3 +59,24 @@ def test_an_error_is_one_line_in_an_80_column_terminal(tmp_path):
     assert code == 2, out
     errors = [line for line in out.splitlines() if line.strip()]
     assert errors == [f"error: config file {missing} does not exist"], out
+
+
+def test_a_usage_error_is_one_line_too(tmp_path):
+    """A missing argument, an unknown option or command, a bad value: Typer printed a usage
+    line, a hint and a boxed panel (five lines) where every other error is one."""
+    cases = [(["notify", "preview"], "error: Missing argument 'rule'. (see `"),
+             (["prices", "--gpux", "H100"], "error: No such option: --gpux (Possible options: "
+                                           "--gpu, "),
+             (["pricse"], "error: No such command 'pricse'. Did you mean 'prices'"),
+             (["prices", "--limit", "x"], "error: Invalid value for '--limit': "),
+             (["history", "--days"], "error: Option '--days' requires an argument.")]
+    for args, start in cases:
+        code, out = in_terminal(*args, env={"GPURADAR_DATABASE_URL":
+                                            f"sqlite:///{tmp_path / 'db.sqlite'}"})
+        lines = [line for line in out.splitlines() if line.strip()]
+        assert code == 2, out
+        assert len(lines) == 1 and lines[0].startswith(start), out
+        assert lines[0].endswith(" --help`)"), out
+    # a group without a command still shows its help
+    code, out = in_terminal("config")
+    assert "Write a starter configuration file, or check one." in out
