@@ -121,6 +121,11 @@ def rules_check(
                           f"{len(rules)} good")
         raise typer.Exit(EXIT_FAILED)
     f = pick_format(fmt, as_json, as_csv)
+    if f is Format.table and not rules:  # not an empty table and "0 rules OK"
+        console.print(f"no rules in {file}" if file else "no rules configured: add them "
+                      "under `rules:` (or `rules_file:`) in the config file, or check a file "
+                      "(`gpuradar rules check rules.yaml`)", highlight=False)
+        return
     rows = [{"name": r.name, "rule": r.text, "read_as": r.reading(),
              "notify": ", ".join(r.targets or ()) or "-", "options": _options(r)}
             for r in rules]
