@@ -59,8 +59,9 @@ def _unsampled(cfg: "Config", recorded: list[str]) -> list[str]:
         lines.append(f"no public sample: {', '.join(need_keys)} (configure credentials to "
                      "crawl them)")
     if public:
-        lines.append(f"no public sample: {', '.join(public)} (crawl them live: "
-                     "`gpuradar crawl NAME`)")
+        lines.append(f"no public sample: {', '.join(public)} (crawl "
+                     f"{'them' if len(public) > 1 else 'it'} live: "
+                     f"`gpuradar crawl {' '.join(public)}`)")
     return lines
 
 
@@ -104,7 +105,8 @@ def demo(keep: Annotated[Path | None, typer.Option(help="Keep the demo database 
             console.print(f"\ndemo database kept at {keep}: try `gpuradar prices "
                           f"--database-url sqlite:///{keep} --gpu H100`"
                           + (" or `gpuradar history --gpu H100 --days 1 --database-url "
-                             f"sqlite:///{keep}`" if timeline else ""), highlight=False)
+                             f"sqlite:///{keep}`" if timeline else ""), highlight=False,
+                          soft_wrap=True)  # the commands stay whole to be copied
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -77,6 +77,19 @@ def test_demo_shows_dated_real_offers_in_80_columns_without_warnings():
     assert not any(word in out for word in INVENTED)
 
 
+def test_the_demo_names_the_command_to_run_and_keeps_it_whole(tmp_path):
+    """"no public sample: alibaba (crawl them live: `gpuradar crawl NAME`)": one source,
+    and a placeholder where its name goes; the hint after --keep was broken over two lines
+    at 80 columns, so it could not be copied."""
+    db = tmp_path / "a-long-directory-name-for-the-demo-database" / "demo.db"
+    db.parent.mkdir()
+    proc = gpuradar("demo", "--keep", str(db), env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    assert "no public sample: alibaba (crawl it live: `gpuradar crawl alibaba`)" in proc.stdout
+    assert (f"demo database kept at {db}: try `gpuradar prices --database-url "
+            f"sqlite:///{db} --gpu H100`") in proc.stdout.splitlines()
+
+
 @pytest.fixture(scope="module")
 def kept(tmp_path_factory):
     db = tmp_path_factory.mktemp("kept") / "demo.db"
