@@ -124,7 +124,8 @@ def rules_check(
     if f is Format.table and not rules:  # not an empty table and "0 rules OK"
         console.print(f"no rules in {file}" if file else "no rules configured: add them "
                       "under `rules:` (or `rules_file:`) in the config file, or check a file "
-                      "(`gpuradar rules check rules.yaml`)", highlight=False)
+                      "(`gpuradar rules check rules.yaml`)", highlight=False,
+                      soft_wrap=True)  # one line: a path in it stays whole
         return
     rows = [{"name": r.name, "rule": r.text, "read_as": r.reading(),
              "notify": ", ".join(r.targets or ()) or "-", "options": _options(r)}
