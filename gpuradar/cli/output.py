@@ -213,7 +213,7 @@ def fit_width() -> int | None:
     return console.width
 
 
-def _same_decimals(cells: list[list[str]], i: int) -> None:
+def same_decimals(cells: list[list[str]], i: int) -> None:
     """One number of decimals in column i: the most any of its numbers has (nothing is
     rounded: '$14.69' next to '$7.3468' becomes '$14.6900')."""
     parts = [_NUMBER.match(row[i]) for row in cells]
@@ -275,7 +275,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
     numeric = {i for i in keep if cells and all(_NUMBER.match(row[i]) or row[i] in _EMPTY
                                                 for row in cells)}
     for i in numeric:
-        _same_decimals(cells, i)
+        same_decimals(cells, i)
 
     def natural(i: int) -> int:
         return max(len(v) for v in [cols[i].header, *(row[i] for row in cells)])

@@ -20,7 +20,16 @@ from gpuradar.cli.common import (
     get_engine,
     pick_format,
 )
-from gpuradar.cli.output import Format, age, console, emit, err_console, money, watch_output
+from gpuradar.cli.output import (
+    Format,
+    age,
+    console,
+    emit,
+    err_console,
+    money,
+    same_decimals,
+    watch_output,
+)
 
 
 # -- prices ------------------------------------------------------------------------------
@@ -294,6 +303,10 @@ def chart(series: list[tuple[datetime, float | None]], until: datetime, width: i
         prev = r
     ticks = {0: money(lo), height - 1: money(hi), (height - 1) // 2:
              money(lo + (hi - lo) * ((height - 1) // 2) / (height - 1))}
+    # one number of decimals on the axis, as in a table column ('$10.0000' over '$0.4001')
+    rows_of_labels = [[label] for label in ticks.values()]
+    same_decimals(rows_of_labels, 0)
+    ticks = dict(zip(ticks, (label for [label] in rows_of_labels), strict=True))
     label_w = max(len(t) for t in ticks.values())
     out = [f"{'$/GPU-h':>{label_w}}"]
     for r in range(height - 1, -1, -1):

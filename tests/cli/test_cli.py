@@ -218,3 +218,17 @@ def test_prices_says_when_the_table_stops_at_the_limit(replayed):
         assert "cheapest shown" not in gpuradar("prices", *whole, db_url=replayed).stdout
     grouped = gpuradar("prices", "--group", "--limit", "2", db_url=replayed).stdout
     assert "the 2 cheapest shown: --limit 0 for all" in grouped
+
+
+def test_the_history_chart_labels_share_one_number_of_decimals():
+    """The price axis read "$10.00" over "$4.5143" over "$0.4001" (`history --gpu H100
+    --days 200` on the demo): money()'s 2 decimals above $10, 4 below."""
+    from datetime import UTC, datetime, timedelta
+
+    from gpuradar.cli.prices import chart
+
+    start = datetime(2026, 8, 1, tzinfo=UTC)
+    series = [(start + timedelta(days=i), v) for i, v in enumerate([10.0, None, 0.4001])]
+    labels = [line.split()[0] for line in chart(series, start + timedelta(days=3))
+              if "┤" in line]
+    assert labels == ["$10.0000", "$4.5143", "$0.4001"], labels
