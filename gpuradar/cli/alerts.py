@@ -346,8 +346,8 @@ def alerts_command(
                     ("rule", "rule", 4)], Format.table,
              title="alerts")
     else:
-        console.print("no alert is firing" + ("" if all_alerts else
-                                                " (--all shows resolved ones)"))
+        console.print("no alert has fired yet" if all_alerts else
+                      "no alert is firing (--all shows resolved ones)", highlight=False)
     if log:
         nrows = [{"when": f"{age(n['created_at'], now)} ago", "alert": n["alert_key"],
                   "kind": n["kind"], "target": n["target"], "channel": n["channel"] or "-",

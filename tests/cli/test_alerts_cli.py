@@ -100,6 +100,11 @@ def test_rules_test_shows_what_would_fire_without_sending(db_url):
     # Nothing was written: no alert state, no notification.
     listing = runner.invoke(app, ["alerts", "--json", "--database-url", db_url])
     assert json.loads(listing.stdout) == {"alerts": [], "notifications": []}
+    # --all with nothing to show said "no alert is firing", as if it had not looked further
+    plain = runner.invoke(app, ["alerts", "--database-url", db_url]).stdout
+    assert plain.splitlines()[0] == "no alert is firing (--all shows resolved ones)"
+    every = runner.invoke(app, ["alerts", "--all", "--database-url", db_url]).stdout
+    assert every.splitlines()[0] == "no alert has fired yet"
 
 
 def test_alerts_lists_firing_alerts_and_the_notification_log(tmp_path, db_url):
