@@ -225,6 +225,9 @@ def prices(
     # Azure's sizes all start with Standard_ (its own portal lists them without it)
     emit(rows, PRICE_COLUMNS, f, raw_rows=offers, prefixes={"instance": "Standard_"},
          caption=f"the {limit} cheapest shown: --limit 0 for all" if more else None)
+    if more and f is not Format.table:  # said beside the data, not in it
+        err_console.print(f"the {limit} cheapest offers only: --limit 0 for all",
+                          highlight=False)
 
 
 # (key, header, priority): the figures are never left out; in a narrow terminal the

@@ -213,7 +213,10 @@ def test_prices_says_when_the_table_stops_at_the_limit(replayed):
     proc = gpuradar("prices", "--limit", "3", db_url=replayed)
     assert proc.returncode == 0, proc.stderr
     assert "the 3 cheapest shown: --limit 0 for all" in proc.stdout
-    assert len(gpuradar_json("prices", "--limit", "3", db_url=replayed)) == 3
+    machine = gpuradar("prices", "--limit", "3", "--json", db_url=replayed)
+    assert len(json.loads(machine.stdout)) == 3
+    assert machine.stderr.strip() == "the 3 cheapest offers only: --limit 0 for all"
+    assert gpuradar("prices", "--limit", "0", "--csv", db_url=replayed).stderr == ""
     for whole in (["--limit", "0"], ["--limit", str(len(every))]):
         assert "cheapest shown" not in gpuradar("prices", *whole, db_url=replayed).stdout
     grouped = gpuradar("prices", "--group", "--limit", "2", db_url=replayed).stdout
