@@ -18,7 +18,13 @@ def run_check(cfg: Config, fmt: Format, verbose: bool = False) -> int:
     from gpuradar.crawler.probe import run_probes
     from gpuradar.crawler.runner import enabled_sources
 
-    settings = scrapy_settings(cfg, LOG_LEVEL="INFO" if verbose else "CRITICAL")
+    if verbose:  # gpuradar's log lines, as `crawl -v` prints them (a source named once)
+        from gpuradar.core.logs import setup_logging
+
+        setup_logging("text", "INFO", libraries="INFO")
+        settings = scrapy_settings(cfg, LOG_LEVEL="INFO", LOG_ENABLED=False)
+    else:
+        settings = scrapy_settings(cfg, LOG_LEVEL="CRITICAL")
     results = run_probes(enabled_sources(settings), settings)
     rows = [vars(r) for r in results]
     if fmt is Format.table:

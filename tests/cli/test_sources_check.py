@@ -4,6 +4,7 @@ per source and credential, each failure class named with its fix, nothing stored
 from __future__ import annotations
 
 import json
+import re
 
 from scrapy.settings import Settings
 
@@ -107,3 +108,9 @@ def test_all_ok_exits_zero_and_prints_a_table(tmp_path, provider_server, sqlite_
             if line.split() and line.split()[0] in ("fx", "vastai")}
     assert set(rows) == {"fx", "vastai"} and all(" ok " in r for r in rows.values()), \
         proc.stdout
+    # -v logs in gpuradar's format, as `crawl -v` does (Scrapy's own named a spider's
+    # source twice: `[aws] WARNING: aws: ...`)
+    verbose = gpuradar("sources", "--check", "-v", config=cfg, db_url=sqlite_url)
+    assert verbose.returncode == 0, verbose.stderr
+    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d INFO scrapy\.", verbose.stderr, re.M)
+    assert not re.search(r"\] (INFO|WARNING|ERROR): ", verbose.stderr), verbose.stderr
