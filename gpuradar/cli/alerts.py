@@ -257,10 +257,13 @@ def rules_test(
                                 if x["currency"] != o["currency"] else ""),
                      "available": {True: "yes", False: "no", None: "?"}[x["available"]]}
                     for x in o["offers"]]
-            emit(rows, [("source", "source"), ("region", "region"), ("instance", "instance"),
-                        ("pricing", "pricing"), ("gpus", "GPUs"), ("per_gpu", "per GPU-h"),
-                        ("instance_price", "whole offer /h"), ("quoted", "quoted", 2),
-                        ("available", "avail", 1)], Format.table)
+            # (key, header, priority), as in `prices`: in a narrow terminal the highest
+            # priority goes first
+            emit(rows, [("source", "source"), ("region", "region", 1),
+                        ("instance", "instance"), ("pricing", "pricing"), ("gpus", "GPUs"),
+                        ("per_gpu", "per GPU-h"), ("instance_price", "whole offer /h"),
+                        ("quoted", "quoted", 3), ("available", "avail", 2)], Format.table,
+                 prefixes={"instance": "Standard_"})
         if render:
             _print_rendered(m, market, settings, top)
     if market.stale:

@@ -261,7 +261,8 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
     and said in the caption), then columns of priority 1, 2, ... are left out (highest
     first; `optional` lists keys to treat as priority 1, 2, ... in that order), prose
     columns wrap between words, and as a last resort so do the identifying columns; a
-    column of numbers is never narrowed. The caption says what was left out."""
+    column of numbers is never narrower than its numbers (its header may wrap). The caption
+    says what was left out."""
     cols = [_col(c) for c in columns]
     abbreviate = {**ABBREVIATE, **(abbreviate or {})}
     for rank, key in enumerate(optional, 1):
@@ -281,7 +282,9 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
         return max(len(v) for v in [cols[i].header, *(row[i] for row in cells)])
 
     def floor(i: int, last_resort: bool = False) -> int:
-        if i in numeric or not (cols[i].wraps or last_resort):
+        if i in numeric:  # its numbers whole; its header may wrap ('whole offer /h')
+            return max([_longest_word(cols[i].header), *(len(row[i]) for row in cells)])
+        if not (cols[i].wraps or last_resort):
             return natural(i)
         return max(_longest_word(v) for v in [cols[i].header, *(row[i] for row in cells)])
 

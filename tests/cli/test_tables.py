@@ -112,6 +112,15 @@ def test_alerts_table_fits_and_cuts_nothing(dbs, monkeypatch, width):
     assert re.search(r"\$1\.3867/GPU-h", out)  # the best price, whole with its unit
 
 
+@pytest.mark.parametrize("width", WIDTHS)
+def test_rules_test_table_fits_and_cuts_nothing(dbs, monkeypatch, width):
+    """Its offers table was 87 wide at 80 columns: every column but two kept, and a column
+    of numbers as wide as its header ("whole offer /h"), which may wrap instead."""
+    out, made = run(monkeypatch, width, dbs[1], "rules", "test", "H100 under $2/h")
+    assert "would fire: 4 offers" in out
+    check(out, made, width)
+
+
 def test_a_column_of_numbers_has_one_number_of_decimals(dbs, monkeypatch):
     out, _ = run(monkeypatch, 200, dbs[0], "prices", "--source", "gcp", "--limit", "0")
     # GCP's a2-highgpu-2g and -4g cost $7.3468 and $14.69 an hour: one column, 4 decimals,
