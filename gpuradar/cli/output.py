@@ -360,7 +360,8 @@ def watch_output(show: Any, interval: float, rounds: int | None = None) -> None:
             show()
         stamp = Text(f"every {interval:g}s, last {datetime.now(UTC):%H:%M:%S} UTC; Ctrl-C "
                      "stops", style="dim")
-        return Group(Text.from_ansi(captured.get().rstrip("\n")), stamp)
+        # the stamp first: Live cuts what is taller than the terminal at the bottom
+        return Group(stamp, Text.from_ansi(captured.get().rstrip("\n")))
 
     done = 0
     with Live(frame(), console=console, auto_refresh=False, screen=False) as live:

@@ -7,10 +7,13 @@ import fcntl
 import os
 import pty
 import re
+import select
+import signal
 import struct
 import subprocess
 import sys
 import termios
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,3 +83,33 @@ def test_a_usage_error_is_one_line_too(tmp_path):
     # a group without a command still shows its help
     code, out = in_terminal("config")
     assert "Write a starter configuration file, or check one." in out
+
+
+def test_watch_shows_when_it_refreshed_above_a_table_taller_than_the_terminal(tmp_path):
+    """`prices --watch` in a 24-row terminal: Live cut the table at the bottom ("...") and
+    the line saying when it refreshed, printed under the table, was never seen."""
+    from tests.clirun import gpuradar
+
+    db = tmp_path / "demo.db"
+    assert gpuradar("demo", "--keep", str(db)).returncode == 0
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPURADAR_")
+           and k not in ("COLUMNS", "LINES")}
+    env |= {"TERM": "xterm", "PYTHONPATH": str(ROOT), "GPURADAR_DATABASE_URL": f"sqlite:///{db}"}
+    proc = subprocess.Popen([sys.executable, "-m", "gpuradar", "prices", "--watch", "1"],
+                            cwd=ROOT, env=env, stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"every 1s, last" not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1)
+            if ready:
+                seen += os.read(master, 65536)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+        os.close(master)
+    text = ANSI.sub("", seen.decode(errors="replace"))
+    assert "every 1s, last" in text and "Ctrl-C stops" in text, text[-2000:]
