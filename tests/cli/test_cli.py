@@ -154,7 +154,9 @@ def test_nothing_matched_tells_a_filter_from_an_empty_database(replayed, sqlite_
     assert "crawl first" not in proc.stderr
     assert gpuradar("db", "upgrade", db_url=sqlite_url).returncode == 0
     proc = gpuradar("prices", db_url=sqlite_url)
-    assert "no offers stored yet: crawl first" in proc.stderr
+    # which database is empty: a mistyped path, or a shell without GPURADAR_DATABASE_URL
+    path = sqlite_url.removeprefix("sqlite:///")
+    assert f"no offers stored yet in {path}: crawl first" in proc.stderr
 
 
 def test_region_alias_mainland_in_prices(replayed):
