@@ -252,6 +252,8 @@ def export(engine: Engine, directory: Path, formats: Sequence[str] = FORMATS
            ) -> dict[str, Any]:
     """Write every table in each format into `directory` (created if missing), then the
     manifest; the manifest, as written."""
+    from gpuradar import __version__
+
     unknown = [f for f in formats if f not in FORMATS]
     if unknown or not formats:
         raise ExportError(f"unknown export format {unknown[0] if unknown else ''!r}; "
@@ -259,33 +261,11 @@ def export(engine: Engine, directory: Path, formats: Sequence[str] = FORMATS
     formats = [f for f in FORMATS if f in formats]  # one order, whatever was asked
     if "parquet" in formats:
         _pyarrow()
-    if directory.exists() and not directory.is_dir():
-        raise ExportError(f"{directory} is a file, not a directory: give a directory to "
-                          "export into")
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ExportError(f"cannot create export directory {directory}: "
                           f"{exc.strerror or exc}") from None
-    try:
-        return _write(engine, directory, formats)
-    except OSError as exc:  # read-only, full, or one of our names taken by a directory
-        where = exc.filename or directory
-        raise ExportError(f"cannot write {where}: {exc.strerror or exc}") from None
-
-
-def _own_names(formats: Sequence[str] = FORMATS) -> list[str]:
-    """The file names an export of these formats writes (besides the manifest)."""
-    return [f"{t.name}.{f}" for t in TABLES for f in formats]
-
-
-def _write(engine: Engine, directory: Path, formats: Sequence[str]) -> dict[str, Any]:
-    from gpuradar import __version__
-
-    # An earlier export's files of a format not written now would sit beside a manifest
-    # that does not list them (and not match the data): they go. Other files stay.
-    for name in set(_own_names()) - set(_own_names(formats)):
-        (directory / name).unlink(missing_ok=True)
     files, tables = [], {}
     first: datetime | None = None
     last: datetime | None = None
@@ -326,54 +306,26 @@ def _write(engine: Engine, directory: Path, formats: Sequence[str]) -> dict[str,
     return manifest
 
 
-def _entries(manifest: Any) -> list[dict[str, str]]:
-    """The manifest's file entries, each checked to be {path: a plain file name, sha256: 64
-    hex digits}; ValueError naming the first that is not. A path must not leave the
-    directory: verify reads only files of the export."""
-    entries = manifest.get("files") if isinstance(manifest, dict) else None
-    if not isinstance(entries, list):
-        raise ValueError("no list of files")
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise ValueError(f"files[{i}] is not an object")
-        name, digest = entry.get("path"), entry.get("sha256")
-        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
-            raise ValueError(f"files[{i}] path {name!r} is not a file name in the export "
-                             "directory")
-        if not isinstance(digest, str) or len(digest) != 64 \
-                or not all(c in "0123456789abcdef" for c in digest):
-            raise ValueError(f"files[{i}] sha256 {digest!r} is not 64 hex digits")
-    return entries
-
-
 def verify(directory: Path) -> list[str]:
-    """Recompute every listed file's digest against the manifest, and look for export files
-    it does not list: [] when all match, else one line per problem."""
-    if directory.exists() and not directory.is_dir():
-        return [f"{directory}: a file, not an export directory"]
+    """Recompute every file's digest and size against the manifest: [] when all match,
+    else one line per mismatch."""
     path = directory / MANIFEST
     try:
-        entries = _entries(json.loads(path.read_text(encoding="utf-8")))
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        entries = manifest["files"]
     except FileNotFoundError:
         return [f"{path}: no manifest (not a gpuradar export?)"]
-    except (OSError, ValueError) as exc:
-        return [f"{path}: unreadable manifest ({getattr(exc, 'strerror', None) or exc})"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [f"{path}: unreadable manifest ({exc})"]
     problems = []
     for entry in entries:
         target = directory / entry["path"]
         if not target.is_file():
             problems.append(f"{target}: missing (listed in {MANIFEST})")
             continue
-        try:
-            digest = sha256(target)
-        except OSError as exc:
-            problems.append(f"{target}: cannot be read ({exc.strerror or exc})")
-            continue
+        digest = sha256(target)
         if digest != entry["sha256"]:
             problems.append(f"{target}: sha256 {digest[:16]}… does not match the manifest's "
                             f"{entry['sha256'][:16]}…")
-    listed = {e["path"] for e in entries}
-    problems += [f"{directory / name}: an export file {MANIFEST} does not list"
-                 for name in _own_names() if name not in listed and (directory / name).exists()]
     return problems
 
