@@ -376,7 +376,8 @@ def history(
     pricing: Annotated[str | None, typer.Option(help="on-demand or spot.")] = None,
     gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="Cheapest price of this GPU "
                                             "over time instead of one offer.")] = None,
-    days: Annotated[float, typer.Option(help="How far back (with --gpu).")] = 7.0,
+    days: Annotated[float, typer.Option(help="How far back (with --gpu), at most 3660.")
+                    ] = 7.0,
     at: Annotated[str | None, typer.Option(help="Price of the offer at this time: "
                                            "yesterday, 2d (ago), 2026-08-22, "
                                            "'2026-08-22 18:00' (UTC unless an offset is "
@@ -385,12 +386,14 @@ def history(
     as_json: JsonOpt = False, as_csv: CsvOpt = False, wide: WideOpt = False,
 ) -> None:
     """The spans of one offer, or the cheapest price of a GPU over time."""
-    from gpuradar.core.units import parse_when
+    from gpuradar.core.units import MAX_DURATION, parse_when
     from gpuradar.storage import queries
 
     pricing = pricing.replace("-", "_") if pricing else None
     if pricing not in (None, "on_demand", "spot"):
         raise fail(f"--pricing must be on-demand or spot, not {pricing.replace('_', '-')!r}")
+    if not 0 < days <= MAX_DURATION.days:  # a negative period drew a range backwards
+        raise fail(f"--days must be more than 0 and at most {MAX_DURATION.days}, not {days:g}")
     when = None
     if at is not None:
         try:

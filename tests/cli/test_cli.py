@@ -237,3 +237,14 @@ def test_the_history_chart_labels_share_one_number_of_decimals():
     labels = [line.split()[0] for line in chart(series, start + timedelta(days=3))
               if "┤" in line]
     assert labels == ["$10.0000", "$4.5143", "$0.4001"], labels
+
+
+@pytest.mark.parametrize("days", ["-1", "0", "nan", "1e9", "3661"])
+def test_history_refuses_a_period_it_cannot_draw_in_one_line(replayed, days):
+    """`--days -1` drew the range backwards ("2026-12-03 to 2026-12-02 (-1 days)", exit 0),
+    `--days 1e9` ended in a traceback (OverflowError)."""
+    proc = gpuradar("history", "--gpu", "H100", "--days", days, db_url=replayed)
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stderr.strip() == (f"error: --days must be more than 0 and at most 3660, "
+                                   f"not {float(days):g}"), proc.stderr
+    assert proc.stdout == ""
