@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import dataclass
 from datetime import timedelta
@@ -31,6 +32,8 @@ def parse_count(text: str, what: str = "size") -> float:
     if not found:
         raise RecommendError(f"{what} {text!r} is not a number with K/M/B/T, e.g. 7B or 2T")
     value = float(found.group(1)) * _SCALE[found.group(2).lower()]
+    if not math.isfinite(value):  # '1e300B': the shape and memory arithmetic overflow
+        raise RecommendError(f"{what} {text!r} is too large")
     if value <= 0:
         raise RecommendError(f"{what} {text!r} must be positive")
     if not found.group(2) and value < 1e6:

@@ -248,3 +248,12 @@ def test_history_refuses_a_period_it_cannot_draw_in_one_line(replayed, days):
     assert proc.stderr.strip() == (f"error: --days must be more than 0 and at most 3660, "
                                    f"not {float(days):g}"), proc.stderr
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (["-p", "1e300B", "-t", "qlora"], "error: model size '1e300B' is too large"),
+    (["-p", "7B", "-t", "finetune", "--tokens", "1e309"], "error: tokens '1e309' is too large")])
+def test_recommend_refuses_a_size_too_large_to_compute_in_one_line(replayed, args, error):
+    """`recommend -p 1e300B` ended in a traceback (OverflowError in the model shape)."""
+    proc = gpuradar("recommend", *args, db_url=replayed)
+    assert proc.returncode == 2 and proc.stderr.strip() == error, proc.stderr
