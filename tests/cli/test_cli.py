@@ -257,3 +257,16 @@ def test_recommend_refuses_a_size_too_large_to_compute_in_one_line(replayed, arg
     """`recommend -p 1e300B` ended in a traceback (OverflowError in the model shape)."""
     proc = gpuradar("recommend", *args, db_url=replayed)
     assert proc.returncode == 2 and proc.stderr.strip() == error, proc.stderr
+
+
+def test_parse_of_a_directory_and_upgrade_to_an_unknown_revision_are_one_line(tmp_path,
+                                                                              sqlite_url):
+    """Both ended in a traceback (IsADirectoryError; alembic's CommandError)."""
+    proc = gpuradar("parse", "azure", str(tmp_path))
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (f"error: {tmp_path}: a directory; give the saved responses "
+                                   f"in it (e.g. {tmp_path}/*.json)"), proc.stderr
+    proc = gpuradar("db", "upgrade", "--revision", "nosuch", db_url=sqlite_url)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: --revision nosuch: Can't locate revision identified "
+                                   "by 'nosuch'"), proc.stderr
