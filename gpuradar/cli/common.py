@@ -313,7 +313,7 @@ def get_engine(cfg: "Config", *, write: bool = False):
     """The database, migrated; crawls a dead process left `running` are marked failed
     (gpuradar.storage.owner). `write`: check now that this process can write (crawls).
     A database that cannot be used is one line naming the cause, exit 3."""
-    from gpuradar.storage.db import check_writable, database_problem, open_database
+    from gpuradar.storage.db import check_writable, open_database
     from gpuradar.storage.owner import mark_dead_crawls
 
     try:
@@ -322,11 +322,23 @@ def get_engine(cfg: "Config", *, write: bool = False):
             check_writable(engine)
         mark_dead_crawls(engine)
     except Exception as exc:
-        problem = database_problem(exc, cfg.database_url)
+        problem = database_failure(exc, cfg.database_url)
         if problem is None:
             raise
         raise fail(problem, EXIT_DATABASE) from None
     return engine
+
+
+def database_failure(exc: Exception, url: str) -> str | None:
+    """One line saying why the database at `url` cannot be used, or None when `exc` is not
+    about it: a database error, or a SQLite file whose folder cannot be made."""
+    from gpuradar.storage.db import database_problem, redact_url
+
+    problem = database_problem(exc, url)
+    if problem is None and isinstance(exc, OSError):
+        problem = (f"database {redact_url(url)} cannot be opened: {exc.strerror or exc}: "
+                   f"{exc.filename}")
+    return problem
 
 
 def _interrupted(signum: int, frame: Any) -> None:

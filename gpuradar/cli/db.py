@@ -12,6 +12,7 @@ from gpuradar.cli.common import (
     EXIT_DATABASE,
     ConfigOpt,
     DbOpt,
+    database_failure,
     db_app,
     fail,
     get_config,
@@ -93,4 +94,6 @@ def db_upgrade(config: ConfigOpt = None, database_url: DbOpt = None,
         raise fail(str(exc), EXIT_DATABASE) from None
     except CommandError as exc:  # a revision alembic does not know
         raise fail(f"--revision {revision}: {exc}") from None
+    except OSError as exc:  # the SQLite file's folder cannot be made
+        raise fail(database_failure(exc, cfg.database_url) or str(exc), EXIT_DATABASE) from None
     console.print(f"database {redact_url(cfg.database_url)} is at {revision}")

@@ -270,3 +270,16 @@ def test_parse_of_a_directory_and_upgrade_to_an_unknown_revision_are_one_line(tm
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("error: --revision nosuch: Can't locate revision identified "
                                    "by 'nosuch'"), proc.stderr
+
+
+@pytest.mark.parametrize("args", [["prices"], ["crawl", "oci"], ["db", "upgrade"]])
+def test_a_database_folder_that_cannot_be_made_is_one_line_exit_3(tmp_path, args):
+    """A SQLite path under a file (or under /proc, or GPURADAR_DATA_DIR there) ended in a
+    FileExistsError / FileNotFoundError traceback."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    url = f"sqlite:///{blocker}/gpuradar.db"
+    proc = gpuradar(*args, db_url=url)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.strip() == (f"error: database {url} cannot be opened: File exists: "
+                                   f"{blocker}"), proc.stderr
