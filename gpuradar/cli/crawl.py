@@ -164,6 +164,11 @@ def crawl(
         raise fail("--record and --replay exclude each other")
     if replay and not replay.is_dir():
         raise fail(f"recording directory {replay} does not exist")
+    if record:  # now, not at the first answer in the middle of a crawl
+        try:
+            record.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise fail(f"cannot record into {record}: {exc.strerror or exc}") from None
     cfg = get_config(config, database_url, check=True)  # refused here if `run` refuses it
     results = crawl_sources(cfg, sources or [], record, replay, verbose)
     _blame_scrapy_settings(cfg, results)

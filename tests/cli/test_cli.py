@@ -283,3 +283,12 @@ def test_a_database_folder_that_cannot_be_made_is_one_line_exit_3(tmp_path, args
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.strip() == (f"error: database {url} cannot be opened: File exists: "
                                    f"{blocker}"), proc.stderr
+
+
+def test_crawl_record_into_a_path_it_cannot_create_is_refused_before_crawling(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    proc = gpuradar("crawl", "oci", "--record", str(blocker / "rec"),
+                    db_url=f"sqlite:///{tmp_path / 'db.sqlite'}")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert proc.stderr.strip() == f"error: cannot record into {blocker / 'rec'}: Not a directory"
