@@ -141,7 +141,8 @@ _NAME = re.compile(r"^-[-\w]+$|^--[\w-]+(,--[\w-]+)*$")
 def _usage_error(exc: TyperException, ctx: Any) -> typer.Exit:
     """A usage error (missing argument, unknown option or command, bad value) as one line,
     like every other error: Typer's own is a usage line, a hint and a boxed panel."""
-    err_console.print(f"[red]error:[/red] {escape(exc.format_message())} (see "
+    message = exc.format_message().replace("Value error, ", "")  # pydantic's prefix
+    err_console.print(f"[red]error:[/red] {escape(message)} (see "
                       f"`{escape(ctx.command_path)} --help`)", highlight=False)
     return typer.Exit(getattr(exc, "exit_code", EXIT_USAGE))
 

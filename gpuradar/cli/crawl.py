@@ -163,7 +163,7 @@ def crawl(
     if record and replay:
         raise fail("--record and --replay exclude each other")
     if replay and not replay.is_dir():
-        raise fail(f"recording directory {replay} does not exist")
+        raise fail(recording_problem(replay))
     if record:  # now, not at the first answer in the middle of a crawl
         try:
             record.mkdir(parents=True, exist_ok=True)
@@ -177,6 +177,13 @@ def crawl(
         raise typer.Exit(EXIT_FAILED)
     if any(r.status == "partial" for r in results):
         raise typer.Exit(EXIT_PARTIAL)
+
+
+def recording_problem(replay: Path) -> str:
+    """Why --replay cannot read `replay` (not a directory)."""
+    if replay.exists():
+        return f"recording directory {replay} is not a directory"
+    return f"recording directory {replay} does not exist"
 
 
 def _blame_scrapy_settings(cfg: "Config", results) -> None:

@@ -292,3 +292,16 @@ def test_crawl_record_into_a_path_it_cannot_create_is_refused_before_crawling(tm
                     db_url=f"sqlite:///{tmp_path / 'db.sqlite'}")
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout
     assert proc.stderr.strip() == f"error: cannot record into {blocker / 'rec'}: Not a directory"
+
+
+def test_replay_of_a_file_and_a_bad_log_level_say_what_is_wrong(tmp_path):
+    afile = tmp_path / "a-file"
+    afile.write_text("")
+    for command in ("crawl", "run"):
+        proc = gpuradar(command, "--replay", str(afile), db_url=f"sqlite:///{tmp_path}/d.db")
+        assert proc.returncode == 2
+        # it said "does not exist" of a file that exists
+        assert proc.stderr.strip() == f"error: recording directory {afile} is not a directory"
+    proc = gpuradar("run", "--log-level", "nosuch")
+    assert proc.returncode == 2 and "Value error" not in proc.stderr  # pydantic's prefix
+    assert "'nosuch' is not one of 'debug', 'info', 'warning', 'error'" in proc.stderr
