@@ -58,7 +58,13 @@ def parse_files(source: str, files: list[Path], settings: Settings,
     for path in files:
         if not path.exists():
             raise ParseFailed(f"{path}: no such file")
-        response = response_for(path, url)
+        if path.is_dir():
+            raise ParseFailed(f"{path}: a directory; give the saved responses in it (e.g. "
+                              f"{path}/*.json)")
+        try:
+            response = response_for(path, url)
+        except OSError as exc:  # unreadable: permissions, a device, ...
+            raise ParseFailed(f"{path}: cannot be read ({exc.strerror or exc})") from None
         try:
             for out in spider.parse_file(response):
                 if isinstance(out, PriceItem):

@@ -23,6 +23,7 @@ import scrapy
 from scrapy.settings import Settings
 
 from gpuradar.core.items import PriceItem
+from gpuradar.core.logs import source_once
 from gpuradar.crawler.middlewares import connection_cause
 from gpuradar.crawler.runner import spider_classes
 from gpuradar.crawler.spiders.base import GpuRadarSpider
@@ -112,7 +113,8 @@ def probe_class(cls: type[GpuRadarSpider]) -> type[GpuRadarSpider]:
 
     def report(self, request: scrapy.Request, result: str, detail: str) -> None:
         self.probe_results.append(ProbeResult(self.name, request.meta["probe"], result,
-                                              detail, _fix(cls, result, request.url)))
+                                              source_once(detail, self.name),
+                                              _fix(cls, result, request.url)))
 
     async def _probe_answer(self, response, **kwargs: Any) -> None:
         request = response.request

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gpuradar.core.config import ConfigError
-from gpuradar.core.logs import REDACT
+from gpuradar.core.logs import REDACT, source_once
 from gpuradar.core.units import (
     EXIT_DATABASE,
     EXIT_FAILED,
@@ -433,7 +433,7 @@ class Daemon:
                 log.info("%s: crawl ok: %s", source, summary, extra=extra)
             else:
                 log.warning("%s: crawl partial: %s; %s", source, summary,
-                            result.error[:500], extra=extra)
+                            source_once(result.error, source)[:500], extra=extra)
             return
         st.failures += 1
         self.metrics.failures.labels(source).set(st.failures)
@@ -447,7 +447,7 @@ class Daemon:
                    f"next crawl in {format_duration(round(delay))}"
                    if st.failures > 1 else "")
         log.warning("%s: crawl failed after %.1fs: %s%s", source, duration,
-                    (result.error or "no detail")[:500], nxt,
+                    source_once(result.error or "", source)[:500] or "no detail", nxt,
                     extra=extra | {"failures": st.failures})
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:

@@ -121,6 +121,12 @@ def rules_check(
                           f"{len(rules)} good")
         raise typer.Exit(EXIT_FAILED)
     f = pick_format(fmt, as_json, as_csv)
+    if f is Format.table and not rules:  # not an empty table and "0 rules OK"
+        console.print(f"no rules in {file}" if file else "no rules configured: add them "
+                      "under `rules:` (or `rules_file:`) in the config file, or check a file "
+                      "(`gpuradar rules check rules.yaml`)", highlight=False,
+                      soft_wrap=True)  # one line: a path in it stays whole
+        return
     rows = [{"name": r.name, "rule": r.text, "read_as": r.reading(),
              "notify": ", ".join(r.targets or ()) or "-", "options": _options(r)}
             for r in rules]
@@ -251,10 +257,13 @@ def rules_test(
                                 if x["currency"] != o["currency"] else ""),
                      "available": {True: "yes", False: "no", None: "?"}[x["available"]]}
                     for x in o["offers"]]
-            emit(rows, [("source", "source"), ("region", "region"), ("instance", "instance"),
-                        ("pricing", "pricing"), ("gpus", "GPUs"), ("per_gpu", "per GPU-h"),
-                        ("instance_price", "whole offer /h"), ("quoted", "quoted", 2),
-                        ("available", "avail", 1)], Format.table)
+            # (key, header, priority), as in `prices`: in a narrow terminal the highest
+            # priority goes first
+            emit(rows, [("source", "source"), ("region", "region", 1),
+                        ("instance", "instance"), ("pricing", "pricing"), ("gpus", "GPUs"),
+                        ("per_gpu", "per GPU-h"), ("instance_price", "whole offer /h"),
+                        ("quoted", "quoted", 3), ("available", "avail", 2)], Format.table,
+                 prefixes={"instance": "Standard_"})
         if render:
             _print_rendered(m, market, settings, top)
     if market.stale:
@@ -340,8 +349,8 @@ def alerts_command(
                     ("rule", "rule", 4)], Format.table,
              title="alerts")
     else:
-        console.print("no alert is firing" + ("" if all_alerts else
-                                                " (--all shows resolved ones)"))
+        console.print("no alert has fired yet" if all_alerts else
+                      "no alert is firing (--all shows resolved ones)", highlight=False)
     if log:
         nrows = [{"when": f"{age(n['created_at'], now)} ago", "alert": n["alert_key"],
                   "kind": n["kind"], "target": n["target"], "channel": n["channel"] or "-",

@@ -5,17 +5,18 @@ Exit codes scripts can rely on are gpuradar.core.units.EXIT_CODES, listed in `--
 
 
 import inspect
-import logging
 import math
 import re
 import signal
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
+from typer.exceptions import TyperException
+from typer.models import DefaultPlaceholder
 
 from gpuradar import __version__
 from gpuradar.cli.output import Format, console, err_console, set_wide
@@ -108,8 +109,66 @@ def _examples(path: str) -> str | None:
     return "[bold]Examples[/bold]\n" + "\n".join(f"  $ {escape(x)}" for x in lines)
 
 
+def _help_keeps_names_whole() -> None:
+    """Typer's help tables cut what does not fit with "…" (`--grad-checkpoin…`,
+    `GPURADAR_METRICS_ADDRES…` at 80 columns): there, option names stay whole and the
+    description column wraps instead; a word still too long folds onto the next line rather
+    than being cut."""
+    from typer import rich_utils
+
+    if getattr(rich_utils.Table, "keeps_names_whole", False):
+        return
+
+    class _Table(rich_utils.Table):  # type: ignore[misc,valid-type]
+        keeps_names_whole = True
+
+        def add_row(self, *cells: Any, **kwargs: Any) -> None:
+            super().add_row(*cells, **kwargs)
+            for column in self.columns:
+                column.overflow = "fold"
+                if _NAME.search(str(getattr(cells[column._index], "plain", ""))):
+                    column.no_wrap = True
+            for cell in cells:  # the description: its parts (help, env var, default)
+                for part in getattr(cell, "renderables", ()):
+                    if isinstance(part, Text):
+                        part.overflow = "fold"
+
+    rich_utils.Table = _Table
+
+
+_NAME = re.compile(r"^-[-\w]+$|^--[\w-]+(,--[\w-]+)*$")
+
+
+def _usage_error(exc: TyperException, ctx: Any) -> typer.Exit:
+    """A usage error (missing argument, unknown option or command, bad value) as one line,
+    like every other error: Typer's own is a usage line, a hint and a boxed panel."""
+    message = exc.format_message().replace("Value error, ", "")  # pydantic's prefix
+    err_console.print(f"[red]error:[/red] {escape(message)} (see "
+                      f"`{escape(ctx.command_path)} --help`)", highlight=False)
+    return typer.Exit(getattr(exc, "exit_code", EXIT_USAGE))
+
+
+def _is_usage_error(exc: Exception) -> bool:
+    # a command without arguments shows its help through this exception: let it
+    return (isinstance(exc, TyperException) and hasattr(exc, "format_message")
+            and type(exc).__name__ != "NoArgsIsHelpError")
+
+
 class _FlagsAsFlags:
-    """A flag is shown as a flag in the help (`--wide`), not as an option taking `<bool>`."""
+    """A flag is shown as a flag in the help (`--wide`), not as an option taking `<bool>`;
+    a usage error is one line."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _help_keeps_names_whole()
+        super().format_help(ctx, formatter)  # type: ignore[misc]
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)  # type: ignore[misc]
+        except TyperException as exc:
+            if not _is_usage_error(exc):
+                raise
+            raise _usage_error(exc, ctx) from None
 
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)  # type: ignore[misc]
@@ -124,6 +183,14 @@ class _Command(_FlagsAsFlags, TyperCommand):
 
 
 class _Group(_FlagsAsFlags, TyperGroup):
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except TyperException as exc:
+            if not _is_usage_error(exc):
+                raise
+            raise _usage_error(exc, ctx) from None
+
     def list_commands(self, ctx: Any) -> list[str]:
         """The root's panels in the order of PANEL_ORDER (Typer lists them as met)."""
         names = super().list_commands(ctx)
@@ -131,10 +198,16 @@ class _Group(_FlagsAsFlags, TyperGroup):
         return sorted(names, key=lambda n: order.get(PANELS.get(n, ""), len(order)))
 
 
+def _plain(cls: Any, base: type) -> bool:
+    """Whether a command or group was left to Typer's own class (unset, Typer's default
+    placeholder, or the base class itself)."""
+    return cls is None or cls is base or isinstance(cls, DefaultPlaceholder)
+
+
 def decorate(group: typer.Typer, path: str = "") -> None:
     """Every command's help, once all are registered: docstrings unwrapped, flags shown as
     flags, the panel it is listed in, its Examples (EXAMPLES)."""
-    group.info.cls = _Group if group.info.cls in (None, TyperGroup) else group.info.cls
+    group.info.cls = _Group if _plain(group.info.cls, TyperGroup) else group.info.cls
     if not path and group.info.epilog == EXIT_HELP:
         group.info.epilog = f"{_examples('')}\n\n{EXIT_HELP}"
     for info in group.registered_commands:
@@ -145,7 +218,7 @@ def decorate(group: typer.Typer, path: str = "") -> None:
         name = info.name or (info.callback.__name__.replace("_", "-") if info.callback
                              else "")
         full = f"{path} {name}".strip()
-        info.cls = _Command if info.cls in (None, TyperCommand) else info.cls
+        info.cls = _Command if _plain(info.cls, TyperCommand) else info.cls
         info.epilog = info.epilog or _examples(full)
         if not path:
             info.rich_help_panel = info.rich_help_panel or PANELS.get(name)
@@ -154,7 +227,7 @@ def decorate(group: typer.Typer, path: str = "") -> None:
         if not path:
             sub.rich_help_panel = sub.rich_help_panel or PANELS.get(sub.name or "")
         if sub.typer_instance is not None:
-            sub.cls = _Group if sub.cls in (None, TyperGroup) else sub.cls
+            sub.cls = _Group if _plain(sub.cls, TyperGroup) else sub.cls
             decorate(sub.typer_instance, full)
 
 
@@ -250,7 +323,7 @@ def get_engine(cfg: "Config", *, write: bool = False):
     """The database, migrated; crawls a dead process left `running` are marked failed
     (gpuradar.storage.owner). `write`: check now that this process can write (crawls).
     A database that cannot be used is one line naming the cause, exit 3."""
-    from gpuradar.storage.db import check_writable, database_problem, open_database
+    from gpuradar.storage.db import check_writable, open_database
     from gpuradar.storage.owner import mark_dead_crawls
 
     try:
@@ -259,11 +332,23 @@ def get_engine(cfg: "Config", *, write: bool = False):
             check_writable(engine)
         mark_dead_crawls(engine)
     except Exception as exc:
-        problem = database_problem(exc, cfg.database_url)
+        problem = database_failure(exc, cfg.database_url)
         if problem is None:
             raise
         raise fail(problem, EXIT_DATABASE) from None
     return engine
+
+
+def database_failure(exc: Exception, url: str) -> str | None:
+    """One line saying why the database at `url` cannot be used, or None when `exc` is not
+    about it: a database error, or a SQLite file whose folder cannot be made."""
+    from gpuradar.storage.db import database_problem, redact_url
+
+    problem = database_problem(exc, url)
+    if problem is None and isinstance(exc, OSError):
+        problem = (f"database {redact_url(url)} cannot be opened: {exc.strerror or exc}: "
+                   f"{exc.filename}")
+    return problem
 
 
 def _interrupted(signum: int, frame: Any) -> None:
@@ -290,11 +375,6 @@ def run_app() -> None:
 
 def pick_format(fmt: Format, as_json: bool, as_csv: bool) -> Format:
     return Format.json if as_json else Format.csv if as_csv else fmt
-
-
-def setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
 def _print_version(value: bool) -> None:

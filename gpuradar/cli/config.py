@@ -19,7 +19,8 @@ from gpuradar.core.units import format_duration
 if TYPE_CHECKING:
     from gpuradar.core.config import SourceOptions
 
-config_app = typer.Typer(help="Check the configuration file.", no_args_is_help=True)
+config_app = typer.Typer(help="Write a starter configuration file, or check one.",
+                         no_args_is_help=True)
 
 
 def _error_lines(exc: Exception) -> list[str]:
@@ -101,10 +102,12 @@ def _print(info: dict[str, Any]) -> None:
     console.print(f"database: {info['database']} (from {info['database_from']})",
                   highlight=False)
     rows = [{**r, "enabled": "yes" if r["enabled"] else "no"} for r in info["sources"]]
+    # (key, header, priority): in a narrow terminal the highest priority goes first; the
+    # credentials stay (this is where they are checked), `why` is `gpuradar sources`' too
     emit(rows, [("source", "source"), ("enabled", "enabled"), ("interval", "interval"),
-                           ("interval_from", "set by"), ("jitter", "jitter"),
-                           ("timeout", "timeout"), ("credentials", "credentials"),
-                           ("why", "why")], _Format.table, title="sources")
+                ("interval_from", "set by", 1), ("jitter", "jitter", 3),
+                ("timeout", "timeout", 2), ("credentials", "credentials"),
+                ("why", "why", 4)], _Format.table, title="sources")
     if info["targets"]:
         emit(info["targets"], [("target", "target"), ("channel", "channel"),
                                ("urls", "URL (redacted)"), ("tags", "tags")], _Format.table,

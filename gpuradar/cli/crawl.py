@@ -2,6 +2,7 @@
 
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -25,7 +26,7 @@ from gpuradar.cli.common import (
     get_engine,
     pick_format,
 )
-from gpuradar.cli.output import Format, console, emit, err_console
+from gpuradar.cli.output import Format, console, emit, err_console, progress_console
 
 if TYPE_CHECKING:
     from gpuradar.core.config import Config
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 
 # -- crawl -------------------------------------------------------------------------------
 def crawl_sources(cfg: "Config", sources: list[str], record: Path | None, replay: Path | None,
-                  verbose: bool, quiet: bool = False, log_level: str = "WARNING"):
+                  verbose: bool, quiet: bool = False, log_level: str = "WARNING",
+                  table: bool = True):
     from rich.live import Live
     from rich.text import Text
 
@@ -51,6 +53,9 @@ def crawl_sources(cfg: "Config", sources: list[str], record: Path | None, replay
     # not printed above it too (gpuradar.core.logs.IN_OUTCOME), unless -v.
     setup_logging("text", "INFO" if verbose else log_level,
                   libraries="INFO" if verbose else None)
+    if table and not verbose:  # with --json/--csv stdout is data: stderr says the failure
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_not_in_summary)
     settings = scrapy_settings(cfg, GPURADAR_RECORD_DIR=str(record) if record else None,
                                GPURADAR_REPLAY_DIR=str(replay) if replay else None,
                                LOG_LEVEL="INFO" if verbose else log_level, LOG_ENABLED=False,
@@ -82,7 +87,7 @@ def crawl_sources(cfg: "Config", sources: list[str], record: Path | None, replay
     try:
         if quiet or not console.is_terminal:
             return run_once(names, settings, on_item=bump, on_interrupt=stopping)
-        with Live(render(), console=err_console, refresh_per_second=4,
+        with Live(render(), console=progress_console, refresh_per_second=4,
                   transient=True) as live:
             def bump_live(name: str) -> None:
                 bump(name)
@@ -98,8 +103,18 @@ def crawl_sources(cfg: "Config", sources: list[str], record: Path | None, replay
                    EXIT_DATABASE) from None
 
 
+def _not_in_summary(record: logging.LogRecord) -> bool:
+    """False for an ERROR about one spider's crawl: the crawl's outcome collects it
+    (crawler.pipelines._CrawlErrors) and the summary table prints it, so without -v it is
+    said there once, not also above the table. Scrapy's "Spider error" reports are not in
+    the outcome and stay."""
+    return not (record.levelno >= logging.ERROR and getattr(record, "spider", None) is not None
+                and not record.getMessage().startswith("Spider error"))
+
+
 def print_results(results, fmt: Format) -> None:
     from gpuradar.cli.sources import uncatalogued_cell
+    from gpuradar.core.logs import source_once
 
     rows = []
     for r in results:
@@ -108,7 +123,8 @@ def print_results(results, fmt: Format) -> None:
                      "new": r.new_offers, "changed": r.changed, "closed": r.closed,
                      "dropped": dropped, "unknown_gpus": ", ".join(r.unknown_gpus) or "-",
                      "uncatalogued": uncatalogued_cell(r.uncatalogued) or "-",
-                     "duration": f"{r.duration_s:.1f}s", "error": r.error or "-"})
+                     "duration": f"{r.duration_s:.1f}s",
+                     "error": source_once(r.error, r.source) or "-"})
     raw = [{k: v for k, v in vars(r).items() if k != "changed_offer_ids"} for r in results]
     emit(rows, [("source", "source"), ("status", "status"), ("items", "items"),
                 ("new", "new", 2), ("changed", "changed", 2), ("closed", "closed", 2),
@@ -148,15 +164,29 @@ def crawl(
     if record and replay:
         raise fail("--record and --replay exclude each other")
     if replay and not replay.is_dir():
-        raise fail(f"recording directory {replay} does not exist")
+        raise fail(recording_problem(replay))
+    if record:  # now, not at the first answer in the middle of a crawl
+        try:
+            record.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise fail(f"cannot record into {record}: {exc.strerror or exc}") from None
     cfg = get_config(config, database_url, check=True)  # refused here if `run` refuses it
-    results = crawl_sources(cfg, sources or [], record, replay, verbose)
+    fmt = pick_format(fmt, as_json, as_csv)
+    results = crawl_sources(cfg, sources or [], record, replay, verbose,
+                            table=fmt is Format.table)
     _blame_scrapy_settings(cfg, results)
-    print_results(results, pick_format(fmt, as_json, as_csv))
+    print_results(results, fmt)
     if any(r.status == "failed" for r in results):
         raise typer.Exit(EXIT_FAILED)
     if any(r.status == "partial" for r in results):
         raise typer.Exit(EXIT_PARTIAL)
+
+
+def recording_problem(replay: Path) -> str:
+    """Why --replay cannot read `replay` (not a directory)."""
+    if replay.exists():
+        return f"recording directory {replay} is not a directory"
+    return f"recording directory {replay} does not exist"
 
 
 def _blame_scrapy_settings(cfg: "Config", results) -> None:

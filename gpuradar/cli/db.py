@@ -12,6 +12,7 @@ from gpuradar.cli.common import (
     EXIT_DATABASE,
     ConfigOpt,
     DbOpt,
+    database_failure,
     db_app,
     fail,
     get_config,
@@ -81,6 +82,8 @@ def db_prune(
 def db_upgrade(config: ConfigOpt = None, database_url: DbOpt = None,
                revision: Annotated[str, typer.Option(help="Target revision.")] = "head") -> None:
     """Apply the schema migrations (also done on every start)."""
+    from alembic.util.exc import CommandError
+
     from gpuradar.storage.db import DatabaseError, redact_url, upgrade
     from gpuradar.storage.db import get_engine as engine_for
 
@@ -89,4 +92,8 @@ def db_upgrade(config: ConfigOpt = None, database_url: DbOpt = None,
         upgrade(engine_for(cfg.database_url), revision)
     except DatabaseError as exc:
         raise fail(str(exc), EXIT_DATABASE) from None
+    except CommandError as exc:  # a revision alembic does not know
+        raise fail(f"--revision {revision}: {exc}") from None
+    except OSError as exc:  # the SQLite file's folder cannot be made
+        raise fail(database_failure(exc, cfg.database_url) or str(exc), EXIT_DATABASE) from None
     console.print(f"database {redact_url(cfg.database_url)} is at {revision}")

@@ -60,8 +60,9 @@ def _unsampled(cfg: "Config", recorded: list[str]) -> list[str]:
         lines.append(f"no public sample: {', '.join(need_keys)} (configure credentials to "
                      "crawl them)")
     if public:
-        lines.append(f"no public sample: {', '.join(public)} (crawl them live: "
-                     "`gpuradar crawl NAME`)")
+        lines.append(f"no public sample: {', '.join(public)} (crawl "
+                     f"{'them' if len(public) > 1 else 'it'} live: "
+                     f"`gpuradar crawl {' '.join(public)}`)")
     return lines
 
 
@@ -104,10 +105,13 @@ def demo(keep: Annotated[Path | None, typer.Option(help="Keep the demo database 
         else:
             _snapshot(cfg, verbose)
         if keep:
-            console.print(f"\ndemo database kept at {keep}: try `gpuradar prices "
-                          f"--database-url sqlite:///{keep} --gpu H100`"
-                          + (" or `gpuradar history --gpu H100 --days 1 --database-url "
-                             f"sqlite:///{keep}`" if timeline else ""), highlight=False)
+            # each command on a line of its own, never broken: it is there to be copied
+            console.print("\ndemo database kept; try:", highlight=False)  # (the path is in them)
+            url = f"sqlite:///{keep}"
+            for command in [f"gpuradar prices --database-url {url} --gpu H100",
+                            *([f"gpuradar history --gpu H100 --days 1 --database-url {url}"]
+                              if timeline else [])]:
+                console.print(f"  {command}", highlight=False, soft_wrap=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -68,8 +68,12 @@ class _Console(Console):
 
 
 console = _Console()
-# Errors and warnings: word-wrapped in a terminal, one line into a pipe or a log file.
-err_console = _Console(stderr=True, soft_wrap=not sys.stderr.isatty())
+# Errors and warnings: one line whatever the terminal (it shows a long one over several
+# rows, but a path or URL in it stays whole when copied), as into a pipe or a log file.
+err_console = _Console(stderr=True, soft_wrap=True)
+# A progress line redrawn in place (rich Live): wrapped to the terminal, since Live must
+# know how many rows it takes to draw over them.
+progress_console = _Console(stderr=True)
 
 # A cell that is one number with its sign or unit: '$1.3867', '¥14.00', '79.6 GB', '8x',
 # '3d', '12.50 CHF', '40%'. Its parts, so that a column can share one number of decimals.
@@ -209,7 +213,7 @@ def fit_width() -> int | None:
     return console.width
 
 
-def _same_decimals(cells: list[list[str]], i: int) -> None:
+def same_decimals(cells: list[list[str]], i: int) -> None:
     """One number of decimals in column i: the most any of its numbers has (nothing is
     rounded: '$14.69' next to '$7.3468' becomes '$14.6900')."""
     parts = [_NUMBER.match(row[i]) for row in cells]
@@ -257,7 +261,8 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
     and said in the caption), then columns of priority 1, 2, ... are left out (highest
     first; `optional` lists keys to treat as priority 1, 2, ... in that order), prose
     columns wrap between words, and as a last resort so do the identifying columns; a
-    column of numbers is never narrowed. The caption says what was left out."""
+    column of numbers is never narrower than its numbers (its header may wrap). The caption
+    says what was left out."""
     cols = [_col(c) for c in columns]
     abbreviate = {**ABBREVIATE, **(abbreviate or {})}
     for rank, key in enumerate(optional, 1):
@@ -271,13 +276,15 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
     numeric = {i for i in keep if cells and all(_NUMBER.match(row[i]) or row[i] in _EMPTY
                                                 for row in cells)}
     for i in numeric:
-        _same_decimals(cells, i)
+        same_decimals(cells, i)
 
     def natural(i: int) -> int:
         return max(len(v) for v in [cols[i].header, *(row[i] for row in cells)])
 
     def floor(i: int, last_resort: bool = False) -> int:
-        if i in numeric or not (cols[i].wraps or last_resort):
+        if i in numeric:  # its numbers whole; its header may wrap ('whole offer /h')
+            return max([_longest_word(cols[i].header), *(len(row[i]) for row in cells)])
+        if not (cols[i].wraps or last_resort):
             return natural(i)
         return max(_longest_word(v) for v in [cols[i].header, *(row[i] for row in cells)])
 
@@ -353,7 +360,8 @@ def watch_output(show: Any, interval: float, rounds: int | None = None) -> None:
             show()
         stamp = Text(f"every {interval:g}s, last {datetime.now(UTC):%H:%M:%S} UTC; Ctrl-C "
                      "stops", style="dim")
-        return Group(Text.from_ansi(captured.get().rstrip("\n")), stamp)
+        # the stamp first: Live cuts what is taller than the terminal at the bottom
+        return Group(stamp, Text.from_ansi(captured.get().rstrip("\n")))
 
     done = 0
     with Live(frame(), console=console, auto_refresh=False, screen=False) as live:

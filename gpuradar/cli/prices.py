@@ -1,6 +1,7 @@
 """`gpuradar prices` and `gpuradar history`: what offers cost now and over time."""
 
 
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
@@ -21,7 +22,16 @@ from gpuradar.cli.common import (
     get_engine,
     pick_format,
 )
-from gpuradar.cli.output import Format, age, console, emit, err_console, money, watch_output
+from gpuradar.cli.output import (
+    Format,
+    age,
+    console,
+    emit,
+    err_console,
+    money,
+    same_decimals,
+    watch_output,
+)
 
 WATCH_MAX = 86_400  # --watch: at most a day between refreshes (time.sleep overflows far past)
 
@@ -128,7 +138,16 @@ def nothing_matched(engine, filters: dict[str, object]) -> str:
     from gpuradar.storage.queries import gpu_names
 
     if not gpu_names(engine):
-        return "no offers stored yet: crawl first (`gpuradar crawl`, or try `gpuradar demo`)"
+        # named: a mistyped path or a shell without GPURADAR_DATABASE_URL opens another one
+        url = engine.url
+        if url.get_backend_name() != "sqlite":
+            where = url.render_as_string(hide_password=True)
+        elif url.database in (None, "", ":memory:"):
+            where = "an in-memory database"
+        else:
+            where = os.path.abspath(url.database)
+        return (f"no offers stored yet in {where}: crawl first (`gpuradar crawl`, or try "
+                "`gpuradar demo`)")
     given = ", ".join(k if v is True else f"{k} {v}" for k, v in filters.items()
                       if v not in (None, False, "", [], ()))
     return f"no offer matches {given or 'these filters'} (other offers are stored)"
@@ -225,9 +244,12 @@ def prices(
                       regions=region or [], max_price=max_price, min_gpus=min_gpus,
                       min_gpu_memory=min_gpu_memory, available_only=available,
                       include_inactive=all_offers)
-    offers = current_offers(engine, flt, limit=None if group else limit or None)
+    # one row more than shown: whether the table must say that it stops at --limit
+    offers = current_offers(engine, flt, limit=None if group or not limit else limit + 1)
     if group:
-        offers = group_variants(offers)[:limit or None]
+        offers = group_variants(offers)
+    more = bool(limit) and len(offers) > limit
+    offers = offers[:limit or None]
     f = pick_format(fmt, as_json, as_csv)
     if f is Format.table and not offers:
         err_console.print(nothing_matched(engine, {
@@ -245,12 +267,19 @@ def prices(
             if len(o["gpu_counts"]) > 1:
                 row["instance_usd"] = None  # one price per GPU, several instance prices
     # Azure's sizes all start with Standard_ (its own portal lists them without it)
-    emit(rows, PRICE_COLUMNS, f, raw_rows=offers, prefixes={"instance": "Standard_"})
+    emit(rows, PRICE_COLUMNS, f, raw_rows=offers, prefixes={"instance": "Standard_"},
+         caption=f"the {limit} cheapest shown: --limit 0 for all" if more else None)
+    if more and f is not Format.table:  # said beside the data, not in it
+        err_console.print(f"the {limit} cheapest offers only: --limit 0 for all",
+                          highlight=False)
 
 
+# (key, header, priority): the figures are never left out; in a narrow terminal the
+# highest priority goes first (80 columns keep the excluded count, not its time).
 INDEX_COLUMNS = [("gpu", "GPU"), ("pricing", "pricing"), ("median", "median $/GPU-h"),
                  ("p10", "p10"), ("p90", "p90"), ("offers", "offers"),
-                 ("providers", "providers"), ("excluded", "excluded"), ("since", "since (UTC)")]
+                 ("providers", "providers", 2), ("excluded", "excluded", 1),
+                 ("since", "since (UTC)", 3)]
 
 
 def print_index(engine, gpus: list[str], pricing: str | None, f: Format,
@@ -321,6 +350,10 @@ def chart(series: list[tuple[datetime, float | None]], until: datetime, width: i
         prev = r
     ticks = {0: money(lo), height - 1: money(hi), (height - 1) // 2:
              money(lo + (hi - lo) * ((height - 1) // 2) / (height - 1))}
+    # one number of decimals on the axis, as in a table column ('$10.0000' over '$0.4001')
+    rows_of_labels = [[label] for label in ticks.values()]
+    same_decimals(rows_of_labels, 0)
+    ticks = dict(zip(ticks, (label for [label] in rows_of_labels), strict=True))
     label_w = max(len(t) for t in ticks.values())
     out = [f"{'$/GPU-h':>{label_w}}"]
     for r in range(height - 1, -1, -1):
@@ -377,8 +410,8 @@ def history(
     pricing: Annotated[str | None, typer.Option(help="on-demand or spot.")] = None,
     gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="Cheapest price of this GPU "
                                             "over time instead of one offer.")] = None,
-    days: Annotated[float, typer.Option(help="How far back (with --gpu).", min=0,
-                                        callback=finite)] = 7.0,
+    days: Annotated[float, typer.Option(help="How far back (with --gpu), at most 3660.")
+                    ] = 7.0,
     at: Annotated[str | None, typer.Option(help="Price of the offer at this time: "
                                            "yesterday, 2d (ago), 2026-08-22, "
                                            "'2026-08-22 18:00' (UTC unless an offset is "
@@ -387,13 +420,15 @@ def history(
     as_json: JsonOpt = False, as_csv: CsvOpt = False, wide: WideOpt = False,
 ) -> None:
     """The spans of one offer, or the cheapest price of a GPU over time."""
-    from gpuradar.core.units import parse_when
+    from gpuradar.core.units import MAX_DURATION, parse_when
     from gpuradar.storage import queries
 
     pricing = pricing.replace("-", "_") if pricing else None
     if pricing not in (None, "on_demand", "spot"):
         raise fail(f"--pricing must be on-demand or spot, not {pricing.replace('_', '-')!r}")
     check_gpu_given(gpu)
+    if not 0 < days <= MAX_DURATION.days:  # a negative period drew a range backwards
+        raise fail(f"--days must be more than 0 and at most {MAX_DURATION.days}, not {days:g}")
     when = None
     if at is not None:
         try:
@@ -406,10 +441,7 @@ def history(
     if gpu:
         names = resolve_gpus(gpu, engine)
         until = datetime.now(UTC)
-        try:
-            since = until - timedelta(days=days)
-        except OverflowError:
-            raise fail(f"--days {days:g} reaches before the year 1") from None
+        since = until - timedelta(days=days)  # days checked: 0 < days <= 3660
         if f is not Format.table:
             series = queries.cheapest_series(engine, names, since, until, buckets=60,
                                              pricing=pricing)

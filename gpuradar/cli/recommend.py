@@ -326,8 +326,9 @@ def _print_options(rec: Any, job: Any, within: Any, now: datetime) -> None:
             spot_notes.setdefault(w, []).append(f"#{i}")
     for w, ranks in spot_notes.items():
         console.print(f"spot ({', '.join(ranks)}): {w}", highlight=False, markup=False)
-    if rec.excluded:
-        console.print("not shown: " + ", ".join(
+    if rec.excluded and rec.fits:  # with none, the warning below gives the reasons
+        # reasons hold commas and semicolons themselves
+        console.print("not shown: " + " · ".join(
             f"{n} {r}" for r, n in sorted(rec.excluded.items(), key=lambda kv: -kv[1])),
             highlight=False, markup=False)
     for w in rec.warnings:

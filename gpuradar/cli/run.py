@@ -59,9 +59,12 @@ def register(app: typer.Typer) -> None:
         from gpuradar.scheduler.daemon import run as run_daemon
 
         if replay is not None and not replay.is_dir():
+            from rich.markup import escape
+
+            from gpuradar.cli.crawl import recording_problem
             from gpuradar.cli.output import err_console
 
-            err_console.print(f"[red]error:[/red] recording directory {replay} does not exist",
+            err_console.print(f"[red]error:[/red] {escape(recording_problem(replay))}",
                               highlight=False)
             raise typer.Exit(2)
         code = run_daemon(RunOptions(

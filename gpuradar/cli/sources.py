@@ -19,6 +19,7 @@ from gpuradar.cli.common import (
     pick_format,
 )
 from gpuradar.cli.output import Format, age, emit
+from gpuradar.core.logs import source_once
 from gpuradar.core.units import format_duration
 
 
@@ -86,12 +87,12 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
                    "interval": format_duration(r["interval_s"]),
                    "last_success": _success_cell(r, now),
                    "stale": {True: "STALE", False: "fresh", None: ""}[r["stale"]],
-                   "last_error": r["last_error"],
+                   "last_error": source_once(r["last_error"], r["source"]),
                    "uncatalogued": uncatalogued_cell(r["uncatalogued"])} for r in rows]
     emit(table_rows, [("source", "source"), ("enabled", "enabled"), ("why", "why"),
                       ("interval", "interval", 4), ("last_status", "last crawl"),
                       ("last_items", "items", 3),
-                      ("last_success", "last success", 1), ("stale", "freshness", 2),
+                      ("last_success", "last success", 2), ("stale", "freshness", 1),
                       ("uncatalogued", "uncatalogued", 5), ("last_error", "last error")],
          pick_format(fmt, as_json, as_csv),
          raw_rows=rows)

@@ -112,12 +112,35 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"messa
                                                                            "taskName"}
 
 
+def without_prefix(text: str, name: str) -> str:
+    """`text` without a leading `name: `: a spider logs through a logger named after its
+    source and its messages start with the source too (they are also stored in the crawl
+    record, where that prefix says which source failed)."""
+    return text.removeprefix(f"{name}: ") if name else text
+
+
+def source_once(error: str, source: str) -> str:
+    """A crawl's error (its messages joined by '; ') shown beside its source, each message
+    without the `source: ` it starts with: 'failed (...); HTTP 500' beside `aws`, not
+    'aws: failed (...); aws: HTTP 500'."""
+    return "; ".join(without_prefix(part, source) for part in error.split("; "))
+
+
 class TextFormatter(logging.Formatter):
-    """`2026-01-02 03:04:05 INFO gpuradar.daemon: message`, secrets masked."""
+    """`2026-01-02 03:04:05 INFO gpuradar.daemon: message`, secrets masked. A message that
+    starts with its logger's name (a spider's `aws: ...` through the logger `aws`) names it
+    once: `WARNING aws: g7.2xlarge is not ...`, not `WARNING aws: aws: g7.2xlarge ...`."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s",
                          datefmt="%Y-%m-%d %H:%M:%S")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        message = without_prefix(record.message, record.name)
+        if message == record.message:
+            return super().formatMessage(record)
+        return super().formatMessage(logging.makeLogRecord({**vars(record),
+                                                            "message": message}))
 
     def format(self, record: logging.LogRecord) -> str:
         return REDACT(super().format(record))

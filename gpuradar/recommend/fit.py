@@ -147,7 +147,7 @@ def fit_offer(offer: OfferRow, est: MemoryEstimate, *, any_interconnect: bool = 
         est = estimate_memory(replace(est.job, precision="bf16", mfu=est.job.mfu))
     needed = est.gpus_needed(memory)
     if needed is None:
-        return None, (f"activations alone ({est.per_gpu_fixed_gb:.1f} GB) exceed a "
+        return None, (f"activations alone ({est.per_gpu_fixed_gb:.1f} GB) exceed one "
                       f"{memory:g} GB GPU")
     info = offer_interconnect(offer)
     training = est.job.task in TRAINING

@@ -34,7 +34,7 @@ def parse_count(text: str, what: str = "size") -> float:
     value = float(found.group(1)) * _SCALE[found.group(2).lower()]
     if value <= 0:
         raise RecommendError(f"{what} {text!r} must be positive")
-    if not math.isfinite(value):  # 1e400: past a float
+    if not math.isfinite(value):  # 1e400, '1e300B': past a float
         raise RecommendError(f"{what} {text!r} is too large to compute with")
     if not found.group(2) and value < 1e6:
         raise RecommendError(f"{what} {text!r} needs a unit: {text}B? (K, M, B or T)")

@@ -134,18 +134,20 @@ INFERENCE_ONLY = frozenset({"INFERENTIA", "INFERENTIA2"})
 
 def runs_on(offer: OfferRow, job: Job, opts: Options) -> str | None:
     """Why the job cannot run on the offer's accelerator, or None when it can: the
-    accelerator's frameworks must meet the job's (an unknown accelerator is let through)."""
+    accelerator's frameworks must meet the job's (an unknown accelerator is let through).
+    The reason completes "on an accelerator ..." ("16 on an accelerator built for
+    inference, not training")."""
     entry = catalog.CATALOG.get(offer.gpu)
     if entry is None or not entry.frameworks:
         return None
     if job.task in TRAINING and entry.name in INFERENCE_ONLY:
-        return "is built for inference, not training"
+        return "built for inference, not training"
     stacks = set(entry.frameworks)
     method = METHOD_FRAMEWORKS.get(job.task)
     if method is not None and not stacks & method:
-        return f"{job.task} needs {' or '.join(sorted(method))}"
+        return f"without {' or '.join(sorted(method))}, which {job.task} needs"
     if not stacks & set(opts.frameworks):
-        return f"runs {', '.join(entry.frameworks)}, not {', '.join(opts.frameworks)}"
+        return f"running {', '.join(entry.frameworks)}, not {', '.join(opts.frameworks)}"
     return None
 
 
@@ -215,7 +217,7 @@ def cuda_fit(offer: OfferRow, need: tuple[int, ...], text: str) -> tuple[str | N
     `highest_cuda_version`). Not stated: kept, flagged, not assumed."""
     entry = catalog.CATALOG.get(offer.gpu)
     if entry is not None and "CUDA" not in (entry.frameworks or ()):
-        return None, "accelerator runs no CUDA (--cuda)"
+        return None, "on an accelerator without CUDA (--cuda)"
     stated = (offer.attributes or {}).get("cuda")
     if stated in (None, ""):
         return f"highest CUDA not stated (needs {text})", None
@@ -250,7 +252,7 @@ def _screen(offer: OfferRow, job: Job, opts: Options, need_cuda: Any,
         return "on-demand (--spot only)", None
     unsupported = runs_on(offer, job, opts)
     if unsupported is not None:
-        return f"accelerator {unsupported} (--framework)", None
+        return f"on an accelerator {unsupported} (--framework)", None
     cuda_note = None
     if need_cuda is not None:
         cuda_note, refused = cuda_fit(offer, need_cuda, opts.cuda or "")
@@ -386,8 +388,8 @@ def _warnings(est: MemoryEstimate, fits: list[Fit], excluded: dict[str, int],
                    " GB for ~33 % more compute")
     if not fits:
         out.append("no live offer fits" + (
-            ": " + "; ".join(f"{n} {r}" for r, n in sorted(excluded.items(),
-                                                              key=lambda kv: -kv[1])[:4])
+            ": " + " · ".join(f"{n} {r}" for r, n in sorted(excluded.items(),
+                                                              key=lambda kv: -kv[1]))
             if excluded else " (crawl first: `gpuradar crawl`)"))
     if job.task == "inference" and job.tokens is not None:
         out.append("inference time assumes batched throughput at the stated utilisation; "

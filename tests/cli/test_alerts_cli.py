@@ -63,6 +63,20 @@ def test_rules_check_reports_a_malformed_target_without_its_secret(tmp_path):
     assert "hunter2secret" not in result.output
 
 
+def test_rules_check_without_rules_says_so(tmp_path):
+    """No rules configured: it printed an empty table and "0 rules OK"."""
+    config = write(tmp_path, "config.yaml", "sources: {}\n")
+    result = runner.invoke(app, ["rules", "check", "-c", str(config)])
+    assert result.exit_code == 0, result.output
+    assert flat(result.output).startswith("no rules configured: add them under `rules:`")
+    assert "0 rules OK" not in result.output and "read as" not in result.output
+    empty = write(tmp_path, "rules.yaml", "rules: []\n")
+    result = runner.invoke(app, ["rules", "check", str(empty), "-c", str(config)])
+    assert result.exit_code == 0 and flat(result.output) == f"no rules in {empty}"
+    result = runner.invoke(app, ["rules", "check", "--json", "-c", str(config)])
+    assert json.loads(result.stdout) == []
+
+
 def test_rules_check_missing_file_is_a_usage_error(tmp_path):
     result = runner.invoke(app, ["rules", "check", str(tmp_path / "nope.yaml")])
     assert result.exit_code == 2 and "does not exist" in flat(result.output)
@@ -86,6 +100,11 @@ def test_rules_test_shows_what_would_fire_without_sending(db_url):
     # Nothing was written: no alert state, no notification.
     listing = runner.invoke(app, ["alerts", "--json", "--database-url", db_url])
     assert json.loads(listing.stdout) == {"alerts": [], "notifications": []}
+    # --all with nothing to show said "no alert is firing", as if it had not looked further
+    plain = runner.invoke(app, ["alerts", "--database-url", db_url]).stdout
+    assert plain.splitlines()[0] == "no alert is firing (--all shows resolved ones)"
+    every = runner.invoke(app, ["alerts", "--all", "--database-url", db_url]).stdout
+    assert every.splitlines()[0] == "no alert has fired yet"
 
 
 def test_alerts_lists_firing_alerts_and_the_notification_log(tmp_path, db_url):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -153,7 +154,9 @@ def test_nothing_matched_tells_a_filter_from_an_empty_database(replayed, sqlite_
     assert "crawl first" not in proc.stderr
     assert gpuradar("db", "upgrade", db_url=sqlite_url).returncode == 0
     proc = gpuradar("prices", db_url=sqlite_url)
-    assert "no offers stored yet: crawl first" in proc.stderr
+    # which database is empty: a mistyped path, or a shell without GPURADAR_DATABASE_URL
+    path = sqlite_url.removeprefix("sqlite:///")
+    assert f"no offers stored yet in {path}: crawl first" in proc.stderr
 
 
 def test_region_alias_mainland_in_prices(replayed):
@@ -177,3 +180,130 @@ def test_db_upgrade(sqlite_url):
 def test_version():
     proc = gpuradar("--version")
     assert proc.returncode == 0 and proc.stdout.strip().startswith("gpuradar 0.")
+
+
+def test_a_crawl_failure_is_said_once_naming_its_source_once(tmp_path, sqlite_url):
+    """README: "A failure is said once, in the summary (`-v` also shows Scrapy's log)". An
+    unreadable answer was also logged above the table (`ERROR ...middlewares: aws:
+    unreadable response ...`), and the table's error cell repeated the source beside the
+    source column (`aws  failed ... aws: unreadable response ...`)."""
+    rec = tmp_path / "rec"
+    shutil.copytree(REC / "aws", rec / "aws")
+    advisor = next((rec / "aws").glob("*spot-advisor-data-json.json"))
+    advisor.write_text("not json")
+    proc = gpuradar("crawl", "aws", "--replay", str(rec), db_url=sqlite_url)
+    assert proc.returncode == 1, proc.stderr
+    assert "unreadable response" not in proc.stderr, proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if line.split()[:1] == ["aws"])
+    assert "unreadable response from https://spot-bid-advisor" in row
+    assert row.count("aws:") == 0, row
+    last = gpuradar_json("sources", db_url=sqlite_url)
+    assert next(s for s in last if s["source"] == "aws")["last_error"].startswith(
+        "aws: unreadable response")  # stored as recorded; the table shows it once
+    table = gpuradar("sources", "--wide", db_url=sqlite_url).stdout
+    assert "aws: unreadable" not in table and "unreadable response from" in table
+    verbose = gpuradar("crawl", "aws", "--replay", str(rec), "-v",
+                       db_url=f"sqlite:///{tmp_path / 'v.db'}")
+    assert "ERROR gpuradar.crawler.middlewares: aws: unreadable response" in verbose.stderr
+
+
+def test_prices_says_when_the_table_stops_at_the_limit(replayed):
+    """`prices` showed its first 50 offers (the default --limit) and said nothing: a user
+    could not tell the table from the whole list."""
+    every = gpuradar_json("prices", "--limit", "0", db_url=replayed)
+    assert len(every) > 3
+    proc = gpuradar("prices", "--limit", "3", db_url=replayed)
+    assert proc.returncode == 0, proc.stderr
+    assert "the 3 cheapest shown: --limit 0 for all" in proc.stdout
+    machine = gpuradar("prices", "--limit", "3", "--json", db_url=replayed)
+    assert len(json.loads(machine.stdout)) == 3
+    assert machine.stderr.strip() == "the 3 cheapest offers only: --limit 0 for all"
+    assert gpuradar("prices", "--limit", "0", "--csv", db_url=replayed).stderr == ""
+    for whole in (["--limit", "0"], ["--limit", str(len(every))]):
+        assert "cheapest shown" not in gpuradar("prices", *whole, db_url=replayed).stdout
+    grouped = gpuradar("prices", "--group", "--limit", "2", db_url=replayed).stdout
+    assert "the 2 cheapest shown: --limit 0 for all" in grouped
+
+
+def test_the_history_chart_labels_share_one_number_of_decimals():
+    """The price axis read "$10.00" over "$4.5143" over "$0.4001" (`history --gpu H100
+    --days 200` on the demo): money()'s 2 decimals above $10, 4 below."""
+    from datetime import UTC, datetime, timedelta
+
+    from gpuradar.cli.prices import chart
+
+    start = datetime(2026, 8, 1, tzinfo=UTC)
+    series = [(start + timedelta(days=i), v) for i, v in enumerate([10.0, None, 0.4001])]
+    labels = [line.split()[0] for line in chart(series, start + timedelta(days=3))
+              if "┤" in line]
+    assert labels == ["$10.0000", "$4.5143", "$0.4001"], labels
+
+
+@pytest.mark.parametrize("days", ["-1", "0", "nan", "1e9", "3661"])
+def test_history_refuses_a_period_it_cannot_draw_in_one_line(replayed, days):
+    """`--days -1` drew the range backwards ("2026-12-03 to 2026-12-02 (-1 days)", exit 0),
+    `--days 1e9` ended in a traceback (OverflowError)."""
+    proc = gpuradar("history", "--gpu", "H100", "--days", days, db_url=replayed)
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stderr.strip() == (f"error: --days must be more than 0 and at most 3660, "
+                                   f"not {float(days):g}"), proc.stderr
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (["-p", "1e300B", "-t", "qlora"],
+     "error: model size '1e300B' is too large to compute with"),
+    (["-p", "7B", "-t", "finetune", "--tokens", "1e309"],
+     "error: tokens '1e309' is too large to compute with")])
+def test_recommend_refuses_a_size_too_large_to_compute_in_one_line(replayed, args, error):
+    """`recommend -p 1e300B` ended in a traceback (OverflowError in the model shape)."""
+    proc = gpuradar("recommend", *args, db_url=replayed)
+    assert proc.returncode == 2 and proc.stderr.strip() == error, proc.stderr
+
+
+def test_parse_of_a_directory_and_upgrade_to_an_unknown_revision_are_one_line(tmp_path,
+                                                                              sqlite_url):
+    """Both ended in a traceback (IsADirectoryError; alembic's CommandError)."""
+    proc = gpuradar("parse", "azure", str(tmp_path))
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (f"error: {tmp_path}: a directory; give the saved responses "
+                                   f"in it (e.g. {tmp_path}/*.json)"), proc.stderr
+    proc = gpuradar("db", "upgrade", "--revision", "nosuch", db_url=sqlite_url)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: --revision nosuch: Can't locate revision identified "
+                                   "by 'nosuch'"), proc.stderr
+
+
+@pytest.mark.parametrize("args", [["prices"], ["crawl", "oci"], ["db", "upgrade"]])
+def test_a_database_folder_that_cannot_be_made_is_one_line_exit_3(tmp_path, args):
+    """A SQLite path under a file (or under /proc, or GPURADAR_DATA_DIR there) ended in a
+    FileExistsError / FileNotFoundError traceback."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    url = f"sqlite:///{blocker}/gpuradar.db"
+    proc = gpuradar(*args, db_url=url)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.strip() == (f"error: database {url} cannot be opened: File exists: "
+                                   f"{blocker}"), proc.stderr
+
+
+def test_crawl_record_into_a_path_it_cannot_create_is_refused_before_crawling(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    proc = gpuradar("crawl", "oci", "--record", str(blocker / "rec"),
+                    db_url=f"sqlite:///{tmp_path / 'db.sqlite'}")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert proc.stderr.strip() == f"error: cannot record into {blocker / 'rec'}: Not a directory"
+
+
+def test_replay_of_a_file_and_a_bad_log_level_say_what_is_wrong(tmp_path):
+    afile = tmp_path / "a-file"
+    afile.write_text("")
+    for command in ("crawl", "run"):
+        proc = gpuradar(command, "--replay", str(afile), db_url=f"sqlite:///{tmp_path}/d.db")
+        assert proc.returncode == 2
+        # it said "does not exist" of a file that exists
+        assert proc.stderr.strip() == f"error: recording directory {afile} is not a directory"
+    proc = gpuradar("run", "--log-level", "nosuch")
+    assert proc.returncode == 2 and "Value error" not in proc.stderr  # pydantic's prefix
+    assert "'nosuch' is not one of 'debug', 'info', 'warning', 'error'" in proc.stderr

@@ -77,6 +77,20 @@ def test_demo_shows_dated_real_offers_in_80_columns_without_warnings():
     assert not any(word in out for word in INVENTED)
 
 
+def test_the_demo_names_the_command_to_run_and_keeps_it_whole(tmp_path):
+    """"no public sample: alibaba (crawl them live: `gpuradar crawl NAME`)": one source,
+    and a placeholder where its name goes; the hint after --keep was broken over two lines
+    at 80 columns, so it could not be copied."""
+    db = tmp_path / "a-long-directory-name-for-the-demo-database" / "demo.db"
+    db.parent.mkdir()
+    proc = gpuradar("demo", "--keep", str(db), env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    assert "no public sample: alibaba (crawl it live: `gpuradar crawl alibaba`)" in proc.stdout
+    lines = proc.stdout.splitlines()
+    assert "demo database kept; try:" in lines
+    assert f"  gpuradar prices --database-url sqlite:///{db} --gpu H100" in lines
+
+
 @pytest.fixture(scope="module")
 def kept(tmp_path_factory):
     db = tmp_path_factory.mktemp("kept") / "demo.db"
@@ -137,10 +151,13 @@ def timeline(tmp_path_factory):
 
 
 def test_timeline_fires_repeats_and_resolves_a_rule(timeline):
-    proc, _ = timeline
+    proc, url = timeline
     out = proc.stdout
     assert "staged for the demo" in out  # the derivation is said on screen
-    assert max(len(line) for line in out.splitlines()) <= 80
+    # what is longer is a command to copy, on a line of its own (the terminal wraps it)
+    assert max(len(line) for line in out.splitlines()
+               if not line.startswith("  gpuradar ")) <= 80
+    assert f"  gpuradar history --gpu H100 --days 1 --database-url {url}" in out.splitlines()
     steps = [line for line in out.splitlines() if re.match(r"\d\d-\d\d \d\d:\d\d  ", line)]
     assert len(steps) == 9
     kinds = [re.findall(r"(FIRING|REPEAT|RESOLVED)", line) for line in steps]

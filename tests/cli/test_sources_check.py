@@ -4,6 +4,7 @@ per source and credential, each failure class named with its fix, nothing stored
 from __future__ import annotations
 
 import json
+import re
 
 from scrapy.settings import Settings
 
@@ -61,6 +62,8 @@ def test_each_failure_class_is_one_line_with_its_fix(tmp_path, provider_server, 
     assert "TENCENTCLOUD_SECRET_ID" in rows[("tencent", "first request")]["fix"]
     assert "AUTODL_WEB_TOKEN" in rows[("autodl", "web_token")]["fix"]
     assert "'Items' is missing" in rows[("azure", "first request")]["detail"]
+    # the source is named by its column, not again in the detail ("azure: unexpected ...")
+    assert not any(row["detail"].startswith(f"{row['source']}:") for row in rows.values())
     assert "HTTP 404" in rows[("lambda", "first request")]["detail"]
     assert "endpoints.lambda.pricing" in rows[("lambda", "first request")]["fix"]
     assert "connection refused" in rows[("alibaba", "first request")]["detail"]
@@ -75,6 +78,17 @@ def test_each_failure_class_is_one_line_with_its_fix(tmp_path, provider_server, 
                            if r.path == "/api/v1/user/machine/list"))["page_index"] == 1
     for secret in ("tc-secret-9", "hw-secret-9", "autodl-token-9", "autodl-dev-9"):
         assert secret not in proc.stdout + proc.stderr
+    # At 80 columns no table fits (azure's detail holds a 130-character URL): one line per
+    # source and check, each whole, which the terminal wraps (it was a table 220 wide).
+    narrow = gpuradar("sources", "--check", config=cfg, db_url=sqlite_url,
+                      env={"COLUMNS": "80"})
+    assert narrow.returncode == 1, narrow.stderr
+    lines = narrow.stdout.splitlines()
+    assert lines[0] == "source check" and len(lines) == 1 + len(rows), narrow.stdout
+    for (source, check), row in rows.items():
+        line = next(x for x in lines if x.startswith(f"{source} ({check}): "))
+        assert line == (f"{source} ({check}): {row['result']} — {row['detail']}"
+                        + (f"; fix: {row['fix']}" if row["fix"] else "")), line
     # Nothing was stored.
     sources = json.loads(gpuradar("sources", "--json", config=cfg, db_url=sqlite_url).stdout)
     assert all(s["last_status"] is None for s in sources)
@@ -94,3 +108,9 @@ def test_all_ok_exits_zero_and_prints_a_table(tmp_path, provider_server, sqlite_
             if line.split() and line.split()[0] in ("fx", "vastai")}
     assert set(rows) == {"fx", "vastai"} and all(" ok " in r for r in rows.values()), \
         proc.stdout
+    # -v logs in gpuradar's format, as `crawl -v` does (Scrapy's own named a spider's
+    # source twice: `[aws] WARNING: aws: ...`)
+    verbose = gpuradar("sources", "--check", "-v", config=cfg, db_url=sqlite_url)
+    assert verbose.returncode == 0, verbose.stderr
+    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d INFO scrapy\.", verbose.stderr, re.M)
+    assert not re.search(r"\] (INFO|WARNING|ERROR): ", verbose.stderr), verbose.stderr

@@ -45,7 +45,7 @@ def run(monkeypatch, width: int, db: str, *args: str):
 
     monkeypatch.setattr(output, "table", recording)
     monkeypatch.setattr("gpuradar.cli.demo.table", recording, raising=False)
-    result = runner.invoke(app, list(args), env={"COLUMNS": str(width),
+    result = runner.invoke(app, list(args), env={"COLUMNS": str(width), "GPURADAR_CONFIG": None,
                                                 "GPURADAR_DATABASE_URL": db})
     assert result.exit_code in (0, 1), result.output
     return result.stdout, made
@@ -93,7 +93,9 @@ COMMANDS = [("prices",), ("prices", "--gpu", "H100"), ("prices", "--limit", "0")
             # the shipped captures are months old: recommend reads them with --max-age
             ("sources",), ("recommend", "-p", "7B", "-t", "qlora", "--max-age", "1000d"),
             ("recommend", "-p", "70B", "-t", "finetune", "--tokens", "2B", "--max-age", "1000d"),
-            ("history", "gcp", "a2-highgpu-1g", "-r", "us-east1")]
+            ("history", "gcp", "a2-highgpu-1g", "-r", "us-east1"),
+            # these were wider than 80 columns (every column kept, long words in prose)
+            ("prices", "--index"), ("config", "check")]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -110,6 +112,15 @@ def test_alerts_table_fits_and_cuts_nothing(dbs, monkeypatch, width):
     assert re.search(r"\$1\.3867/GPU-h", out)  # the best price, whole with its unit
 
 
+@pytest.mark.parametrize("width", WIDTHS)
+def test_rules_test_table_fits_and_cuts_nothing(dbs, monkeypatch, width):
+    """Its offers table was 87 wide at 80 columns: every column but two kept, and a column
+    of numbers as wide as its header ("whole offer /h"), which may wrap instead."""
+    out, made = run(monkeypatch, width, dbs[1], "rules", "test", "H100 under $2/h")
+    assert "would fire: 4 offers" in out
+    check(out, made, width)
+
+
 def test_a_column_of_numbers_has_one_number_of_decimals(dbs, monkeypatch):
     out, _ = run(monkeypatch, 200, dbs[0], "prices", "--source", "gcp", "--limit", "0")
     # GCP's a2-highgpu-2g and -4g cost $7.3468 and $14.69 an hour: one column, 4 decimals,
@@ -123,6 +134,13 @@ def test_wide_shows_every_column_and_a_narrow_table_says_what_it_left_out(dbs, m
     wide, _ = run(monkeypatch, 80, dbs[0], "prices", "--gpu", "H100", "--wide")
     assert "region" in wide and "hidden" not in wide
     assert max(len(line) for line in wide.splitlines()) > 80
+
+
+def test_sources_keeps_the_freshness_at_80_columns(dbs, monkeypatch):
+    """The shipped captures are months old: `sources` rates them STALE (README). At 80
+    columns that column was the second to go, and a user saw no freshness at all."""
+    out, _ = run(monkeypatch, 80, dbs[0], "sources")
+    assert "freshness" in out and "STALE" in out, out
 
 
 def test_piped_output_is_not_squeezed(dbs):
@@ -207,3 +225,21 @@ def test_prices_watch_refreshes_the_table_in_place(dbs, monkeypatch):
     bad = runner.invoke(app, ["prices", "--watch", "30", "--json"],
                         env={"GPURADAR_DATABASE_URL": dbs[0]})
     assert bad.exit_code == 2 and "--watch refreshes a table" in bad.output
+
+
+def test_recommend_says_why_nothing_fits_once_in_plain_words(dbs):
+    """With the demo's months-old data nothing fits: the reasons were printed twice (a
+    "not shown" line, then the warning) and read "16 accelerator is built for inference,
+    not training", "7 accelerator qlora needs CUDA or ROCm"."""
+    proc = gpuradar("recommend", "-p", "7B", "-t", "qlora", db_url=dbs[0])
+    assert proc.returncode == 1
+    assert "not shown" not in proc.stdout
+    warning = next(line for line in proc.stderr.splitlines() if "no live offer fits" in line)
+    assert re.search(r"\d+ on an accelerator built for inference, not training "
+                     r"\(--framework\)", warning), warning
+    assert re.search(r"\d+ on an accelerator without CUDA or ROCm, which qlora needs", warning)
+    assert "accelerator is built" not in warning and "accelerator qlora" not in warning
+    shown = gpuradar("recommend", "-p", "7B", "-t", "qlora", "--max-age", "1000d",
+                     db_url=dbs[0]).stdout
+    line = next(x for x in shown.splitlines() if x.startswith("not shown: "))
+    assert " · " in line and re.search(r" · \d+ on an accelerator built for inference", line)

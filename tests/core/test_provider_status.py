@@ -85,7 +85,7 @@ def test_aws_looks_its_credentials_up_with_botocore_without_asking_an_instance_r
     assert status("aws", profile="nowhere") == (
         True, "public price files; AWS credentials unusable (ProfileNotFound)")
     assert status("aws") == (True, (
-        "public price files; AWS credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+        "public price files; AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
         "AWS_PROFILE or sources.aws.profile; an instance role is tried at crawl time) would "
         "add per-zone spot prices"))
 

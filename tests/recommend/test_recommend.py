@@ -186,7 +186,8 @@ def test_qlora_on_gpus_without_cuda_says_what_it_needs():
     assert any("bitsandbytes" in n and "ROCm" in n for n in notes["MI300X"])
     # bitsandbytes has no CANN build: Ascend is never proposed for QLoRA, and said why
     assert "ASCEND-910B" not in notes
-    assert rec.excluded == {"accelerator qlora needs CUDA or ROCm (--framework)": 1}
+    assert rec.excluded == {
+        "on an accelerator without CUDA or ROCm, which qlora needs (--framework)": 1}
     assert any("bitsandbytes" in w for w in rec.warnings)
     # Full finetuning needs no bitsandbytes: no such note.
     plain = rc.recommend(offers, rc.Job(7e9, "finetune"), rc.Options(max_age=None), FxTable(),
@@ -381,10 +382,10 @@ def test_cuda_requirement_against_what_vast_and_autodl_state(real):
     aws = [f for f in rec.fits if f.offer.source == "aws"]
     assert aws and all("highest CUDA not stated (needs 12.4)" in f.flags for f in aws)
     # CUDA code does not run on TPUs or Trainium.
-    assert rec.excluded.get("accelerator runs no CUDA (--cuda)", 0) >= 0
+    assert rec.excluded.get("on an accelerator without CUDA (--cuda)", 0) >= 0
     tpu = real_rec(real, rc.Job(7e9, "lora"), cuda="12.4",
                    frameworks=rc.framework_stacks(["jax"]))
-    assert tpu.excluded["accelerator runs no CUDA (--cuda)"] >= 1
+    assert tpu.excluded["on an accelerator without CUDA (--cuda)"] >= 1
     assert not any(gpus.CATALOG[f.offer.gpu].kind == "TPU" for f in tpu.fits)
     with pytest.raises(rc.RecommendError, match="CUDA version"):
         rc.parse_cuda("twelve")

@@ -45,7 +45,7 @@ def describe_status(provider: Provider, opts: Options, configured: Options
     if creds is not None:
         return True, (public + f"; AWS credentials found ({creds.method}): per-zone spot "
                       "prices")
-    return True, (public + "; AWS credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+    return True, (public + "; AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
                   "AWS_PROFILE or sources.aws.profile; an instance role is tried at "
                   "crawl time) would add per-zone spot prices")
 
