@@ -47,7 +47,8 @@ def resolve_sources(names: Iterable[str], settings: Settings) -> list[str]:
         return enabled_sources(settings)
     bad = [n for n in names if n not in known]
     if bad:
-        raise UnknownSource(f"unknown source(s) {', '.join(bad)}; known: {', '.join(known)}")
+        raise UnknownSource(f"unknown source(s) {', '.join(map(repr, bad))}; known: "
+                            f"{', '.join(known)}")
     return names
 
 

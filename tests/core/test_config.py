@@ -861,3 +861,16 @@ def test_an_absurd_request_interval_is_refused_like_download_delay(tmp_path):
                                   "300 seconds (5 minutes), got 100000"]
     assert load_config(config_text(tmp_path, "sources:\n  azure:\n    request_interval: 5m\n")
                        ).sources["azure"].request_interval == 300
+
+
+def test_a_file_that_is_not_a_configuration_is_not_quoted_back(tmp_path):
+    """A line of /etc/shadow or a credentials file given as --config by mistake parses as a
+    YAML key: the error says where and how long it is, never what it holds."""
+    hashed = "root:$6$Zq8Nv0b1sEcReThAsH$Vd0:19000:0:99999:7::"
+    (tmp_path / "shadow").write_text(hashed + ":\n")
+    proc = gpuradar("prices", "--config", str(tmp_path / "shadow"))
+    assert proc.returncode == 2
+    assert one_line(proc.stderr) == (
+        f"error: {tmp_path / 'shadow'}:1: unknown key ({len(hashed)} characters, not shown: "
+        "not a key name; is this a gpuradar configuration file?) at the top level")
+    assert "sEcReT" not in proc.stderr + proc.stdout

@@ -178,6 +178,8 @@ def test_bad_config_is_a_clear_error(tmp_path):
 
 def test_unknown_source_and_bad_gpu_are_usage_errors(sqlite_url):
     proc = gpuradar("crawl", "nosuch", db_url=sqlite_url)
-    assert proc.returncode == 2 and "unknown source(s) nosuch" in proc.stderr
+    assert proc.returncode == 2 and "unknown source(s) 'nosuch'; known: alibaba," in proc.stderr
+    proc = gpuradar("crawl", "", db_url=sqlite_url)  # an empty name is seen, not blank
+    assert proc.returncode == 2 and "unknown source(s) ''; known: alibaba," in proc.stderr
     proc = gpuradar("prices", "--gpu", "H10O", db_url=sqlite_url)
     assert proc.returncode == 2 and "did you mean H100" in proc.stderr

@@ -4,6 +4,7 @@ line and the key, what is wrong and, for a misspelt key, what was meant."""
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from collections.abc import Callable, Collection
@@ -87,6 +88,21 @@ def shown(keys: Key, value: Any) -> str:
         return "true" if value is True else "false" if value is False else "null"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+# What a key of a configuration file looks like. Anything else (a line of a credentials
+# file, a password hash given as --config by mistake) is not quoted back: it may be a secret.
+_KEY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+
+
+def key_shown(key: Any) -> str:
+    """An unknown key for an error: quoted when it looks like a key name, else only its
+    length (the file may not be a configuration at all, and its lines may be secrets)."""
+    text = str(key)
+    if _KEY_NAME.fullmatch(text):
+        return repr(text)
+    return f"({len(text)} characters, not shown: not a key name; is this a gpuradar " \
+           "configuration file?)"
 
 
 def suggest(key: Any, allowed: list[str], what: str = "key") -> str:
@@ -217,7 +233,8 @@ class _Problems:
         what = "source" if parent == ("sources",) else "key"
         allowed = _allowed_keys(_model_at(self.root, parent[len(self.base):]))
         place = f"in {dotted(parent)}" if parent else "at the top level"
-        self.add(keys, f"{where}: unknown {what} {key!r} {place}{suggest(key, allowed, what)}")
+        self.add(keys, f"{where}: unknown {what} {key_shown(key)} {place}"
+                       f"{suggest(key, allowed, what) if _KEY_NAME.fullmatch(str(key)) else ''}")
 
     def error(self, err: Any, keys: Key) -> None:
         kind, ctx = err["type"], err.get("ctx") or {}
@@ -226,7 +243,7 @@ class _Problems:
         elif kind == "unknown_key":
             key, what = ctx["key"], ctx.get("what", "key")
             self.add(keys + (key,), f"{self.marks.where(keys + (key,))}: unknown {what} "
-                                    f"{key!r} in {dotted(keys)}"
+                                    f"{key_shown(key)} in {dotted(keys)}"
                                     f"{suggest(key, list(ctx.get('allowed', ())), what)}")
         elif kind in _TYPE_WORDS or kind == "type_words":
             self.type_words.setdefault(keys, []).append(ctx.get("words") or _TYPE_WORDS[kind])
