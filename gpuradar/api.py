@@ -161,10 +161,16 @@ def _pricing(value: str | None) -> str | None:
     return out
 
 
-def _list(value: str | Sequence[str] | None) -> list[str]:
+def _list(name: str, value: str | Sequence[str] | None) -> list[str]:
+    """Names to filter on; ValueError for one that is empty or holds a control character
+    (it names nothing stored, and PostgreSQL refuses NUL in text)."""
     if value is None:
         return []
-    return [value] if isinstance(value, str) else list(value)
+    names = [value] if isinstance(value, str) else list(value)
+    for item in names:
+        if not isinstance(item, str) or not item.strip() or not item.isprintable():
+            raise ValueError(f"{name} must be names, not {item!r}")
+    return names
 
 
 MAX_ID = 2**31 - 1  # ids are 32-bit integers in PostgreSQL
@@ -227,6 +233,8 @@ class Store:
     def _gpus(self, gpu: str | None) -> list[str]:
         from gpuradar.storage.dataset import resolve_gpus
 
+        if gpu is not None:  # '' would mean every GPU, as no filter: say so instead
+            _list("gpu", gpu)
         return resolve_gpus(self.engine, gpu)
 
     def offers(self, gpu: str | None = None, *, pricing: str | None = None,
@@ -242,7 +250,7 @@ class Store:
         from gpuradar.storage.queries import OfferFilter
 
         flt = OfferFilter(gpus=self._gpus(gpu), pricing=_pricing(pricing),
-                          sources=_list(source), regions=_list(region),
+                          sources=_list("source", source), regions=_list("region", region),
                           max_price=_amount("max_price", max_price),
                           min_gpus=_amount("min_gpus", min_gpus),
                           min_gpu_memory=_amount("min_gpu_memory", min_gpu_memory),
@@ -267,7 +275,7 @@ class Store:
         else:
             rows = dataset.history(self.engine, gpus=self._gpus(gpu), since=since,
                                    until=until, pricing=_pricing(pricing),
-                                   sources=_list(source))
+                                   sources=_list("source", source))
         return [_make(Span, s) for s in rows]
 
     def index(self, gpu: str | None = None, pricing: str | None = None) -> list[IndexFigure]:
@@ -298,6 +306,9 @@ class Store:
     def crawls(self, source: str | None = None, limit: int | None = 50) -> list[Crawl]:
         """Crawl records, newest first."""
         from gpuradar.storage import dataset
+
+        if source is not None:
+            _list("source", source)
 
         return [_make(Crawl, c) for c in dataset.crawls(self.engine, source,
                                                         _count("limit", limit))]
