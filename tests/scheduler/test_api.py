@@ -3,9 +3,11 @@ client (urllib), every answer validated against the served OpenAPI document."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -32,14 +34,21 @@ def get(url: str, headers: dict[str, str] | None = None, method: str = "GET"
         return exc.code, dict(exc.headers), exc.read()
 
 
-def serve(engine_fn, redact=lambda text: text):
+@contextlib.contextmanager
+def served(engine_fn, redact=lambda text: text) -> Iterator[str]:
+    """The service's endpoint in-process on a free loopback port; its base URL."""
     from prometheus_client import CollectorRegistry
 
     from gpuradar.scheduler.health import Health, make_app
     from gpuradar.scheduler.health import serve as start
 
-    return start("127.0.0.1", free_port(), make_app(CollectorRegistry(), Health(engine_fn),
-                                                    redact))
+    httpd = start("127.0.0.1", free_port(), make_app(CollectorRegistry(), Health(engine_fn),
+                                                     redact))
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -52,12 +61,8 @@ def site(tmp_path_factory):
                     db_url=url)
     assert proc.returncode == 0, proc.stderr
     engine = open_database(url)
-    httpd = serve(lambda: engine)
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/api/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with served(lambda: engine) as base:
+        yield base + "/api/v1"
 
 
 @pytest.fixture(scope="module")
@@ -170,16 +175,11 @@ def test_no_secret_in_answers(engine):
                              "WHERE status = 'failed'")
     redactor = Redactor()
     redactor.set_secrets([SECRET])
-    httpd = serve(lambda: engine, redactor)
-    try:
-        base = f"http://127.0.0.1:{httpd.server_address[1]}/api/v1"
+    with served(lambda: engine, redactor) as base:
         for path in ("/crawls", "/sources"):
-            status, _, body = get(base + path)
+            status, _, body = get(f"{base}/api/v1{path}")
             assert status == 200 and b"HTTP 401 for key=" in body
             assert SECRET.encode() not in body
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def test_an_unreadable_database_is_a_503_on_the_api_and_the_page(tmp_path):
@@ -187,34 +187,24 @@ def test_an_unreadable_database_is_a_503_on_the_api_and_the_page(tmp_path):
 
     (tmp_path / "not.db").write_text("a note, not a database\n" * 100)
     engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path / 'not.db'}")
-    httpd = serve(lambda: engine)
-    try:
-        base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    with served(lambda: engine) as base:
         status, _, body = get(base + "/api/v1/offers")
         assert status == 503 and json.loads(body)["error"].startswith(
             "the database cannot be read: (sqlite3.DatabaseError) file is not a database")
         status, _, body = get(base + "/")
         assert status == 503 and body.decode().startswith(
             "the database cannot be read: (sqlite3.DatabaseError) file is not a database")
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        engine.dispose()
+    engine.dispose()
 
 
 def test_a_bug_in_a_handler_is_a_500_and_logged_not_blamed_on_the_database(caplog):
-    httpd = serve(lambda: "not an engine")  # every read fails as a bug would, not as a database
-    try:
-        base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    with served(lambda: "not an engine") as base:  # reads fail as a bug would, not a database
         status, _, body = get(base + "/api/v1/offers")
         assert status == 500 and json.loads(body) == {
             "error": "internal error (AttributeError); the service's log has the details"}
         status, _, body = get(base + "/")
         assert status == 500 and body == (b"internal error (AttributeError); the service's "
                                           b"log has the details\n")
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert [r.getMessage().split(": ")[0] for r in errors] == ["/api/v1/offers failed",
                                                                "the page failed"]

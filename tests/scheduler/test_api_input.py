@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.scheduler.test_api import check, get, serve
+from tests.scheduler.test_api import check, get, served
 from tests.storage.test_index import T0, crawl, item
 
 
@@ -18,12 +18,8 @@ def site(engine):
     """The endpoint over one stored offer, on each database."""
     crawl(engine, "azure", [item("azure", "A", 2.0)], T0)
     crawl(engine, "azure", [item("azure", "A", 2.5)], T0 + timedelta(hours=1))
-    httpd = serve(lambda: engine)
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with served(lambda: engine) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
@@ -108,17 +104,12 @@ def test_a_known_or_stored_source_is_a_filter(site, spec, query):
 
 def test_a_removed_source_keeps_its_stored_offers_readable(engine, spec):
     crawl(engine, "oldcloud", [item("oldcloud", "O", 1.0)], T0)
-    httpd = serve(lambda: engine)
-    try:
-        base = f"http://127.0.0.1:{httpd.server_address[1]}/api/v1"
-        status, _, body = get(base + "/offers?source=oldcloud")
+    with served(lambda: engine) as base:
+        status, _, body = get(base + "/api/v1/offers?source=oldcloud")
         assert status == 200 and [o["instance_type"] for o in json.loads(body)["offers"]] == [
             "O"]
-        status, _, _ = get(base + "/crawls?source=oldcloud")
+        status, _, _ = get(base + "/api/v1/crawls?source=oldcloud")
         assert status == 200
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def _raw(base: str, request: bytes) -> bytes:

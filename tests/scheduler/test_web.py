@@ -19,6 +19,7 @@ import pytest
 from tests.clirun import gpuradar
 from tests.daemon_helpers import RECORDINGS, Daemon, copy_recordings, write_config
 from tests.helpers import free_port
+from tests.scheduler.test_api import served
 
 CHROMIUM = Path("/usr/bin/chromium")
 if not CHROMIUM.exists():
@@ -45,9 +46,6 @@ def site(tmp_path_factory):
     """The service's HTTP endpoint in-process, over a database filled from the shipped real
     recordings as a user fills it: the time-lapse demo's day of Vast.ai (history, spot and
     on-demand, a firing alert), then every other recording replayed, dated at its capture."""
-    from prometheus_client import CollectorRegistry
-
-    from gpuradar.scheduler.health import Health, make_app, serve
     from gpuradar.storage.db import open_database
 
     db = tmp_path_factory.mktemp("web") / "demo.db"
@@ -59,13 +57,8 @@ def site(tmp_path_factory):
                     f"sqlite:///{db}", env={"GCP_API_KEY": ""})
     assert proc.returncode == 0, proc.stderr
     engine = open_database(f"sqlite:///{db}")
-    httpd = serve("127.0.0.1", free_port(), make_app(CollectorRegistry(), Health(lambda: engine),
-                                                     lambda text: text))
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with served(lambda: engine) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
