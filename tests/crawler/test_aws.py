@@ -378,12 +378,14 @@ def test_a_price_file_of_a_region_only_the_feed_knows_names_that_region():
     assert items and {i.region for i in items} == {"us-east-2-mci-1"}
 
 
-def test_a_locations_entry_without_a_code_costs_only_itself():
-    """An entry of the locations feed without a region code is skipped; the entries after
-    it are still read."""
+@pytest.mark.parametrize("entry", [
+    {"name": "Somewhere (no code)", "type": "AWS Region"}, None, "AWS Region"],
+    ids=["no code", "null", "not an object"])
+def test_a_locations_entry_without_a_code_costs_only_itself(entry):
+    """An entry of the locations feed without a region code, or that is no object at all,
+    is skipped; the entries after it are still read."""
     data = json.loads((FIX / "locations.json").read_text())
-    data = {"Somewhere (no code)": {"name": "Somewhere (no code)", "type": "AWS Region"},
-            **data}
+    data = {"Somewhere (no code)": entry, **data}
     spider = make_spider()
     del spider.region_names["ap-southeast-6"]
     list(spider.parse_locations(response(json.dumps(data).encode())))
