@@ -414,16 +414,17 @@ def test_a_broken_locations_feed_falls_back_to_the_table(caplog):
 
 
 # -- spot feed and interruption bands ------------------------------------------------------
-def test_spot_feed_in_another_unit_than_per_hour_is_refused():
+@pytest.mark.parametrize("unit", ["permin", "perday"])  # sorting after and before "perhr"
+def test_spot_feed_in_another_unit_than_per_hour_is_refused(unit):
     # The real feed says "rate": "perhr"; the same feed claiming another unit is one clear
     # error naming the field, not prices off by a factor.
     feed = json.loads((FIX / "spot_real_us-east-1.json").read_text())
     assert feed["config"]["rate"] == "perhr"
     assert items(make_spider().spot_items(feed, "f"))
-    feed["config"]["rate"] = "permin"
+    feed["config"]["rate"] = unit
     with pytest.raises(ParseError) as caught:
         list(make_spider().spot_items(feed, "f"))
-    assert "config.rate" in str(caught.value) and "'permin', expected 'perhr'" in str(
+    assert "config.rate" in str(caught.value) and f"{unit!r}, expected 'perhr'" in str(
         caught.value)
 
 
@@ -576,6 +577,31 @@ def test_a_refused_instance_type_named_by_ec2_is_left_out():
     [again] = requests(out)
     assert set(history_types(again)) == set(asked) - {"p6-b300.48xlarge"}
     assert stats(spider)["gpuradar/skipped/refused_instance_type"] == 1
+
+
+def test_the_next_page_asks_for_the_same_types_as_the_first():
+    """A region asked again without a refused type pages on without it too: asked for on
+    the next page, it would be refused again and the region's answer start over."""
+    spider = signing_spider()
+    types = ("g4dn.xlarge", "inf2.xlarge", "p5.48xlarge")
+    [follow] = requests(spider.parse_spot_history(
+        response(FIX / "spot_history_us-east-1_page1.xml"), region="us-east-1", types=types))
+    assert b"NextToken=eyJ2Ijoy" in follow.body
+    assert history_types(follow) == list(types)
+
+
+def test_a_last_type_refused_by_name_is_left_out_without_an_error(caplog):
+    """One type left, and EC2's real message names it: it is left out with a warning, as
+    among many; no error, so the crawl is not marked partial for it."""
+    spider = signing_spider()
+    with caplog.at_level(logging.WARNING):
+        out = list(spider.parse_spot_history(
+            error_response((FIX / "error_invalid_instance_type.xml").read_bytes()),
+            region="us-west-2", types=("p6-b300.48xlarge",)))
+    assert out == []
+    assert stats(spider)["gpuradar/skipped/refused_instance_type"] == 1
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "in us-west-2 refuses p6-b300.48xlarge" in caplog.records[0].getMessage()
 
 
 def test_a_refusal_that_names_no_type_is_narrowed_down_by_halves(caplog):
