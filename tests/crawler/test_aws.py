@@ -393,6 +393,17 @@ def test_a_locations_entry_without_a_code_costs_only_itself(entry):
     assert "Somewhere (no code)" not in spider.region_names.values()
 
 
+def test_a_locations_entry_without_a_name_is_read_under_its_key():
+    """The feed keys each entry by its location name and repeats it as `name`; an entry
+    without `name` is read under its key, which is the name the price files use."""
+    data = json.loads((FIX / "locations.json").read_text())
+    del data["Asia Pacific (New Zealand)"]["name"]
+    spider = make_spider()
+    del spider.region_names["ap-southeast-6"]
+    list(spider.parse_locations(response(json.dumps(data).encode())))
+    assert spider.region_names["ap-southeast-6"] == "Asia Pacific (New Zealand)"
+
+
 def test_a_price_file_of_another_operating_system_is_no_offer():
     """The same file format serves each operating system (its path names one): rows of a
     Windows file, parsed with `gpuradar parse`, are not Linux offers."""
