@@ -414,14 +414,18 @@ def test_a_price_file_of_another_operating_system_is_no_offer():
     assert list(make_spider().ondemand_items(data, "Windows/index.json", "us-east-1")) == []
 
 
-def test_a_broken_locations_feed_falls_back_to_the_table(caplog):
+@pytest.mark.parametrize("body", [b'{"oops": 1}', (FIX / "locations.json").read_bytes()[:5000]],
+                         ids=["no regions", "cut short"])
+def test_a_broken_locations_feed_falls_back_to_the_table(caplog, body):
+    """A feed naming no region, or the real feed cut short (not JSON), is one error line;
+    the built-in table's regions are read."""
     spider = make_spider()
     with caplog.at_level(logging.ERROR):
-        [spot_request] = list(spider.parse_locations(response(b'{"oops": 1}')))
+        [spot_request] = list(spider.parse_locations(response(body)))
     assert spot_request.url == AwsSpider.endpoints["spot"]
     assert spider.region_names == REGIONS
-    assert any("locations" in r.getMessage() and r.levelno == logging.ERROR
-               for r in caplog.records)
+    [error] = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert error.startswith("aws: locations feed unreadable (")
 
 
 # -- spot feed and interruption bands ------------------------------------------------------

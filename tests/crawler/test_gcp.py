@@ -338,6 +338,20 @@ def test_the_tpu_generation_is_read_from_the_sku_description(description, genera
     assert tpu_generation(description) == generation
 
 
+def test_a_tpu_sku_of_usage_type_preemptible_is_spot_whatever_its_wording():
+    """The usage type says Spot as much as the wording does: the real Singapore v5e Spot
+    SKU (usageType Preemptible), reworded without "Spot Preemptible", still prices Spot
+    slices, never on-demand ones at the Spot price."""
+    data = page("skus_tpu_real.json")
+    sku = next(s for s in data["skus"] if s["description"] ==
+               "TpuV5e attached to Spot Preemptible VMs running in Singapore")
+    sku["description"] = "TpuV5e running in Singapore"
+    found = offers(make_spider().parse_file(response(data, URL)))
+    singapore = {(t, p): o.price for (r, t, p), o in found.items() if r == "asia-southeast1"}
+    assert singapore[("v5litepod-8", "spot")] == pytest.approx(8 * 0.78)
+    assert {p for _, p in singapore} == {"spot"}
+
+
 def test_real_tpu_skus_become_the_slices_users_rent_priced_per_chip(caplog):
     # Seven SKUs captured live from the Compute Engine service (resourceGroup "TPU").
     spider = make_spider()
