@@ -105,6 +105,9 @@ def test_unit_price_is_the_tier_that_starts_at_zero():
         {"unitPrice": {"currencyCode": "USD", "units": "2", "nanos": 933908000}},
         {"startUsageAmount": 720, "unitPrice": {"currencyCode": "USD", "units": "1"}}]}}]}
     assert unit_price(sku) == (pytest.approx(2.933908), "USD", "h")
+    # No tier at all: no price (the SKU prices nothing), not an error.
+    assert unit_price({"pricingInfo": [{"pricingExpression": {
+        "usageUnit": "h", "tieredRates": []}}]}) == (None, "", "h")
 
 
 # -- assembled machine prices ------------------------------------------------------------
@@ -121,6 +124,20 @@ def test_a_tpu_sku_priced_in_another_unit_is_skipped_and_counted(caplog, unit):
     assert stats(spider)["gpuradar/skipped/unexpected_unit"] == 1
     assert f"SKU 'TPU-v2 Accelerator USA' is priced per '{unit}', expected 'h'; skipped" \
         in caplog.text
+
+
+@pytest.mark.parametrize("unit", ["d", "mo"])  # sorting before and after "h"
+def test_a_gpu_sku_priced_in_another_unit_is_skipped_and_counted(caplog, unit):
+    """The real A100 SKU priced per day or per month would be misread as hourly: no A2
+    machine is priced from it, it is counted, and its warning names the unit."""
+    data = page("skus_real_opencost.json")
+    (a100,) = [s for s in data["skus"] if s["description"].startswith("Nvidia Tesla A100")]
+    a100["pricingInfo"][0]["pricingExpression"]["usageUnit"] = unit
+    spider = make_spider(api_key="k")
+    assert offers(crawl_pages(spider, data)) == {}
+    assert stats(spider)["gpuradar/skipped/unexpected_unit"] == 1
+    assert (f"SKU 'Nvidia Tesla A100 GPU' is priced per '{unit}', expected 'h'; skipped"
+            in caplog.text)
 
 
 def test_a2_price_is_cores_plus_ram_plus_gpus_from_the_real_skus():
@@ -305,8 +322,10 @@ def test_bad_gpu_prices_are_dropped_with_their_reason(value, reason):
     assert validate(found[("us-central1", "nvidia-tesla-p4", "on_demand")]) == reason
 
 
-def test_a_bad_core_price_prices_no_machine_rather_than_a_wrong_one():
-    data = mutate("G2 Instance Core running in Americas", {"currencyCode": "USD", "units": "NaN"})
+@pytest.mark.parametrize("part", ["Core", "Ram"])
+def test_a_bad_core_price_prices_no_machine_rather_than_a_wrong_one(part):
+    data = mutate(f"G2 Instance {part} running in Americas",
+                  {"currencyCode": "USD", "units": "NaN"})
     spider = make_spider()
     found = offers(spider.parse_file(response(data, URL)))
     assert not any(t.startswith("g2-") and p == "on_demand" for _, t, p in found)
