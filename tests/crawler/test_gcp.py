@@ -333,6 +333,21 @@ def test_a_bad_core_price_prices_no_machine_rather_than_a_wrong_one(part):
     assert stats(spider)["gpuradar/skipped/incomplete_price"] == 24  # 8 types x 3 regions
 
 
+def test_eight_machines_not_assembled_are_all_named_without_dots(caplog):
+    """The warning names up to eight machines and ends in "..." only past eight: with the
+    L4 SKU in one region and its G2 core SKU unpriced, the eight g2 types are all named."""
+    data = mutate("G2 Instance Core running in Americas", {"currencyCode": "USD", "units": "NaN"})
+    l4 = next(s for s in data["skus"] if s["description"] == "Nvidia L4 GPU running in Americas")
+    l4["serviceRegions"] = ["us-central1"]
+    spider = make_spider()
+    with caplog.at_level(logging.WARNING):
+        list(spider.parse_file(response(data, URL)))
+    assert stats(spider)["gpuradar/skipped/incomplete_price"] == 8
+    (line,) = [r.getMessage() for r in caplog.records if "not assembled" in r.getMessage()]
+    assert line.startswith("gcp: 8 machine prices not assembled")
+    assert line.count("us-central1 on_demand") == 8 and not line.endswith(" ...")
+
+
 def test_changed_field_names_are_clear_errors():
     with pytest.raises(ParseError, match="'skus' is missing"):
         list(make_spider().parse_file(response({"items": [], "nextPageToken": ""}, URL)))
