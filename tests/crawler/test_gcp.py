@@ -322,6 +322,16 @@ def test_bad_gpu_prices_are_dropped_with_their_reason(value, reason):
     assert validate(found[("us-central1", "nvidia-tesla-p4", "on_demand")]) == reason
 
 
+def test_a_price_without_its_currency_code_is_in_the_currency_asked_for():
+    """proto3 JSON leaves out empty fields: a unit price without `currencyCode` is read in
+    the currency the request asked for (USD by default) and stored, not dropped."""
+    data = mutate("Nvidia Tesla P4 GPU running in Americas", {"units": "0", "nanos": 600000000})
+    found = offers(make_spider().parse_file(response(data, URL)))
+    p4 = found[("us-central1", "nvidia-tesla-p4", "on_demand")]
+    assert (p4.price, p4.currency) == (0.6, "USD")
+    assert validate(p4) is None
+
+
 @pytest.mark.parametrize("part", ["Core", "Ram"])
 def test_a_bad_core_price_prices_no_machine_rather_than_a_wrong_one(part):
     data = mutate(f"G2 Instance {part} running in Americas",
