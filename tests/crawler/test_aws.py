@@ -4,6 +4,7 @@ the fixture server through the `gpuradar` command."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import logging
@@ -705,6 +706,33 @@ def test_a_container_role_is_used_at_crawl_time_and_not_asked_by_status(
     assert credentials.method == "container-role"
     assert credentials.get_frozen_credentials().access_key == "ASIAROLEEXAMPLE"
     assert [r.path for r in provider_server.requests] == ["/v2/credentials/task"]
+
+
+@pytest.mark.parametrize("replay", [False, True], ids=["crawl", "replay"])
+def test_a_crawl_asks_the_container_role_and_a_replay_does_not(
+        no_aws_env, monkeypatch, provider_server, tmp_path, replay):
+    """Starting a crawl looks up a container role (per-zone spot prices follow); starting
+    a replay touches no network, not even the role's endpoint."""
+    expiry = (datetime.now(UTC) + timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    role = {"AccessKeyId": "ASIAROLEEXAMPLE", "SecretAccessKey": "role-secret-never-shown",
+            "Token": "role-session-token", "Expiration": expiry}
+    provider_server.route("GET", "/v2/credentials/task",
+                          lambda req: Reply(body=json.dumps(role).encode()))
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
+    monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                       provider_server.base + "/v2/credentials/task")
+    spider = callback_spider(AwsSpider, {"GPURADAR_REPLAY_DIR": str(tmp_path)} if replay
+                             else {})
+
+    async def first_request() -> Request:
+        return await spider.start().__anext__()
+
+    assert asyncio.run(first_request()).url == AwsSpider.endpoints["advisor"]
+    if replay:
+        assert (spider.aws_credentials, provider_server.requests) == (None, [])
+    else:
+        assert spider.aws_credentials.access_key == "ASIAROLEEXAMPLE"
+        assert [r.path for r in provider_server.requests] == ["/v2/credentials/task"]
 
 
 def test_the_spot_history_starts_at_the_top_of_the_hour():

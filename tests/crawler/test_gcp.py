@@ -332,10 +332,10 @@ def test_a_price_without_its_currency_code_is_in_the_currency_asked_for():
     assert validate(p4) is None
 
 
-@pytest.mark.parametrize("part", ["Core", "Ram"])
-def test_a_bad_core_price_prices_no_machine_rather_than_a_wrong_one(part):
+@pytest.mark.parametrize(("part", "units"), [("Core", "NaN"), ("Ram", "NaN"), ("Core", "0")])
+def test_a_bad_core_price_prices_no_machine_rather_than_a_wrong_one(part, units):
     data = mutate(f"G2 Instance {part} running in Americas",
-                  {"currencyCode": "USD", "units": "NaN"})
+                  {"currencyCode": "USD", "units": units})
     spider = make_spider()
     found = offers(spider.parse_file(response(data, URL)))
     assert not any(t.startswith("g2-") and p == "on_demand" for _, t, p in found)
