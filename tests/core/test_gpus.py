@@ -337,9 +337,11 @@ def test_form_factor_words_narrow_the_family() -> None:
     assert lookup("L40S SXM") is None  # no such card
 
 
-def test_zero_or_negative_memory_counts_as_unknown() -> None:
-    assert lookup("RTX 4090", 0).name == "RTX-4090"
-    assert lookup("A100", 0) is None
+@pytest.mark.parametrize("memory", [0, -1, -24])
+def test_zero_or_negative_memory_counts_as_unknown(memory: float) -> None:
+    assert lookup("RTX 4090", memory).name == "RTX-4090"
+    assert lookup("A100", memory) is None  # 40 or 80 GB: unknown without a memory
+    assert lookup("A100 80GB", memory).name == "A100-SXM-80GB"  # the string's memory counts
 
 
 def test_case_whitespace_and_punctuation_do_not_matter() -> None:

@@ -4,6 +4,7 @@ the fixture server through the `gpuradar` command."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import logging
@@ -378,17 +379,30 @@ def test_a_price_file_of_a_region_only_the_feed_knows_names_that_region():
     assert items and {i.region for i in items} == {"us-east-2-mci-1"}
 
 
-def test_a_locations_entry_without_a_code_costs_only_itself():
-    """An entry of the locations feed without a region code is skipped; the entries after
-    it are still read."""
+@pytest.mark.parametrize("entry", [
+    {"name": "Somewhere (no code)", "type": "AWS Region"}, None, "AWS Region"],
+    ids=["no code", "null", "not an object"])
+def test_a_locations_entry_without_a_code_costs_only_itself(entry):
+    """An entry of the locations feed without a region code, or that is no object at all,
+    is skipped; the entries after it are still read."""
     data = json.loads((FIX / "locations.json").read_text())
-    data = {"Somewhere (no code)": {"name": "Somewhere (no code)", "type": "AWS Region"},
-            **data}
+    data = {"Somewhere (no code)": entry, **data}
     spider = make_spider()
     del spider.region_names["ap-southeast-6"]
     list(spider.parse_locations(response(json.dumps(data).encode())))
     assert spider.region_names["ap-southeast-6"] == "Asia Pacific (New Zealand)"
     assert "Somewhere (no code)" not in spider.region_names.values()
+
+
+def test_a_locations_entry_without_a_name_is_read_under_its_key():
+    """The feed keys each entry by its location name and repeats it as `name`; an entry
+    without `name` is read under its key, which is the name the price files use."""
+    data = json.loads((FIX / "locations.json").read_text())
+    del data["Asia Pacific (New Zealand)"]["name"]
+    spider = make_spider()
+    del spider.region_names["ap-southeast-6"]
+    list(spider.parse_locations(response(json.dumps(data).encode())))
+    assert spider.region_names["ap-southeast-6"] == "Asia Pacific (New Zealand)"
 
 
 def test_a_price_file_of_another_operating_system_is_no_offer():
@@ -401,27 +415,32 @@ def test_a_price_file_of_another_operating_system_is_no_offer():
     assert list(make_spider().ondemand_items(data, "Windows/index.json", "us-east-1")) == []
 
 
-def test_a_broken_locations_feed_falls_back_to_the_table(caplog):
+@pytest.mark.parametrize("body", [b'{"oops": 1}', (FIX / "locations.json").read_bytes()[:5000]],
+                         ids=["no regions", "cut short"])
+def test_a_broken_locations_feed_falls_back_to_the_table(caplog, body):
+    """A feed naming no region, or the real feed cut short (not JSON), is one error line;
+    the built-in table's regions are read."""
     spider = make_spider()
     with caplog.at_level(logging.ERROR):
-        [spot_request] = list(spider.parse_locations(response(b'{"oops": 1}')))
+        [spot_request] = list(spider.parse_locations(response(body)))
     assert spot_request.url == AwsSpider.endpoints["spot"]
     assert spider.region_names == REGIONS
-    assert any("locations" in r.getMessage() and r.levelno == logging.ERROR
-               for r in caplog.records)
+    [error] = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert error.startswith("aws: locations feed unreadable (")
 
 
 # -- spot feed and interruption bands ------------------------------------------------------
-def test_spot_feed_in_another_unit_than_per_hour_is_refused():
+@pytest.mark.parametrize("unit", ["permin", "perday"])  # sorting after and before "perhr"
+def test_spot_feed_in_another_unit_than_per_hour_is_refused(unit):
     # The real feed says "rate": "perhr"; the same feed claiming another unit is one clear
     # error naming the field, not prices off by a factor.
     feed = json.loads((FIX / "spot_real_us-east-1.json").read_text())
     assert feed["config"]["rate"] == "perhr"
     assert items(make_spider().spot_items(feed, "f"))
-    feed["config"]["rate"] = "permin"
+    feed["config"]["rate"] = unit
     with pytest.raises(ParseError) as caught:
         list(make_spider().spot_items(feed, "f"))
-    assert "config.rate" in str(caught.value) and "'permin', expected 'perhr'" in str(
+    assert "config.rate" in str(caught.value) and f"{unit!r}, expected 'perhr'" in str(
         caught.value)
 
 
@@ -576,6 +595,31 @@ def test_a_refused_instance_type_named_by_ec2_is_left_out():
     assert stats(spider)["gpuradar/skipped/refused_instance_type"] == 1
 
 
+def test_the_next_page_asks_for_the_same_types_as_the_first():
+    """A region asked again without a refused type pages on without it too: asked for on
+    the next page, it would be refused again and the region's answer start over."""
+    spider = signing_spider()
+    types = ("g4dn.xlarge", "inf2.xlarge", "p5.48xlarge")
+    [follow] = requests(spider.parse_spot_history(
+        response(FIX / "spot_history_us-east-1_page1.xml"), region="us-east-1", types=types))
+    assert b"NextToken=eyJ2Ijoy" in follow.body
+    assert history_types(follow) == list(types)
+
+
+def test_a_last_type_refused_by_name_is_left_out_without_an_error(caplog):
+    """One type left, and EC2's real message names it: it is left out with a warning, as
+    among many; no error, so the crawl is not marked partial for it."""
+    spider = signing_spider()
+    with caplog.at_level(logging.WARNING):
+        out = list(spider.parse_spot_history(
+            error_response((FIX / "error_invalid_instance_type.xml").read_bytes()),
+            region="us-west-2", types=("p6-b300.48xlarge",)))
+    assert out == []
+    assert stats(spider)["gpuradar/skipped/refused_instance_type"] == 1
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "in us-west-2 refuses p6-b300.48xlarge" in caplog.records[0].getMessage()
+
+
 def test_a_refusal_that_names_no_type_is_narrowed_down_by_halves(caplog):
     # A message naming none of the requested types (wording not seen from EC2, but the
     # spider must not depend on the wording).
@@ -662,6 +706,33 @@ def test_a_container_role_is_used_at_crawl_time_and_not_asked_by_status(
     assert credentials.method == "container-role"
     assert credentials.get_frozen_credentials().access_key == "ASIAROLEEXAMPLE"
     assert [r.path for r in provider_server.requests] == ["/v2/credentials/task"]
+
+
+@pytest.mark.parametrize("replay", [False, True], ids=["crawl", "replay"])
+def test_a_crawl_asks_the_container_role_and_a_replay_does_not(
+        no_aws_env, monkeypatch, provider_server, tmp_path, replay):
+    """Starting a crawl looks up a container role (per-zone spot prices follow); starting
+    a replay touches no network, not even the role's endpoint."""
+    expiry = (datetime.now(UTC) + timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    role = {"AccessKeyId": "ASIAROLEEXAMPLE", "SecretAccessKey": "role-secret-never-shown",
+            "Token": "role-session-token", "Expiration": expiry}
+    provider_server.route("GET", "/v2/credentials/task",
+                          lambda req: Reply(body=json.dumps(role).encode()))
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
+    monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                       provider_server.base + "/v2/credentials/task")
+    spider = callback_spider(AwsSpider, {"GPURADAR_REPLAY_DIR": str(tmp_path)} if replay
+                             else {})
+
+    async def first_request() -> Request:
+        return await spider.start().__anext__()
+
+    assert asyncio.run(first_request()).url == AwsSpider.endpoints["advisor"]
+    if replay:
+        assert (spider.aws_credentials, provider_server.requests) == (None, [])
+    else:
+        assert spider.aws_credentials.access_key == "ASIAROLEEXAMPLE"
+        assert [r.path for r in provider_server.requests] == ["/v2/credentials/task"]
 
 
 def test_the_spot_history_starts_at_the_top_of_the_hour():

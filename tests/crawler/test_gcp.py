@@ -105,6 +105,9 @@ def test_unit_price_is_the_tier_that_starts_at_zero():
         {"unitPrice": {"currencyCode": "USD", "units": "2", "nanos": 933908000}},
         {"startUsageAmount": 720, "unitPrice": {"currencyCode": "USD", "units": "1"}}]}}]}
     assert unit_price(sku) == (pytest.approx(2.933908), "USD", "h")
+    # No tier at all: no price (the SKU prices nothing), not an error.
+    assert unit_price({"pricingInfo": [{"pricingExpression": {
+        "usageUnit": "h", "tieredRates": []}}]}) == (None, "", "h")
 
 
 # -- assembled machine prices ------------------------------------------------------------
@@ -121,6 +124,20 @@ def test_a_tpu_sku_priced_in_another_unit_is_skipped_and_counted(caplog, unit):
     assert stats(spider)["gpuradar/skipped/unexpected_unit"] == 1
     assert f"SKU 'TPU-v2 Accelerator USA' is priced per '{unit}', expected 'h'; skipped" \
         in caplog.text
+
+
+@pytest.mark.parametrize("unit", ["d", "mo"])  # sorting before and after "h"
+def test_a_gpu_sku_priced_in_another_unit_is_skipped_and_counted(caplog, unit):
+    """The real A100 SKU priced per day or per month would be misread as hourly: no A2
+    machine is priced from it, it is counted, and its warning names the unit."""
+    data = page("skus_real_opencost.json")
+    (a100,) = [s for s in data["skus"] if s["description"].startswith("Nvidia Tesla A100")]
+    a100["pricingInfo"][0]["pricingExpression"]["usageUnit"] = unit
+    spider = make_spider(api_key="k")
+    assert offers(crawl_pages(spider, data)) == {}
+    assert stats(spider)["gpuradar/skipped/unexpected_unit"] == 1
+    assert (f"SKU 'Nvidia Tesla A100 GPU' is priced per '{unit}', expected 'h'; skipped"
+            in caplog.text)
 
 
 def test_a2_price_is_cores_plus_ram_plus_gpus_from_the_real_skus():
@@ -222,6 +239,41 @@ def test_unmatched_gpu_and_tpu_skus_are_reported_as_uncatalogued_once(full, capl
         "renamed or new?); reported as uncatalogued, not stored"]
 
 
+def test_a_renamed_gpu_sku_without_the_word_gpu_is_reported_as_uncatalogued(caplog):
+    """Google names some GPU SKUs without the word "GPU" ("RTX 6000 96GB running in Iowa");
+    their resource group says GPU. Renamed, such a SKU is reported, not dropped silently."""
+    data = page("skus_page2.json")
+    rtx = next(s for s in data["skus"] if s["description"] == "RTX 6000 96GB running in Iowa")
+    rtx["description"] = "RTX PRO 6000 96GB running in Iowa"
+    spider = make_spider()
+    with caplog.at_level(logging.WARNING):
+        found = offers(spider.parse_file(response(data, URL)))
+    assert not any(t == "nvidia-rtx-pro-6000" for _, t, _ in found)
+    assert stats(spider)["gpuradar/uncatalogued"] == 2  # it and the GB200 SKU
+    assert ("gcp: RTX PRO 6000 96GB is not in gpuradar's catalog (a GPU SKU matching no known "
+            "GPU: renamed or new?); reported as uncatalogued, not stored"
+            ) in [r.getMessage() for r in caplog.records]
+
+
+def test_a_sku_of_another_resource_family_is_never_a_machine_part():
+    """Only SKUs of resource family "Compute" (and TPUs) are read: the family decides, not
+    the wording. Built case, no capture of one: the real A100 SKU relabelled as a one-region
+    "License" SKU; read, it would price Iowa's A100 and so its A2 machines."""
+    data = page("skus_real_opencost.json")
+    a100 = next(s for s in data["skus"]
+                if s["description"] == "Nvidia Tesla A100 GPU running in Americas")
+    fee = copy.deepcopy(a100)
+    fee["category"]["resourceFamily"] = "License"
+    fee["serviceRegions"] = ["us-central1"]
+    fee["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"] = {
+        "currencyCode": "USD", "units": "0", "nanos": 10000000}
+    data["skus"].append(fee)
+    found = offers(make_spider().parse_file(response(data, URL)))
+    gpu = {(r, o.attributes["gpu_unit_price"]) for (r, t, p), o in found.items()
+           if t == "a2-highgpu-1g"}
+    assert gpu == {(r, 2.933908) for r in ("us-central1", "us-east1", "us-west1")}
+
+
 def test_machines_without_core_or_ram_skus_are_not_priced(full, caplog):
     spider, found = full
     # europe-west4 has the H100 GPU SKU only (and a TPU v3 pod SKU, priced per chip).
@@ -270,13 +322,40 @@ def test_bad_gpu_prices_are_dropped_with_their_reason(value, reason):
     assert validate(found[("us-central1", "nvidia-tesla-p4", "on_demand")]) == reason
 
 
-def test_a_bad_core_price_prices_no_machine_rather_than_a_wrong_one():
-    data = mutate("G2 Instance Core running in Americas", {"currencyCode": "USD", "units": "NaN"})
+def test_a_price_without_its_currency_code_is_in_the_currency_asked_for():
+    """proto3 JSON leaves out empty fields: a unit price without `currencyCode` is read in
+    the currency the request asked for (USD by default) and stored, not dropped."""
+    data = mutate("Nvidia Tesla P4 GPU running in Americas", {"units": "0", "nanos": 600000000})
+    found = offers(make_spider().parse_file(response(data, URL)))
+    p4 = found[("us-central1", "nvidia-tesla-p4", "on_demand")]
+    assert (p4.price, p4.currency) == (0.6, "USD")
+    assert validate(p4) is None
+
+
+@pytest.mark.parametrize(("part", "units"), [("Core", "NaN"), ("Ram", "NaN"), ("Core", "0")])
+def test_a_bad_core_price_prices_no_machine_rather_than_a_wrong_one(part, units):
+    data = mutate(f"G2 Instance {part} running in Americas",
+                  {"currencyCode": "USD", "units": units})
     spider = make_spider()
     found = offers(spider.parse_file(response(data, URL)))
     assert not any(t.startswith("g2-") and p == "on_demand" for _, t, p in found)
     assert any(t.startswith("g2-") and p == "spot" for _, t, p in found)
     assert stats(spider)["gpuradar/skipped/incomplete_price"] == 24  # 8 types x 3 regions
+
+
+def test_eight_machines_not_assembled_are_all_named_without_dots(caplog):
+    """The warning names up to eight machines and ends in "..." only past eight: with the
+    L4 SKU in one region and its G2 core SKU unpriced, the eight g2 types are all named."""
+    data = mutate("G2 Instance Core running in Americas", {"currencyCode": "USD", "units": "NaN"})
+    l4 = next(s for s in data["skus"] if s["description"] == "Nvidia L4 GPU running in Americas")
+    l4["serviceRegions"] = ["us-central1"]
+    spider = make_spider()
+    with caplog.at_level(logging.WARNING):
+        list(spider.parse_file(response(data, URL)))
+    assert stats(spider)["gpuradar/skipped/incomplete_price"] == 8
+    (line,) = [r.getMessage() for r in caplog.records if "not assembled" in r.getMessage()]
+    assert line.startswith("gcp: 8 machine prices not assembled")
+    assert line.count("us-central1 on_demand") == 8 and not line.endswith(" ...")
 
 
 def test_changed_field_names_are_clear_errors():
@@ -301,6 +380,20 @@ def test_changed_field_names_are_clear_errors():
 ])
 def test_the_tpu_generation_is_read_from_the_sku_description(description, generation):
     assert tpu_generation(description) == generation
+
+
+def test_a_tpu_sku_of_usage_type_preemptible_is_spot_whatever_its_wording():
+    """The usage type says Spot as much as the wording does: the real Singapore v5e Spot
+    SKU (usageType Preemptible), reworded without "Spot Preemptible", still prices Spot
+    slices, never on-demand ones at the Spot price."""
+    data = page("skus_tpu_real.json")
+    sku = next(s for s in data["skus"] if s["description"] ==
+               "TpuV5e attached to Spot Preemptible VMs running in Singapore")
+    sku["description"] = "TpuV5e running in Singapore"
+    found = offers(make_spider().parse_file(response(data, URL)))
+    singapore = {(t, p): o.price for (r, t, p), o in found.items() if r == "asia-southeast1"}
+    assert singapore[("v5litepod-8", "spot")] == pytest.approx(8 * 0.78)
+    assert {p for _, p in singapore} == {"spot"}
 
 
 def test_real_tpu_skus_become_the_slices_users_rent_priced_per_chip(caplog):
@@ -453,8 +546,9 @@ def test_a_repeated_page_token_stops_the_crawl(caplog):
     assert tpu.url.startswith(TPU_URL)
     out = list(spider.parse(response(NO_SKUS, TPU_URL), service="tpu_skus"))
     assert out and all(isinstance(o, PriceItem) for o in out)
-    assert any("page token" in r.getMessage() and r.levelno == logging.ERROR
-               for r in caplog.records)
+    # The token (the real one of the captured page) is quoted by its first 12 characters.
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR] == [
+        "gcp: the API returned page token 'APKCS1HVa0Yp' twice; stopping"]
 
 
 def test_api_refusal_is_logged_with_googles_message(caplog):
