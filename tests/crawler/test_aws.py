@@ -686,11 +686,10 @@ def test_a_successful_answer_that_is_not_ec2s_is_a_parse_error():
         list(make_spider().parse_spot_history(resp, region="us-east-1"))
 
 
-def test_a_container_role_is_used_at_crawl_time_and_not_asked_by_status(
-        no_aws_env, monkeypatch, provider_server):
-    """Credentials from a container role (ECS/EKS, an HTTP endpoint of the task) give
-    per-zone spot prices at crawl time; `gpuradar sources` makes no such network call and
-    says a role is tried at crawl time."""
+@pytest.fixture
+def container_role(no_aws_env, monkeypatch, provider_server):
+    """A container role's credentials endpoint (ECS/EKS: an HTTP endpoint of the task) on
+    the provider server, named by AWS_CONTAINER_CREDENTIALS_FULL_URI."""
     expiry = (datetime.now(UTC) + timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
     role = {"AccessKeyId": "ASIAROLEEXAMPLE", "SecretAccessKey": "role-secret-never-shown",
             "Token": "role-session-token", "Expiration": expiry}
@@ -699,6 +698,12 @@ def test_a_container_role_is_used_at_crawl_time_and_not_asked_by_status(
     monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
     monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI",
                        provider_server.base + "/v2/credentials/task")
+
+
+def test_a_container_role_is_used_at_crawl_time_and_not_asked_by_status(
+        container_role, provider_server):
+    """Credentials from a container role give per-zone spot prices at crawl time;
+    `gpuradar sources` makes no such network call and says a role is tried at crawl time."""
     enabled, why = AwsSpider.status(Settings({"GPURADAR_SOURCES": {"aws": {}}}))
     assert enabled and "an instance role is tried at crawl time" in why
     assert provider_server.requests == []
@@ -710,17 +715,9 @@ def test_a_container_role_is_used_at_crawl_time_and_not_asked_by_status(
 
 @pytest.mark.parametrize("replay", [False, True], ids=["crawl", "replay"])
 def test_a_crawl_asks_the_container_role_and_a_replay_does_not(
-        no_aws_env, monkeypatch, provider_server, tmp_path, replay):
+        container_role, provider_server, tmp_path, replay):
     """Starting a crawl looks up a container role (per-zone spot prices follow); starting
     a replay touches no network, not even the role's endpoint."""
-    expiry = (datetime.now(UTC) + timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    role = {"AccessKeyId": "ASIAROLEEXAMPLE", "SecretAccessKey": "role-secret-never-shown",
-            "Token": "role-session-token", "Expiration": expiry}
-    provider_server.route("GET", "/v2/credentials/task",
-                          lambda req: Reply(body=json.dumps(role).encode()))
-    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
-    monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                       provider_server.base + "/v2/credentials/task")
     spider = callback_spider(AwsSpider, {"GPURADAR_REPLAY_DIR": str(tmp_path)} if replay
                              else {})
 
