@@ -1,7 +1,6 @@
 """`gpuradar prices` and `gpuradar history`: what offers cost now and over time."""
 
 
-import os
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
@@ -138,14 +137,16 @@ def nothing_matched(engine, filters: dict[str, object]) -> str:
     from gpuradar.storage.queries import gpu_names
 
     if not gpu_names(engine):
+        from gpuradar.storage.leader import sqlite_path
+
         # named: a mistyped path or a shell without GPURADAR_DATABASE_URL opens another one
-        url = engine.url
-        if url.get_backend_name() != "sqlite":
-            where = url.render_as_string(hide_password=True)
-        elif url.database in (None, "", ":memory:"):
+        path = sqlite_path(engine)
+        if path is not None:
+            where = str(path)
+        elif engine.url.database in (None, "", ":memory:"):
             where = "an in-memory database"
         else:
-            where = os.path.abspath(url.database)
+            where = engine.url.render_as_string(hide_password=True)
         return (f"no offers stored yet in {where}: crawl first (`gpuradar crawl`, or try "
                 "`gpuradar demo`)")
     given = ", ".join(k if v is True else f"{k} {v}" for k, v in filters.items()
