@@ -33,7 +33,7 @@ def export(
     """Write offers, change points, the market index and crawls as Parquet, CSV and JSON
     Lines with a manifest (row counts, time range, schema version, SHA-256 per file). The
     same database exported twice gives byte-identical files."""
-    from gpuradar.storage.export import FORMATS, ExportError, stale_files
+    from gpuradar.storage.export import ExportError, stale_files
     from gpuradar.storage.export import export as write
     from gpuradar.storage.export import verify as check
 
@@ -48,7 +48,7 @@ def export(
         return
     formats = [f.strip().lower() for f in fmt.split(",") if f.strip()]
     engine = get_engine(get_config(config, database_url))
-    stale = stale_files(directory, [f for f in FORMATS if f in formats])
+    stale = stale_files(directory, formats)
     try:
         manifest = write(engine, directory, formats)
     except ExportError as exc:

@@ -59,14 +59,10 @@ def register(app: typer.Typer) -> None:
         from gpuradar.scheduler.daemon import run as run_daemon
 
         if replay is not None and not replay.is_dir():
-            from rich.markup import escape
-
+            from gpuradar.cli.common import fail
             from gpuradar.cli.crawl import recording_problem
-            from gpuradar.cli.output import err_console
 
-            err_console.print(f"[red]error:[/red] {escape(recording_problem(replay))}",
-                              highlight=False)
-            raise typer.Exit(2)
+            raise fail(recording_problem(replay))
         code = run_daemon(RunOptions(
             config=config, database_url=database_url, replay=replay,
             log_format=log_format.value, log_level=log_level.value.upper(),
