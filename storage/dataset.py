@@ -141,6 +141,20 @@ def sources(engine: Engine) -> list[dict[str, Any]]:
             for s in source_rows(engine)]
 
 
+def live_crawls(path: Path) -> int:
+    """How many crawls of the SQLite file at `path` were live (not replayed); 0 when it is
+    not a gpuradar database. Opened read-only by SQLite itself: nothing is migrated or
+    created, whatever the file holds."""
+    import sqlite3
+    from contextlib import closing
+
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            return conn.execute("SELECT count(*) FROM crawl WHERE NOT replayed").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
 def open_read_only(url: str) -> Engine:
     """The engine of a database already at the schema this gpuradar reads, checked without
     writing anything (no migration: a reader must not change a database, and a standby

@@ -11,7 +11,6 @@ import json
 import shutil
 import tempfile
 import time
-from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -116,22 +115,12 @@ def demo(keep: Annotated[Path | None, typer.Option(help="Keep the demo database 
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _live_crawls(path: Path) -> int:
-    """How many crawls of `path`, a SQLite file, were live (not replayed); 0 when it is not
-    a gpuradar database (opening it then says why). Read-only: nothing is changed here."""
-    import sqlite3
-
-    try:
-        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-            return conn.execute("SELECT count(*) FROM crawl WHERE NOT replayed").fetchone()[0]
-    except sqlite3.Error:
-        return 0
-
-
 def _check_keep(keep: Path) -> None:
     """--keep may name a new file or an earlier demo's; never a store with live crawls,
     which the demo's replayed prices would be mixed into."""
-    live = _live_crawls(keep) if keep.is_file() else 0
+    from gpuradar.storage.dataset import live_crawls
+
+    live = live_crawls(keep) if keep.is_file() else 0
     if live:
         raise fail(f"--keep {keep} holds {live} live crawl(s): the demo would mix replayed "
                    "prices into that store; give a new file")
