@@ -260,8 +260,12 @@ def test_sigterm_of_the_leader_hands_over_cleanly(tmp_path, pg_url):
             assert "leader lock released" in a.logs()
             wait_for(lambda: one_leader(pg_url, b), TAKEOVER, "the standby to take over",
                      on_fail=b.tail)
-            took = [line for line in b.logs().splitlines() if "took the leader lock" in line]
-            assert took and "marked failed" not in took[0]  # nothing was left running
+            # the database shows the lock as soon as it is taken; the log line follows once
+            # the previous leader's crawls are checked (a thread): wait for it, then read it
+            took = wait_for(lambda: [line for line in b.logs().splitlines()
+                                     if "took the leader lock" in line], 30,
+                            "the standby's log line of its takeover", on_fail=b.tail)
+            assert "marked failed" not in took[0]  # nothing was left running
             b.wait_metric("gpuradar_crawls_total", 2, source="vastai", status="ok")
             b.wait_metric("gpuradar_rule_evaluations_total", 2, result="ok")
             assert len(hook.posts) == 1  # the firing rule is not notified again
