@@ -24,7 +24,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 from scrapy.utils.log import logformatter_adapter
 
-from gpuradar.core import defaults, gpus
+from gpuradar.core import defaults, gpus, providers
 from gpuradar.core.currency import FxTable
 from gpuradar.core.interconnect import interconnect_for
 from gpuradar.core.items import PRICINGS, FxRateItem, OfferKey, PriceBatch, PriceItem
@@ -181,6 +181,11 @@ def normalize(item: PriceItem, fx: FxTable,
         if link["intra_node"] or link["inter_node"]:
             item.attributes = {**item.attributes, "interconnect": {
                 k: link[k] for k in ("intra_node", "inter_node", "basis")}}
+    if "price_source" not in item.attributes and item.source in providers.BY_NAME:
+        # API price or a page's list price: shown with the offer, never guessed for an
+        # unknown source.
+        item.attributes = {**item.attributes,
+                           "price_source": providers.BY_NAME[item.source].price_source}
     if item.price is None:  # validate() drops it first
         return "no_price"
     usd = fx.to_usd(item.price, item.currency)

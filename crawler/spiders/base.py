@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import scrapy
 from scrapy.settings import BaseSettings
 
-from gpuradar.core.config import SourceOptions
+from gpuradar.core.config import SourceOptions, data_dir
 from gpuradar.core.providers import Provider
 from gpuradar.crawler.config import source_options, source_status
 
@@ -113,6 +113,16 @@ class GpuRadarSpider(scrapy.Spider):
         elif cls.request_interval:
             settings.set("DOWNLOAD_DELAY", cls.request_interval, priority="spider")
             settings.set("DOWNLOAD_DELAY_JITTER", 0.0, priority="spider")
+        if cls.facts.reads_pages and not settings.get("GPURADAR_REPLAY_DIR"):
+            # A site, not an API: its robots.txt is obeyed, and a page that has not changed
+            # since the last crawl is not sent again (Scrapy's HTTP cache revalidates with
+            # If-None-Match / If-Modified-Since under RFC 2616 rules). A recording is
+            # replayed as captured: nothing there to be polite to.
+            settings.set("ROBOTSTXT_OBEY", True, priority="spider")
+            settings.set("HTTPCACHE_ENABLED", True, priority="spider")
+            settings.set("HTTPCACHE_POLICY", "scrapy.extensions.httpcache.RFC2616Policy",
+                         priority="spider")
+            settings.set("HTTPCACHE_DIR", str(data_dir() / "httpcache"), priority="spider")
 
     def endpoint(self, name: str) -> str:
         overrides = self.settings.getdict("GPURADAR_ENDPOINTS")
@@ -135,6 +145,15 @@ class GpuRadarSpider(scrapy.Spider):
             return json.loads(response.text)
         except ValueError as exc:
             raise ParseError(self.name, "<body>", response.url, f"is not JSON ({exc})") from None
+
+    def expect_rows(self, rows: int, what: str, where: str) -> None:
+        """Refuse an answer with fewer GPU rows than the provider's declared bound
+        (`min_rows`): a changed page or answer is a crawl that failed as not understood,
+        never a silently empty or half-read table that closes the offers it no longer
+        shows."""
+        if rows < self.facts.min_rows:
+            raise ParseError(self.name, what, where, f"has {rows} GPU rows, expected at "
+                             f"least {self.facts.min_rows}: the page or answer changed")
 
     def count(self, reason: str) -> None:
         """Count something the spider skipped on purpose (`gpuradar/skipped/<reason>`)."""

@@ -225,5 +225,6 @@ class LambdaSpider(GpuRadarSpider):
             memory_gb=_size_gb(cells["RAM"]), price=round(float(found.group(1)) * count, 4),
             currency="USD", available=None,
             attributes={"price_per_gpu": float(found.group(1)), "storage": cells["STORAGE"],
+                        "price_source": "list_page",
                         "basis": "pricing page, per GPU-hour x GPUs"},
         )

@@ -41,6 +41,10 @@ def _success_cell(row: dict, now: datetime) -> str:
     return ran
 
 
+#: How `sources` names where a source's prices come from (Provider.price_source).
+PRICE_SOURCE_CELL = {"api": "API", "list_page": "list page"}
+
+
 # -- sources -----------------------------------------------------------------------------
 @app.command()
 def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
@@ -82,17 +86,20 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
                      "replayed": seen.replayed if seen else False,
                      "captured": seen.captured if seen else None,
                      "stale": stale if enabled else None,
+                     "price_source": providers.get(name).price_source,
                      "notes": providers.get(name).notes})
     table_rows = [{**r, "enabled": "yes" if r["enabled"] else "no",
                    "interval": format_duration(r["interval_s"]),
                    "last_success": _success_cell(r, now),
                    "stale": {True: "STALE", False: "fresh", None: ""}[r["stale"]],
                    "last_error": source_once(r["last_error"], r["source"]),
-                   "uncatalogued": uncatalogued_cell(r["uncatalogued"])} for r in rows]
+                   "uncatalogued": uncatalogued_cell(r["uncatalogued"]),
+                   "price_source": PRICE_SOURCE_CELL[r["price_source"]]} for r in rows]
     emit(table_rows, [("source", "source"), ("enabled", "enabled"), ("why", "why"),
                       ("interval", "interval", 4), ("last_status", "last crawl"),
                       ("last_items", "items", 3),
                       ("last_success", "last success", 2), ("stale", "freshness", 1),
-                      ("uncatalogued", "uncatalogued", 5), ("last_error", "last error")],
+                      ("uncatalogued", "uncatalogued", 5), ("price_source", "prices", 6),
+                      ("last_error", "last error")],
          pick_format(fmt, as_json, as_csv),
          raw_rows=rows)

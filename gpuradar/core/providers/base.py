@@ -15,11 +15,19 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol, Self, TypeVar
 
-__all__ = ["KINDS", "Describe", "Family", "Options", "Provider", "cn_prefixed_mainland",
-           "credentials_status", "family"]
+__all__ = ["KINDS", "PAGE_MIN_INTERVAL", "PRICE_SOURCES", "Describe", "Family", "Options",
+           "Provider", "cn_prefixed_mainland", "credentials_status", "family"]
 
 #: The daemon's interval groups (`daemon.intervals.<kind>`).
 KINDS = ("marketplace", "lambda", "aws", "cloud", "fx")
+
+#: Where an offer's price was read: a provider's price API (`api`), or the list price printed
+#: on its public pricing page (`list_page`), which says nothing of stock and may lag the bill.
+PRICE_SOURCES = ("api", "list_page")
+
+#: The shortest default interval of a source that reads pages: one request an hour per page
+#: at most, out of courtesy to sites that are not APIs.
+PAGE_MIN_INTERVAL = 3600
 
 
 @dataclass(frozen=True)
@@ -116,12 +124,30 @@ class Provider:
     mainland: Callable[[str], bool] | None = None
     #: Its status line (see Describe); None: credentials_status.
     describe: Describe | None = None
+    #: Where its prices come from (one of PRICE_SOURCES); stored with each offer
+    #: (attributes.price_source) unless the spider says otherwise for an offer.
+    price_source: str = "api"
+    #: The fewest GPU rows (offers the parser reads) a complete answer holds: fewer means the
+    #: page or answer changed, and the crawl fails as not understood instead of closing
+    #: the offers it no longer sees. A page source states its own bound.
+    min_rows: int = 1
 
     def __post_init__(self) -> None:
         for name in ("endpoints", "credentials", "options"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
         if self.kind not in KINDS:
             raise ValueError(f"{self.name}: kind {self.kind!r} is not one of {KINDS}")
+        if self.price_source not in PRICE_SOURCES:
+            raise ValueError(f"{self.name}: price_source {self.price_source!r} is not one of "
+                             f"{PRICE_SOURCES}")
+        if self.reads_pages and self.default_interval < PAGE_MIN_INTERVAL:
+            raise ValueError(f"{self.name}: a page source's default interval is at least "
+                             f"{PAGE_MIN_INTERVAL} s, not {self.default_interval}")
+
+    @property
+    def reads_pages(self) -> bool:
+        """Whether its crawl reads a provider's web pages (robots.txt, hourly at most)."""
+        return self.price_source == "list_page"
 
     @property
     def has_mainland_regions(self) -> bool:
