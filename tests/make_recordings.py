@@ -253,20 +253,43 @@ CAPTURES: dict[str, Capture] = {
 }
 
 
+def serve_capture(server: ProviderServer, capture: Capture) -> dict[str, str]:
+    """Serve a capture's routes; the endpoint overrides that point at them."""
+    endpoints = {}
+    for key, (method, path, handler) in capture.routes.items():
+        server.route(method, path, handler)
+        if not key.startswith("route:"):  # not an endpoint: one more path served
+            endpoints[key] = server.base + path
+    endpoints.update({key: server.base + path for key, path in capture.endpoints.items()})
+    return endpoints
+
+
+def captures() -> dict[str, Capture]:
+    """The captures above and the `CAPTURE` of each provider's module in tests/routes/ (a
+    new provider keeps its capture beside its routes: no list here to edit)."""
+    import importlib
+    import pkgutil
+
+    import tests.routes as pkg
+
+    found = dict(CAPTURES)
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        capture = getattr(importlib.import_module(f"tests.routes.{mod.name}"), "CAPTURE", None)
+        if capture is not None:
+            found[mod.name.rstrip("_")] = capture
+    return found
+
+
 def main(sources: list[str]) -> int:
-    names = sources or sorted(CAPTURES)
+    known = captures()
+    names = sources or sorted(known)
     with ProviderServer() as server, tempfile.TemporaryDirectory() as tmp:
         endpoints = {}
         for name in names:
-            for key, (method, path, handler) in CAPTURES[name].routes.items():
-                server.route(method, path, handler)
-                if not key.startswith("route:"):  # not an endpoint: one more path served
-                    endpoints[key] = server.base + path
-            endpoints.update({key: server.base + path
-                              for key, path in CAPTURES[name].endpoints.items()})
+            endpoints.update(serve_capture(server, known[name]))
         cfg = Path(tmp) / "config.yaml"
         cfg.write_text(yaml.safe_dump({"endpoints": endpoints, "scrapy": {"DOWNLOAD_DELAY": 0},
-                                       "sources": {s: {"enabled": True, **CAPTURES[s].options}
+                                       "sources": {s: {"enabled": True, **known[s].options}
                                                    for s in names}}))
         out = Path(tmp) / "rec"
         env = dict(os.environ, GPURADAR_DATABASE_URL=f"sqlite:///{tmp}/rec.db")
@@ -274,12 +297,12 @@ def main(sources: list[str]) -> int:
                                str(cfg), "--record", str(out), *names], env=env)
         if not sources:  # a full rebuild: nothing invented may stay behind
             for old in RECORDINGS.iterdir():
-                if old.is_dir() and old.name not in CAPTURES:
+                if old.is_dir() and old.name not in known:
                     shutil.rmtree(old)
         for name in names:
             shutil.rmtree(RECORDINGS / name, ignore_errors=True)
             shutil.copytree(out / name, RECORDINGS / name)
-            _annotate(RECORDINGS / name, CAPTURES[name])
+            _annotate(RECORDINGS / name, known[name])
             print(f"recorded {name}")
         return proc.returncode
 
