@@ -250,6 +250,38 @@ CAPTURES: dict[str, Capture] = {
                     "GET", AWS_ONDEMAND.format(location="US%20East%20(N.%20Virginia)"),
                     _aws_ondemand)},
         endpoints={"aws.ondemand": AWS_ONDEMAND}),
+    "lium": Capture(
+        captured="2026-09-10",
+        origin=[{"request": "GET https://lium.io/api/public/v1/nodes",
+                 "repository": "https://github.com/dstackai/gpuhunt",
+                 "commit": "168f678a944647ed73850333a5f1f1fbd155fc35",
+                 "path": "src/tests/providers/test_lium.py (RECORDED_FEED)",
+                 "when": "2026-09-10 07:37 UTC (the feed's generated_at)"}],
+        trimmed="Four nodes of the book, as the recorder trimmed it; every value verbatim.",
+        routes={"lium.nodes": ("GET", "/api/public/v1/nodes",
+                               lambda req: Reply(body=fixture("lium/nodes_real.json")))}),
+    "hyperbolic": Capture(
+        captured="2026-08-29",
+        origin=[{"request": "GET https://api.hyperbolic.ai/v2/alpha/on-demand/rental-options",
+                 "repository": GPU_INDEX, "commit": "f78dffff2c169d009392ba355f5d5d7901e55826",
+                 "path": "tests/fixtures/observatory/hyperbolic/rental_options.json",
+                 "when": "2026-08-29 (the recorder's test module says so)"}],
+        trimmed="All 13 options; the field providerCostPerHourCents removed from each (the "
+                "recorder had replaced Hyperbolic's supplier cost by stand-ins, and gpuradar "
+                "never reads it); everything else verbatim.",
+        routes={"hyperbolic.rental_options": (
+            "GET", "/v2/alpha/on-demand/rental-options",
+            lambda req: Reply(body=fixture("hyperbolic/rental_options_real.json")))}),
+    "voltagepark": Capture(
+        captured="2026-08-22",
+        origin=[{"request": "GET https://cloud-api.voltagepark.com/api/v1/bare-metal/locations",
+                 "repository": GPU_INDEX, "commit": "055204adf5e64e62595f97c49b7eb65400149871",
+                 "path": "tests/fixtures/observatory/voltagepark/locations.json",
+                 "when": "2026-08-22 (the recorder's test module says so)"}],
+        trimmed="The whole answer, verbatim.",
+        routes={"voltagepark.locations": (
+            "GET", "/api/v1/bare-metal/locations",
+            lambda req: Reply(body=fixture("voltagepark/locations_real.json")))}),
 }
 
 
