@@ -60,10 +60,12 @@ class HyperbolicSpider(GpuRadarSpider):
         node = nodes[0] if len(nodes) == 1 and isinstance(nodes[0], dict) else {}
         free = option.get("totalAvailable")
         free = free if isinstance(free, int) and not isinstance(free, bool) else None
-        link = f"{network}-{variant}" if variant else network
+        link = f"{network} {variant}" if variant else network
+        # The options have no id: the instance type is their words, spaced so that a narrow
+        # table can wrap it ("1x h100 sxm5 virtual machine ethernet normal").
         return PriceItem(
             source=src, region=region,
-            instance_type=f"{count}x {gpu_type}-{form} {machine} {link}",
+            instance_type=f"{count}x {gpu_type} {form} {machine.replace('-', ' ')} {link}",
             pricing="on_demand", gpu=f"{gpu_type} {form}", gpu_count=count,
             vcpus=node.get("vcpuCount") or node.get("cpuCount"),
             memory_gb=node.get("ramGb"), price=round(cents / 100, 4), currency="USD",

@@ -4,13 +4,15 @@ The feed is the whole book in one answer: `nodes[]`, one per machine, with its G
 count, its price per GPU-hour, the GPUs free now (`available_gpu_count`), the fewest GPUs it
 rents out (`min_rentable_gpu_count`), its tier and its place (country, region, city).
 
-One offer per node, at its smallest rentable size: instance type `<node id> <N>x`, price the
-per-GPU price x N, available when at least N GPUs are free. Nodes come and go as miners list
-them, so offers of a node that left are closed by the next complete crawl, as on Vast.ai.
+One offer per node, at its smallest rentable size: instance type `<node id's first 8
+characters> <N>x` (the whole id in `attributes["node"]`), price the per-GPU price x N,
+available when at least N GPUs are free. Nodes come and go as miners list them, so offers of
+a node that left are closed by the next complete crawl, as on Vast.ai.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +23,10 @@ from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
 from gpuradar.core.providers.lium import TIERS
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
+
+#: Characters of a node's id (a UUID) in its offers' instance type: the first group, unique
+#: in a book of hundreds; nodes sharing it in one answer are named by their whole id.
+SHORT_ID = 8
 
 
 class LiumSpider(GpuRadarSpider):
@@ -34,15 +40,19 @@ class LiumSpider(GpuRadarSpider):
         nodes = require(self.json_body(response), "nodes", src, url, list)
         if not nodes:  # an empty book must not close every offer
             raise ParseError(src, "nodes", url, "is empty: no nodes")
+        ids = [require(node, "id", src, f"{url} nodes[{i}]", str) for i, node in enumerate(nodes)]
+        short = Counter(node_id[:SHORT_ID] for node_id in ids)
         # Every node is read before any offer leaves: a book that stops making sense halfway
         # fails the crawl whole, never half-stored.
-        items = [item for i, node in enumerate(nodes)
-                 if (item := self.offer(node, f"{url} nodes[{i}]")) is not None]
+        items = [item for i, (node, node_id) in enumerate(zip(nodes, ids, strict=True))
+                 if (item := self.offer(node, node_id if short[node_id[:SHORT_ID]] > 1
+                                        else node_id[:SHORT_ID], f"{url} nodes[{i}]"))
+                 is not None]
         yield from items
 
-    def offer(self, node: Any, where: str) -> PriceItem | None:
+    def offer(self, node: Any, name: str, where: str) -> PriceItem | None:
         src = self.name
-        node_id = require(node, "id", src, where, str)
+        node_id = node["id"]
         gpu = require(node, "gpu_model", src, where, (str, type(None)))
         count = require(node, "gpu_count", src, where, (int, type(None)))
         per_gpu = require(node, "price_per_gpu_hour", src, where, (int, float, type(None)))
@@ -68,7 +78,7 @@ class LiumSpider(GpuRadarSpider):
         place = "-".join(str(p) for p in (country, region) if p) or "unknown"
         return PriceItem(
             source=src, region=place, zone=node.get("city") or "",
-            instance_type=f"{node_id} {smallest}x", pricing=pricing, gpu=gpu,
+            instance_type=f"{name} {smallest}x", pricing=pricing, gpu=gpu,
             gpu_count=smallest, gpu_memory_gb=node.get("gpu_memory_gb") or None,
             vcpus=_share(node.get("cpu_count"), smallest, count),
             memory_gb=_share(node.get("ram_gb"), smallest, count),
@@ -76,7 +86,8 @@ class LiumSpider(GpuRadarSpider):
             available=free >= smallest if isinstance(free, int) else None,
             available_count=free if isinstance(free, int) else None,
             url=node.get("rent_url") or "https://lium.io/",
-            attributes={"price_per_gpu": per_gpu, "tier": tier, "node_gpus": count,
+            attributes={"node": node_id, "price_per_gpu": per_gpu, "tier": tier,
+                        "node_gpus": count,
                         "country": node.get("country")},
         )
 

@@ -54,8 +54,11 @@ def test_demo_shows_dated_real_offers_in_80_columns_without_warnings():
     # the real Vast.ai H100 SXM offer of 2026-08-22: $1.3867 on demand, $0.4001 as a bid
     h100 = next(line for line in on_demand.splitlines() if "H100-SXM" in line)
     assert "$1.3867" in h100 and "vastai" in h100 and "2026-08-22" in h100
-    assert "79.6 GB" in h100  # GPU memory; availability is left out at 80 columns, and said
-    assert "+1 column hidden (avail): --wide" in out
+    # GPU memory, then availability are left out at 80 columns (source names as long as
+    # "voltagepark" leave no room), and said
+    assert "+2 columns hidden (avail, mem/GPU): --wide" in out
+    wide = gpuradar("demo", "--wide").stdout
+    assert "79.6 GB" in next(line for line in wide.splitlines() if "H100-SXM" in line)
     assert "$0.4001" in next(line for line in spot.splitlines() if "H100-SXM" in line)
     # AWS's real us-east-1 file: a g7e.2xlarge (one RTX PRO 6000) at $3.3631, below OCI's
     # list price of $4.50 per GPU-hour (2026-08-14)
@@ -70,7 +73,8 @@ def test_demo_shows_dated_real_offers_in_80_columns_without_warnings():
     assert "$0.7582" in inf2 and "aws" in inf2 and "2026-08-09" in inf2
     for source, date in (("aws", "2026-08-09"), ("azure", "2026-08"), ("gcp", "2023-03-24"),
                          ("lambda", "2026-08"), ("oci", "2026-08-14"), ("runpod", "2026-08"),
-                         ("vastai", "2026-08-22")):
+                         ("vastai", "2026-08-22"), ("lium", "2026-09-10"),
+                         ("hyperbolic", "2026-08-29"), ("voltagepark", "2026-08-22")):
         assert re.search(rf"^ {source}\s+{date}\s+\d+\s", out, re.M), source
     assert re.search(r"no public sample: autodl, huawei, tencent \(configure credentials",
                      out)
