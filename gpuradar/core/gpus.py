@@ -464,6 +464,9 @@ _FORM_FACTOR_WORDS = {
     "sxm4": "SXM",
     "sxm5": "SXM",
     "sxm6": "SXM",
+    # NVIDIA HGX is the baseboard its SXM modules sit on (NVIDIA's HGX platform pages:
+    # "HGX H100 ... SXM5"); Crusoe's price table tags its H100/H200/B200 rows "HGX".
+    "hgx": "SXM",
     "pcie": "PCIe",
     "nvl": "NVL",
     "oam": "OAM",

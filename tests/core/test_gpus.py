@@ -111,6 +111,15 @@ REAL_STRINGS: list[tuple[str, float | None, str]] = [
     ("B200 (180 GB SXM6)", None, "B200"),
     ("H100", 80, "H100-SXM-80GB"),
     ("H100 SXM5", None, "H100-SXM-80GB"),
+    # -- Crusoe's price table: heading + form-factor tag (HGX: the SXM baseboard) -----------------
+    ("NVIDIA H100 HGX", 80, "H100-SXM-80GB"),
+    ("NVIDIA H200 HGX", 141, "H200-SXM-141GB"),
+    ("NVIDIA A100 PCIe", 80, "A100-PCIE-80GB"),
+    # -- Lium, Hyperbolic, Voltage Park -------------------------------------------------------------
+    ("A100-SXM4-80GB", 80, "A100-SXM-80GB"),
+    ("H200", 140, "H200-SXM-141GB"),
+    ("h100 pcie", None, "H100-PCIE-80GB"),
+    ("h100-sxm5-80gb", None, "H100-SXM-80GB"),
     # -- GCP accelerator ids ---------------------------------------------------------------------
     ("nvidia-tesla-t4", None, "T4"),
     ("nvidia-tesla-p4", None, "P4"),
