@@ -272,6 +272,18 @@ CAPTURES: dict[str, Capture] = {
         routes={"hyperbolic.rental_options": (
             "GET", "/v2/alpha/on-demand/rental-options",
             lambda req: Reply(body=fixture("hyperbolic/rental_options_real.json")))}),
+    "crusoe": Capture(
+        captured="2026-08-22",
+        origin=[{"request": "GET https://www.crusoe.ai/cloud/pricing",
+                 "repository": GPU_INDEX, "commit": "055204adf5e64e62595f97c49b7eb65400149871",
+                 "path": "tests/fixtures/observatory/crusoe/pricing.html",
+                 "when": "2026-08-22 (the recorder's collector: 'verified live 2026-08-22')"}],
+        trimmed="The GPU instances section only (the capture's first element), each row's arrow "
+                "icon cut as a whole element; nothing edited.",
+        routes={"crusoe.pricing": (
+            "GET", "/cloud/pricing",
+            lambda req: Reply(body=fixture("crusoe/pricing_gpu_section_real.html"),
+                              content_type="text/html; charset=utf-8"))}),
     "voltagepark": Capture(
         captured="2026-08-22",
         origin=[{"request": "GET https://cloud-api.voltagepark.com/api/v1/bare-metal/locations",

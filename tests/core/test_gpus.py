@@ -115,7 +115,7 @@ REAL_STRINGS: list[tuple[str, float | None, str]] = [
     ("NVIDIA H100 HGX", 80, "H100-SXM-80GB"),
     ("NVIDIA H200 HGX", 141, "H200-SXM-141GB"),
     ("NVIDIA A100 PCIe", 80, "A100-PCIE-80GB"),
-    # -- Lium, Hyperbolic, Voltage Park -------------------------------------------------------------
+    # -- Lium, Hyperbolic, Voltage Park ---------------------------------------------------------
     ("A100-SXM4-80GB", 80, "A100-SXM-80GB"),
     ("H200", 140, "H200-SXM-141GB"),
     ("h100 pcie", None, "H100-PCIE-80GB"),
