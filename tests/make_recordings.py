@@ -284,6 +284,20 @@ CAPTURES: dict[str, Capture] = {
             "GET", "/cloud/pricing",
             lambda req: Reply(body=fixture("crusoe/pricing_gpu_section_real.html"),
                               content_type="text/html; charset=utf-8"))}),
+    "hotaisle": Capture(
+        captured="2026-08-22",
+        origin=[{"request": "GET https://hotaisle.xyz/pricing",
+                 "repository": GPU_INDEX, "commit": "055204adf5e64e62595f97c49b7eb65400149871",
+                 "path": "tests/fixtures/observatory/hotaisle/pricing_excerpt.html",
+                 "when": "2026-08-22 (the recorder's collector: 'shape verified live "
+                         "2026-08-22')"}],
+        trimmed="The recorder's excerpt, with whole elements cut: the head after the "
+                "canonical link, the navigation link, each plan card's feature list and the "
+                "footer list; nothing edited.",
+        routes={"hotaisle.pricing": (
+            "GET", "/pricing",
+            lambda req: Reply(body=fixture("hotaisle/pricing_cards_real.html"),
+                              content_type="text/html; charset=utf-8"))}),
     "voltagepark": Capture(
         captured="2026-08-22",
         origin=[{"request": "GET https://cloud-api.voltagepark.com/api/v1/bare-metal/locations",
