@@ -250,64 +250,6 @@ CAPTURES: dict[str, Capture] = {
                     "GET", AWS_ONDEMAND.format(location="US%20East%20(N.%20Virginia)"),
                     _aws_ondemand)},
         endpoints={"aws.ondemand": AWS_ONDEMAND}),
-    "lium": Capture(
-        captured="2026-09-10",
-        origin=[{"request": "GET https://lium.io/api/public/v1/nodes",
-                 "repository": "https://github.com/dstackai/gpuhunt",
-                 "commit": "168f678a944647ed73850333a5f1f1fbd155fc35",
-                 "path": "src/tests/providers/test_lium.py (RECORDED_FEED)",
-                 "when": "2026-09-10 07:37 UTC (the feed's generated_at)"}],
-        trimmed="Four nodes of the book, as the recorder trimmed it; every value verbatim.",
-        routes={"lium.nodes": ("GET", "/api/public/v1/nodes",
-                               lambda req: Reply(body=fixture("lium/nodes_real.json")))}),
-    "hyperbolic": Capture(
-        captured="2026-08-29",
-        origin=[{"request": "GET https://api.hyperbolic.ai/v2/alpha/on-demand/rental-options",
-                 "repository": GPU_INDEX, "commit": "f78dffff2c169d009392ba355f5d5d7901e55826",
-                 "path": "tests/fixtures/observatory/hyperbolic/rental_options.json",
-                 "when": "2026-08-29 (the recorder's test module says so)"}],
-        trimmed="All 13 options; the field providerCostPerHourCents removed from each (the "
-                "recorder had replaced Hyperbolic's supplier cost by stand-ins, and gpuradar "
-                "never reads it); everything else verbatim.",
-        routes={"hyperbolic.rental_options": (
-            "GET", "/v2/alpha/on-demand/rental-options",
-            lambda req: Reply(body=fixture("hyperbolic/rental_options_real.json")))}),
-    "crusoe": Capture(
-        captured="2026-08-22",
-        origin=[{"request": "GET https://www.crusoe.ai/cloud/pricing",
-                 "repository": GPU_INDEX, "commit": "055204adf5e64e62595f97c49b7eb65400149871",
-                 "path": "tests/fixtures/observatory/crusoe/pricing.html",
-                 "when": "2026-08-22 (the recorder's collector: 'verified live 2026-08-22')"}],
-        trimmed="The GPU instances section only (the capture's first element), each row's arrow "
-                "icon cut as a whole element; nothing edited.",
-        routes={"crusoe.pricing": (
-            "GET", "/cloud/pricing",
-            lambda req: Reply(body=fixture("crusoe/pricing_gpu_section_real.html"),
-                              content_type="text/html; charset=utf-8"))}),
-    "hotaisle": Capture(
-        captured="2026-08-22",
-        origin=[{"request": "GET https://hotaisle.xyz/pricing",
-                 "repository": GPU_INDEX, "commit": "055204adf5e64e62595f97c49b7eb65400149871",
-                 "path": "tests/fixtures/observatory/hotaisle/pricing_excerpt.html",
-                 "when": "2026-08-22 (the recorder's collector: 'shape verified live "
-                         "2026-08-22')"}],
-        trimmed="The recorder's excerpt, with whole elements cut: the head after the "
-                "canonical link, the navigation link, each plan card's feature list and the "
-                "footer list; nothing edited.",
-        routes={"hotaisle.pricing": (
-            "GET", "/pricing",
-            lambda req: Reply(body=fixture("hotaisle/pricing_cards_real.html"),
-                              content_type="text/html; charset=utf-8"))}),
-    "voltagepark": Capture(
-        captured="2026-08-22",
-        origin=[{"request": "GET https://cloud-api.voltagepark.com/api/v1/bare-metal/locations",
-                 "repository": GPU_INDEX, "commit": "055204adf5e64e62595f97c49b7eb65400149871",
-                 "path": "tests/fixtures/observatory/voltagepark/locations.json",
-                 "when": "2026-08-22 (the recorder's test module says so)"}],
-        trimmed="The whole answer, verbatim.",
-        routes={"voltagepark.locations": (
-            "GET", "/api/v1/bare-metal/locations",
-            lambda req: Reply(body=fixture("voltagepark/locations_real.json")))}),
 }
 
 
@@ -366,8 +308,13 @@ def main(sources: list[str]) -> int:
 
 
 def _annotate(folder: Path, capture: Capture) -> None:
-    """Mark stand-in answers in the index and write the provenance file."""
+    """Mark stand-in answers in the index and write the provenance file. The loopback
+    server's own robots.txt answer (a page source asks for it first) is no capture: it is
+    left out, and a replay never asks for it."""
     index = json.loads((folder / "index.json").read_text())
+    for entry in [e for e in index if e["key"] == "GET /robots.txt"]:
+        (folder / entry["file"]).unlink()
+        index.remove(entry)
     for entry in index:
         body = (folder / entry["file"]).read_text()
         if body in ('{"offers": []}', EMPTY_SKUS.decode(), EMPTY_ADVISOR.decode()):

@@ -10,7 +10,7 @@ in the order gpuradar reads them.
 
 One offer per row and priced column, for one GPU (the page prices per GPU-hour and does not
 list VM sizes); region `global` (the page names no place); availability unknown. A cell with
-a number in another format fails the crawl; fewer rows than `MIN_ROWS` too.
+a number in another format fails the crawl; fewer rows than the declared `min_rows` too.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from scrapy.http import Response
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
-from gpuradar.core.providers.crusoe import COLUMNS, MIN_PRICED, MIN_ROWS
+from gpuradar.core.providers.crusoe import COLUMNS, MIN_PRICED
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError
 
 _PRICE = re.compile(r"^\$(\d+(?:\.\d+)?)/GPU-hr$")
@@ -52,9 +52,7 @@ class CrusoeSpider(GpuRadarSpider):
         if header != ["GPU model", *(name for name, _ in COLUMNS)]:
             raise ParseError(src, "table header", url, f"is {header!r}")
         rows = section.xpath(".//div[@role='listitem']")
-        if len(rows) < MIN_ROWS:
-            raise ParseError(src, "GPU rows", url, f"are {len(rows)}, expected {MIN_ROWS} or "
-                             "more")
+        self.expect_rows(len(rows), "GPU instances table", url)
         items = [item for row in rows for item in self.offers(row, url)]
         priced = sum(i.pricing == "on_demand" for i in items)
         if priced < MIN_PRICED:  # every row "Contact sales" is a changed page, not a sale

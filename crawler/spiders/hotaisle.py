@@ -22,7 +22,7 @@ from scrapy.http import Response
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
-from gpuradar.core.providers.hotaisle import COMMITTED_KICKERS, MIN_CARDS, ON_DEMAND_KICKER
+from gpuradar.core.providers.hotaisle import COMMITTED_KICKERS, ON_DEMAND_KICKER
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError
 
 _PRICE = re.compile(r"^\$(\d+(?:\.\d+)?)/GPU/hr\b")
@@ -41,9 +41,7 @@ class HotaisleSpider(GpuRadarSpider):
         kickers = (ON_DEMAND_KICKER, *COMMITTED_KICKERS)
         cards = [c for c in response.xpath(f"//div[{_KICKER} and h2]")
                  if c.xpath(f"normalize-space({_KICKER})").get() in kickers]
-        if len(cards) < MIN_CARDS:
-            raise ParseError(src, "plan cards", url, f"are {len(cards)}, expected {MIN_CARDS} "
-                             "or more")
+        self.expect_rows(len(cards), "plan cards", url)
         items = [item for card in cards for item in self.offers(card, url)]
         if not items:
             raise ParseError(src, "VM plan cards", url, "are missing")

@@ -37,8 +37,7 @@ class HyperbolicSpider(GpuRadarSpider):
         if not isinstance(options, list):
             raise ParseError(src, "<list of options>", url,
                              f"is {type(options).__name__}, expected a list")
-        if not options:  # an empty answer must not close every offer
-            raise ParseError(src, "<list of options>", url, "is empty: no options")
+        self.expect_rows(len(options), "<list of options>", url)  # empty: closes nothing
         items = [self.offer(option, f"{url} [{i}]") for i, option in enumerate(options)]
         yield from items
 

@@ -38,8 +38,7 @@ class LiumSpider(GpuRadarSpider):
     def parse(self, response: Response, **kwargs: Any) -> Iterator[PriceItem]:
         src, url = self.name, response.url
         nodes = require(self.json_body(response), "nodes", src, url, list)
-        if not nodes:  # an empty book must not close every offer
-            raise ParseError(src, "nodes", url, "is empty: no nodes")
+        self.expect_rows(len(nodes), "nodes", url)  # an empty book closes nothing
         ids = [require(node, "id", src, f"{url} nodes[{i}]", str) for i, node in enumerate(nodes)]
         short = Counter(node_id[:SHORT_ID] for node_id in ids)
         # Every node is read before any offer leaves: a book that stops making sense halfway

@@ -39,8 +39,7 @@ class VoltageparkSpider(GpuRadarSpider):
         if data.get("has_next") or total != len(rows):
             # Pagination this spider does not follow: reading one page would close the rest.
             raise ParseError(src, "results", url, f"holds {len(rows)} of {total} locations")
-        if not rows:  # an empty answer must not close every offer
-            raise ParseError(src, "results", url, "is empty: no locations")
+        self.expect_rows(len(rows), "results", url)  # an empty answer closes nothing
         items = [item for i, row in enumerate(rows)
                  for item in self.offers(row, f"{url} results[{i}]")]
         yield from items

@@ -3,17 +3,14 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from scrapy.utils.test import get_crawler
 
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.spiders.base import ParseError
 from gpuradar.crawler.spiders.crusoe import CrusoeSpider
-from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, response
-from tests.provider_server import Reply, serve_standard
+from tests.source_checks import changed_answer_fails, replayed_offers
 
 URL = "https://www.crusoe.ai/cloud/pricing"
 REAL = (FIXTURES / "crusoe" / "pricing_gpu_section_real.html").read_text()
@@ -60,7 +57,7 @@ def test_a_spot_price_when_the_page_shows_one_is_a_spot_offer():
     (lambda p: p.replace(">On-demand<", ">Reserved<"), "table header"),
     (lambda p: p.replace("$3.90/GPU-hr", "$3.90/GPU-month"), "On-demand"),
     (lambda p: p.replace("$2.00/GPU-hr", "€2.00/GPU-hr"), "On-demand"),
-    (lambda p: p.replace('role="listitem"', 'role="row"'), "GPU rows"),
+    (lambda p: p.replace('role="listitem"', 'role="row"'), "GPU instances table"),
     (lambda p: p.replace("/GPU-hr", " per GPU-hour"), "On-demand"),
 ])
 def test_a_changed_page_is_an_error_naming_what_changed(change, field):
@@ -72,7 +69,7 @@ def test_a_changed_page_is_an_error_naming_what_changed(change, field):
 def test_a_page_with_too_few_rows_or_prices_is_a_changed_page():
     rows = REAL.split('<div role="listitem"')
     short = '<div role="listitem"'.join(rows[:5])  # 4 of the 9 rows
-    with pytest.raises(ParseError, match="are 4, expected 5 or more"):
+    with pytest.raises(ParseError, match="has 4 GPU rows, expected at least 5"):
         parse(short)
     unpriced = REAL
     for price in ("$4.29/GPU-hr", "$3.90/GPU-hr", "$2.30/GPU-hr", "$2.00/GPU-hr"):
@@ -83,27 +80,14 @@ def test_a_page_with_too_few_rows_or_prices_is_a_changed_page():
 
 def test_a_changed_page_fails_the_crawl_and_closes_nothing(tmp_path, provider_server,
                                                            sqlite_url):
-    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server, ["crusoe"]),
-                       scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 0})
-    proc = gpuradar("crawl", "crusoe", "--json", config=cfg, db_url=sqlite_url)
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)[0]["items"] == 6
-    provider_server.route("GET", "/cloud/pricing", lambda req: Reply(
-        body=REAL.replace("GPU instances pricing", "Instances").encode(),
-        content_type="text/html"))
-    proc = gpuradar("crawl", "crusoe", "--json", config=cfg, db_url=sqlite_url)
-    [result] = json.loads(proc.stdout)
-    assert (result["status"], result["closed"]) == ("failed", 0)
-    assert "field 'GPU instances pricing' found 0 times" in result["error"]
-    assert len(gpuradar_json("prices", "--source", "crusoe", config=cfg,
-                             db_url=sqlite_url)) == 6
+    changed_answer_fails("crusoe", provider_server, tmp_path, sqlite_url, "/cloud/pricing",
+                         REAL.replace("GPU instances pricing", "Instances").encode(),
+                         "field 'GPU instances pricing' found 0 times")
 
 
 def test_the_shipped_recording_replays_dated_at_its_capture(tmp_path):
-    db = f"sqlite:///{tmp_path}/r.db"
-    proc = gpuradar("crawl", "crusoe", "--replay", str(RECORDINGS), "--json", db_url=db)
-    assert proc.returncode == 0, proc.stderr
-    offers = gpuradar_json("prices", "--source", "crusoe", db_url=db)
+    offers = replayed_offers("crusoe", f"sqlite:///{tmp_path}/r.db")
     assert {o["gpu"] for o in offers} == {"H200-SXM-141GB", "H100-SXM-80GB", "A100-SXM-80GB",
                                           "A100-PCIE-80GB", "L40S", "MI300X"}
     assert {o["observed_at"] for o in offers} == {"2026-08-22T00:00:00+00:00"}
+    assert {o["attributes"]["price_source"] for o in offers} == {"list_page"}

@@ -3,17 +3,14 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from scrapy.utils.test import get_crawler
 
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.spiders.base import ParseError
 from gpuradar.crawler.spiders.hotaisle import HotaisleSpider
-from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, response
-from tests.provider_server import Reply, serve_standard
+from tests.source_checks import changed_answer_fails, replayed_offers
 
 URL = "https://hotaisle.xyz/pricing"
 REAL = (FIXTURES / "hotaisle" / "pricing_cards_real.html").read_text()
@@ -65,26 +62,13 @@ def test_a_changed_page_is_an_error_naming_what_changed(change, field):
 
 def test_a_changed_page_fails_the_crawl_and_closes_nothing(tmp_path, provider_server,
                                                            sqlite_url):
-    endpoints = serve_standard(provider_server, ["hotaisle"])
-    cfg = write_config(tmp_path / "c.yaml", endpoints=endpoints,
-                       scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 0})
-    proc = gpuradar("crawl", "hotaisle", "--json", config=cfg, db_url=sqlite_url)
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)[0]["items"] == 3
-    provider_server.route("GET", "/hotaisle/pricing", lambda req: Reply(
-        body=REAL.replace(">VM</p>", ">Cloud</p>").encode(), content_type="text/html"))
-    proc = gpuradar("crawl", "hotaisle", "--json", config=cfg, db_url=sqlite_url)
-    [result] = json.loads(proc.stdout)
-    assert (result["status"], result["closed"]) == ("failed", 0)
-    assert "field 'plan cards' are 1, expected 3 or more" in result["error"]
-    assert len(gpuradar_json("prices", "--source", "hotaisle", config=cfg,
-                             db_url=sqlite_url)) == 3
+    changed_answer_fails("hotaisle", provider_server, tmp_path, sqlite_url, "/pricing",
+                         REAL.replace(">VM</p>", ">Cloud</p>").encode(),
+                         "field 'plan cards' has 1 GPU rows, expected at least 3")
 
 
 def test_the_shipped_recording_replays_dated_at_its_capture(tmp_path):
-    db = f"sqlite:///{tmp_path}/r.db"
-    proc = gpuradar("crawl", "hotaisle", "--replay", str(RECORDINGS), "--json", db_url=db)
-    assert proc.returncode == 0, proc.stderr
-    offers = gpuradar_json("prices", "--source", "hotaisle", db_url=db)
+    offers = replayed_offers("hotaisle", f"sqlite:///{tmp_path}/r.db")
     assert {(o["gpu"], o["price_per_gpu_usd"]) for o in offers} == {("MI300X", 2.99)}
     assert {o["observed_at"] for o in offers} == {"2026-08-22T00:00:00+00:00"}
+    assert {o["attributes"]["price_source"] for o in offers} == {"list_page"}

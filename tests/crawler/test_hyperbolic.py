@@ -12,9 +12,9 @@ import pytest
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.spiders.base import ParseError
 from gpuradar.crawler.spiders.hyperbolic import HyperbolicSpider
-from tests.clirun import gpuradar, gpuradar_json, write_config
+from tests.clirun import gpuradar
 from tests.helpers import FIXTURES, callback_spider, response
-from tests.provider_server import Reply, serve_standard
+from tests.source_checks import changed_answer_fails, replayed_offers
 
 URL = "https://api.hyperbolic.ai/v2/alpha/on-demand/rental-options"
 REAL = json.loads((FIXTURES / "hyperbolic" / "rental_options_real.json").read_text())
@@ -95,28 +95,15 @@ def test_a_changed_answer_is_an_error_naming_the_field(change, field):
 
 def test_a_changed_answer_fails_the_crawl_and_closes_nothing(tmp_path, provider_server,
                                                              sqlite_url):
-    cfg = write_config(tmp_path / "c.yaml",
-                       endpoints=serve_standard(provider_server, ["hyperbolic"]),
-                       scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 0})
-    proc = gpuradar("crawl", "hyperbolic", "--json", config=cfg, db_url=sqlite_url)
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)[0]["items"] == 13
-    # The list becomes an envelope: nothing is read, nothing closed.
-    provider_server.route("GET", "/v2/alpha/on-demand/rental-options",
-                          lambda req: Reply(body=json.dumps({"options": REAL}).encode()))
-    proc = gpuradar("crawl", "hyperbolic", "--json", config=cfg, db_url=sqlite_url)
-    [result] = json.loads(proc.stdout)
-    assert (result["status"], result["closed"]) == ("failed", 0)
-    assert "is dict, expected a list" in result["error"]
-    assert len(gpuradar_json("prices", "--source", "hyperbolic", config=cfg,
-                             db_url=sqlite_url)) == 13
+    """The list becomes an envelope: nothing is read, nothing closed."""
+    changed_answer_fails("hyperbolic", provider_server, tmp_path, sqlite_url,
+                         "/v2/alpha/on-demand/rental-options",
+                         json.dumps({"options": REAL}).encode(), "is dict, expected a list")
 
 
 def test_the_shipped_recording_replays_dated_at_its_capture(tmp_path):
-    db = f"sqlite:///{tmp_path}/r.db"
-    proc = gpuradar("crawl", "hyperbolic", "--replay", str(RECORDINGS), "--json", db_url=db)
-    assert proc.returncode == 0, proc.stderr
-    offers = gpuradar_json("prices", "--source", "hyperbolic", "--gpu", "H100", db_url=db)
-    assert len(offers) == 10
+    offers = replayed_offers("hyperbolic", f"sqlite:///{tmp_path}/r.db")
+    h100 = [o for o in offers if o["gpu"].startswith("H100")]
+    assert len(h100) == 10 and len(offers) == 13
     assert {o["observed_at"] for o in offers} == {"2026-08-29T00:00:00+00:00"}
-    assert min(o["price_per_gpu_usd"] for o in offers) == 2.75  # the PCIe option
+    assert min(o["price_per_gpu_usd"] for o in h100) == 2.75  # the PCIe option

@@ -13,9 +13,8 @@ from scrapy.utils.test import get_crawler
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.spiders.base import ParseError
 from gpuradar.crawler.spiders.lium import LiumSpider
-from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, response
-from tests.provider_server import Reply, serve_standard
+from tests.source_checks import changed_answer_fails, replayed_offers
 
 URL = "https://lium.io/api/public/v1/nodes"
 REAL = json.loads((FIXTURES / "lium" / "nodes_real.json").read_text())
@@ -94,30 +93,14 @@ def test_a_changed_answer_is_an_error_naming_the_field(change, field):
 
 def test_a_changed_answer_fails_the_crawl_and_closes_nothing(tmp_path, provider_server,
                                                              sqlite_url):
-    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server, ["lium"]),
-                       scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 0})
-    proc = gpuradar("crawl", "lium", "--json", config=cfg, db_url=sqlite_url)
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)[0]["items"] == 4
-    # Lium renames its list: the crawl fails in one line and every offer stays listed.
+    """Lium renames its list: the crawl fails in one line and every offer stays listed."""
     renamed = {"generated_at": REAL["generated_at"], "machines": REAL["nodes"][:1]}
-    provider_server.route("GET", "/api/public/v1/nodes",
-                          lambda req: Reply(body=json.dumps(renamed).encode()))
-    proc = gpuradar("crawl", "lium", "--json", config=cfg, db_url=sqlite_url)
-    [result] = json.loads(proc.stdout)
-    assert (result["status"], result["closed"]) == ("failed", 0)
-    assert "unexpected response shape: field 'nodes' is missing" in result["error"]
-    assert "Traceback" not in proc.stderr
-    offers = gpuradar_json("prices", "--source", "lium", config=cfg, db_url=sqlite_url)
-    assert len(offers) == 4 and all(o["available"] for o in offers)
+    changed_answer_fails("lium", provider_server, tmp_path, sqlite_url, "/api/public/v1/nodes",
+                         json.dumps(renamed).encode(), "field 'nodes' is missing")
 
 
 def test_the_shipped_recording_replays_dated_at_its_capture(tmp_path):
-    db = f"sqlite:///{tmp_path}/r.db"
-    proc = gpuradar("crawl", "lium", "--replay", str(RECORDINGS), "--json", db_url=db)
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)[0]["items"] == 4
-    offers = gpuradar_json("prices", "--source", "lium", "--gpu", "H200", db_url=db)
-    [h200] = offers
-    assert h200["observed_at"] == "2026-09-10T00:00:00+00:00" and h200["replayed"] is True
-    assert h200["gpu"] == "H200-SXM-141GB" and h200["price_per_gpu_usd"] == 3.99
+    offers = replayed_offers("lium", f"sqlite:///{tmp_path}/r.db")
+    [h200] = [o for o in offers if o["gpu"] == "H200-SXM-141GB"]
+    assert h200["observed_at"] == "2026-09-10T00:00:00+00:00"
+    assert h200["price_per_gpu_usd"] == 3.99 and h200["attributes"]["price_source"] == "api"

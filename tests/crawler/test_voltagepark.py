@@ -12,9 +12,8 @@ import pytest
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.spiders.base import ParseError
 from gpuradar.crawler.spiders.voltagepark import VoltageparkSpider
-from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, callback_spider, response
-from tests.provider_server import Reply, serve_standard
+from tests.source_checks import changed_answer_fails, replayed_offers
 
 URL = "https://cloud-api.voltagepark.com/api/v1/bare-metal/locations"
 REAL = json.loads((FIXTURES / "voltagepark" / "locations_real.json").read_text())
@@ -71,28 +70,15 @@ def test_a_changed_answer_is_an_error_naming_the_field(change, field):
 
 def test_a_changed_answer_fails_the_crawl_and_closes_nothing(tmp_path, provider_server,
                                                              sqlite_url):
-    cfg = write_config(tmp_path / "c.yaml",
-                       endpoints=serve_standard(provider_server, ["voltagepark"]),
-                       scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 0})
-    proc = gpuradar("crawl", "voltagepark", "--json", config=cfg, db_url=sqlite_url)
-    assert proc.returncode == 0, proc.stderr
-    # A second page appears: reading the first alone would close what is on the second.
+    """A second page appears: reading the first alone would close what is on the second."""
     paged = {**REAL, "has_next": True, "total_result_count": 2}
-    provider_server.route("GET", "/api/v1/bare-metal/locations",
-                          lambda req: Reply(body=json.dumps(paged).encode()))
-    proc = gpuradar("crawl", "voltagepark", "--json", config=cfg, db_url=sqlite_url)
-    [result] = json.loads(proc.stdout)
-    assert (result["status"], result["closed"]) == ("failed", 0)
-    assert "holds 1 of 2 locations" in result["error"]
-    assert len(gpuradar_json("prices", "--source", "voltagepark", "--all", config=cfg,
-                             db_url=sqlite_url)) == 2
+    changed_answer_fails("voltagepark", provider_server, tmp_path, sqlite_url,
+                         "/api/v1/bare-metal/locations", json.dumps(paged).encode(),
+                         "holds 1 of 2 locations")
 
 
 def test_the_shipped_recording_replays_dated_at_its_capture(tmp_path):
-    db = f"sqlite:///{tmp_path}/r.db"
-    proc = gpuradar("crawl", "voltagepark", "--replay", str(RECORDINGS), "--json", db_url=db)
-    assert proc.returncode == 0, proc.stderr
-    offers = gpuradar_json("prices", "--source", "voltagepark", "--all", db_url=db)
+    offers = replayed_offers("voltagepark", f"sqlite:///{tmp_path}/r.db")
     assert sorted(o["price_per_gpu_usd"] for o in offers) == [1.99, 2.49]
     assert {o["observed_at"] for o in offers} == {"2026-08-22T00:00:00+00:00"}
     assert {o["gpu"] for o in offers} == {"H100-SXM-80GB"}

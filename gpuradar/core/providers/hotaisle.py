@@ -10,14 +10,15 @@ from gpuradar.core.providers.base import Provider
 #: commitment yet, so they are counted, never stored as on-demand.
 ON_DEMAND_KICKER = "VM"
 COMMITTED_KICKERS = ("Bare metal",)
-#: Three plan cards (two VM, one bare metal) on 2026-08-22: fewer is a changed page.
-MIN_CARDS = 3
 
 HOTAISLE = Provider(
     name="hotaisle",
     kind="cloud",
     default_interval=3600,
     endpoints={"pricing": "https://hotaisle.xyz/pricing"},
+    price_source="list_page",
+    # Three plan cards (two VM, one bare metal) on 2026-08-22: fewer is a changed page.
+    min_rows=3,
     notes=("Public pricing page (list price per GPU-hour of its MI300X VMs, 1x/2x/4x); "
            "bare metal is sold by the month and not stored; availability unknown."),
 )
