@@ -75,7 +75,8 @@ def test_demo_shows_dated_real_offers_in_80_columns_without_warnings():
                          ("lambda", "2026-08"), ("oci", "2026-08-14"), ("runpod", "2026-08"),
                          ("vastai", "2026-08-22"), ("lium", "2026-09-10"),
                          ("hyperbolic", "2026-08-29"), ("voltagepark", "2026-08-22"),
-                         ("crusoe", "2026-08-22"), ("hotaisle", "2026-08-22")):
+                         ("crusoe", "2026-08-22"), ("hotaisle", "2026-08-22"),
+                         ("together", "2026-08-22")):
         assert re.search(rf"^ {source}\s+{date}\s+\d+\s", out, re.M), source
     assert re.search(r"no public sample: autodl, huawei, tencent \(configure credentials",
                      out)
