@@ -30,6 +30,7 @@ from typing import Any
 
 from gpuradar.alerts.rules import PRICE_WORD, Condition, Rule, RuleError, Selector, finish
 from gpuradar.core import gpus as catalog
+from gpuradar.core import pricing as pricing_kinds
 from gpuradar.core.currency import FALLBACK_USD_PER_UNIT
 from gpuradar.core.sources import price_sources
 from gpuradar.core.units import SIGN_CURRENCY, parse_duration
@@ -129,8 +130,7 @@ def _tokenize(text: str) -> list[_Tok]:
     return out
 
 
-PRICING_WORDS = {"spot": "spot", "preemptible": "spot", "interruptible": "spot",
-                  "on-demand": "on_demand", "ondemand": "on_demand", "on_demand": "on_demand"}
+PRICING_WORDS = pricing_kinds.WORDS
 _UNDER_WORDS = {"under", "below", "<", "<=", "max", "cheaper", "less"}
 _SOURCE_WORDS = {"on", "from", "via"}
 _REGION_WORDS = {"region", "regions", "zone", "zones"}
@@ -419,7 +419,7 @@ _TASK_WORDS = {
     "pre-training": "pretrain", "lora": "lora", "qlora": "qlora", "inference": "inference",
     "serve": "inference", "serving": "inference", "infer": "inference",
 }
-_CLAUSE_WORDS = ("cheapest", "fit", "for", "under", "below", "less", "spot", "on-demand", "in",
+_CLAUSE_WORDS = ("cheapest", "fit", "for", "under", "below", "less", *PRICING_WORDS, "in",
                  "on", "region", "seq", "batch", "per", "gpu", *_TASK_WORDS, *PRECISIONS)
 _SIZE = re.compile(r"^\d+(?:\.\d+)?(?:e\d+)?[kmbt]$", re.IGNORECASE)
 
@@ -502,8 +502,8 @@ class _FitReader:
             self.once("task", _TASK_WORDS[word], i)
         elif word in PRECISIONS:
             self.once("precision", word, i)
-        elif word in ("spot", "on-demand", "ondemand"):
-            self.once("pricing", "spot" if word == "spot" else "on_demand", i)
+        elif word in PRICING_WORDS:
+            self.once("pricing", PRICING_WORDS[word], i)
         elif word in ("under", "below", "<"):
             return _clause_price(self.toks, i + 1, self.spec, self.err)
         elif word == "less" and low(i + 1) == "than":

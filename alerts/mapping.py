@@ -19,7 +19,6 @@ from typing import Any
 
 from gpuradar.alerts.grammar import (
     FIT_PREFIX,
-    PRICING_WORDS,
     QUANTITY,
     FitClause,
     closest,
@@ -42,6 +41,7 @@ from gpuradar.alerts.rules import (
 )
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FALLBACK_USD_PER_UNIT
+from gpuradar.core.pricing import parse_pricing
 from gpuradar.core.sources import price_sources
 from gpuradar.core.units import SIGN_CURRENCY, parse_duration
 
@@ -254,10 +254,10 @@ def _drop_pct(drop: dict[str, Any]) -> tuple[float, None]:
 
 
 def _pricing(value: Any) -> str:
-    p = str(value).lower()
-    if p not in PRICING_WORDS:
-        raise ValueError(f"pricing: on-demand or spot, not {value!r}")
-    return PRICING_WORDS[p]
+    try:
+        return parse_pricing(str(value))
+    except ValueError as exc:
+        raise ValueError(f"pricing: {exc}") from None
 
 
 def _sources(value: Any, key: str) -> tuple[str, ...]:

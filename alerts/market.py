@@ -33,7 +33,7 @@ from gpuradar.alerts.rules import Condition, Rule, Selector, cached_hash
 from gpuradar.alerts.settings import AlertSettings
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FxTable
-from gpuradar.core.items import PRICINGS
+from gpuradar.core.pricing import OPEN_MARKET
 from gpuradar.core.units import region_matches
 from gpuradar.recommend import Fit, Job, MemoryEstimate, estimate_memory, fit_offer, price_in
 from gpuradar.storage import alerts as store
@@ -200,8 +200,8 @@ def selector_filter(sel: Selector) -> Callable[[OfferRow], bool]:
     def ok(o: OfferRow) -> bool:
         if gpus is not None and o.gpu not in gpus:
             return False
-        if pricing is not None and o.pricing != pricing:
-            return False
+        if o.pricing != pricing if pricing is not None else o.pricing not in OPEN_MARKET:
+            return False  # no kind named: the open market only (gpuradar.core.pricing)
         if sources is not None and o.source not in sources:
             return False
         if excluded and o.source in excluded:
@@ -304,7 +304,7 @@ class Pool:
             est = self.estimate  # GPUs too small for what every GPU must hold: none fit
             gpus = {g for g in market.gpus()
                     if g not in NOMINAL_MEMORY or est.gpus_needed(NOMINAL_MEMORY[g])}
-        pricings = (sel.pricing,) if sel.pricing else PRICINGS
+        pricings = (sel.pricing,) if sel.pricing else OPEN_MARKET
         return market.rows(gpus, pricings, sel.sources or None)
 
     def build(self, market: Market) -> None:

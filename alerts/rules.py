@@ -84,7 +84,7 @@ class Selector:
     min_total_gpu_memory: float | None = None
     min_vcpus: float | None = None
     min_memory: float | None = None       # GB of RAM
-    pricing: str | None = None            # on_demand | spot
+    pricing: str | None = None            # a kind of gpuradar.core.pricing; None: open market
     sources: tuple[str, ...] = ()
     exclude_sources: tuple[str, ...] = ()
     regions: tuple[str, ...] = ()         # globs on region or zone; `mainland` alias

@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 
+from gpuradar.core.pricing import parse_pricing
+
 __all__ = ["Crawl", "IndexFigure", "IndexPoint", "Offer", "Source", "Span", "Store", "open"]
 
 T = TypeVar("T")
@@ -155,10 +157,7 @@ def _make(cls: type[T], row: dict[str, Any]) -> T:
 def _pricing(value: str | None) -> str | None:
     if value is None:
         return None
-    out = value.replace("-", "_").lower()
-    if out not in ("on_demand", "spot"):
-        raise ValueError(f"pricing must be on-demand or spot, not {value!r}")
-    return out
+    return parse_pricing(value)
 
 
 def _list(name: str, value: str | Sequence[str] | None) -> list[str]:

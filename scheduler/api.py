@@ -24,6 +24,8 @@ import orjson
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from gpuradar.core.pricing import CHOICES as PRICING_CHOICES
+from gpuradar.core.pricing import PRICINGS, WORDS, parse_pricing
 from gpuradar.storage.db import DatabaseError
 
 log = logging.getLogger("gpuradar.api")
@@ -120,10 +122,10 @@ class Params:
         text = self.one("pricing")
         if text is None:
             return None
-        value = text.replace("-", "_").lower()
-        if value not in ("on_demand", "spot"):
-            raise BadRequest(f"pricing must be on-demand or spot, not {text!r}")
-        return value
+        try:
+            return parse_pricing(text)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
 
     def when(self, key: str) -> datetime | None:
         from gpuradar.core.units import parse_when
@@ -342,7 +344,7 @@ def _n(kind: str | list[str], **extra: Any) -> dict[str, Any]:
 TIME = {"type": "string", "format": "date-time"}
 USD = {"type": "number", "description": "USD per accelerator-hour"}
 NULL_TIME = _n("string", format="date-time")
-PRICING = {"type": "string", "enum": ["on_demand", "spot"]}
+PRICING = {"type": "string", "enum": list(PRICINGS)}
 
 
 def _obj(props: dict[str, Any], description: str = "") -> dict[str, Any]:
@@ -373,7 +375,10 @@ SCHEMAS: dict[str, Any] = {
         "first_seen": TIME, "changed_at": TIME,
         "observed_at": {**TIME, "description": "start of the source's last successful crawl"},
         "unreadable_since": NULL_TIME, "url": {"type": "string"},
-        "attributes": {"type": "object"}}),
+        "attributes": {"type": "object", "description": (
+            "Provider extras; an offer of a reservation kind (capacity_block, flex_start, "
+            "calendar) carries its terms under `terms`: block_hours, start, end, "
+            "upfront_fee, currency, as the provider gives them.")}}),
     "Span": _obj({
         "offer_id": {"type": "integer"}, "source": {"type": "string"},
         "region": {"type": "string"}, "zone": {"type": "string"},
@@ -444,8 +449,8 @@ PARAMS: dict[str, dict[str, Any]] = {
     "vendor": _param("vendor", "Only this vendor (NVIDIA, AMD, ...); repeat or comma-separate.",
                      _LIST, explode=True),
     "kind": _param("kind", "Only this kind: GPU, TPU or NPU.", _LIST, explode=True),
-    "pricing": _param("pricing", "on-demand or spot.",
-                      {"type": "string", "enum": ["on-demand", "on_demand", "spot"]}),
+    "pricing": _param("pricing", f"{PRICING_CHOICES}; none given: every kind.",
+                      {"type": "string", "enum": sorted(WORDS)}),
     "source": _param("source", "Only these sources; repeat or comma-separate. A name that is "
                      "neither a source of gpuradar nor stored is a 400.", _LIST, explode=True),
     "region": _param("region", "Region globs ('us-*', 'mainland').", _LIST, explode=True),

@@ -21,6 +21,8 @@ from jinja2 import Environment
 from sqlalchemy import Engine
 
 from gpuradar.core import gpus as catalog
+from gpuradar.core.pricing import PRICINGS, parse_pricing
+from gpuradar.core.pricing import label as pricing_label
 from gpuradar.core.units import age, money
 from gpuradar.scheduler.api import DATABASE_ERRORS, first_line
 
@@ -60,10 +62,14 @@ svg.chart{display:block;width:100%;height:auto}
 svg text{font:12px system-ui,sans-serif;fill:#475467}svg .line{fill:none;stroke-width:2}
 svg .axis{stroke:#98a2b3}svg .grid{stroke:#eaecf0}
 .on-demand{stroke:#2563eb;fill:#2563eb}.spot{stroke:#c2410c;fill:#c2410c}
+.capacity-block,.flex-start,.calendar{stroke:#15803d;fill:#15803d}
+svg .line.capacity-block,svg .line.flex-start,svg .line.calendar{stroke-dasharray:1 3}
 svg .line.spot{stroke-dasharray:5 3}
 .legend{display:flex;flex-wrap:wrap;gap:0 1em;font-size:.9em}
 .key::before{content:"";display:inline-block;width:1.4em;margin-right:.3em;
 vertical-align:middle;border-top:2px solid}
+.key.capacity-block::before,.key.flex-start::before,.key.calendar::before{border:0;
+border-top:2px dotted #15803d}
 .key.on-demand::before{border-color:#2563eb}.key.spot::before{border:0;
 border-top:2px dashed #c2410c}
 .narrow{display:none}
@@ -88,7 +94,7 @@ PAGE = """<!doctype html>
  <label>GPU <input name="gpu" value="{{ q.gpu }}" list="gpus" placeholder="H100"></label>
  <datalist id="gpus">{% for g in gpus %}<option value="{{ g }}">{% endfor %}</datalist>
  <label>pricing <select name="pricing">
-  {% for value, text in [("", "any"), ("on-demand", "on-demand"), ("spot", "spot")] %}
+  {% for value, text in pricing_choices %}
   <option value="{{ value }}"{% if q.pricing == value %} selected{% endif %}>{{ text }}</option>
   {% endfor %}</select></label>
  <label>region <input name="region" value="{{ q.region }}" placeholder="us-* or mainland">
@@ -176,7 +182,9 @@ class="gpu">{{ g }}</span>{% if not loop.last %}, {% endif %}{% endfor %}</li>
 
 _ENV = Environment(autoescape=True)
 _TEMPLATE = _ENV.from_string(PAGE)
-PRICING_LABEL = {"on_demand": "on-demand", "spot": "spot"}
+PRICING_LABEL = {kind: pricing_label(kind) for kind in PRICINGS}
+# The page's pricing menu: any, then every kind (gpuradar.core.pricing).
+PRICING_CHOICES = [("", "any")] + [(label, label) for label in PRICING_LABEL.values()]
 
 
 def _one(query: dict[str, list[str]], key: str) -> str:
@@ -273,9 +281,10 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
     now = now or datetime.now(UTC)
     q = {k: _one(query, k) for k in ("gpu", "pricing", "region", "source", "range")}
     problems = _control(q)
-    pricing = q["pricing"].replace("-", "_") or None
-    if pricing not in (None, "on_demand", "spot"):
-        problems.append(f"pricing {q['pricing']!r} is neither on-demand nor spot")
+    try:
+        pricing = parse_pricing(q["pricing"]) if q["pricing"] else None
+    except ValueError as exc:
+        problems.append(str(exc))
         pricing = None
     range_key = q.pop("range") or DEFAULT_RANGE
     if range_key not in RANGES:
@@ -295,7 +304,7 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
     filters = {k: v for k, v in q.items() if v}
     uncharted = _uncharted(data["uncharted"], data["since"], now)
     return _TEMPLATE.render(
-        css=CSS, q=q, now=f"{now:%Y-%m-%d %H:%M}", problem="; ".join(problems), empty=empty,
+        css=CSS, q=q, pricing_choices=PRICING_CHOICES, now=f"{now:%Y-%m-%d %H:%M}", problem="; ".join(problems), empty=empty,
         refresh=REFRESH_SECONDS, refresh_text=_duration(REFRESH_SECONDS),
         gpus=stored, source_names=[s["source"] for s in data["sources"]],
         range_key=range_key, range_label=range_label,
@@ -322,7 +331,7 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
 def _history_chart(chart: dict[str, Any], until: datetime, range_label: str) -> dict[str, Any]:
     """One GPU's chart: its spot and on-demand lines and a legend with each one's range."""
     keys = []
-    for pricing in ("on_demand", "spot"):
+    for pricing in PRICINGS:
         values = [v for _, v in chart["series"].get(pricing, []) if v is not None]
         if values:
             keys.append({"label": PRICING_LABEL[pricing], "css": PRICING_LABEL[pricing],

@@ -31,6 +31,8 @@ from gpuradar.cli.output import (
     same_decimals,
     watch_output,
 )
+from gpuradar.core.pricing import CHOICES as PRICING_CHOICES
+from gpuradar.core.pricing import describe_terms, parse_pricing
 
 WATCH_MAX = 86_400  # --watch: at most a day between refreshes (time.sleep overflows far past)
 
@@ -45,6 +47,16 @@ def resolve_gpus(query: str | None, engine) -> list[str]:
         return resolve_gpus(engine, query)
     except UnknownGpu as exc:
         raise fail(str(exc)) from None
+
+
+def pricing_option(text: str | None) -> str | None:
+    """--pricing as stored, or the CLI's one-line error naming the word."""
+    if not text:
+        return None
+    try:
+        return parse_pricing(text)
+    except ValueError as exc:
+        raise fail(f"--{exc}") from None
 
 
 def check_gpu_given(gpu: str | None) -> None:
@@ -93,6 +105,8 @@ def offer_rows(offers: list[dict], now: datetime) -> list[dict]:
             notes.append(f"saves {extra['savings_pct']}%")
         if extra.get("derived"):
             notes.append("derived")
+        if extra.get("terms"):
+            notes.append(describe_terms(extra["terms"]))
         memory = o.get("gpu_memory_gb")
         rows.append({
             "source": o["source"], "region": o["region"] + (f"/{o['zone']}" if o["zone"] else ""),
@@ -177,7 +191,7 @@ def prices(
     kind: Annotated[list[str] | None, typer.Option("--kind", help="Only this kind of "
                                                    "accelerator: GPU, TPU or NPU (ASIC) "
                                                    "(repeatable).")] = None,
-    pricing: Annotated[str | None, typer.Option(help="on-demand or spot.")] = None,
+    pricing: Annotated[str | None, typer.Option(help=f"{PRICING_CHOICES}.")] = None,
     source: Annotated[list[str] | None, typer.Option("--source", "-s", help="Only these "
                                                      "sources (repeatable).")] = None,
     region: Annotated[list[str] | None, typer.Option("--region", "-r", help="Region glob, "
@@ -219,10 +233,7 @@ def prices(
         watch_output(lambda: prices(**again), watch)
         return
 
-    if pricing:
-        pricing = pricing.replace("-", "_")
-        if pricing not in ("on_demand", "spot"):
-            raise fail(f"--pricing must be on-demand or spot, not {pricing!r}")
+    pricing = pricing_option(pricing)
     check_gpu_given(gpu)
     check_accelerator_filters(vendor or [], kind or [])
     cfg = get_config(config, database_url)
@@ -408,7 +419,7 @@ def history(
     instance_type: Annotated[str | None, typer.Argument(help="Its instance type / id.")] = None,
     region: Annotated[str | None, typer.Option("--region", "-r", help="Region of the offer, "
                                                "when it is listed in several.")] = None,
-    pricing: Annotated[str | None, typer.Option(help="on-demand or spot.")] = None,
+    pricing: Annotated[str | None, typer.Option(help=f"{PRICING_CHOICES}.")] = None,
     gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="Cheapest price of this GPU "
                                             "over time instead of one offer.")] = None,
     days: Annotated[float, typer.Option(help="How far back (with --gpu), at most 3660.")
@@ -424,9 +435,7 @@ def history(
     from gpuradar.core.units import MAX_DURATION, parse_when
     from gpuradar.storage import queries
 
-    pricing = pricing.replace("-", "_") if pricing else None
-    if pricing not in (None, "on_demand", "spot"):
-        raise fail(f"--pricing must be on-demand or spot, not {pricing.replace('_', '-')!r}")
+    pricing = pricing_option(pricing)
     check_gpu_given(gpu)
     if not 0 < days <= MAX_DURATION.days:  # a negative period drew a range backwards
         raise fail(f"--days must be more than 0 and at most {MAX_DURATION.days}, not {days:g}")

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
-Pricing = Literal["on_demand", "spot"]
-PRICINGS: tuple[str, ...] = ("on_demand", "spot")
+from gpuradar.core.pricing import PRICINGS, Pricing
+
+__all__ = ["PRICINGS", "FxRateItem", "OfferKey", "PriceBatch", "PriceItem", "Pricing", "utcnow"]
 
 
 def utcnow() -> datetime:
@@ -55,7 +56,10 @@ class PriceItem:
     observed_at: datetime = field(default_factory=utcnow)
     url: str = ""
     # Provider-specific extras kept with the offer (interruption band, tiered prices,
-    # reliability, interconnect, "derived" flags, ...). Small, JSON-serialisable.
+    # reliability, interconnect, "derived" flags, ...). Small, JSON-serialisable. An offer of
+    # a reservation kind (gpuradar.core.pricing.RESERVED) keeps its terms under "terms":
+    # block length in hours, start and end of the block, up-front fee, as the answer gives
+    # them (a term the answer does not give is absent, never guessed).
     attributes: dict[str, Any] = field(default_factory=dict)
     # Filled by the pipeline.
     price_usd: float | None = None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FxTable
+from gpuradar.core.pricing import OPEN_MARKET, label
 from gpuradar.core.units import MAINLAND_ALIASES, region_matches
 from gpuradar.recommend.fit import Fit, fit_offer, price_in
 from gpuradar.recommend.job import TRAINING, Budget, Job, RecommendError
@@ -240,6 +241,9 @@ def _screen(offer: OfferRow, job: Job, opts: Options, need_cuda: Any,
     globs = tuple(p for p in regions if p.lower() not in OVERSEAS_ALIASES)
     if offer.available is False:
         return "unavailable", None
+    if offer.pricing not in OPEN_MARKET:
+        # A block booked ahead for fixed hours is not a machine to start now by the hour.
+        return f"sold by reservation ({label(offer.pricing)})", None
     if opts.providers and offer.source not in opts.providers:
         return "other provider", None
     if overseas and region_matches(offer.region, offer.zone, ("mainland",), offer.source):
