@@ -304,7 +304,8 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
     filters = {k: v for k, v in q.items() if v}
     uncharted = _uncharted(data["uncharted"], data["since"], now)
     return _TEMPLATE.render(
-        css=CSS, q=q, pricing_choices=PRICING_CHOICES, now=f"{now:%Y-%m-%d %H:%M}", problem="; ".join(problems), empty=empty,
+        css=CSS, q=q, pricing_choices=PRICING_CHOICES, now=f"{now:%Y-%m-%d %H:%M}",
+        problem="; ".join(problems), empty=empty,
         refresh=REFRESH_SECONDS, refresh_text=_duration(REFRESH_SECONDS),
         gpus=stored, source_names=[s["source"] for s in data["sources"]],
         range_key=range_key, range_label=range_label,
