@@ -8,9 +8,20 @@ Spot ("Preemptible"). So machine prices are assembled:
   GPUs x GPU SKU of that family and region (table `MACHINES` below);
 * A4 (B200) is billed as one SKU per "1 gpu slice" that already covers the machine, so its
   price is GPUs x that SKU;
-* GPUs that attach to N1 machines (T4, V100, P100, P4) and GPUs without a machine table here
-  (RTX PRO 6000) are offered per GPU, `instance_type` the accelerator id
-  ("nvidia-tesla-t4"), marked `price_basis: gpu_only`: the N1 VM is billed on top.
+* G4 (RTX PRO 6000) exists only as whole machines (g4-standard-48/96/192/384 with 1/2/4/8
+  GPUs): priced like the other accelerator-optimised machines, GPU + its cores + its RAM;
+* GPUs that attach to N1 machines (T4, V100, P100, P4) are offered per GPU, `instance_type`
+  the accelerator id ("nvidia-tesla-t4"), marked `price_basis: gpu_only`: the N1 VM is
+  billed on top.
+
+Each SKU prices one way of buying: on demand, Spot ("Spot Preemptible ...", or usage type
+Preemptible), Flex-start ("... attached to DWS Defined Duration VMs", "DWS Defined Duration
+A2 Core", "DWS Flex Start ...") or a calendar-mode reservation ("DWS Calendar Mode ...",
+"Reserved V6e TPU in Columbus in Calendar Mode"); each becomes offers of its own pricing
+kind, the reservation kinds with their documented terms. A machine Google does not sell
+some way (`SOLD_AS` in the provider facts: A4, A3 Ultra and A3 High 1/2/4g are not sold on
+demand) gets no offer of that kind although the catalog prices its parts: counted as
+`not_on_demand` (or `kind_not_sold`) and named in the log.
 
 TPUs are priced per chip-hour by SKUs of resource group "TPU": v5e, v5p, v6e and newer in
 the Compute Engine service ("TpuV5e running in Delhi", "TpuV6e attached to Spot Preemptible
@@ -21,8 +32,8 @@ offered in the slice sizes users rent (v5litepod-1/4/8/..., v5p-8/..., v6e-1/...
 price = chips x price per chip, the accelerator count = chips. A TPU SKU of a generation not
 in `TPU_GENERATIONS` is reported as uncatalogued, never dropped silently.
 
-Skipped: commitments, reservations, sole tenancy, premium/custom, DWS/calendar-mode and
-capacity-optimised SKUs. A GPU SKU whose description matches no known GPU (a renamed or new
+Skipped: commitments, reservations other than calendar mode, sole tenancy, premium/custom
+and capacity-optimised SKUs. A GPU SKU whose description matches no known GPU (a renamed or new
 SKU) is reported as uncatalogued. A machine whose core or RAM SKU is missing in a region is
 not priced (counted).
 
@@ -47,6 +58,8 @@ from twisted.python.failure import Failure
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.pricing import CALENDAR, FLEX_START, ON_DEMAND, SPOT
+from gpuradar.core.providers.gcp import SOLD_AS, TERMS
 from gpuradar.crawler.spiders.base import GpuRadarSpider, require
 
 PRICING_PAGE = "https://cloud.google.com/compute/gpus-pricing"
@@ -95,7 +108,14 @@ GPU_SKUS: dict[str, GpuSku] = {
     "l4": GpuSku("Nvidia L4", 24, "nvidia-l4", _G2, "G2"),
     "a4 b200 1 slice": GpuSku("NVIDIA B200", 180, "nvidia-b200",
                               (("a4-highgpu-8g", 8, 224, 3968),), None, bundled=True),
-    "rtx 6000 96gb": GpuSku("RTX 6000 96GB", 96, "nvidia-rtx-pro-6000"),
+    # G4: the GPU count, vCPUs and GB of memory of each machine type, as Google's machine
+    # family page tables them (the same 1/2/4/8 GPUs, 48/96/192/384 vCPUs and
+    # 180/360/720/1440 GB in SkyPilot's GCP catalog tests and several public deployment
+    # tables).
+    "rtx 6000 96gb": GpuSku("RTX 6000 96GB", 96, "nvidia-rtx-pro-6000",
+                            (("g4-standard-48", 1, 48, 180), ("g4-standard-96", 2, 96, 360),
+                             ("g4-standard-192", 4, 192, 720),
+                             ("g4-standard-384", 8, 384, 1440)), "G4"),
 }
 # Other spellings Google has used for the same SKUs.
 GPU_SKUS["h100 80gb mega"] = GPU_SKUS["h100 mega 80gb"] = GPU_SKUS["h100 80gb plus"]
@@ -147,28 +167,49 @@ TPU_GENERATIONS: dict[str, TpuGeneration] = {
 }
 # "TpuV5e", "TpuV6e", "Tpu-v4", "TPU-v2", "TPU7x": the generation in a TPU SKU description.
 _TPU = re.compile(r"\btpu[-\s]?(v?)(\d+[a-z]*)\b", re.IGNORECASE)
+# "V6e" alone: how the Flex-start and calendar-mode TPU SKUs name the generation.
+_BARE_TPU = re.compile(r"\b(v)(\d+[a-z]*)\b", re.IGNORECASE)
 
 # "A2 Instance Core", "A3Plus Instance Ram", "G2 Instance Core" (after the Spot prefix).
 _HOST = re.compile(r"^(A2|A3|A3Plus|A3Mega|A3Ultra|A3Edge|A4|A4X|G2|G4)\s+(?:Instance\s+)?"
                    r"(Core|Cpu|Ram)\b", re.IGNORECASE)
 _SKIP_WORDS = ("sole tenancy", "commitment", "reserved", "reservation", "premium", "custom",
-               "dws", "calendar mode", "flex-start", "suspended", "virtual workstation",
-               "capacity optimized")
+               "suspended", "virtual workstation", "capacity optimized")
+# How a description names the way the SKU sells (after "Spot Preemptible", checked first):
+# the words, then the pricing kind. Calendar mode first: its TPU SKUs also say "Reserved".
+_KIND_WORDS = (("calendar mode", CALENDAR), ("dws defined duration", FLEX_START),
+               ("dws flex start", FLEX_START), ("flex-start", FLEX_START))
+# The words that say how a SKU sells, around the resource it prices.
+_MODE_PREFIX = re.compile(r"^(?:spot preemptible|dws defined duration|dws flex start|"
+                          r"dws calendar mode|reserved)\s+", re.IGNORECASE)
+_MODE_SUFFIX = re.compile(r"\s+(?:in\s+\S+\s+)?in calendar mode$", re.IGNORECASE)
 _UNITS = {"core": "h", "ram": "GiBy.h", "gpu": "h", "tpu": "h"}
 
 
 def stem_of(description: str) -> str:
     """'Nvidia Tesla T4 GPU attached to Spot Preemptible VMs running in Americas' ->
-    'Nvidia Tesla T4 GPU': the resource, without pricing mode and location."""
-    stem = re.sub(r"^spot preemptible\s+", "", description.strip(), flags=re.IGNORECASE)
+    'Nvidia Tesla T4 GPU', 'Reserved V6e TPU in Columbus in Calendar Mode' -> 'V6e TPU': the
+    resource, without pricing mode and location."""
+    stem = _MODE_PREFIX.sub("", description.strip())
+    stem = _MODE_SUFFIX.sub("", stem)
     stem = re.sub(r"\s+attached to\s.*$", "", stem, flags=re.IGNORECASE)
     return re.sub(r"\s+running in\s.*$", "", stem, flags=re.IGNORECASE).strip()
 
 
+def sku_kind(description: str, usage: str) -> str:
+    """The pricing kind a SKU prices. Spot by usage type or wording (B200 spot SKUs have been
+    published with usageType OnDemand), then the reservation kinds by wording."""
+    lower = description.lower()
+    if usage == "Preemptible" or "preemptible" in lower:
+        return SPOT
+    return next((kind for words, kind in _KIND_WORDS if words in lower), ON_DEMAND)
+
+
 def tpu_generation(description: str) -> str | None:
     """'TpuV5e running in Delhi' -> 'v5e', 'Tpu-v4 Pod Accelerator USA' -> 'v4',
-    'TPU7x running in Americas' -> '7x'; None when no TPU is named."""
-    found = _TPU.search(description)
+    'TPU7x running in Americas' -> '7x', 'DWS Defined Duration V6e running in Columbus' ->
+    'v6e' (a SKU of resource group TPU); None when no TPU is named."""
+    found = _TPU.search(description) or _BARE_TPU.search(description)
     return f"{found.group(1).lower()}{found.group(2).lower()}" if found else None
 
 
@@ -197,15 +238,16 @@ def unit_price(sku: dict[str, Any]) -> tuple[float | None, str, str]:
 
 @dataclass
 class SkuIndex:
-    """The unit prices that matter, by (what, region, spot): small, kept across pages."""
+    """The unit prices that matter, by (what, region, pricing kind): small, kept across
+    pages."""
 
-    # ("core"|"ram", host family, region, spot) -> (regions the SKU covers, price, currency)
-    host: dict[tuple[str, str, str, bool], tuple[int, float | None, str]] = field(
+    # ("core"|"ram", host family, region, kind) -> (regions the SKU covers, price, currency)
+    host: dict[tuple[str, str, str, str], tuple[int, float | None, str]] = field(
         default_factory=dict)
-    # (gpu key, region, spot) -> (regions the SKU covers, price, currency)
-    gpu: dict[tuple[str, str, bool], tuple[int, float | None, str]] = field(default_factory=dict)
-    # (TPU generation, pod SKU, region, spot) -> (regions the SKU covers, price, currency)
-    tpu: dict[tuple[str, bool, str, bool], tuple[int, float | None, str]] = field(
+    # (gpu key, region, kind) -> (regions the SKU covers, price, currency)
+    gpu: dict[tuple[str, str, str], tuple[int, float | None, str]] = field(default_factory=dict)
+    # (TPU generation, pod SKU, region, kind) -> (regions the SKU covers, price, currency)
+    tpu: dict[tuple[str, bool, str, str], tuple[int, float | None, str]] = field(
         default_factory=dict)
 
     @staticmethod
@@ -305,20 +347,19 @@ class GcpSpider(GpuRadarSpider):
         usage = category.get("usageType")
         if usage not in ("OnDemand", "Preemptible"):
             return  # commitments (Commit1Yr, Commit3Yr, ...)
-        lower = description.lower()
-        if any(word in lower for word in _SKIP_WORDS):
+        kind, lower = sku_kind(description, usage), description.lower()
+        stem = stem_of(description)
+        # A calendar-mode SKU says "Reserved"; any other reserved or committed SKU is skipped
+        # (many are $0 placeholders).
+        if any(word in (stem.lower() if kind == CALENDAR else lower) for word in _SKIP_WORDS):
             return
         if tpu:
-            self.read_tpu_sku(sku, description, usage == "Preemptible" or "preemptible" in lower,
-                              where)
+            self.read_tpu_sku(sku, description, kind, where)
             return
-        # B200 spot SKUs have been published with usageType OnDemand: the wording decides.
-        spot = usage == "Preemptible" or "spot preemptible" in lower
-        stem = stem_of(description)
         host = _HOST.match(stem)
         if host:
-            kind = "ram" if host.group(2).lower() == "ram" else "core"
-            what: tuple[str, str] = (kind, host.group(1).upper())
+            part = "ram" if host.group(2).lower() == "ram" else "core"
+            what: tuple[str, str] = (part, host.group(1).upper())
         elif gpu_key(stem) in GPU_SKUS:
             what = ("gpu", gpu_key(stem))
         else:
@@ -336,11 +377,11 @@ class GcpSpider(GpuRadarSpider):
         for region in regions:
             value = (len(regions), price, currency)
             if what[0] == "gpu":
-                self.index._keep(self.index.gpu, (what[1], region, spot), value)
+                self.index._keep(self.index.gpu, (what[1], region, kind), value)
             else:
-                self.index._keep(self.index.host, (*what, region, spot), value)
+                self.index._keep(self.index.host, (*what, region, kind), value)
 
-    def read_tpu_sku(self, sku: Any, description: str, spot: bool, where: str) -> None:
+    def read_tpu_sku(self, sku: Any, description: str, kind: str, where: str) -> None:
         """Index a TPU SKU's price by generation, pod-ness, region and pricing."""
         generation = tpu_generation(description)
         stem = stem_of(description)
@@ -362,7 +403,7 @@ class GcpSpider(GpuRadarSpider):
         regions = [r for r in require(sku, "serviceRegions", self.name, where, list)
                    if isinstance(r, str)]
         for region in regions:
-            self.index._keep(self.index.tpu, (generation, pod, region, spot),
+            self.index._keep(self.index.tpu, (generation, pod, region, kind),
                              (len(regions), price, currency))
 
     def assemble(self) -> Iterator[PriceItem]:
@@ -372,21 +413,25 @@ class GcpSpider(GpuRadarSpider):
         self.done = True
         yield from self.tpu_offers()
         incomplete: set[str] = set()
-        for (key, region, spot), (_, gpu_price, currency) in sorted(self.index.gpu.items()):
+        not_sold: set[str] = set()
+        for (key, region, pricing), (_, gpu_price, currency) in sorted(self.index.gpu.items()):
             spec = GPU_SKUS[key]
-            pricing = "spot" if spot else "on_demand"
             if not spec.machines:
                 yield self.item(spec.accelerator, spec, region, pricing, 1, None, None,
                                 gpu_price, currency, {"price_basis": "gpu_only"})
                 continue
             for machine, gpus, vcpus, ram in spec.machines:
+                if pricing not in SOLD_AS.get(machine, (pricing,)):
+                    self.count("not_on_demand" if pricing == ON_DEMAND else "kind_not_sold")
+                    not_sold.add(f"{machine} {pricing.replace('_', '-')}")
+                    continue
                 if spec.bundled:
                     total = None if gpu_price is None else gpus * gpu_price
                     yield self.item(machine, spec, region, pricing, gpus, vcpus, ram, total,
                                     currency, {"gpu_unit_price": gpu_price, "bundled": True})
                     continue
-                core = self.index.host.get(("core", spec.host or "", region, spot))
-                mem = self.index.host.get(("ram", spec.host or "", region, spot))
+                core = self.index.host.get(("core", spec.host or "", region, pricing))
+                mem = self.index.host.get(("ram", spec.host or "", region, pricing))
                 parts = (gpu_price, core and core[1], mem and mem[1])
                 if core is None or mem is None or not all(p and p > 0 for p in parts):
                     self.count("incomplete_price")
@@ -400,6 +445,10 @@ class GcpSpider(GpuRadarSpider):
                                 round(total, 6), currency,
                                 {"gpu_unit_price": gpu_price, "core_unit_price": core[1],
                                  "ram_unit_price": mem[1]})
+        if not_sold:
+            self.logger.info("gcp: not sold that way, so no offer although the catalog prices "
+                             "the parts (Google's consumption options): %s",
+                             ", ".join(sorted(not_sold)))
         if incomplete:
             shown = sorted(incomplete)
             self.logger.warning("gcp: %d machine prices not assembled (a core, RAM or GPU SKU "
@@ -408,7 +457,7 @@ class GcpSpider(GpuRadarSpider):
 
     def tpu_offers(self) -> Iterator[PriceItem]:
         """Every slice size of every indexed TPU price: chips x the price per chip."""
-        for (generation, pod, region, spot), (_, unit, currency) in sorted(
+        for (generation, pod, region, pricing), (_, unit, currency) in sorted(
                 self.index.tpu.items()):
             spec = TPU_GENERATIONS[generation]
             # Exact: the unit price has at most 9 decimals and is divided by 1 or 4 chips.
@@ -416,10 +465,10 @@ class GcpSpider(GpuRadarSpider):
             for instance_type, chips in spec.pod_slices if pod else spec.slices:
                 price = None if per_chip is None else round(per_chip * chips, 6)
                 yield PriceItem(source=self.name, region=region, instance_type=instance_type,
-                                pricing="spot" if spot else "on_demand", gpu=spec.accelerator,
+                                pricing=pricing, gpu=spec.accelerator,
                                 gpu_count=chips, gpu_memory_gb=spec.memory_gb, price=price,
                                 currency=currency or "USD", url=TPU_PRICING_PAGE,
-                                attributes={"chip_unit_price": per_chip})
+                                attributes=with_terms({"chip_unit_price": per_chip}, pricing))
 
     def item(self, instance_type: str, spec: GpuSku, region: str, pricing: str,
              gpus: float, vcpus: float | None, ram: float | None, price: float | None,
@@ -427,5 +476,12 @@ class GcpSpider(GpuRadarSpider):
         return PriceItem(source=self.name, region=region, instance_type=instance_type,
                          pricing=pricing, gpu=spec.gpu, gpu_count=gpus,
                          gpu_memory_gb=spec.memory_gb, vcpus=vcpus, memory_gb=ram, price=price,
-                         currency=currency or "USD", url=PRICING_PAGE, attributes=attributes)
+                         currency=currency or "USD", url=PRICING_PAGE,
+                         attributes=with_terms(attributes, pricing))
+
+
+def with_terms(attributes: dict[str, Any], pricing: str) -> dict[str, Any]:
+    """An offer's attributes with the documented terms of its reservation kind, if any."""
+    terms = TERMS.get(pricing)
+    return {**attributes, "terms": dict(terms)} if terms else attributes
 

@@ -171,7 +171,7 @@ def test_a_sku_priced_in_an_unexpected_unit_is_skipped_and_counted(caplog):
     assert line.count(" on_demand") == 8 and line.endswith(" ...")  # the first 8 of 15
 
 
-def test_every_accelerator_family_is_assembled_on_demand_and_spot(full):
+def test_every_accelerator_family_is_assembled_each_way_google_sells_it(full):
     _, found = full
     a3 = found[("us-central1", "a3-highgpu-8g", "on_demand")]
     assert a3.price == pytest.approx(208 * 0.0261 + 1872 * 0.0025 + 8 * 9.796550569)
@@ -179,10 +179,8 @@ def test_every_accelerator_family_is_assembled_on_demand_and_spot(full):
                              "ram_unit_price": 0.0025}
     spot = found[("us-central1", "a3-highgpu-8g", "spot")]
     assert spot.price == pytest.approx(208 * 0.0104 + 1872 * 0.001 + 8 * 2.253)
-    assert found[("us-central1", "a3-highgpu-1g", "on_demand")].gpu_count == 1
+    assert found[("us-central1", "a3-highgpu-1g", "spot")].gpu_count == 1
     assert found[("us-central1", "a3-megagpu-8g", "on_demand")].gpu == "Nvidia H100 80GB Plus"
-    assert found[("us-central1", "a3-ultragpu-8g", "on_demand")].price == pytest.approx(
-        224 * 0.029 + 2952 * 0.0032 + 8 * 9.31174)
     assert found[("us-east1", "a2-ultragpu-8g", "on_demand")].price == pytest.approx(
         96 * 0.031611 + 1360 * 0.004237 + 8 * 3.96924)
     g2 = found[("us-west1", "g2-standard-4", "on_demand")]
@@ -194,13 +192,61 @@ def test_every_accelerator_family_is_assembled_on_demand_and_spot(full):
 
 def test_b200_slices_are_the_machine_price_and_the_spot_wording_wins(full):
     _, found = full
-    a4 = found[("us-central1", "a4-highgpu-8g", "on_demand")]
-    assert a4.price == pytest.approx(8 * 16.11) and a4.attributes["bundled"] is True
     # Published with usageType OnDemand, but its description says Spot Preemptible.
-    assert found[("us-central1", "a4-highgpu-8g", "spot")].price == pytest.approx(8 * 4.9542)
+    a4 = found[("us-central1", "a4-highgpu-8g", "spot")]
+    assert a4.price == pytest.approx(8 * 4.9542) and a4.attributes["bundled"] is True
 
 
-def test_n1_gpus_and_rtx_pro_6000_are_offered_per_gpu(full):
+def test_machines_google_sells_only_by_reservation_or_spot_get_no_on_demand_offer(caplog):
+    # A4 (B200), A3 Ultra (H200) and A3 High with 1, 2 or 4 GPUs: the catalog prices their
+    # parts on demand, but Google does not sell them on demand (SOLD_AS in the facts).
+    spider = make_spider(api_key="k")
+    with caplog.at_level(logging.INFO):
+        found = offers(crawl_pages(spider, page("skus_page1.json"), page("skus_page2.json")))
+    for machine in ("a4-highgpu-8g", "a3-ultragpu-8g", "a3-highgpu-1g", "a3-highgpu-2g",
+                    "a3-highgpu-4g"):
+        assert (("us-central1", machine, "on_demand")) not in found, machine
+    assert ("us-central1", "a3-highgpu-8g", "on_demand") in found  # 8 GPUs: on demand too
+    # Five machines in us-central1, and A3 High 1/2/4g in europe-west4 too.
+    assert stats(spider)["gpuradar/skipped/not_on_demand"] == 8
+    (line,) = [r.getMessage() for r in caplog.records if "not sold that way" in r.getMessage()]
+    assert "a4-highgpu-8g on-demand" in line and "a3-highgpu-2g on-demand" in line
+
+
+def test_flex_start_and_calendar_mode_skus_are_offers_of_their_own_kind_with_terms(full):
+    # "... attached to DWS Defined Duration VMs" is Flex-start, "DWS Calendar Mode ..." a
+    # calendar-mode reservation; the B200 rates per GPU-hour are those a public table quotes
+    # from the catalog (2026-07-30: Flex-start 8.055, calendar mode 11.277).
+    _, found = full
+    flex = found[("us-central1", "a4-highgpu-8g", "flex_start")]
+    assert flex.price == pytest.approx(8 * 8.055)
+    assert flex.attributes["terms"] == {"max_hours": 168}
+    calendar = found[("us-central1", "a4-highgpu-8g", "calendar")]
+    assert calendar.price == pytest.approx(8 * 11.277)
+    assert calendar.attributes["terms"] == {"max_hours": 2160}
+    assert "terms" not in found[("us-central1", "a4-highgpu-8g", "spot")].attributes
+    # A TPU's calendar-mode and Flex-start SKUs name the generation without "Tpu".
+    assert found[("us-east5", "v6e-8", "flex_start")].price == pytest.approx(8 * 1.35)
+    assert found[("us-east5", "v6e-8", "calendar")].price == pytest.approx(8 * 1.89)
+
+
+def test_g4_rtx_pro_6000_is_priced_as_its_whole_machine(full):
+    # G4 exists only as g4-standard-48/96/192/384 (1/2/4/8 GPUs): GPU + its cores + its RAM,
+    # never "the GPU, with an N1 VM billed on top".
+    _, found = full
+    assert ("us-central1", "nvidia-rtx-pro-6000", "on_demand") not in found
+    for machine, gpus_, vcpus, ram in (("g4-standard-48", 1, 48, 180),
+                                       ("g4-standard-96", 2, 96, 360),
+                                       ("g4-standard-192", 4, 192, 720),
+                                       ("g4-standard-384", 8, 384, 1440)):
+        g4 = found[("us-central1", machine, "on_demand")]
+        assert (g4.gpu_count, g4.vcpus, g4.memory_gb) == (gpus_, vcpus, ram)
+        assert g4.price == pytest.approx(vcpus * 0.03 + ram * 0.004 + gpus_ * 4.5)
+        assert "price_basis" not in g4.attributes
+        assert gpus.lookup(g4.gpu, g4.gpu_memory_gb).name == "RTX-PRO-6000"
+
+
+def test_n1_gpus_are_offered_per_gpu(full):
     _, found = full
     t4 = found[("us-east1", "nvidia-tesla-t4", "on_demand")]
     assert (t4.gpu_count, t4.price, t4.vcpus, t4.attributes) == (
@@ -210,8 +256,6 @@ def test_n1_gpus_and_rtx_pro_6000_are_offered_per_gpu(full):
     assert ("europe-west1", "nvidia-tesla-t4", "spot") not in found
     for accelerator in ("nvidia-tesla-v100", "nvidia-tesla-p100", "nvidia-tesla-p4"):
         assert (("us-central1", accelerator, "on_demand")) in found
-    rtx = found[("us-central1", "nvidia-rtx-pro-6000", "on_demand")]
-    assert gpus.lookup(rtx.gpu, rtx.gpu_memory_gb).name == "RTX-PRO-6000"
 
 
 def test_commitments_reservations_dws_and_sole_tenancy_are_skipped(full):
@@ -404,7 +448,7 @@ def test_real_tpu_skus_become_the_slices_users_rent_priced_per_chip(caplog):
     assert (v5e.gpu, v5e.gpu_count, v5e.gpu_memory_gb, v5e.currency) == ("TPU v5e", 8, 16, "USD")
     assert v5e.price == pytest.approx(8 * 1.44132)
     assert v5e.attributes == {"chip_unit_price": 1.44132}
-    assert {t for r, t, p in found if r == "asia-south2"} == {
+    assert {t for r, t, p in found if r == "asia-south2" and p == "on_demand"} == {
         f"v5litepod-{n}" for n in (1, 4, 8, 16, 32, 64, 128, 256)}
     # v5p slices are named by TensorCores: v5p-8 is 4 chips.
     v5p = found[("southamerica-east1", "v5p-8", "on_demand")]
@@ -414,9 +458,12 @@ def test_real_tpu_skus_become_the_slices_users_rent_priced_per_chip(caplog):
     # Spot: usage type "Preemptible", "attached to Spot Preemptible VMs".
     spot = found[("asia-southeast1", "v5litepod-1", "spot")]
     assert spot.price == pytest.approx(0.78)
-    # The reservation (calendar mode) and the commitment are not offers.
+    # The calendar-mode reservation is an offer of its own kind; the commitment is none.
     assert not any(r == "europe-west4" for r, _, _ in found)
     assert ("asia-south2", "v5p-8", "on_demand") not in found
+    reserved = found[("asia-south2", "v5p-8", "calendar")]
+    assert reserved.price == pytest.approx(4 * 2.94)
+    assert reserved.attributes == {"chip_unit_price": 2.94, "terms": {"max_hours": 2160}}
     # TPU7x (Ironwood), $12 per chip-hour in its three regions: tpu7x-8 is the 4-chip VM,
     # named by TensorCores (two per chip) like v5p.
     ironwood = found[("us-central1", "tpu7x-8", "on_demand")]
@@ -428,7 +475,8 @@ def test_real_tpu_skus_become_the_slices_users_rent_priced_per_chip(caplog):
         f"tpu7x-{n}" for n in (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)}
     assert stats(spider).get("gpuradar/uncatalogued", 0) == 0
     assert {(r, p) for r, _, p in found} == {
-        ("asia-south2", "on_demand"), ("southamerica-east1", "on_demand"),
+        ("asia-south2", "on_demand"), ("asia-south2", "calendar"),
+        ("southamerica-east1", "on_demand"),
         ("us-south1", "on_demand"), ("asia-southeast1", "spot"), ("us-west1", "on_demand"),
         ("us-central1", "on_demand"), ("us-east1", "on_demand")}
 
@@ -449,13 +497,15 @@ def test_the_pipeline_prices_tpus_per_chip_hour_under_the_catalog_names():
     assert all(gpus.CATALOG[r["gpu"]].kind == "TPU" for r in records.values())
 
 
-def test_capacity_optimized_dws_reserved_and_committed_tpu_skus_are_skipped(full):
+def test_capacity_optimized_and_committed_tpu_skus_are_skipped(full):
     _, found = full
-    # Columbus: one plain on-demand rate (2.70) and one spot rate (1.4033) per chip; the
-    # DWS (1.35), reserved (1.89) and committed rates never become offers, and the capacity-
-    # optimised twin of the plain SKU does not replace it.
+    # Columbus: one plain on-demand rate (2.70), one spot (1.4033), one Flex-start (DWS
+    # Defined Duration, 1.35) and one calendar-mode rate (Reserved ... in Calendar Mode,
+    # 1.89) per chip; the committed rate (also 1.89) is none, and the capacity-optimised twin
+    # of the plain SKU does not replace it.
     columbus = {(t, p): o for (r, t, p), o in found.items() if r == "us-east5"}
-    assert {o.attributes["chip_unit_price"] for o in columbus.values()} == {2.7, 1.4033}
+    assert {(p, o.attributes["chip_unit_price"]) for (_, p), o in columbus.items()} == {
+        ("on_demand", 2.7), ("spot", 1.4033), ("flex_start", 1.35), ("calendar", 1.89)}
     assert columbus[("v6e-8", "on_demand")].price == pytest.approx(8 * 2.7)
     assert columbus[("v6e-8", "spot")].price == pytest.approx(8 * 1.4033)
 
@@ -598,8 +648,11 @@ def test_parse_command_reads_a_saved_page():
                    if not r["instance_type"].startswith(("v5", "v6", "tpu7x"))]
     assert {r["instance_type"] for r in gpu_records} == {
         "a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g", "a3-highgpu-8g", "a3-edgegpu-8g",
-        "a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g", "nvidia-rtx-pro-6000"}
-    assert {r["gpu"] for r in records} == {"H100-SXM-80GB", "H200-SXM-141GB", "B200",
+        "a3-megagpu-8g", "a4-highgpu-8g", "g4-standard-48", "g4-standard-96",
+        "g4-standard-192", "g4-standard-384"}
+    # A3 Ultra is sold by reservation, Flex-start or Spot: the page prices it on demand only.
+    assert not any(r["instance_type"] == "a3-ultragpu-8g" for r in records)
+    assert {r["gpu"] for r in records} == {"H100-SXM-80GB", "B200",
                                            "RTX-PRO-6000", "TPU-V5E", "TPU-V5P", "TPU-V6E",
                                            "TPU-7X"}
     proc = gpuradar("parse", "gcp", str(FIX / "skus_real_opencost.json"))
@@ -668,8 +721,9 @@ def test_crawl_pages_through_the_catalog_with_a_key(tmp_path, provider_server, s
                     env={"GCP_API_KEY": "AIzaFAKEKEY123"})
     assert proc.returncode == 0, proc.stderr
     [result] = json.loads(proc.stdout)
-    # 121 machine and GPU offers, 72 TPU slices of v2-v6e, 33 of TPU7x (11 sizes x 3 regions)
-    assert result["status"] == "ok" and result["items"] == 121 + 72 + 33, result
+    # 121 machine and GPU offers, 72 TPU slices of v2-v6e, 33 of TPU7x (11 sizes x 3 regions),
+    # 28 Flex-start and calendar-mode TPU slices (v6e x 2 kinds, v5p calendar mode)
+    assert result["status"] == "ok" and result["items"] == 121 + 72 + 33 + 28, result
     pages = [r for r in provider_server.requests if r.path.endswith("/skus")]
     assert [(r.path.split("/")[3], r.query.get("pageToken") is not None) for r in pages] == [
         ("6F81-5844-456A", False), ("6F81-5844-456A", True), ("E000-3F24-B8AA", False)]

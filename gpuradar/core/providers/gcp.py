@@ -2,7 +2,39 @@
 
 from __future__ import annotations
 
+from gpuradar.core.pricing import CALENDAR, FLEX_START, SPOT
 from gpuradar.core.providers.base import Options, Provider, family
+
+# How Google sells its largest GPU machines: machine type -> the pricing kinds it is sold as.
+# None of them is sold on demand, although the catalog lists on-demand SKUs for their GPUs;
+# a machine not named here is sold every way its SKUs price it.
+# - A4 (B200) and A3 Ultra (H200): future reservations, calendar mode, Flex-start and Spot
+#   (AI Hypercomputer, "Consumption options", cloud.google.com/ai-hypercomputer/docs/
+#   consumption-models: calendar mode "A4 or A3 Ultra", Flex-start and Spot "any GPU machine
+#   except A4X"; Cluster Director's consumption table, cloud.google.com/cluster-director/docs/
+#   choose-consumption-option, lists on-demand for N2 only).
+# - A4X (GB200 NVL72): future reservations only (the same table: Flex-start and Spot "any
+#   GPU machine except A4X"); no SKU price gpuradar reads applies.
+# - A3 High with 1, 2 or 4 GPUs: Spot and Flex-start only. Not found in the text of Google's
+#   pages searched here; gpuhunt's maintainers state it (dstackai/gpuhunt#176: on-demand is
+#   not purchasable for a3-highgpu with fewer than 8 GPUs), and the machine-family page's
+#   consumption table is where Google states it.
+SOLD_AS: dict[str, frozenset[str]] = {
+    "a4-highgpu-8g": frozenset({SPOT, FLEX_START, CALENDAR}),
+    "a3-ultragpu-8g": frozenset({SPOT, FLEX_START, CALENDAR}),
+    "a4x-highgpu-4g": frozenset(),
+    "a3-highgpu-1g": frozenset({SPOT, FLEX_START}),
+    "a3-highgpu-2g": frozenset({SPOT, FLEX_START}),
+    "a3-highgpu-4g": frozenset({SPOT, FLEX_START}),
+}
+# The documented terms of the reservation kinds (the SKUs carry only an hourly rate): a
+# Flex-start VM runs at most seven days (Compute Engine "Provisioning models",
+# cloud.google.com/compute/docs/instances/provisioning-models); a calendar-mode future
+# reservation lasts up to 90 days (the consumption-options table above).
+TERMS: dict[str, dict[str, float]] = {
+    FLEX_START: {"max_hours": 7 * 24},
+    CALENDAR: {"max_hours": 90 * 24},
+}
 
 
 def describe_status(provider: Provider, opts: Options, configured: Options
@@ -27,9 +59,12 @@ GCP = Provider(
     credentials={"api_key": "GCP_API_KEY"},
     requires_credentials=True,
     options={"currency": str, "page_size": int},
-    notes=("Cloud Billing Catalog SKUs; machine prices assembled from core + RAM + GPU SKUs; "
-           "N1 GPUs per GPU; TPU slices per chip-hour (Compute Engine and Cloud TPU "
-           "services). Needs an API key."),
+    notes=("Cloud Billing Catalog SKUs: on-demand, spot, Flex-start and calendar-mode "
+           "prices; machine prices assembled from core + RAM + GPU SKUs; N1 GPUs per GPU; "
+           "TPU slices per chip-hour (Compute Engine and Cloud TPU services). Needs an API "
+           "key. Cannot see: availability, future reservations for blocks of capacity "
+           "(A4X, quoted by Google's sales), committed-use prices; A4, A3 Ultra and A3 High "
+           "1/2/4g are not sold on demand."),
     # Compute Engine "GPU machine types" (cloud.google.com/compute/docs/gpus) and
     # "Accelerator-optimized machine family" (cloud.google.com/compute/docs/
     # accelerator-optimized-machines): A2/A3/A4 GPUs on NVSwitch; A3 High GPUDirect-TCPX,
