@@ -21,6 +21,18 @@ What is read, in this order (one response at a time, see `memory` below):
    refuses an instance type of the request (EC2 answers `InvalidParameterValue`) is asked
    again without it: the type the error names is left out, or the list is split in halves
    until the offender is found.
+6. With AWS credentials, also `DescribeCapacityBlockOfferings` in every enabled region for
+   each type EC2 sells as Capacity Blocks for ML and each UltraServer type (the provider
+   facts' CAPACITY_BLOCK_TYPES, CAPACITY_BLOCK_ULTRASERVERS): a 24-hour block of one
+   instance (or UltraServer). Each offering is an offer of pricing kind `capacity_block` in
+   its zone, priced per hour as its up-front fee over its length, with its terms (start,
+   end, hours, fee, currency, offering id); of several offerings in one zone, the cheapest
+   per hour (then the earliest) is kept. A region or type EC2 does not sell as blocks
+   answers with no offering or refuses the type: nothing, counted.
+
+A type AWS sells as Capacity Blocks that the on-demand file lists at $0 (p5e) is not sold
+on demand: it gets no on-demand offer and is counted as `not_on_demand`, not as a dropped
+zero price.
 
 The accelerator model, count and memory come from the instance-type table below (the price
 files do not name them). A type the price files list as a GPU or ML ASIC instance but the
@@ -50,6 +62,12 @@ from twisted.python.failure import Failure
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.pricing import CAPACITY_BLOCK
+from gpuradar.core.providers.aws import (
+    CAPACITY_BLOCK_HOURS,
+    CAPACITY_BLOCK_TYPES,
+    CAPACITY_BLOCK_ULTRASERVERS,
+)
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 ONDEMAND_PAGE = "https://aws.amazon.com/ec2/pricing/on-demand/"
@@ -167,6 +185,12 @@ _NOT_ML = re.compile(r"^(vt|f)\d+\.")
 # EC2's error code for a parameter value it does not accept (an instance type it does not
 # know in that region, among others).
 _INVALID_VALUE = "InvalidParameterValue"
+# How EC2 refuses a Capacity Block search it cannot answer in a region (a type or UltraServer
+# it does not sell as blocks there): nothing to price, not a failure.
+_NOT_SOLD_HERE = (_INVALID_VALUE, "InvalidParameterCombination", "Unsupported",
+                  "UnsupportedOperation", "InvalidInstanceType")
+# The AWS page that explains Capacity Block prices (fee up front, per the block).
+CAPACITY_BLOCKS_PAGE = "https://aws.amazon.com/ec2/capacityblocks/pricing/"
 
 
 def gpu_of(instance_type: str) -> tuple[str, float | None, float] | None:
@@ -236,6 +260,8 @@ class AwsSpider(GpuRadarSpider):
         # the locations feed says. Local and Wavelength Zones the feed lists are kept apart.
         self.region_names: dict[str, str] = dict(REGIONS)
         self.other_zones: set[str] = set()
+        # Capacity Block types the on-demand files list at $0: logged once a crawl.
+        self.not_on_demand: set[str] = set()
 
     # -- configuration -----------------------------------------------------------------
     def wanted_regions(self) -> set[str] | None:
@@ -368,7 +394,7 @@ class AwsSpider(GpuRadarSpider):
 
     # -- parsers -------------------------------------------------------------------------
     def parse_file(self, response: Response) -> Iterator[PriceItem]:
-        """Tell the six kinds of response apart by content (`gpuradar parse aws FILE`)."""
+        """Tell the seven kinds of response apart by content (`gpuradar parse aws FILE`)."""
         head = _body_text(response).lstrip()[:400]
         if head.startswith("<"):
             if "DescribeSpotPriceHistoryResponse" in head:
@@ -377,8 +403,13 @@ class AwsSpider(GpuRadarSpider):
                 return
             if "DescribeRegionsResponse" in head:
                 return
+            if "DescribeCapacityBlockOfferingsResponse" in head:
+                yield from (o for o in self.parse_capacity_blocks(response)
+                            if isinstance(o, PriceItem))
+                return
             raise ParseError(self.name, "<root>", response.url,
-                             "is not a DescribeSpotPriceHistory or DescribeRegions response")
+                             "is not a DescribeSpotPriceHistory, DescribeRegions or "
+                             "DescribeCapacityBlockOfferings response")
         data = _json(response, self.name)
         if isinstance(data, dict) and "spot_advisor" in data:
             self.read_advisor(data, response.url)
@@ -560,6 +591,14 @@ class AwsSpider(GpuRadarSpider):
             return None
         if offer.get("Tenancy", "Shared") != "Shared":
             return None
+        if instance_type in CAPACITY_BLOCK_TYPES and _number(offer.get("price")) == 0:
+            # $0 for a type sold as Capacity Blocks: not sold on demand (p5e), not a price.
+            self.count("not_on_demand")
+            if instance_type not in self.not_on_demand:
+                self.not_on_demand.add(instance_type)
+                self.logger.info("aws: %s is listed at $0 on demand: not sold on demand "
+                                 "(Capacity Blocks), so no on-demand offer", instance_type)
+            return None
         gpu, memory, count = gpu_of(instance_type)  # type: ignore[misc]
         return PriceItem(source=self.name, region=region, instance_type=instance_type,
                          pricing="on_demand", gpu=gpu, gpu_count=count, gpu_memory_gb=memory,
@@ -588,6 +627,93 @@ class AwsSpider(GpuRadarSpider):
                              ", ".join(skipped))
         for code in sorted(r for r in set(enabled) if wanted is None or r in wanted):
             yield self.spot_history_request(code)
+            if self.option("capacity_blocks", True):
+                yield from self.capacity_block_requests(code)
+
+    def capacity_block_requests(self, region: str) -> Iterator[scrapy.Request]:
+        """DescribeCapacityBlockOfferings in `region`: a 24-hour block of one instance of each
+        Capacity Block type, and of one UltraServer of each UltraServer type."""
+        hours = str(CAPACITY_BLOCK_HOURS)
+        for instance_type in CAPACITY_BLOCK_TYPES:
+            yield self.signed_request(region, {
+                "Action": "DescribeCapacityBlockOfferings", "InstanceType": instance_type,
+                "InstanceCount": "1", "CapacityDurationHours": hours},
+                callback=self.parse_capacity_blocks)
+        for ultraserver in CAPACITY_BLOCK_ULTRASERVERS:
+            yield self.signed_request(region, {
+                "Action": "DescribeCapacityBlockOfferings", "UltraserverType": ultraserver,
+                "UltraserverCount": "1", "CapacityDurationHours": hours},
+                callback=self.parse_capacity_blocks)
+
+    def parse_capacity_blocks(self, response: Response, region: str = "", **kwargs: Any
+                              ) -> Iterator[PriceItem | scrapy.Request]:
+        root = _xml(response, self.name)
+        code = root.findtext(".//Error/Code")
+        if code in _NOT_SOLD_HERE:
+            self.count("capacity_blocks_not_sold_here")
+            return
+        if code == "UnauthorizedOperation":
+            # Credentials without ec2:DescribeCapacityBlockOfferings: the spot history still
+            # counts; say once what is missing, in EC2's words.
+            self.count("capacity_blocks_refused")
+            self.warn_once("capacity-blocks-refused", "aws: DescribeCapacityBlockOfferings "
+                           "refused (%s): no Capacity Block prices; the credentials need "
+                           "ec2:DescribeCapacityBlockOfferings",
+                           (root.findtext(".//Error/Message") or code)[:200])
+            return
+        if self.api_error(root, response, "DescribeCapacityBlockOfferings", region):
+            return
+        offerings = root.find("capacityBlockOfferingSet")
+        if offerings is None:
+            raise ParseError(self.name, "capacityBlockOfferingSet", response.url, "is missing")
+        best: dict[tuple[str, str], tuple[tuple[float, str], PriceItem]] = {}
+        for item in offerings.findall("item"):
+            offer = self.capacity_block_item(region, item, response.url)
+            if offer is None:
+                continue
+            rank = (float("inf") if not isinstance(offer.price, float) else offer.price,
+                    offer.attributes["terms"].get("start") or "")
+            key = (offer.zone, offer.instance_type)
+            if key not in best or rank < best[key][0]:
+                best[key] = (rank, offer)
+        for _, offer in best.values():
+            yield offer
+        token = (root.findtext("nextToken") or "").strip()
+        if token and region and self.aws_credentials is not None:
+            params = dict(kwargs.get("params") or {})
+            params["NextToken"] = token
+            yield self.signed_request(region, params, callback=self.parse_capacity_blocks)
+
+    def capacity_block_item(self, region: str, item: ET.Element, where: str
+                            ) -> PriceItem | None:
+        """One offering as an offer: per hour = up-front fee / (hours + minutes / 60) of the
+        whole block (one instance, or one UltraServer of `instanceCount` instances)."""
+        instance_type = item.findtext("instanceType") or ""
+        ultraserver = item.findtext("ultraserverType") or ""
+        zone = item.findtext("availabilityZone") or ""
+        if not zone:
+            raise ParseError(self.name, "availabilityZone", where, "is missing")
+        if not self.is_accelerated(instance_type, True):
+            return None
+        gpu, memory, per_instance = gpu_of(instance_type)  # type: ignore[misc]
+        instances = _number(item.findtext("instanceCount")) or 1
+        hours = (_number(item.findtext("capacityBlockDurationHours")) or 0) + (
+            _number(item.findtext("capacityBlockDurationMinutes")) or 0) / 60
+        fee = _number(item.findtext("upfrontFee"))
+        # No fee or no length: no hourly price; the pipeline counts it, nothing is stored.
+        price = round(fee / hours, 6) if fee is not None and hours > 0 else None
+        terms: dict[str, Any] = {
+            "block_hours": hours or None, "start": item.findtext("startDate"),
+            "end": item.findtext("endDate"), "upfront_fee": fee,
+            "currency": item.findtext("currencyCode"), "instance_count": int(instances),
+            "offering_id": item.findtext("capacityBlockOfferingId")}
+        return PriceItem(source=self.name, region=region or region_of_zone(zone), zone=zone,
+                         instance_type=ultraserver or instance_type, pricing=CAPACITY_BLOCK,
+                         gpu=gpu, gpu_count=per_instance * instances, gpu_memory_gb=memory,
+                         price=price, currency=item.findtext("currencyCode") or "USD",
+                         available=True, url=CAPACITY_BLOCKS_PAGE,
+                         attributes={"terms": {k: v for k, v in terms.items()
+                                               if v is not None}})
 
     def api_error(self, root: ET.Element, response: Response, action: str, region: str) -> bool:
         """Log an EC2 API error response (its code and message, never the request)."""

@@ -159,15 +159,16 @@ def test_region_is_read_from_the_file_when_parsed_alone():
     ("NaN", "bad_price"), ("0.0000000000", "zero_price"), (None, "no_price"),
     ("n/a", "bad_price"), ("-1", "negative_price")])
 def test_bad_prices_are_dropped_with_their_reason(price, reason):
+    # p5.4xlarge: not a Capacity Block type, whose $0 means "not sold on demand" (below).
     doc = ondemand_doc()
-    entry = doc["regions"]["US East (N. Virginia)"]["p5 48xlarge US East N. Virginia Linux"]
+    entry = doc["regions"]["US East (N. Virginia)"]["p5 4xlarge US East N. Virginia Linux"]
     if price is None:
         del entry["price"]
     else:
         entry["price"] = price
     found = by_type(items(make_spider().parse_ondemand(
         response(json.dumps(doc).encode()), region="us-east-1")))
-    assert validate(found["p5.48xlarge"]) == reason
+    assert validate(found["p5.4xlarge"]) == reason
     assert validate(found["p4d.24xlarge"]) is None and found["p4d.24xlarge"].price == 21.957642
 
 
@@ -649,9 +650,123 @@ def test_describe_regions_skips_regions_not_enabled_with_one_line(caplog):
     with caplog.at_level(logging.INFO):
         out = list(spider.parse_describe_regions(response(FIX / "describe_regions.xml"),
                                                  region="us-east-1"))
-    assert sorted(r.cb_kwargs["region"] for r in out) == ["eu-north-1", "us-east-1", "us-west-2"]
+    history = [r for r in out if r.cb_kwargs["params"]["Action"] == "DescribeSpotPriceHistory"]
+    assert sorted(r.cb_kwargs["region"] for r in history) == [
+        "eu-north-1", "us-east-1", "us-west-2"]
     lines = [r.getMessage() for r in caplog.records if "not enabled" in r.getMessage()]
     assert lines == ["aws: regions not enabled for this account, skipped: af-south-1, ap-east-1"]
+
+
+# -- Capacity Blocks for ML -----------------------------------------------------------------
+def capacity_block_requests(out) -> dict[tuple[str, str], dict[str, str]]:
+    return {(r.cb_kwargs["region"], r.cb_kwargs["params"].get("InstanceType")
+             or r.cb_kwargs["params"]["UltraserverType"]): r.cb_kwargs["params"]
+            for r in requests(out)
+            if r.cb_kwargs["params"]["Action"] == "DescribeCapacityBlockOfferings"}
+
+
+def test_with_credentials_every_enabled_region_is_asked_for_capacity_blocks():
+    out = list(signing_spider().parse_describe_regions(response(FIX / "describe_regions.xml"),
+                                                       region="us-east-1"))
+    asked = capacity_block_requests(out)
+    assert {r for r, _ in asked} == {"eu-north-1", "us-east-1", "us-west-2"}
+    # Each type EC2 sells as blocks, a 24-hour block of one instance (botocore's EC2 model:
+    # InstanceType, InstanceCount, CapacityDurationHours) ...
+    assert asked[("us-east-1", "p6-b200.48xlarge")] == {
+        "Action": "DescribeCapacityBlockOfferings", "InstanceType": "p6-b200.48xlarge",
+        "InstanceCount": "1", "CapacityDurationHours": "24"}
+    assert {t for r, t in asked if r == "us-east-1"} >= {
+        "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "trn2.48xlarge"}
+    # ... and one GB200 UltraServer (UltraserverType, UltraserverCount).
+    assert asked[("us-west-2", "u-p6e-gb200x72")] == {
+        "Action": "DescribeCapacityBlockOfferings", "UltraserverType": "u-p6e-gb200x72",
+        "UltraserverCount": "1", "CapacityDurationHours": "24"}
+    off = make_spider(access_key_id="AKIDEXAMPLE", secret_access_key="s", capacity_blocks=False)
+    off.aws_credentials = off.credential_source(off.settings).get_frozen_credentials()
+    assert not capacity_block_requests(off.parse_describe_regions(
+        response(FIX / "describe_regions.xml"), region="us-east-1"))
+
+
+def test_a_capacity_block_offering_is_an_offer_of_its_own_kind_with_its_terms():
+    # AWS's published p5.48xlarge rate in N. Virginia, $39.33 an instance-hour: a 24 h block
+    # costs 943.92 up front. Two offerings in us-east-1a: the same price, the earlier kept.
+    found = items(signing_spider().parse_capacity_blocks(
+        response(FIX / "capacity_blocks_us-east-1.xml"), region="us-east-1"))
+    by_zone = {o.zone: o for o in found}
+    assert sorted(by_zone) == ["us-east-1a", "us-east-1b"]
+    block = by_zone["us-east-1a"]
+    assert (block.region, block.instance_type, block.pricing, block.gpu, block.gpu_count,
+            block.currency, block.available) == (
+        "us-east-1", "p5.48xlarge", "capacity_block", "H100", 8, "USD", True)
+    assert block.price == pytest.approx(39.33)
+    assert block.attributes["terms"] == {
+        "block_hours": 24, "start": "2024-12-10T11:30:00.000Z",
+        "end": "2024-12-11T11:30:00.000Z", "upfront_fee": 943.92, "currency": "USD",
+        "instance_count": 1, "offering_id": "cb-0123456789abcdef0"}
+    # p5e (8 x H200) in Ohio at its published $43.26.
+    [p5e] = items(signing_spider().parse_capacity_blocks(
+        response(FIX / "capacity_blocks_p5e_us-east-2.xml"), region="us-east-2"))
+    assert (p5e.gpu, p5e.pricing, p5e.price) == ("H200", "capacity_block", pytest.approx(43.26))
+    normalize(p5e, FxTable({}))
+    assert p5e.price_per_gpu_usd == pytest.approx(43.26 / 8)
+
+
+def test_an_ultraserver_block_counts_every_gpu_and_a_block_without_a_fee_is_not_priced():
+    # An UltraServer offering (the model's ultraserverType and instanceCount): its GPUs are
+    # those of all its instances. No public answer gives a fee: with none, no price.
+    body = (FIX / "capacity_blocks_us-east-1.xml").read_text()
+    first = body[body.index("<item>"):body.index("</item>") + len("</item>")]
+    ultra = (first.replace("p5.48xlarge", "p6e-gb200.36xlarge")
+             .replace("<instanceCount>1<", "<instanceCount>18<")
+             .replace("<upfrontFee>943.92</upfrontFee>", "")
+             .replace("<tenancy>", "<ultraserverType>u-p6e-gb200x72</ultraserverType>"
+                      "<ultraserverCount>1</ultraserverCount><tenancy>"))
+    text = body[:body.index("<item>")] + ultra + body[body.rindex("</item>") + 7:]
+    [offer] = items(signing_spider().parse_capacity_blocks(
+        response(text.encode(), kind="xml"), region="us-east-1"))
+    assert (offer.instance_type, offer.gpu, offer.gpu_count, offer.price) == (
+        "u-p6e-gb200x72", "GB200", 72, None)
+    assert validate(offer) == "no_price"
+
+
+def test_a_region_that_sells_no_blocks_of_a_type_is_no_failure(caplog):
+    spider = signing_spider()
+    body = (FIX / "error_invalid_instance_type.xml").read_bytes()
+    assert list(spider.parse_capacity_blocks(error_response(body), region="eu-north-1")) == []
+    assert list(spider.parse_capacity_blocks(response(FIX / "capacity_blocks_none.xml"),
+                                             region="us-west-2")) == []
+    assert stats(spider)["gpuradar/skipped/capacity_blocks_not_sold_here"] == 1
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    # Credentials without the permission: said once, as a warning; spot prices still count.
+    refused = (FIX / "error_unauthorized.xml").read_bytes()
+    for region in ("us-east-1", "us-west-2"):
+        list(spider.parse_capacity_blocks(response(refused, status=403, kind="xml"),
+                                          region=region))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "ec2:DescribeCapacityBlockOfferings" in warnings[0]
+
+
+def test_a_zero_on_demand_price_of_a_capacity_block_type_is_not_sold_on_demand(caplog):
+    # p5e.48xlarge at $0 in the public on-demand file: not sold on demand, so no offer (the
+    # row built from the real p5en row of the us-east-1 capture). A $0 of another type stays
+    # a dropped zero price for the pipeline to count.
+    data = json.loads((FIX / "ondemand_real_us-east-1.json").read_text())
+    [location] = data["regions"]
+    rows = data["regions"][location]
+    p5en = rows["p5en 48xlarge US East N. Virginia Linux"]
+    rows["p5e 48xlarge US East N. Virginia Linux"] = {
+        **p5en, "Instance Type": "p5e.48xlarge", "price": "0.0000000000"}
+    g5 = next(k for k, v in rows.items() if v["Instance Type"] == "g5.xlarge")
+    rows[g5] = {**rows[g5], "price": "0.0000000000"}
+    spider = make_spider()
+    with caplog.at_level(logging.INFO):
+        found = by_type(items(spider.ondemand_items(data, "file", "us-east-1")))
+    assert "p5e.48xlarge" not in found and found["p5en.48xlarge"].price == "63.2960000000"
+    assert stats(spider)["gpuradar/skipped/not_on_demand"] == 1
+    assert validate(found["g5.xlarge"]) == "zero_price"
+    assert [r.getMessage() for r in caplog.records if "not sold on demand" in r.getMessage()
+            ] == ["aws: p5e.48xlarge is listed at $0 on demand: not sold on demand (Capacity "
+                  "Blocks), so no on-demand offer"]
 
 
 def test_api_error_is_logged_with_its_code(caplog):
@@ -779,8 +894,12 @@ def test_status_says_what_credentials_add(no_aws_env):
 
     enabled, why = status()
     assert enabled and "AWS_ACCESS_KEY_ID" in why and "per-zone spot prices" in why
+    assert "(capacity blocks need credentials)" in why
     assert status(access_key_id="AKIDEXAMPLE", secret_access_key="x") == (
-        True, "public price files; AWS credentials found (config-file): per-zone spot prices")
+        True, "public price files; AWS credentials found (config-file): per-zone spot prices, "
+        "Capacity Block offerings")
+    assert status(access_key_id="AKIDEXAMPLE", secret_access_key="x",
+                  capacity_blocks=False)[1].endswith("per-zone spot prices")
     # A key id without its secret is not a credential: the standard chain is looked at.
     assert "would add per-zone spot prices" in status(access_key_id="AKIDEXAMPLE")[1]
     assert status(spot_history=False) == (
@@ -976,18 +1095,21 @@ def test_credentials_add_signed_per_zone_spot_prices(tmp_path, provider_server, 
     result = crawl(cfg, sqlite_url, "aws", env=FAKE_AWS)
     assert result["aws"]["status"] == "ok", result
     signed = [(p, h) for p, h in seen if p.startswith("/ec2/")]
-    # DescribeRegions in us-east-1, then the enabled regions (two pages in us-east-1).
-    assert sorted(p for p, _ in signed) == ["/ec2/eu-north-1/", "/ec2/us-east-1/",
-                                            "/ec2/us-east-1/", "/ec2/us-east-1/",
-                                            "/ec2/us-west-2/"]
+    # DescribeRegions in us-east-1, then the enabled regions (two pages of spot history in
+    # us-east-1), and in each the Capacity Blocks of 7 instance types and 2 UltraServers.
+    assert sorted(p for p, _ in signed) == sorted(
+        ["/ec2/eu-north-1/", "/ec2/us-east-1/", "/ec2/us-east-1/", "/ec2/us-east-1/",
+         "/ec2/us-west-2/"] + [f"/ec2/{r}/" for r in ("eu-north-1", "us-east-1", "us-west-2")
+                              for _ in range(9)])
     for path, headers in signed:
         region = path.split("/")[2]
         assert re.match(rf"AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/\d{{8}}/{region}/ec2/"
                         r"aws4_request, SignedHeaders=\S+, Signature=[0-9a-f]{64}$",
                         headers["Authorization"])
         assert re.match(r"\d{8}T\d{6}Z$", headers["X-Amz-Date"])
-    zones = {(o["zone"], o["instance_type"]): o for o in stored_aws_offers(sqlite_url)
-             if o["zone"]}
+    stored = stored_aws_offers(sqlite_url)
+    zones = {(o["zone"], o["instance_type"]): o for o in stored
+             if o["zone"] and o["pricing"] == "spot"}
     assert set(zones) == {("us-east-1a", "g4dn.xlarge"), ("us-east-1c", "g4dn.xlarge"),
                           ("us-east-1a", "p5.48xlarge"), ("us-east-1b", "p5.48xlarge"),
                           ("us-east-1d", "g6e.xlarge"), ("us-east-1f", "g6f.large"),
@@ -997,6 +1119,16 @@ def test_credentials_add_signed_per_zone_spot_prices(tmp_path, provider_server, 
     assert zones[("us-east-1a", "inf2.xlarge")]["gpu"] == "INFERENTIA2"
     assert zones[("us-east-1a", "p5.48xlarge")]["attributes"]["interruption"] == "<5%"
     assert FAKE_AWS["AWS_SECRET_ACCESS_KEY"] not in result["_stderr"]
+    # The Capacity Blocks the answer offers, stored apart from spot and on-demand: per zone,
+    # with their terms, and shown as such by `prices --pricing capacity-block`.
+    blocks = {o["zone"]: o for o in stored if o["pricing"] == "capacity_block"}
+    assert sorted(blocks) == ["us-east-1a", "us-east-1b"]
+    assert blocks["us-east-1a"]["price_per_gpu_usd"] == pytest.approx(39.33 / 8)
+    assert blocks["us-east-1a"]["attributes"]["terms"]["start"] == "2024-12-10T11:30:00.000Z"
+    table = gpuradar("prices", "--source", "aws", "--pricing", "capacity-block", config=cfg,
+                     db_url=sqlite_url).stdout
+    assert "capacity-block" in table and "24 h block, 2024-12-10 11:30 to 2024-12-11 11:30 UTC" \
+        in " ".join(table.split())
 
 
 @pytest.mark.parametrize("status", [403, 401])

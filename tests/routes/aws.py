@@ -48,6 +48,11 @@ def ec2_handler(req: Request) -> Reply:
             return Reply(body=fixture(f"aws/spot_history_us-east-1_{page}.xml"),
                          content_type=XML)
         return Reply(body=fixture(f"aws/spot_history_{region}.xml"), content_type=XML)
+    if form.get("Action") == "DescribeCapacityBlockOfferings":
+        # Capacity Blocks of p5.48xlarge in us-east-1; nothing else anywhere.
+        found = region == "us-east-1" and form.get("InstanceType") == "p5.48xlarge"
+        name = "capacity_blocks_us-east-1" if found else "capacity_blocks_none"
+        return Reply(body=fixture(f"aws/{name}.xml"), content_type=XML)
     return Reply(400, b"<Response><Errors><Error><Code>InvalidAction</Code></Error></Errors>"
                  b"</Response>", content_type=XML)
 

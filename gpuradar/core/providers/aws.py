@@ -6,6 +6,19 @@ from typing import Any
 
 from gpuradar.core.providers.base import Options, Provider, family
 
+# What EC2 sells as Capacity Blocks for ML (DescribeCapacityBlockOfferings, with credentials):
+# the instance types of AWS's EC2 User Guide, "Capacity Blocks for ML" (p5, p5e, p5en, p4d,
+# trn1, trn2), and p6-b200, which AWS launched for Capacity Blocks only (no on-demand, Spot
+# or Savings Plans at launch); the UltraServers by their UltraserverType, asked with
+# UltraserverCount 1 (u-p6e-gb200x36/x72: GB200 NVL36/NVL72, the types of AWS's price file).
+CAPACITY_BLOCK_TYPES: tuple[str, ...] = (
+    "p4d.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge",
+    "trn1.32xlarge", "trn2.48xlarge")
+CAPACITY_BLOCK_ULTRASERVERS: tuple[str, ...] = ("u-p6e-gb200x36", "u-p6e-gb200x72")
+# The block asked for: the shortest EC2 sells (CapacityDurationHours: 1-day steps up to 14
+# days, then 7-day steps up to 182 days; botocore's EC2 model), one instance.
+CAPACITY_BLOCK_HOURS = 24
+
 
 def credential_source(opts: Options, with_roles: bool = True) -> Any:
     """botocore Credentials from the source options (with the environment's) or botocore's
@@ -44,10 +57,12 @@ def describe_status(provider: Provider, opts: Options, configured: Options
         return True, public + f"; AWS credentials unusable ({type(creds).__name__})"
     if creds is not None:
         return True, (public + f"; AWS credentials found ({creds.method}): per-zone spot "
-                      "prices")
+                      "prices" + ("" if opts.get("capacity_blocks") is False
+                                  else ", Capacity Block offerings"))
     return True, (public + "; AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
                   "AWS_PROFILE or sources.aws.profile; an instance role is tried at "
-                  "crawl time) would add per-zone spot prices")
+                  "crawl time) would add per-zone spot prices and Capacity Block offerings "
+                  "(capacity blocks need credentials)")
 
 
 AWS = Provider(
@@ -63,12 +78,17 @@ AWS = Provider(
                     "ec2-ondemand-without-sec-sel/{location}/Linux/index.json",
         "ec2": "https://ec2.{region}.amazonaws.com/",
     },
-    options={"regions": str | list[str], "spot_history": bool, "profile": str,
+    options={"regions": str | list[str], "spot_history": bool, "capacity_blocks": bool,
+             "profile": str,
              "home_region": str, "access_key_id": str, "secret_access_key": str,
              "session_token": str},
     notes=("Public on-demand and spot price files (GPU, Trainium, Inferentia and Gaudi "
            "instances), Spot Advisor interruption bands; AWS credentials add per-zone spot "
-           "prices (DescribeSpotPriceHistory)."),
+           "prices (DescribeSpotPriceHistory) and Capacity Block offerings "
+           "(DescribeCapacityBlockOfferings: a 24 h block of one instance or UltraServer). "
+           "Cannot see: capacity blocks without credentials, On-Demand Capacity "
+           "Reservations, Savings Plans, availability of on-demand capacity; p5e and "
+           "UltraServers are not sold on demand."),
     # Every row: Amazon EC2 instance types, "Accelerated computing" specifications
     # (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html, its "Networking specifications"
     # and accelerator tables) and the product page of the family named in the note
