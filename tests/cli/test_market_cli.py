@@ -115,7 +115,8 @@ def test_python_api_rejects_bad_arguments(replayed):
     store = gpuradar.open(replayed)
     with pytest.raises(UnknownGpu, match="unknown GPU 'H1OO'"):
         store.offers(gpu="H1OO")
-    with pytest.raises(ValueError, match="pricing must be on-demand or spot, not 'reserved'"):
+    with pytest.raises(ValueError, match="pricing must be one of on-demand, spot, "
+                       "capacity-block, flex-start, calendar, not 'reserved'"):
         store.index(pricing="reserved")
     with pytest.raises(ValueError, match="give offer_id"):
         store.history()

@@ -768,3 +768,14 @@ def test_a_stored_interconnect_from_an_older_table_does_not_outlive_its_correcti
     [fit] = rec.fits
     assert fit.interconnect["intra_node"] == "nvswitch"
     assert fit.interconnect["inter_node"] is None
+
+
+def test_a_capacity_block_is_never_a_plan_and_is_counted_as_sold_by_reservation():
+    # A 24 h block booked ahead is no machine to start now by the hour: even the cheapest
+    # per GPU-hour is left out, and the reason is said.
+    offers = [row("aws", "p5.48xlarge", "H100-SXM-80GB", 8, 39.33, pricing="capacity_block"),
+              row("lambda", "gpu_8x_h100_sxm5", "H100-SXM-80GB", 8, 23.92 * 2)]
+    rec = rc.recommend(offers, rc.Job(7e9, "finetune"), rc.Options(max_age=None), FxTable(),
+                       datetime.now(UTC))
+    assert [f.offer.source for f in rec.fits] == ["lambda"]
+    assert rec.excluded["sold by reservation (capacity-block)"] == 1

@@ -144,7 +144,8 @@ def test_etag_gives_304_until_the_answer_changes(site):
 
 @pytest.mark.parametrize(("query", "message"), [
     ("/offers?gpu=H1OO", "unknown GPU 'H1OO'"),
-    ("/offers?pricing=reserved", "pricing must be on-demand or spot, not 'reserved'"),
+    ("/offers?pricing=reserved", "pricing must be one of on-demand, spot, capacity-block, "
+                                  "flex-start, calendar, not 'reserved'"),
     ("/offers?max_price=cheap", "max_price must be a number, not 'cheap'"),
     ("/offers?availble=true", "unknown parameter 'availble'"),
     ("/history?days=7", "give offer_id (one offer) or gpu"),

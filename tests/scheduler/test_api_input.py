@@ -150,3 +150,23 @@ def test_a_request_refused_before_the_app_is_a_json_error(site, request_bytes, s
 def test_a_request_that_is_not_http_1_gets_a_json_line(site, request_bytes, error):
     """No HTTP/1 request line: the answer is HTTP/0.9's, a body alone, still JSON."""
     assert json.loads(_raw(site, request_bytes)) == {"error": error}
+
+
+def test_reservation_kinds_are_their_own_pricing_in_offers_and_index(engine, spec):
+    """A Capacity Block is asked for by its word and never mixed into on-demand: not in the
+    offers, not in the on-demand index figure; the OpenAPI document lists every kind."""
+    crawl(engine, "aws", [item("aws", "p5.48xlarge", 4.9, pricing="capacity_block"),
+                          item("aws", "p5.48xlarge", 6.9)], T0)
+    assert {"capacity_block", "flex_start", "calendar"} <= set(
+        spec["components"]["schemas"]["Offer"]["properties"]["pricing"]["enum"])
+    with served(lambda: engine) as base:
+        status, _, body = get(base + "/api/v1/offers?pricing=capacity-block")
+        offers = check(spec, "/offers", 200, body)
+        assert status == 200 and [o["pricing"] for o in offers["offers"]] == ["capacity_block"]
+        status, _, body = get(base + "/api/v1/index?pricing=on-demand")
+        figures = check(spec, "/index", 200, body)["index"]
+        assert [(f["pricing"], f["median"]) for f in figures] == [("on_demand", 6.9)]
+        status, _, body = get(base + "/api/v1/offers?pricing=reserved")
+        assert status == 400
+        assert ("pricing must be one of on-demand, spot, capacity-block, flex-start, calendar, "
+                "not 'reserved'") in check(spec, "/offers", 400, body)["error"]
