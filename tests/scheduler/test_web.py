@@ -333,3 +333,22 @@ def test_the_running_service_serves_the_page(tmp_path, sqlite_template):
         assert request(f"http://127.0.0.1:{port}/", "POST")[0] == 405
     finally:
         assert daemon.stop() == 0
+
+
+def test_the_page_offers_every_pricing_kind_and_shows_a_capacity_block_apart(engine):
+    """The pricing menu lists the reservation kinds; picked, the table shows only their
+    offers, labelled as such; an unknown kind is said, with the choices."""
+    from gpuradar.scheduler.web import render
+    from tests.storage.test_index import T0, crawl, item
+
+    crawl(engine, "aws", [item("aws", "p5.48xlarge", 4.9, pricing="capacity_block"),
+                          item("aws", "p5.48xlarge", 6.9)], T0)
+    page = render(engine, {"pricing": ["capacity-block"]}, now=T0)
+    assert '<option value="capacity-block" selected>capacity-block</option>' in page
+    for kind in ("flex-start", "calendar"):
+        assert f'<option value="{kind}">{kind}</option>' in page
+    table = page[page.index('<table id="cheapest">'):page.index("</table>")]
+    assert "<td>capacity-block</td>" in table and "on-demand" not in table
+    bad = render(engine, {"pricing": ["reserved"]}, now=T0)
+    assert ("pricing must be one of on-demand, spot, capacity-block, flex-start, calendar, "
+            "not &#39;reserved&#39;") in bad
