@@ -100,6 +100,6 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
                       ("last_items", "items", 3),
                       ("last_success", "last success", 2), ("stale", "freshness", 1),
                       ("uncatalogued", "uncatalogued", 5), ("price_source", "prices", 6),
-                      ("last_error", "last error")],
+                      ("last_error", "last error"), ("notes", "reads / cannot see", 7)],
          pick_format(fmt, as_json, as_csv),
          raw_rows=rows)

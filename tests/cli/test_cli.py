@@ -307,3 +307,21 @@ def test_replay_of_a_file_and_a_bad_log_level_say_what_is_wrong(tmp_path):
     proc = gpuradar("run", "--log-level", "nosuch")
     assert proc.returncode == 2 and "Value error" not in proc.stderr  # pydantic's prefix
     assert "'nosuch' is not one of 'debug', 'info', 'warning', 'error'" in proc.stderr
+
+
+def test_sources_says_what_each_source_cannot_see(tmp_path):
+    """Without AWS credentials `sources` says Capacity Blocks need them; the notes say what
+    AWS and GCP cannot see, and which machines are not sold on demand."""
+    from tests.crawler.test_aws import NO_AWS
+
+    cfg = write_config(tmp_path / "c.yaml")
+    rows = {r["source"]: r for r in gpuradar_json(
+        "sources", config=cfg, db_url=f"sqlite:///{tmp_path}/s.db",
+        env=NO_AWS)}
+    assert "(capacity blocks need credentials)" in rows["aws"]["why"]
+    assert "Cannot see: capacity blocks without credentials" in rows["aws"]["notes"]
+    assert "p5e and UltraServers are not sold on demand" in rows["aws"]["notes"]
+    assert "Flex-start and calendar-mode" in rows["gcp"]["notes"]
+    assert "A4, A3 Ultra and A3 High 1/2/4g are not sold on demand" in rows["gcp"]["notes"]
+    wide = gpuradar("sources", "--wide", config=cfg, db_url=f"sqlite:///{tmp_path}/s.db")
+    assert "cannot see" in wide.stdout
