@@ -207,10 +207,12 @@ def test_machines_google_sells_only_by_reservation_or_spot_get_no_on_demand_offe
                     "a3-highgpu-4g"):
         assert (("us-central1", machine, "on_demand")) not in found, machine
     assert ("us-central1", "a3-highgpu-8g", "on_demand") in found  # 8 GPUs: on demand too
-    # Five machines in us-central1, and A3 High 1/2/4g in europe-west4 too.
-    assert stats(spider)["gpuradar/skipped/not_on_demand"] == 8
+    # Five machines in us-central1 and A3 High 1/2/4g in europe-west4 too; and A4X (GB200),
+    # sold by future reservation only.
+    assert stats(spider)["gpuradar/skipped/not_on_demand"] == 9
     (line,) = [r.getMessage() for r in caplog.records if "not sold that way" in r.getMessage()]
     assert "a4-highgpu-8g on-demand" in line and "a3-highgpu-2g on-demand" in line
+    assert "a4x-highgpu-4g on-demand" in line
 
 
 def test_flex_start_and_calendar_mode_skus_are_offers_of_their_own_kind_with_terms(full):
@@ -269,18 +271,35 @@ def test_commitments_reservations_dws_and_sole_tenancy_are_skipped(full):
     assert not any(t.startswith("a3-megagpu") and p == "spot" for _, t, p in found)
 
 
-def test_unmatched_gpu_and_tpu_skus_are_reported_as_uncatalogued_once(full, caplog):
-    spider, _ = full
-    # The GB200 GPU SKU (a description no GPU_SKUS row knows).
-    assert stats(spider)["gpuradar/uncatalogued"] == 1
-    # Seen again on a later crawl page: counted again, logged once.
-    spider.read_page(page("skus_page2.json"), "again")
+def with_gb300(data: dict[str, Any]) -> dict[str, Any]:
+    """The page with a GPU SKU no GPU_SKUS row knows: the GB200 SKU renamed GB300 (A4X Max,
+    whose SKU wording gpuradar has not seen)."""
+    data = copy.deepcopy(data)
+    gb = next(s for s in data["skus"] if s["description"] == "Nvidia GB200 GPU running in Iowa")
+    data["skus"].append({**gb, "description": "Nvidia GB300 GPU running in Iowa"})
+    return data
+
+
+def test_unmatched_gpu_and_tpu_skus_are_reported_as_uncatalogued_once(caplog):
+    spider = make_spider(api_key="k")
+    with caplog.at_level(logging.WARNING):
+        crawl_pages(spider, page("skus_page1.json"), with_gb300(page("skus_page2.json")))
+        assert stats(spider)["gpuradar/uncatalogued"] == 1
+        # Seen again on a later crawl page: counted again, logged once.
+        spider.read_page(with_gb300(page("skus_page2.json")), "again")
     assert stats(spider)["gpuradar/uncatalogued"] == 2
-    logged = caplog.get_records("setup") + caplog.records  # the fixture crawled the pages
-    lines = [r.getMessage() for r in logged if "uncatalogued" in r.getMessage()]
+    lines = [r.getMessage() for r in caplog.records if "uncatalogued" in r.getMessage()]
     assert lines == [
-        "gcp: Nvidia GB200 GPU is not in gpuradar's catalog (a GPU SKU matching no known GPU: "
+        "gcp: Nvidia GB300 GPU is not in gpuradar's catalog (a GPU SKU matching no known GPU: "
         "renamed or new?); reported as uncatalogued, not stored"]
+
+
+def test_the_gb200_sku_is_known_and_a4x_sold_only_by_reservation_gets_no_offer(full):
+    # GB200 (A4X, a4x-highgpu-4g) is in the catalog; Google sells A4X by future reservation
+    # only, so its on-demand SKU prices nothing gpuradar can offer.
+    spider, found = full
+    assert not any(t.startswith("a4x") for _, t, _ in found)
+    assert "gpuradar/uncatalogued" not in stats(spider)
 
 
 def test_a_renamed_gpu_sku_without_the_word_gpu_is_reported_as_uncatalogued(caplog):
@@ -292,8 +311,8 @@ def test_a_renamed_gpu_sku_without_the_word_gpu_is_reported_as_uncatalogued(capl
     spider = make_spider()
     with caplog.at_level(logging.WARNING):
         found = offers(spider.parse_file(response(data, URL)))
-    assert not any(t == "nvidia-rtx-pro-6000" for _, t, _ in found)
-    assert stats(spider)["gpuradar/uncatalogued"] == 2  # it and the GB200 SKU
+    assert not any(t.startswith("g4-standard") for _, t, _ in found)
+    assert stats(spider)["gpuradar/uncatalogued"] == 1
     assert ("gcp: RTX PRO 6000 96GB is not in gpuradar's catalog (a GPU SKU matching no known "
             "GPU: renamed or new?); reported as uncatalogued, not stored"
             ) in [r.getMessage() for r in caplog.records]
