@@ -653,13 +653,17 @@ class AwsSpider(GpuRadarSpider):
             self.count("capacity_blocks_not_sold_here")
             return
         if code == "UnauthorizedOperation":
-            # Credentials without ec2:DescribeCapacityBlockOfferings: the spot history still
-            # counts; say once what is missing, in EC2's words.
+            # Credentials without ec2:DescribeCapacityBlockOfferings, or an account EC2 does
+            # not let search UltraServer blocks: the spot history still counts; said once
+            # per kind of search, in EC2's words.
+            ultra = "UltraserverType" in (kwargs.get("params") or {})
             self.count("capacity_blocks_refused")
-            self.warn_once("capacity-blocks-refused", "aws: DescribeCapacityBlockOfferings "
-                           "refused (%s): no Capacity Block prices; the credentials need "
-                           "ec2:DescribeCapacityBlockOfferings",
-                           (root.findtext(".//Error/Message") or code)[:200])
+            self.warn_once(f"capacity-blocks-refused:{ultra}", "aws: DescribeCapacityBlockOfferings"
+                           " for %s refused (%s): no such Capacity Block prices; it needs "
+                           "ec2:DescribeCapacityBlockOfferings%s",
+                           "UltraServers" if ultra else "instances",
+                           (root.findtext(".//Error/Message") or code)[:200],
+                           " and an account AWS lets search UltraServers" if ultra else "")
             return
         if self.api_error(root, response, "DescribeCapacityBlockOfferings", region):
             return

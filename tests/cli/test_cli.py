@@ -320,7 +320,8 @@ def test_sources_says_what_each_source_cannot_see(tmp_path):
         env=NO_AWS)}
     assert "(capacity blocks need credentials)" in rows["aws"]["why"]
     assert "Cannot see: capacity blocks without credentials" in rows["aws"]["notes"]
-    assert "p5e and UltraServers are not sold on demand" in rows["aws"]["notes"]
+    assert "(p5e, trn2.48xlarge) and the UltraServers are not sold on demand" in rows["aws"][
+        "notes"]
     assert "Flex-start and calendar-mode" in rows["gcp"]["notes"]
     assert "A4, A3 Ultra and A3 High 1/2/4g are not sold on demand" in rows["gcp"]["notes"]
     wide = gpuradar("sources", "--wide", config=cfg, db_url=f"sqlite:///{tmp_path}/s.db")

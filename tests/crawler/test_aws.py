@@ -703,6 +703,13 @@ def test_a_capacity_block_offering_is_an_offer_of_its_own_kind_with_its_terms():
         "block_hours": 24, "start": "2024-12-10T11:30:00.000Z",
         "end": "2024-12-11T11:30:00.000Z", "upfront_fee": 943.92, "currency": "USD",
         "instance_count": 1, "offering_id": "cb-0123456789abcdef0"}
+    # A real answer's figures: one trn2.48xlarge (16 Trainium2), 24 h in ap-south-2b for
+    # $858.26 up front, $35.76 an hour (see SOURCE.md).
+    [trn2] = items(signing_spider().parse_capacity_blocks(
+        response(FIX / "capacity_blocks_trn2_ap-south-2.xml"), region="ap-south-2"))
+    assert (trn2.zone, trn2.gpu, trn2.gpu_count, trn2.price) == (
+        "ap-south-2b", "Trainium2", 16, pytest.approx(35.76, abs=0.005))
+    assert trn2.attributes["terms"]["upfront_fee"] == 858.26
     # p5e (8 x H200) in Ohio at its published $43.26.
     [p5e] = items(signing_spider().parse_capacity_blocks(
         response(FIX / "capacity_blocks_p5e_us-east-2.xml"), region="us-east-2"))
@@ -744,6 +751,7 @@ def test_a_region_that_sells_no_blocks_of_a_type_is_no_failure(caplog):
                                           region=region))
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "ec2:DescribeCapacityBlockOfferings" in warnings[0]
+    assert "You are not authorized to perform this operation." in warnings[0]
 
 
 def test_a_zero_on_demand_price_of_a_capacity_block_type_is_not_sold_on_demand(caplog):

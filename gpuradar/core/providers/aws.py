@@ -11,6 +11,9 @@ from gpuradar.core.providers.base import Options, Provider, family
 # trn1, trn2), and p6-b200, which AWS launched for Capacity Blocks only (no on-demand, Spot
 # or Savings Plans at launch); the UltraServers by their UltraserverType, asked with
 # UltraserverCount 1 (u-p6e-gb200x36/x72: GB200 NVL36/NVL72, the types of AWS's price file).
+# AWS's Price List has trn2.48xlarge only as `marketoption = CapacityBlock` at $0.00 (a public
+# project's Price List API read, 2026-10): a $0 on-demand row of these types means "not sold
+# on demand", not a price.
 CAPACITY_BLOCK_TYPES: tuple[str, ...] = (
     "p4d.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge",
     "trn1.32xlarge", "trn2.48xlarge")
@@ -87,8 +90,9 @@ AWS = Provider(
            "prices (DescribeSpotPriceHistory) and Capacity Block offerings "
            "(DescribeCapacityBlockOfferings: a 24 h block of one instance or UltraServer). "
            "Cannot see: capacity blocks without credentials, On-Demand Capacity "
-           "Reservations, Savings Plans, availability of on-demand capacity; p5e and "
-           "UltraServers are not sold on demand."),
+           "Reservations, Savings Plans, availability of on-demand capacity; types listed "
+           "at $0 on demand (p5e, trn2.48xlarge) and the UltraServers are not sold on "
+           "demand."),
     # Every row: Amazon EC2 instance types, "Accelerated computing" specifications
     # (docs.aws.amazon.com/ec2/latest/instancetypes/ac.html, its "Networking specifications"
     # and accelerator tables) and the product page of the family named in the note
