@@ -131,6 +131,11 @@ def database_url(crawler: Crawler) -> str:
     return crawler.settings.get("GPURADAR_DATABASE_URL") or default_database_url()
 
 
+# What a spider counts (GpuRadarSpider.count) for a machine the provider does not sell as
+# the pricing kind its price list prices it: reported with the crawl's dropped rows.
+NOT_SOLD = ("not_on_demand", "kind_not_sold")
+
+
 def validate(item: PriceItem) -> str | None:
     """Coerce the price; the reason the item cannot be stored, or None when it can."""
     price = item.price
@@ -399,6 +404,10 @@ class StoragePipeline:
         stats = self.crawler.stats.get_stats()
         dropped = {k.rsplit("/", 1)[1]: v for k, v in stats.items()
                    if k.startswith("gpuradar/dropped/")}
+        # Rows of a machine the provider does not sell that way (GCP's A4 on demand, AWS's
+        # p5e at $0): never offers, said in the crawl's summary beside the dropped rows.
+        dropped.update({reason: stats[f"gpuradar/skipped/{reason}"] for reason in NOT_SOLD
+                        if stats.get(f"gpuradar/skipped/{reason}")})
         self.summary = self.writer.finish(
             status, error=error, dropped=dropped,
             unknown_gpus=stats.get("gpuradar/unknown_gpu_names", ()),

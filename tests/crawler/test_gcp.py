@@ -743,6 +743,8 @@ def test_crawl_pages_through_the_catalog_with_a_key(tmp_path, provider_server, s
     # 121 machine and GPU offers, 72 TPU slices of v2-v6e, 33 of TPU7x (11 sizes x 3 regions),
     # 28 Flex-start and calendar-mode TPU slices (v6e x 2 kinds, v5p calendar mode)
     assert result["status"] == "ok" and result["items"] == 121 + 72 + 33 + 28, result
+    # The machines Google does not sell on demand are said in the crawl's summary.
+    assert result["dropped"]["not_on_demand"] == 9
     pages = [r for r in provider_server.requests if r.path.endswith("/skus")]
     assert [(r.path.split("/")[3], r.query.get("pageToken") is not None) for r in pages] == [
         ("6F81-5844-456A", False), ("6F81-5844-456A", True), ("E000-3F24-B8AA", False)]
