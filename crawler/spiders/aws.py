@@ -128,10 +128,12 @@ _FULL = {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1,
 # trn1/trn1n.32xlarge 16 Trainium, trn2.48xlarge 16 Trainium2, inf1 1/1/4/16 Inferentia,
 # inf2 1/1/6/12 Inferentia2; the DL1 page: dl1.24xlarge 8 Gaudi HL-205). trn2.3xlarge: one
 # Trainium2 chip, 96 GB (one device of 4 logical NeuronCores in the Neuron benchmarks of
-# three independent public repositories).
-# Sizes not confirmed here (trn2u.48xlarge) and Qualcomm's dl2q are reported as uncatalogued
-# rather than guessed. G7e: NVIDIA RTX PRO 6000 Blackwell
-# Server Edition, 96 GB, 1/1/1/2/4/8 GPUs (AWS's own SageMaker HyperPod CLI instance table,
+# three independent public repositories). trn2u.48xlarge: 16 Trainium2 like trn2.48xlarge,
+# four of them make a Trn2 UltraServer of 64 chips (u-trn2x64; the Neuron SDK's Trn2
+# architecture page, aws-neuron/aws-neuron-sdk about-neuron/arch/neuron-hardware/trn2-arch).
+# Qualcomm's dl2q is reported as uncatalogued rather than guessed.
+# G7e: NVIDIA RTX PRO 6000 Blackwell Server Edition, 96 GB, 1/1/1/2/4/8 GPUs (AWS's own
+# SageMaker HyperPod CLI instance table,
 # aws/sagemaker-hyperpod-cli#390, as its g7e nodes report them; the same counts in dstack's
 # and the Kubernetes autoscaler's G7e tables). G7: NVIDIA RTX PRO 4500 Blackwell Server
 # Edition, 32 GB, 1/1/1/2/4/8 GPUs (AWS's G7 page as takech9203/aws-news-summary reproduces
@@ -170,6 +172,7 @@ ACCELERATOR_FAMILIES: dict[str, tuple[str, float | None, dict[str, float]]] = {
     "g3": ("M60", 8, {"4xlarge": 1, "8xlarge": 2, "16xlarge": 4}),
     "g3s": ("M60", 8, {"xlarge": 1}),
     "trn2": ("Trainium2", 96, {"3xlarge": 1, "48xlarge": 16}),
+    "trn2u": ("Trainium2", 96, {"48xlarge": 16}),
     "trn1n": ("Trainium", 32, {"32xlarge": 16}),
     "trn1": ("Trainium", 32, {"2xlarge": 1, "32xlarge": 16}),
     "inf2": ("Inferentia2", 32, {"xlarge": 1, "8xlarge": 1, "24xlarge": 6, "48xlarge": 12}),

@@ -681,6 +681,9 @@ def test_with_credentials_every_enabled_region_is_asked_for_capacity_blocks():
     assert asked[("us-west-2", "u-p6e-gb200x72")] == {
         "Action": "DescribeCapacityBlockOfferings", "UltraserverType": "u-p6e-gb200x72",
         "UltraserverCount": "1", "CapacityDurationHours": "24"}
+    # The Trn2 UltraServer: four trn2u.48xlarge of 16 Trainium2 each (AWS Neuron's Trn2 page).
+    assert asked[("us-east-1", "u-trn2x64")]["UltraserverType"] == "u-trn2x64"
+    assert gpu_of("trn2u.48xlarge") == ("Trainium2", 96, 16)
     off = make_spider(access_key_id="AKIDEXAMPLE", secret_access_key="s", capacity_blocks=False)
     off.aws_credentials = off.credential_source(off.settings).get_frozen_credentials()
     assert not capacity_block_requests(off.parse_describe_regions(
@@ -1104,11 +1107,11 @@ def test_credentials_add_signed_per_zone_spot_prices(tmp_path, provider_server, 
     assert result["aws"]["status"] == "ok", result
     signed = [(p, h) for p, h in seen if p.startswith("/ec2/")]
     # DescribeRegions in us-east-1, then the enabled regions (two pages of spot history in
-    # us-east-1), and in each the Capacity Blocks of 7 instance types and 2 UltraServers.
+    # us-east-1), and in each the Capacity Blocks of 7 instance types and 3 UltraServers.
     assert sorted(p for p, _ in signed) == sorted(
         ["/ec2/eu-north-1/", "/ec2/us-east-1/", "/ec2/us-east-1/", "/ec2/us-east-1/",
          "/ec2/us-west-2/"] + [f"/ec2/{r}/" for r in ("eu-north-1", "us-east-1", "us-west-2")
-                              for _ in range(9)])
+                              for _ in range(10)])
     for path, headers in signed:
         region = path.split("/")[2]
         assert re.match(rf"AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/\d{{8}}/{region}/ec2/"

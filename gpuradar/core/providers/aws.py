@@ -10,14 +10,16 @@ from gpuradar.core.providers.base import Options, Provider, family
 # the instance types of AWS's EC2 User Guide, "Capacity Blocks for ML" (p5, p5e, p5en, p4d,
 # trn1, trn2), and p6-b200, which AWS launched for Capacity Blocks only (no on-demand, Spot
 # or Savings Plans at launch); the UltraServers by their UltraserverType, asked with
-# UltraserverCount 1 (u-p6e-gb200x36/x72: GB200 NVL36/NVL72, the types of AWS's price file).
+# UltraserverCount 1 (u-p6e-gb200x36/x72: GB200 NVL36/NVL72, the types of AWS's price file;
+# u-trn2x64: four trn2u.48xlarge, AWS Neuron's Trn2 architecture page).
 # AWS's Price List has trn2.48xlarge only as `marketoption = CapacityBlock` at $0.00 (a public
 # project's Price List API read, 2026-10): a $0 on-demand row of these types means "not sold
 # on demand", not a price.
 CAPACITY_BLOCK_TYPES: tuple[str, ...] = (
     "p4d.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge",
     "trn1.32xlarge", "trn2.48xlarge")
-CAPACITY_BLOCK_ULTRASERVERS: tuple[str, ...] = ("u-p6e-gb200x36", "u-p6e-gb200x72")
+CAPACITY_BLOCK_ULTRASERVERS: tuple[str, ...] = ("u-p6e-gb200x36", "u-p6e-gb200x72",
+                                                "u-trn2x64")
 # The block asked for: the shortest EC2 sells (CapacityDurationHours: 1-day steps up to 14
 # days, then 7-day steps up to 182 days; botocore's EC2 model), one instance.
 CAPACITY_BLOCK_HOURS = 24
