@@ -108,15 +108,15 @@ GPU_SKUS: dict[str, GpuSku] = {
     "l4": GpuSku("Nvidia L4", 24, "nvidia-l4", _G2, "G2"),
     "a4 b200 1 slice": GpuSku("NVIDIA B200", 180, "nvidia-b200",
                               (("a4-highgpu-8g", 8, 224, 3968),), None, bundled=True),
-    # A4X: NVIDIA GB200 NVL72, a4x-highgpu-4g = 4 GPUs (186 GB each), 140 vCPUs, 884 GB
-    # (Google's A4X documentation). Sold by future reservation only (SOLD_AS): its SKUs are
-    # recognised, never an offer.
+    # A4X: NVIDIA GB200 NVL72, a4x-highgpu-4g = 4 GPUs (744 GB HBM3e: 186 GB each), 140
+    # vCPUs, 884 GB (Google's accelerator-optimized machine family page). Sold by
+    # reservation only (SOLD_AS): its SKUs are recognised, never an offer.
     "gb200": GpuSku("NVIDIA GB200", 186, "nvidia-gb200", (("a4x-highgpu-4g", 4, 140, 884),),
                     "A4X"),
-    # G4: the GPU count, vCPUs and GB of memory of each machine type, as Google's machine
-    # family page tables them (the same 1/2/4/8 GPUs, 48/96/192/384 vCPUs and
-    # 180/360/720/1440 GB in SkyPilot's GCP catalog tests and several public deployment
-    # tables).
+    # G4: the GPU count, vCPUs and GB of memory of each whole-GPU machine type, as Google's
+    # accelerator-optimized machine family page tables them (1/2/4/8 GPUs, 48/96/192/384
+    # vCPUs, 180/360/720/1440 GB). Its fractional vGPU shapes (g4-standard-6/12/24, Preview)
+    # are not priced: how a GPU SKU bills a fraction was not confirmed.
     "rtx 6000 96gb": GpuSku("RTX 6000 96GB", 96, "nvidia-rtx-pro-6000",
                             (("g4-standard-48", 1, 48, 180), ("g4-standard-96", 2, 96, 360),
                              ("g4-standard-192", 4, 192, 720),

@@ -7,18 +7,18 @@ from gpuradar.core.providers.base import Options, Provider, family
 
 # How Google sells its largest GPU machines: machine type -> the pricing kinds it is sold as.
 # None of them is sold on demand, although the catalog lists on-demand SKUs for their GPUs;
-# a machine not named here is sold every way its SKUs price it.
-# - A4 (B200) and A3 Ultra (H200): future reservations, calendar mode, Flex-start and Spot
-#   (AI Hypercomputer, "Consumption options", cloud.google.com/ai-hypercomputer/docs/
-#   consumption-models: calendar mode "A4 or A3 Ultra", Flex-start and Spot "any GPU machine
-#   except A4X"; Cluster Director's consumption table, cloud.google.com/cluster-director/docs/
-#   choose-consumption-option, lists on-demand for N2 only).
-# - A4X (GB200 NVL72): future reservations only (the same table: Flex-start and Spot "any
-#   GPU machine except A4X"); no SKU price gpuradar reads applies.
-# - A3 High with 1, 2 or 4 GPUs: Spot and Flex-start only. Not found in the text of Google's
-#   pages searched here; gpuhunt's maintainers state it (dstackai/gpuhunt#176: on-demand is
-#   not purchasable for a3-highgpu with fewer than 8 GPUs), and the machine-family page's
-#   consumption table is where Google states it.
+# a machine not named here is sold every way its SKUs price it. Google's "Accelerator-
+# optimized machine family" page (cloud.google.com/compute/docs/accelerator-optimized-
+# machines), the note of each machine type:
+# - A4 (B200) and A3 Ultra (H200): "you must reserve capacity to create instances or
+#   clusters, use Spot VMs, use Flex-start VMs, or create a resize request in a MIG"; the
+#   reservation for a fixed time gpuradar can price is calendar mode, which AI Hypercomputer's
+#   "Consumption options" (cloud.google.com/ai-hypercomputer/docs/consumption-models) offers
+#   for "A4 or A3 Ultra".
+# - A4X (GB200 NVL72): "you must reserve capacity"; A4X supports neither Spot nor Flex-start
+#   VMs. Its blocks are quoted by Google: no SKU price gpuradar reads applies.
+# - A3 High a3-highgpu-1g/2g/4g: "you must create instances by using Spot VMs or Flex-start
+#   VMs" (also gpuhunt's maintainers, dstackai/gpuhunt#176).
 SOLD_AS: dict[str, frozenset[str]] = {
     "a4-highgpu-8g": frozenset({SPOT, FLEX_START, CALENDAR}),
     "a3-ultragpu-8g": frozenset({SPOT, FLEX_START, CALENDAR}),
