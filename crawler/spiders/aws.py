@@ -714,9 +714,11 @@ class AwsSpider(GpuRadarSpider):
             "end": item.findtext("endDate"), "upfront_fee": fee,
             "currency": item.findtext("currencyCode"), "instance_count": int(instances),
             "offering_id": item.findtext("capacityBlockOfferingId")}
+        vcpus, ram = self.shapes.get(instance_type, (None, None))  # the advisor's, if read
         return PriceItem(source=self.name, region=region or region_of_zone(zone), zone=zone,
                          instance_type=ultraserver or instance_type, pricing=CAPACITY_BLOCK,
                          gpu=gpu, gpu_count=per_instance * instances, gpu_memory_gb=memory,
+                         vcpus=vcpus and vcpus * instances, memory_gb=ram and ram * instances,
                          price=price, currency=item.findtext("currencyCode") or "USD",
                          available=True, url=CAPACITY_BLOCKS_PAGE,
                          attributes={"terms": {k: v for k, v in terms.items()
