@@ -446,7 +446,8 @@ class Recording:
     """A directory of one crawl per source: `<dir>/<source>/index.json` plus one file per
     response body, stored exactly as served (so `gpuradar parse` reads them directly), and
     `provenance.json`: when (`captured`) and where the responses were captured. A replay
-    dates its observations at that capture time."""
+    dates its observations at that capture time. An index entry's own `captured` dates an
+    answer captured apart from the rest (a spider reads it as `meta["recording_captured"]`)."""
 
     def __init__(self, root: Path, source: str) -> None:
         self.dir = Path(root) / source
@@ -554,6 +555,9 @@ class RecordReplayMiddleware:
                       extra={"spider": spider})
             raise IgnoreRequest(f"recording entry {entry.get('file')!r} is outside {inside}")
         body = path.read_bytes()
+        if entry.get("captured"):
+            # An answer captured apart from the rest of the recording carries its own date.
+            request.meta["recording_captured"] = str(entry["captured"])
         headers = {"Content-Type": entry.get("content_type") or "application/octet-stream"}
         cls = responsetypes.from_args(headers=headers, url=request.url, body=body)
         return cls(url=request.url, status=entry["status"], headers=headers, body=body,

@@ -42,6 +42,8 @@ class Capture:
     # endpoint name -> path on the loopback server, where it is not a route's own path
     # (an endpoint with a placeholder, such as AWS's on-demand file per location)
     endpoints: dict[str, str] = field(default_factory=dict)
+    # recording key ("GET /path") -> capture date of an answer older or newer than the rest
+    dated: dict[str, str] = field(default_factory=dict)
 
 
 def _json_reply(data: Any) -> Reply:
@@ -114,13 +116,12 @@ def _azure(req: Request) -> Reply:
 AWS_ONDEMAND = ("/pricing/2.0/meteredUnitMaps/ec2/USD/current/ec2-ondemand-without-sec-sel/"
                 "{location}/Linux/index.json")
 US_EAST_1 = AWS_ONDEMAND.format(location="US%20East%20%28N.%20Virginia%29")
-EMPTY_ADVISOR = b'{"ranges": [], "spot_advisor": {}, "instance_types": {}}'
 
 
 def _aws_advisor(req: Request) -> Reply:
-    """The Spot Advisor feed: no dated public capture of it; an empty answer (spot offers
-    then carry no interruption band)."""
-    return Reply(body=EMPTY_ADVISOR)
+    """The Spot Advisor feed as alexei-led/spotinfo embeds it (2025-06-28), trimmed to the
+    accelerator types: older than the rest of the capture, so dated on its own."""
+    return Reply(body=fixture("aws/spot_advisor_real_accelerators.json"))
 
 
 def _aws_locations(req: Request) -> Reply:
@@ -137,6 +138,8 @@ def _aws_ondemand(req: Request) -> Reply:
 
 GPU_INDEX = "https://github.com/getcomputable/gpu-index"
 CLOUD_PRICING = "https://github.com/ybastide/cloud-pricing"
+SPOTINFO = "https://github.com/alexei-led/spotinfo"
+ADVISOR_DATE = "2025-06-28"
 CAPTURES: dict[str, Capture] = {
     "vastai": Capture(
         captured="2026-08-22",
@@ -220,7 +223,13 @@ CAPTURES: dict[str, Capture] = {
         routes={"azure.prices": ("GET", "/api/retail/prices", _azure)}),
     "aws": Capture(
         captured="2026-08-09",
-        origin=[{"request": "GET https://website.spot.ec2.aws.a2z.com/spot.json",
+        origin=[{"request": "GET https://spot-bid-advisor.s3.amazonaws.com/"
+                            "spot-advisor-data.json",
+                 "repository": SPOTINFO, "commit": "5eedf20a99614443af215f4aaf09bd10805cac72",
+                 "path": "internal/spot/data/spot-advisor-data.json",
+                 "when": f"on or before {ADVISOR_DATE} (committed 2025-06-28T13:10:57+03:00; "
+                         "the tool embeds the feed verbatim)"},
+                {"request": "GET https://website.spot.ec2.aws.a2z.com/spot.json",
                  "repository": CLOUD_PRICING, "commit": "576ca4f2495cf9bbc0fb7a119b098b07c23860a5",
                  "path": "fixtures/aws/spot.json",
                  "when": "on or before 2026-08-09 (committed then)"},
@@ -238,9 +247,13 @@ CAPTURES: dict[str, Capture] = {
         trimmed="The spot feed: region us-east-1 only, its gpuCurrentGen group verbatim (the "
                 "spider then reads the on-demand file of that region alone). The on-demand "
                 "file: every accelerator entry verbatim, most CPU entries left out (see "
-                "tests/fixtures/aws/SOURCE.md). The Spot Advisor feed has no dated public "
-                "capture: it replays as an empty answer, so spot offers carry no "
-                "interruption band.",
+                "tests/fixtures/aws/SOURCE.md). The Spot Advisor feed: its Linux advice and "
+                "instance_types entries of the accelerator types gpuradar knows (73 types, "
+                "822 region-type bands in 33 regions), ranges and global_rate, values "
+                "verbatim; every CPU type and the Windows advice left out. It is older than "
+                "the rest (2025-06-28): its index entry carries that date, and so does every "
+                "band replayed from it.",
+        dated={"GET /spot-advisor-data.json": ADVISOR_DATE},
         routes={"aws.advisor": ("GET", "/spot-advisor-data.json", _aws_advisor),
                 "aws.locations": ("GET", "/locations/1.0/aws/current/locations.json",
                                   _aws_locations),
@@ -317,8 +330,10 @@ def _annotate(folder: Path, capture: Capture) -> None:
         index.remove(entry)
     for entry in index:
         body = (folder / entry["file"]).read_text()
-        if body in ('{"offers": []}', EMPTY_SKUS.decode(), EMPTY_ADVISOR.decode()):
+        if body in ('{"offers": []}', EMPTY_SKUS.decode()):
             entry["note"] = NOT_CAPTURED
+        if entry["key"] in capture.dated:
+            entry["captured"] = capture.dated[entry["key"]]
     (folder / "index.json").write_text(json.dumps(index, indent=1, ensure_ascii=False))
     (folder / "provenance.json").write_text(json.dumps(
         {"captured": capture.captured, "origin": capture.origin, "trimmed": capture.trimmed},

@@ -52,6 +52,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -196,6 +197,24 @@ _NOT_SOLD_HERE = (_INVALID_VALUE, "InvalidParameterCombination", "Unsupported",
 CAPACITY_BLOCKS_PAGE = "https://aws.amazon.com/ec2/capacityblocks/pricing/"
 
 
+def advisor_date(response: Response) -> str | None:
+    """The day the Spot Advisor feed describes: a replayed capture's own date (a recording
+    can hold answers older than the rest of it), else the feed's `Last-Modified` (S3 serves
+    one), else the day it was fetched. The bands are a trailing month's figure, so a
+    band is only as good as its date."""
+    captured = response.meta.get("recording_captured")
+    if captured:
+        return str(captured)[:10]
+    modified = response.headers.get(b"Last-Modified")
+    if modified:
+        try:
+            return parsedate_to_datetime(modified.decode("latin-1")).astimezone(UTC).date(
+            ).isoformat()
+        except (TypeError, ValueError):
+            pass
+    return datetime.now(UTC).date().isoformat()
+
+
 def gpu_of(instance_type: str) -> tuple[str, float | None, float] | None:
     """(accelerator, memory per accelerator, count) of an EC2 instance type (GPUs, Trainium,
     Inferentia, Gaudi); None when not a known one."""
@@ -257,6 +276,8 @@ class AwsSpider(GpuRadarSpider):
         self.bands: dict[tuple[str, str], tuple[str | None, int | None]] = {}
         # instance type -> (vCPUs, RAM GB) from the advisor feed: GPU types only.
         self.shapes: dict[str, tuple[float | None, float | None]] = {}
+        # The day the advisor feed describes (ISO date; None until it is read).
+        self.advisor_as_of: str | None = None
         self.pending_regions: list[str] = []
         self.aws_credentials: Any = None  # frozen botocore credentials, when signing
         # Region code -> location name of its on-demand file: the built-in table, then what
@@ -430,6 +451,7 @@ class AwsSpider(GpuRadarSpider):
 
     def parse_advisor(self, response: Response, **kwargs: Any) -> Iterator[scrapy.Request]:
         self.read_advisor(_json(response, self.name), response.url)
+        self.advisor_as_of = advisor_date(response)
         yield from self.after_advisor()
 
     def read_advisor(self, data: Any, where: str) -> None:
@@ -530,6 +552,9 @@ class AwsSpider(GpuRadarSpider):
         attributes: dict[str, Any] = dict(extra or {})
         if band:
             attributes["interruption"] = band
+            attributes["interruption_source"] = providers.aws.ADVISOR_SOURCE
+            if self.advisor_as_of:
+                attributes["interruption_as_of"] = self.advisor_as_of
         if savings is not None:
             attributes["savings_pct"] = savings
         vcpus, ram = self.shapes.get(instance_type, (None, None))

@@ -33,6 +33,7 @@ from gpuradar.cli.output import (
 )
 from gpuradar.core.pricing import CHOICES as PRICING_CHOICES
 from gpuradar.core.pricing import describe_terms, parse_pricing
+from gpuradar.core.spot import signal_of
 
 WATCH_MAX = 86_400  # --watch: at most a day between refreshes (time.sleep overflows far past)
 
@@ -100,7 +101,7 @@ def offer_rows(offers: list[dict], now: datetime) -> list[dict]:
         extra = o.get("attributes") or {}
         notes = []
         if extra.get("interruption"):
-            notes.append(f"interrupt {extra['interruption']}")
+            notes.append(signal_of(extra).note())
         if extra.get("savings_pct") is not None:
             notes.append(f"saves {extra['savings_pct']}%")
         if extra.get("derived"):

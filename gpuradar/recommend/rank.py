@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FxTable
 from gpuradar.core.pricing import OPEN_MARKET, label
+from gpuradar.core.spot import signal_of
 from gpuradar.core.units import MAINLAND_ALIASES, region_matches
 from gpuradar.recommend.fit import Fit, fit_offer, price_in
 from gpuradar.recommend.job import TRAINING, Budget, Job, RecommendError
@@ -28,22 +29,21 @@ DOMINATED_SIZED = "dominated: same provider and GPU, slower and dearer in total"
 
 
 def spot_signal(offer: OfferRow) -> dict[str, Any] | None:
-    """The interruption signal a spot offer carries: AWS Spot Advisor band, Vast.ai host
-    reliability; None for on-demand offers."""
+    """The interruption signal a spot offer carries (gpuradar.core.spot), with its source
+    and date, and the risk it means; None for on-demand offers."""
     if offer.pricing != "spot":
         return None
-    attrs = offer.attributes or {}
-    band = attrs.get("interruption")
+    signal = signal_of(offer.attributes)
+    out: dict[str, Any] = {"signal": signal.label(), "source": signal.source,
+                           "as_of": signal.as_of, "risk": "unknown"}
+    band = (offer.attributes or {}).get("interruption")
+    reliability = (offer.attributes or {}).get("reliability")
     if band:
-        return {"signal": f"interruption {band}/month (AWS Spot Advisor)",
-                "risk": _BAND_RISK.get(str(band), "unknown")}
-    reliability = attrs.get("reliability")
-    if isinstance(reliability, int | float):
-        risk = "low" if reliability >= 0.99 else "medium" if reliability >= 0.95 else "high"
-        return {"signal": f"host reliability {reliability:.2f} (Vast.ai)", "risk": risk}
-    if attrs.get("derived"):
-        return {"signal": "spot price derived, no interruption data", "risk": "unknown"}
-    return {"signal": "no interruption signal published", "risk": "unknown"}
+        out["risk"] = _BAND_RISK.get(str(band), "unknown")
+    elif signal.source == "Vast.ai" and isinstance(reliability, int | float):
+        out["risk"] = ("low" if reliability >= 0.99 else "medium" if reliability >= 0.95
+                       else "high")
+    return out
 
 
 def spot_warnings(signal: dict[str, Any], job: Job, wall_hours: float | None, nodes: int,

@@ -445,6 +445,24 @@ def test_spot_feed_in_another_unit_than_per_hour_is_refused(unit):
         caught.value)
 
 
+@pytest.mark.parametrize(("meta", "headers", "as_of"), [
+    ({}, {"Last-Modified": "Sat, 28 Jun 2025 09:12:00 GMT"}, "2025-06-28"),
+    # a replayed answer captured apart from its recording carries its own date
+    ({"recording_captured": "2025-06-28"}, {"Last-Modified": "Sun, 06 Dec 2026 01:00:00 GMT"},
+     "2025-06-28"),
+])
+def test_the_interruption_band_is_dated_by_its_feed(meta, headers, as_of):
+    spider = make_spider()
+    advisor = response(FIX / "spot_advisor_real_accelerators.json", **meta)
+    list(spider.parse_advisor(advisor.replace(headers=headers)))
+    [item] = [i for i in items(spider.spot_items(json.loads((FIX / "spot.json").read_bytes()),
+                                                 "f"))
+              if (i.region, i.instance_type) == ("us-east-1", "p5.48xlarge")]
+    assert item.attributes["interruption"] == ">20%"  # the real band of 2025-06-28
+    assert (item.attributes["interruption_source"], item.attributes["interruption_as_of"]) == (
+        "AWS Spot Advisor", as_of)
+
+
 def test_spot_offers_carry_band_savings_and_shape_from_the_advisor():
     spider = make_spider()
     [locations_request] = list(spider.parse_advisor(response(FIX / "spot-advisor-data.json")))
@@ -455,7 +473,10 @@ def test_spot_offers_carry_band_savings_and_shape_from_the_advisor():
     found = {(i.region, i.instance_type): i for i in items(out)}
     p5 = found[("us-east-1", "p5.48xlarge")]
     assert (p5.pricing, p5.zone, p5.price, p5.gpu_count) == ("spot", "", "23.6727", 8)
-    assert p5.attributes == {"interruption": "<5%", "savings_pct": 57}
+    today = datetime.now(UTC).date().isoformat()  # no Last-Modified: dated when fetched
+    assert p5.attributes == {"interruption": "<5%", "savings_pct": 57,
+                             "interruption_source": "AWS Spot Advisor",
+                             "interruption_as_of": today}
     assert (p5.vcpus, p5.memory_gb) == (192, 2048)
     assert found[("us-east-1", "g4dn.12xlarge")].attributes["interruption"] == ">20%"
     # The real af-south-1 capture: every g4dn size and the 16-chip inf1.
@@ -1016,8 +1037,10 @@ def test_public_crawl_stores_every_region_and_h100_lists_aws_beside_the_others(
     od = [r.path for r in provider_server.requests if "/ec2-ondemand-" in r.path]
     assert len(od) == len(set(od)) == 4
     table = gpuradar("prices", "--source", "aws", "--gpu", "H100", "--pricing", "spot",
-                     config=cfg, db_url=db_url)
-    assert "interrupt <5%, saves 57%" in table.stdout
+                     config=cfg, db_url=db_url, env={"COLUMNS": "250"})
+    # the band with its source and date (no Last-Modified on the loopback: the crawl's day)
+    assert re.search(r"interrupt <5% \(AWS Spot Advisor, \d{4}-\d\d-\d\d\), saves 57%",
+                     table.stdout)
     # `gpuradar prices --gpu H100`: AWS and GCP side by side with Azure and Vast.ai.
     assert {result[s]["status"] for s in ("azure", "vastai", "gcp")} == {"ok"}
     h100 = gpuradar_json("prices", "--gpu", "H100", "--limit", "0", config=cfg, db_url=db_url)
@@ -1237,3 +1260,13 @@ def test_replayed_recordings_land_in_storage(sqlite_url):
     assert json.loads(proc.stdout)[0]["status"] == "ok"
     offers = gpuradar_json("prices", "--source", "aws", "--limit", "0", db_url=sqlite_url)
     assert offers and {(o["captured"], o["replayed"]) for o in offers} == {("2026-08-09", True)}
+    # Its Spot Advisor feed is the real one of 2025-06-28 (alexei-led/spotinfo): every spot
+    # offer the feed advises on carries its band, dated by that capture, not the others'
+    spot = {o["instance_type"]: o["attributes"] for o in offers if o["pricing"] == "spot"}
+    assert spot["p5.48xlarge"]["interruption"] == ">20%"
+    assert spot["p5.48xlarge"]["savings_pct"] == 52
+    assert spot["p4de.24xlarge"]["interruption"] == "<5%"
+    banded = [a for a in spot.values() if "interruption" in a]
+    assert len(banded) > 40 and all(
+        (a["interruption_source"], a["interruption_as_of"]) == ("AWS Spot Advisor", "2025-06-28")
+        for a in banded)

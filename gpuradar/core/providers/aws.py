@@ -24,6 +24,9 @@ CAPACITY_BLOCK_ULTRASERVERS: tuple[str, ...] = ("u-p6e-gb200x36", "u-p6e-gb200x7
 # days, then 7-day steps up to 182 days; botocore's EC2 model), one instance.
 CAPACITY_BLOCK_HOURS = 24
 
+#: What an AWS spot offer's interruption band is read from (attributes["interruption_source"]).
+ADVISOR_SOURCE = "AWS Spot Advisor"
+
 
 def credential_source(opts: Options, with_roles: bool = True) -> Any:
     """botocore Credentials from the source options (with the environment's) or botocore's
