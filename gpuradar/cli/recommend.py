@@ -215,6 +215,12 @@ DeadlineOpt = Annotated[str | None, typer.Option(
 SpotOverheadOpt = Annotated[str, typer.Option(
     "--spot-overhead", rich_help_panel=PLANS, help="Extra time on spot for interruptions and "
     "restarts.")]
+CheckpointEveryOpt = Annotated[str, typer.Option(
+    "--checkpoint-every", rich_help_panel=PLANS, help="How often the run checkpoints (spot "
+    "run: work lost per interruption).")]
+RestartTimeOpt = Annotated[str, typer.Option(
+    "--restart-time", rich_help_panel=PLANS, help="Time to get a machine back and resume "
+    "after an interruption.")]
 AnyInterconnectOpt = Annotated[bool, typer.Option(
     "--any-interconnect", rich_help_panel=PLANS, help="Also show sharded configurations over "
     "PCIe or unknown links.")]
@@ -229,7 +235,8 @@ def _read_options(job: Any, budget: str | None, max_age: str, spot_overhead: str
                   framework: list[str] | None, only: bool, cuda: str | None,
                   deadline: str | None, spot: str, providers: list[str] | None,
                   region: list[str] | None, any_interconnect: bool, max_nodes: int | None,
-                  not_resumable: bool, top: int) -> Any:
+                  not_resumable: bool, top: int, checkpoint_every: str = "1h",
+                  restart_time: str = "10m") -> Any:
     """The offer and plan options, checked in the order a user reads them (each mistake one
     line naming the option); the budget stays in the currency it was given in."""
     from gpuradar import recommend as rc
@@ -246,8 +253,12 @@ def _read_options(job: Any, budget: str | None, max_age: str, spot_overhead: str
         raise fail(str(exc)) from None
     try:
         within = rc.parse_age(deadline, "--deadline", "30d or 72h") if deadline else None
+        checkpoint = rc.parse_age(checkpoint_every, "--checkpoint-every", "30m, 1h, 2h")
+        restart = rc.parse_age(restart_time, "--restart-time", "10m, 30m, 1h")
     except rc.RecommendError as exc:
         raise fail(str(exc)) from None
+    if checkpoint <= timedelta(0):
+        raise fail(f"--checkpoint-every {checkpoint_every!r} must be longer than zero")
     if within is not None and within <= timedelta(0):  # 0 would mean no deadline at all
         raise fail(f"--deadline {deadline!r} must be longer than zero: use e.g. 30d or 72h")
     if within is not None and job.tokens is None and job.gpu_hours is None:
@@ -262,7 +273,9 @@ def _read_options(job: Any, budget: str | None, max_age: str, spot_overhead: str
                       max_age=age_limit, any_interconnect=any_interconnect,
                       max_nodes=max_nodes or (64 if within else 16),
                       resumable=not not_resumable, top=top, frameworks=stacks,
-                      deadline=within, spot_overhead=overhead, cuda=cuda)
+                      deadline=within, spot_overhead=overhead, cuda=cuda,
+                      checkpoint_hours=checkpoint.total_seconds() / 3600,
+                      restart_hours=restart.total_seconds() / 3600)
 
 
 def _fx_note(fx: Any, limit: Any) -> str | None:
@@ -298,6 +311,7 @@ def _dump(rec: Any, limit: Any, fx: Any) -> None:
                    "amount": limit.amount, "currency": limit.currency,
                    "per_gpu": limit.per_gpu, "usd": fx.to_usd(limit.amount, limit.currency)},
                "options": [dict(f.as_dict(), rank=i) for i, f in enumerate(rec.fits, 1)],
+               "on_demand": rec.on_demand.as_dict() if rec.on_demand else None,
                "considered": rec.considered, "excluded": rec.excluded,
                "warnings": rec.warnings})
 
@@ -326,6 +340,7 @@ def _print_options(rec: Any, job: Any, within: Any, now: datetime) -> None:
             spot_notes.setdefault(w, []).append(f"#{i}")
     for w, ranks in spot_notes.items():
         console.print(f"spot ({', '.join(ranks)}): {w}", highlight=False, markup=False)
+    _print_spot_runs(rec, within)
     if rec.excluded and rec.fits:  # with none, the warning below gives the reasons
         # reasons hold commas and semicolons themselves
         console.print("not shown: " + " · ".join(
@@ -333,6 +348,49 @@ def _print_options(rec: Any, job: Any, within: Any, now: datetime) -> None:
             highlight=False, markup=False)
     for w in rec.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
+
+
+def _span(pair: list[float | None], fmt: Any) -> str:
+    """'0.03-0.05', '0.03 or more' (no upper bound), or one figure when both ends agree."""
+    low, high = pair
+    if low is None:
+        return "never finishes"
+    if high is None:
+        return f"{fmt(low)} or more"
+    return fmt(low) if fmt(low) == fmt(high) else f"{fmt(low)}-{fmt(high)}"
+
+
+def _print_spot_runs(rec: Any, within: Any) -> None:
+    """Each spot option's whole run, from its interruption signal (best to worst case of
+    the signal), beside the best on-demand option (gpuradar.recommend.spot)."""
+    runs = [(i, f) for i, f in enumerate(rec.fits, 1) if (f.spot or {}).get("run")]
+    if not runs:
+        return
+    first = runs[0][1].spot["run"]
+    console.print(f"[bold]Spot runs[/bold] (checkpoint every "
+                  f"{_hours(first['checkpoint_hours'])}, restart "
+                  f"{_hours(first['restart_hours'])}; expected, from the signal's lowest to "
+                  "its highest rate; model in docs/recommend.md):", highlight=False)
+    for i, fit in runs:
+        run = fit.spot["run"]
+        line = (f"  #{i} {fit.offer.source} {fit.offer.instance_type}: "
+                f"{_span(run['interruptions'], lambda v: f'{v:.2f}')} interruptions, "
+                f"{_span(run['lost_hours'], _hours)} lost, "
+                f"{_span(run['wall_hours'], _hours)} in all, "
+                f"{_span(run['total_usd'], money)} total")
+        if "p_deadline" in run:
+            line += (f", finishes within {_hours(within.total_seconds() / 3600)}: "
+                     f"{_span(run['p_deadline'], lambda v: f'{v:.0%}')}")
+        line += f" — {fit.spot['signal']}"
+        console.print(line, highlight=False, markup=False)
+    od = rec.on_demand
+    if od is None:
+        console.print("  on-demand: no on-demand option fits", highlight=False, markup=False)
+        return
+    rank = next((f"#{i} " for i, f in enumerate(rec.fits, 1) if f is od), "")
+    console.print(f"  on-demand: {rank}{od.offer.source} {od.offer.instance_type}: "
+                  f"{_hours(od.wall_hours)}, {money(od.total_usd)} total, no interruptions",
+                  highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -346,6 +404,7 @@ def register(app: typer.Typer) -> None:
         spot: SpotOpt = "ok", region: RegionOpt = None, providers: ProvidersOpt = None,
         top: TopOpt = 10, max_age: MaxAgeOpt = "2d", max_nodes: MaxNodesOpt = None,
         deadline: DeadlineOpt = None, spot_overhead: SpotOverheadOpt = "10%",
+        checkpoint_every: CheckpointEveryOpt = "1h", restart_time: RestartTimeOpt = "10m",
         cuda: CudaOpt = None, any_interconnect: AnyInterconnectOpt = False,
         not_resumable: NotResumableOpt = False, framework: FrameworkOpt = None,
         only: OnlyOpt = False, config: ConfigOpt = None, database_url: DbOpt = None,
@@ -370,7 +429,7 @@ def register(app: typer.Typer) -> None:
             raise fail(str(exc)) from None
         opts = _read_options(job, budget, max_age, spot_overhead, framework, only, cuda,
                              deadline, spot, providers, region, any_interconnect, max_nodes,
-                             not_resumable, top)
+                             not_resumable, top, checkpoint_every, restart_time)
         engine = get_engine(get_config(config, database_url))
         fx = FxTable(latest_fx(engine))
         fx_note = _fx_note(fx, opts.budget)

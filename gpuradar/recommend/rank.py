@@ -18,6 +18,7 @@ from gpuradar.core.units import MAINLAND_ALIASES, region_matches
 from gpuradar.recommend.fit import Fit, fit_offer, price_in
 from gpuradar.recommend.job import TRAINING, Budget, Job, RecommendError
 from gpuradar.recommend.memory import MemoryEstimate, estimate_memory
+from gpuradar.recommend.spot import spot_run
 
 if TYPE_CHECKING:  # the offers come from storage; recommending needs no database
     from gpuradar.storage.offers import OfferRow
@@ -120,6 +121,11 @@ class Options:
     deadline: timedelta | None = None
     #: Extra time on spot for interruptions, restarts and checkpoints (0.10 = +10 %).
     spot_overhead: float = 0.10
+    #: The run's checkpoint interval and restart time, hours: the spot run model's inputs
+    #: (gpuradar.recommend.spot). Assumptions the user states; defaults: hourly checkpoints
+    #: (what the spot warnings advise) and 10 minutes to restart.
+    checkpoint_hours: float = 1.0
+    restart_hours: float = 10 / 60
     #: The CUDA version the job's software needs (e.g. "12.4"): offers whose provider states
     #: a lower highest-supported version are left out.
     cuda: str | None = None
@@ -160,6 +166,8 @@ class Recommendation:
     considered: int
     warnings: list[str]
     hardware: list[dict[str, Any]]
+    #: The best on-demand option of all that fit (shown or not): what spot is weighed against.
+    on_demand: Fit | None = None
 
 
 def hardware_table(est: MemoryEstimate, training: bool) -> list[dict[str, Any]]:
@@ -269,10 +277,18 @@ def _screen(offer: OfferRow, job: Job, opts: Options, need_cuda: Any,
 
 
 def _attach_spot(fits: list[Fit], job: Job, opts: Options) -> None:
-    """Each spot option's interruption signal and what it means for this job."""
+    """Each spot option's interruption signal, what it means for this job and, for a job
+    of known size, the whole run's expected interruptions, lost hours and cost
+    (gpuradar.recommend.spot) from the work itself (without --spot-overhead)."""
+    deadline = opts.deadline.total_seconds() / 3600 if opts.deadline else None
     for fit in fits:
         signal = spot_signal(fit.offer)
         if signal is not None:
+            if fit.wall_hours is not None and fit.hourly_usd is not None:
+                signal["run"] = spot_run(
+                    signal_of(fit.offer.attributes).monthly, fit.nodes,
+                    fit.wall_hours / (1 + fit.spot_overhead), fit.hourly_usd,
+                    opts.checkpoint_hours, opts.restart_hours, deadline)
             signal["warnings"] = spot_warnings(signal, job, fit.wall_hours, fit.nodes,
                                                opts.resumable)
             if fit.spot_overhead and fit.wall_hours is not None:
@@ -331,8 +347,9 @@ def recommend(offers: Sequence[OfferRow], job: Job, opts: Options, fx: FxTable,
     # Said once for the options shown (each also carries it as a flag).
     warnings += sorted({f"{flag} (options flagged)" for f in shown for flag in f.flags
                         if "bitsandbytes" in flag})
+    on_demand = next((f for f in kept if f.offer.pricing == "on_demand"), None)
     return Recommendation(est, shown, excluded, len(offers), warnings,
-                          hardware_table(est, job.task in TRAINING))
+                          hardware_table(est, job.task in TRAINING), on_demand)
 
 
 def _collapse_regions(fits: list[Fit]) -> list[Fit]:

@@ -215,3 +215,39 @@ def test_alerts_json_has_one_timestamp_form_and_integral_counts(timeline):
     walk(data)
     assert stamps and all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", s)
                           for s in stamps), stamps
+
+
+def test_kept_demo_aws_spot_offers_carry_the_dated_band_and_recommend_uses_it(kept):
+    """The AWS recording's Spot Advisor feed is the real one of 2025-06-28, older than its
+    prices (2026-08-09): each band says its own source and date, and `recommend` works out
+    whole spot runs from it beside the on-demand option."""
+    offers = gpuradar_json("prices", "--source", "aws", "--pricing", "spot", "--limit", "0",
+                           db_url=kept)
+    p5 = next(o for o in offers if o["instance_type"] == "p5.48xlarge")
+    assert p5["captured"] == "2026-08-09"
+    assert {k: p5["attributes"][k] for k in ("interruption", "interruption_source",
+                                             "interruption_as_of", "savings_pct")} == {
+        "interruption": ">20%", "interruption_source": "AWS Spot Advisor",
+        "interruption_as_of": "2025-06-28", "savings_pct": 52}
+    table = gpuradar("prices", "--source", "aws", "--gpu", "H100", "--pricing", "spot",
+                     db_url=kept, env={"COLUMNS": "250"}).stdout
+    assert "interrupt >20% (AWS Spot Advisor, 2025-06-28), saves 52%" in table
+    args = ("recommend", "-p", "7B", "--task", "lora", "--tokens", "2B", "--max-age", "3000d",
+            "--providers", "aws", "--top", "50")
+    proc = gpuradar(*args, db_url=kept, env={"COLUMNS": "250"})
+    assert proc.returncode == 0, proc.stderr
+    assert "Spot runs (checkpoint every 1.0 h, restart 10 min" in proc.stdout
+    runs = [ln for ln in proc.stdout.splitlines() if ln.startswith("  #")]
+    banded = [ln for ln in runs if "(AWS Spot Advisor, 2025-06-28)" in ln]
+    assert banded and all(re.search(r"interruptions, .* lost, .* in all, .* total", ln)
+                          for ln in banded)
+    assert re.search(r"^  on-demand: #\d+ aws \S+: .* total, no interruptions$", proc.stdout,
+                     re.M)
+    data = json.loads(gpuradar(*args, "--json", db_url=kept).stdout)
+    # (an accelerator with no published throughput has no run time, hence no run)
+    spot = [o for o in data["options"] if o["pricing"] == "spot"
+            and o["spot"]["source"] == "AWS Spot Advisor" and o["wall_hours"] is not None]
+    assert spot and all(o["spot"]["as_of"] == "2025-06-28" and o["spot"]["run"]["basis"]
+                        == "signal" and o["spot"]["run"]["total_usd"][0] is not None
+                        for o in spot)
+    assert data["on_demand"]["pricing"] == "on_demand"
