@@ -80,6 +80,10 @@ JOB = ["recommend", "-t", "finetune", "-p", "7B"]
     (["--gpu-hours", "-1"], "error: --gpu-hours -1 must be a positive, finite number"),
     (["--gpu-hours", "inf"], "error: --gpu-hours inf must be a positive, finite number"),
     (["--tokens", "1e400"], "error: tokens '1e400' is too large to compute with"),
+    (["--tokens", "2B", "--checkpoint-every", "0"],
+     "error: --checkpoint-every '0' must be longer than zero"),
+    (["--tokens", "2B", "--restart-time", "soon"],
+     "error: --restart-time 'soon': use e.g. 10m, 30m, 1h"),
 ])
 def test_recommend_refuses(db, args, message):
     assert message in usage(gpuradar(*JOB, *args, db_url=db))
