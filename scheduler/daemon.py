@@ -102,8 +102,7 @@ class StartupError(Exception):
 class SourceState:
     failures: int = 0
     job_task: asyncio.Task | None = None
-    crawler: Any = None
-    crawl_task: asyncio.Task | None = None
+    crawl: Any = None  # the running gpuradar.crawler.service.Crawl
 
 
 def _files_stamp(paths: list[Path | None]) -> tuple:
@@ -136,7 +135,7 @@ class Daemon:
         self.exit_code = EXIT_OK
         self.httpd: Any = None
         self.scheduler: Any = None
-        self.runner: Any = None
+        self.crawls: Any = None
         self.engine: Any = None
         self.metrics: Any = None
         self.health: Any = None
@@ -237,7 +236,8 @@ class Daemon:
     async def main(self) -> None:
         from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
         from apscheduler.schedulers.asyncio import AsyncIOScheduler
-        from scrapy.crawler import AsyncCrawlerRunner
+
+        from gpuradar.crawler.service import CrawlService
 
         loop = asyncio.get_running_loop()
         self._stop, self._force = asyncio.Event(), asyncio.Event()
@@ -246,7 +246,7 @@ class Daemon:
             loop.add_signal_handler(sig, self._on_stop_signal, sig)
         loop.add_signal_handler(signal.SIGHUP, self._on_reload_signal)
 
-        self.runner = AsyncCrawlerRunner(self.loaded.settings)
+        self.crawls = CrawlService(self.loaded.settings)
         self.scheduler = AsyncIOScheduler(timezone=UTC, job_defaults={
             "coalesce": True, "max_instances": 1})
         self.scheduler.add_listener(self._job_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
@@ -283,16 +283,17 @@ class Daemon:
 
     def stand_by(self) -> None:
         """Deposed (the leader lock is lost): stop acting at once. Scheduled crawls and the
-        outbox sweep are removed; running crawls are stopped (Scrapy records them failed);
-        evaluate() and deliver() check the lock themselves."""
+        outbox sweep are removed; running crawls are stopped, whatever point they are at, and
+        recorded failed (gpuradar.crawler.service); evaluate() and deliver() check the lock
+        themselves."""
         for job in self.scheduler.get_jobs():
             if job.id == "outbox" or job.id.startswith("crawl:"):
                 job.remove()
         for name, st in self.state.items():
-            if st.crawler is not None:
+            if st.crawl is not None:
                 log.warning("%s: stopping the running crawl (not the leader any more)", name,
                             extra={"source": name})
-                self._spawn(st.crawler.stop_async())
+                st.crawl.stop("not the leader any more")
 
     def _schedule_outbox(self, now: datetime) -> None:
         if not self.leadership.is_leader:
@@ -373,9 +374,7 @@ class Daemon:
 
     @_job
     async def _crawl_job(self, source: str) -> None:
-        from scrapy.crawler import Crawler
-
-        from gpuradar.crawler.runner import TrackedCrawl, waits_for_fx
+        from gpuradar.crawler.runner import waits_for_fx
 
         plan = self.loaded.plans.get(source)
         if self.stopping or plan is None:
@@ -387,28 +386,23 @@ class Daemon:
         try:
             fx = self.state.get("fx")
             if (waits_for_fx(source, self._have_fx) and fx is not None
-                    and fx.crawl_task is not None):
-                await asyncio.wait({fx.crawl_task}, timeout=FX_WAIT_MAX)
-            crawler = Crawler(self.loaded.classes[source], self.crawl_settings(plan))
-            tracked = TrackedCrawl(source, crawler)
+                    and fx.crawl is not None):
+                await asyncio.wait({fx.crawl.done}, timeout=FX_WAIT_MAX)
+            if self.stopping or not self.leadership.is_leader:
+                return  # stopped or deposed while waiting for the exchange rates
             started = time.monotonic()
             log.debug("%s: crawl starting", source, extra={"source": source})
-            error = ""
+            # Past CLOSESPIDER_TIMEOUT (a graceful close) and the download timeout it waits
+            # for, the crawl is stopped; STOP_BOUND later it is abandoned (service.py).
+            st.crawl = crawl = self.crawls.start(
+                self.loaded.classes[source], self.crawl_settings(plan),
+                time_limit=2 * plan.timeout if plan.timeout > 0 else None)
             try:
-                st.crawler, st.crawl_task = crawler, self.runner.crawl(crawler)
-                # shielded: a crawl is only ever stopped through Scrapy, which records it
-                await asyncio.shield(st.crawl_task)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a broken spider fails its crawl only
-                log.exception("%s: crawl raised", source, extra={"source": source})
-                error = f"{type(exc).__name__}: {exc}"
+                # shielded: a crawl is only ever stopped through the service, which records it
+                result = await asyncio.shield(crawl.done)
             finally:
-                st.crawler = st.crawl_task = None
+                st.crawl = None
             duration = time.monotonic() - started
-            result = tracked.result()
-            if error and result.status != "failed":
-                result.status, result.error = "failed", error
             self.metrics.observe_crawl(source, result.status, duration, result.items,
                                        result.dropped, result.new_offers, result.changed,
                                        result.closed)
@@ -634,9 +628,10 @@ class Daemon:
                 log.warning("stopping crawl(s) still running after the grace period: %s",
                             ", ".join(names))
                 for n in names:
-                    crawler = self.state[n].crawler
-                    if crawler is not None:
-                        self._spawn(crawler.stop_async())
+                    crawl = self.state[n].crawl
+                    if crawl is not None:
+                        crawl.stop("the daemon is stopping",
+                                   bound=max(0.1, min(STOP_TIMEOUT, end - loop.time())))
                 await self._wait(pending, min(STOP_TIMEOUT, end - loop.time()))
         # the evaluations started by finished crawls write their notifications; the
         # delivery pass in flight ends with its last send
