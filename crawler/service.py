@@ -43,13 +43,13 @@ class Crawl:
     """One running crawl: its task, a stop that always ends it, and its result."""
 
     def __init__(self, runner: Any, spidercls: type, settings: Any, *,
-                 time_limit: float | None = None, bound: float = STOP_BOUND) -> None:
+                 time_limit: float | None = None, bound: float | None = None) -> None:
         from scrapy.crawler import Crawler
 
         self.source: str = spidercls.name
         self.crawler = Crawler(spidercls, settings)
         self.tracked = TrackedCrawl(self.source, self.crawler)
-        self.bound = bound
+        self.bound = STOP_BOUND if bound is None else bound
         self.why: str | None = None  # why the crawl was told to stop, once it was
         self._engine_started = False  # its spider is open (engine_started follows that)
         self.abandoned = False
@@ -72,7 +72,7 @@ class Crawl:
             return
         self.why = why
         if bound is not None:
-            self.bound = bound
+            self.bound = STOP_BOUND if bound is None else bound
         log.info("%s: stopping the crawl (%s)", self.source, why,
                  extra={"source": self.source})
         self._timers.append(asyncio.get_running_loop().call_later(self.bound, self._abandon))
@@ -128,11 +128,10 @@ class Crawl:
     # -- the outcome ------------------------------------------------------------------------
     async def _finish(self) -> CrawlResult:
         try:
-            await self._task
+            await self._task  # Scrapy's engine may swallow the cancellation: both end here
         except asyncio.CancelledError:
             if not self.abandoned:
                 raise
-            self._record_abandoned()
         except Exception as exc:  # noqa: BLE001 - a broken spider fails its crawl only
             log.error("%s: crawl raised", self.source, exc_info=True,
                       extra={"source": self.source})
@@ -140,6 +139,8 @@ class Crawl:
         finally:
             for timer in self._timers:
                 timer.cancel()
+        if self.abandoned:
+            self._record_abandoned()
         return self.result()
 
     def result(self) -> CrawlResult:
@@ -165,6 +166,6 @@ class CrawlService:
         self.runner = AsyncCrawlerRunner(settings)
 
     def start(self, spidercls: type, settings: Any, *, time_limit: float | None = None,
-              bound: float = STOP_BOUND) -> Crawl:
+              bound: float | None = None) -> Crawl:
         """Start one crawl of `spidercls` with `settings`; await `.done` for its result."""
         return Crawl(self.runner, spidercls, settings, time_limit=time_limit, bound=bound)

@@ -27,10 +27,12 @@ STOPS: list[float | str] = [0.0, 0.01, 0.05, 0.1, 0.15, "opening"]
 #: for, with a wide margin for a loaded machine. A crawl that does not stop never ends.
 BOUND = 5.0
 WAIT_START = 20.0  # the longest the next scheduled crawl may take to start
+HANG_BOUND = 1.0  # the stop bound of the crawl whose close hangs
 
 
-def _drive(config: str, out: Any) -> None:
+def _drive(config: str, hang_flag: str, out: Any) -> None:
     """The child: run the daemon and stop each crawl at its moment; send the findings."""
+    from gpuradar.crawler import service
     from gpuradar.scheduler.daemon import Daemon, RunOptions, install_asyncio_reactor
 
     install_asyncio_reactor()
@@ -82,6 +84,20 @@ def _drive(config: str, out: Any) -> None:
                              "seconds": loop.time() - t0})
             if not done:
                 break
+        # A crawl whose close hangs (its one request never answered): abandoned at its
+        # bound and recorded here; then the next crawl runs.
+        service.STOP_BOUND = HANG_BOUND
+        Path(hang_flag).touch()
+        for when in (0.1, None):
+            planned.append(when)
+            await asyncio.wait_for(started.get(), WAIT_START)
+            job = daemon.state["vastai"].job_task
+            t0 = loop.time()
+            done, _ = await asyncio.wait({job}, timeout=BOUND + 30)
+            findings.append({"when": f"hang-{when}", "started": True, "ended": bool(done),
+                             "seconds": loop.time() - t0})
+            Path(hang_flag).unlink(missing_ok=True)
+            service.STOP_BOUND = 15.0
         return findings
 
     def main() -> None:
@@ -108,9 +124,11 @@ def test_a_crawl_stopped_at_any_moment_ends_is_recorded_and_the_next_one_runs(
     routes = dict(provider_server.routes)
     bundles = routes[("POST", "/api/v0/bundles/")]
 
+    hang_flag = tmp_path / "hang"
+
     def slow(req: Any) -> Reply:  # the real answer, 0.5 s late: a crawl stopped mid-page
         reply = bundles(req)
-        reply.delay = 0.5
+        reply.delay = 30 if hang_flag.exists() else 0.5
         return reply
 
     provider_server.route("POST", "/api/v0/bundles/", slow)
@@ -123,7 +141,7 @@ def test_a_crawl_stopped_at_any_moment_ends_is_recorded_and_the_next_one_runs(
     })
     ctx = multiprocessing.get_context("spawn")
     ours, theirs = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_drive, args=(str(config), theirs))
+    child = ctx.Process(target=_drive, args=(str(config), str(hang_flag), theirs))
     started = time.monotonic()
     child.start()
     theirs.close()
@@ -146,8 +164,15 @@ def test_a_crawl_stopped_at_any_moment_ends_is_recorded_and_the_next_one_runs(
     crawls = query(sqlite_url, "SELECT status, error FROM crawl WHERE source = 'vastai' "
                    "ORDER BY id")
     stopped = [c for c in crawls if c[0] != "ok"]
-    assert len(stopped) == len(STOPS), (crawls, findings)
-    for status, error in stopped:
-        assert status == "failed" and "not the leader any more" in error, crawls
+    assert len(stopped) == len(STOPS) + 1, (crawls, findings)
+    hang, after = by_when["hang-0.1"], by_when["hang-None"]
+    assert hang["ended"] and hang["seconds"] < HANG_BOUND + BOUND, findings
+    assert after["ended"], findings
+    for status, error in stopped[:-1]:
+        assert (status, error) == (
+            "failed", "crawl stopped early: cancelled (not the leader any more)"), crawls
+    assert stopped[-1] == (
+        "failed", f"interrupted (not the leader any more; abandoned after {HANG_BOUND:g}s)"
+    ), crawls
     assert crawls[-1][0] == "ok", f"the crawl after the stops did not succeed: {crawls}"
     assert time.monotonic() - started < 180
