@@ -8,15 +8,15 @@ crawl (rule evaluation, apprise delivery) runs in threads. Metrics and /healthz 
 from a thread of their own.
 
 Life cycle: SIGTERM/SIGINT end the process within one budget, `daemon.stop_timeout`. At
-once: nothing more is scheduled and delivery takes no new message (the send gate closes:
-the messages in flight finish, the rest stay pending for the standby or the next start).
-Running crawls get `daemon.grace_period` to finish (then they are stopped; Scrapy records
-them failed), the rule evaluations they started write their notifications. Then, with
-nothing of the leader's work running any more, the leader lock is released and the process
-exits 0. What is still running when the budget is used up (a send that hangs, a crawl that
-does not stop) is not waited for: the process exits at once WITH the lock, which the
-server frees only once the process and all its threads are gone, so no message leaves it
-after its lock is free. A second signal skips the waiting.
+once: nothing more is scheduled and delivery takes no new message (the send gate closes: the
+messages in flight finish, the rest stay pending for the standby or the next start). Running
+crawls get `daemon.grace_period` to finish (then the crawl service stops them, at whatever
+point they are, and they are recorded failed), the rule evaluations they started write their
+notifications. Then, with nothing of the leader's work running any more, the leader lock is
+released and the process exits 0. What is still running when the budget is used up (a send
+that hangs, a crawl that does not stop) is not waited for: the process exits at once WITH
+the lock, which the server frees only once the process and all its threads are gone, so no
+message leaves it after its lock is free. A second signal skips the waiting.
 
 SIGHUP (or a change of the config or rules file) reloads the configuration: a new one that
 does not load is rejected as a whole, with its error, and the old one stays.
