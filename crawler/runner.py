@@ -1,7 +1,8 @@
-"""The crawl service `gpuradar crawl`, `demo` and the daemon share: which sources exist and
+"""What `gpuradar crawl`, `demo` and the daemon share about crawls: which sources exist and
 which are enabled, the order crawls run in (exchange rates first), one typed result per
-crawl (TrackedCrawl -> CrawlResult), and a one-shot crawl of several sources at once in one
-Scrapy process (run_once; the daemon runs each crawl on its own reactor instead)."""
+crawl (TrackedCrawl -> CrawlResult), and a one-shot crawl of several sources at once
+(run_once: Ctrl-C and a failing database, around the crawl service of
+gpuradar.crawler.service, which starts and stops every crawl)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,9 @@ import signal
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from scrapy import signals
 from scrapy.settings import Settings
 from scrapy.spiderloader import get_spider_loader
 
-from gpuradar.core.items import PriceBatch
 from gpuradar.core.units import EXIT_INTERRUPTED
 from gpuradar.crawler.config import source_status
 from gpuradar.crawler.pipelines import crawl_recorded
@@ -184,24 +183,6 @@ def _crawl_ids(crawls: dict[str, TrackedCrawl]) -> list[int]:
     return [cid for c in crawls.values() if (cid := c.unfinished_crawl_id) is not None]
 
 
-def _tracked(process: Any, sources: list[str],
-             on_item: Callable[[str], None] | None) -> tuple[dict[str, TrackedCrawl], list]:
-    """One tracked crawler per source; `on_item(source)` per stored item. The handlers
-    returned must be kept alive (signals hold weak references)."""
-    crawls: dict[str, TrackedCrawl] = {}
-    handlers = []
-    for name in sources:
-        crawler = process.create_crawler(name)
-        if on_item is not None:
-            def counted(item, response, spider, _name=name):
-                for _ in range(len(item) if isinstance(item, PriceBatch) else 1):
-                    on_item(_name)  # each offer of a batch, as if it had come alone
-            handlers.append(counted)
-            crawler.signals.connect(counted, signal=signals.item_scraped)
-        crawls[name] = TrackedCrawl(name, crawler)
-    return crawls, handlers
-
-
 class _Stops:
     """Why and how `run_once` stops its reactor early: Ctrl-C (once: say so, record the
     running crawls interrupted; twice: exit at once) or a database that failed."""
@@ -211,10 +192,6 @@ class _Stops:
         self.reactor, self.url, self.crawls = reactor, url, crawls
         self.on_interrupt = on_interrupt
         self.why: dict[str, str] = {}
-
-    def stop(self) -> None:
-        if self.reactor.running:
-            self.reactor.stop()
 
     def at_once(self) -> None:
         # Not reactor.stop(): its shutdown triggers close every spider gracefully, which
@@ -244,13 +221,12 @@ class _Stops:
             self.on_interrupt()
         self.reactor.callFromThread(self._interrupted_now)
 
-    def results(self) -> list[CrawlResult]:
+    def results(self, results: list[CrawlResult]) -> list[CrawlResult]:
         """The crawls' results, or the exception that says why they stopped early."""
         if self.why:  # crashed, not stopped: end the reactor's threads, or the exit waits
             pool = getattr(self.reactor, "threadpool", None)
             if pool is not None:
                 pool.stop()
-        results = [c.result() for c in self.crawls.values()]
         if "interrupt" in self.why:
             for r in results:
                 if r.status == "failed":
@@ -266,39 +242,29 @@ class _Stops:
 def run_once(sources: list[str], settings: Settings,
              on_item: Callable[[str], None] | None = None,
              on_interrupt: Callable[[], None] | None = None) -> list[CrawlResult]:
-    """Crawl `sources` and wait for all of them: `fx` first (so the others convert with
-    today's rates), then the rest concurrently. Starts and stops a reactor: once per process.
+    """Crawl `sources` and wait for all of them, through the crawl service (exchange rates
+    first). Starts and stops a reactor: once per process.
 
     Ctrl-C calls `on_interrupt` at once (to say "stopping"), records the running crawls
     failed (interrupted) and raises CrawlInterrupted; a second Ctrl-C exits at once. A
     database that fails during the crawls stops them and raises DatabaseUnusable.
     """
-    from scrapy.crawler import CrawlerProcess
     from scrapy.utils.reactor import install_reactor
 
+    from gpuradar.crawler.service import Crawl, CrawlService
+
     install_reactor(settings["TWISTED_REACTOR"])  # before anything imports the reactor
-    from twisted.internet import defer, reactor
+    from twisted.internet import reactor
 
     url = settings.get("GPURADAR_DATABASE_URL") or ""
     settings = settings.copy()
     # One crawl of each source in this process: no next crawl would use their offers' state.
     settings.set("GPURADAR_KEEP_STATE", False, priority="cmdline")
-    process = CrawlerProcess(settings)
-    crawls, _handlers = _tracked(process, sources, on_item)
-    stops = _Stops(reactor, url, crawls, on_interrupt)
-
-    @defer.inlineCallbacks
-    def crawl_all():
-        try:
-            for group in fx_first(sources):
-                results = yield defer.DeferredList(
-                    [process.crawl(crawls[n].crawler) for n in group], consumeErrors=True)
-                for n, (ok, failure) in zip(group, results, strict=True):
-                    if not ok:
-                        crawls[n].failed_to_start(failure.value)
-                        log.debug("crawl of %s failed", n, exc_info=failure.value)
-        finally:
-            reactor.callLater(0, stops.stop)
+    service = CrawlService(settings, one_shot=True)
+    classes = spider_classes(settings)
+    crawls = {n: Crawl(classes[n], settings, on_item=on_item) for n in sources}
+    tracked = {n: c.tracked for n, c in crawls.items()}
+    stops = _Stops(reactor, url, tracked, on_interrupt)
 
     quiet = settings.get("LOG_LEVEL", "DEBUG") not in ("DEBUG", "INFO")
     guard = _DatabaseGuard(url, stops.database_failed, quiet)
@@ -314,14 +280,13 @@ def run_once(sources: list[str], settings: Settings,
     gc.freeze()
     gc.set_threshold(10_000, 10, 10)
     try:
-        reactor.callWhenRunning(crawl_all)
-        process.start(stop_after_crawl=False, install_signal_handlers=False)
+        service.run(lambda: service.in_order(crawls))
     finally:
         gc.set_threshold(*thresholds)
         signal.signal(signal.SIGINT, previous)
         for logger in loggers:
             logger.removeFilter(guard)
-    return stops.results()
+    return stops.results([c.result() for c in crawls.values()])
 
 
 def _record_stopped(url: str, crawls: dict[str, TrackedCrawl], problem: str) -> None:

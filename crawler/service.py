@@ -26,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from scrapy import signals
 from scrapy.exceptions import CloseSpider
 
-from gpuradar.crawler.runner import CrawlResult, TrackedCrawl
+from gpuradar.core.items import PriceBatch
+from gpuradar.crawler.runner import CrawlResult, TrackedCrawl, fx_first
 
 log = logging.getLogger(__name__)
 
@@ -40,35 +42,52 @@ STOP_BOUND = 15.0
 
 
 class Crawl:
-    """One running crawl: its task, a stop that always ends it, and its result."""
+    """One crawl: prepared (its crawler and signals), then begun on the service's runner;
+    a stop that always ends it, and its result."""
 
-    def __init__(self, runner: Any, spidercls: type, settings: Any, *,
-                 time_limit: float | None = None, bound: float | None = None) -> None:
+    def __init__(self, spidercls: type, settings: Any, *, time_limit: float | None = None,
+                 bound: float | None = None,
+                 on_item: Callable[[str], None] | None = None) -> None:
         from scrapy.crawler import Crawler
 
         self.source: str = spidercls.name
         self.crawler = Crawler(spidercls, settings)
         self.tracked = TrackedCrawl(self.source, self.crawler)
+        self.time_limit = time_limit
         self.bound = STOP_BOUND if bound is None else bound
         self.why: str | None = None  # why the crawl was told to stop, once it was
         self._engine_started = False  # its spider is open (engine_started follows that)
         self.abandoned = False
-        self.error = ""  # an exception the crawl raised, in one line
+        self.error = ""  # an exception the crawl raised after it was recorded, in one line
         self.crawler.signals.connect(self._on_spider_opened, signal=signals.spider_opened)
         self.crawler.signals.connect(self._on_engine_started, signal=signals.engine_started)
-        loop = asyncio.get_running_loop()
-        self._task: asyncio.Task[None] = runner.crawl(self.crawler)
+        self.on_item = on_item
+        if on_item is not None:
+            self.crawler.signals.connect(self._on_item, signal=signals.item_scraped)
+        self._task: asyncio.Task[None] | None = None
         self._timers: list[asyncio.TimerHandle] = []
-        if time_limit is not None:
-            self._timers.append(loop.call_later(
-                time_limit, self.stop, f"outlived its time limit of {time_limit:g}s"))
-        self.done: asyncio.Future[CrawlResult] = asyncio.ensure_future(self._finish())
+        self.done: asyncio.Future[CrawlResult] | None = None
+
+    def _on_item(self, item: Any, response: Any, spider: Any) -> None:
+        assert self.on_item is not None
+        for _ in range(len(item) if isinstance(item, PriceBatch) else 1):
+            self.on_item(self.source)  # each offer of a batch, as if it had come alone
+
+    def begin(self, runner: Any) -> asyncio.Future[CrawlResult]:
+        """Start the crawl on `runner` (on the running loop); the future of its result."""
+        self._task = runner.crawl(self.crawler)
+        if self.time_limit is not None:
+            self._timers.append(asyncio.get_running_loop().call_later(
+                self.time_limit, self.stop,
+                f"outlived its time limit of {self.time_limit:g}s"))
+        self.done = asyncio.ensure_future(self._finish())
+        return self.done
 
     # -- stopping ---------------------------------------------------------------------------
     def stop(self, why: str, bound: float | None = None) -> None:
         """End the crawl within `bound` seconds (the crawl's own by default), recorded failed
         with `why`. Safe at any moment and more than once (the first reason is kept)."""
-        if self._task.done() or self.why is not None:
+        if self._task is None or self._task.done() or self.why is not None:
             return
         self.why = why
         if bound is not None:
@@ -103,7 +122,7 @@ class Crawl:
     def _abandon(self) -> None:
         """The close did not end the crawl within its bound: cancel it and record it here
         (its pipelines never got to)."""
-        if self._task.done():
+        if self._task is None or self._task.done():
             return
         self.abandoned = True
         log.warning("%s: the crawl did not close within %gs of its stop; abandoned",
@@ -127,15 +146,19 @@ class Crawl:
 
     # -- the outcome ------------------------------------------------------------------------
     async def _finish(self) -> CrawlResult:
+        assert self._task is not None
         try:
             await self._task  # Scrapy's engine may swallow the cancellation: both end here
         except asyncio.CancelledError:
             if not self.abandoned:
                 raise
         except Exception as exc:  # noqa: BLE001 - a broken spider fails its crawl only
-            log.error("%s: crawl raised", self.source, exc_info=True,
+            log.debug("%s: the crawl raised", self.source, exc_info=True,
                       extra={"source": self.source})
-            self.error = f"{type(exc).__name__}: {exc}"
+            if self.tracked.summary is None:
+                self.tracked.failed_to_start(exc)
+            else:
+                self.error = f"{type(exc).__name__}: {exc}"
         finally:
             for timer in self._timers:
                 timer.cancel()
@@ -157,15 +180,42 @@ class Crawl:
 
 
 class CrawlService:
-    """Starts every crawl of a process on one `AsyncCrawlerRunner` (the asyncio reactor
-    must be installed and its loop running)."""
+    """Starts every crawl of a process. The daemon's runs on a loop it runs itself
+    (`AsyncCrawlerRunner`); a one-shot command's starts and stops the asyncio reactor
+    (`AsyncCrawlerProcess`, which also sets up Scrapy's logging, DNS resolver and threads)."""
 
-    def __init__(self, settings: Any) -> None:
-        from scrapy.crawler import AsyncCrawlerRunner
+    def __init__(self, settings: Any, *, one_shot: bool = False) -> None:
+        from scrapy.crawler import AsyncCrawlerProcess, AsyncCrawlerRunner
 
-        self.runner = AsyncCrawlerRunner(settings)
+        self.runner = AsyncCrawlerProcess(settings) if one_shot else AsyncCrawlerRunner(
+            settings)
 
     def start(self, spidercls: type, settings: Any, *, time_limit: float | None = None,
               bound: float | None = None) -> Crawl:
         """Start one crawl of `spidercls` with `settings`; await `.done` for its result."""
-        return Crawl(self.runner, spidercls, settings, time_limit=time_limit, bound=bound)
+        crawl = Crawl(spidercls, settings, time_limit=time_limit, bound=bound)
+        crawl.begin(self.runner)
+        return crawl
+
+    async def in_order(self, crawls: dict[str, Crawl]) -> list[CrawlResult]:
+        """Run prepared crawls to their end: the exchange rates first (the others convert
+        their prices with what it stores), then every other source at once."""
+        for group in fx_first(crawls):
+            await asyncio.gather(*(crawls[n].begin(self.runner) for n in group))
+        return [c.result() for c in crawls.values()]
+
+    def run(self, main: Callable[[], Awaitable[Any]]) -> None:
+        """One-shot: run the asyncio reactor until `main()` is done (or the reactor is
+        stopped or crashed from outside). Once per process: a reactor does not restart."""
+        from twisted.internet import reactor
+
+        def started() -> None:
+            task = asyncio.ensure_future(main())
+            task.add_done_callback(lambda _t: reactor.callLater(0, _stop))
+
+        def _stop() -> None:
+            if reactor.running:
+                reactor.stop()
+
+        reactor.callWhenRunning(started)
+        self.runner.start(stop_after_crawl=False, install_signal_handlers=False)
