@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # spider_opened imports them when a crawl starts
 log = logging.getLogger(__name__)
 
 #: Scrapy signal sent once the storage pipeline has recorded the crawl (`summary`: its
-#: CrawlSummary); the crawl service (gpuradar.crawler.runner.TrackedCrawl) listens for it.
+#: CrawlSummary); the crawl service listens for it (gpuradar.crawler.runner.TrackedCrawl).
 crawl_recorded = object()
 
 #: Drop reasons about the price only: the offer is still listed, so it is kept open with its

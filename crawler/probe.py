@@ -40,6 +40,10 @@ THROTTLE_CODES = re.compile(r"RequestLimitExceeded|Throttling|APIGW\.0308|too fr
                             r"search_quota_exceeded|rate limit", re.IGNORECASE)
 
 
+#: Signal sent by a probe for each outcome (`result`: a ProbeResult).
+probe_reported = object()
+
+
 @dataclass
 class ProbeResult:
     source: str
@@ -104,7 +108,6 @@ def probe_class(cls: type[GpuRadarSpider]) -> type[GpuRadarSpider]:
         return []
 
     async def start(self):
-        self.probe_results = []
         for label, request in await probe_requests(self):
             yield request.replace(
                 callback=self._probe_answer, errback=self._probe_failed, dont_filter=True,
@@ -112,9 +115,9 @@ def probe_class(cls: type[GpuRadarSpider]) -> type[GpuRadarSpider]:
                       "probe_callback": request.callback, "handle_httpstatus_all": True})
 
     def report(self, request: scrapy.Request, result: str, detail: str) -> None:
-        self.probe_results.append(ProbeResult(self.name, request.meta["probe"], result,
-                                              source_once(detail, self.name),
-                                              _fix(cls, result, request.url)))
+        self.crawler.signals.send_catch_log(probe_reported, result=ProbeResult(
+            self.name, request.meta["probe"], result, source_once(detail, self.name),
+            _fix(cls, result, request.url)))
 
     async def _probe_answer(self, response, **kwargs: Any) -> None:
         request = response.request
@@ -170,27 +173,35 @@ def probe_class(cls: type[GpuRadarSpider]) -> type[GpuRadarSpider]:
 
 
 def run_probes(sources: list[str], settings: Settings) -> list[ProbeResult]:
-    """Probe `sources` concurrently in one Scrapy process (starts a reactor: once per
-    process). Nothing is stored."""
-    from scrapy.crawler import CrawlerProcess
+    """Probe `sources` through the crawl service (starts a reactor: once per process).
+    Nothing is stored."""
     from scrapy.utils.reactor import install_reactor
+
+    from gpuradar.crawler.service import Crawl, CrawlService
 
     settings = settings.copy()
     settings.set("ITEM_PIPELINES", {}, priority="cmdline")
     settings.set("RETRY_HTTP_CODES", [], priority="cmdline")
     settings.set("CLOSESPIDER_TIMEOUT", 120, priority="cmdline")
     install_reactor(settings["TWISTED_REACTOR"])
-    process = CrawlerProcess(settings)
+    service = CrawlService(settings, one_shot=True)
     classes = spider_classes(settings)
-    crawlers = {name: process.create_crawler(probe_class(classes[name])) for name in sources}
-    for crawler in crawlers.values():
-        process.crawl(crawler)
-    process.start()
+    found = {name: _Found() for name in sources}
+    crawls = {}
+    for name in sources:
+        crawls[name] = crawl = Crawl(probe_class(classes[name]), settings)
+        crawl.crawler.signals.connect(found[name].add, signal=probe_reported, weak=False)
+    service.run(lambda: service.in_order(crawls), install_signal_handlers=True)
     results: list[ProbeResult] = []
-    for name, crawler in crawlers.items():
-        found = getattr(crawler.spider, "probe_results", None)
-        if not found:
-            found = [ProbeResult(name, "-", "not-understood", "the probe made no request",
-                                 "run `gpuradar crawl -v` for this source")]
-        results.extend(found)
+    for name in sources:
+        results.extend(found[name] or [ProbeResult(
+            name, "-", "not-understood", "the probe made no request",
+            "run `gpuradar crawl -v` for this source")])
     return results
+
+
+class _Found(list[ProbeResult]):
+    """The outcomes one probe reported (signal `probe_reported`)."""
+
+    def add(self, result: ProbeResult) -> None:
+        self.append(result)

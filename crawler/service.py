@@ -1,6 +1,8 @@
-"""The crawl service: the one place that starts a Scrapy crawl on an asyncio event loop
-(Scrapy's `AsyncCrawlerRunner`, as its "Common practices" page describes for running
-crawls from a script), and a stop that always stops.
+"""The crawl service: the one place that starts a Scrapy crawl — the daemon's on its own
+loop (Scrapy's `AsyncCrawlerRunner`, as its "Common practices" page describes for running
+crawls from a script), a one-shot command's on a reactor it starts (`AsyncCrawlerProcess`:
+`crawl`, `crawl --replay`, the demo snapshot through `run_once`, `sources --check` through
+gpuradar.crawler.probe) — and a stop that always stops.
 
 Why a stop of our own: in Scrapy 2.19 `Crawler.stop_async()` called before the engine runs
 only clears the crawler's `crawling` flag. The engine then starts anyway, and when its
@@ -25,15 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
+import os
+import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from scrapy import signals
 from scrapy.exceptions import CloseSpider
+from scrapy.settings import Settings
 
 from gpuradar.core.items import PriceBatch
-from gpuradar.crawler.runner import CrawlResult, TrackedCrawl, fx_first
+from gpuradar.core.units import EXIT_INTERRUPTED
+from gpuradar.crawler.runner import CrawlResult, TrackedCrawl, fx_first, spider_classes
 
 log = logging.getLogger(__name__)
 
@@ -204,9 +211,11 @@ class CrawlService:
             await asyncio.gather(*(crawls[n].begin(self.runner) for n in group))
         return [c.result() for c in crawls.values()]
 
-    def run(self, main: Callable[[], Awaitable[Any]]) -> None:
+    def run(self, main: Callable[[], Awaitable[Any]], *,
+            install_signal_handlers: bool = False) -> None:
         """One-shot: run the asyncio reactor until `main()` is done (or the reactor is
-        stopped or crashed from outside). Once per process: a reactor does not restart."""
+        stopped or crashed from outside). Once per process: a reactor does not restart.
+        `install_signal_handlers`: Scrapy's (Ctrl-C stops the crawls gracefully)."""
         from twisted.internet import reactor
 
         def started() -> None:
@@ -218,4 +227,176 @@ class CrawlService:
                 reactor.stop()
 
         reactor.callWhenRunning(started)
-        self.runner.start(stop_after_crawl=False, install_signal_handlers=False)
+        self.runner.start(stop_after_crawl=False,
+                          install_signal_handlers=install_signal_handlers)
+
+
+# -- one-shot commands: `crawl`, `crawl --replay`, the demo snapshot ------------------------
+class CrawlStopped(Exception):
+    """The crawls did not all run to their end; `results` has every source's outcome."""
+
+    def __init__(self, message: str, results: list[CrawlResult]) -> None:
+        super().__init__(message)
+        self.results = results
+
+
+class CrawlInterrupted(CrawlStopped):
+    """Ctrl-C: the running crawls were recorded failed (interrupted) and stopped."""
+
+
+class DatabaseUnusable(CrawlStopped):
+    """The database failed during the crawls (read-only, locked, gone): the message names the
+    cause in one line; the crawls were stopped (each closed nothing)."""
+
+
+class _DatabaseGuard(logging.Filter):
+    """Sees every log record the crawls write; the first database error stops them all.
+    Its records (90 lines of traceback per failed write) are not shown without -v: the
+    command says the cause in one line instead."""
+
+    def __init__(self, url: str, on_error: Callable[[str], None], quiet: bool) -> None:
+        super().__init__()
+        self.url, self.on_error, self.quiet = url, on_error, quiet
+        self.problem: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from gpuradar.storage.db import database_problem
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is None:
+            return True
+        problem = database_problem(exc, self.url)
+        if problem is None:
+            return True
+        if self.problem is None:
+            self.problem = problem
+            self.on_error(problem)
+        return not self.quiet
+
+
+# Where an exception raised in a crawl is logged: signal handlers (the pipelines' open and
+# close), item processing, the engine, the pipelines themselves, Twisted's unhandled errors.
+_ERROR_LOGGERS = ("scrapy.utils.signal", "scrapy.core.scraper", "scrapy.core.engine",
+                  "scrapy.crawler", "gpuradar.crawler.pipelines", "twisted")
+
+
+def _crawl_ids(crawls: dict[str, TrackedCrawl]) -> list[int]:
+    """The crawl records of the crawls that have not finished."""
+    return [cid for c in crawls.values() if (cid := c.unfinished_crawl_id) is not None]
+
+
+class _Stops:
+    """Why and how `run_once` stops its reactor early: Ctrl-C (once: say so, record the
+    running crawls interrupted; twice: exit at once) or a database that failed."""
+
+    def __init__(self, reactor: Any, url: str, crawls: dict[str, TrackedCrawl],
+                 on_interrupt: Callable[[], None] | None) -> None:
+        self.reactor, self.url, self.crawls = reactor, url, crawls
+        self.on_interrupt = on_interrupt
+        self.why: dict[str, str] = {}
+
+    def at_once(self) -> None:
+        # Not reactor.stop(): its shutdown triggers close every spider gracefully, which
+        # waits for the requests in flight and then records the crawls over our record.
+        if self.reactor.running:
+            self.reactor.crash()
+
+    def database_failed(self, problem: str) -> None:
+        self.why.setdefault("database", problem)
+        self.reactor.callFromThread(self.at_once)  # the crawls stop; each closed nothing
+
+    def _interrupted_now(self) -> None:
+        from gpuradar.storage.db import get_engine
+        from gpuradar.storage.owner import mark_interrupted
+
+        try:
+            mark_interrupted(get_engine(self.url), _crawl_ids(self.crawls), "Ctrl-C")
+        except Exception:  # noqa: BLE001 - the next command marks them (process gone)
+            log.debug("could not record the interrupted crawls", exc_info=True)
+        self.at_once()
+
+    def on_sigint(self, signum: int, frame: Any) -> None:
+        if "interrupt" in self.why:
+            os._exit(EXIT_INTERRUPTED)  # a second Ctrl-C: stop without waiting
+        self.why["interrupt"] = "interrupted"
+        if self.on_interrupt is not None:
+            self.on_interrupt()
+        self.reactor.callFromThread(self._interrupted_now)
+
+    def results(self, results: list[CrawlResult]) -> list[CrawlResult]:
+        """The crawls' results, or the exception that says why they stopped early."""
+        if self.why:  # crashed, not stopped: end the reactor's threads, or the exit waits
+            pool = getattr(self.reactor, "threadpool", None)
+            if pool is not None:
+                pool.stop()
+        if "interrupt" in self.why:
+            for r in results:
+                if r.status == "failed":
+                    r.error = ("interrupted (Ctrl-C)" if r.crawl_id is not None
+                               else "not started (interrupted)")
+            raise CrawlInterrupted("interrupted", results)
+        if "database" in self.why:
+            _record_stopped(self.url, self.crawls, self.why["database"])
+            raise DatabaseUnusable(self.why["database"], results)
+        return results
+
+
+def run_once(sources: list[str], settings: Settings,
+             on_item: Callable[[str], None] | None = None,
+             on_interrupt: Callable[[], None] | None = None) -> list[CrawlResult]:
+    """Crawl `sources` and wait for all of them, through the crawl service (exchange rates
+    first). Starts and stops a reactor: once per process.
+
+    Ctrl-C calls `on_interrupt` at once (to say "stopping"), records the running crawls
+    failed (interrupted) and raises CrawlInterrupted; a second Ctrl-C exits at once. A
+    database that fails during the crawls stops them and raises DatabaseUnusable.
+    """
+    from scrapy.utils.reactor import install_reactor
+
+    install_reactor(settings["TWISTED_REACTOR"])  # before anything imports the reactor
+    from twisted.internet import reactor
+
+    url = settings.get("GPURADAR_DATABASE_URL") or ""
+    settings = settings.copy()
+    # One crawl of each source in this process: no next crawl would use their offers' state.
+    settings.set("GPURADAR_KEEP_STATE", False, priority="cmdline")
+    service = CrawlService(settings, one_shot=True)
+    classes = spider_classes(settings)
+    crawls = {n: Crawl(classes[n], settings, on_item=on_item) for n in sources}
+    tracked = {n: c.tracked for n, c in crawls.items()}
+    stops = _Stops(reactor, url, tracked, on_interrupt)
+
+    quiet = settings.get("LOG_LEVEL", "DEBUG") not in ("DEBUG", "INFO")
+    guard = _DatabaseGuard(url, stops.database_failed, quiet)
+    # Scrapy replaces its root handler when a crawl starts: filter where records are made
+    loggers = [logging.getLogger(name) for name in _ERROR_LOGGERS]
+    for logger in loggers:
+        logger.addFilter(guard)
+    previous = signal.signal(signal.SIGINT, stops.on_sigint)
+    thresholds = gc.get_threshold()
+    # Everything imported so far lives as long as the process: the collector's full passes
+    # over the crawl's objects (a few per large source) need not walk it again each time.
+    # Offers come and go by the thousand: collect the young generation less often.
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
+    try:
+        service.run(lambda: service.in_order(crawls))
+    finally:
+        gc.set_threshold(*thresholds)
+        signal.signal(signal.SIGINT, previous)
+        for logger in loggers:
+            logger.removeFilter(guard)
+    return stops.results([c.result() for c in crawls.values()])
+
+
+def _record_stopped(url: str, crawls: dict[str, TrackedCrawl], problem: str) -> None:
+    """The crawls this process stopped for a database error are recorded failed with that
+    error, here and now (not by a later command as "process gone"), when the database takes
+    the write; when it does not (still locked, gone), the next command records them."""
+    from gpuradar.storage.db import get_engine
+    from gpuradar.storage.owner import mark_interrupted
+
+    try:
+        mark_interrupted(get_engine(url), _crawl_ids(crawls), f"stopped: {problem}")
+    except Exception:  # noqa: BLE001 - the database is the problem: already reported
+        log.debug("could not record the stopped crawls", exc_info=True)

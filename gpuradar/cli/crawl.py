@@ -41,13 +41,8 @@ def crawl_sources(cfg: "Config", sources: list[str], record: Path | None, replay
 
     from gpuradar.core.logs import setup_logging
     from gpuradar.crawler.config import scrapy_settings
-    from gpuradar.crawler.runner import (
-        CrawlInterrupted,
-        DatabaseUnusable,
-        UnknownSource,
-        resolve_sources,
-        run_once,
-    )
+    from gpuradar.crawler.runner import UnknownSource, resolve_sources
+    from gpuradar.crawler.service import CrawlInterrupted, DatabaseUnusable, run_once
 
     # gpuradar's log handler rather than Scrapy's: a failure the summary table reports is
     # not printed above it too (gpuradar.core.logs.IN_OUTCOME), unless -v.
