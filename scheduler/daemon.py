@@ -86,6 +86,13 @@ def _job(fn: Callable[..., Awaitable[None]]) -> Callable[..., Coroutine[Any, Any
     return job
 
 
+def _time_limit(plan: SourcePlan) -> float | None:
+    """How long a crawl may run before it is stopped: past CLOSESPIDER_TIMEOUT (a graceful
+    close) and the download timeout that close waits for; the crawl service abandons it
+    STOP_BOUND later."""
+    return 2 * plan.timeout if plan.timeout > 0 else None
+
+
 def _reserve(stop_timeout: float) -> float:
     return min(RESERVE_MAX, stop_timeout / 5)
 
@@ -103,6 +110,7 @@ class SourceState:
     failures: int = 0
     job_task: asyncio.Task | None = None
     crawl: Any = None  # the running gpuradar.crawler.service.Crawl
+    skipped: int = 0  # due crawls in a row that did not start (liveness, /healthz)
 
 
 def _files_stamp(paths: list[Path | None]) -> tuple:
@@ -289,6 +297,9 @@ class Daemon:
         for job in self.scheduler.get_jobs():
             if job.id == "outbox" or job.id.startswith("crawl:"):
                 job.remove()
+        self.health.stalled.clear()  # a standby runs no crawl: nothing of it can stall
+        for st in self.state.values():
+            st.skipped = 0
         for name, st in self.state.items():
             if st.crawl is not None:
                 log.warning("%s: stopping the running crawl (not the leader any more)", name,
@@ -383,6 +394,8 @@ class Daemon:
             return  # fencing: a crawl starts only while the leader lock holds
         st = self.state.setdefault(source, SourceState())
         st.job_task = asyncio.current_task()
+        st.skipped = 0
+        self.health.stalled.pop(source, None)
         try:
             fx = self.state.get("fx")
             if (waits_for_fx(source, self._have_fx) and fx is not None
@@ -392,11 +405,9 @@ class Daemon:
                 return  # stopped or deposed while waiting for the exchange rates
             started = time.monotonic()
             log.debug("%s: crawl starting", source, extra={"source": source})
-            # Past CLOSESPIDER_TIMEOUT (a graceful close) and the download timeout it waits
-            # for, the crawl is stopped; STOP_BOUND later it is abandoned (service.py).
             st.crawl = crawl = self.crawls.start(
                 self.loaded.classes[source], self.crawl_settings(plan),
-                time_limit=2 * plan.timeout if plan.timeout > 0 else None)
+                time_limit=_time_limit(plan))
             try:
                 # shielded: a crawl is only ever stopped through the service, which records it
                 result = await asyncio.shield(crawl.done)
@@ -520,10 +531,31 @@ class Daemon:
                     self._deliver_wanted = True  # more waiting
 
     def _job_event(self, event: Any) -> None:
+        """A due run that did not start: counted (metric) and, for a crawl, judged by
+        liveness: a source whose crawls stop starting fails /healthz."""
         from apscheduler.events import EVENT_JOB_MAX_INSTANCES
 
         reason = "max_instances" if event.code == EVENT_JOB_MAX_INSTANCES else "missed"
         self.metrics.job_events.labels(event.job_id, reason).inc()
+        source = event.job_id.removeprefix("crawl:")
+        st, plan = self.state.get(source), self.loaded.plans.get(source)
+        if event.job_id.startswith("crawl:") and st is not None and plan is not None:
+            st.skipped += 1
+            self._judge_liveness(source, st, plan)
+
+    def _judge_liveness(self, source: str, st: SourceState, plan: SourcePlan) -> None:
+        from gpuradar.crawler.service import STOP_BOUND
+        from gpuradar.scheduler.health import stalled
+
+        why = stalled(st.skipped, plan.interval, (_time_limit(plan) or 0) + STOP_BOUND,
+                      self.loaded.opts.liveness_intervals)
+        if why is None:
+            self.health.stalled.pop(source, None)
+        else:
+            if source not in self.health.stalled:
+                log.error("%s: %s; /healthz fails until one starts", source, why,
+                          extra={"source": source})
+            self.health.stalled[source] = why
 
     # -- signals --------------------------------------------------------------------------
     def _on_stop_signal(self, sig: int) -> None:

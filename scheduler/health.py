@@ -9,14 +9,18 @@ scheduler is running and the database answers a trivial query in time. A standby
 `role` and answers 200, so that load balancers and orchestrators keep it. A rule that fails
 to evaluate makes it `degraded` (naming the rule), still 200: the crawler is healthy.
 
-`/healthz` is liveness (restart me when it fails); `/readyz` is readiness (send me no
-traffic): 503 with the reason when the process is not healthy, or when every scheduled
-source is failing or stale, so the prices it serves are not current (see readiness()).
+`/healthz` is liveness (restart me when it fails; also when the leader's scheduler has not
+started a source's due crawls for `daemon.liveness_intervals` intervals in a row, beyond
+what a crawl's time limit allows: a wedged replica that an orchestrator should restart);
+`/readyz` is readiness (send me no traffic): 503 with the reason when the process is not
+healthy, or when every scheduled source is failing or stale, so the prices it serves are not
+current (see readiness()).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import socket
 import threading
 import time
@@ -48,6 +52,9 @@ class Health:
     failing_rules: list[str] = field(default_factory=list)
     # The scheduled sources and their intervals in seconds (readiness judges staleness).
     plans: Callable[[], dict[str, float]] = dict
+    # The leader's sources whose due crawls have not run for too long, and why (the loop
+    # sets it: see stalled()); liveness fails on any.
+    stalled: dict[str, str] = field(default_factory=dict)
 
     def beat(self) -> None:
         self.heartbeat = time.monotonic()
@@ -87,12 +94,28 @@ class Health:
         }
         if running and not alive:
             body["scheduler"] = f"stuck (no heartbeat for {age:.0f}s)"
+        stalled = dict(self.stalled)
+        if stalled and body["role"] == "leader":
+            body["status"] = "unhealthy"
+            body["stalled_crawls"] = stalled
         failing = list(self.failing_rules)
         if failing:
             body["failing_rules"] = failing
             if body["status"] == "ok":
                 body["status"] = "degraded"
         return body["status"] in ("ok", "degraded"), body
+
+
+def stalled(skipped: int, interval: float, time_limit: float, intervals: int) -> str | None:
+    """Why a source's crawls count as stalled, or None. `skipped`: its due crawls skipped in
+    a row (the previous one still held its one slot, or the scheduler missed them). A crawl
+    may run up to `time_limit` (its stop and abandon included), so that many skips are
+    allowed on top of `intervals` (`daemon.liveness_intervals`)."""
+    allowed = max(intervals, math.ceil(time_limit / interval))
+    if skipped <= allowed:
+        return None
+    return (f"{skipped} due crawls in a row did not start (its previous crawl still holds "
+            f"its slot, or the scheduler missed them; allowed: {allowed})")
 
 
 STALE_AFTER = 3  # intervals without a successful crawl: stale (as `gpuradar sources` says)

@@ -96,6 +96,9 @@ class DaemonSection(Section):
     intervals: dict[str, PositiveSeconds] = {}  # per kind: {marketplace: 5m, ...}
     leader_retry: PositiveSeconds = 5.0     # PostgreSQL replicas: standbys try the lock this often
     takeover_within: PositiveSeconds = 30.0  # a lost leader is replaced within this
+    # /healthz fails when a source's due crawls were skipped this many times in a row
+    # (its previous crawl still held the slot, or the scheduler missed it)
+    liveness_intervals: int = Field(3, ge=1)
 
     @model_validator(mode="after")
     def _takeover_after_retries(self) -> DaemonSection:
