@@ -28,6 +28,7 @@ from gpuradar.core import defaults, gpus, providers
 from gpuradar.core.currency import FxTable
 from gpuradar.core.interconnect import interconnect_for
 from gpuradar.core.items import PRICINGS, FxRateItem, OfferKey, PriceBatch, PriceItem
+from gpuradar.core.outcome import CrawlSeen, crawl_outcome
 from gpuradar.crawler.config import source_options
 from gpuradar.crawler.middlewares import Recording
 from gpuradar.crawler.spiders.base import UNCATALOGUED_NAMES, warn_once_per_process
@@ -369,25 +370,18 @@ class StoragePipeline:
             if not self.writer.refused:  # a refused replay keeps no keys: keep them here
                 self.keys = set()
 
-    def _outcome(self, reason: str) -> tuple[str, str]:
+    def _seen(self, reason: str) -> CrawlSeen:
+        """What this crawl saw, for crawl_outcome (gpuradar.core.outcome) to judge."""
         stats = self.crawler.stats
-        errors = list(self.errors)
-        for key, value in sorted(stats.get_stats().items()):
-            if key.startswith("downloader/response_status_count/") and not key.endswith(
-                    ("/200", "/201", "/204", "/301", "/302", "/304", "/307", "/308")):
-                errors.append(f"{value} response(s) with HTTP {key.rsplit('/', 1)[1]}")
-        ignored = stats.get_value("httperror/response_ignored_count", 0)
-        gave_up = stats.get_value("retry/max_reached", 0)
-        if gave_up:
-            errors.append(f"gave up after retries on {gave_up} request(s)")
-        logged = [m for m in self.log_errors.messages if not m.startswith("Spider error")]
-        errors.extend(dict.fromkeys(logged))  # download errors, spiders' own error reports
-        if reason != "finished":
-            return "failed", "; ".join([f"crawl stopped early: {reason}", *errors])
-        if self.errors or ignored or gave_up or logged:
-            status = "partial" if self.writer and self.writer.items else "failed"
-            return status, "; ".join(errors)
-        return "ok", ""
+        prefix = "downloader/response_status_count/"
+        return CrawlSeen(
+            finish_reason=reason, spider_errors=tuple(self.errors),
+            http_statuses={int(k.removeprefix(prefix)): v
+                           for k, v in stats.get_stats().items() if k.startswith(prefix)},
+            ignored=stats.get_value("httperror/response_ignored_count", 0),
+            gave_up=stats.get_value("retry/max_reached", 0),
+            logged=tuple(self.log_errors.messages),
+            stored=bool(self.writer and self.writer.items))
 
     def spider_closed(self, spider, reason: str) -> None:
         if self.writer is None:
@@ -400,7 +394,7 @@ class StoragePipeline:
             self.errors.append(f"storage error: {exc}")
             reason = "storage_error"
         rates = self._store_fx() if self.fx else 0
-        status, error = self._outcome(reason)
+        status, error = crawl_outcome(self._seen(reason))
         stats = self.crawler.stats.get_stats()
         dropped = {k.rsplit("/", 1)[1]: v for k, v in stats.items()
                    if k.startswith("gpuradar/dropped/")}

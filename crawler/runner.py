@@ -12,6 +12,7 @@ from typing import Any
 from scrapy.settings import Settings
 from scrapy.spiderloader import get_spider_loader
 
+from gpuradar.core.outcome import CrawlStatus
 from gpuradar.crawler.config import source_status
 from gpuradar.crawler.pipelines import crawl_recorded
 from gpuradar.crawler.spiders.base import GpuRadarSpider
@@ -110,9 +111,9 @@ class TrackedCrawl:
                 "crawl did not start" if "finish_reason" not in stats
                 else f"crawl not recorded (finished: {stats['finish_reason']})")
             return CrawlResult(crawl_id=stats.get("gpuradar/crawl_id"), source=self.source,
-                               status="failed", error=error)
+                               status=CrawlStatus.FAILED, error=error)
         result = CrawlResult(**vars(self.summary))
-        if result.status == "failed" and (unreachable := unreachable_summary(stats)):
+        if result.status == CrawlStatus.FAILED and (unreachable := unreachable_summary(stats)):
             result.error = unreachable  # one line, not one per dropped request
         return result
 

@@ -39,6 +39,7 @@ from scrapy.exceptions import CloseSpider
 from scrapy.settings import Settings
 
 from gpuradar.core.items import PriceBatch
+from gpuradar.core.outcome import CrawlStatus
 from gpuradar.core.units import EXIT_INTERRUPTED
 from gpuradar.crawler.runner import CrawlResult, TrackedCrawl, fx_first, spider_classes
 
@@ -176,10 +177,10 @@ class Crawl:
     def result(self) -> CrawlResult:
         """The crawl's outcome as recorded; a stopped or abandoned crawl says why."""
         result = self.tracked.result()
-        if self.error and result.status != "failed":
-            result.status, result.error = "failed", self.error
+        if self.error and result.status != CrawlStatus.FAILED:
+            result.status, result.error = CrawlStatus.FAILED, self.error
         elif self.abandoned:
-            result.status = "failed"
+            result.status = CrawlStatus.FAILED
             result.error = f"interrupted ({self.why}; abandoned after {self.bound:g}s)"
         elif self.why is not None and self.tracked.summary is None:
             result.error = f"not started ({self.why})"
@@ -331,7 +332,7 @@ class _Stops:
                 pool.stop()
         if "interrupt" in self.why:
             for r in results:
-                if r.status == "failed":
+                if r.status == CrawlStatus.FAILED:
                     r.error = ("interrupted (Ctrl-C)" if r.crawl_id is not None
                                else "not started (interrupted)")
             raise CrawlInterrupted("interrupted", results)

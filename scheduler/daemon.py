@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 from gpuradar.core.config import ConfigError
 from gpuradar.core.logs import REDACT, source_once
+from gpuradar.core.outcome import CrawlStatus
 from gpuradar.core.units import (
     EXIT_DATABASE,
     EXIT_FAILED,
@@ -425,16 +426,16 @@ class Daemon:
     def _after_crawl(self, source: str, plan: SourcePlan, result: Any, duration: float) -> None:
         """Log the outcome; back a failing source off by moving its next run."""
         st = self.state[source]
-        if source == "fx" and result.status == "ok":
+        if source == "fx" and result.status == CrawlStatus.OK:
             self._have_fx = True
         extra = {"source": source, "status": result.status, "items": result.items,
                  "duration_s": round(duration, 3), "crawl_id": result.crawl_id}
         summary = (f"{result.items} items ({result.new_offers} new, {result.changed} changed, "
                    f"{result.closed} closed) in {duration:.1f}s")
-        if result.status != "failed":
+        if result.status != CrawlStatus.FAILED:
             st.failures = 0
             self.metrics.failures.labels(source).set(0)
-            if result.status == "ok":
+            if result.status == CrawlStatus.OK:
                 log.info("%s: crawl ok: %s", source, summary, extra=extra)
             else:
                 log.warning("%s: crawl partial: %s; %s", source, summary,

@@ -32,6 +32,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 
 from gpuradar import __version__
+from gpuradar.core.outcome import CrawlStatus
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +237,7 @@ class Metrics:
 
     def init_source(self, source: str) -> None:
         """Zero series for a scheduled source, so a first failure is a visible increase."""
-        for status in ("ok", "partial", "failed"):
+        for status in (CrawlStatus.OK, CrawlStatus.PARTIAL, CrawlStatus.FAILED):
             self.crawls.labels(source, status)
         self.items.labels(source)
         self.failures.labels(source).set(0)
