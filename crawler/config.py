@@ -46,8 +46,9 @@ def scrapy_settings(config: Config, **overrides: Any) -> Settings:
     os.environ.setdefault("SCRAPY_SETTINGS_MODULE", SCRAPY_SETTINGS_MODULE)
     settings = get_project_settings()
     settings.set("GPURADAR_DATABASE_URL", config.database_url, priority="cmdline")
-    # each source's options as checked by the schema (read with source_options)
-    settings.set("GPURADAR_SOURCES", dict(config.sources), priority="cmdline")
+    # every source's options as the schema checked them at load, defaults included (read
+    # with source_options): no crawl checks them again
+    settings.set("GPURADAR_SOURCES", dict(config.options), priority="cmdline")
     settings.set("GPURADAR_ENDPOINTS", config.endpoints, priority="cmdline")
     for key, value in config.scrapy.written().items():
         settings.set(key, value, priority="cmdline")

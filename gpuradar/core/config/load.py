@@ -10,6 +10,7 @@ from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuradar.core import providers
 from gpuradar.core.config.errors import (
     ConfigError,
     Key,
@@ -66,21 +67,25 @@ class Config:
     marks: Marks | None = None
     #: load_config's sections are its checked model's: nothing to check again
     checked: InitVar[bool] = False
+    #: Every known source's options, the file's or else its defaults: checked once, here,
+    #: and passed down (scrapy_settings puts them in GPURADAR_SOURCES for the spiders).
+    options: dict[str, SourceOptions] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self, checked: bool) -> None:
-        if checked:
-            return
-        plain = {name: getattr(self, name) for name in SECTIONS
-                 if not _is_model(name, getattr(self, name))}
-        if plain:
-            model = validate_section(schema(), plain, (), self.located())
-            for name, value in sections_of(model).items():
-                if name in plain:
-                    setattr(self, name, value)
+        if not checked:
+            plain = {name: getattr(self, name) for name in SECTIONS
+                     if not _is_model(name, getattr(self, name))}
+            if plain:
+                model = validate_section(schema(), plain, (), self.located())
+                for name, value in sections_of(model).items():
+                    if name in plain:
+                        setattr(self, name, value)
+        self.options = {p.name: self.sources.get(p.name) or source_model(p.name)()
+                        for p in providers.PROVIDERS} | self.sources
 
     def source_options(self, name: str) -> SourceOptions:
         """The options of source `name`: as the file sets them, else its defaults."""
-        return self.sources.get(name) or source_model(name)()
+        return self.options.get(name) or source_model(name)()
 
     def located(self) -> Marks:
         return self.marks or Marks(path=self.path)
