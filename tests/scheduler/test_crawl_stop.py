@@ -22,7 +22,7 @@ from tests.provider_server import Reply, serve_standard
 
 #: When each crawl is stopped: seconds after it started, or "opening" (from inside the
 #: spider_opened signal, while its pipelines open).
-STOPS: list[float | str] = [0.0, 0.01, 0.05, 0.1, 0.15, "opening"]
+STOPS: list[float | str | None] = [0.0, 0.01, 0.05, 0.1, 0.15, "opening"]
 #: The longest a stopped crawl may take to end here: the answer in flight (0.5 s) it waits
 #: for, with a wide margin for a loaded machine. A crawl that does not stop never ends.
 BOUND = 5.0
@@ -32,7 +32,6 @@ HANG_BOUND = 1.0  # the stop bound of the crawl whose close hangs
 
 def _drive(config: str, hang_flag: str, out: Any) -> None:
     """The child: run the daemon and stop each crawl at its moment; send the findings."""
-    from gpuradar.crawler import service
     from gpuradar.scheduler.daemon import Daemon, RunOptions, install_asyncio_reactor
 
     install_asyncio_reactor()
@@ -44,13 +43,22 @@ def _drive(config: str, hang_flag: str, out: Any) -> None:
     daemon.prepare()
     started: asyncio.Queue = asyncio.Queue()
     real_crawl = AsyncCrawlerRunner.crawl
-    planned: list[float | str | None] = []  # how the next crawl is to be stopped
+    # How each crawl in turn is stopped: seconds after it starts, "opening" (from inside
+    # spider_opened), "in-flight" (once its request is with the downloader, the provider
+    # never answering it), or None (left alone). Planned before the first starts: a crawl
+    # never starts before its plan.
+    plans: list[float | str | None] = [*STOPS, None, "in-flight", None]
+    planned = list(reversed(plans))
 
     def crawl(runner: Any, crawler: Any, *args: Any, **kwargs: Any) -> Any:
         """Scrapy's own, arming the next planned stop the instant the crawl starts."""
         when = planned.pop() if planned else None
+        Path(hang_flag).unlink(missing_ok=True)
         if when == "opening":
             crawler.signals.connect(opened, signal=signals.spider_opened)
+        elif when == "in-flight":
+            Path(hang_flag).touch()  # the provider holds its answer for 30 s
+            crawler.signals.connect(in_flight, signal=signals.request_reached_downloader)
         elif when is not None:
             asyncio.get_running_loop().call_later(when, lose_the_lock)
         started.put_nowait(when)
@@ -65,39 +73,27 @@ def _drive(config: str, hang_flag: str, out: Any) -> None:
     def opened(spider: Any) -> None:
         lose_the_lock()
 
+    def in_flight(request: Any, spider: Any) -> None:
+        daemon.state["vastai"].crawl.bound = HANG_BOUND  # a short wait for this test
+        lose_the_lock()
+
     async def scenario() -> list[dict[str, Any]]:
         loop = asyncio.get_running_loop()
-        findings = []
-        for when in [*STOPS, None]:  # None: the crawl after the last stop, left alone
-            planned.append(when)
+        findings: list[dict[str, Any]] = []
+        for when in plans:
             try:
                 armed = await asyncio.wait_for(started.get(), WAIT_START)
             except TimeoutError:
                 findings.append({"when": when, "started": False})
                 break
-            assert armed == when
+            assert armed == when  # one plan per crawl, in order
             job = daemon.state["vastai"].job_task  # the job running this crawl
             t0 = loop.time()
-            done, _ = await asyncio.wait({job}, timeout=BOUND + 1 + (
-                30 if when is None else 0))
+            done, _ = await asyncio.wait({job}, timeout=BOUND + 30)
             findings.append({"when": when, "started": True, "ended": bool(done),
                              "seconds": loop.time() - t0})
             if not done:
                 break
-        # A crawl whose close hangs (its one request never answered): abandoned at its
-        # bound and recorded here; then the next crawl runs.
-        service.STOP_BOUND = HANG_BOUND
-        Path(hang_flag).touch()
-        for when in (0.1, None):
-            planned.append(when)
-            await asyncio.wait_for(started.get(), WAIT_START)
-            job = daemon.state["vastai"].job_task
-            t0 = loop.time()
-            done, _ = await asyncio.wait({job}, timeout=BOUND + 30)
-            findings.append({"when": f"hang-{when}", "started": True, "ended": bool(done),
-                             "seconds": loop.time() - t0})
-            Path(hang_flag).unlink(missing_ok=True)
-            service.STOP_BOUND = 15.0
         return findings
 
     def main() -> None:
@@ -153,26 +149,17 @@ def test_a_crawl_stopped_at_any_moment_ends_is_recorded_and_the_next_one_runs(
         if child.is_alive():
             child.kill()
     assert "error" not in findings, findings
-    by_when = {str(f["when"]): f for f in findings}
-    for when in [*STOPS, None]:
-        f = by_when.get(str(when))
-        assert f is not None and f["started"], (
-            f"the crawl after the stop before it never started: {findings}")
-        assert f["ended"], f"the crawl stopped at {when} never ended: {findings}"
-        if when is not None:
-            assert f["seconds"] < BOUND, f"the crawl stopped at {when}: {f}"
+    # every crawl started (the one after each stop included), ended, the stopped ones within
+    # their bound: the provider's 0.5 s, or the 1 s abandon of the one it never answers
+    assert [f["when"] for f in findings] == [*STOPS, None, "in-flight", None], findings
+    assert all(f["started"] and f["ended"] for f in findings), findings
+    for f in findings:
+        if f["when"] is not None:
+            assert f["seconds"] < (HANG_BOUND if f["when"] == "in-flight" else 0) + BOUND, f
     crawls = query(sqlite_url, "SELECT status, error FROM crawl WHERE source = 'vastai' "
                    "ORDER BY id")
-    stopped = [c for c in crawls if c[0] != "ok"]
-    assert len(stopped) == len(STOPS) + 1, (crawls, findings)
-    hang, after = by_when["hang-0.1"], by_when["hang-None"]
-    assert hang["ended"] and hang["seconds"] < HANG_BOUND + BOUND, findings
-    assert after["ended"], findings
-    for status, error in stopped[:-1]:
-        assert (status, error) == (
-            "failed", "crawl stopped early: cancelled (not the leader any more)"), crawls
-    assert stopped[-1] == (
-        "failed", f"interrupted (not the leader any more; abandoned after {HANG_BOUND:g}s)"
-    ), crawls
-    assert crawls[-1][0] == "ok", f"the crawl after the stops did not succeed: {crawls}"
+    stopped = "crawl stopped early: cancelled (not the leader any more)"
+    abandoned = f"interrupted (not the leader any more; abandoned after {HANG_BOUND:g}s)"
+    assert crawls == [*[("failed", stopped)] * len(STOPS), ("ok", ""),
+                      ("failed", abandoned), ("ok", "")], crawls
     assert time.monotonic() - started < 180
