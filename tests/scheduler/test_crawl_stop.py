@@ -2,7 +2,9 @@
 a real crawl of a loopback provider that takes 0.5 s to answer, stopped the way a lost
 leader lock stops it (`stand_by()`, then elected again at once) at 0, 10, 50, 100 and 150 ms
 after the crawl started and while its spider opens. Each stopped crawl ends within its
-bound, is recorded failed with why, and the source's next scheduled crawl runs.
+bound, is recorded failed with why, and the source's next scheduled crawl runs. A crawl
+stopped while the provider never answers its request (its close would wait for that answer)
+is abandoned at its bound and recorded failed by the crawl service; the next crawl runs.
 
 The daemon runs in one child process of its own (spawned, not forked): it installs Twisted's
 asyncio reactor, which can happen once per process and must not leak into the test
