@@ -660,12 +660,14 @@ class Daemon:
                 names = [n for n, s in running.items() if s.job_task in pending]
                 log.warning("stopping crawl(s) still running after the grace period: %s",
                             ", ".join(names))
+                left = min(STOP_TIMEOUT, end - loop.time())
                 for n in names:
                     crawl = self.state[n].crawl
                     if crawl is not None:
+                        # abandoned (and recorded) a little before this wait gives up
                         crawl.stop("the daemon is stopping",
-                                   bound=max(0.1, min(STOP_TIMEOUT, end - loop.time())))
-                await self._wait(pending, min(STOP_TIMEOUT, end - loop.time()))
+                                   bound=max(0.1, left - min(1.0, left / 5)))
+                await self._wait(pending, left)
         # the evaluations started by finished crawls write their notifications; the
         # delivery pass in flight ends with its last send
         await self._wait(set(self._tasks) | set(self._busy), end - loop.time())
