@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import re
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -36,10 +37,30 @@ PREFIX = "/api/v1"
 DATABASE_ERRORS = (SQLAlchemyError, DatabaseError)
 MAX_LIMIT = 10_000
 MAX_ID = 2**31 - 1  # ids are 32-bit integers in PostgreSQL: a larger one names no offer
+# The bounds of one request (docs/limits.md), checked before any other work: a query string
+# past them costs the service nothing but the refusal, whatever a client sends. The HTTP
+# server refuses a request line over 64 KiB before the app sees it (414).
+MAX_REQUEST_LINE = 65_536  # http.server's own limit (_MAXLINE)
+MAX_FIELDS = 100           # parameters, each repeat counted: 400 beyond
+MAX_VALUE_CHARS = 256      # one parameter's value: 400 beyond
+MAX_ITEMS = 20             # values of one list parameter, repeats and comma-separated items
 
 
 class BadRequest(ValueError):
     """A query parameter the API cannot read: answered 400 with this message."""
+
+
+def shown(text: str) -> str:
+    """A value a client sent, for an error message: quoted, cut to 60 characters."""
+    from gpuradar.core.text import excerpt
+
+    return excerpt(text)
+
+
+# C0 and C1 control characters (Unicode category Cc): they name nothing stored, and
+# PostgreSQL refuses NUL in text. The OpenAPI document states the same set as a pattern.
+_CONTROL_CHARS = "\\x00-\\x1f\\x7f-\\x9f"
+_CONTROL = re.compile(f"[{_CONTROL_CHARS}]")
 
 
 class NotFound(LookupError):
@@ -52,41 +73,62 @@ class Params:
     typo would silently widen the answer)."""
 
     def __init__(self, query: str, allowed: Iterable[str]) -> None:
-        self.raw = parse_qs(query, keep_blank_values=True)
+        try:
+            self.raw = parse_qs(query, keep_blank_values=True, max_num_fields=MAX_FIELDS)
+        except ValueError:
+            raise BadRequest(f"more than {MAX_FIELDS} parameters") from None
         unknown = sorted(set(self.raw) - set(allowed))
         if unknown:
-            raise BadRequest(f"unknown parameter {unknown[0]!r}; this endpoint takes "
+            raise BadRequest(f"unknown parameter {shown(unknown[0])}; this endpoint takes "
                              f"{', '.join(sorted(allowed)) or 'none'}")
         for key, values in self.raw.items():
-            # a control character names nothing stored, and PostgreSQL refuses NUL in text
-            if any(not c.isprintable() for value in values for c in value):
-                raise BadRequest(f"{key} contains a control character")
+            for value in values:
+                if len(value) > MAX_VALUE_CHARS:
+                    raise BadRequest(f"{key} is {len(value):,} characters long; at most "
+                                     f"{MAX_VALUE_CHARS}")
+                # a control character names nothing stored; PostgreSQL refuses NUL in text
+                if _CONTROL.search(value):
+                    raise BadRequest(f"{key} contains a control character")
 
     def one(self, key: str) -> str | None:
+        """The parameter's one value; None when it is absent. Given empty, it is a 400: a
+        client that meant no filter leaves the parameter out."""
         values = self.raw.get(key)
         if not values:
             return None
         if len(values) > 1:
             raise BadRequest(f"{key} given {len(values)} times; give it once")
-        return values[0].strip() or None
+        text = values[0].strip()
+        if not text:
+            raise BadRequest(f"{key} is empty; give a value or leave {key} out")
+        return text
 
     def many(self, key: str) -> list[str]:
-        """Repeated (?source=a&source=b) or comma-separated (?source=a,b) values."""
-        return [v.strip() for value in self.raw.get(key, []) for v in value.split(",")
-                if v.strip()]
+        """Repeated (?source=a&source=b) or comma-separated (?source=a,b) values; an empty
+        one is a 400, as in `one`."""
+        out = [v.strip() for value in self.raw.get(key, []) for v in value.split(",")]
+        if len(out) > MAX_ITEMS:
+            raise BadRequest(f"{key} has {len(out)} values; at most {MAX_ITEMS}")
+        if "" in out:
+            raise BadRequest(f"{key} has an empty value; give names or leave {key} out")
+        return out
 
-    def number(self, key: str, minimum: float | None = None) -> float | None:
+    def number(self, key: str, minimum: float | None = None,
+               maximum: float | None = None) -> float | None:
         text = self.one(key)
         if text is None:
             return None
         try:
             value = float(text)
         except ValueError:
-            raise BadRequest(f"{key} must be a number, not {text!r}") from None
+            raise BadRequest(f"{key} must be a number, not {shown(text)}") from None
         if value != value or (minimum is not None and value < minimum):
-            raise BadRequest(f"{key} must be a number of at least {minimum:g}, not {text!r}")
+            raise BadRequest(f"{key} must be a number of at least {minimum:g}, not "
+                             f"{shown(text)}")
         if not math.isfinite(value):  # min_gpus=inf would match nothing, silently
-            raise BadRequest(f"{key} must be a finite number, not {text!r}")
+            raise BadRequest(f"{key} must be a finite number, not {shown(text)}")
+        if maximum is not None and value > maximum:
+            raise BadRequest(f"{key} must be at most {maximum:g}, not {shown(text)}")
         return value
 
     def integer(self, key: str, default: int, maximum: int) -> int:
@@ -95,7 +137,10 @@ class Params:
         if text is None:
             return default
         if not (text.isascii() and text.isdigit()):  # '²'.isdigit(), but int('²') fails
-            raise BadRequest(f"{key} must be a whole number, not {text!r}")
+            raise BadRequest(f"{key} must be a whole number, not {shown(text)}")
+        # more digits than the cap has are past it (and int() refuses 4,300 digits and more)
+        if len(text.lstrip("0")) > len(str(maximum)):
+            return maximum
         return min(int(text), maximum)
 
     def ident(self, key: str) -> int | None:
@@ -103,20 +148,24 @@ class Params:
         text = self.one(key)
         if text is None:
             return None
-        if not (text.isascii() and text.isdigit()) or int(text) > MAX_ID:
-            raise BadRequest(f"{key} must be a whole number from 0 to {MAX_ID}, not {text!r}")
+        if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > len(str(MAX_ID)) \
+                or int(text) > MAX_ID:
+            raise BadRequest(f"{key} must be a whole number from 0 to {MAX_ID}, not "
+                             f"{shown(text)}")
         return int(text)
 
     def flag(self, key: str) -> bool:
+        if self.raw.get(key) == [""]:
+            return True  # ?available alone means true
         text = self.one(key)
         if text is None:
-            return key in self.raw  # ?available alone means true
+            return False
         low = text.lower()
         if low in ("1", "true", "yes"):
             return True
         if low in ("0", "false", "no"):
             return False
-        raise BadRequest(f"{key} must be true or false, not {text!r}")
+        raise BadRequest(f"{key} must be true or false, not {shown(text)}")
 
     def pricing(self) -> str | None:
         text = self.one("pricing")
@@ -144,12 +193,12 @@ class Params:
         until = self.when("until") or datetime.now(UTC)
         since = self.when("since")
         if since is None:
-            days = self.number("days", minimum=0)
+            days = self.number("days", minimum=0, maximum=MAX_DAYS)
             try:
                 since = until - timedelta(days=7 if days is None else days)
             except (OverflowError, ValueError):  # inf, or before the year 1
-                raise BadRequest(f"days {self.one('days')!r} reaches before the year 1"
-                                 ) from None
+                raise BadRequest(f"days {shown(self.one('days') or '')} reaches before the "
+                                 "year 1") from None
         elif self.one("days") is not None:
             raise BadRequest("give since or days, not both")
         if since > until:
@@ -175,7 +224,8 @@ def _sources(engine: Engine, params: Params, crawled: bool = False) -> list[str]
     names = params.many("source")
     unknown = unknown_sources(engine, names, crawled)
     if unknown:
-        raise BadRequest(f"unknown source {unknown[0]!r}; known: {', '.join(providers())}")
+        raise BadRequest(f"unknown source {shown(unknown[0])}; known: "
+                         f"{', '.join(providers())}")
     return names
 
 
@@ -188,10 +238,11 @@ def offers(engine: Engine, params: Params) -> dict[str, Any]:
     vendors, kinds = params.many("vendor"), params.many("kind")
     for value in vendors:
         if not catalog.select(vendor=value):
-            raise BadRequest(f"unknown vendor {value!r}; known: {', '.join(catalog.VENDORS)}")
+            raise BadRequest(f"unknown vendor {shown(value)}; known: "
+                             f"{', '.join(catalog.VENDORS)}")
     for value in kinds:
         if not catalog.select(kind=value):
-            raise BadRequest(f"unknown kind {value!r}; known: {', '.join(catalog.KINDS)}")
+            raise BadRequest(f"unknown kind {shown(value)}; known: {', '.join(catalog.KINDS)}")
     flt = OfferFilter(gpus=_gpus(engine, params), vendors=vendors, kinds=kinds,
                       pricing=params.pricing(), sources=_sources(engine, params),
                       regions=params.many("region"), max_price=params.number("max_price", 0),
@@ -252,10 +303,8 @@ def sources(engine: Engine, params: Params) -> dict[str, Any]:
 def crawls(engine: Engine, params: Params) -> dict[str, Any]:
     from gpuradar.storage import dataset
 
-    source = params.one("source")
-    if source is not None:
-        _sources(engine, params, crawled=True)
-    rows = dataset.crawls(engine, source, params.integer("limit", 50, 1000) or None)
+    names = _sources(engine, params, crawled=True)
+    rows = dataset.crawls(engine, names, params.integer("limit", 50, 1000) or None)
     return {"count": len(rows), "crawls": rows}
 
 
@@ -442,47 +491,85 @@ def _param(name: str, description: str, schema: dict[str, Any] | None = None,
             "schema": schema or {"type": "string"}, **extra}
 
 
-_LIST = {"type": "array", "items": {"type": "string"}}
-PARAMS: dict[str, dict[str, Any]] = {
-    "gpu": _param("gpu", "Accelerator family (H100), exact model (H100-SXM-80GB) or kind "
-                  "(TPU)."),
-    "vendor": _param("vendor", "Only this vendor (NVIDIA, AMD, ...); repeat or comma-separate.",
-                     _LIST, explode=True),
-    "kind": _param("kind", "Only this kind: GPU, TPU or NPU.", _LIST, explode=True),
-    "pricing": _param("pricing", f"{PRICING_CHOICES}; none given: every kind.",
-                      {"type": "string", "enum": sorted(WORDS)}),
-    "source": _param("source", "Only these sources; repeat or comma-separate. A name that is "
-                     "neither a source of gpuradar nor stored is a 400.", _LIST, explode=True),
-    "region": _param("region", "Region globs ('us-*', 'mainland').", _LIST, explode=True),
-    "max_price": _param("max_price", "Max USD per GPU-hour.", {"type": "number"}),
-    "min_gpus": _param("min_gpus", "Min GPUs per offer.", {"type": "number"}),
-    "min_gpu_memory": _param("min_gpu_memory", "Min GB per GPU.", {"type": "number"}),
-    "available": _param("available", "Hide offers known to be unavailable.",
-                        {"type": "boolean"}),
-    "all": _param("all", "Include offers no longer listed.", {"type": "boolean"}),
-    "limit": _param("limit", "Rows to return (0: the maximum).",
-                    {"type": "integer", "minimum": 0}),
-    "offer_id": _param("offer_id", "One offer's id (from /offers).",
-                       {"type": "integer", "minimum": 0, "maximum": MAX_ID}),
-    "since": _param("since", "Start: ISO 8601, '2d' (ago) or 'yesterday'."),
-    "until": _param("until", "End (default now)."),
-    "days": _param("days", "Days before `until` (default 7) when `since` is not given.",
-                   {"type": "number", "minimum": 0}),
-}
+# What every value must be (Params): at most MAX_VALUE_CHARS characters, no control
+# character, not empty nor blank (a client that means no filter leaves it out).
+_TEXT = f"[^{_CONTROL_CHARS}]"
+_WORD = {"type": "string", "minLength": 1, "maxLength": MAX_VALUE_CHARS,
+         "pattern": f"^{_TEXT}*[^\\s{_CONTROL_CHARS}]{_TEXT}*$"}
+# one item of a list (no comma: a comma separates items)
+_ITEM = {**_WORD, "pattern": f"^[^,{_CONTROL_CHARS}]*[^,\\s{_CONTROL_CHARS}][^,{_CONTROL_CHARS}]*$"}
+_WHEN = {"anyOf": [{"type": "string", "format": "date-time"},
+                   {"type": "string", "format": "date"},
+                   {"type": "string",
+                    "pattern": "^(now|yesterday|([1-9][0-9]{0,2}[mhd]|[1-9][0-9]?w)( ago)?)$"}]}
+MAX_DAYS = 36_600  # a window of 100 years: older than anything stored
 
 
-def _operation(summary: str, schema: str, params: Iterable[str]) -> dict[str, Any]:
+def _list(name: str, description: str, items: dict[str, Any]) -> dict[str, Any]:
+    return _param(name, description + " Repeat or comma-separate.",
+                  {"type": "array", "items": items, "maxItems": MAX_ITEMS}, explode=True)
+
+
+def _parameters() -> dict[str, dict[str, Any]]:
+    """Every query parameter as the document states it: the names the server reads (the
+    catalog's, the sources'), the bounds of Params. Rules over two parameters are in the
+    operation's description: OpenAPI cannot state them."""
+    from gpuradar.core import gpus as catalog
+    from gpuradar.core.sources import providers
+
+    gpu_names = sorted({*catalog.families(), *catalog.CATALOG, *catalog.KINDS})
+    return {
+        "gpu": _param("gpu", "Accelerator family (H100), exact model (H100-SXM-80GB) or kind "
+                      "(TPU), in any case; also a family with its memory (A100-80GB) or a "
+                      "raw name a source reported. Any other name is a 400.",
+                      {"type": "string", "enum": gpu_names}),
+        "vendor": _list("vendor", "Only this vendor.", {"type": "string",
+                                                         "enum": list(catalog.VENDORS)}),
+        "kind": _list("kind", "Only this kind.", {"type": "string", "enum": list(catalog.KINDS)}),
+        "pricing": _param("pricing", f"{PRICING_CHOICES}; none given: every kind.",
+                          {"type": "string", "enum": sorted(WORDS)}),
+        "source": _list("source", "Only these sources: a source of gpuradar, or one since "
+                        "removed whose data is stored; any other name is a 400.",
+                        {"type": "string", "enum": list(providers())}),
+        "region": _list("region", "Region globs ('us-*', 'mainland').", _ITEM),
+        "max_price": _param("max_price", "Max USD per GPU-hour.",
+                            {"type": "number", "minimum": 0}),
+        "min_gpus": _param("min_gpus", "Min GPUs per offer.", {"type": "number", "minimum": 0}),
+        "min_gpu_memory": _param("min_gpu_memory", "Min GB per GPU.",
+                                 {"type": "number", "minimum": 0}),
+        "available": _param("available", "Hide offers known to be unavailable (given "
+                            "without a value: true).", {"type": "boolean"},
+                            allowEmptyValue=True),
+        "all": _param("all", "Include offers no longer listed (given without a value: "
+                      "true).", {"type": "boolean"}, allowEmptyValue=True),
+        "limit": _param("limit", "Rows to return (0, or more than the maximum: the maximum).",
+                        {"type": "integer", "minimum": 0}),
+        "offer_id": _param("offer_id", "One offer's id (from /offers).",
+                           {"type": "integer", "minimum": 0, "maximum": MAX_ID}),
+        "since": _param("since", "Start: ISO 8601, '2d' (ago) or 'yesterday'; at most "
+                        "`until`.", _WHEN),
+        "until": _param("until", "End (default now).", _WHEN),
+        "days": _param("days", "Days before `until` (default 7) when `since` is not given; "
+                       "the window may not reach before the year 1.",
+                       {"type": "number", "minimum": 0, "maximum": MAX_DAYS}),
+    }
+
+
+def _operation(summary: str, schema: str, params: Iterable[str],
+               table: dict[str, dict[str, Any]]) -> dict[str, Any]:
     ref = {"$ref": f"#/components/schemas/{schema}"}
     error = {"content": {"application/json": {"schema": {
         "$ref": "#/components/schemas/Error"}}}}
     return {"get": {
-        "summary": summary, "parameters": [PARAMS[p] for p in params],
+        "summary": summary, "parameters": [table[p] for p in params],
         "responses": {
             "200": {"description": "OK; ETag is the SHA-256 of the body",
                     "headers": {"ETag": {"schema": {"type": "string"}}},
                     "content": {"application/json": {"schema": ref}}},
             "304": {"description": "Not modified (If-None-Match named the current ETag)"},
             "400": {"description": "A parameter cannot be read", **error},
+            "414": {"description": f"The request line is longer than {MAX_REQUEST_LINE:,} "
+                                   "bytes (refused by the HTTP server)", **error},
             "500": {"description": "An internal error (logged by the service)", **error},
             "503": {"description": "The database cannot be read", **error}}}}
 
@@ -493,20 +580,28 @@ def openapi() -> dict[str, Any]:
 
     summaries = {
         "/offers": ("Offers as they stand, cheapest USD per GPU-hour first.", "Offers"),
-        "/history": ("Price spans of one offer (offer_id) or of every offer of a model (gpu).",
+        "/history": ("Price spans of one offer (offer_id) or of every offer of a model (gpu): "
+                     "give exactly one of the two, and `since` or `days`, not both.",
                      "History"),
         "/index": ("The market index of each model and pricing, with the offers its outlier "
                    "screen excluded.", "Index"),
-        "/index/history": ("The market index's change points.", "IndexHistory"),
+        "/index/history": ("The market index's change points; give `since` or `days`, not "
+                           "both.", "IndexHistory"),
         "/sources": ("Each crawled source: latest crawl, last success, failures.", "Sources"),
         "/crawls": ("Crawl records, newest first.", "Crawls"),
     }
+    table = _parameters()
     return {
         "openapi": "3.1.0",
         "info": {"title": "gpuradar", "version": __version__,
-                 "description": "Read-only GPU cloud prices, history and market index."},
+                 "description": "Read-only GPU cloud prices, history and market index. Every "
+                 f"request is bounded: a request line of at most {MAX_REQUEST_LINE:,} bytes "
+                 f"(414 beyond), at most {MAX_FIELDS} parameters, {MAX_ITEMS} values of a "
+                 f"list and {MAX_VALUE_CHARS} characters a value (400 beyond); an unknown, "
+                 "repeated single, empty or "
+                 "control-character parameter is a 400 (docs/limits.md)."},
         "servers": [{"url": PREFIX}],
-        "paths": {path: _operation(summaries[path][0], summaries[path][1], allowed)
+        "paths": {path: _operation(summaries[path][0], summaries[path][1], allowed, table)
                   for path, (_, allowed) in ROUTES.items()},
         "components": {"schemas": SCHEMAS},
     }

@@ -30,6 +30,11 @@ CRAWL_FIELDS = ("id", "source", "started_at", "finished_at", "status", "items", 
                 "duration_s", "error")
 
 
+#: The longest GPU query read (docs/limits.md): a catalog name or alias is under 40
+#: characters, a raw name a source reported under 100.
+MAX_GPU_QUERY = 200
+
+
 class UnknownGpu(ValueError):
     """A GPU query that names no catalog model and no stored raw name."""
 
@@ -42,10 +47,13 @@ def aware(ts: datetime | None) -> datetime | None:
 def resolve_gpus(engine: Engine, query: str | None) -> list[str]:
     """Model names for a family ('H100'), an exact model ('H100-SXM-80GB') or a kind
     ('TPU'), else a raw name some source reported; [] for no query. Raises UnknownGpu."""
+    from gpuradar.core.text import excerpt
     from gpuradar.storage.queries import gpu_names
 
     if not query:
         return []
+    if len(query) > MAX_GPU_QUERY:  # longer than any name; difflib's hint would be slow
+        raise UnknownGpu(f"unknown GPU {excerpt(query)}: no model name is that long")
     found = [g.name for g in catalog.match_family(query)]
     if found:
         return found
@@ -53,7 +61,8 @@ def resolve_gpus(engine: Engine, query: str | None) -> list[str]:
     if raw:
         return raw
     hint = catalog.suggest(query)
-    raise UnknownGpu(f"unknown GPU {query!r}" + (f"; did you mean {hint}?" if hint else ""))
+    raise UnknownGpu(f"unknown GPU {excerpt(query)}" + (f"; did you mean {hint}?" if hint
+                                                         else ""))
 
 
 def offer_record(row: dict[str, Any]) -> dict[str, Any]:
@@ -119,12 +128,13 @@ def crawl_record(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def crawls(engine: Engine, source: str | None = None, limit: int | None = 50,
+def crawls(engine: Engine, source: str | Sequence[str] | None = None, limit: int | None = 50,
            oldest_first: bool = False) -> list[dict[str, Any]]:
-    """Crawl records, newest first (or oldest first), of one source or all."""
+    """Crawl records, newest first (or oldest first), of one source, of several, or all."""
     q = select(CRAWL)
-    if source:
-        q = q.where(CRAWL.c.source == source)
+    names = [source] if isinstance(source, str) else list(source or ())
+    if names:
+        q = q.where(CRAWL.c.source.in_(names))
     q = q.order_by(CRAWL.c.id if oldest_first else CRAWL.c.id.desc())
     if limit:
         q = q.limit(limit)

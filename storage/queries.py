@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Engine, ScalarSelect, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, Engine, ScalarSelect, and_, func, or_, select, true, update
 
 from gpuradar.core.units import region_matches
 from gpuradar.storage.db import dialect_insert
@@ -137,7 +137,7 @@ def current_offers(engine: Engine, flt: OfferFilter | None = None,
         conds.append(OFFER.c.gpu_memory_gb >= flt.min_gpu_memory)
     if flt.available_only:
         conds.append(or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None)))
-    q = (select(OFFER).where(and_(*conds))
+    q = (select(OFFER).where(and_(true(), *conds))
          .order_by(OFFER.c.price_per_gpu_usd.is_(None), OFFER.c.price_per_gpu_usd,
                    OFFER.c.source, OFFER.c.region, OFFER.c.instance_type))
     with engine.connect() as conn:

@@ -7,6 +7,7 @@ and "5m" means five minutes in a rule, a source interval and `db prune` alike.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 import re
 from collections.abc import Iterable
@@ -14,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gpuradar.core import sources
+from gpuradar.core.text import excerpt
 
 # -- exit codes (documented in `gpuradar --help` and the README) -----------------------------
 EXIT_OK = 0
@@ -146,6 +148,12 @@ def region_pattern(patterns: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in pats))
 
 
+@functools.lru_cache(maxsize=64)
+def _cached_pattern(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """region_pattern, compiled once per filter rather than once per offer it is tried on."""
+    return region_pattern(patterns)
+
+
 def region_matches(region: str, zone: str, patterns: Iterable[str], source: str = "") -> bool:
     """True when a glob matches the offer's region or its zone (no patterns: True).
 
@@ -158,7 +166,7 @@ def region_matches(region: str, zone: str, patterns: Iterable[str], source: str 
     if source and any(p.lower() in MAINLAND_ALIASES for p in pats) \
             and sources.is_mainland(source, region):
         return True
-    matcher = region_pattern(p for p in pats if p.lower() not in MAINLAND_ALIASES)
+    matcher = _cached_pattern(tuple(p for p in pats if p.lower() not in MAINLAND_ALIASES))
     return bool(matcher and (matcher.match(region.lower())
                              or (zone and matcher.match(zone.lower()))))
 
@@ -184,6 +192,6 @@ def parse_when(value: str, now: datetime | None = None) -> datetime:
         try:
             return now - parse_duration(low.removesuffix(" ago"), unit_required=True)
         except ValueError:
-            raise ValueError(f"not a time: {value!r} (write e.g. yesterday, 2d, 2026-08-22, "
-                             "'2026-08-22 18:00')") from None
+            raise ValueError(f"not a time: {excerpt(value)} (write e.g. yesterday, 2d, "
+                             "2026-08-22, '2026-08-22 18:00')") from None
     return when if when.tzinfo else when.replace(tzinfo=UTC)

@@ -41,10 +41,11 @@ def spec():
     ("/history?offer_id=1&days=inf", "days must be a finite number, not 'inf'"),
     ("/offers?min_gpus=inf", "min_gpus must be a finite number, not 'inf'"),
     ("/offers?max_price=1e400", "max_price must be a finite number, not '1e400'"),
-    ("/history?offer_id=1&days=1e30", "days '1e30' reaches before the year 1"),
-    ("/history?offer_id=1&days=100000000", "days '100000000' reaches before the year 1"),
+    ("/history?offer_id=1&days=1e30", "days must be at most 36600, not '1e30'"),
+    ("/history?offer_id=1&days=100000000", "days must be at most 36600, not '100000000'"),
     ("/history?offer_id=1&until=0001-01-01&days=1", "days '1' reaches before the year 1"),
-    ("/index/history?days=1e9", "days '1e9' reaches before the year 1"),
+    ("/index/history?days=1e9", "days must be at most 36600, not '1e9'"),
+    ("/index/history?until=0010-01-01&days=36600", "days '36600' reaches before the year 1"),
     # control characters (PostgreSQL refuses NUL in text)
     ("/offers?source=%00", "source contains a control character"),
     ("/offers?region=a%0Ab", "region contains a control character"),
@@ -170,3 +171,133 @@ def test_reservation_kinds_are_their_own_pricing_in_offers_and_index(engine, spe
         assert status == 400
         assert ("pricing must be one of on-demand, spot, capacity-block, flex-start, calendar, "
                 "not 'reserved'") in check(spec, "/offers", 400, body)["error"]
+
+
+# -- round four (issue 49): bounded work, bounded echoes, the document states what is enforced
+@pytest.mark.parametrize(("query", "message"), [
+    # one value of 60,000 characters took 32 s of CPU; 1,000 region parameters 2.5 s
+    ("/offers?region=" + "a" * 60_000, "region is 60,000 characters long; at most 256"),
+    ("/offers?" + "&".join(["region=us-*"] * 1000), "more than 100 parameters"),
+    ("/offers?" + "&".join(["region=us-*"] * 21), "region has 21 values; at most 20"),
+    ("/offers?region=" + ",".join(["us-*"] * 21), "region has 21 values; at most 20"),
+    # a limit of 5,001 digits was a 500 (int() refuses more than 4,300 digits)
+    ("/offers?limit=" + "9" * 5001, "limit is 5,001 characters long; at most 256"),
+    ("/history?offer_id=" + "9" * 250, "offer_id must be a whole number from 0 to 2147483647"),
+    # empty values are refused, not taken as absent without the document saying so
+    ("/offers?limit=", "limit is empty; give a value or leave limit out"),
+    ("/offers?pricing=", "pricing is empty"),
+    ("/history?gpu=H100&days=", "days is empty"),
+    ("/offers?gpu=", "gpu is empty"),
+    ("/offers?source=aws,", "source has an empty value"),
+    ("/crawls?source=vastai,nosuch", "unknown source 'nosuch'"),
+    ("/history?gpu=H100&days=40000", "days must be at most 36600, not '40000'"),
+])
+def test_a_request_past_a_bound_is_a_400_before_any_work(site, spec, query, message):
+    status, _, body = get(site + "/api/v1" + query)
+    assert status == 400, body
+    error = check(spec, query.split("?")[0], 400, body)["error"]
+    assert message in error and len(error) < 300
+
+
+def test_a_long_limit_is_the_maximum_not_a_500(site, spec):
+    status, _, body = get(site + "/api/v1/offers?limit=" + "9" * 250)
+    assert status == 200, body
+    assert check(spec, "/offers", 200, body)["count"] == 1
+
+
+@pytest.mark.parametrize("query", ["/offers?pricing=" + "x" * 250,
+                                   "/offers?vendor=" + "x" * 250,
+                                   "/offers?gpu=" + "x" * 250,
+                                   "/history?gpu=H100&since=" + "x" * 250])
+def test_a_400_echoes_at_most_60_characters_of_a_value(site, spec, query):
+    status, _, body = get(site + "/api/v1" + query)
+    assert status == 400
+    error = check(spec, query.split("?")[0], 400, body)["error"]
+    assert "x" * 61 not in error and "(250 characters)" in error, error
+
+
+@pytest.mark.parametrize("query", ["?source=azure&source=aws", "?source=azure,aws"])
+def test_crawls_takes_several_sources_as_its_document_says(site, spec, query):
+    status, _, body = get(site + "/api/v1/crawls" + query)
+    assert status == 200, body
+    crawls = check(spec, "/crawls", 200, body)["crawls"]
+    assert [c["source"] for c in crawls] == ["azure", "azure"]
+
+
+def test_available_without_a_value_means_true(site, spec):
+    status, _, body = get(site + "/api/v1/offers?available")
+    assert status == 200, body
+    (param,) = [p for p in spec["paths"]["/offers"]["get"]["parameters"]
+                if p["name"] == "available"]
+    assert param["allowEmptyValue"] is True and "without a value: true" in param["description"]
+
+
+def test_the_document_states_the_rules_the_server_enforces(spec):
+    """Control characters, empty values, lengths and counts, the names the server knows,
+    and the rules over two parameters (in the operation's summary)."""
+    import re
+
+    from gpuradar.core.sources import providers
+
+    params = {p["name"]: p["schema"] for p in spec["paths"]["/offers"]["get"]["parameters"]}
+    region = params["region"]["items"]
+    assert params["region"]["maxItems"] == 20 and region["maxLength"] == 256
+    assert region["minLength"] == 1
+    assert not re.fullmatch(region["pattern"], "us\x07") and re.fullmatch(region["pattern"],
+                                                                             "us-*")
+    assert params["source"]["items"]["enum"] == list(providers())
+    assert "H100" in params["gpu"]["enum"] and "TPU" in params["gpu"]["enum"]
+    crawls = {p["name"]: p["schema"] for p in spec["paths"]["/crawls"]["get"]["parameters"]}
+    assert crawls["source"]["type"] == "array"
+    assert "give exactly one of the two" in spec["paths"]["/history"]["get"]["summary"]
+    assert "at most 100 parameters" in spec["info"]["description"]
+
+
+def test_hostile_requests_are_refused_without_work_and_health_answers(engine):
+    """50 hostile requests at once: each is refused before it reads the database or
+    matches a glob, and /healthz, asked among them, answers ok."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    from unittest import mock
+
+    from prometheus_client import CollectorRegistry
+
+    from gpuradar.core import units
+    from gpuradar.scheduler import api
+    from gpuradar.scheduler.health import Health, make_app
+    from gpuradar.scheduler.health import serve as start
+    from tests.helpers import free_port
+
+    crawl(engine, "azure", [item("azure", "A", 2.0)], T0)
+    reads: list[str] = []
+    health = Health(lambda: engine, scheduler_running=lambda: True)
+    app = make_app(CollectorRegistry(), health, str)
+    httpd = start("127.0.0.1", free_port(), app)
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    hostile = [f"{base}/api/v1/offers?region={'a' * 60_000}",
+               f"{base}/api/v1/offers?" + "&".join(["region=a*b*c*d*e"] * 1000),
+               f"{base}/api/v1/offers?limit={'9' * 5001}",
+               f"{base}/api/v1/offers?region=" + ",".join(["*a*b*"] * 500)]
+    barrier = threading.Barrier(51)
+
+    def hit(url: str) -> int:
+        barrier.wait()
+        return get(url)[0]
+
+    original = api.ROUTES["/offers"]
+    try:
+        with mock.patch.dict(api.ROUTES, {"/offers": (
+                lambda e, p: reads.append("offers") or original[0](e, p), original[1])}), \
+                mock.patch.object(units, "region_pattern",
+                                  side_effect=AssertionError("a glob was compiled")), \
+                ThreadPoolExecutor(51) as pool:
+            refused = [pool.submit(hit, hostile[i % 4]) for i in range(50)]
+            health_status, _, health_body = pool.submit(
+                lambda: (barrier.wait(), get(f"{base}/healthz"))[1]).result()
+            statuses = [f.result() for f in refused]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert set(statuses) == {400}
+    assert reads == []  # no hostile request reached the endpoint's reads
+    assert health_status == 200 and json.loads(health_body)["status"] == "ok"

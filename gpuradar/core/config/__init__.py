@@ -52,7 +52,6 @@ from gpuradar.core.config.yamlfile import (
     MAX_YAML_BYTES,
     MAX_YAML_DEPTH,
     MAX_YAML_NODES,
-    excerpt,
     expand_env,
     read_yaml,
 )
@@ -63,6 +62,6 @@ __all__ = [
     "SCRAPY_SETTINGS_MODULE", "AlertsSection", "Config", "ConfigError", "DaemonSection", "Key",
     "Marks", "MetricsSection", "PlaywrightLaunch", "ScrapySection", "Section", "SettingNames",
     "SourceOptions", "TargetSpec", "check_settings_module", "data_dir", "default_config_path",
-    "default_database_url", "dotted", "excerpt", "expand_env", "known_endpoints", "load_config",
+    "default_database_url", "dotted", "expand_env", "known_endpoints", "load_config",
     "one_of", "read_yaml", "schema", "source_model", "source_option_types", "validate_section",
 ]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuradar.core.config.errors import ConfigError, Key, Marks, dotted
+from gpuradar.core.text import excerpt
 
 # PyYAML is imported when a file is read: a command run without a config file does not pay
 # for its import (~4 % of the instructions of `gpuradar prices`).
@@ -87,14 +88,6 @@ def _walk(node: yaml.Node, keys: Key, marks: Marks, loader: yaml.SafeLoader,
             return
         if node.style is None:
             node.tag = loader.resolve(yaml.ScalarNode, node.value, (True, False))
-
-
-def excerpt(text: str, limit: int = 60) -> str:
-    """`text` for an error message: at most `limit` characters, with the length when cut."""
-    text = str(text)
-    if len(text) <= limit:
-        return repr(text)
-    return f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
 _BRACKET = re.compile(r"[\[\]{}]")
