@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from sqlalchemy import Engine
 
@@ -124,20 +124,6 @@ def _bound(plugin: Any, url: str, timeout: float) -> None:
         setattr(plugin, attr, min(current, timeout) if param in given else timeout)
 
 
-def _scrub(text: str, urls: tuple[str, ...]) -> str:
-    """Remove anything secret-looking of the target's URLs from an error text."""
-    for url in urls:
-        text = text.replace(url, redact(url))
-        parts = urlsplit(url)
-        secrets = [parts.password or "", parts.username or "", parts.query,
-                   *parts.path.split("/")]
-        for secret in secrets:
-            secret = unquote(secret)
-            if len(secret) >= 6:
-                text = text.replace(secret, "****")
-    return text
-
-
 def _reason(notify_result: Any) -> str:
     lines = []
     for entry in notify_result.logs():
@@ -147,7 +133,7 @@ def _reason(notify_result: Any) -> str:
     return "; ".join(dict.fromkeys(lines)) or "apprise reported a failure"
 
 
-def _send_one(url: str, urls: tuple[str, ...], title: str, markdown: str, html: str,
+def _send_one(url: str, target: Target, title: str, markdown: str, html: str,
               text: str, notify_type: str, timeout: float) -> tuple[str, bool, str]:
     """One URL of a target: (its redacted URL, sent, why not)."""
     import apprise
@@ -156,8 +142,9 @@ def _send_one(url: str, urls: tuple[str, ...], title: str, markdown: str, html: 
     asset = _asset(timeout)
     plugin = apprise.Apprise.instantiate(url, asset=asset)
     if plugin is None:  # validated at load time; only a changed plugin set gets here
-        return redact(url), False, "apprise cannot parse the URL"
-    shown = plugin.url(privacy=True)  # as configured (before the timeouts are set)
+        return target.mask(redact(url)), False, "apprise cannot parse the URL"
+    # as configured (before the timeouts are set); apprise keeps a webhook's path in clear
+    shown = target.mask(plugin.url(privacy=True))
     _bound(plugin, url, timeout)
     fmt = plugin.resolve_format(NotifyFormat.MARKDOWN)
     body = {NotifyFormat.MARKDOWN: markdown, NotifyFormat.HTML: html}.get(fmt, text)
@@ -168,7 +155,7 @@ def _send_one(url: str, urls: tuple[str, ...], title: str, markdown: str, html: 
         res = ap.notify(body=body, title=title, body_format=fmt,
                         notify_type=NotifyType(notify_type), timeout=timeout)
     except Exception as exc:  # noqa: BLE001 - a plugin bug must not stop the pass
-        return shown, False, _scrub(f"{type(exc).__name__}: {exc}", urls)
+        return shown, False, target.mask(f"{type(exc).__name__}: {exc}")
     if res:
         return shown, True, ""
     lines = [str(entry) for r in res for entry in r.logs()]
@@ -180,7 +167,7 @@ def _send_one(url: str, urls: tuple[str, ...], title: str, markdown: str, html: 
         why = f"timed out after {timeout:g} s"
     else:
         why = "; ".join(_reason(r) for r in res) or f"apprise status {res.status.name}"
-    return shown, False, _scrub(why, urls)
+    return shown, False, target.mask(why)
 
 
 def send(target: Target, title: str, markdown: str, html: str, text: str,
@@ -188,7 +175,7 @@ def send(target: Target, title: str, markdown: str, html: str, text: str,
     """Send one message to every URL of `target`, each in the format it takes best
     (Markdown for Slack and webhooks, HTML for email, text otherwise), each attempt bounded
     by `timeout` seconds (`alerts.send_timeout`)."""
-    details = [_send_one(url, target.urls, title, markdown, html, text, notify_type, timeout)
+    details = [_send_one(url, target, title, markdown, html, text, notify_type, timeout)
                for url in target.urls]
     failed = [f"{u}: {why}" for u, ok, why in details if not ok]
     return SendOutcome(ok=not failed, error=" | ".join(failed)[:2000], details=details)
@@ -292,7 +279,7 @@ def _deliver_row(engine: Engine, target: Target | None, name: str, channel: str,
         outcome = sender(target, row["title"], row["body_markdown"], row["body_html"],
                          row["body_text"], row["notify_type"], timeout)
     except Exception as exc:  # noqa: BLE001
-        outcome = SendOutcome(False, _scrub(f"{type(exc).__name__}: {exc}", target.urls))
+        outcome = SendOutcome(False, target.mask(f"{type(exc).__name__}: {exc}"))
     attempts = row["attempts"] + 1
     if outcome.ok:
         store.record_attempt(engine, row["id"], status="sent", attempts=attempts,

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.mapping import rule_from_mapping
@@ -21,6 +22,7 @@ from gpuradar.alerts.settings import AlertSettingError, AlertSettings
 from gpuradar.core.config import Config, ConfigError, Marks, read_yaml
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+MIN_MASKED = 4  # shorter values (a port, `on`) would mask ordinary words
 CHANNELS = ("slack", "email", "webhook", "other")
 
 
@@ -66,11 +68,34 @@ def channel_of(url: str) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """A named place notifications go to: one or more apprise URLs, plus tags."""
+    """A named place notifications go to: one or more apprise URLs, plus tags.
+
+    `secrets`: the values `${VAR}` put into its URLs. apprise's privacy form hides a
+    password and the tokens it knows of a service, not a token in a webhook's path, so
+    whatever came from the environment is masked wherever the target is shown."""
 
     name: str
     urls: tuple[str, ...]
     tags: frozenset[str] = frozenset()
+    secrets: frozenset[str] = frozenset()
+
+    def mask(self, text: str) -> str:
+        """`text` (an error, a URL shown) without this target's URLs or anything secret in
+        them: each URL as apprise's privacy form, then its tokens and `secrets` as ****."""
+        from gpuradar.core.logs import url_secrets
+
+        found = set(self.secrets)
+        for url in self.urls:
+            text = text.replace(url, redact(url))
+            parts = urlsplit(url)
+            found |= url_secrets(url) - {url}
+            found |= {unquote(p) for p in (parts.password or "", parts.username or "",
+                                           parts.query, *parts.path.split("/"))
+                      if len(unquote(p)) >= 6}
+        for secret in sorted(found, key=len, reverse=True):
+            if len(secret) >= MIN_MASKED:
+                text = text.replace(secret, "****")
+        return text
 
     @property
     def channel(self) -> str:
@@ -78,7 +103,7 @@ class Target:
         return kinds.pop() if len(kinds) == 1 else "other"
 
     def redacted(self) -> str:
-        return ", ".join(redact(u) for u in self.urls)
+        return self.mask(", ".join(redact(u) for u in self.urls))
 
 
 class Targets(Mapping[str, Target]):
@@ -121,12 +146,14 @@ class Targets(Mapping[str, Target]):
         return tuple(dict.fromkeys(out))
 
 
-def _expand_env(value: str, target: str, where: str) -> str:
+def _expand_env(value: str, target: str, where: str, values: list[str]) -> str:
+    """`${VAR}` in a target's URL; `values` gets each value used (the target's secrets)."""
     def sub(m: re.Match) -> str:
         var = m.group(1)
         if var not in os.environ:
             raise ConfigError(f"{where}: target {target!r}: environment variable {var} is not "
                               "set")
+        values.append(os.environ[var])
         return os.environ[var]
 
     return _ENV.sub(sub, value)
@@ -170,22 +197,24 @@ def parse_targets(raw: Any, where: str = "config", *, expand: bool = True) -> Ta
 
 
 def checked_target(name: str, urls: list[str], tags: list[str], where: str, *,
-                   expand: bool = True) -> Target:
+                   expand: bool = True, secrets: list[str] | None = None) -> Target:
     """A Target whose every URL apprise can use; ConfigError naming the target (its URL
-    redacted) otherwise."""
-    checked = []
+    redacted) otherwise. `secrets`: what `${VAR}` already put into the URLs."""
+    checked, found = [], list(secrets or ())
     for url in urls:
-        url = _expand_env(url.strip(), name, where) if expand else url.strip()
+        url = _expand_env(url.strip(), name, where, found) if expand else url.strip()
         try:
             plugin = _plugin(url)
         except Exception:  # noqa: BLE001
             plugin = None
         if plugin is None:
+            shown = Target(name, (url,), secrets=frozenset(found)).redacted()
             raise ConfigError(f"{where}: target {name!r}: apprise cannot use the URL "
-                              f"{redact(url)} (unknown scheme or malformed; see the "
+                              f"{shown} (unknown scheme or malformed; see the "
                               "apprise wiki for the URL format of each service)")
         checked.append(url)
-    return Target(name, tuple(checked), frozenset(t for t in tags if t))
+    return Target(name, tuple(checked), frozenset(t for t in tags if t),
+                  frozenset(found))
 
 
 #: The `alerts:` keys delivery reads (alerts.delivery).
@@ -198,8 +227,10 @@ def load_targets(cfg: Config) -> Targets:
 
     Carries the delivery settings of the `alerts:` section (max_attempts, retry_backoff,
     send_timeout) for deliver_pending."""
+    marks = cfg.located()
     checked = {name: checked_target(name, spec.url_list(), spec.tag_list(),
-                                    cfg.where("targets", name), expand=cfg.marks is None)
+                                    cfg.where("targets", name), expand=cfg.marks is None,
+                                    secrets=marks.values_under(("targets", name)))
                for name, spec in cfg.targets.items()}
     alerts = cfg.alerts
     return Targets(checked, delivery={key: float(getattr(alerts, key)) for key in DELIVERY_KEYS

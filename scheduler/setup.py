@@ -15,14 +15,13 @@ source's status comes from its Scrapy-free declaration (gpuradar.core.providers)
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuradar.core import defaults, providers
 from gpuradar.core.config import Config, load_config
-from gpuradar.core.logs import config_secrets
+from gpuradar.core.logs import config_secrets, credential_env_values
 from gpuradar.core.sources import default_interval
 from gpuradar.scheduler.jobs import (
     DaemonOptions,
@@ -66,13 +65,6 @@ class Loaded:
     secrets: set[str]
     schedule: dict[str, SourcePlan] | None = None   # every source, scheduled or not
     status: dict[str, tuple[bool, str]] | None = None  # enabled or not, and why
-
-
-def credential_env_values() -> list[str]:
-    """Values of the credential environment variables the providers declare (to mask
-    them)."""
-    return [os.environ[env] for provider in providers.PROVIDERS
-            for env in provider.credentials.values() if os.environ.get(env)]
 
 
 @dataclass

@@ -276,9 +276,11 @@ def get_config(config: Path | None, database_url: str | None = None, *,
     if check:
         return check_setup(config, database_url, rules=rules).cfg
     try:
-        return load_config(config, database_url=database_url, scrapy_names=scrapy_names)
+        cfg = load_config(config, database_url=database_url, scrapy_names=scrapy_names)
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    _mask_secrets(cfg)
+    return cfg
 
 
 def scrapy_names() -> set[str]:
@@ -313,10 +315,21 @@ def _loaded(load: Any, config: Path | None, database_url: str | None, rules: boo
     from gpuradar.scheduler.setup import RunOptions
 
     try:
-        return load(RunOptions(config=config, database_url=database_url, **options),
-                    rules=rules)
+        loaded = load(RunOptions(config=config, database_url=database_url, **options),
+                      rules=rules)
     except (ConfigError, RuleError) as exc:
         raise fail(str(exc)) from None
+    _mask_secrets(loaded.cfg)
+    return loaded
+
+
+def _mask_secrets(cfg: "Config") -> None:
+    """Mask the configuration's secrets in everything this command logs (a library's debug
+    line, apprise's "Loaded JSON URL ..." with a webhook token, included), as the daemon
+    does."""
+    from gpuradar.core.logs import REDACT, config_secrets, credential_env_values
+
+    REDACT.set_secrets(config_secrets(cfg, credential_env_values()))
 
 
 def get_engine(cfg: "Config", *, write: bool = False):

@@ -74,6 +74,17 @@ def url_secrets(url: str) -> set[str]:
     return out
 
 
+def credential_env_values() -> list[str]:
+    """Values of the credential environment variables the providers declare (to mask
+    them)."""
+    import os
+
+    from gpuradar.core import providers
+
+    return [os.environ[env] for provider in providers.PROVIDERS
+            for env in provider.credentials.values() if os.environ.get(env)]
+
+
 def config_secrets(cfg: Any, extra_env: Iterable[str] = ()) -> set[str]:
     """Every secret a configuration (gpuradar.core.config.Config, checked) holds: target
     URLs, credential-like source options and the database password; `extra_env` are values
@@ -104,6 +115,14 @@ def config_secrets(cfg: Any, extra_env: Iterable[str] = ()) -> set[str]:
         password = None
     if password:
         out |= {password, unquote(password)}
+    # whatever `${VAR}` put into a target, the database URL or a secret-named option, wherever
+    # it sits in a URL (a webhook's path, its query) and however short a token it is
+    marks = getattr(cfg, "marks", None)
+    for keys, values in (marks.env_values.items() if marks is not None else ()):
+        names = [k for k in keys if isinstance(k, str)]
+        if names and (names[0] in ("targets", "database_url")
+                      or any(SECRET_NAMES.search(n) for n in names)):
+            out |= {v for v in values if v}
     out |= {v for v in extra_env if v}
     return out
 

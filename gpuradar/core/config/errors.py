@@ -53,6 +53,18 @@ class Marks:
     path: Path | None = None
     lines: dict[Key, int] = field(default_factory=dict)
     origins: dict[Key, str] = field(default_factory=dict)
+    #: the values `${VAR}` put into each key: never quoted back, and secrets where the key
+    #: holds one (a target URL, a password; gpuradar.core.logs.config_secrets)
+    env_values: dict[Key, list[str]] = field(default_factory=dict)
+
+    def from_env(self, keys: Key) -> bool:
+        """Whether the value at `keys` (or within it) came through `${VAR}`."""
+        return any(k[:len(keys)] == keys or keys[:len(k)] == k for k in self.env_values)
+
+    def values_under(self, keys: Key) -> list[str]:
+        """The values `${VAR}` put anywhere within `keys`."""
+        return [v for k, values in self.env_values.items() if k[:len(keys)] == keys
+                for v in values]
 
     def where(self, keys: Key) -> str:
         """'/etc/gpuradar.yaml:12', 'environment variable GPURADAR_METRICS_PORT', ..."""
@@ -75,10 +87,12 @@ class Marks:
         return f"{self.where(keys)}: {name + ': ' if name else ''}{message}"
 
 
-def shown(keys: Key, value: Any) -> str:
-    """The offending value for an error; for a secret, only its type."""
+def shown(keys: Key, value: Any, marks: Marks | None = None) -> str:
+    """The offending value for an error; for a secret, or a value given through `${VAR}`
+    (it may be a secret under the wrong key), only its type."""
     names = [k for k in keys if isinstance(k, str)]
-    if names and (SECRET_NAMES.search(names[-1]) or names[0] in ("targets", "database_url")):
+    if (marks is not None and marks.from_env(keys)) or names and (
+            SECRET_NAMES.search(names[-1]) or names[0] in ("targets", "database_url")):
         kind = ("a number" if isinstance(value, int | float) and not isinstance(value, bool)
                 else "a list" if isinstance(value, list) else "a mapping"
                 if isinstance(value, dict) else "text" if isinstance(value, str)
@@ -220,6 +234,12 @@ class _Problems:
         self.shown: dict[Key, str] = {}
 
     def add(self, keys: Key, line: str) -> None:
+        """One problem; a value `${VAR}` gave is masked in it (a validator may quote it)."""
+        for k, values in self.marks.env_values.items():
+            if k[:len(keys)] == keys or keys[:len(k)] == k:
+                for value in values:
+                    if len(value) >= 4:
+                        line = line.replace(value, "***")
         self.found.setdefault(keys, []).append(line)
 
     def unknown_key(self, keys: Key) -> None:
@@ -247,7 +267,7 @@ class _Problems:
                                     f"{suggest(key, list(ctx.get('allowed', ())), what)}")
         elif kind in _TYPE_WORDS or kind == "type_words":
             self.type_words.setdefault(keys, []).append(ctx.get("words") or _TYPE_WORDS[kind])
-            self.shown[keys] = shown(keys, err["input"])
+            self.shown[keys] = shown(keys, err["input"], self.marks)
             self.found.setdefault(keys, [])
         else:
             if kind == "value_error":
@@ -256,7 +276,7 @@ class _Problems:
                 message = err["msg"].replace("Input should be", "must be")
                 message = message[0].lower() + message[1:]
                 if "input" in err and not isinstance(err["input"], dict | list):
-                    message += f", got {shown(keys, err['input'])}"
+                    message += f", got {shown(keys, err['input'], self.marks)}"
             self.add(keys, self.marks.problem(keys, message))
 
     def lines(self) -> list[str]:

@@ -23,15 +23,30 @@ MAX_YAML_BYTES = 256 * 1024       # the whole file (PyYAML reads ~50 KB/s on a b
 MAX_SCALAR_CHARS = 64 * 1024      # one value (after ${VAR} expansion)
 MAX_YAML_NODES = 100_000          # values once every alias is expanded (billion laughs)
 MAX_YAML_DEPTH = 50               # nesting of mappings and lists
+MAX_EXPANDED_CHARS = 1024 * 1024  # every value together, once ${VAR} is expanded
+MAX_INT_DIGITS = 100              # a whole number (Python refuses to read 4,300 digits)
+MAX_PROBLEMS = 20                 # problems one read reports; the rest are counted
+_INT_TAG = "tag:yaml.org,2002:int"
 
 
 _VAR = re.compile(r"\$(?:(\$)|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|(\{))")
 
 
-def expand_env(text: str, where: str) -> str:
+class ExpandedTooLong(ConfigError):
+    """A value past its limit once `${VAR}` is expanded."""
+
+
+def expand_env(text: str, where: str, limit: int = MAX_SCALAR_CHARS,
+               values: list[str] | None = None) -> str:
     """`${VAR}`, `${VAR:-default}` (default when unset or empty), `${VAR-default}` (when
-    unset) and `$$` (a literal `$`); an unset variable without a default is an error."""
+    unset) and `$$` (a literal `$`); an unset variable without a default is an error, and so
+    is a result longer than `limit` (found while expanding: a large variable used many
+    times is refused before it costs the memory). `values` gets each variable's value used:
+    what an error must not quote, and a secret wherever it went."""
+    grown = 0
+
     def sub(m: re.Match) -> str:
+        nonlocal grown
         if m.group(1):
             return "$"
         if m.group(5):
@@ -39,22 +54,55 @@ def expand_env(text: str, where: str) -> str:
                               "${NAME:-default}")
         name, op, default = m.group(2), m.group(3), m.group(4)
         value = os.environ.get(name)
-        if op == ":-" and not value:
-            return default
-        if op == "-" and value is None:
-            return default
-        if value is None:
+        if (op == ":-" and not value) or (op == "-" and value is None):
+            value = default
+        elif value is None:
             raise ConfigError(f"{where}: environment variable {name} is not set (write "
                               f"${{{name}:-default}} to give a default)")
+        elif values is not None:
+            values.append(value)
+        grown += len(value) - len(m.group(0))
+        if len(text) + grown > limit:
+            raise ExpandedTooLong(f"{where}: more than {limit:,} characters once ${{...}} is "
+                                  "expanded (docs/limits.md)")
         return value
 
     return _VAR.sub(sub, text)
 
 
+def _check_int(node: yaml.ScalarNode, where: str) -> None:
+    """A whole number of more than MAX_INT_DIGITS digits is refused with its place (PyYAML
+    would raise Python's ValueError on 4,300 digits and more, with no line)."""
+    digits = len(node.value.lstrip("+-").lstrip("0"))
+    if node.tag == _INT_TAG and digits > MAX_INT_DIGITS:
+        raise ConfigError(f"{where}: a whole number of {digits:,} digits (at most "
+                          f"{MAX_INT_DIGITS})")
+
+
+class _Expansion:
+    """What one read has expanded so far: the characters every value holds together (at
+    most MAX_EXPANDED_CHARS) and the problems found (at most MAX_PROBLEMS are kept)."""
+
+    def __init__(self, size: int) -> None:
+        self.left = MAX_EXPANDED_CHARS - size
+        self.errors: list[str] = []
+        self.more = 0
+
+    def problem(self, line: str) -> None:
+        if len(self.errors) < MAX_PROBLEMS:
+            self.errors.append(line)
+        else:
+            self.more += 1
+
+    def lines(self) -> list[str]:
+        return self.errors + ([f"... and {self.more:,} more like these"] if self.more else [])
+
+
 def _walk(node: yaml.Node, keys: Key, marks: Marks, loader: yaml.SafeLoader,
-          seen: set[int], errors: list[str]) -> None:
+          seen: set[int], found: _Expansion) -> None:
     """Record the line of every key and list item; expand `${VAR}` in every scalar value (a
-    plain scalar is then typed as YAML would type the result: `${PORT:-9108}` is a number)."""
+    plain scalar is then typed as YAML would type the result: `${PORT:-9108}` is a number),
+    noting in `marks` the values of the variables each key took."""
     import yaml
 
     if id(node) in seen:
@@ -70,24 +118,37 @@ def _walk(node: yaml.Node, keys: Key, marks: Marks, loader: yaml.SafeLoader,
                                   f"appears twice (also line {first[key]})")
             first[key] = line
             marks.lines[keys + (key,)] = line
-            _walk(value_node, keys + (key,), marks, loader, seen, errors)
+            _walk(value_node, keys + (key,), marks, loader, seen, found)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             marks.lines[keys + (i,)] = item.start_mark.line + 1
-            _walk(item, keys + (i,), marks, loader, seen, errors)
+            _walk(item, keys + (i,), marks, loader, seen, found)
     elif isinstance(node, yaml.ScalarNode) and "$" in node.value:
         where = marks.problem(keys, "").rstrip(": ")
+        before, values = len(node.value), []
+        limit = min(MAX_SCALAR_CHARS, before + found.left)
         try:
-            node.value = expand_env(node.value, where)
+            node.value = expand_env(node.value, where, limit, values)
+        except ExpandedTooLong:
+            if limit == MAX_SCALAR_CHARS:
+                found.problem(f"{where}: more than {limit:,} characters once ${{...}} is "
+                              "expanded (docs/limits.md)")
+                return
+            # the whole file's budget is spent: nothing after this can be expanded
+            raise ConfigError(f"{where}: every value together holds more than "
+                              f"{MAX_EXPANDED_CHARS:,} characters once ${{...}} is expanded "
+                              "(docs/limits.md)") from None
         except ConfigError as exc:
-            errors.extend(exc.problems)
+            for line in exc.problems:
+                found.problem(line)
             return
-        if len(node.value) > MAX_SCALAR_CHARS:
-            errors.append(f"{where}: {len(node.value):,} characters once ${{...}} is expanded "
-                          f"(at most {MAX_SCALAR_CHARS:,})")
-            return
+        finally:
+            if values:
+                marks.env_values[keys] = values
+        found.left -= len(node.value) - before
         if node.style is None:
             node.tag = loader.resolve(yaml.ScalarNode, node.value, (True, False))
+        _check_int(node, where)
 
 
 _BRACKET = re.compile(r"[\[\]{}]")
@@ -127,6 +188,7 @@ def _check_limits(root: yaml.Node, path: Path) -> None:
                 raise ConfigError(f"{path}:{node.start_mark.line + 1}: a value of "
                                   f"{len(node.value):,} characters (at most "
                                   f"{MAX_SCALAR_CHARS:,}): {excerpt(node.value)}")
+            _check_int(node, f"{path}:{node.start_mark.line + 1}")
             weight[key], depth[key] = 1, 0
             continue
         if isinstance(node, yaml.MappingNode):
@@ -172,11 +234,11 @@ def read_yaml(path: Path, marks: Marks, *, expand: bool = True) -> Any:
         if node is None:
             return {}
         _check_limits(node, path)
-        errors: list[str] = []
+        found = _Expansion(len(text))
         if expand:
-            _walk(node, (), marks, loader, set(), errors)
-        if errors:
-            raise ConfigError(errors)
+            _walk(node, (), marks, loader, set(), found)
+        if found.errors:
+            raise ConfigError(found.lines())
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
