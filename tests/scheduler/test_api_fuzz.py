@@ -18,7 +18,7 @@ from tests.storage.test_index import T0, crawl, item
 ROOT = Path(__file__).parents[2]
 
 
-def test_schemathesis_finds_no_failure(sqlite_url):
+def test_schemathesis_finds_no_failure(sqlite_url, tmp_path):
     from gpuradar.storage.db import open_database
 
     engine = open_database(sqlite_url)
@@ -31,6 +31,6 @@ def test_schemathesis_finds_no_failure(sqlite_url):
             [str(Path(sys.executable).parent / "st"), "run", f"{base}/api/v1/openapi.json",
              "--checks", "all", "--max-examples", "10", "--seed", "49",
              "--phases", "examples,coverage,fuzzing", "--no-color"],
-            capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+            capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "failures" not in proc.stdout
