@@ -12,6 +12,7 @@ import pytest
 from gpuradar.alerts.loader import read_rules_file
 from gpuradar.alerts.rules import RuleError
 from gpuradar.core.config import (
+    MAX_EXPANDED_CHARS,
     MAX_SCALAR_CHARS,
     MAX_YAML_NODES,
     ConfigError,
@@ -113,8 +114,8 @@ def test_an_expanded_variable_has_the_value_limit(tmp_path, monkeypatch):
     cfg = write(tmp_path, "database_url: ${HUGE}\n")
     with pytest.raises(ConfigError) as exc:
         load_config(cfg)
-    assert exc.value.problems == [f"{cfg}:1: database_url: {MAX_SCALAR_CHARS + 1:,} characters "
-                                  f"once ${{...}} is expanded (at most {MAX_SCALAR_CHARS:,})"]
+    assert exc.value.problems == [f"{cfg}:1: database_url: more than {MAX_SCALAR_CHARS:,} "
+                                  "characters once ${...} is expanded (docs/limits.md)"]
 
 
 def test_aliases_within_the_budget_still_work(tmp_path):
@@ -141,3 +142,49 @@ def test_tags_are_a_flat_list_of_texts(tmp_path, tags):
     assert exc.value.problems == [f"{cfg}:2: targets.a.tags: must be text or a flat list of "
                                   f"texts, got {'a mapping' if tags[0] == '{' else 'a list'} "
                                   "(value not shown)"]
+
+
+# -- round four (issue 49) ----------------------------------------------------------------
+def test_a_variable_used_many_times_is_refused_within_memory(tmp_path, monkeypatch):
+    """25,000 uses of a 60,000-character variable took 1.6 GB and printed 431 KB: the whole
+    file's values are bounded once expanded, and the read stops at the first value past."""
+    monkeypatch.setenv("V", "x" * 60_000)
+    tags = ",".join(['"${V}"'] * 25_000)
+    cfg = write(tmp_path, f"targets:\n  t:\n    url: json://127.0.0.1:9/\n    tags: [{tags}]\n")
+    error = refused_quickly(load_config, cfg)
+    assert error == (f"{cfg}:4: targets.t.tags[15]: every value together holds more than "
+                     f"{MAX_EXPANDED_CHARS:,} characters once ${{...}} is expanded "
+                     "(docs/limits.md)")
+
+
+def test_a_variable_too_long_everywhere_is_listed_at_most_20_times(tmp_path, monkeypatch):
+    """At 120,000 characters every use was its own error line (25,001 lines, 2.6 MB)."""
+    monkeypatch.setenv("V", "x" * 120_000)
+    tags = ",".join(['"${V}"'] * 25_000)
+    cfg = write(tmp_path, f"targets:\n  t:\n    url: json://127.0.0.1:9/\n    tags: [{tags}]\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(cfg)
+    assert len(exc.value.problems) == 21
+    assert exc.value.problems[-1] == "... and 24,980 more like these"
+    assert sum(map(len, exc.value.problems)) < 5000
+
+
+@pytest.mark.parametrize("text", ["metrics: {port: 1%s}\n", "rules:\n  - {gpu: H100, count: 1%s}\n",
+                                  "metrics:\n  port: ${BIG}\n"])
+def test_a_whole_number_of_thousands_of_digits_is_one_line(tmp_path, monkeypatch, text):
+    """int() refuses 4,300 digits and more: that was a 127-line traceback."""
+    monkeypatch.setenv("BIG", "1" + "0" * 5000)
+    cfg = write(tmp_path, text.replace("%s", "0" * 5000))
+    with pytest.raises(ConfigError) as exc:
+        load_config(cfg)
+    assert str(exc.value).endswith("a whole number of 5,001 digits (at most 100)")
+
+
+def test_a_value_given_through_a_variable_is_not_quoted_in_its_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("SMTP_PASSWORD", "SmtpSEKRETpw4321")
+    cfg = write(tmp_path, "metrics:\n  port: ${SMTP_PASSWORD}\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(cfg)
+    assert "SEKRET" not in str(exc.value)
+    assert str(exc.value) == f"{cfg}:2: metrics.port: must be a whole number, got text " \
+                             "(value not shown)"

@@ -48,6 +48,8 @@ from gpuradar.core.config.sections import (
 )
 from gpuradar.core.config.values import MAX_REQUEST_INTERVAL, Section, one_of
 from gpuradar.core.config.yamlfile import (
+    MAX_EXPANDED_CHARS,
+    MAX_INT_DIGITS,
     MAX_SCALAR_CHARS,
     MAX_YAML_BYTES,
     MAX_YAML_DEPTH,
@@ -57,7 +59,8 @@ from gpuradar.core.config.yamlfile import (
 )
 
 __all__ = [
-    "ENV_CONFIG", "ENV_DATABASE_URL", "ENV_KEYS", "KINDS", "KNOWN_KEYS", "MAX_REQUEST_INTERVAL",
+    "ENV_CONFIG", "ENV_DATABASE_URL", "ENV_KEYS", "KINDS", "KNOWN_KEYS", "MAX_EXPANDED_CHARS",
+    "MAX_INT_DIGITS", "MAX_REQUEST_INTERVAL",
     "MAX_SCALAR_CHARS", "MAX_YAML_BYTES", "MAX_YAML_DEPTH", "MAX_YAML_NODES",
     "SCRAPY_SETTINGS_MODULE", "AlertsSection", "Config", "ConfigError", "DaemonSection", "Key",
     "Marks", "MetricsSection", "PlaywrightLaunch", "ScrapySection", "Section", "SettingNames",
