@@ -20,6 +20,7 @@ from gpuradar.cli.common import (
     fail,
     get_config,
     get_engine,
+    is_file,
     pick_format,
 )
 from gpuradar.cli.output import Format, age, console, dump_json, emit, err_console, money
@@ -107,8 +108,9 @@ def rules_check(
     from gpuradar.alerts.settings import parse_settings
     from gpuradar.core.config import ConfigError
 
-    if file is not None and not file.exists():
-        raise fail(f"rules file {file} does not exist")
+    if file is not None and not is_file(file, "exists"):
+        hint = " (to read one rule: gpuradar rules test 'RULE')" if " " in str(file) else ""
+        raise fail(f"rules file {file} does not exist{hint}")
     cfg = get_config(config, check=True, rules=False)  # all `run` checks; rules: below
     try:
         parse_settings(cfg.alerts)
@@ -142,7 +144,7 @@ def _rules_to_test(cfg: "Config", rule: str | None) -> list:
     from gpuradar.alerts.loader import parse_rule_entry
     from gpuradar.alerts.rules import RuleError
 
-    if rule and Path(rule).is_file():
+    if rule and is_file(Path(rule)):
         rules, errors = _load(cfg, Path(rule), strict_targets=False)
     elif rule:
         configured, _ = _load(cfg, None, strict_targets=False)

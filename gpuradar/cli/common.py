@@ -260,6 +260,16 @@ def finite(value: float | None) -> float | None:
     return value
 
 
+def is_file(path: Path, kind: str = "is_file") -> bool:
+    """Whether `path` is a file (`kind` "exists": anything); False for a name the system
+    refuses (over 255 bytes: an inline rule is tried as a file first, and pathlib raises
+    ENAMETOOLONG on it)."""
+    try:
+        return bool(getattr(path, kind)())
+    except OSError:
+        return False
+
+
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
     return typer.Exit(code)

@@ -206,3 +206,24 @@ rules: [{{name: big, rule: "8x H100 under $25/h"}}]
     assert rendered.exit_code == 0 and "email plain-text part" in rendered.output
     listing = runner.invoke(app, ["alerts", "--json", "--database-url", sqlite_url])
     assert json.loads(listing.stdout) == {"alerts": [], "notifications": []}
+
+
+LONG_RULE = ("H100 in " + ",".join(f"us-east-{i}" for i in range(30)) + " under $2/h")
+
+
+def test_an_inline_rule_longer_than_a_file_name_is_read_as_a_rule(sqlite_url):
+    """More than 255 characters before its first `/`: tried as a file first, it ended in
+    `OSError: [Errno 36] File name too long` (issue 49, finding 8)."""
+    env = {"GPURADAR_CONFIG": ""}
+    tested = runner.invoke(app, ["rules", "test", LONG_RULE, "--database-url", sqlite_url],
+                           env=env)
+    assert tested.exit_code == 0, tested.output
+    assert "us-east-29" in tested.output
+    preview = runner.invoke(app, ["notify", "preview", LONG_RULE, "--database-url",
+                                  sqlite_url], env=env)
+    assert preview.exception is None or isinstance(preview.exception, SystemExit), \
+        preview.output
+    check = runner.invoke(app, ["rules", "check", LONG_RULE], env=env)
+    assert check.exit_code == 2
+    assert flat(check.output).endswith("does not exist (to read one rule: gpuradar rules "
+                                       "test 'RULE')")
