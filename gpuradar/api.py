@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 
 from gpuradar.core.pricing import parse_pricing
+from gpuradar.core.text import excerpt
 
 __all__ = ["Crawl", "IndexFigure", "IndexPoint", "Offer", "Source", "Span", "Store", "open"]
 
@@ -154,10 +155,18 @@ def _make(cls: type[T], row: dict[str, Any]) -> T:
     return cls(**values)
 
 
+def _text(name: str, value: object) -> str:
+    """`value` when it is text; TypeError naming the argument otherwise (a list, a number or
+    bytes would fail later with a message that names nothing)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    return value
+
+
 def _pricing(value: str | None) -> str | None:
     if value is None:
         return None
-    return parse_pricing(value)
+    return parse_pricing(_text("pricing", value))
 
 
 def _list(name: str, value: str | Sequence[str] | None) -> list[str]:
@@ -165,10 +174,14 @@ def _list(name: str, value: str | Sequence[str] | None) -> list[str]:
     (it names nothing stored, and PostgreSQL refuses NUL in text)."""
     if value is None:
         return []
+    if not isinstance(value, str | list | tuple):  # a mapping, a set, bytes, a number
+        raise TypeError(f"{name} must be a str or a list of str, not "
+                        f"{type(value).__name__}")
     names = [value] if isinstance(value, str) else list(value)
     for item in names:
-        if not isinstance(item, str) or not item.strip() or not item.isprintable():
-            raise ValueError(f"{name} must be names, not {item!r}")
+        _text(name, item)
+        if not item.strip() or not item.isprintable():
+            raise ValueError(f"{name} must be names, not {excerpt(item)}")
     return names
 
 
@@ -183,7 +196,7 @@ def _count(name: str, value: int | None, maximum: int | None = None) -> int | No
     if isinstance(value, bool) or not isinstance(value, int) or value < 0 \
             or (maximum is not None and value > maximum):
         upper = f" to {maximum}" if maximum is not None else " or more"
-        raise ValueError(f"{name} must be a whole number from 0{upper}, not {value!r}")
+        raise ValueError(f"{name} must be a whole number from 0{upper}, not {excerpt(value)}")
     return value
 
 
@@ -191,10 +204,15 @@ def _amount(name: str, value: float | None) -> float | None:
     """A finite number of at least 0, or None (NaN would match nothing, silently)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number of at least 0, not {value!r}")
-    return float(value)
+    try:  # float(): an int of 400 digits is past any float (OverflowError)
+        number = float(value) if isinstance(value, int | float) \
+            and not isinstance(value, bool) else math.nan
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{name} must be a finite number of at least 0, not "
+                         f"{excerpt(value)}")
+    return number
 
 
 def _window(since: datetime | None, until: datetime | None, days: float
@@ -204,13 +222,18 @@ def _window(since: datetime | None, until: datetime | None, days: float
     for name, value in (("since", since), ("until", until)):
         if value is not None and not isinstance(value, datetime):
             raise TypeError(f"{name} must be a datetime, not {type(value).__name__}")
+    # naive means UTC, as everywhere in gpuradar (a time typed without an offset)
+    since = since.replace(tzinfo=UTC) if since and since.tzinfo is None else since
+    until = until.replace(tzinfo=UTC) if until and until.tzinfo is None else until
     until = until or datetime.now(UTC)
     if since is None:
-        _amount("days", days)
+        days = _amount("days", days) or 0.0
         try:
             since = until - timedelta(days=days)
         except OverflowError:
             raise ValueError(f"days {days!r} reaches before the year 1") from None
+    if since > until:  # an empty answer would look like no data
+        raise ValueError(f"since ({since.isoformat()}) is after until ({until.isoformat()})")
     return since, until
 
 
@@ -233,7 +256,7 @@ class Store:
         from gpuradar.storage.dataset import resolve_gpus
 
         if gpu is not None:  # '' would mean every GPU, as no filter: say so instead
-            _list("gpu", gpu)
+            _list("gpu", _text("gpu", gpu))
         return resolve_gpus(self.engine, gpu)
 
     def offers(self, gpu: str | None = None, *, pricing: str | None = None,
@@ -255,7 +278,7 @@ class Store:
                           min_gpu_memory=_amount("min_gpu_memory", min_gpu_memory),
                           available_only=available, include_inactive=include_inactive)
         return [_make(Offer, o) for o in dataset.offers(self.engine, flt,
-                                                        _count("limit", limit))]
+                                                        _count("limit", limit, MAX_ID))]
 
     def history(self, offer_id: int | None = None, *, gpu: str | None = None,
                 pricing: str | None = None, source: str | Sequence[str] | None = None,
@@ -307,10 +330,9 @@ class Store:
         from gpuradar.storage import dataset
 
         if source is not None:
-            _list("source", source)
-
+            _list("source", _text("source", source))
         return [_make(Crawl, c) for c in dataset.crawls(self.engine, source,
-                                                        _count("limit", limit))]
+                                                        _count("limit", limit, MAX_ID))]
 
 
 def open(url: str | None = None) -> Store:  # noqa: A001 - gpuradar.open, like a file

@@ -53,8 +53,8 @@ def test_a_newer_schema_asks_for_a_newer_gpuradar(sqlite_url):
 
 
 @pytest.mark.parametrize(("call", "message"), [
-    (lambda s: s.offers(limit=-1), "limit must be a whole number from 0 or more, not -1"),
-    (lambda s: s.crawls(limit=-5), "limit must be a whole number from 0 or more, not -5"),
+    (lambda s: s.offers(limit=-1), "limit must be a whole number from 0 to 2147483647, not -1"),
+    (lambda s: s.crawls(limit=-5), "limit must be a whole number from 0 to 2147483647, not -5"),
     (lambda s: s.offers(max_price=math.nan), "max_price must be a finite number of at least 0"),
     (lambda s: s.offers(min_gpus=-1), "min_gpus must be a finite number of at least 0"),
     (lambda s: s.history(10**30), "offer_id must be a whole number from 0 to 2147483647"),
@@ -71,6 +71,44 @@ def test_a_newer_schema_asks_for_a_newer_gpuradar(sqlite_url):
 def test_a_bad_argument_is_a_value_error_naming_it(store, call, message):
     with pytest.raises(ValueError, match=message):
         call(store)
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    # issue 49, finding 12: each was an error that named nothing, or no error at all
+    (lambda s: s.offers(min_gpus=10**400), "min_gpus must be a finite number of at least 0, "
+                                            "not a whole number of about 401 digits"),
+    (lambda s: s.offers(limit=10**400), "limit must be a whole number from 0 to 2147483647"),
+    (lambda s: s.history(1, days=10**400), "days must be a finite number of at least 0"),
+    (lambda s: s.history(1, since=T0, until=T0 - timedelta(days=1)),
+     "since .2026-11-01T12:00:00.00:00. is after until"),
+    (lambda s: s.offers(gpu="X" * 1_000_000), "unknown GPU 'XXXX.*'... .1,000,000 characters.: "
+                                              "no model name is that long"),
+])
+def test_a_bad_value_is_a_value_error_naming_it(store, call, message):
+    with pytest.raises(ValueError, match=message) as exc:
+        call(store)
+    assert len(str(exc.value)) < 200
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda s: s.offers(gpu=["H100"]), "gpu must be a str, not list"),
+    (lambda s: s.offers(gpu=5), "gpu must be a str, not int"),
+    (lambda s: s.offers(pricing=5), "pricing must be a str, not int"),
+    (lambda s: s.offers(source=5), "source must be a str or a list of str, not int"),
+    (lambda s: s.offers(source=b"aws"), "source must be a str or a list of str, not bytes"),
+    (lambda s: s.offers(source={"aws": 1}), "source must be a str or a list of str, not dict"),
+    (lambda s: s.offers(source=["aws", 5]), "source must be a str, not int"),
+    (lambda s: s.crawls(source=["aws"]), "source must be a str, not list"),
+])
+def test_a_wrong_type_is_a_type_error_naming_it(store, call, message):
+    with pytest.raises(TypeError, match=message):
+        call(store)
+
+
+def test_a_naive_time_is_utc_as_everywhere(store):
+    naive = T0.replace(tzinfo=None)
+    assert store.history(1, since=naive - timedelta(days=1), until=naive + timedelta(days=1)) \
+        == store.history(1, since=T0 - timedelta(days=1), until=T0 + timedelta(days=1))
 
 
 def test_a_time_that_is_not_a_datetime_is_a_type_error(store):
