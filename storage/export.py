@@ -24,9 +24,11 @@ from typing import Any
 import orjson
 from sqlalchemy import Engine, select
 
+from gpuradar.core.text import excerpt
 from gpuradar.storage.models import CHANGE, CRAWL, INDEX, OFFER
 
 FORMAT_VERSION = 1
+MAX_MANIFEST_BYTES = 1024 * 1024  # a manifest is a few kilobytes; verify reads no more
 FORMATS = ("parquet", "csv", "jsonl")
 MANIFEST = "manifest.json"
 CHUNK = 50_000  # rows per read and per Parquet row group (fixed: part of the byte layout)
@@ -158,6 +160,12 @@ class _Writer:
     def close(self) -> None:
         raise NotImplementedError
 
+    @staticmethod
+    def count(path: Path) -> int:
+        """The rows a file of this format holds (what `verify` checks the manifest's row
+        counts against)."""
+        raise NotImplementedError
+
 
 class _CsvWriter(_Writer):
     def __init__(self, path: Path, table: Table) -> None:
@@ -174,6 +182,11 @@ class _CsvWriter(_Writer):
     def close(self) -> None:
         self.file.close()
 
+    @staticmethod
+    def count(path: Path) -> int:
+        with path.open(encoding="utf-8", newline="") as f:
+            return max(0, sum(1 for _ in csv.reader(f)) - 1)  # less the header
+
 
 class _JsonlWriter(_Writer):
     def __init__(self, path: Path, table: Table) -> None:
@@ -189,6 +202,11 @@ class _JsonlWriter(_Writer):
 
     def close(self) -> None:
         self.file.close()
+
+    @staticmethod
+    def count(path: Path) -> int:
+        with path.open("rb") as f:
+            return sum(1 for line in f if line.strip())
 
 
 def _pyarrow():
@@ -222,6 +240,11 @@ class _ParquetWriter(_Writer):
 
     def close(self) -> None:
         self.writer.close()
+
+    @staticmethod
+    def count(path: Path) -> int:
+        _, pq = _pyarrow()
+        return pq.ParquetFile(str(path)).metadata.num_rows
 
 
 WRITERS: dict[str, type[_Writer]] = {"parquet": _ParquetWriter, "csv": _CsvWriter,
@@ -358,26 +381,90 @@ def _entries(manifest: Any) -> list[dict[str, str]]:
     return entries
 
 
+def _not_a_file(path: Path) -> str | None:
+    """Why `path` cannot be an export's file (None when it is a regular file): a symbolic
+    link's target may be anywhere, and a FIFO or a device would block or never end."""
+    import stat
+
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link (an export holds plain files)"
+    if stat.S_ISDIR(mode):
+        return "a folder, not a file"
+    if not stat.S_ISREG(mode):
+        kind = "a named pipe" if stat.S_ISFIFO(mode) else "a device or socket"
+        return f"{kind}, not a regular file"
+    return None
+
+
+def _read_manifest(path: Path) -> Any:
+    """The manifest's JSON; ValueError (or OSError) saying why it cannot be one."""
+    why = _not_a_file(path)
+    if why == "missing":
+        raise FileNotFoundError(path)
+    if why:
+        raise ValueError(why)
+    with path.open("rb") as f:
+        raw = f.read(MAX_MANIFEST_BYTES + 1)
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise ValueError(f"larger than {MAX_MANIFEST_BYTES // 1024} KiB; an export's is a few "
+                         "kilobytes")
+    manifest = json.loads(raw)
+    if isinstance(manifest, dict) and manifest.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"format_version {excerpt(manifest.get('format_version'))}; this "
+                         f"gpuradar reads {FORMAT_VERSION}")
+    return manifest
+
+
+def _row_problems(manifest: dict[str, Any], entry: dict[str, Any], target: Path) -> list[str]:
+    """A file whose digest matches: its rows counted against the manifest's entry and its
+    table's count (an edited count with the digests left alone is still a lie)."""
+    fmt, table = entry.get("format"), entry.get("table")
+    writer = WRITERS.get(fmt) if isinstance(fmt, str) else None
+    if writer is None:
+        return [f"{target}: format {excerpt(fmt)} is not one gpuradar writes"]
+    try:
+        rows = writer.count(target)
+    except (OSError, ValueError, ExportError) as exc:
+        return [f"{target}: rows cannot be counted ({exc})"]
+    tables = manifest.get("tables") if isinstance(manifest.get("tables"), dict) else {}
+    stated = {"the file's entry": entry.get("rows"),
+              f"table {table}": (tables.get(table) or {}).get("rows")
+              if isinstance(table, str) else None}
+    return [f"{target}: holds {rows} rows, {MANIFEST} says {excerpt(count)} ({where})"
+            for where, count in stated.items() if count != rows]
+
+
 def verify(directory: Path) -> list[str]:
-    """Recompute every listed file's digest against the manifest, and look for export files
-    it does not list: [] when all match, else one line per problem."""
+    """Recompute every listed file's digest against the manifest and count its rows, and
+    look for export files it does not list: [] when all match, else one line per problem."""
     if directory.exists() and not directory.is_dir():
         return [f"{directory}: a file, not an export directory"]
     path = directory / MANIFEST
     try:
-        entries = _entries(json.loads(path.read_text(encoding="utf-8")))
+        manifest = _read_manifest(path)
+        entries = _entries(manifest)
     except FileNotFoundError:
         return [f"{path}: no manifest (not a gpuradar export?)"]
     except (OSError, ValueError) as exc:
         return [f"{path}: unreadable manifest ({getattr(exc, 'strerror', None) or exc})"]
     problems = []
+    seen: set[str] = set()
     for entry in entries:
         target = directory / entry["path"]
-        if target.is_symlink():  # its target may be anywhere: not read
-            problems.append(f"{target}: a symbolic link (an export holds plain files)")
+        if entry["path"] in seen:
+            problems.append(f"{target}: listed twice in {MANIFEST}")
             continue
-        if not target.is_file():
-            problems.append(f"{target}: missing (listed in {MANIFEST})")
+        seen.add(entry["path"])
+        why = _not_a_file(target)
+        if why:
+            problems.append(f"{target}: {why}" + (f" (listed in {MANIFEST})"
+                                                   if why == "missing" else ""))
             continue
         try:
             digest = sha256(target)
@@ -387,8 +474,19 @@ def verify(directory: Path) -> list[str]:
         if digest != entry["sha256"]:
             problems.append(f"{target}: sha256 {digest[:16]}… does not match the manifest's "
                             f"{entry['sha256'][:16]}…")
-    listed = {e["path"] for e in entries}
+            continue
+        problems += _row_problems(manifest, entry, target)
     problems += [f"{directory / name}: an export file {MANIFEST} does not list"
-                 for name in _own_names() if name not in listed and (directory / name).exists()]
+                 for name in _own_names() if name not in seen
+                 and _not_a_file(directory / name) != "missing"]
     return problems
 
+
+def other_files(directory: Path) -> list[str]:
+    """Files in an export directory that are neither the manifest nor an export file:
+    `export` leaves them, `verify` does not check them and says so."""
+    own = {*_own_names(), MANIFEST}
+    try:
+        return sorted(p.name for p in directory.iterdir() if p.name not in own)
+    except OSError:
+        return []

@@ -33,7 +33,7 @@ def export(
     """Write offers, change points, the market index and crawls as Parquet, CSV and JSON
     Lines with a manifest (row counts, time range, schema version, SHA-256 per file). The
     same database exported twice gives byte-identical files."""
-    from gpuradar.storage.export import ExportError, stale_files
+    from gpuradar.storage.export import ExportError, other_files, stale_files
     from gpuradar.storage.export import export as write
     from gpuradar.storage.export import verify as check
 
@@ -45,6 +45,10 @@ def export(
                               soft_wrap=True)
             raise typer.Exit(EXIT_FAILED)
         console.print(f"{directory}: every file matches manifest.json", highlight=False)
+        others = other_files(directory)
+        if others:
+            console.print(f"not in manifest.json, not checked: {', '.join(others)}",
+                          highlight=False, soft_wrap=True)
         return
     formats = [f.strip().lower() for f in fmt.split(",") if f.strip()]
     engine = get_engine(get_config(config, database_url))

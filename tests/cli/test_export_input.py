@@ -138,3 +138,58 @@ def test_verify_does_not_read_through_a_symbolic_link(exported):
     (exported / "offers.csv").symlink_to(outside)
     line = one_line(gpuradar("export", "--verify", str(exported)), 1)
     assert line == f"{exported / 'offers.csv'}: a symbolic link (an export holds plain files)"
+
+
+# -- round four (issue 49): a manifest that lies, or is not a file -------------------------
+def _edit(exported, change) -> None:
+    path = exported / "manifest.json"
+    manifest = json.loads(path.read_text())
+    change(manifest)
+    path.write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda m: m["files"][0].update(rows=999), "holds 1 rows, manifest.json says 999 "
+                                               "(the file's entry)"),
+    (lambda m: m["tables"]["offers"].update(rows=999), "holds 1 rows, manifest.json says 999 "
+                                                       "(table offers)"),
+    (lambda m: m.update(format_version=99), "unreadable manifest (format_version 99; this "
+                                            "gpuradar reads 1)"),
+    (lambda m: m["files"].append(dict(m["files"][0])), "listed twice in manifest.json"),
+])
+def test_verify_finds_a_manifest_that_lies(exported, change, expected):
+    _edit(exported, change)
+    line = one_line(gpuradar("export", "--verify", str(exported)), 1)
+    assert expected in line, line
+
+
+def test_verify_names_the_files_it_does_not_check(exported):
+    (exported / "notes.txt").write_text("mine\n")
+    proc = gpuradar("export", "--verify", str(exported))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"{exported}: every file matches manifest.json",
+                                        "not in manifest.json, not checked: notes.txt"]
+
+
+def test_a_manifest_that_is_a_link_to_an_endless_file_is_not_read(exported):
+    (exported / "manifest.json").unlink()
+    (exported / "manifest.json").symlink_to("/dev/zero")
+    line = one_line(gpuradar("export", "--verify", str(exported), timeout=30), 1)
+    assert line == f"{exported / 'manifest.json'}: unreadable manifest (a symbolic link (an " \
+                   "export holds plain files))"
+
+
+def test_a_huge_manifest_is_refused_unread(exported):
+    (exported / "manifest.json").write_text(" " * (1024 * 1024 + 1))
+    line = one_line(gpuradar("export", "--verify", str(exported)), 1)
+    assert line.endswith("unreadable manifest (larger than 1024 KiB; an export's is a few "
+                         "kilobytes)")
+
+
+def test_a_fifo_in_place_of_an_export_file_is_named_so(exported):
+    import os
+
+    (exported / "offers.csv").unlink()
+    os.mkfifo(exported / "offers.csv")
+    line = one_line(gpuradar("export", "--verify", str(exported), timeout=30), 1)
+    assert line.startswith(f"{exported / 'offers.csv'}: a named pipe, not a regular file")
