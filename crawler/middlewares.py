@@ -25,6 +25,7 @@ from scrapy.exceptions import (
     DownloadTimeoutError,
     IgnoreRequest,
     NotConfigured,
+    ResponseDataLossError,
 )
 from scrapy.http import Response
 from scrapy.responsetypes import responsetypes
@@ -44,6 +45,11 @@ _THROTTLED = {429, 503}
 # Failures that mean "could not talk to the host at all" (as opposed to a bad answer).
 _CONNECTION_ERRORS = (CannotResolveHostError, DownloadConnectionRefusedError,
                       DownloadTimeoutError, ConnectError, TxTimeoutError)
+
+
+# What a body cut mid-transfer is called in every report (Scrapy's ResponseDataLossError
+# carries no message, so its retry and give-up lines said nothing).
+CUT_SHORT = "answer cut short (the connection closed before the whole body arrived)"
 
 
 def connection_cause(exc: BaseException) -> str:
@@ -202,6 +208,8 @@ class BackoffRetryMiddleware(RetryMiddleware):
     def process_exception(self, request: Request, exception: Exception
                           ) -> Request | Response | None:
         host = urlsplit(request.url).netloc
+        if isinstance(exception, ResponseDataLossError):
+            return self._cut_short(request, exception)
         if not isinstance(exception, _CONNECTION_ERRORS) or host in self.answered:
             return super().process_exception(request, exception)
         if host in self.unreachable:
@@ -219,6 +227,18 @@ class BackoffRetryMiddleware(RetryMiddleware):
                 return retry
         self._give_up(request, connection_cause(exception))
         raise IgnoreRequest(f"{host} is unreachable ({self.unreachable[host]})")
+
+    def _cut_short(self, request: Request, exception: ResponseDataLossError) -> Request:
+        """A body cut mid-transfer (the length promised, the connection closed): retried
+        as Scrapy does, each line saying so; once retries are spent, IgnoreRequest with the
+        reason for the request's errback (Scrapy's give-up line is the crawl's one ERROR),
+        not a traceback from the scraper."""
+        cut = ResponseDataLossError(CUT_SHORT)
+        cut.__cause__ = exception.__cause__
+        retry = super().process_exception(request, cut)
+        if isinstance(retry, Request):
+            return retry
+        raise IgnoreRequest(CUT_SHORT) from exception
 
     # -- throttling -----------------------------------------------------------------------
     def _slot(self, request: Request):

@@ -23,6 +23,7 @@ class Reply:
     content_type: str = "application/json"
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)  # names in lower case
+    cut_after: int | None = None  # send this many bytes of the body, then close
 
 
 @dataclass
@@ -77,7 +78,8 @@ class ProviderServer:
                     for k, v in reply.headers.items():
                         self.send_header(k, v)
                     self.end_headers()
-                    self.wfile.write(body)
+                    self.wfile.write(body if reply.cut_after is None
+                                     else body[:reply.cut_after])
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 

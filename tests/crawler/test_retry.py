@@ -225,3 +225,24 @@ def test_unreadable_response_middleware_passes_scrapy_exceptions():
     page = HtmlResponse("https://x.test/", body=b"<html/>", request=Request("https://x.test/"))
     assert mw.process_spider_exception(page, CloseSpider("done")) is None
     assert mw.process_spider_exception(page, KeyError("items")) == []
+
+
+@pytest.mark.parametrize("source", ["azure", "vastai"])
+def test_an_answer_cut_short_is_one_line_with_its_reason(tmp_path, provider_server, sqlite_url,
+                                                         source):
+    """HTTP 200 with Content-Length, the connection closed mid-body: was 60 lines of
+    ResponseDataLossError tracebacks and an empty reason (issue 49, finding 7). Azure has no
+    errback for its price pages, Vast.ai has one: the reason reaches both."""
+    endpoints = serve_standard(provider_server, [source])
+    for (method, path), handler in list(provider_server.routes.items()):
+        provider_server.route(method, path, lambda req, h=handler: Reply(
+            **{**vars(h(req)), "cut_after": 5}))
+    cfg = write_config(tmp_path / "c.yaml", endpoints=endpoints,
+                       scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 1})
+    proc = gpuradar("crawl", source, "--json", config=cfg, db_url=sqlite_url)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    (result,) = json.loads(proc.stdout)
+    assert result["status"] == "failed"
+    assert "answer cut short (the connection closed before the whole body arrived)" in \
+        result["error"], result["error"]
+    assert "ResponseDataLossError" not in proc.stderr
