@@ -874,3 +874,17 @@ def test_a_file_that_is_not_a_configuration_is_not_quoted_back(tmp_path):
         f"error: {tmp_path / 'shadow'}:1: unknown key ({len(hashed)} characters, not shown: "
         "not a key name; is this a gpuradar configuration file?) at the top level")
     assert "sEcReT" not in proc.stderr + proc.stdout
+
+
+def test_a_settings_module_that_exits_is_one_line_not_a_silent_success(tmp_path,
+                                                                       monkeypatch):
+    """`sys.exit(0)` at import made `crawl` exit 0, print nothing and crawl nothing
+    (issue 49, finding 13): every command loads the configuration through load_config."""
+    (tmp_path / "exiting.py").write_text("import sys\nsys.exit(0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("SCRAPY_SETTINGS_MODULE", "exiting")
+    with pytest.raises(ConfigError) as exc:
+        load_config(None)
+    assert str(exc.value) == (
+        "environment variable SCRAPY_SETTINGS_MODULE='exiting': calls sys.exit(0) when "
+        "imported; unset it to use gpuradar's settings (gpuradar.crawler.settings)")

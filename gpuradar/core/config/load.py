@@ -38,6 +38,7 @@ from gpuradar.core.config.sections import (
 )
 from gpuradar.core.config.values import Section
 from gpuradar.core.config.yamlfile import read_yaml
+from gpuradar.core.text import excerpt
 
 #: The sections of the file a Config carries, each as its model (see Config).
 SECTIONS = ("sources", "endpoints", "targets", "rules", "alerts", "metrics", "daemon",
@@ -180,6 +181,9 @@ def check_settings_module() -> None:
     where = f"environment variable SCRAPY_SETTINGS_MODULE={shown((), name)}"
     try:
         module = importlib.import_module(name)
+    except SystemExit as exc:  # sys.exit(0) in it would end the command with success
+        raise ConfigError(f"{where}: calls sys.exit({excerpt(exc.code)}) when imported; unset "
+                          f"it to use gpuradar's settings ({SCRAPY_SETTINGS_MODULE})") from None
     except Exception as exc:  # noqa: BLE001 - whatever the module raises, one line
         detail = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise ConfigError(f"{where}: cannot be imported ({type(exc).__name__}: {detail}); "
