@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Engine, select
 
+from gpuradar.core.files import not_a_file
 from gpuradar.core.text import excerpt
 from gpuradar.storage.models import CHANGE, CRAWL, INDEX, OFFER
 
@@ -381,30 +382,16 @@ def _entries(manifest: Any) -> list[dict[str, str]]:
     return entries
 
 
-def _not_a_file(path: Path) -> str | None:
-    """Why `path` cannot be an export's file (None when it is a regular file): a symbolic
-    link's target may be anywhere, and a FIFO or a device would block or never end."""
-    import stat
-
-    try:
-        mode = path.lstat().st_mode
-    except FileNotFoundError:
-        return "missing"
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    if stat.S_ISLNK(mode):
-        return "a symbolic link (an export holds plain files)"
-    if stat.S_ISDIR(mode):
-        return "a folder, not a file"
-    if not stat.S_ISREG(mode):
-        kind = "a named pipe" if stat.S_ISFIFO(mode) else "a device or socket"
-        return f"{kind}, not a regular file"
-    return None
+def _not_plain(path: Path) -> str | None:
+    """not_a_file, worded for an export: a link is refused because its target may be
+    anywhere."""
+    why = not_a_file(path)
+    return f"{why} (an export holds plain files)" if why == "a symbolic link" else why
 
 
 def _read_manifest(path: Path) -> Any:
     """The manifest's JSON; ValueError (or OSError) saying why it cannot be one."""
-    why = _not_a_file(path)
+    why = _not_plain(path)
     if why == "missing":
         raise FileNotFoundError(path)
     if why:
@@ -461,7 +448,7 @@ def verify(directory: Path) -> list[str]:
             problems.append(f"{target}: listed twice in {MANIFEST}")
             continue
         seen.add(entry["path"])
-        why = _not_a_file(target)
+        why = _not_plain(target)
         if why:
             problems.append(f"{target}: {why}" + (f" (listed in {MANIFEST})"
                                                    if why == "missing" else ""))
@@ -478,7 +465,7 @@ def verify(directory: Path) -> list[str]:
         problems += _row_problems(manifest, entry, target)
     problems += [f"{directory / name}: an export file {MANIFEST} does not list"
                  for name in _own_names() if name not in seen
-                 and _not_a_file(directory / name) != "missing"]
+                 and not_a_file(directory / name) != "missing"]
     return problems
 
 

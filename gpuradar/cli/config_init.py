@@ -138,12 +138,23 @@ def config_init(
 ) -> None:
     """Write a commented starter configuration: every key the schema knows, commented out
     at its default; refuses to overwrite a file without --force."""
+    import os
+
+    from gpuradar.core.files import not_a_file
+
     target = (path or DEFAULT_PATH).expanduser()
-    if target.exists() and not force:
+    why = not_a_file(target)
+    if why not in (None, "missing"):  # a link (dangling or not), a FIFO, a folder
+        raise fail(f"{target} is {why}; give the path of a plain file", EXIT_USAGE)
+    if why is None and not force:
         raise fail(f"{target} exists; give --force to overwrite it", EXIT_USAGE)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(starter_config(), encoding="utf-8")
+        # no link followed, no FIFO waited on, even if one appears after the check above
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                     | os.O_NONBLOCK, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(starter_config())
     except OSError as exc:
         raise fail(f"cannot write {target}: {exc.strerror or exc}") from None
     console.print(f"wrote {target}; check it with `gpuradar config check {target}`",

@@ -55,3 +55,23 @@ def test_init_refuses_to_overwrite_without_force(tmp_path):
     assert path.read_text() == "database_url: sqlite:///mine.db\n"
     assert runner.invoke(app, ["config", "init", str(path), "--force"]).exit_code == 0
     assert path.read_text().startswith("# gpuradar configuration")
+
+
+def test_init_writes_through_no_link_and_waits_on_no_fifo(tmp_path):
+    """A dangling link was written through (its target created); --force onto a FIFO
+    blocked (issue 49, finding 13)."""
+    import os
+
+    link = tmp_path / "config.yaml"
+    link.symlink_to(tmp_path / "elsewhere" / "made.yaml")
+    for args in ([str(link)], [str(link), "--force"]):
+        result = runner.invoke(app, ["config", "init", *args])
+        assert result.exit_code == 2
+        assert "is a symbolic link; give the path of a plain file" in " ".join(
+            result.output.split())
+    assert not (tmp_path / "elsewhere").exists()
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    result = runner.invoke(app, ["config", "init", str(fifo), "--force"])
+    assert result.exit_code == 2
+    assert "is a named pipe, not a regular file" in " ".join(result.output.split())
