@@ -188,3 +188,32 @@ def test_a_value_given_through_a_variable_is_not_quoted_in_its_error(tmp_path, m
     assert "SEKRET" not in str(exc.value)
     assert str(exc.value) == f"{cfg}:2: metrics.port: must be a whole number, got text " \
                              "(value not shown)"
+
+
+def test_docs_limits_states_each_limit_as_the_code_has_it():
+    """docs/limits.md is the one place the input limits are stated: each constant's name
+    and value are there."""
+    from gpuradar.core.config import yamlfile
+    from gpuradar.core.text import MAX_ECHO
+    from gpuradar.scheduler import api
+    from gpuradar.storage.dataset import MAX_GPU_QUERY
+    from gpuradar.storage.export import MAX_MANIFEST_BYTES
+
+    text = (Path(__file__).parents[2] / "docs" / "limits.md").read_text()
+    stated = {"MAX_YAML_BYTES": f"{yamlfile.MAX_YAML_BYTES // 1024} KiB",
+              "MAX_SCALAR_CHARS": f"{yamlfile.MAX_SCALAR_CHARS:,} characters",
+              "MAX_EXPANDED_CHARS": f"{yamlfile.MAX_EXPANDED_CHARS:,} characters",
+              "MAX_INT_DIGITS": f"{yamlfile.MAX_INT_DIGITS} digits",
+              "MAX_YAML_NODES": f"{yamlfile.MAX_YAML_NODES:,}",
+              "MAX_YAML_DEPTH": f"{yamlfile.MAX_YAML_DEPTH} levels",
+              "MAX_PROBLEMS": f"| {yamlfile.MAX_PROBLEMS} |",
+              "MAX_ECHO": f"at most {MAX_ECHO} characters",
+              "MAX_REQUEST_LINE": f"{api.MAX_REQUEST_LINE:,} bytes",
+              "MAX_FIELDS": f"| {api.MAX_FIELDS} |",
+              "MAX_VALUE_CHARS": f"{api.MAX_VALUE_CHARS} characters",
+              "MAX_ITEMS": f"| {api.MAX_ITEMS} |",
+              "MAX_DAYS": f"{api.MAX_DAYS:,} (100 years)",
+              "MAX_GPU_QUERY": f"longer than {MAX_GPU_QUERY} characters",
+              "MAX_MANIFEST_BYTES": f"at most {MAX_MANIFEST_BYTES // 2**20} MiB"}
+    for name, value in stated.items():
+        assert name in text and value in text, (name, value)
