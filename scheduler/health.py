@@ -233,6 +233,9 @@ def serve(address: str, port: int, app: Callable) -> ThreadingWSGIServer:
     class Server(ThreadingWSGIServer):
         address_family = family
         allow_reuse_address = True
+        # connections waiting to be accepted: the default 5 resets the 6th client of a burst
+        # (50 requests at once from a dashboard or a prober), /healthz among them
+        request_queue_size = 128
 
     try:
         httpd = make_server(sockaddr[0], port, app, Server, handler_class=_QuietHandler)
