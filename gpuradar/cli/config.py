@@ -161,7 +161,8 @@ def config_check(
         lines = _error_lines(exc)
         for line in lines:
             err_console.print(f"[red]error:[/red] {escape(line)}", highlight=False)
-        err_console.print(f"{len(lines)} problem{'s' if len(lines) != 1 else ''}: the "
+        count = getattr(exc, "count", len(lines))
+        err_console.print(f"{count:,} problem{'s' if count != 1 else ''}: the "
                           "configuration is not valid", highlight=False)
         raise typer.Exit(EXIT_USAGE) from None
     info = describe(setup)

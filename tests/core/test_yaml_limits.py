@@ -164,8 +164,9 @@ def test_a_variable_too_long_everywhere_is_listed_at_most_20_times(tmp_path, mon
     cfg = write(tmp_path, f"targets:\n  t:\n    url: json://127.0.0.1:9/\n    tags: [{tags}]\n")
     with pytest.raises(ConfigError) as exc:
         load_config(cfg)
-    assert len(exc.value.problems) == 21
+    assert len(exc.value.problems) == 21 and exc.value.count == 25_000
     assert exc.value.problems[-1] == "... and 24,980 more like these"
+    assert "(and 24,999 more problems" in str(exc.value)
     assert sum(map(len, exc.value.problems)) < 5000
 
 

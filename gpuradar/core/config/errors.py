@@ -27,12 +27,15 @@ class ConfigError(ValueError):
 
     str() is the first problem (one line) and how many more there are; `problems` has all."""
 
-    def __init__(self, problems: str | list[str]) -> None:
-        self.problems = [problems] if isinstance(problems, str) else list(problems)
+    def __init__(self, problems: str | list[str], more: int = 0) -> None:
+        """`more`: problems found beyond those listed (a hostile file can have thousands)."""
+        listed = [problems] if isinstance(problems, str) else list(problems)
+        self.count = len(listed) + more
+        self.problems = listed + ([f"... and {more:,} more like these"] if more else [])
         text = self.problems[0] if self.problems else "invalid configuration"
-        if len(self.problems) > 1:
-            text += (f" (and {len(self.problems) - 1} more problem"
-                     f"{'s' if len(self.problems) > 2 else ''}: `gpuradar config check` "
+        if self.count > 1:
+            text += (f" (and {self.count - 1:,} more problem"
+                     f"{'s' if self.count > 2 else ''}: `gpuradar config check` "
                      "lists them)")
         super().__init__(text)
 

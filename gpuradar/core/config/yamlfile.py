@@ -94,9 +94,6 @@ class _Expansion:
         else:
             self.more += 1
 
-    def lines(self) -> list[str]:
-        return self.errors + ([f"... and {self.more:,} more like these"] if self.more else [])
-
 
 def _walk(node: yaml.Node, keys: Key, marks: Marks, loader: yaml.SafeLoader,
           seen: set[int], found: _Expansion) -> None:
@@ -238,7 +235,7 @@ def read_yaml(path: Path, marks: Marks, *, expand: bool = True) -> Any:
         if expand:
             _walk(node, (), marks, loader, set(), found)
         if found.errors:
-            raise ConfigError(found.lines())
+            raise ConfigError(found.errors, more=found.more)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
