@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from gpuradar.core.text import excerpt
+
 Pricing = Literal["on_demand", "spot", "capacity_block", "flex_start", "calendar"]
 
 ON_DEMAND = "on_demand"
@@ -57,7 +59,7 @@ def parse_pricing(text: str) -> str:
     naming the word and the choices otherwise."""
     kind = WORDS.get(str(text).strip().lower())
     if kind is None:
-        raise ValueError(f"pricing must be one of {CHOICES}, not {text!r}")
+        raise ValueError(f"pricing must be one of {CHOICES}, not {excerpt(text)}")
     return kind
 
 
