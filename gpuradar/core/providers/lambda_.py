@@ -22,7 +22,6 @@ LAMBDA = Provider(
     default_interval=600,
     endpoints={
         "instance_types": "https://cloud.lambda.ai/api/v1/instance-types",
-        "images": "https://cloud.lambda.ai/api/v1/images",
         "pricing": "https://lambda.ai/pricing",
     },
     credentials={"api_key": "LAMBDA_API_KEY"},
