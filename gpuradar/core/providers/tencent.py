@@ -57,7 +57,8 @@ TENCENT = Provider(
     options={"site": str, "currency": str, "regions": list[str], "home_region": str,
              "families": list[str], "charge_types": list[str]},
     notes=("CVM DescribeZoneInstanceConfigInfos per region: on-demand and spot price, "
-           "SELL/SOLD_OUT per zone; every GPU family asked; CNY or USD by the option site."),
+           "SELL/SOLD_OUT per zone; every GPU family asked; CNY or USD by the option site; "
+           "cannot see: monthly (PREPAID) prices, the GPU of families not in its table."),
     # Tencent Cloud CVM "Instance Types", GPU computing families (cloud.tencent.com/document/
     # product/560/19701): HCC high-performance computing clusters on an RDMA network, GT4
     # (A100 with NVSwitch), GN10X/GN10Xp (V100 with NVLink). The PCIe-card families (GN7,
