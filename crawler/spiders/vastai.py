@@ -70,6 +70,7 @@ SERVER_CAP = 64
 # What Vast answers a bad or missing API key with (search_offers.yaml: 404 "Unauthorized -
 # invalid or missing API key", msg "Invalid user key").
 UNAUTHORIZED = 404
+INVALID_KEY = "Invalid user key"
 # A search is (GPU names, "in" or "notin", GPU-count condition or None).
 Search = tuple[tuple[str, ...], str, dict[str, int] | None]
 
@@ -212,9 +213,15 @@ class VastaiSpider(GpuRadarSpider):
     def parse(self, response: Response, search: Search | None = None,
               **kwargs: Any) -> Iterator[PriceItem | scrapy.Request]:
         if response.status == UNAUTHORIZED:
-            self.stop(f"Vast refused the API key: HTTP 404 {self.refusal(response)} "
-                      "(Unauthorized: invalid or missing API key; check VAST_API_KEY or "
-                      "sources.vastai.api_key)")
+            said = self.refusal(response)
+            if INVALID_KEY.lower() in said.lower():
+                self.stop(f"Vast refused the API key: HTTP 404 {said} (Unauthorized: invalid "
+                          "or missing API key; check VAST_API_KEY or sources.vastai.api_key)")
+                return
+            # Another 404 (a wrong endpoint): this search is lost, the others go ahead.
+            self.logger.error("vastai: a search failed (HTTP 404 %s, %s); its offers are "
+                              "missing from this crawl", said, response.url)
+            yield from self.next_search()
             return
         data = self.json_body(response)
         offers = require(data, "offers", self.name, response.url, list)
