@@ -169,3 +169,37 @@ def test_stock_query_sends_no_cuda_or_price_filter(tmp_path, provider_server, sq
     assert not {"cuda_v_from", "cuda_v_to", "price_from", "price_to"} & set(west)
     assert set(documented["gpu_name_set"]) <= set(west["gpu_name_set"])
     assert {"RTX 5090", "RTX PRO 6000"} <= set(west["gpu_name_set"])
+
+
+def test_blackwell_hosts_are_counted(tmp_path, provider_server, sqlite_url):
+    """A stand-in for AutoDL that applies the filters as the documentation names them
+    (cuda_v_to: the highest CUDA a host may need; the RTX 5090 and RTX PRO 6000 hosts need
+    CUDA 12.8, "128"): with the example's 125 sent, their stock read as none; sent without it,
+    the idle Blackwell GPUs are stored, priced from `sources.autodl.prices`."""
+    stock = {"code": "Success", "msg": "", "data": [
+        {"RTX 4090": {"idle_gpu_num": 12, "total_gpu_num": 480}},
+        {"RTX 5090": {"idle_gpu_num": 7, "total_gpu_num": 40}},
+        {"RTX PRO 6000": {"idle_gpu_num": 2, "total_gpu_num": 16}}]}
+    blackwell = {"RTX 5090", "RTX PRO 6000"}
+
+    def filtered(req):
+        body = req.json() or {}
+        cap = body.get("cuda_v_to")
+        data = [e for e in stock["data"]
+                if cap is None or cap >= 128 or not (set(e) & blackwell)]
+        asked = set(body.get("gpu_name_set") or ())
+        data = [e for e in data if set(e) & asked]
+        return Reply(body=json.dumps({**stock, "data": data}).encode())
+
+    endpoints = serve_standard(provider_server)
+    provider_server.route("POST", "/api/v1/dev/machine/region/gpu_stock", filtered)
+    cfg = write_config(tmp_path / "config.yaml", endpoints=endpoints, scrapy=FAST,
+                       sources={"autodl": {"dev_token": DEV_TOKEN, "data_centers": ["westDC2"],
+                                           "prices": {"RTX 4090": 1.98, "RTX 5090": 3.03,
+                                                      "RTX PRO 6000": 5.98}}})
+    proc = gpuradar("crawl", "autodl", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "ok" and result["items"] == 3, (result, proc.stderr)
+    offers = gpuradar_json("prices", "--source", "autodl", config=cfg, db_url=sqlite_url)
+    assert {(o["gpu"], o["available_count"]) for o in offers} == {
+        ("RTX-4090", 12), ("RTX-5090", 7), ("RTX-PRO-6000", 2)}
