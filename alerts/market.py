@@ -194,7 +194,8 @@ def selector_filter(sel: Selector) -> Callable[[OfferRow], bool]:
             hit = places[where] = (
                 (not regions or region_matches(o.region, o.zone, regions, o.source))
                 and not (not_regions
-                         and region_matches(o.region, o.zone, not_regions, o.source)))
+                         and region_matches(o.region, o.zone, not_regions, o.source,
+                                            excluding=True)))
         return hit
 
     def ok(o: OfferRow) -> bool:

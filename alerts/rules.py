@@ -24,6 +24,7 @@ from typing import Any
 
 from gpuradar.core.units import (
     CURRENCY_SIGN,
+    EVERYWHERE,
     MAINLAND_ALIASES,
     money,
     parse_duration,
@@ -291,6 +292,9 @@ class Rule:
         if s.available_only:
             filters.append("known available only")
         filters.extend(_where(s, ", ", _region_words))
+        if s.regions or s.exclude_regions:
+            filters.append(f"a price that holds in every region (region {EVERYWHERE}) counts "
+                           "as in every region named and in none excluded")
         text = ", ".join(parts)
         return text + ("; " + "; ".join(filters) if filters else "")
 

@@ -13,11 +13,13 @@ EXPERIMENTAL; when it finds none, the last version of that site's path seen in p
 material is used and a warning says so.
 
 With an AccessKey (`access_key_id` / `access_key_secret`, signed RPC calls):
-`DescribeInstanceTypes` (GPU model, count and memory, authoritative), then per region
+`DescribeInstanceTypes` (GPU model, count and memory, authoritative), `DescribeRegions` (the
+regions the account can use; the option `regions` names them instead), then per region
 `DescribeAvailableResource` (WithStock / WithoutStock per zone, on-demand and spot),
 `DescribePrice` (hourly list price of the instance: the `instanceType` line of
 `DetailInfos`, since the total `OriginalPrice` includes the system disk) and
-`DescribeSpotPriceHistory` (latest spot price per zone). The CDN file is not read then. Each
+`DescribeSpotPriceHistory` (latest spot price per zone, every page: `Offset` from the answer's
+`NextOffset`). The CDN file is not read then. Each
 attempt of a call is signed afresh: Alibaba refuses a SignatureNonce it has seen.
 
 Throttling: ECS limits each API per region and account; a throttled call answers a
@@ -40,7 +42,7 @@ from urllib.parse import urlencode
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
+from gpuradar.core import gpus, providers
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.signing import alibaba_rpc_params, signing_credentials
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
@@ -58,18 +60,23 @@ FAMILIES: dict[str, tuple[str, float | None, int | None]] = {
     "gn6i": ("NVIDIA T4", 16, None), "gn7": ("NVIDIA A100", 40, None),
     "gn7e": ("NVIDIA A100", 80, None), "gn7i": ("NVIDIA A10", 24, None),
     "gn8is": ("NVIDIA L20", 48, None),
-    # gn8v: Alibaba describes its GPU by memory only (96 GB); kept under this raw name.
-    "gn8v": ("gn8v GPU", 96, None),
+    # gn8v: Alibaba's family page names no model, but gives 96 GB of HBM3 per GPU at 4 TB/s,
+    # 900 GB/s NVLink and FP8 on 4th-generation Xeon hosts: NVIDIA's H20 (datasheet: 96 GB
+    # HBM3, 4.0 TB/s, 900 GB/s NVLink), as public users of gn8v call it ("ecs.gn8v-2x.8xlarge
+    # (2xH20)", "GPU TEE (vLLM + H20) ... ecs.gn8v-tee.4xlarge").
+    "gn8v": ("NVIDIA H20", 96, None),
     "ebmgn6v": ("NVIDIA V100", 16, 8), "ebmgn6e": ("NVIDIA V100", 32, 8),
     "ebmgn6i": ("NVIDIA T4", 16, 4), "ebmgn7": ("NVIDIA A100", 40, 8),
     "ebmgn7e": ("NVIDIA A100", 80, 8), "ebmgn7ex": ("NVIDIA A100", 80, 8),
     "ebmgn7i": ("NVIDIA A10", 24, 4), "ebmgn8is": ("NVIDIA L20", 48, 8),
-    "ebmgn8v": ("gn8v GPU", 96, 8),
+    "ebmgn8v": ("NVIDIA H20", 96, 8),
 }
 # Sizes whose GPU count the name does not say ("cXg1" = X vCPUs per GPU; "-Nx" = N GPUs).
 SIZES: dict[str, int] = {
     "ecs.gn5-c8g1.14xlarge": 8, "ecs.gn8is.2xlarge": 1, "ecs.gn8is.4xlarge": 1,
     "ecs.gn8is.8xlarge": 2, "ecs.gn8is.16xlarge": 4,
+    # gn8v's one-GPU sizes (Alibaba's gn8v table: "96 GB x 1")
+    "ecs.gn8v.4xlarge": 1, "ecs.gn8v.6xlarge": 1,
 }
 _TYPE = re.compile(r"^ecs\.([a-z0-9]+)(?:-([a-z0-9]+))?\.(\d*)(x?large)$")
 AVAILABLE = {"WithStock": True, "ClosedWithStock": True, "WithoutStock": False,
@@ -100,6 +107,17 @@ def gpu_spec(instance_type: str) -> tuple[str, float, float | None, int] | None:
     if not count or count != int(count):
         return None
     return gpu, float(count), memory, vcpus
+
+
+def api_gpu(spec: dict[str, Any]) -> str:
+    """The GPU of a DescribeInstanceTypes entry: its `GPUSpec` where the catalog knows that
+    name, else its family's GPU from FAMILIES (gn8v: the API's name is not a model name),
+    else the raw `GPUSpec`, which the pipeline keeps as an unknown GPU."""
+    raw = spec.get("GPUSpec") or ""
+    if gpus.lookup(raw, spec.get("GPUMemorySize") or None) is not None:
+        return raw
+    family = str(spec.get("InstanceTypeFamily") or "").removeprefix("ecs.")
+    return FAMILIES[family][0] if family in FAMILIES else raw
 
 
 class AlibabaSpider(GpuRadarSpider):
@@ -172,7 +190,8 @@ class AlibabaSpider(GpuRadarSpider):
             spec = gpu_spec(instance_type)
             if spec is None:
                 if instance_type.startswith(("ecs.gn", "ecs.ebmgn")):
-                    self.count("unknown_gpu_size")
+                    self.uncatalogued(instance_type, "GPU family or size not in gpuradar's "
+                                      "Alibaba family table")
                 continue
             hours = require(prices, "hours", self.name, key, list)
             if not hours:
@@ -270,18 +289,40 @@ class AlibabaSpider(GpuRadarSpider):
                 request.cb_kwargs["specs"] = specs
                 yield request
             return
-        for region in self.option("regions", ["cn-hangzhou", "cn-shanghai", "cn-beijing",
-                                              "cn-zhangjiakou", "cn-wulanchabu", "cn-shenzhen",
-                                              "cn-hongkong", "ap-southeast-1"]):
-            for spot in (False, True):
-                params = {"RegionId": region, "DestinationResource": "InstanceType",
-                          "IoOptimized": "optimized", "InstanceChargeType": "PostPaid"}
-                if spot:
-                    params["SpotStrategy"] = "SpotAsPriceGo"
-                request = self.rpc("DescribeAvailableResource", region, params,
-                                   self.parse_available, region=region, spot=spot, specs=specs)
-                if request is not None:
-                    yield request
+        regions = self.option("regions")
+        if regions:
+            for region in regions:
+                yield from self.region_requests(str(region), specs)
+            return
+        request = self.rpc("DescribeRegions", self.option("home_region", "cn-hangzhou"), {},
+                           self.parse_regions, specs=specs)
+        if request is not None:
+            yield request
+
+    def parse_regions(self, response: Response, action: str,
+                      specs: dict[str, dict[str, Any]]) -> Iterator[scrapy.Request]:
+        """The regions this account can use (DescribeRegions `Regions.Region[].RegionId`), each
+        asked for availability and prices: a new region needs no release of gpuradar."""
+        data = self.api_body(response, action)
+        if data is None:
+            return
+        regions = require(require(data, "Regions", self.name, action, dict), "Region",
+                          self.name, action, list)
+        for i, r in enumerate(regions):
+            yield from self.region_requests(
+                require(r, "RegionId", self.name, f"{action} Region[{i}]", str), specs)
+
+    def region_requests(self, region: str, specs: dict[str, dict[str, Any]]
+                        ) -> Iterator[scrapy.Request]:
+        for spot in (False, True):
+            params = {"RegionId": region, "DestinationResource": "InstanceType",
+                      "IoOptimized": "optimized", "InstanceChargeType": "PostPaid"}
+            if spot:
+                params["SpotStrategy"] = "SpotAsPriceGo"
+            request = self.rpc("DescribeAvailableResource", region, params,
+                               self.parse_available, region=region, spot=spot, specs=specs)
+            if request is not None:
+                yield request
 
     def parse_available(self, response: Response, action: str, region: str, spot: bool,
                         specs: dict[str, dict[str, Any]]) -> Iterator[scrapy.Request]:
@@ -308,10 +349,9 @@ class AlibabaSpider(GpuRadarSpider):
         for instance_type, by_zone in sorted(zones.items()):
             if spot:
                 start = (datetime.now(UTC) - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
-                request = self.rpc("DescribeSpotPriceHistory", region, {
+                request = self.spot_history_request(region, {
                     "RegionId": region, "InstanceType": instance_type, "NetworkType": "vpc",
-                    "OSType": "linux", "StartTime": start}, self.parse_spot, region=region,
-                    spec=specs[instance_type], zones=by_zone)
+                    "OSType": "linux", "StartTime": start}, specs[instance_type], by_zone, [])
             else:
                 request = self.rpc("DescribePrice", region, {
                     "RegionId": region, "ResourceType": "instance", "InstanceType": instance_type,
@@ -325,7 +365,7 @@ class AlibabaSpider(GpuRadarSpider):
                  attributes: dict[str, Any]) -> PriceItem:
         return PriceItem(
             source=self.name, region=region, zone=zone, instance_type=spec["InstanceTypeId"],
-            pricing=pricing, gpu=spec.get("GPUSpec") or "", gpu_count=float(spec["GPUAmount"]),
+            pricing=pricing, gpu=api_gpu(spec), gpu_count=float(spec["GPUAmount"]),
             gpu_memory_gb=spec.get("GPUMemorySize") or None, vcpus=spec.get("CpuCoreCount"),
             memory_gb=spec.get("MemorySize"), price=price, currency=currency,
             available=available, attributes=attributes)
@@ -355,13 +395,36 @@ class AlibabaSpider(GpuRadarSpider):
                                 {"trade_price": float(trade) if trade is not None else None,
                                  "total_with_system_disk": price.get("OriginalPrice")})
 
+    def spot_history_request(self, region: str, params: dict[str, Any], spec: dict[str, Any],
+                             zones: dict[str, bool | None], points: list[dict[str, Any]]
+                             ) -> scrapy.Request | None:
+        return self.rpc("DescribeSpotPriceHistory", region, params, self.parse_spot,
+                        region=region, spec=spec, zones=zones, query=params, points=points)
+
     def parse_spot(self, response: Response, action: str, region: str,
-                   spec: dict[str, Any], zones: dict[str, bool | None]) -> Iterator[PriceItem]:
+                   spec: dict[str, Any], zones: dict[str, bool | None],
+                   query: dict[str, Any] | None = None,
+                   points: list[dict[str, Any]] | None = None) -> Iterator[Any]:
+        """One page of a type's spot price history; the next page (`Offset` = the answer's
+        `NextOffset`, as the SDK documents it) is asked before any offer is made, so the
+        newest point of a zone is found whatever page it is on."""
         data = self.api_body(response, action)
         if data is None:
             return
-        points = require(require(data, "SpotPrices", self.name, action, dict),
-                         "SpotPriceType", self.name, action, list)
+        page = require(require(data, "SpotPrices", self.name, action, dict),
+                       "SpotPriceType", self.name, action, list)
+        points = [*(points or []), *page]
+        next_offset = data.get("NextOffset")
+        offset = int((query or {}).get("Offset") or 0)
+        if next_offset and query is not None and page:
+            if int(next_offset) <= offset:
+                raise ParseError(self.name, "NextOffset", f"{action} {spec['InstanceTypeId']}",
+                                 f"is {next_offset}, not past the page asked ({offset})")
+            request = self.spot_history_request(region, {**query, "Offset": int(next_offset)},
+                                                spec, zones, points)
+            if request is not None:
+                yield request
+            return
         latest: dict[str, dict[str, Any]] = {}
         for p in points:
             zone = p.get("ZoneId", "")
@@ -387,7 +450,7 @@ class AlibabaSpider(GpuRadarSpider):
         if isinstance(data, dict) and "Code" in data:
             raise ParseError(self.name, "Code", response.url,
                              f"says {data['Code']}: {data.get('Message')}")
-        for field in ("InstanceTypes", "AvailableZones", "PriceInfo", "SpotPrices"):
+        for field in ("InstanceTypes", "AvailableZones", "PriceInfo", "SpotPrices", "Regions"):
             if isinstance(data, dict) and field in data:
                 return iter(())
         raise ParseError(self.name, "pricingInfo", response.url, "is missing")

@@ -34,14 +34,19 @@ from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 # Data centers of the developer API (AutoDL's elastic-deployment documentation).
 DATA_CENTERS = ("westDC2", "westDC3", "beijingDC1", "beijingDC2", "beijingDC3", "beijingDC4",
                 "neimengDC1", "neimengDC3", "foshanDC1", "chongqingDC1", "yangzhouDC1")
-GPU_NAMES = ("RTX 4090", "RTX 4090D", "RTX 5090", "RTX 3090", "RTX 3080 Ti", "RTX A4000",
-             "RTX A5000", "V100-32GB", "A800-80GB", "H800", "H20", "L20", "A100-SXM4-80GB")
+# The GPU models asked for by default (gpu_name_set), as AutoDL's market names them; RTX PRO
+# 6000 and RTX 5090 are its Blackwell cards.
+GPU_NAMES = ("RTX 4090", "RTX 4090D", "RTX 5090", "RTX PRO 6000", "RTX 3090", "RTX 3080 Ti",
+             "RTX A4000", "RTX A5000", "V100-32GB", "A800-80GB", "H800", "H20", "L20",
+             "A100-SXM4-80GB")
 GIB = 1024**3
-# The filter fields of a gpu_stock query, with the values of the request example in AutoDL's
-# elastic-deployment API documentation (www.autodl.com/docs/esd_api_doc/: region_sign,
-# cuda_v_from 118, cuda_v_to 125, gpu_name_set, price_from 0, price_to 300; "118" is CUDA
-# 11.8). The documentation gives no other values nor their units: they are sent as it does.
-STOCK_FILTERS = {"cuda_v_from": 118, "cuda_v_to": 125, "price_from": 0, "price_to": 300}
+# AutoDL's elastic-deployment API documentation (www.autodl.com/docs/esd_api_doc/) shows one
+# gpu_stock request: region_sign, cuda_v_from 118, cuda_v_to 125, gpu_name_set, price_from 0,
+# price_to 300. Those are the example's filter values, not defaults: cuda_v_to is the highest
+# CUDA version a host may need, so 125 (CUDA 12.5) hides every host that needs 12.8+ (all
+# Blackwell cards), and the unit of price_from / price_to is not documented. gpuradar wants
+# every host, so it sends no cuda or price filter; public clients of the API send the query
+# with region_sign alone or without the price fields, so the filters are optional.
 
 
 class AutodlSpider(GpuRadarSpider):
@@ -86,9 +91,10 @@ class AutodlSpider(GpuRadarSpider):
                                 self.parse_stock, data_center=dc)
 
     def stock_payload(self, data_center: str) -> dict[str, Any]:
-        """One data centre's gpu_stock query, the fields of the documented example."""
+        """One data centre's gpu_stock query: the data centre and the GPU models, no CUDA or
+        price filter (see GPU_NAMES)."""
         return {"region_sign": data_center,
-                "gpu_name_set": list(self.option("gpu_names", GPU_NAMES)), **STOCK_FILTERS}
+                "gpu_name_set": list(self.option("gpu_names", GPU_NAMES))}
 
     def probe_requests(self) -> list[tuple[str, scrapy.Request]]:
         """`sources --check`: one request per configured token."""

@@ -25,8 +25,10 @@ API instead: a client-credentials token from Microsoft Entra ID (`POST
 login.microsoftonline.com/{tenant}/oauth2/v2.0/token`, scope
 https://management.azure.com/.default), then `GET management.azure.com/subscriptions/{id}/
 providers/Microsoft.Compute/skus?api-version=2021-07-01` to the end of its `nextLink` chain,
-each `virtualMachines` entry's capability `GPUs`. Both run beside the price chain; the offers
-are yielded once both have ended. Not for a series sold as GPU partitions (the table's
+each `virtualMachines` entry's capability `GPUs`, and its `restrictions` of type Location: a
+size this subscription cannot use in a region (NotAvailableForSubscription, QuotaId) is
+stored unavailable there, the reason kept as `restriction`. Both run beside the price chain;
+the offers are yielded once both have ended. Not for a series sold as GPU partitions (the table's
 fractional counts: NVadsA10 v5, NC RTX PRO 6000 BSE v6, ...): that API counts a partition as
 a whole GPU (skypilot-org/skypilot#3708, Standard_NV6ads_A10_v5 tagged one GPU), so such a
 size stays uncatalogued, saying why. A failed token or SKU call is one ERROR line: the crawl
@@ -266,9 +268,12 @@ class SkusUnavailable(Exception):
     """The token or the Resource SKUs list could not be had: why, in a few words."""
 
 
-def gpu_counts(page: Any, counts: dict[str, float | None]) -> str | None:
+def gpu_counts(page: Any, counts: dict[str, float | None],
+               restricted: dict[tuple[str, str], str] | None = None) -> str | None:
     """Add one Resource SKUs page's GPU counts to `counts` (size name -> GPUs, None when two
-    entries of one size disagree); the page's `nextLink`, if any.
+    entries of one size disagree), and its location restrictions to `restricted` ((size,
+    region) -> reason: ResourceSkuRestrictions `type` "Location", `values` the regions,
+    `reasonCode` "NotAvailableForSubscription" or "QuotaId"); the page's `nextLink`, if any.
 
     The page is azure-mgmt-compute's ResourceSkusResult: `value`, a list of ResourceSku
     (`resourceType`, `name`, `capabilities`: ResourceSkuCapabilities `name`/`value`, both
@@ -282,6 +287,13 @@ def gpu_counts(page: Any, counts: dict[str, float | None]) -> str | None:
         name, caps = sku.get("name"), sku.get("capabilities")
         if not isinstance(name, str) or not isinstance(caps, list):
             continue
+        for rule in sku.get("restrictions") or ():
+            if restricted is None or not isinstance(rule, dict) or rule.get("type") != "Location":
+                continue
+            for region in rule.get("values") or ():
+                if isinstance(region, str):
+                    restricted[(name, region.lower())] = str(rule.get("reasonCode") or
+                                                             "restricted")
         gpus = next((c.get("value") for c in caps
                      if isinstance(c, dict) and c.get("name") == "GPUs"), None)
         if not isinstance(gpus, str) or not re.fullmatch(r"0*[1-9][0-9]*", gpus):
@@ -320,6 +332,9 @@ class AzureSpider(GpuRadarSpider):
         self._prices_read = False
         self._token = ""
         self._sku_pages: set[str] = set()
+        # (size, region) -> why this subscription cannot use the size there (Resource SKUs
+        # `restrictions`), read with the GPU counts.
+        self._restricted: dict[tuple[str, str], str] = {}
         # One object per distinct string of the kept meters (see _Meter).
         self._shared: dict[Any, Any] = {}
 
@@ -425,7 +440,7 @@ class AzureSpider(GpuRadarSpider):
             except ValueError:
                 raise SkusUnavailable("the SKU list is not JSON") from None
             counts = self._skus if self._skus is not None else {}
-            next_link = gpu_counts(page, counts)
+            next_link = gpu_counts(page, counts, self._restricted)
             here, there = urlsplit(response.url), urlsplit(next_link or response.url)
             if (there.scheme, there.netloc) != (here.scheme, here.netloc):
                 raise SkusUnavailable(f"nextLink leaves {here.netloc}")
@@ -547,11 +562,16 @@ class AzureSpider(GpuRadarSpider):
                           "effective_from": held.effective_from}
             if counted_by:
                 attributes["gpu_count_from"] = counted_by
+            # Resource SKUs read: a size restricted in the region cannot be had there by this
+            # subscription (not available); elsewhere nothing is known (None).
+            reason = self._restricted.get((sku, region)) if self._skus is not None else None
+            if reason:
+                attributes["restriction"] = reason
             yield PriceItem(
                 source=self.name, region=region, instance_type=sku, pricing=pricing,
                 gpu=size.gpu, gpu_count=size.count, gpu_memory_gb=size.memory_gb,
                 vcpus=size.vcpus, price=held.price, currency=held.currency or "USD",
-                url=held.url, attributes=attributes,
+                available=False if reason else None, url=held.url, attributes=attributes,
             )
 
     def sku_size(self, sku: str, why: UnlistedSize) -> Size | None:

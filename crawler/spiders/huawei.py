@@ -15,7 +15,11 @@ requires it for AK/SK calls to them) and X-Project-Id on ECS.
    `limit` / `marker` (both in huaweicloudsdkecs 3.1's ListFlavorsRequest: "marker: start
    after this flavor_id"; a page that repeats, i.e. a server ignoring the marker, ends the
    paging and is reported: the crawl is partial), keeping flavors
-   whose `ecs:performancetype` is gpu or ascend. GPU model and count come from `info:gpus` /
+   whose `ecs:performancetype` (`hws:performancetype` on flavors registered early, as
+   huaweicloudsdkecs's FlavorExtraSpec says) is gpu or ascend, and sold by the hour:
+   `cond:operation:charge` lists the charging modes a flavor is sold under (period:
+   subscription, demand: on-demand; absent: both), so a subscription-only flavor gets no
+   on-demand offer (counted `subscription_only`). GPU model and count come from `info:gpus` /
    `info:asic_accelerators` (JSON text), else `pci_passthrough:alias` ("nvidia-v100:1").
    Availability per AZ comes from `cond:operation:az` ("az(status),..."); an AZ it does not
    list -- every AZ, when it lists none -- takes the region-wide `cond:operation:status`,
@@ -50,6 +54,9 @@ from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 BATCH = 100
 PAGE = 1000
 GPU_TYPES = {"gpu", "ascend"}
+# `cond:operation:charge`'s value for pay-per-use (huaweicloudsdkecs FlavorExtraSpec: "period"
+# subscription, "demand" on-demand; not set: both).
+ON_DEMAND_CHARGE = "demand"
 ON_SALE = {"normal": True, "promotion": True, "obt": True, "sellout": False,
            "obt_sellout": False}
 # Errors that mean "this product is unknown to BSS": split the batch and retry.
@@ -267,8 +274,12 @@ class HuaweiSpider(GpuRadarSpider):
         `region_zones`: the region's AZs, when known (else only the AZs a flavor names)."""
         flavor_id = require(flavor, "id", self.name, where, str)
         specs = require(flavor, "os_extra_specs", self.name, where, dict)
-        kind = specs.get("ecs:performancetype")
+        kind = specs.get("ecs:performancetype") or specs.get("hws:performancetype")
         if kind not in GPU_TYPES:
+            return None
+        charge = specs.get("cond:operation:charge")
+        if charge and ON_DEMAND_CHARGE not in {c.strip() for c in str(charge).split(",")}:
+            self.count("subscription_only")  # no on-demand sale: no on-demand offer
             return None
         gpu = flavor_gpu(specs)
         if gpu is None:

@@ -2,11 +2,14 @@
 
 With an API key (`LAMBDA_API_KEY` or `sources.lambda.api_key`), `GET /api/v1/instance-types`
 gives every instance type with its price in US cents per instance-hour and the regions that
-have capacity right now (`regions_with_capacity_available`) -- Lambda's live stock signal.
-One offer per instance type and region: available where Lambda lists capacity, unavailable
-in every other region. The region list is the union of the regions Lambda serves images in
-(`GET /api/v1/images`, as gpuhunt derives it), the regions named in the capacity lists and
-the `regions` option; `REGIONS` is the fallback when the images call fails.
+have capacity for it right now (`regions_with_capacity_available`) -- Lambda's live stock
+signal, and the only place the answer names. One offer per instance type and region with
+capacity, available. The API says nothing of a region without capacity: "sold out there" and
+"never offered there" look the same, so no offer is invented for it. A region whose capacity
+goes away is simply not listed, and storage closes its offer as unavailable after a
+successful crawl (its history stays). A type with capacity nowhere is counted
+(`no_capacity`), not stored under a made-up place. The option `regions` keeps only the
+regions it names.
 
 Without a key, the public pricing page: its "Instances pricing" tables (tabs 8x/4x/2x/1x,
 price per GPU-hour), never the reserved 1-Click Cluster tables nor the escaped copies in the
@@ -28,14 +31,6 @@ from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
-# Lambda's public regions, as listed by SkyPilot's fetcher (fetch_lambda_cloud.py, 2026):
-# only used when /api/v1/images cannot be read.
-REGIONS = (
-    "asia-northeast-1", "asia-northeast-2", "asia-south-1", "australia-east-1",
-    "europe-central-1", "europe-south-1", "me-west-1", "us-east-1", "us-east-2", "us-east-3",
-    "us-midwest-1", "us-south-1", "us-south-2", "us-south-3", "us-west-1", "us-west-2",
-    "us-west-3",
-)
 GIB = 1.073741824  # GB per GiB
 
 _COUNT = re.compile(r"^\s*(\d+)\s*x\s+(.+?)\s*$")
@@ -79,61 +74,40 @@ class LambdaSpider(GpuRadarSpider):
             data = self.json_body(response)
             entries = require(data, "data", self.name, response.url)
             if isinstance(entries, list):
-                raise ParseError(self.name, "data", response.url, "is the images list; "
-                                 "give the instance-types answer")
-            yield from self.api_offers(data, response.url, regions=None)
+                raise ParseError(self.name, "data", response.url, "is a list; give the "
+                                 "instance-types answer")
+            yield from self.api_offers(data, response.url)
         else:
             yield from self.parse_pricing_page(response)
 
 
     # -- the API ---------------------------------------------------------------------------
-    def parse_instance_types(self, response: Response) -> Iterator[scrapy.Request]:
-        data = self.json_body(response)
-        require(data, "data", self.name, response.url, dict)
-        yield scrapy.Request(self.endpoint("images"), headers=self.auth(self.option("api_key")),
-                             callback=self.parse_images, errback=self.images_failed,
-                             cb_kwargs={"types": data, "url": response.url})
+    def parse_instance_types(self, response: Response) -> Iterator[PriceItem]:
+        yield from self.api_offers(self.json_body(response), response.url)
 
-    def parse_images(self, response: Response, types: dict[str, Any],
-                     url: str) -> Iterator[PriceItem]:
-        images = require(self.json_body(response), "data", self.name, response.url, list)
-        regions = set()
-        for i, image in enumerate(images):
-            region = require(image, "region", self.name, f"{response.url} data[{i}]", dict)
-            regions.add(require(region, "name", self.name, f"{response.url} data[{i}].region",
-                                str))
-        yield from self.api_offers(types, url, regions)
-
-    def images_failed(self, failure: Any) -> Iterator[PriceItem]:
-        """No image list: fall back to the documented regions (the crawl stays partial)."""
-        self.logger.error("lambda: region list (/api/v1/images) unavailable: %s; using the "
-                          "documented region list", failure.getErrorMessage())
-        kwargs = failure.request.cb_kwargs
-        yield from self.api_offers(kwargs["types"], kwargs["url"], set(REGIONS))
-
-    def api_offers(self, data: Any, url: str, regions: set[str] | None) -> Iterator[PriceItem]:
-        """One offer per instance type and region; `regions` None: only the regions the
-        answer itself names (parsing a saved file)."""
+    def api_offers(self, data: Any, url: str) -> Iterator[PriceItem]:
+        """One available offer per instance type and region with capacity."""
         src = self.name
         entries = require(data, "data", src, url, dict)
         if not entries:  # an empty answer must not close every offer
             raise ParseError(src, "data", url, "is empty: no instance types")
-        known = set(regions or ()) | {str(r) for r in self.option("regions", None) or ()}
-        parsed = []
+        wanted = {str(r) for r in self.option("regions", None) or ()}
         for key, entry in entries.items():
             where = f"{url} data[{key!r}]"
             itype = require(entry, "instance_type", src, where, dict)
             capacity = require(entry, "regions_with_capacity_available", src, where, list)
             names = {require(r, "name", src, f"{where}.regions_with_capacity_available", str)
                      for r in capacity}
-            known |= names
-            parsed.append((itype, names, where))
-        for itype, capacity, where in parsed:
             item = self.api_offer(itype, f"{where}.instance_type")
             if item is None:
                 continue
-            for region in sorted(known):
-                yield replace(item, region=region, url=url, available=region in capacity,
+            if wanted:
+                names &= wanted
+            if not names:
+                self.count("no_capacity")
+                continue
+            for region in sorted(names):
+                yield replace(item, region=region, url=url, available=True,
                               attributes=dict(item.attributes))
 
     def api_offer(self, itype: dict[str, Any], where: str) -> PriceItem | None:

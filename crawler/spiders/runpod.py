@@ -5,10 +5,15 @@ offered in that cloud) and its largest pod; `lowestPrice(input: {gpuCount: N, se
 ...})` gives the stock for a pod of N GPUs: `stockStatus` High / Medium / Low, or null when
 none is free, plus `maxUnreservedGpuCount`.
 
-One offer per GPU type x cloud x GPU count (1 up to the type's maximum in that cloud): region
-is the cloud (`secure` or `community`), instance type `<N>x <GPU type id>`, price the
-per-GPU price x N. Available when stockStatus is not null; the level is kept in
-`attributes["stock"]`.
+Places: the Secure Cloud runs in RunPod's data centers (`dataCenters`: id such as EU-RO-1 or
+US-TX-3, `location`), which say per GPU type whether an N-GPU pod can be had there
+(`gpuAvailability(input: {gpuCount: N})`: `available`, `stockStatus`). A secure offer is one
+per data center that lists the GPU type: region = the data center, available as it says. The
+Community Cloud is hosts of many owners at one price per GPU type and no place in the answer:
+its offers are in region `global` (a price that holds everywhere, gpuradar.core.units), with
+the cloud-wide stock of `lowestPrice`. `secure` / `community` is the attribute `cloud`, and
+part of the instance type (`<N>x <GPU type id> (<cloud>)`), never a region. An answer without
+`dataCenters` (a saved catalog) gives secure offers in region `global` too.
 
 Batching: one request per GPU count, asking for every GPU type in both clouds at once through
 two GraphQL aliases (`secure_<N>`, `community_<N>`); the aliases also make each saved answer
@@ -23,6 +28,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import scrapy
@@ -30,6 +36,7 @@ from scrapy.http import Response
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.units import EVERYWHERE
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 CLOUDS = ("secure", "community")
@@ -38,15 +45,20 @@ _TYPE_FIELDS = ("id displayName manufacturer memoryInGb secureCloud communityClo
                 "communityPrice maxGpuCount maxGpuCountSecureCloud maxGpuCountCommunityCloud")
 _STOCK_FIELDS = ("stockStatus maxUnreservedGpuCount availableGpuCounts minVcpu minMemory "
                  "uninterruptablePrice")
+_DC_FIELDS = "id name location listed"
+_AVAILABILITY_FIELDS = "gpuTypeId available stockStatus"
 
 
 def stock_query(count: int) -> str:
-    """Every GPU type in both clouds, with the stock of an N-GPU pod: one request."""
+    """Every GPU type in both clouds, with the stock of an N-GPU pod, and each data center's
+    stock of N-GPU pods: one request."""
     parts = [
         f"{cloud}_{count}: gpuTypes {{ {_TYPE_FIELDS} lowestPrice(input: {{gpuCount: {count}, "
         f"secureCloud: {'true' if cloud == 'secure' else 'false'}}}) {{ {_STOCK_FIELDS} }} }}"
         for cloud in CLOUDS
     ]
+    parts.append(f"datacenters_{count}: dataCenters {{ {_DC_FIELDS} "
+                 f"gpuAvailability(input: {{gpuCount: {count}}}) {{ {_AVAILABILITY_FIELDS} }} }}")
     return "query GpuStock { " + " ".join(parts) + " }"
 
 
@@ -89,7 +101,8 @@ class RunpodSpider(GpuRadarSpider):
     def lists(self, data: dict[str, Any], url: str) -> Iterator[tuple[str, int, list, str, bool]]:
         """(cloud, GPU count, gpuTypes list, where, stock asked) for each GPU-type list in
         the answer: the aliases of the spider's own query, or a plain `gpuTypes` catalog.
-        Other top-level data (`dataCenters`, `myself`, ...) is not needed and ignored."""
+        `dataCenters` / `datacenters_<N>` are read by data_centers(); other top-level data
+        (`myself`, ...) is not needed and ignored."""
         found_any = False
         for key, types in data.items():
             found = _ALIAS.match(key)
@@ -100,7 +113,7 @@ class RunpodSpider(GpuRadarSpider):
                 # carries was asked for a cloud and count we do not know: not read.
                 clouds, count, stock = list(CLOUDS), 1, False
             else:
-                continue
+                continue  # datacenters_<N> / dataCenters: read by data_centers()
             found_any = True
             if not isinstance(types, list):
                 raise ParseError(self.name, f"data.{key}", url,
@@ -132,9 +145,35 @@ class RunpodSpider(GpuRadarSpider):
     def cloud_max(gpu: dict[str, Any], cloud: str) -> int | None:
         return gpu.get(f"maxGpuCount{cloud.capitalize()}Cloud") or gpu.get("maxGpuCount")
 
+    def data_centers(self, data: dict[str, Any], count: int, url: str
+                     ) -> dict[str, list[tuple[str, dict[str, Any]]]] | None:
+        """GPU type id -> [(data center id, its availability entry)] for N-GPU pods; None
+        when the answer has no data centers for this count."""
+        key = f"datacenters_{count}" if f"datacenters_{count}" in data else (
+            "dataCenters" if count == 1 and "dataCenters" in data else None)
+        if key is None:
+            return None
+        centers = data[key]
+        if not isinstance(centers, list):
+            raise ParseError(self.name, f"data.{key}", url,
+                             f"is {type(centers).__name__}, expected list")
+        where: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        for i, dc in enumerate(centers):
+            dwhere = f"{url} data.{key}[{i}]"
+            dc_id = require(dc, "id", self.name, dwhere, str)
+            if dc.get("listed") is False:  # not open to users
+                continue
+            for entry in require(dc, "gpuAvailability", self.name, dwhere, list) or []:
+                gpu_id = require(entry, "gpuTypeId", self.name, f"{dwhere}.gpuAvailability",
+                                 str)
+                where.setdefault(gpu_id, []).append((dc_id, {**entry, "location":
+                                                             dc.get("location")}))
+        return where
+
     def offers(self, data: dict[str, Any], url: str) -> Iterator[PriceItem]:
         src = self.name
         for cloud, count, types, where, stock_asked in self.lists(data, url):
+            centers = self.data_centers(data, count, url) if cloud == "secure" else None
             for i, gpu in enumerate(types):
                 gwhere = f"{where}[{i}]"
                 gpu_id = require(gpu, "id", src, gwhere, str)
@@ -144,7 +183,7 @@ class RunpodSpider(GpuRadarSpider):
                 largest = self.cloud_max(gpu, cloud)
                 if largest is not None and count > largest:
                     continue
-                attributes: dict[str, Any] = {"price_per_gpu": price,
+                attributes: dict[str, Any] = {"price_per_gpu": price, "cloud": cloud,
                                               "display_name": gpu.get("displayName")}
                 available, vcpus, memory = None, None, None
                 if stock_asked and "lowestPrice" in gpu:
@@ -158,11 +197,23 @@ class RunpodSpider(GpuRadarSpider):
                     attributes.update(stock=level,
                                       max_unreserved_gpus=stock.get("maxUnreservedGpuCount"),
                                       available_gpu_counts=stock.get("availableGpuCounts"))
-                yield PriceItem(
-                    source=src, region=cloud, instance_type=f"{count}x {gpu_id}",
+                offer = PriceItem(
+                    source=src, region=EVERYWHERE, instance_type=f"{count}x {gpu_id} ({cloud})",
                     pricing="on_demand", gpu=gpu_id, gpu_count=count,
                     gpu_memory_gb=gpu.get("memoryInGb") or None, vcpus=vcpus or None,
                     memory_gb=memory or None, price=round(price * count, 4), currency="USD",
                     available=available, url="https://www.runpod.io/pricing",
                     attributes=attributes,
                 )
+                if centers is None:
+                    yield offer
+                    continue
+                # Secure Cloud: one offer per data center that lists the type (none listing
+                # it: not offered in any data center now, no offer).
+                for dc_id, entry in sorted(centers.get(gpu_id, []), key=lambda x: x[0]):
+                    dc_available = entry.get("available")
+                    yield replace(offer, region=dc_id, available=dc_available
+                                  if isinstance(dc_available, bool) else None,
+                                  attributes={**attributes, "stock": entry.get("stockStatus"),
+                                              **({"location": entry["location"]}
+                                                 if entry.get("location") else {})})

@@ -1,9 +1,16 @@
 """Tencent Cloud CVM: `DescribeZoneInstanceConfigInfos`, signed with TC3-HMAC-SHA256.
 
 One call per region, charge type (`POSTPAID_BY_HOUR` = on-demand, `SPOTPAID` = spot) and
-chunk of GPU instance families; each answer lists every (zone, instance type) with its price
-and `Status` SELL / SOLD_OUT, which is the availability. Prices are per instance-hour in the
-account site's currency (China site CNY, international site USD: option `currency`).
+(with the option `families`) chunk of instance families; each answer lists every (zone,
+instance type) with its price and `Status` SELL / SOLD_OUT, which is the availability. By
+default no family filter is sent: every family is asked, and a GPU family the table below does
+not know is reported by name (`uncatalogued`), never left unasked. Prices are per
+instance-hour in the account site's currency; the answer does not name it (the SDK's ItemPrice
+has no currency field), so the option `site` (china: CNY, intl: USD) or `currency` says it.
+
+`RequestLimitExceeded` (and its `.UinLimitExceeded`, ... forms) comes as an HTTP 200 error
+body; it is retried with backoff like a 429 (`throttle_pause`), as the SDK's StandardRetryer
+retries exactly these codes with 2**n second waits.
 
 On-demand uses `Price.UnitPrice`, the list price of the first 96 hours; the cheaper second and
 third steps (96-360 h, >360 h) are kept as attributes. For spot the price paid is
@@ -30,27 +37,36 @@ from scrapy.http import Response
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.tencent import site_currency
 from gpuradar.crawler.signing import signing_credentials, tencent_tc3_headers
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 API_VERSION = "2017-03-12"
 CHARGE_TYPES = {"POSTPAID_BY_HOUR": "on_demand", "SPOTPAID": "spot"}
 
-# GPU instance families (Tencent's GPU instance-type pages): the GPU and its memory (the
-# memory tells the variants of one name apart: "NVIDIA A100" is sold as 40 and 80 GB). The
-# answer itself names no GPU model: the SDK's InstanceTypeQuotaItem has GpuCount and Gpu only
-# (its Externals model has no GPU field), so the family decides. A family whose GPU is not
-# known here is reported (`uncatalogued`, warned once), never guessed; the option
-# `families: []` crawls every family and so finds new ones.
-FAMILIES: dict[str, tuple[str | None, float | None]] = {
+# GPU instance families: the GPU and its memory (the memory tells the variants of one name
+# apart: "NVIDIA A100" is sold as 40 and 80 GB). The answer itself names no GPU model: the SDK's
+# InstanceTypeQuotaItem has GpuCount and Gpu only (its Externals model has no GPU field), so
+# the family decides. Sources: Tencent's GPU instance-type page (cloud.tencent.com/document/
+# product/560/19700) for the older families; PNV6 and HCCPNV6 are 8 x H20 96 GB in the TKE
+# guide's Tencent GPU table (imroc/tke-guide, content/ai/sglang-deepseek-v4.md, which links
+# 560/19700#PNV6 and 1646/81562#HCCPNV6); PNV5b.8XLARGE96 is "1x L20 48GB" in a public TKE
+# qGPU walkthrough on the international console. A GPU family not listed here (PNV5, PNV5i,
+# HCCPNV5v, HCCPNV5vp, HCCPNV5x, HCCG5v, GC49, GN10S, GI1, ... : no public source at hand
+# names their GPU and memory) is reported as uncatalogued with its instance type, never
+# guessed.
+FAMILIES: dict[str, tuple[str, float]] = {
     "GN6": ("NVIDIA P4", 8), "GN6S": ("NVIDIA P4", 8), "GN7": ("NVIDIA T4", 16),
     "GN7vi": ("NVIDIA T4", 16), "GN7vw": ("NVIDIA T4", 16), "GN8": ("NVIDIA P40", 24),
     "GN10X": ("NVIDIA V100", 32), "GN10Xp": ("NVIDIA V100", 32), "GNV4": ("NVIDIA A10", 24),
     "GNV4v": ("NVIDIA A10", 24), "GT4": ("NVIDIA A100", 40), "PNV4": ("NVIDIA A10", 24),
-    "PNV5b": (None, None), "GI1": (None, None), "GI3X": ("NVIDIA T4", 16),
-    "HCCPNV4h": ("NVIDIA A100", 80), "HCCPNV5": ("NVIDIA H800", 80), "HCCPNV5v": (None, None),
-    "HCCG5v": (None, None), "HCCG5vm": (None, None),
+    "GI3X": ("NVIDIA T4", 16), "HCCPNV4h": ("NVIDIA A100", 80),
+    "HCCPNV5": ("NVIDIA H800", 80), "PNV5b": ("NVIDIA L20", 48), "PNV6": ("NVIDIA H20", 96),
+    "HCCPNV6": ("NVIDIA H20", 96),
 }
+# Tencent's common error codes for a caller over its request rate (the SDK's StandardRetryer
+# retries RequestLimitExceeded, .UinLimitExceeded and .GlobalRegionUinLimitExceeded).
+REQUEST_LIMIT = "RequestLimitExceeded"
 # The regions DescribeZoneInstanceConfigInfos answers in ("This API only supports: ..." in
 # Tencent Cloud's API reference of the action, updated 2025-11-13); any other region answers
 # UnsupportedRegion. Regions DescribeRegions lists beyond these are skipped (counted); the
@@ -132,7 +148,7 @@ class TencentSpider(GpuRadarSpider):
             yield request
 
     def region_requests(self, region: str) -> Iterator[scrapy.Request]:
-        families = list(self.option("families", list(FAMILIES)))
+        families = list(self.option("families") or [])
         chunks = [families[i:i + CHUNK] for i in range(0, len(families), CHUNK)] or [[]]
         for charge in self.option("charge_types", list(CHARGE_TYPES)):
             for chunk in chunks:
@@ -143,6 +159,32 @@ class TencentSpider(GpuRadarSpider):
                                            {"Filters": filters}, self.parse, {"region": region})
                 if request is not None:
                     yield request
+
+    def throttle_pause(self, response: Response) -> float | None:
+        """Seconds to wait before asking again after `RequestLimitExceeded` (an HTTP 200
+        answer, which Scrapy's retry would not retry): RETRY_BACKOFF_BASE * 2**attempt, at most
+        RETRY_BACKOFF_MAX, as the SDK's StandardRetryer waits 2**n s. None for any other
+        answer (read by the backoff middleware)."""
+        if response.status != 200 or REQUEST_LIMIT.encode() not in response.body:
+            return None
+        try:
+            error = (json.loads(response.text).get("Response") or {}).get("Error") or {}
+        except (ValueError, AttributeError):
+            return None
+        if not str(error.get("Code", "")).startswith(REQUEST_LIMIT):
+            return None
+        attempt = response.meta.get("retry_times", 0) if response.request else 0
+        return min(self.settings.getfloat("RETRY_BACKOFF_BASE", 1.0) * 2 ** attempt,
+                   self.settings.getfloat("RETRY_BACKOFF_MAX", 60.0))
+
+    def currency(self) -> str:
+        """The account site's currency (the answers never name it; the status keeps a source
+        without `site` or `currency` from running)."""
+        currency = site_currency(self.options_from(self.settings))
+        if currency is None:
+            raise ParseError(self.name, "currency", "sources.tencent",
+                             "is unknown: set sources.tencent.site (china or intl)")
+        return currency
 
     # -- responses -------------------------------------------------------------------------
     def body(self, response: Response) -> dict[str, Any]:
@@ -220,13 +262,12 @@ class TencentSpider(GpuRadarSpider):
         count = quota.get("GpuCount") or quota.get("Gpu") or 0
         if not count:
             return None  # not a GPU instance type
-        gpu_name, gpu_memory = FAMILIES.get(family, (None, None))
-        if gpu_name is None:
-            self.count("uncatalogued")
-            self.warn_once(f"family:{family}", "tencent: GPU of instance family %s (%s) is not "
-                           "known; its offers are skipped: add it to FAMILIES",
-                           family, quota.get("TypeName") or instance_type)
+        if family not in FAMILIES:
+            self.uncatalogued(instance_type, f"instance family {family}"
+                              f" ({quota.get('TypeName') or 'no type name'}): its GPU is not "
+                              "in gpuradar's Tencent family table")
             return None
+        gpu_name, gpu_memory = FAMILIES[family]
         unit = price.get("ChargeUnit", "HOUR")
         if unit != "HOUR":
             raise ParseError(src, "Price.ChargeUnit", where, f"is {unit!r}, expected 'HOUR'")
@@ -248,7 +289,7 @@ class TencentSpider(GpuRadarSpider):
             instance_type=instance_type, pricing=pricing, gpu=gpu_name, gpu_count=float(count),
             gpu_memory_gb=gpu_memory, vcpus=quota.get("Cpu"),
             memory_gb=quota.get("Memory"), price=value,
-            currency=str(self.option("currency", "CNY")).upper(),
+            currency=self.currency(),
             available={"SELL": True, "SOLD_OUT": False}.get(status or ""),
             attributes=attributes,
         )

@@ -4,10 +4,16 @@ What Vast's API reference (vast-ai/docs `api-reference/openapi/yaml/search_offer
 read 2026-12) says, and what the spider does with it:
 
 * `rented` "is not a server-side filter. The server drops this key. Each offer still
-  includes a `rented` flag"; the CLI re-filters on the client. So the answer may hold rented
-  machines: an offer with `rented: true` is stored as unavailable (as RunPod's sold-out GPU
-  types and AutoDL's machines without an idle GPU are), one without the flag as unknown, and
-  only `rented: false` as available. An offer missing from a complete crawl is closed.
+  includes a `rented` flag"; the CLI re-filters on the client, and its field list says what
+  the flag means: "allow/disallow duplicates and potential conflicts with existing stopped
+  instances" (vast-ai/vast-cli `vast.py`, search offers) -- the caller's own instances. So
+  `rented: true` says "you already hold this machine", not "nobody can rent it": it is kept
+  as the attribute `yours`, and availability is `rentable` ("is the instance currently
+  rentable"; the search asks for rentable offers). An offer missing from a complete crawl is
+  closed.
+* A bad or missing key answers HTTP 404 `{"msg": "Invalid user key"}` (the API reference's
+  404: "Unauthorized - invalid or missing API key"): the crawl stops with one line saying so
+  (every search would be refused), which `sources --check` reads as auth-failed.
 * No cursor: `limit` is the most offers an answer holds and `truncated` is "True when the
   server cut the result short of `limit`. Narrow the query instead of assuming you saw every
   offer." Few, large searches: one for every GPU model of GPU_NAMES at once (`gpu_name` `in`)
@@ -61,6 +67,10 @@ GPU_COUNTS: tuple[dict[str, int], ...] = (
     {"eq": 1}, {"eq": 2}, {"gte": 3, "lte": 4}, {"gte": 5, "lte": 8}, {"gt": 8})
 # Where collectors saw Vast's search stop whatever the `limit` (see the module docstring).
 SERVER_CAP = 64
+# What Vast answers a bad or missing API key with (search_offers.yaml: 404 "Unauthorized -
+# invalid or missing API key", msg "Invalid user key").
+UNAUTHORIZED = 404
+INVALID_KEY = "Invalid user key"
 # A search is (GPU names, "in" or "notin", GPU-count condition or None).
 Search = tuple[tuple[str, ...], str, dict[str, int] | None]
 
@@ -98,7 +108,8 @@ class VastaiSpider(GpuRadarSpider):
                               body=json.dumps(self.query(names, mode, gpus, limit),
                                               sort_keys=True),
                               callback=self.parse, errback=self.failed, dont_filter=True,
-                              cb_kwargs={"search": (tuple(names), mode, gpus)})
+                              cb_kwargs={"search": (tuple(names), mode, gpus)},
+                              meta={"handle_httpstatus_list": [UNAUTHORIZED]})
 
     #: The clock the time budget is measured with (tests replace it).
     clock: Callable[[], float] = staticmethod(time.monotonic)
@@ -169,6 +180,16 @@ class VastaiSpider(GpuRadarSpider):
         return [("search", self.search(["RTX 4090"], limit=1))]
 
     @staticmethod
+    def refusal(response: Response) -> str:
+        """Vast's own words for a refused request (`msg`, else `error`), never the key."""
+        try:
+            body = json.loads(response.text)
+        except (ValueError, AttributeError):
+            body = None
+        said = (body.get("msg") or body.get("error")) if isinstance(body, dict) else None
+        return str(said)[:120] if said else "(no message)"
+
+    @staticmethod
     def narrower(names: tuple[str, ...], mode: str, gpus: dict[str, int] | None
                  ) -> list[Search]:
         """Searches that together cover one cut search, or [] when it cannot be split."""
@@ -191,6 +212,17 @@ class VastaiSpider(GpuRadarSpider):
 
     def parse(self, response: Response, search: Search | None = None,
               **kwargs: Any) -> Iterator[PriceItem | scrapy.Request]:
+        if response.status == UNAUTHORIZED:
+            said = self.refusal(response)
+            if INVALID_KEY.lower() in said.lower():
+                self.stop(f"Vast refused the API key: HTTP 404 {said} (Unauthorized: invalid "
+                          "or missing API key; check VAST_API_KEY or sources.vastai.api_key)")
+                return
+            # Another 404 (a wrong endpoint): this search is lost, the others go ahead.
+            self.logger.error("vastai: a search failed (HTTP 404 %s, %s); its offers are "
+                              "missing from this crawl", said, response.url)
+            yield from self.next_search()
+            return
         data = self.json_body(response)
         offers = require(data, "offers", self.name, response.url, list)
         if search is not None and self.cut_short(data, offers):
@@ -221,13 +253,14 @@ class VastaiSpider(GpuRadarSpider):
         memory = None
         if ram and cores and effective:  # RAM is shared in proportion to the cores rented
             memory = round(ram * effective / cores / 1000, 1)
-        # `rented` is filtered here, not by the server (Vast's API reference): a rented
-        # machine is listed but cannot be rented; without the flag, nobody says.
-        rented = offer.get("rented")
-        available = None if not isinstance(rented, bool) else not rented
+        # Availability is `rentable`; `rented` is about the caller's own instances (see the
+        # module docstring), kept as `yours`, never "unavailable for everyone".
+        rentable = offer.get("rentable")
+        available = rentable if isinstance(rentable, bool) else None
         if available is None:
-            self.warn_once("rented", "vastai: offers without a `rented` flag; their "
+            self.warn_once("rentable", "vastai: offers without a `rentable` flag; their "
                            "availability is stored as unknown")
+        rented = offer.get("rented")
         disk_hour = (offer.get("search") or {}).get("diskHour")
         if disk_hour is None and dph_total is not None and offer.get("dph_base") is not None:
             disk_hour = dph_total - offer["dph_base"]
@@ -242,6 +275,7 @@ class VastaiSpider(GpuRadarSpider):
                         "verification": offer.get("verification"),
                         "datacenter": bool(offer.get("hosting_type")),
                         "storage_usd_per_hour": disk_hour, "location": geo.strip(", "),
+                        "yours": rented if isinstance(rented, bool) else None,
                         # The highest CUDA the host's driver supports: the SDK's `cuda_vers`
                         # ("machine max supported cuda version (based on driver version)",
                         # vastai api/query.py) is this field; `recommend --cuda` reads it.

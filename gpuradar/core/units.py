@@ -136,6 +136,12 @@ def money(value: float | None, currency: str = "USD") -> str:
 
 #: Region words meaning "in mainland China" (by each provider's declaration), not a glob.
 MAINLAND_ALIASES = frozenset({"mainland", "china", "cn-mainland"})
+#: The region of an offer whose price holds in every region of its provider and whose place
+#: is not known (OCI's list price without credentials, Lambda's public price page): a region
+#: glob matches it (the price is the one asked for wherever the glob points), an excluded
+#: region never removes it (it holds elsewhere too), and `mainland` matches it only when
+#: the provider declares "global" a mainland region (none does).
+EVERYWHERE = "global"
 
 
 # -- region globs ----------------------------------------------------------------------------
@@ -154,8 +160,11 @@ def _cached_pattern(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
     return region_pattern(patterns)
 
 
-def region_matches(region: str, zone: str, patterns: Iterable[str], source: str = "") -> bool:
+def region_matches(region: str, zone: str, patterns: Iterable[str], source: str = "",
+                   *, excluding: bool = False) -> bool:
     """True when a glob matches the offer's region or its zone (no patterns: True).
+    `excluding`: the patterns say where the offer must not be (`not region ...`), which a
+    price that holds everywhere (EVERYWHERE) never is.
 
     One meaning everywhere (prices, rules, recommend): a pattern is a plain glob on the
     provider's own codes, except the alias `mainland` (also `china`, `cn-mainland`), which
@@ -166,6 +175,8 @@ def region_matches(region: str, zone: str, patterns: Iterable[str], source: str 
     if source and any(p.lower() in MAINLAND_ALIASES for p in pats) \
             and sources.is_mainland(source, region):
         return True
+    if region == EVERYWHERE and not zone:  # a price that holds everywhere: see EVERYWHERE
+        return not excluding and any(p.lower() not in MAINLAND_ALIASES for p in pats)
     matcher = _cached_pattern(tuple(p for p in pats if p.lower() not in MAINLAND_ALIASES))
     return bool(matcher and (matcher.match(region.lower())
                              or (zone and matcher.match(zone.lower()))))

@@ -77,6 +77,35 @@ def test_rules_check_without_rules_says_so(tmp_path):
     assert json.loads(result.stdout) == []
 
 
+
+def test_a_price_that_holds_everywhere_meets_region_rules_and_rules_test_says_so(db_url):
+    """An offer priced for every region (region `global`: OCI's list price, Lambda's public
+    page) is in every region a rule names and in none it excludes; `rules test` says so in its
+    reading. Before, `region us-*` never matched OCI at all."""
+    engine = open_database(db_url)
+    now = datetime.now(UTC)
+    crawl(engine, [offer("BM.GPU.H100.8", 1.90, source="oci", region="global", at=now)],
+          source="oci", at=now)
+    crawl(engine, [offer("gpu_8x_h100", 1.87, region="eu-central-1", at=now)], at=now)
+    result = runner.invoke(app, ["rules", "test", "H100 under $2/h region us-*", "--json",
+                                 "--database-url", db_url])
+    assert result.exit_code == 0, result.output
+    (only,) = json.loads(result.stdout)
+    assert (only["would_fire"], only["matches"]) == (True, 1)
+    text = runner.invoke(app, ["rules", "test", "H100 under $2/h region us-*",
+                               "--database-url", db_url])
+    out = flat(text.output)
+    assert "BM.GPU.H100.8" in out and "gpu_8x_h100" not in out
+    assert ("a price that holds in every region (region global) counts as in every region "
+            "named and in none excluded") in out
+    excluded = runner.invoke(app, ["rules", "test", "H100 under $2/h not region us-*",
+                                   "--json", "--database-url", db_url])
+    (only,) = json.loads(excluded.stdout)
+    assert only["matches"] == 2  # the global price holds outside us-* too
+    mainland = runner.invoke(app, ["rules", "test", "H100 under $2/h region mainland",
+                                   "--json", "--database-url", db_url])
+    assert json.loads(mainland.stdout)[0]["matches"] == 0
+
 def test_rules_check_missing_file_is_a_usage_error(tmp_path):
     result = runner.invoke(app, ["rules", "check", str(tmp_path / "nope.yaml")])
     assert result.exit_code == 2 and "does not exist" in flat(result.output)

@@ -160,10 +160,11 @@ def test_nothing_matched_tells_a_filter_from_an_empty_database(replayed, sqlite_
 
 
 def test_region_alias_mainland_in_prices(replayed):
-    # none of the shipped captures runs in mainland China; a glob still matches
+    # none of the shipped captures runs in mainland China; a glob still matches, and so does
+    # a price that holds in every region (region `global`), which mainland never matches
     assert gpuradar_json("prices", "--region", "mainland", db_url=replayed) == []
     assert {o["region"] for o in gpuradar_json("prices", "--region", "U?", db_url=replayed)
-            } == {"US"}
+            } == {"US", "global"}
 
 
 def test_help_is_not_wrapped_mid_sentence():

@@ -36,7 +36,8 @@ def test_each_failure_class_is_one_line_with_its_fix(tmp_path, provider_server, 
     disabled = {name: {"enabled": False} for name in spider_classes(settings) if name not in USED}
     cfg = write_config(tmp_path / "c.yaml", endpoints=endpoints, scrapy={"DOWNLOAD_DELAY": 0},
                        sources={**disabled,
-                                "tencent": {"secret_id": "AKIDx", "secret_key": "tc-secret-9"},
+                                "tencent": {"secret_id": "AKIDx", "secret_key": "tc-secret-9",
+                                            "site": "china"},
                                 "huawei": {"access_key": "AKx", "secret_key": "hw-secret-9"},
                                 "autodl": {"web_token": "autodl-token-9",
                                            "dev_token": "autodl-dev-9"}})

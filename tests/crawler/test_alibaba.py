@@ -529,3 +529,80 @@ def test_throttling_that_does_not_end_leaves_the_crawl_partial(tmp_path, provide
     assert result["status"] == "partial", (result, proc.stderr)
     assert "DescribePrice failed: Throttling.User" in result["error"]
     assert len(prices) == 4  # 2 types, each asked twice (RETRY_TIMES 1)
+
+
+@pytest.mark.parametrize(("instance_type", "count"), [
+    ("ecs.gn8v.4xlarge", 1), ("ecs.gn8v-2x.8xlarge", 2), ("ecs.gn8v-8x.48xlarge", 8),
+    ("ecs.ebmgn8v.48xlarge", 8)])
+def test_gn8v_is_the_h20(tmp_path, instance_type, count):
+    """gn8v (96 GB HBM3 per GPU) is NVIDIA's H20: it was kept under a raw name, so an `H20`
+    rule never matched it."""
+    data = json.loads((FIX / "instancePrice_china_gpu.json").read_text())
+    key, prices = next(iter(data["pricingInfo"].items()))
+    region = key.split("::")[0]
+    data["pricingInfo"] = {f"{region}::{instance_type}::vpc::linux::optimized": prices}
+    path = tmp_path / "instancePrice.json"
+    path.write_text(json.dumps(data))
+    [item] = parse_files("alibaba", [path], project_settings())
+    assert (item["gpu"], item["gpu_count"], item["gpu_memory_gb"]) == ("H20", count, 96)
+
+
+def test_gn8v_from_the_api_is_the_h20_whatever_its_gpuspec():
+    """DescribeInstanceTypes' GPUSpec for gn8v is not a model name the catalog knows: the
+    family names the GPU; a GPUSpec the catalog knows stays authoritative."""
+    from gpuradar.crawler.spiders.alibaba import api_gpu
+
+    gn8v = {"InstanceTypeId": "ecs.gn8v-2x.8xlarge", "InstanceTypeFamily": "ecs.gn8v",
+            "GPUSpec": "NVIDIA GPU H", "GPUAmount": 2, "GPUMemorySize": 96}
+    assert api_gpu(gn8v) == "NVIDIA H20"
+    assert api_gpu(instance_types()["ecs.gn7i-c8g1.2xlarge"]) == "NVIDIA A10"
+    unknown = {**gn8v, "InstanceTypeFamily": "ecs.gn9x"}
+    assert api_gpu(unknown) == "NVIDIA GPU H"  # kept raw: stored as an unknown GPU
+
+
+def test_an_unknown_gpu_family_in_the_price_file_is_named(tmp_path, caplog):
+    """A GPU family gpuradar has no row for is reported with its instance type (crawl
+    summary, `sources`, log), not only counted."""
+    from tests.helpers import callback_spider
+
+    data = json.loads((FIX / "instancePrice_china_gpu.json").read_text())
+    key, prices = next(iter(data["pricingInfo"].items()))
+    data["pricingInfo"][key.replace(key.split("::")[1], "ecs.gn9x-8x.64xlarge")] = prices
+    spider = callback_spider(AlibabaSpider)
+    items = list(spider.parse(response(data)))
+    assert len(items) == 7  # the known ones
+    names = spider.crawler.stats.get_value("gpuradar/uncatalogued_names")
+    # the fixture's gn6i size with no known GPU count is named too
+    assert names == {"ecs.gn9x-8x.64xlarge": 1, "ecs.gn6i-c6g1.xlarge": 1}
+    assert "ecs.gn9x-8x.64xlarge is not in gpuradar's catalog" in caplog.text
+
+
+def test_the_api_asks_every_region_the_account_can_use(tmp_path, provider_server, sqlite_url):
+    """Without `regions`, DescribeRegions lists the account's regions and each is asked (it
+    used to be 8 hard-coded ones: cn-guangzhou, ap-northeast-1, eu-central-1, ... missed)."""
+    cfg, result, proc = crawl(tmp_path, provider_server, sqlite_url, access_key_id="LTAItest",
+                              access_key_secret=SECRET)
+    assert result["status"] == "ok" and result["items"] == 5, (result, proc.stderr)
+    asked = {r.query["RegionId"][0] for r in provider_server.requests
+             if r.query.get("Action") == ["DescribeAvailableResource"]}
+    assert asked == {"cn-hangzhou", "cn-guangzhou", "cn-chengdu", "ap-northeast-1",
+                     "eu-central-1", "us-east-1"}
+
+
+def test_spot_price_history_pages_are_followed():
+    """A spot history answer with NextOffset is followed (Offset = NextOffset) before the
+    offer is made: the newest point, on the second page here, is the price."""
+    data = json.loads((FIX / "describe_spot_price_history_gn7i.json").read_text())
+    points = data["SpotPrices"]["SpotPriceType"]
+    first = {**data, "SpotPrices": {"SpotPriceType": [points[0]]}, "NextOffset": 1}
+    second = {**data, "SpotPrices": {"SpotPriceType": points[1:]}}
+    spec = instance_types()["ecs.gn7i-c8g1.2xlarge"]
+    spider = api_spider()
+    query = {"RegionId": "cn-hangzhou", "InstanceType": spec["InstanceTypeId"],
+             "NetworkType": "vpc", "OSType": "linux"}
+    [request] = spider.parse_spot(response(first), action="DescribeSpotPriceHistory",
+                                  region="cn-hangzhou", spec=spec, zones={"cn-hangzhou-i": True},
+                                  query=query, points=[])
+    assert "Offset=1" in request.url and request.cb_kwargs["points"] == [points[0]]
+    items = list(spider.parse_spot(response(second), **request.cb_kwargs))
+    assert [(i.zone, i.price) for i in items] == [("cn-hangzhou-i", 3.41)]

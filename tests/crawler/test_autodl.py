@@ -146,19 +146,18 @@ def test_a_data_center_refusing_the_stock_query_is_named_and_the_others_kept(
     assert result["error"].endswith("(data center westDC3)")
 
 
-def test_stock_query_sends_the_documented_example_fields(tmp_path, provider_server,
-                                                         sqlite_url):
-    """AutoDL's elastic-deployment API documentation gives one gpu_stock request: region_sign,
-    cuda_v_from, cuda_v_to, gpu_name_set, price_from, price_to. Each data centre's query sends
-    that field set, the filters with the example's values, its own region_sign and the GPU
-    names asked (the option `gpu_names`)."""
+def test_stock_query_sends_no_cuda_or_price_filter(tmp_path, provider_server, sqlite_url):
+    """AutoDL's documentation example of a gpu_stock request filters cuda_v_from 118 to
+    cuda_v_to 125 and price 0 to 300. cuda_v_to is the highest CUDA version a host may need:
+    sent as filters, every host needing CUDA 12.8+ (RTX 5090, RTX PRO 6000) counted as zero
+    idle. Each data centre's query now sends its region_sign and the GPU names only; the
+    default names include RTX PRO 6000."""
     documented = json.loads((FIX / "reference_dev_gpu_stock_request_docs_example.json")
                             .read_text())
-    documented.pop("_note")
     cfg = write_config(tmp_path / "config.yaml", endpoints=serve_standard(provider_server),
                        scrapy=FAST, sources={"autodl": {
                            "dev_token": DEV_TOKEN, "data_centers": ["westDC2", "beijingDC1"],
-                           "gpu_names": ["RTX 4090"], "prices": {"RTX 4090": 1.98}}})
+                           "prices": {"RTX 4090": 1.98}}})
     proc = gpuradar("crawl", "autodl", "--json", config=cfg, db_url=sqlite_url)
     [result] = json.loads(proc.stdout)
     assert result["status"] == "ok", (result, proc.stderr)
@@ -166,4 +165,41 @@ def test_stock_query_sends_the_documented_example_fields(tmp_path, provider_serv
               if r.path == "/api/v1/dev/machine/region/gpu_stock"]
     assert sorted(b["region_sign"] for b in bodies) == ["beijingDC1", "westDC2"]
     west = next(b for b in bodies if b["region_sign"] == "westDC2")
-    assert west == documented  # the example asks westDC2 for RTX 4090
+    assert set(west) == {"region_sign", "gpu_name_set"}
+    assert not {"cuda_v_from", "cuda_v_to", "price_from", "price_to"} & set(west)
+    assert set(documented["gpu_name_set"]) <= set(west["gpu_name_set"])
+    assert {"RTX 5090", "RTX PRO 6000"} <= set(west["gpu_name_set"])
+
+
+def test_blackwell_hosts_are_counted(tmp_path, provider_server, sqlite_url):
+    """A stand-in for AutoDL that applies the filters as the documentation names them
+    (cuda_v_to: the highest CUDA a host may need; the RTX 5090 and RTX PRO 6000 hosts need
+    CUDA 12.8, "128"): with the example's 125 sent, their stock read as none; sent without it,
+    the idle Blackwell GPUs are stored, priced from `sources.autodl.prices`."""
+    stock = {"code": "Success", "msg": "", "data": [
+        {"RTX 4090": {"idle_gpu_num": 12, "total_gpu_num": 480}},
+        {"RTX 5090": {"idle_gpu_num": 7, "total_gpu_num": 40}},
+        {"RTX PRO 6000": {"idle_gpu_num": 2, "total_gpu_num": 16}}]}
+    blackwell = {"RTX 5090", "RTX PRO 6000"}
+
+    def filtered(req):
+        body = req.json() or {}
+        cap = body.get("cuda_v_to")
+        data = [e for e in stock["data"]
+                if cap is None or cap >= 128 or not (set(e) & blackwell)]
+        asked = set(body.get("gpu_name_set") or ())
+        data = [e for e in data if set(e) & asked]
+        return Reply(body=json.dumps({**stock, "data": data}).encode())
+
+    endpoints = serve_standard(provider_server)
+    provider_server.route("POST", "/api/v1/dev/machine/region/gpu_stock", filtered)
+    cfg = write_config(tmp_path / "config.yaml", endpoints=endpoints, scrapy=FAST,
+                       sources={"autodl": {"dev_token": DEV_TOKEN, "data_centers": ["westDC2"],
+                                           "prices": {"RTX 4090": 1.98, "RTX 5090": 3.03,
+                                                      "RTX PRO 6000": 5.98}}})
+    proc = gpuradar("crawl", "autodl", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "ok" and result["items"] == 3, (result, proc.stderr)
+    offers = gpuradar_json("prices", "--source", "autodl", config=cfg, db_url=sqlite_url)
+    assert {(o["gpu"], o["available_count"]) for o in offers} == {
+        ("RTX-4090", 12), ("RTX-5090", 7), ("RTX-PRO-6000", 2)}

@@ -767,3 +767,22 @@ def test_a_failed_sku_call_keeps_the_tables_offers_in_a_partial_crawl(tmp_path, 
 
 def fixture_bytes(name: str) -> bytes:
     return (FIX / name).read_bytes()
+
+
+def test_a_size_restricted_for_the_subscription_is_unavailable_there():
+    """Resource SKUs `restrictions` (azure-mgmt-compute ResourceSkuRestrictions: type
+    Location, values the regions, reasonCode NotAvailableForSubscription) were not read: a
+    size this subscription cannot use in a region looked like any other offer. It is stored
+    unavailable there, saying why; the same size elsewhere stays unknown."""
+    page = skus_page()
+    a100 = next(v for v in page["value"] if v["name"] == "Standard_NC24ads_A100_v4")
+    a100["restrictions"] = [{
+        "type": "Location", "values": ["eastus"],
+        "restrictionInfo": {"locations": ["eastus"], "zones": []},
+        "reasonCode": "NotAvailableForSubscription"}]
+    items = by_key(crawl_with_skus(with_creds(), PAGES, [page]))
+    restricted = items[("eastus", "Standard_NC24ads_A100_v4", "on_demand")]
+    assert restricted.available is False
+    assert restricted.attributes["restriction"] == "NotAvailableForSubscription"
+    other = items[("eastus", "Standard_NC40ads_H100_v5", "on_demand")]
+    assert other.available is None and "restriction" not in other.attributes

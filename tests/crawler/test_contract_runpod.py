@@ -13,7 +13,13 @@ import json
 import re
 from pathlib import Path
 
-from gpuradar.crawler.spiders.runpod import _STOCK_FIELDS, _TYPE_FIELDS, stock_query
+from gpuradar.crawler.spiders.runpod import (
+    _AVAILABILITY_FIELDS,
+    _DC_FIELDS,
+    _STOCK_FIELDS,
+    _TYPE_FIELDS,
+    stock_query,
+)
 from tests.helpers import FIXTURES
 
 FIX = FIXTURES / "runpod"
@@ -30,6 +36,10 @@ BEYOND_SDK = {
     "minVcpu": "SkyPilot's RunPod catalog fetcher (lowestPrice fields)",
     "minMemory": "SkyPilot's RunPod catalog fetcher (lowestPrice fields)",
     "secureCloud": "lowestPrice input, gpuhunt's per-location query (same file as above)",
+    "location": "public RunPod clients' data-center query `dataCenters { id name location "
+                "storageSupport gpuAvailability(input: $input) { ... } }` (GpuAvailabilityInput "
+                "with gpuCount); dataCenters, listed, gpuAvailability, gpuTypeId and available "
+                "are in the real answer",
 }
 
 
@@ -63,11 +73,13 @@ def real_answer_fields() -> set[str]:
 
 def test_every_field_the_spider_asks_for_is_defined_by_the_sdk_or_documented():
     sdk = words(sdk_query_text())
-    asked = set(_TYPE_FIELDS.split()) | set(_STOCK_FIELDS.split()) | {"gpuCount", "secureCloud",
-                                                                      "lowestPrice", "gpuTypes"}
+    asked = (set(_TYPE_FIELDS.split()) | set(_STOCK_FIELDS.split()) | set(_DC_FIELDS.split())
+             | set(_AVAILABILITY_FIELDS.split())
+             | {"gpuCount", "secureCloud", "lowestPrice", "gpuTypes", "dataCenters",
+                "gpuAvailability"})
     assert {"securePrice", "communityPrice", "memoryInGb", "maxGpuCount", "secureCloud",
             "communityCloud", "lowestPrice", "gpuCount", "gpuTypes", "id"} <= sdk & asked
-    undocumented = asked - sdk - set(BEYOND_SDK)
+    undocumented = asked - sdk - set(BEYOND_SDK) - real_answer_fields()
     assert not undocumented, f"fields neither in the runpod SDK nor documented: {undocumented}"
     # The list above stays honest: only fields the spider really asks for, and what a real
     # answer shows needs no other source.
@@ -78,6 +90,6 @@ def test_every_field_the_spider_asks_for_is_defined_by_the_sdk_or_documented():
 def test_the_query_sent_uses_only_those_fields():
     query = stock_query(3)
     sent = words(query) - {"query", "GpuStock", "input", "true", "false"}
-    sent = {w for w in sent if not re.fullmatch(r"(secure|community)_\d+", w)}
-    assert sent <= words(sdk_query_text()) | set(BEYOND_SDK)
+    sent = {w for w in sent if not re.fullmatch(r"(secure|community|datacenters)_\d+", w)}
+    assert sent <= words(sdk_query_text()) | set(BEYOND_SDK) | real_answer_fields()
     assert "lowestPrice(input: {gpuCount: 3" in query  # the SDK's own input shape

@@ -464,3 +464,31 @@ def test_a_failed_az_list_still_lists_the_flavors_and_says_the_crawl_is_partial(
     assert result["status"] == "partial", (result, proc.stderr)
     assert "AZ list of cn-east-3 failed" in result["error"]
     assert result["items"] == 3  # pi2 in its listed 3a, 3b; p3 region-wide
+
+
+@pytest.mark.parametrize(("charge", "on_demand"), [
+    (None, True), ("demand", True), ("period,demand", True), ("period", False)])
+def test_a_subscription_only_flavor_gets_no_on_demand_offer(charge, on_demand):
+    """`cond:operation:charge` (huaweicloudsdkecs FlavorExtraSpec: period = subscription,
+    demand = on-demand, absent = both) was ignored: a subscription-only GPU or Ascend flavor
+    got on-demand offers priced by BSS's on-demand rating."""
+    pi2 = next(f for f in fixture_flavors("cn-east-3") if f["id"] == "pi2.2xlarge.4")
+    specs = dict(pi2["os_extra_specs"])
+    specs.pop("cond:operation:charge", None)
+    if charge is not None:
+        specs["cond:operation:charge"] = charge
+    spider = make_spider()
+    info = spider.flavor_info(dict(pi2, os_extra_specs=specs), "flavors[0]")
+    assert (info is not None) is on_demand
+    if not on_demand:
+        assert spider.crawler.stats.get_value("gpuradar/skipped/subscription_only") == 1
+
+
+def test_an_early_flavor_typed_by_hws_performancetype_is_read():
+    """Flavors registered early carry `hws:performancetype`, not `ecs:performancetype`
+    (huaweicloudsdkecs FlavorExtraSpec); they were dropped."""
+    p3 = next(f for f in fixture_flavors("cn-east-3") if f["id"] == "p3.2xlarge.8")
+    specs = dict(p3["os_extra_specs"])
+    specs["hws:performancetype"] = specs.pop("ecs:performancetype")
+    info = make_spider().flavor_info(dict(p3, os_extra_specs=specs), "flavors[0]")
+    assert info is not None and info["kind"] == "gpu" and info["count"] >= 1

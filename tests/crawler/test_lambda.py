@@ -12,7 +12,7 @@ from scrapy.settings import Settings
 
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.spiders.base import ParseError
-from gpuradar.crawler.spiders.lambda_ import REGIONS, LambdaSpider, _size_gb
+from gpuradar.crawler.spiders.lambda_ import LambdaSpider, _size_gb
 from gpuradar.storage.queries import OfferFilter, current_offers
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, response
@@ -35,14 +35,9 @@ def page(html: str | None = None, name: str = "pricing.html") -> list[PriceItem]
     return list(spider().parse_pricing_page(response(body, PAGE_URL, kind="html")))
 
 
-def api(types: dict | None = None, regions: set[str] | None = None) -> list[PriceItem]:
+def api(types: dict | None = None, **options: Any) -> list[PriceItem]:
     data = types or json.loads((FIX / "instance_types.json").read_text())
-    return list(spider().api_offers(data, API_URL, regions))
-
-
-def image_regions() -> set[str]:
-    images = json.loads((FIX / "images.json").read_text())["data"]
-    return {i["region"]["name"] for i in images}
+    return list(spider(**options).api_offers(data, API_URL))
 
 
 # -- the pricing page ------------------------------------------------------------------------
@@ -123,20 +118,25 @@ def test_requests_to_lambda_are_a_second_apart():
 
 
 # -- the API ---------------------------------------------------------------------------------
-def test_api_offers_one_per_type_and_region_available_where_capacity_is():
-    regions = image_regions()
-    items = api(regions=regions)
-    # Regions: the images' regions plus any region a capacity list names (us-south-3).
-    assert {i.region for i in items} == regions | {"us-south-3"}
-    assert len(items) == 11 * 10
+def test_api_offers_one_per_region_where_the_type_has_capacity():
+    """The API names a region only where a type has capacity: that is where it is offered.
+    It used to store every type as unavailable in every region Lambda serves, so "never
+    offered here" looked like "sold out here" and the offer count was inflated (11 x 10)."""
+    items = api()
+    assert sorted((i.instance_type, i.region) for i in items) == [
+        ("gpu_1x_a10", "us-east-1"), ("gpu_1x_a10", "us-west-1"),
+        ("gpu_1x_gh200", "us-east-3"), ("gpu_1x_gh200", "us-south-3"),
+        ("gpu_1x_h100_pcie", "us-east-1"), ("gpu_1x_h100_pcie", "us-west-3"),
+        ("gpu_1x_h100_sxm5", "us-south-2"), ("gpu_1x_rtx6000", "us-south-1"),
+        ("gpu_8x_a100_80gb_sxm4", "us-midwest-1"), ("gpu_8x_b200_sxm6", "us-east-3")]
+    assert all(i.available is True for i in items)
     by_key = {(i.instance_type, i.region): i for i in items}
     h100 = by_key[("gpu_1x_h100_sxm5", "us-south-2")]
     assert (h100.price, h100.gpu_count, h100.gpu, h100.vcpus) == (4.29, 1, "H100 (80 GB SXM5)", 26)
-    assert h100.available is True and h100.memory_gb == 241.6  # 225 GiB, to 0.1 GB
-    assert [i.region for i in items if i.instance_type == "gpu_1x_h100_sxm5" and i.available] \
-        == ["us-south-2"]
-    assert not any(i.available for i in items if i.instance_type == "gpu_8x_h100_sxm5")
+    assert h100.memory_gb == 241.6  # 225 GiB, to 0.1 GB
+    assert not any(i.instance_type == "gpu_8x_h100_sxm5" for i in items)  # no capacity
     assert by_key[("gpu_8x_a100_80gb_sxm4", "us-midwest-1")].price == 22.32  # cents -> $
+    assert [i.region for i in api(regions=["us-east-1"])] == ["us-east-1", "us-east-1"]
 
 
 def test_api_description_gives_count_and_gpu_when_the_newer_fields_are_absent():
@@ -160,7 +160,7 @@ def test_api_cpu_only_types_are_skipped_wherever_they_are_listed():
     data["data"] = {**cpu, **data["data"]}  # listed first
     items = api(data)
     assert "cpu_4x_general" not in {i.instance_type for i in items}
-    assert len({i.instance_type for i in items}) == 11
+    assert len({i.instance_type for i in items}) == 7  # the GPU types with capacity
 
 
 def test_api_storage_is_stored_in_gb_and_a_price_that_is_no_number_is_an_error():
@@ -233,13 +233,18 @@ def test_crawl_page_then_api_into_storage(tmp_path, provider_server, db_url, eng
     assert (result["status"], result["items"]) == ("ok", 22)
     proc = gpuradar("crawl", "lambda", "--json", "--verbose", config=cfg, db_url=db_url,
                     env={"LAMBDA_API_KEY": KEY})
+    [result] = json.loads(proc.stdout)
+    # The API replaces the page: its 10 offers (types x regions with capacity) are new; the
+    # page's 22 are closed once the drop is confirmed (the shrink guard holds the first crawl
+    # listing under half of the last one: nothing closed, the crawl partial).
+    assert (result["status"], result["items"], result["closed"]) == ("partial", 10, 0)
+    assert KEY not in proc.stdout + proc.stderr
+    assert [r.path for r in provider_server.requests] == ["/pricing", "/api/v1/instance-types"]
+    proc = gpuradar("crawl", "lambda", "--json", config=cfg, db_url=db_url,
+                    env={"LAMBDA_API_KEY": KEY})
     assert proc.returncode == 0, proc.stderr
     [result] = json.loads(proc.stdout)
-    # The API replaces the page: its offers are new, the page's are closed (not listed).
-    assert (result["status"], result["items"], result["closed"]) == ("ok", 110, 22)
-    assert KEY not in proc.stdout + proc.stderr
-    assert [r.path for r in provider_server.requests] == [
-        "/pricing", "/api/v1/instance-types", "/api/v1/images"]
+    assert (result["status"], result["items"], result["closed"]) == ("ok", 10, 22)
     offers = current_offers(engine, OfferFilter(sources=["lambda"], available_only=True))
     assert sorted((o["instance_type"], o["region"]) for o in offers) == [
         ("gpu_1x_a10", "us-east-1"), ("gpu_1x_a10", "us-west-1"),
@@ -249,26 +254,28 @@ def test_crawl_page_then_api_into_storage(tmp_path, provider_server, db_url, eng
         ("gpu_8x_a100_80gb_sxm4", "us-midwest-1"), ("gpu_8x_b200_sxm6", "us-east-3")]
 
 
-def test_without_the_images_list_the_documented_regions_are_used(tmp_path, provider_server,
-                                                                   sqlite_url):
+def test_a_region_whose_capacity_goes_is_closed_not_invented(tmp_path, provider_server,
+                                                               sqlite_url):
+    """A region that loses capacity is no longer listed: the next successful crawl closes
+    its offer as unavailable, with its history; no region is made up for a type."""
     cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
-                       scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 0})
-    provider_server.route("GET", "/api/v1/images", lambda req: Reply(503, b"unavailable"))
-    proc = gpuradar("crawl", "lambda", "--json", config=cfg, db_url=sqlite_url,
-                    env={"LAMBDA_API_KEY": KEY})
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    env = {"LAMBDA_API_KEY": KEY}
+    proc = gpuradar("crawl", "lambda", "--json", config=cfg, db_url=sqlite_url, env=env)
+    assert json.loads(proc.stdout)[0]["items"] == 10, proc.stderr
+    data = json.loads((FIX / "instance_types.json").read_text())
+    for entry in data["data"].values():
+        entry["regions_with_capacity_available"] = [
+            r for r in entry["regions_with_capacity_available"] if r["name"] != "us-south-3"]
+    provider_server.route("GET", "/api/v1/instance-types",
+                          lambda req: Reply(body=json.dumps(data).encode()))
+    proc = gpuradar("crawl", "lambda", "--json", config=cfg, db_url=sqlite_url, env=env)
     [result] = json.loads(proc.stdout)
-    # Offers are stored, but the crawl is partial: nothing is closed on its account.
-    assert result["status"] == "partial" and result["items"] == 11 * len(REGIONS)
-    assert "region list (/api/v1/images) unavailable" in result["error"]
-    rows = {r["source"]: r for r in gpuradar_json("sources", config=cfg, db_url=sqlite_url,
-                                                   env={"LAMBDA_API_KEY": KEY})}
-    assert rows["lambda"]["why"].startswith("API key found") and KEY not in json.dumps(rows)
-    assert rows["lambda"]["last_status"] == "partial"
-    offers = gpuradar_json("prices", "--source", "lambda", "--gpu", "GH200", config=cfg,
-                           db_url=sqlite_url)
-    assert [(o["region"], o["available"]) for o in offers if o["available"]] == [
-        ("us-east-3", True), ("us-south-3", True)]
-    assert len(offers) == len(REGIONS) and offers[0]["price_per_gpu_usd"] == 2.29
+    assert (result["status"], result["items"], result["closed"]) == ("ok", 9, 1), proc.stderr
+    offers = gpuradar_json("prices", "--source", "lambda", "--gpu", "GH200", "--all",
+                           config=cfg, db_url=sqlite_url)
+    assert sorted((o["region"], o["available"]) for o in offers) == [
+        ("us-east-3", True), ("us-south-3", False)]
 
 
 @pytest.mark.parametrize(("text", "gb"), [("80 GB", 80.0), ("1800 GiB", 1932.7),

@@ -31,20 +31,47 @@ def spider(**options: Any) -> RunpodSpider:
     return s
 
 
+def place(o: PriceItem) -> tuple[str, str]:
+    """(the cloud where the offer has no place of its own, else its data center, the
+    instance type without its cloud): `("secure", "4x NVIDIA H100 80GB HBM3")`,
+    `("EU-RO-1", "1x NVIDIA B200")`."""
+    name = o.instance_type.rsplit(" (", 1)[0]
+    return (o.attributes["cloud"] if o.region == "global" else o.region), name
+
+
 def parse(name: str, count: int | None = None) -> tuple[dict[tuple[str, str], PriceItem],
                                                          list[Request]]:
     out = list(spider().parse(response(FIX / name, URL), count=count))
-    items = {(o.region, o.instance_type): o for o in out if isinstance(o, PriceItem)}
+    items = {place(o): o for o in out if isinstance(o, PriceItem)}
     return items, [o for o in out if isinstance(o, Request)]
 
 
+def test_secure_offers_are_per_data_center_and_community_ones_hold_everywhere():
+    """The Secure Cloud's place is its data center (the real dataCenters answer: id, listed,
+    gpuAvailability); the region used to be `secure`/`community`, which is no place. The
+    Community Cloud has no place in the answer: region `global`, the cloud an attribute."""
+    out = list(spider().parse(response(FIX / "stock_1.json", URL), count=1))
+    h100s = sorted((o.region, o.instance_type, o.available, o.attributes["stock"])
+                   for o in out if isinstance(o, PriceItem) and o.gpu == "NVIDIA H100 80GB HBM3")
+    assert h100s == [
+        ("AP-IN-1", "1x NVIDIA H100 80GB HBM3 (secure)", True, "Low"),
+        ("EU-NL-1", "1x NVIDIA H100 80GB HBM3 (secure)", False, None),  # listed, none free
+        ("global", "1x NVIDIA H100 80GB HBM3 (community)", True, "Medium")]
+    # AP-IN-2 lists H100 but is not listed for users; US-TX-6 (B200) likewise.
+    assert not any(o.region in ("AP-IN-2", "US-TX-6") for o in out if isinstance(o, PriceItem))
+    assert {o.attributes["cloud"] for o in out if isinstance(o, PriceItem)} == {
+        "secure", "community"}
+    assert not {"secure", "community"} & {o.region for o in out if isinstance(o, PriceItem)}
+
+
 def test_one_offer_per_gpu_type_and_cloud_with_stock_level():
-    items, _ = parse("stock_1.json")
-    h100 = items[("secure", "1x NVIDIA H100 80GB HBM3")]
-    assert (h100.price, h100.gpu_count, h100.gpu, h100.gpu_memory_gb) == (
-        3.29, 1, "NVIDIA H100 80GB HBM3", 80)
-    assert h100.available is True and h100.attributes["stock"] == "High"
+    items, _ = parse("stock_4.json", count=4)
+    h100 = items[("secure", "4x NVIDIA H100 80GB HBM3")]
+    assert (h100.price / 4, h100.gpu_count, h100.gpu, h100.gpu_memory_gb) == (
+        3.29, 4, "NVIDIA H100 80GB HBM3", 80)
+    assert h100.available is True
     assert h100.pricing == "on_demand" and h100.currency == "USD"
+    items, _ = parse("stock_1.json")
     assert items[("community", "1x NVIDIA H100 80GB HBM3")].price == 2.69
     assert items[("community", "1x NVIDIA H200")].attributes["stock"] == "Low"
     # stockStatus null: listed with a price but none free.
@@ -53,11 +80,10 @@ def test_one_offer_per_gpu_type_and_cloud_with_stock_level():
 
 
 def test_a_zero_price_means_not_offered_in_that_cloud():
-    items, _ = parse("stock_1.json")
-    assert ("secure", "1x NVIDIA A100-SXM4-40GB") not in items  # securePrice 0 (real capture)
-    assert ("community", "1x NVIDIA A100-SXM4-40GB") in items
-    assert ("secure", "1x NVIDIA GeForce RTX 3070") not in items
-    assert len(items) == 18
+    items, _ = parse("stock_2.json", count=2)
+    assert ("secure", "2x NVIDIA A100-SXM4-40GB") not in items  # securePrice 0 (real capture)
+    assert ("community", "2x NVIDIA A100-SXM4-40GB") in items
+    assert ("secure", "2x NVIDIA GeForce RTX 3070") not in items
 
 
 def test_multi_gpu_offers_multiply_the_per_gpu_price_up_to_the_cloud_maximum():
@@ -95,7 +121,7 @@ def test_no_spot_offers_even_where_spot_prices_are_listed():
 
 
 def test_real_gputypes_capture_gives_one_gpu_prices_without_stock():
-    out = {(i.region, i.instance_type): i for i in spider().parse_file(
+    out = {place(i): i for i in spider().parse_file(
         response(FIX / "gputypes_real.json", URL))}
     assert out[("secure", "1x NVIDIA B200")].price == 6.79
     assert out[("community", "1x NVIDIA B200")].price == 5.98
@@ -136,8 +162,8 @@ def test_gpuradar_parse_on_each_kind_of_answer():
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
     assert not any(r["gpu_raw"] for r in rows)  # every RunPod id maps through the catalog
-    h100 = next(r for r in rows if r["instance_type"] == "8x NVIDIA H100 80GB HBM3"
-                and r["region"] == "secure")
+    h100 = next(r for r in rows if r["instance_type"] == "8x NVIDIA H100 80GB HBM3 (secure)"
+                and r["region"] == "global")
     assert h100["gpu"] == "H100-SXM-80GB" and h100["price_per_gpu_usd"] == 3.29
     assert h100["attributes"]["stock"] == "Low"
     assert {r["gpu"] for r in rows} >= {"MI300X", "RTX-4090", "A100-PCIE-80GB", "B300",
@@ -150,17 +176,20 @@ def test_crawl_into_storage(tmp_path, provider_server, db_url, engine):
     proc = gpuradar("crawl", "runpod", "--json", config=cfg, db_url=db_url)
     assert proc.returncode == 0, proc.stderr
     [result] = json.loads(proc.stdout)
-    assert (result["status"], result["items"], result["unknown_gpus"]) == ("ok", 136, [])
+    assert (result["status"], result["items"], result["unknown_gpus"]) == ("ok", 138, [])
     posts = [r for r in provider_server.requests if r.path == "/graphql"]
     assert sorted(re.findall(r"gpuCount: (\d+)", r.json()["query"])[0] for r in posts) == [
         str(n) for n in range(1, 9)]
     h100 = current_offers(engine, OfferFilter(sources=["runpod"], gpus=["H100-SXM-80GB"]))
     by_key = {(o["region"], o["instance_type"]): o for o in h100}
-    assert len(by_key) == 16  # 8 counts x 2 clouds
-    assert by_key[("community", "2x NVIDIA H100 80GB HBM3")]["available"] is True
-    assert by_key[("community", "3x NVIDIA H100 80GB HBM3")]["available"] is False
-    assert by_key[("secure", "8x NVIDIA H100 80GB HBM3")]["price_usd"] == pytest.approx(26.32)
-    assert by_key[("secure", "8x NVIDIA H100 80GB HBM3")]["attributes"]["stock"] == "Low"
+    # 8 counts x 2 clouds, the 1-GPU secure pod in each of the two listed data centers
+    assert len(by_key) == 17
+    assert by_key[("global", "2x NVIDIA H100 80GB HBM3 (community)")]["available"] is True
+    assert by_key[("global", "3x NVIDIA H100 80GB HBM3 (community)")]["available"] is False
+    eight = by_key[("global", "8x NVIDIA H100 80GB HBM3 (secure)")]
+    assert eight["price_usd"] == pytest.approx(26.32) and eight["attributes"]["stock"] == "Low"
+    assert by_key[("AP-IN-1", "1x NVIDIA H100 80GB HBM3 (secure)")]["available"] is True
+    assert by_key[("EU-NL-1", "1x NVIDIA H100 80GB HBM3 (secure)")]["available"] is False
     assert {o["pricing"] for o in h100} == {"on_demand"}
 
 
@@ -191,33 +220,36 @@ def test_stock_running_out_is_a_new_span_and_a_failed_count_closes_nothing(
     # The 8-GPU offers were not seen (HTTP 500) but stay listed: the crawl was partial.
     assert result["status"] == "partial" and result["closed"] == 0
     assert "HTTP 500" in result["error"]
-    h100 = gpuradar_json("history", "runpod", "1x NVIDIA H100 80GB HBM3", "--region", "secure",
-                         config=cfg, db_url=sqlite_url)
+    h100 = gpuradar_json("history", "runpod", "2x NVIDIA H100 80GB HBM3 (community)",
+                         "--region", "global", config=cfg, db_url=sqlite_url)
     assert [s["available"] for s in h100] == [True, False]
-    community = gpuradar_json("prices", "--source", "runpod", "--region", "community",
-                              "--gpu", "4090", config=cfg, db_url=sqlite_url)
+    community = [o for o in gpuradar_json("prices", "--source", "runpod", "--region", "global",
+                                          "--gpu", "4090", config=cfg, db_url=sqlite_url)
+                 if o["attributes"]["cloud"] == "community"]
     assert [o["instance_type"] for o in community] == [
-        f"{n}x NVIDIA GeForce RTX 4090" for n in range(1, 9)]  # same $/GPU-h: by name
+        f"{n}x NVIDIA GeForce RTX 4090 (community)" for n in range(1, 9)]  # same $/GPU-h
     assert {o["attributes"]["stock"] for o in community} >= {"High", "Medium", "Low"}
     rows = {r["source"]: r for r in gpuradar_json("sources", config=cfg, db_url=sqlite_url)}
     assert rows["runpod"]["why"] == "public endpoint, no key needed"
-    assert rows["runpod"]["last_status"] == "partial" and rows["runpod"]["last_items"] == 120
+    assert rows["runpod"]["last_status"] == "partial" and rows["runpod"]["last_items"] == 122
 
 
 def test_real_answer_with_other_top_level_data_parses():
     """A real capture whose answer carries `dataCenters` beside `gpuTypes`, aliased
     sub-queries and fields the spider never asked for: everything needed is there."""
-    out = {(i.region, i.instance_type): i for i in spider().parse_file(
+    out = {place(i): i for i in spider().parse_file(
         response(FIX / "gputypes_datacenters_real.json", URL))}
-    assert out[("secure", "1x NVIDIA H200")].price == 4.59
     assert out[("community", "1x NVIDIA H200")].price == 3.59
     # secureCloud false / communityCloud false: not offered there, whatever the price says.
-    assert ("secure", "1x NVIDIA A100-SXM4-40GB") not in out
     assert ("community", "1x AMD Instinct MI300X OAM") not in out
-    assert out[("secure", "1x AMD Instinct MI300X OAM")].price == 2.39
+    # The secure offers are in the listed data centers that have the type: MI300X in
+    # EU-RO-1 (with its stock), H200 in none (no secure offer).
+    mi300x = out[("EU-RO-1", "1x AMD Instinct MI300X OAM")]
+    assert mi300x.price == 2.39 and mi300x.attributes["cloud"] == "secure"
+    assert not [k for k in out if k[1] == "1x NVIDIA H200" and k[0] != "community"]
+    assert not [k for k in out if k[0] in ("secure", "US-TX-6", "AP-IN-2")]
     # The catalog's lowestPrice was asked for a cloud and count we do not know: not read.
-    assert {i.available for i in out.values()} == {None}
-    assert len(out) == 15  # 9 types; 3 of them in one cloud only
+    assert {i.available for i in out.values() if i.region == "global"} == {None}
 
 
 def test_extra_top_level_data_beside_the_spiders_own_aliases_is_ignored():
@@ -226,11 +258,11 @@ def test_extra_top_level_data_beside_the_spiders_own_aliases_is_ignored():
     data["data"]["dataCenters"] = real["data"]["dataCenters"]
     data["data"]["myself"] = {"id": "user-1"}
     items, requests = parse_body(json.dumps(data).encode(), count=1)
-    assert len(items) == 18 and len(requests) == 7
+    assert len(items) == 20 and len(requests) == 7
     # ... wherever it comes in the answer: before the aliases too.
     data["data"] = {"myself": {"id": "user-1"}, **data["data"]}
     items, requests = parse_body(json.dumps(data).encode(), count=1)
-    assert len(items) == 18 and len(requests) == 7
+    assert len(items) == 20 and len(requests) == 7
 
 
 def test_a_needed_field_of_the_wrong_type_still_fails_loudly():
@@ -291,11 +323,11 @@ def test_a_pod_price_is_the_per_gpu_price_times_the_count_to_the_hundredth_cent(
     doc = json.loads((FIX / "stock_4.json").read_bytes())
     gpu = next(g for g in doc["data"]["secure_4"] if g["id"] == "NVIDIA H100 80GB HBM3")
     gpu["securePrice"] = 2.4943  # a price in hundredths of a cent
-    items = {(o.region, o.instance_type): o for o in spider().parse(
+    items = {place(o): o for o in spider().parse(
         response(json.dumps(doc).encode(), URL), count=4) if isinstance(o, PriceItem)}
     h100 = items[("secure", "4x NVIDIA H100 80GB HBM3")]
     assert h100.price == 9.9772 and h100.attributes["price_per_gpu"] == 2.4943
     gpu["securePrice"] = 2.49433  # finer than that: the pod price is rounded to it
-    items = {(o.region, o.instance_type): o for o in spider().parse(
+    items = {place(o): o for o in spider().parse(
         response(json.dumps(doc).encode(), URL), count=4) if isinstance(o, PriceItem)}
     assert items[("secure", "4x NVIDIA H100 80GB HBM3")].price == 9.9773

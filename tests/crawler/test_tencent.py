@@ -41,7 +41,7 @@ def test_tc3_signature_matches_tencents_worked_example():
 
 
 def project_settings(**options) -> Settings:
-    return spider_settings("tencent", **options)
+    return spider_settings("tencent", **{"site": "china", **options})
 
 
 def parsed(name: str, **options) -> list[dict]:
@@ -124,7 +124,7 @@ def test_parse_spot_answer_uses_the_spot_price_and_usd_option():
 def test_an_answer_gives_only_the_zones_of_the_region_asked():
     """Each offer is stored under the region it was asked for: zones of another region in
     an answer (the fixture holds ap-guangzhou's and ap-shanghai's) are left out."""
-    spider = callback_spider(TencentSpider)
+    spider = callback_spider(TencentSpider, site="china")
     answer = response(FIX / "zone_instance_config_postpaid_gpu.json")
     for region, zones in (("ap-shanghai", {"ap-shanghai-5"}),
                           ("ap-guangzhou", {"ap-guangzhou-3", "ap-guangzhou-6"})):
@@ -160,10 +160,18 @@ def test_status_names_the_settings(monkeypatch):
     enabled, why = TencentSpider.status(Settings({"GPURADAR_SOURCES": {}}))
     assert not enabled and "TENCENTCLOUD_SECRET_KEY" in why     # half a key is no key
     monkeypatch.setenv("TENCENTCLOUD_SECRET_KEY", "y")
+    # The answers name no currency: without the account's site the source does not run
+    # (it used to store an international account's USD prices as CNY).
     enabled, why = TencentSpider.status(Settings({"GPURADAR_SOURCES": {}}))
+    assert not enabled and "sources.tencent.site" in why and "intl" in why
+    enabled, why = TencentSpider.status(Settings({"GPURADAR_SOURCES": {"tencent": {
+        "site": "china"}}}))
     assert enabled and "CNY" in why and "all regions (DescribeRegions)" in why
     enabled, why = TencentSpider.status(Settings({"GPURADAR_SOURCES": {"tencent": {
-        "regions": ["ap-guangzhou"]}}}))
+        "site": "intl"}}}))
+    assert enabled and "USD" in why
+    enabled, why = TencentSpider.status(Settings({"GPURADAR_SOURCES": {"tencent": {
+        "site": "china", "regions": ["ap-guangzhou"]}}}))
     assert enabled and "ap-guangzhou" in why and "DescribeRegions" not in why
 
 
@@ -178,7 +186,8 @@ def test_demo_says_tencent_needs_credentials():
 def config(tmp_path: Path, server, **tencent) -> Path:
     return write_config(tmp_path / "config.yaml", endpoints=serve_standard(server),
                         scrapy=FAST, sources={"tencent": {"secret_id": "AKIDtest",
-                                                          "secret_key": SECRET_KEY, **tencent}})
+                                                          "secret_key": SECRET_KEY,
+                                                          "site": "china", **tencent}})
 
 
 def test_crawl_into_storage_shows_cny_and_usd(tmp_path, provider_server, db_url):
@@ -191,12 +200,12 @@ def test_crawl_into_storage_shows_cny_and_usd(tmp_path, provider_server, db_url)
     # zones of the region it asked about.
     assert result["status"] == "ok" and result["items"] == 6, (result, proc.stderr[-3000:])
     bodies = [r.json() for r in provider_server.requests if r.path == "/"]
-    assert {} in bodies and len(bodies) == 1 + 2 * 4  # regions, then 2 charge types x 4
-    # each charge type asks every catalogued family once, at most 5 values in a filter
-    for charge in ("POSTPAID_BY_HOUR", "SPOTPAID"):
-        chunks = [f["Values"] for b in bodies for f in b.get("Filters", [])[1:]
-                  if b["Filters"][0]["Values"] == [charge]]
-        assert sorted(sum(chunks, [])) == sorted(FAMILIES) and max(map(len, chunks)) <= 5
+    assert {} in bodies and len(bodies) == 1 + 2  # regions, then one call per charge type
+    # no family filter: every family is asked, so a GPU family gpuradar does not know yet
+    # (PNV5, HCCPNV5v, GC49, ...) is seen and named instead of never asked for
+    assert sorted((b["Filters"] for b in bodies if b), key=json.dumps) == [
+        [{"Name": "instance-charge-type", "Values": [charge]}]
+        for charge in ("POSTPAID_BY_HOUR", "SPOTPAID")]
     offers = gpuradar_json("prices", "--source", "tencent", "--all", config=cfg, db_url=db_url)
     assert {o["region"] for o in offers} == {"ap-guangzhou"}
     t4 = next(o for o in offers if o["zone"] == "ap-guangzhou-3" and o["pricing"] == "on_demand"
@@ -222,8 +231,10 @@ def test_api_error_makes_the_crawl_partial_and_hides_the_key(tmp_path, provider_
     assert SECRET_KEY not in proc.stdout + proc.stderr
 
 
-def test_parse_command_on_a_saved_answer():
-    proc = gpuradar("parse", "tencent", str(FIX / "zone_instance_config_spotpaid_gpu.json"))
+def test_parse_command_on_a_saved_answer(tmp_path):
+    cfg = write_config(tmp_path / "config.yaml", sources={"tencent": {"site": "china"}})
+    proc = gpuradar("parse", "tencent", str(FIX / "zone_instance_config_spotpaid_gpu.json"),
+                    config=cfg)
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len(lines) == 3 and {x["pricing"] for x in lines} == {"spot"}
@@ -251,7 +262,7 @@ def test_regions_the_api_does_not_serve_are_not_errors(tmp_path, provider_server
 
     provider_server.route("POST", "/", tencent)
     cfg = write_config(tmp_path / "config.yaml", endpoints=standard, scrapy=FAST,
-                       sources={"tencent": {"secret_id": "AKIDtest",
+                       sources={"tencent": {"secret_id": "AKIDtest", "site": "china",
                                             "secret_key": SECRET_KEY}})
     proc = gpuradar("crawl", "tencent", "--json", config=cfg, db_url=sqlite_url)
     [result] = json.loads(proc.stdout)
@@ -283,14 +294,14 @@ def test_configured_regions_are_asked_directly_and_a_failed_call_is_retried(
     provider_server.route("POST", "/", one_failure)
     cfg = write_config(tmp_path / "config.yaml", endpoints=standard, scrapy=FAST,
                        sources={"tencent": {"secret_id": "AKIDtest", "secret_key": SECRET_KEY,
-                                            "regions": ["ap-guangzhou"]}})
+                                            "site": "china", "regions": ["ap-guangzhou"]}})
     proc = gpuradar("crawl", "tencent", "--json", config=cfg, db_url=sqlite_url)
     [result] = json.loads(proc.stdout)
     assert result["status"] == "ok" and result["items"] == 6, (result, proc.stderr)
     sent = provider_server.requests
     assert all(r.json() for r in sent)  # no DescribeRegions
     assert {r.headers.get("x-tc-region") for r in sent} == {"ap-guangzhou"}
-    assert len(sent) == 1 + 2 * 4  # 2 charge types x 4 family chunks, and the retry
+    assert len(sent) == 1 + 2  # 2 charge types, and the retry
     [first] = refused
     assert [r for r in sent if r.body == first.body and r is not first]
 
@@ -346,3 +357,89 @@ def test_every_gpu_family_of_the_table_is_in_the_catalog():
              if name is not None}
     assert [family for family, gpu in named.items() if gpu is None] == []
     assert named["GN8"].name == "P40"
+
+
+def test_h20_and_l20_families_are_named(tmp_path):
+    """PNV6 / HCCPNV6 (8 x H20 96 GB) and PNV5b (L20 48 GB) were skipped: an `H20` rule never
+    matched Tencent."""
+    def rename(instance_type: str, count: float) -> Callable[[dict], None]:
+        def edit(row: dict) -> None:
+            row.update(InstanceFamily=instance_type.split(".")[0], InstanceType=instance_type,
+                       GpuCount=count, Gpu=int(count))
+        return edit
+
+    got = {}
+    for instance_type, count in (("PNV6.32XLARGE1280", 8.0), ("HCCPNV6.96XLARGE2304", 8.0),
+                                 ("PNV5b.8XLARGE96", 1.0)):
+        path = edited_answer(tmp_path, "zone_instance_config_postpaid_gpu.json",
+                             rename(instance_type, count))
+        offer = next(i for i in parse_files("tencent", [path], project_settings())
+                     if i["instance_type"] == instance_type)
+        got[instance_type] = (offer["gpu"], offer["gpu_count"], offer["gpu_memory_gb"])
+    assert got == {"PNV6.32XLARGE1280": ("H20", 8.0, 96), "HCCPNV6.96XLARGE2304": ("H20", 8.0, 96),
+                   "PNV5b.8XLARGE96": ("L20", 1.0, 48)}
+
+
+def test_the_currency_is_the_sites_never_a_default(tmp_path):
+    """An international account's answers are in USD: with `site: intl` the offer says USD;
+    with no site the parse stops naming the setting instead of calling them CNY."""
+    [t4] = [i for i in parsed("zone_instance_config_postpaid_gpu.json", site="intl")
+            if (i["zone"], i["instance_type"]) == ("ap-guangzhou-3", "GN7.2XLARGE32")]
+    assert (t4["price"], t4["currency"], t4["price_usd"]) == (8.68, "USD", 8.68)
+    with pytest.raises(ParseFailed, match="sources.tencent.site"):
+        list(parse_files("tencent", [FIX / "zone_instance_config_postpaid_gpu.json"],
+                         spider_settings("tencent")))
+
+
+def test_an_unknown_gpu_family_is_asked_and_named(tmp_path, provider_server, sqlite_url):
+    """A GPU family gpuradar has no GPU for (HCCPNV5v here) is asked for (no family filter)
+    and named with its instance type in the crawl's log, its result and `sources`, not only
+    counted."""
+    standard = serve_standard(provider_server)
+    answer = json.loads((FIX / "zone_instance_config_postpaid_gpu.json").read_text())
+    answer["Response"]["InstanceTypeQuotaSet"][0].update(
+        InstanceFamily="HCCPNV5v", InstanceType="HCCPNV5v.64XLARGE1280", TypeName="高性能计算集群")
+    postpaid = json.dumps(answer).encode()
+    default = provider_server.routes[("POST", "/")]
+    provider_server.route("POST", "/", lambda req: Reply(body=postpaid) if "POSTPAID_BY_HOUR"
+                          in req.body.decode() else default(req))
+    cfg = write_config(tmp_path / "config.yaml", endpoints=standard, scrapy=FAST,
+                       sources={"tencent": {"secret_id": "AKIDtest", "secret_key": SECRET_KEY,
+                                            "site": "china", "regions": ["ap-guangzhou"]}})
+    proc = gpuradar("crawl", "tencent", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "ok" and result["items"] == 5, (result, proc.stderr)
+    assert result["uncatalogued"] == {"HCCPNV5v.64XLARGE1280": 1}
+    assert "HCCPNV5v.64XLARGE1280 is not in gpuradar's catalog (instance family HCCPNV5v" \
+        in proc.stderr
+    [row] = [r for r in gpuradar_json("sources", config=cfg, db_url=sqlite_url)
+             if r["source"] == "tencent"]
+    assert "HCCPNV5v.64XLARGE1280" in json.dumps(row["uncatalogued"])
+
+
+def test_request_limit_exceeded_is_retried_not_a_region_lost(tmp_path, provider_server,
+                                                             sqlite_url):
+    """Tencent says RequestLimitExceeded in an HTTP 200 answer: the call is asked again after
+    a pause (as the SDK's StandardRetryer does) and the region's offers are all stored."""
+    standard = serve_standard(provider_server)
+    default = provider_server.routes[("POST", "/")]
+    limited: list[bytes] = []
+    lock = threading.Lock()
+
+    def throttled_once(req: Request) -> Reply:
+        with lock:
+            first = not limited
+            limited.append(req.body)
+        if first:
+            return Reply(body=(FIX / "error_request_limit.json").read_bytes())
+        return default(req)
+
+    provider_server.route("POST", "/", throttled_once)
+    cfg = write_config(tmp_path / "config.yaml", endpoints=standard,
+                       scrapy={**FAST, "RETRY_BACKOFF_BASE": 0.0},
+                       sources={"tencent": {"secret_id": "AKIDtest", "secret_key": SECRET_KEY,
+                                            "site": "china", "regions": ["ap-guangzhou"]}})
+    proc = gpuradar("crawl", "tencent", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "ok" and result["items"] == 6, (result, proc.stderr)
+    assert len(limited) == 3 and limited[0] in limited[1:]  # the refused call, asked again

@@ -2,7 +2,7 @@
 says an answer was truncated), one search at a time, and the crawl under Vast's limits as its
 API reference (vast-ai/docs search_offers.yaml) documents them: 10 searches a minute, 429
 without Retry-After when asked faster, a daily search quota (429 search_quota_exceeded with a
-Retry-After of hours), `rented` not filtered by the server."""
+Retry-After of hours), `rented` not filtered by the server, a bad key answered 404."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import time
 import pytest
 from scrapy.utils.test import get_crawler
 
+from gpuradar.core import providers
 from gpuradar.crawler.spiders.base import ParseError
 from gpuradar.crawler.spiders.vastai import GPU_NAMES, SERVER_CAP, VastaiSpider
 from tests.clirun import gpuradar, write_config
@@ -78,29 +79,37 @@ def real_offers() -> list[dict]:
     return json.loads((FIX / "bundles_h100_sxm_real.json").read_text())["offers"]
 
 
-def test_a_rented_machine_is_stored_unavailable_not_available():
-    """Vast's API reference: `rented` is not a server-side filter, the server drops it and
-    each offer keeps its `rented` flag. The real capture with only `rented` changed."""
+def test_a_machine_you_hold_is_not_stored_as_unavailable_for_everyone():
+    """`rented` is about the caller's own instances (Vast's CLI: "allow/disallow duplicates
+    and potential conflicts with existing stopped instances"): with a key, a machine you
+    hold came back `rented: true` and was stored as unavailable for everyone. Availability
+    is `rentable`; `rented` is kept as `yours`. The real capture with one flag changed."""
     offers = real_offers()
     offers[0]["rented"] = True
     out = {(i.instance_type, i.pricing): i for i in
            VastaiSpider().parse(response({"offers": offers}, URL))}
-    assert out[("148199:1xH100_SXM", "on_demand")].available is False
-    assert out[("148199:1xH100_SXM", "spot")].available is False
-    assert out[("148199:1xH100_SXM", "on_demand")].price == pytest.approx(1.3867407407407408)
-    assert out[("59380:1xH100_SXM", "on_demand")].available is True
+    mine = out[("148199:1xH100_SXM", "on_demand")]
+    assert mine.available is True and mine.attributes["yours"] is True
+    assert out[("148199:1xH100_SXM", "spot")].available is True
+    assert mine.price == pytest.approx(1.3867407407407408)
+    other = out[("59380:1xH100_SXM", "on_demand")]
+    assert other.available is True and other.attributes["yours"] is False
+    offers[1]["rentable"] = False  # not rentable now: that is what "unavailable" means
+    out = {(i.instance_type, i.pricing): i for i in
+           VastaiSpider().parse(response({"offers": offers}, URL))}
+    assert out[("59380:1xH100_SXM", "on_demand")].available is False
 
 
-def test_an_offer_without_the_rented_flag_has_unknown_availability(caplog):
+def test_an_offer_without_the_rentable_flag_has_unknown_availability(caplog):
     offers = real_offers()
     list(VastaiSpider().parse(response({"offers": offers}, URL)))
     assert not [r for r in caplog.records if r.levelname == "WARNING"]  # each states it
-    del offers[1]["rented"]
+    del offers[1]["rentable"]
     out = {i.instance_type: i for i in VastaiSpider().parse(response({"offers": offers}, URL))}
     assert out["59380:1xH100_SXM"].available is None
     assert out["148199:1xH100_SXM"].available is True
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
-        "vastai: offers without a `rented` flag; their availability is stored as unknown"]
+        "vastai: offers without a `rentable` flag; their availability is stored as unknown"]
 
 
 def test_the_search_still_asks_the_server_for_unrented_offers():
@@ -289,3 +298,28 @@ def test_a_quota_hit_mid_crawl_keeps_what_was_read_and_closes_nothing(tmp_path, 
     assert 0 < second["items"] < 2 * 9 and second["closed"] == 0  # the unread ones stay open
     assert "daily search quota is exhausted" in second["error"]
     assert "searches not made: " in second["error"]
+
+
+def test_an_invalid_key_is_auth_failed_and_stops_the_crawl(tmp_path, provider_server,
+                                                           sqlite_url):
+    """Vast answers a bad key with HTTP 404 "Invalid user key" (its API reference):
+    `sources --check` said http-error; it now says auth-failed, naming the setting, and a
+    crawl stops after the first refusal with one line (partial: nothing closed)."""
+    provider_server.route("POST", "/api/v0/bundles/", lambda req: Reply(
+        404, (FIX / "error_invalid_user_key.json").read_bytes()))
+    key = "vast-key-never-shown-42"
+    others = {name: {"enabled": False} for name in providers.names() if name != "vastai"}
+    cfg = write_config(tmp_path / "c.yaml", sources={**others, "vastai": {"api_key": key}},
+                       endpoints={"vastai.bundles": provider_server.base + "/api/v0/bundles/"},
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    check = gpuradar("sources", "--check", "--json", config=cfg, db_url=sqlite_url)
+    [row] = [r for r in json.loads(check.stdout) if r["source"] == "vastai"]
+    assert row["result"] == "auth-failed", row
+    assert "Invalid user key" in row["detail"] and "VAST_API_KEY" in row["fix"]
+    proc = gpuradar("crawl", "vastai", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] in ("partial", "failed") and result["closed"] == 0
+    assert "Vast refused the API key: HTTP 404 Invalid user key" in result["error"]
+    searches = [r for r in provider_server.requests if r.path == "/api/v0/bundles/"]
+    assert len(searches) == 2  # the probe's and the crawl's first: no more after a refusal
+    assert key not in check.stdout + check.stderr + proc.stdout + proc.stderr

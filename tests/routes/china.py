@@ -50,6 +50,8 @@ def alibaba_api_handler(req: Request) -> Reply:
     if action == "DescribeInstanceTypes":
         page = 2 if q.get("NextToken") else 1
         return Reply(body=fixture(f"alibaba/describe_instance_types_page{page}.json"))
+    if action == "DescribeRegions":
+        return Reply(body=fixture("alibaba/describe_regions.json"))
     if action == "DescribeAvailableResource":
         if q.get("RegionId") != "cn-hangzhou":
             return _json({"RequestId": "0", "AvailableZones": {"AvailableZone": []}})

@@ -43,7 +43,8 @@ ALIBABA = Provider(
     request_interval=1.0,
     notes=("Key-less: CDN price file of the ECS calculator (CNY China site / USD intl), "
            "version discovery EXPERIMENTAL; with an AccessKey: ECS API prices, spot and "
-           "availability per zone."),
+           "availability per zone in every region of the account; cannot see: subscription "
+           "prices, availability without a key, vGPU families."),
     # Alibaba Cloud ECS "GPU-accelerated compute-optimized instance families" (help.aliyun.com
     # /en/ecs/user-guide/gpu-accelerated-compute-optimized-and-vgpu-accelerated-instance-
     # families-1): gn7/gn7e/ebmgn7* A100 with NVSwitch, gn6v/gn6e V100 with NVLink; SCC

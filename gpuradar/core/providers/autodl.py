@@ -44,7 +44,8 @@ AUTODL = Provider(
              "page_size": int, "data_centers": list[str], "prices": dict[str, float],
              "data_center": str},
     notes=("Per-GPU hourly CNY prices: machine list (unofficial, web_token) and/or "
-           "data-center stock (official dev_token + option prices). No key-less path."),
+           "data-center stock (official dev_token + option prices). No key-less path; cannot "
+           "see: bid instances, prices with the developer token alone."),
     # Public clients of the machine list pause 0.2 s between pages.
     request_interval=0.2,
     mainland=is_mainland,

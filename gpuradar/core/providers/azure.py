@@ -53,7 +53,8 @@ AZURE = Provider(
     notes=("Retail Prices API, all regions, Linux, on-demand and Spot, primary meters, the "
            "price in effect; no credentials needed. With a service principal (tenant, "
            "client id and secret, subscription) the Resource SKUs API gives the GPU count "
-           "of sizes missing from gpuradar's size table."),
+           "of sizes missing from gpuradar's size table. Cannot see: reservations, savings "
+           "plans, availability."),
     # fmt: off
     interconnect=(
         # nd-gb200-v6-series / nd-gb300-v6-series: NVLink 5 NVL72 rack, InfiniBand per GPU.

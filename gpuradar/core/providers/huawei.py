@@ -33,7 +33,8 @@ HUAWEI = Provider(
     requires_credentials=True,
     options={"site": str, "regions": list[str], "projects": dict[str, str], "region": str},
     notes=("ECS ListFlavors (GPU + Ascend) per region, sell status per AZ; hourly list "
-           "price from BSS; CNY on the China site (option site: intl for USD)."),
+           "price from BSS; CNY on the China site (option site: intl for USD); cannot see: "
+           "spot prices (none published), subscription-only flavors' prices."),
     # Huawei Cloud ECS "GPU-accelerated ECSs" (support.huaweicloud.com/intl/en-us/
     # productdesc-ecs/ecs_01_0045.html): P2v/P2vs V100 and P3 A100 with NVLink; "AI-accelerated
     # ECSs" (Ascend, ecs_01_0047.html): Kunpeng Ascend pods with HCCS and a RoCE network.

@@ -22,13 +22,13 @@ LAMBDA = Provider(
     default_interval=600,
     endpoints={
         "instance_types": "https://cloud.lambda.ai/api/v1/instance-types",
-        "images": "https://cloud.lambda.ai/api/v1/images",
         "pricing": "https://lambda.ai/pricing",
     },
     credentials={"api_key": "LAMBDA_API_KEY"},
     options={"regions": list[str]},
-    notes=("API (key): per-region live capacity, price per instance-hour; without a key "
-           "the public pricing page: list prices, availability unknown."),
+    notes=("API (key): one offer per region with capacity, price per instance-hour; without "
+           "a key the public pricing page: list prices, region 'global', availability "
+           "unknown; cannot see: regions without capacity, reserved 1-Click Clusters."),
     # The public API allows about one request per second per key.
     request_interval=1.0,
     # Lambda's instance-type names state the form factor (`..._sxm5`, `..._pcie`); its

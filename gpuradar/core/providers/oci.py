@@ -10,7 +10,8 @@ OCI = Provider(
     },
     options={"currency": str, "regions": list[str]},
     notes=("Cost-estimator shapes x public price list; same price in every region "
-           "(region 'global'); spot = 50 % of on-demand (derived); no availability."),
+           "(region 'global'); spot = 50 % of on-demand (derived); cannot see: where a "
+           "shape is offered (needs the Compute API with credentials), availability."),
     # OCI Compute "Compute Shapes" page, GPU shapes (docs.oracle.com/iaas/Content/Compute/
     # References/computeshapes.htm#bm-gpu) and "Cluster networks" (RDMA cluster networks for
     # the bare-metal GPU shapes, docs.oracle.com/iaas/Content/Compute/Tasks/

@@ -21,6 +21,7 @@ RUNPOD = Provider(
     endpoints={"graphql": "https://api.runpod.io/graphql"},
     credentials={"api_key": "RUNPOD_API_KEY"},
     options={"max_gpus": int},
-    notes=("GraphQL gpuTypes + lowestPrice stock; region = secure|community cloud; "
-           "price per GPU-hour x GPUs; no spot (RunPod ended spot pods)."),
+    notes=("GraphQL gpuTypes + lowestPrice + dataCenters: Secure Cloud per data center, "
+           "Community Cloud region 'global' (no place in the answer); price per GPU-hour x "
+           "GPUs; cannot see: spot (RunPod ended spot pods), savings plans."),
 )

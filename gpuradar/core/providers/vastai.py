@@ -9,7 +9,9 @@ VASTAI = Provider(
     endpoints={"bundles": "https://console.vast.ai/api/v0/bundles/"},
     credentials={"api_key": "VAST_API_KEY"},
     options={"limit": int, "gpu_names": list[str]},
-    notes="Marketplace offers; listed and not rented = available; spot = min_bid (+ storage).",
+    notes=("Marketplace offers, region = the host's country; rentable = available (rented = "
+           "held by you); spot = min_bid (+ storage); cannot see: reserved prices, exact "
+           "host places."),
     # Vast's search allows 10 requests a minute per IP (x-rate-limit of POST /api/v0/bundles/
     # in Vast's API reference, vast-ai/docs search_offers.yaml, read 2026-11).
     request_interval=6.0,
