@@ -81,13 +81,17 @@ def test_aws_looks_its_credentials_up_with_botocore_without_asking_an_instance_r
     assert status("aws", spot_history=False) == (
         True, "public price files; per-zone spot prices off (sources.aws.spot_history)")
     assert status("aws", access_key_id="AKIDEXAMPLE", secret_access_key="x") == (
-        True, "public price files; AWS credentials found (config-file): per-zone spot prices")
+        True, "public price files; AWS credentials found (config-file): per-zone spot prices, "
+        "Capacity Block offerings")
+    assert status("aws", access_key_id="AKIDEXAMPLE", secret_access_key="x",
+                  capacity_blocks=False)[1].endswith("per-zone spot prices")
     assert status("aws", profile="nowhere") == (
         True, "public price files; AWS credentials unusable (ProfileNotFound)")
     assert status("aws") == (True, (
         "public price files; AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
         "AWS_PROFILE or sources.aws.profile; an instance role is tried at crawl time) would "
-        "add per-zone spot prices"))
+        "add per-zone spot prices and Capacity Block offerings (capacity blocks need "
+        "credentials)"))
 
 
 def loaded_by(code: str) -> list[str]:
