@@ -305,7 +305,8 @@ def main(sources: list[str]) -> int:
                                        "sources": {s: {"enabled": True, **known[s].options}
                                                    for s in names}}))
         out = Path(tmp) / "rec"
-        env = dict(os.environ, GPURADAR_DATABASE_URL=f"sqlite:///{tmp}/rec.db")
+        env = dict(os.environ, GPURADAR_DATABASE_URL=f"sqlite:///{tmp}/rec.db",
+                   GPURADAR_DATA_DIR=tmp)  # a page source's HTTP cache: not the user's
         proc = subprocess.run([sys.executable, "-m", "gpuradar", "crawl", "--config",
                                str(cfg), "--record", str(out), *names], env=env)
         if not sources:  # a full rebuild: nothing invented may stay behind
