@@ -374,10 +374,14 @@ class StoragePipeline:
         """What this crawl saw, for crawl_outcome (gpuradar.core.outcome) to judge."""
         stats = self.crawler.stats
         prefix = "downloader/response_status_count/"
+        # a site without robots.txt (404) is no error of the crawl: its answers are not counted
+        robots = "robotstxt/response_status_count/"
+        statuses = {int(k.removeprefix(prefix)): v - stats.get_value(
+                        robots + k.removeprefix(prefix), 0)
+                    for k, v in stats.get_stats().items() if k.startswith(prefix)}
         return CrawlSeen(
             finish_reason=reason, spider_errors=tuple(self.errors),
-            http_statuses={int(k.removeprefix(prefix)): v
-                           for k, v in stats.get_stats().items() if k.startswith(prefix)},
+            http_statuses={code: n for code, n in statuses.items() if n > 0},
             ignored=stats.get_value("httperror/response_ignored_count", 0),
             gave_up=stats.get_value("retry/max_reached", 0),
             logged=tuple(self.log_errors.messages),

@@ -45,6 +45,7 @@ def changed_answer_fails(source: str, server: ProviderServer, tmp_path: Path, db
     (result,) = json.loads(proc.stdout)
     assert result["status"] == "failed" and result["closed"] == 0, result
     assert expected in result["error"] and "\n" not in result["error"], result["error"]
+    assert "HTTP 404" not in result["error"]  # a page site's missing robots.txt is no error
     assert "Traceback" not in proc.stderr
     after = gpuradar_json("prices", "--source", source, "--limit", "0", db_url=db_url)
     assert after == before

@@ -59,14 +59,15 @@ class NebiusSpider(GpuRadarSpider):
         return rows
 
     def parse(self, response: Response) -> Iterator[PriceItem]:
-        rows = self.table(response)[1:]
+        rows, items = self.table(response)[1:], []
         for row in rows:
             if not (isinstance(row, list) and len(row) == len(HEADER)
                     and all(isinstance(c, str) for c in row)):
                 raise ParseError(self.name, "table row", response.url,
                                  f"is {row!r:.120}, expected {len(HEADER)} texts")
-            yield from self.row_offers(row, response.url)
+            items += self.row_offers(row, response.url)
         self.expect_rows(len(rows), "NVIDIA GPU Instances", response.url)
+        yield from items  # all or nothing: a page read halfway is not stored
 
     def row_offers(self, row: list[str], url: str) -> Iterator[PriceItem]:
         item, vcpus, ram = (c.strip() for c in row[:3])

@@ -72,7 +72,7 @@ class ScalewaySpider(GpuRadarSpider):
 
     def offers(self, types: dict[str, Any], zone: str, url: str,
                stock: dict[str, Any] | None) -> Iterator[PriceItem]:
-        rows = 0
+        rows, items = 0, []
         for name, spec in types.items():
             where = f"{url} servers[{name!r}]"
             count = require(spec, "gpu", self.name, where, (int, type(None)))
@@ -87,7 +87,7 @@ class ScalewaySpider(GpuRadarSpider):
             price = require(spec, "hourly_price", self.name, where, (int, float))
             memory = info.get("gpu_memory")
             level = ((stock or {}).get(name) or {}).get("availability")
-            yield PriceItem(
+            items.append(PriceItem(
                 source=self.name, region=zone.rsplit("-", 1)[0], zone=zone, instance_type=name,
                 pricing="on_demand", gpu=require(info, "gpu_name", self.name, where, str),
                 gpu_count=count, price=float(price), currency="EUR",
@@ -95,6 +95,7 @@ class ScalewaySpider(GpuRadarSpider):
                 vcpus=spec.get("ncpus"),
                 memory_gb=round(spec["ram"] / 1e9, 1) if spec.get("ram") else None,
                 available=STOCK.get(level) if level else None, url=url,
-                attributes={"stock": level} if level else {})
+                attributes={"stock": level} if level else {}))
         self.expect_rows(rows, "servers", url)
+        yield from items  # all or nothing: an answer read halfway is not stored
 

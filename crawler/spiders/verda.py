@@ -59,7 +59,7 @@ class VerdaSpider(GpuRadarSpider):
         return [n for n in nodes if isinstance(n, dict) and n.get("@type") == "Offer"]
 
     def parse(self, response: Response) -> Iterator[PriceItem]:
-        url, seen, rows = response.url, set(), 0
+        url, seen, rows, items = response.url, set(), 0, []
         for node in self.offers(response):
             description = node.get("description")
             if description in NOT_OFFERS:
@@ -86,13 +86,14 @@ class VerdaSpider(GpuRadarSpider):
                 continue
             seen.add((label, pricing, price))
             model = found.group(2)
-            yield PriceItem(
+            items.append(PriceItem(
                 source=self.name, region="unspecified", instance_type=label, pricing=pricing,
                 gpu=_CC.sub("", model), gpu_count=int(found.group(1)), price=price,
                 currency=currency, available=None, url=url,
                 attributes={"product": product,
-                            **({"confidential_computing": True} if _CC.search(model) else {})})
+                            **({"confidential_computing": True} if _CC.search(model) else {})}))
         self.expect_rows(rows, "Offer", url)
+        yield from items  # all or nothing: a page read halfway is not stored
 
     def price(self, node: dict[str, Any], where: str) -> tuple[float, str]:
         """The price and currency, which the offer states twice; a disagreement between

@@ -268,6 +268,10 @@ _GPUS: tuple[Gpu, ...] = (
     # -- AMD ----------------------------------------------------------------------------------
     Gpu("MI355X", "MI355X", _AMD, 288, "CDNA4", "OAM", 2516.6, 5033.2,
         ("MI355X", "AMD Instinct MI355X")),
+    # AMD Instinct MI350 series page: the MI350X is the air-cooled sibling of the MI355X,
+    # 288 GB HBM3E; its exact dense BF16/FP8 rates were not confirmed here: None.
+    Gpu("MI350X", "MI350X", _AMD, 288, "CDNA4", "OAM", None, None,
+        ("MI350X", "AMD Instinct MI350X")),
     Gpu("MI325X", "MI325X", _AMD, 256, "CDNA3", "OAM", 1307.4, 2614.9,
         ("MI325X", "AMD Instinct MI325X")),
     Gpu("MI300X", "MI300X", _AMD, 192, "CDNA3", "OAM", 1307.4, 2614.9,
