@@ -60,10 +60,10 @@ def test_demo_shows_dated_real_offers_in_80_columns_without_warnings():
     wide = gpuradar("demo", "--wide").stdout
     assert "79.6 GB" in next(line for line in wide.splitlines() if "H100-SXM" in line)
     assert "$0.4001" in next(line for line in spot.splitlines() if "H100-SXM" in line)
-    # AWS's real us-east-1 file: a g7e.2xlarge (one RTX PRO 6000) at $3.3631, below OCI's
-    # list price of $4.50 per GPU-hour (2026-08-14)
+    # Nebius's list price of the RTX PRO 6000 (2026-08): $1.80 per GPU-hour, below AWS's
+    # g7e.2xlarge at $3.3631 (2026-08-09) and OCI's $4.50 (2026-08-14)
     rtx = next(line for line in on_demand.splitlines() if "RTX-PRO-6000" in line)
-    assert "$3.3631" in rtx and "g7e.2xlarge" in rtx and "2026-08-09" in rtx
+    assert "$1.8000" in rtx and "nebius" in rtx and "2026-08" in rtx
     # RunPod's real community price of the MI300X (gpuTypes capture, 2026-08): $0.50
     mi300x = next(line for line in on_demand.splitlines() if "MI300X" in line)
     # as many decimals as $1.3867 in the same column
@@ -76,7 +76,9 @@ def test_demo_shows_dated_real_offers_in_80_columns_without_warnings():
                          ("vastai", "2026-08-22"), ("lium", "2026-09-10"),
                          ("hyperbolic", "2026-08-29"), ("voltagepark", "2026-08-22"),
                          ("crusoe", "2026-08-22"), ("hotaisle", "2026-08-22"),
-                         ("together", "2026-08-22")):
+                         ("together", "2026-08-22"), ("scaleway", "2026-08"),
+                         ("verda", "2026-08"), ("nebius", "2026-08"),
+                         ("digitalocean", "2026-08-18"), ("civo", "2026-08-22")):
         assert re.search(rf"^ {source}\s+{date}\s+\d+\s", out, re.M), source
     assert re.search(r"no public sample: autodl, huawei, tencent \(configure credentials",
                      out)

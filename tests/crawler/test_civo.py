@@ -33,7 +33,7 @@ def test_each_size_is_an_on_demand_offer_with_its_commitment_prices_beside_it():
         "6_months": 26.32, "12_months": 25.52, "24_months": 24.72, "36_months": 23.92}
     # the B200 is sold on commitment only ("N/A" on demand): no on-demand offer
     assert not [k for k in found if "B200" in k]
-    assert len(found) == 6
+    assert len(found) == 8
 
 
 @pytest.mark.parametrize(("change", "replacement", "error"), [

@@ -19,6 +19,7 @@ CAPTURE = Capture(
              "commit": "055204adf5e64e62595f97c49b7eb65400149871",
              "path": "tests/fixtures/observatory/civo/pricing_excerpt.html",
              "when": "2026-08-22 (the live page gpu-index's fixture pins describe)"}],
-    trimmed="Three GPU sections whole (A100 40GB, H200 SXM, B200) with their separators; the "
-            "other GPU sections and every non-GPU table cut whole, nothing edited.",
+    trimmed="Four GPU sections whole (A100 40GB, H100 SXM, H200 SXM, B200) with their "
+            "separators; the L40S and A100 80GB sections and every non-GPU table cut whole, "
+            "nothing edited.",
     routes=ROUTES)
