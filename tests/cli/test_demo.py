@@ -78,7 +78,8 @@ def test_demo_shows_dated_real_offers_in_80_columns_without_warnings():
                          ("crusoe", "2026-08-22"), ("hotaisle", "2026-08-22"),
                          ("together", "2026-08-22"), ("scaleway", "2026-08"),
                          ("verda", "2026-08"), ("nebius", "2026-08"),
-                         ("digitalocean", "2026-08-18"), ("civo", "2026-08-22")):
+                         ("digitalocean", "2026-08-18"), ("civo", "2026-08-22"),
+                         ("latitude", "2026-08-22")):
         assert re.search(rf"^ {source}\s+{date}\s+\d+\s", out, re.M), source
     assert re.search(r"no public sample: autodl, huawei, tencent \(configure credentials",
                      out)
