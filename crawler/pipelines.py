@@ -379,8 +379,12 @@ class StoragePipeline:
         statuses = {int(k.removeprefix(prefix)): v - stats.get_value(
                         robots + k.removeprefix(prefix), 0)
                     for k, v in stats.get_stats().items() if k.startswith(prefix)}
+        # a page the site's robots.txt forbids was not read: its offers are not gone
+        forbidden = stats.get_value("robotstxt/forbidden", 0)
+        unread = (f"{forbidden} page(s) forbidden by the site's robots.txt, not read",) \
+            if forbidden else ()
         return CrawlSeen(
-            finish_reason=reason, spider_errors=tuple(self.errors),
+            finish_reason=reason, spider_errors=tuple(self.errors) + unread,
             http_statuses={code: n for code, n in statuses.items() if n > 0},
             ignored=stats.get_value("httperror/response_ignored_count", 0),
             gave_up=stats.get_value("retry/max_reached", 0),

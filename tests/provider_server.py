@@ -117,8 +117,15 @@ def standard_routes() -> dict[str, tuple[str, str, Handler]]:
     import tests.routes as pkg
 
     out: dict[str, tuple[str, str, Handler]] = {}
+    owner: dict[tuple[str, str], str] = {}
     for mod in pkgutil.iter_modules(pkg.__path__):
-        out.update(importlib.import_module(f"tests.routes.{mod.name}").ROUTES)
+        routes = importlib.import_module(f"tests.routes.{mod.name}").ROUTES
+        for method, path, _ in routes.values():
+            # one server serves them all: another module's handler would silently replace it
+            if owner.setdefault((method, path), mod.name) != mod.name:
+                raise ValueError(f"{method} {path} is served by both tests/routes/"
+                                 f"{owner[method, path]}.py and {mod.name}.py")
+        out.update(routes)
     return out
 
 

@@ -96,3 +96,13 @@ def test_too_few_gpu_rows_is_a_changed_page():
     with pytest.raises(ParseError, match=r"framepage: .*'GPU table' has 2 GPU rows, expected "
                                          r"at least 3: the page or answer changed"):
         spider.expect_rows(2, "GPU table", "https://example.invalid/pricing")
+
+
+def test_sources_says_a_page_source_reads_list_prices(tmp_path):
+    from tests.clirun import gpuradar_json
+
+    rows = {r["source"]: r for r in gpuradar_json("sources", "--json",
+                                                   db_url=f"sqlite:///{tmp_path / 'db'}")}
+    assert (rows["nebius"]["why"], rows["nebius"]["price_source"]) == (
+        "public pricing page (list prices)", "list_page")
+    assert rows["scaleway"]["price_source"] == "api"

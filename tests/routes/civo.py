@@ -10,7 +10,9 @@ def pricing_handler(req: Request) -> Reply:
                  content_type="text/html; charset=utf-8")
 
 
-ROUTES = {"civo.pricing": ("GET", "/pricing", pricing_handler)}
+# Among every provider's routes on one server (serve_standard) the page has a path of its
+# own; its capture answers at the real path, which its recording keys replay by.
+ROUTES = {"civo.pricing": ("GET", "/civo/pricing", pricing_handler)}
 
 CAPTURE = Capture(
     captured="2026-08-22",
@@ -22,4 +24,4 @@ CAPTURE = Capture(
     trimmed="Four GPU sections whole (A100 40GB, H100 SXM, H200 SXM, B200) with their "
             "separators; the L40S and A100 80GB sections and every non-GPU table cut whole, "
             "nothing edited.",
-    routes=ROUTES)
+    routes={"civo.pricing": ("GET", "/pricing", pricing_handler)})

@@ -10,7 +10,9 @@ def pricing_handler(req: Request) -> Reply:
                  content_type="text/html; charset=utf-8")
 
 
-ROUTES = {"latitude.pricing": ("GET", "/pricing", pricing_handler)}
+# Among every provider's routes on one server (serve_standard) the page has a path of its
+# own; its capture answers at the real path, which its recording keys replay by.
+ROUTES = {"latitude.pricing": ("GET", "/latitude/pricing", pricing_handler)}
 
 CAPTURE = Capture(
     captured="2026-08-22",
@@ -21,4 +23,4 @@ CAPTURE = Capture(
              "when": "2026-08-22 (the live page gpu-index's collector describes)"}],
     trimmed="The embedded plansData only: its three GPU plans, each unchanged; the CPU plans "
             "cut whole, the list closed after the last plan kept.",
-    routes=ROUTES)
+    routes={"latitude.pricing": ("GET", "/pricing", pricing_handler)})

@@ -10,7 +10,9 @@ def pricing_handler(req: Request) -> Reply:
                  content_type="text/html; charset=utf-8")
 
 
-ROUTES = {"verda.pricing": ("GET", "/pricing", pricing_handler)}
+# Among every provider's routes on one server (serve_standard) the page has a path of its
+# own; its capture answers at the real path, which its recording keys replay by.
+ROUTES = {"verda.pricing": ("GET", "/verda/pricing", pricing_handler)}
 
 CAPTURE = Capture(
     captured="2026-08",
@@ -23,4 +25,4 @@ CAPTURE = Capture(
     trimmed="The JSON-LD element only, and of its @graph the Offer nodes offer-1 to offer-34 "
             "(the 1x instance prices, on-demand and spot) and offer-51, offer-52 (two GB300 "
             "instant clusters); every other node cut whole, none edited.",
-    routes=ROUTES)
+    routes={"verda.pricing": ("GET", "/pricing", pricing_handler)})

@@ -87,6 +87,8 @@ def credentials_status(provider: Provider, opts: Options, configured: Options
         return True, "credentials found"
     if provider.credentials:
         return True, "public endpoint; " + ", ".join(missing) + " would add more"
+    if provider.reads_pages:
+        return True, "public pricing page (list prices)"
     return True, "public endpoint"
 
 
