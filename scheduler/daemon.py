@@ -341,8 +341,10 @@ class Daemon:
             if self.scheduler.get_job(f"crawl:{name}"):
                 self.scheduler.remove_job(f"crawl:{name}")
             log.info("%s: no longer scheduled", name, extra={"source": name})
+            self.metrics.schedule_source(name, None)
         for name, plan in new.items():
             job_id = f"crawl:{name}"
+            self.metrics.schedule_source(name, plan.interval)
             trigger = IntervalTrigger(seconds=plan.interval, jitter=plan.jitter or None,
                                       timezone=UTC)
             prev = old.get(name)

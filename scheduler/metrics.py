@@ -205,6 +205,9 @@ class Metrics:
                                registry=r)
         self.failures = Gauge(f"{PREFIX}_source_consecutive_failures", "Failed crawls in a "
                               "row per source (backoff grows with it).", ["source"], registry=r)
+        self.intervals = Gauge(f"{PREFIX}_source_interval_seconds", "Crawl interval in "
+                               "force per scheduled source (staleness is 3 of them).",
+                               ["source"], registry=r)
         self.evaluations = Counter(f"{PREFIX}_rule_evaluations", "Rule evaluations by "
                                    "result (ok, error); `rule` names a rule that failed ("
                                    "empty: the evaluation as a whole).", ["result", "rule"],
@@ -234,6 +237,14 @@ class Metrics:
                          "scrapy": scrapy.__version__})
         if engine_fn is not None:
             r.register(DatabaseCollector(engine_fn))
+
+    def schedule_source(self, source: str, interval: float | None) -> None:
+        """The interval a source is crawled at now; None: it is no longer scheduled."""
+        if interval is None:
+            if (source,) in self.intervals._metrics:
+                self.intervals.remove(source)
+        else:
+            self.intervals.labels(source).set(interval)
 
     def init_source(self, source: str) -> None:
         """Zero series for a scheduled source, so a first failure is a visible increase."""

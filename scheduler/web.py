@@ -50,6 +50,7 @@ table{border-collapse:collapse;width:100%}th,td{padding:.25em .5em;text-align:le
 border-bottom:1px solid #e3e6ea;white-space:nowrap;vertical-align:top}th{background:#f4f6f8}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 td.text{white-space:normal;min-width:14em}td.inst{white-space:normal;min-width:9em}
+td.gpu{white-space:normal}
 form{display:flex;gap:.8em;flex-wrap:wrap;align-items:end;background:#f4f6f8;
 padding:.6em .8em;border-radius:6px}label{display:flex;flex-direction:column;font-size:.85em}
 input{max-width:11em}
@@ -120,7 +121,7 @@ scrolls sideways.</p>
 <th class="num">$/GPU-h</th><th class="num">$/h</th><th>pricing</th><th>source</th>
 <th>instance</th><th class="lo">region</th><th class="num lo">memory/GPU</th>
 <th class="lo">available</th><th>seen</th></tr></thead><tbody>
-{% for o in cheapest %}<tr><td>{{ o.gpu }}</td><td class="num">{{ o.count }}</td>
+{% for o in cheapest %}<tr><td class="gpu">{{ o.gpu }}</td><td class="num">{{ o.count }}</td>
 <td class="num">{{ o.per_gpu }}</td><td class="num">{{ o.per_hour }}</td>
 <td>{{ o.pricing }}</td><td>{{ o.source }}</td><td class="inst">{{ o.instance }}</td>
 <td class="lo">{{ o.region }}</td><td class="num lo">{{ o.memory }}</td>

@@ -257,17 +257,13 @@ def test_alert_rules_use_only_exported_metrics(alert_rules, exported):
                 assert re.fullmatch(r"\d+[smhd]", rule["for"])
 
 
-def test_staleness_intervals_are_the_sources_defaults(alert_rules):
-    """The recorded interval of each source is its spider's default_interval, for every
-    source: staleness means 'more than 3 of its intervals'."""
-    from gpuradar.core.config import Config
-    from gpuradar.crawler.config import scrapy_settings
-    from gpuradar.crawler.runner import spider_classes
-
-    recorded = {r["labels"]["source"]: float(re.fullmatch(r"vector\((\d+)\)", r["expr"])[1])
-                for r in alert_rules if r.get("record") == "gpuradar:source_interval_seconds"}
-    spiders = spider_classes(scrapy_settings(Config(database_url="sqlite://")))
-    assert recorded == {name: float(cls.default_interval) for name, cls in spiders.items()}
+def test_staleness_reads_the_interval_the_daemon_exports(alert_rules):
+    """Staleness is 'more than 3 intervals' of the interval in force, which the daemon
+    exports per source (gpuradar_source_interval_seconds): the rules keep no list of sources
+    to fall behind a new provider or a changed interval (alerts_test.yml checks the alert)."""
+    stale = next(r for r in alert_rules if r.get("alert") == "GpuradarSourceStale")
+    assert "3 * gpuradar_source_interval_seconds" in stale["expr"]
+    assert not [r for r in alert_rules if "record" in r or "source" in r.get("labels", {})]
 
 
 def test_promtool_checks_rules_config_and_unit_tests():

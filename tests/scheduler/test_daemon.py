@@ -121,6 +121,8 @@ def test_metrics_show_crawls_prices_and_notifications(replay):
         assert get("gpuradar_source_consecutive_failures", source=source) == 0
     assert get("gpuradar_crawl_items_total", source="vastai") >= 4
     assert get("gpuradar_offer_changes_total", source="vastai", change="new") == 4
+    # the interval in force (the config's 2 s), which the staleness alert reads
+    assert get("gpuradar_source_interval_seconds", source="vastai") == 2
     assert get("gpuradar_offers", source="vastai", pricing="on_demand",
                availability="available") > 0
     h100 = [v for (name, labels), v in m.items()

@@ -114,7 +114,8 @@ def test_page_renders_table_alerts_sources_and_chart_in_chromium(site, browser, 
     assert page.locator("#alerts").inner_text().count("cheap-h100") == 1
     assert "H100 on-demand under $1.50/h on vastai" in page.locator("#alerts").inner_text()
     sources = page.locator("#sources tbody tr").all_inner_texts()
-    assert len(sources) == 7 and all("ok," in s for s in sources)
+    recorded = [p for p in RECORDINGS.iterdir() if (p / "index.json").exists()]
+    assert len(sources) == len(recorded) and all("ok," in s for s in sources)
     assert any(s.startswith("vastai") for s in sources)
     chart = page.locator("#history figure svg.chart").first
     box = chart.bounding_box()
@@ -178,10 +179,11 @@ def test_every_listed_gpu_has_a_chart_or_a_note_saying_why_not(site, browser):
             "#uncharted-why").inner_text()
     # the reason: replayed data keeps its capture date, outside any range
     page.goto(site + "/?range=30d")
-    oci = page.locator("#uncharted li", has_text="replayed from oci's capture of 2026-08-14")
-    assert oci.locator(".gpu").all_inner_texts() == ["MI355X"]
+    do = page.locator("#uncharted li",
+                      has_text="replayed from digitalocean's capture of 2026-08-18")
+    assert "MI355X" in do.locator(".gpu").all_inner_texts()  # newer than oci's of 2026-08-14
     aws = page.locator("#uncharted li", has_text="replayed from aws's capture of 2026-08-09")
-    assert "RTX-PRO-6000" in aws.locator(".gpu").all_inner_texts()
+    assert "TRAINIUM" in aws.locator(".gpu").all_inner_texts()  # sold by aws alone
     page.close()
 
 
@@ -284,7 +286,7 @@ def test_filters_are_query_parameters_and_need_no_javascript(site, browser):
     assert "pricing=on-demand" in page.url
     cells = row_of(page, "H100-SXM-80GB")
     assert cells[PER_GPU] == "$1.3867" and cells[PRICING] == "on-demand"
-    page.fill("input[name=gpu]", "MI325X")
+    page.fill("input[name=gpu]", "H20")  # no shipped capture sells one
     follow(page, "button[type=submit]")
     assert page.locator("#cheapest").count() == 0
     assert "No offer matches these filters." in page.content()
