@@ -21,7 +21,7 @@ def price_sources() -> tuple[str, ...]:
 
 
 def source_kind(name: str) -> str:
-    """'marketplace', 'lambda', 'aws', 'cloud' or 'fx': the daemon's interval groups."""
+    """'marketplace', 'lambda', 'aws', 'cloud', 'page' or 'fx': the daemon's interval groups."""
     return BY_NAME[name].kind
 
 

@@ -118,7 +118,7 @@ rules: [5]
         "(value not shown)",
         f"{cfg}:8: unknown key 'grace' in daemon — did you mean 'grace_period'?",
         f"{cfg}:9: unknown kind 'gpu' in daemon.intervals; known kinds: marketplace, lambda, "
-        "aws, cloud, fx",
+        "aws, cloud, page, fx",
         f"{cfg}:11: alerts.send_resolved: must be true or false, got 'yes'",
         f"{cfg}:13: targets.hook: must be an apprise URL, a list of them, or {{url: ..., "
         "tags: [...]}, got a number (value not shown)",

@@ -17,7 +17,7 @@ from gpuradar.core.providers import Provider
 from gpuradar.crawler.pipelines import normalize
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError
 
-PAGE = Provider(name="framepage", price_source="list_page", min_rows=3,
+PAGE = Provider(name="framepage", kind="page", price_source="list_page", min_rows=3,
                 endpoints={"pricing": "https://example.invalid/pricing"})
 
 
@@ -52,7 +52,10 @@ def test_a_module_without_exactly_one_declaration_stops(tmp_path: Path,
 
 def test_a_page_source_is_crawled_hourly_at_most():
     with pytest.raises(ValueError, match="page source's default interval is at least 3600"):
-        Provider(name="eager", price_source="list_page", default_interval=600)
+        Provider(name="eager", kind="page", price_source="list_page", default_interval=600)
+    # its own interval group: `daemon.intervals.cloud: 10m` never speeds up a web site
+    with pytest.raises(ValueError, match="is of kind 'page', and only such a source"):
+        Provider(name="hidden", kind="cloud", price_source="list_page")
     with pytest.raises(ValueError, match="price_source 'scraped'"):
         Provider(name="odd", price_source="scraped")
 

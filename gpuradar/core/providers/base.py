@@ -18,8 +18,10 @@ from typing import Any, Protocol, Self, TypeVar
 __all__ = ["KINDS", "PAGE_MIN_INTERVAL", "PRICE_SOURCES", "Describe", "Family", "Options",
            "Provider", "cn_prefixed_mainland", "credentials_status", "family"]
 
-#: The daemon's interval groups (`daemon.intervals.<kind>`).
-KINDS = ("marketplace", "lambda", "aws", "cloud", "fx")
+#: The daemon's interval groups (`daemon.intervals.<kind>`). `page`: sources that read a
+#: provider's pricing page, so that a shorter interval for the cloud APIs never makes
+#: gpuradar ask a web site more often.
+KINDS = ("marketplace", "lambda", "aws", "cloud", "page", "fx")
 
 #: Where an offer's price was read: a provider's price API (`api`), or the list price printed
 #: on its public pricing page (`list_page`), which says nothing of stock and may lag the bill.
@@ -142,6 +144,9 @@ class Provider:
         if self.price_source not in PRICE_SOURCES:
             raise ValueError(f"{self.name}: price_source {self.price_source!r} is not one of "
                              f"{PRICE_SOURCES}")
+        if self.reads_pages != (self.kind == "page"):
+            raise ValueError(f"{self.name}: a source reading pages (price_source list_page) "
+                             "is of kind 'page', and only such a source")
         if self.reads_pages and self.default_interval < PAGE_MIN_INTERVAL:
             raise ValueError(f"{self.name}: a page source's default interval is at least "
                              f"{PAGE_MIN_INTERVAL} s, not {self.default_interval}")

@@ -6,6 +6,7 @@ from gpuradar.core.providers.base import Provider
 
 CIVO = Provider(
     name="civo",
+    kind="page",
     default_interval=6 * 3600,
     price_source="list_page",
     endpoints={"pricing": "https://www.civo.com/pricing"},

@@ -13,7 +13,7 @@ MIN_PRICED = 3
 
 CRUSOE = Provider(
     name="crusoe",
-    kind="cloud",
+    kind="page",
     # A list price on a marketing page: hourly is plenty, and polite.
     default_interval=3600,
     endpoints={"pricing": "https://www.crusoe.ai/cloud/pricing"},

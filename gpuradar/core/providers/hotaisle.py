@@ -13,7 +13,7 @@ COMMITTED_KICKERS = ("Bare metal",)
 
 HOTAISLE = Provider(
     name="hotaisle",
-    kind="cloud",
+    kind="page",
     default_interval=3600,
     endpoints={"pricing": "https://hotaisle.xyz/pricing"},
     price_source="list_page",

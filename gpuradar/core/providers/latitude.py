@@ -10,6 +10,7 @@ STOCK = {"high": True, "medium": True, "low": True, "unavailable": False}
 
 LATITUDE = Provider(
     name="latitude",
+    kind="page",
     default_interval=6 * 3600,
     price_source="list_page",
     endpoints={"pricing": "https://www.latitude.sh/pricing"},

@@ -17,7 +17,7 @@ MIN_PRICED = 2
 
 TOGETHER = Provider(
     name="together",
-    kind="cloud",
+    kind="page",
     default_interval=3600,
     endpoints={"pricing": "https://www.together.ai/pricing"},
     price_source="list_page",
