@@ -75,8 +75,8 @@ def _offer_row(o: dict[str, Any], dates: dict[str, str]) -> dict[str, Any]:
 
 # Priority 0: never left out; the others are left out highest first in a narrow terminal.
 # GPUs may wrap between words: a product the catalog does not know keeps its provider's name.
-OFFER_COLUMNS = [Col("gpu", "GPUs", wrap=True), Col("memory", "mem/GPU", 2), Col("per_gpu", "$/GPU-h"),
-                 Col("source", "source"), Col("instance", "instance"),
+OFFER_COLUMNS = [Col("gpu", "GPUs", wrap=True), Col("memory", "mem/GPU", 2),
+                 Col("per_gpu", "$/GPU-h"), Col("source", "source"), Col("instance", "instance"),
                  Col("available", "avail", 1), Col("as_of", "as of")]
 
 
