@@ -419,7 +419,9 @@ def _row_problems(manifest: dict[str, Any], entry: dict[str, Any], target: Path)
         rows = writer.count(target)
     except (OSError, ValueError, ExportError) as exc:
         return [f"{target}: rows cannot be counted ({exc})"]
-    tables = manifest.get("tables") if isinstance(manifest.get("tables"), dict) else {}
+    tables = manifest.get("tables")
+    if not isinstance(tables, dict):
+        tables = {}
     stated = {"the file's entry": entry.get("rows"),
               f"table {table}": (tables.get(table) or {}).get("rows")
               if isinstance(table, str) else None}

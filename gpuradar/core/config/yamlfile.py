@@ -122,7 +122,8 @@ def _walk(node: yaml.Node, keys: Key, marks: Marks, loader: yaml.SafeLoader,
             _walk(item, keys + (i,), marks, loader, seen, found)
     elif isinstance(node, yaml.ScalarNode) and "$" in node.value:
         where = marks.problem(keys, "").rstrip(": ")
-        before, values = len(node.value), []
+        before = len(node.value)
+        values: list[str] = []
         limit = min(MAX_SCALAR_CHARS, before + found.left)
         try:
             node.value = expand_env(node.value, where, limit, values)
