@@ -131,6 +131,15 @@ def test_kept_demo_prices_show_capture_dates_and_say_replayed(kept):
     assert first["replayed"] == "True" and first["captured"] == "2023-03-24"
 
 
+def test_kept_demo_h100_offers_come_from_at_least_twelve_providers(kept):
+    """Issue #47: the demo's H100 market is no vote of seven clouds: the GPU clouds where
+    most H100 hours are rented are in it, each from its own dated capture."""
+    offers = gpuradar_json("prices", "--gpu", "H100", "--limit", "0", db_url=kept)
+    sources = {o["source"] for o in offers}
+    assert len(sources) >= 12, sorted(sources)
+    assert {"lambda", "runpod", "vastai", "nebius", "verda", "voltagepark"} <= sources
+
+
 def test_kept_demo_sources_say_replayed_and_stale(kept):
     rows = {r["source"]: r for r in gpuradar_json("sources", db_url=kept)}
     assert rows["oci"]["replayed"] is True and rows["oci"]["captured"] == "2026-08-14"
