@@ -19,7 +19,7 @@ import sys
 import textwrap
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any
@@ -115,6 +115,8 @@ class Col:
     header: str
     priority: int = 0
     wrap: bool | None = None
+    # as a last resort a GPU count may go on its own line above its model ('8x' / 'H100')
+    split_count: bool = False
 
     @property
     def wraps(self) -> bool:
@@ -229,23 +231,24 @@ def same_decimals(cells: list[list[str]], i: int) -> None:
             row[i] = f"{m['pre']}{m['int']}.{dec}{m['post'] or ''}"
 
 
-def _wrap(text: str, width: int) -> list[str]:
+def _wrap(text: str, width: int, split_count: bool = False) -> list[str]:
     """Lines of at most `width`, broken only between words; a word longer than the width
     (an id, a URL) stays whole on its own line; a number keeps its unit."""
     out: list[str] = []
     for para in text.split("\n"):
-        glued = _glue(para)
+        glued = _glue(para, split_count)
         lines = textwrap.wrap(glued, width, break_long_words=False, break_on_hyphens=False)
         out += [line.replace(_GLUE, " ") for line in lines] or [""]
     return out
 
 
-def _longest_word(text: str) -> int:
-    return max((len(w) for w in re.split(r"[ \t\n]+", _glue(text))), default=0)
+def _longest_word(text: str, split_count: bool = False) -> int:
+    return max((len(w) for w in re.split(r"[ \t\n]+", _glue(text, split_count))), default=0)
 
 
-def _glue(text: str) -> str:
-    text = _COUNT_SPACE.sub(lambda m: m[1] + _GLUE, text)
+def _glue(text: str, split_count: bool = False) -> str:
+    if not split_count:
+        text = _COUNT_SPACE.sub(lambda m: m[1] + _GLUE, text)
     return _UNIT_SPACE.sub(_GLUE, text)
 
 
@@ -266,7 +269,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
     cols = [_col(c) for c in columns]
     abbreviate = {**ABBREVIATE, **(abbreviate or {})}
     for rank, key in enumerate(optional, 1):
-        cols = [Col(c.key, c.header, max(c.priority, rank), c.wrap) if c.key == key else c
+        cols = [replace(c, priority=max(c.priority, rank)) if c.key == key else c
                 for c in cols]
     room = width if width is not None else fit_width()
     cells = [[str(r.get(c.key)) if r.get(c.key) is not None else "-" for c in cols]
@@ -286,7 +289,8 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
             return max([_longest_word(cols[i].header), *(len(row[i]) for row in cells)])
         if not (cols[i].wraps or last_resort):
             return natural(i)
-        return max(_longest_word(v) for v in [cols[i].header, *(row[i] for row in cells)])
+        split = last_resort and cols[i].split_count
+        return max(_longest_word(v, split) for v in [cols[i].header, *(row[i] for row in cells)])
 
     def total(widths: dict[int, int]) -> int:  # with the table's two edge spaces
         return sum(widths.values()) + GAP * (len(widths) - 1) + 2
@@ -327,8 +331,9 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
                 slack = [i for i in keep if widths[i] > floor(i, last_resort)]
                 if not slack:
                     break
-                # prose first (it wraps between words anyway), the one with most room
-                widest = max(slack, key=lambda i: (cols[i].wraps,
+                # prose first (it wraps between words anyway), then a GPU count before an
+                # id, then the one with most room
+                widest = max(slack, key=lambda i: (cols[i].wraps, cols[i].split_count,
                                                    widths[i] - floor(i, last_resort)))
                 widths[widest] -= 1
     out = Table(title=title, caption="; ".join(notes) or None, header_style="bold",
@@ -341,7 +346,8 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
                        no_wrap=True, overflow="fold", width=widths[i])
     for row in cells:
         out.add_row(*[Text(row[i], justify="right") if i in numeric
-                      else Text("\n".join(_wrap(row[i], widths[i]))) for i in keep])
+                      else Text("\n".join(_wrap(row[i], widths[i], cols[i].split_count)))
+                      for i in keep])
     out.needed_width = total(widths)  # type: ignore[attr-defined]
     return out
 
@@ -360,8 +366,14 @@ def watch_output(show: Any, interval: float, rounds: int | None = None) -> None:
             show()
         stamp = Text(f"every {interval:g}s, last {datetime.now(UTC):%H:%M:%S} UTC; Ctrl-C "
                      "stops", style="dim")
-        # the stamp first: Live cuts what is taller than the terminal at the bottom
-        return Group(stamp, Text.from_ansi(captured.get().rstrip("\n")))
+        # the stamp first, and what does not fit counted: Live would cut the bottom to "..."
+        lines = captured.get().rstrip("\n").split("\n")
+        room = console.height - 2  # the stamp and the count
+        if len(lines) > room:
+            hidden = len(lines) - room + 1
+            lines = [*lines[:room - 1],
+                     f"+{hidden} more lines below: a taller terminal or --limit shows them"]
+        return Group(stamp, Text.from_ansi("\n".join(lines)))
 
     done = 0
     with Live(frame(), console=console, auto_refresh=False, screen=False) as live:

@@ -22,6 +22,7 @@ from gpuradar.cli.common import (
     pick_format,
 )
 from gpuradar.cli.output import (
+    Col,
     Format,
     age,
     console,
@@ -82,12 +83,15 @@ def check_accelerator_filters(vendors: list[str], kinds: list[str]) -> None:
 YES_NO = {True: "yes", False: "no", None: "?"}
 
 
+REPLAYED_NOTE = "seen: a date is the capture date of replayed data"
+
+
 def seen_cell(o: dict, now: datetime) -> str:
-    """How old an offer's data is: '3m' for a live crawl; for data replayed from a
-    recording its capture date, marked, never the minutes since it was replayed."""
+    """When an offer was seen: '3m ago' for a live crawl; for data replayed from a recording
+    its capture date (never the minutes since it was replayed), which the caption names."""
     if o.get("replayed"):
-        return f"{o.get('captured') or 'date unknown'} (replayed)"
-    return age(o["observed_at"], now)
+        return o.get("captured") or "date unknown"
+    return f"{age(o['observed_at'], now)} ago"
 
 
 def offer_rows(offers: list[dict], now: datetime) -> list[dict]:
@@ -111,12 +115,13 @@ def offer_rows(offers: list[dict], now: datetime) -> list[dict]:
         memory = o.get("gpu_memory_gb")
         rows.append({
             "source": o["source"], "region": o["region"] + (f"/{o['zone']}" if o["zone"] else ""),
+            "where": f"{o['source']} {o['region']}" + (f"/{o['zone']}" if o["zone"] else ""),
             "instance": o["instance_type"], "pricing": o["pricing"].replace("_", "-"),
             "gpu": f"{o['gpu_count']:g}x {o['gpu']}",
             "memory": f"{memory:g} GB" if memory else None,
             "per_gpu": money(o["price_per_gpu_usd"]), "instance_usd": money(o["price_usd"]),
             "original": money(o["price"], o["currency"]) if o["currency"] != "USD" else "",
-            "available": avail, "age": seen_cell(o, now), "notes": ", ".join(notes),
+            "available": avail, "seen": seen_cell(o, now), "notes": ", ".join(notes),
         })
     return rows
 
@@ -280,8 +285,11 @@ def prices(
             if len(o["gpu_counts"]) > 1:
                 row["instance_usd"] = None  # one price per GPU, several instance prices
     # Azure's sizes all start with Standard_ (its own portal lists them without it)
+    notes = [REPLAYED_NOTE] if any(o.get("replayed") for o in offers) else []
+    if more:
+        notes.append(f"the {limit} cheapest shown: --limit 0 for all")
     emit(rows, PRICE_COLUMNS, f, raw_rows=offers, prefixes={"instance": "Standard_"},
-         caption=f"the {limit} cheapest shown: --limit 0 for all" if more else None)
+         caption="; ".join(notes) or None)
     if more and f is not Format.table:  # said beside the data, not in it
         err_console.print(f"the {limit} cheapest offers only: --limit 0 for all",
                           highlight=False)
@@ -328,11 +336,17 @@ def print_index(engine, gpus: list[str], pricing: str | None, f: Format,
                               "around the median; docs/index.md)", highlight=False)
 
 
-# (key, header, priority): 0 is never left out; in a narrow terminal the highest goes first.
-PRICE_COLUMNS = [("source", "source"), ("region", "region", 1), ("instance", "instance"),
-                 ("pricing", "pricing"), ("gpu", "GPUs"), ("memory", "mem/GPU", 5),
-                 ("per_gpu", "$/GPU-h"), ("instance_usd", "$/h"), ("original", "quoted", 4),
-                 ("available", "avail", 3), ("age", "age", 2), ("notes", "notes", 6)]
+# 0 is never left out; in a narrow terminal the highest priority goes first. What tells two
+# offers apart (source and region in one column that wraps between the two, the instance,
+# the pricing, the GPUs) stays; the whole offer's $/h (GPUs x $/GPU-h) goes first, when each
+# was seen last (at 80 columns it stays unless an id as long as Azure's
+# ND96is_noIB_H100_v5 and a region as long as us-central1 are both in the table).
+PRICE_COLUMNS = [Col("where", "source region", wrap=True), Col("instance", "instance"),
+                 Col("pricing", "pricing"), Col("gpu", "GPUs", split_count=True),
+                 Col("memory", "mem/GPU", 4),
+                 Col("per_gpu", "$/GPU-h"), Col("instance_usd", "$/h", 1),
+                 Col("original", "quoted", 3), Col("available", "avail", 2),
+                 Col("seen", "seen", 1), Col("notes", "notes", 5)]
 
 # -- history -----------------------------------------------------------------------------
 def chart(series: list[tuple[datetime, float | None]], until: datetime, width: int = 60,
@@ -411,7 +425,7 @@ def print_gpu_history(engine, gpu: str, names: list[str], since: datetime, until
     if replayed:
         console.print("replayed from recordings, dated at their capture: " + ", ".join(
             f"{s} (captured {c or 'date unknown'})" for s, c in sorted(replayed.items())),
-            highlight=False, soft_wrap=True)
+            highlight=False)  # wrapped between words by the console, never mid-word
 
 
 @app.command()

@@ -33,10 +33,13 @@ def register(app: typer.Typer) -> None:
             "--replay", help="Crawl every source from this recording instead of the network, "
             "over and over on its schedule (try the service offline).")] = None,
         log_format: Annotated[LogFormat, typer.Option(
-            "--log-format", help="text for people, json for log collectors.",
+            "--log-format", metavar="<format>", help="text for people, json for log "
+            "collectors.",
             envvar="GPURADAR_LOG_FORMAT")] = LogFormat.text,
         log_level: Annotated[LogLevel, typer.Option(
-            "--log-level", help="debug shows Scrapy's and APScheduler's own logs too.",
+            # the choices in the description: as a metavar they took half the 80-column help
+            "--log-level", metavar="<level>", help="debug, info, warning or error; debug "
+            "shows Scrapy's and APScheduler's own logs too.",
             envvar="GPURADAR_LOG_LEVEL")] = LogLevel.info,
         metrics_address: Annotated[str | None, typer.Option(
             "--metrics-address", help="Bind address of the web page, /metrics and /healthz "
@@ -46,8 +49,9 @@ def register(app: typer.Typer) -> None:
             "--metrics-port", help="Port of the web page, /metrics and /healthz (config "
             "metrics.port; default 9108).", envvar="GPURADAR_METRICS_PORT")] = None,
         interval: Annotated[float | None, typer.Option(
-            "--interval", help="Crawl every source every this many seconds, whatever the "
-            "config says (demos, replay).", min=0.1)] = None,
+            "--interval", metavar="<seconds>", help="Crawl every source every this many "
+            "seconds, whatever the config says (demos, replay).",
+            min=0.1)] = None,
     ) -> None:
         """Run the service: crawl each source on its schedule, evaluate the rules after
         every crawl, deliver notifications, serve Prometheus metrics and a read-only web

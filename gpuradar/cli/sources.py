@@ -18,7 +18,7 @@ from gpuradar.cli.common import (
     get_sources,
     pick_format,
 )
-from gpuradar.cli.output import Format, age, emit
+from gpuradar.cli.output import Col, Format, age, emit
 from gpuradar.core.logs import source_once
 from gpuradar.core.units import format_duration
 
@@ -55,6 +55,9 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
                 "problem.")] = False,
             verbose: Annotated[bool, typer.Option("--verbose", "-v",
                                                   help="With --check: log Scrapy.")] = False,
+            why: Annotated[bool, typer.Option(
+                "--why", help="Add why each source is enabled or not, and what a key would "
+                "add (always in --json and --csv).")] = False,
             ) -> None:
     """Each source: enabled or not and why, its interval in force, last crawl, staleness."""
     from gpuradar.core import providers
@@ -72,13 +75,13 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
     now = datetime.now(UTC)
     rows = []
     for name in setup.schedule:
-        enabled, why = setup.status[name]
+        enabled, reason = setup.status[name]
         last = latest.get(name) or {}
         interval = setup.schedule[name].interval
         success, seen = ok.get(name), observed.get(name)
         # Freshness is the data's age: a replay counts from its recording's capture time.
         stale = seen is None or (now - seen.at).total_seconds() > 3 * float(interval)
-        rows.append({"source": name, "enabled": enabled, "why": why,
+        rows.append({"source": name, "enabled": enabled, "why": reason,
                      "interval_s": interval, "last_status": last.get("status"),
                      "last_items": last.get("items"), "last_error": last.get("error") or "",
                      "uncatalogued": last.get("uncatalogued") or {},
@@ -95,11 +98,14 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
                    "last_error": source_once(r["last_error"], r["source"]),
                    "uncatalogued": uncatalogued_cell(r["uncatalogued"]),
                    "price_source": PRICE_SOURCE_CELL[r["price_source"]]} for r in rows]
-    emit(table_rows, [("source", "source"), ("enabled", "enabled"), ("why", "why"),
-                      ("interval", "interval", 4), ("last_status", "last crawl"),
-                      ("last_items", "items", 3),
-                      ("last_success", "last success", 2), ("stale", "freshness", 1),
-                      ("uncatalogued", "uncatalogued", 5), ("price_source", "prices", 6),
-                      ("last_error", "last error"), ("notes", "reads / cannot see", 7)],
-         pick_format(fmt, as_json, as_csv),
-         raw_rows=rows)
+    # the prose (a paragraph per source) only on request: on a screen it pushed the state
+    # of the crawls (last success, items, interval) out of the table
+    columns = [("source", "source"), ("enabled", "enabled"), ("interval", "interval", 4),
+               ("last_status", "last crawl"), ("last_items", "items", 3),
+               Col("last_success", "last success", 2, wrap=True), ("stale", "freshness", 1),
+               ("uncatalogued", "uncatalogued", 5), ("price_source", "prices", 6),
+               ("last_error", "last error"), ("notes", "reads / cannot see", 7)]
+    if why:
+        columns.insert(2, ("why", "why"))
+    emit(table_rows, columns, pick_format(fmt, as_json, as_csv), raw_rows=rows,
+         caption=None if why else "why each is enabled or not, what a key adds: --why")

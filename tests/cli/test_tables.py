@@ -130,9 +130,9 @@ def test_a_column_of_numbers_has_one_number_of_decimals(dbs, monkeypatch):
 
 def test_wide_shows_every_column_and_a_narrow_table_says_what_it_left_out(dbs, monkeypatch):
     out, _ = run(monkeypatch, 80, dbs[0], "prices", "--gpu", "H100")
-    assert re.search(r"\+\d columns? hidden \(.*region.*\): --wide", " ".join(out.split()))
+    assert re.search(r"\+\d columns? hidden \(.*mem/GPU.*\): --wide", " ".join(out.split()))
     wide, _ = run(monkeypatch, 80, dbs[0], "prices", "--gpu", "H100", "--wide")
-    assert "region" in wide and "hidden" not in wide
+    assert "mem/GPU" in wide and "hidden" not in wide
     assert max(len(line) for line in wide.splitlines()) > 80
 
 

@@ -87,7 +87,8 @@ def test_a_usage_error_is_one_line_too(tmp_path):
 
 def test_watch_shows_when_it_refreshed_above_a_table_taller_than_the_terminal(tmp_path):
     """`prices --watch` in a 24-row terminal: Live cut the table at the bottom ("...") and
-    the line saying when it refreshed, printed under the table, was never seen."""
+    the line saying when it refreshed, printed under the table, was never seen; then the
+    last row became "..." with no count of what was hidden."""
     from tests.clirun import gpuradar
 
     db = tmp_path / "demo.db"
@@ -113,3 +114,86 @@ def test_watch_shows_when_it_refreshed_above_a_table_taller_than_the_terminal(tm
         os.close(master)
     text = ANSI.sub("", seen.decode(errors="replace"))
     assert "every 1s, last" in text and "Ctrl-C stops" in text, text[-2000:]
+    # what does not fit is counted (Live cut it to a bare "..." line)
+    assert re.search(r"\+\d+ more lines below: a taller terminal or --limit shows them",
+                     text), text[-2000:]
+    assert not re.search(r"^\s*\.\.\.\s*$", text, re.M), text[-2000:]
+
+
+# -- a new user's day at 80 x 24 (issue #50) ----------------------------------------------
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def quick_start(tmp_path_factory) -> dict[str, str]:
+    """The README's quick start: `demo --keep demo.db`, then commands on that database."""
+    from tests.clirun import gpuradar
+
+    db = tmp_path_factory.mktemp("quick") / "demo.db"
+    assert gpuradar("demo", "--keep", str(db)).returncode == 0
+    return {"GPURADAR_DATABASE_URL": f"sqlite:///{db}"}
+
+
+def _rows(out: str) -> list[str]:
+    """The body of the one table in `out`: the lines between its rule and its blank end."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("───")) + 1
+    end = next(i for i in range(start, len(lines)) if not lines[i].strip())
+    return lines[start:end]
+
+
+def test_prices_gpu_h100_keeps_region_and_capture_date_at_80_columns(quick_start):
+    """`prices --gpu H100` at 80 columns hid region and age first: the capture date the
+    quick start promises was gone, and RunPod's community $2.69 and secure $3.29 rows looked
+    like duplicates."""
+    code, out = in_terminal("prices", "--gpu", "H100", env=quick_start)
+    assert code == 0, out
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    rows = _rows(out)
+    offers = [i for i, line in enumerate(rows) if "$" in line]  # an offer's first line
+    assert len(offers) == 15, out
+    for i in offers:  # every offer shows when it was seen: its capture date
+        assert re.search(r" 2026-08(-\d\d)?\s*$", rows[i]), rows[i]
+    runpod = {rows[i + 1].split()[0]: rows[i] for i in offers if "runpod" in rows[i]}
+    assert set(runpod) == {"community", "secure"}, out
+    assert "$2.6900" in runpod["community"] and "$3.2900" in runpod["secure"]
+    assert "seen: a date is the capture date of replayed data" in out
+    assert "148199:1xH100_SXM" in out  # an id without spaces is never cut
+
+
+def test_sources_shows_last_success_items_and_interval_the_prose_behind_why(quick_start):
+    """`sources` spent ~60 lines on "why" prose and hid last success, items and interval."""
+    code, out = in_terminal("sources", env=quick_start)
+    assert code == 0, out
+    assert len(out.strip().splitlines()) <= 24, out
+    header = out.splitlines()[1]
+    for name in ("interval", "last crawl", "items", "last success", "freshness"):
+        assert name in header, out
+    assert "hidden" not in out and "ALIBABA_CLOUD_ACCESS_KEY_ID" not in out
+    assert "why each is enabled or not, what a key adds: --why" in out
+    code, why = in_terminal("sources", "--why", env=quick_start)
+    assert code == 0 and "ALIBABA_CLOUD_ACCESS_KEY_ID" in why, why
+
+
+def test_history_note_wraps_between_words(quick_start):
+    """The "replayed from recordings ..." note under `history --gpu H100` was cut mid-word
+    by the terminal ("azu|re")."""
+    code, out = in_terminal("history", "--gpu", "H100", env=quick_start)
+    assert code == 0, out
+    start = out.index("replayed from recordings")
+    note = out[start:].strip().splitlines()
+    assert len(note) > 1 and all(len(line) <= 80 for line in note), note
+    words = " ".join(note).split()
+    for source in ("aws", "azure", "lambda", "oci", "runpod", "vastai"):
+        assert source in words, note
+
+
+def test_run_help_cuts_no_word_at_80_columns():
+    """`run --help` cut its log-level choices (`<debug|info|warning|err` / `or>`) and an
+    environment variable (`[env var: GPURADAR_METRICS_ADDRESS` / `]`) across lines."""
+    code, out = in_terminal("run", "--help")
+    assert code == 0, out
+    assert "GPURADAR_METRICS_ADDRESS]" in out and "GPURADAR_LOG_LEVEL]" in out, out
+    assert "debug, info, warning or" in out and "err\n" not in out, out
+    for line in out.splitlines():
+        assert not re.search(r"│\s+\]\s", line), line  # a bracket alone on a line
