@@ -173,7 +173,9 @@ class Recommendation:
 def hardware_table(est: MemoryEstimate, training: bool) -> list[dict[str, Any]]:
     """GPUs needed for each memory size in the catalog (what kind of machine fits)."""
     rows = []
-    for memory in sorted({g.memory_gb for g in catalog.CATALOG.values() if g.memory_gb >= 16}):
+    # every size the catalog sells, the small ones too: "1x 16+ GB" over a ranking that
+    # starts with 8 GB cards the job does fit on read as a contradiction
+    for memory in sorted({g.memory_gb for g in catalog.CATALOG.values() if g.memory_gb}):
         needed = est.gpus_needed(memory)
         if needed is None:
             rows.append({"gpu_memory_gb": memory, "gpus": None, "link": "does not fit"})
@@ -272,8 +274,25 @@ def _screen(offer: OfferRow, job: Job, opts: Options, need_cuda: Any,
             return refused, None
     seen = offer.observed_at
     if opts.max_age is not None and seen is not None and now - seen > opts.max_age:
-        return "stale (data older than --max-age)", None
+        return STALE, None
     return None, cuda_note
+
+
+STALE = "stale (data older than --max-age)"
+
+
+def _max_age_hint(offers: Sequence[OfferRow], job: Job, opts: Options, fx: FxTable,
+                  now: datetime) -> str:
+    """When only stale data would fit: the --max-age that makes the answer non-empty,
+    found by ranking again without the age limit (the user need not guess)."""
+    again = recommend(offers, job, replace(opts, max_age=None), fx, now)
+    seen = [f.offer.observed_at for f in again.fits if f.offer.observed_at is not None]
+    if not seen:
+        return ""
+    newest = max(seen)
+    days = math.ceil((now - newest).total_seconds() / 86400)
+    return (f"; --max-age {days}d answers (the newest data that fits was seen "
+            f"{newest:%Y-%m-%d})")
 
 
 def _attach_spot(fits: list[Fit], job: Job, opts: Options) -> None:
@@ -344,6 +363,9 @@ def recommend(offers: Sequence[OfferRow], job: Job, opts: Options, fx: FxTable,
         drop(DOMINATED_SIZED if sized else DOMINATED, len(fits) - len(kept))
     shown = kept[: opts.top] if opts.top else kept
     warnings = _warnings(est, kept, excluded, opts)
+    if not kept and excluded.get(STALE) and opts.max_age is not None:
+        hint = _max_age_hint(offers, job, opts, fx, now)
+        warnings = [w + hint if w.startswith("no live offer fits") else w for w in warnings]
     # Said once for the options shown (each also carries it as a flag).
     warnings += sorted({f"{flag} (options flagged)" for f in shown for flag in f.flags
                         if "bitsandbytes" in flag})

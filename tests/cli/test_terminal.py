@@ -197,3 +197,27 @@ def test_run_help_cuts_no_word_at_80_columns():
     assert "debug, info, warning or" in out and "err\n" not in out, out
     for line in out.splitlines():
         assert not re.search(r"│\s+\]\s", line), line  # a bracket alone on a line
+
+
+def test_recommend_on_the_quick_start_data_says_which_max_age_answers(quick_start):
+    """Every `recommend` scenario on the quick-start data ended "no live offer fits: 204
+    stale", with no hint of the option that makes it answer."""
+    code, out = in_terminal("recommend", "-p", "7B", "-t", "qlora", env=quick_start)
+    assert code == 1, out
+    hint = re.search(r"--max-age (\d+d) answers \(the newest data that fits was seen "
+                     r"2026-08-22\)", " ".join(out.split()))
+    assert hint, out
+    code, out = in_terminal("recommend", "-p", "7B", "-t", "qlora", "--max-age", hint[1],
+                            env=quick_start)
+    assert code == 0 and "cheapest by hourly price" in out, out
+
+
+def test_recommend_fits_on_names_the_small_cards_it_ranks(quick_start):
+    """"Fits on: 1x 16+ GB", then a ranking of 8 GB cards first: the hardware table skipped
+    the sizes under 16 GB that the job does fit on."""
+    code, out = in_terminal("recommend", "-p", "7B", "-t", "qlora", "--budget", "1/h",
+                            "--max-age", "1000d", env=quick_start)
+    assert code == 0, out
+    assert "Fits on: 1x 8+ GB" in out, out
+    first = next(line for line in out.splitlines() if re.match(r"\s+1\s", line))
+    assert "V520" in first, first  # AWS's 8 GB V520 spot at $0.1241 is the cheapest
