@@ -83,6 +83,19 @@ def writable_sidecars(database: Path) -> None:
 _ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite database URL; None for another database, an in-memory one or a
+    malformed URL (get_engine says what is wrong with it)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:") \
+            or str(parsed.database).startswith("file:"):
+        return None
+    return Path(parsed.database).expanduser()
+
+
 @cache
 def get_engine(url: str) -> Engine:
     """One engine per URL and process; raises DatabaseError with a one-line reason."""
@@ -92,8 +105,9 @@ def get_engine(url: str) -> Engine:
         raise DatabaseError(f"malformed database URL {url!r}: {exc}") from None
     if parsed.drivername.startswith("postgresql") and parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
-    if parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:"):
-        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    path = sqlite_file(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
     # SQLite waits this long for another writer's lock (sqlite3's busy timeout); the URL's
     # own `?timeout=SECONDS` (SQLAlchemy passes it to sqlite3.connect) wins.
     connect_args = {"timeout": SQLITE_BUSY_TIMEOUT} if parsed.drivername.startswith(

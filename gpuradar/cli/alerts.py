@@ -178,7 +178,7 @@ def _matches(cfg: "Config", rules: list):
         settings = parse_settings(cfg.alerts)
     except ConfigError as exc:
         raise fail(str(exc)) from None
-    engine = get_engine(cfg)
+    engine = get_engine(cfg, existing=True)
     now = datetime.now(UTC)
     try:
         market = read_market(engine, now, settings)
@@ -313,7 +313,7 @@ def alerts_command(
     from gpuradar.storage.alerts import alert_rows, notification_log
 
     cfg = get_config(config, database_url)
-    engine = get_engine(cfg)
+    engine = get_engine(cfg, existing=True)
     now = datetime.now(UTC)
     alerts = alert_rows(engine, include_inactive=all_alerts)
     log = notification_log(engine, limit=limit)

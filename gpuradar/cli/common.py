@@ -342,13 +342,30 @@ def _mask_secrets(cfg: "Config") -> None:
     REDACT.set_secrets(config_secrets(cfg, credential_env_values()))
 
 
-def get_engine(cfg: "Config", *, write: bool = False):
+def missing_database(cfg: "Config") -> Path | None:
+    """The SQLite file of the configuration when it does not exist (else None)."""
+    from gpuradar.storage.db import sqlite_file
+
+    path = sqlite_file(cfg.database_url)
+    return path if path is not None and not path.exists() else None
+
+
+def get_engine(cfg: "Config", *, write: bool = False, existing: bool = False):
     """The database, migrated; crawls a dead process left `running` are marked failed
     (gpuradar.storage.owner). `write`: check now that this process can write (crawls).
-    A database that cannot be used is one line naming the cause, exit 3."""
+    `existing`: a command that only reads refuses a SQLite file that is not there rather
+    than create it (a mistyped path, or a relative URL from another directory, made an
+    empty database and folders). A database that cannot be used is one line naming the
+    cause, exit 3."""
     from gpuradar.storage.db import check_writable, open_database
     from gpuradar.storage.owner import mark_dead_crawls
 
+    missing = missing_database(cfg) if existing else None
+    if missing is not None:
+        raise fail(f"no database at {missing.resolve()} (a command that only reads creates "
+                   "none): check --database-url or GPURADAR_DATABASE_URL (sqlite:///name.db "
+                   "is relative to the current directory), or store offers first (`gpuradar "
+                   "crawl`, or try `gpuradar demo`)", EXIT_DATABASE)
     try:
         engine = open_database(cfg.database_url)
         if write:

@@ -58,7 +58,7 @@ def db_prune(
         cutoff = datetime.now(UTC) - parse_age(older_than)
     except (ValueError, OverflowError) as exc:
         raise fail(str(exc)) from None
-    engine = get_engine(get_config(config, database_url))
+    engine = get_engine(get_config(config, database_url), existing=True)
     try:
         result = maintenance.prune(engine, cutoff, dry_run=dry_run)
     except SQLAlchemyError as exc:

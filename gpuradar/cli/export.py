@@ -51,7 +51,7 @@ def export(
                           highlight=False, soft_wrap=True)
         return
     formats = [f.strip().lower() for f in fmt.split(",") if f.strip()]
-    engine = get_engine(get_config(config, database_url))
+    engine = get_engine(get_config(config, database_url), existing=True)
     stale = stale_files(directory, formats)
     try:
         manifest = write(engine, directory, formats)

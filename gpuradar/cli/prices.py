@@ -243,7 +243,7 @@ def prices(
     check_gpu_given(gpu)
     check_accelerator_filters(vendor or [], kind or [])
     cfg = get_config(config, database_url)
-    engine = get_engine(cfg)
+    engine = get_engine(cfg, existing=True)
     if index:
         ignored = [name for name, value in (
             ("--vendor", vendor), ("--kind", kind), ("--source", source), ("--region", region),
@@ -461,7 +461,7 @@ def history(
         except ValueError as exc:
             raise fail(f"--at: {exc}") from None
     cfg = get_config(config, database_url)
-    engine = get_engine(cfg)
+    engine = get_engine(cfg, existing=True)
     f = pick_format(fmt, as_json, as_csv)
     if gpu:
         names = resolve_gpus(gpu, engine)

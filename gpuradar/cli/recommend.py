@@ -430,7 +430,7 @@ def register(app: typer.Typer) -> None:
         opts = _read_options(job, budget, max_age, spot_overhead, framework, only, cuda,
                              deadline, spot, providers, region, any_interconnect, max_nodes,
                              not_resumable, top, checkpoint_every, restart_time)
-        engine = get_engine(get_config(config, database_url))
+        engine = get_engine(get_config(config, database_url), existing=True)
         fx = FxTable(latest_fx(engine))
         fx_note = _fx_note(fx, opts.budget)
         now = datetime.now(UTC)

@@ -16,6 +16,7 @@ from gpuradar.cli.common import (
     app,
     get_engine,
     get_sources,
+    missing_database,
     pick_format,
 )
 from gpuradar.cli.output import Col, Format, age, emit
@@ -70,8 +71,11 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
         from gpuradar.cli.check import run_check
 
         raise typer.Exit(run_check(setup.cfg, pick_format(fmt, as_json, as_csv), verbose))
-    engine = get_engine(setup.cfg)
-    latest, ok, observed = last_crawls(engine), last_success(engine), last_observed(engine)
+    if missing_database(setup.cfg) is None:
+        engine = get_engine(setup.cfg, existing=True)
+        latest, ok, observed = last_crawls(engine), last_success(engine), last_observed(engine)
+    else:  # nothing crawled yet: the sources as configured, and no database made for that
+        latest, ok, observed = {}, {}, {}
     now = datetime.now(UTC)
     rows = []
     for name in setup.schedule:
