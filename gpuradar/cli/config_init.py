@@ -19,10 +19,10 @@ from gpuradar.cli.output import console
 
 if TYPE_CHECKING:  # pydantic and YAML are loaded when the file is written, not at start-up
     from pydantic import BaseModel
+    from pydantic.fields import FieldInfo
 
 DEFAULT_PATH = Path("~/.config/gpuradar/config.yaml")
 _EXAMPLES = {  # a value to show where the default is empty (all are documented forms)
-    "database_url": "sqlite:///gpuradar.db",
     "targets": {"slack": "slack://TokenA/TokenB/TokenC/#gpu-prices",
                 "email": "mailtos://user:password@example.com?to=me@example.com"},
     "rules": ["H100 under $2/h", "8x A100-80GB spot under $10/h region us-*"],
@@ -57,6 +57,26 @@ def _type_name(annotation: Any) -> str:
     return str(annotation).replace("typing.", "")
 
 
+def _hint(field: "FieldInfo") -> str:
+    """What a value of this field is, as the schema reads it: a duration only where the
+    schema parses one (a count or a ratio is no number of seconds)."""
+    from gpuradar.core.config import values
+
+    if any(getattr(meta, "func", None) is values.seconds_of for meta in field.metadata):
+        return "seconds, or 5m, 1h, 2d"
+    return {"bool": "true or false", "int": "a whole number", "float": "a number",
+            "str": "text"}.get(_type_name(field.annotation), "")
+
+
+def _database_default() -> str:
+    """The database used when none is configured: the data directory's, not a path
+    relative to wherever the command runs (what the starter file once suggested)."""
+    from gpuradar.core.config.paths import data_dir
+
+    return (f"# database_url: null    # default: sqlite:///{data_dir() / 'gpuradar.db'} "
+            "(GPURADAR_DATA_DIR moves it)")
+
+
 def _value(key: str, default: Any) -> str:
     import yaml
 
@@ -74,9 +94,7 @@ def _section(model: "type[BaseModel]", indent: int, lines: list[str]) -> None:
         if field.description:
             lines.append(f"# {pad}# {field.description}")
         value = _value(key, field.get_default(call_default_factory=True))
-        kind = _type_name(field.annotation)
-        hint = {"bool": "true or false", "int": "a whole number", "float": "a number (seconds "
-                "for durations, or 5m, 1h, 2d)", "str": "text"}.get(kind, "")
+        hint = _hint(field)
         first, *rest = value.splitlines()
         lines.append(f"# {pad}{first}" + (f"    # {hint}" if hint and not rest else ""))
         lines += [f"# {pad}{line}" for line in rest]
@@ -124,8 +142,11 @@ def starter_config() -> str:
             lines.append(f"# {field.alias or name}:")
             _section(sub, 1, lines)
             continue
-        lines += [f"# {line}" for line in _value(name, field.get_default(
-            call_default_factory=True)).splitlines()]
+        if name == "database_url":
+            lines.append(_database_default())
+        else:
+            lines += [f"# {line}" for line in _value(name, field.get_default(
+                call_default_factory=True)).splitlines()]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

@@ -75,3 +75,25 @@ def test_init_writes_through_no_link_and_waits_on_no_fifo(tmp_path):
     result = runner.invoke(app, ["config", "init", str(fifo), "--force"])
     assert result.exit_code == 2
     assert "is a named pipe, not a regular file" in " ".join(result.output.split())
+
+
+def test_init_shows_the_real_default_database_and_calls_only_durations_seconds(tmp_path):
+    """The starter file showed `database_url: sqlite:///gpuradar.db` (a file wherever the
+    command runs) as the default, and labelled counts and ratios (max_attempts,
+    AUTOTHROTTLE_TARGET_CONCURRENCY, GPURADAR_SHRINK_GUARD) "seconds for durations"."""
+    from tests.cli.test_terminal import in_terminal
+
+    path = tmp_path / "config.yaml"
+    data = tmp_path / "data"
+    code, out = in_terminal("config", "init", str(path), env={"GPURADAR_DATA_DIR": str(data)})
+    assert code == 0, out
+    text = path.read_text()
+    assert f"# database_url: null    # default: sqlite:///{data / 'gpuradar.db'} " \
+           "(GPURADAR_DATA_DIR moves it)" in text
+    assert "sqlite:///gpuradar.db" not in text
+    for key in ("max_attempts", "AUTOTHROTTLE_TARGET_CONCURRENCY", "GPURADAR_SHRINK_GUARD"):
+        line = next(x for x in text.splitlines() if x.lstrip("# ").startswith(f"{key}:"))
+        assert "seconds" not in line, line
+    for key in ("grace_period", "stop_timeout", "backoff_max"):
+        line = next(x for x in text.splitlines() if x.lstrip("# ").startswith(f"{key}:"))
+        assert line.endswith("# seconds, or 5m, 1h, 2d"), line

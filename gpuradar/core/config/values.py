@@ -29,7 +29,7 @@ from gpuradar.core import units
 from gpuradar.core.config.errors import shown
 
 
-def _seconds(value: Any) -> float | None:
+def seconds_of(value: Any) -> float | None:
     """Durations: 300 (seconds), "90s", "5m", "1h30m", "2 days" -> seconds."""
     if value is None:
         return None
@@ -56,7 +56,7 @@ def _at_most_delay(value: float | None) -> float | None:
 def _never_or_seconds(value: Any) -> Any:
     if value in (None, False, "never"):
         return value
-    _seconds(value)
+    seconds_of(value)
     return value
 
 
@@ -65,7 +65,7 @@ def _count_or_duration(value: Any) -> Any:
         if value < 1:
             raise ValueError("must be at least 1 evaluation, or a duration such as 10m")
         return value
-    _seconds(value)
+    seconds_of(value)
     return value
 
 
@@ -108,10 +108,10 @@ def _flat_texts(value: Any) -> Any:
 TextOrTexts = Annotated[Any, AfterValidator(_flat_texts)]
 
 
-Seconds = Annotated[float, BeforeValidator(_seconds)]
-OptionalSeconds = Annotated[float | None, BeforeValidator(_seconds)]
-PositiveSeconds = Annotated[float, BeforeValidator(_seconds), AfterValidator(_positive)]
-OptionalPositiveSeconds = Annotated[float | None, BeforeValidator(_seconds),
+Seconds = Annotated[float, BeforeValidator(seconds_of)]
+OptionalSeconds = Annotated[float | None, BeforeValidator(seconds_of)]
+PositiveSeconds = Annotated[float, BeforeValidator(seconds_of), AfterValidator(_positive)]
+OptionalPositiveSeconds = Annotated[float | None, BeforeValidator(seconds_of),
                                     AfterValidator(_positive)]
 PositiveNumber = Annotated[float, AfterValidator(_positive_number)]
 
