@@ -58,6 +58,14 @@ class _Console(Console):
     def size(self, new_size: tuple[int, int]) -> None:
         self._width, self._height = new_size
 
+    def on_broken_pipe(self) -> None:
+        """The program reading the output closed it (`gpuradar demo | head -3`): it had what
+        it wanted, so the command ends quietly with exit 0, as when the output fitted into
+        the pipe before (rich exits 1)."""
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing more to write, not even at exit
+        raise SystemExit(0)
+
     @contextmanager
     def wider(self, width: int) -> Iterator[None]:
         self._forced = max(width, self.width)

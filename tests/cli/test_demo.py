@@ -264,3 +264,26 @@ def test_kept_demo_aws_spot_offers_carry_the_dated_band_and_recommend_uses_it(ke
                         == "signal" and o["spot"]["run"]["total_usd"][0] is not None
                         for o in spot)
     assert data["on_demand"]["pricing"] == "on_demand"
+
+
+def test_the_quick_start_leaves_nothing_for_git_status(tmp_path):
+    """After the README's quick start (`demo --keep demo.db`, then `run --replay` on it) `git
+    status` listed demo.db.lock, the daemon's instance lock, which stays on purpose."""
+    import subprocess
+
+    from gpuradar.storage.leader import InstanceLock
+
+    root = Path(__file__).resolve().parents[2]
+    repo = tmp_path / "clone"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".gitignore").write_text((root / ".gitignore").read_text())
+    db = repo / "demo.db"
+    assert gpuradar("demo", "--keep", str(db)).returncode == 0
+    lock = InstanceLock(db)  # what `gpuradar run` takes on a SQLite database
+    lock.acquire()
+    lock.release()
+    assert (repo / "demo.db.lock").exists()
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                            cwd=repo, capture_output=True, text=True, check=True).stdout
+    assert status.split() == ["??", ".gitignore"], status

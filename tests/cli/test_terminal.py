@@ -238,3 +238,16 @@ def test_a_reading_command_on_a_missing_database_says_so_and_creates_nothing(tmp
     code, out = in_terminal("sources", "--database-url", f"sqlite:///{missing}")
     assert code == 0 and "never" in out, out
     assert not (tmp_path / "nonexistent").exists()
+
+
+def test_demo_into_head_exits_0_quietly():
+    """`gpuradar demo | head -3` exited 1 silently (`prices | head` exits 0): the reader
+    closing the pipe is not a failure."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPURADAR_")}
+    env |= {"PYTHONPATH": str(ROOT), "GPURADAR_DATA_DIR": str(
+        Path(os.environ.get("TMPDIR", "/tmp")) / f"gpuradar-pipe-{os.getpid()}")}
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c",
+                           f"{sys.executable} -m gpuradar demo | head -3"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "" and len(proc.stdout.splitlines()) == 3, proc
