@@ -94,6 +94,9 @@ class Health:
         }
         if running and not alive:
             body["scheduler"] = f"stuck (no heartbeat for {age:.0f}s)"
+        elif not running and not self.stopping and body["role"] == "starting":
+            # the endpoint is up a moment before the scheduler: not "unhealthy", not yet ok
+            body["status"] = body["scheduler"] = "starting"
         stalled = dict(self.stalled)
         if stalled and body["role"] == "leader":
             body["status"] = "unhealthy"

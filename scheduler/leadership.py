@@ -55,8 +55,10 @@ from gpuradar.storage.leader import (
 log = logging.getLogger("gpuradar.leadership")
 
 LEADER, STANDBY = "leader", "standby"
+# before start(): neither, yet (a lone SQLite daemon's first instants read "standby")
+STARTING = "starting"
 
-__all__ = ["LEADER", "STANDBY", "InstanceLocked", "Leadership", "SendGate"]
+__all__ = ["LEADER", "STANDBY", "STARTING", "InstanceLocked", "Leadership", "SendGate"]
 
 
 class SendGate:
@@ -101,7 +103,7 @@ class Leadership:
     def __init__(self, engine: Engine, opts: DaemonOptions, gauge: Any = None) -> None:
         self.engine = engine
         self.single = engine.dialect.name != "postgresql"
-        self.role = STANDBY
+        self.role = STARTING
         self.gauge = gauge
         self.attempts: Any = None  # a Counter by result: a standby that tries is visible
         self.configure(opts)
@@ -151,6 +153,7 @@ class Leadership:
             log.info("leader: the only daemon on this database", extra={"role": LEADER})
             elected()
             return
+        self._set(STANDBY)
         log.info("standby until the leader lock is taken (trying every %s; a lost leader is "
                  "replaced within %s)", format_duration(self.retry),
                  format_duration(self.takeover_within),

@@ -64,3 +64,47 @@ def test_readyz_answers_503_with_the_reason_and_healthz_stays_200(engine):
         assert body["status"] == "degraded" and "azure" in body["reason"]
     finally:
         httpd.shutdown()
+
+
+def test_a_lone_sqlite_daemon_says_starting_until_it_leads(sqlite_url):
+    """For its first instants a lone SQLite daemon answered /healthz 503 with
+    "role": "standby": no replica waits here, it is starting."""
+    import asyncio
+
+    from gpuradar.core.config import Config
+    from gpuradar.scheduler.jobs import daemon_options
+    from gpuradar.scheduler.leadership import Leadership
+    from gpuradar.storage.db import open_database
+
+    engine = open_database(sqlite_url)
+    leadership = Leadership(engine, daemon_options(Config(database_url=sqlite_url)))
+    running = {"scheduler": False}
+    health = Health(lambda: engine, lambda: running["scheduler"],
+                    role=lambda: leadership.role)
+    httpd = serve("127.0.0.1", 0, make_app(CollectorRegistry(), health, lambda s: s))
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+
+    def healthz() -> tuple[int, dict]:
+        try:
+            with urllib.request.urlopen(base + "/healthz", timeout=5) as reply:
+                return reply.status, json.loads(reply.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    try:
+        status, body = healthz()
+        assert status == 503, body
+        assert body["status"] == "starting" and body["role"] == "starting", body
+
+        async def lead_then_check() -> tuple[int, dict]:
+            leadership.claim()
+            leadership.start(lambda: running.update(scheduler=True), lambda: None)
+            try:
+                return await asyncio.to_thread(healthz)
+            finally:
+                await leadership.release()
+
+        status, body = asyncio.run(lead_then_check())
+        assert status == 200 and body["role"] == "leader" and body["status"] == "ok", body
+    finally:
+        httpd.shutdown()
