@@ -46,6 +46,9 @@ crawl_recorded = object()
 #: last good price instead of being closed as vanished.
 UNREADABLE_REASONS = frozenset({"no_price", "bad_price", "zero_price", "negative_price",
                                 "implausible_price", "unknown_currency"})
+#: Every reason an item is dropped for (`gpuradar/dropped/<reason>` in the crawl's stats; the
+#: daemon's gpuradar_crawl_dropped_items_total starts each at zero).
+DROP_REASONS = UNREADABLE_REASONS | {"bad_pricing", "no_gpu", "no_identity", "duplicate_offer"}
 #: Plausible USD per GPU-hour, both ends inclusive (settings GPURADAR_PRICE_RANGE, or
 #: `sources.<name>.price_range: [low, high]` in the config file).
 PRICE_RANGE = defaults.PRICE_RANGE
@@ -56,6 +59,7 @@ class UnreadablePrice(DropItem):
 
 
 def _drop(crawler: Crawler, reason: str, item: PriceItem) -> DropItem:
+    assert reason in DROP_REASONS, reason  # a new reason is added there (its metric's zero)
     crawler.stats.inc_value(f"gpuradar/dropped/{reason}")
     cls = UnreadablePrice if reason in UNREADABLE_REASONS else DropItem
     return cls(f"{reason}: {item.source} {item.region} {item.instance_type} {item.pricing}")

@@ -354,7 +354,7 @@ class Daemon:
             if prev is None:
                 self.state.setdefault(name, SourceState(
                     failures=consecutive_failures(self.engine, name)))
-                self.metrics.init_source(name)
+                self.metrics.init_source(name, job_id)
                 self.metrics.failures.labels(name).set(self.state[name].failures)
                 self.scheduler.add_job(self._crawl_job, trigger, args=[name], id=job_id,
                                        name=f"crawl {name}", next_run_time=due,

@@ -66,29 +66,37 @@ def accelerator_info(names: set[str]) -> GaugeMetricFamily:
 
 
 def index_families(engine: Engine) -> Iterator[GaugeMetricFamily]:
-    """The market index as it stands: `gpuradar_price_index_usd{gpu,pricing,stat}` (stat:
-    median, p10, p90) and the offers and providers behind each figure (docs/index.md)."""
+    """The market index as it stands: `gpuradar_price_index_usd_per_gpu_hour{gpu,pricing,
+    stat}` (stat: median, p10, p90), and what each figure is made of, one metric per count
+    (offers, providers and excluded offers are different things: never summed as one)."""
     from gpuradar.storage.index import current_index
 
+    labels = ["gpu", "pricing"]
     usd = GaugeMetricFamily(
-        f"{PREFIX}_price_index_usd",
+        f"{PREFIX}_price_index_usd_per_gpu_hour",
         "Market index of each accelerator model and pricing in USD per accelerator-hour over "
-        "fresh, available offers, each offer one vote, outliers screened (docs/index.md).",
-        labels=["gpu", "pricing", "stat"])
-    offers = GaugeMetricFamily(
-        f"{PREFIX}_price_index_offers",
-        "Offers the market index of each model and pricing is computed from (after the "
-        "outlier screen), and the providers (sources) they come from.",
-        labels=["gpu", "pricing", "count"])
+        "fresh, available offers, outliers screened (docs/index.md).",
+        labels=[*labels, "stat"])
+    counts = {
+        "offers": GaugeMetricFamily(
+            f"{PREFIX}_price_index_offers", "Offers the market index of each model and "
+            "pricing is computed from, after the outlier screen.", labels=labels),
+        "providers": GaugeMetricFamily(
+            f"{PREFIX}_price_index_providers", "Providers (sources) of the offers the market "
+            "index of each model and pricing is computed from.", labels=labels),
+        "excluded": GaugeMetricFamily(
+            f"{PREFIX}_price_index_excluded_offers", "Offers the outlier screen of the "
+            "market index of each model and pricing left out.", labels=labels),
+    }
     for fig in current_index(engine):
-        labels = [fig["gpu"], fig["pricing"]]
+        key = [fig["gpu"], fig["pricing"]]
         for stat in ("median", "p10", "p90"):
-            usd.add_metric([*labels, stat], fig[stat])
-        offers.add_metric([*labels, "offers"], fig["offers"])
-        offers.add_metric([*labels, "providers"], fig["providers"])
-        offers.add_metric([*labels, "excluded"], len(fig["excluded"]))
+            usd.add_metric([*key, stat], fig[stat])
+        counts["offers"].add_metric(key, fig["offers"])
+        counts["providers"].add_metric(key, fig["providers"])
+        counts["excluded"].add_metric(key, len(fig["excluded"]))
     yield usd
-    yield offers
+    yield from counts.values()
 
 
 class DatabaseCollector(Collector):
@@ -179,6 +187,14 @@ class DatabaseCollector(Collector):
                                 value=alert_store.outbox_backlog(engine))
 
 
+#: The label values each labelled counter knows before its first event.
+CHANGES = ("new", "changed", "closed")
+CHANNELS = ("slack", "email", "webhook", "other")
+DELIVERY_STATUSES = ("sent", "failed", "retry")
+LOCK_RESULTS = ("taken", "held", "unreachable")
+SKIP_REASONS = ("max_instances", "missed")
+
+
 class Metrics:
     """Every metric the daemon exports, in its own registry (plus process metrics)."""
 
@@ -229,6 +245,15 @@ class Metrics:
                                   "started, by job and reason (max_instances: the previous run "
                                   "was still going; missed: later than the misfire grace).",
                                   ["job", "reason"], registry=r)
+        # every label value known in advance starts at zero (as crawls_total per source):
+        # a counter with no series until its first event breaks rate() and absent()
+        for channel in CHANNELS:
+            for status in DELIVERY_STATUSES:
+                self.notifications.labels(channel, status)
+        for result in ("success", "failure"):
+            self.reloads.labels(result)
+        for result in LOCK_RESULTS:
+            self.lock_attempts.labels(result)
         self.build = Info(f"{PREFIX}_build", "Version of gpuradar and its main parts.",
                           registry=r)
         import scrapy
@@ -246,12 +271,22 @@ class Metrics:
         else:
             self.intervals.labels(source).set(interval)
 
-    def init_source(self, source: str) -> None:
-        """Zero series for a scheduled source, so a first failure is a visible increase."""
+    def init_source(self, source: str, job: str | None = None) -> None:
+        """Zero series for a scheduled source (and its crawl job), so that a first failure,
+        drop or change is a visible increase to rate() and absence alerts."""
+        from gpuradar.crawler.pipelines import DROP_REASONS
+
         for status in (CrawlStatus.OK, CrawlStatus.PARTIAL, CrawlStatus.FAILED):
             self.crawls.labels(source, status)
         self.items.labels(source)
         self.failures.labels(source).set(0)
+        for reason in sorted(DROP_REASONS):
+            self.dropped.labels(source, reason)
+        for change in CHANGES:
+            self.changes.labels(source, change)
+        if job is not None:
+            for reason in SKIP_REASONS:
+                self.job_events.labels(job, reason)
 
     def observe_crawl(self, source: str, status: str, duration: float, items: int,
                       dropped: dict[str, int], new: int, changed: int, closed: int) -> None:
@@ -262,13 +297,13 @@ class Metrics:
         for reason, n in dropped.items():
             if n:
                 self.dropped.labels(source, str(reason)[:40]).inc(n)
-        for change, n in (("new", new), ("changed", changed), ("closed", closed)):
+        for change, n in zip(CHANGES, (new, changed, closed), strict=True):
             if n:
                 self.changes.labels(source, change).inc(n)
 
     def observe_delivery(self, results: list[Any]) -> None:
         for res in results:
             channel = getattr(res, "channel", "other") or "other"
-            if channel not in ("slack", "email", "webhook"):
+            if channel not in CHANNELS:
                 channel = "other"
             self.notifications.labels(channel, str(getattr(res, "status", "unknown"))).inc()

@@ -140,9 +140,51 @@ def test_metrics_show_crawls_prices_and_notifications(replay):
                            "availability", "gpu", "channel", "result", "rule", "job", "version",
                            "python", "scrapy", "implementation", "major", "minor",
                            "patchlevel", "generation", "vendor", "kind", "frameworks",
-                           "stat", "count"}  # the market index: median/p10/p90, offers
+                           "stat"}  # the market index: median/p10/p90
     status, health = d.healthz()
     assert status == 200 and health["status"] == "ok" and health["database"] == "ok"
+
+
+def test_a_scrape_passes_promtool_with_units_separate_counts_and_zeros(replay):
+    """`promtool check metrics` on a scrape of the running daemon; the index carries its unit
+    in its name (it was gpuradar_price_index_usd) and its offers, providers and excluded
+    offers are separate metrics (they were one, under a label `count`, and cannot be
+    summed); labelled counters have their known series at 0 before any event (they had
+    none until the first, so rate() and absence alerts misbehaved after a restart)."""
+    import subprocess
+
+    from tests.project.test_deploy import tool
+
+    d = replay["daemon"]
+    for source in ("vastai", "lambda", "oci"):
+        d.wait_metric("gpuradar_crawls_total", 1, source=source, status="ok")
+    text = d.metrics_text()
+    proc = subprocess.run([tool("promtool"), "check", "metrics"], input=text,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and not proc.stdout.strip() and not proc.stderr.strip(), proc
+    m = d.metrics()
+
+    def get(name, **labels):
+        return m.get((name, frozenset(labels.items())))
+
+    h100 = {"gpu": "H100-SXM-80GB", "pricing": "on_demand"}
+    assert get("gpuradar_price_index_usd_per_gpu_hour", **h100, stat="median") > 0
+    assert get("gpuradar_price_index_offers", **h100) >= 1
+    assert get("gpuradar_price_index_providers", **h100) >= 1
+    assert get("gpuradar_price_index_excluded_offers", **h100) >= 0
+    assert "gpuradar_price_index_usd{" not in text and 'count="' not in text
+    # known label values, before their first event
+    assert get("gpuradar_notifications_total", channel="slack", status="failed") == 0
+    assert get("gpuradar_notifications_total", channel="email", status="retry") == 0
+    assert get("gpuradar_config_reloads_total", result="failure") == 0
+    assert get("gpuradar_config_reloads_total", result="success") == 0
+    assert get("gpuradar_leader_lock_attempts_total", result="unreachable") == 0
+    for source in ("vastai", "lambda", "oci"):
+        assert get("gpuradar_offer_changes_total", source=source, change="closed") == 0
+        assert get("gpuradar_crawl_dropped_items_total", source=source,
+                   reason="implausible_price") == 0
+        assert get("gpuradar_scheduler_skipped_runs_total", job=f"crawl:{source}",
+                   reason="max_instances") == 0
 
 
 def test_logs_are_json_lines_without_secrets(replay):

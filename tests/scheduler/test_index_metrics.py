@@ -1,4 +1,5 @@
-"""`gpuradar_price_index_usd{gpu,pricing,stat}`: the market index at scrape time."""
+"""`gpuradar_price_index_usd_per_gpu_hour{gpu,pricing,stat}`: the market index at scrape
+time, and what each figure is made of."""
 
 from __future__ import annotations
 
@@ -19,12 +20,13 @@ def test_metrics_export_the_index_and_its_counts(engine):
         return series.get((name, frozenset(labels.items())))
 
     base = {"gpu": "H100-SXM-80GB", "pricing": "on_demand"}
-    assert get("gpuradar_price_index_usd", **base, stat="median") == 3.0
-    assert get("gpuradar_price_index_usd", **base, stat="p10") == 2.2
-    assert get("gpuradar_price_index_usd", **base, stat="p90") == 3.8
-    assert get("gpuradar_price_index_offers", **base, count="offers") == 3
-    assert get("gpuradar_price_index_offers", **base, count="providers") == 1
-    assert get("gpuradar_price_index_usd", gpu="H100-SXM-80GB", pricing="spot",
+    assert get("gpuradar_price_index_usd_per_gpu_hour", **base, stat="median") == 3.0
+    assert get("gpuradar_price_index_usd_per_gpu_hour", **base, stat="p10") == 2.2
+    assert get("gpuradar_price_index_usd_per_gpu_hour", **base, stat="p90") == 3.8
+    assert get("gpuradar_price_index_offers", **base) == 3
+    assert get("gpuradar_price_index_providers", **base) == 1
+    assert get("gpuradar_price_index_excluded_offers", **base) == 0
+    assert get("gpuradar_price_index_usd_per_gpu_hour", gpu="H100-SXM-80GB", pricing="spot",
                stat="median") is None
 
 
