@@ -290,7 +290,7 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
     if rt.plans is None:  # the rules or the settings changed (_sync_pools)
         rt.plans = [_Plan.of(r, settings, rt.pools) for r in rules]
     run = _Pass(rt, settings, now, _histories(engine, [p.rule for p in rt.plans if p.always],
-                                              now), _renderer(rt, settings))
+                                              now), _renderer(rt, settings), engine=engine)
     new_states: dict[str, AlertState] = {}
     for plan in rt.plans:
         old = states.get(plan.rule.key)
@@ -298,8 +298,7 @@ def _evaluate(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
                 and _unchanged(rt, plan, old, built, touched, now)):
             continue
         new_states[plan.rule.key] = _evaluate_rule(run, plan, old)
-    _source_alerts(rules, states, new_states, rt.market, settings, run.renderer, run.queue,
-                   now, run.result)
+    _source_alerts(rules, states, new_states, rt.market, settings, run, now)
     _save(engine, rt, rules, states, new_states, run)
     return run.result
 
@@ -365,6 +364,17 @@ class _Pass:
     result: EvaluationResult = field(default_factory=EvaluationResult)
     outbox: list[dict[str, Any]] = field(default_factory=list)
     unbounded: dict[PoolKey, float | None] = field(default_factory=dict)  # cheapest now
+    engine: Engine | None = None
+
+    def announced(self, key: str, since: datetime | None, targets: Iterable[str]
+                  ) -> list[str]:
+        """Of `targets`, those the alert was announced to since it fired (Alertmanager's
+        resolve-only-what-was-notified): a target added since, or whose announcement was
+        given up on, never receives the end of something it never heard of."""
+        if self.engine is None:
+            return list(targets)
+        told = store.announced_to(self.engine, key, since)
+        return [t for t in targets if t in told]
 
     def queue(self, key: str, kind: str, targets: Iterable[str],
               msg: messages.Message) -> None:
@@ -419,6 +429,8 @@ def _evaluate_rule(run: _Pass, plan: _Plan, old: AlertState | None) -> AlertStat
                         if isinstance(m, IndexMatch) else band_best(rule, market, run.unbounded))
             msg = run.renderer.rule_message(kind, m, market, top, previous, cheapest)
             targets = rule.targets if rule.targets is not None else rule.notify
+            if kind == "resolved":
+                targets = run.announced(rule.key, st.fired_at, targets)
             run.queue(rule.key, kind, targets, msg)
     except Exception as exc:  # noqa: BLE001 - one rule must not stop the others
         why = f"{type(exc).__name__}: {exc}".strip()
@@ -487,9 +499,10 @@ def _states(engine: Engine, rt: _Runtime) -> dict[str, AlertState]:
 
 def _source_alerts(rules: list[Rule], states: dict[str, AlertState],
                    new_states: dict[str, AlertState], market: Market,
-                   settings: AlertSettings, renderer: messages.Renderer, queue: Any,
-                   now: datetime, result: EvaluationResult) -> None:
-    """Sources gone stale: one notification when it starts (opt-in), one when it ends."""
+                   settings: AlertSettings, run: _Pass, now: datetime) -> None:
+    """Sources gone stale: one notification when it starts (opt-in), one when it ends (to
+    the targets told that it started)."""
+    renderer, result = run.renderer, run.result
     for source in sorted(market.last_success.keys() | market.failures.keys()):
         key = f"source:{source}"
         is_stale = source in market.stale
@@ -512,6 +525,8 @@ def _source_alerts(rules: list[Rule], states: dict[str, AlertState],
                                       market.failures.get(source, 0), now, bool(targets))
         if new is None:
             continue
+        if kind == "recovered":
+            targets = run.announced(key, old.fired_at if old else None, targets)
         if kind is not None:
-            queue(key, kind, targets, renderer.source_message(kind, source, market))
+            run.queue(key, kind, targets, renderer.source_message(kind, source, market))
         new_states[key] = new

@@ -240,6 +240,22 @@ def outbox_backlog(engine: Engine) -> int:
         return int(conn.execute(q).scalar_one())
 
 
+#: Notifications that announce an alert (a resolution or recovery reports on them).
+ANNOUNCING = ("firing", "improved", "repeat", "stale")
+
+
+def announced_to(engine: Engine, alert_key: str, since: datetime | None) -> set[str]:
+    """The targets an alert was announced to since it fired (`since`): a notice queued
+    then and not given up on (sent, or still pending). Only they hear of its end."""
+    q = (select(OUTBOX.c.target).distinct()
+         .where(OUTBOX.c.alert_key == alert_key, OUTBOX.c.kind.in_(ANNOUNCING),
+                OUTBOX.c.status != "failed"))
+    if since is not None:
+        q = q.where(OUTBOX.c.created_at >= since)
+    with engine.connect() as conn:
+        return set(conn.execute(q).scalars())
+
+
 def due_notifications(engine: Engine, now: datetime, limit: int = 100) -> list[dict[str, Any]]:
     """Pending notifications whose next attempt is due, oldest first."""
     q = (select(OUTBOX).where(OUTBOX.c.status == "pending", OUTBOX.c.next_attempt_at <= now)

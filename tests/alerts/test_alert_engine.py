@@ -1448,3 +1448,37 @@ def test_an_evaluation_leaves_the_garbage_collector_as_the_program_had_it(engine
         assert gc.isenabled()
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_only_targets_told_of_a_firing_hear_of_its_resolution(engine):
+    """A "resolved" notice went to targets that never heard the alert fire: one added to
+    the rule since, one whose firing notice was given up on, and (already right, kept so)
+    every target when the alert fired while muted or with no target at all."""
+    from sqlalchemy import update
+
+    from gpuradar.storage.models import OUTBOX
+
+    later = T0 + timedelta(hours=3)
+
+    def episode(before: dict, after: dict, give_up: str | None = None) -> list[tuple]:
+        crawl(engine, [offer("a", 1.5)])
+        evaluate(engine, [rule("H100 under $2/h", send_resolved=True, **before)], now=T0)
+        if give_up:  # delivery gave up on this target's firing notice
+            with engine.begin() as conn:
+                conn.execute(update(OUTBOX).where(OUTBOX.c.target == give_up)
+                             .values(status="failed"))
+        crawl(engine, [offer("a", 2.5, at=later)], at=later)
+        evaluate(engine, [rule("H100 under $2/h", send_resolved=True, **after)], now=later)
+        sent = [(n["kind"], n["target"]) for n in outbox(engine)]
+        with engine.begin() as conn:
+            conn.execute(OUTBOX.delete())
+            conn.execute(AlertState.__table__.delete())
+        return sent
+
+    assert episode({"notify": ("a",)}, {"notify": ("a", "b")}) == [
+        ("firing", "a"), ("resolved", "a")]  # b was added after the firing
+    assert episode({"notify": ("a", "b")}, {"notify": ("a", "b")}, give_up="b") == [
+        ("firing", "a"), ("firing", "b"), ("resolved", "a")]
+    assert episode({"notify": ("a",), "mute_until": T0 + timedelta(hours=2)},
+                   {"notify": ("a",), "mute_until": T0 + timedelta(hours=2)}) == []
+    assert episode({"notify": ()}, {"notify": ("a",)}) == []
