@@ -4,7 +4,7 @@ Server-rendered HTML that needs no JavaScript: the cheapest live offer per GPU (
 GPU, pricing, region and source through query parameters), each source's freshness and
 health, the alerts firing now, the market index's median per model and a price-history chart
 for every listed GPU with spot and on-demand apart (or a note saying why a GPU has none),
-drawn as inline SVG over a range chosen by link (`?range=24h|7d|30d`). A meta refresh
+drawn as inline SVG over a range chosen by link (`?range=24h|7d|30d|90d|365d|all`). A meta refresh
 reloads it; CSS alone fits it to a phone. The CSS is inline too: the page makes no request
 anywhere. Nothing changes state over HTTP: every method but GET and HEAD is answered 405.
 """
@@ -20,7 +20,6 @@ from urllib.parse import parse_qs, urlencode
 from jinja2 import Environment
 from sqlalchemy import Engine
 
-from gpuradar.core import gpus as catalog
 from gpuradar.core.pricing import PRICINGS, parse_pricing
 from gpuradar.core.pricing import label as pricing_label
 from gpuradar.core.units import age, money
@@ -28,13 +27,18 @@ from gpuradar.scheduler.api import DATABASE_ERRORS, first_line
 
 log = logging.getLogger("gpuradar.web")
 
-CHART_W, CHART_H, PAD_L, PAD_R, PAD_T, PAD_B = 420, 200, 60, 12, 24, 30
+# PAD_R: room for the newest price's dot (r 3.5) at the right end, whole on any screen
+CHART_W, CHART_H, PAD_L, PAD_R, PAD_T, PAD_B = 420, 200, 60, 16, 24, 30
 
 #: The history ranges a visitor can pick (`?range=`): label, length, slices drawn (a slice
-#: is 15 min, 1 h, 6 h: fine enough for a step line, few enough to read fast).
+#: is 15 min, 1 h, 6 h, 18 h, 3 d: fine enough for a step line, few enough to read fast);
+#: `all` reaches back to the oldest stored offer (replayed captures are months old).
 RANGES = {"24h": ("24 hours", timedelta(hours=24), 96),
           "7d": ("7 days", timedelta(days=7), 168),
-          "30d": ("30 days", timedelta(days=30), 120)}
+          "30d": ("30 days", timedelta(days=30), 120),
+          "90d": ("90 days", timedelta(days=90), 120),
+          "365d": ("365 days", timedelta(days=365), 122),
+          "all": ("all the data", None, 120)}
 DEFAULT_RANGE = "7d"
 #: The page reloads itself this often (a meta refresh: no JavaScript). Crawls run every few
 #: minutes at the most (the shortest default interval is 10 min), so 5 min shows each one
@@ -74,9 +78,11 @@ border-top:2px dotted #15803d}
 .key.on-demand::before{border-color:#2563eb}.key.spot::before{border:0;
 border-top:2px dashed #c2410c}
 .narrow{display:none}
+.sub{font-size:.85em;color:#667085;white-space:normal}
 @media (max-width:640px){
 body{margin:.8em auto;padding:0 .6em;font-size:13px}th,td{padding:.25em .35em}
-td.inst{white-space:nowrap}
+td{white-space:normal;overflow-wrap:anywhere}td.num,td.keep{white-space:nowrap;
+overflow-wrap:normal}td.text{min-width:0}
 .lo{display:none}.narrow{display:block}
 }
 """
@@ -115,24 +121,26 @@ PAGE = """<!doctype html>
 {% if replayed %}<p class="warn" id="replayed">Replayed from recordings, not live: {{ replayed }}.
 Their prices are as of the capture date.</p>{% endif %}
 {% if cheapest %}
-<p class="muted narrow">Narrow screen: memory, region and availability are hidden; the table
-scrolls sideways.</p>
-<div class="scroll"><table id="cheapest"><thead><tr><th>GPU</th><th class="num">GPUs</th>
-<th class="num">$/GPU-h</th><th class="num">$/h</th><th>pricing</th><th>source</th>
-<th>instance</th><th class="lo">region</th><th class="num lo">memory/GPU</th>
-<th class="lo">available</th><th>seen</th></tr></thead><tbody>
-{% for o in cheapest %}<tr><td class="gpu">{{ o.gpu }}</td><td class="num">{{ o.count }}</td>
+<p class="muted narrow">Narrow screen: each GPU's count, source, instance and when it was
+seen are under its name; memory, region and availability need a wider screen.</p>
+<div class="scroll"><table id="cheapest"><thead><tr><th>GPU</th><th class="num lo">GPUs</th>
+<th class="num">$/GPU-h</th><th class="num">$/h</th><th>pricing</th><th class="lo">source</th>
+<th class="lo">instance</th><th class="lo">region</th><th class="num lo">memory/GPU</th>
+<th class="lo">available</th><th class="lo">seen</th></tr></thead><tbody>
+{% for o in cheapest %}<tr><td class="gpu">{{ o.gpu }}<div class="narrow sub">{{ o.count }}x,
+{{ o.source }} {{ o.instance }}, {{ o.seen }}</div></td><td class="num lo">{{ o.count }}</td>
 <td class="num">{{ o.per_gpu }}</td><td class="num">{{ o.per_hour }}</td>
-<td>{{ o.pricing }}</td><td>{{ o.source }}</td><td class="inst">{{ o.instance }}</td>
+<td class="keep">{{ o.pricing }}</td><td class="lo">{{ o.source }}</td>
+<td class="inst lo">{{ o.instance }}</td>
 <td class="lo">{{ o.region }}</td><td class="num lo">{{ o.memory }}</td>
-<td class="lo">{{ o.available }}</td><td>{{ o.seen }}</td></tr>
+<td class="lo">{{ o.available }}</td><td class="lo">{{ o.seen }}</td></tr>
 {% endfor %}</tbody></table></div>
 {% else %}<p class="muted">{{ empty }}</p>{% endif %}
 
 <h2>Alerts firing</h2>
 {% if alerts %}
 <div class="scroll"><table id="alerts"><thead><tr><th>rule</th><th class="num">best</th>
-<th class="num">matches</th><th>condition</th><th>since</th></tr></thead><tbody>
+<th class="num">matches</th><th>condition</th><th>since (UTC)</th></tr></thead><tbody>
 {% for a in alerts %}<tr><td>{{ a.name }}</td><td class="num">{{ a.best }}</td>
 <td class="num">{{ a.matches }}</td><td class="text">{{ a.description }}</td>
 <td>{{ a.since }}</td></tr>{% endfor %}</tbody></table></div>
@@ -141,13 +149,15 @@ scrolls sideways.</p>
 <h2>Sources</h2>
 {% if sources %}
 <div class="scroll"><table id="sources"><thead><tr><th>source</th><th>last crawl</th>
-<th class="num">offers</th><th class="num">failures since</th><th class="lo">last success</th>
-<th>data as of</th><th>error</th></tr></thead><tbody>
+<th class="num">offers</th><th class="num lo">failures since</th><th class="lo">last success</th>
+<th>data as of</th><th>stale alert</th>{% if source_errors %}<th>error</th>{% endif %}</tr>
+</thead><tbody>
 {% for s in sources %}<tr><td>{{ s.source }}</td>
 <td class="{{ s.css }}">{{ s.status }}, {{ s.last_crawl }} ago</td>
-<td class="num">{{ s.offers }}</td><td class="num">{{ s.failures }}</td>
+<td class="num">{{ s.offers }}</td><td class="num lo">{{ s.failures }}</td>
 <td class="lo">{{ s.last_success }}</td><td>{{ s.data_as_of }}</td>
-<td class="text">{{ s.error }}</td></tr>{% endfor %}
+<td class="{{ 'warn' if s.stale != '-' else 'muted' }}">{{ s.stale }}</td>
+{% if source_errors %}<td class="text">{{ s.error }}</td>{% endif %}</tr>{% endfor %}
 </tbody></table></div>
 {% else %}<p class="muted">No crawl has run yet.</p>{% endif %}
 
@@ -172,8 +182,8 @@ title="lowest and highest of the cheapest {{ k.label }} price, last {{ range_lab
 {% endfor %}</div>{{ c.svg }}</figure>
 {% endfor %}</div>
 {% if uncharted %}<p id="uncharted-why">No chart for {{ uncharted_count }} of
-{{ cheapest|length }} GPUs in the table: no price of theirs falls in the last
-{{ range_label }}.</p>
+{{ listed }} GPUs in the table: no price of theirs falls in the last
+{{ range_label }}{% if longer %} (<a href="{{ longer }}">all the data</a> has them){% endif %}.</p>
 <ul id="uncharted">{% for u in uncharted %}<li>{{ u.why }}: {% for g in u.gpus %}<span
 class="gpu">{{ g }}</span>{% if not loop.last %}, {% endif %}{% endfor %}</li>
 {% endfor %}</ul>
@@ -276,8 +286,9 @@ def _row(o: dict[str, Any], now: datetime) -> dict[str, Any]:
 
 def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = None) -> str:
     """The page for these query parameters."""
+    from gpuradar.storage.dataset import UnknownGpu, resolve_gpus
     from gpuradar.storage.queries import OfferFilter
-    from gpuradar.storage.web import overview
+    from gpuradar.storage.web import first_observation, overview
 
     now = now or datetime.now(UTC)
     q = {k: _one(query, k) for k in ("gpu", "pricing", "region", "source", "range")}
@@ -285,7 +296,7 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
     try:
         pricing = parse_pricing(q["pricing"]) if q["pricing"] else None
     except ValueError as exc:
-        problems.append(str(exc))
+        problems.append(f"{exc}: showing every pricing")
         pricing = None
     range_key = q.pop("range") or DEFAULT_RANGE
     if range_key not in RANGES:
@@ -293,9 +304,14 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
                         f"{RANGES[DEFAULT_RANGE][0]}")
         range_key = DEFAULT_RANGE
     range_label, length, buckets = RANGES[range_key]
-    names: list[str] = []
-    if q["gpu"]:
-        names = [g.name for g in catalog.match_family(q["gpu"])] or [q["gpu"]]
+    if length is None:  # all: from the oldest stored offer, at least a day
+        first = first_observation(engine)
+        length = max(now - first, timedelta(days=1)) if first else timedelta(days=1)
+    try:  # the command line's and the API's reading, and their "did you mean"
+        names = resolve_gpus(engine, q["gpu"])
+    except UnknownGpu as exc:
+        problems.append(str(exc))
+        names = [q["gpu"]]  # matches nothing: the table says so under the problem
     flt = OfferFilter(gpus=names, pricing=pricing, sources=[q["source"]] if q["source"] else [],
                       regions=[q["region"]] if q["region"] else [])
     data = overview(engine, flt, days=length / timedelta(days=1), now=now, buckets=buckets)
@@ -310,22 +326,26 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
         refresh=REFRESH_SECONDS, refresh_text=_duration(REFRESH_SECONDS),
         gpus=stored, source_names=[s["source"] for s in data["sources"]],
         range_key=range_key, range_label=range_label,
+        longer="/?" + urlencode({**filters, "range": "all"}) if range_key != "all" else "",
         ranges=[{"label": label, "current": key == range_key,
                  "href": "/?" + urlencode({**filters, "range": key})}
                 for key, (label, _, _) in RANGES.items()],
         cheapest=[_row(o, now) for o in data["cheapest"]],
         alerts=[{"name": a["name"], "description": a["description"],
-                 "since": f"{_aware(a['fired_at']):%Y-%m-%d %H:%M} UTC" if a["fired_at"]
+                 "since": f"{_aware(a['fired_at']):%Y-%m-%d %H:%M}" if a["fired_at"]
                  else "-", "best": money(a["best_value"], a["currency"] or "USD"),
                  "matches": a["match_count"]} for a in data["alerts"]],
         sources=[{**s, "css": {"ok": "ok", "partial": "warn"}.get(s["status"], "bad"),
                   "last_crawl": age(s["last_crawl"], now),
                   "last_success": f"{age(s['last_success'], now)} ago" if s["last_success"]
-                  else "never", "data_as_of": _data_as_of(s, now)} for s in data["sources"]],
+                  else "never", "data_as_of": _data_as_of(s, now),
+                  "stale": _stale(data["stale"], s["source"])} for s in data["sources"]],
+        source_errors=any(s["error"] for s in data["sources"]),  # else no empty column
         replayed=", ".join(f"{s['source']} captured {s['captured'] or 'on an unknown date'}"
                            for s in data["sources"] if s["replayed"]),
         charts=[_history_chart(c, data["until"], range_label) for c in data["charts"]],
-        uncharted=uncharted, uncharted_count=len(data["uncharted"]),
+        uncharted=uncharted, listed=len(data["listed"]),
+        uncharted_count=len({o["gpu"] for o in data["uncharted"]}),
         index=[_index_chart(c, data["until"]) for c in data["index"]],
         index_hidden=data["index_total"] - len(data["index"]))
 
@@ -357,7 +377,8 @@ def _uncharted(offers: list[dict[str, Any]], since: datetime,
             why = f"{o['source']}: last seen {age(o['observed_at'], now)} ago"
         else:
             why = f"{o['source']}: no price recorded in this range"
-        groups.setdefault(why, []).append(o["gpu"])
+        if o["gpu"] not in groups.setdefault(why, []):  # a GPU once, whatever its pricings
+            groups[why].append(o["gpu"])
     return [{"why": why, "gpus": gpus} for why, gpus in groups.items()]
 
 
@@ -381,6 +402,16 @@ def _data_as_of(s: dict[str, Any], now: datetime) -> str:
     if s["replayed"]:
         return f"captured {s['captured'] or 'date unknown'} (replayed)"
     return f"{age(s['observed_at'], now)} ago" if s["observed_at"] else "-"
+
+
+def _stale(alerts: dict[str, dict[str, Any]], source: str) -> str:
+    """A source's stale alert (the alert engine's judgement, as `gpuradar alerts` lists it):
+    'stale since ...', or '-' when it has none firing."""
+    alert = alerts.get(source)
+    if alert is None or alert["state"] != "firing":
+        return "-"
+    since = alert["fired_at"]
+    return f"stale since {_aware(since):%Y-%m-%d %H:%M} UTC" if since else "stale"
 
 
 def _aware(ts: datetime) -> datetime:

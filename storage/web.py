@@ -6,10 +6,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 
 from gpuradar.core.units import region_matches
 from gpuradar.storage.alerts import alert_rows, source_health
+from gpuradar.storage.models import OFFER
 from gpuradar.storage.queries import (
     OfferFilter,
     current_offers,
@@ -25,12 +26,23 @@ MAX_INDEX_CHARTS = 8  # the models with the most offers; the API has every one
 
 
 def cheapest_per_gpu(engine: Engine, flt: OfferFilter) -> list[dict[str, Any]]:
-    """The cheapest listed offer of each GPU (not known to be unavailable), cheapest first."""
-    best: dict[str, dict[str, Any]] = {}
+    """The cheapest listed offer of each GPU and pricing (not known to be unavailable),
+    cheapest first: a model's on-demand price is never hidden behind its spot one."""
+    best: dict[tuple[str, str], dict[str, Any]] = {}
     for o in current_offers(engine, flt):
         if o["price_per_gpu_usd"] is not None and o["available"] is not False:
-            best.setdefault(o["gpu"], o)
+            best.setdefault((o["gpu"], o["pricing"]), o)
     return sorted(best.values(), key=lambda o: o["price_per_gpu_usd"])
+
+
+def first_observation(engine: Engine) -> datetime | None:
+    """When the oldest stored offer was first seen (a replay: its capture): where the
+    page's longest history range starts."""
+    with engine.connect() as conn:
+        first = conn.execute(select(func.min(OFFER.c.first_seen))).scalar_one()
+    if isinstance(first, str):  # SQLite hands an aggregate's timestamp back as text
+        first = datetime.fromisoformat(first)
+    return first if first is None or first.tzinfo else first.replace(tzinfo=UTC)
 
 
 def sources(engine: Engine) -> list[dict[str, Any]]:
@@ -86,9 +98,9 @@ def overview(engine: Engine, flt: OfferFilter, days: float = 7.0,
     now = now or datetime.now(UTC)
     since = now - timedelta(days=days)
     cheapest = cheapest_per_gpu(engine, flt)
-    history = price_history(engine, [o["gpu"] for o in cheapest], flt, since, now, buckets)
-    charts = [{"gpu": o["gpu"], "series": history[o["gpu"]]}
-              for o in cheapest if o["gpu"] in history]
+    listed = list(dict.fromkeys(o["gpu"] for o in cheapest))  # each GPU once, cheapest first
+    history = price_history(engine, listed, flt, since, now, buckets)
+    charts = [{"gpu": gpu, "series": history[gpu]} for gpu in listed if gpu in history]
     uncharted = [o for o in cheapest if o["gpu"] not in history]
     index_charts = []
     from gpuradar.storage.index import current_index, index_series
@@ -99,8 +111,13 @@ def overview(engine: Engine, flt: OfferFilter, days: float = 7.0,
         series = index_series(engine, fig["gpu"], fig["pricing"], since, now, buckets)
         if any(v is not None for _, v in series):
             index_charts.append({"figure": fig, "series": series})
+    alerts = alert_rows(engine, include_inactive=True)
     return {"cheapest": cheapest, "sources": sources(engine), "index": index_charts,
             "index_total": len(figures),
-            "alerts": [a for a in alert_rows(engine) if a["state"] == "firing"],
+            # rules firing (as gpuradar_rules_firing counts them); a stale source is not a
+            # rule: its alert (firing, or ended) shows in the sources table instead
+            "alerts": [a for a in alerts if a["kind"] == "rule" and a["state"] == "firing"],
+            "stale": {a["name"]: a for a in alerts if a["kind"] == "source"},
             "charts": charts, "uncharted": uncharted, "since": since, "until": now,
+            "listed": listed,
             "gpus": gpu_names(engine)}
