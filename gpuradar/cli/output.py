@@ -99,7 +99,7 @@ _EMPTY = ("", "-", None)
 PROSE = frozenset({"notes", "note", "error", "last_error", "why", "rule", "read_as", "where",
                    "detail", "fix", "origin", "uncatalogued", "dropped", "credentials",
                    "options", "urls", "unknown_gpus"})
-GAP = 2  # spaces between two columns
+GAP = 2  # spaces between two columns (1 in a table that would otherwise leave one out)
 # Values shortened (and said so in the caption) before any column is left out.
 ABBREVIATE = {"pricing": {"on-demand": "OD"}}
 
@@ -295,13 +295,15 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
     def floor(i: int, last_resort: bool = False) -> int:
         if i in numeric:  # its numbers whole; its header may wrap ('whole offer /h')
             return max([_longest_word(cols[i].header), *(len(row[i]) for row in cells)])
-        if not (cols[i].wraps or last_resort):
+        if not (cols[i].wraps or cols[i].split_count or last_resort):
             return natural(i)
-        split = last_resort and cols[i].split_count
+        split = cols[i].split_count  # a count over its model before a column goes
         return max(_longest_word(v, split) for v in [cols[i].header, *(row[i] for row in cells)])
 
+    gap = GAP
+
     def total(widths: dict[int, int]) -> int:  # with the table's two edge spaces
-        return sum(widths.values()) + GAP * (len(widths) - 1) + 2
+        return sum(widths.values()) + gap * (len(widths) - 1) + 2
 
     notes = [caption] if caption else []
     if room is not None and abbreviate and total({i: natural(i) for i in keep}) > room:
@@ -313,6 +315,16 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
                     used[short[row[i]]] = row[i]
                     row[i] = short[row[i]]
         notes += [f"{a} = {v}" for a, v in used.items()]
+    for key, prefix in (prefixes or {}).items():  # too wide: the shared prefix goes first
+        if room is None or total({i: floor(i) for i in keep}) <= room:
+            break
+        i = next((i for i in keep if cols[i].key == key), None)
+        if i is not None and any(row[i].startswith(prefix) for row in cells):
+            for row in cells:
+                row[i] = row[i].removeprefix(prefix)
+            notes.append(f"{cols[i].header} names without {prefix}")
+    if room is not None and total({i: floor(i) for i in keep}) > room:
+        gap = 1  # one space between columns before any column is left out
     hidden: list[str] = []
     while room is not None and total({i: floor(i) for i in keep}) > room:
         droppable = [i for i in keep if cols[i].priority > 0]
@@ -321,14 +333,6 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
         drop = max(droppable, key=lambda i: (cols[i].priority, i))
         keep.remove(drop)
         hidden.append(cols[drop].header)
-    for key, prefix in (prefixes or {}).items():  # still too wide: the shared prefix goes
-        if room is None or total({i: floor(i) for i in keep}) <= room:
-            break
-        i = next((i for i in keep if cols[i].key == key), None)
-        if i is not None and any(row[i].startswith(prefix) for row in cells):
-            for row in cells:
-                row[i] = row[i].removeprefix(prefix)
-            notes.append(f"{cols[i].header} names without {prefix}")
     if hidden:
         notes.append(f"+{len(hidden)} column{'s' if len(hidden) > 1 else ''} hidden "
                      f"({', '.join(reversed(hidden))}): --wide")
@@ -345,6 +349,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
                                                    widths[i] - floor(i, last_resort)))
                 widths[widest] -= 1
     out = Table(title=title, caption="; ".join(notes) or None, header_style="bold",
+                padding=(0, 1) if gap == GAP else (0, 0),
                 box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
                 title_justify="left", caption_justify="left")
     for i in keep:

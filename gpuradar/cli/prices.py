@@ -1,6 +1,7 @@
 """`gpuradar prices` and `gpuradar history`: what offers cost now and over time."""
 
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
@@ -124,6 +125,17 @@ def offer_rows(offers: list[dict], now: datetime) -> list[dict]:
             "available": avail, "seen": seen_cell(o, now), "notes": ", ".join(notes),
         })
     return rows
+
+
+_UUID = re.compile(r"\b([0-9a-f]{8})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
+
+
+def short_ids(rows: list[dict], key: str) -> dict[str, str]:
+    """Cells of `key` holding a UUID (Voltage Park names its locations only so), each with
+    the UUID's first group in its place: when the table is too narrow it shows that, and
+    its caption the whole id (an abbreviation, said, as OD for on-demand)."""
+    return {r[key]: _UUID.sub(r"\1", r[key]) for r in rows
+            if r.get(key) and _UUID.search(r[key])}
 
 
 def _counts(counts: list[float]) -> str:
@@ -289,7 +301,7 @@ def prices(
     if more:
         notes.append(f"the {limit} cheapest shown: --limit 0 for all")
     emit(rows, PRICE_COLUMNS, f, raw_rows=offers, prefixes={"instance": "Standard_"},
-         caption="; ".join(notes) or None)
+         caption="; ".join(notes) or None, abbreviate={"where": short_ids(rows, "where")})
     if more and f is not Format.table:  # said beside the data, not in it
         err_console.print(f"the {limit} cheapest offers only: --limit 0 for all",
                           highlight=False)
@@ -339,14 +351,14 @@ def print_index(engine, gpus: list[str], pricing: str | None, f: Format,
 # 0 is never left out; in a narrow terminal the highest priority goes first. What tells two
 # offers apart (source and region in one column that wraps between the two, the instance,
 # the pricing, the GPUs) stays; the whole offer's $/h (GPUs x $/GPU-h) goes first, when each
-# was seen last (at 80 columns it stays unless an id as long as Azure's
-# ND96is_noIB_H100_v5 and a region as long as us-central1 are both in the table).
-PRICE_COLUMNS = [Col("where", "source region", wrap=True), Col("instance", "instance"),
+# was seen last (at 80 columns it stays for `--gpu H100` and the default listing; the whole
+# demo market's longest ids and regions together leave it no room).
+PRICE_COLUMNS = [Col("where", "source region", wrap=True),
+                 Col("instance", "instance", wrap=True),  # between words, an id stays whole
                  Col("pricing", "pricing"), Col("gpu", "GPUs", split_count=True),
-                 Col("memory", "mem/GPU", 4),
-                 Col("per_gpu", "$/GPU-h"), Col("instance_usd", "$/h", 1),
-                 Col("original", "quoted", 3), Col("available", "avail", 2),
-                 Col("seen", "seen", 1), Col("notes", "notes", 5)]
+                 Col("memory", "mem/GPU", 5), Col("per_gpu", "$/GPU-h"),
+                 Col("instance_usd", "$/h", 2), Col("original", "quoted", 4),
+                 Col("available", "avail", 3), Col("seen", "seen", 1), Col("notes", "notes", 6)]
 
 # -- history -----------------------------------------------------------------------------
 def chart(series: list[tuple[datetime, float | None]], until: datetime, width: int = 60,

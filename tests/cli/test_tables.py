@@ -72,6 +72,8 @@ def check(out: str, made: list, width: int) -> None:
                 short = output.ABBREVIATE.get(c.key, {}).get(str(value))
                 if short and f"{short} = {value}" in out:  # abbreviated, and said so
                     value = short
+                if re.search(rf" = {re.escape(str(value))}(;|$)", " ".join(out.split())):
+                    continue  # shortened in the table, whole in its caption (a UUID)
                 prefix = "Standard_"  # Azure's sizes: left out when the table is too wide
                 if f"{c.header} names without {prefix}" in " ".join(out.split()):
                     value = str(value).removeprefix(prefix)
