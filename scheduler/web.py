@@ -274,7 +274,7 @@ def svg_chart(lines: list[tuple[str, list[tuple[datetime, float | None]]]], unti
 def _row(o: dict[str, Any], now: datetime) -> dict[str, Any]:
     memory = o.get("gpu_memory_gb")
     return {"gpu": o["gpu"], "count": f"{o['gpu_count']:g}",
-            "memory": f"{memory:g} GB" if memory else "-",
+            "memory": f"{memory:g} GiB" if memory else "-",
             "per_gpu": money(o["price_per_gpu_usd"]), "per_hour": money(o["price_usd"]),
             "pricing": o["pricing"].replace("_", "-"), "source": o["source"],
             "region": o["region"] + (f"/{o['zone']}" if o["zone"] else ""),

@@ -67,7 +67,7 @@ def _unsampled(cfg: "Config", recorded: list[str]) -> list[str]:
 
 def _offer_row(o: dict[str, Any], dates: dict[str, str]) -> dict[str, Any]:
     memory = o.get("gpu_memory_gb")
-    return {"gpu": f"{o['gpu_count']:g}x {o['gpu']}", "memory": f"{memory:g} GB" if memory
+    return {"gpu": f"{o['gpu_count']:g}x {o['gpu']}", "memory": f"{memory:g} GiB" if memory
             else None, "per_gpu": money(o["price_per_gpu_usd"]), "source": o["source"],
             "instance": o["instance_type"],
             "available": YES_NO[o["available"]], "as_of": dates.get(o["source"], "?")}

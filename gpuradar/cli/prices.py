@@ -119,7 +119,7 @@ def offer_rows(offers: list[dict], now: datetime) -> list[dict]:
             "where": f"{o['source']} {o['region']}" + (f"/{o['zone']}" if o["zone"] else ""),
             "instance": o["instance_type"], "pricing": o["pricing"].replace("_", "-"),
             "gpu": f"{o['gpu_count']:g}x {o['gpu']}",
-            "memory": f"{memory:g} GB" if memory else None,
+            "memory": f"{memory:g} GiB" if memory else None,
             "per_gpu": money(o["price_per_gpu_usd"]), "instance_usd": money(o["price_usd"]),
             "original": money(o["price"], o["currency"]) if o["currency"] != "USD" else "",
             "available": avail, "seen": seen_cell(o, now), "notes": ", ".join(notes),
@@ -219,7 +219,7 @@ def prices(
                                                     callback=finite)] = None,
     min_gpus: Annotated[float | None, typer.Option(help="Min GPUs per offer.", min=0,
                                                    callback=finite)] = None,
-    min_gpu_memory: Annotated[float | None, typer.Option(help="Min GB per GPU.", min=0,
+    min_gpu_memory: Annotated[float | None, typer.Option(help="Min GiB of memory per GPU.", min=0,
                                                          callback=finite)] = None,
     available: Annotated[bool, typer.Option("--available", help="Hide offers known to be "
                                             "unavailable.")] = False,

@@ -58,7 +58,7 @@ def test_demo_shows_dated_real_offers_in_80_columns_without_warnings():
     # "voltagepark" leave no room), and said
     assert "+2 columns hidden (avail, mem/GPU): --wide" in out
     wide = gpuradar("demo", "--wide").stdout
-    assert "79.6 GB" in next(line for line in wide.splitlines() if "H100-SXM" in line)
+    assert "79.6 GiB" in next(line for line in wide.splitlines() if "H100-SXM" in line)
     assert "$0.4001" in next(line for line in spot.splitlines() if "H100-SXM" in line)
     # Nebius's list price of the RTX PRO 6000 (2026-08): $1.80 per GPU-hour, below AWS's
     # g7e.2xlarge at $3.3631 (2026-08-09) and OCI's $4.50 (2026-08-14)

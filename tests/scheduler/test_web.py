@@ -113,7 +113,7 @@ def test_page_renders_table_alerts_sources_and_chart_in_chromium(site, browser, 
     page.goto(site + "/")
     cells = row_of(page, "H100-SXM-80GB")
     assert cells[PER_GPU] == "$0.4001" and cells[PRICING] == "spot"
-    assert "vastai" in cells and "79.6 GB" in cells
+    assert "vastai" in cells and "79.6 GiB" in cells
     first = page.locator("#cheapest tbody tr").first.locator("td").all_inner_texts()
     assert first[GPU] == "INFERENTIA" and first[PER_GPU] == "$0.0505"  # cheapest first
     assert page.locator("#alerts").inner_text().count("cheap-h100") == 1
