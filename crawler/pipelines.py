@@ -46,9 +46,6 @@ crawl_recorded = object()
 #: last good price instead of being closed as vanished.
 UNREADABLE_REASONS = frozenset({"no_price", "bad_price", "zero_price", "negative_price",
                                 "implausible_price", "unknown_currency"})
-#: Every reason an item is dropped for (`gpuradar/dropped/<reason>` in the crawl's stats; the
-#: daemon's gpuradar_crawl_dropped_items_total starts each at zero).
-DROP_REASONS = UNREADABLE_REASONS | {"bad_pricing", "no_gpu", "no_identity", "duplicate_offer"}
 #: Plausible USD per GPU-hour, both ends inclusive (settings GPURADAR_PRICE_RANGE, or
 #: `sources.<name>.price_range: [low, high]` in the config file).
 PRICE_RANGE = defaults.PRICE_RANGE
@@ -139,6 +136,10 @@ def database_url(crawler: Crawler) -> str:
 # What a spider counts (GpuRadarSpider.count) for a machine the provider does not sell as
 # the pricing kind its price list prices it: reported with the crawl's dropped rows.
 NOT_SOLD = ("not_on_demand", "kind_not_sold")
+#: Every reason a row is dropped for (`gpuradar/dropped/<reason>` in the crawl's stats; the
+#: daemon's gpuradar_crawl_dropped_items_total starts each at zero).
+DROP_REASONS = UNREADABLE_REASONS | {"bad_pricing", "no_gpu", "no_identity",
+                                     "duplicate_offer", *NOT_SOLD}
 
 
 def validate(item: PriceItem) -> str | None:
