@@ -130,10 +130,10 @@ seen are under its name; memory, region and availability need a wider screen.</p
 {% for o in cheapest %}<tr><td class="gpu">{{ o.gpu }}<div class="narrow sub">{{ o.count }}x,
 {{ o.source }} {{ o.instance }}, {{ o.seen }}</div></td><td class="num lo">{{ o.count }}</td>
 <td class="num">{{ o.per_gpu }}</td><td class="num">{{ o.per_hour }}</td>
-<td class="keep">{{ o.pricing }}</td><td class="lo">{{ o.source }}</td>
+<td>{{ o.pricing }}</td><td class="lo">{{ o.source }}</td>
 <td class="inst lo">{{ o.instance }}</td>
-<td class="lo">{{ o.region }}</td><td class="num lo">{{ o.memory }}</td>
-<td class="lo">{{ o.available }}</td><td class="lo">{{ o.seen }}</td></tr>
+<td class="inst lo">{{ o.region }}</td><td class="num lo">{{ o.memory }}</td>
+<td class="lo">{{ o.available }}</td><td class="inst lo">{{ o.seen }}</td></tr>
 {% endfor %}</tbody></table></div>
 {% else %}<p class="muted">{{ empty }}</p>{% endif %}
 

@@ -205,7 +205,10 @@ def _timeline(cfg: "Config", pace: float) -> None:
                 time.sleep(pace)
     console.print()
     names = [g.name for g in gpus.match_family("H100")]
-    print_gpu_history(engine, "H100", names, start, until, "on_demand")
+    # the chart's dates are the staged day's (ending now), not the capture's: said so
+    print_gpu_history(engine, "H100", names, start, until, "on_demand", staged=(
+        f"staged: the prices are {source}'s capture of {spec['captured']}; their times are the "
+        f"staged day above, {start:%m-%d %H:%M} to {until:%m-%d %H:%M} UTC"))
 
 
 def _store_step(cfg: "Config", engine: Any, source: str, body: Path, at: datetime,

@@ -413,8 +413,10 @@ def chart(series: list[tuple[datetime, float | None]], until: datetime, width: i
 
 
 def print_gpu_history(engine, gpu: str, names: list[str], since: datetime, until: datetime,
-                      pricing: str | None) -> None:
-    """What `history --gpu` prints: a title, the chart, the lowest price of the period."""
+                      pricing: str | None, staged: str | None = None) -> None:
+    """What `history --gpu` prints: a title, the chart, the lowest price of the period, and
+    where the data is from (`staged`: what a staged replay says instead of capture dates,
+    its times being staged, not captured)."""
     from gpuradar.storage import queries
 
     width = console.width
@@ -434,7 +436,9 @@ def print_gpu_history(engine, gpu: str, names: list[str], since: datetime, until
                       f"({best['pricing'].replace('_', '-')}) from "
                       f"{best['valid_from']:%Y-%m-%d %H:%M} UTC", highlight=False)
     replayed = queries.replayed_sources(engine, names, pricing)
-    if replayed:
+    if staged:
+        console.print(staged, highlight=False)
+    elif replayed:
         console.print("replayed from recordings, dated at their capture: " + ", ".join(
             f"{s} (captured {c or 'date unknown'})" for s, c in sorted(replayed.items())),
             highlight=False)  # wrapped between words by the console, never mid-word

@@ -115,10 +115,10 @@ def test_kept_demo_prices_show_capture_dates_and_say_replayed(kept):
                     env={"COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if "H100" in line]
-    assert rows and all(re.search(r" 2026-08(-\d\d)? *$", line) for line in rows)
+    assert rows and all(re.search(r" 20\d\d-\d\d(-\d\d)?( |$)", line) for line in rows)
     vast = next(line for line in rows if "vastai" in line)
     lam = next(line for line in rows if "lambda" in line)
-    assert vast.rstrip().endswith(" 2026-08-22") and lam.rstrip().endswith(" 2026-08")
+    assert re.search(r" 2026-08-22( |$)", vast) and re.search(r" 2026-08( |$)", lam)
     assert "seen: a date is the capture date of replayed data" in proc.stdout
     assert not re.search(r"\s\d+[smh]\s", proc.stdout)  # no age in seconds/minutes/hours
     # --csv and --json carry the capture time and the replay
@@ -192,6 +192,13 @@ def test_timeline_history_draws_the_day_with_ticks_and_units(timeline):
     labels = re.findall(r"^\s*(\$[\d.]+) ┤", chart, re.M)
     assert labels[0] == "$1.7356" and labels[-1] == "$1.3867" and len(set(labels)) == 3
     assert "┐" in chart and "┌" in chart  # the price stepped down and back up
+    # the chart is dated on the staged day, and its footer says so (it read "dated at their
+    # capture: vastai (captured 2026-08-22)" under a chart dated today)
+    footer = " ".join(chart.split())
+    assert re.search(r"staged: the prices are vastai's capture of 2026-08-22; their times are "
+                     r"the staged day above, \d\d-\d\d \d\d:\d\d to \d\d-\d\d \d\d:\d\d UTC",
+                     footer), footer
+    assert "dated at their capture" not in footer
     # the kept database answers `history` too: the line spans the whole day
     spans = gpuradar_json("history", "vastai", "148199:1xH100_SXM", "--pricing", "on-demand",
                           db_url=db_url)

@@ -414,7 +414,8 @@ def test_what_the_page_shows_agrees_and_answers_bad_filters(site, site_engine, b
     assert page.locator("p.bad").inner_text() == "unknown GPU 'H10O'; did you mean H100?"
     page.goto(site + "/?pricing=foo")
     assert page.locator("p.bad").inner_text() == (
-        "pricing 'foo' is neither on-demand nor spot: showing every pricing")
+        "pricing must be one of on-demand, spot, capacity-block, flex-start, calendar, not "
+        "'foo': showing every pricing")
     # one story: the firing rules of the page are the metric's; stale sources are sources
     # (an evaluation judges the months-old captures stale, on a copy of the database)
     copy = tmp_path / "copy.db"
