@@ -158,9 +158,9 @@ def test_prices_gpu_h100_keeps_region_and_capture_date_at_80_columns(quick_start
     assert len(offers) == len(listed) > 15, out
     for i in offers:  # every offer shows when it was seen: its capture date
         assert re.search(r" 2026-08(-\d\d)?\s*$", rows[i]), rows[i]
-    # the region on the source's line, or under it
-    runpod = {("community" if "community" in rows[i] + rows[i + 1][:16] else "secure"
-               if "secure" in rows[i] + rows[i + 1][:16] else "?"): rows[i]
+    # community and secure told apart (by region or instance), on the offer's lines
+    runpod = {("community" if "community" in rows[i] + rows[i + 1] else "secure"
+               if "secure" in rows[i] + rows[i + 1] else "?"): rows[i]
               for i in offers if "runpod" in rows[i]}
     assert set(runpod) == {"community", "secure"}, out
     assert "$2.6900" in runpod["community"] and "$3.2900" in runpod["secure"]
