@@ -43,6 +43,8 @@ def scrapy_settings(config: Config, **overrides: Any) -> Settings:
     """Scrapy settings for crawling with this configuration."""
     from scrapy.utils.project import get_project_settings
 
+    from gpuradar.storage.index import params_from
+
     os.environ.setdefault("SCRAPY_SETTINGS_MODULE", SCRAPY_SETTINGS_MODULE)
     settings = get_project_settings()
     settings.set("GPURADAR_DATABASE_URL", config.database_url, priority="cmdline")
@@ -50,6 +52,9 @@ def scrapy_settings(config: Config, **overrides: Any) -> Settings:
     # with source_options): no crawl checks them again
     settings.set("GPURADAR_SOURCES", dict(config.options), priority="cmdline")
     settings.set("GPURADAR_ENDPOINTS", config.endpoints, priority="cmdline")
+    # the market index's parameters: its staleness is the alerts' (as for rules, `sources`)
+    settings.set("GPURADAR_INDEX_PARAMS", params_from(config.alerts).as_dict(),
+                 priority="cmdline")
     for key, value in config.scrapy.written().items():
         settings.set(key, value, priority="cmdline")
     for key, value in overrides.items():

@@ -329,6 +329,7 @@ class StoragePipeline:
 
     def spider_opened(self, spider) -> None:
         from gpuradar.storage.db import open_database
+        from gpuradar.core.marketindex import Params
         from gpuradar.storage.ingest import CrawlWriter
 
         self.engine = open_database(database_url(self.crawler))
@@ -338,7 +339,8 @@ class StoragePipeline:
         self.writer = CrawlWriter(
             self.engine, spider.name, replay=replay,
             shrink_guard=shrink_guard(self.crawler, spider.name),
-            keep_state=self.crawler.settings.getbool("GPURADAR_KEEP_STATE", True))
+            keep_state=self.crawler.settings.getbool("GPURADAR_KEEP_STATE", True),
+            index_params=Params(**self.crawler.settings.getdict("GPURADAR_INDEX_PARAMS")))
         self.log_errors = _CrawlErrors(spider)
         logging.getLogger().addHandler(self.log_errors)
         self.crawler.stats.set_value("gpuradar/crawl_id", self.writer.crawl_id)

@@ -86,35 +86,52 @@ class Span:
 
 @dataclass(frozen=True, slots=True)
 class IndexFigure:
-    """The market index of a model and pricing as it stands (docs/index.md), in USD per
-    accelerator-hour; `excluded`: ids of the offers the outlier screen left out."""
+    """The market index of a model and pricing as it stands (docs/index.md, method v2), in
+    USD per accelerator-hour. `status` thin: fewer providers than the minimum panel; `panel`:
+    every provider's vote (source, offer_id, price, offers, observed, ref, reason);
+    `excluded`: the votes the screens left out; `digest`: SHA-256 of its inputs."""
 
     gpu: str
     pricing: str
     since: datetime
+    status: str
     median: float
     p10: float
     p90: float
     offers: int
     providers: int
-    excluded: tuple[int, ...]
+    excluded: tuple[dict[str, Any], ...]
+    panel: tuple[dict[str, Any], ...]
+    method: int
+    params: dict[str, Any]
+    digest: str | None
+    published: datetime | None
+    corrects: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
 class IndexPoint:
-    """One change point of the index: these figures from `since` until `until` (None: still
-    in force). `offers` 0 (figures None): no index over that time."""
+    """One point of the index: these figures from `since` until `until` (None: still in
+    force). `status` none (figures None): no index over that time; the other fields as in
+    IndexFigure."""
 
     gpu: str
     pricing: str
     since: datetime
     until: datetime | None
+    status: str
     median: float | None
     p10: float | None
     p90: float | None
     offers: int
     providers: int
-    excluded: tuple[int, ...]
+    excluded: tuple[dict[str, Any], ...]
+    panel: tuple[dict[str, Any], ...]
+    method: int
+    params: dict[str, Any]
+    digest: str | None
+    published: datetime | None
+    corrects: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +166,9 @@ class Crawl:
 
 def _make(cls: type[T], row: dict[str, Any]) -> T:
     values = {f.name: row[f.name] for f in fields(cls)}  # type: ignore[arg-type]
-    if "excluded" in values:
-        values["excluded"] = tuple(o["id"] if isinstance(o, dict) else o
-                                   for o in values["excluded"])
+    for name in ("excluded", "panel"):
+        if name in values:
+            values[name] = tuple(values[name])
     return cls(**values)
 
 

@@ -273,15 +273,11 @@ def history(engine: Engine, params: Params) -> dict[str, Any]:
 
 
 def index(engine: Engine, params: Params) -> dict[str, Any]:
-    from gpuradar.storage.index import current_index, excluded_offers
+    from gpuradar.storage.index import current_index
 
     figures = current_index(engine, _gpus(engine, params) or None, params.pricing())
     for fig in figures:
         fig.pop("until")
-        fig["excluded"] = [
-            {k: o[k] for k in ("id", "source", "region", "zone", "instance_type",
-                               "price_per_gpu_usd")}
-            for o in excluded_offers(engine, fig["excluded"])]
     return {"count": len(figures), "index": figures}
 
 
@@ -396,6 +392,18 @@ NULL_TIME = _n("string", format="date-time")
 PRICING = {"type": "string", "enum": list(PRICINGS)}
 
 
+_VOTES = {"type": "array", "items": {"$ref": "#/components/schemas/Vote"}}
+#: The fields of an index point (docs/index.md, method v2), as storage.index reads them.
+INDEX_POINT: dict[str, Any] = {
+    "gpu": {"type": "string"}, "pricing": PRICING, "since": TIME,
+    "status": {"type": "string", "enum": ["market", "thin", "none"]},
+    "median": _n("number"), "p10": _n("number"), "p90": _n("number"),
+    "offers": {"type": "integer", "minimum": 0}, "providers": {"type": "integer"},
+    "excluded": _VOTES, "panel": _VOTES, "method": {"type": "integer"},
+    "params": {"type": "object"}, "digest": _n("string"), "published": NULL_TIME,
+    "corrects": NULL_TIME}
+
+
 def _obj(props: dict[str, Any], description: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {"type": "object", "properties": props, "required": list(props),
                            "additionalProperties": False}
@@ -438,24 +446,21 @@ SCHEMAS: dict[str, Any] = {
         "valid_from": TIME, "valid_to": NULL_TIME,
         "seen_until": {**TIME, "description": "an open span: the source's last success"},
         "open": {"type": "boolean"}}, "One price and availability of one offer over time."),
-    "ExcludedOffer": _obj({
-        "id": {"type": "integer"}, "source": {"type": "string"}, "region": {"type": "string"},
-        "zone": {"type": "string"}, "instance_type": {"type": "string"},
-        "price_per_gpu_usd": _n("number")}),
-    "IndexFigure": _obj({
-        "gpu": {"type": "string"}, "pricing": PRICING, "since": TIME,
-        "median": USD, "p10": USD, "p90": USD,
-        "offers": {"type": "integer", "minimum": 1}, "providers": {"type": "integer"},
-        "excluded": {"type": "array",
-                     "items": {"$ref": "#/components/schemas/ExcludedOffer"}}},
-        "The market index of a model and pricing as it stands (docs/index.md)."),
-    "IndexPoint": _obj({
-        "gpu": {"type": "string"}, "pricing": PRICING, "since": TIME, "until": NULL_TIME,
-        "median": _n("number"), "p10": _n("number"), "p90": _n("number"),
-        "offers": {"type": "integer", "minimum": 0}, "providers": {"type": "integer"},
-        "excluded": {"type": "array", "items": {"type": "integer"}}},
-        "One change point of the index: these figures from `since` until `until` (null: "
-        "still in force). offers 0: no index over that time."),
+    "Vote": _obj({
+        "source": _n("string"), "offer_id": {"type": "integer"}, "price": _n("number"),
+        "offers": _n("integer"), "observed": _n("integer"), "ref": _n("number"),
+        "reason": {"type": "string", "enum": ["", "outlier", "unconfirmed jump"]}},
+        "One provider's vote: its lowest offer (USD per GPU-hour), how many of its offers "
+        "were candidates, when its data was observed (epoch seconds), its last accepted "
+        "vote before (ref) and why the screens left it out ('' when kept). A method 1 "
+        "point names only its excluded offers' ids."),
+    "IndexFigure": _obj({**INDEX_POINT, "since": TIME, "median": USD, "p10": USD, "p90": USD,
+                         "status": {"type": "string", "enum": ["market", "thin"]}},
+                        "The market index of a model and pricing as it stands (docs/index.md)."
+                        " status thin: fewer providers than the minimum panel."),
+    "IndexPoint": _obj({**INDEX_POINT, "until": NULL_TIME},
+                       "One point of the index: these figures from `since` until `until` "
+                       "(null: still in force). status none: no index over that time."),
     "Source": _obj({
         "source": {"type": "string"}, "status": {"type": "string"},
         "last_crawl": NULL_TIME, "last_success": NULL_TIME,

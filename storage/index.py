@@ -2,42 +2,55 @@
 line, the JSON API, metrics, rules and exports.
 
 `update_index` reads the offers that count (listed, not known to be unavailable, priced in
-USD per GPU-hour, of a catalog model, from a fresh source), lets gpuradar.core.marketindex
-compute the figures, and writes a row only for a (model, pricing) whose figures changed:
-like offers' prices, the series grows with change, not with crawl frequency. A (model,
-pricing) left without any fresh offer gets one row with no figures ("none from here on").
-docs/index.md describes the method.
+USD per GPU-hour, of a catalog model, from a source fresh at the crawl's data time), lets
+gpuradar.core.marketindex (method v2) judge one vote per provider, and writes a point only for
+a (model, pricing) whose figures, status or panel changed: the series grows with change, not
+with crawl frequency. A point is dated at the time its data describes (a replay: its
+capture), never revised: computed again for a time that already has a point, it is written
+one second later as a correction naming the point it corrects. docs/index.md describes the
+method and how to reproduce every point from an export.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ColumnElement, Engine, and_, func, or_, select, tuple_
 
 from gpuradar.core import gpus as catalog
-from gpuradar.core.marketindex import IndexFigure, IndexOffer, compute_index
-from gpuradar.storage.db import dialect_insert, driver_rows
+from gpuradar.core.marketindex import (
+    METHOD_VERSION,
+    IndexFigure,
+    IndexOffer,
+    Params,
+    Vote,
+    compute_index,
+)
+from gpuradar.storage.db import driver_rows
 from gpuradar.storage.models import INDEX, OFFER
+
+if TYPE_CHECKING:
+    from gpuradar.core.config.sections import AlertsSection
 
 log = logging.getLogger(__name__)
 
 
-#: A source is fresh while its last successful crawl started at most this long before the
-#: index is computed and fewer than STALE_AFTER_FAILURES crawls have failed since: the
-#: defaults of the alerts' `stale_after` and `stale_after_failures`.
-MAX_AGE = timedelta(days=2)
-STALE_AFTER_FAILURES = 3
+def params_from(section: AlertsSection | None) -> Params:
+    """The method's parameters with the configured staleness (`alerts.stale_after`,
+    `alerts.stale_after_failures`): the index calls a source stale exactly when rules and
+    `sources` do."""
+    from gpuradar.core.units import parse_duration
 
-
-@dataclass(frozen=True)
-class Freshness:
-    max_age: timedelta = MAX_AGE
-    max_failures: int = STALE_AFTER_FAILURES
+    if section is None:
+        return Params()
+    value = section.stale_after
+    age = (None if value in (None, False, "never")
+           else int(parse_duration(value).total_seconds()))
+    return Params(stale_after_s=age, stale_after_failures=section.stale_after_failures)
 
 
 def _micros(value: float | None) -> int | None:
@@ -48,24 +61,30 @@ def _usd(value: int | None) -> float | None:
     return None if value is None else value / 1_000_000
 
 
-def fresh_sources(engine: Engine, at: datetime, freshness: Freshness = Freshness()
-                  ) -> set[str]:
-    """Sources whose offers count in an index computed at `at`: judged by when their last
-    successful crawl ran, so an index computed after a replay is the recorded market's."""
+def fresh_sources(engine: Engine, at: datetime, params: Params = Params()) -> dict[str, int]:
+    """Sources whose offers count in an index dated `at`, with the epoch seconds their data
+    describes: the last successful crawl's data (a replay: its capture) lies within
+    `stale_after` of `at`, either side (crawls of two sources overlap, replays come in any
+    order), and fewer than `stale_after_failures` crawls of it failed since."""
     from gpuradar.storage.alerts import source_health
 
-    return {source for source, (last_ok, failures) in source_health(engine, by_run=True).items()
-            if last_ok is not None and at - last_ok <= freshness.max_age
-            and failures < freshness.max_failures}
+    out = {}
+    for source, (last_ok, failures) in source_health(engine).items():
+        if last_ok is None or failures >= params.stale_after_failures:
+            continue
+        if params.stale_after_s is None or \
+                abs((at - last_ok).total_seconds()) <= params.stale_after_s:
+            out[source] = int(last_ok.timestamp())
+    return out
 
 
-def index_inputs(engine: Engine, at: datetime, freshness: Freshness = Freshness(),
-                 fresh: Collection[str] | None = None,
+def index_inputs(engine: Engine, at: datetime, params: Params = Params(),
+                 fresh: Mapping[str, int] | None = None,
                  groups: Collection[tuple[str, str]] | None = None) -> list[IndexOffer]:
-    """The offers an index computed at `at` is made of (only those of `groups`, (model,
-    pricing) pairs, when given; `fresh`: the fresh sources, when already known)."""
+    """The offers an index dated `at` is made of (only those of `groups`, (model, pricing)
+    pairs, when given; `fresh`: the fresh sources and their data times, when known)."""
     if fresh is None:
-        fresh = fresh_sources(engine, at, freshness)
+        fresh = fresh_sources(engine, at, params)
     if not fresh:
         return []
     q = (select(OFFER.c.id, OFFER.c.gpu, OFFER.c.pricing, OFFER.c.source,
@@ -81,7 +100,7 @@ def index_inputs(engine: Engine, at: datetime, freshness: Freshness = Freshness(
     with engine.connect() as conn:
         # the driver's tuples, without SQLAlchemy's per-row processing: the columns are
         # plain integers, strings and floats, read after every crawl
-        return list(map(IndexOffer._make, driver_rows(conn, q)))
+        return [IndexOffer(*r, fresh[r[3]]) for r in driver_rows(conn, q)]
 
 
 def _groups_of(engine: Engine, ids: Collection[int]) -> set[tuple[str, str]]:
@@ -99,91 +118,139 @@ def _groups_of(engine: Engine, ids: Collection[int]) -> set[tuple[str, str]]:
 #: database URL -> (the fresh sources, the index table's size and newest time) after this
 #: process's last index update. While both are the same (no source became fresh or stale, no
 #: other process wrote the index), an update after a crawl recomputes only the models its
-#: changed offers belong to: no other offer's price, presence or freshness moved since.
+#: changed offers belong to (and those with a jump awaiting confirmation).
 _LAST: dict[str, tuple[frozenset[str], tuple[int, int | None]]] = {}
 
 
 def _index_mark(engine: Engine) -> tuple[int, int | None]:
     with engine.connect() as conn:
-        count, newest = conn.execute(select(func.count(), func.max(INDEX.c.at))).one()
+        count, newest = conn.execute(select(func.count(), func.max(INDEX.c.published))).one()
     return int(count), newest
 
 
-def _latest_rows(conn) -> dict[tuple[str, str], dict[str, Any]]:
-    newest = (select(INDEX.c.gpu, INDEX.c.pricing, func.max(INDEX.c.at).label("at"))
-              .group_by(INDEX.c.gpu, INDEX.c.pricing).subquery())
+def _rows_in_force(conn, at: int | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each (model, pricing)'s point in force at `at` (None: its newest)."""
+    newest = select(INDEX.c.gpu, INDEX.c.pricing, func.max(INDEX.c.at).label("at"))
+    if at is not None:  # a correction of a time up to `at` is in force at `at`
+        newest = newest.where(or_(INDEX.c.at <= at, INDEX.c.corrects <= at))
+    newest = newest.group_by(INDEX.c.gpu, INDEX.c.pricing).subquery()
     q = select(INDEX).join(newest, and_(INDEX.c.gpu == newest.c.gpu,
                                         INDEX.c.pricing == newest.c.pricing,
                                         INDEX.c.at == newest.c.at))
     return {(r.gpu, r.pricing): dict(r._mapping) for r in conn.execute(q)}
 
 
-def _row(gpu: str, pricing: str, at: int, figure: IndexFigure | None) -> dict[str, Any]:
+def votes_of(row: Mapping[str, Any]) -> dict[str, Vote]:
+    """A stored point's votes by source (a v1 point has none)."""
+    return {v["source"]: Vote(**v) for v in row.get("panel") or []}
+
+
+def _panel(votes: Sequence[Vote]) -> list[dict[str, Any]]:
+    return [v.as_dict() for v in votes]
+
+
+def _compared(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What makes a point differ from the one in force: not its votes' `observed` (a crawl
+    that changes nothing writes nothing)."""
+    panel = [{k: v for k, v in vote.items() if k != "observed"} for vote in row["panel"] or []]
+    return (row["method"], row["status"], row["median_micros"], row["p10_micros"],
+            row["p90_micros"], row["digest"], panel)
+
+
+def _row(gpu: str, pricing: str, at: int, figure: IndexFigure | None, params: Params,
+         published: int) -> dict[str, Any]:
     if figure is None:
-        return {"gpu": gpu, "pricing": pricing, "at": at, "median_micros": None,
-                "p10_micros": None, "p90_micros": None, "offers": 0, "providers": 0,
-                "excluded": []}
+        figure = IndexFigure(gpu, pricing, None, None, None, "none", (),
+                             "")
     return {"gpu": gpu, "pricing": pricing, "at": at, "median_micros": _micros(figure.median),
             "p10_micros": _micros(figure.p10), "p90_micros": _micros(figure.p90),
             "offers": figure.offers, "providers": figure.providers,
-            "excluded": list(figure.excluded)}
+            "excluded": sorted(v.offer_id for v in figure.excluded),
+            "method": METHOD_VERSION, "status": figure.status, "params": params.as_dict(),
+            "panel": _panel(figure.panel), "digest": figure.digest, "published": published,
+            "corrects": None}
 
 
-_COMPARED = ("median_micros", "p10_micros", "p90_micros", "offers", "providers", "excluded")
-
-
-def update_index(engine: Engine, at: datetime | None = None,
-                 freshness: Freshness = Freshness(),
+def update_index(engine: Engine, at: datetime | None = None, params: Params = Params(),
                  changed_ids: Collection[int] | None = None) -> int:
-    """Compute the index as of `at` (default now) and store the figures that changed; the
-    number of change points written. A change point is never dated before the series' last
-    one (crawls of two sources may finish out of order).
+    """Compute the index dated `at` (the time the crawl's data describes; default now) and
+    store the points that changed; the number written. A point is never revised: when one
+    already exists at `at`, the new one is dated at the next free second and `corrects` it.
 
     `changed_ids`: the offers a crawl added, repriced, made (un)available or closed, when
     nothing else about its offers changed. If the fresh sources are those of this process's
-    last update, only their models are recomputed (none: nothing is)."""
+    last update, only their models are recomputed (and any awaiting a jump's confirmation)."""
     at = at or datetime.now(UTC)
-    fresh = frozenset(fresh_sources(engine, at, freshness))
+    fresh = fresh_sources(engine, at, params)
     memo = str(engine.url)
-    groups: set[tuple[str, str]] | None = None
-    if changed_ids is not None and _LAST.get(memo) == (fresh, _index_mark(engine)):
-        if not changed_ids:
-            return 0
-        groups = _groups_of(engine, changed_ids)
-    figures = compute_index(index_inputs(engine, at, freshness, fresh, groups))
     stamp = int(at.timestamp())
+    groups: set[tuple[str, str]] | None = None
+    with engine.connect() as conn:
+        in_force = _rows_in_force(conn, stamp)
+    if changed_ids is not None and _LAST.get(memo) == (frozenset(fresh), _index_mark(engine)):
+        waiting = {k for k, r in in_force.items()
+                   if any(v.get("reason") == "unconfirmed jump" for v in r["panel"] or [])}
+        groups = _groups_of(engine, changed_ids) | waiting if changed_ids else waiting
+        if not groups:
+            return 0
+    previous = {k: votes_of(r) for k, r in in_force.items()}
+    figures = compute_index(index_inputs(engine, at, params, fresh, groups), params, previous)
+    published = int(time.time())
+    if groups is not None:
+        in_force = {k: v for k, v in in_force.items() if k in groups}
+    rows = []
+    for key in sorted(figures.keys() | in_force.keys()):
+        last = in_force.get(key)
+        figure = figures.get(key)
+        if figure is None and (last is None or last["status"] == "none"):
+            continue
+        row = _row(*key, stamp, figure, params, published)
+        if last is not None and _compared(row) == _compared(last):
+            continue
+        rows.append(row)
     with engine.begin() as conn:
-        latest = _latest_rows(conn)
-        if groups is not None:
-            latest = {k: v for k, v in latest.items() if k in groups}
-        rows = []
-        for key in sorted(figures.keys() | latest.keys()):
-            last = latest.get(key)
-            figure = figures.get(key)
-            if figure is None and (last is None or last["offers"] == 0):
-                continue
-            row = _row(*key, max(stamp, last["at"]) if last else stamp, figure)
-            if last is not None and all(row[c] == last[c] for c in _COMPARED):
-                continue
-            rows.append(row)
         if rows:
-            ins = dialect_insert(conn.dialect.name, INDEX)
-            conn.execute(ins.on_conflict_do_update(
-                index_elements=["gpu", "pricing", "at"],
-                set_={c: ins.excluded[c] for c in _COMPARED}), rows)
-    _LAST[memo] = (fresh, _index_mark(engine))
+            taken = {(r.gpu, r.pricing, r.at) for r in conn.execute(
+                select(INDEX.c.gpu, INDEX.c.pricing, INDEX.c.at).where(
+                    INDEX.c.at >= stamp,
+                    tuple_(INDEX.c.gpu, INDEX.c.pricing).in_(
+                        sorted({(r["gpu"], r["pricing"]) for r in rows}))))}
+            for row in rows:
+                while (row["gpu"], row["pricing"], row["at"]) in taken:
+                    row["corrects"] = stamp
+                    row["at"] += 1
+            conn.execute(INDEX.insert(), rows)
+    _LAST[memo] = (frozenset(fresh), _index_mark(engine))
     return len(rows)
 
 
 # -- reads --------------------------------------------------------------------------------
+VOTE_KEYS = ("source", "offer_id", "price", "offers", "observed", "ref", "reason")
+
+
+def _excluded(row: Any) -> list[dict[str, Any]]:
+    """The votes the screens left out, one shape for every point (a v1 point stored only
+    its outliers' offer ids)."""
+    if row["panel"]:
+        return [v for v in row["panel"] if v["reason"]]
+    return [{**dict.fromkeys(VOTE_KEYS), "offer_id": i, "reason": "outlier"}
+            for i in row["excluded"] or []]
+
+
+def _time(epoch: int | None) -> datetime | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC)
+
+
 def _figure(row: Any, until: int | None = None) -> dict[str, Any]:
-    """A stored change point (a mapping) as USD figures and UTC times."""
-    return {"gpu": row["gpu"], "pricing": row["pricing"],
-            "since": datetime.fromtimestamp(row["at"], UTC),
-            "until": datetime.fromtimestamp(until, UTC) if until is not None else None,
+    """A stored point (a mapping) as USD figures and UTC times, with what made it."""
+    return {"gpu": row["gpu"], "pricing": row["pricing"], "since": _time(row["at"]),
+            "until": _time(until), "status": row["status"],
             "median": _usd(row["median_micros"]), "p10": _usd(row["p10_micros"]),
             "p90": _usd(row["p90_micros"]), "offers": row["offers"],
-            "providers": row["providers"], "excluded": list(row["excluded"] or [])}
+            "providers": row["providers"], "excluded": _excluded(row),
+            "panel": list(row["panel"] or []), "method": row["method"],
+            "params": dict(row["params"] or {}), "digest": row["digest"] or None,
+            "published": _time(row["published"]), "corrects": _time(row["corrects"])}
 
 
 def _conditions(gpus: Sequence[str] | None, pricing: str | None) -> list[ColumnElement[bool]]:
@@ -198,14 +265,15 @@ def _conditions(gpus: Sequence[str] | None, pricing: str | None) -> list[ColumnE
 def current_index(engine: Engine, gpus: Sequence[str] | None = None,
                   pricing: str | None = None) -> list[dict[str, Any]]:
     """The index of each model and pricing as it stands (those with fresh offers), by model
-    then pricing: median, p10, p90 (USD per GPU-hour), offers, providers, the ids of the
-    excluded offers and `since`, when these figures took effect."""
+    then pricing: status (market, or thin: fewer providers than the minimum panel), median,
+    p10, p90 (USD per GPU-hour), offers, providers, the panel and excluded votes, and
+    `since`, when these figures took effect."""
     with engine.connect() as conn:
-        rows = _latest_rows(conn)
+        rows = _rows_in_force(conn)
     out = []
     for key in sorted(rows):
         r = rows[key]
-        if r["offers"] and (not gpus or key[0] in gpus) and (not pricing or key[1] == pricing):
+        if r["status"] != "none" and (not gpus or key[0] in gpus) and (not pricing or key[1] == pricing):
             out.append(_figure(r))
     return out
 
@@ -240,7 +308,7 @@ def index_at(engine: Engine, gpu: str, pricing: str, at: datetime) -> dict[str, 
          .order_by(INDEX.c.at.desc()).limit(1))
     with engine.connect() as conn:
         row = conn.execute(q).first()
-    return _figure(row._mapping) if row is not None and row.offers else None
+    return _figure(row._mapping) if row is not None and row.status != "none" else None
 
 
 def excluded_offers(engine: Engine, ids: Sequence[int]) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from sqlalchemy import BindParameter, Engine, Text, bindparam, cast, func, inser
 
 from gpuradar.core import defaults
 from gpuradar.core.items import OfferKey, PriceItem
+from gpuradar.core.marketindex import Params
 from gpuradar.storage.db import dialect_insert, json_dumps
 from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, OFFER
 from gpuradar.storage.owner import process_owner
@@ -226,11 +227,13 @@ class CrawlWriter:
 
     def __init__(self, engine: Engine, source: str, started_at: datetime | None = None,
                  shrink_guard: float = SHRINK_GUARD, replay: Replay | None = None,
-                 keep_state: bool = True) -> None:
+                 keep_state: bool = True, index_params: Params | None = None) -> None:
         """`keep_state`: leave the source's offer state in memory for this process's next
-        crawl of it (a daemon); a one-shot crawl frees it before the index update."""
+        crawl of it (a daemon); a one-shot crawl frees it before the index update.
+        `index_params`: the market index's (its staleness is the configured one)."""
         self.engine = engine
         self.keep_state = keep_state
+        self.index_params = index_params or Params()
         self.source = source
         self.started_at = started_at or datetime.now(UTC)
         # The time every observation of this crawl describes: a replay's capture time (an
@@ -426,12 +429,13 @@ class CrawlWriter:
     # -- end of crawl -------------------------------------------------------------------
     def _update_index(self) -> None:
         """Bring the market index up to date with what this crawl stored (or, failed, with
-        its source's freshness), as of the crawl's start. The crawl is already recorded: a
-        failure here is logged and the next crawl's update catches up."""
+        its source's freshness), dated at the time its data describes (a replay: the capture).
+        The crawl is already recorded: a failure here is logged and the next crawl's update
+        catches up."""
         from gpuradar.storage.index import update_index
 
         try:
-            update_index(self.engine, self.started_at, changed_ids=(
+            update_index(self.engine, self.observed_at, self.index_params, changed_ids=(
                 self.changed_offer_ids if self._index_by_changes else None))
         except Exception as exc:  # noqa: BLE001 - the index never fails a stored crawl
             log.warning("%s: updating the market index failed: %s", self.source,

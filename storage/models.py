@@ -238,8 +238,23 @@ class PriceIndex(SQLModel, table=True):
     p90_micros: int | None = Field(default=None, sa_type=BigInteger)
     offers: int = 0
     providers: int = 0
-    # Ids of the offers the outlier screen excluded, ascending.
+    # Ids of the offers whose votes the screens excluded, ascending.
     excluded: list[int] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    # Method v2 (migration 0009): what made the point, so that it can be reproduced.
+    method: int = Field(default=2, sa_column_kwargs={"server_default": "1"})
+    status: str = Field(default="market", max_length=16,  # market, thin or none
+                        sa_column_kwargs={"server_default": "market"})
+    params: dict[str, Any] = Field(default_factory=dict,
+                                   sa_column=Column(JSON, nullable=False, server_default="{}"))
+    # Every provider's vote: source, offer_id, price, offers, observed, ref, reason.
+    panel: list[dict[str, Any]] = Field(default_factory=list,
+                                        sa_column=Column(JSON, nullable=False,
+                                                         server_default="[]"))
+    digest: str = Field(default="", max_length=64, sa_column_kwargs={"server_default": ""})
+    # When the point was computed (epoch seconds): a replay's point is dated at its capture.
+    published: int | None = Field(default=None, sa_type=BigInteger)
+    # The `at` of the point this one corrects (same time, computed again with more data).
+    corrects: int | None = Field(default=None, sa_type=BigInteger)
 
 
 # -- the tables, for SQLAlchemy Core ------------------------------------------------------------

@@ -220,6 +220,7 @@ def _store_step(cfg: "Config", engine: Any, source: str, body: Path, at: datetim
     from gpuradar.core.items import PriceItem
     from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.parsing import ParseFailed, parse_files
+    from gpuradar.storage.index import params_from
     from gpuradar.storage.ingest import CrawlWriter, Replay
 
     try:
@@ -227,7 +228,8 @@ def _store_step(cfg: "Config", engine: Any, source: str, body: Path, at: datetim
     except ParseFailed as exc:
         raise fail(str(exc), EXIT_FAILED) from None
     items = [PriceItem(**{**r, "observed_at": at}) for r in records if "dropped" not in r]
-    writer = CrawlWriter(engine, source, started_at=at, replay=Replay(captured, at))
+    writer = CrawlWriter(engine, source, started_at=at, replay=Replay(captured, at),
+                         index_params=params_from(cfg.alerts))
     writer.add(items)
     writer.finish("ok")
     prices = [i.price_per_gpu_usd for i in items if i.pricing == "on_demand"]

@@ -309,17 +309,18 @@ def prices(
 
 # (key, header, priority): the figures are never left out; in a narrow terminal the
 # highest priority goes first (80 columns keep the excluded count, not its time).
-INDEX_COLUMNS = [("gpu", "GPU"), ("pricing", "pricing"), ("median", "median $/GPU-h"),
-                 ("p10", "p10"), ("p90", "p90"), ("offers", "offers"),
-                 ("providers", "providers", 2), ("excluded", "excluded", 1),
-                 ("since", "since (UTC)", 3)]
+INDEX_COLUMNS = [("gpu", "GPU"), ("pricing", "pricing"), ("status", "status"),
+                 ("median", "median $/GPU-h"), ("p10", "p10"), ("p90", "p90"),
+                 ("providers", "providers voted"), ("offers", "offers", 2),
+                 ("excluded", "excluded", 1), ("since", "since (UTC)", 3)]
 
 
 def print_index(engine, gpus: list[str], pricing: str | None, f: Format,
                 query: str | None = None) -> None:
-    """`prices --index`: the index of each model and pricing, then the offers its outlier
-    screen excluded (JSON and CSV: each figure with its excluded offers)."""
-    from gpuradar.storage.index import current_index, excluded_offers
+    """`prices --index`: the index of each model and pricing, what it is made of (one vote
+    per provider, the minimum panel), then the votes the screens excluded (JSON and CSV:
+    each figure with its panel and excluded votes)."""
+    from gpuradar.storage.index import current_index
 
     figures = current_index(engine, gpus or None, pricing)
     if f is Format.table and not figures:
@@ -327,25 +328,28 @@ def print_index(engine, gpus: list[str], pricing: str | None, f: Format,
         err_console.print(f"no index{' for ' + what if what else ''} yet: it is computed "
                           "after each crawl from fresh, available offers", highlight=False)
         return
-    for fig in figures:
-        fig["excluded"] = [{k: o[k] for k in ("id", "source", "region", "zone",
-                                              "instance_type", "price_per_gpu_usd")}
-                           for o in excluded_offers(engine, fig["excluded"])]
     rows = [{"gpu": x["gpu"], "pricing": x["pricing"].replace("_", "-"),
+             "status": x["status"],
              "median": money(x["median"]), "p10": money(x["p10"]), "p90": money(x["p90"]),
              "offers": x["offers"], "providers": x["providers"],
              "excluded": len(x["excluded"]), "since": f"{x['since']:%Y-%m-%d %H:%M}"}
             for x in figures]
     emit(rows, INDEX_COLUMNS, f, raw_rows=[{k: v for k, v in x.items() if k != "until"}
                                            for x in figures],
-         title="market index: USD per GPU-hour over fresh, available offers")
+         title="market index: USD per GPU-hour, one vote per provider (its cheapest fresh, "
+               "available offer)")
     if f is Format.table:
+        panel = figures[0]["params"].get("min_panel") if figures else None
+        if panel:
+            console.print(f"each provider votes once, with its cheapest offer; a point from "
+                          f"fewer than {panel} providers is thin: a price list, not the "
+                          "market (docs/index.md)", highlight=False)
         for x in figures:
-            for o in x["excluded"]:
+            for v in x["excluded"]:
                 console.print(f"excluded from {x['gpu']} {x['pricing'].replace('_', '-')}: "
-                              f"{o['source']} {o['region']} {o['instance_type']} "
-                              f"{money(o['price_per_gpu_usd'])}/GPU-h (outside the band "
-                              "around the median; docs/index.md)", highlight=False)
+                              f"{v['source'] or '?'} offer {v['offer_id']} "
+                              f"{money(v['price'])}/GPU-h ({v['reason']}; docs/index.md)",
+                              highlight=False)
 
 
 # 0 is never left out; in a narrow terminal the highest priority goes first. What tells two
