@@ -328,8 +328,8 @@ class StoragePipeline:
         return cls(crawler)
 
     def spider_opened(self, spider) -> None:
-        from gpuradar.storage.db import open_database
         from gpuradar.core.marketindex import Params
+        from gpuradar.storage.db import open_database
         from gpuradar.storage.ingest import CrawlWriter
 
         self.engine = open_database(database_url(self.crawler))

@@ -68,7 +68,11 @@ def _index(row: dict[str, Any]) -> dict[str, Any]:
     return {"gpu": row["gpu"], "pricing": row["pricing"], "at": _epoch(row["at"]),
             "median": _micros(row["median_micros"]), "p10": _micros(row["p10_micros"]),
             "p90": _micros(row["p90_micros"]), "offers": row["offers"],
-            "providers": row["providers"], "excluded": row["excluded"] or []}
+            "providers": row["providers"], "excluded": row["excluded"] or [],
+            "method": row["method"], "status": row["status"], "params": row["params"] or {},
+            "panel": row["panel"] or [], "digest": row["digest"],
+            "published": None if row["published"] is None else _epoch(row["published"]),
+            "corrects": None if row["corrects"] is None else _epoch(row["corrects"])}
 
 
 OFFER_COLUMNS = (("id", "int"), ("source", "str"), ("region", "str"), ("zone", "str"),
@@ -83,7 +87,8 @@ CRAWL_COLUMNS = (("id", "int"), ("source", "str"), ("started_at", "time"),
                  ("finished_at", "time"), ("status", "str"), ("items", "int"),
                  ("new_offers", "int"), ("changed", "int"), ("closed", "int"), ("held", "int"),
                  ("dropped", "json"), ("unknown_gpus", "json"), ("uncatalogued", "json"),
-                 ("duration_s", "float"), ("error", "str"))
+                 ("duration_s", "float"), ("error", "str"), ("observed_at", "time"),
+                 ("replayed", "bool"), ("captured", "str"))
 TABLES = (
     Table("offers", OFFER_COLUMNS,
           lambda: select(*(OFFER.c[c] for c, _ in OFFER_COLUMNS)).order_by(OFFER.c.id)),
@@ -92,7 +97,9 @@ TABLES = (
           lambda: select(CHANGE).order_by(CHANGE.c.offer_id, CHANGE.c.at), _change),
     Table("index", (("gpu", "str"), ("pricing", "str"), ("at", "time"), ("median", "float"),
                     ("p10", "float"), ("p90", "float"), ("offers", "int"),
-                    ("providers", "int"), ("excluded", "json")),
+                    ("providers", "int"), ("excluded", "json"), ("method", "int"),
+                    ("status", "str"), ("params", "json"), ("panel", "json"),
+                    ("digest", "str"), ("published", "time"), ("corrects", "time")),
           lambda: select(INDEX).order_by(INDEX.c.gpu, INDEX.c.pricing, INDEX.c.at), _index),
     Table("crawls", CRAWL_COLUMNS,
           lambda: select(*(CRAWL.c[c] for c, _ in CRAWL_COLUMNS)).order_by(CRAWL.c.id)),
@@ -129,7 +136,7 @@ def _normal(row: dict[str, Any], columns: Sequence[tuple[str, str]]) -> dict[str
             elif kind == "bool":
                 v = bool(v)
         elif kind == "json":
-            v = {} if name != "unknown_gpus" else []
+            v = [] if name in ("unknown_gpus", "excluded", "panel") else {}
         out[name] = v
     return out
 
@@ -360,6 +367,48 @@ def _write(engine: Engine, directory: Path, formats: Sequence[str]) -> dict[str,
                 "tables": tables, "files": files}
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return manifest
+
+
+def read_table(directory: Path, name: str) -> list[dict[str, Any]]:
+    """The rows of an exported table, from its JSON Lines file or else its CSV file, with
+    the values the export wrote (times as UTC datetimes); ExportError when neither is
+    there."""
+    table = next(t for t in TABLES if t.name == name)
+    kinds = dict(table.columns)
+    jsonl, csv_path = directory / f"{name}.jsonl", directory / f"{name}.csv"
+    try:
+        if jsonl.is_file():
+            rows = [orjson.loads(line) for line in jsonl.read_bytes().splitlines() if line]
+        elif csv_path.is_file():
+            with csv_path.open(encoding="utf-8", newline="") as f:
+                rows = [{c: _from_csv(v, kinds.get(c, "str")) for c, v in r.items()}
+                        for r in csv.DictReader(f)]
+        else:
+            raise ExportError(f"{directory}: no {name}.jsonl or {name}.csv (not a gpuradar "
+                              "export of those formats?)")
+    except (OSError, ValueError) as exc:
+        raise ExportError(f"{jsonl if jsonl.is_file() else csv_path}: unreadable "
+                          f"({getattr(exc, 'strerror', None) or exc})") from None
+    for r in rows:
+        for c, k in kinds.items():
+            if k == "time" and isinstance(r.get(c), str):
+                r[c] = datetime.fromisoformat(r[c].replace("Z", "+00:00"))
+    return rows
+
+
+def _from_csv(text: str, kind: str) -> Any:
+    """A CSV cell back to its value (the inverse of _csv_cell; times stay text here)."""
+    if text == "":
+        return "" if kind == "str" else None
+    if kind == "int":
+        return int(text)
+    if kind == "float":
+        return float(text)
+    if kind == "bool":
+        return text == "true"
+    if kind == "json":
+        return orjson.loads(text)
+    return text
 
 
 def _entries(manifest: Any) -> list[dict[str, str]]:

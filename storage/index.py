@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ColumnElement, Engine, and_, func, or_, select, tuple_
@@ -29,6 +29,8 @@ from gpuradar.core.marketindex import (
     Params,
     Vote,
     compute_index,
+    figure_of,
+    judge,
 )
 from gpuradar.storage.db import driver_rows
 from gpuradar.storage.models import INDEX, OFFER
@@ -159,9 +161,8 @@ def _compared(row: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def _row(gpu: str, pricing: str, at: int, figure: IndexFigure | None, params: Params,
          published: int) -> dict[str, Any]:
-    if figure is None:
-        figure = IndexFigure(gpu, pricing, None, None, None, "none", (),
-                             "")
+    if figure is None:  # no fresh offer: a point without figures, its digest of no votes
+        figure = figure_of(gpu, pricing, (), params)
     return {"gpu": gpu, "pricing": pricing, "at": at, "median_micros": _micros(figure.median),
             "p10_micros": _micros(figure.p10), "p90_micros": _micros(figure.p90),
             "offers": figure.offers, "providers": figure.providers,
@@ -273,7 +274,8 @@ def current_index(engine: Engine, gpus: Sequence[str] | None = None,
     out = []
     for key in sorted(rows):
         r = rows[key]
-        if r["status"] != "none" and (not gpus or key[0] in gpus) and (not pricing or key[1] == pricing):
+        if r["status"] != "none" and (not gpus or key[0] in gpus) \
+                and (not pricing or key[1] == pricing):
             out.append(_figure(r))
     return out
 
@@ -339,3 +341,82 @@ def index_series(engine: Engine, gpu: str, pricing: str, since: datetime, until:
                 value = p["median"]  # the last change point touching the slice wins
         out.append((t, value))
     return out
+
+
+# -- reproduction ---------------------------------------------------------------------------
+def _fresh_in_export(crawls: Sequence[Mapping[str, Any]], at: datetime, params: Params
+                     ) -> dict[str, int]:
+    """fresh_sources over an export's crawls (the same rule: each source's newest ok crawl's
+    data time within stale_after of `at`, fewer than stale_after_failures failures since)."""
+    last_ok: dict[str, Mapping[str, Any]] = {}
+    for c in crawls:
+        if c["status"] == "ok" and (c["source"] not in last_ok
+                                    or c["id"] > last_ok[c["source"]]["id"]):
+            last_ok[c["source"]] = c
+    out = {}
+    for source, ok in last_ok.items():
+        failures = sum(1 for c in crawls if c["source"] == source and c["id"] > ok["id"]
+                       and c["status"] in ("failed", "partial"))
+        seen = ok.get("observed_at") or ok["started_at"]
+        if failures < params.stale_after_failures and (
+                params.stale_after_s is None
+                or abs((at - seen).total_seconds()) <= params.stale_after_s):
+            out[source] = int(seen.timestamp())
+    return out
+
+
+def _label(row: Mapping[str, Any]) -> str:
+    return f"{row['gpu']} {row['pricing']} at {row['at']:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def reproduce(directory: Any) -> tuple[int, list[str]]:
+    """Recompute every published point of an export (`gpuradar export DIR`): (points
+    checked, one line per point that does not reproduce). Each point's figures, status and
+    digest are recomputed from its votes and the point before it; each point in force is
+    also recomputed from the exported offers and crawls (its votes: each fresh provider's
+    cheapest listed offer)."""
+    from gpuradar.storage.export import read_table
+
+    index = read_table(directory, "index")
+    offers = read_table(directory, "offers")
+    crawls = read_table(directory, "crawls")
+    index.sort(key=lambda r: (r["gpu"], r["pricing"], r["at"]))
+    problems: list[str] = []
+    checked = 0
+    for n, row in enumerate(index):
+        if row["method"] != METHOD_VERSION:
+            continue  # a method 1 point stored no inputs
+        checked += 1
+        params = Params(**row["params"])
+        before = index[n - 1] if n and (index[n - 1]["gpu"], index[n - 1]["pricing"]) == (
+            row["gpu"], row["pricing"]) else None
+        previous = votes_of(before) if before is not None else {}
+        last = n + 1 == len(index) or (index[n + 1]["gpu"], index[n + 1]["pricing"]) != (
+            row["gpu"], row["pricing"])
+        if last:  # in force: its inputs are the exported offers
+            fresh = _fresh_in_export(crawls, row["at"], params)
+            inputs = [IndexOffer(o["id"], o["gpu"], o["pricing"], o["source"],
+                                 o["price_per_gpu_usd"], fresh[o["source"]]) for o in offers
+                      if o["active"] and o["available"] is not False
+                      and o["price_per_gpu_usd"] is not None and o["gpu"] == row["gpu"]
+                      and o["pricing"] == row["pricing"] and o["source"] in fresh]
+            figure = compute_index(inputs, params, {(row["gpu"], row["pricing"]): previous}
+                                   ).get((row["gpu"], row["pricing"]))
+        else:
+            votes = [Vote(**{**v, "reason": ""}) for v in row["panel"]]
+            figure = figure_of(row["gpu"], row["pricing"], judge(votes, previous, params),
+                               params)
+        if figure is None:
+            figure = figure_of(row["gpu"], row["pricing"], (), params)
+        got = (figure.status, figure.median, figure.p10, figure.p90, figure.digest or "")
+        want = (row["status"], row["median"], row["p10"], row["p90"], row["digest"])
+        if got != want:
+            problems.append(f"{_label(row)}: published {_show(want)}, recomputed "
+                            f"{_show(got)}")
+    return checked, problems
+
+
+def _show(values: tuple[Any, ...]) -> str:
+    status, median, p10, p90, digest = values
+    money = "/".join("-" if v is None else f"{v:.6f}" for v in (median, p10, p90))
+    return f"{status} median/p10/p90 {money} digest {(digest or '-')[:12]}"

@@ -13,6 +13,7 @@ from gpuradar.cli import (
     demo,
     export,
     healthcheck,
+    index,
     prices,
     recommend,
     run,
@@ -22,7 +23,7 @@ from gpuradar.cli.common import app, decorate, run_app
 
 # Each module adds its commands to `app` when imported (decorators) or in register(app).
 _MODULES = (crawl, sources, prices, db, demo, alerts, recommend, run, config, config_init,
-            healthcheck, export)
+            healthcheck, export, index)
 for _module in _MODULES:
     if hasattr(_module, "register"):
         _module.register(app)

@@ -53,7 +53,7 @@ DAILY, SERVICE, ALERTS, DATA, DEVELOPER = ("Daily use", "Service", "Alerts", "Da
 PANELS = {"demo": DAILY, "prices": DAILY, "history": DAILY, "recommend": DAILY,
           "sources": DAILY, "run": SERVICE, "healthcheck": SERVICE, "config": SERVICE,
           "alerts": ALERTS, "rules": ALERTS, "notify": ALERTS, "crawl": DATA, "db": DATA,
-          "export": DATA, "parse": DEVELOPER}
+          "export": DATA, "index": DATA, "parse": DEVELOPER}
 PANEL_ORDER = (DAILY, SERVICE, ALERTS, DATA, DEVELOPER)
 
 # The Examples section of each command's help (Typer's epilog), by command path.
@@ -99,6 +99,7 @@ EXAMPLES: dict[str, list[str]] = {
     "db upgrade": ["gpuradar db upgrade"],
     "export": ["gpuradar export dataset/", "gpuradar export dataset/ --format csv,jsonl",
                "gpuradar export dataset/ --verify"],
+    "index reproduce": ["gpuradar export dataset/ && gpuradar index reproduce dataset/"],
 }
 
 

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import orjson
 
 __all__ = ["METHOD_VERSION", "IndexFigure", "IndexOffer", "Params", "Vote", "compute_index",
-           "digest", "quantile", "screen"]
+           "digest", "figure_of", "judge", "quantile", "screen"]
 
 #: The method's version, stored with every point: a point is reproduced by this method only.
 METHOD_VERSION = 2
@@ -181,7 +181,7 @@ def _votes(members: Sequence[IndexOffer],
     return out
 
 
-def _judge(votes: list[Vote], previous: Mapping[str, Vote], params: Params) -> list[Vote]:
+def judge(votes: list[Vote], previous: Mapping[str, Vote], params: Params) -> list[Vote]:
     """The screens: an unconfirmed jump first (against the provider's own history), then the
     cross-section among the votes left."""
     limit = math.log(params.jump)
@@ -233,6 +233,6 @@ def compute_index(offers: Iterable[IndexOffer], params: Params = Params(),
     out: dict[tuple[str, str], IndexFigure] = {}
     for key in sorted(groups):
         prev = previous.get(key, {})
-        panel = _judge(_votes(groups[key], prev), prev, params)
+        panel = judge(_votes(groups[key], prev), prev, params)
         out[key] = figure_of(*key, panel, params)
     return out
