@@ -74,8 +74,8 @@ class IndexOffer(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Vote:
     """One provider's vote: its lowest offer. `offers`: how many of its offers were
-    candidates; `ref`: its last accepted vote before this one (the history screen's
-    reference, None: no history); `reason`: why the vote is excluded ('' when kept)."""
+    candidates; `ref`: its last accepted vote, recorded when this one jumped away from it
+    (None otherwise); `reason`: why the vote is excluded ('' when kept)."""
 
     source: str
     offer_id: int
@@ -189,7 +189,9 @@ def judge(votes: list[Vote], previous: Mapping[str, Vote], params: Params) -> li
     judged: list[Vote] = []
     for v in votes:
         jumped = v.ref is not None and abs(math.log(v.price / v.ref)) > limit
-        if jumped:
+        if not jumped:  # the reference is kept only where it decided something
+            v = Vote(v.source, v.offer_id, v.price, v.offers, v.observed)
+        else:
             prev = previous.get(v.source)
             again = prev is not None and prev.price == v.price and v.observed > prev.observed
             peers = any(abs(math.log(v.price / w.price)) <= near

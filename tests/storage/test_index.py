@@ -42,18 +42,51 @@ def test_screen_never_excludes_within_a_factor_of_two():
     assert screen([3.0] * 5 + [1.4]) == [True] * 5 + [False]
 
 
-def test_index_each_offer_votes_and_counts_providers():
-    offers = [IndexOffer(1, H100, "spot", "vastai", 1.0),
+def test_each_provider_votes_once_with_its_cheapest_offer():
+    """Method v2: three vastai offers are one vote (the cheapest, named), not three; below
+    the minimum panel of 3 providers the point is thin."""
+    offers = [IndexOffer(1, H100, "spot", "vastai", 1.5),
               IndexOffer(2, H100, "spot", "vastai", 1.0),
-              IndexOffer(3, H100, "spot", "vastai", 1.0),
+              IndexOffer(3, H100, "spot", "vastai", 1.2),
               IndexOffer(4, H100, "spot", "aws", 4.0),
               IndexOffer(5, H100, "on_demand", "aws", 4.0)]
     figures = compute_index(offers)
     spot = figures[(H100, "spot")]
-    # four votes: the three vastai offers carry the median (per provider it would be 2.5)
-    assert (spot.median, spot.offers, spot.providers) == (1.0, 3, 1)
-    assert spot.excluded == (4,)  # 4x the median with MAD 0
+    assert (spot.median, spot.offers, spot.providers, spot.status) == (2.5, 4, 2, "thin")
+    assert [(v.source, v.offer_id, v.price, v.offers) for v in spot.panel] == [
+        ("aws", 4, 4.0, 1), ("vastai", 2, 1.0, 3)]
     assert figures[(H100, "on_demand")].median == 4.0
+
+
+def test_three_providers_make_a_market_and_an_outlier_vote_is_excluded_with_its_reason():
+    offers = [IndexOffer(n, H100, "on_demand", s, p) for n, (s, p) in enumerate(
+        [("a", 2.0), ("b", 2.1), ("c", 2.2), ("d", 2.3), ("far", 40.0)])]
+    figure = compute_index(offers)[(H100, "on_demand")]
+    assert (figure.status, figure.providers, figure.median) == ("market", 4, 2.15)
+    assert [(v.source, v.reason) for v in figure.excluded] == [("far", "outlier")]
+
+
+def test_a_jump_moves_the_index_only_once_corroborated():
+    """A provider's vote 3x its last accepted one is held out, unless another provider
+    lies within a factor 2 of it or the same provider shows it again in a later crawl."""
+    before = compute_index([IndexOffer(n, H100, "spot", s, 1.0, 100)
+                            for n, s in enumerate("abc")])[(H100, "spot")]
+    previous = {(H100, "spot"): {v.source: v for v in before.panel}}
+    jumped = [IndexOffer(0, H100, "spot", "a", 3.0, 200),
+              IndexOffer(1, H100, "spot", "b", 1.0, 200),
+              IndexOffer(2, H100, "spot", "c", 1.0, 200)]
+    first = compute_index(jumped, previous=previous)[(H100, "spot")]
+    assert [(v.source, v.reason, v.ref) for v in first.excluded] == [
+        ("a", "unconfirmed jump", 1.0)]
+    assert (first.median, first.status) == (1.0, "thin")
+    again = {(H100, "spot"): {v.source: v for v in first.panel}}
+    later = [o._replace(observed=300) for o in jumped]
+    # confirmed: no longer a jump, now judged against the cross-section (3x: an outlier)
+    assert [v.reason for v in compute_index(later, previous=again)[(H100, "spot")].excluded
+            ] == ["outlier"]
+    # corroborated at once: another provider within a factor 2 of the new price
+    peers = [*jumped[:2], IndexOffer(2, H100, "spot", "c", 2.5, 200)]
+    assert compute_index(peers, previous=previous)[(H100, "spot")].excluded == ()
 
 
 def test_index_ignores_prices_that_are_not_positive_numbers():
@@ -91,8 +124,10 @@ def test_a_crawl_stores_the_index_of_each_model_and_pricing(engine):
                             item("azure", "S", 1.0, pricing="spot"),
                             item("azure", "X", 9.0, gpu="made-up GPU")], T0)
     (od, spot) = store.current_index(engine, [H100])
-    assert (od["pricing"], od["median"], od["p10"], od["p90"]) == ("on_demand", 3.0, 2.2, 3.8)
+    assert (od["pricing"], od["median"], od["status"]) == ("on_demand", 2.0, "thin")
     assert (od["offers"], od["providers"], od["since"]) == (3, 1, T0)
+    assert [(v["source"], v["price"], v["offers"]) for v in od["panel"]] == [("azure", 2.0, 3)]
+    assert od["method"] == 2 and len(od["digest"]) == 64 and od["params"]["min_panel"] == 3
     assert (spot["pricing"], spot["median"], spot["offers"]) == ("spot", 1.0, 1)
     # a GPU the catalog does not know has no index
     assert {r["gpu"] for r in store.current_index(engine)} == {H100}
@@ -105,23 +140,23 @@ def test_an_unchanged_index_writes_no_row_and_a_change_writes_one(engine):
           T0 + timedelta(hours=1))
     assert rows(engine) == 1
     t2 = T0 + timedelta(hours=2)
-    crawl(engine, "azure", [item("azure", "A", 2.0), item("azure", "B", 4.0)], t2)
+    crawl(engine, "azure", [item("azure", "A", 2.5), item("azure", "B", 3.0)], t2)
     assert rows(engine) == 2
     first, second = store.index_history(engine, [H100], "on_demand")
-    assert (first["median"], first["until"]) == (2.5, t2)
-    assert (second["median"], second["since"], second["until"]) == (3.0, t2, None)
-    assert store.index_at(engine, H100, "on_demand", t2 - timedelta(minutes=1))["median"] == 2.5
+    assert (first["median"], first["until"]) == (2.0, t2)
+    assert (second["median"], second["since"], second["until"]) == (2.5, t2, None)
+    assert store.index_at(engine, H100, "on_demand", t2 - timedelta(minutes=1))["median"] == 2.0
     assert store.index_at(engine, H100, "on_demand", T0 - timedelta(minutes=1)) is None
     # history from a time: the change point in force then, and the later ones
     assert [h["median"] for h in store.index_history(
-        engine, [H100], since=t2 + timedelta(minutes=1))] == [3.0]
+        engine, [H100], since=t2 + timedelta(minutes=1))] == [2.5]
 
 
 def test_offers_known_unavailable_do_not_count(engine):
     crawl(engine, "azure", [item("azure", "A", 2.0), item("azure", "B", 3.0, available=False),
                             item("azure", "C", 3.0, available=None)], T0)
     (od,) = store.current_index(engine)
-    assert (od["offers"], od["median"]) == (2, 2.5)
+    assert (od["offers"], od["median"]) == (2, 2.0)
 
 
 def test_a_stale_source_leaves_the_index(engine):
@@ -148,22 +183,26 @@ def test_a_source_failing_three_times_leaves_the_index(engine):
     assert (od["median"], od["providers"]) == (4.0, 1)
 
 
-def test_excluded_offers_are_listed(engine):
-    crawl(engine, "azure", [item("azure", f"A{n}", 2.0 + n / 100) for n in range(5)]
-          + [item("azure", "FAR", 40.0)], T0)
+def test_excluded_votes_are_listed_with_their_reason(engine):
+    for n, source in enumerate(("aws", "azure", "gcp", "lambda")):
+        crawl(engine, source, [item(source, "A", 2.0 + n / 100)], T0)
+    crawl(engine, "oci", [item("oci", "FAR", 40.0)], T0)
     (od,) = store.current_index(engine)
-    assert od["offers"] == 5 and len(od["excluded"]) == 1
-    (far,) = store.excluded_offers(engine, od["excluded"])
-    assert (far["instance_type"], far["price_per_gpu_usd"]) == ("FAR", 40.0)
+    assert (od["status"], od["providers"]) == ("market", 4)
+    assert [(v["source"], v["price"], v["reason"]) for v in od["excluded"]] == [
+        ("oci", 40.0, "outlier")]
 
 
-def test_a_late_crawl_never_dates_a_change_point_before_the_last(engine):
-    """Crawls of two sources finishing out of order: the later-finishing, earlier-started
-    crawl's figures take effect at the series' last change point, not before it."""
+def test_a_point_is_dated_at_its_data_and_never_revised(engine):
+    """A crawl whose data is older than the series' last point is dated at its data; a
+    second computation for a time that has a point is a correction one second later."""
     crawl(engine, "azure", [item("azure", "A", 2.0)], T0 + timedelta(minutes=10))
     crawl(engine, "lambda", [item("lambda", "L", 4.0)], T0)
-    (only,) = store.index_history(engine, [H100])
-    assert (only["since"], only["median"]) == (T0 + timedelta(minutes=10), 3.0)
+    crawl(engine, "gcp", [item("gcp", "G", 3.0)], T0)
+    points = store.index_history(engine, [H100])
+    assert [(p["since"], p["median"], p["corrects"]) for p in points] == [
+        (T0, 3.0, None), (T0 + timedelta(seconds=1), 3.0, T0),
+        (T0 + timedelta(minutes=10), 2.0, None)]
 
 
 def test_update_index_alone_recomputes_from_stored_offers(engine):
@@ -176,13 +215,13 @@ def test_update_index_alone_recomputes_from_stored_offers(engine):
 def full_index(engine, at: datetime) -> dict:
     """The index recomputed from every stored offer (what an update must agree with)."""
     figures = compute_index(store.index_inputs(engine, at))
-    return {k: (f.median, f.p10, f.p90, f.offers, f.providers, f.excluded)
+    return {k: (f.median, f.p10, f.p90, f.offers, f.providers, f.status)
             for k, f in figures.items()}
 
 
 def stored_index(engine) -> dict:
     return {(r["gpu"], r["pricing"]): (r["median"], r["p10"], r["p90"], r["offers"],
-                                       r["providers"], tuple(r["excluded"]))
+                                       r["providers"], r["status"])
             for r in store.current_index(engine) if r["offers"]}
 
 
