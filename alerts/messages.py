@@ -227,6 +227,7 @@ class Renderer:
                 median=money(v, cur), p10=money(f["p10"] / (f["median"] / v), cur)
                 if f["median"] else "", p90=money(f["p90"] / (f["median"] / v), cur)
                 if f["median"] else "", offers=f["offers"], providers=f["providers"],
+                thin=f.get("status") == "thin",
                 reference=money(f["reference"], cur) if f.get("reference") else "")
                 for v, f in getattr(match, "figures", [])[:top]]
         return self.render(context, NOTIFY_TYPES[kind])

@@ -42,10 +42,15 @@ def test_a_bad_index_rule_points_at_the_problem(text, message):
 
 
 # -- evaluating ---------------------------------------------------------------------------
+SOURCES = ("lambda", "aws", "azure")
+
+
 def market(engine, prices: list[float], at, pricing: str = "on_demand") -> None:
-    """One crawl listing 8-GPU H100 offers at these USD per GPU-hour."""
-    crawl(engine, [offer(f"i{n}", p, pricing=pricing, at=at) for n, p in enumerate(prices)],
-          at=at)
+    """A crawl of each provider listing an 8-GPU H100 offer at these USD per GPU-hour (one
+    price per provider: the index takes one vote from each)."""
+    for source, p in zip(SOURCES, prices, strict=False):
+        crawl(engine, [offer("i", p, pricing=pricing, at=at, source=source)], source=source,
+              at=at)
 
 
 def test_an_index_rule_fires_when_the_median_goes_under(engine):
@@ -60,7 +65,7 @@ def test_an_index_rule_fires_when_the_median_goes_under(engine):
     (note,) = outbox(engine)
     assert note["title"] == "H100 index under $2.50/h — index $2.20/GPU-h"
     assert ("H100-SXM-80GB on-demand: median $2.20/GPU-h (p10 $1.96, p90 $3.64), 3 offers "
-            "from 1 provider") in note["body_text"]
+            "from 3 providers\n") in note["body_text"]
     assert "**H100-SXM-80GB** on-demand · median **$2.20/GPU-h**" in note["body_markdown"]
     t2 = T0 + timedelta(hours=2)
     market(engine, [2.6, 2.7, 4.0], t2)                      # median 2.70: resolved
@@ -100,3 +105,14 @@ def test_an_index_rule_ignores_other_pricings_and_models(engine):
     assert not m.matched and m.note == "no index for these models yet"
     (m,) = match_rules(engine, [rule("H100 index under $2.50/h")], now=T0)
     assert m.matched and [f["pricing"] for _, f in m.figures] == ["spot"]
+
+
+def test_a_thin_index_says_so_in_the_message(engine):
+    """One provider's price is a price list, not the market: a rule may fire on it, and its
+    message says the point is thin."""
+    market(engine, [2.0], T0)
+    result = evaluate(engine, [rule("H100 index under $2.50/h")], now=T0)
+    assert result.firing == 1
+    (note,) = outbox(engine)
+    assert ("1 offers from 1 provider (thin: fewer providers than the minimum panel, not "
+            "the market)") in note["body_text"]

@@ -38,9 +38,10 @@ def test_prices_index_shows_an_h100_row_per_pricing(replayed):
     rows = [line.split() for line in result.output.splitlines()
             if line.strip().startswith("H100-SXM-80GB")]
     assert sorted(r[1] for r in rows) == ["on-demand", "spot"]
-    # the shipped captures: vastai 1.3867 and 1.7356, lambda 3.99 and 4.29, OCI 10.00
+    # the point in force is the latest capture's (vastai, 2026-08-22: 1.3867 and 1.7356);
+    # lambda's and OCI's captures are more than 2 days older: one vote, thin
     od = next(r for r in rows if r[1] == "on-demand")
-    assert od[2:3] == ["$3.9900"] and od[5:7] == ["5", "3"]  # the column's 4 decimals
+    assert od[2:4] == ["thin", "$1.3867"] and od[6:8] == ["1", "2"]  # 4 decimals
 
 
 def test_prices_index_json_has_the_figures_and_excluded_offers(replayed):
@@ -64,11 +65,13 @@ def test_prices_index_lists_the_offers_the_screen_excluded(sqlite_url):
     from tests.storage.test_index import T0, crawl, item
 
     engine = open_database(sqlite_url)
-    crawl(engine, "azure", [item("azure", f"A{n}", 2.0 + n / 100) for n in range(5)]
-          + [item("azure", "FAR", 40.0)], T0)
+    for n, source in enumerate(("aws", "azure", "gcp", "lambda")):
+        crawl(engine, source, [item(source, "A", 2.0 + n / 100)], T0)
+    crawl(engine, "oci", [item("oci", "FAR", 40.0)], T0)
     result = cli("prices", "--index", db_url=sqlite_url)
     assert result.exit_code == 0, result.output
-    assert "excluded from H100-SXM-80GB on-demand: azure r1 FAR $40.00/GPU-h" in result.output
+    assert "excluded from H100-SXM-80GB on-demand: oci offer 5 $40.00/GPU-h (outlier" \
+        in result.output
 
 
 # -- the Python API ----------------------------------------------------------------------
@@ -101,7 +104,7 @@ def test_python_api_refuses_a_database_behind_the_schema(tmp_path):
     engine = get_engine(url)
     upgrade(engine, "0005_crawl_owner")
     with pytest.raises(DatabaseError, match="is at schema 0005_crawl_owner, this gpuradar "
-                                            "reads 0008_crawl_bookkeeping: run `gpuradar db "
+                                            "reads 0009_index_v2: run `gpuradar db "
                                             "upgrade"):
         gpuradar.open(url)
     command.upgrade(alembic_config(engine), "head")
@@ -159,6 +162,6 @@ def test_rules_test_reads_an_index_rule_on_the_captures(replayed):
     result = cli("rules", "test", "H100 index under $4/h", db_url=replayed)
     assert result.exit_code == 0, result.output
     assert "read as: the market index (median per GPU-hour) of each H100 model" in result.output
-    assert ("would fire: index $1.0678/GPU-h (H100-SXM-80GB spot $1.0678, H100-PCIE-80GB "
-            "on-demand $3.29, H100-SXM-80GB on-demand $3.99)") in " ".join(
+    assert ("would fire: index $0.4001/GPU-h (H100-SXM-80GB spot $0.4001, H100-SXM-80GB "
+            "on-demand $1.3867)") in " ".join(
                 result.output.split())
