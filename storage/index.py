@@ -30,7 +30,6 @@ from gpuradar.core.marketindex import (
     Vote,
     compute_index,
     figure_of,
-    judge,
 )
 from gpuradar.storage.db import driver_rows
 from gpuradar.storage.models import INDEX, OFFER
@@ -102,7 +101,8 @@ def index_inputs(engine: Engine, at: datetime, params: Params = Params(),
     with engine.connect() as conn:
         # the driver's tuples, without SQLAlchemy's per-row processing: the columns are
         # plain integers, strings and floats, read after every crawl
-        return [IndexOffer(*r, fresh[r[3]]) for r in driver_rows(conn, q)]
+        return [IndexOffer(r[0], r[1], r[2], r[3], r[4], fresh[r[3]])
+                for r in driver_rows(conn, q)]
 
 
 def _groups_of(engine: Engine, ids: Collection[int]) -> set[tuple[str, str]]:
@@ -132,10 +132,10 @@ def _index_mark(engine: Engine) -> tuple[int, int | None]:
 
 def _rows_in_force(conn, at: int | None = None) -> dict[tuple[str, str], dict[str, Any]]:
     """Each (model, pricing)'s point in force at `at` (None: its newest)."""
-    newest = select(INDEX.c.gpu, INDEX.c.pricing, func.max(INDEX.c.at).label("at"))
+    latest = select(INDEX.c.gpu, INDEX.c.pricing, func.max(INDEX.c.at).label("at"))
     if at is not None:  # a correction of a time up to `at` is in force at `at`
-        newest = newest.where(or_(INDEX.c.at <= at, INDEX.c.corrects <= at))
-    newest = newest.group_by(INDEX.c.gpu, INDEX.c.pricing).subquery()
+        latest = latest.where(or_(INDEX.c.at <= at, INDEX.c.corrects <= at))
+    newest = latest.group_by(INDEX.c.gpu, INDEX.c.pricing).subquery()
     q = select(INDEX).join(newest, and_(INDEX.c.gpu == newest.c.gpu,
                                         INDEX.c.pricing == newest.c.pricing,
                                         INDEX.c.at == newest.c.at))
@@ -341,82 +341,3 @@ def index_series(engine: Engine, gpu: str, pricing: str, since: datetime, until:
                 value = p["median"]  # the last change point touching the slice wins
         out.append((t, value))
     return out
-
-
-# -- reproduction ---------------------------------------------------------------------------
-def _fresh_in_export(crawls: Sequence[Mapping[str, Any]], at: datetime, params: Params
-                     ) -> dict[str, int]:
-    """fresh_sources over an export's crawls (the same rule: each source's newest ok crawl's
-    data time within stale_after of `at`, fewer than stale_after_failures failures since)."""
-    last_ok: dict[str, Mapping[str, Any]] = {}
-    for c in crawls:
-        if c["status"] == "ok" and (c["source"] not in last_ok
-                                    or c["id"] > last_ok[c["source"]]["id"]):
-            last_ok[c["source"]] = c
-    out = {}
-    for source, ok in last_ok.items():
-        failures = sum(1 for c in crawls if c["source"] == source and c["id"] > ok["id"]
-                       and c["status"] in ("failed", "partial"))
-        seen = ok.get("observed_at") or ok["started_at"]
-        if failures < params.stale_after_failures and (
-                params.stale_after_s is None
-                or abs((at - seen).total_seconds()) <= params.stale_after_s):
-            out[source] = int(seen.timestamp())
-    return out
-
-
-def _label(row: Mapping[str, Any]) -> str:
-    return f"{row['gpu']} {row['pricing']} at {row['at']:%Y-%m-%d %H:%M:%S} UTC"
-
-
-def reproduce(directory: Any) -> tuple[int, list[str]]:
-    """Recompute every published point of an export (`gpuradar export DIR`): (points
-    checked, one line per point that does not reproduce). Each point's figures, status and
-    digest are recomputed from its votes and the point before it; each point in force is
-    also recomputed from the exported offers and crawls (its votes: each fresh provider's
-    cheapest listed offer)."""
-    from gpuradar.storage.export import read_table
-
-    index = read_table(directory, "index")
-    offers = read_table(directory, "offers")
-    crawls = read_table(directory, "crawls")
-    index.sort(key=lambda r: (r["gpu"], r["pricing"], r["at"]))
-    problems: list[str] = []
-    checked = 0
-    for n, row in enumerate(index):
-        if row["method"] != METHOD_VERSION:
-            continue  # a method 1 point stored no inputs
-        checked += 1
-        params = Params(**row["params"])
-        before = index[n - 1] if n and (index[n - 1]["gpu"], index[n - 1]["pricing"]) == (
-            row["gpu"], row["pricing"]) else None
-        previous = votes_of(before) if before is not None else {}
-        last = n + 1 == len(index) or (index[n + 1]["gpu"], index[n + 1]["pricing"]) != (
-            row["gpu"], row["pricing"])
-        if last:  # in force: its inputs are the exported offers
-            fresh = _fresh_in_export(crawls, row["at"], params)
-            inputs = [IndexOffer(o["id"], o["gpu"], o["pricing"], o["source"],
-                                 o["price_per_gpu_usd"], fresh[o["source"]]) for o in offers
-                      if o["active"] and o["available"] is not False
-                      and o["price_per_gpu_usd"] is not None and o["gpu"] == row["gpu"]
-                      and o["pricing"] == row["pricing"] and o["source"] in fresh]
-            figure = compute_index(inputs, params, {(row["gpu"], row["pricing"]): previous}
-                                   ).get((row["gpu"], row["pricing"]))
-        else:
-            votes = [Vote(**{**v, "reason": ""}) for v in row["panel"]]
-            figure = figure_of(row["gpu"], row["pricing"], judge(votes, previous, params),
-                               params)
-        if figure is None:
-            figure = figure_of(row["gpu"], row["pricing"], (), params)
-        got = (figure.status, figure.median, figure.p10, figure.p90, figure.digest or "")
-        want = (row["status"], row["median"], row["p10"], row["p90"], row["digest"])
-        if got != want:
-            problems.append(f"{_label(row)}: published {_show(want)}, recomputed "
-                            f"{_show(got)}")
-    return checked, problems
-
-
-def _show(values: tuple[Any, ...]) -> str:
-    status, median, p10, p90, digest = values
-    money = "/".join("-" if v is None else f"{v:.6f}" for v in (median, p10, p90))
-    return f"{status} median/p10/p90 {money} digest {(digest or '-')[:12]}"

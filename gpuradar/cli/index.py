@@ -25,7 +25,7 @@ def reproduce(
     votes, and each point in force from the exported offers and crawls. Says every point
     equal, or names each point that no longer reproduces (exit 1)."""
     from gpuradar.storage.export import ExportError
-    from gpuradar.storage.index import reproduce as check
+    from gpuradar.storage.reproduce import reproduce as check
 
     try:
         checked, problems = check(directory)

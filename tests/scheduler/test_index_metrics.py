@@ -9,11 +9,17 @@ from tests.daemon_helpers import parse_metrics
 from tests.storage.test_index import T0, crawl, item
 
 
+def three_providers(engine, spot: bool = False) -> None:
+    """H100 on-demand from three providers at 2, 3 and 4 $/GPU-h (one vote each)."""
+    for source, price in (("azure", 2.0), ("lambda", 3.0), ("aws", 4.0)):
+        extra = [item(source, "S", 1.0, pricing="spot")] if spot and source == "azure" else []
+        crawl(engine, source, [item(source, "A", price), *extra], T0)
+
+
 def test_metrics_export_the_index_and_its_counts(engine):
     from gpuradar.scheduler.metrics import Metrics
 
-    crawl(engine, "azure", [item("azure", "A", 2.0), item("azure", "B", 3.0),
-                            item("azure", "C", 4.0)], T0)
+    three_providers(engine)
     series = parse_metrics(generate_latest(Metrics(lambda: engine).registry).decode())
 
     def get(name, **labels):
@@ -24,7 +30,7 @@ def test_metrics_export_the_index_and_its_counts(engine):
     assert get("gpuradar_price_index_usd_per_gpu_hour", **base, stat="p10") == 2.2
     assert get("gpuradar_price_index_usd_per_gpu_hour", **base, stat="p90") == 3.8
     assert get("gpuradar_price_index_offers", **base) == 3
-    assert get("gpuradar_price_index_providers", **base) == 1
+    assert get("gpuradar_price_index_providers", **base) == 3
     assert get("gpuradar_price_index_excluded_offers", **base) == 0
     assert get("gpuradar_price_index_usd_per_gpu_hour", gpu="H100-SXM-80GB", pricing="spot",
                stat="median") is None
@@ -37,15 +43,13 @@ def test_the_page_charts_the_index_of_each_model(engine):
 
     from gpuradar.scheduler.web import render
 
-    crawl(engine, "azure", [item("azure", "A", 2.0), item("azure", "B", 3.0),
-                            item("azure", "C", 4.0), item("azure", "S", 1.0, pricing="spot")],
-          T0)
+    three_providers(engine, spot=True)
     now = T0 + timedelta(hours=2)
     html = render(engine, {}, now=now)
     section = html[html.index('id="index"'):html.index("Price history")]
     assert section.count("<svg") == 2
     assert "H100-SXM-80GB on-demand: $3.00" in section
-    assert "p10 $2.20, p90 $3.80; 3 offers from 1 provider" in section
+    assert "p10 $2.20, p90 $3.80; 3 offers from 3 providers" in section
     html = render(engine, {"pricing": ["spot"]}, now=now)
     section = html[html.index('id="index"'):html.index("Price history")]
     assert section.count("<svg") == 1 and "H100-SXM-80GB spot: $1.00" in section
