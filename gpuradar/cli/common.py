@@ -99,7 +99,7 @@ EXAMPLES: dict[str, list[str]] = {
     "db upgrade": ["gpuradar db upgrade"],
     "export": ["gpuradar export dataset/", "gpuradar export dataset/ --format csv,jsonl",
                "gpuradar export dataset/ --verify"],
-    "index reproduce": ["gpuradar export dataset/ && gpuradar index reproduce dataset/"],
+    "index reproduce": ["gpuradar index reproduce dataset/"],
 }
 
 
