@@ -65,6 +65,34 @@ def test_published_points_recomputed_by_hand_from_prices_json(demo, gpu):
                                         round(quantile(kept, 0.9), 6))
 
 
+def test_the_demo_market_point_is_three_same_day_votes_recomputed_by_hand(demo):
+    """The one market point of the captures: H100 on-demand of 2026-08-01 (Azure, Lambda and
+    RunPod captured that month), the third same-day capture's point correcting the first."""
+    from datetime import UTC
+
+    import gpuradar
+
+    history = gpuradar.open(demo).index_history("H100-SXM-80GB", "on-demand",
+                                                since=datetime(2026, 7, 1, tzinfo=UTC))
+    points = [p for p in history if p.status == "market"]
+    (point,) = points
+    assert (f"{point.since:%Y-%m-%d %H:%M:%S}", f"{point.corrects:%H:%M:%S}") == (
+        "2026-08-01 00:00:02", "00:00:00")
+    offers = gpuradar_json("prices", "--gpu", "H100-SXM-80GB", "--pricing", "on-demand",
+                           "--all", db_url=demo)
+    votes: dict[str, float] = {}
+    for o in offers:
+        if o["observed_at"].startswith("2026-08-01"):
+            votes[o["source"]] = min(votes.get(o["source"], 1e9), o["price_per_gpu_usd"])
+    assert sorted(votes) == ["azure", "lambda", "runpod"]
+    kept = sorted(votes.values())
+    assert (point.median, point.p10, point.p90) == (
+        3.99, round(quantile(kept, 0.1), 6), round(quantile(kept, 0.9), 6))
+    assert point.panel[1]["offer_id"] in {o["id"] for o in offers
+                                          if o["source"] == "lambda" and o["price_per_gpu_usd"]
+                                          == 3.99}
+
+
 def test_index_reproduce_says_equal_then_names_a_point_whose_price_changed(demo, tmp_path):
     out = tmp_path / "export"
     assert gpuradar("export", str(out), "--format", "csv,jsonl", db_url=demo).returncode == 0
