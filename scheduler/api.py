@@ -472,7 +472,9 @@ SCHEMAS: dict[str, Any] = {
     "Crawl": _obj({
         "id": {"type": "integer"}, "source": {"type": "string"}, "started_at": TIME,
         "finished_at": NULL_TIME,
-        "status": {"type": "string", "enum": ["running", "ok", "partial", "failed"]},
+        # refused: a replay older than the stored data, nothing stored (not a failure)
+        "status": {"type": "string",
+                   "enum": ["running", "ok", "partial", "failed", "refused"]},
         "items": {"type": "integer"}, "new_offers": {"type": "integer"},
         "changed": {"type": "integer"}, "closed": {"type": "integer"},
         "held": {"type": "integer"},

@@ -434,6 +434,8 @@ class CrawlWriter:
         catches up."""
         from gpuradar.storage.index import update_index
 
+        if self.refused:  # nothing stored, no source's freshness moved
+            return
         try:
             update_index(self.engine, self.observed_at, self.index_params, changed_ids=(
                 self.changed_offer_ids if self._index_by_changes else None))
@@ -473,8 +475,8 @@ class CrawlWriter:
         finished = datetime.now(UTC)
         closed = held = 0
         dropped = dict(dropped or {})
-        if self.refused:
-            status, error = "failed", self.refused
+        if self.refused:  # not a failure of the source: its staleness stays as it was
+            status, error = "refused", self.refused
         if self.unstorable:
             dropped["unstorable_price"] = dropped.get("unstorable_price", 0) + len(
                 self.unstorable)

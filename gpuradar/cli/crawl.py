@@ -138,7 +138,8 @@ def summary_line(results) -> str:
     if all(r.status == "failed" and r.error.startswith("cannot reach") for r in results):
         return (f"network unreachable: 0 of {len(results)} sources answered (check the "
                 "connection or the proxy; `gpuradar sources --check` tells more)")
-    counts = {s: sum(r.status == s for r in results) for s in ("ok", "partial", "failed")}
+    counts = {s: sum(r.status == s for r in results)
+              for s in ("ok", "partial", "failed", "refused")}
     return f"{ok} of {len(results)} sources crawled: " + ", ".join(
         f"{n} {s}" for s, n in counts.items() if n)
 
@@ -171,7 +172,7 @@ def crawl(
                             table=fmt is Format.table)
     _blame_scrapy_settings(cfg, results)
     print_results(results, fmt)
-    if any(r.status == "failed" for r in results):
+    if any(r.status in ("failed", "refused") for r in results):
         raise typer.Exit(EXIT_FAILED)
     if any(r.status == "partial" for r in results):
         raise typer.Exit(EXIT_PARTIAL)

@@ -73,11 +73,28 @@ def test_a_replay_older_than_the_stored_data_is_refused_and_changes_nothing(engi
     crawl(engine, [offer("59380", 1.50)])
     summary = crawl(engine, [offer("59380", 1.7356), offer("148199", 1.3867)],
                     at=NOW + timedelta(minutes=5), replay=Replay("2026-08-22", AUGUST))
-    assert summary.status == "failed"
+    assert summary.status == "refused"
     assert "captured 2026-08-22, before the newest vastai data" in summary.error
     (row,) = queries.current_offers(engine)
     assert row["price"] == 1.50 and row["replayed"] is False
     assert len(queries.spans(engine, row["id"])) == 1
+
+
+def test_a_refused_replay_is_no_failure_and_keeps_the_source_in_the_index(engine):
+    """Refused three times, the replay changes neither the source's failures (rules, the
+    index) nor the daemon's back-off: Vast.ai stays in the index."""
+    from gpuradar.storage import index
+
+    crawl(engine, [offer("59380", 1.50)])
+    for n in range(3):
+        summary = crawl(engine, [offer("59380", 1.7356)], at=NOW + timedelta(minutes=n + 1),
+                        replay=Replay("2026-08-22", AUGUST))
+        assert summary.status == "refused"
+    assert source_health(engine)["vastai"] == (NOW, 0)
+    assert queries.consecutive_failures(engine, "vastai") == 0
+    index.update_index(engine, NOW + timedelta(minutes=5))
+    (h100,) = index.current_index(engine)
+    assert [v["source"] for v in h100["panel"]] == ["vastai"] and h100["median"] == 1.5
 
 
 @pytest.mark.parametrize(("captured", "at"), [
