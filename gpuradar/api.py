@@ -32,7 +32,9 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class Offer:
     """An offer as it stands: price per hour of the whole offer in `currency`, and in USD
-    per accelerator-hour (`price_per_gpu_usd`); `available` None means unknown."""
+    per accelerator-hour (`price_per_gpu_usd`); `available` None means unknown. Its fields
+    are storage.dataset.OFFER_SCHEMA's, in its order (a test holds them equal); counts
+    (`gpu_count`, `vcpus`) are ints when whole."""
 
     id: int
     source: str
@@ -55,6 +57,8 @@ class Offer:
     first_seen: datetime
     changed_at: datetime
     observed_at: datetime
+    replayed: bool
+    captured: str | None
     unreadable_since: datetime | None
     url: str
     attributes: dict[str, Any]

@@ -27,6 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gpuradar.core.pricing import CHOICES as PRICING_CHOICES
 from gpuradar.core.pricing import PRICINGS, WORDS, parse_pricing
+from gpuradar.storage.dataset import OFFER_SCHEMA, Field
 from gpuradar.storage.db import DatabaseError
 
 log = logging.getLogger("gpuradar.api")
@@ -404,6 +405,24 @@ INDEX_POINT: dict[str, Any] = {
     "corrects": NULL_TIME}
 
 
+_KINDS: dict[str, dict[str, Any]] = {
+    "int": {"type": "integer"}, "float": {"type": "number"}, "str": {"type": "string"},
+    "bool": {"type": "boolean"}, "time": TIME, "json": {"type": "object"},
+    "count": {"type": "number", "description": "an integer when whole"}}
+
+
+def _field(f: Field) -> dict[str, Any]:
+    """The JSON schema of one declared field (storage.dataset.Field)."""
+    schema = dict(_KINDS[f.kind])
+    if f.nullable:
+        schema["type"] = [schema["type"], "null"]
+    if f.description:
+        schema["description"] = f.description
+    if f.choices:
+        schema["enum"] = list(f.choices)
+    return schema
+
+
 def _obj(props: dict[str, Any], description: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {"type": "object", "properties": props, "required": list(props),
                            "additionalProperties": False}
@@ -418,24 +437,9 @@ def _page(key: str, item: str, **extra: Any) -> dict[str, Any]:
 
 
 SCHEMAS: dict[str, Any] = {
-    "Offer": _obj({
-        "id": {"type": "integer"}, "source": {"type": "string"}, "region": {"type": "string"},
-        "zone": {"type": "string"}, "instance_type": {"type": "string"}, "pricing": PRICING,
-        "gpu": {"type": "string", "description": "catalog model, or the raw name a source "
-                "reported when the catalog does not know it"},
-        "gpu_count": {"type": "number"}, "gpu_memory_gb": _n("number"),
-        "vcpus": _n("number"), "memory_gb": _n("number"),
-        "price": {"type": "number", "description": "the whole offer per hour, in `currency`"},
-        "currency": {"type": "string"}, "price_usd": _n("number"),
-        "price_per_gpu_usd": _n("number"), "available": _n("boolean"),
-        "available_count": _n("integer"), "active": {"type": "boolean"},
-        "first_seen": TIME, "changed_at": TIME,
-        "observed_at": {**TIME, "description": "start of the source's last successful crawl"},
-        "unreadable_since": NULL_TIME, "url": {"type": "string"},
-        "attributes": {"type": "object", "description": (
-            "Provider extras; an offer of a reservation kind (capacity_block, flex_start, "
-            "calendar) carries its terms under `terms`: block_hours, start, end, "
-            "upfront_fee, currency, as the provider gives them.")}}),
+    "Offer": _obj({f.name: _field(f) for f in OFFER_SCHEMA},
+                  "An offer as it stands (storage.dataset.OFFER_SCHEMA, as `prices --json` and "
+                  "the export's offers)."),
     "Span": _obj({
         "offer_id": {"type": "integer"}, "source": {"type": "string"},
         "region": {"type": "string"}, "zone": {"type": "string"},

@@ -7,6 +7,7 @@ configuration, and crawl errors are cut to their first line as everywhere else.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,14 +15,52 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from gpuradar.core import gpus as catalog
+from gpuradar.core.pricing import PRICINGS
 from gpuradar.storage.models import CRAWL, OFFER
 
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One field of a record as every interface carries it. `kind`: int, count (an integer
+    when whole, as 8 GPUs; fractional only for a shared GPU), float, str, bool, time (UTC),
+    json."""
+
+    name: str
+    kind: str
+    nullable: bool = False
+    description: str = ""
+    choices: tuple[str, ...] = ()
+
+
+#: An offer's fields, stated once: `prices --json`/`--csv`, the JSON API (its OpenAPI
+#: schema), the Python API's `Offer` and the export's offers table carry exactly these, in
+#: this order, with these kinds.
+OFFER_SCHEMA = (
+    Field("id", "int"), Field("source", "str"), Field("region", "str"),
+    Field("zone", "str", description="empty when the provider names none"),
+    Field("instance_type", "str"),
+    Field("pricing", "str", description="how it is sold: on-demand, spot or a reservation "
+          "kind (core.pricing)", choices=PRICINGS),
+    Field("gpu", "str", description="catalog model, or the raw name a source reported when "
+          "the catalog does not know it"),
+    Field("gpu_count", "count", description="accelerators in the offer"),
+    Field("gpu_memory_gb", "float", True), Field("vcpus", "count", True),
+    Field("memory_gb", "float", True),
+    Field("price", "float", description="the whole offer per hour, in `currency`"),
+    Field("currency", "str"), Field("price_usd", "float", True),
+    Field("price_per_gpu_usd", "float", True), Field("available", "bool", True),
+    Field("available_count", "int", True), Field("active", "bool"),
+    Field("first_seen", "time"), Field("changed_at", "time"),
+    Field("observed_at", "time", description="the time the source's data describes: its "
+          "last successful crawl, a replayed recording's capture"),
+    Field("replayed", "bool", description="the source's data was replayed from a recording"),
+    Field("captured", "str", True, "the recording's capture date, as its provenance gives it"),
+    Field("unreadable_since", "time", True), Field("url", "str"),
+    Field("attributes", "json", description="Provider extras; an offer of a reservation kind "
+          "(capacity_block, flex_start, calendar) carries its terms under `terms`: "
+          "block_hours, start, end, upfront_fee, currency, as the provider gives them."))
 #: The fields of an offer in every interface, in this order.
-OFFER_FIELDS = ("id", "source", "region", "zone", "instance_type", "pricing", "gpu",
-                "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb", "price", "currency",
-                "price_usd", "price_per_gpu_usd", "available", "available_count", "active",
-                "first_seen", "changed_at", "observed_at", "unreadable_since", "url",
-                "attributes")
+OFFER_FIELDS = tuple(f.name for f in OFFER_SCHEMA)
 SPAN_FIELDS = ("offer_id", "source", "region", "zone", "instance_type", "pricing", "gpu",
                "gpu_count", "price", "currency", "price_usd", "price_per_gpu_usd",
                "available", "valid_from", "valid_to", "seen_until", "open")
@@ -65,12 +104,30 @@ def resolve_gpus(engine: Engine, query: str | None) -> list[str]:
                                                          else ""))
 
 
+def typed(value: Any, kind: str) -> Any:
+    """A stored value as its kind says every interface carries it (SQLite and PostgreSQL
+    hand back the same): a whole count an int, times aware UTC."""
+    if value is None:
+        return None
+    if kind == "count":
+        return int(value) if float(value).is_integer() else float(value)
+    if kind == "float":
+        return float(value)
+    if kind == "int":
+        return int(value)
+    if kind == "bool":
+        return bool(value)
+    if kind == "time":
+        return aware(value).astimezone(UTC)
+    return value
+
+
 def offer_record(row: dict[str, Any]) -> dict[str, Any]:
-    out = {k: row.get(k) for k in OFFER_FIELDS}
-    for k in ("first_seen", "changed_at", "observed_at", "unreadable_since"):
-        out[k] = aware(out[k])
+    """One offer (a row of current_offers) as every interface carries it: OFFER_SCHEMA."""
+    out = {f.name: typed(row.get(f.name), f.kind) for f in OFFER_SCHEMA}
     out["zone"] = out["zone"] or ""
     out["attributes"] = out["attributes"] or {}
+    out["replayed"] = bool(out["replayed"])
     return out
 
 

@@ -22,13 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from gpuradar.core.files import not_a_file
 from gpuradar.core.text import excerpt
-from gpuradar.storage.models import CHANGE, CRAWL, INDEX, OFFER
+from gpuradar.core.units import utc_text
+from gpuradar.storage.dataset import OFFER_SCHEMA
+from gpuradar.storage.models import CHANGE, CRAWL, FX, INDEX, OFFER
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MAX_MANIFEST_BYTES = 1024 * 1024  # a manifest is a few kilobytes; verify reads no more
 FORMATS = ("parquet", "csv", "jsonl")
 MANIFEST = "manifest.json"
@@ -42,8 +44,8 @@ class ExportError(RuntimeError):
 
 @dataclass(frozen=True)
 class Table:
-    """One exported table: its columns as (name, kind), kind one of int, float, str, bool,
-    time, json; and how to read its rows in a fixed order."""
+    """One exported table: its columns as (name, kind), kind one of int, count (an integer
+    when whole), float, str, bool, time, json; and how to read its rows in a fixed order."""
 
     name: str
     columns: tuple[tuple[str, str], ...]
@@ -61,7 +63,8 @@ def _micros(value: int | None) -> float | None:
 
 def _change(row: dict[str, Any]) -> dict[str, Any]:
     return {"offer_id": row["offer_id"], "at": _epoch(row["at"]),
-            "price": _micros(row["price_micros"]), "available": row["available"]}
+            "price": _micros(row["price_micros"]), "currency": row["currency"],
+            "available": row["available"]}
 
 
 def _index(row: dict[str, Any]) -> dict[str, Any]:
@@ -75,14 +78,27 @@ def _index(row: dict[str, Any]) -> dict[str, Any]:
             "corrects": None if row["corrects"] is None else _epoch(row["corrects"])}
 
 
-OFFER_COLUMNS = (("id", "int"), ("source", "str"), ("region", "str"), ("zone", "str"),
-                 ("instance_type", "str"), ("pricing", "str"), ("gpu", "str"),
-                 ("gpu_count", "float"), ("gpu_memory_gb", "float"), ("vcpus", "float"),
-                 ("memory_gb", "float"), ("price", "float"), ("currency", "str"),
-                 ("price_usd", "float"), ("price_per_gpu_usd", "float"),
-                 ("available", "bool"), ("available_count", "int"), ("active", "bool"),
-                 ("first_seen", "time"), ("changed_at", "time"), ("unreadable_since", "time"),
-                 ("url", "str"), ("attributes", "json"))
+#: An offer's fields as every interface carries them (storage.dataset.OFFER_SCHEMA).
+OFFER_COLUMNS = tuple((f.name, f.kind) for f in OFFER_SCHEMA)
+
+
+def _offers_query() -> Any:
+    """Every offer with what its source's last successful crawl observed (observed_at,
+    replayed, captured), as `prices` reads them: an offer never crawled ok since is dated
+    at its last change."""
+    from gpuradar.storage.queries import newest_crawl_ids
+
+    last = (select(CRAWL.c.source,
+                   func.coalesce(CRAWL.c.observed_at, CRAWL.c.started_at).label("seen"),
+                   CRAWL.c.replayed, CRAWL.c.captured)
+            .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == "ok"))).subquery())
+    stored = [OFFER.c[c] for c, _ in OFFER_COLUMNS
+              if c not in ("observed_at", "replayed", "captured")]
+    return (select(*stored, func.coalesce(last.c.seen, OFFER.c.changed_at).label("observed_at"),
+                   func.coalesce(last.c.replayed, False).label("replayed"),
+                   last.c.captured)
+            .select_from(OFFER.outerjoin(last, last.c.source == OFFER.c.source))
+            .order_by(OFFER.c.id))
 CRAWL_COLUMNS = (("id", "int"), ("source", "str"), ("started_at", "time"),
                  ("finished_at", "time"), ("status", "str"), ("items", "int"),
                  ("new_offers", "int"), ("changed", "int"), ("closed", "int"), ("held", "int"),
@@ -90,11 +106,20 @@ CRAWL_COLUMNS = (("id", "int"), ("source", "str"), ("started_at", "time"),
                  ("duration_s", "float"), ("error", "str"), ("observed_at", "time"),
                  ("replayed", "bool"), ("captured", "str"))
 TABLES = (
-    Table("offers", OFFER_COLUMNS,
-          lambda: select(*(OFFER.c[c] for c, _ in OFFER_COLUMNS)).order_by(OFFER.c.id)),
+    Table("offers", OFFER_COLUMNS, _offers_query),
+    # each change with its offer's currency: `price` is the whole offer per hour in it
     Table("price_changes", (("offer_id", "int"), ("at", "time"), ("price", "float"),
-                            ("available", "bool")),
-          lambda: select(CHANGE).order_by(CHANGE.c.offer_id, CHANGE.c.at), _change),
+                            ("currency", "str"), ("available", "bool")),
+          lambda: select(CHANGE, OFFER.c.currency)
+          .join(OFFER, OFFER.c.id == CHANGE.c.offer_id)
+          .order_by(CHANGE.c.offer_id, CHANGE.c.at), _change),
+    # the exchange rates prices were converted with (USD per unit, by ECB reference date)
+    Table("fx_rates", (("currency", "str"), ("rate_date", "str"), ("usd_per_unit", "float"),
+                       ("source", "str"), ("fetched_at", "time")),
+          lambda: select(FX.c.currency, FX.c.rate_date, FX.c.usd_per_unit, FX.c.source,
+                         FX.c.fetched_at).order_by(FX.c.currency, FX.c.rate_date),
+          lambda r: {**r, "rate_date": r["rate_date"].isoformat()
+                     if hasattr(r["rate_date"], "isoformat") else str(r["rate_date"])}),
     Table("index", (("gpu", "str"), ("pricing", "str"), ("at", "time"), ("median", "float"),
                     ("p10", "float"), ("p90", "float"), ("offers", "int"),
                     ("providers", "int"), ("excluded", "json"), ("method", "int"),
@@ -114,7 +139,7 @@ def _time(value: datetime | None) -> datetime | None:
 
 
 def _iso(value: datetime) -> str:
-    return value.isoformat().replace("+00:00", "Z")
+    return utc_text(value)
 
 
 def _json_text(value: Any) -> str:
@@ -131,6 +156,8 @@ def _normal(row: dict[str, Any], columns: Sequence[tuple[str, str]]) -> dict[str
                 v = _time(v)
             elif kind == "float":
                 v = float(v)
+            elif kind == "count":
+                v = int(v) if float(v).is_integer() else float(v)
             elif kind == "int":
                 v = int(v)
             elif kind == "bool":
@@ -150,7 +177,7 @@ def _csv_cell(value: Any, kind: str) -> str:
         return "true" if value else "false"
     if kind == "json":
         return _json_text(value)
-    return repr(value) if kind == "float" else str(value)
+    return repr(value) if kind in ("float", "count") else str(value)
 
 
 def _jsonl_value(value: Any, kind: str) -> Any:
@@ -231,7 +258,9 @@ class _ParquetWriter(_Writer):
     def __init__(self, path: Path, table: Table) -> None:
         super().__init__(path, table)
         pa, pq = _pyarrow()
-        kinds = {"int": pa.int64(), "float": pa.float64(), "str": pa.string(),
+        # a count is a double in Parquet's fixed column type (a shared GPU is fractional)
+        kinds = {"int": pa.int64(), "count": pa.float64(), "float": pa.float64(),
+                 "str": pa.string(),
                  "bool": pa.bool_(), "time": pa.timestamp("us", tz="UTC"), "json": pa.string()}
         self.pa = pa
         self.schema = pa.schema([(c, kinds[k]) for c, k in table.columns])
@@ -404,6 +433,9 @@ def _from_csv(text: str, kind: str) -> Any:
         return int(text)
     if kind == "float":
         return float(text)
+    if kind == "count":
+        value = float(text)
+        return int(value) if value.is_integer() else value
     if kind == "bool":
         return text == "true"
     if kind == "json":

@@ -7,7 +7,8 @@ so (`+2 columns hidden (age, notes): --wide`). Nothing is ever shortened with "â
 columns wrap between words, a number stays whole with its unit, and a column of numbers is
 right-aligned with one number of decimals. Output that is piped (no terminal, no COLUMNS)
 is for machines: every column, no truncation, no wrapping. JSON and CSV carry every
-timestamp in one form (ISO 8601 with its UTC offset) and counts as integers when whole.
+timestamp in one form (ISO 8601 in UTC with Z, core.units.utc_text) and counts as integers
+when whole.
 """
 
 
@@ -142,9 +143,11 @@ class Format(StrEnum):
 
 
 def iso(value: datetime) -> str:
-    """The one timestamp form of machine output: '2026-11-30T12:03:34+00:00'."""
-    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
-    return aware.astimezone(UTC).isoformat(timespec="seconds")
+    """The one timestamp form of machine output, the API's and the exports':
+    '2026-11-30T12:03:34Z' (core.units.utc_text)."""
+    from gpuradar.core.units import utc_text
+
+    return utc_text(value)
 
 
 def _jsonable(value: Any, key: str = "") -> Any:
@@ -173,8 +176,10 @@ def _is_count(key: str) -> bool:
 
 
 def machine_rows(data: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows as JSON and CSV carry them."""
-    return [{k: _jsonable(v, k) for k, v in r.items()} for r in data]
+    """Rows as JSON and CSV carry them. An offer's `attributes` are the provider's words, kept
+    as they are (as the API and the export keep them)."""
+    return [{k: v if k == "attributes" else _jsonable(v, k) for k, v in r.items()}
+            for r in data]
 
 
 def dump_json(data: Any) -> None:

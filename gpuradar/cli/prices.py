@@ -241,6 +241,7 @@ def prices(
         help="Refresh the table in place every SECONDS (Ctrl-C to stop).")] = None,
 ) -> None:
     """Current offers, cheapest USD per GPU-hour first (or, with --index, the market index)."""
+    from gpuradar.storage.dataset import OFFER_FIELDS, offer_record
     from gpuradar.storage.queries import OfferFilter, current_offers
 
     if watch:
@@ -300,7 +301,11 @@ def prices(
     notes = [REPLAYED_NOTE] if any(o.get("replayed") for o in offers) else []
     if more:
         notes.append(f"the {limit} cheapest shown: --limit 0 for all")
-    emit(rows, PRICE_COLUMNS, f, raw_rows=offers, prefixes={"instance": "Standard_"},
+    # JSON and CSV: an offer's declared fields (as the API, the Python API and the export
+    # carry them), then what --group adds
+    raw = [{**offer_record(o), **{k: v for k, v in o.items() if k not in OFFER_FIELDS}}
+           for o in offers]
+    emit(rows, PRICE_COLUMNS, f, raw_rows=raw, prefixes={"instance": "Standard_"},
          caption="; ".join(notes) or None, abbreviate={"where": short_ids(rows, "where")})
     if more and f is not Format.table:  # said beside the data, not in it
         err_console.print(f"the {limit} cheapest offers only: --limit 0 for all",

@@ -206,3 +206,11 @@ def parse_when(value: str, now: datetime | None = None) -> datetime:
             raise ValueError(f"not a time: {excerpt(value)} (write e.g. yesterday, 2d, "
                              "2026-08-22, '2026-08-22 18:00')") from None
     return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def utc_text(value: datetime) -> str:
+    """The one text form of a time in machine output (`--json`, `--csv`), the JSON API and
+    exports: ISO 8601 in UTC with `Z`, microseconds only when there are some
+    ('2026-11-30T12:03:34Z'). A naive time is UTC (SQLite stores no offset)."""
+    aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,72 @@
+"""One schema for the data everywhere (issue #48): the same offer read through
+`prices --json`, `/api/v1/offers`, the Python API and the export (JSON Lines and CSV) has
+the same field names, types and values, all stated once in storage.dataset.OFFER_SCHEMA."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from datetime import datetime
+
+import pytest
+
+from gpuradar.core.units import utc_text
+from gpuradar.storage.dataset import OFFER_FIELDS
+from tests.clirun import gpuradar, gpuradar_json
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("schema") / "demo.db"
+    assert gpuradar("demo", "--keep", str(path)).returncode == 0
+    return f"sqlite:///{path}"
+
+
+def plain(value):
+    """A Python API value as JSON carries it."""
+    if isinstance(value, datetime):
+        return utc_text(value)
+    return value
+
+
+def test_the_same_offer_is_the_same_record_on_every_surface(demo, tmp_path):
+    import gpuradar as api
+    from gpuradar.storage.db import open_database
+    from tests.scheduler.test_api import get, served
+
+    cli = {o["id"]: o for o in gpuradar_json("prices", "--all", "--limit", "0", db_url=demo)}
+    engine = open_database(demo)
+    with served(lambda: engine) as base:
+        status, _, body = get(f"{base}/api/v1/offers?all=true&limit=1000")
+    assert status == 200
+    http = {o["id"]: o for o in json.loads(body)["offers"]}
+    python = {o.id: {k: plain(v) for k, v in dataclasses.asdict(o).items()}
+              for o in api.open(demo).offers(include_inactive=True)}
+    out = tmp_path / "export"
+    assert gpuradar("export", str(out), "--format", "csv,jsonl", db_url=demo).returncode == 0
+    jsonl = {o["id"]: o for o in map(json.loads, (out / "offers.jsonl").read_text()
+                                     .splitlines())}
+    with (out / "offers.csv").open(newline="") as f:
+        table = {int(r["id"]): r for r in csv.DictReader(f)}
+    assert set(cli) == set(http) == set(python) == set(jsonl) == set(table)
+    for oid, want in cli.items():
+        assert list(want) == list(OFFER_FIELDS)
+        for surface in (http[oid], python[oid]):
+            assert list(surface) == list(OFFER_FIELDS)
+            assert surface == want and [type(v) for v in surface.values()] == [
+                type(v) for v in want.values()], oid
+        assert jsonl[oid] == want  # JSON Lines: keys sorted, the same values and types
+        assert list(table[oid]) == list(OFFER_FIELDS)
+        for k, v in want.items():  # CSV: the text of the same value (JSON for attributes)
+            if isinstance(v, dict):
+                assert json.loads(table[oid][k]) == v
+                continue
+            text = "" if v is None else ("true" if v else "false") if isinstance(v, bool) \
+                else str(v)
+            assert table[oid][k] == text, (oid, k)
+    # counts are integers, replayed data says so, times one UTC form
+    h100 = next(o for o in cli.values() if o["source"] == "lambda" and o["gpu_count"] == 8)
+    assert type(h100["gpu_count"]) is int and type(h100["vcpus"]) is int
+    assert h100["replayed"] is True and h100["captured"] == "2026-08"
+    assert h100["observed_at"] == "2026-08-01T00:00:00Z"
