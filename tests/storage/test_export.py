@@ -41,10 +41,10 @@ def test_manifest_counts_rows_and_states_schema_and_time_range(stored, tmp_path)
     assert manifest["schema_version"] == "0009_index_v2"
     # three offers; 3 first change points + A's price change + S closed
     assert {t: v["rows"] for t, v in manifest["tables"].items()} == {
-        "offers": 3, "price_changes": 5, "index": 4, "crawls": 2}
+        "offers": 3, "price_changes": 5, "fx_rates": 0, "index": 4, "crawls": 2}
     assert manifest["time_range"]["from"] == "2026-11-01T12:00:00Z"
     assert {f["path"] for f in manifest["files"]} == {
-        f"{t}.{x}" for t in ("offers", "price_changes", "index", "crawls")
+        f"{t}.{x}" for t in ("offers", "price_changes", "fx_rates", "index", "crawls")
         for x in ("parquet", "csv", "jsonl")}
 
 
@@ -59,9 +59,14 @@ def test_every_format_holds_the_same_rows(stored, tmp_path):
     assert [r["price"] for r in rows] == ["16.0", "20.0", "24.8", "5.6", ""]
     assert [r["price"] for r in lines] == [16.0, 20.0, 24.8, 5.6, None]
     assert lines[1]["at"] == "2026-11-01T13:00:00Z"
+    # each change with the currency its price is in
+    assert [r["currency"] for r in lines] == ["USD"] * 5 and rows[0]["currency"] == "USD"
     index = pq.read_table(tmp_path / "index.parquet").to_pylist()
-    assert [(r["pricing"], r["median"], r["offers"]) for r in index] == [
-        ("on_demand", 2.55, 2), ("on_demand", 2.8, 2), ("spot", 0.7, 1), ("spot", None, 0)]
+    # one vote (azure's cheapest offer: A), thin below three providers
+    assert [(r["pricing"], r["median"], r["offers"], r["status"]) for r in index] == [
+        ("on_demand", 2.0, 2, "thin"), ("on_demand", 2.5, 2, "thin"), ("spot", 0.7, 1, "thin"),
+        ("spot", None, 0, "none")]
+    assert json.loads(index[0]["panel"])[0]["source"] == "azure"
 
 
 def test_verify_recomputes_the_digests(stored, tmp_path):
