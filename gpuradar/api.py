@@ -239,7 +239,7 @@ def _amount(name: str, value: float | None) -> float | None:
 def _window(since: datetime | None, until: datetime | None, days: float
             ) -> tuple[datetime, datetime]:
     """[since, until], defaulting to the last `days` days; ValueError or TypeError naming
-    the argument that cannot make one."""
+    the argument that cannot make one. A naive datetime is read as UTC."""
     for name, value in (("since", since), ("until", until)):
         if value is not None and not isinstance(value, datetime):
             raise TypeError(f"{name} must be a datetime, not {type(value).__name__}")
@@ -339,6 +339,20 @@ class Store:
         rows = index_history(self.engine, self._gpus(gpu) or None, _pricing(pricing), since,
                              until)
         return [_make(IndexPoint, r) for r in rows]
+
+    def index_closes(self, gpu: str | None = None, pricing: str | None = None,
+                     cadence: str = "day", since: datetime | None = None,
+                     until: datetime | None = None, days: float = 30.0) -> list[dict[str, Any]]:
+        """The index at a fixed cadence (`cadence` hour or day: each hour's or each UTC
+        day's close) over [since, until] (default: the last `days` days): per model and
+        pricing and close, the point in force just before it, or a gap (status `gap`)."""
+        from gpuradar.storage.index import CADENCES, index_closes
+
+        if cadence not in CADENCES:
+            raise ValueError(f"cadence must be {' or '.join(CADENCES)}, not {cadence!r}")
+        since, until = _window(since, until, days)
+        return index_closes(self.engine, self._gpus(gpu) or None, _pricing(pricing), since,
+                            until, cadence)
 
     def sources(self) -> list[Source]:
         """Each crawled source: its latest crawl, last success and failures since."""

@@ -290,6 +290,23 @@ def index_history(engine: Engine, params: Params) -> dict[str, Any]:
     return {"since": since, "until": until, "count": len(points), "points": points}
 
 
+def index_closes(engine: Engine, params: Params) -> dict[str, Any]:
+    from gpuradar.storage.index import CADENCES
+    from gpuradar.storage.index import index_closes as closes
+
+    cadence = params.one("cadence") or "day"
+    if cadence not in CADENCES:
+        raise BadRequest(f"cadence must be {' or '.join(CADENCES)}, not {cadence!r}")
+    since, until = params.window()
+    try:
+        rows = closes(engine, _gpus(engine, params) or None, params.pricing(), since, until,
+                      cadence)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    return {"since": since, "until": until, "cadence": cadence, "count": len(rows),
+            "closes": rows}
+
+
 def sources(engine: Engine, params: Params) -> dict[str, Any]:
     from gpuradar.storage import dataset
 
@@ -313,6 +330,7 @@ ROUTES: dict[str, tuple[Callable[[Engine, Params], dict[str, Any]], tuple[str, .
     "/history": (history, ("offer_id", "gpu", "pricing", "source", *WINDOW)),
     "/index": (index, ("gpu", "pricing")),
     "/index/history": (index_history, ("gpu", "pricing", *WINDOW)),
+    "/index/closes": (index_closes, ("gpu", "pricing", "cadence", *WINDOW)),
     "/sources": (sources, ()),
     "/crawls": (crawls, ("source", "limit")),
 }
@@ -491,6 +509,16 @@ SCHEMAS: dict[str, Any] = {
     "History": _page("spans", "Span", since=TIME, until=TIME),
     "Index": _page("index", "IndexFigure"),
     "IndexHistory": _page("points", "IndexPoint", since=TIME, until=TIME),
+    "IndexClose": _obj({
+        "gpu": {"type": "string"}, "pricing": PRICING, "at": TIME,
+        "status": {"type": "string", "enum": ["market", "thin", "gap"]},
+        "median": _n("number"), "p10": _n("number"), "p90": _n("number"),
+        "providers": {"type": "integer", "minimum": 0}, "point": NULL_TIME,
+        "digest": _n("string")},
+        "The index at one close (each hour, or each UTC midnight: the day before's close): "
+        "the point in force just before `at` (`point`: its time), or a gap."),
+    "IndexCloses": _page("closes", "IndexClose", since=TIME, until=TIME,
+                         cadence={"type": "string", "enum": ["hour", "day"]}),
     "Sources": _page("sources", "Source"),
     "Crawls": _page("crawls", "Crawl"),
 }
@@ -563,6 +591,8 @@ def _parameters() -> dict[str, dict[str, Any]]:
         "days": _param("days", "Days before `until` (default 7) when `since` is not given; "
                        "the window may not reach before the year 1.",
                        {"type": "number", "minimum": 0, "maximum": MAX_DAYS}),
+        "cadence": _param("cadence", "hour: each hour's close; day (default): each UTC "
+                          "day's.", {"type": "string", "enum": ["hour", "day"]}),
     }
 
 
@@ -598,6 +628,8 @@ def openapi() -> dict[str, Any]:
                    "screen excluded.", "Index"),
         "/index/history": ("The market index's change points; give `since` or `days`, not "
                            "both.", "IndexHistory"),
+        "/index/closes": ("The market index at a fixed cadence (hourly or daily closes), "
+                          "gaps as gaps; give `since` or `days`, not both.", "IndexCloses"),
         "/sources": ("Each crawled source: latest crawl, last success, failures.", "Sources"),
         "/crawls": ("Crawl records, newest first.", "Crawls"),
     }

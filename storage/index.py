@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ColumnElement, Engine, and_, func, or_, select, tuple_
@@ -341,3 +341,53 @@ def index_series(engine: Engine, gpu: str, pricing: str, since: datetime, until:
                 value = p["median"]  # the last change point touching the slice wins
         out.append((t, value))
     return out
+
+
+#: The fixed cadences beside the change points: each hour's and each UTC day's close.
+CADENCES = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
+#: Closes per model and pricing one read may ask for (a year of hours).
+MAX_CLOSES = 9000
+
+
+def index_closes(engine: Engine, gpus: Sequence[str] | None, pricing: str | None,
+                 since: datetime, until: datetime, cadence: str) -> list[dict[str, Any]]:
+    """The index at a fixed cadence beside its change points: for each (model, pricing)
+    with points and each close `at` (every whole hour, or every UTC midnight: the day
+    before's close) in (since, until], the point in force just before `at`, or a **gap**
+    (status `gap`, no figures): no point yet, a point without an index, or one whose newest
+    kept vote's data is older than its `stale_after` at `at` (no crawl came to say so)."""
+    step = CADENCES[cadence]
+    seconds = int(step.total_seconds())
+    first = (int(since.timestamp()) // seconds + 1) * seconds
+    closes = range(first, int(until.timestamp()) + 1, seconds)
+    if len(closes) > MAX_CLOSES:
+        raise ValueError(f"{len(closes)} {cadence}ly closes asked for; at most {MAX_CLOSES}: "
+                         "a shorter window")
+    by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for p in index_history(engine, gpus, pricing, since, until):
+        by_key.setdefault((p["gpu"], p["pricing"]), []).append(p)
+    out = []
+    for (gpu, pricing_), points in sorted(by_key.items()):
+        n = -1
+        for at in closes:
+            while n + 1 < len(points) and points[n + 1]["since"].timestamp() < at:
+                n += 1
+            p = points[n] if n >= 0 else None
+            row: dict[str, Any] = {"gpu": gpu, "pricing": pricing_,
+                                   "at": datetime.fromtimestamp(at, UTC), "status": "gap",
+                                   "median": None, "p10": None, "p90": None, "providers": 0,
+                                   "point": None, "digest": None}
+            if p is not None and p["status"] != "none" and not _stale(p, at):
+                row.update(status=p["status"], median=p["median"], p10=p["p10"],
+                           p90=p["p90"], providers=p["providers"], point=p["since"],
+                           digest=p["digest"])
+            out.append(row)
+    return out
+
+
+def _stale(point: Mapping[str, Any], at: int) -> bool:
+    """Whether a point's data is older at `at` than its own staleness allows (a method 1
+    point records neither: never)."""
+    limit = (point["params"] or {}).get("stale_after_s")
+    seen = [v["observed"] for v in point["panel"] if not v["reason"] and v["observed"]]
+    return limit is not None and bool(seen) and at - max(seen) > limit

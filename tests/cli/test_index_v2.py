@@ -142,3 +142,36 @@ def test_replayed_capture_is_dated_at_its_capture_in_index_history(engine):
     assert point["status"] == "thin" and point["panel"][0]["source"] == "vastai"
 
 
+
+
+def test_hourly_and_daily_closes_publish_gaps_as_gaps(engine):
+    """The fixed cadence beside the change points: before the first point a gap; then the
+    point in force at each close; once its data is older than stale_after (no crawl came
+    since), a gap again, not the last figure carried on."""
+    from datetime import UTC
+
+    from tests.scheduler.test_api import get, served
+    from tests.storage.test_index import crawl, item
+
+    t0 = datetime(2026, 11, 1, 12, 30, tzinfo=UTC)
+    for source, price in (("aws", 2.0), ("azure", 3.0), ("lambda", 4.0)):
+        crawl(engine, source, [item(source, "A", price, at=t0)], t0)
+    with served(lambda: engine) as base:
+        status, _, body = get(f"{base}/api/v1/index/closes?gpu=H100-SXM-80GB&cadence=hour"
+                              "&since=2026-11-01T10:00:00Z&until=2026-11-01T14:00:00Z")
+        assert status == 200, body
+        hours = json.loads(body)["closes"]
+        assert [(c["at"], c["status"], c["median"]) for c in hours] == [
+            ("2026-11-01T11:00:00Z", "gap", None), ("2026-11-01T12:00:00Z", "gap", None),
+            ("2026-11-01T13:00:00Z", "market", 3.0), ("2026-11-01T14:00:00Z", "market", 3.0)]
+        # three crawls dated 12:30: the third's point corrects the first's, a second later each
+        assert hours[2]["point"] == "2026-11-01T12:30:02Z" and len(hours[2]["digest"]) == 64
+        status, _, body = get(f"{base}/api/v1/index/closes?gpu=H100-SXM-80GB&cadence=day"
+                              "&since=2026-11-01&until=2026-11-05")
+        days = json.loads(body)["closes"]
+        # closes at each midnight: the day before's; two days after the data: a gap
+        assert [(c["at"][:10], c["status"]) for c in days] == [
+            ("2026-11-02", "market"), ("2026-11-03", "market"), ("2026-11-04", "gap"),
+            ("2026-11-05", "gap")]
+        status, _, body = get(f"{base}/api/v1/index/closes?cadence=week")
+        assert status == 400 and b"cadence must be hour or day, not 'week'" in body

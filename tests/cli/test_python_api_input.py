@@ -61,6 +61,7 @@ def test_a_newer_schema_asks_for_a_newer_gpuradar(sqlite_url):
     (lambda s: s.history(1, days=1e30), "days 1e\\+30 reaches before the year 1"),
     (lambda s: s.history(1, days=math.inf), "days must be a finite number"),
     (lambda s: s.index_history(days=-1), "days must be a finite number of at least 0"),
+    (lambda s: s.index_closes(cadence="week"), "cadence must be hour or day, not 'week'"),
     # '' meant every GPU (no filter) and a NUL reached PostgreSQL as its own error
     (lambda s: s.offers(gpu=""), "gpu must be names, not ''"),
     (lambda s: s.index(gpu="  "), "gpu must be names, not '  '"),
