@@ -24,7 +24,8 @@ from sqlalchemy import Engine
 from gpuradar.core.pricing import parse_pricing
 from gpuradar.core.text import excerpt
 
-__all__ = ["Crawl", "IndexFigure", "IndexPoint", "Offer", "Source", "Span", "Store", "open"]
+__all__ = ["Crawl", "IndexFigure", "IndexPoint", "Offer", "Records", "Source", "Span", "Store",
+           "open"]
 
 T = TypeVar("T")
 
@@ -168,6 +169,30 @@ class Crawl:
     error: str
 
 
+class Records(list[T]):
+    """A method's answer: a list of records, and `to_pandas()` for a notebook."""
+
+    def __init__(self, items: Sequence[T] = (), columns: Sequence[str] = ()) -> None:
+        super().__init__(items)
+        self.columns = tuple(columns)
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame, one row per record and one column per field (also when
+        empty); times stay timezone-aware UTC. Needs pandas: pip install 'gpuradar[pandas]'."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("to_pandas() needs pandas: pip install 'gpuradar[pandas]'"
+                              ) from None
+        rows = [r if isinstance(r, dict) else {c: getattr(r, c) for c in self.columns}
+                for r in self]
+        return pd.DataFrame(rows, columns=list(self.columns))
+
+
+def _records(cls: type[T], rows: Sequence[dict[str, Any]]) -> Records[T]:
+    return Records([_make(cls, r) for r in rows], [f.name for f in fields(cls)])  # type: ignore[arg-type]
+
+
 def _make(cls: type[T], row: dict[str, Any]) -> T:
     values = {f.name: row[f.name] for f in fields(cls)}  # type: ignore[arg-type]
     for name in ("excluded", "panel"):
@@ -285,7 +310,7 @@ class Store:
                region: str | Sequence[str] | None = None, max_price: float | None = None,
                min_gpus: float | None = None, min_gpu_memory: float | None = None,
                available: bool = False, include_inactive: bool = False,
-               limit: int | None = None) -> list[Offer]:
+               limit: int | None = None) -> Records[Offer]:
         """Offers as they stand, cheapest USD per GPU-hour first; the filters of
         `gpuradar prices` (`gpu`: family, model or kind; `region`: globs or 'mainland';
         `available`: leave out offers known to be unavailable)."""
@@ -298,13 +323,13 @@ class Store:
                           min_gpus=_amount("min_gpus", min_gpus),
                           min_gpu_memory=_amount("min_gpu_memory", min_gpu_memory),
                           available_only=available, include_inactive=include_inactive)
-        return [_make(Offer, o) for o in dataset.offers(self.engine, flt,
-                                                        _count("limit", limit, MAX_ID))]
+        return _records(Offer, dataset.offers(self.engine, flt,
+                                              _count("limit", limit, MAX_ID)))
 
     def history(self, offer_id: int | None = None, *, gpu: str | None = None,
                 pricing: str | None = None, source: str | Sequence[str] | None = None,
                 since: datetime | None = None, until: datetime | None = None,
-                days: float = 7.0) -> list[Span]:
+                days: float = 7.0) -> Records[Span]:
         """Price spans of one offer, or of every offer of `gpu`, overlapping [since, until]
         (default: the last `days` days)."""
         from gpuradar.storage import dataset
@@ -319,18 +344,18 @@ class Store:
             rows = dataset.history(self.engine, gpus=self._gpus(gpu), since=since,
                                    until=until, pricing=_pricing(pricing),
                                    sources=_list("source", source))
-        return [_make(Span, s) for s in rows]
+        return _records(Span, rows)
 
-    def index(self, gpu: str | None = None, pricing: str | None = None) -> list[IndexFigure]:
+    def index(self, gpu: str | None = None, pricing: str | None = None) -> Records[IndexFigure]:
         """The market index of each model (of `gpu`'s family) and pricing, as it stands."""
         from gpuradar.storage.index import current_index
 
         rows = current_index(self.engine, self._gpus(gpu) or None, _pricing(pricing))
-        return [_make(IndexFigure, r) for r in rows]
+        return _records(IndexFigure, rows)
 
     def index_history(self, gpu: str | None = None, pricing: str | None = None,
                       since: datetime | None = None, until: datetime | None = None,
-                      days: float = 30.0) -> list[IndexPoint]:
+                      days: float = 30.0) -> Records[IndexPoint]:
         """The index's change points overlapping [since, until] (default: the last `days`
         days), by model, pricing and time."""
         from gpuradar.storage.index import index_history
@@ -338,36 +363,37 @@ class Store:
         since, until = _window(since, until, days)
         rows = index_history(self.engine, self._gpus(gpu) or None, _pricing(pricing), since,
                              until)
-        return [_make(IndexPoint, r) for r in rows]
+        return _records(IndexPoint, rows)
 
     def index_closes(self, gpu: str | None = None, pricing: str | None = None,
                      cadence: str = "day", since: datetime | None = None,
-                     until: datetime | None = None, days: float = 30.0) -> list[dict[str, Any]]:
+                     until: datetime | None = None, days: float = 30.0
+                     ) -> Records[dict[str, Any]]:
         """The index at a fixed cadence (`cadence` hour or day: each hour's or each UTC
         day's close) over [since, until] (default: the last `days` days): per model and
         pricing and close, the point in force just before it, or a gap (status `gap`)."""
-        from gpuradar.storage.index import CADENCES, index_closes
+        from gpuradar.storage.index import CADENCES, CLOSE_FIELDS, index_closes
 
         if cadence not in CADENCES:
             raise ValueError(f"cadence must be {' or '.join(CADENCES)}, not {cadence!r}")
         since, until = _window(since, until, days)
-        return index_closes(self.engine, self._gpus(gpu) or None, _pricing(pricing), since,
-                            until, cadence)
+        return Records(index_closes(self.engine, self._gpus(gpu) or None, _pricing(pricing),
+                                    since, until, cadence), CLOSE_FIELDS)
 
-    def sources(self) -> list[Source]:
+    def sources(self) -> Records[Source]:
         """Each crawled source: its latest crawl, last success and failures since."""
         from gpuradar.storage import dataset
 
-        return [_make(Source, s) for s in dataset.sources(self.engine)]
+        return _records(Source, dataset.sources(self.engine))
 
-    def crawls(self, source: str | None = None, limit: int | None = 50) -> list[Crawl]:
+    def crawls(self, source: str | None = None, limit: int | None = 50) -> Records[Crawl]:
         """Crawl records, newest first."""
         from gpuradar.storage import dataset
 
         if source is not None:
             _list("source", _text("source", source))
-        return [_make(Crawl, c) for c in dataset.crawls(self.engine, source,
-                                                        _count("limit", limit, MAX_ID))]
+        return _records(Crawl, dataset.crawls(self.engine, source,
+                                              _count("limit", limit, MAX_ID)))
 
 
 def open(url: str | None = None) -> Store:  # noqa: A001 - gpuradar.open, like a file

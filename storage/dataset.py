@@ -118,7 +118,7 @@ def typed(value: Any, kind: str) -> Any:
     if kind == "bool":
         return bool(value)
     if kind == "time":
-        return aware(value).astimezone(UTC)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     return value
 
 

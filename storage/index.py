@@ -347,6 +347,9 @@ def index_series(engine: Engine, gpu: str, pricing: str, since: datetime, until:
 CADENCES = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
 #: Closes per model and pricing one read may ask for (a year of hours).
 MAX_CLOSES = 9000
+#: The fields of a close, in order (the JSON API's IndexClose, Store.index_closes).
+CLOSE_FIELDS = ("gpu", "pricing", "at", "status", "median", "p10", "p90", "providers", "point",
+                "digest")
 
 
 def index_closes(engine: Engine, gpus: Sequence[str] | None, pricing: str | None,
@@ -372,15 +375,14 @@ def index_closes(engine: Engine, gpus: Sequence[str] | None, pricing: str | None
         for at in closes:
             while n + 1 < len(points) and points[n + 1]["since"].timestamp() < at:
                 n += 1
-            p = points[n] if n >= 0 else None
-            row: dict[str, Any] = {"gpu": gpu, "pricing": pricing_,
-                                   "at": datetime.fromtimestamp(at, UTC), "status": "gap",
-                                   "median": None, "p10": None, "p90": None, "providers": 0,
-                                   "point": None, "digest": None}
-            if p is not None and p["status"] != "none" and not _stale(p, at):
-                row.update(status=p["status"], median=p["median"], p10=p["p10"],
-                           p90=p["p90"], providers=p["providers"], point=p["since"],
-                           digest=p["digest"])
+            held = points[n] if n >= 0 else None
+            row: dict[str, Any] = {**dict.fromkeys(CLOSE_FIELDS), "gpu": gpu,
+                                   "pricing": pricing_, "at": datetime.fromtimestamp(at, UTC),
+                                   "status": "gap", "providers": 0}
+            if held is not None and held["status"] != "none" and not _stale(held, at):
+                row.update(status=held["status"], median=held["median"], p10=held["p10"],
+                           p90=held["p90"], providers=held["providers"],
+                           point=held["since"], digest=held["digest"])
             out.append(row)
     return out
 

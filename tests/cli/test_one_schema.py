@@ -70,3 +70,28 @@ def test_the_same_offer_is_the_same_record_on_every_surface(demo, tmp_path):
     assert type(h100["gpu_count"]) is int and type(h100["vcpus"]) is int
     assert h100["replayed"] is True and h100["captured"] == "2026-08"
     assert h100["observed_at"] == "2026-08-01T00:00:00Z"
+
+
+def test_to_pandas_gives_a_frame_of_the_declared_fields(demo):
+    """For a notebook: offers, spans, the index and its closes as DataFrames, one column per
+    field (also when nothing matches), counts integers, times aware UTC."""
+    from datetime import UTC
+
+    import gpuradar as api
+
+    store = api.open(demo)
+    offers = store.offers(gpu="H100").to_pandas()
+    assert list(offers.columns) == list(OFFER_FIELDS) and len(offers) > 0
+    assert str(offers["gpu_count"].dtype) == "int64"
+    assert str(offers["observed_at"].dt.tz) == "UTC"
+    best = store.offers(gpu="H100")[0]
+    spans = store.history(best.id, days=3650).to_pandas()
+    assert spans.loc[0, "price"] == pytest.approx(best.price, abs=1e-6)  # micro-dollars
+    index = store.index(gpu="H100").to_pandas()
+    assert set(index["status"]) <= {"market", "thin"} and "panel" in index.columns
+    closes = store.index_closes("H100-SXM-80GB", "on-demand",
+                                since=datetime(2026, 8, 21, tzinfo=UTC),
+                                until=datetime(2026, 8, 23, tzinfo=UTC)).to_pandas()
+    assert list(closes["status"]) == ["gap", "thin"]
+    assert list(store.offers(gpu="H100", max_price=0.0001).to_pandas().columns) == list(
+        OFFER_FIELDS)
