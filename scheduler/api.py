@@ -12,12 +12,15 @@ written.
 
 from __future__ import annotations
 
+import base64
+import bisect
 import hashlib
 import logging
 import math
 import re
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -27,7 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gpuradar.core.pricing import CHOICES as PRICING_CHOICES
 from gpuradar.core.pricing import PRICINGS, WORDS, parse_pricing
-from gpuradar.storage.dataset import OFFER_SCHEMA, Field
+from gpuradar.storage.dataset import OFFER_SCHEMA, Field, last_change
 from gpuradar.storage.db import DatabaseError
 
 log = logging.getLogger("gpuradar.api")
@@ -251,9 +254,44 @@ def offers(engine: Engine, params: Params) -> dict[str, Any]:
                       min_gpu_memory=params.number("min_gpu_memory", 0),
                       available_only=params.flag("available"),
                       include_inactive=params.flag("all"))
-    limit = params.integer("limit", 1000, MAX_LIMIT)
-    rows = dataset.offers(engine, flt, limit=limit or None)
-    return {"count": len(rows), "offers": rows}
+    limit = params.integer("limit", 1000, MAX_LIMIT) or MAX_LIMIT
+    rows = sorted(dataset.offers(engine, flt), key=_offer_key)  # ties: by id
+    after = _cursor(params.one("cursor"))
+    start = 0 if after is None else bisect.bisect_right([_offer_key(r) for r in rows], after)
+    page = rows[start:start + limit]
+    more = start + limit < len(rows)
+    return {"count": len(page), "total": len(rows),
+            "next_cursor": _encode_cursor(_offer_key(page[-1])) if more else None,
+            "offers": page}
+
+
+def _offer_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """An offer's place in /offers' order: cheapest USD per GPU-hour first, unpriced last."""
+    price = row["price_per_gpu_usd"]
+    return (price is None, price or 0.0, row["source"], row["region"], row["instance_type"],
+            row["id"])
+
+
+def _encode_cursor(key: tuple[Any, ...]) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps(key)).decode().rstrip("=")
+
+
+def _cursor(text: str | None) -> tuple[Any, ...] | None:
+    """The place after which a page continues (the `next_cursor` of the page before): a key,
+    so offers repriced between two reads are neither skipped twice nor lost silently."""
+    if text is None:
+        return None
+    try:
+        key = orjson.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        if not (isinstance(key, list) and len(key) == 6 and isinstance(key[0], bool)
+                and isinstance(key[1], int | float) and all(isinstance(k, str)
+                                                           for k in key[2:5])
+                and isinstance(key[5], int)):
+            raise ValueError
+    except ValueError:
+        raise BadRequest(f"cursor {text[:40]!r} is not one this API gave (next_cursor)"
+                         ) from None
+    return tuple(key)
 
 
 def history(engine: Engine, params: Params) -> dict[str, Any]:
@@ -323,7 +361,7 @@ def crawls(engine: Engine, params: Params) -> dict[str, Any]:
 
 
 OFFER_PARAMS = ("gpu", "vendor", "kind", "pricing", "source", "region", "max_price",
-                "min_gpus", "min_gpu_memory", "available", "all", "limit")
+                "min_gpus", "min_gpu_memory", "available", "all", "limit", "cursor")
 WINDOW = ("since", "until", "days")
 ROUTES: dict[str, tuple[Callable[[Engine, Params], dict[str, Any]], tuple[str, ...]]] = {
     "/offers": (offers, OFFER_PARAMS),
@@ -360,11 +398,27 @@ def _matches(header: str | None, tag: str) -> bool:
     return "*" in wanted or tag in wanted
 
 
+def _not_modified_since(header: str | None, changed: datetime | None) -> bool:
+    """If-Modified-Since (RFC 9110 13.1.3, read only without If-None-Match): whether the
+    data last changed at or before the date the client has (whole seconds, as HTTP dates
+    go); an unreadable date is ignored, as the RFC says."""
+    if not header or changed is None:
+        return False
+    try:
+        since = parsedate_to_datetime(header)
+    except (TypeError, ValueError):
+        return False
+    if since.tzinfo is None:
+        return False
+    return changed.replace(microsecond=0) <= since
+
+
 def answer(environ: dict[str, Any], start_response: Callable, engine_fn: Callable[[], Engine],
            redact: Callable[[str], str] = str) -> Iterable[bytes]:
     """WSGI answer for a path under /api/v1."""
     path = (environ.get("PATH_INFO") or "").removeprefix(PREFIX).rstrip("/") or "/"
     status = "200 OK"
+    changed: datetime | None = None
     try:
         if path == "/openapi.json":
             body = encode(openapi())
@@ -374,7 +428,9 @@ def answer(environ: dict[str, Any], start_response: Callable, engine_fn: Callabl
                 raise NotFound(f"no endpoint {PREFIX}{path}; see {PREFIX}/openapi.json")
             handler, allowed = route
             params = Params(environ.get("QUERY_STRING") or "", allowed)
-            body = redact(encode(handler(engine_fn(), params)).decode()).encode()
+            engine = engine_fn()
+            changed = last_change(engine)
+            body = redact(encode(handler(engine, params)).decode()).encode()
     except BadRequest as exc:
         status, body = "400 Bad Request", encode({"error": redact(str(exc))})
     except NotFound as exc:
@@ -391,7 +447,12 @@ def answer(environ: dict[str, Any], start_response: Callable, engine_fn: Callabl
     tag = etag(body)
     headers = [("Content-Type", "application/json"), ("Cache-Control", "no-cache"),
                ("ETag", tag)]
-    if status.startswith("200") and _matches(environ.get("HTTP_IF_NONE_MATCH"), tag):
+    ok = status.startswith("200")
+    if ok and changed is not None:
+        headers.append(("Last-Modified", format_datetime(changed, usegmt=True)))
+    if ok and (_matches(environ.get("HTTP_IF_NONE_MATCH"), tag) if "HTTP_IF_NONE_MATCH"
+               in environ else _not_modified_since(environ.get("HTTP_IF_MODIFIED_SINCE"),
+                                                   changed)):
         start_response("304 Not Modified", headers[1:])
         return [b""]
     start_response(status, [*headers, ("Content-Length", str(len(body)))])
@@ -505,7 +566,10 @@ SCHEMAS: dict[str, Any] = {
         "uncatalogued": {"type": "object", "additionalProperties": {"type": "integer"}},
         "duration_s": _n("number"), "error": {"type": "string"}}),
     "Error": _obj({"error": {"type": "string"}}),
-    "Offers": _page("offers", "Offer"),
+    "Offers": _page("offers", "Offer", total={"type": "integer", "minimum": 0,
+                                              "description": "offers matching, all pages"},
+                    next_cursor={**_n("string"), "description": "the next page's `cursor` "
+                                 "(null: this is the last page)"}),
     "History": _page("spans", "Span", since=TIME, until=TIME),
     "Index": _page("index", "IndexFigure"),
     "IndexHistory": _page("points", "IndexPoint", since=TIME, until=TIME),
@@ -583,6 +647,8 @@ def _parameters() -> dict[str, dict[str, Any]]:
                       "true).", {"type": "boolean"}, allowEmptyValue=True),
         "limit": _param("limit", "Rows to return (0, or more than the maximum: the maximum).",
                         {"type": "integer", "minimum": 0}),
+        "cursor": _param("cursor", "Continue after the page that gave this `next_cursor`.",
+                         _WORD),
         "offer_id": _param("offer_id", "One offer's id (from /offers).",
                            {"type": "integer", "minimum": 0, "maximum": MAX_ID}),
         "since": _param("since", "Start: ISO 8601, '2d' (ago) or 'yesterday'; at most "
@@ -604,10 +670,14 @@ def _operation(summary: str, schema: str, params: Iterable[str],
     return {"get": {
         "summary": summary, "parameters": [table[p] for p in params],
         "responses": {
-            "200": {"description": "OK; ETag is the SHA-256 of the body",
-                    "headers": {"ETag": {"schema": {"type": "string"}}},
+            "200": {"description": "OK; ETag is the SHA-256 of the body, Last-Modified when "
+                                   "the stored data last changed",
+                    "headers": {"ETag": {"schema": {"type": "string"}},
+                                "Last-Modified": {"schema": {"type": "string"}}},
                     "content": {"application/json": {"schema": ref}}},
-            "304": {"description": "Not modified (If-None-Match named the current ETag)"},
+            "304": {"description": "Not modified (If-None-Match named the current ETag, or, "
+                                   "without it, If-Modified-Since is not before "
+                                   "Last-Modified)"},
             "400": {"description": "A parameter cannot be read", **error},
             "414": {"description": f"The request line is longer than {MAX_REQUEST_LINE:,} "
                                    "bytes (refused by the HTTP server)", **error},

@@ -131,6 +131,21 @@ def offer_record(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def last_change(engine: Engine) -> datetime | None:
+    """When the stored data last changed: the newest finished crawl or index point (every
+    write of offers, history and the index comes from one); None when there is none."""
+    from sqlalchemy import func
+
+    from gpuradar.storage.models import INDEX
+
+    with engine.connect() as conn:
+        crawled = aware(conn.execute(select(func.max(CRAWL.c.finished_at))).scalar())
+        published = conn.execute(select(func.max(INDEX.c.published))).scalar()
+    times = [t for t in (crawled, None if published is None
+                         else datetime.fromtimestamp(published, UTC)) if t is not None]
+    return max(times) if times else None
+
+
 def unknown_sources(engine: Engine, names: Sequence[str], crawled: bool = False) -> list[str]:
     """The names that are neither a source of this gpuradar nor stored (the source of an
     offer, or with `crawled` of a crawl: a source since removed keeps its data): a typo to

@@ -147,6 +147,43 @@ def test_etag_gives_304_until_the_answer_changes(site):
     assert other["ETag"] != tag
 
 
+def test_offers_page_with_a_cursor_and_the_matching_total(site, spec):
+    """`count` is the page, `total` every match: pages of 7 walk the whole list once, in
+    order, and the last page says there is no next one."""
+    _, _, body = get(f"{site}/offers?limit=0")
+    everything = check(spec, "/offers", 200, body)
+    assert everything["count"] == everything["total"] == len(everything["offers"]) > 14
+    assert everything["next_cursor"] is None
+    seen, cursor = [], None
+    while True:
+        query = "/offers?limit=7" + (f"&cursor={cursor}" if cursor else "")
+        status, _, body = get(site + query)
+        page = check(spec, "/offers", 200, body)
+        assert page["total"] == everything["total"] and page["count"] <= 7
+        seen += [o["id"] for o in page["offers"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [o["id"] for o in everything["offers"]]
+    status, _, body = get(f"{site}/offers?cursor=not-a-cursor")
+    assert status == 400 and b"cursor 'not-a-cursor' is not one this API gave" in body
+
+
+def test_last_modified_and_if_modified_since(site):
+    from email.utils import format_datetime, parsedate_to_datetime
+
+    status, headers, _ = get(f"{site}/offers")
+    changed = parsedate_to_datetime(headers["Last-Modified"])
+    status, _, body = get(f"{site}/offers", {"If-Modified-Since": headers["Last-Modified"]})
+    assert status == 304 and body == b""
+    earlier = format_datetime(changed - timedelta(seconds=1), usegmt=True)
+    assert get(f"{site}/offers", {"If-Modified-Since": earlier})[0] == 200
+    # If-None-Match decides when both are given (RFC 9110)
+    assert get(f"{site}/offers", {"If-Modified-Since": headers["Last-Modified"],
+                                  "If-None-Match": '"other"'})[0] == 200
+    assert get(f"{site}/offers", {"If-Modified-Since": "yesterday-ish"})[0] == 200
+
+
 @pytest.mark.parametrize(("query", "message"), [
     ("/offers?gpu=H1OO", "unknown GPU 'H1OO'"),
     ("/offers?pricing=reserved", "pricing must be one of on-demand, spot, capacity-block, "
