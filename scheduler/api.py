@@ -18,7 +18,7 @@ import hashlib
 import logging
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
@@ -413,9 +413,26 @@ def _not_modified_since(header: str | None, changed: datetime | None) -> bool:
     return changed.replace(microsecond=0) <= since
 
 
+def cors_headers(environ: dict[str, Any], origins: Sequence[str]) -> list[tuple[str, str]]:
+    """CORS for the configured origins only (none by default): a browser page of an allowed
+    origin may read the answers and their ETag and Last-Modified."""
+    origin = environ.get("HTTP_ORIGIN")
+    if not origin or not (origin in origins or "*" in origins):
+        return []
+    return [("Access-Control-Allow-Origin", "*" if "*" in origins else origin),
+            ("Vary", "Origin"), ("Access-Control-Expose-Headers", "ETag, Last-Modified")]
+
+
 def answer(environ: dict[str, Any], start_response: Callable, engine_fn: Callable[[], Engine],
-           redact: Callable[[str], str] = str) -> Iterable[bytes]:
-    """WSGI answer for a path under /api/v1."""
+           redact: Callable[[str], str] = str, cors: Sequence[str] = ()) -> Iterable[bytes]:
+    """WSGI answer for a path under /api/v1 (`cors`: the origins allowed to read it)."""
+    sharing = cors_headers(environ, cors)
+    if environ.get("REQUEST_METHOD") == "OPTIONS":  # a browser's preflight (web.read_only)
+        start_response("204 No Content", [*sharing, (
+            "Access-Control-Allow-Methods", "GET, HEAD"), (
+            "Access-Control-Allow-Headers", "If-None-Match, If-Modified-Since"), (
+            "Access-Control-Max-Age", "600")] if sharing else [("Allow", "GET, HEAD")])
+        return [b""]
     path = (environ.get("PATH_INFO") or "").removeprefix(PREFIX).rstrip("/") or "/"
     status = "200 OK"
     changed: datetime | None = None
@@ -446,7 +463,7 @@ def answer(environ: dict[str, Any], start_response: Callable, engine_fn: Callabl
                                 "has the details"})
     tag = etag(body)
     headers = [("Content-Type", "application/json"), ("Cache-Control", "no-cache"),
-               ("ETag", tag)]
+               ("ETag", tag), *sharing]
     ok = status.startswith("200")
     if ok and changed is not None:
         headers.append(("Last-Modified", format_datetime(changed, usegmt=True)))

@@ -24,7 +24,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -187,8 +187,10 @@ class _QuietHandler(WSGIRequestHandler):
             self.wfile.write(body)
 
 
-def make_app(registry: CollectorRegistry, health: Health, redact: Callable[[str], str]
-             ) -> Callable:
+def make_app(registry: CollectorRegistry, health: Health, redact: Callable[[str], str],
+             cors_origins: Sequence[str] = ()) -> Callable:
+    """The endpoint's WSGI app; `cors_origins`: web origins whose pages may read the JSON API
+    (metrics.cors_origins; none by default)."""
     from gpuradar.scheduler import api, web
 
     metrics_app = make_wsgi_app(registry)
@@ -213,7 +215,8 @@ def make_app(registry: CollectorRegistry, health: Health, redact: Callable[[str]
         if path == "/":
             return web.page(environ, start_response, health.engine_fn(), redact)
         if path == api.PREFIX or path.startswith(api.PREFIX + "/"):
-            return api.answer(environ, start_response, health.engine_fn, redact)
+            return api.answer(environ, start_response, health.engine_fn, redact,
+                              tuple(cors_origins))
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"not found; try /, /metrics, /healthz, /readyz or /api/v1/openapi.json\n"]
 

@@ -444,7 +444,10 @@ def read_only(app: Callable) -> Callable:
     """Answer anything but GET and HEAD with 405: nothing on this port changes state."""
 
     def guarded(environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
-        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method == "OPTIONS" and (environ.get("PATH_INFO") or "").startswith("/api/"):
+            return app(environ, start_response)  # a CORS preflight: the API answers it
+        if method not in ("GET", "HEAD"):
             if (environ.get("PATH_INFO") or "").startswith("/api/"):  # the API speaks JSON
                 start_response("405 Method Not Allowed", [("Allow", "GET, HEAD"),
                                                           ("Content-Type", "application/json")])

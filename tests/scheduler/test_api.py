@@ -207,6 +207,37 @@ def test_unknown_endpoint_and_writes_are_refused(site):
     assert status == 405 and headers["Allow"] == "GET, HEAD"
 
 
+def test_cors_only_for_configured_origins(engine, site):
+    """Off by default (the shared site has none configured); with metrics.cors_origins a
+    page of that origin may read answers, their ETag and Last-Modified, preflight included."""
+    from prometheus_client import CollectorRegistry
+
+    from gpuradar.scheduler.health import Health, make_app, serve
+
+    page = "https://dash.example.org"
+    status, headers, _ = get(f"{site}/index", {"Origin": page})
+    assert status == 200 and "Access-Control-Allow-Origin" not in headers
+    httpd = serve("127.0.0.1", free_port(), make_app(
+        CollectorRegistry(), Health(lambda: engine), lambda s: s, [page]))
+    base = f"http://127.0.0.1:{httpd.server_address[1]}/api/v1"
+    try:
+        _, headers, _ = get(f"{base}/offers", {"Origin": page})
+        assert headers["Access-Control-Allow-Origin"] == page and headers["Vary"] == "Origin"
+        assert headers["Access-Control-Expose-Headers"] == "ETag, Last-Modified"
+        _, headers, _ = get(f"{base}/offers", {"Origin": "https://elsewhere.example"})
+        assert "Access-Control-Allow-Origin" not in headers
+        status, headers, _ = get(f"{base}/offers", {
+            "Origin": page, "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Headers": "if-none-match"}, method="OPTIONS")
+        assert status == 204 and headers["Access-Control-Allow-Origin"] == page
+        assert "If-None-Match" in headers["Access-Control-Allow-Headers"]
+        status, _, _ = get(f"{base}/offers", {"Origin": page}, method="POST")
+        assert status == 405
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 def test_no_secret_in_answers(engine):
     """A crawl error that quotes a configured secret reaches clients redacted."""
     from gpuradar.core.logs import Redactor

@@ -80,6 +80,9 @@ class MetricsSection(Section):
     enabled: bool = True
     address: str = Field("127.0.0.1", min_length=1)
     port: int = Field(9108, ge=1, le=65535)
+    # Web origins ("https://dash.example.org", or "*") whose pages may read the JSON API
+    # from a browser (CORS); none by default.
+    cors_origins: list[str] = Field(default_factory=list)
 
 
 class DaemonSection(Section):
