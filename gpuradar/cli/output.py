@@ -175,6 +175,16 @@ def _is_count(key: str) -> bool:
     return key.endswith(("count", "_gpus")) or key in ("gpus", "vcpus", "items", "offers")
 
 
+def _csv_cell(value: Any) -> Any:
+    """One CSV cell as every gpuradar CSV writes it (the export's too): true/false, JSON for
+    structures, empty for None."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return value
+
+
 def machine_rows(data: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows as JSON and CSV carry them. An offer's `attributes` are the provider's words, kept
     as they are (as the API and the export keep them)."""
@@ -204,8 +214,7 @@ def emit(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple], fmt: Fo
         writer = csv.DictWriter(sys.stdout, fieldnames=keys, extrasaction="ignore")
         writer.writeheader()
         for r in machine_rows(data):
-            writer.writerow({k: json.dumps(v) if isinstance(v, dict | list) else v
-                             for k, v in r.items()})
+            writer.writerow({k: _csv_cell(v) for k, v in r.items()})
         return
     print_table(table(rows, columns, title=title, caption=caption, **fit))
 

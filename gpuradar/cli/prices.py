@@ -241,7 +241,6 @@ def prices(
         help="Refresh the table in place every SECONDS (Ctrl-C to stop).")] = None,
 ) -> None:
     """Current offers, cheapest USD per GPU-hour first (or, with --index, the market index)."""
-    from gpuradar.storage.dataset import OFFER_FIELDS, offer_record
     from gpuradar.storage.queries import OfferFilter, current_offers
 
     if watch:
@@ -303,6 +302,8 @@ def prices(
         notes.append(f"the {limit} cheapest shown: --limit 0 for all")
     # JSON and CSV: an offer's declared fields (as the API, the Python API and the export
     # carry them), then what --group adds
+    from gpuradar.storage.dataset import OFFER_FIELDS, offer_record
+
     raw = [{**offer_record(o), **{k: v for k, v in o.items() if k not in OFFER_FIELDS}}
            for o in offers]
     emit(rows, PRICE_COLUMNS, f, raw_rows=raw, prefixes={"instance": "Standard_"},

@@ -129,7 +129,7 @@ def test_kept_demo_prices_show_capture_dates_and_say_replayed(kept):
     text = gpuradar("prices", "--source", "gcp", "--csv", db_url=kept).stdout
     first = next(csv.DictReader(io.StringIO(text)))
     assert first["first_seen"] == "2023-03-24T00:00:00Z"
-    assert first["replayed"] == "True" and first["captured"] == "2023-03-24"
+    assert first["replayed"] == "true" and first["captured"] == "2023-03-24"
 
 
 def test_kept_demo_h100_offers_come_from_at_least_twelve_providers(kept):

@@ -65,6 +65,14 @@ def test_the_same_offer_is_the_same_record_on_every_surface(demo, tmp_path):
             text = "" if v is None else ("true" if v else "false") if isinstance(v, bool) \
                 else str(v)
             assert table[oid][k] == text, (oid, k)
+    # prices --csv writes each offer as the export's CSV does (booleans true/false)
+    proc = gpuradar("prices", "--all", "--limit", "0", "--csv", db_url=demo)
+    for row in csv.DictReader(proc.stdout.splitlines()):
+        exported = table[int(row["id"])]
+        assert list(row) == list(OFFER_FIELDS)
+        assert {k: v for k, v in row.items() if k != "attributes"} == {
+            k: v for k, v in exported.items() if k != "attributes"}
+        assert json.loads(row["attributes"]) == json.loads(exported["attributes"])
     # counts are integers, replayed data says so, times one UTC form
     h100 = next(o for o in cli.values() if o["source"] == "lambda" and o["gpu_count"] == 8)
     assert type(h100["gpu_count"]) is int and type(h100["vcpus"]) is int
