@@ -394,7 +394,9 @@ def _index_chart(chart: dict[str, Any], until: datetime) -> dict[str, Any]:
             "svg": svg_chart([(f["pricing"], chart["series"])], until,
                              f"{f['gpu']} {pricing} market index median per GPU-hour"),
             "detail": f"p10 {money(f['p10'])}, p90 {money(f['p90'])}; {f['offers']} offers "
-                      f"from {providers}"}
+                      f"from {providers}" + ("; thin: fewer providers than the minimum "
+                                             "panel, not the market"
+                                             if f["status"] == "thin" else "")}
 
 
 def _data_as_of(s: dict[str, Any], now: datetime) -> str:

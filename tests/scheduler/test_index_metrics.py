@@ -49,7 +49,9 @@ def test_the_page_charts_the_index_of_each_model(engine):
     section = html[html.index('id="index"'):html.index("Price history")]
     assert section.count("<svg") == 2
     assert "H100-SXM-80GB on-demand: $3.00" in section
-    assert "p10 $2.20, p90 $3.80; 3 offers from 3 providers" in section
+    assert "p10 $2.20, p90 $3.80; 3 offers from 3 providers</div>" in section
+    assert "spot: $1.00" in section and "1 offers from 1 provider; thin: fewer providers " \
+        "than the minimum panel, not the market" in section
     html = render(engine, {"pricing": ["spot"]}, now=now)
     section = html[html.index('id="index"'):html.index("Price history")]
     assert section.count("<svg") == 1 and "H100-SXM-80GB spot: $1.00" in section
