@@ -99,10 +99,10 @@ def test_index_reproduce_says_equal_then_names_a_point_whose_price_changed(demo,
     proc = gpuradar("index", "reproduce", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "every point equal" in proc.stdout
-    # one voting offer of the H100 on-demand point in force, its exported price changed
-    (h100,) = [f for f in gpuradar_json("prices", "--index", "--gpu", "H100-SXM-80GB",
-                                        "--pricing", "on-demand", db_url=demo)]
-    voter = h100["panel"][0]["offer_id"]
+    # the kept vote of a point in force (L4 on-demand: AWS's cheapest), its price changed
+    (point,) = gpuradar_json("prices", "--index", "--gpu", "L4", "--pricing", "on-demand",
+                             db_url=demo)
+    voter = next(v["offer_id"] for v in point["panel"] if not v["reason"])
     path = out / "offers.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     for r in rows:
@@ -111,7 +111,7 @@ def test_index_reproduce_says_equal_then_names_a_point_whose_price_changed(demo,
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     proc = gpuradar("index", "reproduce", str(out))
     assert proc.returncode == 1
-    assert f"does not reproduce: H100-SXM-80GB on_demand at {h100['since'][:10]}" in proc.stdout
+    assert f"does not reproduce: L4 on_demand at {point['since'][:10]}" in proc.stdout
 
 
 def test_index_reproduce_of_a_directory_without_an_export_is_one_line(tmp_path):
