@@ -70,5 +70,5 @@ def test_a_changed_page_fails_the_crawl_and_closes_nothing(tmp_path, provider_se
 def test_the_shipped_recording_replays_dated_at_its_capture(tmp_path):
     offers = replayed_offers("hotaisle", f"sqlite:///{tmp_path}/r.db")
     assert {(o["gpu"], o["price_per_gpu_usd"]) for o in offers} == {("MI300X", 2.99)}
-    assert {o["observed_at"] for o in offers} == {"2026-08-22T00:00:00+00:00"}
+    assert {o["observed_at"] for o in offers} == {"2026-08-22T00:00:00Z"}
     assert {o["attributes"]["price_source"] for o in offers} == {"list_page"}

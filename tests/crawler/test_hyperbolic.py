@@ -105,5 +105,5 @@ def test_the_shipped_recording_replays_dated_at_its_capture(tmp_path):
     offers = replayed_offers("hyperbolic", f"sqlite:///{tmp_path}/r.db")
     h100 = [o for o in offers if o["gpu"].startswith("H100")]
     assert len(h100) == 10 and len(offers) == 13
-    assert {o["observed_at"] for o in offers} == {"2026-08-29T00:00:00+00:00"}
+    assert {o["observed_at"] for o in offers} == {"2026-08-29T00:00:00Z"}
     assert min(o["price_per_gpu_usd"] for o in h100) == 2.75  # the PCIe option

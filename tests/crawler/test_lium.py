@@ -102,5 +102,5 @@ def test_a_changed_answer_fails_the_crawl_and_closes_nothing(tmp_path, provider_
 def test_the_shipped_recording_replays_dated_at_its_capture(tmp_path):
     offers = replayed_offers("lium", f"sqlite:///{tmp_path}/r.db")
     [h200] = [o for o in offers if o["gpu"] == "H200-SXM-141GB"]
-    assert h200["observed_at"] == "2026-09-10T00:00:00+00:00"
+    assert h200["observed_at"] == "2026-09-10T00:00:00Z"
     assert h200["price_per_gpu_usd"] == 3.99 and h200["attributes"]["price_source"] == "api"

@@ -88,5 +88,5 @@ def test_the_shipped_recording_replays_dated_at_its_capture(tmp_path):
     offers = replayed_offers("together", f"sqlite:///{tmp_path}/r.db")
     assert {(o["gpu"], o["price_per_gpu_usd"]) for o in offers} == {
         ("H100-SXM-80GB", 3.99), ("H200-SXM-141GB", 5.99), ("B200", 8.19)}
-    assert {o["observed_at"] for o in offers} == {"2026-08-22T00:00:00+00:00"}
+    assert {o["observed_at"] for o in offers} == {"2026-08-22T00:00:00Z"}
     assert {o["attributes"]["price_source"] for o in offers} == {"list_page"}

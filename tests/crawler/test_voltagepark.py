@@ -80,5 +80,5 @@ def test_a_changed_answer_fails_the_crawl_and_closes_nothing(tmp_path, provider_
 def test_the_shipped_recording_replays_dated_at_its_capture(tmp_path):
     offers = replayed_offers("voltagepark", f"sqlite:///{tmp_path}/r.db")
     assert sorted(o["price_per_gpu_usd"] for o in offers) == [1.99, 2.49]
-    assert {o["observed_at"] for o in offers} == {"2026-08-22T00:00:00+00:00"}
+    assert {o["observed_at"] for o in offers} == {"2026-08-22T00:00:00Z"}
     assert {o["gpu"] for o in offers} == {"H100-SXM-80GB"}
