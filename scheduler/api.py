@@ -711,8 +711,8 @@ def openapi() -> dict[str, Any]:
         "/history": ("Price spans of one offer (offer_id) or of every offer of a model (gpu): "
                      "give exactly one of the two, and `since` or `days`, not both.",
                      "History"),
-        "/index": ("The market index of each model and pricing, with the offers its outlier "
-                   "screen excluded.", "Index"),
+        "/index": ("The market index of each model and pricing: one vote per provider, the "
+                   "panel and the votes its screens excluded (docs/index.md).", "Index"),
         "/index/history": ("The market index's change points; give `since` or `days`, not "
                            "both.", "IndexHistory"),
         "/index/closes": ("The market index at a fixed cadence (hourly or daily closes), "

@@ -162,8 +162,9 @@ seen are under its name; memory, region and availability need a wider screen.</p
 {% else %}<p class="muted">No crawl has run yet.</p>{% endif %}
 
 <h2>Market index, last {{ range_label }} (median per GPU-hour)</h2>
-<p class="muted">Over fresh, available offers, each offer one vote, outliers screened
-(<a href="/api/v1/openapi.json">/api/v1/index</a> has the figures and excluded offers).
+<p class="muted">One vote per provider (its cheapest fresh, available offer), outliers
+screened; thin: fewer than 3 providers, not the market
+(<a href="/api/v1/openapi.json">/api/v1/index</a> has each point's panel and excluded votes).
 {% if index_hidden %}Charted: the {{ index|length }} models with the most offers; the API has
 {{ index_hidden }} more.{% endif %}</p>
 <div class="charts" id="index">{% for c in index %}
