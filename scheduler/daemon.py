@@ -440,8 +440,8 @@ class Daemon:
             self.metrics.failures.labels(source).set(0)
             if result.status == CrawlStatus.OK:
                 log.info("%s: crawl ok: %s", source, summary, extra=extra)
-            else:
-                log.warning("%s: crawl partial: %s; %s", source, summary,
+            else:  # partial, or a replay refused (older than the stored data)
+                log.warning("%s: crawl %s: %s; %s", source, result.status, summary,
                             source_once(result.error, source)[:500], extra=extra)
             return
         st.failures += 1

@@ -30,6 +30,7 @@ from sqlalchemy import BindParameter, Engine, Text, bindparam, cast, func, inser
 from gpuradar.core import defaults
 from gpuradar.core.items import OfferKey, PriceItem
 from gpuradar.core.marketindex import Params
+from gpuradar.core.outcome import CrawlStatus
 from gpuradar.storage.db import dialect_insert, json_dumps
 from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, OFFER
 from gpuradar.storage.owner import process_owner
@@ -476,7 +477,7 @@ class CrawlWriter:
         closed = held = 0
         dropped = dict(dropped or {})
         if self.refused:  # not a failure of the source: its staleness stays as it was
-            status, error = "refused", self.refused
+            status, error = CrawlStatus.REFUSED, self.refused
         if self.unstorable:
             dropped["unstorable_price"] = dropped.get("unstorable_price", 0) + len(
                 self.unstorable)

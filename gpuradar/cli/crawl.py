@@ -27,6 +27,7 @@ from gpuradar.cli.common import (
     pick_format,
 )
 from gpuradar.cli.output import Format, console, emit, err_console, progress_console
+from gpuradar.core.outcome import CrawlStatus
 
 if TYPE_CHECKING:
     from gpuradar.core.config import Config
@@ -172,7 +173,7 @@ def crawl(
                             table=fmt is Format.table)
     _blame_scrapy_settings(cfg, results)
     print_results(results, fmt)
-    if any(r.status in ("failed", "refused") for r in results):
+    if any(r.status in (CrawlStatus.FAILED, CrawlStatus.REFUSED) for r in results):
         raise typer.Exit(EXIT_FAILED)
     if any(r.status == "partial" for r in results):
         raise typer.Exit(EXIT_PARTIAL)

@@ -18,6 +18,9 @@ class CrawlStatus(StrEnum):
     OK = "ok"            # finished, nothing went wrong: it may close the offers it missed
     PARTIAL = "partial"  # finished with errors but stored offers: it closes nothing
     FAILED = "failed"    # stopped early, cancelled, or stored nothing: it closes nothing
+    # a replay of a capture older than the stored data (storage decides it): nothing stored,
+    # and no failure of the source (its freshness and back-off stay as they were)
+    REFUSED = "refused"
 
 
 #: HTTP statuses that are not an error of the crawl.
