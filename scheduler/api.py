@@ -664,8 +664,8 @@ def _parameters() -> dict[str, dict[str, Any]]:
                       "true).", {"type": "boolean"}, allowEmptyValue=True),
         "limit": _param("limit", "Rows to return (0, or more than the maximum: the maximum).",
                         {"type": "integer", "minimum": 0}),
-        "cursor": _param("cursor", "Continue after the page that gave this `next_cursor`.",
-                         _WORD),
+        "cursor": _param("cursor", "Continue after the page that gave this `next_cursor` "
+                         "(only such a value: any other is a 400).", _WORD),
         "offer_id": _param("offer_id", "One offer's id (from /offers).",
                            {"type": "integer", "minimum": 0, "maximum": MAX_ID}),
         "since": _param("since", "Start: ISO 8601, '2d' (ago) or 'yesterday'; at most "
@@ -716,7 +716,8 @@ def openapi() -> dict[str, Any]:
         "/index/history": ("The market index's change points; give `since` or `days`, not "
                            "both.", "IndexHistory"),
         "/index/closes": ("The market index at a fixed cadence (hourly or daily closes), "
-                          "gaps as gaps; give `since` or `days`, not both.", "IndexCloses"),
+                          "gaps as gaps; give `since` or `days`, not both; at most 9,000 "
+                          "closes (a year of hours).", "IndexCloses"),
         "/sources": ("Each crawled source: latest crawl, last success, failures.", "Sources"),
         "/crawls": ("Crawl records, newest first.", "Crawls"),
     }

@@ -364,7 +364,8 @@ def index_closes(engine: Engine, gpus: Sequence[str] | None, pricing: str | None
     first = (int(since.timestamp()) // seconds + 1) * seconds
     closes = range(first, int(until.timestamp()) + 1, seconds)
     if len(closes) > MAX_CLOSES:
-        raise ValueError(f"{len(closes)} {cadence}ly closes asked for; at most {MAX_CLOSES}: "
+        adjective = {"hour": "hourly", "day": "daily"}[cadence]
+        raise ValueError(f"{len(closes):,} {adjective} closes asked for; at most {MAX_CLOSES}: "
                          "a shorter window")
     by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for p in index_history(engine, gpus, pricing, since, until):

@@ -175,3 +175,5 @@ def test_hourly_and_daily_closes_publish_gaps_as_gaps(engine):
             ("2026-11-05", "gap")]
         status, _, body = get(f"{base}/api/v1/index/closes?cadence=week")
         assert status == 400 and b"cadence must be hour or day, not 'week'" in body
+        status, _, body = get(f"{base}/api/v1/index/closes?cadence=hour&days=400")
+        assert status == 400 and b"hourly closes asked for; at most 9000" in body
