@@ -428,7 +428,7 @@ def _evaluate_rule(run: _Pass, plan: _Plan, old: AlertState | None) -> AlertStat
             cheapest = (None if kind != "resolved" else m.lowest
                         if isinstance(m, IndexMatch) else band_best(rule, market, run.unbounded))
             msg = run.renderer.rule_message(kind, m, market, top, previous, cheapest)
-            targets = rule.targets if rule.targets is not None else rule.notify
+            targets = list(rule.targets if rule.targets is not None else rule.notify)
             if kind == "resolved":
                 targets = run.announced(rule.key, st.fired_at, targets)
             run.queue(rule.key, kind, targets, msg)
