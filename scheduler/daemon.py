@@ -143,6 +143,7 @@ class Daemon:
         self.stopping = False
         self.exit_code = EXIT_OK
         self.httpd: Any = None
+        self.web: Any = None
         self.scheduler: Any = None
         self.crawls: Any = None
         self.engine: Any = None
@@ -229,6 +230,16 @@ class Daemon:
             except EndpointError as exc:
                 raise StartupError(f"{exc}; set metrics.port / --metrics-port (or "
                                    "metrics.enabled: false)") from None
+        w = self.loaded.cfg.web
+        if w.enabled:  # the page and the API, on their own server (scheduler/server.py)
+            from gpuradar.scheduler.server import ReadServer, read_app
+
+            try:
+                self.web = ReadServer(read_app(lambda: self.engine, REDACT), w.address,
+                                      w.port, w.threads).start()
+            except EndpointError as exc:
+                raise StartupError(f"{exc}; set web.port / GPURADAR_WEB_PORT (or "
+                                   "web.enabled: false)") from None
         preload(self.loaded.settings)
         log.info("gpuradar daemon starting: database %s%s", redact_url(url),
                  f", replaying {self.options.replay}" if self.options.replay else "")
@@ -266,10 +277,11 @@ class Daemon:
                                id="heartbeat", next_run_time=now, misfire_grace_time=None)
         self._schedule_watch()
         m = self.loaded.metrics
-        log.info("scheduled %d source(s); %d rule(s), %d target(s); metrics %s",
+        log.info("scheduled %d source(s); %d rule(s), %d target(s); metrics %s; web page %s",
                  len(self.loaded.plans), len(self.loaded.rules), len(self.loaded.cfg.targets),
                  f"on http://{_hostport(m.address, self.httpd.server_address[1])}/metrics"
-                 if self.httpd else "disabled")
+                 if self.httpd else "disabled",
+                 f"on {self.web.url}/" if self.web else "disabled")
         for name, why in self.loaded.skipped.items():
             log.info("%s: not scheduled (%s)", name, why, extra={"source": name})
         self.leadership.start(self.lead, self.stand_by)  # SQLite: lead() at once
@@ -701,6 +713,8 @@ class Daemon:
         if self.httpd is not None:
             self.httpd.shutdown()
             self.httpd.server_close()
+        if self.web is not None:
+            self.web.stop()
         log.info("gpuradar daemon stopped")
 
     def _still_running(self) -> list[str]:

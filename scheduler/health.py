@@ -1,5 +1,6 @@
-"""The daemon's HTTP endpoint: `/metrics` (prometheus-client's WSGI app), `/healthz`, the
-page at `/` (scheduler/web.py) and the read-only JSON API under `/api/v1` (scheduler/api.py).
+"""The daemon's own small HTTP endpoint: `/metrics` (prometheus-client's WSGI app),
+`/healthz` and `/readyz`. The page and the JSON API are served apart (scheduler/server.py),
+so that their readers never queue in front of a scrape or a health check.
 
 It runs in a thread of its own, so a scrape never waits for the event loop, and the health
 check can tell a wedged loop from a live one: the scheduler stamps a heartbeat from the
@@ -24,7 +25,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -187,11 +188,9 @@ class _QuietHandler(WSGIRequestHandler):
             self.wfile.write(body)
 
 
-def make_app(registry: CollectorRegistry, health: Health, redact: Callable[[str], str],
-             cors_origins: Sequence[str] = ()) -> Callable:
-    """The endpoint's WSGI app; `cors_origins`: web origins whose pages may read the JSON API
-    (metrics.cors_origins; none by default)."""
-    from gpuradar.scheduler import api, web
+def make_app(registry: CollectorRegistry, health: Health, redact: Callable[[str], str]
+             ) -> Callable:
+    from gpuradar.scheduler import web
 
     metrics_app = make_wsgi_app(registry)
 
@@ -212,13 +211,9 @@ def make_app(registry: CollectorRegistry, health: Health, redact: Callable[[str]
             return [redact(json.dumps(body)).encode() + b"\n"]
         if path == "/metrics":
             return metrics_app(environ, start_response)
-        if path == "/":
-            return web.page(environ, start_response, health.engine_fn(), redact)
-        if path == api.PREFIX or path.startswith(api.PREFIX + "/"):
-            return api.answer(environ, start_response, health.engine_fn, redact,
-                              tuple(cors_origins))
         start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"not found; try /, /metrics, /healthz, /readyz or /api/v1/openapi.json\n"]
+        return [b"not found; try /metrics, /healthz or /readyz (the web page and the JSON "
+                b"API have a port of their own: web.port)\n"]
 
     return web.read_only(app)
 

@@ -121,3 +121,30 @@ def overview(engine: Engine, flt: OfferFilter, days: float = 7.0,
             "charts": charts, "uncharted": uncharted, "since": since, "until": now,
             "listed": listed,
             "gpus": gpu_names(engine)}
+
+
+def data_version(engine: Engine) -> tuple[tuple[Any, ...], datetime | None]:
+    """What every answer of the page and the API is a function of, cheaply: (a key that
+    changes whenever a crawl starts or ends, an index point is written or an alert changes;
+    the time of the newest of those changes, None before any). The read side caches its
+    answers under the key (scheduler/server.py) and dates them with the time."""
+    from sqlalchemy import case, func, select
+
+    from gpuradar.storage.models import CRAWL, INDEX, STATE
+
+    running = case((CRAWL.c.status == "running", CRAWL.c.id), else_=0)
+    crawls = select(func.max(CRAWL.c.id), func.sum(running), func.max(CRAWL.c.finished_at),
+                    func.max(CRAWL.c.started_at))
+    with engine.connect() as conn:
+        newest, running_ids, finished, started = conn.execute(crawls).one()
+        index_at = conn.execute(select(func.max(INDEX.c.at))).scalar()
+        alert_at = conn.execute(select(func.max(STATE.c.updated_at))).scalar()
+    times = [_utc(t) for t in (finished, started, alert_at) if t is not None]
+    if index_at is not None:
+        times.append(datetime.fromtimestamp(index_at, UTC))
+    key = (newest, running_ids, finished, index_at, alert_at)
+    return key, max(times) if times else None
+
+
+def _utc(ts: datetime) -> datetime:
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)

@@ -182,12 +182,16 @@ class Daemon:
     """`gpuradar run` in a subprocess, its logs in files, its endpoint over HTTP."""
 
     def __init__(self, workdir: Path, config: Path, *args: str, metrics_port: int,
-                 env: dict[str, str] | None = None, real: bool = REAL_SUBPROCESS) -> None:
+                 env: dict[str, str] | None = None, real: bool = REAL_SUBPROCESS,
+                 web_port: int | None = None) -> None:
         """`real`: a `python -m gpuradar run` of its own rather than a fork of the fork
         server, whose preloaded libraries (some a daemon never imports) would count in its
         memory: what bench/daemon.py measures."""
         self.workdir = workdir
         self.port = metrics_port
+        # the page and the API (their own server); 0: any free port, so that daemons running
+        # side by side never compete for the default one
+        self.web_port = web_port
         n = len(list(workdir.glob("daemon-*")))
         folder = workdir / f"daemon-{n}"  # its stdout, stderr (and exit code when forked)
         folder.mkdir()
@@ -195,7 +199,8 @@ class Daemon:
         self.out_path = folder / "stdout"
         full_env = {k: v for k, v in os.environ.items()
                     if k not in ("GPURADAR_CONFIG", "GPURADAR_DATABASE_URL")}
-        full_env |= {"GPURADAR_DATA_DIR": str(workdir / "data"), "PYTHONUNBUFFERED": "1"}
+        full_env |= {"GPURADAR_DATA_DIR": str(workdir / "data"), "PYTHONUNBUFFERED": "1",
+                     "GPURADAR_WEB_PORT": str(web_port or 0)}
         full_env |= env or {}
         run_args = ["run", "--config", str(config), *args]
         self.proc: subprocess.Popen | ForkedProcess
@@ -207,13 +212,20 @@ class Daemon:
             self.proc = ForkedProcess(run_args, full_env, workdir, folder)
 
     # endpoint ---------------------------------------------------------------------------
-    def get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
+    def get(self, path: str, timeout: float = 5.0, port: int | None = None
+            ) -> tuple[int, str]:
+        """GET from the metrics endpoint (or `port`)."""
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}",
+            with urllib.request.urlopen(f"http://127.0.0.1:{port or self.port}{path}",
                                         timeout=timeout) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
+
+    def page(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
+        """GET from the page and API server (started with `web_port`)."""
+        assert self.web_port, "start the Daemon with web_port to read its page"
+        return self.get(path, timeout, self.web_port)
 
     def metrics_text(self) -> str:
         return self.get("/metrics")[1]

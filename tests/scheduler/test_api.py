@@ -16,7 +16,6 @@ from openapi_schema_validator import OAS31Validator
 from openapi_spec_validator import validate as validate_spec
 
 from tests.clirun import gpuradar
-from tests.helpers import free_port
 from tests.storage.test_index import T0, crawl, item
 
 REC = Path(__file__).parents[2] / "gpuradar" / "recordings"
@@ -29,26 +28,23 @@ def get(url: str, headers: dict[str, str] | None = None, method: str = "GET"
                                  data=b"x" if method == "POST" else None)
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, dict(r.headers), r.read()
+            return r.status, r.headers, r.read()  # names case-insensitive, as in HTTP
     except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read()
+        return exc.code, exc.headers, exc.read()
 
 
 @contextlib.contextmanager
 def served(engine_fn, redact=lambda text: text) -> Iterator[str]:
-    """The service's endpoint in-process on a free loopback port; its base URL."""
-    from prometheus_client import CollectorRegistry
+    """The page and API server (`gpuradar serve`'s, `run`'s in-process) on a free loopback
+    port; its base URL. The data version is read again at every request: a test that
+    writes between two requests sees the second answer the new data."""
+    from gpuradar.scheduler.server import ReadServer, read_app
 
-    from gpuradar.scheduler.health import Health, make_app
-    from gpuradar.scheduler.health import serve as start
-
-    httpd = start("127.0.0.1", free_port(), make_app(CollectorRegistry(), Health(engine_fn),
-                                                     redact))
+    server = ReadServer(read_app(engine_fn, redact, recheck=0), "127.0.0.1", 0).start()
     try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+        yield server.url
     finally:
-        httpd.shutdown()
-        httpd.server_close()
+        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ on SQLite and PostgreSQL alike, over a real loopback server."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import timedelta
 
@@ -119,38 +120,32 @@ def _raw(base: str, request: bytes) -> bytes:
     from urllib.parse import urlsplit
 
     url = urlsplit(base)
+    data = b""
     with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
         sock.sendall(request)
-        sock.shutdown(socket.SHUT_WR)
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
+        with contextlib.suppress(ConnectionResetError):  # it closes on a refusal: unread bytes
+            sock.shutdown(socket.SHUT_WR)
+            while chunk := sock.recv(65536):
+                data += chunk
     return data
 
 
 @pytest.mark.parametrize(("request_bytes", "status", "error"), [
-    (b"GET /api/v1/offers?gpu=" + b"A" * 70_000 + b" HTTP/1.1\r\n\r\n", 414,
-     "Request-URI Too Long"),
-    (b"GET /api/v1/offers HTTP/1.1\r\n" + b"X-A: b\r\n" * 200 + b"\r\n", 431,
-     "Too many headers"),
-    (b"GET /api/v1/offers /x HTTP/1.1\r\n\r\n", 400,
-     "Bad request syntax ('GET /api/v1/offers /x HTTP/1.1')"),
+    (b"GET /api/v1/offers?gpu=" + b"A" * 70_000 + b" HTTP/1.1\r\n\r\n", 431,
+     "Request Header Fields Too Large: exceeds max_header of 65536"),
+    (b"GET /api/v1/offers HTTP/1.1\r\nX-A: " + b"b" * 70_000 + b"\r\n\r\n", 431,
+     "Request Header Fields Too Large: exceeds max_header of 65536"),
+    (b"GET /api/v1/offers /x HTTP/1.1\r\n\r\n", 400, "Bad Request: Start line is invalid"),
+    (b'GET /api/v1/offers HTTP/9"9\r\n\r\n', 400, "Bad Request: Start line is invalid"),
 ])
 def test_a_request_refused_before_the_app_is_a_json_error(site, request_bytes, status, error):
+    """The server (waitress) refuses a head over 64 KiB or a request line it cannot read
+    with one line of JSON, as the API's own errors, and closes the connection."""
     head, _, body = _raw(site, request_bytes).partition(b"\r\n\r\n")
     status_line, *lines = head.decode("latin-1").split("\r\n")
     assert int(status_line.split()[1]) == status
-    assert "Content-Type: application/json" in lines
+    assert "Content-Type: application/json" in lines and "Connection: close" in lines
     assert json.loads(body) == {"error": error}
-
-
-@pytest.mark.parametrize(("request_bytes", "error"), [
-    (b"NOT HTTP\r\n\r\n", "Bad HTTP/0.9 request type ('NOT')"),
-    (b'GET /api/v1/offers HTTP/9"9\r\n\r\n', "Bad request version ('HTTP/9\"9')"),
-])
-def test_a_request_that_is_not_http_1_gets_a_json_line(site, request_bytes, error):
-    """No HTTP/1 request line: the answer is HTTP/0.9's, a body alone, still JSON."""
-    assert json.loads(_raw(site, request_bytes)) == {"error": error}
 
 
 def test_reservation_kinds_are_their_own_pricing_in_offers_and_index(engine, spec):

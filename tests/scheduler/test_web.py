@@ -340,20 +340,23 @@ def test_the_running_service_serves_the_page(tmp_path, sqlite_template):
     config = write_config(tmp_path / "gpuradar.yaml", {
         "database_url": f"sqlite:///{tmp_path / 'gpuradar.db'}",
         "sources": {name: {"interval": 600, "jitter": 0} for name in recorded}})
-    port = free_port()
+    port, web_port = free_port(), free_port()
     daemon = Daemon(tmp_path, config, "--replay", str(recordings), "--metrics-port", str(port),
-                    metrics_port=port, env={"GCP_API_KEY": "", "VAST_API_KEY": ""})
+                    metrics_port=port, web_port=web_port,
+                    env={"GCP_API_KEY": "", "VAST_API_KEY": ""})
     try:
         daemon.wait_ready()
         for name in recorded:
             daemon.wait_metric("gpuradar_crawls_total", 1, source=name, status="ok")
-        status, body = daemon.get("/")
+        status, body = daemon.page("/")
         assert status == 200 and "<table id=\"cheapest\">" in body
         assert "H100-SXM-80GB" in body and "$0.4001" in body
         assert "Cheapest live" not in body and "Replayed from recordings, not live" in body
         assert "vastai captured 2026-08-22" in body and "gcp captured 2023-03-24" in body
         assert "captured 2026-08-22 (replayed)" in body and " ago</td></tr>" not in body
-        assert request(f"http://127.0.0.1:{port}/", "POST")[0] == 405
+        assert request(f"http://127.0.0.1:{web_port}/", "POST")[0] == 405
+        # the daemon's own endpoint keeps /metrics and the health checks only
+        assert daemon.get("/")[0] == 404 and daemon.get("/api/v1/offers")[0] == 404
     finally:
         assert daemon.stop() == 0
 

@@ -33,6 +33,7 @@ from gpuradar.core.config.sections import (
     ScrapySection,
     SourceOptions,
     TargetSpec,
+    WebSection,
     schema,
     source_model,
 )
@@ -41,8 +42,8 @@ from gpuradar.core.config.yamlfile import read_yaml
 from gpuradar.core.text import excerpt
 
 #: The sections of the file a Config carries, each as its model (see Config).
-SECTIONS = ("sources", "endpoints", "targets", "rules", "alerts", "metrics", "daemon",
-            "scrapy")
+SECTIONS = ("sources", "endpoints", "targets", "rules", "alerts", "metrics", "web",
+            "daemon", "scrapy")
 
 
 @dataclass
@@ -62,6 +63,7 @@ class Config:
     rules_file: Path | None = None
     alerts: AlertsSection = field(default_factory=AlertsSection)
     metrics: MetricsSection = field(default_factory=MetricsSection)
+    web: WebSection = field(default_factory=WebSection)
     daemon: DaemonSection = field(default_factory=DaemonSection)
     scrapy: ScrapySection = field(default_factory=ScrapySection)
     path: Path | None = None
@@ -119,12 +121,13 @@ def sections_of(model: Any) -> dict[str, Any]:
                     if (v := getattr(sources, n)) is not None},
         "endpoints": dict(model.endpoints), "targets": dict(model.targets),
         "rules": list(model.rules), "alerts": model.alerts, "metrics": model.metrics,
+        "web": model.web,
         "daemon": model.daemon, "scrapy": model.scrapy,
     }
 
 
 def _env_value(keys: Key, text: str) -> Any:
-    if keys == ("metrics", "port"):
+    if keys in (("metrics", "port"), ("web", "port")):
         try:
             return int(text)
         except ValueError:

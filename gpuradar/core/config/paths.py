@@ -16,6 +16,8 @@ ENV_KEYS: dict[str, tuple[str, ...]] = {
     ENV_DATABASE_URL: ("database_url",),
     "GPURADAR_METRICS_ADDRESS": ("metrics", "address"),
     "GPURADAR_METRICS_PORT": ("metrics", "port"),
+    "GPURADAR_WEB_ADDRESS": ("web", "address"),
+    "GPURADAR_WEB_PORT": ("web", "port"),
 }
 SCRAPY_SETTINGS_MODULE = "gpuradar.crawler.settings"
 

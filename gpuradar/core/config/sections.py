@@ -85,6 +85,17 @@ class MetricsSection(Section):
     cors_origins: list[str] = Field(default_factory=list)
 
 
+class WebSection(Section):
+    """`web:` the page and JSON API (`gpuradar serve`, and `run` in-process), on a server of
+    their own so that readers never slow /metrics and /healthz. Port 0: any free port (the
+    log says which)."""
+
+    enabled: bool = True
+    address: str = Field("127.0.0.1", min_length=1)
+    port: int = Field(9109, ge=0, le=65535)
+    threads: int = Field(4, ge=1, le=64)
+
+
 class DaemonSection(Section):
     """`daemon:` durations in seconds; `intervals` per kind of source."""
 
@@ -326,6 +337,7 @@ KNOWN_KEYS = {
     "rules_file": "a YAML file with a `rules:` list, reloaded on SIGHUP",
     "alerts": "alert defaults: repeat, min_drop, send_resolved, stale_after, ...",
     "metrics": "daemon metrics endpoint: enabled, address, port",
+    "web": "the web page and JSON API: enabled, address, port, threads",
     "daemon": "daemon options: grace_period, crawl_timeout, outbox_interval, ...",
     "scrapy": "extra Scrapy settings (advanced)",
 }
@@ -347,13 +359,14 @@ class _Root(Section):
                                   description=KNOWN_KEYS["alerts"])
     metrics: MetricsSection = Field(default_factory=MetricsSection,
                                     description=KNOWN_KEYS["metrics"])
+    web: WebSection = Field(default_factory=WebSection, description=KNOWN_KEYS["web"])
     daemon: DaemonSection = Field(default_factory=DaemonSection,
                                   description=KNOWN_KEYS["daemon"])
     scrapy: ScrapySection = Field(default_factory=ScrapySection,
                                   description=KNOWN_KEYS["scrapy"])
 
     NULLABLE: ClassVar[tuple[str, ...]] = ("sources", "endpoints", "targets", "rules",
-                                           "alerts", "metrics", "daemon", "scrapy")
+                                           "alerts", "metrics", "web", "daemon", "scrapy")
 
     @model_validator(mode="before")
     @classmethod

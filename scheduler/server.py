@@ -1,0 +1,311 @@
+"""The read side: the web page (scheduler/web.py) and the JSON API (scheduler/api.py) as one
+WSGI app on waitress, a production HTTP/1.1 server (keep-alive, a pool of worker threads, a
+bounded backlog), answers cached per data version and sent gzip-compressed to clients that
+take it.
+
+`gpuradar serve` runs it alone, stateless and read-only (any number of replicas, on a read
+replica of the database); `gpuradar run` runs the same app in-process on its own port, so
+that page and API readers never queue in front of the daemon's /metrics and /healthz
+(scheduler/health.py).
+
+Every answer is a function of what is stored and, for the page, of the minute it is drawn
+(its ages: "5 minutes ago"). What is stored changes only when a crawl starts or ends, an
+index point is written or an alert changes: storage.web.data_version reads that cheaply, at
+most every `recheck` seconds, and a change empties the cache. So a page that took a second
+to draw is drawn once per version and minute and then sent as stored bytes; its ETag (the
+SHA-256 of the body) and Last-Modified (the version's newest change) let a client
+revalidate for a 304.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from email.utils import format_datetime, parsedate_to_datetime
+from typing import Any
+
+from sqlalchemy import Engine
+
+from gpuradar.scheduler import api, web
+from gpuradar.scheduler.health import EndpointError
+
+log = logging.getLogger("gpuradar.web")
+
+#: Answers kept per data version (distinct paths and queries); the oldest used goes first.
+MAX_ENTRIES = 512
+#: Bodies shorter than this are sent as they are: gzip would save less than its headers.
+GZIP_MIN = 1024
+#: Answers that read the clock besides the store: a window ending "now" unless `until` is
+#: given. Never cached (their `until` would be stale).
+CLOCK_PATHS = (api.PREFIX + "/history", api.PREFIX + "/index/history")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One cached 200 answer: its headers (without length and encoding), body and gzip."""
+
+    headers: list[tuple[str, str]]
+    body: bytes
+    gzipped: bytes | None
+    etag: str
+
+
+def _accepts_gzip(header: str) -> bool:
+    for part in header.split(","):
+        coding, _, params = part.strip().partition(";")
+        if coding.strip().lower() in ("gzip", "*"):
+            return params.replace(" ", "").lower() not in ("q=0", "q=0.0", "q=0.00",
+                                                          "q=0.000")
+    return False
+
+
+def _not_modified_since(header: str | None, at: datetime | None) -> bool:
+    if not header or at is None:
+        return False
+    try:
+        since = parsedate_to_datetime(header)
+    except (TypeError, ValueError):
+        return False
+    return since.tzinfo is not None and int(at.timestamp()) <= since.timestamp()
+
+
+class ReadCache:
+    """WSGI middleware: GET and HEAD answers of `app` cached per data version (see the
+    module's docstring), compressed once, revalidated by ETag or Last-Modified."""
+
+    def __init__(self, app: Callable, engine_fn: Callable[[], Engine],
+                 recheck: float = 1.0, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.app, self.engine_fn, self.recheck = app, engine_fn, recheck
+        self.clock, self.wall = clock, wall
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[str, ...], Answer] = OrderedDict()
+        self._pending: dict[tuple[str, ...], threading.Lock] = {}
+        self._version: tuple[Any, ...] | None = None
+        self._modified: datetime | None = None
+        self._checked = float("-inf")
+
+    def version(self) -> tuple[tuple[Any, ...], datetime | None]:
+        """The data version, read again when `recheck` seconds have passed; a new one
+        empties the cache."""
+        from gpuradar.storage.web import data_version
+
+        now = self.clock()
+        if self._version is None or now - self._checked >= self.recheck:
+            key, modified = data_version(self.engine_fn())
+            with self._lock:
+                if key != self._version:
+                    self._entries.clear()
+                    self._version, self._modified = key, modified
+                self._checked = now
+        return self._version or (), self._modified
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        query = environ.get("QUERY_STRING") or ""
+        method = environ.get("REQUEST_METHOD", "GET")
+        cacheable = method in ("GET", "HEAD") and (
+            path == "/" or path.startswith(api.PREFIX + "/")) and not (
+            path in CLOCK_PATHS and "until=" not in query)
+        if not cacheable:
+            return self.app(environ, start_response)
+        try:
+            version, modified = self.version()
+        except Exception:  # noqa: BLE001 - the app says why (503, or 500 and logged)
+            version = None
+        if version is None:
+            return self.app(environ, start_response)
+        minute = str(int(self.wall() // 60)) if path == "/" else ""
+        key = (repr(version), path, query, minute)
+        found = self._lookup(key)
+        if found is None:
+            try:
+                with self._key_lock(key):  # one thread draws it; the others wait for it
+                    found = self._lookup(key) or self._draw(environ, key)
+            finally:
+                with self._lock:
+                    self._pending.pop(key, None)
+            if isinstance(found, tuple):  # not a 200: sent as the app said it
+                status, headers, body = found
+                start_response(status, headers)
+                return [body]
+        return self._send(found, environ, start_response, modified)
+
+    def _lookup(self, key: tuple[str, ...]) -> Answer | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def _key_lock(self, key: tuple[str, ...]) -> threading.Lock:
+        with self._lock:
+            return self._pending.setdefault(key, threading.Lock())
+
+    def _draw(self, environ: dict[str, Any], key: tuple[str, ...]
+              ) -> Answer | tuple[str, list[tuple[str, str]], bytes]:
+        """Run the app for the full GET answer; cache it when it is a 200."""
+        inner = {k: v for k, v in environ.items()
+                 if k not in ("HTTP_IF_NONE_MATCH", "HTTP_IF_MODIFIED_SINCE")}
+        inner["REQUEST_METHOD"] = "GET"
+        said: list[Any] = []
+
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+            said[:] = [status, headers]
+
+        chunks = self.app(inner, start)
+        try:
+            body = b"".join(chunks)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+        status, headers = said
+        if not status.startswith("200"):
+            if environ.get("REQUEST_METHOD") == "HEAD":
+                body = b""
+            return status, headers, body
+        kept = [(k, v) for k, v in headers
+                if k.lower() not in ("content-length", "etag", "cache-control")]
+        tag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+        packed = gzip.compress(body, 6, mtime=0) if len(body) >= GZIP_MIN else None
+        answer = Answer([*kept, ("Cache-Control", "no-cache"), ("Vary", "Accept-Encoding")],
+                        body, packed, tag)
+        with self._lock:
+            self._entries[key] = answer
+            while len(self._entries) > MAX_ENTRIES:
+                self._entries.popitem(last=False)
+        return answer
+
+    def _send(self, answer: Answer, environ: dict[str, Any], start_response: Callable,
+              modified: datetime | None) -> Iterable[bytes]:
+        zipped = answer.gzipped is not None and _accepts_gzip(
+            environ.get("HTTP_ACCEPT_ENCODING") or "")
+        # a representation's tag: the gzipped bytes are another one than the plain
+        tag = answer.etag[:-1] + '-gzip"' if zipped else answer.etag
+        headers = [*answer.headers, ("ETag", tag)]
+        if modified is not None:
+            headers.append(("Last-Modified", format_datetime(modified, usegmt=True)))
+        if_none = environ.get("HTTP_IF_NONE_MATCH")
+        if (api._matches(if_none, answer.etag) or api._matches(if_none, tag)) or (
+                if_none is None and _not_modified_since(
+                    environ.get("HTTP_IF_MODIFIED_SINCE"), modified)):
+            start_response("304 Not Modified",
+                           [h for h in headers if h[0] != "Content-Type"])
+            return [b""]
+        body = answer.gzipped if zipped and answer.gzipped is not None else answer.body
+        if zipped:
+            headers.append(("Content-Encoding", "gzip"))
+        start_response("200 OK", [*headers, ("Content-Length", str(len(body)))])
+        return [b"" if environ.get("REQUEST_METHOD") == "HEAD" else body]
+
+
+def route(engine_fn: Callable[[], Engine], redact: Callable[[str], str]) -> Callable:
+    """The page at `/` and the API under /api/v1, uncached: what ReadCache wraps."""
+
+    def app(environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        if path == "/":
+            return web.page(environ, start_response, engine_fn(), redact)
+        if path == api.PREFIX or path.startswith(api.PREFIX + "/"):
+            return api.answer(environ, start_response, engine_fn, redact)
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found; try / or /api/v1/openapi.json\n"]
+
+    return app
+
+
+def read_app(engine_fn: Callable[[], Engine], redact: Callable[[str], str] = str,
+             recheck: float = 1.0) -> Callable:
+    """The read side's WSGI app: read-only (405 for anything but GET and HEAD), cached."""
+    return web.read_only(ReadCache(route(engine_fn, redact), engine_fn, recheck))
+
+
+#: Request head refused beyond this (a URL over 64 KiB, or headers as long): 431.
+MAX_HEAD = 64 * 1024
+
+
+def _channel_class() -> type:
+    """waitress's connection, answering a request it refuses before the app (a head too
+    large, no HTTP at all) with one line of JSON, as the API's own errors."""
+    from waitress.channel import HTTPChannel
+    from waitress.task import ErrorTask
+
+    class JsonError(ErrorTask):
+        def execute(self) -> None:
+            error = self.request.error
+            body = json.dumps({"error": f"{error.reason}: {error.body}"}).encode() + b"\n"
+            self.status = f"{error.code} {error.reason}"
+            self.response_headers.append(("Content-Type", "application/json"))
+            self.set_close_on_finish()
+            self.content_length = len(body)
+            self.write(body)
+
+    class Channel(HTTPChannel):
+        error_task_class = JsonError
+
+    return Channel
+
+
+class ReadServer:
+    """`app` on waitress at address:port, from a thread of its own (`run`) or the calling
+    thread (`serve`, until stop())."""
+
+    def __init__(self, app: Callable, address: str, port: int, threads: int = 4) -> None:
+        from waitress.server import create_server
+
+        try:
+            self.server: Any = create_server(app, host=address, port=port, threads=threads,
+                                             ident="gpuradar", max_request_header_size=MAX_HEAD,
+                                             clear_untrusted_proxy_headers=True)
+            for one in getattr(self.server, "map", {0: self.server}).values():
+                one.channel_class = _channel_class()
+        except (OSError, ValueError) as exc:
+            why = getattr(exc, "strerror", None) or exc
+            raise EndpointError(f"cannot listen on {address}:{port} for the web page and "
+                                f"API: {why}") from None
+        # one listening socket, or several (a name such as localhost: IPv4 and IPv6)
+        self._map = getattr(self.server, "_map", None) or self.server.map
+        self._stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    @property
+    def listening(self) -> list[tuple[str, int]]:
+        """(host, port) of each listening socket (a port 0 asked for is the one taken)."""
+        found = getattr(self.server, "effective_listen", None)
+        return found or [(self.server.effective_host, self.server.effective_port)]
+
+    @property
+    def url(self) -> str:
+        host, port = self.listening[0]
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+    def start(self) -> ReadServer:
+        self.thread = threading.Thread(target=self.run, daemon=True, name="web-http")
+        self.thread.start()
+        return self
+
+    def run(self) -> None:
+        """Serve until stop(); then finish the requests under way and close every socket,
+        from this thread (closing them from another one races the poll loop)."""
+        from waitress import wasyncore
+
+        while not self._stopping.is_set():
+            wasyncore.loop(timeout=self.server.adj.asyncore_loop_timeout, map=self._map,
+                           use_poll=self.server.adj.asyncore_use_poll, count=1)
+        self.server.task_dispatcher.shutdown()
+        wasyncore.close_all(self._map)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.server.pull_trigger()  # wakes the poll loop now
+        if self.thread is not None:
+            self.thread.join(10)
