@@ -17,13 +17,14 @@ from gpuradar.cli import (
     prices,
     recommend,
     run,
+    serve,
     sources,
 )
 from gpuradar.cli.common import app, decorate, run_app
 
 # Each module adds its commands to `app` when imported (decorators) or in register(app).
-_MODULES = (crawl, sources, prices, db, demo, alerts, recommend, run, config, config_init,
-            healthcheck, export, index)
+_MODULES = (crawl, sources, prices, db, demo, alerts, recommend, run, serve, config,
+            config_init, healthcheck, export, index)
 for _module in _MODULES:
     if hasattr(_module, "register"):
         _module.register(app)

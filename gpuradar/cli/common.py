@@ -51,7 +51,8 @@ def _unwrap(text: str) -> str:
 DAILY, SERVICE, ALERTS, DATA, DEVELOPER = ("Daily use", "Service", "Alerts", "Data",
                                            "Developer")
 PANELS = {"demo": DAILY, "prices": DAILY, "history": DAILY, "recommend": DAILY,
-          "sources": DAILY, "run": SERVICE, "healthcheck": SERVICE, "config": SERVICE,
+          "sources": DAILY, "run": SERVICE, "serve": SERVICE, "healthcheck": SERVICE,
+          "config": SERVICE,
           "alerts": ALERTS, "rules": ALERTS, "notify": ALERTS, "crawl": DATA, "db": DATA,
           "export": DATA, "index": DATA, "parse": DEVELOPER}
 PANEL_ORDER = (DAILY, SERVICE, ALERTS, DATA, DEVELOPER)
@@ -81,7 +82,10 @@ EXAMPLES: dict[str, list[str]] = {
               "https://console.vast.ai/api/v0/bundles/"],
     "run": ["gpuradar run --config config.yaml", "gpuradar run --replay "
             "gpuradar/recordings --interval 60   # offline, with the web page on "
-            "http://127.0.0.1:9108/", "gpuradar run --log-format json --log-level warning"],
+            "http://127.0.0.1:9109/", "gpuradar run --log-format json --log-level warning"],
+    "serve": ["gpuradar serve", "gpuradar serve --address 0.0.0.0 --port 8080 --threads 8",
+              "GPURADAR_READ_DATABASE_URL=postgresql://reader@replica/gpuradar gpuradar "
+              "serve"],
     "healthcheck": ["gpuradar healthcheck", "gpuradar healthcheck --metrics-port 9200"],
     "alerts": ["gpuradar alerts", "gpuradar alerts --all --limit 50", "gpuradar alerts "
                "--json"],
