@@ -1,0 +1,147 @@
+"""The read side's server (scheduler/server.py) over real HTTP on the loopback: HTTP/1.1
+keep-alive, gzip, answers cached per data version and revalidated by ETag and
+Last-Modified, a new crawl seen at once; and `gpuradar serve` as a user starts and stops it."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import signal
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from sqlalchemy import event
+
+from tests.clirun import REAL_SUBPROCESS, ForkedProcess, _env, gpuradar, start_gpuradar
+from tests.daemon_helpers import wait_for
+from tests.helpers import free_port
+from tests.scheduler.test_api import served
+from tests.storage.test_index import T0, crawl, item
+
+
+def connect(base: str) -> http.client.HTTPConnection:
+    url = urlsplit(base)
+    return http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+
+
+def ask(conn: http.client.HTTPConnection, path: str, **headers: str
+        ) -> tuple[int, http.client.HTTPMessage, bytes]:
+    conn.request("GET", path, headers={k.replace("_", "-"): v for k, v in headers.items()})
+    reply = conn.getresponse()
+    return reply.status, reply.headers, reply.read()
+
+
+def test_one_connection_carries_many_answers_compressed_when_asked(engine):
+    """HTTP/1.1 keep-alive: the page and API answers over one connection (one socket, the
+    same local port); gzip when the client takes it, the same bytes once unpacked."""
+    crawl(engine, "azure", [item("azure", f"A{n}", 2.0 + n / 10) for n in range(30)], T0)
+    with served(lambda: engine) as base:
+        conn = connect(base)
+        status, headers, plain = ask(conn, "/api/v1/offers")
+        sock = conn.sock
+        assert status == 200 and headers["Content-Encoding"] is None
+        status, headers, packed = ask(conn, "/api/v1/offers", Accept_Encoding="gzip, br")
+        assert status == 200 and headers["Content-Encoding"] == "gzip"
+        assert headers["Vary"] == "Accept-Encoding" and len(packed) < len(plain) / 3
+        assert gzip.decompress(packed) == plain
+        assert json.loads(plain)["count"] == 30
+        status, headers, page = ask(conn, "/?gpu=H100", Accept_Encoding="gzip")
+        assert status == 200 and b"A0" in gzip.decompress(page)
+        assert conn.sock is sock  # never reconnected
+        status, _, plain_again = ask(conn, "/api/v1/offers", Accept_Encoding="gzip;q=0")
+        assert plain_again == plain
+        conn.close()
+
+
+def test_an_answer_is_drawn_once_per_data_version_and_a_crawl_renews_it(engine):
+    """The second request of the page and of the API reads only the data version, not the
+    offers; a new crawl is in the very next answer, with a new ETag and a later
+    Last-Modified; the client's old ETag then gets the new answer, not a 304."""
+    crawl(engine, "azure", [item("azure", "A", 2.0)], T0)
+    statements: list[str] = []
+    listen = lambda conn, cursor, sql, *rest: statements.append(sql)  # noqa: E731
+    event.listen(engine, "before_cursor_execute", listen)
+    try:
+        with served(lambda: engine) as base:
+            conn = connect(base)
+            for path in ("/api/v1/offers?gpu=H100", "/"):
+                status, first, body = ask(conn, path)
+                assert status == 200
+                drawn = len(statements)
+                status, again, same = ask(conn, path)
+                assert status == 200 and same == body and again["ETag"] == first["ETag"]
+                assert len(statements) - drawn <= 3  # the data version's queries alone
+                assert not any("FROM offer" in sql for sql in statements[drawn:])
+                status, _, empty = ask(conn, path, If_None_Match=first["ETag"])
+                assert status == 304 and empty == b""
+                status, _, _ = ask(conn, path, If_Modified_Since=first["Last-Modified"])
+                assert status == 304
+
+            crawl(engine, "lambda", [item("lambda", "L", 1.0)], T0 + timedelta(hours=1))
+            status, renewed, body = ask(conn, "/api/v1/offers?gpu=H100",
+                                        If_None_Match=first["ETag"])
+            assert status == 200 and renewed["ETag"] != first["ETag"]
+            assert [o["instance_type"] for o in json.loads(body)["offers"]] == ["L", "A"]
+            status, page, html = ask(conn, "/")
+            assert status == 200 and b"lambda" in html
+            conn.close()
+    finally:
+        event.remove(engine, "before_cursor_execute", listen)
+
+
+def test_an_error_is_not_cached_and_a_write_is_refused(engine):
+    """A 400 stays a 400 (never stored as the answer), and POST is 405 as before."""
+    crawl(engine, "azure", [item("azure", "A", 2.0)], T0)
+    with served(lambda: engine) as base:
+        conn = connect(base)
+        for _ in range(2):
+            status, headers, body = ask(conn, "/api/v1/offers?nope=1")
+            assert status == 400 and "unknown parameter 'nope'" in json.loads(body)["error"]
+        conn.request("POST", "/api/v1/offers", body=b"x")
+        reply = conn.getresponse()
+        assert reply.status == 405 and reply.headers["Allow"] == "GET, HEAD"
+        reply.read()
+        conn.close()
+
+
+def test_gpuradar_serve_answers_and_stops_on_sigterm(tmp_path, sqlite_url):
+    """`gpuradar serve` over a database filled by a crawl: the page and the API answer on
+    its port; SIGTERM ends it with 0."""
+    from gpuradar.storage.db import open_database
+
+    crawl(open_database(sqlite_url), "azure", [item("azure", "A", 2.0)], T0)
+    port = free_port()
+    args = ["serve", "--port", str(port)]
+    env = _env(sqlite_url, None, None)
+    proc = (start_gpuradar(*args, db_url=sqlite_url) if REAL_SUBPROCESS
+            else ForkedProcess(args, env, tmp_path, tmp_path / "serve"))
+    try:
+        def up() -> bool:
+            assert proc.poll() is None, "gpuradar serve exited"
+            try:
+                connect(f"http://127.0.0.1:{port}").request("HEAD", "/")
+                return True
+            except OSError:
+                return False
+
+        wait_for(up, 30, "gpuradar serve's port", every=0.05)
+        conn = connect(f"http://127.0.0.1:{port}")
+        status, _, body = ask(conn, "/api/v1/offers")
+        assert status == 200 and json.loads(body)["offers"][0]["instance_type"] == "A"
+        status, _, page = ask(conn, "/")
+        assert status == 200 and b'<table id="cheapest">' in page
+        conn.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+    assert proc.wait(10) == 0
+
+
+def test_gpuradar_serve_never_migrates_a_reader(tmp_path):
+    """A database behind the schema (here: empty) is one line and exit 3: a reader on a
+    replica cannot, and must not, upgrade it."""
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    proc = gpuradar("serve", "--port", "0", db_url=url)
+    assert proc.returncode == 3, proc.stderr
+    assert "is not at the current schema: run `gpuradar db upgrade`" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
