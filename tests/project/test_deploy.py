@@ -354,9 +354,9 @@ def test_compose_services_volumes_ports_and_environment(compose):
     assert app["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert app["command"] == ["run"]
     # reachable by Prometheus inside the network, published on loopback only
-    assert env["GPURADAR_METRICS_ADDRESS"] == "0.0.0.0"
-    assert app["ports"] == [f"127.0.0.1:{env['GPURADAR_METRICS_PORT']}:"
-                            f"{env['GPURADAR_METRICS_PORT']}"]
+    assert env["GPURADAR_METRICS_ADDRESS"] == env["GPURADAR_WEB_ADDRESS"] == "0.0.0.0"
+    assert app["ports"] == [f"127.0.0.1:{env[port]}:{env[port]}"
+                            for port in ("GPURADAR_METRICS_PORT", "GPURADAR_WEB_PORT")]
     mounts = bind_mounts(app)
     assert mounts[env["GPURADAR_CONFIG"]] == EXAMPLE
     assert "gpuradar-data:/var/lib/gpuradar" in app["volumes"]
@@ -430,10 +430,12 @@ def test_image_is_multi_stage_non_root_with_healthcheck_and_entrypoint():
     (health,) = [arg for op, arg in final if op == "HEALTHCHECK"]
     health_cmd = json.loads(health.split(" CMD ", 1)[1])
     env = dict(re.findall(r"(\w+)=(\S+)", " ".join(arg for op, arg in final if op == "ENV")))
-    assert env["GPURADAR_METRICS_ADDRESS"] == "0.0.0.0"
+    assert env["GPURADAR_METRICS_ADDRESS"] == env["GPURADAR_WEB_ADDRESS"] == "0.0.0.0"
+    from gpuradar.core.config import WebSection
     from gpuradar.scheduler.jobs import METRICS_DEFAULTS
 
-    assert [arg for op, arg in final if op == "EXPOSE"] == [str(METRICS_DEFAULTS["port"])]
+    assert [arg for op, arg in final if op == "EXPOSE"] == [
+        f"{METRICS_DEFAULTS['port']} {WebSection().port}"]
     volumes = [json.loads(arg) for op, arg in final if op == "VOLUME"]
     assert volumes == [[env["GPURADAR_DATA_DIR"]]]
     (entrypoint,) = [json.loads(arg) for op, arg in final if op == "ENTRYPOINT"]
