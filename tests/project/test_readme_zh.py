@@ -154,7 +154,7 @@ def test_the_guide_shows_the_demo_the_page_recommend_and_the_source_check():
     assert any(c.startswith("demo --keep") for c in said)
     assert any(c.startswith("recommend ") for c in said)
     assert any(c.startswith("sources --check") for c in said)
-    assert "http://127.0.0.1:9108/" in text and "/readyz" in text
+    assert "http://127.0.0.1:9109/" in text and "/readyz" in text
     assert "config init" in text
 
 
