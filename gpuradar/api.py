@@ -398,7 +398,8 @@ class Store:
 
 def open(url: str | None = None) -> Store:  # noqa: A001 - gpuradar.open, like a file
     """A read-only view of the gpuradar database at `url` (SQLAlchemy URL; default: the
-    configured one, as for the command line). Raises gpuradar.storage.db.DatabaseError
+    configured reader's, `read_database_url` / GPURADAR_READ_DATABASE_URL, else the
+    database's, as for the command line). Raises gpuradar.storage.db.DatabaseError
     when it cannot be used (a missing SQLite file is not created) or its schema is not the
     one this gpuradar reads; the Store's methods raise ValueError for a bad argument."""
     from gpuradar.storage.dataset import open_read_only
@@ -406,5 +407,5 @@ def open(url: str | None = None) -> Store:  # noqa: A001 - gpuradar.open, like a
     if url is None:
         from gpuradar.core.config import load_config
 
-        url = load_config(None).database_url
+        url = load_config(None).reader_url
     return Store(open_read_only(url))

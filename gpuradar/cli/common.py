@@ -384,6 +384,19 @@ def get_engine(cfg: "Config", *, write: bool = False, existing: bool = False):
     return engine
 
 
+def read_engine(url: str) -> Any:
+    """The engine of a database read as it is (serve, export from a replica): never
+    migrated nor written, as a replica's user may not and a reader must not; one line and
+    exit 3 when it cannot be read."""
+    from gpuradar.storage.dataset import open_read_only
+    from gpuradar.storage.db import DatabaseError
+
+    try:
+        return open_read_only(url)
+    except DatabaseError as exc:
+        raise fail(str(exc), EXIT_DATABASE) from None
+
+
 def database_failure(exc: Exception, url: str) -> str | None:
     """One line saying why the database at `url` cannot be used, or None when `exc` is not
     about it: a database error, or a SQLite file whose folder cannot be made."""

@@ -14,6 +14,7 @@ from gpuradar.cli.common import (
     fail,
     get_config,
     get_engine,
+    read_engine,
 )
 from gpuradar.cli.output import console, err_console
 
@@ -51,7 +52,10 @@ def export(
                           highlight=False, soft_wrap=True)
         return
     formats = [f.strip().lower() for f in fmt.split(",") if f.strip()]
-    engine = get_engine(get_config(config, database_url), existing=True)
+    cfg = get_config(config, database_url)
+    # a replica is read as it is: a reader never migrates nor writes
+    engine = (read_engine(cfg.reader_url) if cfg.read_database_url
+              else get_engine(cfg, existing=True))
     stale = stale_files(directory, formats)
     try:
         manifest = write(engine, directory, formats)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuradar.cli.common import EXIT_DATABASE, ConfigOpt, DbOpt, app, fail, get_config
+from gpuradar.cli.common import ConfigOpt, DbOpt, app, fail, get_config, read_engine
 
 
 @app.command()
@@ -31,23 +31,11 @@ def serve(
     from gpuradar.core.logs import REDACT
     from gpuradar.scheduler.health import EndpointError
     from gpuradar.scheduler.server import ReadServer, read_app
-    from gpuradar.storage.db import at_head, get_engine, redact_url
+    from gpuradar.storage.db import redact_url
 
     cfg = get_config(config, database_url)
-    url = cfg.database_url
-    try:
-        engine = get_engine(url)
-        current = at_head(engine)
-    except Exception as exc:
-        from gpuradar.cli.common import database_failure
-
-        problem = database_failure(exc, url)
-        if problem is None:
-            raise
-        raise fail(problem, EXIT_DATABASE) from None
-    if not current:  # a reader never migrates: the leader (or `db upgrade`) does
-        raise fail(f"database {redact_url(url)} is not at the current schema: run `gpuradar "
-                   "db upgrade` against the leader first", EXIT_DATABASE)
+    url = cfg.reader_url
+    engine = read_engine(url)
     web = cfg.web
     try:
         server = ReadServer(read_app(lambda: engine, REDACT), address or web.address,
@@ -63,3 +51,4 @@ def serve(
     typer.echo(f"serving the web page on {server.url}/ and the API on {server.url}/api/v1 "
                f"(database {redact_url(url)})", err=True)
     server.run()
+

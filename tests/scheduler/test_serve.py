@@ -13,7 +13,8 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import event
 
-from tests.clirun import REAL_SUBPROCESS, ForkedProcess, _env, gpuradar, start_gpuradar
+from tests.clirun import REAL_SUBPROCESS, ForkedProcess, _env, start_gpuradar
+from tests.clirun import gpuradar as gpuradar_cli
 from tests.daemon_helpers import wait_for
 from tests.helpers import free_port
 from tests.scheduler.test_api import served
@@ -105,16 +106,42 @@ def test_an_error_is_not_cached_and_a_write_is_refused(engine):
         conn.close()
 
 
+def test_readers_read_the_read_url_and_never_the_database(tmp_path, db_url, engine,
+                                                          monkeypatch):
+    """With read_database_url (GPURADAR_READ_DATABASE_URL) set, `gpuradar serve`, `export`
+    and `gpuradar.open()` read there; the database_url, here a PostgreSQL server that does
+    not exist, is never reached (it would fail them). On PostgreSQL the reader's URL is a
+    second database of the same server, standing for a streaming replica."""
+    import gpuradar
+
+    crawl(engine, "azure", [item("azure", "A", 2.0)], T0)
+    leader = f"postgresql://gpuradar@127.0.0.1:{free_port()}/gpuradar"
+    env = {"GPURADAR_READ_DATABASE_URL": db_url}
+    proc = gpuradar_cli("export", str(tmp_path / "out"), "--format", "csv", db_url=leader,
+                        env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "offers 1" in proc.stdout
+    monkeypatch.setenv("GPURADAR_DATABASE_URL", leader)
+    monkeypatch.setenv("GPURADAR_READ_DATABASE_URL", db_url)
+    assert [o.instance_type for o in gpuradar.open().offers()] == ["A"]
+    check_serve(tmp_path, leader, env)
+
+
 def test_gpuradar_serve_answers_and_stops_on_sigterm(tmp_path, sqlite_url):
     """`gpuradar serve` over a database filled by a crawl: the page and the API answer on
     its port; SIGTERM ends it with 0."""
     from gpuradar.storage.db import open_database
 
     crawl(open_database(sqlite_url), "azure", [item("azure", "A", 2.0)], T0)
+    check_serve(tmp_path, sqlite_url, {})
+
+
+def check_serve(tmp_path, db_url: str, extra: dict[str, str]) -> None:
+    """Start `gpuradar serve`, read the page and the offers (one, "A"), stop it: exit 0."""
     port = free_port()
     args = ["serve", "--port", str(port)]
-    env = _env(sqlite_url, None, None)
-    proc = (start_gpuradar(*args, db_url=sqlite_url) if REAL_SUBPROCESS
+    env = _env(db_url, None, extra)
+    proc = (start_gpuradar(*args, db_url=db_url, env=extra) if REAL_SUBPROCESS
             else ForkedProcess(args, env, tmp_path, tmp_path / "serve"))
     try:
         def up() -> bool:
@@ -138,10 +165,10 @@ def test_gpuradar_serve_answers_and_stops_on_sigterm(tmp_path, sqlite_url):
 
 
 def test_gpuradar_serve_never_migrates_a_reader(tmp_path):
-    """A database behind the schema (here: empty) is one line and exit 3: a reader on a
-    replica cannot, and must not, upgrade it."""
+    """A database that is not there is one line and exit 3, and is not created: a reader
+    never migrates nor writes (on a replica it could not)."""
     url = f"sqlite:///{tmp_path / 'empty.db'}"
-    proc = gpuradar("serve", "--port", "0", db_url=url)
+    proc = gpuradar_cli("serve", "--port", "0", db_url=url)
     assert proc.returncode == 3, proc.stderr
-    assert "is not at the current schema: run `gpuradar db upgrade`" in proc.stderr
+    assert "no database file at" in proc.stderr and "reading creates none" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr

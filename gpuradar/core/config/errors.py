@@ -95,7 +95,8 @@ def shown(keys: Key, value: Any, marks: Marks | None = None) -> str:
     (it may be a secret under the wrong key), only its type."""
     names = [k for k in keys if isinstance(k, str)]
     if (marks is not None and marks.from_env(keys)) or names and (
-            SECRET_NAMES.search(names[-1]) or names[0] in ("targets", "database_url")):
+            SECRET_NAMES.search(names[-1])
+            or names[0] in ("targets", "database_url", "read_database_url")):
         kind = ("a number" if isinstance(value, int | float) and not isinstance(value, bool)
                 else "a list" if isinstance(value, list) else "a mapping"
                 if isinstance(value, dict) else "text" if isinstance(value, str)

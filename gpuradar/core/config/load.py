@@ -56,6 +56,8 @@ class Config:
     (a program, a test) has those sections checked here, like the file's."""
 
     database_url: str
+    #: where the readers (serve, export, gpuradar.open) read, when not the database itself
+    read_database_url: str | None = None
     sources: dict[str, SourceOptions] = field(default_factory=dict)
     endpoints: dict[str, str] = field(default_factory=dict)
     targets: dict[str, TargetSpec] = field(default_factory=dict)
@@ -85,6 +87,11 @@ class Config:
                         setattr(self, name, value)
         self.options = {p.name: self.sources.get(p.name) or source_model(p.name)()
                         for p in providers.PROVIDERS} | self.sources
+
+    @property
+    def reader_url(self) -> str:
+        """The database the read-only commands read: a replica's when one is set."""
+        return self.read_database_url or self.database_url
 
     def source_options(self, name: str) -> SourceOptions:
         """The options of source `name`: as the file sets them, else its defaults."""
@@ -162,8 +169,9 @@ def load_config(path: Path | str | None = None, *, database_url: str | None = No
             if isinstance(section, dict):
                 section[keys[-1]] = _env_value(keys, value)
                 marks.origins[keys] = f"environment variable {env}"
-    if database_url:
+    if database_url:  # the command line names the one database this command uses
         raw["database_url"] = database_url
+        raw.pop("read_database_url", None)
         marks.origins[("database_url",)] = "--database-url"
     model = validate_section(schema(), raw, (), marks, scrapy_names=scrapy_names)
     rules_file = Path(model.rules_file) if model.rules_file else None
@@ -171,6 +179,7 @@ def load_config(path: Path | str | None = None, *, database_url: str | None = No
         rules_file = path.parent / rules_file
 
     return Config(database_url=str(model.database_url or default_database_url()),
+                  read_database_url=model.read_database_url,
                   rules_file=rules_file, path=path, marks=marks, checked=True,
                   **sections_of(model))
 

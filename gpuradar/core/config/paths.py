@@ -14,6 +14,7 @@ ENV_CONFIG = "GPURADAR_CONFIG"
 # over them). Credentials have their own variables, declared by each provider.
 ENV_KEYS: dict[str, tuple[str, ...]] = {
     ENV_DATABASE_URL: ("database_url",),
+    "GPURADAR_READ_DATABASE_URL": ("read_database_url",),
     "GPURADAR_METRICS_ADDRESS": ("metrics", "address"),
     "GPURADAR_METRICS_PORT": ("metrics", "port"),
     "GPURADAR_WEB_ADDRESS": ("web", "address"),

@@ -330,6 +330,8 @@ def schema() -> type[BaseModel]:
 
 KNOWN_KEYS = {
     "database_url": "SQLAlchemy URL: sqlite:///path.db or postgresql://user:pw@host/db",
+    "read_database_url": "where readers (serve, export, gpuradar.open) read: a streaming "
+                         "replica's URL; unset: database_url",
     "sources": "per-source options: enabled, interval, jitter, timeout, credentials, ...",
     "endpoints": "URL overrides, 'source.endpoint': URL (mirrors, tests)",
     "targets": "notification targets, name: apprise URL",
@@ -347,6 +349,7 @@ class _Root(Section):
     """The top level of the file (`sources` is added per provider by schema())."""
 
     database_url: str | None = Field(None, description=KNOWN_KEYS["database_url"])
+    read_database_url: str | None = Field(None, description=KNOWN_KEYS["read_database_url"])
     endpoints: Annotated[dict[str, HttpUrl],
                          BeforeValidator(_endpoint_values)] = Field(
         {}, description=KNOWN_KEYS["endpoints"])
