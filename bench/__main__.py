@@ -164,8 +164,16 @@ def startup_figures(figs: Figures, size: dict) -> None:
                  t["wall_ms"] <= target if target else None, "ms")
 
 
+def serving_figures(figs: Figures, size: dict) -> None:
+    """The page and API under load from three servers side by side, and the daemon's
+    /metrics meanwhile (bench/serving.py)."""
+    from bench.serving import add_figures
+
+    add_figures(figs, size)
+
+
 EXTRA: list[Callable[[Figures, dict], None]] = [crawl_path_figures, daemon_figures,
-                                                startup_figures]
+                                                startup_figures, serving_figures]
 
 
 def main(argv: list[str] | None = None) -> int:

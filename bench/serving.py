@@ -1,0 +1,213 @@
+"""The read side under load, side by side in one run (issue #54): the same `/api/v1/offers`
+and `/` answers from
+
+* `static`: precomputed bytes on waitress, the server `gpuradar serve` uses (the ceiling);
+* `serve`: `gpuradar serve` itself (scheduler/server.py);
+* `wsgiref`: the daemon's former server for the page and API, prometheus-client's
+  ThreadingWSGIServer (the standard library's wsgiref: HTTP/1.0, a thread per request),
+  drawing every answer;
+
+each in a process of its own, loaded by wrk (Debian's `wrk`: keep-alive where the server
+keeps it) at 50 connections; and `/metrics` of a running `gpuradar run` scraped while its
+in-process page is under the same load. The data: every shipped recording replayed.
+
+`python -m bench.serving` prints the figures alone; `python -m bench` adds them as rows.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RECORDINGS = REPO / "gpuradar" / "recordings"
+CONNECTIONS = 50
+SECONDS = 5
+PATHS = ("/api/v1/offers", "/")
+UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                r.read()
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {timeout:g}s")
+
+
+def _ms(text: str) -> float:
+    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text).groups()  # type: ignore[union-attr]
+    return float(number) * UNITS[unit]
+
+
+def wrk(url: str, seconds: int = SECONDS) -> dict[str, float]:
+    """wrk's figures for `url` at CONNECTIONS in flight: req/s, p50, p99, max (ms), errors."""
+    out = subprocess.run(["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency",
+                          "--timeout", "30s", url], capture_output=True, text=True,
+                         check=True).stdout
+    pct = dict(re.findall(r"^\s+(\d+)%\s+(\S+)$", out, re.M))
+    latency = re.search(r"Latency\s+\S+\s+\S+\s+(\S+)", out)
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    socket_errors = re.search(r"Socket errors: (.*)", out)
+    return {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
+            "p50": _ms(pct["50"]), "p99": _ms(pct["99"]),
+            "max": _ms(latency.group(1)) if latency else float("nan"),
+            "non_2xx": int(errors.group(1)) if errors else 0,
+            "socket_errors": socket_errors.group(1) if socket_errors else ""}
+
+
+def _server(kind: str, url: str, port: int) -> None:
+    """The `static` and `wsgiref` servers (run as `python -m bench.serving KIND URL PORT`)."""
+    from gpuradar.scheduler.server import ReadServer, route
+    from gpuradar.storage.db import get_engine
+
+    engine = get_engine(url)
+    app = route(lambda: engine, str)
+    if kind == "wsgiref":
+        from gpuradar.scheduler.health import serve
+        from gpuradar.scheduler.web import read_only
+
+        serve("127.0.0.1", port, read_only(app))
+        threading.Event().wait()
+    bodies: dict[str, tuple[str, list[tuple[str, str]], bytes]] = {}
+    for path in PATHS:
+        said: list[Any] = []
+        body = b"".join(app({"PATH_INFO": path, "REQUEST_METHOD": "GET", "QUERY_STRING": ""},
+                            lambda status, headers, said=said: said.extend([status, headers])))
+        bodies[path] = (said[0], said[1], body)
+
+    def static(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        status, headers, body = bodies[environ["PATH_INFO"]]
+        start_response(status, [*headers, ("Content-Length", str(len(body)))])
+        return [body]
+
+    ReadServer(static, "127.0.0.1", port).run()
+
+
+def _scrape(url: str, stop: threading.Event, times: list[float]) -> None:
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(url, timeout=30) as r:
+            r.read()
+        times.append((time.perf_counter() - t0) * 1000)
+        time.sleep(0.1)
+
+
+def measure() -> dict[str, Any]:
+    """Every figure: {server: {path: wrk figures}}, and the daemon's /metrics under load."""
+    if shutil.which("wrk") is None:
+        raise RuntimeError("wrk is not installed (Debian: apt-get install wrk)")
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/bench.db"
+        env = {"GPURADAR_DATA_DIR": f"{tmp}/data", "GCP_API_KEY": "", "VAST_API_KEY": "",
+               "PATH": "/usr/bin:/bin"}
+        names = sorted(p.name for p in RECORDINGS.iterdir() if (p / "index.json").exists())
+        subprocess.run([sys.executable, "-m", "gpuradar", "crawl", *names, "--replay",
+                        str(RECORDINGS), "--database-url", url], env=env, check=True,
+                       capture_output=True, cwd=REPO)
+        out["offers"] = _offers(url)
+        for kind in ("static", "serve", "wsgiref"):
+            port = _port()
+            args = ([sys.executable, "-m", "gpuradar", "serve", "--database-url", url,
+                     "--port", str(port)] if kind == "serve" else
+                    [sys.executable, "-m", "bench.serving", kind, url, str(port)])
+            proc = subprocess.Popen(args, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+            try:
+                base = f"http://127.0.0.1:{port}"
+                _wait(base + "/")
+                out[kind] = {path: wrk(base + path) for path in PATHS}
+            finally:
+                proc.terminate()
+                proc.wait(30)
+        out["metrics"] = _daemon_metrics(tmp, url, env)
+    return out
+
+
+def _offers(url: str) -> int:
+    from gpuradar.storage.db import get_engine
+    from gpuradar.storage.queries import current_offers
+
+    return len(current_offers(get_engine(url)))
+
+
+def _daemon_metrics(tmp: str, url: str, env: dict[str, str]) -> dict[str, float]:
+    """`gpuradar run --replay` with its page loaded by wrk; /metrics scraped meanwhile."""
+    metrics_port, web_port = _port(), _port()
+    config = Path(tmp) / "run.yaml"
+    config.write_text(f"database_url: {url}\nmetrics: {{port: {metrics_port}}}\n"
+                      f"web: {{port: {web_port}}}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "gpuradar", "run", "--config", str(config),
+                             "--replay", str(RECORDINGS), "--interval", "3600"],
+                            env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        _wait(f"http://127.0.0.1:{metrics_port}/healthz")
+        _wait(f"http://127.0.0.1:{web_port}/")
+        times: list[float] = []
+        stop = threading.Event()
+        scraper = threading.Thread(target=_scrape, args=(
+            f"http://127.0.0.1:{metrics_port}/metrics", stop, times))
+        scraper.start()
+        page = wrk(f"http://127.0.0.1:{web_port}/")
+        stop.set()
+        scraper.join()
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    times.sort()
+    return {"page_rps": page["rps"], "page_p99": page["p99"], "scrapes": len(times),
+            "p50": statistics.median(times), "p99": times[min(len(times) - 1,
+                                                              int(len(times) * 0.99))],
+            "max": times[-1]}
+
+
+def add_figures(figs: Any, size: dict) -> None:
+    """The rows of `python -m bench` (targets: issue #54)."""
+    m = measure()
+    for path in PATHS:
+        ceiling, serve, old = (m[k][path] for k in ("static", "serve", "wsgiref"))
+        name = f"`{path}` ({m['offers']} offers)" if path != "/" else "`/` (the page)"
+        for kind, r in (("static bytes, same server (ceiling)", ceiling),
+                        ("gpuradar serve", serve), ("former in-daemon server", old)):
+            figs.add(f"{name} at {CONNECTIONS} in flight: {kind}; p50 {r['p50']:.1f} ms, "
+                     f"p99 {r['p99']:.1f} ms, max {r['max']:.0f} ms", r["rps"], None,
+                     "printed" if kind != "gpuradar serve" else
+                     ">= 0.5 x ceiling, >= 10 x former, p99 <= 100 ms",
+                     None if kind != "gpuradar serve" else
+                     r["rps"] >= 0.5 * ceiling["rps"] and r["rps"] >= 10 * old["rps"]
+                     and r["p99"] <= 100, "req/s")
+    d = m["metrics"]
+    figs.add(f"daemon /metrics while its page takes {d['page_rps']:.0f} req/s at "
+             f"{CONNECTIONS} in flight (p99 of {d['scrapes']} scrapes; max "
+             f"{d['max']:.0f} ms)", d["p99"], None, "<= 50 ms", d["p99"] <= 50, "ms")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4:
+        _server(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    else:
+        import json
+
+        print(json.dumps(measure(), indent=1))
