@@ -65,7 +65,9 @@ def wrk(url: str, seconds: int = SECONDS) -> dict[str, float]:
     out = subprocess.run(["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency",
                           "--timeout", "30s", url], capture_output=True, text=True,
                          check=True).stdout
-    pct = dict(re.findall(r"^\s+(\d+)%\s+(\S+)$", out, re.M))
+    pct = dict(re.findall(r"^\s+(\d+)%\s+(\S+)\s*$", out, re.M))
+    if "99" not in pct:
+        raise RuntimeError(f"wrk said:\n{out}")
     latency = re.search(r"Latency\s+\S+\s+\S+\s+(\S+)", out)
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     socket_errors = re.search(r"Socket errors: (.*)", out)
@@ -94,7 +96,7 @@ def _server(kind: str, url: str, port: int) -> None:
         said: list[Any] = []
         body = b"".join(app({"PATH_INFO": path, "REQUEST_METHOD": "GET", "QUERY_STRING": ""},
                             lambda status, headers, said=said: said.extend([status, headers])))
-        bodies[path] = (said[0], said[1], body)
+        bodies[path] = (said[0], [(k, v) for k, v in said[1] if k != "Content-Length"], body)
 
     def static(environ: dict[str, Any], start_response: Any) -> list[bytes]:
         status, headers, body = bodies[environ["PATH_INFO"]]
