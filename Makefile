@@ -61,7 +61,10 @@ lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q tests/project/test_architecture.py
 
+# bench/serving.py loads the page and API with Debian's wrk
 bench: install
+	@command -v wrk >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get install -y -q \
+	  --no-install-recommends wrk >/dev/null; } || echo "missing Debian package: wrk"
 	$(BIN)/python -m bench
 
 # Mutation testing of the modules that decide what is stored and sent (slow: not in `test`/CI).
