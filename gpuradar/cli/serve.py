@@ -2,8 +2,6 @@
 (scheduler/server.py does the work): as many replicas as readers need, none of them a
 crawler."""
 
-from __future__ import annotations
-
 import signal
 from typing import Annotated, Any
 
