@@ -442,7 +442,14 @@ def test_compose_ha_runs_two_replicas_on_one_postgres_scraped_by_prometheus():
         assert s["environment"] == single["gpuradar"]["environment"]
         assert s["volumes"][0] == single["gpuradar"]["volumes"][0]  # the config file
         assert s["image"] == single["gpuradar"]["image"]
-    assert services["postgres"] == single["postgres"]
+    # the same PostgreSQL, which also lets the streaming replica of the read side connect
+    primary = dict(services["postgres"])
+    assert primary.pop("command") == ["postgres", "-c", "wal_level=replica", "-c",
+                                      "max_wal_senders=10"]
+    primary["volumes"] = primary["volumes"][:1]
+    primary["environment"] = {k: v for k, v in primary["environment"].items()
+                              if k != "REPLICATION_PASSWORD"}
+    assert primary == single["postgres"]
     assert services["migrate"] == single["migrate"]
     urls = {s["environment"]["GPURADAR_DATABASE_URL"] for s in replicas.values()}
     (url,) = urls
@@ -456,7 +463,7 @@ def test_compose_ha_runs_two_replicas_on_one_postgres_scraped_by_prometheus():
         for port in s["ports"]:
             assert port.startswith("127.0.0.1:")
             ports.add(port.split(":")[1])
-    assert len(ports) == 2
+    assert len(ports) == 4  # each its metrics and its web page, none shared
     config = yaml.safe_load(PROMETHEUS_HA.read_text())
     (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "gpuradar"]
     targets = {t for sc in job["static_configs"] for t in sc["targets"]}
@@ -466,6 +473,41 @@ def test_compose_ha_runs_two_replicas_on_one_postgres_scraped_by_prometheus():
     assert mounts["/etc/prometheus/prometheus.yml"] == PROMETHEUS_HA
     assert mounts["/etc/prometheus/alerts.yml"] == DEPLOY / "prometheus" / "alerts.yml"
     assert config["rule_files"] == ["alerts.yml"]
+
+
+def test_compose_ha_readers_read_a_streaming_replica_behind_a_proxy():
+    """The read side of compose-ha.yaml: a hot standby cloned from postgres with
+    pg_basebackup -R (a replication role the primary creates at its first start), two
+    `gpuradar serve` replicas reading only the standby (no leader URL given them at all),
+    published only through the reverse proxy, whose upstreams are exactly those two."""
+    from tests.project.test_deploy import bind_mounts, interpolate
+
+    services = interpolate(yaml.safe_load(COMPOSE_HA.read_text()))["services"]
+    primary, standby = services["postgres"], services["postgres-replica"]
+    init = bind_mounts(primary)["/docker-entrypoint-initdb.d/replication.sh"].read_text()
+    assert "WITH REPLICATION LOGIN" in init and "host replication replicator" in init
+    assert standby["image"] == primary["image"]
+    script = standby["command"][-1]
+    assert "pg_basebackup -h postgres -U replicator" in script and " -R " in script
+    assert script.rstrip().endswith("exec postgres")
+    assert standby["depends_on"]["postgres"]["condition"] == "service_healthy"
+
+    readers = {n: s for n, s in services.items() if s.get("command") == ["serve"]}
+    assert sorted(readers) == ["serve-1", "serve-2"]
+    for s in readers.values():
+        env = s["environment"]
+        assert "GPURADAR_DATABASE_URL" not in env  # the leader: never theirs
+        assert "@postgres-replica:5432/" in env["GPURADAR_READ_DATABASE_URL"]
+        assert env["GPURADAR_WEB_ADDRESS"] == "0.0.0.0" and "ports" not in s
+        assert f"127.0.0.1:{env['GPURADAR_WEB_PORT']}/api/v1/" in " ".join(
+            s["healthcheck"]["test"])
+        assert s["depends_on"]["postgres-replica"]["condition"] == "service_healthy"
+    proxy = services["proxy"]
+    assert [p.split(":")[0] for p in proxy["ports"]] == ["127.0.0.1"]
+    conf = bind_mounts(proxy)["/etc/nginx/conf.d/default.conf"].read_text()
+    upstreams = re.findall(r"^\s*server (\S+?)(?: |;)", conf, re.M)
+    assert sorted(upstreams) == sorted(f"{n}:{s['environment']['GPURADAR_WEB_PORT']}"
+                                       for n, s in readers.items())
 
 
 def test_compose_ha_is_accepted_by_docker_compose_and_promtool(tmp_path):
