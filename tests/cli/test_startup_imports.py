@@ -129,6 +129,21 @@ def test_sources_loads_no_scrapy(home):
     assert not pulled, "`gpuradar sources` imported:\n  " + "\n  ".join(pulled)
 
 
+def test_sources_loads_no_botocore_when_no_aws_credentials_can_exist(home, tmp_path):
+    """With no AWS_* variable and no AWS or boto credentials file, `sources` says that AWS
+    credentials would add spot history and capacity blocks without loading botocore; with
+    AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY set it loads botocore and finds them."""
+    bare = {k: v for k, v in home.items() if not k.startswith("AWS_") and k != "BOTO_CONFIG"}
+    bare["HOME"] = str(tmp_path)  # no ~/.aws, no ~/.boto
+    proc, chains = imports_of(["sources", "--json"], bare)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "botocore" not in chains, " -> ".join(chains["botocore"])
+    assert "would add per-zone spot prices" in proc.stdout
+    keyed = bare | {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "x" * 40}
+    proc, chains = imports_of(["sources", "--json"], keyed)
+    assert "botocore" in chains and "AWS credentials found (env)" in proc.stdout
+
+
 def test_rules_check_loads_no_database_library(home):
     """Checking a rules file reads no database: fit rules name a job (gpuradar.recommend)
     whose ranking takes the offers storage reads, but only as a type."""
