@@ -533,7 +533,8 @@ def test_image_entrypoint_and_healthcheck_run_the_daemon(request, tmp_path, pg_t
     config = tmp_path / "config.yaml"
     port = free_port()
     config.write_text(yaml.safe_dump({"sources": {n: {"enabled": n == "vastai"} for n in names},
-                                      "metrics": {"port": port}}))
+                                      "metrics": {"port": port},
+                                      "web": {"port": 0}}))  # any free one
     final = stages()[-1]
     image_env = dict(re.findall(r"(\w+)=(\S+)", " ".join(a for op, a in final if op == "ENV")))
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPURADAR_")}
