@@ -135,7 +135,7 @@ def test_a_crawl_stopped_at_any_moment_ends_is_recorded_and_the_next_one_runs(
         "sources": only_sources({"vastai": {"interval": 1, "jitter": 0}}),
         "scrapy": {"DOWNLOAD_DELAY": 0},
         "daemon": {"backoff_max": 1, "watch_interval": 0},
-        "metrics": {"enabled": False},
+        "metrics": {"enabled": False}, "web": {"enabled": False},
     })
     ctx = multiprocessing.get_context("spawn")
     ours, theirs = ctx.Pipe(duplex=False)
