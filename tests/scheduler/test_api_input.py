@@ -249,8 +249,9 @@ def test_the_document_states_the_rules_the_server_enforces(spec):
 
 
 def test_hostile_requests_are_refused_without_work_and_health_answers(engine):
-    """50 hostile requests at once: each is refused before it reads the database or
-    matches a glob, and /healthz, asked among them, answers ok."""
+    """50 hostile requests at once to the page and API server: each is refused before the
+    endpoint reads anything (the data version aside: one cheap query a second) or matches a
+    glob, and the daemon's /healthz, asked among them on its own endpoint, answers ok."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
     from unittest import mock
@@ -261,14 +262,15 @@ def test_hostile_requests_are_refused_without_work_and_health_answers(engine):
     from gpuradar.scheduler import api
     from gpuradar.scheduler.health import Health, make_app
     from gpuradar.scheduler.health import serve as start
+    from gpuradar.scheduler.server import ReadServer, read_app
     from tests.helpers import free_port
 
     crawl(engine, "azure", [item("azure", "A", 2.0)], T0)
     reads: list[str] = []
     health = Health(lambda: engine, scheduler_running=lambda: True)
-    app = make_app(CollectorRegistry(), health, str)
-    httpd = start("127.0.0.1", free_port(), app)
-    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd = start("127.0.0.1", free_port(), make_app(CollectorRegistry(), health, str))
+    site = ReadServer(read_app(lambda: engine, str), "127.0.0.1", 0).start()
+    base = site.url
     hostile = [f"{base}/api/v1/offers?region={'a' * 60_000}",
                f"{base}/api/v1/offers?" + "&".join(["region=a*b*c*d*e"] * 1000),
                f"{base}/api/v1/offers?limit={'9' * 5001}",
@@ -287,10 +289,11 @@ def test_hostile_requests_are_refused_without_work_and_health_answers(engine):
                                   side_effect=AssertionError("a glob was compiled")), \
                 ThreadPoolExecutor(51) as pool:
             refused = [pool.submit(hit, hostile[i % 4]) for i in range(50)]
-            health_status, _, health_body = pool.submit(
-                lambda: (barrier.wait(), get(f"{base}/healthz"))[1]).result()
+            health_status, _, health_body = pool.submit(lambda: (barrier.wait(), get(
+                f"http://127.0.0.1:{httpd.server_address[1]}/healthz"))[1]).result()
             statuses = [f.result() for f in refused]
     finally:
+        site.stop()
         httpd.shutdown()
         httpd.server_close()
     assert set(statuses) == {400}
