@@ -1,13 +1,13 @@
-"""The read-only JSON API under `/api/v1/` on the metrics port, and its OpenAPI 3.1 document
-at `/api/v1/openapi.json`.
+"""The read-only JSON API under `/api/v1/` (served by scheduler/server.py), and its OpenAPI
+3.1 document at `/api/v1/openapi.json`.
 
 Offers (filters as in `gpuradar prices`), offer history, the market index and its history,
 sources and crawls: the reads of gpuradar.storage.dataset and gpuradar.storage.index, as
 JSON. Every answer carries a strong ETag (the SHA-256 of its body); a request whose
-If-None-Match names it gets 304 and no body, so a dashboard polling every few seconds costs
-the database reads but not the transfer. Answers pass through the same redaction as logs
-and the page: no configured secret reaches a client. Safe on a standby replica: nothing is
-written.
+If-None-Match names it gets 304 and no body; the server caches each answer per data
+version, so a dashboard polling every few seconds costs neither the reads nor the
+transfer. Answers pass through the same redaction as logs and the page: no configured
+secret reaches a client. Safe on a standby replica: nothing is written.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The read-only web page at `/` of the service's metrics port.
+"""The read-only web page at `/` of the web port (served by scheduler/server.py).
 
 Server-rendered HTML that needs no JavaScript: the cheapest live offer per GPU (filtered by
 GPU, pricing, region and source through query parameters), each source's freshness and
