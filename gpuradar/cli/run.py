@@ -42,11 +42,11 @@ def register(app: typer.Typer) -> None:
             "shows Scrapy's and APScheduler's own logs too.",
             envvar="GPURADAR_LOG_LEVEL")] = LogLevel.info,
         metrics_address: Annotated[str | None, typer.Option(
-            "--metrics-address", help="Bind address of the web page, /metrics and /healthz "
+            "--metrics-address", help="Bind address of /metrics, /healthz and /readyz "
             "(config metrics.address; default 127.0.0.1).",
             envvar="GPURADAR_METRICS_ADDRESS")] = None,
         metrics_port: Annotated[int | None, typer.Option(
-            "--metrics-port", help="Port of the web page, /metrics and /healthz (config "
+            "--metrics-port", help="Port of /metrics, /healthz and /readyz (config "
             "metrics.port; default 9108).", envvar="GPURADAR_METRICS_PORT")] = None,
         interval: Annotated[float | None, typer.Option(
             "--interval", metavar="<seconds>", help="Crawl every source every this many "
@@ -57,8 +57,9 @@ def register(app: typer.Typer) -> None:
         every crawl, deliver notifications, serve Prometheus metrics and a read-only web
         page. Stops cleanly on SIGTERM/SIGINT; SIGHUP reloads the configuration.
 
-        The web page is at http://127.0.0.1:9108/ by default (the metrics address and
-        port): the cheapest offer per GPU, sources, firing alerts and price history."""
+        The web page is at http://127.0.0.1:9109/ by default (config web.address and
+        web.port), the JSON API under /api/v1 there: the cheapest offer per GPU, sources,
+        firing alerts and price history. `gpuradar serve` serves them alone."""
         from gpuradar.scheduler.daemon import RunOptions
         from gpuradar.scheduler.daemon import run as run_daemon
 

@@ -293,8 +293,8 @@ def test_run_help_names_the_page():
     proc = gpuradar("run", "--help", env={"COLUMNS": "200"})
     assert proc.returncode == 0
     text = " ".join(proc.stdout.split())
-    assert "read-only web page" in text and "http://127.0.0.1:9108/" in text
-    assert "Port of the web page, /metrics and /healthz" in text
+    assert "read-only web page" in text and "http://127.0.0.1:9109/" in text
+    assert "Port of /metrics, /healthz and /readyz" in text and "gpuradar serve" in text
 
 
 def test_filters_are_query_parameters_and_need_no_javascript(site, browser):
