@@ -39,8 +39,11 @@ from gpuradar.scheduler.health import EndpointError
 
 log = logging.getLogger("gpuradar.web")
 
-#: Answers kept per data version (distinct paths and queries); the oldest used goes first.
+#: Answers kept per data version (distinct paths and queries), and their bytes (plain and
+#: gzipped) at most: past either, the least recently used goes first. An answer larger than
+#: the whole budget is sent, not kept.
 MAX_ENTRIES = 512
+MAX_BYTES = 64 * 1024 * 1024
 #: Bodies shorter than this are sent as they are: gzip would save less than its headers.
 GZIP_MIN = 1024
 #: Answers that read the clock besides the store: a window ending "now" unless `until` is
@@ -88,6 +91,7 @@ class ReadCache:
         self.clock, self.wall = clock, wall
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[str, ...], Answer] = OrderedDict()
+        self._bytes = 0
         self._pending: dict[tuple[str, ...], threading.Lock] = {}
         self._version: tuple[Any, ...] | None = None
         self._modified: datetime | None = None
@@ -104,6 +108,7 @@ class ReadCache:
             with self._lock:
                 if key != self._version:
                     self._entries.clear()
+                    self._bytes = 0
                     self._version, self._modified = key, modified
                 self._checked = now
         return self._version or (), self._modified
@@ -179,10 +184,18 @@ class ReadCache:
         packed = gzip.compress(body, 6, mtime=0) if len(body) >= GZIP_MIN else None
         answer = Answer([*kept, ("Cache-Control", "no-cache"), ("Vary", "Accept-Encoding")],
                         body, packed, tag)
+        size = len(body) + len(packed or b"")
+        if size > MAX_BYTES:
+            return answer
         with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= len(old.body) + len(old.gzipped or b"")
             self._entries[key] = answer
-            while len(self._entries) > MAX_ENTRIES:
-                self._entries.popitem(last=False)
+            self._bytes += size
+            while len(self._entries) > MAX_ENTRIES or self._bytes > MAX_BYTES:
+                _, old = self._entries.popitem(last=False)
+                self._bytes -= len(old.body) + len(old.gzipped or b"")
         return answer
 
     def _send(self, answer: Answer, environ: dict[str, Any], start_response: Callable,
