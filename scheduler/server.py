@@ -19,6 +19,7 @@ revalidate for a 304.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -319,6 +320,9 @@ class ReadServer:
 
     def stop(self) -> None:
         self._stopping.set()
-        self.server.pull_trigger()  # wakes the poll loop now
+        # wakes the poll loop now; a trigger already closed means the loop is ending anyway
+        # (it checks _stopping at least every asyncore_loop_timeout, 1 s)
+        with contextlib.suppress(OSError):
+            self.server.pull_trigger()
         if self.thread is not None:
             self.thread.join(10)

@@ -122,9 +122,13 @@ def _raw(base: str, request: bytes) -> bytes:
     url = urlsplit(base)
     data = b""
     with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
-        sock.sendall(request)
-        with contextlib.suppress(ConnectionResetError):  # it closes on a refusal: unread bytes
+        # the server answers a refusal and closes at once, maybe before it has read all we
+        # send: the send or our half-close may then fail, and the answer is still there
+        with contextlib.suppress(OSError):
+            sock.sendall(request)
+        with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_WR)
+        with contextlib.suppress(ConnectionResetError):
             while chunk := sock.recv(65536):
                 data += chunk
     return data
