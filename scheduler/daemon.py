@@ -225,8 +225,7 @@ class Daemon:
         if m.enabled:
             try:
                 self.httpd = serve(m.address, m.port,
-                                   make_app(self.metrics.registry, self.health, REDACT,
-                                            m.cors_origins))
+                                   make_app(self.metrics.registry, self.health, REDACT))
             except EndpointError as exc:
                 raise StartupError(f"{exc}; set metrics.port / --metrics-port (or "
                                    "metrics.enabled: false)") from None
@@ -235,8 +234,9 @@ class Daemon:
             from gpuradar.scheduler.server import ReadServer, read_app
 
             try:
-                self.web = ReadServer(read_app(lambda: self.engine, REDACT), w.address,
-                                      w.port, w.threads).start()
+                self.web = ReadServer(read_app(lambda: self.engine, REDACT,
+                                               cors=m.cors_origins),
+                                      w.address, w.port, w.threads).start()
             except EndpointError as exc:
                 raise StartupError(f"{exc}; set web.port / GPURADAR_WEB_PORT (or "
                                    "web.enabled: false)") from None

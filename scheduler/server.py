@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from email.utils import format_datetime, parsedate_to_datetime
@@ -130,7 +130,8 @@ class ReadCache:
         if version is None:
             return self.app(environ, start_response)
         minute = str(int(self.wall() // 60)) if path == "/" else ""
-        key = (repr(version), path, query, minute)
+        # the CORS headers answer the request's Origin: one entry per origin
+        key = (repr(version), path, query, minute, environ.get("HTTP_ORIGIN") or "")
         found = self._lookup(key)
         if found is None:
             try:
@@ -179,8 +180,8 @@ class ReadCache:
             if environ.get("REQUEST_METHOD") == "HEAD":
                 body = b""
             return status, headers, body
-        kept = [(k, v) for k, v in headers
-                if k.lower() not in ("content-length", "etag", "cache-control")]
+        kept = [(k, v) for k, v in headers if k.lower() not in (
+            "content-length", "etag", "cache-control", "last-modified")]
         tag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
         packed = gzip.compress(body, 6, mtime=0) if len(body) >= GZIP_MIN else None
         answer = Answer([*kept, ("Cache-Control", "no-cache"), ("Vary", "Accept-Encoding")],
@@ -222,15 +223,17 @@ class ReadCache:
         return [b"" if environ.get("REQUEST_METHOD") == "HEAD" else body]
 
 
-def route(engine_fn: Callable[[], Engine], redact: Callable[[str], str]) -> Callable:
-    """The page at `/` and the API under /api/v1, uncached: what ReadCache wraps."""
+def route(engine_fn: Callable[[], Engine], redact: Callable[[str], str],
+          cors: Sequence[str] = ()) -> Callable:
+    """The page at `/` and the API under /api/v1, uncached: what ReadCache wraps (`cors`:
+    the web origins whose pages may read the API, metrics.cors_origins)."""
 
     def app(environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
         if path == "/":
             return web.page(environ, start_response, engine_fn(), redact)
         if path == api.PREFIX or path.startswith(api.PREFIX + "/"):
-            return api.answer(environ, start_response, engine_fn, redact)
+            return api.answer(environ, start_response, engine_fn, redact, tuple(cors))
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"not found; try / or /api/v1/openapi.json\n"]
 
@@ -238,9 +241,9 @@ def route(engine_fn: Callable[[], Engine], redact: Callable[[str], str]) -> Call
 
 
 def read_app(engine_fn: Callable[[], Engine], redact: Callable[[str], str] = str,
-             recheck: float = 1.0) -> Callable:
+             recheck: float = 1.0, cors: Sequence[str] = ()) -> Callable:
     """The read side's WSGI app: read-only (405 for anything but GET and HEAD), cached."""
-    return web.read_only(ReadCache(route(engine_fn, redact), engine_fn, recheck))
+    return web.read_only(ReadCache(route(engine_fn, redact, cors), engine_fn, recheck))
 
 
 #: Request head refused beyond this (a URL over 64 KiB, or headers as long): 431.

@@ -36,7 +36,8 @@ def serve(
     engine = read_engine(url)
     web = cfg.web
     try:
-        server = ReadServer(read_app(lambda: engine, REDACT), address or web.address,
+        server = ReadServer(read_app(lambda: engine, REDACT, cors=cfg.metrics.cors_origins),
+                            address or web.address,
                             web.port if port is None else port, threads or web.threads)
     except EndpointError as exc:
         raise fail(f"{exc}; set --port / web.port") from None

@@ -206,16 +206,13 @@ def test_unknown_endpoint_and_writes_are_refused(site):
 def test_cors_only_for_configured_origins(engine, site):
     """Off by default (the shared site has none configured); with metrics.cors_origins a
     page of that origin may read answers, their ETag and Last-Modified, preflight included."""
-    from prometheus_client import CollectorRegistry
-
-    from gpuradar.scheduler.health import Health, make_app, serve
+    from gpuradar.scheduler.server import ReadServer, read_app
 
     page = "https://dash.example.org"
     status, headers, _ = get(f"{site}/index", {"Origin": page})
     assert status == 200 and "Access-Control-Allow-Origin" not in headers
-    httpd = serve("127.0.0.1", free_port(), make_app(
-        CollectorRegistry(), Health(lambda: engine), lambda s: s, [page]))
-    base = f"http://127.0.0.1:{httpd.server_address[1]}/api/v1"
+    server = ReadServer(read_app(lambda: engine, cors=[page]), "127.0.0.1", 0).start()
+    base = f"{server.url}/api/v1"
     try:
         _, headers, _ = get(f"{base}/offers", {"Origin": page})
         assert headers["Access-Control-Allow-Origin"] == page and headers["Vary"] == "Origin"
@@ -230,8 +227,7 @@ def test_cors_only_for_configured_origins(engine, site):
         status, _, _ = get(f"{base}/offers", {"Origin": page}, method="POST")
         assert status == 405
     finally:
-        httpd.shutdown()
-        httpd.server_close()
+        server.stop()
 
 
 def test_no_secret_in_answers(engine):
