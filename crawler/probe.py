@@ -4,7 +4,8 @@ read by the source's own parser, each outcome in one line with the fix to try.
 A probe is the source's spider with another start: its `probe_requests()` (by default the
 first request its crawl would make) go out once, without retries of HTTP errors, and the
 answer is handed to the spider's own callback; nothing is stored and follow-up requests are
-counted, not made. The outcome is the first that applies of: unreachable (no connection),
+counted, not made. The outcome is the first that applies of: robots-forbidden (a page the
+site's robots.txt forbids: not asked for, by choice), unreachable (no connection),
 rate-limited (429 or the provider's throttling code), auth-failed (401/403 or the provider's
 authentication codes), http-error, not-understood (the parser refused the answer), ok.
 """
@@ -20,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import scrapy
+from scrapy.exceptions import IgnoreRequest
 from scrapy.settings import Settings
 
 from gpuradar.core.items import PriceItem
@@ -48,7 +50,8 @@ probe_reported = object()
 class ProbeResult:
     source: str
     check: str
-    result: str  # ok | unreachable | rate-limited | auth-failed | http-error | not-understood
+    result: str  # ok | robots-forbidden | unreachable | rate-limited | auth-failed |
+    #              http-error | not-understood
     detail: str
     fix: str = ""
 
@@ -62,6 +65,8 @@ def _fix(cls: type[GpuRadarSpider], result: str, url: str) -> str:
     endpoint = endpoint or f"endpoints.{name}.<endpoint>"
     credentials = " / ".join(facts.credentials.values())
     return {
+        "robots-forbidden": f"the site asks robots not to read {url}, and gpuradar obeys: "
+                            f"ask the site, or disable sources.{name}",
         "unreachable": f"check the network or proxy; the URL is {url} ({endpoint} overrides it)",
         "rate-limited": f"wait and retry; crawl less often (sources.{name}.interval) or slower "
                         f"(sources.{name}.request_interval)",
@@ -163,6 +168,11 @@ def probe_class(cls: type[GpuRadarSpider]) -> type[GpuRadarSpider]:
     def _probe_failed(self, failure) -> None:
         request = failure.request
         exc = failure.value
+        if failure.check(IgnoreRequest) and "robots.txt" in str(exc):
+            # Scrapy's RobotsTxtMiddleware refused the request: the network is not at fault
+            self.report(request, "robots-forbidden",
+                        f"the site's robots.txt forbids {urlsplit(request.url).path}; not read")
+            return
         cause = str(exc).split("is unreachable (", 1)[-1].rstrip(")") if "is unreachable" in \
             str(exc) else connection_cause(exc)
         self.report(request, "unreachable", f"{urlsplit(request.url).netloc}: {cause}")

@@ -11,6 +11,7 @@ from scrapy.settings import Settings
 from gpuradar.crawler.runner import spider_classes
 from tests.clirun import gpuradar, write_config
 from tests.helpers import free_port
+from tests.make_recordings import captures, serve_capture
 from tests.provider_server import Reply, fixture, serve_standard
 
 USED = {"fx", "vastai", "tencent", "autodl", "azure", "alibaba", "lambda", "huawei"}
@@ -115,3 +116,25 @@ def test_all_ok_exits_zero_and_prints_a_table(tmp_path, provider_server, sqlite_
     assert verbose.returncode == 0, verbose.stderr
     assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d INFO scrapy\.", verbose.stderr, re.M)
     assert not re.search(r"\] (INFO|WARNING|ERROR): ", verbose.stderr), verbose.stderr
+
+
+def test_a_page_its_robots_txt_forbids_is_named_as_such_not_unreachable(
+        tmp_path, provider_server, sqlite_url):
+    # Verda's pricing page (its real capture) on a site whose robots.txt forbids it
+    settings = Settings()
+    settings.setmodule("gpuradar.crawler.settings")
+    disabled = {name: {"enabled": False} for name in spider_classes(settings) if name != "verda"}
+    endpoints = serve_capture(provider_server, captures()["verda"])
+    provider_server.route("GET", "/robots.txt", lambda req: Reply(
+        body=b"User-agent: *\nDisallow: /\n", content_type="text/plain"))
+    cfg = write_config(tmp_path / "c.yaml", endpoints=endpoints, scrapy={"DOWNLOAD_DELAY": 0},
+                       sources=disabled)
+    proc = gpuradar("sources", "--check", "--json", config=cfg, db_url=sqlite_url)
+    assert proc.returncode == 1, proc.stderr
+    (row,) = json.loads(proc.stdout)
+    assert (row["source"], row["result"]) == ("verda", "robots-forbidden"), row
+    assert row["detail"] == "the site's robots.txt forbids /pricing; not read"
+    assert "network" not in row["fix"] and "disable sources.verda" in row["fix"], row
+    assert "Traceback" not in proc.stderr
+    # the page was not asked for: only the robots.txt
+    assert [r.path for r in provider_server.requests] == ["/robots.txt"]
