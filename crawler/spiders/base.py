@@ -113,7 +113,8 @@ class GpuRadarSpider(scrapy.Spider):
         elif cls.request_interval:
             settings.set("DOWNLOAD_DELAY", cls.request_interval, priority="spider")
             settings.set("DOWNLOAD_DELAY_JITTER", 0.0, priority="spider")
-        if cls.facts.reads_pages and not settings.get("GPURADAR_REPLAY_DIR"):
+        if (cls.facts.reads_pages_with(cls.options_from(settings))
+                and not settings.get("GPURADAR_REPLAY_DIR")):
             # A site, not an API: its robots.txt is obeyed, and a page that has not changed
             # since the last crawl is not sent again (Scrapy's HTTP cache revalidates with
             # If-None-Match / If-Modified-Since under RFC 2616 rules). A recording is

@@ -239,7 +239,9 @@ def test_crawl_page_then_api_into_storage(tmp_path, provider_server, db_url, eng
     # listing under half of the last one: nothing closed, the crawl partial).
     assert (result["status"], result["items"], result["closed"]) == ("partial", 10, 0)
     assert KEY not in proc.stdout + proc.stderr
-    assert [r.path for r in provider_server.requests] == ["/pricing", "/api/v1/instance-types"]
+    # the page as a page (its robots.txt first), the API as an API
+    assert [r.path for r in provider_server.requests] == [
+        "/robots.txt", "/pricing", "/api/v1/instance-types"]
     proc = gpuradar("crawl", "lambda", "--json", config=cfg, db_url=db_url,
                     env={"LAMBDA_API_KEY": KEY})
     assert proc.returncode == 0, proc.stderr

@@ -131,6 +131,9 @@ class Provider:
     #: Where its prices come from (one of PRICE_SOURCES); stored with each offer
     #: (attributes.price_source) unless the spider says otherwise for an offer.
     price_source: str = "api"
+    #: A source that reads a pricing page only in some configurations (Lambda without an API
+    #: key): given its options, whether this crawl reads pages. None: `reads_pages`.
+    page_mode: Callable[[Options], bool] | None = None
     #: The fewest GPU rows (offers the parser reads) a complete answer holds: fewer means the
     #: page or answer changed, and the crawl fails as not understood instead of closing
     #: the offers it no longer sees. A page source states its own bound.
@@ -155,6 +158,11 @@ class Provider:
     def reads_pages(self) -> bool:
         """Whether its crawl reads a provider's web pages (robots.txt, hourly at most)."""
         return self.price_source == "list_page"
+
+    def reads_pages_with(self, opts: Options) -> bool:
+        """Whether a crawl with these options reads web pages, and so obeys the page rules
+        (robots.txt, conditional requests)."""
+        return self.page_mode(opts) if self.page_mode is not None else self.reads_pages
 
     @property
     def has_mainland_regions(self) -> bool:

@@ -25,6 +25,9 @@ LAMBDA = Provider(
         "pricing": "https://lambda.ai/pricing",
     },
     credentials={"api_key": "LAMBDA_API_KEY"},
+    # Without a key it reads the public pricing page, and is then as polite as a page source
+    # (robots.txt, conditional requests); with one it asks the API.
+    page_mode=lambda opts: not opts.get("api_key"),
     options={"regions": list[str]},
     notes=("API (key): one offer per region with capacity, price per instance-hour; without "
            "a key the public pricing page: list prices, region 'global', availability "
