@@ -27,7 +27,7 @@ from scrapy.exceptions import (
     NotConfigured,
     ResponseDataLossError,
 )
-from scrapy.http import Response
+from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
 from scrapy.responsetypes import responsetypes
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.misc import load_object
@@ -588,3 +588,59 @@ class RecordReplayMiddleware:
                 and not request.meta.get("dont_record")):
             self.recording(self.crawler.spider).save(request, response)
         return response
+
+
+def response_for(path: Path, request: Request) -> TextResponse:
+    """A saved response as Scrapy's kind of it (XML, HTML or text, from its first bytes)."""
+    body = path.read_bytes()
+    head = body.lstrip()[:200].lower()
+    if head.startswith(b"<?xml") or b"<gesmes" in head:
+        cls: type[TextResponse] = XmlResponse
+    elif head.startswith((b"<!doctype html", b"<html", b"<")):
+        cls = HtmlResponse
+    else:
+        cls = TextResponse
+    return cls(url=request.url, body=body, encoding="utf-8", request=request)
+
+
+#: Scrapy signal of a crawl of saved files (SavedFilesMiddleware): a parser raised on one
+#: (`path`, `exception`); `gpuradar parse` says so in one line naming the file.
+saved_file_failed = object()
+
+
+class SavedFilesMiddleware:
+    """`GPURADAR_SAVED_FILES` ([path, url] pairs): a crawl of saved responses instead of the
+    provider, so that `parse` and the demo timeline run the source's parser through the same
+    crawl, pipelines and rules as `crawl`. As a spider middleware it starts one request per
+    file (the spider's `parse_file` picks the parser from the content) and reports a parser's
+    exception whole with its file; as a downloader middleware it answers those requests from
+    the files and drops every other request (a saved file leads nowhere)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        files = crawler.settings.getlist("GPURADAR_SAVED_FILES")
+        if not files:
+            raise NotConfigured
+        self.crawler = crawler
+        self.files = [(Path(path), url) for path, url in files]
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> SavedFilesMiddleware:
+        return cls(crawler)
+
+    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        spider = self.crawler.spider
+        for path, url in self.files:
+            yield Request(url or path.resolve().as_uri(), callback=spider.parse_file,
+                          dont_filter=True, meta={"saved_file": str(path)})
+
+    def process_request(self, request: Request) -> Response:
+        path = request.meta.get("saved_file")
+        if path is None:
+            raise IgnoreRequest(f"a crawl of saved files fetches nothing: {request.url}")
+        return response_for(Path(path), request)
+
+    def process_spider_exception(self, response: Response, exception: Exception) -> None:
+        path = response.meta.get("saved_file")
+        if path is not None:
+            self.crawler.signals.send_catch_log(saved_file_failed, path=path,
+                                                exception=exception)

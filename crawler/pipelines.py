@@ -249,7 +249,9 @@ class NormalizePipeline:
         from gpuradar.storage.db import open_database
         from gpuradar.storage.queries import latest_fx
 
-        self.fx = FxTable(latest_fx(open_database(database_url(self.crawler))))
+        given = self.crawler.settings.get("GPURADAR_FX")  # `parse`: no database
+        self.fx = given if given is not None else FxTable(
+            latest_fx(open_database(database_url(self.crawler))))
 
     def process_item(self, item: Any) -> Any:
         return each_offer(self.crawler, item, self.judge)
@@ -330,14 +332,22 @@ class StoragePipeline:
     def spider_opened(self, spider) -> None:
         from gpuradar.core.marketindex import Params
         from gpuradar.storage.db import open_database
-        from gpuradar.storage.ingest import CrawlWriter
+        from gpuradar.storage.ingest import CrawlWriter, Replay
 
+        settings = self.crawler.settings
+        if not settings.getbool("GPURADAR_STORE", True):
+            return  # `parse`: judged and counted (duplicates too), stored nowhere
         self.engine = open_database(database_url(self.crawler))
-        replay_dir = self.crawler.settings.get("GPURADAR_REPLAY_DIR")
+        replay_dir = settings.get("GPURADAR_REPLAY_DIR")
+        staged = settings.getdict("GPURADAR_STAGED")
+        started_at = None
         # A replay's observations describe the recording's capture time, not today.
         replay = Recording(Path(replay_dir), spider.name).replay() if replay_dir else None
+        if staged:  # the demo timeline: a capture's prices at a staged time
+            started_at = staged["at"]
+            replay = Replay(staged["captured"], started_at)
         self.writer = CrawlWriter(
-            self.engine, spider.name, replay=replay,
+            self.engine, spider.name, replay=replay, started_at=started_at,
             shrink_guard=shrink_guard(self.crawler, spider.name),
             keep_state=self.crawler.settings.getbool("GPURADAR_KEEP_STATE", True),
             index_params=Params(**self.crawler.settings.getdict("GPURADAR_INDEX_PARAMS")))
@@ -365,9 +375,10 @@ class StoragePipeline:
             if key in self.keys or (self.writer is not None and self.writer.listed(key)):
                 raise _drop(self.crawler, "duplicate_offer", item)
             self.keys.add(key)
-            self.batch.append(item)
-            if len(self.batch) >= self.batch_size:
-                self.flush()
+            if self.writer is not None:
+                self.batch.append(item)
+                if len(self.batch) >= self.batch_size:
+                    self.flush()
         return item
 
     def flush(self) -> None:

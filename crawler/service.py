@@ -232,6 +232,32 @@ class CrawlService:
                           install_signal_handlers=install_signal_handlers)
 
 
+def crawl_here(spidercls: type, settings: Settings,
+               prepare: Callable[[Any], None] | None = None) -> CrawlResult:
+    """One crawl run to its end on this thread's asyncio loop, Twisted's asyncio reactor
+    installed but not run, so a process may do it again and again (`parse`, the demo
+    timeline's steps, tests): only for crawls that reach no network (saved files).
+    `prepare(crawler)` connects to its signals before it starts."""
+    from scrapy.utils.reactor import install_reactor, is_reactor_installed
+
+    if not is_reactor_installed():
+        install_reactor(settings["TWISTED_REACTOR"])
+    from twisted.internet import reactor
+
+    # The reactor's loop (Scrapy reads the same attribute), whatever is current meanwhile.
+    loop = reactor._asyncioEventloop  # type: ignore[attr-defined]
+    asyncio.set_event_loop(loop)
+    crawl = Crawl(spidercls, settings)
+    if prepare is not None:
+        prepare(crawl.crawler)
+    runner = CrawlService(settings).runner
+
+    async def run() -> CrawlResult:
+        return await crawl.begin(runner)
+
+    return loop.run_until_complete(run())
+
+
 # -- one-shot commands: `crawl`, `crawl --replay`, the demo snapshot ------------------------
 class CrawlStopped(Exception):
     """The crawls did not all run to their end; `results` has every source's outcome."""

@@ -59,6 +59,8 @@ DOWNLOADER_MIDDLEWARES = {
     # Outermost, so that replay answers before anything touches the network and record
     # sees the final response.
     "gpuradar.crawler.middlewares.RecordReplayMiddleware": 50,
+    # `parse` and the demo timeline: answers a crawl's requests from saved files.
+    "gpuradar.crawler.middlewares.SavedFilesMiddleware": 40,
 }
 
 # Spider middlewares that only look at requests, yet step through every item a spider
@@ -69,6 +71,9 @@ SPIDER_MIDDLEWARES = {
     "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware": None,
     # A response a callback cannot read (HTML where JSON is due): one line, not a traceback.
     "gpuradar.crawler.middlewares.UnreadableResponseMiddleware": 50,
+    # `parse` and the demo timeline: the saved files instead of the spider's own start, and
+    # a parser's error kept whole (before the line above shortens it).
+    "gpuradar.crawler.middlewares.SavedFilesMiddleware": 900,
     # Next to the spider: a callback's offers reach the pipelines in batches (PriceBatch),
     # so Scrapy's per-item task, signals and pipeline awaitables are paid once per batch.
     "gpuradar.crawler.middlewares.PriceBatchMiddleware": 950,
@@ -102,6 +107,15 @@ GPURADAR_KEEP_STATE = True
 # Record every response under this directory / answer every request from it.
 GPURADAR_RECORD_DIR = None
 GPURADAR_REPLAY_DIR = None
+# `parse` and the demo timeline: crawl these saved responses ([path, url] pairs) instead of
+# the provider (SavedFilesMiddleware); GPURADAR_STORE False keeps every item out of the
+# database (`parse`: the pipelines judge and count, nothing is stored, the exchange rates
+# are GPURADAR_FX's, a gpuradar.core.currency.FxTable); GPURADAR_STAGED ({"captured": date,
+# "at": datetime}) records the crawl at the staged time `at` as a replay of that capture.
+GPURADAR_SAVED_FILES = None
+GPURADAR_STORE = True
+GPURADAR_FX = None
+GPURADAR_STAGED = None
 # Endpoint overrides, "source.endpoint" -> URL (tests, mirrors): {"azure.prices": "http://..."}
 GPURADAR_ENDPOINTS: dict[str, str] = {}
 # Per-source options from the config file (credentials, regions, currency, ...).

@@ -193,7 +193,7 @@ def _timeline(cfg: "Config", pace: float) -> None:
             at = start + timedelta(hours=step["hour"])
             body = Path(tmp) / f"step-{step['hour']}.json"
             body.write_text(json.dumps({"offers": [listed[m] for m in step["listed"]]}))
-            cheapest = _store_step(cfg, engine, source, body, at, spec["captured"])
+            cheapest = _store_step(cfg, source, body, at, spec["captured"])
             evaluate(engine, rules, now=at)
             notes = [n for n in notification_log(engine, limit=20) if n["id"] > seen]
             seen = max([seen, *(n["id"] for n in notes)])
@@ -211,26 +211,21 @@ def _timeline(cfg: "Config", pace: float) -> None:
         f"staged day above, {start:%m-%d %H:%M} to {until:%m-%d %H:%M} UTC"))
 
 
-def _store_step(cfg: "Config", engine: Any, source: str, body: Path, at: datetime,
+def _store_step(cfg: "Config", source: str, body: Path, at: datetime,
                 captured: str) -> float | None:
-    """Parse one step's answer with the source's own parser and store it as a complete
-    crawl at the staged time `at`, marked replayed from the capture of `captured` (the
+    """Crawl one step's answer with the source's own parser and the pipelines of every
+    crawl, recorded at the staged time `at` as replayed from the capture of `captured` (the
     prices are that capture's; only their timing is staged); the cheapest on-demand price
-    per GPU it listed."""
-    from gpuradar.core.items import PriceItem
+    per GPU it kept."""
     from gpuradar.crawler.config import scrapy_settings
-    from gpuradar.crawler.parsing import ParseFailed, parse_files
-    from gpuradar.storage.index import params_from
-    from gpuradar.storage.ingest import CrawlWriter, Replay
+    from gpuradar.crawler.parsing import ParseFailed, crawl_files
 
+    settings = scrapy_settings(cfg)
+    settings.set("GPURADAR_STAGED", {"captured": captured, "at": at}, priority="cmdline")
     try:
-        records = list(parse_files(source, [body], scrapy_settings(cfg)))
+        records, _result = crawl_files(source, [body], settings)
     except ParseFailed as exc:
         raise fail(str(exc), EXIT_FAILED) from None
-    items = [PriceItem(**{**r, "observed_at": at}) for r in records if "dropped" not in r]
-    writer = CrawlWriter(engine, source, started_at=at, replay=Replay(captured, at),
-                         index_params=params_from(cfg.alerts))
-    writer.add(items)
-    writer.finish("ok")
-    prices = [i.price_per_gpu_usd for i in items if i.pricing == "on_demand"]
+    prices = [r["price_per_gpu_usd"] for r in records
+              if "dropped" not in r and r.get("pricing") == "on_demand"]
     return min(prices) if prices else None
