@@ -6,8 +6,10 @@ import json
 import time
 from pathlib import Path
 
+from scrapy import Request
+
 from gpuradar.core.items import FxRateItem, PriceItem
-from gpuradar.crawler.parsing import response_for
+from gpuradar.crawler.middlewares import response_for
 
 RECORDINGS = Path(__file__).parent.parent / "gpuradar" / "recordings"
 
@@ -27,7 +29,7 @@ def parse_figures(settings, min_seconds: float = 0.3) -> dict[str, dict[str, flo
             continue
         spider = get_crawler(classes[rec.name], settings.copy_to_dict())._create_spider()
         entries = json.loads((rec / "index.json").read_text())
-        responses = [response_for(rec / e["file"], e["url"]) for e in entries
+        responses = [response_for(rec / e["file"], Request(e["url"])) for e in entries
                      if e.get("status") == 200]
         items = rounds = 0
         t0 = time.perf_counter()
