@@ -30,7 +30,7 @@ from sqlalchemy import BindParameter, Engine, Text, bindparam, cast, func, inser
 from gpuradar.core import defaults
 from gpuradar.core.items import OfferKey, PriceItem
 from gpuradar.core.marketindex import Params
-from gpuradar.core.outcome import CrawlStatus
+from gpuradar.core.outcome import CrawlStatus, held_outcome, shrink_hold, stored_outcome
 from gpuradar.storage.db import dialect_insert, json_dumps
 from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, OFFER
 from gpuradar.storage.owner import process_owner
@@ -263,7 +263,8 @@ class CrawlWriter:
             if replay is not None:
                 self.refused = self._older_than_stored(conn)
             self.crawl_id: int = conn.execute(
-                insert(CRAWL).values(source=source, started_at=self.started_at, status="running",
+                insert(CRAWL).values(source=source, started_at=self.started_at,
+                                     status=CrawlStatus.RUNNING,
                                      owner=process_owner(),
                                      # NULL when it is the start (a live crawl): readers
                                      # take started_at, and the time is stored once
@@ -296,7 +297,8 @@ class CrawlWriter:
         source would be written before it and contradict the current prices."""
         newest = conn.execute(
             select(func.max(func.coalesce(CRAWL.c.observed_at, CRAWL.c.started_at)))
-            .where(CRAWL.c.source == self.source, CRAWL.c.status.in_(("ok", "partial")))
+            .where(CRAWL.c.source == self.source,
+                   CRAWL.c.status.in_((CrawlStatus.OK, CrawlStatus.PARTIAL)))
         ).scalar()
         if newest is None or self.observed_at >= newest:
             return ""
@@ -444,27 +446,21 @@ class CrawlWriter:
             log.warning("%s: updating the market index failed: %s", self.source,
                         str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
-    def _shrink_hold(self, conn, listed: int) -> tuple[int, int] | None:
-        """(listed by the last successful crawl, its share threshold in offers) when this
-        crawl lists too few offers to be believed and the previous crawl did not already
-        report the same drop; None when the drop is confirmed or there is none."""
-        if self.shrink_guard <= 0:
-            return None
-        baseline = conn.execute(
-            select(CRAWL.c["items"]).where(CRAWL.c.source == self.source, CRAWL.c.status == "ok",
+    def _shrink_baseline(self, conn) -> int | None:
+        """Offers the source's last successful crawl before this one listed."""
+        return conn.execute(
+            select(CRAWL.c["items"]).where(CRAWL.c.source == self.source,
+                                        CRAWL.c.status == CrawlStatus.OK,
                                         CRAWL.c.id < self.crawl_id)
             .order_by(CRAWL.c.id.desc()).limit(1)).scalar()
-        if not baseline or listed >= self.shrink_guard * baseline:
-            return None
-        previous_held = conn.execute(
+
+    def _drop_reported(self, conn) -> bool:
+        """Whether the source's crawl before this one held missing offers (a drop it
+        reported, which this crawl confirms)."""
+        return bool(conn.execute(
             select(CRAWL.c.held).where(CRAWL.c.source == self.source,
                                        CRAWL_FINISHED, CRAWL.c.id < self.crawl_id)
-            .order_by(CRAWL.c.id.desc()).limit(1)).scalar()
-        if previous_held:
-            log.info("%s: the drop to %d offers is confirmed (last successful crawl: %d); "
-                     "closing the missing ones", self.source, listed, baseline)
-            return None
-        return baseline, math.ceil(self.shrink_guard * baseline)
+            .order_by(CRAWL.c.id.desc()).limit(1)).scalar())
 
     def finish(self, status: str, *, error: str = "", dropped: Mapping[str, int] | None = None,
                unknown_gpus: Iterable[str] = (), unreadable: Iterable[tuple] = (),
@@ -472,12 +468,12 @@ class CrawlWriter:
         """Record the outcome; only a clean ("ok") crawl closes offers it did not see, and
         never those in `unreadable` (keys of offers listed with a price that could not be
         read or believed) nor, unconfirmed, after a large drop (the shrink guard). `rates`:
-        exchange rates stored by this crawl (the FX source), counted as its items."""
+        exchange rates stored by this crawl (the FX source), counted as its items. The
+        decisions are gpuradar.core.outcome's (stored_outcome, shrink_hold): this reads the
+        facts they need and writes what they decided."""
         finished = datetime.now(UTC)
         closed = held = 0
         dropped = dict(dropped or {})
-        if self.refused:  # not a failure of the source: its staleness stays as it was
-            status, error = CrawlStatus.REFUSED, self.refused
         if self.unstorable:
             dropped["unstorable_price"] = dropped.get("unstorable_price", 0) + len(
                 self.unstorable)
@@ -486,11 +482,9 @@ class CrawlWriter:
         current = self.current
         kept = [i for k in (set(unreadable) | self.unstorable) - self.seen
                 if (i := current.index.get(k)) is not None and current.active[i]]
-        if (status == "ok" and self.items == 0 and not kept
-                and any(current.active)):
-            # An empty answer from a source that listed offers before is a broken source,
-            # not a market that emptied in one go: close nothing.
-            status, error = "failed", error or "crawl returned no offers; nothing closed"
+        status, error = stored_outcome(
+            CrawlStatus(status), error, refused=self.refused, stored=self.items,
+            kept_unreadable=len(kept), listed_before=any(current.active))
         with self.engine.begin() as conn:
             flag = [i for i in kept if i not in current.unreadable]
             if flag:
@@ -501,17 +495,18 @@ class CrawlWriter:
             kept_set = set(kept)
             gone = [i for i, k in enumerate(current.keys)
                     if current.active[i] and k not in self.seen and i not in kept_set]
-            hold = (self._shrink_hold(conn, len(self.seen) + len(kept))
-                    if status == "ok" and gone else None)
+            listed = len(self.seen) + len(kept)
+            hold = (shrink_hold(listed=listed, gone=len(gone), guard=self.shrink_guard,
+                                baseline=self._shrink_baseline(conn))
+                    if status == CrawlStatus.OK and gone and self.shrink_guard > 0 else None)
+            if hold is not None and self._drop_reported(conn):
+                log.info("%s: the drop to %d offers is confirmed (last successful crawl: %d); "
+                         "closing the missing ones", self.source, listed, hold.baseline)
+                hold = None
             if hold is not None:
-                baseline, threshold = hold
-                held, status = len(gone), "partial"
-                reason = (f"shrink guard: listed {len(self.seen) + len(kept)} offers, the last "
-                          f"successful crawl listed {baseline} (fewer than {threshold}); "
-                          f"{held} missing offer(s) not closed unless the next crawl "
-                          "confirms the drop")
-                error = f"{reason}; {error}" if error else reason
-            elif status == "ok" and gone:
+                held = hold.held
+                status, error = held_outcome(hold, error)
+            elif status == CrawlStatus.OK and gone:
                 at = epoch(self.observed_at)
                 gone_ids = [current.ids[i] for i in gone]
                 _record_changes(conn, [{"offer_id": oid, "at": at, "price_micros": None,

@@ -1,11 +1,13 @@
 """A crawl's status, and the one decision of it from what the crawl saw.
 
 Pure: no Scrapy, no database. The storage pipeline gathers what a crawl saw (CrawlSeen) and
-asks `crawl_outcome`; storage may then only make it stricter for what it alone knows (a
-replay it refused, an empty answer from a source that listed offers, a shrink it holds)."""
+asks `crawl_outcome`; storage may then only make it stricter for what it alone knows, as
+`stored_outcome` and `shrink_hold` decide from the facts it reads (a replay it refused, an
+empty answer from a source that listed offers, a shrink it holds)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -58,3 +60,46 @@ def crawl_outcome(seen: CrawlSeen) -> tuple[CrawlStatus, str]:
     if seen.spider_errors or seen.ignored or seen.gave_up or logged:
         return (CrawlStatus.PARTIAL if seen.stored else CrawlStatus.FAILED), "; ".join(errors)
     return CrawlStatus.OK, ""
+
+
+def stored_outcome(status: CrawlStatus, error: str, *, refused: str, stored: int,
+                   kept_unreadable: int, listed_before: bool) -> tuple[CrawlStatus, str]:
+    """(status, error) made stricter for what storage alone knows when it records a crawl:
+    a replay it refused is refused, with why (not a failure of the source); an ok crawl
+    that read nothing from a source that listed offers fails (a broken source, not a market
+    that emptied in one go)."""
+    if refused:
+        return CrawlStatus.REFUSED, refused
+    if status == CrawlStatus.OK and not stored and not kept_unreadable and listed_before:
+        return CrawlStatus.FAILED, error or "crawl returned no offers; nothing closed"
+    return status, error
+
+
+@dataclass(frozen=True)
+class ShrinkHold:
+    """A drop the shrink guard holds: the missing offers stay open until confirmed."""
+
+    listed: int      # offers this crawl listed
+    baseline: int    # offers the last successful crawl listed
+    threshold: int   # fewest offers believed without confirmation
+    held: int        # open offers this crawl did not list, left open
+
+    def reason(self) -> str:
+        return (f"shrink guard: listed {self.listed} offers, the last successful crawl "
+                f"listed {self.baseline} (fewer than {self.threshold}); {self.held} missing "
+                "offer(s) not closed unless the next crawl confirms the drop")
+
+
+def shrink_hold(*, listed: int, gone: int, baseline: int | None,
+                guard: float) -> ShrinkHold | None:
+    """The hold of an ok crawl that lists fewer than `guard` x the last successful crawl's
+    `baseline` offers and would close `gone` ones; None when there is nothing to hold or
+    the guard is off (0). Storage lifts it when the crawl before held the same drop."""
+    if not gone or guard <= 0 or not baseline or listed >= guard * baseline:
+        return None
+    return ShrinkHold(listed, baseline, math.ceil(guard * baseline), gone)
+
+
+def held_outcome(hold: ShrinkHold, error: str) -> tuple[CrawlStatus, str]:
+    """An ok crawl whose missing offers are held: partial, the hold said first."""
+    return CrawlStatus.PARTIAL, f"{hold.reason()}; {error}" if error else hold.reason()
