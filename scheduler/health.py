@@ -35,6 +35,8 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 from sqlalchemy import Engine, text
 
+from gpuradar.core.outcome import CrawlStatus
+
 HEARTBEAT_EVERY = 5.0    # seconds between heartbeats from the loop
 HEARTBEAT_STALE = 30.0   # a heartbeat older than this: the loop or scheduler is stuck
 DB_TIMEOUT = 5.0         # the database must answer within this
@@ -137,7 +139,7 @@ def source_states(engine: Engine, plans: dict[str, float], now: datetime) -> dic
         success = ok.get(name)
         if last is None:
             out[name] = "pending"
-        elif last["status"] == "failed":
+        elif last["status"] == CrawlStatus.FAILED:
             out[name] = f"failing: {(last.get('error') or 'no detail').splitlines()[0][:200]}"
         elif success is None or (now - success).total_seconds() > STALE_AFTER * interval:
             out[name] = ("stale: never crawled successfully" if success is None else

@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlencode
 from jinja2 import Environment
 from sqlalchemy import Engine
 
+from gpuradar.core.outcome import CrawlStatus
 from gpuradar.core.pricing import PRICINGS, parse_pricing
 from gpuradar.core.pricing import label as pricing_label
 from gpuradar.core.units import age, money
@@ -336,7 +337,8 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
                  "since": f"{_aware(a['fired_at']):%Y-%m-%d %H:%M}" if a["fired_at"]
                  else "-", "best": money(a["best_value"], a["currency"] or "USD"),
                  "matches": a["match_count"]} for a in data["alerts"]],
-        sources=[{**s, "css": {"ok": "ok", "partial": "warn"}.get(s["status"], "bad"),
+        sources=[{**s, "css": {CrawlStatus.OK: "ok",
+                               CrawlStatus.PARTIAL: "warn"}.get(s["status"], "bad"),
                   "last_crawl": age(s["last_crawl"], now),
                   "last_success": f"{age(s['last_success'], now)} ago" if s["last_success"]
                   else "never", "data_as_of": _data_as_of(s, now),

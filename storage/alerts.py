@@ -27,6 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
+from gpuradar.core.outcome import CrawlStatus
 from gpuradar.storage.db import driver_rows
 from gpuradar.storage.models import CRAWL, CRAWL_NOT_OK, OFFER, OUTBOX, STATE
 from gpuradar.storage.offers import COLUMNS, OfferRow
@@ -57,10 +58,11 @@ def source_health(engine: Engine, *, by_run: bool = False
     observed = CRAWL.c.started_at if by_run else func.coalesce(CRAWL.c.observed_at,
                                                                CRAWL.c.started_at)
     last_ok = (select(CRAWL.c.source, CRAWL.c.id.label("ok_id"), observed.label("ok_at"))
-               .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == "ok"))).subquery())
+               .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == CrawlStatus.OK)))
+               .subquery())
     fails = (select(CRAWL.c.source, func.count().label("n"))
              .select_from(CRAWL.outerjoin(last_ok, last_ok.c.source == CRAWL.c.source))
-             .where(CRAWL.c.status.in_(("failed", "partial")), CRAWL_NOT_OK,
+             .where(CRAWL.c.status.in_((CrawlStatus.FAILED, CrawlStatus.PARTIAL)), CRAWL_NOT_OK,
                     or_(last_ok.c.ok_id.is_(None), CRAWL.c.id > last_ok.c.ok_id))
              .group_by(CRAWL.c.source))
     out: dict[str, tuple[datetime | None, int]] = {}

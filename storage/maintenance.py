@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Engine, and_, delete, exists, func, not_, select, text
 from sqlalchemy.sql.elements import ColumnElement
 
+from gpuradar.core.outcome import CrawlStatus
 from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, OUTBOX
 from gpuradar.storage.queries import newest_crawl_ids
 
@@ -52,7 +53,7 @@ def _old_crawls(cutoff: datetime) -> ColumnElement[bool]:
     latest successful crawl."""
     return and_(CRAWL.c.started_at < cutoff, CRAWL_FINISHED,
                 not_(CRAWL.c.id.in_(newest_crawl_ids())),
-                not_(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == "ok"))))
+                not_(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == CrawlStatus.OK))))
 
 
 def _old_notifications(cutoff: datetime) -> ColumnElement[bool]:

@@ -23,6 +23,7 @@ from functools import cache
 
 from sqlalchemy import Engine, and_, select, update
 
+from gpuradar.core.outcome import CrawlStatus
 from gpuradar.storage.models import CRAWL, CRAWL_NOT_OK
 
 STALE_AFTER = timedelta(days=1)
@@ -74,7 +75,7 @@ def mark_dead_crawls(engine: Engine, now: datetime | None = None, *,
     old = now - STALE_AFTER
     with engine.begin() as conn:
         rows = conn.execute(select(CRAWL.c.id, CRAWL.c.owner, CRAWL.c.started_at)
-                            .where(CRAWL.c.status == "running", CRAWL_NOT_OK)).all()
+                            .where(CRAWL.c.status == CrawlStatus.RUNNING, CRAWL_NOT_OK)).all()
         dead = []
         for crawl_id, owner, started in rows:
             started = started if started is None or started.tzinfo else started.replace(
@@ -90,8 +91,8 @@ def mark_dead_crawls(engine: Engine, now: datetime | None = None, *,
                                        f"{STALE_AFTER.days} day; its process is gone)"))
         for crawl_id, error in dead:
             conn.execute(update(CRAWL).where(and_(CRAWL.c.id == crawl_id,
-                                                  CRAWL.c.status == "running"))
-                         .values(status="failed", error=error, finished_at=now))
+                                                  CRAWL.c.status == CrawlStatus.RUNNING))
+                         .values(status=CrawlStatus.FAILED, error=error, finished_at=now))
     return len(dead)
 
 
@@ -101,6 +102,6 @@ def mark_interrupted(engine: Engine, crawl_ids: list[int], why: str) -> int:
         return 0
     with engine.begin() as conn:
         return conn.execute(update(CRAWL).where(and_(
-            CRAWL.c.id.in_(crawl_ids), CRAWL.c.status == "running"))
-            .values(status="failed", error=f"interrupted ({why})",
+            CRAWL.c.id.in_(crawl_ids), CRAWL.c.status == CrawlStatus.RUNNING))
+            .values(status=CrawlStatus.FAILED, error=f"interrupted ({why})",
                     finished_at=datetime.now(UTC))).rowcount

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import ColumnElement, Engine, ScalarSelect, and_, func, or_, select, true, update
 
+from gpuradar.core.outcome import CrawlStatus
 from gpuradar.core.units import region_matches
 from gpuradar.storage.db import dialect_insert
 from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, CRAWL_NOT_OK, FX, OFFER
@@ -24,7 +25,7 @@ def last_success(engine: Engine) -> dict[str, datetime]:
     What its data describes (a replay's capture time) is `last_observed`, read from the
     same crawl."""
     q = (select(CRAWL.c.source, CRAWL.c.started_at)
-         .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == "ok"))))
+         .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == CrawlStatus.OK))))
     with engine.connect() as conn:
         return dict(conn.execute(q).all())
 
@@ -52,7 +53,7 @@ def last_observed(engine: Engine) -> dict[str, Observed]:
     from a recording the recording's capture time, never the time it was replayed."""
     q = (select(CRAWL.c.source, func.coalesce(CRAWL.c.observed_at, CRAWL.c.started_at),
                 CRAWL.c.replayed, CRAWL.c.captured)
-         .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == "ok"))))
+         .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == CrawlStatus.OK))))
     with engine.connect() as conn:
         return {s: Observed(at, bool(replayed), captured)
                 for s, at, replayed, captured in conn.execute(q)}
@@ -82,7 +83,7 @@ def consecutive_failures(engine: Engine, source: str, limit: int = 50) -> int:
     n = 0
     with engine.connect() as conn:
         for (status,) in conn.execute(q):
-            if status != "failed":
+            if status != CrawlStatus.FAILED:
                 break
             n += 1
     return n
@@ -91,8 +92,9 @@ def consecutive_failures(engine: Engine, source: str, limit: int = 50) -> int:
 def mark_interrupted_crawls(engine: Engine) -> int:
     """Crawls left 'running' by a killed process are failed: they closed nothing."""
     with engine.begin() as conn:
-        return conn.execute(update(CRAWL).where(CRAWL.c.status == "running", CRAWL_NOT_OK).values(
-            status="failed", error="interrupted (process stopped during the crawl)",
+        return conn.execute(update(CRAWL).where(CRAWL.c.status == CrawlStatus.RUNNING,
+                                               CRAWL_NOT_OK).values(
+            status=CrawlStatus.FAILED, error="interrupted (process stopped during the crawl)",
             finished_at=datetime.now(UTC))).rowcount
 
 

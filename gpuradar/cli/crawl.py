@@ -135,12 +135,14 @@ def print_results(results, fmt: Format) -> None:
 def summary_line(results) -> str:
     """One line under the table: 'network unreachable: 0 of 8 sources' when no source
     could be reached at all, else the count of each outcome."""
-    ok = sum(r.status == "ok" for r in results)
-    if all(r.status == "failed" and r.error.startswith("cannot reach") for r in results):
+    ok = sum(r.status == CrawlStatus.OK for r in results)
+    if all(r.status == CrawlStatus.FAILED and r.error.startswith("cannot reach")
+           for r in results):
         return (f"network unreachable: 0 of {len(results)} sources answered (check the "
                 "connection or the proxy; `gpuradar sources --check` tells more)")
     counts = {s: sum(r.status == s for r in results)
-              for s in ("ok", "partial", "failed", "refused")}
+              for s in (CrawlStatus.OK, CrawlStatus.PARTIAL, CrawlStatus.FAILED,
+                        CrawlStatus.REFUSED)}
     return f"{ok} of {len(results)} sources crawled: " + ", ".join(
         f"{n} {s}" for s, n in counts.items() if n)
 
@@ -175,7 +177,7 @@ def crawl(
     print_results(results, fmt)
     if any(r.status in (CrawlStatus.FAILED, CrawlStatus.REFUSED) for r in results):
         raise typer.Exit(EXIT_FAILED)
-    if any(r.status == "partial" for r in results):
+    if any(r.status == CrawlStatus.PARTIAL for r in results):
         raise typer.Exit(EXIT_PARTIAL)
 
 

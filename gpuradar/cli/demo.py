@@ -29,6 +29,7 @@ from gpuradar.cli.common import (
 from gpuradar.cli.crawl import crawl_sources, print_results
 from gpuradar.cli.output import Col, Format, console, money, print_table, table
 from gpuradar.cli.prices import YES_NO, print_gpu_history
+from gpuradar.core.outcome import CrawlStatus
 
 if TYPE_CHECKING:
     from gpuradar.core.config import Config
@@ -135,7 +136,7 @@ def _snapshot(cfg: "Config", verbose: bool) -> None:
     # Its own data's known gaps (products the catalog lacks) are counted in the crawl
     # record, not warned about: -v shows them.
     results = crawl_sources(cfg, sources, None, RECORDINGS, verbose, log_level="ERROR")
-    if any(r.status != "ok" for r in results):
+    if any(r.status != CrawlStatus.OK for r in results):
         print_results(results, Format.table)
         raise typer.Exit(EXIT_FAILED)
     dates = {s: provenance(s).get("captured", "?") for s in sources}
