@@ -342,11 +342,15 @@ class RuleErrors(RuleError):
         return "\n".join(str(e) for e in self.errors)
 
 
-def load_rules(cfg: Config, targets: Targets | None = None) -> list[Rule]:
-    """Every rule of the config (`rules:` and `rules_file`), targets resolved.
+def load_rules(cfg: Config, targets: Targets | None = None,
+               settings: AlertSettings | None = None) -> list[Rule]:
+    """Every rule of the config (`rules:` and `rules_file`), targets resolved. `settings`:
+    the `alerts:` section as the caller already read it (load_settings), else read here:
+    a bad section is refused at load, not per evaluation.
 
     Raises RuleError (listing every bad rule) or ConfigError (a bad target)."""
-    load_settings(cfg)  # a bad `alerts:` section is refused at load, not per evaluation
+    if settings is None:
+        load_settings(cfg)
     if targets is None:
         targets = load_targets(cfg)
     rules, errors = parse_rules(rule_entries(cfg), targets)

@@ -501,7 +501,7 @@ class Daemon:
             loaded = self.loaded
             try:
                 result = await self._work("rule evaluation", evaluate, self.engine,
-                                          loaded.rules, alert_settings=loaded.cfg.alerts)
+                                          loaded.rules, alert_settings=loaded.alert_settings)
             except Exception as exc:  # noqa: BLE001 - retried after the next crawl
                 self.metrics.evaluations.labels("error", "").inc()
                 log.error("rule evaluation failed: %s", exc, exc_info=exc)

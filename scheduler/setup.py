@@ -65,6 +65,7 @@ class Loaded:
     secrets: set[str]
     schedule: dict[str, SourcePlan] | None = None   # every source, scheduled or not
     status: dict[str, tuple[bool, str]] | None = None  # enabled or not, and why
+    alert_settings: Any = None  # the `alerts:` section's meaning (AlertSettings), read once
 
 
 @dataclass
@@ -77,6 +78,7 @@ class Checked:
     metrics: MetricsOptions
     rules: list[Any]
     targets: Any
+    alert_settings: Any  # the `alerts:` section's meaning (AlertSettings), read once
 
 
 def check_setup(options: RunOptions, previous: Loaded | None = None, *,
@@ -98,10 +100,10 @@ def check_setup(options: RunOptions, previous: Loaded | None = None, *,
     if previous is not None and mopts != previous.metrics:
         log.warning("metrics settings changed; they take effect after a restart")
         mopts = previous.metrics
-    load_settings(cfg)
+    alert_settings = load_settings(cfg)  # once per load: every evaluation uses it as it is
     targets = load_targets(cfg)
-    loaded_rules = load_rules(cfg, targets) if rules else []
-    return Checked(cfg, opts, mopts, loaded_rules, targets)
+    loaded_rules = load_rules(cfg, targets, alert_settings) if rules else []
+    return Checked(cfg, opts, mopts, loaded_rules, targets, alert_settings)
 
 
 @dataclass
@@ -176,7 +178,8 @@ def load_setup(options: RunOptions, previous: Loaded | None = None, *,
     found = plan_sources(checked, o, default_timeout)
     secrets = config_secrets(cfg, credential_env_values())
     return Loaded(cfg, opts, mopts, checked.rules, checked.targets, settings, classes,
-                  found.plans, found.skipped, secrets, found.schedule, found.status)
+                  found.plans, found.skipped, secrets, found.schedule, found.status,
+                  checked.alert_settings)
 
 
 def crawl_settings(loaded: Loaded, plan: SourcePlan) -> Any:
