@@ -40,6 +40,9 @@ from gpuradar.core.outcome import CrawlStatus
 HEARTBEAT_EVERY = 5.0    # seconds between heartbeats from the loop
 HEARTBEAT_STALE = 30.0   # a heartbeat older than this: the loop or scheduler is stuck
 DB_TIMEOUT = 5.0         # the database must answer within this
+# How often the metrics server's loop looks for a shutdown request (Python's default, 0.5 s,
+# let a stop at the end of its budget overrun it: tests/scheduler/test_handover.py).
+SHUTDOWN_POLL = 0.05
 
 
 @dataclass
@@ -245,5 +248,6 @@ def serve(address: str, port: int, app: Callable) -> ThreadingWSGIServer:
     except OSError as exc:
         raise EndpointError(f"cannot listen on {address}:{port} for metrics: "
                             f"{exc.strerror or exc}") from None
-    threading.Thread(target=httpd.serve_forever, daemon=True, name="metrics-http").start()
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL},
+                     daemon=True, name="metrics-http").start()
     return httpd

@@ -9,7 +9,10 @@ arrive twice are the ones in flight at the kill -9 (at most one per target); no 
 sends anything outside the time it held the leader lock (its own log says when it took and
 released or lost it; the receiver notes when each message arrived, and from which
 replica); at no sampled instant do two replicas say they lead; a clean SIGTERM logs no
-traceback and no error and says who delivers what it left.
+traceback and no error and says who delivers what it left. The bounds docs/deploy.md
+promises are read from the replicas' own log timestamps, not the test's clock: SIGTERM ends
+within daemon.stop_timeout, a standby takes over at most leader_retry after the release, and
+a replica whose lock session is terminated logs the loss before the next leader takes it.
 
 The daemons run with short budgets from their configuration (leader_retry 0.5 s,
 stop_timeout 4 s, send_timeout 2 s); the test only waits on conditions, polling briefly.
@@ -192,6 +195,21 @@ def leader_terms(d: Daemon, ended: list[float]) -> list[list[float]]:
     return terms
 
 
+def stop_took(d: Daemon) -> float:
+    """Seconds from the replica's "SIGTERM: stopping" to its last log line, by its own log's
+    timestamps (not the test's clock, which a loaded machine delays)."""
+    stamped = [r for r in records(d) if r.get("ts")]
+    (signalled,) = [r for r in stamped if "SIGTERM: stopping" in r["message"]]
+    return _epoch(stamped[-1]["ts"]) - _epoch(signalled["ts"])
+
+
+def first_took_after(replicas: dict[str, Daemon], names: list[str], after: float) -> float:
+    """When the first of `names` took the leader lock after `after`, by its own log."""
+    return min(_epoch(r["ts"]) for n in names for r in records(replicas[n])
+               if r["logger"] == "gpuradar.leadership"
+               and "took the leader lock" in r["message"] and _epoch(r["ts"]) >= after)
+
+
 def lock_backend(db_url: str, d: Daemon) -> int:
     host = socket.gethostname()[:30]
     (backend,), = query(db_url, "SELECT pid FROM pg_stat_activity WHERE application_name = :n",
@@ -283,6 +301,7 @@ def test_sigterm_lock_loss_and_kill_9_of_the_leader_lose_nothing_and_duplicate_o
                 ended[second].append(time.time())
                 query(pg_url, "SELECT pg_terminate_backend(:p)",
                       p=lock_backend(pg_url, replicas[second]))
+                terminated = time.time()  # the lock session is gone by now
                 wait_for(lambda: role(replicas[second]) == "standby", 5,
                          "the replica that lost its lock to stand down", every=0.01,
                          on_fail=replicas[second].tail)
@@ -337,17 +356,32 @@ def test_sigterm_lock_loss_and_kill_9_of_the_leader_lose_nothing_and_duplicate_o
     # (a log time is cut to the millisecond)
     assert all(a[1] <= b[0] + 0.001 for a, b in zip(spans, spans[1:], strict=False)), spans
 
-    # A: a clean handover within the budget, and it says who delivers the rest
+    # A: a clean handover within the budget (docs/deploy.md's "within daemon.stop_timeout"),
+    # by the replica's own log, and it says who delivers the rest
     log_a = records(replicas[first])
-    assert stopped_after < STOP_TIMEOUT + 5
+    assert stopped_after < STOP_TIMEOUT + 10  # the outer bound: the process is gone
+    assert stop_took(replicas[first]) <= STOP_TIMEOUT
     assert [r for r in log_a if r["level"] in ("error", "critical")] == []
     assert "Traceback" not in replicas[first].logs()
     assert any("leader lock released" in r["message"] for r in log_a)
     (left,) = [r["message"] for r in log_a if "left pending in the outbox" in r["message"]]
     assert "gpuradar lock " in left and "delivers them as soon as it takes over" in left
+    # a standby takes over "at most leader_retry after the release" (docs/deploy.md), by
+    # the logs: the release's released_at, the new leader's "took the leader lock" (plus
+    # 1 s for a loaded machine's late timer: the standby's retry is a timer)
+    (released,) = [float(r["released_at"]) for r in log_a
+                   if "leader lock released" in r["message"]]
+    took = first_took_after(replicas, [n for n in names if n != first], released)
+    assert took - released <= DAEMON["leader_retry"] + 1.0, (released, took)
     # B: the deposed replica said so at once and sent nothing more of its pass
     log_b = records(replicas[second])
-    assert any(r["level"] == "error" and "leader lock lost" in r["message"] for r in log_b)
+    (lost,) = [_epoch(r["ts"]) for r in log_b
+               if r["level"] == "error" and "leader lock lost" in r["message"]]
+    # "it notices at once ... before a standby can take the lock" (docs/deploy.md): by its
+    # own log, it stepped down before the next leader's log says it took the lock, and
+    # within 1 s of the session's end (milliseconds on an idle machine)
+    assert lost <= first_took_after(replicas, [third], ended[second][0])
+    assert lost - terminated <= 1.0, (lost, terminated)
     # (whether its pass had a next message to refuse depends on where the pass ended:
     # tests/scheduler/test_fencing.py checks the refusal itself)
     # (until the kill -9 of the third, after which it may lead again)
@@ -401,10 +435,12 @@ def test_a_send_that_outlasts_the_stop_budget_is_abandoned_with_the_process(
             started = time.monotonic()
             d.signal(signal.SIGTERM)
             assert d.proc.wait(15) == 0
-            assert time.monotonic() - started < 2 + 5
+            assert time.monotonic() - started < 2 + 10  # the outer bound: the process is gone
         finally:
             d.cleanup()
         log = records(d)
+        # within daemon.stop_timeout, by its own log
+        assert stop_took(d) <= 2, [(r.get("ts"), r["message"][:80]) for r in log][-8:]
         assert "Traceback" not in d.logs()
         assert [r for r in log if r["level"] in ("error", "critical")] == []
         (budget,) = [r["message"] for r in log if "stop budget" in r["message"]]
