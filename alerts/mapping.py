@@ -6,6 +6,10 @@
       under: $25/h             # a bare number is USD; `max_price`/`price` too
       basis: offer             # gpu | offer (default: offer when a count is given)
       regions: [us-*]
+    - gpu: H100
+      pricing: spot
+      under: $2/h
+      interruptions: under 10%   # published interruption band at most 10%/month
     - rule: 8x H100 under $25/h region us-*   # a readable rule the other fields refine
     - fit: 70B lora            # a job instead of a GPU (alerts.grammar.parse_fit_clause)
       under: ¥100/h
@@ -23,9 +27,11 @@ from gpuradar.alerts.grammar import (
     FitClause,
     closest,
     gigabytes,
+    interruption_problem,
     is_fit_rule,
     make_condition,
     parse_fit_clause,
+    parse_interruption,
     parse_price,
     parse_rule,
     price_problem,
@@ -49,7 +55,7 @@ FIELD_KEYS = {"rule", "when", "fit", "gpu", "gpus", "count", "min_gpus", "max_gp
               "total_gpu_memory", "vcpus", "memory", "ram", "pricing", "under", "max_price",
               "price", "currency", "per", "basis", "sources", "source", "not_sources",
               "exclude_sources", "regions", "region", "not_regions", "exclude_regions",
-              "available", "drop"}
+              "available", "drop", "interruptions"}
 # Fields a fit rule takes (the ones its clause has).
 FIT_FIELD_KEYS = {"rule", "when", "fit", "under", "max_price", "price", "currency", "per",
                   "basis", "pricing", "sources", "source", "regions", "region"}
@@ -119,6 +125,8 @@ def rule_from_mapping(data: dict[str, Any]) -> Rule:
         raise
     except ValueError as exc:
         raise RuleError(str(exc)) from None
+    if (problem := interruption_problem(spec)) is not None:
+        raise RuleError(f"interruptions: {problem}")
     if not gpu_query:
         raise RuleError("the rule names no GPU: set `gpu: H100` (or `gpu: any`)")
     if (spec.get("max_price") is None and spec.get("drop_pct") is None
@@ -167,6 +175,11 @@ def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> str:
         spec["available_only"] = data["available"]
     if "drop" in data:
         _structured_drop(spec, data["drop"])
+    if "interruptions" in data:
+        try:
+            spec["max_interruption"] = parse_interruption(str(data["interruptions"]))
+        except ValueError as exc:
+            raise ValueError(f"interruptions: {exc}") from None
     return gpu_query
 
 

@@ -91,6 +91,10 @@ class Selector:
     regions: tuple[str, ...] = ()         # globs on region or zone; `mainland` alias
     exclude_regions: tuple[str, ...] = ()
     available_only: bool = False          # known available (default: not known unavailable)
+    # Spot offers whose published interruption band (gpuradar.core.spot) reaches at most
+    # this share of capacity reclaimed per month (`interruptions under 10%`: 0.10); an
+    # offer with no published band, or an open-ended one, never matches. None: not asked.
+    max_interruption: float | None = None
 
     @property
     def names_count(self) -> bool:
@@ -150,6 +154,8 @@ class Condition:
             cond["regions_read_as"] = "globs and the mainland alias"
         if self.index:  # only then: every other rule keeps its digest
             cond["index"] = True
+        if s.max_interruption is not None:  # likewise
+            cond["max_interruption"] = s.max_interruption
         blob = json.dumps(cond, sort_keys=True, default=lambda v: sorted(v)
                           if isinstance(v, frozenset) else str(v))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -238,6 +244,8 @@ class Rule:
             words.append(f"drops {c.drop_pct * 100:g}% in {window_words(c.drop_window)}"
                          if c.index else f"drops {c.drop_pct * 100:g}% below its "
                          f"{duration_text(c.drop_window)} low")
+        if s.max_interruption is not None:
+            words.append(f"interruptions under {pct_text(s.max_interruption)}")
         if s.available_only:
             words.append("available")
         words.extend(_where(s, ","))
@@ -289,6 +297,10 @@ class Rule:
                             ("with {}+ vCPUs", s.min_vcpus), ("with {}GB+ RAM", s.min_memory)):
             if value:
                 filters.append(text.format(f"{value:g}"))
+        if s.max_interruption is not None:
+            filters.append(f"published interruption band at most "
+                           f"{pct_text(s.max_interruption)}/month (its upper bound); an offer "
+                           "with no published signal, or an open-ended band, never matches")
         if s.available_only:
             filters.append("known available only")
         filters.extend(_where(s, ", ", _region_words))
@@ -340,6 +352,11 @@ def price_text(value: float, currency: str) -> str:
         text = f"{value:.4f}".rstrip("0")
     sign = CURRENCY_SIGN.get(currency)
     return f"{sign}{text}" if sign else f"{text} {currency}"
+
+
+def pct_text(share: float) -> str:
+    """'10%' for 0.10: a share as a rule writes it."""
+    return f"{round(share * 100, 6):g}%"
 
 
 def window_words(d: timedelta) -> str:

@@ -171,6 +171,7 @@ def _matches(cfg: "Config", rules: list):
     from sqlalchemy.exc import SQLAlchemyError
 
     from gpuradar.alerts.engine import match_rules, read_market
+    from gpuradar.alerts.market import needs_signals
     from gpuradar.alerts.settings import parse_settings
     from gpuradar.core.config import ConfigError
 
@@ -181,7 +182,7 @@ def _matches(cfg: "Config", rules: list):
     engine = get_engine(cfg, existing=True)
     now = datetime.now(UTC)
     try:
-        market = read_market(engine, now, settings)
+        market = read_market(engine, now, settings, needs_signals(rules))
         matches = match_rules(engine, rules, now=now, alert_settings=settings, market=market)
     except SQLAlchemyError as exc:
         raise fail(f"cannot read the database: {str(exc).splitlines()[0]}",
