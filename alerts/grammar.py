@@ -141,8 +141,8 @@ _FILLER = {"with", "and", "than", "is", "are", "the", "a", ","}
 _MEMORY_NOUNS = frozenset({"ram", "memory", "mem", "total", "vram"})
 _INTERRUPTION_WORDS = {"interruptions", "interruption", "interrupted", "interrupt"}
 _KEYWORDS = ({"in", "per", "available", "drops", "drop", "any", "total", "index"}
-             | _INTERRUPTION_WORDS | set(PRICING_WORDS) | _UNDER_WORDS | _SOURCE_WORDS | _REGION_WORDS
-             | _NOT_WORDS | {"with", "and"})
+             | _INTERRUPTION_WORDS | set(PRICING_WORDS) | _UNDER_WORDS | _SOURCE_WORDS
+             | _REGION_WORDS | _NOT_WORDS | {"with", "and"})
 _COUNT = re.compile(r"^(\d+(?:\.\d+)?)(\+)?[x×](\+)?$", re.IGNORECASE)
 _COUNT_GLUED = re.compile(r"^(\d+)[x×]([a-z].*)$", re.IGNORECASE)
 QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(gb|g|tb|gib)?(\+)?$", re.IGNORECASE)
