@@ -162,13 +162,14 @@ INDEX_KEY = "index:"
 
 
 def _history(engine: Engine, rules: list[Rule], now: datetime) -> dict[str, Any]:
-    """Price history for the drop rules, one query per (GPUs, window): rule key -> spans,
+    """Price history for the drop and median rules, one query per (GPUs, window): rule key -> spans,
     or the exception the query raised (that rule's evaluation then fails alone)."""
     groups: dict[tuple, list[Rule]] = {}
     for r in rules:
         c = r.condition
-        if c.drop_pct is not None and c.drop_window is not None:
-            groups.setdefault((c.offers.gpus, c.drop_window), []).append(r)
+        window = c.drop_window or c.median_window
+        if c.drop_pct is not None and window is not None:
+            groups.setdefault((c.offers.gpus, window), []).append(r)
     out: dict[str, Any] = {}
     for (gpus, window), members in groups.items():
         try:

@@ -12,6 +12,7 @@ Words in any order after the GPU (docs/alerts.md has the grammar)::
     any 80GB+ GPU under $1.50/h
     H100 drops 15% below its 7-day low
     H100 spot under $2/h interruptions under 10%   published interruption band <= 10%/month
+    H100 spot under its 30-day median by 20%       20 % under the offers' 30-day median
     H100 index under $2.50/h                the market index (docs/index.md), not an offer
     H100 spot index drops 10% in 7 days
     cheapest fit for 7B finetune under $3/h
@@ -48,6 +49,7 @@ def make_condition(spec: dict[str, Any]) -> Condition:
     return Condition(offers=selector, max_price=spec.get("max_price"),
                      currency=spec.get("currency", "USD"), basis=basis,
                      drop_pct=spec.get("drop_pct"), drop_window=spec.get("drop_window"),
+                     median_window=spec.get("median_window"),
                      job=spec.get("job"), index=bool(spec.get("index")))
 
 
@@ -393,6 +395,8 @@ def _under(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, tok: _Tok)
     """`under [than] PRICE` (toks[i] follows `under`): the price, its currency and basis."""
     while i < len(toks) and toks[i].low in ("than", "or", "equal", "to", "="):
         i += 1
+    if i < len(toks) and toks[i].low in ("its", "the"):
+        return _median(spec, toks, i + 1, text, tok)
     if "max_price" in spec:
         raise _fail("the rule has two prices", text, tok)
     value, currency, basis, i = _price_tokens(toks, i, text)
@@ -437,6 +441,34 @@ def _interruptions(spec: dict[str, Any], toks: list[_Tok], i: int, text: str,
         raise _fail(str(exc), text, toks[j]) from None
     _set_once(spec, "max_interruption", value, text, tok)
     spec["interruption_word"] = tok
+    return j + 1
+
+
+def _median(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, kw: _Tok) -> int:
+    """`under its 30-day median by 20%` (toks[i] follows `its`): the window and the share."""
+    usage = "write `under its 30-day median by 20%`"
+    w = _WINDOW.match(toks[i].text) if i < len(toks) else None
+    if w is None or int(w.group(1)) <= 0:
+        raise _fail(f"a window is missing: {usage}", text, toks[i] if i < len(toks) else None)
+    try:
+        window = parse_duration(f"{int(w.group(1))}{w.group(2).lower()[0]}")
+    except ValueError as exc:
+        raise _fail(str(exc), text, toks[i]) from None
+    if i + 1 >= len(toks) or toks[i + 1].low != "median":
+        raise _fail(f"`median` is missing: {usage}", text,
+                    toks[i + 1] if i + 1 < len(toks) else None)
+    j = i + 2 + (i + 2 < len(toks) and toks[i + 2].low == "by")
+    pct = _PCT.match(toks[j].text) if j < len(toks) else None
+    if pct is None:
+        raise _fail(f"the percentage is missing: {usage}", text,
+                    toks[j] if j < len(toks) else None)
+    value = float(pct.group(1))
+    if not 0 < value < 100:
+        raise _fail("the percentage must be between 0 and 100", text, toks[j])
+    if "drop_pct" in spec:
+        raise _fail("a rule compares with one reference: a median or a low, not both", text,
+                    kw)
+    spec["drop_pct"], spec["median_window"] = value / 100, window
     return j + 1
 
 
@@ -790,6 +822,9 @@ def _drop(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, kw: _Tok) -
     value = float(pct.group(1))
     if not 0 < value < 100:
         raise _fail("the percentage must be between 0 and 100", text, toks[i])
+    if "drop_pct" in spec:
+        raise _fail("a rule compares with one reference: a median or a low, not both", text,
+                    kw)
     spec["drop_pct"] = value / 100
     i += 1
     if i < len(toks) and toks[i].low in ("in", "within", "over"):  # the index form

@@ -531,6 +531,15 @@ def match(rule: Rule, pool: Pool, market: Market, settings: AlertSettings, *,
         drop_limit = ref * (1 - c.drop_pct)
         limit = drop_limit if limit is None else min(limit, drop_limit)
         result.limit = limit
+    elif c.drop_pct is not None and c.median_window is not None:
+        ref = median_reference(rule, pool, market, history or [])
+        result.reference = ref
+        if ref is None:
+            result.note = "no stored price in the window to take the median of"
+            return result
+        median_limit = ref * (1 - c.drop_pct)
+        limit = median_limit if limit is None else min(limit, median_limit)
+        result.limit = limit
     top = None if limit is None else limit * (1 + hysteresis(rule, settings))
     values = pool.values
     # "under" is strict: a price within EPS of the limit does not match.
@@ -561,6 +570,54 @@ def band_best(rule: Rule, market: Market, cache: dict[PoolKey, float | None] | N
     return best
 
 
+def _span_row(h: dict[str, Any]) -> OfferRow:
+    """A stored span as the offer row it was (for a pool's filter and pricing)."""
+    return OfferRow(h["offer_id"], h["source"], h["region"], h["zone"] or "",
+                    h["instance_type"], h["pricing"], h["gpu"], h["gpu_count"],
+                    h["gpu_memory_gb"], h["vcpus"], h["memory_gb"], h["price"],
+                    h["currency"], h["price_usd"], h["price_per_gpu_usd"], h["available"],
+                    None, "")
+
+
+def median_reference(rule: Rule, pool: Pool, market: Market,
+                     history: list[dict[str, Any]]) -> float | None:
+    """The median an `under its W median by N%` rule compares with: of every price the
+    rule's offers held during the last W (not while known unavailable), each weighted by
+    how long it held within W, the lowest price at or below which half of that offer-time
+    lies. None when no such price is stored. (docs/alerts.md)"""
+    window = rule.condition.median_window
+    assert window is not None and market.now is not None
+    now, start = market.now, market.now - window
+    weighted: list[tuple[float, float]] = []
+    for h in history:
+        if h["available"] is False:
+            continue
+        begin, end = max(h["valid_from"], start), min(h["valid_to"] or now, now)
+        seconds = (end - begin).total_seconds()
+        if seconds <= 0:
+            continue
+        row = _span_row(h)
+        if not pool.accepts(row):
+            continue
+        v = pool.value(row, market.fx)
+        if v is not None:
+            weighted.append((v, seconds))
+    return weighted_median(weighted)
+
+
+def weighted_median(values: list[tuple[float, float]]) -> float | None:
+    """The lowest value at or below which half the total weight lies (None: no weight)."""
+    total = sum(w for _, w in values)
+    if total <= 0:
+        return None
+    seen = 0.0
+    for value, w in sorted(values):
+        seen += w
+        if seen >= total / 2 - EPS:
+            return value
+    return None  # not reached: the weights add up to the total
+
+
 def drop_reference(rule: Rule, pool: Pool, market: Market,
                    history: list[dict[str, Any]]) -> float | None:
     """The low a `drops N% below its W low` rule compares with: the lowest price of the
@@ -581,11 +638,7 @@ def drop_reference(rule: Rule, pool: Pool, market: Market,
             continue
         if h["valid_to"] is not None and h["valid_to"] <= since - window:
             continue
-        row = OfferRow(h["offer_id"], h["source"], h["region"], h["zone"] or "",
-                       h["instance_type"], h["pricing"], h["gpu"], h["gpu_count"],
-                       h["gpu_memory_gb"], h["vcpus"], h["memory_gb"], h["price"],
-                       h["currency"], h["price_usd"], h["price_per_gpu_usd"], h["available"],
-                       None, "")
+        row = _span_row(h)
         if not pool.accepts(row):
             continue
         v = pool.value(row, market.fx)

@@ -8,9 +8,10 @@ from datetime import timedelta
 
 import pytest
 
-from gpuradar.alerts.engine import evaluate, match_rules
+from gpuradar.alerts.engine import evaluate, match_rules, read_market
 from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.mapping import rule_from_mapping
+from gpuradar.alerts.messages import Renderer
 from gpuradar.alerts.rules import RuleError
 from tests.alerts.test_alert_engine import T0, crawl, offer, rule
 
@@ -89,3 +90,46 @@ def test_a_band_that_rises_at_the_same_price_resolves_the_alert(engine):
     again = evaluate(engine, rules, now=t1)
     assert again.firing == 0 and again.resolved == [
         "h100-spot-under-2-interruptions-under-10pct"]
+
+
+# -- under its W median by N% ------------------------------------------------------------
+MEDIAN = "H100 spot under its 30-day median by 20%"
+
+
+def test_the_median_rule_is_one_object_in_both_forms_and_says_how_it_reads():
+    readable = parse_rule(MEDIAN)
+    assert readable.condition == rule_from_mapping(
+        {"gpu": "H100", "pricing": "spot", "median": {"percent": 20, "days": 30}}).condition
+    assert readable.condition == rule_from_mapping(
+        {"gpu": "H100", "pricing": "spot", "median": "30-day median by 20%"}).condition
+    assert rule_from_mapping({"gpu": "H100", "pricing": "spot",
+                              "median": {"percent": 20, "days": 30}}).text == MEDIAN
+    assert readable.reading() == (
+        "per GPU-hour, H100, any GPU count, 20% or more under the time-weighted median of its "
+        "offers' prices over the last 30 days; no match without stored prices in that window; "
+        "spot only")
+    with pytest.raises(RuleError, match="one reference: a median or a low, not both"):
+        parse_rule(MEDIAN + " drops 10% below its 7-day low")
+
+
+def test_the_median_is_weighted_by_how_long_each_price_held(engine):
+    """p5.a held $3.00 for 15 days then $2.00 for 5; p5.b held $2.50 for 20 days. Sorted
+    with their days: 2.00 (5), 2.50 (20), 3.00 (15) -- 40 offer-days, half is 20, reached at
+    2.50 (5 + 20 = 25): the median is $2.50, whatever the count of prices."""
+    t20, t5 = T0 - timedelta(days=20), T0 - timedelta(days=5)
+    crawl(engine, [spot("p5.a", 3.00, None, at=t20), spot("p5.b", 2.50, None, at=t20)],
+          source="aws", at=t20)
+    for at in (t5, T0):  # the last crawl, unchanged, keeps the source fresh
+        crawl(engine, [spot("p5.a", 2.00, None, at=at), spot("p5.b", 2.50, None, at=at)],
+              source="aws", at=at)
+    (by10,) = match_rules(engine, [rule(MEDIAN.replace("20%", "10%"))], now=T0)
+    assert by10.reference == pytest.approx(2.50) and by10.limit == pytest.approx(2.25)
+    assert [o.instance_type for _, o in by10.matches] == ["p5.a"]
+    assert evaluate(engine, [rule(MEDIAN.replace("20%", "10%"))], now=T0).fired == [
+        "h100-spot-under-its-30-day-median-by-10pct"]
+    message = Renderer(None).rule_message("firing", by10, read_market(engine, T0), 5)
+    assert "cheapest $2.00/GPU-h; the 30-day median was $2.50/GPU-h." in message.text
+    (by20,) = match_rules(engine, [rule(MEDIAN)], now=T0)  # $2.00 is not under $2.00
+    assert by20.limit == pytest.approx(2.00) and by20.count == 0
+    (none,) = match_rules(engine, [rule("H200 spot under its 30-day median by 20%")], now=T0)
+    assert none.count == 0 and none.note == "no stored price in the window to take the median of"
