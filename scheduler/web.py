@@ -56,6 +56,7 @@ border-bottom:1px solid #e3e6ea;white-space:nowrap;vertical-align:top}th{backgro
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 td.text{white-space:normal;min-width:14em}td.inst{white-space:normal;min-width:9em}
 td.gpu{white-space:normal}
+.signal{font-size:.85em;white-space:normal}
 form{display:flex;gap:.8em;flex-wrap:wrap;align-items:end;background:#f4f6f8;
 padding:.6em .8em;border-radius:6px}label{display:flex;flex-direction:column;font-size:.85em}
 input{max-width:11em}

@@ -57,8 +57,8 @@ def test_the_page_shows_the_signal_under_a_spot_offers_pricing(engine):
     _market(engine)
     page = render(engine, {"pricing": ["spot"], "source": ["aws"]}, now=T0)
     table = page[page.index('<table id="cheapest">'):page.index("</table>")]
-    assert ('<td>spot<br><span class="muted signal">interruption &gt;20%/month (AWS Spot '
-            'Advisor, 2025-06-28)</span>') in table
+    assert ('<td class="pricing">spot<br>\n<span class="muted signal">interruption &gt;20%/month '
+            '(AWS Spot Advisor, 2025-06-28)</span>') in table
 
 
 def test_the_exports_carry_the_band_its_source_and_date(engine, tmp_path):

@@ -376,7 +376,7 @@ def test_the_page_offers_every_pricing_kind_and_shows_a_capacity_block_apart(eng
     for kind in ("flex-start", "calendar"):
         assert f'<option value="{kind}">{kind}</option>' in page
     table = page[page.index('<table id="cheapest">'):page.index("</table>")]
-    assert "<td>capacity-block</td>" in table and "on-demand" not in table
+    assert '<td class="pricing">capacity-block</td>' in table and "on-demand" not in table
     bad = render(engine, {"pricing": ["reserved"]}, now=T0)
     assert ("pricing must be one of on-demand, spot, capacity-block, flex-start, calendar, "
             "not &#39;reserved&#39;") in bad
