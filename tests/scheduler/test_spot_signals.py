@@ -47,10 +47,11 @@ def test_the_api_gives_each_spot_offers_band_with_source_and_date(engine):
 
 def test_an_unread_signal_says_why_and_a_missing_one_says_none(engine):
     _market(engine)
-    page = render(engine, {"pricing": ["spot"]}, now=T0)
-    table = page[page.index('<table id="cheapest">'):page.index("</table>")]
-    assert "DescribeSpotAdvice needs credentials, not read" in table  # alibaba
-    assert "no interruption signal published" in table  # gcp
+    for source, said in (("alibaba", "DescribeSpotAdvice needs credentials, not read"),
+                         ("gcp", "no interruption signal published")):
+        page = render(engine, {"pricing": ["spot"], "source": [source]}, now=T0)
+        table = page[page.index('<table id="cheapest">'):page.index("</table>")]
+        assert f'<span class="muted signal">{said}</span>' in table, source
 
 
 def test_the_page_shows_the_signal_under_a_spot_offers_pricing(engine):

@@ -401,7 +401,9 @@ def test_what_the_page_shows_agrees_and_answers_bad_filters(site, site_engine, b
     page = browser.new_page(viewport=DESKTOP)
     page.goto(site + "/?gpu=H100")
     rows = page.locator("#cheapest tbody tr").all()
-    sxm = {r.locator("td").nth(PRICING).inner_text(): r.locator("td").nth(PER_GPU).inner_text()
+    # (the pricing's first line: a spot offer's interruption signal follows it)
+    sxm = {r.locator("td").nth(PRICING).inner_text().splitlines()[0]:
+           r.locator("td").nth(PER_GPU).inner_text()
            for r in rows if r.locator("td").first.inner_text() == "H100-SXM-80GB"}
     assert sxm == {"spot": "$0.4001", "on-demand": "$1.3867"}, sxm
     # the captures are months old: 30 days charts none of them, and says where they are
