@@ -45,6 +45,7 @@ from gpuradar.alerts.market import (
     band,
     band_best,
     match,
+    needs_signals,
 )
 from gpuradar.alerts.rules import Rule
 from gpuradar.alerts.settings import SETTING_KEYS, AlertSettings, parse_settings
@@ -161,13 +162,14 @@ INDEX_KEY = "index:"
 
 
 def _history(engine: Engine, rules: list[Rule], now: datetime) -> dict[str, Any]:
-    """Price history for the drop rules, one query per (GPUs, window): rule key -> spans,
+    """Price history for the drop and median rules, one query per (GPUs, window): rule key -> spans,
     or the exception the query raised (that rule's evaluation then fails alone)."""
     groups: dict[tuple, list[Rule]] = {}
     for r in rules:
         c = r.condition
-        if c.drop_pct is not None and c.drop_window is not None:
-            groups.setdefault((c.offers.gpus, c.drop_window), []).append(r)
+        window = c.drop_window or c.median_window
+        if c.drop_pct is not None and window is not None:
+            groups.setdefault((c.offers.gpus, window), []).append(r)
     out: dict[str, Any] = {}
     for (gpus, window), members in groups.items():
         try:
@@ -194,9 +196,11 @@ def _match(rule: Rule, pool: Pool, market: Market, settings: AlertSettings,
 
 
 def read_market(engine: Engine, now: datetime | None = None,
-                alert_settings: dict[str, Any] | AlertSettings | None = None) -> Market:
-    """The market as stored now, read afresh (not the evaluation's copy)."""
-    market = Market()
+                alert_settings: dict[str, Any] | AlertSettings | None = None,
+                signals: bool = False) -> Market:
+    """The market as stored now, read afresh (not the evaluation's copy); `signals`: with
+    spot offers' interruption signals (`needs_signals`)."""
+    market = Market(signals)
     market.refresh(engine, now or datetime.now(UTC), parse_settings(alert_settings))
     return market
 
@@ -209,7 +213,8 @@ def match_rules(engine: Engine, rules: list[Rule], *, now: datetime | None = Non
     matched as usual."""
     now = now or datetime.now(UTC)
     settings = parse_settings(alert_settings)
-    market = market or read_market(engine, now, settings)
+    if market is None or (needs_signals(rules) and not market.signals):
+        market = read_market(engine, now, settings, needs_signals(rules))
     pools = PoolSet()
     out = []
     for rule in rules:
@@ -308,9 +313,13 @@ def _sync_pools(engine: Engine, rt: _Runtime, rules: list[Rule], now: datetime,
     """Bring the market and the rules' pools up to date with the store: whether every rule
     must be looked at again, the pools built anew, and the lowest price that entered or
     left each pool."""
+    if needs_signals(rules) and not rt.market.signals:
+        # Read the market again with the spot offers' signals, and every pool with it.
+        rt.market, rt.pools, rt.synced = Market(signals=True), PoolSet(), ()
     market = rt.market
+    first = market.versions is None
     changes, fx_changed, stale_changed = market.refresh(engine, now, settings)
-    everything = rt.states is None or settings != rt.settings or stale_changed
+    everything = rt.states is None or settings != rt.settings or stale_changed or first
     if settings != rt.settings or stale_changed:
         rt.pools, rt.synced = PoolSet(), ()  # bands (hysteresis) or stale partitions moved
     ids = tuple(map(id, rules))

@@ -11,6 +11,8 @@ Words in any order after the GPU (docs/alerts.md has the grammar)::
     4090 under ¥2/h on autodl
     any 80GB+ GPU under $1.50/h
     H100 drops 15% below its 7-day low
+    H100 spot under $2/h interruptions under 10%   published interruption band <= 10%/month
+    H100 spot under its 30-day median by 20%       20 % under the offers' 30-day median
     H100 index under $2.50/h                the market index (docs/index.md), not an offer
     H100 spot index drops 10% in 7 days
     cheapest fit for 7B finetune under $3/h
@@ -47,6 +49,7 @@ def make_condition(spec: dict[str, Any]) -> Condition:
     return Condition(offers=selector, max_price=spec.get("max_price"),
                      currency=spec.get("currency", "USD"), basis=basis,
                      drop_pct=spec.get("drop_pct"), drop_window=spec.get("drop_window"),
+                     median_window=spec.get("median_window"),
                      job=spec.get("job"), index=bool(spec.get("index")))
 
 
@@ -138,9 +141,10 @@ _NOT_WORDS = {"not", "except", "excluding", "but"}
 _FILLER = {"with", "and", "than", "is", "are", "the", "a", ","}
 # Words after a quantity that make it RAM or total memory, not memory per accelerator.
 _MEMORY_NOUNS = frozenset({"ram", "memory", "mem", "total", "vram"})
+_INTERRUPTION_WORDS = {"interruptions", "interruption", "interrupted", "interrupt"}
 _KEYWORDS = ({"in", "per", "available", "drops", "drop", "any", "total", "index"}
-             | set(PRICING_WORDS) | _UNDER_WORDS | _SOURCE_WORDS | _REGION_WORDS
-             | _NOT_WORDS | {"with", "and"})
+             | _INTERRUPTION_WORDS | set(PRICING_WORDS) | _UNDER_WORDS | _SOURCE_WORDS
+             | _REGION_WORDS | _NOT_WORDS | {"with", "and"})
 _COUNT = re.compile(r"^(\d+(?:\.\d+)?)(\+)?[x×](\+)?$", re.IGNORECASE)
 _COUNT_GLUED = re.compile(r"^(\d+)[x×]([a-z].*)$", re.IGNORECASE)
 QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(gb|g|tb|gib)?(\+)?$", re.IGNORECASE)
@@ -234,6 +238,9 @@ def read_spec(text: str) -> dict[str, Any]:
     _read_clauses(spec, toks, i, text)
     if spec.get("index") or "drop_in" in spec:
         _index_rule(spec, text)
+    if (problem := interruption_problem(spec)) is not None:
+        raise _fail(problem, text, spec.pop("interruption_word", None))
+    spec.pop("interruption_word", None)
     if "max_price" not in spec and "drop_pct" not in spec and not spec.get("available_only"):
         raise _fail("the rule has no condition: say `under $2/h`, `drops 15% below its 7-day "
                     "low` or `available`", text, None)
@@ -372,6 +379,8 @@ def _read_clause(spec: dict[str, Any], toks: list[_Tok], i: int, text: str,
     if low == "index":
         _set_once(spec, "index", True, text, tok)
         return i + 1
+    if low in _INTERRUPTION_WORDS:
+        return _interruptions(spec, toks, i + 1, text, tok)
     if _is_at_most(toks, i):
         return _at_most(spec, toks, i + 2, text, tok)
     if low in _FILLER:
@@ -386,6 +395,8 @@ def _under(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, tok: _Tok)
     """`under [than] PRICE` (toks[i] follows `under`): the price, its currency and basis."""
     while i < len(toks) and toks[i].low in ("than", "or", "equal", "to", "="):
         i += 1
+    if i < len(toks) and toks[i].low in ("its", "the"):
+        return _median(spec, toks, i + 1, text, tok)
     if "max_price" in spec:
         raise _fail("the rule has two prices", text, tok)
     value, currency, basis, i = _price_tokens(toks, i, text)
@@ -393,6 +404,72 @@ def _under(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, tok: _Tok)
     if basis is not None:
         _set_once(spec, "basis", basis, text, toks[i - 1])
     return i
+
+
+def parse_interruption(text: str) -> float:
+    """'under 10%', 'below 10%', '10%' -> 0.10: the highest interruption band a rule accepts,
+    as a share of capacity reclaimed per month. ValueError names what is wrong."""
+    words = text.lower().split()
+    if words and words[0] in ("under", "below", "<", "<="):
+        words = words[1:]
+    pct = _PCT.match(words[0]) if len(words) == 1 else None
+    if pct is None:
+        raise ValueError(f"not an interruption limit: {text!r} (write e.g. `under 10%`)")
+    value = float(pct.group(1))
+    if not 0 < value <= 100:
+        raise ValueError(f"an interruption limit is more than 0% and at most 100%, not "
+                         f"{value:g}%")
+    return value / 100
+
+
+def interruption_problem(spec: dict[str, Any]) -> str | None:
+    """Why a rule's interruption limit cannot apply, or None: only spot offers publish one."""
+    if spec.get("max_interruption") is not None and spec.get("pricing") != pricing_kinds.SPOT:
+        return "an interruption limit is for spot offers: add `spot` (YAML: `pricing: spot`)"
+    return None
+
+
+def _interruptions(spec: dict[str, Any], toks: list[_Tok], i: int, text: str,
+                   tok: _Tok) -> int:
+    """`interruptions under 10%` (toks[i] follows `interruptions`)."""
+    j = i + 1 if i < len(toks) and toks[i].low in ("under", "below", "<", "<=") else i
+    if j >= len(toks):
+        raise _fail("`interruptions` needs a limit: write `interruptions under 10%`", text, None)
+    try:
+        value = parse_interruption(toks[j].text)
+    except ValueError as exc:
+        raise _fail(str(exc), text, toks[j]) from None
+    _set_once(spec, "max_interruption", value, text, tok)
+    spec["interruption_word"] = tok
+    return j + 1
+
+
+def _median(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, kw: _Tok) -> int:
+    """`under its 30-day median by 20%` (toks[i] follows `its`): the window and the share."""
+    usage = "write `under its 30-day median by 20%`"
+    w = _WINDOW.match(toks[i].text) if i < len(toks) else None
+    if w is None or int(w.group(1)) <= 0:
+        raise _fail(f"a window is missing: {usage}", text, toks[i] if i < len(toks) else None)
+    try:
+        window = parse_duration(f"{int(w.group(1))}{w.group(2).lower()[0]}")
+    except ValueError as exc:
+        raise _fail(str(exc), text, toks[i]) from None
+    if i + 1 >= len(toks) or toks[i + 1].low != "median":
+        raise _fail(f"`median` is missing: {usage}", text,
+                    toks[i + 1] if i + 1 < len(toks) else None)
+    j = i + 2 + (i + 2 < len(toks) and toks[i + 2].low == "by")
+    pct = _PCT.match(toks[j].text) if j < len(toks) else None
+    if pct is None:
+        raise _fail(f"the percentage is missing: {usage}", text,
+                    toks[j] if j < len(toks) else None)
+    value = float(pct.group(1))
+    if not 0 < value < 100:
+        raise _fail("the percentage must be between 0 and 100", text, toks[j])
+    if "drop_pct" in spec:
+        raise _fail("a rule compares with one reference: a median or a low, not both", text,
+                    kw)
+    spec["drop_pct"], spec["median_window"] = value / 100, window
+    return j + 1
 
 
 def _per(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, tok: _Tok) -> int:
@@ -745,6 +822,9 @@ def _drop(spec: dict[str, Any], toks: list[_Tok], i: int, text: str, kw: _Tok) -
     value = float(pct.group(1))
     if not 0 < value < 100:
         raise _fail("the percentage must be between 0 and 100", text, toks[i])
+    if "drop_pct" in spec:
+        raise _fail("a rule compares with one reference: a median or a low, not both", text,
+                    kw)
     spec["drop_pct"] = value / 100
     i += 1
     if i < len(toks) and toks[i].low in ("in", "within", "over"):  # the index form

@@ -6,6 +6,10 @@
       under: $25/h             # a bare number is USD; `max_price`/`price` too
       basis: offer             # gpu | offer (default: offer when a count is given)
       regions: [us-*]
+    - gpu: H100
+      pricing: spot
+      under: $2/h
+      interruptions: under 10%   # published interruption band at most 10%/month
     - rule: 8x H100 under $25/h region us-*   # a readable rule the other fields refine
     - fit: 70B lora            # a job instead of a GPU (alerts.grammar.parse_fit_clause)
       under: ¥100/h
@@ -23,9 +27,11 @@ from gpuradar.alerts.grammar import (
     FitClause,
     closest,
     gigabytes,
+    interruption_problem,
     is_fit_rule,
     make_condition,
     parse_fit_clause,
+    parse_interruption,
     parse_price,
     parse_rule,
     price_problem,
@@ -49,7 +55,7 @@ FIELD_KEYS = {"rule", "when", "fit", "gpu", "gpus", "count", "min_gpus", "max_gp
               "total_gpu_memory", "vcpus", "memory", "ram", "pricing", "under", "max_price",
               "price", "currency", "per", "basis", "sources", "source", "not_sources",
               "exclude_sources", "regions", "region", "not_regions", "exclude_regions",
-              "available", "drop"}
+              "available", "drop", "median", "interruptions"}
 # Fields a fit rule takes (the ones its clause has).
 FIT_FIELD_KEYS = {"rule", "when", "fit", "under", "max_price", "price", "currency", "per",
                   "basis", "pricing", "sources", "source", "regions", "region"}
@@ -119,12 +125,14 @@ def rule_from_mapping(data: dict[str, Any]) -> Rule:
         raise
     except ValueError as exc:
         raise RuleError(str(exc)) from None
+    if (problem := interruption_problem(spec)) is not None:
+        raise RuleError(f"interruptions: {problem}")
     if not gpu_query:
         raise RuleError("the rule names no GPU: set `gpu: H100` (or `gpu: any`)")
     if (spec.get("max_price") is None and spec.get("drop_pct") is None
             and not spec.get("available_only")):
         raise RuleError("the rule has no condition: set `under: $2/h`, `drop: 15% below 7-day "
-                        "low` or `available: true`")
+                        "low`, `median: 30-day median by 20%` or `available: true`")
     # A structured rule is shown in the readable form it is equivalent to.
     text = str(base_text).strip() if base_text is not None and not structured else ""
     return finish(make_condition(spec), text, gpu_query, options)
@@ -137,7 +145,7 @@ def _spec_of(rule: Rule, said_basis: bool) -> dict[str, Any]:
     c = rule.condition
     spec: dict[str, Any] = {k: getattr(c.offers, k) for k in c.offers.__dataclass_fields__}
     spec.update(max_price=c.max_price, currency=c.currency, drop_pct=c.drop_pct,
-                drop_window=c.drop_window)
+                drop_window=c.drop_window, median_window=c.median_window)
     if said_basis:
         spec["basis"] = c.basis
     return {k: v for k, v in spec.items() if v is not None}
@@ -167,6 +175,13 @@ def _structured_fields(spec: dict[str, Any], data: dict[str, Any]) -> str:
         spec["available_only"] = data["available"]
     if "drop" in data:
         _structured_drop(spec, data["drop"])
+    if "median" in data:
+        _structured_median(spec, data["median"])
+    if "interruptions" in data:
+        try:
+            spec["max_interruption"] = parse_interruption(str(data["interruptions"]))
+        except ValueError as exc:
+            raise ValueError(f"interruptions: {exc}") from None
     return gpu_query
 
 
@@ -244,6 +259,26 @@ def _structured_drop(spec: dict[str, Any], drop: Any) -> None:
     if spec["drop_window"].total_seconds() <= 0:  # as the text form's window
         raise ValueError("drop: window must be longer than zero")
     spec["drop_pct"] = pct
+
+
+def _structured_median(spec: dict[str, Any], median: Any) -> None:
+    """`median:` {percent, window | days}, or the text form's `30-day median by 20%`."""
+    if not isinstance(median, dict):
+        sub = parse_rule(f"any GPU under its {median}").condition
+    else:
+        unknown = set(map(str, median)) - {"percent", "window", "days"}
+        if unknown:
+            raise ValueError(f"median: unknown key(s) {', '.join(sorted(unknown))}; use "
+                             "percent and window (or days)")
+        window = median.get("window", f"{median.get('days', 30)}d")
+        try:
+            sub = parse_rule(f"any GPU under its {window} median by "
+                             f"{str(median.get('percent', '')).rstrip('%')}%").condition
+        except RuleError as exc:
+            raise ValueError(f"median: {exc.message}") from None
+    if spec.get("drop_window") is not None:
+        raise ValueError("median: a rule compares with one reference: a median or a low")
+    spec["drop_pct"], spec["median_window"] = sub.drop_pct, sub.median_window
 
 
 def _drop_pct(drop: dict[str, Any]) -> tuple[float, None]:

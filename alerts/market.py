@@ -34,6 +34,7 @@ from gpuradar.alerts.settings import AlertSettings
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FxTable
 from gpuradar.core.pricing import OPEN_MARKET
+from gpuradar.core.spot import signal_of
 from gpuradar.core.units import region_matches
 from gpuradar.recommend import Fit, Job, MemoryEstimate, estimate_memory, fit_offer, price_in
 from gpuradar.storage import alerts as store
@@ -50,9 +51,14 @@ Change = tuple[OfferRow | None, OfferRow | None]
 
 # -- the market --------------------------------------------------------------------------
 class Market:
-    """Live offers, source freshness and FX rates, as of the last `refresh`."""
+    """Live offers, source freshness and FX rates, as of the last `refresh`.
 
-    def __init__(self) -> None:
+    With `signals`, spot offers carry their attributes (their interruption signal, for
+    `interruptions under N%` rules) and a changed signal is a changed offer; without, no
+    attributes are read (most rule sets never need them)."""
+
+    def __init__(self, signals: bool = False) -> None:
+        self.signals = signals
         self.offers: dict[int, OfferRow] = {}
         self.by_source: dict[str, dict[int, OfferRow]] = {}
         self.buckets: dict[tuple[str, str, str], dict[int, OfferRow]] = {}
@@ -76,7 +82,12 @@ class Market:
                        if versions.get(s) != self.versions.get(s)}
         changes: list[Change] = []
         if changed is None:  # the first read
-            changes = self._load(store.offer_rows(engine))
+            rows = store.offer_rows(engine)
+            if self.signals:
+                attrs = store.spot_attributes(engine)
+                rows = [r._replace(attributes=attrs[r.id]) if r.id in attrs else r
+                        for r in rows]
+            changes = self._load(rows)
         elif changed:
             changes = self._reload(engine, changed)
         self.versions = versions
@@ -114,13 +125,18 @@ class Market:
         for source in sources:
             old.update(self.by_source.get(source, {}))
         differ: list[int] = []
+        attrs = store.spot_attributes(engine, sources) if self.signals else {}
         for values in store.offer_values(engine, sources):
             # Its key never changes: the rest of the row tells whether the offer did.
             before = old.pop(values[0], None)
-            if before is None or before[6:18] != values[1:]:
+            if (before is None or before[6:18] != values[1:]
+                    or before.attributes != attrs.get(values[0])):
                 differ.append(values[0])
-        changes: list[Change] = [(self.offers.get(row.id), row)
-                                 for row in (store.offer_rows(engine, differ) if differ else ())]
+        rows = store.offer_rows(engine, differ) if differ else ()
+        changes: list[Change] = [
+            (self.offers.get(row.id),
+             row._replace(attributes=attrs[row.id]) if row.id in attrs else row)
+            for row in rows]
         changes.extend((row, None) for row in old.values())  # listed no more
         for before, after in changes:
             if before is not None:
@@ -151,6 +167,12 @@ class Market:
 
     def usd_per_unit(self, currency: str) -> float | None:
         return self.fx.to_usd(1.0, currency)
+
+
+def needs_signals(rules: Iterable[Rule]) -> bool:
+    """Whether any of the rules asks for spot offers' interruption signals (a Market with
+    `signals`)."""
+    return any(r.condition.offers.max_interruption is not None for r in rules)
 
 
 # -- pools -------------------------------------------------------------------------------
@@ -185,6 +207,7 @@ def selector_filter(sel: Selector) -> Callable[[OfferRow], bool]:
     min_vcpus, min_mem = sel.min_vcpus, sel.min_memory
     regions, not_regions = sel.regions, sel.exclude_regions
     available_only = sel.available_only
+    max_interruption = sel.max_interruption
     places: dict[tuple[str, str, str], bool] = {}  # (source, region, zone): few, repeated
 
     def place_ok(o: OfferRow) -> bool:
@@ -225,6 +248,11 @@ def selector_filter(sel: Selector) -> Callable[[OfferRow], bool]:
             return False
         if min_mem is not None and (o.memory_gb is None or o.memory_gb < min_mem * 0.97):
             return False
+        if max_interruption is not None:
+            # The band's upper bound: unknown (no signal, a score, open-ended) never matches.
+            monthly = signal_of(o.attributes).monthly
+            if monthly is None or monthly[1] is None or monthly[1] > max_interruption + EPS:
+                return False
         return not (regions or not_regions) or place_ok(o)
 
     return ok
@@ -503,6 +531,15 @@ def match(rule: Rule, pool: Pool, market: Market, settings: AlertSettings, *,
         drop_limit = ref * (1 - c.drop_pct)
         limit = drop_limit if limit is None else min(limit, drop_limit)
         result.limit = limit
+    elif c.drop_pct is not None and c.median_window is not None:
+        ref = median_reference(rule, pool, market, history or [])
+        result.reference = ref
+        if ref is None:
+            result.note = "no stored price in the window to take the median of"
+            return result
+        median_limit = ref * (1 - c.drop_pct)
+        limit = median_limit if limit is None else min(limit, median_limit)
+        result.limit = limit
     top = None if limit is None else limit * (1 + hysteresis(rule, settings))
     values = pool.values
     # "under" is strict: a price within EPS of the limit does not match.
@@ -533,6 +570,54 @@ def band_best(rule: Rule, market: Market, cache: dict[PoolKey, float | None] | N
     return best
 
 
+def _span_row(h: dict[str, Any]) -> OfferRow:
+    """A stored span as the offer row it was (for a pool's filter and pricing)."""
+    return OfferRow(h["offer_id"], h["source"], h["region"], h["zone"] or "",
+                    h["instance_type"], h["pricing"], h["gpu"], h["gpu_count"],
+                    h["gpu_memory_gb"], h["vcpus"], h["memory_gb"], h["price"],
+                    h["currency"], h["price_usd"], h["price_per_gpu_usd"], h["available"],
+                    None, "")
+
+
+def median_reference(rule: Rule, pool: Pool, market: Market,
+                     history: list[dict[str, Any]]) -> float | None:
+    """The median an `under its W median by N%` rule compares with: of every price the
+    rule's offers held during the last W (not while known unavailable), each weighted by
+    how long it held within W, the lowest price at or below which half of that offer-time
+    lies. None when no such price is stored. (docs/alerts.md)"""
+    window = rule.condition.median_window
+    assert window is not None and market.now is not None
+    now, start = market.now, market.now - window
+    weighted: list[tuple[float, float]] = []
+    for h in history:
+        if h["available"] is False:
+            continue
+        begin, end = max(h["valid_from"], start), min(h["valid_to"] or now, now)
+        seconds = (end - begin).total_seconds()
+        if seconds <= 0:
+            continue
+        row = _span_row(h)
+        if not pool.accepts(row):
+            continue
+        v = pool.value(row, market.fx)
+        if v is not None:
+            weighted.append((v, seconds))
+    return weighted_median(weighted)
+
+
+def weighted_median(values: list[tuple[float, float]]) -> float | None:
+    """The lowest value at or below which half the total weight lies (None: no weight)."""
+    total = sum(w for _, w in values)
+    if total <= 0:
+        return None
+    seen = 0.0
+    for value, w in sorted(values):
+        seen += w
+        if seen >= total / 2 - EPS:
+            return value
+    return None  # not reached: the weights add up to the total
+
+
 def drop_reference(rule: Rule, pool: Pool, market: Market,
                    history: list[dict[str, Any]]) -> float | None:
     """The low a `drops N% below its W low` rule compares with: the lowest price of the
@@ -553,11 +638,7 @@ def drop_reference(rule: Rule, pool: Pool, market: Market,
             continue
         if h["valid_to"] is not None and h["valid_to"] <= since - window:
             continue
-        row = OfferRow(h["offer_id"], h["source"], h["region"], h["zone"] or "",
-                       h["instance_type"], h["pricing"], h["gpu"], h["gpu_count"],
-                       h["gpu_memory_gb"], h["vcpus"], h["memory_gb"], h["price"],
-                       h["currency"], h["price_usd"], h["price_per_gpu_usd"], h["available"],
-                       None, "")
+        row = _span_row(h)
         if not pool.accepts(row):
             continue
         v = pool.value(row, market.fx)

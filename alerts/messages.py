@@ -22,7 +22,7 @@ from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined,
 from markupsafe import Markup
 
 from gpuradar.alerts.market import Market, Pool, RuleMatch
-from gpuradar.alerts.rules import Rule
+from gpuradar.alerts.rules import Rule, duration_text
 from gpuradar.core.units import age, money
 from gpuradar.storage.offers import OfferRow
 
@@ -218,6 +218,7 @@ class Renderer:
             "previous": money(previous, cur) if previous is not None else "",
             "limit": money(match.limit, cur) if match.limit is not None else "",
             "reference": money(match.reference, cur) if match.reference is not None else "",
+            "reference_name": reference_name(rule),
             "cheapest_now": money(resolved_best, cur) if resolved_best is not None else "",
             "unit": rule.unit, "per_instance": rule.condition.per_offer, "source": None,
         }
@@ -239,7 +240,8 @@ class Renderer:
             "kind": kind, "rule": SimpleNamespace(name=f"source:{source}",
                                                   text=f"source {source}", reading=""),
             "now": now, "count": 0, "offers": [], "more": 0, "best": "",
-            "previous": "", "limit": "", "reference": "", "cheapest_now": "", "unit": "h",
+            "previous": "", "limit": "", "reference": "", "reference_name": "",
+            "cheapest_now": "", "unit": "h",
             "per_instance": False,
             "source": SimpleNamespace(name=source, failures=market.failures.get(source, 0),
                                       last_success=age(seen, now) + " ago" if seen
@@ -251,10 +253,20 @@ class Renderer:
         context = {
             "kind": "test", "rule": SimpleNamespace(name="test", text="test", reading=""),
             "now": datetime.now(UTC), "count": 0, "offers": [], "more": 0, "best": "",
-            "previous": "", "limit": "", "reference": "", "cheapest_now": "", "unit": "h",
+            "previous": "", "limit": "", "reference": "", "reference_name": "",
+            "cheapest_now": "", "unit": "h",
             "per_instance": False, "source": None, "target": target,
         }
         return self.render(context, "info")
+
+
+def reference_name(rule: Rule) -> str:
+    """What a rule's reference price is, in words: 'the earlier low' (a drop rule), 'the
+    30-day median' (a median rule), '' (none)."""
+    c = rule.condition
+    if c.median_window is not None:
+        return f"the {duration_text(c.median_window)} median"
+    return "the earlier low" if c.drop_window is not None and not c.index else ""
 
 
 def email_text(html: str) -> str:

@@ -91,6 +91,10 @@ class Selector:
     regions: tuple[str, ...] = ()         # globs on region or zone; `mainland` alias
     exclude_regions: tuple[str, ...] = ()
     available_only: bool = False          # known available (default: not known unavailable)
+    # Spot offers whose published interruption band (gpuradar.core.spot) reaches at most
+    # this share of capacity reclaimed per month (`interruptions under 10%`: 0.10); an
+    # offer with no published band, or an open-ended one, never matches. None: not asked.
+    max_interruption: float | None = None
 
     @property
     def names_count(self) -> bool:
@@ -111,6 +115,9 @@ class Condition:
     basis: str = "gpu"                    # gpu: per GPU-hour; offer: the whole offer per hour
     drop_pct: float | None = None         # drops N % below ...
     drop_window: timedelta | None = None  # ... its N-day low
+    # ... or, with `drop_pct`, N % under its W median (`under its 30-day median by 20%`):
+    # the time-weighted median of the rule's offers' prices over the last W (docs/alerts.md)
+    median_window: timedelta | None = None
     job: Job | None = None                # a fit rule: the configuration the job needs
     # An index rule (`H100 index under $2.50/h`): the price is the market index's median of
     # each model (docs/index.md), not an offer's; a drop is from the index's high in the
@@ -150,6 +157,10 @@ class Condition:
             cond["regions_read_as"] = "globs and the mainland alias"
         if self.index:  # only then: every other rule keeps its digest
             cond["index"] = True
+        if s.max_interruption is not None:  # likewise
+            cond["max_interruption"] = s.max_interruption
+        if self.median_window is not None:  # likewise
+            cond["median_window"] = self.median_window
         blob = json.dumps(cond, sort_keys=True, default=lambda v: sorted(v)
                           if isinstance(v, frozenset) else str(v))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -238,6 +249,11 @@ class Rule:
             words.append(f"drops {c.drop_pct * 100:g}% in {window_words(c.drop_window)}"
                          if c.index else f"drops {c.drop_pct * 100:g}% below its "
                          f"{duration_text(c.drop_window)} low")
+        if c.drop_pct is not None and c.median_window is not None:
+            words.append(f"under its {duration_text(c.median_window)} median by "
+                         f"{c.drop_pct * 100:g}%")
+        if s.max_interruption is not None:
+            words.append(f"interruptions under {pct_text(s.max_interruption)}")
         if s.available_only:
             words.append("available")
         words.extend(_where(s, ","))
@@ -278,6 +294,10 @@ class Rule:
             parts.append(f"{c.drop_pct * 100:g}% below its {duration_text(c.drop_window)} high"
                          if c.index else
                          f"{c.drop_pct * 100:g}% below its {duration_text(c.drop_window)} low")
+        if c.drop_pct is not None and c.median_window is not None:
+            parts.append(f"{c.drop_pct * 100:g}% or more under the time-weighted median of its "
+                         f"offers' prices over the last {window_words(c.median_window)}; no "
+                         "match without stored prices in that window")
         filters: list[str] = []
         if c.currency != "USD":
             filters.append(f"in {c.currency} (offers quoted in {c.currency} as quoted, others "
@@ -289,6 +309,10 @@ class Rule:
                             ("with {}+ vCPUs", s.min_vcpus), ("with {}GB+ RAM", s.min_memory)):
             if value:
                 filters.append(text.format(f"{value:g}"))
+        if s.max_interruption is not None:
+            filters.append(f"published interruption band at most "
+                           f"{pct_text(s.max_interruption)}/month (its upper bound); an offer "
+                           "with no published signal, or an open-ended band, never matches")
         if s.available_only:
             filters.append("known available only")
         filters.extend(_where(s, ", ", _region_words))
@@ -340,6 +364,11 @@ def price_text(value: float, currency: str) -> str:
         text = f"{value:.4f}".rstrip("0")
     sign = CURRENCY_SIGN.get(currency)
     return f"{sign}{text}" if sign else f"{text} {currency}"
+
+
+def pct_text(share: float) -> str:
+    """'10%' for 0.10: a share as a rule writes it."""
+    return f"{round(share * 100, 6):g}%"
 
 
 def window_words(d: timedelta) -> str:

@@ -23,6 +23,7 @@ from sqlalchemy import Engine
 from gpuradar.core.outcome import CrawlStatus
 from gpuradar.core.pricing import PRICINGS, parse_pricing
 from gpuradar.core.pricing import label as pricing_label
+from gpuradar.core.spot import offer_signal
 from gpuradar.core.units import age, money
 from gpuradar.scheduler.api import DATABASE_ERRORS, first_line
 
@@ -56,6 +57,7 @@ border-bottom:1px solid #e3e6ea;white-space:nowrap;vertical-align:top}th{backgro
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 td.text{white-space:normal;min-width:14em}td.inst{white-space:normal;min-width:9em}
 td.gpu{white-space:normal}
+.signal{font-size:.85em;white-space:normal}
 form{display:flex;gap:.8em;flex-wrap:wrap;align-items:end;background:#f4f6f8;
 padding:.6em .8em;border-radius:6px}label{display:flex;flex-direction:column;font-size:.85em}
 input{max-width:11em}
@@ -131,7 +133,8 @@ seen are under its name; memory, region and availability need a wider screen.</p
 {% for o in cheapest %}<tr><td class="gpu">{{ o.gpu }}<div class="narrow sub">{{ o.count }}x,
 {{ o.source }} {{ o.instance }}, {{ o.seen }}</div></td><td class="num lo">{{ o.count }}</td>
 <td class="num">{{ o.per_gpu }}</td><td class="num">{{ o.per_hour }}</td>
-<td>{{ o.pricing }}</td><td class="lo">{{ o.source }}</td>
+<td class="pricing">{{ o.pricing }}{% if o.signal %}<br>
+<span class="muted signal">{{ o.signal }}</span>{% endif %}</td><td class="lo">{{ o.source }}</td>
 <td class="inst lo">{{ o.instance }}</td>
 <td class="inst lo">{{ o.region }}</td><td class="num lo">{{ o.memory }}</td>
 <td class="lo">{{ o.available }}</td><td class="inst lo">{{ o.seen }}</td></tr>
@@ -279,6 +282,9 @@ def _row(o: dict[str, Any], now: datetime) -> dict[str, Any]:
             "memory": f"{memory:g} GiB" if memory else "-",
             "per_gpu": money(o["price_per_gpu_usd"]), "per_hour": money(o["price_usd"]),
             "pricing": o["pricing"].replace("_", "-"), "source": o["source"],
+            # a spot offer's interruption signal with its source and date (core.spot)
+            "signal": (signal.label() if (signal := offer_signal(
+                o["source"], o["pricing"], o.get("attributes"))) is not None else ""),
             "region": o["region"] + (f"/{o['zone']}" if o["zone"] else ""),
             "instance": o["instance_type"],
             "available": {True: "yes", False: "no", None: "?"}[o["available"]],

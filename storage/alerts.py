@@ -28,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 
 from gpuradar.core.outcome import CrawlStatus
+from gpuradar.core.pricing import SPOT
 from gpuradar.storage.db import driver_rows
 from gpuradar.storage.models import CRAWL, CRAWL_NOT_OK, OFFER, OUTBOX, STATE
 from gpuradar.storage.offers import COLUMNS, OfferRow
@@ -94,6 +95,17 @@ def offer_values(engine: Engine, sources: Iterable[str]) -> Iterator[tuple[Any, 
         OFFER.c.source.in_(sorted(set(sources))))
     with engine.connect() as conn:
         yield from driver_rows(conn, q)
+
+
+def spot_attributes(engine: Engine, sources: Iterable[str] | None = None
+                    ) -> dict[int, dict[str, Any]]:
+    """id -> attributes of the listed spot offers (of `sources`, None: all): where their
+    interruption signal is (gpuradar.core.spot), for the rules that ask for one."""
+    q = _listed(select(OFFER.c.id, OFFER.c.attributes)).where(OFFER.c.pricing == SPOT)
+    if sources is not None:
+        q = q.where(OFFER.c.source.in_(sorted(set(sources))))
+    with engine.connect() as conn:
+        return {oid: attrs or {} for oid, attrs in conn.execute(q)}
 
 
 def offer_rows(engine: Engine, ids: Iterable[int] | None = None) -> list[OfferRow]:

@@ -171,6 +171,7 @@ def _matches(cfg: "Config", rules: list):
     from sqlalchemy.exc import SQLAlchemyError
 
     from gpuradar.alerts.engine import match_rules, read_market
+    from gpuradar.alerts.market import needs_signals
     from gpuradar.alerts.settings import parse_settings
     from gpuradar.core.config import ConfigError
 
@@ -181,7 +182,7 @@ def _matches(cfg: "Config", rules: list):
     engine = get_engine(cfg, existing=True)
     now = datetime.now(UTC)
     try:
-        market = read_market(engine, now, settings)
+        market = read_market(engine, now, settings, needs_signals(rules))
         matches = match_rules(engine, rules, now=now, alert_settings=settings, market=market)
     except SQLAlchemyError as exc:
         raise fail(f"cannot read the database: {str(exc).splitlines()[0]}",
@@ -202,7 +203,7 @@ def rules_test(
 ) -> None:
     """What each rule would match and fire on now, against the stored offers, and how it was
     read (sends nothing, changes nothing)."""
-    from gpuradar.alerts.messages import offer_summary
+    from gpuradar.alerts.messages import offer_summary, reference_name
     from gpuradar.storage.alerts import load_states
 
     cfg = get_config(config, database_url)
@@ -218,7 +219,8 @@ def rules_test(
         out.append({"name": r.name, "rule": r.text, "read_as": r.reading(),
                     "would_fire": m.matched, "matches": m.count, "best": m.best,
                     "currency": r.condition.currency, "unit": r.unit, "limit": m.limit,
-                    "reference_low": m.reference, "note": m.note, "error": m.error,
+                    "reference_low": m.reference, "reference_name": reference_name(r),
+                    "note": m.note, "error": m.error,
                     "stored_state": st.get("state", "inactive"), "offers": offers})
         if r.condition.index:  # a rule on the market index: the figures it matches
             out[-1]["index"] = [{**f, "value": v} for v, f in getattr(m, "figures", [])[:top]]
@@ -244,7 +246,8 @@ def rules_test(
         else:
             head = "[dim]no match[/dim]" + (f" ({o['note']})" if o["note"] else "")
         if o["reference_low"] is not None:
-            head += (f"; earlier low {money(o['reference_low'], o['currency'])}/{unit}, limit "
+            head += (f"; {reference_name(m.rule).removeprefix('the ')} "
+                     f"{money(o['reference_low'], o['currency'])}/{unit}, limit "
                      f"{money(o['limit'], o['currency'])}/{unit}")
         console.print(f"[bold]{escape(o['name'])}[/bold]  {escape(o['rule'])}\n"
                       f"  read as: {escape(o['read_as'])}\n  {head}; stored state: "

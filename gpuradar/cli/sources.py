@@ -94,6 +94,7 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
                      "captured": seen.captured if seen else None,
                      "stale": stale if enabled else None,
                      "price_source": providers.get(name).price_source,
+                     "spot_signal": providers.get(name).spot_signal,
                      "notes": providers.get(name).notes})
     table_rows = [{**r, "enabled": "yes" if r["enabled"] else "no",
                    "interval": format_duration(r["interval_s"]),
@@ -101,14 +102,16 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
                    "stale": {True: "STALE", False: "fresh", None: ""}[r["stale"]],
                    "last_error": source_once(r["last_error"], r["source"]),
                    "uncatalogued": uncatalogued_cell(r["uncatalogued"]),
-                   "price_source": PRICE_SOURCE_CELL[r["price_source"]]} for r in rows]
+                   "price_source": PRICE_SOURCE_CELL[r["price_source"]],
+                   "spot_signal": r["spot_signal"] or "no spot offers"} for r in rows]
     # the prose (a paragraph per source) only on request: on a screen it pushed the state
     # of the crawls (last success, items, interval) out of the table
     columns = [("source", "source"), ("enabled", "enabled"), ("interval", "interval", 4),
                ("last_status", "last crawl"), ("last_items", "items", 3),
                Col("last_success", "last success", 2, wrap=True), ("stale", "freshness", 1),
                ("uncatalogued", "uncatalogued", 5), ("price_source", "prices", 6),
-               ("last_error", "last error"), ("notes", "reads / cannot see", 7)]
+               ("last_error", "last error"), ("spot_signal", "spot interruptions", 8),
+               ("notes", "reads / cannot see", 7)]
     if why:
         columns.insert(2, ("why", "why"))
     emit(table_rows, columns, pick_format(fmt, as_json, as_csv), raw_rows=rows,

@@ -41,6 +41,8 @@ class Signal:
 
 
 NO_SIGNAL = Signal("no interruption signal published", None, None)
+#: How a provider's `spot_signal` ends when it publishes a signal gpuradar does not read.
+NOT_READ = "not read"
 
 
 def signal_of(attributes: dict[str, Any] | None) -> Signal:
@@ -58,3 +60,23 @@ def signal_of(attributes: dict[str, Any] | None) -> Signal:
     if attrs.get("derived"):
         return Signal("spot price derived, no interruption data", None, None)
     return NO_SIGNAL
+
+
+def offer_signal(source: str, pricing: str, attributes: dict[str, Any] | None
+                 ) -> Signal | None:
+    """The signal of one offer as every output shows it: None for an offer that is not
+    spot; for a spot offer without one, why, when its provider publishes a signal gpuradar
+    cannot read (Alibaba, Azure: credentials)."""
+    from gpuradar.core.pricing import SPOT
+    from gpuradar.core.providers import BY_NAME
+
+    if pricing != SPOT:
+        return None
+    signal = signal_of(attributes)
+    if signal is NO_SIGNAL:
+        provider = BY_NAME.get(source)
+        said = provider.spot_signal if provider is not None else None
+        if said and said.endswith(NOT_READ):
+            return Signal(said, None, None)
+    return signal
+

@@ -294,3 +294,36 @@ def test_the_quick_start_leaves_nothing_for_git_status(tmp_path):
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
                             cwd=repo, capture_output=True, text=True, check=True).stdout
     assert status.split() == ["??", ".gitignore"], status
+
+
+def test_kept_demo_interruption_rules_match_the_real_bands_at_most_their_limit(kept, tmp_path):
+    """`rules test` on the demo's AWS recording (the real Spot Advisor feed of 2025-06-28,
+    us-east-1): `interruptions under 10%` keeps exactly the spot offers whose band reaches at
+    most 10 % a month. Both H100 spot offers there fall out -- p5.48xlarge is ">20%", and
+    p5.4xlarge has no band in that feed -- and the rule says how it read them. (The
+    recording is months old: the config lets rules see stale sources.)"""
+    config = tmp_path / "gpuradar.yaml"
+    config.write_text("alerts:\n  stale_after: never\n")
+    offers = gpuradar_json("prices", "--source", "aws", "--pricing", "spot", "--limit", "0",
+                           db_url=kept)
+    bands = {(o["gpu"], o["instance_type"]): o["attributes"].get("interruption")
+             for o in offers}
+    assert bands[("H100-SXM-80GB", "p5.48xlarge")] == ">20%"
+    assert bands[("H100-SXM-80GB", "p5.4xlarge")] is None
+    calm = {k for k, band in bands.items() if band in ("<5%", "5-10%")}
+    assert calm and set(bands) - calm
+    reading = ("published interruption band at most 10%/month (its upper bound); an offer "
+               "with no published signal, or an open-ended band, never matches")
+    h100, every = (gpuradar_json("rules", "test", text, "--top", "1000", "--config",
+                                 str(config), db_url=kept)[0]
+                   for text in ("H100 spot under $1000/h interruptions under 10%",
+                                "any GPU spot under $1000/h interruptions under 10%"))
+    assert not h100["error"] and reading in h100["read_as"]
+    assert (h100["would_fire"], h100["matches"]) == (False, 0)
+    assert not every["error"] and every["would_fire"]
+    assert {(o["gpu"], o["instance_type"]) for o in every["offers"]} == calm
+    assert every["matches"] == len(calm)
+    proc = gpuradar("rules", "test", "H100 spot under $1000/h interruptions under 10%",
+                    "--config", str(config), db_url=kept, env={"COLUMNS": "300"})
+    assert f"read as: per GPU-hour, H100, any GPU count, under $1,000.00/GPU-h; spot only; " \
+           f"{reading}" in proc.stdout and "no match" in proc.stdout

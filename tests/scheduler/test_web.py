@@ -112,7 +112,9 @@ def test_page_renders_table_alerts_sources_and_chart_in_chromium(site, browser, 
     page.on("request", lambda r: requested.append(r.url))
     page.goto(site + "/")
     cells = row_of(page, "H100-SXM-80GB")
-    assert cells[PER_GPU] == "$0.4001" and cells[PRICING] == "spot"
+    # a spot offer's interruption signal under its pricing: Vast.ai's host reliability
+    assert cells[PER_GPU] == "$0.4001" and cells[PRICING].splitlines()[:2] == [
+        "spot", "host reliability 0.91 (Vast.ai)"]
     assert "vastai" in cells and "79.6 GiB" in cells
     first = page.locator("#cheapest tbody tr").first.locator("td").all_inner_texts()
     assert first[GPU] == "INFERENTIA" and first[PER_GPU] == "$0.0505"  # cheapest first
@@ -313,8 +315,9 @@ def test_filters_are_query_parameters_and_need_no_javascript(site, browser):
     page.goto(site + "/?region=mainland")
     assert "No offer matches these filters." in page.content()
     page.goto(site + "/?region=U%3F&source=vastai&gpu=H100")  # its spot and on-demand rows
-    assert page.locator("#cheapest tbody tr td:nth-child(5)").all_inner_texts() == [
-        "spot", "on-demand"]
+    # (each pricing's first line: a spot offer's interruption signal follows it)
+    assert [t.splitlines()[0] for t in page.locator(
+        "#cheapest tbody tr td:nth-child(5)").all_inner_texts()] == ["spot", "on-demand"]
     context.close()
 
 
@@ -374,7 +377,7 @@ def test_the_page_offers_every_pricing_kind_and_shows_a_capacity_block_apart(eng
     for kind in ("flex-start", "calendar"):
         assert f'<option value="{kind}">{kind}</option>' in page
     table = page[page.index('<table id="cheapest">'):page.index("</table>")]
-    assert "<td>capacity-block</td>" in table and "on-demand" not in table
+    assert '<td class="pricing">capacity-block</td>' in table and "on-demand" not in table
     bad = render(engine, {"pricing": ["reserved"]}, now=T0)
     assert ("pricing must be one of on-demand, spot, capacity-block, flex-start, calendar, "
             "not &#39;reserved&#39;") in bad
@@ -399,7 +402,9 @@ def test_what_the_page_shows_agrees_and_answers_bad_filters(site, site_engine, b
     page = browser.new_page(viewport=DESKTOP)
     page.goto(site + "/?gpu=H100")
     rows = page.locator("#cheapest tbody tr").all()
-    sxm = {r.locator("td").nth(PRICING).inner_text(): r.locator("td").nth(PER_GPU).inner_text()
+    # (the pricing's first line: a spot offer's interruption signal follows it)
+    sxm = {r.locator("td").nth(PRICING).inner_text().splitlines()[0]:
+           r.locator("td").nth(PER_GPU).inner_text()
            for r in rows if r.locator("td").first.inner_text() == "H100-SXM-80GB"}
     assert sxm == {"spot": "$0.4001", "on-demand": "$1.3867"}, sxm
     # the captures are months old: 30 days charts none of them, and says where they are

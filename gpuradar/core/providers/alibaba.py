@@ -24,6 +24,7 @@ def describe_status(provider: Provider, opts: Options, configured: Options
 
 ALIBABA = Provider(
     name="alibaba",
+    spot_signal="DescribeSpotAdvice needs credentials, not read",
     describe=describe_status,
     endpoints={
         "price_file_china": ("https://g.alicdn.com/aliyun/ecs-price-info/{version}/price/"

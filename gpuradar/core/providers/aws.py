@@ -94,6 +94,8 @@ def describe_status(provider: Provider, opts: Options, configured: Options
 
 AWS = Provider(
     name="aws",
+    spot_signal=("AWS Spot Advisor interruption band per instance type and region (public "
+                 "feed, read)"),
     describe=describe_status,
     kind="aws",
     default_interval=900,

@@ -34,6 +34,7 @@ def describe_status(provider: Provider, opts: Options, configured: Options
 
 AZURE = Provider(
     name="azure",
+    spot_signal="spot eviction rates need Azure Resource Graph credentials, not read",
     describe=describe_status,
     endpoints={
         "prices": "https://prices.azure.com/api/retail/prices",

@@ -138,6 +138,10 @@ class Provider:
     #: page or answer changed, and the crawl fails as not understood instead of closing
     #: the offers it no longer sees. A page source states its own bound.
     min_rows: int = 1
+    #: What the provider publishes about how often its spot offers are interrupted, and
+    #: whether gpuradar reads it (`gpuradar sources`, and the signal of a spot offer that
+    #: carries none); None: the source sells no spot.
+    spot_signal: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("endpoints", "credentials", "options"):

@@ -13,6 +13,7 @@ MIN_PRICED = 3
 
 CRUSOE = Provider(
     name="crusoe",
+    spot_signal="no interruption signal published",
     kind="page",
     # A list price on a marketing page: hourly is plenty, and polite.
     default_interval=3600,

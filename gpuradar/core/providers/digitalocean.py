@@ -6,6 +6,7 @@ from gpuradar.core.providers.base import Provider
 
 DIGITALOCEAN = Provider(
     name="digitalocean",
+    spot_signal="no interruption signal published",
     kind="page",
     default_interval=6 * 3600,
     price_source="list_page",

@@ -49,6 +49,7 @@ def describe_status(provider: Provider, opts: Options, configured: Options
 
 GCP = Provider(
     name="gcp",
+    spot_signal="no interruption signal published",
     describe=describe_status,
     endpoints={
         # Compute Engine (GPUs, machine cores and RAM, TPU v5e and newer) and Cloud TPU

@@ -18,6 +18,7 @@ def describe_status(provider: Provider, opts: Options, configured: Options
 
 HUAWEI = Provider(
     name="huawei",
+    spot_signal="no interruption signal published",
     describe=describe_status,
     endpoints={
         "iam_domains": "https://iam.myhuaweicloud.com/v3/auth/domains",

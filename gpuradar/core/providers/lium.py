@@ -11,6 +11,7 @@ TIERS = {"secure": "on_demand", "spot": "spot"}
 
 LIUM = Provider(
     name="lium",
+    spot_signal="no interruption signal published",
     kind="marketplace",
     # Miners list and delist nodes all day, as on Vast.ai.
     default_interval=600,

@@ -4,6 +4,7 @@ from gpuradar.core.providers.base import Provider, family
 
 OCI = Provider(
     name="oci",
+    spot_signal="no interruption signal published",
     endpoints={
         "shapes": "https://www.oracle.com/a/ocom/docs/cloudestimator2/data/shapes.json",
         "prices": "https://apexapps.oracle.com/pls/apex/cetools/api/v1/products/",

@@ -47,6 +47,7 @@ def describe_status(provider: Provider, opts: Options, configured: Options
 
 TENCENT = Provider(
     name="tencent",
+    spot_signal="no interruption signal published",
     describe=describe_status,
     endpoints={"cvm": "https://cvm.tencentcloudapi.com/",
                # The financial regions' own hosts (see crawler/spiders/tencent.py).

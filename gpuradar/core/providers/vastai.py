@@ -4,6 +4,7 @@ from gpuradar.core.providers.base import Provider
 
 VASTAI = Provider(
     name="vastai",
+    spot_signal="host reliability score per offer (read; a score, not an interruption rate)",
     kind="marketplace",
     default_interval=300,
     endpoints={"bundles": "https://console.vast.ai/api/v0/bundles/"},

@@ -1,0 +1,85 @@
+"""A spot offer's interruption signal, with its source and date, wherever a user reads an
+offer: the JSON API (valid against its OpenAPI document) and the Python API (the offer's
+attributes), the web page and the exports; and what each provider publishes, in
+`gpuradar sources`."""
+
+from __future__ import annotations
+
+import json
+
+from gpuradar import api
+from gpuradar.scheduler.web import render
+from gpuradar.storage.export import export
+from tests.clirun import gpuradar_json
+from tests.scheduler.test_api import check, get, served
+from tests.storage.test_index import T0, crawl, item
+
+# The AWS Spot Advisor band of p5.48xlarge in us-east-1 in the feed the demo replays (the
+# real one of 2025-06-28: gpuradar/recordings/aws/provenance.json).
+BAND = {"interruption": ">20%", "interruption_source": "AWS Spot Advisor",
+        "interruption_as_of": "2025-06-28", "savings_pct": 52}
+
+
+def _market(engine) -> None:
+    banded = item("aws", "p5.48xlarge", 2.59, pricing="spot")
+    banded.attributes.update(BAND)
+    crawl(engine, "aws", [banded, item("aws", "p5.4xlarge", 2.63, pricing="spot", count=1),
+                          item("aws", "p5.48xlarge", 6.88)], T0)
+    crawl(engine, "alibaba", [item("alibaba", "ecs.gn8is", 2.10, pricing="spot")], T0)
+    crawl(engine, "gcp", [item("gcp", "a3-highgpu-8g", 2.25, pricing="spot")], T0)
+
+
+def test_the_api_gives_each_spot_offers_band_with_source_and_date(engine):
+    _market(engine)
+    with served(lambda: engine) as base:
+        doc = json.loads(get(f"{base}/api/v1/openapi.json")[2])
+        status, _, body = get(f"{base}/api/v1/offers?limit=0")
+        offers = check(doc, "/offers", status, body)["offers"]
+    by = {(o["source"], o["instance_type"], o["pricing"]): o["attributes"] for o in offers}
+    assert {k: by[("aws", "p5.48xlarge", "spot")][k] for k in BAND} == BAND
+    assert "interruption" not in by[("aws", "p5.4xlarge", "spot")]
+    # The Python API gives the same attributes.
+    with api.Store(engine) as store:
+        (p5,) = [o for o in store.offers("H100", pricing="spot") if o.source == "aws"
+                 and o.instance_type == "p5.48xlarge"]
+    assert {k: p5.attributes[k] for k in BAND} == BAND
+
+
+def test_an_unread_signal_says_why_and_a_missing_one_says_none(engine):
+    _market(engine)
+    for source, said in (("alibaba", "DescribeSpotAdvice needs credentials, not read"),
+                         ("gcp", "no interruption signal published")):
+        page = render(engine, {"pricing": ["spot"], "source": [source]}, now=T0)
+        table = page[page.index('<table id="cheapest">'):page.index("</table>")]
+        assert f'<span class="muted signal">{said}</span>' in table, source
+
+
+def test_the_page_shows_the_signal_under_a_spot_offers_pricing(engine):
+    _market(engine)
+    page = render(engine, {"pricing": ["spot"], "source": ["aws"]}, now=T0)
+    table = page[page.index('<table id="cheapest">'):page.index("</table>")]
+    assert ('<td class="pricing">spot<br>\n<span class="muted signal">interruption &gt;20%/month '
+            '(AWS Spot Advisor, 2025-06-28)</span>') in table
+
+
+def test_the_exports_carry_the_band_its_source_and_date(engine, tmp_path):
+    _market(engine)
+    export(engine, tmp_path / "export", ["jsonl"])
+    lines = (tmp_path / "export" / "offers.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    (p5,) = [r for r in rows if r["instance_type"] == "p5.48xlarge" and r["pricing"] == "spot"]
+    attributes = p5["attributes"] if isinstance(p5["attributes"], dict) else json.loads(
+        p5["attributes"])
+    assert {k: attributes[k] for k in BAND} == BAND
+
+
+def test_sources_say_what_each_provider_publishes_about_interruptions(db_url):
+    said = {r["source"]: r["spot_signal"] for r in gpuradar_json("sources", db_url=db_url)}
+    assert said["aws"].startswith("AWS Spot Advisor interruption band")
+    assert said["alibaba"] == "DescribeSpotAdvice needs credentials, not read"
+    assert said["azure"] == ("spot eviction rates need Azure Resource Graph credentials, "
+                             "not read")
+    for name in ("gcp", "tencent", "huawei", "oci"):
+        assert said[name] == "no interruption signal published", name
+    assert said["vastai"].startswith("host reliability score")
+    assert said["runpod"] is None  # RunPod ended spot pods: no spot offers to signal
