@@ -1,16 +1,43 @@
 """Routes for azure, vastai and fx."""
 
 import json
-from urllib.parse import parse_qs
+import re
+from urllib.parse import parse_qs, urlencode
 
 from tests.provider_server import Reply, Request, fixture
 
+AZURE_PAGE_SIZE = 5
+
+
+def azure_region(req: Request) -> str | None:
+    """The region an `armRegionName eq '...'` term of the request's `$filter` names."""
+    found = re.search(r"armRegionName eq '([^']*)'", (req.query.get("$filter") or [""])[0])
+    return found[1] if found else None
+
+
+def azure_retail_prices(req: Request, items: list[dict]) -> Reply:
+    """The Retail Prices API as Microsoft documents it: the items of the region the `$filter`
+    names (all of them without one), `AZURE_PAGE_SIZE` a page, each page's `NextPageLink`
+    the same query with `$skip` (null on the last), in the envelope of a real answer."""
+    region = azure_region(req)
+    mine = [i for i in items if region is None or i["armRegionName"] == region]
+    skip = int((req.query.get("$skip") or ["0"])[0])
+    page = mine[skip:skip + AZURE_PAGE_SIZE]
+    query = {k: v for k, v in req.query.items() if k != "$skip"}
+    more = skip + AZURE_PAGE_SIZE < len(mine)
+    next_link = ("{{BASE}}/api/retail/prices?"
+                 + urlencode({**query, "$skip": [skip + AZURE_PAGE_SIZE]}, doseq=True)
+                 if more else None)
+    return Reply(body=json.dumps({"BillingCurrency": "USD", "CustomerEntityId": "Default",
+                                  "CustomerEntityType": "Retail", "Items": page,
+                                  "NextPageLink": next_link, "Count": len(page)}).encode())
+
 
 def azure_handler(req: Request) -> Reply:
-    """Retail Prices API: page 2 when $skip is given. NextPageLink points back here."""
-    page = "prices_page2.json" if "$skip" in req.query else "prices_page1.json"
-    body = fixture(f"azure/{page}").replace(b"https://prices.azure.com:443", b"{{BASE}}")
-    return Reply(body=body)
+    """Retail Prices API over the items of prices_page1.json and prices_page2.json."""
+    items = [i for name in ("prices_page1.json", "prices_page2.json")
+             for i in json.loads(fixture(f"azure/{name}"))["Items"]]
+    return azure_retail_prices(req, items)
 
 
 # The service principal the Azure routes accept, and the token they hand out (token_real.json
