@@ -15,18 +15,19 @@ def azure_region(req: Request) -> str | None:
     return found[1] if found else None
 
 
-def azure_retail_prices(req: Request, items: list[dict]) -> Reply:
+def azure_retail_prices(req: Request, items: list[dict],
+                        page_size: int = AZURE_PAGE_SIZE) -> Reply:
     """The Retail Prices API as Microsoft documents it: the items of the region the `$filter`
-    names (all of them without one), `AZURE_PAGE_SIZE` a page, each page's `NextPageLink`
+    names (all of them without one), `page_size` a page, each page's `NextPageLink`
     the same query with `$skip` (null on the last), in the envelope of a real answer."""
     region = azure_region(req)
     mine = [i for i in items if region is None or i["armRegionName"] == region]
     skip = int((req.query.get("$skip") or ["0"])[0])
-    page = mine[skip:skip + AZURE_PAGE_SIZE]
+    page = mine[skip:skip + page_size]
     query = {k: v for k, v in req.query.items() if k != "$skip"}
-    more = skip + AZURE_PAGE_SIZE < len(mine)
+    more = skip + page_size < len(mine)
     next_link = ("{{BASE}}/api/retail/prices?"
-                 + urlencode({**query, "$skip": [skip + AZURE_PAGE_SIZE]}, doseq=True)
+                 + urlencode({**query, "$skip": [skip + page_size]}, doseq=True)
                  if more else None)
     return Reply(body=json.dumps({"BillingCurrency": "USD", "CustomerEntityId": "Default",
                                   "CustomerEntityType": "Retail", "Items": page,
