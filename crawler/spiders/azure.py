@@ -7,7 +7,7 @@ page boundary is read twice or never). The regions are `sources.azure.regions`, 
 the programmatic names of Microsoft's public "Azure regions list" (see
 core/providers/azure.py); a region with no GPU meter answers one empty page. An answer that
 is not HTTP 200 loses that region alone (one ERROR line; the crawl is partial and closes
-nothing); a host that cannot be reached stops the walk. Asked per region: `type eq
+nothing); a host that cannot be reached, or an answer gpuradar cannot read, stops the walk. Asked per region: `type eq
 'Consumption'` VM meters of the N-series (the GPU families), primary meter regions only
 (`meterRegion='primary'`), Linux only: a product named "... Windows" or "... Srs Win"
 carries the Windows licence and is skipped, as are "Low Priority" meters (the retired low-
@@ -392,7 +392,10 @@ class AzureSpider(GpuRadarSpider):
         try:
             next_link = self.read_page(response)
         except ParseError:
-            yield from self.next_region()  # this region is lost, not the others
+            # Not the format gpuradar reads: the next regions would answer the same. The
+            # walk stops; the offers read so far are yielded (the crawl closes nothing).
+            self._regions.clear()
+            yield from self.next_region()
             raise
         if next_link:
             yield self.region_request(response.urljoin(next_link), region)
