@@ -7,12 +7,12 @@ page boundary is read twice or never). The regions are `sources.azure.regions`, 
 the programmatic names of Microsoft's public "Azure regions list" (see
 core/providers/azure.py); a region with no GPU meter answers one empty page. An answer that
 is not HTTP 200 loses that region alone (one ERROR line; the crawl is partial and closes
-nothing); a host that cannot be reached, or an answer gpuradar cannot read, stops the walk. Asked per region: `type eq
-'Consumption'` VM meters of the N-series (the GPU families), primary meter regions only
-(`meterRegion='primary'`), Linux only: a product named "... Windows" or "... Srs Win"
-carries the Windows licence and is skipped, as are "Low Priority" meters (the retired low-
-priority offer, replaced by Spot). A meter whose `meterName` or `skuName` ends in " Spot" is
-the spot price.
+nothing); a host that cannot be reached, or an answer gpuradar cannot read, stops the walk.
+Asked per region: `type eq 'Consumption'` VM meters of the N-series (the GPU families),
+primary meter regions only (`meterRegion='primary'`), Linux only: a product named "...
+Windows" or "... Srs Win" carries the Windows licence and is skipped, as are "Low Priority"
+meters (the retired low-priority offer, replaced by Spot). A meter whose `meterName` or
+`skuName` ends in " Spot" is the spot price.
 
 One offer, one price: Azure lists several meters for one size, region and pricing when a
 price changes (`effectiveStartDate`); the one in effect is the latest that is not in the
