@@ -6,13 +6,13 @@ every region, whose pages shift when a price changes during the walk (an item mo
 page boundary is read twice or never). The regions are `sources.azure.regions`, by default
 the programmatic names of Microsoft's public "Azure regions list" (see
 core/providers/azure.py); a region with no GPU meter answers one empty page. An answer that
-is not HTTP 200 loses that region alone (one ERROR line; the crawl is partial and closes
-nothing); a host that cannot be reached, or an answer gpuradar cannot read, stops the walk.
-Asked per region: `type eq 'Consumption'` VM meters of the N-series (the GPU families),
-primary meter regions only (`meterRegion='primary'`), Linux only: a product named "...
-Windows" or "... Srs Win" carries the Windows licence and is skipped, as are "Low Priority"
-meters (the retired low-priority offer, replaced by Spot). A meter whose `meterName` or
-`skuName` ends in " Spot" is the spot price.
+is not HTTP 200 loses that region alone, its pages read before included (one ERROR line; the
+crawl is partial and closes nothing); a host that cannot be reached, or an answer gpuradar
+cannot read, stops the walk. Asked per region: `type eq 'Consumption'` VM meters of the
+N-series (the GPU families), primary meter regions only (`meterRegion='primary'`), Linux
+only: a product named "... Windows" or "... Srs Win" carries the Windows licence and is
+skipped, as are "Low Priority" meters (the retired low-priority offer, replaced by Spot). A
+meter whose `meterName` or `skuName` ends in " Spot" is the spot price.
 
 One offer, one price: Azure lists several meters for one size, region and pricing when a
 price changes (`effectiveStartDate`); the one in effect is the latest that is not in the
@@ -393,7 +393,9 @@ class AzureSpider(GpuRadarSpider):
             next_link = self.read_page(response)
         except ParseError:
             # Not the format gpuradar reads: the next regions would answer the same. The
-            # walk stops; the offers read so far are yielded (the crawl closes nothing).
+            # walk stops; the regions read to their end are yielded (the crawl closes
+            # nothing).
+            self.forget(region)
             self._regions.clear()
             yield from self.next_region()
             raise
@@ -402,14 +404,21 @@ class AzureSpider(GpuRadarSpider):
             return
         yield from self.next_region()
 
+    def forget(self, region: str) -> None:
+        """Drop what a region whose chain broke has given: the price in effect of any of its
+        offers may be on the page that was lost."""
+        for key in [k for k in self._meters if k[0] == region]:
+            del self._meters[key]
+
     def region_failed(self, failure: Failure) -> Any:
         """A region whose answer is an HTTP error: one ERROR line (the crawl is partial: it
         closes nothing), then the next region. Anything else (the host cannot be reached)
         is Scrapy's to report, and no further region is asked."""
+        region = failure.request.cb_kwargs.get("region", "?")
+        self.forget(region)
         if not failure.check(HttpError):
             self._regions.clear()
             return failure
-        region = failure.request.cb_kwargs.get("region", "?")
         self.logger.error("azure: the prices of region %s answered HTTP %s: its offers are "
                           "not read", region, failure.value.response.status)
         return self.next_region()

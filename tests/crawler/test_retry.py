@@ -20,11 +20,11 @@ from scrapy.http import HtmlResponse, TextResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from gpuradar.core.providers.azure import REGIONS as AZURE_REGIONS
 from gpuradar.crawler.middlewares import BackoffRetryMiddleware, retry_after_seconds
 from gpuradar.crawler.runner import spider_classes as _spider_classes
 from tests.clirun import gpuradar, write_config
 from tests.provider_server import Reply, serve_standard
+from tests.routes.core import AZURE_STANDARD_REQUESTS
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -168,8 +168,7 @@ def crawl_recording_waits(tmp_path, waits_file, endpoints, *sources, db_url):
 
 
 @pytest.mark.parametrize("source, path, pages", [
-    # Azure: a first page per region, and eastus's 9 meters are 2 pages of the stand-in's 5.
-    ("azure", "/api/retail/prices", len(AZURE_REGIONS) + 1),
+    ("azure", "/api/retail/prices", AZURE_STANDARD_REQUESTS),
     ("oci", "/a/ocom/docs/cloudestimator2/data/shapes.json", 1),
 ])
 def test_a_crawl_waits_for_retry_after_end_to_end(tmp_path, provider_server, sqlite_url,

@@ -4,6 +4,7 @@ import json
 import re
 from urllib.parse import parse_qs, urlencode
 
+from gpuradar.core.providers.azure import REGIONS
 from tests.provider_server import Reply, Request, fixture
 
 AZURE_PAGE_SIZE = 5
@@ -32,6 +33,11 @@ def azure_retail_prices(req: Request, items: list[dict],
     return Reply(body=json.dumps({"BillingCurrency": "USD", "CustomerEntityId": "Default",
                                   "CustomerEntityType": "Retail", "Items": page,
                                   "NextPageLink": next_link, "Count": len(page)}).encode())
+
+
+#: The requests of one crawl of `azure_handler` with the default regions: a first page per
+#: region, and eastus's 9 meters are 2 pages.
+AZURE_STANDARD_REQUESTS = len(REGIONS) + 1
 
 
 def azure_handler(req: Request) -> Reply:
