@@ -109,7 +109,13 @@ def _runpod(req: Request) -> Reply:
 
 # -- Azure: twelve real Retail Prices rows of westus, 2026-08 ------------------------------
 def _azure(req: Request) -> Reply:
-    return Reply(body=fixture("azure/westus_real_rows.json"))
+    """The spider walks each region on its own chain: westus's request gets the captured
+    rows (one page, as the API serves up to 1,000 items a page), every other region's an empty
+    page (no public capture of it; marked so in the index)."""
+    from tests.routes.core import azure_retail_prices
+
+    rows = json.loads(fixture("azure/westus_real_rows.json"))["Items"]
+    return azure_retail_prices(req, rows, page_size=1000)
 
 
 # -- AWS: the real public feeds --------------------------------------------------------------
@@ -217,9 +223,12 @@ CAPTURES: dict[str, Capture] = {
                  "path": "prices/AzurePriceList_westus.csv",
                  "when": "2026-08, exact day not recorded"}],
         trimmed="12 GPU rows of the westus capture (tests/fixtures/azure/README.md says how "
-                "the CSV rows became API items); one page. Of them only the Linux "
-                "pay-as-you-go Standard_ND96is_noIB_H100_v5 is an offer gpuradar stores: the "
-                "others are Windows, DevTest or Reservation meters.",
+                "the CSV rows became API items); one page, the answer to the westus request "
+                "(the spider asks each region on its own chain since 2026-12-06; the same "
+                "rows as before). Of them only the Linux pay-as-you-go "
+                "Standard_ND96is_noIB_H100_v5 is an offer gpuradar stores: the others are "
+                "Windows, DevTest or Reservation meters. Every other region was not captured "
+                "and answers an empty page.",
         routes={"azure.prices": ("GET", "/api/retail/prices", _azure)}),
     "aws": Capture(
         captured="2026-08-09",
@@ -321,6 +330,15 @@ def main(sources: list[str]) -> int:
         return proc.returncode
 
 
+def _empty_azure_page(body: str) -> bool:
+    """An Azure Retail Prices page without items: a region no capture holds."""
+    try:
+        page = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(page, dict) and page.get("Items") == [] and "BillingCurrency" in page
+
+
 def _annotate(folder: Path, capture: Capture) -> None:
     """Mark stand-in answers in the index and write the provenance file. The loopback
     server's own robots.txt answer (a page source asks for it first) is no capture: it is
@@ -331,7 +349,7 @@ def _annotate(folder: Path, capture: Capture) -> None:
         index.remove(entry)
     for entry in index:
         body = (folder / entry["file"]).read_text()
-        if body in ('{"offers": []}', EMPTY_SKUS.decode()):
+        if body in ('{"offers": []}', EMPTY_SKUS.decode()) or _empty_azure_page(body):
             entry["note"] = NOT_CAPTURED
         if entry["key"] in capture.dated:
             entry["captured"] = capture.dated[entry["key"]]

@@ -1,15 +1,23 @@
 """Azure: the public Retail Prices API (no credentials).
 
-One paginated chain over every region: `type eq 'Consumption'` VM meters of the N-series
-(the GPU families), primary meter regions only (`meterRegion='primary'`), Linux only: a
-product named "... Windows" or "... Srs Win" carries the Windows licence and is skipped, as
-are "Low Priority" meters (the retired low-priority offer, replaced by Spot). A meter whose
-`meterName` or `skuName` ends in " Spot" is the spot price.
+One paginated chain per region, one region after the other: `$filter` with `armRegionName eq
+'<region>'` and that region's own `NextPageLink` chain, not one ~100-page `$skip` chain over
+every region, whose pages shift when a price changes during the walk (an item moved across a
+page boundary is read twice or never). The regions are `sources.azure.regions`, by default
+the programmatic names of Microsoft's public "Azure regions list" (see
+core/providers/azure.py); a region with no GPU meter answers one empty page. An answer that
+is not HTTP 200 loses that region alone, its pages read before included (one ERROR line; the
+crawl is partial and closes nothing); a host that cannot be reached, or an answer gpuradar
+cannot read, stops the walk. Asked per region: `type eq 'Consumption'` VM meters of the
+N-series (the GPU families), primary meter regions only (`meterRegion='primary'`), Linux
+only: a product named "... Windows" or "... Srs Win" carries the Windows licence and is
+skipped, as are "Low Priority" meters (the retired low-priority offer, replaced by Spot). A
+meter whose `meterName` or `skuName` ends in " Spot" is the spot price.
 
 One offer, one price: Azure lists several meters for one size, region and pricing when a
 price changes (`effectiveStartDate`); the one in effect is the latest that is not in the
-future. Meters of one offer can sit on different pages, so the chain is read to its end
-before any offer is yielded.
+future. Meters of one offer can sit on different pages, so every region's chain is read to
+its end before any offer is yielded.
 
 The GPU comes from the size name, read the way Azure documents it (family, vCPUs, additive
 features, accelerator, version: `Standard_ND96is_noIB_H100_v5` is family ND, 96 vCPUs,
@@ -27,7 +35,7 @@ https://management.azure.com/.default), then `GET management.azure.com/subscript
 providers/Microsoft.Compute/skus?api-version=2021-07-01` to the end of its `nextLink` chain,
 each `virtualMachines` entry's capability `GPUs`, and its `restrictions` of type Location: a
 size this subscription cannot use in a region (NotAvailableForSubscription, QuotaId) is
-stored unavailable there, the reason kept as `restriction`. Both run beside the price chain;
+stored unavailable there, the reason kept as `restriction`. Both run beside the price walk;
 the offers are yielded once both have ended. Not for a series sold as GPU partitions (the table's
 fractional counts: NVadsA10 v5, NC RTX PRO 6000 BSE v6, ...): that API counts a partition as
 a whole GPU (skypilot-org/skypilot#3708, Standard_NV6ads_A10_v5 tagged one GPU), so such a
@@ -48,6 +56,8 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import scrapy
 from scrapy.http import Response
+from scrapy.spidermiddlewares.httperror import HttpError
+from twisted.python.failure import Failure
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
@@ -326,7 +336,7 @@ class AzureSpider(GpuRadarSpider):
         super().__init__(*args, **kwargs)
         self._meters: dict[tuple[str, str, str], _Meter] = {}
         # The Resource SKUs answer: None until read (or never asked, or failed); whether it
-        # is still awaited; whether the price chain has ended; the access token.
+        # is still awaited; whether every region's price chain has ended; the access token.
         self._skus: dict[str, float | None] | None = None
         self._skus_pending = False
         self._prices_read = False
@@ -337,35 +347,81 @@ class AzureSpider(GpuRadarSpider):
         self._restricted: dict[tuple[str, str], str] = {}
         # One object per distinct string of the kept meters (see _Meter).
         self._shared: dict[Any, Any] = {}
+        # The regions whose price chain is still to be walked, in order.
+        self._regions: list[str] = []
 
-    def first_url(self) -> str:
+    def region_url(self, region: str) -> str:
+        """The first page of one region's chain."""
         # Every armSkuName with a capital N: the N-series whatever its form ("Standard_NC..."
         # or a compact "NC8dsxlRTX6Kv6", which `contains(armSkuName, 'Standard_N')` would
         # drop); filter values are case-sensitive since api-version 2023-01-01-preview
         # (learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices), so
         # "Standard_" itself does not match. Other sizes with an N are counted as not GPUs.
+        # The region is a filter the same page documents (`armRegionName eq 'southcentralus'`).
         flt = ("serviceName eq 'Virtual Machines' and priceType eq 'Consumption' "
-               "and contains(armSkuName, 'N')")
+               f"and armRegionName eq '{region}' and contains(armSkuName, 'N')")
         currency = self.option("currency", "USD")
         query = {"api-version": "2023-01-01-preview", "currencyCode": f"'{currency}'",
                  "meterRegion": "'primary'", "$filter": flt}
         return f"{self.endpoint('prices')}?{urlencode(query)}"
 
+    def region_request(self, url: str, region: str) -> scrapy.Request:
+        return scrapy.Request(url, callback=self.parse, errback=self.region_failed,
+                              cb_kwargs={"region": region})
+
     async def start(self):
-        yield scrapy.Request(self.first_url(), callback=self.parse)
+        self._regions = list(self.option("regions") or providers.azure.REGIONS)
+        for request in self.next_region():
+            yield request
         for request in self.sku_requests():
             yield request
 
-    def parse(self, response: Response, **kwargs: Any):
-        """Collect one page; at the end of the chain, the offers with the prices in effect
-        (once the Resource SKUs answer, if one was asked for, has ended too)."""
-        next_link = self.read_page(response)
-        if next_link:
-            yield response.follow(next_link, callback=self.parse)
+    def next_region(self) -> Iterator[Any]:
+        """The next region's first page; when every region is read, the offers (once the
+        Resource SKUs answer, if one was asked for, has ended too)."""
+        if self._regions:
+            region = self._regions.pop(0)
+            yield self.region_request(self.region_url(region), region)
             return
         self._prices_read = True
         if not self._skus_pending:
             yield from self.offers()
+
+    def parse(self, response: Response, region: str = "", **kwargs: Any):
+        """Collect one page of a region; then its next page, or the next region."""
+        try:
+            next_link = self.read_page(response)
+        except ParseError:
+            # Not the format gpuradar reads: the next regions would answer the same. The
+            # walk stops; the regions read to their end are yielded (the crawl closes
+            # nothing).
+            self.forget(region)
+            self._regions.clear()
+            yield from self.next_region()
+            raise
+        if next_link:
+            yield self.region_request(response.urljoin(next_link), region)
+            return
+        yield from self.next_region()
+
+    def forget(self, region: str) -> None:
+        """Drop what a region whose chain broke has given: the price in effect of any of its
+        offers may be on the page that was lost."""
+        for key in [k for k in self._meters if k[0] == region]:
+            del self._meters[key]
+
+    def region_failed(self, failure: Failure) -> Any:
+        """A region whose answer is an HTTP error: one ERROR line (the crawl is partial: it
+        closes nothing), then the next region. Anything else (the host cannot be reached)
+        is Scrapy's to report, and no further region is asked."""
+        region = failure.request.cb_kwargs.get("region", "?")
+        self.forget(region)
+        if not failure.check(HttpError):
+            self._regions.clear()
+            return failure
+        self.logger.error("azure: the prices of region %s answered HTTP %s: its offers are "
+                          "not read", region, failure.value.response.status)
+        return self.next_region()
 
     def parse_file(self, response: Response):
         """A saved page on its own (`gpuradar parse`): its offers, prices in effect; a saved
@@ -431,7 +487,7 @@ class AzureSpider(GpuRadarSpider):
     def parse_skus(self, response: Response) -> Iterator[Any]:
         """One Resource SKUs page; the next one (`nextLink`, on the same host only: it carries
         the token; never a page already read: a loop would hold the offers for ever), or, at
-        the end, the offers if the price chain has ended."""
+        the end, the offers if every region's price chain has ended."""
         try:
             if response.status != 200:
                 raise SkusUnavailable(f"the SKU list answered {error_of(response)}")
@@ -464,7 +520,7 @@ class AzureSpider(GpuRadarSpider):
 
     def skus_unavailable(self, why: str) -> Iterator[Any]:
         """One ERROR line (the crawl is partial: sizes only this answer could count must not
-        be closed); the offers the table knows, if the price chain has ended."""
+        be closed); the offers the table knows, if every region's price chain has ended."""
         self._skus, self._skus_pending = None, False
         secret = str(self.option("client_secret") or "")
         for value in (secret, self._token):

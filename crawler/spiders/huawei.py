@@ -48,6 +48,7 @@ from scrapy.http import Response
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.huawei import Site, site_of
 from gpuradar.crawler.signing import REPLAY_PLACEHOLDER, huawei_sign, signing_credentials
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
@@ -127,6 +128,11 @@ class HuaweiSpider(GpuRadarSpider):
     def global_headers(self) -> dict[str, str]:
         return {"X-Domain-Id": self.domain_id} if self.domain_id else {}
 
+    @property
+    def site(self) -> Site:
+        """The account's site: which IAM and BSS hosts it is served by."""
+        return site_of({"site": self.option("site")})
+
     async def start(self):
         self.domain_id = str(self.option("domain_id") or "")
         if not self.domain_id and self.settings.get("GPURADAR_REPLAY_DIR"):
@@ -135,7 +141,7 @@ class HuaweiSpider(GpuRadarSpider):
             for request in self.after_domain():
                 yield request
             return
-        request = self.signed("GET", self.endpoint("iam_domains"), self.parse_domains)
+        request = self.signed("GET", self.endpoint(self.site.iam_domains), self.parse_domains)
         if request is not None:
             yield request
 
@@ -157,7 +163,7 @@ class HuaweiSpider(GpuRadarSpider):
                 if request is not None:
                     yield request
             return
-        request = self.signed("GET", self.endpoint("iam"), self.parse_projects,
+        request = self.signed("GET", self.endpoint(self.site.iam), self.parse_projects,
                               headers=self.global_headers())
         if request is not None:
             yield request
@@ -188,7 +194,7 @@ class HuaweiSpider(GpuRadarSpider):
              "resource_type": "hws.resource.type.vm", "resource_spec": f"{f['id']}.linux",
              "region": region, "usage_factor": "Duration", "usage_value": 1,
              "usage_measure_id": 4, "subscription_num": 1} for i, f in enumerate(flavors)]}
-        url = self.endpoint("bss_intl" if self.option("site") == "intl" else "bss")
+        url = self.endpoint(self.site.bss)
         return self.signed("POST", url, self.parse_rating, body=body,
                            headers=self.global_headers(),
                            cb_kwargs={"region": region, "project_id": project_id,
@@ -333,7 +339,8 @@ class HuaweiSpider(GpuRadarSpider):
                 if request is not None:
                     yield request
             return
-        currency = data.get("currency") or "CNY"  # BSS: empty currency means CNY
+        # Empty: CNY on the China site's BSS, USD on the international API (intl, EU).
+        currency = data.get("currency") or self.site.empty_currency
         results = require(data, "product_rating_results", self.name, response.url, list)
         by_id = {str(require(r, "id", self.name, f"product_rating_results[{i}]")): r
                  for i, r in enumerate(results)}

@@ -18,6 +18,7 @@ from gpuradar.crawler.spiders.base import ParseError
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES, callback_spider, response, spider_settings
 from tests.provider_server import Reply, serve_standard
+from tests.routes.core import azure_retail_prices
 
 FIX = FIXTURES / "azure"
 URL = "https://prices.azure.com/api/retail/prices"
@@ -292,8 +293,9 @@ def test_zero_price_is_kept_for_the_pipeline_to_drop():
 
 
 def test_requests_ask_for_primary_meters_in_the_documented_syntax():
-    query = parse_qs(urlsplit(spider().first_url()).query)
+    query = parse_qs(urlsplit(spider().region_url("westus")).query)
     assert query["meterRegion"] == ["'primary'"]
+    assert "armRegionName eq 'westus'" in query["$filter"][0]
     assert query["api-version"] == ["2023-01-01-preview"]
     # Case-sensitive since 2023-01-01-preview: every armSkuName with a capital N, including
     # compact ones without "Standard_" (which `contains(armSkuName, 'Standard_N')` dropped).
@@ -350,7 +352,7 @@ def test_crawl_sends_meter_region_and_stores_the_price_in_effect(tmp_path, provi
     cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server, ["azure"]),
                        scrapy={"DOWNLOAD_DELAY": 0})
     provider_server.route("GET", "/api/retail/prices",
-                          lambda req: Reply(body=json.dumps(page).encode()))
+                          lambda req: azure_retail_prices(req, page["Items"]))
     # No credentials (an empty variable counts as unset): only the prices are asked for.
     blank = dict.fromkeys(("AZURE_TENANT_ID", "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET",
                            "AZURE_SUBSCRIPTION_ID"), "")
@@ -358,9 +360,10 @@ def test_crawl_sends_meter_region_and_stores_the_price_in_effect(tmp_path, provi
     assert proc.returncode == 0, proc.stderr
     [result] = json.loads(proc.stdout)
     assert (result["status"], result["items"], result["dropped"]) == ("ok", 1, {})
-    [req] = provider_server.requests  # nothing asked of the login or management hosts
-    assert req.path == "/api/retail/prices"
-    assert req.query["meterRegion"] == ["'primary'"]
+    # Nothing asked of the login or management hosts: one first page per region.
+    asked = provider_server.requests
+    assert {r.path for r in asked} == {"/api/retail/prices"}
+    assert {r.query["meterRegion"][0] for r in asked} == {"'primary'"}
     [offer] = gpuradar_json("prices", "--source", "azure", config=cfg, db_url=db_url)
     assert (offer["instance_type"], offer["price"], offer["gpu_count"]) == (
         "Standard_ND96is_noIB_H100_v5", 115.034, 8)
@@ -384,7 +387,8 @@ def prices(s: AzureSpider) -> list[PriceItem]:
 
 
 def with_creds(**settings) -> AzureSpider:
-    return callback_spider(AzureSpider, settings, **CREDS)
+    """A spider with credentials whose price walk is one region's chain (the pages fed)."""
+    return callback_spider(AzureSpider, settings, regions=["westus"], **CREDS)
 
 
 def starts(s: AzureSpider) -> list:
@@ -786,3 +790,49 @@ def test_a_size_restricted_for_the_subscription_is_unavailable_there():
     assert restricted.attributes["restriction"] == "NotAvailableForSubscription"
     other = items[("eastus", "Standard_NC40ads_H100_v5", "on_demand")]
     assert other.available is None and "restriction" not in other.attributes
+
+
+# -- the walk, one region at a time ------------------------------------------------------------
+def test_each_region_is_walked_on_its_own_next_link_chain(tmp_path, provider_server, sqlite_url):
+    """No `$skip` chain over every region (its pages shift when a price changes during the
+    walk): each region of Microsoft's list is asked with its own `armRegionName` filter and
+    its own NextPageLink chain is followed (the stand-in pages 5 items a page, as the API
+    pages by `$skip`); the offers are those of the one chain before."""
+    from gpuradar.core.providers.azure import REGIONS
+
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server, ["azure"]),
+                       scrapy={"DOWNLOAD_DELAY": 0})
+    proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert (result["status"], result["items"]) == ("ok", 13), result  # a zero price dropped
+    asked = [(region, int(r.query.get("$skip", ["0"])[0]))
+             for r in provider_server.requests
+             for region in [r.query["$filter"][0].split("armRegionName eq '")[1].split("'")[0]]]
+    assert [region for region, skip in asked if skip == 0] == list(REGIONS)
+    # eastus holds 9 meters: its chain is 2 pages, asked one after the other.
+    assert [a for a in asked if a[0] == "eastus"] == [("eastus", 0), ("eastus", 5)]
+    offers = gpuradar_json("prices", "--source", "azure", config=cfg, db_url=sqlite_url)
+    assert len(offers) == 13
+    assert "eastus2euap" not in {o["region"] for o in offers}  # canary: not in the list
+
+
+def test_a_region_answering_an_error_loses_that_region_alone(tmp_path, provider_server,
+                                                             sqlite_url):
+    """westeurope answers HTTP 400: its offers are not read, one line says so, the other
+    regions' offers are stored and the crawl is partial (it closes nothing)."""
+    from tests.routes.core import azure_handler, azure_region
+
+    endpoints = serve_standard(provider_server, ["azure"])
+    provider_server.route("GET", "/api/retail/prices", lambda req: (
+        Reply(400, b'{"Error": "bad"}') if azure_region(req) == "westeurope"
+        else azure_handler(req)))
+    cfg = write_config(tmp_path / "c.yaml", endpoints=endpoints, scrapy={"DOWNLOAD_DELAY": 0},
+                       sources={"azure": {"regions": ["eastus", "westeurope", "westus3"]}})
+    proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "partial", result
+    assert ("azure: the prices of region westeurope answered HTTP 400: its offers are not "
+            "read") in result["error"]
+    regions = {o["region"] for o in gpuradar_json("prices", "--source", "azure", config=cfg,
+                                                  db_url=sqlite_url)}
+    assert regions == {"eastus", "westus3"}

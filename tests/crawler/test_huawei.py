@@ -492,3 +492,50 @@ def test_an_early_flavor_typed_by_hws_performancetype_is_read():
     specs["hws:performancetype"] = specs.pop("ecs:performancetype")
     info = make_spider().flavor_info(dict(p3, os_extra_specs=specs), "flavors[0]")
     assert info is not None and info["kind"] == "gpu" and info["count"] >= 1
+
+
+def test_the_eu_site_asks_its_own_iam_and_bss_hosts(tmp_path, provider_server, sqlite_url):
+    """`site: eu`: IAM and BSS are asked at the EU site's endpoints (by default the
+    EU_WEST_101 hosts of huaweicloudsdkiam v3 and huaweicloudsdkbssintl 3.1.219; here
+    configured to loopback paths under /eu), never at the China site's; ECS at its regional
+    host, as for any site (huaweicloudsdkecs EU_WEST_101 is ecs.eu-west-101.myhuaweicloud.com)."""
+    from gpuradar.core.providers.huawei import HUAWEI
+
+    assert HUAWEI.endpoints["iam_domains_eu"] == \
+        "https://iam.eu-west-101.myhuaweicloud.eu/v3/auth/domains"
+    assert HUAWEI.endpoints["iam_eu"] == "https://iam.eu-west-101.myhuaweicloud.eu/v3/auth/projects"
+    assert HUAWEI.endpoints["bss_eu"] == \
+        "https://bss.myhuaweicloud.eu/v2/bills/ratings/on-demand-resources"
+    endpoints = serve_standard(provider_server)
+    for china, eu, method in (("iam_domains", "iam_domains_eu", "GET"), ("iam", "iam_eu", "GET"),
+                              ("bss", "bss_eu", "POST")):
+        path = endpoints[f"huawei.{china}"].removeprefix(provider_server.base)
+        provider_server.route(method, "/eu" + path, provider_server.routes[(method, path)])
+        endpoints[f"huawei.{eu}"] = provider_server.base + "/eu" + path
+    cfg = write_config(tmp_path / "config.yaml", endpoints=endpoints, scrapy=FAST,
+                       sources={"huawei": {"access_key": "AKtest", "secret_key": SK,
+                                           "site": "eu"}})
+    proc = gpuradar("crawl", "huawei", "--json", config=cfg, db_url=sqlite_url)
+    assert proc.returncode == 0, proc.stderr
+    asked = [r.path for r in provider_server.requests]
+    global_calls = [p for p in asked if p.startswith(("/v3/", "/v2/bills", "/eu/"))]
+    assert {p.split("/")[2] for p in global_calls} == {"v3", "v2"}, asked  # IAM and BSS
+    assert all(p.startswith("/eu/") for p in global_calls), asked
+    assert any(p.startswith("/v1/") for p in asked)  # ECS: the regional host
+    assert json.loads(proc.stdout)[0]["items"] > 0
+
+
+def test_an_empty_currency_is_the_sites_own():
+    """An empty `currency` means CNY in the China site's BSS (huaweicloudsdkbss's
+    ListOnDemandResourceRatingsResponse: "值为空代表人民币") and USD in the international BSS API
+    that the intl and EU sites use (huaweicloudsdkbssintl's: "值为空代表美元")."""
+    answer = json.loads((FIX / "bss_on_demand_rating_response.json").read_text())
+    answer["currency"] = ""
+    found = {}
+    for site in ("cn", "intl", "eu"):
+        spider = make_spider(site=site)
+        items = list(spider.parse_rating(response(answer, spider.rating_request(
+            "cn-east-3", "09a1c2e3", east_gpu_flavors(spider)[:1]).url),
+            region="cn-east-3", project_id="09a1c2e3", flavors=east_gpu_flavors(spider)[:1]))
+        found[site] = {i.currency for i in items}
+    assert found == {"cn": {"CNY"}, "intl": {"USD"}, "eu": {"USD"}}

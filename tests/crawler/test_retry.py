@@ -24,6 +24,7 @@ from gpuradar.crawler.middlewares import BackoffRetryMiddleware, retry_after_sec
 from gpuradar.crawler.runner import spider_classes as _spider_classes
 from tests.clirun import gpuradar, write_config
 from tests.provider_server import Reply, serve_standard
+from tests.routes.core import AZURE_STANDARD_REQUESTS
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -167,7 +168,7 @@ def crawl_recording_waits(tmp_path, waits_file, endpoints, *sources, db_url):
 
 
 @pytest.mark.parametrize("source, path, pages", [
-    ("azure", "/api/retail/prices", 2),
+    ("azure", "/api/retail/prices", AZURE_STANDARD_REQUESTS),
     ("oci", "/a/ocom/docs/cloudestimator2/data/shapes.json", 1),
 ])
 def test_a_crawl_waits_for_retry_after_end_to_end(tmp_path, provider_server, sqlite_url,

@@ -1,16 +1,50 @@
 """Routes for azure, vastai and fx."""
 
 import json
-from urllib.parse import parse_qs
+import re
+from urllib.parse import parse_qs, urlencode
 
+from gpuradar.core.providers.azure import REGIONS
 from tests.provider_server import Reply, Request, fixture
+
+AZURE_PAGE_SIZE = 5
+
+
+def azure_region(req: Request) -> str | None:
+    """The region an `armRegionName eq '...'` term of the request's `$filter` names."""
+    found = re.search(r"armRegionName eq '([^']*)'", (req.query.get("$filter") or [""])[0])
+    return found[1] if found else None
+
+
+def azure_retail_prices(req: Request, items: list[dict],
+                        page_size: int = AZURE_PAGE_SIZE) -> Reply:
+    """The Retail Prices API as Microsoft documents it: the items of the region the `$filter`
+    names (all of them without one), `page_size` a page, each page's `NextPageLink`
+    the same query with `$skip` (null on the last), in the envelope of a real answer."""
+    region = azure_region(req)
+    mine = [i for i in items if region is None or i["armRegionName"] == region]
+    skip = int((req.query.get("$skip") or ["0"])[0])
+    page = mine[skip:skip + page_size]
+    query = {k: v for k, v in req.query.items() if k != "$skip"}
+    more = skip + page_size < len(mine)
+    next_link = ("{{BASE}}/api/retail/prices?"
+                 + urlencode({**query, "$skip": [skip + page_size]}, doseq=True)
+                 if more else None)
+    return Reply(body=json.dumps({"BillingCurrency": "USD", "CustomerEntityId": "Default",
+                                  "CustomerEntityType": "Retail", "Items": page,
+                                  "NextPageLink": next_link, "Count": len(page)}).encode())
+
+
+#: The requests of one crawl of `azure_handler` with the default regions: a first page per
+#: region, and eastus's 9 meters are 2 pages.
+AZURE_STANDARD_REQUESTS = len(REGIONS) + 1
 
 
 def azure_handler(req: Request) -> Reply:
-    """Retail Prices API: page 2 when $skip is given. NextPageLink points back here."""
-    page = "prices_page2.json" if "$skip" in req.query else "prices_page1.json"
-    body = fixture(f"azure/{page}").replace(b"https://prices.azure.com:443", b"{{BASE}}")
-    return Reply(body=body)
+    """Retail Prices API over the items of prices_page1.json and prices_page2.json."""
+    items = [i for name in ("prices_page1.json", "prices_page2.json")
+             for i in json.loads(fixture(f"azure/{name}"))["Items"]]
+    return azure_retail_prices(req, items)
 
 
 # The service principal the Azure routes accept, and the token they hand out (token_real.json

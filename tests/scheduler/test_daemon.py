@@ -32,6 +32,7 @@ from tests.daemon_helpers import (
     write_config,
 )
 from tests.provider_server import Reply, serve_standard
+from tests.routes.core import AZURE_STANDARD_REQUESTS
 
 SECRET = "SEKRET-vast-key-123456"
 # one source each, so that a cheaper offer from another source does not re-notify
@@ -334,9 +335,10 @@ def test_kill_9_during_a_crawl_and_a_delivery_then_restart(tmp_path, provider_se
     standard_azure = provider_server.routes[("GET", "/api/retail/prices")]
     azure_requests = []
 
-    def azure(req):  # the first crawl (two pages) answers; the next one hangs
+    def azure(req):  # the first crawl answers; the next one hangs
         azure_requests.append(req)
-        return standard_azure(req) if len(azure_requests) <= 2 else Reply(delay=60)
+        return (standard_azure(req) if len(azure_requests) <= AZURE_STANDARD_REQUESTS
+                else Reply(delay=60))
 
     provider_server.route("GET", "/api/retail/prices", azure)
     db_url = sqlite_url

@@ -34,6 +34,7 @@ from tests.daemon_helpers import (
     write_config,
 )
 from tests.provider_server import Reply, serve_standard
+from tests.routes.core import AZURE_STANDARD_REQUESTS
 
 REPO = Path(__file__).resolve().parents[2]
 H100_RULE = "H100 under $100/h on vastai"
@@ -166,9 +167,9 @@ def test_kill_9_of_the_leader_mid_delivery_the_standby_takes_over(tmp_path, prov
     standard_azure = provider_server.routes[("GET", "/api/retail/prices")]
     hang_azure = {"on": True, "answered": 0}
 
-    def azure(req):  # the first crawl (two pages) answers; then it hangs until the kill
+    def azure(req):  # the first crawl answers; then it hangs until the kill
         hang_azure["answered"] += 1
-        if hang_azure["on"] and hang_azure["answered"] > 2:
+        if hang_azure["on"] and hang_azure["answered"] > AZURE_STANDARD_REQUESTS:
             return Reply(delay=60)
         return standard_azure(req)
 

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.clirun import gpuradar, gpuradar_json, write_config
 from tests.helpers import FIXTURES
 from tests.provider_server import Reply, serve_standard
+from tests.routes.core import azure_retail_prices
 
 
 def metric(registry, name: str, **labels: str) -> float | None:
@@ -356,21 +357,18 @@ def test_a_smaller_crawl_of_a_source_named_before_is_no_baseline(engine):
     assert (four.status, four.closed, four.held) == ("partial", 0, 6)
 
 # -- through `gpuradar crawl` over a local server standing in for the provider ------------
-def _azure_server(provider_server, tmp_path, edit=None, **sections):
-    """The Azure fixture pages, page 1 edited by `edit(items)` when given."""
+def _azure_server(provider_server, tmp_path, edit=None, second_page=True, **sections):
+    """The Azure fixture pages' meters served per region as the API does, page 1's edited
+    by `edit(items)` when given; page 2's left out unless `second_page`."""
     cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server, ["azure"]),
                        scrapy={"DOWNLOAD_DELAY": 0, "RETRY_TIMES": 0}, **sections)
-    original = provider_server.routes[("GET", "/api/retail/prices")]
-
-    def serve(req):
-        reply = original(req)
-        if edit is not None and "$skip" not in req.query:
-            page = json.loads(reply.body)
-            edit(page["Items"])
-            reply = Reply(body=json.dumps(page).encode())
-        return reply
-
-    provider_server.route("GET", "/api/retail/prices", serve)
+    first, second = (json.loads((FIXTURES / "azure" / name).read_text())["Items"]
+                     for name in ("prices_page1.json", "prices_page2.json"))
+    if edit is not None:
+        edit(first)
+    items = first + (second if second_page else [])
+    provider_server.route("GET", "/api/retail/prices",
+                          lambda req: azure_retail_prices(req, items))
     return cfg
 
 
@@ -455,21 +453,11 @@ def test_a_large_drop_closes_nothing_until_the_next_crawl_confirms_it(tmp_path, 
     cfg = _azure_server(provider_server, tmp_path)
     assert gpuradar("crawl", "azure", config=cfg, db_url=db_url).returncode == 0
 
-    def one_meter(items):  # page 1 lists one meter; page 2 is served as recorded
+    def one_meter(items):  # page 1 lists one meter; page 2 is not served
         keep = _meter(items, "eastus", "Standard_NC40ads_H100_v5")
         items[:] = [keep]
 
-    original = provider_server.routes[("GET", "/api/retail/prices")]
-    cfg = _azure_server(provider_server, tmp_path, one_meter)
-    shrunk = provider_server.routes[("GET", "/api/retail/prices")]
-
-    def first_page_only(req):
-        reply = shrunk(req)
-        page = json.loads(reply.body)
-        page["NextPageLink"] = None
-        return Reply(body=json.dumps(page).encode())
-
-    provider_server.route("GET", "/api/retail/prices", first_page_only)
+    cfg = _azure_server(provider_server, tmp_path, one_meter, second_page=False)
     proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=db_url)
     [held] = json.loads(proc.stdout)
     assert (held["status"], held["items"], held["closed"], held["held"]) == ("partial", 1, 0, 12)
@@ -485,7 +473,6 @@ def test_a_large_drop_closes_nothing_until_the_next_crawl_confirms_it(tmp_path, 
     assert [o["instance_type"] for o in gpuradar_json("prices", "--source", "azure",
                                                       config=cfg, db_url=db_url)] == [
         "Standard_NC40ads_H100_v5"]
-    provider_server.route("GET", "/api/retail/prices", original)
 
 
 def test_shrink_guard_per_source_option(tmp_path, provider_server, sqlite_url):

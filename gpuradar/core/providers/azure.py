@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from gpuradar.core.providers.base import Options, Provider, family
 
-
 # Pages cited below are Microsoft Learn's VM size pages,
 # learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/<page>. An "r" in an N-series
 # size marks its InfiniBand (RDMA, SR-IOV) sizes: Microsoft's InfiniBand driver extension
@@ -14,6 +13,29 @@ from gpuradar.core.providers.base import Options, Provider, family
 # through NVSwitch (NVIDIA Fabric Manager user guide, "NVSwitch-based HGX systems").
 # A size no row matches (NV, NG, NC T4, new series) is decided by the GPU's form factor or
 # stays unknown: never a catch-all row.
+#: The regions whose prices are walked, one chain each: the programmatic names of Microsoft's
+#: "Azure regions list" of the public cloud (MicrosoftDocs/reliability-docs,
+#: articles/reliability/regions-list.md @ 01021ab80d1aebd1d8b5de481d80a9855b487954,
+#: ms.date 2025-09-23; learn.microsoft.com/azure/reliability/regions-list), restricted-access
+#: and coming-soon regions included (a region without GPU meters answers one empty page).
+#: Without credentials nothing lists the regions: the Retail Prices API has no region list,
+#: and ARM's Subscriptions - List Locations needs a token. A region opened since is read when
+#: `sources.azure.regions` names it.
+REGIONS = (
+    "australiacentral", "australiacentral2", "australiaeast", "australiasoutheast",
+    "austriaeast", "belgiumcentral", "brazilsouth", "brazilsoutheast", "canadacentral",
+    "canadaeast", "centralindia", "centralus", "chilecentral", "denmarkeast", "eastasia",
+    "eastus", "eastus2", "francecentral", "francesouth", "germanynorth",
+    "germanywestcentral", "indonesiacentral", "israelcentral", "italynorth", "japaneast",
+    "japanwest", "koreacentral", "koreasouth", "malaysiawest", "mexicocentral",
+    "newzealandnorth", "northcentralus", "northeurope", "norwayeast", "norwaywest",
+    "polandcentral", "qatarcentral", "southafricanorth", "southafricawest",
+    "southcentralus", "southindia", "southeastasia", "spaincentral", "swedencentral",
+    "switzerlandnorth", "switzerlandwest", "uaecentral", "uaenorth", "uksouth", "ukwest",
+    "westcentralus", "westeurope", "westindia", "westus", "westus2", "westus3",
+)
+
+
 def describe_status(provider: Provider, opts: Options, configured: Options
                     ) -> tuple[bool, str]:
     """Public prices always; all four credentials add the Resource SKUs API, and a partial
@@ -50,12 +72,13 @@ AZURE = Provider(
     credentials={"tenant_id": "AZURE_TENANT_ID", "client_id": "AZURE_CLIENT_ID",
                  "client_secret": "AZURE_CLIENT_SECRET",
                  "subscription_id": "AZURE_SUBSCRIPTION_ID"},
-    options={"currency": str},
-    notes=("Retail Prices API, all regions, Linux, on-demand and Spot, primary meters, the "
+    options={"currency": str, "regions": list[str]},
+    notes=("Retail Prices API, walked per region (the regions of Microsoft's regions list, or "
+           "sources.azure.regions), Linux, on-demand and Spot, primary meters, the "
            "price in effect; no credentials needed. With a service principal (tenant, "
            "client id and secret, subscription) the Resource SKUs API gives the GPU count "
            "of sizes missing from gpuradar's size table. Cannot see: reservations, savings "
-           "plans, availability."),
+           "plans, availability, a region missing from that list."),
     # fmt: off
     interconnect=(
         # nd-gb200-v6-series / nd-gb300-v6-series: NVLink 5 NVL72 rack, InfiniBand per GPU.
