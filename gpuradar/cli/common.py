@@ -244,6 +244,33 @@ app = typer.Typer(help="Track GPU cloud prices and availability; alert when rule
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
+# -- shell completion of values (`gpuradar --install-completion`): what a user may type ------
+def _starting(words: list[str], incomplete: str) -> list[str]:
+    """The words that begin with what is typed so far, case-insensitively."""
+    return [w for w in words if w.lower().startswith(incomplete.lower())]
+
+
+def complete_pricing(incomplete: str) -> list[str]:
+    """--pricing: the kinds as users write them (on-demand, spot, capacity-block, ...)."""
+    from gpuradar.core.pricing import PRICINGS, label
+
+    return _starting([label(k) for k in PRICINGS], incomplete)
+
+
+def complete_gpu(incomplete: str) -> list[str]:
+    """--gpu: the catalog's families (H100), then its exact models (H100-SXM-80GB)."""
+    from gpuradar.core.gpus import CATALOG, families
+
+    return _starting(families() + sorted(set(CATALOG) - set(families())), incomplete)
+
+
+def complete_source(incomplete: str) -> list[str]:
+    """A source name (crawl SOURCE, --source): the registry's providers."""
+    from gpuradar.core.sources import providers
+
+    return _starting(list(providers()), incomplete)
+
+
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Config file (YAML).",
                                                  envvar="GPURADAR_CONFIG")]
 DbOpt = Annotated[str | None, typer.Option("--database-url", help="Database URL (overrides "

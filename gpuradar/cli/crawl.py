@@ -21,6 +21,7 @@ from gpuradar.cli.common import (
     JsonOpt,
     WideOpt,
     app,
+    complete_source,
     fail,
     get_config,
     get_engine,
@@ -150,7 +151,8 @@ def summary_line(results) -> str:
 @app.command()
 def crawl(
     sources: Annotated[list[str] | None, typer.Argument(help="Sources to crawl (default: "
-                                                        "every enabled source).")] = None,
+                                                        "every enabled source).",
+                                                        autocompletion=complete_source)] = None,
     record: Annotated[Path | None, typer.Option(help="Save every response under DIR.")] = None,
     replay: Annotated[Path | None, typer.Option(help="Answer every request from a recording "
                                                 "in DIR (no network).")] = None,
@@ -212,7 +214,8 @@ def _words(value) -> list[str]:
 
 # -- parse -------------------------------------------------------------------------------
 @app.command()
-def parse(source: Annotated[str, typer.Argument(help="Source whose parser to run.")],
+def parse(source: Annotated[str, typer.Argument(help="Source whose parser to run.",
+                                                        autocompletion=complete_source)],
           files: Annotated[list[Path], typer.Argument(help="Saved responses.")],
           url: Annotated[str | None, typer.Option(help="URL the response came from.")] = None,
           config: ConfigOpt = None) -> None:

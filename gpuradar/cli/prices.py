@@ -16,6 +16,9 @@ from gpuradar.cli.common import (
     JsonOpt,
     WideOpt,
     app,
+    complete_gpu,
+    complete_pricing,
+    complete_source,
     fail,
     finite,
     get_config,
@@ -202,16 +205,19 @@ def check_sources(engine, names: list[str]) -> None:
 def prices(
     gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="Accelerator family (H100, "
                                             "'TPU v5e', Trainium), exact model "
-                                            "(H100-SXM-80GB) or kind (TPU, NPU).")] = None,
+                                            "(H100-SXM-80GB) or kind (TPU, NPU).",
+                                            autocompletion=complete_gpu)] = None,
     vendor: Annotated[list[str] | None, typer.Option("--vendor", help="Only accelerators of "
                                                      "this vendor: NVIDIA, AMD, Google, AWS, "
                                                      "Intel, Huawei (repeatable).")] = None,
     kind: Annotated[list[str] | None, typer.Option("--kind", help="Only this kind of "
                                                    "accelerator: GPU, TPU or NPU (ASIC) "
                                                    "(repeatable).")] = None,
-    pricing: Annotated[str | None, typer.Option(help=f"{PRICING_CHOICES}.")] = None,
+    pricing: Annotated[str | None, typer.Option(help=f"{PRICING_CHOICES}.",
+                                                autocompletion=complete_pricing)] = None,
     source: Annotated[list[str] | None, typer.Option("--source", "-s", help="Only these "
-                                                     "sources (repeatable).")] = None,
+                                                     "sources (repeatable).",
+                                                     autocompletion=complete_source)] = None,
     region: Annotated[list[str] | None, typer.Option("--region", "-r", help="Region glob, "
                                                      "e.g. 'us-*', or 'mainland' for "
                                                      "mainland China (repeatable).")] = None,
@@ -456,13 +462,16 @@ def print_gpu_history(engine, gpu: str, names: list[str], since: datetime, until
 
 @app.command()
 def history(
-    source: Annotated[str | None, typer.Argument(help="Source of one offer.")] = None,
+    source: Annotated[str | None, typer.Argument(help="Source of one offer.",
+                                                            autocompletion=complete_source)] = None,
     instance_type: Annotated[str | None, typer.Argument(help="Its instance type / id.")] = None,
     region: Annotated[str | None, typer.Option("--region", "-r", help="Region of the offer, "
                                                "when it is listed in several.")] = None,
-    pricing: Annotated[str | None, typer.Option(help=f"{PRICING_CHOICES}.")] = None,
+    pricing: Annotated[str | None, typer.Option(help=f"{PRICING_CHOICES}.",
+                                                autocompletion=complete_pricing)] = None,
     gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="Cheapest price of this GPU "
-                                            "over time instead of one offer.")] = None,
+                                            "over time instead of one offer.",
+                                            autocompletion=complete_gpu)] = None,
     days: Annotated[float, typer.Option(help="How far back (with --gpu), at most 3660.")
                     ] = 7.0,
     at: Annotated[str | None, typer.Option(help="Price of the offer at this time: "

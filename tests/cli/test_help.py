@@ -94,3 +94,32 @@ def test_the_config_group_says_it_writes_and_checks():
 def test_shell_completion_is_installable():
     out = helptext(width=120)
     assert "--install-completion" in out and "--show-completion" in out
+
+
+def completions(line: str) -> list[str]:
+    """What bash's tab offers after `line`, through click's completion protocol (the
+    `_GPURADAR_COMPLETE=complete_bash` call the installed script makes)."""
+    words = line.split()
+    cword = len(words) if line.endswith(" ") else len(words) - 1
+    result = runner.invoke(app, [], prog_name="gpuradar",
+                           env={"_GPURADAR_COMPLETE": "complete_bash",
+                                "COMP_WORDS": line, "COMP_CWORD": str(cword)})
+    assert result.exit_code == 0, result.output
+    return result.output.split()
+
+
+@pytest.mark.parametrize("line, offered", [
+    # #50 item 16: values, not only commands and options
+    ("gpuradar prices --pricing ", ["on-demand", "spot", "capacity-block", "flex-start",
+                                    "calendar"]),
+    ("gpuradar history --pricing sp", ["spot"]),
+    ("gpuradar prices --gpu H10", ["H100", "H100-NVL-94GB", "H100-PCIE-80GB",
+                                   "H100-SXM-80GB"]),
+    ("gpuradar history --gpu MI3", ["MI300X", "MI325X", "MI350X", "MI355X"]),
+    ("gpuradar crawl la", ["lambda", "latitude"]),
+    ("gpuradar crawl fx la", ["lambda", "latitude"]),
+    ("gpuradar prices --source vas", ["vastai"]),
+    ("gpuradar prices --format ", ["table", "json", "csv"]),
+])
+def test_tab_completes_the_values_an_option_takes(line, offered):
+    assert completions(line) == offered
