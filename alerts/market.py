@@ -99,11 +99,8 @@ class Market:
         self.now = now
         self.last_success = {s: at for s, (at, _) in health.items()}
         self.failures = {s: n for s, (_, n) in health.items()}
-        stale = frozenset(
-            source for source, (at, n) in health.items()
-            if n >= settings.stale_after_failures or (
-                settings.stale_after is not None and at is not None
-                and now - at > settings.stale_after))
+        stale = frozenset(source for source, (at, n) in health.items()
+                          if settings.stale(at, n, now))
         stale_changed = stale != self.stale
         self.stale = stale
         return changes, fx_changed, stale_changed

@@ -7,7 +7,7 @@ AlertSettings is what its values mean here (durations, a drop as a share or an a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,14 @@ class AlertSettings:
         self.notify_stale = (v if isinstance(v, bool)
                              else tuple(str(x) for x in ([v] if isinstance(v, str) else v)))
         self.templates = Path(s.templates).expanduser() if s.templates else None
+
+    def stale(self, data_at: datetime | None, failures: int, now: datetime) -> bool:
+        """The one judgement of a stale source, for its alert, the page and /readyz alike:
+        `stale_after_failures` failed crawls since its last success, or data (a replay's:
+        its capture time) older than `stale_after`."""
+        return failures >= self.stale_after_failures or (
+            self.stale_after is not None and data_at is not None
+            and now - data_at > self.stale_after)
 
 
 def _duration(key: str, value: Any) -> timedelta:

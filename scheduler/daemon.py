@@ -220,7 +220,8 @@ class Daemon:
         self.leadership.attempts = self.metrics.lock_attempts
         self.health = Health(lambda: self.engine, self._scheduler_running,
                              role=lambda: self.leadership.role,
-                             plans=lambda: {n: p.interval for n, p in self.loaded.plans.items()})
+                             plans=lambda: {n: p.interval for n, p in self.loaded.plans.items()},
+                             alert_settings=lambda: self.loaded.alert_settings)
         m = self.loaded.metrics
         if m.enabled:
             try:

@@ -15,7 +15,9 @@ started a source's due crawls for `daemon.liveness_intervals` intervals in a row
 what a crawl's time limit allows: a wedged replica that an orchestrator should restart);
 `/readyz` is readiness (send me no traffic): 503 with the reason when the process is not
 healthy, or when every scheduled source is failing or stale, so the prices it serves are not
-current (see readiness()).
+current (see readiness()). Stale is the stale-source alert's judgement (`alerts.stale_after`
+on the data's time, a replay's capture date; `alerts.stale_after_failures`), so /readyz, the
+page's sources table and `gpuradar alerts` agree.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 from sqlalchemy import Engine, text
 
+from gpuradar.alerts.settings import AlertSettings
 from gpuradar.core.outcome import CrawlStatus
 
 HEARTBEAT_EVERY = 5.0    # seconds between heartbeats from the loop
@@ -56,8 +59,10 @@ class Health:
     stopping: bool = False
     # Rules whose last evaluation failed: the service is degraded, not down (still 200).
     failing_rules: list[str] = field(default_factory=list)
-    # The scheduled sources and their intervals in seconds (readiness judges staleness).
+    # The scheduled sources and their intervals in seconds, and the `alerts:` settings by
+    # which readiness judges them stale.
     plans: Callable[[], dict[str, float]] = dict
+    alert_settings: Callable[[], AlertSettings] = AlertSettings
     # The leader's sources whose due crawls have not run for too long, and why (the loop
     # sets it: see stalled()); liveness fails on any.
     stalled: dict[str, str] = field(default_factory=dict)
@@ -127,26 +132,28 @@ def stalled(skipped: int, interval: float, time_limit: float, intervals: int) ->
             f"its slot, or the scheduler missed them; allowed: {allowed})")
 
 
-STALE_AFTER = 3  # intervals without a successful crawl: stale (as `gpuradar sources` says)
-
-
-def source_states(engine: Engine, plans: dict[str, float], now: datetime) -> dict[str, str]:
+def source_states(engine: Engine, plans: dict[str, float], now: datetime,
+                  settings: AlertSettings) -> dict[str, str]:
     """Each scheduled source: 'ok', 'pending' (not crawled yet), 'failing: <error>' (its
-    last crawl failed) or 'stale: ...' (no success within STALE_AFTER intervals)."""
-    from gpuradar.storage.queries import last_crawls, last_success
+    last crawl failed) or 'stale: ...', judged as its stale alert and the page judge it
+    (AlertSettings.stale: a replay's data is as old as its capture)."""
+    from gpuradar.storage.alerts import source_health
+    from gpuradar.storage.queries import last_crawls
 
-    latest, ok = last_crawls(engine), last_success(engine)
+    latest, health = last_crawls(engine), source_health(engine)
     out = {}
-    for name, interval in sorted(plans.items()):
+    for name in sorted(plans):
         last = latest.get(name)
-        success = ok.get(name)
+        at, failures = health.get(name, (None, 0))
         if last is None:
             out[name] = "pending"
         elif last["status"] == CrawlStatus.FAILED:
             out[name] = f"failing: {(last.get('error') or 'no detail').splitlines()[0][:200]}"
-        elif success is None or (now - success).total_seconds() > STALE_AFTER * interval:
-            out[name] = ("stale: never crawled successfully" if success is None else
-                         f"stale: last success {success:%Y-%m-%d %H:%M} UTC")
+        elif at is None:
+            out[name] = "stale: never crawled successfully"
+        elif settings.stale(at, failures, now):
+            out[name] = (f"stale: data as of {at:%Y-%m-%d %H:%M} UTC"
+                         + (f", {failures} failed crawls since" if failures else ""))
         else:
             out[name] = "ok"
     return out
@@ -161,7 +168,8 @@ def readiness(health: Health, now: datetime | None = None) -> tuple[bool, dict[s
         out |= {"status": "not ready", "reason": f"unhealthy: {json.dumps(body)}"}
         return False, out
     try:
-        states = source_states(health.engine_fn(), health.plans(), now or datetime.now(UTC))
+        states = source_states(health.engine_fn(), health.plans(), now or datetime.now(UTC),
+                               health.alert_settings())
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         out |= {"status": "not ready", "reason": f"cannot read the crawls: {exc}"[:300]}
         return False, out

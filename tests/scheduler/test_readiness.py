@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 from prometheus_client import CollectorRegistry
 
+from gpuradar.alerts.settings import AlertSettings
+from gpuradar.core.config import AlertsSection
 from gpuradar.scheduler.health import Health, make_app, readiness, serve
 from gpuradar.storage.ingest import CrawlWriter
 
@@ -34,11 +36,36 @@ def test_ready_while_one_source_is_fresh(engine):
 
 def test_degraded_when_every_source_is_failing_or_stale(engine):
     crawled(engine, "azure", "failed", NOW - timedelta(minutes=5), "cannot reach x (DNS)")
-    crawled(engine, "vastai", "ok", NOW - timedelta(hours=2))  # 3 intervals of 5 min ago
+    crawled(engine, "vastai", "ok", NOW - timedelta(days=2, hours=2))  # past stale_after: 2d
     ready, body = readiness(health_of(engine, {"azure": 3600, "vastai": 300}), NOW)
     assert not ready and body["status"] == "degraded"
     assert body["reason"] == "every scheduled source is failing or stale (azure, vastai)"
-    assert body["sources"]["vastai"].startswith("stale: last success 2026-11-30 10:00")
+    assert body["sources"]["vastai"] == "stale: data as of 2026-11-28 10:00 UTC"
+
+
+def test_readyz_judges_staleness_as_the_stale_source_alert_does(engine):
+    """#50 item 21: the page listed sources as stale (their alert: a replay's data is as old
+    as its capture, `alerts.stale_after`) while /readyz said every source was ok (it counted
+    from when the replay ran, by 3 intervals). One judgement now: the alert engine's."""
+    from gpuradar.alerts.engine import evaluate
+    from gpuradar.storage.ingest import Replay
+
+    capture = Replay("2026-08-22", datetime(2026, 8, 22, tzinfo=UTC))
+    CrawlWriter(engine, "vastai", started_at=NOW - timedelta(minutes=5),
+                replay=capture).finish("ok")
+    crawled(engine, "azure", "ok", NOW - timedelta(days=1))  # 288 of its 5-minute intervals
+    plans = {"azure": 300, "vastai": 300}
+    ready, body = readiness(health_of(engine, plans), NOW)
+    alerts = evaluate(engine, [], now=NOW)
+    assert alerts.stale_sources == ["vastai"]
+    assert body["sources"] == {"azure": "ok", "vastai": "stale: data as of 2026-08-22 00:00 UTC"}
+    assert ready  # azure's day-old data is within stale_after (2d)
+    # the configured alerts: settings, as the daemon hands them over
+    never = Health(lambda: engine, lambda: True, plans=lambda: plans,
+                   alert_settings=lambda: AlertSettings(AlertsSection(stale_after="never")))
+    assert readiness(never, NOW)[1]["sources"] == {"azure": "ok", "vastai": "ok"}
+    assert evaluate(engine, [], now=NOW, alert_settings={"stale_after": "never"}
+                    ).stale_sources == []
 
 
 def test_a_source_not_crawled_yet_is_pending_not_failing(engine):
