@@ -226,8 +226,10 @@ def svg_chart(lines: list[tuple[str, list[tuple[datetime, float | None]]]], unti
     lines = [(key, series) for key, series in lines if any(v is not None for _, v in series)]
     values = [v for _, series in lines for _, v in series if v is not None]
     lo, hi = min(values), max(values)
-    if hi - lo < 1e-9:
+    ticks = [lo, (lo + hi) / 2, hi]
+    if hi - lo < 1e-9:  # one price: its own value mid-axis, as the title writes it
         lo, hi = lo * 0.9, hi * 1.1 or 1.0
+        ticks = [lo, values[0], hi]
     plot_w, plot_h = CHART_W - PAD_L - PAD_R, CHART_H - PAD_T - PAD_B
     t0, t1 = min(series[0][0] for _, series in lines).timestamp(), until.timestamp()
 
@@ -240,8 +242,7 @@ def svg_chart(lines: list[tuple[str, list[tuple[datetime, float | None]]]], unti
     parts = [f'<svg class="chart" width="{CHART_W}" height="{CHART_H}" role="img" '
              f'aria-label="{escape(label)}" viewBox="0 0 {CHART_W} {CHART_H}" '
              f'preserveAspectRatio="xMinYMin meet" xmlns="http://www.w3.org/2000/svg">']
-    for k in range(3):
-        v = lo + (hi - lo) * k / 2
+    for v in ticks:
         parts.append(f'<line class="grid" x1="{PAD_L}" x2="{CHART_W - PAD_R}" '
                      f'y1="{y(v):.1f}" y2="{y(v):.1f}"/><text x="{PAD_L - 6}" '
                      f'y="{y(v) + 4:.1f}" text-anchor="end">{escape(money(v))}</text>')

@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from gpuradar.core import sources
@@ -122,15 +123,16 @@ SIGN_CURRENCY: dict[str, str] = {"$": "USD", "¥": "CNY", "￥": "CNY", "€": "
 
 
 def money(value: float | None, currency: str = "USD") -> str:
-    """'$2.98', '¥1.88', '£0.0049', '12.50 CHF': up to 4 decimals below 10, 2 above."""
+    """'$2.9800', '¥1.8840', '£0.0049', '$55.04', '12.50 CHF': the one money format of every
+    view (README): 4 decimals below 10, 2 from 10 on, rounded half up on the value as written
+    (a float's binary error would show 1.70115 as 1.7011 in one view and 1.7012 in another)."""
     if value is None:
         return "-"
     sign = CURRENCY_SIGN.get(currency)
-    text = f"{value:,.4f}".rstrip("0").rstrip(".") if value < 10 else f"{value:,.2f}"
-    if "." not in text:
-        text += ".00"
-    elif len(text.split(".")[1]) == 1:
-        text += "0"
+    amount = Decimal(repr(float(value))).quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP)
+    if abs(amount) >= 10:  # after rounding: 9.99996 is $10.00, not $10.0000
+        amount = amount.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    text = f"{amount:,}"
     return f"{sign}{text}" if sign else f"{text} {currency}"
 
 

@@ -90,15 +90,15 @@ def test_first_evaluation_fires_when_the_price_is_already_under(engine):
     result = evaluate(engine, [rule("H100 under $2/h")], now=T0)
     assert (result.firing, result.notifications, result.fired) == (1, 1, ["h100-under-2"])
     (note,) = outbox(engine)
-    assert note["title"] == "H100 under $2/h — 2 offers from $1.87/GPU-h"
+    assert note["title"] == "H100 under $2/h — 2 offers from $1.8700/GPU-h"
     assert note["target"] == "team" and note["kind"] == "firing" and note["status"] == "pending"
     # The cheapest first, with per-GPU and instance price, availability and a link.
     body = note["body_markdown"]
     assert body.index("us-east-1") < body.index("us-west-1")
-    assert "**$1.87/GPU-h** · $14.96/h for 8 GPUs" in body and "available: yes" in body
+    assert "**$1.8700/GPU-h** · $14.96/h for 8 GPUs" in body and "available: yes" in body
     assert "https://lambda.example/x" in body and "gpu_1x_h100" not in body
     assert "<b>lambda</b> us-east-1" in note["body_html"]
-    assert "$1.87/GPU-h · $14.96/h for 8 GPUs" in note["body_text"]
+    assert "$1.8700/GPU-h · $14.96/h for 8 GPUs" in note["body_text"]
     assert store.firing_count(engine) == 1 and store.outbox_backlog(engine) == 1
 
 
@@ -124,7 +124,7 @@ def test_a_better_price_notifies_again_only_past_min_drop(engine):
     assert evaluate(engine, rules, now=t2).notifications == 1
     last = outbox(engine)[-1]
     assert last["kind"] == "improved"
-    assert last["title"] == "H100 under $2/h — 1 offer from $1.70/GPU-h (was $1.90/GPU-h)"
+    assert last["title"] == "H100 under $2/h — 1 offer from $1.7000/GPU-h (was $1.9000/GPU-h)"
     # The next improvement is measured from $1.70, not from the first $1.90.
     t3 = T0 + timedelta(hours=3)
     crawl(engine, [offer("a", 1.65, at=t3)], at=t3)
@@ -150,7 +150,7 @@ def test_resolution_has_hysteresis_and_is_sent_when_asked(engine):
     assert (alert["state"], alert["match_count"]) == ("inactive", 0)
     last = outbox(engine)[-1]
     assert last["kind"] == "resolved" and last["notify_type"] == "success"
-    assert last["title"] == "RESOLVED: H100 under $2/h — cheapest now $2.35/GPU-h"
+    assert last["title"] == "RESOLVED: H100 under $2/h — cheapest now $2.3500/GPU-h"
     # Under again: a new firing episode notifies again.
     t4 = T0 + timedelta(hours=4)
     crawl(engine, [offer("a", 1.80, at=t4)], at=t4)
@@ -347,7 +347,7 @@ def test_cny_rule_compares_in_cny(engine):
     assert round(everywhere.best, 3) == round(0.25 / 0.14, 3)
     evaluate(engine, [rule("4090 under ¥2/h on autodl")], now=T0)
     note = outbox(engine)[0]
-    assert note["title"] == "4090 under ¥2/h on autodl — 1 offer from ¥1.90/GPU-h"
+    assert note["title"] == "4090 under ¥2/h on autodl — 1 offer from ¥1.9000/GPU-h"
 
 
 def test_an_offer_in_the_rules_currency_is_compared_as_quoted_others_at_the_stored_rate(
@@ -466,7 +466,7 @@ def test_a_drop_is_measured_against_the_low_of_the_rules_own_pricing(engine):
                    offer("s", 1.0, pricing="spot", at=t)], at=t)   # b: 18 % under 1.90
     result = evaluate(engine, [rule("H100 on-demand drops 15% below its 7-day low")], now=now)
     assert result.fired == ["h100-on-demand-drops-15pct-below-its-7-day-low"]
-    assert "**$1.55/GPU-h**" in outbox(engine)[0]["body_markdown"]
+    assert "**$1.5500/GPU-h**" in outbox(engine)[0]["body_markdown"]
 
 
 def test_changed_rule_is_a_new_alert_and_removed_rules_are_forgotten(engine):
@@ -502,8 +502,8 @@ def test_user_templates_override_the_built_in_ones(engine, tmp_path):
     evaluate(engine, [rule("H100 under $2/h")], now=T0,
              alert_settings={"templates": str(tmp_path)})
     (note,) = outbox(engine)
-    assert note["title"] == "[gpu] H100 under $2/h: 1 at $1.50"
-    assert "**$1.50/GPU-h**" in note["body_markdown"]      # the others stay built in
+    assert note["title"] == "[gpu] H100 under $2/h: 1 at $1.5000"
+    assert "**$1.5000/GPU-h**" in note["body_markdown"]      # the others stay built in
 
 
 # -- the price basis ----------------------------------------------------------------------------
@@ -551,7 +551,7 @@ def test_a_message_in_another_currency_converts_both_prices_at_the_stored_rate(e
           source="vastai")
     evaluate(engine, [rule("4090 under ¥2/h")], now=T0)
     (note,) = outbox(engine)  # $0.25 = ¥1.7857 at 0.14; the whole offer $0.50 = ¥3.5714
-    assert "¥1.7857/GPU-h · ¥3.5714/h for 2 GPUs (quoted $0.50/h)" in note["body_text"]
+    assert "¥1.7857/GPU-h · ¥3.5714/h for 2 GPUs (quoted $0.5000/h)" in note["body_text"]
     best = store.load_states(engine)["rule:4090-under-2"]["best"]
     assert (round(best["per_gpu"], 4), round(best["instance"], 4)) == (1.7857, 3.5714)
 
@@ -803,7 +803,7 @@ def test_a_rule_with_a_higher_limit_added_beside_a_lower_one_sees_its_offers(eng
     assert evaluate(engine, [low], now=T0).fired == []
     both = evaluate(engine, [low, rule("H100 under $3/h")], now=T0 + timedelta(minutes=5))
     assert both.fired == ["h100-under-3"]
-    assert outbox(engine)[0]["title"] == "H100 under $3/h — 1 offer from $2.50/GPU-h"
+    assert outbox(engine)[0]["title"] == "H100 under $3/h — 1 offer from $2.5000/GPU-h"
 
 
 def test_the_recent_low_includes_prices_that_ended_within_the_window(engine):
@@ -870,7 +870,7 @@ def test_a_source_crawled_for_the_first_time_is_seen_at_the_next_evaluation(engi
     crawl(engine, [offer("v", 1.8, source="vastai", at=t1)], source="vastai", at=t1)
     again = evaluate(engine, rules, now=t1)
     assert again.errors == {} and again.fired == ["h100-under-2"]
-    assert outbox(engine)[0]["title"] == "H100 under $2/h — 1 offer from $1.80/GPU-h"
+    assert outbox(engine)[0]["title"] == "H100 under $2/h — 1 offer from $1.8000/GPU-h"
 
 
 def test_a_rule_of_a_new_kind_added_after_existing_ones_is_evaluated(engine):
@@ -898,7 +898,7 @@ def test_a_rule_resolves_even_when_a_rule_with_a_higher_limit_shares_its_offers(
     crawl(engine, [offer("a", 2.5, at=t1)], at=t1)
     r1 = evaluate(engine, rules, now=t1)
     assert (r1.firing, r1.resolved) == (1, ["h100-under-2"])
-    assert outbox(engine)[-1]["title"] == "RESOLVED: H100 under $2/h — cheapest now $2.50/GPU-h"
+    assert outbox(engine)[-1]["title"] == "RESOLVED: H100 under $2/h — cheapest now $2.5000/GPU-h"
 
 
 def test_the_cheapest_price_now_ignores_the_rules_limit(engine):
@@ -950,8 +950,8 @@ def test_templates_get_the_earlier_price_only_for_an_improvement(engine, tmp_pat
     crawl(engine, [offer("a", 2.6, at=t6)], at=t6)
     evaluate(engine, rules, now=t6, alert_settings=settings)
     assert [n["title"] for n in outbox(engine)] == [
-        "firing: $1.50 [] []", "improved: $1.20 [$1.50] []", "repeat: $1.20 [] []",
-        "resolved: [] [$2.60]"]
+        "firing: $1.5000 [] []", "improved: $1.2000 [$1.5000] []", "repeat: $1.2000 [] []",
+        "resolved: [] [$2.6000]"]
 
 
 @pytest.mark.parametrize(("min_drop", "default"), [("5%", "$0.50"), ("$0.10", "20%")])
@@ -969,7 +969,7 @@ def test_a_drop_of_exactly_min_drop_notifies(engine, min_drop, default):
     assert evaluate(engine, rules, now=t1, alert_settings=settings).notifications == 1
     last = outbox(engine)[-1]
     assert last["kind"] == "improved"
-    assert last["title"] == "H100 under $2.50/h — 1 offer from $1.90/GPU-h (was $2.00/GPU-h)"
+    assert last["title"] == "H100 under $2.50/h — 1 offer from $1.9000/GPU-h (was $2.0000/GPU-h)"
 
 
 @pytest.mark.parametrize("min_drop", ["$0", "0%"])
@@ -1423,7 +1423,7 @@ def test_an_offer_in_yuan_repriced_in_dollars_by_the_next_crawl_reaches_a_dollar
     crawl(engine, [cny(usd_rate=0.13, at=later)], source="autodl", at=later)  # $1.82
     again = evaluate(engine, rules, now=later + timedelta(minutes=1))
     assert again.fired == ["h100-under-1.90"]
-    assert "$1.82/GPU-h" in outbox(engine)[-1]["body_markdown"]
+    assert "$1.8200/GPU-h" in outbox(engine)[-1]["body_markdown"]
 
 
 def test_an_evaluation_leaves_the_garbage_collector_as_the_program_had_it(engine):

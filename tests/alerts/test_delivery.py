@@ -121,19 +121,19 @@ def test_email_arrives_with_subject_text_and_html(engine):
         (result,) = deliver_pending(engine, targets)
         assert (result.status, result.channel, result.target) == ("sent", "email", "oncall-mail")
     (msg,) = smtp.messages
-    assert msg["Subject"] == "H100 under $2/h — 2 offers from $1.87/GPU-h"
+    assert msg["Subject"] == "H100 under $2/h — 2 offers from $1.8700/GPU-h"
     assert msg["To"].addresses[0].addr_spec == "ops@example.com"
     assert msg.get_content_type() == "multipart/alternative"
     text = msg.get_body(("plain",)).get_content()
     html = msg.get_body(("html",)).get_content()
-    assert "<b>lambda</b> us-east-1" in html and "<b>$1.87/GPU-h</b>" in html
+    assert "<b>lambda</b> us-east-1" in html and "<b>$1.8700/GPU-h</b>" in html
     assert 'href="https://lambda.example/x"' in html
     # The plain-text part (apprise derives it from the HTML) is a short list per offer, the
     # rule on one line, both prices with their units.
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    assert lines[0] == "2 offers match “H100 under $2/h”, cheapest $1.87/GPU-h."
+    assert lines[0] == "2 offers match “H100 under $2/h”, cheapest $1.8700/GPU-h."
     first = lines.index("- lambda us-east-1 — 8x H100-SXM-80GB, on-demand")
-    assert lines[first + 1] == "$1.87/GPU-h · $14.96/h for 8 GPUs"
+    assert lines[first + 1] == "$1.8700/GPU-h · $14.96/h for 8 GPUs"
     assert lines[first + 2].startswith("available: yes · seen ")
     assert "- lambda us-west-1 — 8x H100-SXM-80GB, on-demand" in lines
     assert "<" not in text and len(lines) < 12
@@ -149,10 +149,10 @@ def test_webhook_receives_the_markdown_message(engine):
     assert (result.status, result.channel) == ("sent", "webhook")
     (post,) = hook.posts
     assert post["path"] == "/hook"
-    assert post["json"]["title"] == "H100 under $2/h — 2 offers from $1.87/GPU-h"
+    assert post["json"]["title"] == "H100 under $2/h — 2 offers from $1.8700/GPU-h"
     assert post["json"]["type"] == "warning"
     message = post["json"]["message"]
-    assert "**lambda** us-east-1" in message and "**$1.87/GPU-h**" in message
+    assert "**lambda** us-east-1" in message and "**$1.8700/GPU-h**" in message
     assert "[gpu_8x_h100](https://lambda.example/x)" in message
 
 
@@ -165,7 +165,7 @@ def test_slack_payload_is_slack_markdown(engine):
         payload = json.loads(rsps.calls[0].request.body)
     assert (result.status, result.channel) == ("sent", "slack")
     attachment = payload["attachments"][0]
-    assert attachment["title"] == "H100 under $2/h — 2 offers from $1.87/GPU-h"
+    assert attachment["title"] == "H100 under $2/h — 2 offers from $1.8700/GPU-h"
     # CommonMark converted to Slack mrkdwn: bold with single stars, links as <url|label>.
     assert "*lambda* us-east-1" in attachment["text"]
     assert "<https://lambda.example/x|gpu_8x_h100>" in attachment["text"]
@@ -196,7 +196,7 @@ def test_smtp_down_then_back_nothing_lost_and_webhook_not_held_up(engine):
             third = deliver_pending(engine, targets, now=now + timedelta(seconds=120))
         assert [(r.target, r.status, r.attempts) for r in third] == [("oncall-mail", "sent", 3)]
         assert len(smtp.messages) == 1 and len(hook.posts) == 1
-    assert smtp.messages[0]["Subject"] == "H100 under $2/h — 2 offers from $1.87/GPU-h"
+    assert smtp.messages[0]["Subject"] == "H100 under $2/h — 2 offers from $1.8700/GPU-h"
     assert store.outbox_backlog(engine) == 0
 
 

@@ -250,12 +250,12 @@ def test_fit_rule_fires_notifies_and_resolves_like_any_rule(engine):
     assert (first.firing, first.notifications, first.fired) == (
         1, 1, ["cheapest-fit-for-7b-finetune-under-6"])
     (note,) = outbox(engine)
-    assert note["title"] == "cheapest fit for 7B finetune under $6/h — 1 offer from $5.38/h"
+    assert note["title"] == "cheapest fit for 7B finetune under $6/h — 1 offer from $5.3800/h"
     body = note["body_markdown"]
-    assert "fits the job: **$5.38/h for 2 GPUs on 1 machine**" in body
+    assert "fits the job: **$5.3800/h for 2 GPUs on 1 machine**" in body
     assert "gpu_8x_h100_sxm5" not in body and "RTX_3080" not in body
-    assert "fits the job: $5.38/h for 2 GPUs on 1 machine" in note["body_text"]
-    assert "fits the job: <b>$5.38/h for 2 GPUs on 1 machine</b>" in note["body_html"]
+    assert "fits the job: $5.3800/h for 2 GPUs on 1 machine" in note["body_text"]
+    assert "fits the job: <b>$5.3800/h for 2 GPUs on 1 machine</b>" in note["body_html"]
     # Nothing new while it keeps holding; within the hysteresis band it keeps firing.
     t1 = T0 + timedelta(hours=1)
     usd_market(engine, at=t1, two_gpu_price=6.05)               # < $6 + 2 %
@@ -267,7 +267,7 @@ def test_fit_rule_fires_notifies_and_resolves_like_any_rule(engine):
     done = evaluate(engine, rules, now=t2)
     assert done.resolved == ["cheapest-fit-for-7b-finetune-under-6"]
     assert outbox(engine)[-1]["title"] == ("RESOLVED: cheapest fit for 7B finetune under $6/h "
-                                          "— cheapest now $6.50/h")
+                                          "— cheapest now $6.5000/h")
 
 
 def test_a_stale_source_cannot_make_a_fit_rule_fire(engine):
@@ -334,7 +334,7 @@ def test_rules_test_command_handles_a_fit_rule(db_url):
     result = runner.invoke(app, ["rules", "test", "cheapest fit for 7B finetune under $6/h",
                                  "--database-url", db_url])
     assert result.exit_code == 0, result.output
-    assert "would fire: 1 offer from $5.38/h" in result.output
+    assert "would fire: 1 offer from $5.3800/h" in result.output
     as_json = runner.invoke(app, ["rules", "test", "cheapest fit for 7B finetune under $25/h",
                                   "--json", "--database-url", db_url])
     (only,) = json.loads(as_json.stdout)

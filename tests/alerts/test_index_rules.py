@@ -18,7 +18,7 @@ def test_index_rules_read_and_describe_themselves():
     r = parse_rule("H100 index under $2.50/h")
     assert r.condition.index and r.condition.max_price == 2.5
     assert r.reading() == ("the market index (median per GPU-hour) of each H100 model, "
-                           "under $2.50/GPU-h")
+                           "under $2.5000/GPU-h")
     drop = parse_rule("H100 spot index drops 10% in 7 days")
     c = drop.condition
     assert (c.index, c.drop_pct, c.drop_window, c.offers.pricing) == (
@@ -63,17 +63,17 @@ def test_an_index_rule_fires_when_the_median_goes_under(engine):
     result = evaluate(engine, rules, now=t1)
     assert (result.firing, result.fired) == (1, ["h100-index-under-2.50"])
     (note,) = outbox(engine)
-    assert note["title"] == "H100 index under $2.50/h — index $2.20/GPU-h"
-    assert ("H100-SXM-80GB on-demand: median $2.20/GPU-h (p10 $1.96, p90 $3.64), 3 offers "
+    assert note["title"] == "H100 index under $2.50/h — index $2.2000/GPU-h"
+    assert ("H100-SXM-80GB on-demand: median $2.2000/GPU-h (p10 $1.9600, p90 $3.6400), 3 offers "
             "from 3 providers\n") in note["body_text"]
-    assert "**H100-SXM-80GB** on-demand · median **$2.20/GPU-h**" in note["body_markdown"]
+    assert "**H100-SXM-80GB** on-demand · median **$2.2000/GPU-h**" in note["body_markdown"]
     t2 = T0 + timedelta(hours=2)
     market(engine, [2.6, 2.7, 4.0], t2)                      # median 2.70: resolved
     evaluate(engine, rules, now=t2)
     resolved = outbox(engine)[-1]
     assert resolved["kind"] == "resolved"
     assert resolved["body_text"] == ('Resolved: the market index no longer matches "H100 '
-                                     'index under $2.50/h"; it is now $2.70/GPU-h.')
+                                     'index under $2.50/h"; it is now $2.7000/GPU-h.')
 
 
 def test_an_index_drop_rule_compares_with_the_window_high(engine):
@@ -87,7 +87,7 @@ def test_an_index_drop_rule_compares_with_the_window_high(engine):
     result = evaluate(engine, rules, now=t2)
     assert result.fired == ["h100-spot-index-drops-10pct-in-7-days"]
     (note,) = outbox(engine)
-    assert "down from $3.00/GPU-h in the window" in note["body_text"]
+    assert "down from $3.0000/GPU-h in the window" in note["body_text"]
 
 
 def test_an_index_drop_older_than_the_window_does_not_match(engine):

@@ -96,15 +96,15 @@ def test_grammar_variants(text, field, value):
 # -- the price basis ----------------------------------------------------------------------
 @pytest.mark.parametrize(("text", "basis", "counts", "reading"), [
     ("H100 under $2/h", "gpu", (None, None),
-     "per GPU-hour, H100, any GPU count, under $2.00/GPU-h"),
+     "per GPU-hour, H100, any GPU count, under $2.0000/GPU-h"),
     ("8x H100 under $25/h", "offer", (8, 8), "whole offer, exactly 8x H100, under $25.00/h"),
     ("8+x H100 under $25/h", "offer", (8, None), "whole offer, at least 8x H100, under $25.00/h"),
     ("at least 8x H100 under $25/h", "offer", (8, None),
      "whole offer, at least 8x H100, under $25.00/h"),
     ("8x H100 under $3/GPU-h", "gpu", (8, 8),
-     "per GPU-hour, exactly 8x H100, under $3.00/GPU-h"),
+     "per GPU-hour, exactly 8x H100, under $3.0000/GPU-h"),
     ("8x H100 under $3/h per GPU", "gpu", (8, 8),
-     "per GPU-hour, exactly 8x H100, under $3.00/GPU-h"),
+     "per GPU-hour, exactly 8x H100, under $3.0000/GPU-h"),
     ("H100 under $20/h per instance", "offer", (None, None),
      "whole offer, H100, any GPU count, under $20.00/h"),
     ("H100 under 20 USD/instance-h", "offer", (None, None),
@@ -478,7 +478,7 @@ def test_at_most_a_gpu_count_is_read_and_a_yaml_max_gpus_reads_back_as_it():
     for text in ("H100 at most 4 GPUs under $2/h", "H100 at most 4x under $2/h"):
         rule = parse_rule(text)
         assert (rule.condition.offers.min_gpus, rule.condition.offers.max_gpus) == (None, 4)
-        assert rule.reading() == "per GPU-hour, H100, at most 4 GPUs, under $2.00/GPU-h"
+        assert rule.reading() == "per GPU-hour, H100, at most 4 GPUs, under $2.0000/GPU-h"
     yaml_rule = rule_from_mapping({"gpu": "H100", "max_gpus": 4, "under": "$2/h"})
     assert yaml_rule.describe() == "H100 at most 4 GPUs under $2/h"
     assert parse_rule(yaml_rule.describe()).condition == yaml_rule.condition

@@ -118,7 +118,7 @@ def test_rules_test_shows_what_would_fire_without_sending(db_url):
                                                              at=now)], at=now)
     result = runner.invoke(app, ["rules", "test", "H100 under $2/h", "--database-url", db_url])
     assert result.exit_code == 0, result.output
-    assert "would fire: 1 offer from $1.87/GPU-h" in result.output
+    assert "would fire: 1 offer from $1.8700/GPU-h" in result.output
     assert "gpu_8x_h100" in result.output and "gpu_1x_h100" not in result.output
     as_json = runner.invoke(app, ["rules", "test", "H100 under $1/h", "--json",
                                   "--database-url", db_url])
@@ -189,7 +189,7 @@ def test_rules_check_says_how_each_rule_was_read(tmp_path):
     assert result.exit_code == 0, result.output
     read = {r["name"]: r["read_as"] for r in json.loads(result.stdout)}
     assert read["8x-h100-under-25"] == "whole offer, exactly 8x H100, under $25.00/h"
-    assert read["h100-under-2"] == "per GPU-hour, H100, any GPU count, under $2.00/GPU-h"
+    assert read["h100-under-2"] == "per GPU-hour, H100, any GPU count, under $2.0000/GPU-h"
     assert read["8x-a100-under-10-per-gpu"] == (
         "per GPU-hour, exactly 8x A100, under $10.00/GPU-h")
     table = runner.invoke(app, ["rules", "check", str(rules)], env={"GPURADAR_CONFIG": ""})
@@ -226,7 +226,7 @@ rules: [{{name: big, rule: "8x H100 under $25/h"}}]
                   "email plain-text part"):
         assert label in out
     assert "8x H100 under $25/h — 1 offer from $23.60/h" in out
-    assert "**$23.60/h for 8 GPUs** · $2.95/GPU-h" in out
+    assert "**$23.60/h for 8 GPUs** · $2.9500/GPU-h" in out
     assert "<b>$23.60/h for 8 GPUs</b>" in out
     assert "- lambda us-east-1 — 8x H100-SXM-80GB, on-demand" in out
     # The same from `rules test --render`; nothing was stored or queued.

@@ -70,7 +70,7 @@ def test_history_of_an_offer_and_of_a_gpu(tmp_path, provider_server, sqlite_url)
     proc = gpuradar("history", "azure", "Standard_ND96isr_H100_v5", config=cfg, db_url=sqlite_url)
     assert proc.returncode == 2 and "narrow with --region/--pricing" in proc.stderr
     proc = gpuradar("history", "--gpu", "H100", "--days", "1", config=cfg, db_url=sqlite_url)
-    assert proc.returncode == 0 and "lowest: $4.916 at azure eastus" in proc.stdout
+    assert proc.returncode == 0 and "lowest: $4.9160 at azure eastus" in proc.stdout
     # one offer's spans and its price at a time say yes/no/? as `prices` does (Azure
     # publishes no availability: unknown)
     args = ("history", "azure", "Standard_ND96isr_H100_v5", "--region", "eastus",

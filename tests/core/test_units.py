@@ -61,10 +61,15 @@ def test_format_duration_round_trips(seconds, text):
 
 
 @pytest.mark.parametrize("value, currency, text", [
-    (2.98, "USD", "$2.98"), (1.884, "CNY", "¥1.884"), (0.49, "GBP", "£0.49"),
+    (2.98, "USD", "$2.9800"), (1.884, "CNY", "¥1.8840"), (0.49, "GBP", "£0.4900"),
     (0.0049, "EUR", "€0.0049"), (55.04, "USD", "$55.04"), (1234.5, "USD", "$1,234.50"),
-    (12.5, "CHF", "12.50 CHF"), (None, "USD", "-"), (2.5, "USD", "$2.50"),
+    (12.5, "CHF", "12.50 CHF"), (None, "USD", "-"), (2.5, "USD", "$2.5000"),
     (9.8765, "USD", "$9.8765"), (10.1234, "USD", "$10.12"),   # 4 decimals below 10, 2 above
+    # #50 item 11: always 4 decimals below $10 ($0.13 stood beside $0.1298), rounded half
+    # up on the value as written, not its binary float (1.70115 was $1.7011 in a chart's
+    # title and $1.7012 on its axis; the index's p10 2.595975 was $2.596)
+    (0.13, "USD", "$0.1300"), (1.0, "USD", "$1.0000"), (4.352, "USD", "$4.3520"),
+    (1.70115, "USD", "$1.7012"), (2.595975, "USD", "$2.5960"), (9.99996, "USD", "$10.00"),
 ])
 def test_money_prints_every_currency_the_same_way(value, currency, text):
     assert money(value, currency) == text

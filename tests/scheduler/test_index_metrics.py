@@ -48,12 +48,27 @@ def test_the_page_charts_the_index_of_each_model(engine):
     html = render(engine, {}, now=now)
     section = html[html.index('id="index"'):html.index("Price history")]
     assert section.count("<svg") == 2
-    assert "H100-SXM-80GB on-demand: $3.00" in section
-    assert "p10 $2.20, p90 $3.80; 3 offers from 3 providers</div>" in section
-    assert "spot: $1.00" in section and "1 offers from 1 provider; thin: fewer providers " \
+    assert "H100-SXM-80GB on-demand: $3.0000" in section
+    assert "p10 $2.2000, p90 $3.8000; 3 offers from 3 providers</div>" in section
+    assert "spot: $1.0000" in section and "1 offers from 1 provider; thin: fewer providers " \
         "than the minimum panel, not the market" in section
     html = render(engine, {"pricing": ["spot"]}, now=now)
     section = html[html.index('id="index"'):html.index("Price history")]
-    assert section.count("<svg") == 1 and "H100-SXM-80GB spot: $1.00" in section
+    assert section.count("<svg") == 1 and "H100-SXM-80GB spot: $1.0000" in section
     html = render(engine, {"gpu": ["A100"]}, now=now)
     assert "No index yet" in html
+
+
+def test_a_flat_index_chart_writes_its_price_as_its_title_does():
+    """#50 item 11: a chart titled $1.7011 had $1.7012 on its axis (the middle tick was
+    0.9 x + 0.1 x of the one price, a float's error away). Its axis now names the price."""
+    import re
+    from datetime import timedelta
+
+    from gpuradar.core.units import money
+    from gpuradar.scheduler.web import svg_chart
+
+    series = [(T0, 1.70115), (T0 + timedelta(hours=1), 1.70115)]
+    svg = svg_chart([("on_demand", series)], T0 + timedelta(hours=2))
+    ticks = re.findall(r'text-anchor="end">([^<]+)</text>', svg)
+    assert ticks[1] == money(1.70115) == "$1.7012", ticks
