@@ -36,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gpuradar.alerts.settings import parse_settings
 from gpuradar.core.config import ConfigError
 from gpuradar.core.logs import REDACT, source_once
 from gpuradar.core.outcome import CrawlStatus
@@ -221,7 +222,7 @@ class Daemon:
         self.health = Health(lambda: self.engine, self._scheduler_running,
                              role=lambda: self.leadership.role,
                              plans=lambda: {n: p.interval for n, p in self.loaded.plans.items()},
-                             alert_settings=lambda: self.loaded.alert_settings)
+                             alert_settings=lambda: parse_settings(self.loaded.alert_settings))
         m = self.loaded.metrics
         if m.enabled:
             try:
