@@ -216,11 +216,11 @@ SpotOverheadOpt = Annotated[str, typer.Option(
     "--spot-overhead", rich_help_panel=PLANS, help="Extra time on spot for interruptions and "
     "restarts.")]
 CheckpointEveryOpt = Annotated[str, typer.Option(
-    "--checkpoint-every", rich_help_panel=PLANS, help="How often the run checkpoints (spot "
-    "run: work lost per interruption).")]
+    "--checkpoint-every", rich_help_panel=PLANS, help="Checkpoint interval (spot: work "
+    "lost per interruption).")]
 RestartTimeOpt = Annotated[str, typer.Option(
-    "--restart-time", rich_help_panel=PLANS, help="Time to get a machine back and resume "
-    "after an interruption.")]
+    "--restart-time", rich_help_panel=PLANS, help="Time to resume after an "
+    "interruption.")]
 AnyInterconnectOpt = Annotated[bool, typer.Option(
     "--any-interconnect", rich_help_panel=PLANS, help="Also show sharded configurations over "
     "PCIe or unknown links.")]

@@ -62,7 +62,8 @@ def test_every_command_has_examples_and_every_option_a_description(path):
 def test_recommend_help_is_readable_at_80_columns():
     out = helptext("recommend")
     assert max(len(line) for line in out.splitlines()) <= 80
-    # was 143 lines; 113 with `--grad-checkpoin…` cut, 123 with it whole
+    # was 143 lines; 113 with `--grad-checkpoin…` cut, 123 with it whole, 129 with the
+    # spot-run options (--checkpoint-every, --restart-time)
     assert len(out.splitlines()) < 130
     assert "--grad-checkpointing" in out and "--no-grad-checkpointing" in out
     for panel in ("─ Job ─", "─ Offers ─", "─ Model details"):
