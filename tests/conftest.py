@@ -228,6 +228,7 @@ LONGEST_FILES = (
     "tests/crawler/test_alibaba.py",  # 34
     "tests/scheduler/test_handover.py",  # 34
     "tests/cli/test_startup_imports.py",  # 30
+    "tests/scheduler/test_handover_crawls.py",  # 26 (measured alone)
     "tests/crawler/test_playwright.py",  # 29
     "tests/project/test_deploy.py",  # 28
     "tests/recommend/test_recommend.py",  # 24
