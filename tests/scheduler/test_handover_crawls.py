@@ -15,6 +15,7 @@ timestamps, not the test's clock.
 from __future__ import annotations
 
 import signal
+import time
 from typing import Any
 
 import pytest
@@ -51,9 +52,25 @@ def pg_url(request, pg_template):
     return _pg_database(request, pg_template)
 
 
-def crawls_started(d: Daemon) -> int:
-    """How many crawls the replica's own log says it started."""
-    return sum(1 for r in records(d) if r["message"] == "vastai: crawl starting")
+def terminate_at_next_crawl(pg_url: str, d: Daemon, every: float = 0.001) -> None:
+    """Terminate the replica's lock session the moment its log says a crawl starts: the
+    session found and a connection open beforehand, the log read only where it grew, so
+    that the stop lands in the crawl's first milliseconds (before Scrapy's engine runs)."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    backend = lock_backend(pg_url, d)
+    url = make_url(pg_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    marker = b'"message": "vastai: crawl starting"'
+    with psycopg.connect(url, autocommit=True) as conn, d.err_path.open("rb") as log:
+        log.seek(0, 2)
+        seen = b""
+        deadline = time.monotonic() + 30
+        while marker not in seen:
+            assert time.monotonic() < deadline, f"no crawl started\n{d.tail()}"
+            time.sleep(every)
+            seen = seen[-len(marker):] + log.read()
+        conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
 
 
 def test_lock_lost_at_each_crawls_start_records_it_and_crawls_resume_on_both_replicas(
@@ -88,11 +105,8 @@ def test_lock_lost_at_each_crawls_start_records_it_and_crawls_resume_on_both_rep
         for _ in range(HITS):
             leader = current_leader(replicas)
             d = replicas[leader]
-            before = crawls_started(d)
             # aimed: the instant its own log says a crawl starts, its lock session ends
-            wait_for(lambda: crawls_started(d) > before, 30, f"{leader} to start a crawl",  # noqa: B023
-                     every=0.005, on_fail=tails)
-            query(pg_url, "SELECT pg_terminate_backend(:p)", p=lock_backend(pg_url, d))
+            terminate_at_next_crawl(pg_url, d)
             hit.append(leader)
             wait_for(lambda: role(d) == "standby", 10, f"{leader} to stand down",  # noqa: B023
                      every=0.02, on_fail=tails)
