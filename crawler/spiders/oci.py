@@ -87,6 +87,7 @@ class OciSpider(GpuRadarSpider):
         # `gpuradar parse oci shapes.json products.json`: the two halves, in any order.
         self._shapes: dict[str, Any] | None = None
         self._prices: dict[str, Any] | None = None
+        self._key_pem = b""  # the API key's PEM, read in start()
 
     def prices_url(self) -> str:
         return f"{self.endpoint('prices')}?{urlencode({'currencyCode': self.currency()})}"
@@ -95,6 +96,17 @@ class OciSpider(GpuRadarSpider):
         return str(self.option("currency", "USD")).upper()
 
     async def start(self):
+        creds = self.api_key()
+        if creds is not None:
+            try:  # read once, up front: a bad key fails the crawl before anything is asked
+                self._key_pem = Path(creds["key_file"]).expanduser().read_bytes()
+                oci_headers(method="GET", url=self.endpoint("shapes"), tenancy="t", user="u",
+                            fingerprint="f", private_key_pem=self._key_pem)
+            except (OSError, ValueError, TypeError) as exc:
+                reason = getattr(exc, "strerror", None) or type(exc).__name__
+                self.logger.error("oci: cannot use the API key file (sources.oci.key_file or "
+                                  "OCI_CLI_KEY_FILE): %s; nothing crawled", reason)
+                return
         yield scrapy.Request(self.endpoint("shapes"), callback=self.parse_shapes)
 
     def parse_shapes(self, response: Response) -> Iterator[scrapy.Request]:
@@ -126,7 +138,7 @@ class OciSpider(GpuRadarSpider):
         assert creds is not None
         headers = oci_headers(method="GET", url=url, tenancy=creds["tenancy"],
                               user=creds["user"], fingerprint=creds["fingerprint"],
-                              private_key_pem=Path(creds["key_file"]).expanduser().read_bytes())
+                              private_key_pem=self._key_pem)
         return scrapy.Request(url, headers=headers, callback=callback, cb_kwargs=cb_kwargs)
 
     def shapes_url(self, region: str, page: str | None = None) -> str:

@@ -413,3 +413,22 @@ def test_without_credentials_sources_says_regions_need_them(tmp_path, sqlite_url
     cfg = write_config(tmp_path / "c.yaml", scrapy={"DOWNLOAD_DELAY": 0})
     rows = {r["source"]: r for r in gpuradar_json("sources", config=cfg, db_url=sqlite_url)}
     assert "regions need OCI credentials" in rows["oci"]["why"]
+
+
+def test_an_unreadable_key_file_is_one_line_and_stores_nothing(tmp_path, provider_server,
+                                                              sqlite_url):
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
+                       scrapy={"DOWNLOAD_DELAY": 0},
+                       sources={"oci": {"tenancy": TENANCY, "user": USER,
+                                        "fingerprint": FINGERPRINT,
+                                        "key_file": str(tmp_path / "missing.pem"),
+                                        "region": "us-ashburn-1"}})
+    proc = gpuradar("crawl", "oci", "--json", config=cfg, db_url=sqlite_url)
+    assert proc.returncode == 1
+    [result] = json.loads(proc.stdout)
+    assert (result["status"], result["items"]) == ("failed", 0), result
+    assert "cannot use the API key file (sources.oci.key_file or OCI_CLI_KEY_FILE): No " \
+           "such file or directory; nothing crawled" in result["error"]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "missing.pem" not in proc.stderr + proc.stdout
+    assert provider_server.requests == []  # nothing asked, so nothing closed
