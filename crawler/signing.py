@@ -1,11 +1,13 @@
-"""Request signing for the Chinese clouds' APIs: Alibaba RPC (HMAC-SHA1), Tencent TC3
-(HMAC-SHA256) and Huawei APIG AK/SK (SDK-HMAC-SHA256).
+"""Request signing for the clouds' APIs: Alibaba RPC (HMAC-SHA1), Tencent TC3
+(HMAC-SHA256), Huawei APIG AK/SK (SDK-HMAC-SHA256) and Oracle Cloud's RSA-SHA256 HTTP
+signature (the RSA itself through `cryptography`).
 
 Implemented from the providers' published algorithms rather than through their SDKs: each
 SDK core pulls in its own HTTP stack (requests, urllib3, six, ...) for a function of twenty
 lines, and the spiders need only the headers or query parameters. Every signer is tested
-against the worked example its provider publishes (in that provider's test module).
-Secrets only ever enter an HMAC; nothing here logs or returns them.
+against the worked example its provider publishes, OCI's by verifying with the public key
+(in that provider's test module).
+Secrets only ever enter an HMAC or an RSA signature; nothing here logs or returns them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import hmac
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from email.utils import format_datetime
 from urllib.parse import quote, unquote, urlsplit
 
 
@@ -152,3 +155,42 @@ def signing_credentials(spider, names: tuple[str, ...]) -> dict[str, str] | None
     if spider.settings.get("GPURADAR_REPLAY_DIR"):
         return {n: str(v or REPLAY_PLACEHOLDER) for n, v in values.items()}
     return None
+
+
+# -- Oracle Cloud: draft-cavage HTTP signature, RSA-SHA256 ------------------------------------
+# The headers the `oci` SDK's Signer signs on a request without a body (oci/signer.py).
+OCI_SIGNED_HEADERS = ("date", "(request-target)", "host")
+
+
+def oci_signing_string(method: str, url: str, date: str) -> str:
+    """The text an OCI API key signs: `name: value` lines of OCI_SIGNED_HEADERS, the request
+    target being the lowercased method and the path with its query, exactly as sent."""
+    parts = urlsplit(url)
+    target = parts.path + (f"?{parts.query}" if parts.query else "")
+    values = {"date": date, "(request-target)": f"{method.lower()} {target}",
+              "host": parts.netloc}
+    return "\n".join(f"{name}: {values[name]}" for name in OCI_SIGNED_HEADERS)
+
+
+def oci_headers(*, method: str, url: str, tenancy: str, user: str, fingerprint: str,
+                private_key_pem: bytes, pass_phrase: str | None = None,
+                now: datetime | None = None) -> dict[str, str]:
+    """Headers of a bodiless request signed as the `oci` SDK signs it: keyId
+    '<tenancy>/<user>/<fingerprint>', RSA-SHA256 (PKCS#1 v1.5) through `cryptography`."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+    key = serialization.load_pem_private_key(
+        private_key_pem, pass_phrase.encode() if pass_phrase else None)
+    if not isinstance(key, rsa.RSAPrivateKey):
+        raise ValueError("the OCI API key is not an RSA private key")
+    date = format_datetime(now or datetime.now(UTC), usegmt=True)
+    signature = key.sign(oci_signing_string(method, url, date).encode(), padding.PKCS1v15(),
+                         hashes.SHA256())
+    return {
+        "date": date, "host": urlsplit(url).netloc,
+        "authorization": (
+            f'Signature version="1",keyId="{tenancy}/{user}/{fingerprint}",'
+            f'algorithm="rsa-sha256",headers="{" ".join(OCI_SIGNED_HEADERS)}",'
+            f'signature="{base64.b64encode(signature).decode()}"'),
+    }

@@ -14,9 +14,14 @@ The join goes through part numbers only, so the price list's look-alike rows (NV
 Enterprise licences, VMware nodes, Cloud@Customer twins, monthly commits) never enter; a
 shape that points at one of those is skipped with a warning.
 
-OCI charges the same list price in every commercial region and publishes no availability,
-so offers are keyed by one region, `global` (option `regions` repeats them per region) and
-`available` is None. Preemptible capacity is billed at 50 % of on-demand (OCI documentation;
+OCI charges the same list price in every commercial region and publishes no availability
+(`available` is None). Where a shape can be had is known only with an API key (tenancy,
+user, key fingerprint, private key file, home region): the tenancy's subscribed regions
+(Identity ListRegionSubscriptions on the home region), then per region the shapes the
+tenancy can launch (Compute ListShapes, paged by `opc-next-page`), each request signed as
+the `oci` SDK signs it. Each priced shape is then stored in every region that lists it.
+Without a key the offers are keyed by one region, `global` (option `regions` repeats them
+per region). Preemptible capacity is billed at 50 % of on-demand (OCI documentation;
 no API publishes it): spot offers are computed, marked `attributes["derived"]`.
 """
 
@@ -25,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -33,6 +39,7 @@ from scrapy.http import Response
 
 from gpuradar.core import gpus, providers
 from gpuradar.core.items import PriceItem
+from gpuradar.crawler.signing import oci_headers
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 PRICE_MODEL = "PAY_AS_YOU_GO"
@@ -80,6 +87,7 @@ class OciSpider(GpuRadarSpider):
         # `gpuradar parse oci shapes.json products.json`: the two halves, in any order.
         self._shapes: dict[str, Any] | None = None
         self._prices: dict[str, Any] | None = None
+        self._key_pem = b""  # the API key's PEM, read in start()
 
     def prices_url(self) -> str:
         return f"{self.endpoint('prices')}?{urlencode({'currencyCode': self.currency()})}"
@@ -88,6 +96,17 @@ class OciSpider(GpuRadarSpider):
         return str(self.option("currency", "USD")).upper()
 
     async def start(self):
+        creds = self.api_key()
+        if creds is not None:
+            try:  # read once, up front: a bad key fails the crawl before anything is asked
+                self._key_pem = Path(creds["key_file"]).expanduser().read_bytes()
+                oci_headers(method="GET", url=self.endpoint("shapes"), tenancy="t", user="u",
+                            fingerprint="f", private_key_pem=self._key_pem)
+            except (OSError, ValueError, TypeError) as exc:
+                reason = getattr(exc, "strerror", None) or type(exc).__name__
+                self.logger.error("oci: cannot use the API key file (sources.oci.key_file or "
+                                  "OCI_CLI_KEY_FILE): %s; nothing crawled", reason)
+                return
         yield scrapy.Request(self.endpoint("shapes"), callback=self.parse_shapes)
 
     def parse_shapes(self, response: Response) -> Iterator[scrapy.Request]:
@@ -96,8 +115,86 @@ class OciSpider(GpuRadarSpider):
         yield scrapy.Request(self.prices_url(), callback=self.parse_prices,
                              cb_kwargs={"shapes": shapes})
 
-    def parse_prices(self, response: Response, shapes: dict[str, Any]) -> Iterator[PriceItem]:
-        yield from self.offers(shapes, self.json_body(response), response.url)
+    def parse_prices(self, response: Response, shapes: dict[str, Any]
+                     ) -> Iterator[PriceItem | scrapy.Request]:
+        items = list(self.offers(shapes, self.json_body(response), response.url))
+        creds = self.api_key()
+        if creds is None:
+            yield from items
+            return
+        url = self.endpoint("region_subscriptions").format(region=creds["region"],
+                                                           tenancy=creds["tenancy"])
+        yield self.signed(url, self.parse_regions, items=items)
+
+    # -- places, with an API key ----------------------------------------------------------
+    def api_key(self) -> dict[str, str] | None:
+        """The API key's settings, or None unless all are given (a replay without them keeps
+        the recording's public answers: no placeholder key to sign with)."""
+        values = {name: self.option(name) for name in providers.oci.API_KEY}
+        return {n: str(v) for n, v in values.items()} if all(values.values()) else None
+
+    def signed(self, url: str, callback: Any, **cb_kwargs: Any) -> scrapy.Request:
+        creds = self.api_key()
+        assert creds is not None
+        headers = oci_headers(method="GET", url=url, tenancy=creds["tenancy"],
+                              user=creds["user"], fingerprint=creds["fingerprint"],
+                              private_key_pem=self._key_pem)
+        return scrapy.Request(url, headers=headers, callback=callback, cb_kwargs=cb_kwargs)
+
+    def shapes_url(self, region: str, page: str | None = None) -> str:
+        creds = self.api_key()
+        assert creds is not None
+        query = {"compartmentId": creds["tenancy"], **({"page": page} if page else {})}
+        return f"{self.endpoint('compute_shapes').format(region=region)}?{urlencode(query)}"
+
+    def parse_regions(self, response: Response, items: list[PriceItem]
+                      ) -> Iterator[scrapy.Request]:
+        """The tenancy's READY region subscriptions (oci.identity.models.RegionSubscription)."""
+        regions = []
+        for i, sub in enumerate(self.list_body(response)):
+            where = f"{response.url} [{i}]"
+            name = require(sub, "regionName", self.name, where, str)
+            if require(sub, "status", self.name, where, str) == "READY":
+                regions.append(name)
+        if not regions:
+            raise ParseError(self.name, "regionName", response.url, "no READY region")
+        yield self.signed(self.shapes_url(regions[0]), self.parse_shapes_api, items=items,
+                          regions=regions, found={})
+
+    def list_body(self, response: Response) -> list[Any]:
+        body = self.json_body(response)
+        if not isinstance(body, list):
+            raise ParseError(self.name, "[]", response.url, "is not a list")
+        return body
+
+    def parse_shapes_api(self, response: Response, items: list[PriceItem], regions: list[str],
+                         found: dict[str, set[str]]) -> Iterator[PriceItem | scrapy.Request]:
+        """One page of ListShapes (oci.core.models.Shape) for regions[0]; the next page, the
+        next region, or (after the last) each offer in every region that lists its shape."""
+        region = regions[0]
+        names = found.setdefault(region, set())
+        for i, shape in enumerate(self.list_body(response)):
+            names.add(require(shape, "shape", self.name, f"{response.url} [{i}]", str))
+        page = response.headers.get("opc-next-page")
+        if page:
+            yield self.signed(self.shapes_url(region, page.decode()), self.parse_shapes_api,
+                              items=items, regions=regions, found=found)
+        elif regions[1:]:
+            yield self.signed(self.shapes_url(regions[1]), self.parse_shapes_api,
+                              items=items, regions=regions[1:], found=found)
+        else:
+            yield from self.placed(items, found)
+
+    def placed(self, items: list[PriceItem], found: dict[str, set[str]]) -> Iterator[PriceItem]:
+        """Each offer once per region whose ListShapes lists its shape (same price)."""
+        seen = set()
+        for item in items:
+            if (item.instance_type, item.pricing) in seen:
+                continue
+            seen.add((item.instance_type, item.pricing))
+            for region, names in sorted(found.items()):
+                if item.instance_type in names:
+                    yield replace(item, region=region, attributes=dict(item.attributes))
 
     def parse_file(self, response: Response) -> Iterator[PriceItem]:
         """A saved shapes.json or price list; offers once both halves have been read."""

@@ -277,7 +277,9 @@ def test_prices_table_marks_spot_derived_and_sources_lists_oci(tmp_path, provide
     line = next(ln for ln in table.stdout.splitlines() if "VM.GPU2.1" in ln)
     assert "global" in line and "$0.6375" in line and "derived" in line
     rows = {r["source"]: r for r in gpuradar_json("sources", config=cfg, db_url=sqlite_url)}
-    assert rows["oci"]["enabled"] is True and rows["oci"]["why"] == "public endpoint"
+    assert rows["oci"]["enabled"] is True
+    assert rows["oci"]["why"].startswith("public endpoint (region 'global'); regions need OCI "
+                                         "credentials: OCI_CLI_TENANCY")
     assert (rows["oci"]["last_status"], rows["oci"]["last_items"]) == ("ok", 27)
 
 
@@ -289,3 +291,144 @@ def test_a_price_entry_that_is_not_an_object_is_passed_over():
     for loc in part["currencyCodeLocalizations"]:
         loc["prices"].insert(0, None)
     assert offers(prices=prices)[("BM.GPU.H100.8", "on_demand")].price == 80.0
+
+
+# -- places, with an API key --------------------------------------------------------------
+TENANCY = "ocid1.tenancy.oc1..aaaaaaaatest"
+USER = "ocid1.user.oc1..aaaaaaaatest"
+FINGERPRINT = "20:3b:97:13:55:1c:1d:a2:5a:5e:ab:6d:49:02:65:5e"
+
+
+def rsa_key(tmp_path) -> tuple[Any, Any]:
+    """A fresh API key: (its PEM file, its public key)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    path = tmp_path / "oci_api_key.pem"
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                       serialization.PrivateFormat.PKCS8,
+                                       serialization.NoEncryption()))
+    return path, key.public_key()
+
+
+def verify_oci_signature(public_key: Any, method: str, target: str,
+                         headers: dict[str, str]) -> None:
+    """Check a request's Authorization as OCI does: keyId, signed headers, RSA-SHA256."""
+    import base64
+    import re
+
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    auth = headers["authorization"]
+    fields = dict(re.findall(r'(\w+)="([^"]*)"', auth))
+    assert auth.startswith("Signature ")
+    assert fields["keyId"] == f"{TENANCY}/{USER}/{FINGERPRINT}"
+    assert (fields["algorithm"], fields["headers"], fields["version"]) == (
+        "rsa-sha256", "date (request-target) host", "1")
+    text = (f"date: {headers['date']}\n(request-target): {method.lower()} {target}\n"
+            f"host: {headers['host']}")
+    public_key.verify(base64.b64decode(fields["signature"]), text.encode(),
+                      padding.PKCS1v15(), hashes.SHA256())  # raises if it does not verify
+
+
+def test_the_signature_verifies_with_the_public_key(tmp_path):
+    from cryptography.exceptions import InvalidSignature
+
+    from gpuradar.crawler.signing import oci_headers
+
+    pem, public = rsa_key(tmp_path)
+    url = "https://iaas.us-ashburn-1.oraclecloud.com/20160918/shapes?compartmentId=" + TENANCY
+    headers = oci_headers(method="GET", url=url, tenancy=TENANCY, user=USER,
+                          fingerprint=FINGERPRINT, private_key_pem=pem.read_bytes())
+    assert headers["host"] == "iaas.us-ashburn-1.oraclecloud.com"
+    assert headers["date"].endswith(" GMT")
+    target = "/20160918/shapes?compartmentId=" + TENANCY
+    verify_oci_signature(public, "GET", target, headers)
+    with pytest.raises(InvalidSignature):  # another request target: not this signature
+        verify_oci_signature(public, "GET", "/20160918/shapes", headers)
+
+
+def test_with_an_api_key_offers_carry_the_regions_that_list_their_shape(
+        tmp_path, provider_server, sqlite_url):
+    from urllib.parse import urlencode
+
+    from tests.provider_server import Reply, fixture
+
+    pem, public = rsa_key(tmp_path)
+    base = provider_server.base
+    subs = f"/20160918/tenancies/{TENANCY}/regionSubscriptions"
+    provider_server.route("GET", subs, lambda req: Reply(
+        body=fixture("oci/region_subscriptions.json")))
+
+    def ashburn(req):
+        if req.query.get("page") == ["p2"]:
+            return Reply(body=fixture("oci/list_shapes_us-ashburn-1_page2.json"))
+        return Reply(body=fixture("oci/list_shapes_us-ashburn-1_page1.json"),
+                     headers={"opc-next-page": "p2"})
+
+    provider_server.route("GET", "/us-ashburn-1/20160918/shapes", ashburn)
+    provider_server.route("GET", "/eu-frankfurt-1/20160918/shapes", lambda req: Reply(
+        body=fixture("oci/list_shapes_eu-frankfurt-1.json")))
+    endpoints = {**serve_standard(provider_server, only=["oci"]),
+                 "oci.region_subscriptions": base + "/20160918/tenancies/{tenancy}/"
+                                                    "regionSubscriptions",
+                 "oci.compute_shapes": base + "/{region}/20160918/shapes"}
+    cfg = write_config(tmp_path / "c.yaml", endpoints=endpoints, scrapy={"DOWNLOAD_DELAY": 0},
+                       sources={"oci": {"tenancy": TENANCY, "user": USER,
+                                        "fingerprint": FINGERPRINT, "key_file": str(pem),
+                                        "region": "us-ashburn-1"}})
+    proc = gpuradar("crawl", "oci", "--json", config=cfg, db_url=sqlite_url)
+    assert proc.returncode == 0, proc.stderr
+    assert str(pem) not in proc.stderr and "BEGIN" not in proc.stderr
+    api = [r for r in provider_server.requests if r.path.startswith(("/2016", "/us", "/eu"))]
+    assert [(r.path, r.query.get("page")) for r in api] == [
+        (subs, None), ("/us-ashburn-1/20160918/shapes", None),
+        ("/us-ashburn-1/20160918/shapes", ["p2"]), ("/eu-frankfurt-1/20160918/shapes", None)]
+    for r in api:  # every API request signed with the tenancy's key, as the SDK signs it
+        query = urlencode({k: v[0] for k, v in r.query.items()})
+        verify_oci_signature(public, r.method, r.path + (f"?{query}" if query else ""),
+                             r.headers)
+    rows = gpuradar_json("prices", "--source", "oci", config=cfg, db_url=sqlite_url)
+    placed = sorted((r["instance_type"], r["region"], r["pricing"]) for r in rows)
+    assert placed == [
+        ("BM.GPU.B200.8", "eu-frankfurt-1", "on_demand"),
+        ("BM.GPU.H100.8", "us-ashburn-1", "on_demand"),
+        ("VM.GPU.A10.1", "eu-frankfurt-1", "on_demand"),
+        ("VM.GPU.A10.1", "eu-frankfurt-1", "spot"),
+        ("VM.GPU.A10.1", "us-ashburn-1", "on_demand"),
+        ("VM.GPU.A10.1", "us-ashburn-1", "spot")]
+    # A region rule now tells where: H100 is had in us-ashburn-1, not in Europe.
+    us = gpuradar_json("rules", "test", "H100 under $11/h region us-*", config=cfg,
+                       db_url=sqlite_url)
+    eu = gpuradar_json("rules", "test", "H100 under $11/h region eu-*", config=cfg,
+                       db_url=sqlite_url)
+    assert (us[0]["matches"], eu[0]["matches"]) == (1, 0)
+    sources = {r["source"]: r for r in gpuradar_json("sources", config=cfg, db_url=sqlite_url)}
+    assert sources["oci"]["why"] == "credentials found: shapes placed in the tenancy's regions"
+
+
+def test_without_credentials_sources_says_regions_need_them(tmp_path, sqlite_url):
+    cfg = write_config(tmp_path / "c.yaml", scrapy={"DOWNLOAD_DELAY": 0})
+    rows = {r["source"]: r for r in gpuradar_json("sources", config=cfg, db_url=sqlite_url)}
+    assert "regions need OCI credentials" in rows["oci"]["why"]
+
+
+def test_an_unreadable_key_file_is_one_line_and_stores_nothing(tmp_path, provider_server,
+                                                              sqlite_url):
+    cfg = write_config(tmp_path / "c.yaml", endpoints=serve_standard(provider_server),
+                       scrapy={"DOWNLOAD_DELAY": 0},
+                       sources={"oci": {"tenancy": TENANCY, "user": USER,
+                                        "fingerprint": FINGERPRINT,
+                                        "key_file": str(tmp_path / "missing.pem"),
+                                        "region": "us-ashburn-1"}})
+    proc = gpuradar("crawl", "oci", "--json", config=cfg, db_url=sqlite_url)
+    assert proc.returncode == 1
+    [result] = json.loads(proc.stdout)
+    assert (result["status"], result["items"]) == ("failed", 0), result
+    assert "cannot use the API key file (sources.oci.key_file or OCI_CLI_KEY_FILE): No " \
+           "such file or directory; nothing crawled" in result["error"]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "missing.pem" not in proc.stderr + proc.stdout
+    assert provider_server.requests == []  # nothing asked, so nothing closed
