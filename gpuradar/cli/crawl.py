@@ -220,10 +220,14 @@ def parse(source: Annotated[str, typer.Argument(help="Source whose parser to run
           url: Annotated[str | None, typer.Option(help="URL the response came from.")] = None,
           config: ConfigOpt = None) -> None:
     """Run a source's parser on saved responses; print normalised items as JSON lines."""
+    from gpuradar.core.logs import setup_logging
     from gpuradar.crawler.config import scrapy_settings
     from gpuradar.crawler.parsing import ParseFailed, parse_files
 
     cfg = get_config(config)
+    # The parser's warnings (a row skipped, and why) on stderr; stdout is the items. The
+    # crawl's own log handler would otherwise take them where nobody reads them.
+    setup_logging("text", "WARNING")
     settings = scrapy_settings(cfg)
     try:
         for item in parse_files(source, files, settings, url=url):
