@@ -178,7 +178,8 @@ screened; thin: fewer than 3 providers, not the market
 
 <h2>Price history, last {{ range_label }} (cheapest per GPU-hour)</h2>
 <p class="muted">One chart per GPU in the table above; spot and on-demand are separate lines
-(spot dashed), each the cheapest offer of its kind at each moment.</p>
+(spot dashed), each the cheapest offer of its kind at each moment; a price holds from its
+observation (a replay's capture) until the next observation of its offer says otherwise.</p>
 <div class="charts" id="history">{% for c in charts %}
 <figure data-gpu="{{ c.gpu }}"><figcaption>{{ c.gpu }}</figcaption>
 <div class="legend">{% for k in c.legend %}<span class="key {{ k.css }}"

@@ -286,13 +286,12 @@ def replayed_sources(engine: Engine, gpus: Sequence[str] | None = None,
 
 def price_at(engine: Engine, offer_id: int, at: datetime) -> dict[str, Any] | None:
     """The span in force at `at`, or None when the offer was not listed then (or not yet
-    known). An open span only answers up to the source's last successful crawl."""
+    known). A price holds until the next observation says otherwise: an open span answers
+    any time after it started, marked `carried` past what was last observed (`seen_until`;
+    a replay's capture), so the caller can say the price is carried forward."""
     for span in spans(engine, offer_id):
-        if span["valid_from"] <= at and (
-            (span["valid_to"] is not None and at < span["valid_to"])
-            or (span["valid_to"] is None and at <= span["seen_until"])
-        ):
-            return span
+        if span["valid_from"] <= at and (span["valid_to"] is None or at < span["valid_to"]):
+            return {**span, "carried": span["open"] and at > span["seen_until"]}
     return None
 
 
@@ -300,7 +299,8 @@ def gpu_spans(engine: Engine, gpus: Sequence[str] | None, since: datetime,
               until: datetime | None = None, pricing: str | None = None,
               sources: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Spans overlapping [since, until] of every offer of the given GPUs (None: every GPU),
-    each merged with its offer's identity and specs."""
+    each merged with its offer's identity and specs. An open span overlaps every time after
+    its start: its price holds until an observation says otherwise."""
     until = until or datetime.now(UTC)
     conds: list[ColumnElement[bool]] = []
     if gpus is not None:
@@ -317,7 +317,8 @@ def gpu_spans(engine: Engine, gpus: Sequence[str] | None, since: datetime,
     for oid, rows in changes.items():
         offer = offers[oid]
         for span in _spans_of(offer, rows, ends.get(offer["source"])):
-            if span["seen_until"] < since or span["price_per_gpu_usd"] is None:
+            if (not span["open"] and span["seen_until"] < since) \
+                    or span["price_per_gpu_usd"] is None:
                 continue
             out.append({**{k: v for k, v in offer.items() if k not in span}, **span})
     return out
@@ -347,7 +348,9 @@ def min_per_bucket(spans: Iterable[dict[str, Any]], since: datetime, until: date
                    buckets: int) -> list[tuple[datetime, float | None]]:
     """The lowest USD per GPU-hour of the spans (not known unavailable) touching each of
     `buckets` equal slices of [since, until]: slice i holds a span when the span starts
-    before the slice ends and is seen until at least the slice's start."""
+    before the slice ends and holds until at least the slice's start. An open span holds
+    to `until`: a price stands until the next observation of its offer says otherwise (a
+    replay, whose span is its capture instant, is carried forward from the capture)."""
     step = (until - since) / buckets
     best: list[float | None] = [None] * buckets
     for s in spans:
@@ -355,7 +358,8 @@ def min_per_bucket(spans: Iterable[dict[str, Any]], since: datetime, until: date
             continue
         # timedelta // timedelta is exact integer arithmetic on microseconds
         first = max(0, (s["valid_from"] - since) // step)
-        last = min(buckets - 1, (s["seen_until"] - since) // step)
+        last = (buckets - 1 if s["open"]
+                else min(buckets - 1, (s["seen_until"] - since) // step))
         price = s["price_per_gpu_usd"]
         for i in range(first, last + 1):
             if best[i] is None or price < best[i]:

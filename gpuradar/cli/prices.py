@@ -455,7 +455,8 @@ def print_gpu_history(engine, gpu: str, names: list[str], since: datetime, until
     if staged:
         console.print(staged, highlight=False)
     elif replayed:
-        console.print("replayed from recordings, dated at their capture: " + ", ".join(
+        console.print("replayed from recordings, each price carried forward from its "
+                      "capture: " + ", ".join(
             f"{s} (captured {c or 'date unknown'})" for s, c in sorted(replayed.items())),
             highlight=False)  # wrapped between words by the console, never mid-word
 
@@ -528,6 +529,12 @@ def history(
         console.print(f"{money(span['price'], span['currency'])}/h "
                       f"({money(span['price_per_gpu_usd'])}/GPU-h), available: "
                       f"{YES_NO[span['available']]}", highlight=False)
+        if span["carried"]:  # a price holds until an observation says otherwise
+            last = span["seen_until"]
+            seen = (f"its capture of {span.get('captured') or f'{last:%Y-%m-%d}'}"
+                    if span.get("replayed") else
+                    f"its last observation of {last:%Y-%m-%d %H:%M} UTC")
+            console.print(f"carried forward from {seen}", highlight=False)
         return
     spans = queries.spans(engine, offer["id"])
     rows = [{"from": f"{s['valid_from']:%Y-%m-%d %H:%M}",

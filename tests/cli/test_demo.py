@@ -161,7 +161,7 @@ def test_kept_demo_history_says_the_offer_was_replayed(kept):
     assert proc.returncode == 0, proc.stderr
     assert "2026-08-22 00:00 (replayed)" in proc.stdout and " now " not in proc.stdout
     proc = gpuradar("history", "--gpu", "H100", db_url=kept, env={"COLUMNS": "200"})
-    assert "replayed from recordings, dated at their capture:" in proc.stdout
+    assert "replayed from recordings, each price carried forward from its capture:" in proc.stdout
     assert "vastai (captured 2026-08-22)" in " ".join(proc.stdout.split())
 
 

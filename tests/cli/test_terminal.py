@@ -198,6 +198,46 @@ def test_history_note_wraps_between_words(quick_start):
         assert source in words, note
 
 
+def _chart_columns(out: str) -> list[str]:
+    """The columns of the `history --gpu` chart in `out`, each as its characters top to
+    bottom (the plot area right of the price axis)."""
+    rows = [re.sub(r"^\s*(\$[\d.]+)?\s[┤│]", "", line)
+            for line in out.splitlines() if re.match(r"^\s*(\$[\d.]+)?\s[┤│]", line)]
+    width = max(len(r) for r in rows)
+    return ["".join(r.ljust(width)[c] for r in rows) for c in range(width)]
+
+
+def test_history_carries_each_capture_forward_to_now(quick_start):
+    """On the quick-start data the cheapest line started at OCI's $10.00 and was a few
+    dashes: a replayed offer existed only at its capture instant. A price holds until the
+    next observation says otherwise, so from the first capture on the line is unbroken and
+    ends, today, at the cheapest price listed; the note says the prices are carried."""
+    code, out = in_terminal("history", "--gpu", "H100", "--days", "130", env=quick_start)
+    assert code == 0, out
+    columns = _chart_columns(out)
+    first = next(i for i, c in enumerate(columns) if c.strip())
+    assert all(c.strip() for c in columns[first:]), out  # no gap once a price is known
+    ticks = re.findall(r"^\s*(\$[\d.]+) ┤", out, re.M)
+    assert ticks[0] != "$10.0000" and ticks[-1] == "$0.4001", out
+    assert columns[-1].strip() and columns[-1][-1] != " ", out  # today: the lowest row
+    note = " ".join(out[out.index("replayed from recordings"):].split())
+    assert note.startswith("replayed from recordings, each price carried forward from its "
+                           "capture: aws (captured 2026-08-09)"), note
+
+
+def test_history_at_a_time_after_a_capture_carries_its_price(quick_start):
+    """`history --at 2026-08-25` said "not listed" for Vast.ai's offer captured 2026-08-22
+    (its span was the capture instant): the price holds, and the screen says it is a
+    capture carried forward. Before the capture it is still not known."""
+    offer = ("history", "vastai", "148199:1xH100_SXM", "--pricing", "spot")
+    code, out = in_terminal(*offer, "--at", "2026-08-25", env=quick_start)
+    assert code == 0, out
+    assert out.split() == ["$0.4001/h", "($0.4001/GPU-h),", "available:", "yes", "carried",
+                           "forward", "from", "its", "capture", "of", "2026-08-22"], out
+    code, out = in_terminal(*offer, "--at", "2026-08-21", env=quick_start)
+    assert code == 1 and "not listed (or not yet known) at 2026-08-21" in out, out
+
+
 def test_run_help_cuts_no_word_at_80_columns():
     """`run --help` cut its log-level choices (`<debug|info|warning|err` / `or>`) and an
     environment variable (`[env var: GPURADAR_METRICS_ADDRESS` / `]`) across lines."""

@@ -123,10 +123,13 @@ def test_price_at_time_is_exact(engine):
     assert queries.price_at(engine, oid, t1 - timedelta(seconds=1))["price"] == 80.0
     assert queries.price_at(engine, oid, t1)["price"] == 72.0
     assert queries.price_at(engine, oid, t2 - timedelta(minutes=1))["price"] == 72.0
-    assert queries.price_at(engine, oid, t2)["price"] == 72.0  # the last successful crawl
-    # Beyond the last successful crawl we do not know.
-    assert queries.price_at(engine, oid, t2 + timedelta(seconds=1)) is None
-    assert queries.price_at(engine, oid, datetime.now(UTC) + timedelta(days=1)) is None
+    at_last = queries.price_at(engine, oid, t2)  # the last successful crawl
+    assert (at_last["price"], at_last["carried"]) == (72.0, False)
+    # Beyond the last successful crawl the price holds until an observation says otherwise,
+    # marked as carried forward (it was answered "not listed").
+    for later in (t2 + timedelta(seconds=1), datetime.now(UTC) + timedelta(days=1)):
+        span = queries.price_at(engine, oid, later)
+        assert (span["price"], span["carried"], span["seen_until"]) == (72.0, True, t2)
     # A span that ended was seen until it ended, not until the last crawl.
     assert [s["seen_until"] for s in queries.spans(engine, oid)] == [t1, t2]
 

@@ -44,16 +44,18 @@ def test_history_follows_the_source_and_region_filters(engine):
     assert price_history(engine, [H100], OfferFilter(regions=["eu-*"]), T0, until, 2) == {}
 
 
-def test_every_listed_gpu_is_charted_or_listed_as_uncharted(engine):
-    """Ten GPUs listed, ten charts (the page used to stop at eight, silently); a GPU whose
-    price falls before the range is returned as uncharted, not dropped."""
+def test_every_listed_gpu_is_charted_with_its_price_carried_forward(engine):
+    """Eleven GPUs listed, eleven charts (the page used to stop at eight, silently); a GPU
+    whose only observation falls before the range is still listed, so its price holds
+    through the range (it was left uncharted: the quick-start data had no chart at all)."""
     names = sorted(CATALOG)[:11]
     later = T0 + 10 * 24 * HOUR
     crawl(engine, "azure", [item("azure", f"old-{names[0]}", 1.0, gpu=names[0])], T0)
     crawl(engine, "lambda", [item("lambda", f"i-{n}", 2.0 + k, gpu=n, at=later)
                              for k, n in enumerate(names[1:])], later)
-    data = overview(engine, OfferFilter(), days=7, now=later + HOUR)
+    data = overview(engine, OfferFilter(), days=7, now=later + HOUR, buckets=7)
     listed = [o["gpu"] for o in data["cheapest"]]
     assert sorted(listed) == names
-    assert [c["gpu"] for c in data["charts"]] == listed[1:] and len(data["charts"]) == 10
-    assert [o["gpu"] for o in data["uncharted"]] == [names[0]]
+    assert [c["gpu"] for c in data["charts"]] == listed and data["uncharted"] == []
+    old = next(c for c in data["charts"] if c["gpu"] == names[0])
+    assert values(old["series"]["on_demand"]) == [1.0] * 7
