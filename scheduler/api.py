@@ -391,7 +391,7 @@ def etag(body: bytes) -> str:
     return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
 
 
-def _matches(header: str | None, tag: str) -> bool:
+def etag_matches(header: str | None, tag: str) -> bool:
     if not header:
         return False
     wanted = {t.strip().removeprefix("W/") for t in header.split(",")}
@@ -467,7 +467,7 @@ def answer(environ: dict[str, Any], start_response: Callable, engine_fn: Callabl
     ok = status.startswith("200")
     if ok and changed is not None:
         headers.append(("Last-Modified", format_datetime(changed, usegmt=True)))
-    if ok and (_matches(environ.get("HTTP_IF_NONE_MATCH"), tag) if "HTTP_IF_NONE_MATCH"
+    if ok and (etag_matches(environ.get("HTTP_IF_NONE_MATCH"), tag) if "HTTP_IF_NONE_MATCH"
                in environ else _not_modified_since(environ.get("HTTP_IF_MODIFIED_SINCE"),
                                                    changed)):
         start_response("304 Not Modified", headers[1:])

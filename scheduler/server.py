@@ -210,7 +210,7 @@ class ReadCache:
         if modified is not None:
             headers.append(("Last-Modified", format_datetime(modified, usegmt=True)))
         if_none = environ.get("HTTP_IF_NONE_MATCH")
-        if (api._matches(if_none, answer.etag) or api._matches(if_none, tag)) or (
+        if (api.etag_matches(if_none, answer.etag) or api.etag_matches(if_none, tag)) or (
                 if_none is None and _not_modified_since(
                     environ.get("HTTP_IF_MODIFIED_SINCE"), modified)):
             start_response("304 Not Modified",

@@ -228,6 +228,8 @@ def parse(source: Annotated[str, typer.Argument(help="Source whose parser to run
     # The parser's warnings (a row skipped, and why) on stderr; stdout is the items. The
     # crawl's own log handler would otherwise take them where nobody reads them.
     setup_logging("text", "WARNING")
+    for handler in logging.getLogger().handlers:  # a parser error is said once, below
+        handler.addFilter(lambda record: record.levelno < logging.ERROR)
     settings = scrapy_settings(cfg)
     try:
         for item in parse_files(source, files, settings, url=url):

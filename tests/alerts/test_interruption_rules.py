@@ -26,7 +26,7 @@ def test_the_readable_and_yaml_forms_are_one_rule_read_back_in_words():
     assert readable.condition.offers.max_interruption == pytest.approx(0.10)
     assert structured.text == TEXT  # a structured rule is shown in its readable form
     assert readable.reading() == (
-        "per GPU-hour, H100, any GPU count, under $2.00/GPU-h; spot only; published "
+        "per GPU-hour, H100, any GPU count, under $2.0000/GPU-h; spot only; published "
         "interruption band at most 10%/month (its upper bound); an offer with no published "
         "signal, or an open-ended band, never matches")
     # The limit is part of what the alert is: another limit is another alert.
@@ -128,7 +128,7 @@ def test_the_median_is_weighted_by_how_long_each_price_held(engine):
     assert evaluate(engine, [rule(MEDIAN.replace("20%", "10%"))], now=T0).fired == [
         "h100-spot-under-its-30-day-median-by-10pct"]
     message = Renderer(None).rule_message("firing", by10, read_market(engine, T0), 5)
-    assert "cheapest $2.00/GPU-h; the 30-day median was $2.50/GPU-h." in message.text
+    assert "cheapest $2.0000/GPU-h; the 30-day median was $2.5000/GPU-h." in message.text
     (by20,) = match_rules(engine, [rule(MEDIAN)], now=T0)  # $2.00 is not under $2.00
     assert by20.limit == pytest.approx(2.00) and by20.count == 0
     (none,) = match_rules(engine, [rule("H200 spot under its 30-day median by 20%")], now=T0)

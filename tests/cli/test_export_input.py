@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from gpuradar.storage.export import FORMAT_VERSION
 from tests.clirun import gpuradar
 from tests.storage.test_index import T0, crawl, item
 
@@ -154,7 +155,7 @@ def _edit(exported, change) -> None:
     (lambda m: m["tables"]["offers"].update(rows=999), "holds 1 rows, manifest.json says 999 "
                                                        "(table offers)"),
     (lambda m: m.update(format_version=99), "unreadable manifest (format_version 99; this "
-                                            "gpuradar reads 1)"),
+                                            f"gpuradar reads {FORMAT_VERSION})"),
     (lambda m: m["files"].append(dict(m["files"][0])), "listed twice in manifest.json"),
 ])
 def test_verify_finds_a_manifest_that_lies(exported, change, expected):
