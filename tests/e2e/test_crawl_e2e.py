@@ -15,9 +15,14 @@ from tests.provider_server import ProviderServer, Reply, serve_standard
 FAST = {"DOWNLOAD_DELAY": 0, "RETRY_BACKOFF_BASE": 0.05, "RETRY_TIMES": 2}
 
 
-def config_for(tmp_path: Path, server: ProviderServer, **scrapy) -> Path:
+#: Azure walked in one region: eastus, whose 9 meters are 2 pages (tests/routes/core.py).
+EASTUS = {"azure": {"regions": ["eastus"]}}
+
+
+def config_for(tmp_path: Path, server: ProviderServer, sources: dict | None = None,
+               **scrapy) -> Path:
     return write_config(tmp_path / "config.yaml", endpoints=serve_standard(server),
-                        scrapy={**FAST, **scrapy})
+                        scrapy={**FAST, **scrapy}, **({"sources": sources} if sources else {}))
 
 
 def summary(proc) -> dict[str, dict]:
@@ -81,7 +86,7 @@ def test_failing_source_closes_nothing_and_spares_the_others(tmp_path, provider_
 
 
 def test_429_is_retried_with_backoff(tmp_path, provider_server, sqlite_url):
-    cfg = config_for(tmp_path, provider_server)
+    cfg = config_for(tmp_path, provider_server, EASTUS)
     original = provider_server.routes[("GET", "/api/retail/prices")]
     calls = []
 
@@ -92,7 +97,8 @@ def test_429_is_retried_with_backoff(tmp_path, provider_server, sqlite_url):
     provider_server.route("GET", "/api/retail/prices", throttled_twice)
     proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=sqlite_url)
     assert proc.returncode == 0, proc.stderr
-    assert summary(proc)["azure"]["status"] == "ok" and summary(proc)["azure"]["items"] == 13
+    # eastus: 6 offers of its 9 meters (4 sizes, on-demand and spot)
+    assert summary(proc)["azure"]["status"] == "ok" and summary(proc)["azure"]["items"] == 6
     assert len(calls) == 4  # 2 throttled + page 1 + page 2
 
 
@@ -125,18 +131,21 @@ def test_unexpected_shape_names_source_and_field(tmp_path, provider_server, sqli
 
 
 def test_record_then_replay_without_network(tmp_path, provider_server, sqlite_url):
-    cfg = config_for(tmp_path, provider_server)
+    cfg = config_for(tmp_path, provider_server, EASTUS)
     rec = tmp_path / "rec"
     proc = gpuradar("crawl", "fx", "azure", "--record", str(rec), config=cfg, db_url=sqlite_url)
     assert proc.returncode == 0, proc.stderr
     assert (rec / "azure" / "index.json").exists()
     entries = json.loads((rec / "azure" / "index.json").read_text())
-    assert len(entries) == 2 and entries[0]["status"] == 200
-    # Replay into a fresh database with the default (unreachable) endpoints.
+    assert len(entries) == 2 and entries[0]["status"] == 200  # eastus: 2 pages
+    # Replay into a fresh database with the default (unreachable) endpoints; the same
+    # regions (the default ones would ask for pages the recording does not hold).
     fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
-    proc = gpuradar("crawl", "fx", "azure", "--replay", str(rec), "--json", db_url=fresh)
+    replay_cfg = write_config(tmp_path / "replay.yaml", sources=EASTUS)
+    proc = gpuradar("crawl", "fx", "azure", "--replay", str(rec), "--json", config=replay_cfg,
+                    db_url=fresh)
     assert proc.returncode == 0, proc.stderr
-    assert summary(proc)["azure"]["items"] == 13
+    assert summary(proc)["azure"]["items"] == 6
     replayed = gpuradar_json("prices", "--source", "azure", db_url=fresh)
     original = gpuradar_json("prices", "--source", "azure", db_url=sqlite_url)
     assert [(o["instance_type"], o["price"]) for o in replayed] == [
@@ -150,7 +159,8 @@ def test_record_then_replay_without_network(tmp_path, provider_server, sqlite_ur
                for o in replayed)
     assert all(o["replayed"] is False and o["captured"] is None for o in original)
     # a second replay of the same recording changes nothing and is refused nothing
-    again = gpuradar("crawl", "azure", "--replay", str(rec), "--json", db_url=fresh)
+    again = gpuradar("crawl", "azure", "--replay", str(rec), "--json", config=replay_cfg,
+                     db_url=fresh)
     assert again.returncode == 0 and summary(again)["azure"]["changed"] == 0
 
 

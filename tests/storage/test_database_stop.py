@@ -38,8 +38,11 @@ def test_a_crawl_stopped_for_a_database_error_is_recorded_by_its_process(
     original = provider_server.routes[("GET", "/api/retail/prices")]
     engine = get_engine(db_url)
 
+    refusing = []
+
     def refuse_then_answer(req):
-        if "$skip" not in req.query:  # the first page: the crawl is recorded and running
+        if not refusing:  # the first page: the crawl is recorded and running
+            refusing.append(req)
             with engine.begin() as conn:
                 for statement in (PG_TRIGGER if engine.dialect.name == "postgresql"
                                   else [SQLITE_TRIGGER]):
