@@ -91,17 +91,21 @@ def drop_replaced(old: str | None, new: str) -> None:
             docker("rmi", old, check=False)
 
 
+def checkout_tag(variant: str) -> str:
+    """This checkout's tag of an image variant (see build())."""
+    return f"gpuradar-ci:{variant}-{hashlib.sha1(str(REPO).encode()).hexdigest()[:8]}"
+
+
 def build(base: str, variant: str, tmp: Path) -> str:
     """Build one variant as a user would; its image id. Tagged per checkout
     (gpuradar-ci:<variant>-<hash of the path>) so that test runs in other checkouts sharing
     the engine keep their own images; the build stage is tagged too, so that the one it
     replaces (and the dependency layer only that one used) can be removed."""
-    checkout = hashlib.sha1(str(REPO).encode()).hexdigest()[:8]
     args = ["build", "-f", str(DOCKERFILE), "--build-arg", f"PYTHON_IMAGE={base}",
             "--build-arg", f"BROWSER={int(variant == 'browser')}"]
     new = ""
-    for target, tag in (("build", f"gpuradar-ci:build-{variant}-{checkout}"),
-                        (None, f"gpuradar-ci:{variant}-{checkout}")):
+    for target, tag in (("build", checkout_tag(f"build-{variant}")),
+                        (None, checkout_tag(variant))):
         old = image_id(tag)
         iidfile = tmp / f"{variant}-{target}.iid"
         docker(*args, *(["--target", target] if target else []), "--iidfile", str(iidfile),
@@ -335,14 +339,19 @@ def test_the_slim_image_has_no_browser_and_still_crawls(slim_image, browser_imag
     assert "playwright/browser_count" not in result["stats"]
 
 
+def compose_command() -> list[str]:
+    """`docker compose` (the plugin) where installed, else Debian's docker-compose 1.29."""
+    if docker("compose", "version", check=False).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    unavailable("neither `docker compose` nor docker-compose is installed")
+    raise AssertionError("unreachable")
+
+
 def test_compose_builds_the_default_image(slim_image, base_image, tmp_path):
     """deploy/compose.yaml's `build:` makes the same image (the layer cache answers)."""
-    if docker("compose", "version", check=False).returncode == 0:
-        command = ["docker", "compose"]
-    elif shutil.which("docker-compose"):
-        command = ["docker-compose"]
-    else:
-        unavailable("neither `docker compose` nor docker-compose is installed")
+    command = compose_command()
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
     env["GPURADAR_PYTHON_IMAGE"] = base_image
     old = image_id("gpuradar:latest")
@@ -362,3 +371,170 @@ def test_the_replayed_sources_are_the_shipped_recordings():
     recorded = {p.name for p in RECORDINGS.iterdir() if (p / "index.json").exists()}
     assert set(REPLAYED) == recorded
     assert any(providers()[n].requires_credentials for n in recorded)
+
+
+# -- the HA stack: deploy/compose-ha.yaml started for real -----------------------------------
+COMPOSE_HA = REPO / "deploy" / "compose-ha.yaml"
+# PostgreSQL and nginx from Debian's packages: there is no Docker Hub here (the file pulls
+# postgres and nginx where there is).
+COMPOSE_HA_DEBIAN = REPO / "deploy" / "compose-ha.debian.yaml"
+# Every host port of compose-ha.yaml, left to Docker (empty: a free port), so that the
+# stack never collides with what else runs on the machine.
+HA_PORTS = ("GPURADAR_PROXY_PORT", "GPURADAR_1_METRICS_PORT", "GPURADAR_1_WEB_PORT",
+            "GPURADAR_2_METRICS_PORT", "GPURADAR_2_WEB_PORT", "PROMETHEUS_PORT")
+READERS = ("serve-1", "serve-2")
+DAEMONS = ("gpuradar-1", "gpuradar-2")
+
+
+class Stack:
+    """One compose-ha project (its own name, network and volumes) and what the test asks of
+    it: compose commands, SQL through psql in a database container, addresses."""
+
+    def __init__(self, files: list[Path], env: dict[str, str]) -> None:
+        self.project = f"gpuradarha{uuid.uuid4().hex[:8]}"
+        self.command = [*compose_command(), "-p", self.project,
+                        *(a for f in files for a in ("-f", str(f)))]
+        self.env = env
+
+    def compose(self, *args: str, timeout: float = 300) -> str:
+        proc = subprocess.run([*self.command, *args], capture_output=True, text=True,
+                              env=self.env, timeout=timeout, cwd=REPO / "deploy")
+        assert proc.returncode == 0, \
+            f"compose {' '.join(args)}:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}\n" \
+            f"{self.logs()}"
+        return proc.stdout
+
+    def container(self, service: str) -> str:
+        (cid,) = self.compose("ps", "-q", service).split()
+        return cid
+
+    def ip(self, service: str) -> str:
+        (address,) = inspect(self.container(service))["NetworkSettings"]["Networks"].values()
+        return address["IPAddress"]
+
+    def address(self, service: str, port: int) -> str:
+        """The host address:port Docker published a service's port on."""
+        return published(self.container(service), port)
+
+    def sql(self, service: str, query: str) -> list[list[str]]:
+        """Rows of a query, as psql prints them, run in a database container (through its
+        socket: not a client connection counted below, which come over TCP)."""
+        proc = docker("exec", self.container(service), "psql", "-U", "gpuradar", "-d",
+                      "gpuradar", "-X", "-A", "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1",
+                      "-c", query)
+        return [line.split("\t") for line in proc.stdout.splitlines() if line]
+
+    def clients(self, service: str) -> list[str]:
+        """The address of every client connection (over TCP) to a database server."""
+        return [row[0] for row in self.sql(service, "SELECT client_addr FROM pg_stat_activity "
+                                                    "WHERE client_addr IS NOT NULL")]
+
+    def logs(self) -> str:
+        proc = subprocess.run([*self.command, "logs", "--no-color", "--tail", "15"],
+                              capture_output=True, text=True, env=self.env, timeout=60,
+                              cwd=REPO / "deploy")
+        return proc.stdout[-6000:]
+
+    def wait(self, done, what: str, timeout: float = 180):
+        """Poll until done() is true (its value), failing with the stack's logs at the
+        deadline."""
+        deadline = time.monotonic() + timeout
+        while not (value := done()):
+            assert time.monotonic() < deadline, f"never {what}\n{self.logs()}"
+            time.sleep(0.5)
+        return value
+
+    def caught_up(self) -> None:
+        """Wait until the standby has replayed everything the leader has written so far."""
+        ((lsn,),) = self.sql("postgres", "SELECT pg_current_wal_lsn()")
+        self.wait(lambda: self.sql("postgres-replica", f"SELECT pg_last_wal_replay_lsn() "
+                                                        f">= '{lsn}'::pg_lsn") == [["t"]],
+                  f"replayed up to {lsn} on the standby")
+
+
+@pytest.fixture
+def ha_stack(slim_image, base_image, tmp_path) -> Iterator[Stack]:
+    """compose-ha.yaml with compose-ha.debian.yaml, this checkout's image for the gpuradar
+    services and, for the daemons, `run --replay` of the shipped recordings (no network
+    here); torn down with its volumes afterwards."""
+    override = tmp_path / "compose-ha.test.yaml"
+    replay = {"image": checkout_tag("slim"),
+              "command": ["run", "--replay", "/recordings", "--interval", "3600"],
+              "volumes": [f"{RECORDINGS}:/recordings:ro"]}
+    override.write_text(yaml.safe_dump({"services": {
+        "migrate": {"image": checkout_tag("slim")},
+        **{name: {"image": checkout_tag("slim")} for name in READERS},
+        **{name: replay for name in DAEMONS}}}))
+    (tmp_path / "empty.env").write_text("")
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "DOCKER_HOST")}
+    env |= {"GPURADAR_PYTHON_IMAGE": base_image} | dict.fromkeys(HA_PORTS, "")
+    stack = Stack([COMPOSE_HA, COMPOSE_HA_DEBIAN, override], env)
+    stack.command += ["--env-file", str(tmp_path / "empty.env")]
+    try:
+        yield stack
+    finally:
+        subprocess.run([*stack.command, "down", "-v", "--remove-orphans", "-t", "60"],
+                       capture_output=True, env=env, timeout=180, cwd=REPO / "deploy")
+
+
+def test_compose_ha_readers_answer_from_the_streaming_replica(ha_stack):
+    """The read side of deploy/compose-ha.yaml, started: PostgreSQL, its hot standby
+    (pg_basebackup from the leader, streaming), the migration, two `gpuradar serve` reading
+    the standby, nginx in front of them, and the two daemons replaying every recording on
+    the leader. With the standby's replay paused the leader has the crawls and the proxy
+    shows none of them; resumed and caught up, the page and /api/v1/offers through the
+    proxy answer what the daemon answers from the leader. Hundreds of reader requests
+    later no reader has a connection to the leader (its client connections are the
+    daemons' alone, as before), while both `serve` replicas hold theirs on the standby."""
+    stack = ha_stack
+    stack.compose("build", "postgres", "proxy", timeout=900)  # Debian's PostgreSQL, nginx
+    stack.compose("up", "-d", "postgres", "postgres-replica", "migrate", *READERS, "proxy",
+                  timeout=600)
+
+    # the standby: cloned, streaming from the leader, answering reads in recovery
+    stack.wait(lambda: stack.sql("postgres", "SELECT state FROM pg_stat_replication")
+               == [["streaming"]], "streaming to the standby")
+    assert stack.clients("postgres") == [stack.ip("postgres-replica")]  # its WAL sender
+    assert stack.sql("postgres-replica", "SELECT pg_is_in_recovery()") == [["t"]]
+    for name in READERS:
+        wait_healthy(stack.container(name))
+    proxy = stack.address("proxy", 8080)
+
+    # the schema reached the standby; its replay is then paused while the daemons crawl
+    stack.caught_up()
+    stack.sql("postgres-replica", "SELECT pg_wal_replay_pause()")
+    stack.compose("up", "-d", "--no-deps", *DAEMONS)
+    stack.wait(lambda: {row[0] for row in stack.sql(
+        "postgres", "SELECT source FROM crawl WHERE status = 'ok'")} >= set(REPLAYED)
+               and not stack.sql("postgres", "SELECT 1 FROM crawl WHERE status = 'running'"),
+               "crawled every recording on the leader")
+    daemon = stack.address("gpuradar-1", 9109)  # its page and API read the leader
+    status, on_leader = get(f"http://{daemon}/api/v1/offers")
+    assert status == 200, on_leader
+    leader_offers = json.loads(on_leader)
+    assert leader_offers["total"] > 100, on_leader[:500]
+    cheapest = leader_offers["offers"][0]["instance_type"]
+
+    status, body = get(f"http://{proxy}/api/v1/offers")
+    assert (status, json.loads(body)["total"]) == (200, 0), body[:500]  # not replayed yet
+    status, page = get(f"http://{proxy}/")
+    assert status == 200 and cheapest not in page
+
+    stack.sql("postgres-replica", "SELECT pg_wal_replay_resume()")
+    stack.caught_up()
+    status, body = get(f"http://{proxy}/api/v1/offers")
+    assert status == 200 and body == on_leader, body[:500]
+    status, page = get(f"http://{proxy}/")
+    assert status == 200 and cheapest in page
+
+    # readers load the standby, never the leader
+    daemons = {stack.ip(name) for name in DAEMONS}
+    standby = stack.ip("postgres-replica")
+    before = stack.clients("postgres")
+    for i in range(200):
+        status, _ = get(f"http://{proxy}/" if i % 2 else f"http://{proxy}/api/v1/offers")
+        assert status == 200
+    after = stack.clients("postgres")
+    others = [[c for c in clients if c not in daemons | {standby}] for clients in (before, after)]
+    assert others == [[], []], f"on the leader besides the daemons: {others}"
+    assert {stack.ip(name) for name in READERS} <= set(stack.clients("postgres-replica"))
