@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -395,6 +396,7 @@ class Stack:
         self.command = [*compose_command(), "-p", self.project,
                         *(a for f in files for a in ("-f", str(f)))]
         self.env = env
+        self.containers: dict[str, str] = {}
 
     def compose(self, *args: str, timeout: float = 300) -> str:
         proc = subprocess.run([*self.command, *args], capture_output=True, text=True,
@@ -405,8 +407,13 @@ class Stack:
         return proc.stdout
 
     def container(self, service: str) -> str:
-        (cid,) = self.compose("ps", "-q", service).split()
-        return cid
+        """A service's container id (one `docker ps`: the compose CLI starts slowly)."""
+        if service not in self.containers:
+            proc = docker("ps", "-a", "--filter",
+                          f"label=com.docker.compose.project={self.project}", "--format",
+                          '{{.Label "com.docker.compose.service"}} {{.ID}}')
+            self.containers = dict(line.split() for line in proc.stdout.splitlines())
+        return self.containers[service]
 
     def ip(self, service: str) -> str:
         (address,) = inspect(self.container(service))["NetworkSettings"]["Networks"].values()
@@ -485,11 +492,13 @@ def test_compose_ha_readers_answer_from_the_streaming_replica(ha_stack):
     shows none of them; resumed and caught up, the page and /api/v1/offers through the
     proxy answer what the daemon answers from the leader. Hundreds of reader requests
     later no reader has a connection to the leader (its client connections are the
-    daemons' alone, as before), while both `serve` replicas hold theirs on the standby."""
+    daemons' alone, as before), while both `serve` replicas hold theirs on the standby.
+    Prometheus (prometheus-ha.yml) scrapes both daemons and sees one leader."""
     stack = ha_stack
-    stack.compose("build", "postgres", "proxy", timeout=900)  # Debian's PostgreSQL, nginx
+    stack.compose("build", "postgres", "proxy", "prometheus", timeout=900)  # Debian's
+    # (Prometheus from the start: it scrapes every 30 s, the daemons once they are there)
     stack.compose("up", "-d", "postgres", "postgres-replica", "migrate", *READERS, "proxy",
-                  timeout=600)
+                  "prometheus", timeout=600)
 
     # the standby: cloned, streaming from the leader, answering reads in recovery
     stack.wait(lambda: stack.sql("postgres", "SELECT state FROM pg_stat_replication")
@@ -538,3 +547,18 @@ def test_compose_ha_readers_answer_from_the_streaming_replica(ha_stack):
     others = [[c for c in clients if c not in daemons | {standby}] for clients in (before, after)]
     assert others == [[], []], f"on the leader besides the daemons: {others}"
     assert {stack.ip(name) for name in READERS} <= set(stack.clients("postgres-replica"))
+
+    # Prometheus scrapes both daemons (prometheus-ha.yml): one leader among them
+    prometheus = stack.address("prometheus", 9090)
+
+    def scraped() -> dict[str, str] | None:
+        values = {}
+        for query in ('count(up{job="gpuradar"} == 1)', "sum(gpuradar_leader)"):
+            status, body = get(f"http://{prometheus}/api/v1/query?"
+                               f"{urllib.parse.urlencode({'query': query})}")
+            result = json.loads(body)["data"]["result"] if status == 200 else []
+            values[query] = result[0]["value"][1] if result else None
+        return values if values['count(up{job="gpuradar"} == 1)'] == "2" else None
+
+    assert stack.wait(scraped, "both daemons scraped by Prometheus", 150)[
+        "sum(gpuradar_leader)"] == "1"
