@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -26,6 +27,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -491,8 +493,9 @@ def test_compose_ha_readers_answer_from_the_streaming_replica(ha_stack):
     the leader. With the standby's replay paused the leader has the crawls and the proxy
     shows none of them; resumed and caught up, the page and /api/v1/offers through the
     proxy answer what the daemon answers from the leader. Hundreds of reader requests
-    later no reader has a connection to the leader (its client connections are the
-    daemons' alone, as before), while both `serve` replicas hold theirs on the standby.
+    later, spread by nginx over both `serve`, no reader has a connection to the leader
+    (its client connections are the daemons' alone, as before), while both `serve`
+    replicas hold theirs on the standby.
     Prometheus (prometheus-ha.yml) scrapes both daemons and sees one leader."""
     stack = ha_stack
     stack.compose("build", "postgres", "proxy", "prometheus", timeout=900)  # Debian's
@@ -544,6 +547,10 @@ def test_compose_ha_readers_answer_from_the_streaming_replica(ha_stack):
         status, _ = get(f"http://{proxy}/" if i % 2 else f"http://{proxy}/api/v1/offers")
         assert status == 200
     after = stack.clients("postgres")
+    # nginx spread them over both replicas (its access log names the one that answered)
+    access = docker("logs", stack.container("proxy")).stdout
+    answered = Counter(re.findall(r"upstream=(\S+?):9109 ", access))
+    assert set(answered) == {stack.ip(name) for name in READERS}, answered
     others = [[c for c in clients if c not in daemons | {standby}] for clients in (before, after)]
     assert others == [[], []], f"on the leader besides the daemons: {others}"
     assert {stack.ip(name) for name in READERS} <= set(stack.clients("postgres-replica"))
