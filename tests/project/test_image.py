@@ -498,7 +498,14 @@ def test_compose_ha_readers_answer_from_the_streaming_replica(ha_stack):
     replicas hold theirs on the standby.
     Prometheus (prometheus-ha.yml) scrapes both daemons and sees one leader."""
     stack = ha_stack
-    stack.compose("build", "postgres", "proxy", "prometheus", timeout=900)  # Debian's
+    # PostgreSQL, nginx and Prometheus from Debian's packages (an image a rebuild replaced
+    # is removed, as build() does)
+    built = ("postgres", "proxy", "prometheus")
+    services = yaml.safe_load(COMPOSE_HA_DEBIAN.read_text())["services"]
+    old = {services[name]["image"]: image_id(services[name]["image"]) for name in built}
+    stack.compose("build", *built, timeout=900)
+    for ref, previous in old.items():
+        drop_replaced(previous, image_id(ref) or "")
     # (Prometheus from the start: it scrapes every 30 s, the daemons once they are there)
     stack.compose("up", "-d", "postgres", "postgres-replica", "migrate", *READERS, "proxy",
                   "prometheus", timeout=600)
