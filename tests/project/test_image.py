@@ -461,8 +461,39 @@ class Stack:
                   f"replayed up to {lsn} on the standby")
 
 
+@pytest.fixture(scope="session")
+def debian_images(base_image) -> dict[str, str]:
+    """PostgreSQL, nginx and Prometheus built from Debian's packages by
+    compose-ha.debian.yaml, as a user without Docker Hub builds them: {service: image}. An
+    image a rebuild replaced is removed, as build() does."""
+    built = ("postgres", "proxy", "prometheus")
+    services = yaml.safe_load(COMPOSE_HA_DEBIAN.read_text())["services"]
+    images = {name: services[name]["image"] for name in built}
+    old = {name: image_id(ref) for name, ref in images.items()}
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "DOCKER_HOST")}
+    proc = subprocess.run([*compose_command(), "-f", str(COMPOSE_HA), "-f",
+                           str(COMPOSE_HA_DEBIAN), "build", *built], capture_output=True,
+                          text=True, env=env | {"GPURADAR_PYTHON_IMAGE": base_image},
+                          timeout=1200, cwd=REPO / "deploy")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name, ref in images.items():
+        drop_replaced(old[name], image_id(ref) or "")
+    return images
+
+
+def test_the_debian_postgres_image_wants_a_password_for_a_new_cluster(debian_images):
+    """Like the postgres image it stands in for, it creates no cluster that would take
+    password logins without a password: one line saying so, exit 1."""
+    proc = docker("run", "--rm", "-e", "POSTGRES_USER=gpuradar", debian_images["postgres"],
+                  check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (
+        "postgres-entrypoint: POSTGRES_PASSWORD is not set; the cluster would accept "
+        "password logins with no password: refusing to create it")
+
+
 @pytest.fixture
-def ha_stack(slim_image, base_image, tmp_path) -> Iterator[Stack]:
+def ha_stack(slim_image, debian_images, base_image, tmp_path) -> Iterator[Stack]:
     """compose-ha.yaml with compose-ha.debian.yaml, this checkout's image for the gpuradar
     services and, for the daemons, `run --replay` of the shipped recordings (no network
     here); torn down with its volumes afterwards."""
@@ -498,14 +529,6 @@ def test_compose_ha_readers_answer_from_the_streaming_replica(ha_stack):
     replicas hold theirs on the standby.
     Prometheus (prometheus-ha.yml) scrapes both daemons and sees one leader."""
     stack = ha_stack
-    # PostgreSQL, nginx and Prometheus from Debian's packages (an image a rebuild replaced
-    # is removed, as build() does)
-    built = ("postgres", "proxy", "prometheus")
-    services = yaml.safe_load(COMPOSE_HA_DEBIAN.read_text())["services"]
-    old = {services[name]["image"]: image_id(services[name]["image"]) for name in built}
-    stack.compose("build", *built, timeout=900)
-    for ref, previous in old.items():
-        drop_replaced(previous, image_id(ref) or "")
     # (Prometheus from the start: it scrapes every 30 s, the daemons once they are there)
     stack.compose("up", "-d", "postgres", "postgres-replica", "migrate", *READERS, "proxy",
                   "prometheus", timeout=600)
