@@ -76,7 +76,9 @@ mutation: install-test
 # browser), `make image-browser` the variant with Debian's Chromium. deploy/image-base.sh
 # checks that a Docker engine runs (as root: installs and starts it) and names the Python
 # base image (a local one, made with debootstrap, where Docker Hub cannot be reached).
-# `make test-image` runs the image tests (.ci/run runs them after `make test`).
+# `make test-image` runs the image tests (.ci/run runs them after `make test`), which also
+# start deploy/compose-ha.yaml whole with docker-compose (a Debian package `system-deps`
+# installs) or the compose plugin.
 IMAGE ?= gpuradar
 image:
 	base=$$(sh deploy/image-base.sh) && \

@@ -6,7 +6,9 @@ Debian's Chromium). Containers then check what a user sees: `--version`; `run --
 serving /healthz and the crawl counters on a published port, as uid 10001, healthy by the
 image's own HEALTHCHECK, stopping with exit 0 on `docker stop`; a config file mounted
 read-only moving the metrics port (the healthcheck follows it); Playwright driving Debian's
-Chromium inside the browser image to render a page whose table JavaScript builds.
+Chromium inside the browser image to render a page whose table JavaScript builds; and
+deploy/compose-ha.yaml started whole (with compose-ha.debian.yaml's PostgreSQL, nginx and
+Prometheus from Debian's packages): its readers answering from the streaming replica.
 
 deploy/image-base.sh provides the engine and the Python base image (made with debootstrap
 where Docker Hub cannot be reached). Without a running Docker engine these tests skip,
