@@ -47,6 +47,7 @@ from scrapy.http import Response
 
 from gpuradar.core import gpus, providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.alibaba import ADVICE_SOURCE
 from gpuradar.core.spot import band_bounds
 from gpuradar.crawler.signing import alibaba_rpc_params, signing_credentials
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
@@ -195,7 +196,7 @@ def read_spot_advice(data: dict[str, Any], advice: SpotAdvice, day: str,
                                             "not understood"}
                 continue
             signal: dict[str, Any] = {
-                "interruption": band, "interruption_source": providers.alibaba.ADVICE_SOURCE,
+                "interruption": band, "interruption_source": ADVICE_SOURCE,
                 "interruption_as_of": day, "interruption_window": "30 days"}
             rate = r.get("InterruptionRate")
             if _percent(rate, 0):

@@ -62,6 +62,7 @@ from twisted.python.failure import Failure
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.azure import EVICTION_SOURCE
 from gpuradar.core.spot import band_bounds
 from gpuradar.crawler.spiders.base import (
     GpuRadarSpider,
@@ -383,7 +384,7 @@ def read_evictions(page: Any, day: str, rates: dict[tuple[str, str], dict[str, A
                                                   "not understood"}
             continue
         rates[key] = {"interruption": str(band), "interruption_as_of": day,
-                      "interruption_source": providers.azure.EVICTION_SOURCE}
+                      "interruption_source": EVICTION_SOURCE}
     token = page.get("$skipToken")
     return token if isinstance(token, str) and token else None
 

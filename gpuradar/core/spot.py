@@ -124,8 +124,8 @@ def signal_of(attributes: dict[str, Any] | None) -> Signal:
     reliability = attrs.get("reliability")
     if isinstance(reliability, int | float) and not isinstance(reliability, bool):
         # Read with the offer itself: its date is the offer's.
-        return Signal(f"host reliability {reliability:.2f}", "Vast.ai", None,
-                      kind="host reliability")
+        return Signal(f"host reliability score {reliability:.2f}, not an interruption rate",
+                      "Vast.ai", None, kind="host reliability")
     why = attrs.get("interruption_unknown")
     if why:
         return Signal(f"interruption unknown: {why}", None, None)

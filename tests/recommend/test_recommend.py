@@ -604,7 +604,8 @@ def test_spot_signals_from_vast_reliability(market):
     rec = run(market, rc.Job(7e9, "qlora"), spot="only")
     vast = next(f for f in rec.fits if f.offer.source == "vastai")
     # read with the offer itself: its source, no date of its own
-    assert vast.spot == {"signal": "host reliability 0.90 (Vast.ai)", "risk": "high",
+    assert vast.spot == {"signal": "host reliability score 0.90, not an interruption "
+                         "rate (Vast.ai)", "risk": "high",
                          "source": "Vast.ai", "as_of": None,
                          "warnings": ["long run (a run of unknown length) on a frequently "
                                       "interrupted offer: checkpoint at least hourly, or use "
