@@ -976,7 +976,9 @@ def test_a_crawl_with_credentials_shows_each_spot_offers_eviction_band(tmp_path,
     endpoints = serve_standard(provider_server, ["azure"])
     cfg = write_config(tmp_path / "c.yaml", endpoints=endpoints, scrapy={"DOWNLOAD_DELAY": 0},
                        sources={"azure": AZURE_CREDENTIALS})
-    proc = gpuradar("crawl", "azure", "--json", "-v", config=cfg, db_url=sqlite_url)
+    record = tmp_path / "rec"
+    proc = gpuradar("crawl", "azure", "--json", "-v", "--record", str(record), config=cfg,
+                    db_url=sqlite_url)
     assert proc.returncode == 0, proc.stderr
     [result] = json.loads(proc.stdout)
     assert result["status"] == "ok", result
@@ -991,5 +993,18 @@ def test_a_crawl_with_credentials_shows_each_spot_offers_eviction_band(tmp_path,
     table = gpuradar("prices", "--source", "azure", "--pricing", "spot", config=cfg,
                      db_url=sqlite_url, env={"COLUMNS": "250"}).stdout
     assert "0-5% (Azure Resource Graph, 20" in table and "interruption" in table, table
+    # The recording holds the eviction answer (never the token exchange) and replays it:
+    # the band comes back with the same source, without asking anyone for a token.
+    recorded = [p.read_text(errors="replace") for p in record.rglob("*") if p.is_file()]
+    assert "oauth2" not in (record / "azure" / "index.json").read_text()
+    replayed_db = f"sqlite:///{tmp_path / 'replayed.db'}"
+    again = gpuradar("crawl", "azure", "--replay", str(record), "--json", config=cfg,
+                     db_url=replayed_db)
+    assert again.returncode == 0, again.stderr
+    replayed = gpuradar_json("prices", "--source", "azure", "--pricing", "spot", config=cfg,
+                             db_url=replayed_db)
+    assert {(o["instance_type"], o["region"], o["interruption_source"]) for o in replayed} == {
+        (o["instance_type"], o["region"], o["interruption_source"]) for o in offers}
     for secret in (AZURE_CREDENTIALS["client_secret"], AZURE_TOKEN):
         assert secret not in proc.stdout + proc.stderr
+        assert not [text for text in recorded if secret in text]
