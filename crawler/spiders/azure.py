@@ -512,9 +512,9 @@ class AzureSpider(GpuRadarSpider):
 
     def parse_file(self, response: Response):
         """A saved page on its own (`gpuradar parse`): its offers, prices in effect; a saved
-        Resource SKUs page has none."""
+        Resource SKUs page or Resource Graph answer has none."""
         page = self.json_body(response)
-        if isinstance(page, dict) and "value" in page:
+        if isinstance(page, dict) and ("value" in page or "totalRecords" in page):
             return
         self.read_page(response)
         yield from self.offers()

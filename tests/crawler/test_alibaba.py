@@ -689,3 +689,5 @@ def test_an_unreadable_band_is_counted_and_unknown_never_guessed():
     assert busy["interruption"] == "10-100%" and "interruption_rate" not in busy
     assert advice.attributes("ecs.gn7e-c16g1.4xlarge", "cn-hangzhou-i") == {
         "interruption_unknown": "not in DescribeSpotAdvice's answer for this type and zone"}
+    # a saved DescribeSpotAdvice answer is an API answer `gpuradar parse` knows: no offers
+    assert list(api_spider().parse_file(response(FIX / "describe_spot_advice_gn7i.json"))) == []

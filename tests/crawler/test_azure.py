@@ -699,6 +699,8 @@ def test_status_says_what_the_credentials_add():
 def test_a_saved_sku_page_parses_to_no_offers():
     page = response(FIX / "resource_skus_southcentralus_real.json", SKUS_URL)
     assert list(spider().parse_file(page)) == []
+    graph = response(FIX / EVICTIONS, GRAPH_URL)  # nor does a Resource Graph answer
+    assert list(spider().parse_file(graph)) == []
 
 
 def test_crawl_with_credentials_counts_an_unlisted_size_and_never_shows_the_secrets(
