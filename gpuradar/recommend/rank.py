@@ -307,6 +307,12 @@ def _attach_spot(fits: list[Fit], job: Job, opts: Options) -> None:
                     opts.checkpoint_hours, opts.restart_hours, deadline)
             signal["warnings"] = spot_warnings(signal, job, fit.wall_hours, fit.nodes,
                                                opts.resumable)
+            read = signal_of(fit.offer.attributes)
+            if read.kind == "interruption rate" and read.monthly is None:
+                # Azure's eviction band: shown, but with no period it is not a rate
+                signal["warnings"].append(
+                    f"{read.source} states no period for its band: not a rate, so the run "
+                    "ranges from no interruption to unbounded")
             if fit.spot_overhead and fit.wall_hours is not None:
                 signal["warnings"].append(f"time includes +{fit.spot_overhead:.0%} for "
                                           "interruptions and checkpoints (--spot-overhead)")
