@@ -15,7 +15,8 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from gpuradar.core import gpus as catalog
-from gpuradar.core.pricing import PRICINGS
+from gpuradar.core.pricing import PRICINGS, SPOT
+from gpuradar.core.spot import offer_signal
 from gpuradar.storage.models import CRAWL, OFFER
 
 
@@ -153,8 +154,8 @@ def interruption_fields(source: str, pricing: str, attributes: dict[str, Any] | 
                         ) -> dict[str, Any]:
     """An offer's interruption_* fields (OFFER_SCHEMA), read from its attributes by
     gpuradar.core.spot: all null for an offer that is not spot."""
-    from gpuradar.core.spot import offer_signal
-
+    if pricing != SPOT:
+        return dict.fromkeys(INTERRUPTION_FIELDS)
     signal = offer_signal(source, pricing, attributes)
     if signal is None:
         return dict.fromkeys(INTERRUPTION_FIELDS)

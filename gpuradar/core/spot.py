@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gpuradar.core.pricing import SPOT
+
 #: Spot Advisor band label -> share of capacity reclaimed in the trailing month, (low,
 #: high); high None = no upper bound (">20%" reaches 100 %).
 BAND_MONTHLY: dict[str, tuple[float, float | None]] = {
@@ -139,13 +141,12 @@ def offer_signal(source: str, pricing: str, attributes: dict[str, Any] | None
     """The signal of one offer as every output shows it: None for an offer that is not
     spot; for a spot offer without one, why, when its provider publishes a signal gpuradar
     cannot read (Alibaba, Azure: credentials)."""
-    from gpuradar.core.pricing import SPOT
-    from gpuradar.core.providers import BY_NAME
-
     if pricing != SPOT:
         return None
     signal = signal_of(attributes)
     if signal is NO_SIGNAL:
+        from gpuradar.core.providers import BY_NAME  # the declarations, only when needed
+
         provider = BY_NAME.get(source)
         said = provider.spot_signal if provider is not None else None
         if said and said.endswith(NOT_READ):
