@@ -105,6 +105,24 @@ def test_the_page_shows_the_signal_under_a_spot_offers_pricing(engine):
             '(AWS Spot Advisor, 2025-06-28)</span>') in table
 
 
+def test_the_page_shows_alibaba_and_azure_bands_with_source_and_date(engine):
+    advice = item("alibaba", "ecs.gn7i-c8g1.2xlarge", 0.50, pricing="spot", count=1)
+    advice.attributes.update(interruption="0-3%", interruption_rate=1.2,
+                             interruption_source="Alibaba DescribeSpotAdvice",
+                             interruption_as_of="2026-12-06", interruption_window="30 days")
+    evicted = item("azure", "Standard_NC24ads_A100_v4", 0.60, pricing="spot", count=1)
+    evicted.attributes.update(interruption="20+", interruption_source="Azure Resource Graph",
+                              interruption_as_of="2026-12-06")
+    crawl(engine, "alibaba", [advice], T0)
+    crawl(engine, "azure", [evicted], T0)
+    for source, said in (("alibaba", "interruption 0-3%/30 days (average 1.2%) (Alibaba "
+                                     "DescribeSpotAdvice, 2026-12-06)"),
+                         ("azure", "interruption 20+% (Azure Resource Graph, 2026-12-06)")):
+        page = render(engine, {"pricing": ["spot"], "source": [source]}, now=T0)
+        table = page[page.index('<table id="cheapest">'):page.index("</table>")]
+        assert f'<span class="muted signal">{said}</span>' in table, (source, table)
+
+
 def test_the_exports_carry_the_band_its_source_and_date(engine, tmp_path):
     _market(engine)
     export(engine, tmp_path / "export", ["jsonl"])
