@@ -110,6 +110,8 @@ def offer_rows(offers: list[dict], now: datetime) -> list[dict]:
         notes = []
         if extra.get("savings_pct") is not None:
             notes.append(f"saves {extra['savings_pct']}%")
+        if extra.get("avg_spot_price_pct") is not None:  # Alibaba DescribeSpotAdvice
+            notes.append(f"30-day average {extra['avg_spot_price_pct']}% of on-demand")
         if extra.get("derived"):
             notes.append("derived")
         if extra.get("terms"):

@@ -637,6 +637,7 @@ def test_spot_offers_carry_describe_spot_advice_per_zone(tmp_path, provider_serv
     wide = gpuradar("prices", "--source", "alibaba", "--pricing", "spot", "--wide",
                     config=cfg, db_url=sqlite_url, env={"COLUMNS": "250"})
     assert "0-3%/30 days (average 1.2%) (Alibaba DescribeSpotAdvice," in wide.stdout, wide.stdout
+    assert "30-day average 26% of on-demand" in wide.stdout
     assert today[:4] in wide.stdout
 
 
