@@ -63,6 +63,16 @@ class Offer:
     unreadable_since: datetime | None
     url: str
     attributes: dict[str, Any]
+    #: A spot offer's interruption signal (None for an offer that is not spot): the text
+    #: every table shows, its kind ("interruption rate", "host reliability": a score, not a
+    #: rate, "unknown"), source, date, and the monthly share it allows (high None with a
+    #: rate: no upper bound).
+    interruption: str | None
+    interruption_kind: str | None
+    interruption_source: str | None
+    interruption_as_of: str | None
+    interruption_monthly_low: float | None
+    interruption_monthly_high: float | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -515,7 +515,7 @@ def _field(f: Field) -> dict[str, Any]:
     if f.description:
         schema["description"] = f.description
     if f.choices:
-        schema["enum"] = list(f.choices)
+        schema["enum"] = [*f.choices, *([None] if f.nullable else [])]
     return schema
 
 

@@ -15,7 +15,8 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from gpuradar.core import gpus as catalog
-from gpuradar.core.pricing import PRICINGS
+from gpuradar.core.pricing import PRICINGS, SPOT
+from gpuradar.core.spot import offer_signal
 from gpuradar.storage.models import CRAWL, OFFER
 
 
@@ -58,9 +59,26 @@ OFFER_SCHEMA = (
     Field("unreadable_since", "time", True), Field("url", "str"),
     Field("attributes", "json", description="Provider extras; an offer of a reservation kind "
           "(capacity_block, flex_start, calendar) carries its terms under `terms`: "
-          "block_hours, start, end, upfront_fee, currency, as the provider gives them."))
+          "block_hours, start, end, upfront_fee, currency, as the provider gives them."),
+    # A spot offer's interruption signal (gpuradar.core.spot), the same for every provider;
+    # null for an offer that is not spot.
+    Field("interruption", "str", True, "a spot offer's interruption signal as every table "
+          "shows it: the band with its source and date, Vast.ai's host reliability (a "
+          "score, not a rate), or why it is unknown; null when the offer is not spot"),
+    Field("interruption_kind", "str", True, "'interruption rate' (a published band), "
+          "'host reliability' (a score, not a rate) or 'unknown'",
+          choices=("interruption rate", "host reliability", "unknown")),
+    Field("interruption_source", "str", True, "who published the signal (AWS Spot Advisor, "
+          "Alibaba DescribeSpotAdvice, Azure Resource Graph, Vast.ai)"),
+    Field("interruption_as_of", "str", True, "the day the signal describes (ISO date)"),
+    Field("interruption_monthly_low", "float", True, "share of capacity interrupted in a "
+          "month, the band's low end (0.05 = 5 %)"),
+    Field("interruption_monthly_high", "float", True, "the band's high end; null with a "
+          "band (kind 'interruption rate') means no upper bound"))
 #: The fields of an offer in every interface, in this order.
 OFFER_FIELDS = tuple(f.name for f in OFFER_SCHEMA)
+#: The fields offer_record derives from an offer's interruption signal.
+INTERRUPTION_FIELDS = tuple(n for n in OFFER_FIELDS if n.startswith("interruption"))
 SPAN_FIELDS = ("offer_id", "source", "region", "zone", "instance_type", "pricing", "gpu",
                "gpu_count", "price", "currency", "price_usd", "price_per_gpu_usd",
                "available", "valid_from", "valid_to", "seen_until", "open")
@@ -128,7 +146,23 @@ def offer_record(row: dict[str, Any]) -> dict[str, Any]:
     out["zone"] = out["zone"] or ""
     out["attributes"] = out["attributes"] or {}
     out["replayed"] = bool(out["replayed"])
+    out.update(interruption_fields(out["source"], out["pricing"], out["attributes"]))
     return out
+
+
+def interruption_fields(source: str, pricing: str, attributes: dict[str, Any] | None
+                        ) -> dict[str, Any]:
+    """An offer's interruption_* fields (OFFER_SCHEMA), read from its attributes by
+    gpuradar.core.spot: all null for an offer that is not spot."""
+    if pricing != SPOT:
+        return dict.fromkeys(INTERRUPTION_FIELDS)
+    signal = offer_signal(source, pricing, attributes)
+    if signal is None:
+        return dict.fromkeys(INTERRUPTION_FIELDS)
+    low, high = signal.monthly if signal.monthly is not None else (None, None)
+    return {"interruption": signal.label(), "interruption_kind": signal.kind,
+            "interruption_source": signal.source, "interruption_as_of": signal.as_of,
+            "interruption_monthly_low": low, "interruption_monthly_high": high}
 
 
 def last_change(engine: Engine) -> datetime | None:

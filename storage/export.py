@@ -27,10 +27,12 @@ from sqlalchemy import Engine, func, select
 from gpuradar.core.files import not_a_file
 from gpuradar.core.text import excerpt
 from gpuradar.core.units import utc_text
-from gpuradar.storage.dataset import OFFER_SCHEMA
+from gpuradar.storage.dataset import INTERRUPTION_FIELDS, OFFER_SCHEMA, interruption_fields
 from gpuradar.storage.models import CHANGE, CRAWL, FX, INDEX, OFFER
 
-FORMAT_VERSION = 2
+#: 3: offers carry their interruption signal (interruption, interruption_kind, _source,
+#: _as_of, _monthly_low, _monthly_high).
+FORMAT_VERSION = 3
 MAX_MANIFEST_BYTES = 1024 * 1024  # a manifest is a few kilobytes; verify reads no more
 FORMATS = ("parquet", "csv", "jsonl")
 MANIFEST = "manifest.json"
@@ -93,7 +95,7 @@ def _offers_query() -> Any:
                    CRAWL.c.replayed, CRAWL.c.captured)
             .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == "ok"))).subquery())
     stored = [OFFER.c[c] for c, _ in OFFER_COLUMNS
-              if c not in ("observed_at", "replayed", "captured")]
+              if c not in ("observed_at", "replayed", "captured", *INTERRUPTION_FIELDS)]
     return (select(*stored, func.coalesce(last.c.seen, OFFER.c.changed_at).label("observed_at"),
                    func.coalesce(last.c.replayed, False).label("replayed"),
                    last.c.captured)
@@ -105,8 +107,13 @@ CRAWL_COLUMNS = (("id", "int"), ("source", "str"), ("started_at", "time"),
                  ("dropped", "json"), ("unknown_gpus", "json"), ("uncatalogued", "json"),
                  ("duration_s", "float"), ("error", "str"), ("observed_at", "time"),
                  ("replayed", "bool"), ("captured", "str"))
+def _offer(row: dict[str, Any]) -> dict[str, Any]:
+    """A stored offer with the interruption_* fields its attributes give (storage.dataset)."""
+    return {**row, **interruption_fields(row["source"], row["pricing"], row["attributes"])}
+
+
 TABLES = (
-    Table("offers", OFFER_COLUMNS, _offers_query),
+    Table("offers", OFFER_COLUMNS, _offers_query, _offer),
     # each change with its offer's currency: `price` is the whole offer per hour in it
     Table("price_changes", (("offer_id", "int"), ("at", "time"), ("price", "float"),
                             ("currency", "str"), ("available", "bool")),

@@ -35,7 +35,10 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -44,6 +47,8 @@ from scrapy.http import Response
 
 from gpuradar.core import gpus, providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.alibaba import ADVICE_SOURCE
+from gpuradar.core.spot import band_bounds
 from gpuradar.crawler.signing import alibaba_rpc_params, signing_credentials
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
@@ -118,6 +123,98 @@ def api_gpu(spec: dict[str, Any]) -> str:
         return raw
     family = str(spec.get("InstanceTypeFamily") or "").removeprefix("ecs.")
     return FAMILIES[family][0] if family in FAMILIES else raw
+
+
+#: DescribeSpotAdviceRequest.instance_types (alibabacloud-ecs20140526): "You can specify up
+#: to 10 instance types."
+ADVICE_BATCH = 10
+
+
+@dataclass
+class SpotAdvice:
+    """What DescribeSpotAdvice said in one region: (instance type, zone) -> the signal's
+    attributes; `failed`, why a call of it was refused (then its types' signal is unknown)."""
+
+    signals: dict[tuple[str, str], dict[str, Any]] = dataclass_field(default_factory=dict)
+    failed: str | None = None
+
+    def attributes(self, instance_type: str, zone: str) -> dict[str, Any]:
+        """A spot offer's signal attributes (gpuradar.core.spot), or why it has none."""
+        found = self.signals.get((instance_type, zone))
+        if found is not None:
+            return dict(found)
+        return {"interruption_unknown": self.failed or "not in DescribeSpotAdvice's answer "
+                "for this type and zone"}
+
+
+def answer_day(response: Response) -> str:
+    """The day an answer describes: a replayed capture's own date, else the HTTP `Date`
+    the API sent, else today (UTC)."""
+    captured = response.meta.get("recording_captured")
+    if captured:
+        return str(captured)[:10]
+    sent = response.headers.get(b"Date")
+    if sent:
+        try:
+            return parsedate_to_datetime(sent.decode("latin-1")).astimezone(UTC).date(
+            ).isoformat()
+        except (TypeError, ValueError):
+            pass
+    return datetime.now(UTC).date().isoformat()
+
+
+def read_spot_advice(data: dict[str, Any], advice: SpotAdvice, day: str,
+                     count: Any) -> None:
+    """One DescribeSpotAdvice answer into `advice`: per zone (`AvailableSpotZones.
+    AvailableSpotZone[].ZoneId`) and type (`AvailableSpotResources.AvailableSpotResource[]`:
+    `InstanceType`, `InterruptRateDesc` "0-3%" / "3-5%" / "5-10%" / "10-100%",
+    `InterruptionRate` in %, `AverageSpotDiscount` the 30-day average spot price as a % of
+    the pay-as-you-go price, 1-100), as the SDK's DescribeSpotAdviceResponseBody has them.
+    A band or number that cannot be read is counted (`count`) and left out: that offer's
+    signal is unknown, never a default."""
+    zones = (data.get("AvailableSpotZones") or {}).get("AvailableSpotZone")
+    if not isinstance(zones, list):
+        count("unreadable_spot_advice")
+        return
+    for z in zones:
+        zone = z.get("ZoneId") if isinstance(z, dict) else None
+        resources = ((z.get("AvailableSpotResources") or {}).get("AvailableSpotResource")
+                     if isinstance(z, dict) else None)
+        if not isinstance(zone, str) or not isinstance(resources, list):
+            count("unreadable_spot_advice")
+            continue
+        for r in resources:
+            instance_type = r.get("InstanceType") if isinstance(r, dict) else None
+            if not isinstance(instance_type, str):
+                count("unreadable_spot_advice")
+                continue
+            band = r.get("InterruptRateDesc")
+            if band_bounds(band) is None:
+                count("unreadable_interruption_band")
+                advice.signals[(instance_type, zone)] = {
+                    "interruption_unknown": f"DescribeSpotAdvice band {str(band)[:20]!r} "
+                                            "not understood"}
+                continue
+            signal: dict[str, Any] = {
+                "interruption": band, "interruption_source": ADVICE_SOURCE,
+                "interruption_as_of": day, "interruption_window": "30 days"}
+            rate = r.get("InterruptionRate")
+            if _percent(rate, 0):
+                signal["interruption_rate"] = float(rate)
+            elif rate is not None:
+                count("unreadable_interruption_rate")
+            discount = r.get("AverageSpotDiscount")
+            if _percent(discount, 1):
+                signal["avg_spot_price_pct"] = discount
+            elif discount is not None:
+                count("unreadable_spot_discount")
+            advice.signals[(instance_type, zone)] = signal
+
+
+def _percent(value: Any, low: float) -> bool:
+    """A number from `low` to 100 (a percentage the API documents)."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and low <= value <= 100)
 
 
 class AlibabaSpider(GpuRadarSpider):
@@ -341,24 +438,69 @@ class AlibabaSpider(GpuRadarSpider):
                         if s.get("Status") == "SoldOut":
                             available = False
                         zones.setdefault(value, {})[zone] = available
+        if spot:
+            # The interruption signal first (DescribeSpotAdvice, at most 10 types a call),
+            # then each type's spot price history with it.
+            types = sorted(zones)
+            chunks = [types[i:i + ADVICE_BATCH] for i in range(0, len(types), ADVICE_BATCH)]
+            yield from self.spot_advice(region, chunks, zones, specs, SpotAdvice())
+            return
         # One call per instance type and region is the finest batch the API allows: the
         # InstanceType of DescribePrice and of DescribeSpotPriceHistory names one type
         # (alibabacloud-ecs20140526 DescribePriceRequest / DescribeSpotPriceHistoryRequest;
         # DescribePrice's InstanceTypeList is for elasticity assurances only, its Amount is a
         # count of one type); DescribeSpotPriceHistory without ZoneId answers every zone.
         for instance_type, by_zone in sorted(zones.items()):
-            if spot:
-                start = (datetime.now(UTC) - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
-                request = self.spot_history_request(region, {
-                    "RegionId": region, "InstanceType": instance_type, "NetworkType": "vpc",
-                    "OSType": "linux", "StartTime": start}, specs[instance_type], by_zone, [])
-            else:
-                request = self.rpc("DescribePrice", region, {
-                    "RegionId": region, "ResourceType": "instance", "InstanceType": instance_type,
-                    "PriceUnit": "Hour", "SystemDisk.Category": "cloud_essd"},
-                    self.parse_price, region=region, spec=specs[instance_type], zones=by_zone)
+            request = self.rpc("DescribePrice", region, {
+                "RegionId": region, "ResourceType": "instance", "InstanceType": instance_type,
+                "PriceUnit": "Hour", "SystemDisk.Category": "cloud_essd"},
+                self.parse_price, region=region, spec=specs[instance_type], zones=by_zone)
             if request is not None:
                 yield request
+
+    # -- the interruption signal: DescribeSpotAdvice -----------------------------------------
+    def spot_advice(self, region: str, chunks: list[list[str]],
+                    zones: dict[str, dict[str, bool | None]], specs: dict[str, dict[str, Any]],
+                    advice: SpotAdvice) -> Iterator[scrapy.Request]:
+        """The next batch's DescribeSpotAdvice call (`InstanceTypes.N`, as its API reference
+        names the list), or, once every batch has answered, the spot price histories."""
+        if chunks:
+            params: dict[str, Any] = {"RegionId": region}
+            params.update({f"InstanceTypes.{i}": t for i, t in enumerate(chunks[0], 1)})
+            request = self.rpc("DescribeSpotAdvice", region, params, self.parse_spot_advice,
+                               region=region, chunks=chunks, zones=zones, specs=specs,
+                               advice=advice)
+            if request is not None:
+                yield request
+            return
+        start = (datetime.now(UTC) - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for instance_type, by_zone in sorted(zones.items()):
+            request = self.spot_history_request(region, {
+                "RegionId": region, "InstanceType": instance_type, "NetworkType": "vpc",
+                "OSType": "linux", "StartTime": start}, specs[instance_type], by_zone, [],
+                advice)
+            if request is not None:
+                yield request
+
+    def parse_spot_advice(self, response: Response, action: str, region: str,
+                          chunks: list[list[str]], zones: dict[str, dict[str, bool | None]],
+                          specs: dict[str, dict[str, Any]], advice: SpotAdvice
+                          ) -> Iterator[scrapy.Request]:
+        """Keep one DescribeSpotAdvice answer's signal per (instance type, zone); then the
+        next batch. A refused or unreadable answer costs the signal only, never a price: its
+        offers say why their signal is unknown (one WARNING line, the crawl goes on)."""
+        try:
+            data = json.loads(response.text)
+        except ValueError:
+            data = None
+        if response.status >= 400 or not isinstance(data, dict) or "Code" in data:
+            code = data.get("Code") if isinstance(data, dict) else f"HTTP {response.status}"
+            self.logger.warning("alibaba: %s in %s failed (%s): the spot offers there carry "
+                                "no interruption signal", action, region, code)
+            advice.failed = f"DescribeSpotAdvice failed ({code})"
+        else:
+            read_spot_advice(data, advice, answer_day(response), self.count)
+        yield from self.spot_advice(region, chunks[1:], zones, specs, advice)
 
     def api_item(self, spec: dict[str, Any], region: str, zone: str, pricing: str,
                  price: float, currency: str, available: bool | None,
@@ -396,15 +538,17 @@ class AlibabaSpider(GpuRadarSpider):
                                  "total_with_system_disk": price.get("OriginalPrice")})
 
     def spot_history_request(self, region: str, params: dict[str, Any], spec: dict[str, Any],
-                             zones: dict[str, bool | None], points: list[dict[str, Any]]
-                             ) -> scrapy.Request | None:
+                             zones: dict[str, bool | None], points: list[dict[str, Any]],
+                             advice: SpotAdvice | None = None) -> scrapy.Request | None:
         return self.rpc("DescribeSpotPriceHistory", region, params, self.parse_spot,
-                        region=region, spec=spec, zones=zones, query=params, points=points)
+                        region=region, spec=spec, zones=zones, query=params, points=points,
+                        advice=advice)
 
     def parse_spot(self, response: Response, action: str, region: str,
                    spec: dict[str, Any], zones: dict[str, bool | None],
                    query: dict[str, Any] | None = None,
-                   points: list[dict[str, Any]] | None = None) -> Iterator[Any]:
+                   points: list[dict[str, Any]] | None = None,
+                   advice: SpotAdvice | None = None) -> Iterator[Any]:
         """One page of a type's spot price history; the next page (`Offset` = the answer's
         `NextOffset`, as the SDK documents it) is asked before any offer is made, so the
         newest point of a zone is found whatever page it is on."""
@@ -421,7 +565,7 @@ class AlibabaSpider(GpuRadarSpider):
                 raise ParseError(self.name, "NextOffset", f"{action} {spec['InstanceTypeId']}",
                                  f"is {next_offset}, not past the page asked ({offset})")
             request = self.spot_history_request(region, {**query, "Offset": int(next_offset)},
-                                                spec, zones, points)
+                                                spec, zones, points, advice)
             if request is not None:
                 yield request
             return
@@ -433,10 +577,12 @@ class AlibabaSpider(GpuRadarSpider):
         for zone, point in sorted(latest.items()):
             if point.get("NetworkType", "vpc") != "vpc" or zone not in zones:
                 continue
+            attributes = {"origin_price": point.get("OriginPrice"),
+                          "observed": point.get("Timestamp")}
+            if advice is not None:
+                attributes.update(advice.attributes(spec["InstanceTypeId"], zone))
             yield self.api_item(spec, region, zone, "spot", point["SpotPrice"],
-                                data.get("Currency") or "CNY", zones[zone],
-                                {"origin_price": point.get("OriginPrice"),
-                                 "observed": point.get("Timestamp")})
+                                data.get("Currency") or "CNY", zones[zone], attributes)
 
     def parse_file(self, response: Response) -> Iterator[PriceItem]:
         """CDN price files; the pricing page (version discovery: no offers, the version it
@@ -450,7 +596,8 @@ class AlibabaSpider(GpuRadarSpider):
         if isinstance(data, dict) and "Code" in data:
             raise ParseError(self.name, "Code", response.url,
                              f"says {data['Code']}: {data.get('Message')}")
-        for field in ("InstanceTypes", "AvailableZones", "PriceInfo", "SpotPrices", "Regions"):
+        for field in ("InstanceTypes", "AvailableZones", "PriceInfo", "SpotPrices", "Regions",
+                      "AvailableSpotZones"):
             if isinstance(data, dict) and field in data:
                 return iter(())
         raise ParseError(self.name, "pricingInfo", response.url, "is missing")

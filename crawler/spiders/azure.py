@@ -51,6 +51,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -61,6 +62,8 @@ from twisted.python.failure import Failure
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.azure import EVICTION_SOURCE
+from gpuradar.core.spot import band_bounds
 from gpuradar.crawler.spiders.base import (
     GpuRadarSpider,
     ParseError,
@@ -329,6 +332,79 @@ def error_of(response: Response) -> str:
     return f"HTTP {response.status} {code}".strip()
 
 
+# -- spot eviction rates: Azure Resource Graph (with credentials) --------------------------
+#: What azure-mgmt-resourcegraph's ResourceGraphClient.resources sends (8.0.1): POST
+#: /providers/Microsoft.ResourceGraph/resources with this api-version and a QueryRequest.
+RESOURCE_GRAPH_API_VERSION = "2021-03-01"
+#: The eviction rate of every N-series size and region (Microsoft's "Spot eviction rates"
+#: query on the `SpotResources` table, narrowed to the GPU sizes; `startswith` is not
+#: case-sensitive). SpotResources is answered at tenant scope: no `subscriptions`.
+EVICTION_QUERY = (
+    "SpotResources\n"
+    "| where type =~ 'microsoft.compute/skuspotevictionrate/location'\n"
+    "| where tostring(sku.name) startswith 'standard_n'\n"
+    "| project skuName = tostring(sku.name), location = tostring(location), "
+    "evictionRate = tostring(properties.evictionRate)\n"
+    "| order by skuName asc, location asc")
+#: Rows per page: QueryRequestOptions.top's maximum.
+EVICTION_PAGE = 1000
+
+
+def eviction_body(skip_token: str | None = None) -> dict[str, Any]:
+    """A QueryRequest (azure-mgmt-resourcegraph): `query`, `options` with `resultFormat`
+    objectArray, `$top`, `allowPartialScopes` false (the SDK's default, sent by it too) and,
+    after the first page, the answer's `$skipToken`."""
+    options: dict[str, Any] = {"resultFormat": "objectArray", "$top": EVICTION_PAGE,
+                               "allowPartialScopes": False}
+    if skip_token:
+        options["$skipToken"] = skip_token
+    return {"query": EVICTION_QUERY, "options": options}
+
+
+def read_evictions(page: Any, day: str, rates: dict[tuple[str, str], dict[str, Any]],
+                   count: Any) -> str | None:
+    """One Resource Graph answer (QueryResponse: `totalRecords`, `count`, `resultTruncated`,
+    `$skipToken`, `data`: with objectArray a list of rows) into `rates`, (size, region) in
+    lower case -> the signal's attributes (gpuradar.core.spot); the `$skipToken` of the next
+    page, if any. A band gpuradar cannot read is counted (`count`) and that offer's signal
+    is unknown, saying so; never a default."""
+    if not isinstance(page, dict) or not isinstance(page.get("data"), list):
+        raise SkusUnavailable("the Resource Graph answer has no `data` list")
+    for row in page["data"]:
+        sku = row.get("skuName") if isinstance(row, dict) else None
+        region = row.get("location") if isinstance(row, dict) else None
+        if not isinstance(sku, str) or not isinstance(region, str) or not sku or not region:
+            count("unreadable_eviction_row")
+            continue
+        band = row.get("evictionRate")
+        key = (sku.lower(), region.lower())
+        if band_bounds(band) is None:
+            count("unreadable_interruption_band")
+            rates[key] = {"interruption_unknown": f"Azure eviction rate {str(band)[:20]!r} "
+                                                  "not understood"}
+            continue
+        rates[key] = {"interruption": str(band), "interruption_as_of": day,
+                      "interruption_source": EVICTION_SOURCE}
+    token = page.get("$skipToken")
+    return token if isinstance(token, str) and token else None
+
+
+def answer_day(response: Response) -> str:
+    """The day an answer describes: a replayed capture's own date, else the HTTP `Date`
+    the API sent, else today (UTC)."""
+    captured = response.meta.get("recording_captured")
+    if captured:
+        return str(captured)[:10]
+    sent = response.headers.get(b"Date")
+    if sent:
+        try:
+            return parsedate_to_datetime(sent.decode("latin-1")).astimezone(UTC).date(
+            ).isoformat()
+        except (TypeError, ValueError):
+            pass
+    return datetime.now(UTC).date().isoformat()
+
+
 class AzureSpider(GpuRadarSpider):
     facts = providers.azure.AZURE
 
@@ -339,6 +415,12 @@ class AzureSpider(GpuRadarSpider):
         # is still awaited; whether every region's price chain has ended; the access token.
         self._skus: dict[str, float | None] | None = None
         self._skus_pending = False
+        # Spot eviction rates (Resource Graph): (size, region) -> signal attributes; None
+        # until read (or never asked), with why when the query failed.
+        self._evictions: dict[tuple[str, str], dict[str, Any]] | None = None
+        self._evictions_pending = False
+        self._evictions_failed: str | None = None
+        self._eviction_pages: set[str] = set()  # the $skipTokens followed
         self._prices_read = False
         self._token = ""
         self._sku_pages: set[str] = set()
@@ -384,7 +466,12 @@ class AzureSpider(GpuRadarSpider):
             yield self.region_request(self.region_url(region), region)
             return
         self._prices_read = True
-        if not self._skus_pending:
+        yield from self.offers_when_ready()
+
+    def offers_when_ready(self) -> Iterator[Any]:
+        """The offers, once every region's price chain and every answer asked with the
+        credentials (Resource SKUs, eviction rates) have ended; nothing before."""
+        if self._prices_read and not self._skus_pending and not self._evictions_pending:
             yield from self.offers()
 
     def parse(self, response: Response, region: str = "", **kwargs: Any):
@@ -425,9 +512,9 @@ class AzureSpider(GpuRadarSpider):
 
     def parse_file(self, response: Response):
         """A saved page on its own (`gpuradar parse`): its offers, prices in effect; a saved
-        Resource SKUs page has none."""
+        Resource SKUs page or Resource Graph answer has none."""
         page = self.json_body(response)
-        if isinstance(page, dict) and "value" in page:
+        if isinstance(page, dict) and ("value" in page or "totalRecords" in page):
             return
         self.read_page(response)
         yield from self.offers()
@@ -443,13 +530,15 @@ class AzureSpider(GpuRadarSpider):
         missing = [f"{self.credentials[name]} (or sources.azure.{name})"
                    for name, value in creds.items() if not value]
         if missing:
-            self.logger.warning("azure: the Resource SKUs API is not used: %s missing",
+            self.logger.warning("azure: the Resource SKUs API and the spot eviction rates "
+                                "are not used: %s missing",
                                 " and ".join(missing))
             return
-        self._skus_pending = True
+        self._skus_pending = self._evictions_pending = True
         if self.settings.get("GPURADAR_REPLAY_DIR"):
             self._token = REPLAY_TOKEN
             yield self.skus_request(self.skus_url())
+            yield self.evictions_request(None)
             return
         url = self.endpoint("token").format(tenant=quote(str(creds["tenant_id"]), safe=""))
         yield scrapy.FormRequest(
@@ -479,10 +568,13 @@ class AzureSpider(GpuRadarSpider):
         except (ValueError, AttributeError):
             token = None
         if not isinstance(token, str) or not token:
-            yield from self.skus_unavailable(f"the token request answered {error_of(response)}")
+            why = f"the token request answered {error_of(response)}"
+            self.evictions_unavailable(why)
+            yield from self.skus_unavailable(why)
             return
         self._token = token
         yield self.skus_request(self.skus_url())
+        yield self.evictions_request(None)
 
     def parse_skus(self, response: Response) -> Iterator[Any]:
         """One Resource SKUs page; the next one (`nextLink`, on the same host only: it carries
@@ -511,11 +603,13 @@ class AzureSpider(GpuRadarSpider):
             yield self.skus_request(next_link)
             return
         self._skus_pending = False
-        if self._prices_read:
-            yield from self.offers()
+        yield from self.offers_when_ready()
 
     def skus_failed(self, failure: Any) -> Iterator[Any]:
         """A token or SKU request that got no answer (unreachable, timed out)."""
+        request = getattr(failure, "request", None)
+        if request is not None and request.callback == self.parse_token:
+            self.evictions_unavailable(failure.getErrorMessage())
         yield from self.skus_unavailable(failure.getErrorMessage())
 
     def skus_unavailable(self, why: str) -> Iterator[Any]:
@@ -528,8 +622,74 @@ class AzureSpider(GpuRadarSpider):
                 why = why.replace(value, "***")
         self.logger.error("azure: Resource SKUs API unavailable (%s): sizes missing from "
                           "gpuradar's size table stay uncatalogued", why[:300])
-        if self._prices_read:
-            yield from self.offers()
+        yield from self.offers_when_ready()
+
+    # -- spot eviction rates: Azure Resource Graph (with credentials) ------------------------
+    def evictions_request(self, skip_token: str | None) -> scrapy.Request:
+        url = (self.endpoint("resource_graph") + "?"
+               + urlencode({"api-version": RESOURCE_GRAPH_API_VERSION}))
+        return scrapy.Request(
+            url, method="POST", body=json.dumps(eviction_body(skip_token)),
+            headers={"Authorization": f"Bearer {self._token}",
+                     "Content-Type": "application/json", "Accept": "application/json"},
+            callback=self.parse_evictions, errback=self.evictions_failed,
+            meta={"handle_httpstatus_all": True}, dont_filter=True)
+
+    def parse_evictions(self, response: Response) -> Iterator[Any]:
+        """One page of eviction rates; the next (`$skipToken`, never one already seen), or,
+        at the end, the offers if everything else has ended. A refused or unreadable answer
+        costs the signal alone (one WARNING line): prices are stored, the crawl goes on."""
+        try:
+            if response.status != 200:
+                raise SkusUnavailable(f"the Resource Graph query answered {error_of(response)}")
+            try:
+                page = json.loads(response.text)
+            except ValueError:
+                raise SkusUnavailable("the Resource Graph answer is not JSON") from None
+            rates = self._evictions if self._evictions is not None else {}
+            token = read_evictions(page, answer_day(response), rates, self.count)
+            seen = self._eviction_pages
+            if token is not None and token in seen:
+                raise SkusUnavailable("$skipToken names a page already read")
+        except SkusUnavailable as why:
+            self.evictions_unavailable(str(why))
+            yield from self.offers_when_ready()
+            return
+        self._evictions = rates
+        if token is not None:
+            seen.add(token)
+            yield self.evictions_request(token)
+            return
+        self._evictions_pending = False
+        yield from self.offers_when_ready()
+
+    def evictions_failed(self, failure: Any) -> Iterator[Any]:
+        """An eviction-rate request that got no answer (unreachable, timed out)."""
+        self.evictions_unavailable(failure.getErrorMessage())
+        yield from self.offers_when_ready()
+
+    def evictions_unavailable(self, why: str) -> None:
+        """One WARNING line; every spot offer then says why its signal is unknown."""
+        self._evictions, self._evictions_pending = None, False
+        for value in (str(self.option("client_secret") or ""), self._token):
+            if value:
+                why = why.replace(value, "***")
+        self._evictions_failed = f"the Resource Graph eviction rates failed ({why[:120]})"
+        self.logger.warning("azure: spot eviction rates unavailable (%s): spot offers carry "
+                            "no interruption signal", why[:300])
+
+    def eviction_attributes(self, sku: str, region: str) -> dict[str, Any]:
+        """A spot offer's signal attributes (gpuradar.core.spot); {} without credentials
+        (the provider's `spot_signal` says why), else the rate or why it is unknown."""
+        if self._evictions is None:
+            if self._evictions_failed:
+                return {"interruption_unknown": self._evictions_failed}
+            return {}
+        found = self._evictions.get((sku.lower(), region.lower()))
+        if found is not None:
+            return dict(found)
+        return {"interruption_unknown": "not in Resource Graph's eviction rates for this "
+                                        "size and region"}
 
     def read_page(self, response: Response) -> str | None:
         """Keep the page's candidate meters; the next page's URL, if any."""
@@ -623,6 +783,8 @@ class AzureSpider(GpuRadarSpider):
             reason = self._restricted.get((sku, region)) if self._skus is not None else None
             if reason:
                 attributes["restriction"] = reason
+            if pricing == "spot":
+                attributes.update(self.eviction_attributes(sku, region))
             yield PriceItem(
                 source=self.name, region=region, instance_type=sku, pricing=pricing,
                 gpu=size.gpu, gpu_count=size.count, gpu_memory_gb=size.memory_gb,

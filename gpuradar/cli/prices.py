@@ -38,7 +38,7 @@ from gpuradar.cli.output import (
 )
 from gpuradar.core.pricing import CHOICES as PRICING_CHOICES
 from gpuradar.core.pricing import describe_terms, parse_pricing
-from gpuradar.core.spot import signal_of
+from gpuradar.core.spot import offer_signal
 
 WATCH_MAX = 86_400  # --watch: at most a day between refreshes (time.sleep overflows far past)
 
@@ -108,10 +108,10 @@ def offer_rows(offers: list[dict], now: datetime) -> list[dict]:
             avail = "gone"
         extra = o.get("attributes") or {}
         notes = []
-        if extra.get("interruption"):
-            notes.append(signal_of(extra).note())
         if extra.get("savings_pct") is not None:
             notes.append(f"saves {extra['savings_pct']}%")
+        if extra.get("avg_spot_price_pct") is not None:  # Alibaba DescribeSpotAdvice
+            notes.append(f"30-day average {extra['avg_spot_price_pct']}% of on-demand")
         if extra.get("derived"):
             notes.append("derived")
         if extra.get("terms"):
@@ -126,6 +126,9 @@ def offer_rows(offers: list[dict], now: datetime) -> list[dict]:
             "per_gpu": money(o["price_per_gpu_usd"]), "instance_usd": money(o["price_usd"]),
             "original": money(o["price"], o["currency"]) if o["currency"] != "USD" else "",
             "available": avail, "seen": seen_cell(o, now), "notes": ", ".join(notes),
+            # a spot offer's interruption signal (or why unknown); empty when not spot
+            "signal": signal.note() if (signal := offer_signal(
+                o["source"], o["pricing"], extra)) is not None else "",
         })
     return rows
 
@@ -374,7 +377,8 @@ PRICE_COLUMNS = [Col("where", "source region", wrap=True),
                  Col("pricing", "pricing"), Col("gpu", "GPUs", split_count=True),
                  Col("memory", "mem/GPU", 5), Col("per_gpu", "$/GPU-h"),
                  Col("instance_usd", "$/h", 2), Col("original", "quoted", 4),
-                 Col("available", "avail", 3), Col("seen", "seen", 1), Col("notes", "notes", 6)]
+                 Col("available", "avail", 3), Col("seen", "seen", 1),
+                 Col("signal", "interruption", 5, wrap=True), Col("notes", "notes", 6)]
 
 # -- history -----------------------------------------------------------------------------
 def chart(series: list[tuple[datetime, float | None]], until: datetime, width: int = 60,

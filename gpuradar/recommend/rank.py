@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FxTable
 from gpuradar.core.pricing import OPEN_MARKET, label
-from gpuradar.core.spot import signal_of
+from gpuradar.core.spot import offer_signal, risk_of, signal_of
 from gpuradar.core.units import MAINLAND_ALIASES, region_matches
 from gpuradar.recommend.fit import Fit, fit_offer, price_in
 from gpuradar.recommend.job import TRAINING, Budget, Job, RecommendError
@@ -23,8 +23,6 @@ from gpuradar.recommend.spot import spot_run
 if TYPE_CHECKING:  # the offers come from storage; recommending needs no database
     from gpuradar.storage.offers import OfferRow
 
-_BAND_RISK = {"<5%": "low", "5-10%": "low", "10-15%": "medium", "15-20%": "high",
-              ">20%": "high"}
 DOMINATED = "dominated: same provider and GPU, as many GPUs or more, for more"
 DOMINATED_SIZED = "dominated: same provider and GPU, slower and dearer in total"
 
@@ -32,15 +30,14 @@ DOMINATED_SIZED = "dominated: same provider and GPU, slower and dearer in total"
 def spot_signal(offer: OfferRow) -> dict[str, Any] | None:
     """The interruption signal a spot offer carries (gpuradar.core.spot), with its source
     and date, and the risk it means; None for on-demand offers."""
-    if offer.pricing != "spot":
+    signal = offer_signal(offer.source, offer.pricing, offer.attributes)
+    if signal is None:
         return None
-    signal = signal_of(offer.attributes)
     out: dict[str, Any] = {"signal": signal.label(), "source": signal.source,
                            "as_of": signal.as_of, "risk": "unknown"}
-    band = (offer.attributes or {}).get("interruption")
     reliability = (offer.attributes or {}).get("reliability")
-    if band:
-        out["risk"] = _BAND_RISK.get(str(band), "unknown")
+    if signal.kind == "interruption rate":
+        out["risk"] = risk_of(signal.monthly)
     elif signal.source == "Vast.ai" and isinstance(reliability, int | float):
         out["risk"] = ("low" if reliability >= 0.99 else "medium" if reliability >= 0.95
                        else "high")
@@ -310,6 +307,12 @@ def _attach_spot(fits: list[Fit], job: Job, opts: Options) -> None:
                     opts.checkpoint_hours, opts.restart_hours, deadline)
             signal["warnings"] = spot_warnings(signal, job, fit.wall_hours, fit.nodes,
                                                opts.resumable)
+            read = signal_of(fit.offer.attributes)
+            if read.kind == "interruption rate" and read.monthly is None:
+                # Azure's eviction band: shown, but with no period it is not a rate
+                signal["warnings"].append(
+                    f"{read.source} states no period for its band: not a rate, so the run "
+                    "ranges from no interruption to unbounded")
             if fit.spot_overhead and fit.wall_hours is not None:
                 signal["warnings"].append(f"time includes +{fit.spot_overhead:.0%} for "
                                           "interruptions and checkpoints (--spot-overhead)")

@@ -80,6 +80,30 @@ def test_only_offers_whose_band_reaches_at_most_the_limit_match(engine):
     assert plain.count == 5
 
 
+def test_alibaba_bands_match_by_their_30_days_and_azure_bands_never(engine):
+    """Alibaba's DescribeSpotAdvice band is a 30-day share: "0-3%" passes `under 10%`,
+    the open-ended "10-100%" does not. Azure's eviction band states no period, so it is no
+    rate and never matches, however low it reads."""
+    def signalled(source: str, instance: str, per_gpu: float, attributes: dict):
+        item = offer(instance, per_gpu, pricing="spot", source=source)
+        item.attributes.update(attributes)
+        return item
+
+    advice = {"interruption_source": "Alibaba DescribeSpotAdvice",
+              "interruption_as_of": "2026-12-06", "interruption_window": "30 days"}
+    crawl(engine, [signalled("alibaba", "ecs.calm", 1.50, {**advice, "interruption": "0-3%"}),
+                   signalled("alibaba", "ecs.busy", 1.20,
+                             {**advice, "interruption": "10-100%"})], source="alibaba")
+    crawl(engine, [signalled("azure", "Standard_low", 1.00, {
+        "interruption": "0-5", "interruption_source": "Azure Resource Graph",
+        "interruption_as_of": "2026-12-06"})], source="azure")
+    (m,) = match_rules(engine, [rule(TEXT)], now=T0)
+    assert m.error == ""
+    assert [o.instance_type for _, o in m.matches] == ["ecs.calm"]
+    (plain,) = match_rules(engine, [rule("H100 spot under $2/h")], now=T0)
+    assert plain.count == 3
+
+
 def test_a_band_that_rises_at_the_same_price_resolves_the_alert(engine):
     rules = [rule(TEXT, send_resolved=True)]
     crawl(engine, [spot("p5.a", 1.50, "5-10%")], source="aws")

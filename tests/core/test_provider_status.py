@@ -55,7 +55,8 @@ def test_a_provider_words_its_own_status_from_file_or_environment(monkeypatch):
     assert status("huawei", access_key="a", secret_key="b", site="intl") == (
         True, "AK/SK found; international site, USD")
     assert status("azure", tenant_id="t") == (True, (
-        "public Retail Prices API; the Resource SKUs API is not used: AZURE_CLIENT_ID (or "
+        "public Retail Prices API; the Resource SKUs API and the spot eviction rates "
+        "(Resource Graph) are not used: AZURE_CLIENT_ID (or "
         "sources.azure.client_id) and AZURE_CLIENT_SECRET (or sources.azure.client_secret) "
         "and AZURE_SUBSCRIPTION_ID (or sources.azure.subscription_id) missing"))
 

@@ -606,3 +606,89 @@ def test_spot_price_history_pages_are_followed():
     assert "Offset=1" in request.url and request.cb_kwargs["points"] == [points[0]]
     items = list(spider.parse_spot(response(second), **request.cb_kwargs))
     assert [(i.zone, i.price) for i in items] == [("cn-hangzhou-i", 3.41)]
+
+
+# -- DescribeSpotAdvice: the interruption signal of spot offers --------------------------------
+def test_spot_offers_carry_describe_spot_advice_per_zone(tmp_path, provider_server, sqlite_url):
+    """With an AccessKey, each spot offer carries its zone's DescribeSpotAdvice band, rate and
+    average discount, named and dated, as `prices` shows them; on-demand offers carry none."""
+    cfg, result, proc = crawl(tmp_path, provider_server, sqlite_url, access_key_id="LTAItest",
+                              access_key_secret=SECRET, regions=["cn-hangzhou"])
+    assert result["status"] == "ok" and result["items"] == 5, (result, proc.stderr)
+    [asked] = [r.query for r in provider_server.requests
+               if r.query.get("Action") == ["DescribeSpotAdvice"]]
+    assert asked["RegionId"] == ["cn-hangzhou"]
+    assert asked["InstanceTypes.1"] == ["ecs.gn7i-c8g1.2xlarge"] and "InstanceTypes.2" not in asked
+    offers = gpuradar_json("prices", "--source", "alibaba", "--all", config=cfg,
+                           db_url=sqlite_url)
+    by_key = {(o["zone"], o["pricing"]): o for o in offers
+              if o["instance_type"] == "ecs.gn7i-c8g1.2xlarge"}
+    today = datetime.now(UTC).date().isoformat()
+    calm = by_key[("cn-hangzhou-i", "spot")]["attributes"]
+    assert calm["interruption"] == "0-3%" and calm["interruption_rate"] == 1.2
+    assert calm["interruption_source"] == "Alibaba DescribeSpotAdvice"
+    assert calm["interruption_window"] == "30 days" and calm["avg_spot_price_pct"] == 26
+    # dated by the answer (the server's Date header: today)
+    assert abs(datetime.fromisoformat(calm["interruption_as_of"]).date()
+               - datetime.now(UTC).date()) <= timedelta(days=1)
+    busy = by_key[("cn-hangzhou-k", "spot")]["attributes"]
+    assert busy["interruption"] == "10-100%" and busy["interruption_rate"] == 12.5
+    assert "interruption" not in by_key[("cn-hangzhou-i", "on_demand")]["attributes"]
+    wide = gpuradar("prices", "--source", "alibaba", "--pricing", "spot", "--wide",
+                    config=cfg, db_url=sqlite_url, env={"COLUMNS": "250"})
+    assert "0-3%/30 days (average 1.2%) (Alibaba DescribeSpotAdvice," in wide.stdout, wide.stdout
+    assert "30-day average 26% of on-demand" in wide.stdout
+    assert today[:4] in wide.stdout
+
+
+def test_a_refused_spot_advice_leaves_the_signal_unknown_and_the_prices(tmp_path,
+                                                                        provider_server,
+                                                                        sqlite_url):
+    """A DescribeSpotAdvice the account may not call (RAM) costs the signal alone: the spot
+    prices are stored, the crawl is ok, and each spot offer says why its signal is unknown."""
+    endpoints = serve_standard(provider_server)
+    from tests.routes.china import alibaba_api_handler
+
+    def refuse_advice(req):
+        if req.query.get("Action") == ["DescribeSpotAdvice"]:
+            return Reply(403, json.dumps({"Code": "Forbidden.RAM", "Message": "denied",
+                                          "RequestId": "0"}).encode())
+        return alibaba_api_handler(req)
+
+    provider_server.route("POST", "/", refuse_advice)
+    cfg = write_config(tmp_path / "config.yaml", endpoints=endpoints, scrapy=FAST, sources={
+        "alibaba": {"access_key_id": "LTAItest", "access_key_secret": SECRET,
+                    "regions": ["cn-hangzhou"]}})
+    proc = gpuradar("crawl", "alibaba", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "ok" and result["items"] == 5, (result, proc.stderr)
+    assert "DescribeSpotAdvice in cn-hangzhou failed (Forbidden.RAM)" in proc.stderr
+    spot = gpuradar_json("prices", "--source", "alibaba", "--pricing", "spot", "--all",
+                         config=cfg, db_url=sqlite_url)
+    assert {o["attributes"]["interruption_unknown"] for o in spot} == {
+        "DescribeSpotAdvice failed (Forbidden.RAM)"}
+    assert all("interruption" not in o["attributes"] for o in spot)
+    assert SECRET not in proc.stdout + proc.stderr
+
+
+def test_an_unreadable_band_is_counted_and_unknown_never_guessed():
+    """A band outside the documented forms gives no rate (counted); a number outside 0-100
+    is left out (counted); a type the answer does not name is unknown, saying so."""
+    from gpuradar.crawler.spiders.alibaba import SpotAdvice, read_spot_advice
+
+    data = json.loads((FIX / "describe_spot_advice_gn7i.json").read_text())
+    zones = data["AvailableSpotZones"]["AvailableSpotZone"]
+    zones[0]["AvailableSpotResources"]["AvailableSpotResource"][0]["InterruptRateDesc"] = "low"
+    zones[1]["AvailableSpotResources"]["AvailableSpotResource"][0]["InterruptionRate"] = 250
+    counted: list[str] = []
+    advice = SpotAdvice()
+    read_spot_advice(data, advice, "2026-12-06", counted.append)
+    assert counted == ["unreadable_interruption_band", "unreadable_interruption_rate"]
+    odd = advice.attributes("ecs.gn7i-c8g1.2xlarge", "cn-hangzhou-i")
+    assert odd == {"interruption_unknown": "DescribeSpotAdvice band 'low' not understood"}
+    busy = advice.attributes("ecs.gn7i-c8g1.2xlarge", "cn-hangzhou-k")
+    assert busy["interruption"] == "10-100%" and "interruption_rate" not in busy
+    assert advice.attributes("ecs.gn7e-c16g1.4xlarge", "cn-hangzhou-i") == {
+        "interruption_unknown": "not in DescribeSpotAdvice's answer for this type and zone"}
+    # a saved DescribeSpotAdvice answer is an API answer `gpuradar parse` knows: no offers
+    assert list(api_spider().parse_file(response(FIX / "describe_spot_advice_gn7i.json"))) == []

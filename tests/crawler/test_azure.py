@@ -7,6 +7,7 @@ import asyncio
 import copy
 import json
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -379,6 +380,9 @@ SKUS_URL = ("https://management.azure.com/subscriptions/sub-0003/providers/"
 
 
 PAGES = [FIX / "prices_page1.json", FIX / "prices_page2.json"]
+GRAPH_URL = ("https://management.azure.com/providers/Microsoft.ResourceGraph/resources"
+             "?api-version=2021-03-01")
+EVICTIONS = "resource_graph_spot_eviction_rates.json"
 
 
 def prices(s: AzureSpider) -> list[PriceItem]:
@@ -414,6 +418,16 @@ def skus_page(*extra: dict) -> dict:
     return page
 
 
+def authorize(s: AzureSpider, evictions: Any = None) -> Any:
+    """The token answer, then Resource Graph's eviction rates (the fixture unless given); the
+    Resource SKUs request the token answer asked for."""
+    skus, graph = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    assert graph.url == GRAPH_URL
+    assert feed(s, s.parse_evictions, load(EVICTIONS) if evictions is None else evictions,
+                graph.url) == ([], [])  # the prices and SKUs are still awaited
+    return skus
+
+
 def feed(s: AzureSpider, callback, body, url: str, status: int = 200) -> tuple[list, list]:
     items, requests = [], []
     for out in callback(response(body, url, status=status)) or ():
@@ -426,7 +440,7 @@ def crawl_with_skus(s: AzureSpider, pages: list, sku_pages: list,
     """The token answer, the SKU pages and the price pages, one chain before the other."""
     [_, token_request] = starts(s)
     assert token_request.url == TOKEN_URL
-    [sku_request] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    sku_request = authorize(s)
     items: list[PriceItem] = []
 
     def prices():
@@ -477,7 +491,7 @@ def test_the_token_request_is_the_documented_client_credentials_grant():
         "client_secret": ["cs-secret-5a4b3c2d1e"], "grant_type": ["client_credentials"]}
     assert token.meta["dont_record"] is True  # the secret and the token stay out of recordings
     assert token.meta["handle_httpstatus_all"] is True  # an error answer is read, and said
-    [skus] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    [skus, graph] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
     assert skus.url == SKUS_URL
     assert skus.headers[b"Authorization"] == f"Bearer {TOKEN}".encode()
     assert skus.meta["handle_httpstatus_all"] is True
@@ -485,8 +499,9 @@ def test_the_token_request_is_the_documented_client_credentials_grant():
 
 def test_a_replay_asks_for_the_sku_list_without_a_token():
     s = with_creds(GPURADAR_REPLAY_DIR="/nonexistent")
-    [_, skus] = starts(s)
+    [_, skus, graph] = starts(s)
     assert skus.url == SKUS_URL and skus.headers[b"Authorization"] == b"Bearer replay"
+    assert graph.url == GRAPH_URL and graph.headers[b"Authorization"] == b"Bearer replay"
 
 
 @pytest.mark.parametrize("prices_first", [True, False])
@@ -576,7 +591,7 @@ def test_the_sku_answer_is_read_to_the_end_of_its_next_link_chain(unlisted_a100)
     last = {"value": real["value"][2:]}
     s = with_creds()
     [_, token] = starts(s)
-    [request] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    request = authorize(s)
     assert prices(s) == []
     got, [follow] = feed(s, s.parse_skus, first, request.url)
     assert got == [] and follow.url == second
@@ -586,7 +601,7 @@ def test_the_sku_answer_is_read_to_the_end_of_its_next_link_chain(unlisted_a100)
     # A nextLink to another host would carry the token there: refused, and said.
     s = with_creds()
     starts(s)
-    feed(s, s.parse_token, token_answer(), TOKEN_URL)
+    authorize(s)
     prices(s)
     items, follow = feed(s, s.parse_skus, {**first, "nextLink": "https://evil.example/x"},
                          SKUS_URL)
@@ -594,7 +609,7 @@ def test_the_sku_answer_is_read_to_the_end_of_its_next_link_chain(unlisted_a100)
     # A nextLink back to a page already read would hold the offers for ever: refused.
     s = with_creds()
     starts(s)
-    feed(s, s.parse_token, token_answer(), TOKEN_URL)
+    authorize(s)
     prices(s)
     got, [again] = feed(s, s.parse_skus, first, SKUS_URL)
     items, follow = feed(s, s.parse_skus, {**first, "nextLink": SKUS_URL}, again.url)
@@ -623,7 +638,7 @@ def test_a_failed_sku_call_keeps_the_tables_offers_and_says_why_once(unlisted_a1
     if step == "token":
         items, requests = feed(s, s.parse_token, body, TOKEN_URL, status)
     else:
-        [skus] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+        skus = authorize(s)
         items, requests = feed(s, s.parse_skus, body, skus.url, status)
     assert requests == []
     kinds = {i.instance_type for i in items}
@@ -640,7 +655,7 @@ def test_a_long_error_is_cut_to_keep_the_line_one_line(caplog):
     body["error"]["code"] = "X" * 400
     s = with_creds()
     starts(s)
-    [skus] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    skus = authorize(s)
     feed(s, s.parse_skus, body, skus.url, 403)
     [line] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     reason = line.split(" (", 1)[1].rsplit("): sizes missing", 1)[0]
@@ -655,6 +670,7 @@ def test_an_unanswered_sku_call_is_one_line_without_the_secret(unlisted_a100, ca
     s._token = TOKEN
     failure = Failure(ConnectionError(f"refused {TOKEN} cs-secret-5a4b3c2d1e"))
     assert list(s.skus_failed(failure)) == []  # the price chain has not ended yet
+    feed(s, s.parse_evictions, load(EVICTIONS), GRAPH_URL)
     items = prices(s)
     kinds = {i.instance_type for i in items}
     assert "Standard_ND96isr_H100_v5" in kinds and "Standard_NC24ads_A100_v4" not in kinds
@@ -666,20 +682,25 @@ def test_an_unanswered_sku_call_is_one_line_without_the_secret(unlisted_a100, ca
 def test_status_says_what_the_credentials_add():
     assert AzureSpider.status(spider_settings("azure", **CREDS)) == (True, (
         "public Retail Prices API; Azure credentials found: GPU counts missing from the size "
-        "table come from the Resource SKUs API"))
+        "table come from the Resource SKUs API, spot eviction rates from Azure Resource "
+        "Graph"))
     assert AzureSpider.status(spider_settings("azure", tenant_id="t")) == (True, (
-        "public Retail Prices API; the Resource SKUs API is not used: AZURE_CLIENT_ID (or "
+        "public Retail Prices API; the Resource SKUs API and the spot eviction rates "
+        "(Resource Graph) are not used: AZURE_CLIENT_ID (or "
         "sources.azure.client_id) and AZURE_CLIENT_SECRET (or sources.azure.client_secret) and "
         "AZURE_SUBSCRIPTION_ID (or sources.azure.subscription_id) missing"))
     assert AzureSpider.status(spider_settings("azure")) == (True, (
         "public Retail Prices API; AZURE_TENANT_ID, AZURE_CLIENT_ID, AZURE_CLIENT_SECRET and "
         "AZURE_SUBSCRIPTION_ID (or sources.azure.tenant_id, ...) add GPU counts from the "
-        "Resource SKUs API for sizes missing from the size table"))
+        "Resource SKUs API for sizes missing from the size table, and spot eviction rates "
+        "(Resource Graph)"))
 
 
 def test_a_saved_sku_page_parses_to_no_offers():
     page = response(FIX / "resource_skus_southcentralus_real.json", SKUS_URL)
     assert list(spider().parse_file(page)) == []
+    graph = response(FIX / EVICTIONS, GRAPH_URL)  # nor does a Resource Graph answer
+    assert list(spider().parse_file(graph)) == []
 
 
 def test_crawl_with_credentials_counts_an_unlisted_size_and_never_shows_the_secrets(
@@ -836,3 +857,156 @@ def test_a_region_answering_an_error_loses_that_region_alone(tmp_path, provider_
     regions = {o["region"] for o in gpuradar_json("prices", "--source", "azure", config=cfg,
                                                   db_url=sqlite_url)}
     assert regions == {"eastus", "westus3"}
+
+
+# -- spot eviction rates: Azure Resource Graph --------------------------------------------------
+def test_the_eviction_query_is_a_resource_graph_query_request():
+    """POST .../Microsoft.ResourceGraph/resources?api-version=2021-03-01 with the bearer
+    token and a QueryRequest (azure-mgmt-resourcegraph): the SpotResources query, objectArray
+    rows, the largest page; no `subscriptions` (the table answers at tenant scope)."""
+    s = with_creds()
+    starts(s)
+    [_, graph] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    assert (graph.method, graph.url) == ("POST", GRAPH_URL)
+    assert graph.headers[b"Authorization"] == f"Bearer {TOKEN}".encode()
+    assert graph.headers[b"Content-Type"] == b"application/json"
+    body = json.loads(graph.body)
+    assert set(body) == {"query", "options"}
+    assert body["options"] == {"resultFormat": "objectArray", "$top": 1000,
+                               "allowPartialScopes": False}
+    assert "SpotResources" in body["query"]
+    assert "'microsoft.compute/skuspotevictionrate/location'" in body["query"]
+    assert "evictionRate = tostring(properties.evictionRate)" in body["query"]
+
+
+def test_spot_offers_carry_their_eviction_band_named_and_dated_never_a_monthly_rate():
+    s = with_creds()
+    items = crawl_with_skus(s, PAGES, [load("resource_skus_southcentralus_real.json")])
+    offers = by_key(items)
+    a100 = offers[("eastus", "Standard_NC24ads_A100_v4", "spot")].attributes
+    assert {k: a100[k] for k in ("interruption", "interruption_source")} == {
+        "interruption": "0-5", "interruption_source": "Azure Resource Graph"}
+    assert len(a100["interruption_as_of"]) == 10 and "interruption_window" not in a100
+    assert offers[("westus3", "Standard_ND96amsr_A100_v4", "spot")].attributes[
+        "interruption"] == "20+"
+    assert "interruption" not in offers[("eastus", "Standard_NC24ads_A100_v4",
+                                         "on_demand")].attributes
+    # A spot size the answer does not list says so.
+    nd = offers[("eastus", "Standard_ND96isr_H100_v5", "spot")].attributes
+    assert nd["interruption_unknown"] == ("not in Resource Graph's eviction rates for this "
+                                          "size and region")
+    # Read by gpuradar.core.spot: shown as published, with no period stated no rate.
+    from gpuradar.core.spot import signal_of
+
+    signal = signal_of(a100)
+    assert signal.label().startswith("interruption 0-5% (Azure Resource Graph, ")
+    assert signal.kind == "interruption rate" and signal.monthly is None
+
+
+def test_eviction_pages_are_followed_and_an_unreadable_band_is_counted_not_guessed():
+    page = load(EVICTIONS)
+    first = {**page, "data": page["data"][:2], "$skipToken": "ew0KICAiJGlkIjogIjEiLA0K"}
+    odd = [{**page["data"][2], "evictionRate": "high"}, page["data"][3]]
+    s = with_creds()
+    starts(s)
+    [skus, graph] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    got, [follow] = feed(s, s.parse_evictions, first, graph.url)
+    assert got == [] and json.loads(follow.body)["options"]["$skipToken"] == first["$skipToken"]
+    feed(s, s.parse_evictions, {**page, "data": odd}, graph.url)
+    prices(s)
+    items, _ = feed(s, s.parse_skus, load("resource_skus_southcentralus_real.json"), skus.url)
+    offers = by_key(items)
+    assert offers[("westus3", "Standard_ND96amsr_A100_v4", "spot")].attributes[
+        "interruption_unknown"] == "Azure eviction rate 'high' not understood"
+    assert offers[("southcentralus", "Standard_NC4as_T4_v3", "spot")].attributes[
+        "interruption"] == "10-15"
+    assert stats(s)["gpuradar/skipped/unreadable_interruption_band"] == 1
+    # a $skipToken already followed would loop for ever: the signal is given up, said once
+    s = with_creds()
+    starts(s)
+    [skus, graph] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    feed(s, s.parse_evictions, first, graph.url)
+    assert feed(s, s.parse_evictions, first, graph.url) == ([], [])
+    assert s._evictions_failed and "already read" in s._evictions_failed
+
+
+@pytest.mark.parametrize(("status", "body", "said"), [
+    (403, "arm_error_authorization_failed_real.json", "HTTP 403 AuthorizationFailed"),
+    (200, {"totalRecords": 0}, "no `data` list"),
+    (200, "<html>", "not JSON"),
+])
+def test_a_failed_eviction_query_costs_the_signal_alone(caplog, status, body, said):
+    """The prices and GPU counts are kept, the crawl is not made partial (one WARNING), and
+    every spot offer says why its signal is unknown."""
+    s = with_creds()
+    starts(s)
+    [skus, graph] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    if isinstance(body, str) and body.endswith(".json"):
+        body = FIX / body
+    feed(s, s.parse_evictions, body, graph.url, status)
+    prices(s)
+    items, _ = feed(s, s.parse_skus, load("resource_skus_southcentralus_real.json"), skus.url)
+    spot = [i for i in items if i.pricing == "spot"]
+    assert spot and all("interruption" not in i.attributes for i in spot)
+    whys = {i.attributes["interruption_unknown"] for i in spot}
+    assert len(whys) == 1 and said in whys.pop()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    [line] = [r.getMessage() for r in caplog.records if "eviction" in r.getMessage()]
+    assert line.startswith("azure: spot eviction rates unavailable (") and said in line
+    assert TOKEN not in caplog.text
+
+
+def test_without_credentials_azure_spot_offers_say_the_signal_needs_them():
+    from gpuradar.core.spot import offer_signal
+
+    items = prices(spider())
+    [spot, *_] = [i for i in items if i.pricing == "spot"]
+    assert not any(k.startswith("interruption") for k in spot.attributes)
+    signal = offer_signal("azure", "spot", spot.attributes)
+    assert signal.kind == "unknown" and signal.text.endswith("not read")
+    assert "AZURE_CLIENT_SECRET" in signal.text
+
+
+def test_a_crawl_with_credentials_shows_each_spot_offers_eviction_band(tmp_path,
+                                                                      provider_server,
+                                                                      sqlite_url):
+    """Over HTTP: the token, the SKU list and the eviction query on loopback; `prices` shows
+    the band with its source and date in the interruption column, the JSON carries the same
+    signal in its interruption fields; neither the secret nor the token is shown."""
+    from tests.routes.core import AZURE_CREDENTIALS, AZURE_RESOURCE_GRAPH_PATH, AZURE_TOKEN
+
+    endpoints = serve_standard(provider_server, ["azure"])
+    cfg = write_config(tmp_path / "c.yaml", endpoints=endpoints, scrapy={"DOWNLOAD_DELAY": 0},
+                       sources={"azure": AZURE_CREDENTIALS})
+    record = tmp_path / "rec"
+    proc = gpuradar("crawl", "azure", "--json", "-v", "--record", str(record), config=cfg,
+                    db_url=sqlite_url)
+    assert proc.returncode == 0, proc.stderr
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "ok", result
+    assert [r.path for r in provider_server.requests].count(AZURE_RESOURCE_GRAPH_PATH) == 1
+    offers = gpuradar_json("prices", "--source", "azure", "--pricing", "spot", config=cfg,
+                           db_url=sqlite_url)
+    a100 = next(o for o in offers if o["instance_type"] == "Standard_NC24ads_A100_v4")
+    assert a100["interruption"].startswith("interruption 0-5% (Azure Resource Graph, 20")
+    assert (a100["interruption_kind"], a100["interruption_source"]) == (
+        "interruption rate", "Azure Resource Graph")
+    assert a100["interruption_monthly_low"] is None  # no period stated: no monthly rate
+    table = gpuradar("prices", "--source", "azure", "--pricing", "spot", config=cfg,
+                     db_url=sqlite_url, env={"COLUMNS": "250"}).stdout
+    assert "0-5% (Azure Resource Graph, 20" in table and "interruption" in table, table
+    # The recording holds the eviction answer (never the token exchange) and replays it:
+    # the band comes back with the same source, without asking anyone for a token.
+    recorded = [p.read_text(errors="replace") for p in record.rglob("*") if p.is_file()]
+    assert "oauth2" not in (record / "azure" / "index.json").read_text()
+    replayed_db = f"sqlite:///{tmp_path / 'replayed.db'}"
+    again = gpuradar("crawl", "azure", "--replay", str(record), "--json", config=cfg,
+                     db_url=replayed_db)
+    assert again.returncode == 0, again.stderr
+    replayed = gpuradar_json("prices", "--source", "azure", "--pricing", "spot", config=cfg,
+                             db_url=replayed_db)
+    assert {(o["instance_type"], o["region"], o["interruption_source"]) for o in replayed} == {
+        (o["instance_type"], o["region"], o["interruption_source"]) for o in offers}
+    for secret in (AZURE_CREDENTIALS["client_secret"], AZURE_TOKEN):
+        assert secret not in proc.stdout + proc.stderr
+        assert not [text for text in recorded if secret in text]

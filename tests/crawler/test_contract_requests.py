@@ -297,6 +297,60 @@ def test_alibaba_describe_price_request_is_the_sdks(monkeypatch, provider_server
     assert not ours.body and not sdk.body
 
 
+def test_alibaba_describe_spot_advice_request_is_the_sdks(monkeypatch, provider_server):
+    """The spider's DescribeSpotAdvice call (the first batch of a region's spot types, as
+    `spot_advice` builds it) is the request the SDK's describe_spot_advice sends for the same
+    DescribeSpotAdviceRequest: `InstanceTypes.N` as the SDK flattens the list."""
+    from alibabacloud_ecs20140526 import models
+    from alibabacloud_ecs20140526.client import Client
+    from alibabacloud_tea_openapi import models as openapi
+    from alibabacloud_tea_openapi.utils import Utils
+    from darabonba.runtime import RuntimeOptions
+
+    from gpuradar.crawler import signing
+    from gpuradar.crawler.spiders.alibaba import AlibabaSpider, SpotAdvice
+
+    nonce = "3ee8c1b883d344afa94f4e0ad82fd6cf"
+    monkeypatch.setattr(Utils, "get_nonce", staticmethod(lambda: nonce))
+    monkeypatch.setattr(Utils, "get_timestamp", staticmethod(
+        lambda: FIXED.strftime("%Y-%m-%dT%H:%M:%SZ")))
+    monkeypatch.setattr(signing, "uuid", SimpleNamespace(uuid4=lambda: SimpleNamespace(
+        hex=nonce)))
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return FIXED
+
+    monkeypatch.setattr(signing, "datetime", Clock)
+    provider_server.route("POST", "/", lambda req: Reply(
+        body=fixture("alibaba/describe_spot_advice_gn7i.json")))
+    spider = spider_for(AlibabaSpider, provider_server, access_key_id="LTAIcontract",
+                        access_key_secret="contract-secret")
+    spider.settings.set("GPURADAR_ENDPOINTS", {"alibaba.api": provider_server.base + "/"})
+    types = ["ecs.gn7i-c8g1.2xlarge", "ecs.gn7e-c16g1.4xlarge"]
+    [ours] = spider.spot_advice("cn-hangzhou", [types], {t: {} for t in types}, {},
+                                SpotAdvice())
+
+    config = openapi.Config(access_key_id="LTAIcontract", access_key_secret="contract-secret",
+                            endpoint=provider_server.base.removeprefix("http://"),
+                            protocol="http", signature_algorithm="v2")
+    answer = Client(config).describe_spot_advice_with_options(
+        models.DescribeSpotAdviceRequest(region_id="cn-hangzhou", instance_types=types),
+        RuntimeOptions())
+    [sdk] = provider_server.requests
+    parts = urlsplit(ours.url)
+    assert (ours.method, parts.path) == (sdk.method, sdk.path)
+    assert parse_qs(parts.query) == sdk.query  # every parameter, the Signature included
+    assert sdk.query["InstanceTypes.2"] == ["ecs.gn7e-c16g1.4xlarge"]
+    # the SDK reads the fixture's answer into its model, every field gpuradar reads kept
+    [zone, _] = answer.body.available_spot_zones.available_spot_zone
+    [resource] = zone.available_spot_resources.available_spot_resource
+    assert (zone.zone_id, resource.instance_type, resource.interrupt_rate_desc,
+            resource.interruption_rate, resource.average_spot_discount) == (
+        "cn-hangzhou-i", "ecs.gn7i-c8g1.2xlarge", "0-3%", 1.2, 26)
+
+
 def test_alibaba_throttled_call_is_retried_as_the_sdk_would_send_it(monkeypatch, provider_server):
     """Alibaba's documented throttling answer (HTTP 403, Code Throttling.User): the SDK reads
     it as that error; the backoff middleware, told by the spider that it is throttling,
@@ -463,9 +517,68 @@ def test_azure_token_and_resource_skus_requests_are_the_sdks(provider_server):
     # Microsoft's protocol page asks for exactly these four.
     assert sdk_form.pop("client_info") == "1"
     assert form == sdk_form
-    [skus] = spider.parse_token(TextResponse(ours.url, body=json.dumps(token).encode(),
-                                             encoding="utf-8"))
+    [skus, _] = spider.parse_token(TextResponse(ours.url, body=json.dumps(token).encode(),
+                                                encoding="utf-8"))
     assert (skus.method, urlsplit(skus.url).path) == (sdk_skus.method, sdk_skus.path)
     assert parse_qs(urlsplit(skus.url).query) == sdk_skus.query == {"api-version": ["2021-07-01"]}
     for name in ("Authorization", "Accept"):
         assert header(skus, name) == sdk_skus.headers[name.lower()], name
+
+
+def test_azure_eviction_query_is_the_resource_graph_sdks(provider_server):
+    """ResourceGraphClient.resources (azure-mgmt-resourcegraph) with the spider's query and
+    options sends its POST to the loopback server; the spider's request is the same (path,
+    api-version, JSON body, bearer token), and the SDK reads the fixture's answer as a
+    QueryResponse with the rows gpuradar reads."""
+    import asyncio
+
+    import requests
+    from azure.core.pipeline.transport import RequestsTransport
+    from azure.identity import ClientSecretCredential
+    from azure.mgmt.resourcegraph import ResourceGraphClient
+    from azure.mgmt.resourcegraph.models import QueryRequest, QueryRequestOptions
+    from scrapy.http import TextResponse
+
+    from gpuradar.crawler.spiders.azure import EVICTION_PAGE, EVICTION_QUERY, AzureSpider
+
+    tenant = "88888888-8888-8888-8888-888888888888"
+    graph_path = "/providers/Microsoft.ResourceGraph/resources"
+    provider_server.route("GET", f"/{tenant}/v2.0/.well-known/openid-configuration",
+                          lambda req: Reply(body=fixture("azure/openid_configuration_real.json")))
+    token = json.loads(fixture("azure/token_real.json"))
+    provider_server.route("POST", f"/{tenant}/oauth2/v2.0/token",
+                          lambda req: Reply(body=json.dumps(token).encode()))
+    provider_server.route("POST", graph_path, lambda req: Reply(
+        body=fixture("azure/resource_graph_spot_eviction_rates.json")))
+
+    class Loopback(requests.Session):
+        def request(self, method, url, *args, **kwargs):
+            parts = urlsplit(url)
+            local = provider_server.base + parts.path + (f"?{parts.query}" if parts.query else "")
+            return super().request(method, local, *args, **kwargs)
+
+    transport = RequestsTransport(session=Loopback(), session_owner=False)
+    credential = ClientSecretCredential(tenant, "client-0002", "cs-secret-5a4b3c2d1e",
+                                        transport=transport)
+    client = ResourceGraphClient(credential, transport=transport)
+    answer = client.resources(QueryRequest(query=EVICTION_QUERY, options=QueryRequestOptions(
+        result_format="objectArray", top=EVICTION_PAGE)))
+    assert [row["evictionRate"] for row in answer.data] == ["0-5", "10-15", "20+", "5-10"]
+    assert answer.skip_token is None and answer.result_truncated == "false"
+    sdk = next(r for r in provider_server.requests if r.path == graph_path)
+
+    spider = spider_for(AzureSpider, provider_server, tenant_id=tenant, client_id="client-0002",
+                        client_secret="cs-secret-5a4b3c2d1e", subscription_id="sub-0003")
+
+    async def starts():
+        return [r async for r in spider.start()]
+
+    [_, token_request] = asyncio.run(starts())
+    [_, ours] = spider.parse_token(TextResponse(token_request.url,
+                                                body=json.dumps(token).encode(),
+                                                encoding="utf-8"))
+    assert (ours.method, urlsplit(ours.url).path) == (sdk.method, sdk.path)
+    assert parse_qs(urlsplit(ours.url).query) == sdk.query == {"api-version": ["2021-03-01"]}
+    assert json.loads(ours.body) == json.loads(sdk.body)
+    assert header(ours, "Authorization") == sdk.headers["authorization"]
+    assert header(ours, "Content-Type") == sdk.headers["content-type"]

@@ -87,6 +87,17 @@ ALIBABA = {  # response model -> field path -> the types the spider accepts
         "PriceInfo.Price.DetailInfos.DetailInfo[].OriginalPrice": (int, float, str),
         "PriceInfo.Price.DetailInfos.DetailInfo[].TradePrice": (int, float, str),
     },
+    "DescribeSpotAdviceResponseBody": {
+        "AvailableSpotZones.AvailableSpotZone[].ZoneId": (str,),
+        "AvailableSpotZones.AvailableSpotZone[].AvailableSpotResources"
+        ".AvailableSpotResource[].InstanceType": (str,),
+        "AvailableSpotZones.AvailableSpotZone[].AvailableSpotResources"
+        ".AvailableSpotResource[].InterruptRateDesc": (str,),
+        "AvailableSpotZones.AvailableSpotZone[].AvailableSpotResources"
+        ".AvailableSpotResource[].InterruptionRate": NUMBER,
+        "AvailableSpotZones.AvailableSpotZone[].AvailableSpotResources"
+        ".AvailableSpotResource[].AverageSpotDiscount": NUMBER,
+    },
     "DescribeSpotPriceHistoryResponseBody": {
         "Currency": (str,),
         "SpotPrices.SpotPriceType[].ZoneId": (str,),

@@ -604,12 +604,40 @@ def test_spot_signals_from_vast_reliability(market):
     rec = run(market, rc.Job(7e9, "qlora"), spot="only")
     vast = next(f for f in rec.fits if f.offer.source == "vastai")
     # read with the offer itself: its source, no date of its own
-    assert vast.spot == {"signal": "host reliability 0.90 (Vast.ai)", "risk": "high",
+    assert vast.spot == {"signal": "host reliability score 0.90, not an interruption "
+                         "rate (Vast.ai)", "risk": "high",
                          "source": "Vast.ai", "as_of": None,
                          "warnings": ["long run (a run of unknown length) on a frequently "
                                       "interrupted offer: checkpoint at least hourly, or use "
                                       "on-demand"]}
     assert {f.offer.pricing for f in rec.fits} == {"spot"}
+
+
+def test_an_azure_eviction_band_is_shown_and_its_run_is_the_unknown_range(engine):
+    """An Azure spot offer with Resource Graph's band: recommend names it with source and
+    date, says the band has no period, and works the run out from no interruption to
+    unbounded (with --deadline: from never to surely in time), beside on-demand."""
+    band = {"interruption": "0-5", "interruption_source": "Azure Resource Graph",
+            "interruption_as_of": "2026-12-06"}
+    for source, items in (("azure", [_item("azure", "eastus", "Standard_NC24ads_A100_v4",
+                                           "A100-PCIE-80GB", 1, 1.10, pricing="spot",
+                                           attributes=band)]),
+                          ("lambda", [_item("lambda", "us-east-1", "gpu_1x_a100",
+                                            "A100-PCIE-80GB", 1, 1.29)])):
+        writer = CrawlWriter(engine, source)
+        writer.add(items)
+        assert writer.finish("ok").status == "ok"
+    rec = run(engine, rc.Job(7e9, "lora", tokens=2e9), deadline=timedelta(days=20))
+    assert [f.offer.source for f in rec.fits] == ["azure", "lambda"], rec.excluded
+    azure = rec.fits[0]
+    assert azure.spot["signal"] == "interruption 0-5% (Azure Resource Graph, 2026-12-06)"
+    assert azure.spot["risk"] == "unknown"
+    assert ("Azure Resource Graph states no period for its band: not a rate, so the run "
+            "ranges from no interruption to unbounded") in azure.spot["warnings"]
+    spot_run = azure.spot["run"]
+    assert spot_run["interruptions"] == [0.0, None] and spot_run["total_usd"][1] is None
+    assert spot_run["p_deadline"] == [0.0, 1.0]
+    assert spot_run["basis"].startswith("unknown signal")
 
 
 def test_cny_budget_converts_through_the_stored_rate(market):

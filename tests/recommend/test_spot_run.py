@@ -48,3 +48,40 @@ def test_machines_multiply_the_rate_and_the_deadline_chance_is_poisson():
     assert run["p_deadline"] == [pytest.approx(chance), pytest.approx(chance)]
     # a deadline shorter than the work is never met
     assert spot_run((share, share), 1, 10.0, 1.0, 1.0, 0.1, 9.0)["p_deadline"] == [0.0, 0.0]
+
+
+def test_alibaba_and_azure_signals_read_as_documented():
+    """Alibaba's DescribeSpotAdvice band is a 30-day share: 0-3% runs like p in [0, 0.03],
+    low risk; 10-100% reaches a share of 1, so its worst case has no bound. Azure's eviction
+    band states no period: shown with its source and date, risk unknown, no rate at all (the
+    range of an unknown signal), never a guess."""
+    from types import SimpleNamespace
+
+    from gpuradar.core.spot import signal_of
+    from gpuradar.recommend.rank import spot_signal
+
+    alibaba = {"interruption": "0-3%", "interruption_source": "Alibaba DescribeSpotAdvice",
+               "interruption_as_of": "2026-12-06", "interruption_window": "30 days",
+               "interruption_rate": 1.2}
+    read = signal_of(alibaba)
+    assert read.monthly == (0.0, 0.03)
+    assert read.label() == ("interruption 0-3%/30 days (average 1.2%) "
+                            "(Alibaba DescribeSpotAdvice, 2026-12-06)")
+    offer = SimpleNamespace(source="alibaba", pricing="spot", attributes=alibaba)
+    assert spot_signal(offer)["risk"] == "low"
+    run = spot_run(read.monthly, 1, 100.0, 2.0, 1.0, 1 / 6, None)
+    rate = -math.log(1 - 0.03) / 720
+    assert run["interruptions"][0] == 0.0
+    assert run["wall_hours"][1] == pytest.approx(100 / (1 - rate * (0.5 + 1 / 6)), abs=1e-4)
+    busy = signal_of({**alibaba, "interruption": "10-100%"})
+    assert busy.monthly == (0.10, 1.0)
+    assert spot_run(busy.monthly, 1, 100.0, 2.0, 1.0, 1 / 6, None)["wall_hours"][1] is None
+    azure = {"interruption": "0-5", "interruption_source": "Azure Resource Graph",
+             "interruption_as_of": "2026-12-06"}
+    read = signal_of(azure)
+    assert read.label() == "interruption 0-5% (Azure Resource Graph, 2026-12-06)"
+    assert read.kind == "interruption rate" and read.monthly is None
+    assert spot_signal(SimpleNamespace(source="azure", pricing="spot",
+                                       attributes=azure))["risk"] == "unknown"
+    assert spot_run(read.monthly, 1, 10.0, 3.0, 1.0, 0.25, None) == spot_run(
+        None, 1, 10.0, 3.0, 1.0, 0.25, None)

@@ -65,6 +65,19 @@ def alibaba_api_handler(req: Request) -> Reply:
             price["DetailInfos"]["DetailInfo"][0].update({"OriginalPrice": 34.5,
                                                           "TradePrice": 34.5})
         return _json(data)
+    if action == "DescribeSpotAdvice":
+        # The real API answers only the types asked (InstanceTypes.N, at most 10).
+        asked = {v for k, v in q.items() if k.startswith("InstanceTypes.")}
+        if not asked or len(asked) > 10:
+            return Reply(400, json.dumps({"Code": "InvalidParameter", "Message":
+                                          "InstanceTypes"}).encode())
+        data = json.loads(fixture("alibaba/describe_spot_advice_gn7i.json"))
+        data["RegionId"] = q.get("RegionId")
+        for zone in data["AvailableSpotZones"]["AvailableSpotZone"]:
+            res = zone["AvailableSpotResources"]
+            res["AvailableSpotResource"] = [r for r in res["AvailableSpotResource"]
+                                            if r["InstanceType"] in asked]
+        return _json(data)
     if action == "DescribeSpotPriceHistory":
         return Reply(body=fixture("alibaba/describe_spot_price_history_gn7i.json"))
     return Reply(404, b'{"Code": "InvalidAction.NotFound", "Message": "unknown action"}')

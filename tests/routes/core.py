@@ -76,6 +76,24 @@ def azure_skus_handler(req: Request) -> Reply:
     return Reply(body=fixture("azure/resource_skus_southcentralus_real.json"))
 
 
+AZURE_RESOURCE_GRAPH_PATH = "/providers/Microsoft.ResourceGraph/resources"
+
+
+def azure_resource_graph_handler(req: Request) -> Reply:
+    """Resource Graph: the eviction rates for the bearer token and a QueryRequest that asks
+    the SpotResources table, else ARM's 401 / a 400 as ARM words a bad query."""
+    if req.headers.get("authorization") != f"Bearer {AZURE_TOKEN}" or \
+            req.query.get("api-version") != ["2021-03-01"]:
+        return Reply(401, b'{"error": {"code": "AuthenticationFailed", "message": "no"}}')
+    try:
+        body = json.loads(req.body)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or "skuspotevictionrate" not in str(body.get("query")):
+        return Reply(400, b'{"error": {"code": "BadRequest", "message": "query"}}')
+    return Reply(body=fixture("azure/resource_graph_spot_eviction_rates.json"))
+
+
 VASTAI_FILES = ("bundles_h100_sxm_real.json", "bundles_rtx_4090.json", "bundles_a100_sxm4.json",
                 "bundles_rtx_5090.json", "bundles_any.json")
 
@@ -120,6 +138,7 @@ ROUTES = {
     "azure.prices": ("GET", "/api/retail/prices", azure_handler),
     "azure.token": ("POST", AZURE_TOKEN_PATH, azure_token_handler),
     "azure.skus": ("GET", AZURE_SKUS_PATH, azure_skus_handler),
+    "azure.resource_graph": ("POST", AZURE_RESOURCE_GRAPH_PATH, azure_resource_graph_handler),
     "vastai.bundles": ("POST", "/api/v0/bundles/", vastai_handler),
     "fx.ecb": ("GET", "/stats/eurofxref/eurofxref-daily.xml", fx_handler),
 }

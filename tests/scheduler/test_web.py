@@ -114,7 +114,7 @@ def test_page_renders_table_alerts_sources_and_chart_in_chromium(site, browser, 
     cells = row_of(page, "H100-SXM-80GB")
     # a spot offer's interruption signal under its pricing: Vast.ai's host reliability
     assert cells[PER_GPU] == "$0.4001" and cells[PRICING].splitlines()[:2] == [
-        "spot", "host reliability 0.91 (Vast.ai)"]
+        "spot", "host reliability score 0.91, not an interruption rate (Vast.ai)"]
     assert "vastai" in cells and "79.6 GiB" in cells
     first = page.locator("#cheapest tbody tr").first.locator("td").all_inner_texts()
     assert first[GPU] == "INFERENTIA" and first[PER_GPU] == "$0.0505"  # cheapest first

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from gpuradar.core.providers.base import Options, Provider, cn_prefixed_mainland, family
 
+#: What an Alibaba spot offer's interruption band is read from
+#: (attributes["interruption_source"]).
+ADVICE_SOURCE = "Alibaba DescribeSpotAdvice"
+
 
 def describe_status(provider: Provider, opts: Options, configured: Options
                     ) -> tuple[bool, str]:
@@ -12,7 +16,7 @@ def describe_status(provider: Provider, opts: Options, configured: Options
     currency = "USD" if site == "intl" else "CNY"
     if opts.get("access_key_id") and opts.get("access_key_secret"):
         return True, (f"AccessKey found: ECS API ({currency}), on-demand and spot prices, "
-                      "availability per zone")
+                      "availability and spot interruption rates (DescribeSpotAdvice) per zone")
     version = (f"pinned price-file version {opts.get('version')}" if opts.get("version")
                else "price-file version discovered from the pricing page (EXPERIMENTAL; "
                     "pin it with sources.alibaba.version)")
@@ -24,7 +28,9 @@ def describe_status(provider: Provider, opts: Options, configured: Options
 
 ALIBABA = Provider(
     name="alibaba",
-    spot_signal="DescribeSpotAdvice needs credentials, not read",
+    # Without an AccessKey there is no spot offer at all (the CDN file is on-demand only).
+    spot_signal=("DescribeSpotAdvice release-rate band per instance type and zone, last 30 "
+                 "days (with an AccessKey, as the spot prices)"),
     describe=describe_status,
     endpoints={
         "price_file_china": ("https://g.alicdn.com/aliyun/ecs-price-info/{version}/price/"

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from gpuradar.core.providers.base import Options, Provider, family
 
+#: What an Azure spot offer's eviction-rate band is read from
+#: (attributes["interruption_source"]).
+EVICTION_SOURCE = "Azure Resource Graph"
+
 # Pages cited below are Microsoft Learn's VM size pages,
 # learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/<page>. An "r" in an N-series
 # size marks its InfiniBand (RDMA, SR-IOV) sizes: Microsoft's InfiniBand driver extension
@@ -44,19 +48,24 @@ def describe_status(provider: Provider, opts: Options, configured: Options
                for name, env in provider.credentials.items() if not opts.get(name)]
     if not missing:
         return True, ("public Retail Prices API; Azure credentials found: GPU counts "
-                      "missing from the size table come from the Resource SKUs API")
+                      "missing from the size table come from the Resource SKUs API, spot "
+                      "eviction rates from Azure Resource Graph")
     if any(opts.get(name) for name in provider.credentials):
-        return True, ("public Retail Prices API; the Resource SKUs API is not used: "
+        return True, ("public Retail Prices API; the Resource SKUs API and the spot "
+                      "eviction rates (Resource Graph) are not used: "
                       + " and ".join(missing) + " missing")
     return True, ("public Retail Prices API; AZURE_TENANT_ID, AZURE_CLIENT_ID, "
                   "AZURE_CLIENT_SECRET and AZURE_SUBSCRIPTION_ID (or sources.azure."
                   "tenant_id, ...) add GPU counts from the Resource SKUs API for sizes "
-                  "missing from the size table")
+                  "missing from the size table, and spot eviction rates (Resource Graph)")
 
 
 AZURE = Provider(
     name="azure",
-    spot_signal="spot eviction rates need Azure Resource Graph credentials, not read",
+    # With the credentials: Resource Graph's eviction-rate band per size and region; without,
+    # the spot offers (Retail Prices, public) say this.
+    spot_signal=("spot eviction rates (Azure Resource Graph) need AZURE_TENANT_ID, "
+                 "AZURE_CLIENT_ID, AZURE_CLIENT_SECRET and AZURE_SUBSCRIPTION_ID, not read"),
     describe=describe_status,
     endpoints={
         "prices": "https://prices.azure.com/api/retail/prices",
@@ -66,6 +75,10 @@ AZURE = Provider(
         "token": "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token",
         "skus": ("https://management.azure.com/subscriptions/{subscription}/providers/"
                  "Microsoft.Compute/skus"),
+        # Spot eviction rates: Azure Resource Graph (azure-mgmt-resourcegraph
+        # ResourceGraphClient.resources), the `SpotResources` table.
+        "resource_graph": ("https://management.azure.com/providers/Microsoft.ResourceGraph/"
+                           "resources"),
     },
     # The variables azure-identity's EnvironmentCredential reads, and the one Azure's SDK
     # samples take the subscription from. All four or none: see crawler/spiders/azure.py.
@@ -77,7 +90,8 @@ AZURE = Provider(
            "sources.azure.regions), Linux, on-demand and Spot, primary meters, the "
            "price in effect; no credentials needed. With a service principal (tenant, "
            "client id and secret, subscription) the Resource SKUs API gives the GPU count "
-           "of sizes missing from gpuradar's size table. Cannot see: reservations, savings "
+           "of sizes missing from gpuradar's size table, and Resource Graph each spot "
+           "size's eviction-rate band per region. Cannot see: reservations, savings "
            "plans, availability, a region missing from that list."),
     # fmt: off
     interconnect=(
