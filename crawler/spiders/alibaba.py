@@ -283,6 +283,7 @@ class AlibabaSpider(GpuRadarSpider):
             type_id = require(t, "InstanceTypeId", self.name, f"InstanceType[{i}]", str)
             if (t.get("GPUAmount") or 0) > 0:
                 specs[type_id] = t
+        request: scrapy.Request | None
         token = data.get("NextToken")
         if token:
             for request in self.instance_types_request(token):
