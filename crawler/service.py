@@ -34,7 +34,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from scrapy import signals
+from scrapy import Spider, signals
 from scrapy.exceptions import CloseSpider
 from scrapy.settings import Settings
 
@@ -53,7 +53,7 @@ class Crawl:
     """One crawl: prepared (its crawler and signals), then begun on the service's runner;
     a stop that always ends it, and its result."""
 
-    def __init__(self, spidercls: type, settings: Any, *, time_limit: float | None = None,
+    def __init__(self, spidercls: type[Spider], settings: Any, *, time_limit: float | None = None,
                  bound: float | None = None,
                  on_item: Callable[[str], None] | None = None) -> None:
         from scrapy.crawler import Crawler
@@ -217,7 +217,11 @@ class CrawlService:
         """One-shot: run the asyncio reactor until `main()` is done (or the reactor is
         stopped or crashed from outside). Once per process: a reactor does not restart.
         `install_signal_handlers`: Scrapy's (Ctrl-C stops the crawls gracefully)."""
+        from scrapy.crawler import AsyncCrawlerProcess
         from twisted.internet import reactor
+
+        if not isinstance(self.runner, AsyncCrawlerProcess):
+            raise RuntimeError("run() is a one-shot service's (CrawlService(one_shot=True))")
 
         def started() -> None:
             task = asyncio.ensure_future(main())
