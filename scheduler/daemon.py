@@ -30,7 +30,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -116,7 +116,7 @@ class SourceState:
 
 
 def _files_stamp(paths: list[Path | None]) -> tuple:
-    out = []
+    out: list[tuple[str, int | None, int | None]] = []
     for p in paths:
         if p is None:
             continue
@@ -636,7 +636,8 @@ class Daemon:
         return True
 
     # -- stop -----------------------------------------------------------------------------
-    async def _wait(self, tasks: set[asyncio.Future], timeout: float) -> set[asyncio.Future]:
+    async def _wait(self, tasks: Iterable[asyncio.Future], timeout: float
+                    ) -> set[asyncio.Future]:
         """Wait until `tasks` are done, `timeout` passes or a second stop signal comes;
         return those still pending."""
         assert self._force is not None
@@ -825,7 +826,8 @@ def run(options: RunOptions) -> int:
 
     reactor.callWhenRunning(started)
     # signals are the daemon's (asyncio handlers), not Twisted's
-    reactor.run(installSignalHandlers=False)
+    # every reactor's run() takes it (ReactorBase); Twisted's interface does not declare it
+    reactor.run(installSignalHandlers=False)  # type: ignore[call-arg]
     if daemon.exit_now:
         # work that would outlive the lock is still running in threads: end them all with
         # the process, before the kernel closes the lock's connection (shutdown())
