@@ -138,7 +138,8 @@ def _help_keeps_names_whole() -> None:
                     if isinstance(part, Text):
                         part.overflow = "fold"
 
-    rich_utils.Table = _Table
+    # typer's help draws its tables with rich_utils.Table: the subclass is put in its place
+    rich_utils.Table = _Table  # type: ignore[misc]
 
 
 _NAME = re.compile(r"^-[-\w]+$|^--[\w-]+(,--[\w-]+)*$")
