@@ -46,7 +46,7 @@ def _shallow_inspect_stack() -> Iterator[None]:
         return [inspect.FrameInfo(f, f.f_code.co_filename, f.f_lineno, f.f_code.co_name,
                                   None, None) for f in frames]
 
-    inspect.stack = stack  # type: ignore[assignment]
+    inspect.stack = stack
     try:
         yield
     finally:

@@ -124,7 +124,7 @@ def _help_keeps_names_whole() -> None:
     if getattr(rich_utils.Table, "keeps_names_whole", False):
         return
 
-    class _Table(rich_utils.Table):  # type: ignore[misc,valid-type]
+    class _Table(rich_utils.Table):
         keeps_names_whole = True
 
         def add_row(self, *cells: Any, **kwargs: Any) -> None:
