@@ -76,6 +76,7 @@ class _AnswerDeadline:
 
     async def download_request(self, request: Request) -> Response:
         timeout = float(request.meta.get("answer_timeout", self.answer_timeout) or 0)
+        # a mixin: the handler class it is mixed into has download_request (ignores: misc)
         if request.meta.get("playwright") or timeout <= 0:
             return await super().download_request(request)  # type: ignore[misc]
         download = asyncio.ensure_future(super().download_request(request))  # type: ignore[misc]

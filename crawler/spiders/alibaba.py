@@ -123,7 +123,7 @@ def api_gpu(spec: dict[str, Any]) -> str:
 class AlibabaSpider(GpuRadarSpider):
     facts = providers.alibaba.ALIBABA
 
-    @property
+    @property  # an option decides it, where the base class has a plain attribute
     def renders_pages(self) -> bool:  # type: ignore[override]
         """The price file's version is discovered with a browser only when asked to."""
         return bool(self.option("discover_with_browser"))

@@ -547,6 +547,7 @@ class AwsSpider(GpuRadarSpider):
 
     def spot_item(self, region: str, zone: str, instance_type: str, price: Any, url: str,
                   extra: dict[str, Any] | None = None) -> PriceItem:
+        # an accelerated type (checked before): gpu_of knows it, never None
         gpu, memory, count = gpu_of(instance_type)  # type: ignore[misc]
         band, savings = self.bands.get((region, instance_type), (None, None))
         attributes: dict[str, Any] = dict(extra or {})
@@ -627,6 +628,7 @@ class AwsSpider(GpuRadarSpider):
                 self.logger.info("aws: %s is listed at $0 on demand: not sold on demand "
                                  "(Capacity Blocks), so no on-demand offer", instance_type)
             return None
+        # an accelerated type (checked before): gpu_of knows it, never None
         gpu, memory, count = gpu_of(instance_type)  # type: ignore[misc]
         return PriceItem(source=self.name, region=region, instance_type=instance_type,
                          pricing="on_demand", gpu=gpu, gpu_count=count, gpu_memory_gb=memory,
@@ -729,6 +731,7 @@ class AwsSpider(GpuRadarSpider):
             raise ParseError(self.name, "availabilityZone", where, "is missing")
         if not self.is_accelerated(instance_type, True):
             return None
+        # an accelerated type (checked before): gpu_of knows it, never None
         gpu, memory, per_instance = gpu_of(instance_type)  # type: ignore[misc]
         instances = _number(item.findtext("instanceCount")) or 1
         hours = (_number(item.findtext("capacityBlockDurationHours")) or 0) + (

@@ -445,6 +445,7 @@ class GcpSpider(GpuRadarSpider):
                 if {currency, core[2], mem[2]} != {currency}:
                     self.count("currency_mismatch")
                     continue
+                # every part is there and positive (`parts`, checked above)
                 total = vcpus * core[1] + ram * mem[1] + gpus * gpu_price  # type: ignore[operator]
                 yield self.item(machine, spec, region, pricing, gpus, vcpus, ram,
                                 round(total, 6), currency,
