@@ -53,8 +53,8 @@ class Crawl:
     """One crawl: prepared (its crawler and signals), then begun on the service's runner;
     a stop that always ends it, and its result."""
 
-    def __init__(self, spidercls: type[Spider], settings: Any, *, time_limit: float | None = None,
-                 bound: float | None = None,
+    def __init__(self, spidercls: type[Spider], settings: Settings, *,
+                 time_limit: float | None = None, bound: float | None = None,
                  on_item: Callable[[str], None] | None = None) -> None:
         from scrapy.crawler import Crawler
 
@@ -198,7 +198,7 @@ class CrawlService:
         self.runner = AsyncCrawlerProcess(settings) if one_shot else AsyncCrawlerRunner(
             settings)
 
-    def start(self, spidercls: type, settings: Any, *, time_limit: float | None = None,
+    def start(self, spidercls: type[Spider], settings: Settings, *, time_limit: float | None = None,
               bound: float | None = None) -> Crawl:
         """Start one crawl of `spidercls` with `settings`; await `.done` for its result."""
         crawl = Crawl(spidercls, settings, time_limit=time_limit, bound=bound)
@@ -236,7 +236,7 @@ class CrawlService:
                           install_signal_handlers=install_signal_handlers)
 
 
-def crawl_here(spidercls: type, settings: Settings,
+def crawl_here(spidercls: type[Spider], settings: Settings,
                prepare: Callable[[Any], None] | None = None) -> CrawlResult:
     """One crawl run to its end on this thread's asyncio loop, Twisted's asyncio reactor
     installed but not run, so a process may do it again and again (`parse`, the demo
