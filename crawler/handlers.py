@@ -46,7 +46,7 @@ def _shallow_inspect_stack() -> Iterator[None]:
         return [inspect.FrameInfo(f, f.f_code.co_filename, f.f_lineno, f.f_code.co_name,
                                   None, None) for f in frames]
 
-    inspect.stack = stack  # type: ignore[assignment]
+    inspect.stack = stack
     try:
         yield
     finally:
@@ -76,6 +76,7 @@ class _AnswerDeadline:
 
     async def download_request(self, request: Request) -> Response:
         timeout = float(request.meta.get("answer_timeout", self.answer_timeout) or 0)
+        # a mixin: the handler class it is mixed into has download_request (ignores: misc)
         if request.meta.get("playwright") or timeout <= 0:
             return await super().download_request(request)  # type: ignore[misc]
         download = asyncio.ensure_future(super().download_request(request))  # type: ignore[misc]

@@ -6,18 +6,19 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from scrapy.logformatter import LogFormatter
+from scrapy.logformatter import LogFormatter, LogFormatterResult
 
 
 class QuietDropLogFormatter(LogFormatter):
     def dropped(self, item: Any, exception: BaseException, response: Any, spider: Any
-                ) -> dict[str, Any] | None:
+                ) -> LogFormatterResult:
         """Dropped items: counted in stats (gpuradar/dropped/<reason>); logged at DEBUG."""
         entry = super().dropped(item, exception, response, spider)
         entry["level"] = logging.DEBUG
         return entry
 
-    def scraped(self, item: Any, response: Any, spider: Any) -> dict[str, Any] | None:
+    def scraped(  # type: ignore[override]  # None is Scrapy's documented "do not log"
+            self, item: Any, response: Any, spider: Any) -> LogFormatterResult | None:
         """No "Scraped from" line per item (Scrapy skips logging when this returns None);
         the crawl summary gives the counts."""
         return None

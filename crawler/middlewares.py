@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from time import monotonic
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from scrapy import Request, Spider, signals
@@ -27,7 +27,7 @@ from scrapy.exceptions import (
     NotConfigured,
     ResponseDataLossError,
 )
-from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
+from scrapy.http import Headers, HtmlResponse, Response, TextResponse, XmlResponse
 from scrapy.responsetypes import responsetypes
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.misc import load_object
@@ -38,6 +38,9 @@ from twisted.internet.error import TimeoutError as TxTimeoutError
 from gpuradar.core.items import PriceBatch, PriceItem
 from gpuradar.core.logs import IN_OUTCOME
 from gpuradar.storage.ingest import Replay
+
+if TYPE_CHECKING:
+    from gpuradar.crawler.spiders.base import GpuRadarSpider
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,14 @@ def connection_cause(exc: BaseException) -> str:
     if isinstance(exc, DownloadTimeoutError | TxTimeoutError):
         return "timed out"
     return (text.splitlines() or [type(exc).__name__])[0][:120]
+
+
+def crawling(crawler: Crawler) -> Spider:
+    """The crawl's spider. Scrapy sets it before any middleware method is called (its type
+    allows None for the time before the crawl starts)."""
+    if crawler.spider is None:
+        raise RuntimeError("the crawl has no spider yet")
+    return crawler.spider
 
 
 async def reactor_sleep(seconds: float) -> None:
@@ -175,7 +186,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
         host = urlsplit(request.url).netloc
         if host in self.unreachable:
             return
-        spider = self.crawler.spider
+        spider = crawling(self.crawler)
         attempts = self.sent.get(host, 0)  # every request sent to it, retries included
         self.unreachable[host] = f"{cause}, {attempts} attempt{'s' if attempts != 1 else ''}"
         self.crawler.stats.set_value("gpuradar/unreachable", dict(self.unreachable))
@@ -205,8 +216,8 @@ class BackoffRetryMiddleware(RetryMiddleware):
             self.sent[host] = self.sent.get(host, 0) + 1
         return None
 
-    def process_exception(self, request: Request, exception: Exception
-                          ) -> Request | Response | None:
+    def process_exception(  # type: ignore[override]  # Scrapy 2.13+ passes no spider
+            self, request: Request, exception: Exception) -> Request | Response | None:
         host = urlsplit(request.url).netloc
         if isinstance(exception, ResponseDataLossError):
             return self._cut_short(request, exception)
@@ -280,8 +291,8 @@ class BackoffRetryMiddleware(RetryMiddleware):
         pause = getattr(self.crawler.spider, "throttle_pause", None)
         return pause(response) if callable(pause) else None
 
-    async def process_response(self, request: Request, response: Response
-                               ) -> Request | Response:
+    async def process_response(  # type: ignore[override]  # Scrapy 2.13+: async, no spider
+            self, request: Request, response: Response) -> Request | Response:
         self.answered.add(urlsplit(request.url).netloc)  # whatever it said, it answered
         if request.meta.get("dont_retry"):
             return response
@@ -289,7 +300,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
         if told is None and not self._throttled(response):
             return super().process_response(request, response)
         host = urlsplit(request.url).netloc
-        spider = self.crawler.spider
+        spider = crawling(self.crawler)
         retry_after, pause = (told, told) if told is not None else self.pause(request, response)
         if retry_after is not None and retry_after > self.cap:
             # A quota, not a burst: waiting it out would hold the crawl for hours.
@@ -340,8 +351,9 @@ class UnreadableResponseMiddleware:
 
         if not isinstance(exception, _READING_ERRORS):  # ParseError is a ValueError
             return None
-        spider = self.crawler.spider
-        ctype = response.headers.get(b"Content-Type", b"").decode("latin-1") or "no content type"
+        spider = crawling(self.crawler)
+        ctype = ((response.headers.get(b"Content-Type") or b"").decode("latin-1")
+                 or "no content type")
         reason = " ".join(str(exception).split()).removeprefix(f"{spider.name}: ")
         if isinstance(exception, ParseError):
             reason = reason.removesuffix(f" (in {exception.where})")
@@ -503,7 +515,7 @@ class Recording:
     def save(self, request: Request, response: Response) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         key = request_key(request)
-        ctype = response.headers.get(b"Content-Type", b"").decode("latin-1")
+        ctype = (response.headers.get(b"Content-Type") or b"").decode("latin-1")
         slug = re.sub(r"[^A-Za-z0-9]+", "-", urlsplit(request.url).path).strip("-")[-60:]
         number = 1 + max((int(e["file"][:4]) for e in self.entries), default=0)
         name = f"{number:04d}-{slug or 'root'}{_suffix(ctype)}"
@@ -557,7 +569,7 @@ class RecordReplayMiddleware:
     def process_request(self, request: Request) -> Response | None:
         if not self.replay_dir:
             return None
-        spider = self.crawler.spider
+        spider = crawling(self.crawler)
         rec = self.recording(spider)
         entry = rec.find(request)
         if entry is None:
@@ -578,7 +590,10 @@ class RecordReplayMiddleware:
         if entry.get("captured"):
             # An answer captured apart from the rest of the recording carries its own date.
             request.meta["recording_captured"] = str(entry["captured"])
-        headers = {"Content-Type": entry.get("content_type") or "application/octet-stream"}
+        # Headers: bytes keys, so that the recorded content type picks the response class as
+        # it did live (a plain dict's str key was never found: the class was guessed)
+        headers = Headers({"Content-Type": entry.get("content_type")
+                           or "application/octet-stream"})
         cls = responsetypes.from_args(headers=headers, url=request.url, body=body)
         return cls(url=request.url, status=entry["status"], headers=headers, body=body,
                    request=request, flags=["replayed"])
@@ -586,7 +601,7 @@ class RecordReplayMiddleware:
     def process_response(self, request: Request, response: Response) -> Response:
         if (self.record_dir and "replayed" not in response.flags
                 and not request.meta.get("dont_record")):
-            self.recording(self.crawler.spider).save(request, response)
+            self.recording(crawling(self.crawler)).save(request, response)
         return response
 
 
@@ -628,7 +643,8 @@ class SavedFilesMiddleware:
         return cls(crawler)
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        spider = self.crawler.spider
+        # saved files are read by gpuradar's spiders, whose base class has parse_file
+        spider = cast("GpuRadarSpider", crawling(self.crawler))
         for path, url in self.files:
             yield Request(url or path.resolve().as_uri(), callback=spider.parse_file,
                           dont_filter=True, meta={"saved_file": str(path)})

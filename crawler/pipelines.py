@@ -30,7 +30,7 @@ from gpuradar.core.interconnect import interconnect_for
 from gpuradar.core.items import PRICINGS, FxRateItem, OfferKey, PriceBatch, PriceItem
 from gpuradar.core.outcome import CrawlSeen, crawl_outcome
 from gpuradar.crawler.config import source_options
-from gpuradar.crawler.middlewares import Recording
+from gpuradar.crawler.middlewares import Recording, crawling
 from gpuradar.crawler.spiders.base import UNCATALOGUED_NAMES, warn_once_per_process
 
 if TYPE_CHECKING:  # spider_opened imports them when a crawl starts
@@ -69,7 +69,7 @@ def drop_from_batch(crawler: Crawler, drop: DropItem, item: PriceItem) -> None:
     """What Scrapy does with an item a pipeline drops, for an offer of a PriceBatch (the
     batch itself goes on): the drop's DEBUG line and the `item_dropped` signal, which
     Scrapy's stats and StoragePipeline (unreadable offers stay open) listen to."""
-    spider = crawler.spider
+    spider = crawling(crawler)
     logkws = crawler.logformatter.dropped(item, drop, None, spider)
     if logkws is not None:
         _scraper_log.log(*logformatter_adapter(logkws), extra={"spider": spider, "item": item})
@@ -83,8 +83,9 @@ def fail_in_batch(crawler: Crawler, item: PriceItem) -> None:
     against the spider, and the `item_error` signal. Call it while handling the exception."""
     from twisted.python.failure import Failure
 
-    spider = crawler.spider
+    spider = crawling(crawler)
     exc = sys.exc_info()[1]
+    assert exc is not None  # called while an exception is handled
     logkws = crawler.logformatter.item_error(item, exc, None, spider)
     _scraper_log.log(*logformatter_adapter(logkws), extra={"spider": spider, "item": item},
                      exc_info=True)

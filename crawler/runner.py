@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from scrapy.settings import Settings
 from scrapy.spiderloader import get_spider_loader
@@ -23,7 +23,9 @@ log = logging.getLogger(__name__)
 
 def spider_classes(settings: Settings) -> dict[str, type[GpuRadarSpider]]:
     loader = get_spider_loader(settings)
-    return {name: loader.load(name) for name in sorted(loader.list())}
+    # SPIDER_MODULES (crawler/settings.py) holds gpuradar's spiders only
+    return {name: cast("type[GpuRadarSpider]", loader.load(name))
+            for name in sorted(loader.list())}
 
 
 def enabled_sources(settings: Settings) -> list[str]:

@@ -34,7 +34,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from scrapy import signals
+from scrapy import Spider, signals
 from scrapy.exceptions import CloseSpider
 from scrapy.settings import Settings
 
@@ -53,8 +53,8 @@ class Crawl:
     """One crawl: prepared (its crawler and signals), then begun on the service's runner;
     a stop that always ends it, and its result."""
 
-    def __init__(self, spidercls: type, settings: Any, *, time_limit: float | None = None,
-                 bound: float | None = None,
+    def __init__(self, spidercls: type[Spider], settings: Settings, *,
+                 time_limit: float | None = None, bound: float | None = None,
                  on_item: Callable[[str], None] | None = None) -> None:
         from scrapy.crawler import Crawler
 
@@ -198,7 +198,7 @@ class CrawlService:
         self.runner = AsyncCrawlerProcess(settings) if one_shot else AsyncCrawlerRunner(
             settings)
 
-    def start(self, spidercls: type, settings: Any, *, time_limit: float | None = None,
+    def start(self, spidercls: type[Spider], settings: Settings, *, time_limit: float | None = None,
               bound: float | None = None) -> Crawl:
         """Start one crawl of `spidercls` with `settings`; await `.done` for its result."""
         crawl = Crawl(spidercls, settings, time_limit=time_limit, bound=bound)
@@ -217,7 +217,11 @@ class CrawlService:
         """One-shot: run the asyncio reactor until `main()` is done (or the reactor is
         stopped or crashed from outside). Once per process: a reactor does not restart.
         `install_signal_handlers`: Scrapy's (Ctrl-C stops the crawls gracefully)."""
+        from scrapy.crawler import AsyncCrawlerProcess
         from twisted.internet import reactor
+
+        if not isinstance(self.runner, AsyncCrawlerProcess):
+            raise RuntimeError("run() is a one-shot service's (CrawlService(one_shot=True))")
 
         def started() -> None:
             task = asyncio.ensure_future(main())
@@ -232,7 +236,7 @@ class CrawlService:
                           install_signal_handlers=install_signal_handlers)
 
 
-def crawl_here(spidercls: type, settings: Settings,
+def crawl_here(spidercls: type[Spider], settings: Settings,
                prepare: Callable[[Any], None] | None = None) -> CrawlResult:
     """One crawl run to its end on this thread's asyncio loop, Twisted's asyncio reactor
     installed but not run, so a process may do it again and again (`parse`, the demo

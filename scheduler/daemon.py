@@ -30,11 +30,11 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpuradar.alerts.settings import parse_settings
 from gpuradar.core.config import ConfigError
@@ -59,6 +59,19 @@ from gpuradar.scheduler.setup import (  # noqa: F401  (RunOptions: the command l
     load_setup,
 )
 from gpuradar.scheduler.threads import in_thread
+
+if TYPE_CHECKING:  # imported where they are used, when the daemon starts
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+    from prometheus_client.exposition import ThreadingWSGIServer
+    from scrapy.settings import Settings
+    from sqlalchemy.engine import Engine
+
+    from gpuradar.crawler.runner import CrawlResult
+    from gpuradar.crawler.service import Crawl, CrawlService
+    from gpuradar.scheduler.health import Health
+    from gpuradar.scheduler.leadership import Leadership
+    from gpuradar.scheduler.metrics import Metrics
+    from gpuradar.scheduler.server import ReadServer
 
 log = logging.getLogger("gpuradar.daemon")
 
@@ -111,12 +124,12 @@ class StartupError(Exception):
 class SourceState:
     failures: int = 0
     job_task: asyncio.Task | None = None
-    crawl: Any = None  # the running gpuradar.crawler.service.Crawl
+    crawl: Crawl | None = None  # the running one
     skipped: int = 0  # due crawls in a row that did not start (liveness, /healthz)
 
 
 def _files_stamp(paths: list[Path | None]) -> tuple:
-    out = []
+    out: list[tuple[str, int | None, int | None]] = []
     for p in paths:
         if p is None:
             continue
@@ -143,17 +156,18 @@ class Daemon:
         self._force: asyncio.Event | None = None
         self.stopping = False
         self.exit_code = EXIT_OK
-        self.httpd: Any = None
-        self.web: Any = None
-        self.scheduler: Any = None
-        self.crawls: Any = None
-        self.engine: Any = None
-        self.metrics: Any = None
-        self.health: Any = None
+        self.httpd: ThreadingWSGIServer | None = None  # the metrics endpoint, when enabled
+        self.web: ReadServer | None = None  # the page and API, when enabled
+        # set by prepare() (the database and what reports on it) and main() (the rest)
+        self.engine: Engine
+        self.leadership: Leadership
+        self.metrics: Metrics
+        self.health: Health
+        self.crawls: CrawlService
+        self.scheduler: AsyncIOScheduler
         self._stamp: tuple = ()
         self._secrets: set[str] = set()
         self._have_fx = False
-        self.leadership: Any = None
         self.loaded: Loaded
 
     # -- configuration --------------------------------------------------------------------
@@ -163,7 +177,7 @@ class Daemon:
         keep the running one."""
         return load_setup(self.options, previous)
 
-    def crawl_settings(self, plan: SourcePlan) -> Any:
+    def crawl_settings(self, plan: SourcePlan) -> Settings:
         """Settings of one crawl (the source's timeout closes a hung crawl)."""
         return crawl_settings(self.loaded, plan)
 
@@ -250,7 +264,8 @@ class Daemon:
     def _scheduler_running(self) -> bool:
         from apscheduler.schedulers.base import STATE_RUNNING
 
-        return self.scheduler is not None and self.scheduler.state == STATE_RUNNING
+        scheduler = getattr(self, "scheduler", None)  # None until main() starts it
+        return scheduler is not None and scheduler.state == STATE_RUNNING
 
     def _watched_stamp(self) -> tuple:
         cfg = self.loaded.cfg
@@ -417,7 +432,7 @@ class Daemon:
         try:
             fx = self.state.get("fx")
             if (waits_for_fx(source, self._have_fx) and fx is not None
-                    and fx.crawl is not None):
+                    and fx.crawl is not None and fx.crawl.done is not None):
                 await asyncio.wait({fx.crawl.done}, timeout=FX_WAIT_MAX)
             if self.stopping or not self.leadership.is_leader:
                 return  # stopped or deposed while waiting for the exchange rates
@@ -428,6 +443,7 @@ class Daemon:
                 time_limit=_time_limit(plan))
             try:
                 # shielded: a crawl is only ever stopped through the service, which records it
+                assert crawl.done is not None  # set when start() began it
                 result = await asyncio.shield(crawl.done)
             finally:
                 st.crawl = None
@@ -440,7 +456,8 @@ class Daemon:
         finally:
             st.job_task = None
 
-    def _after_crawl(self, source: str, plan: SourcePlan, result: Any, duration: float) -> None:
+    def _after_crawl(self, source: str, plan: SourcePlan, result: CrawlResult, duration: float
+                     ) -> None:
         """Log the outcome; back a failing source off by moving its next run."""
         st = self.state[source]
         if source == "fx" and result.status == CrawlStatus.OK:
@@ -636,7 +653,8 @@ class Daemon:
         return True
 
     # -- stop -----------------------------------------------------------------------------
-    async def _wait(self, tasks: set[asyncio.Future], timeout: float) -> set[asyncio.Future]:
+    async def _wait(self, tasks: Iterable[asyncio.Future], timeout: float
+                    ) -> set[asyncio.Future]:
         """Wait until `tasks` are done, `timeout` passes or a second stop signal comes;
         return those still pending."""
         assert self._force is not None
@@ -751,7 +769,7 @@ def _who_delivers(others: list[str] | None) -> str:
             f"{', '.join(others)}) delivers them as soon as it takes over")
 
 
-def preload(settings: Any) -> None:
+def preload(settings: Settings) -> None:
     """Import every component a crawl loads, before the loop runs: otherwise the first crawl
     after start spends seconds importing them on the event loop, holding up everything."""
     import scrapy.core.engine  # noqa: F401
@@ -825,7 +843,8 @@ def run(options: RunOptions) -> int:
 
     reactor.callWhenRunning(started)
     # signals are the daemon's (asyncio handlers), not Twisted's
-    reactor.run(installSignalHandlers=False)
+    # every reactor's run() takes it (ReactorBase); Twisted's interface does not declare it
+    reactor.run(installSignalHandlers=False)  # type: ignore[call-arg]
     if daemon.exit_now:
         # work that would outlive the lock is still running in threads: end them all with
         # the process, before the kernel closes the lock's connection (shutdown())

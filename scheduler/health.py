@@ -252,7 +252,7 @@ def serve(address: str, port: int, app: Callable) -> ThreadingWSGIServer:
         request_queue_size = 128
 
     try:
-        httpd = make_server(sockaddr[0], port, app, Server, handler_class=_QuietHandler)
+        httpd = make_server(str(sockaddr[0]), port, app, Server, handler_class=_QuietHandler)
     except OSError as exc:
         raise EndpointError(f"cannot listen on {address}:{port} for metrics: "
                             f"{exc.strerror or exc}") from None

@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
@@ -51,6 +51,9 @@ from gpuradar.storage.leader import (
     LockUnavailable,
     sqlite_path,
 )
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter, Gauge
 
 log = logging.getLogger("gpuradar.leadership")
 
@@ -100,12 +103,13 @@ class SendGate:
 class Leadership:
     """The role of this process, and the lock behind it."""
 
-    def __init__(self, engine: Engine, opts: DaemonOptions, gauge: Any = None) -> None:
+    def __init__(self, engine: Engine, opts: DaemonOptions, gauge: Gauge | None = None
+                 ) -> None:
         self.engine = engine
         self.single = engine.dialect.name != "postgresql"
         self.role = STARTING
         self.gauge = gauge
-        self.attempts: Any = None  # a Counter by result: a standby that tries is visible
+        self.attempts: Counter | None = None  # by result: a standby that tries is visible
         self.configure(opts)
         self._instance: InstanceLock | None = None
         self._lock: LeaderLock | None = None

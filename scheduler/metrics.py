@@ -61,7 +61,7 @@ def accelerator_info(names: set[str]) -> GaugeMetricFamily:
         "price series (value 1).", labels=["gpu", "vendor", "kind", "frameworks"])
     for name in sorted(names):
         entry = gpus.CATALOG[name]
-        info.add_metric([name, entry.vendor, entry.kind, ",".join(entry.frameworks)], 1)
+        info.add_metric([name, entry.vendor, entry.kind, ",".join(entry.frameworks or ())], 1)
     return info
 
 

@@ -136,14 +136,15 @@ class ReadCache:
         if found is None:
             try:
                 with self._key_lock(key):  # one thread draws it; the others wait for it
-                    found = self._lookup(key) or self._draw(environ, key)
+                    drawn = self._lookup(key) or self._draw(environ, key)
             finally:
                 with self._lock:
                     self._pending.pop(key, None)
-            if isinstance(found, tuple):  # not a 200: sent as the app said it
-                status, headers, body = found
+            if not isinstance(drawn, Answer):  # not a 200: sent as the app said it
+                status, headers, body = drawn
                 start_response(status, headers)
                 return [body]
+            found = drawn
         return self._send(found, environ, start_response, modified)
 
     def _lookup(self, key: tuple[str, ...]) -> Answer | None:
@@ -258,10 +259,12 @@ def _channel_class() -> type:
 
     class JsonError(ErrorTask):
         def execute(self) -> None:
-            error = self.request.error
+            # types-waitress calls `request` an Error: it is the parser that holds one
+            error = self.request.error  # type: ignore[attr-defined]
             body = json.dumps({"error": f"{error.reason}: {error.body}"}).encode() + b"\n"
             self.status = f"{error.code} {error.reason}"
-            self.response_headers.append(("Content-Type", "application/json"))
+            self.response_headers.append(  # type: ignore[attr-defined]  # a list (stub: Sequence)
+                ("Content-Type", "application/json"))
             self.set_close_on_finish()
             self.content_length = len(body)
             self.write(body)
@@ -290,7 +293,7 @@ class ReadServer:
             raise EndpointError(f"cannot listen on {address}:{port} for the web page and "
                                 f"API: {why}") from None
         # one listening socket, or several (a name such as localhost: IPv4 and IPv6)
-        self._map = getattr(self.server, "_map", None) or self.server.map
+        self._map = getattr(self.server, "_map", None) or getattr(self.server, "map", None)
         self._stopping = threading.Event()
         self.thread: threading.Thread | None = None
 

@@ -17,12 +17,20 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuradar.core import defaults, providers
 from gpuradar.core.config import Config, load_config
 from gpuradar.core.logs import config_secrets, credential_env_values
 from gpuradar.core.sources import default_interval
+
+if TYPE_CHECKING:  # imported where used: `rules check` loads no Scrapy
+    from scrapy.settings import Settings
+
+    from gpuradar.alerts.loader import Targets
+    from gpuradar.alerts.rules import Rule
+    from gpuradar.alerts.settings import AlertSettings
+    from gpuradar.crawler.spiders.base import GpuRadarSpider
 from gpuradar.scheduler.jobs import (
     DaemonOptions,
     MetricsOptions,
@@ -56,16 +64,16 @@ class Loaded:
     cfg: Config
     opts: DaemonOptions
     metrics: MetricsOptions
-    rules: list[Any]
-    targets: Any
-    settings: Any
-    classes: dict[str, type]
+    rules: list[Rule]
+    targets: Targets
+    settings: Settings
+    classes: dict[str, type[GpuRadarSpider]]
     plans: dict[str, SourcePlan]      # the sources that are scheduled
     skipped: dict[str, str]           # the others, and why
     secrets: set[str]
     schedule: dict[str, SourcePlan] | None = None   # every source, scheduled or not
     status: dict[str, tuple[bool, str]] | None = None  # enabled or not, and why
-    alert_settings: Any = None  # the `alerts:` section's meaning (AlertSettings), read once
+    alert_settings: AlertSettings | None = None  # the `alerts:` section's meaning, read once
 
 
 @dataclass
@@ -76,9 +84,9 @@ class Checked:
     cfg: Config
     opts: DaemonOptions
     metrics: MetricsOptions
-    rules: list[Any]
-    targets: Any
-    alert_settings: Any  # the `alerts:` section's meaning (AlertSettings), read once
+    rules: list[Rule]
+    targets: Targets
+    alert_settings: AlertSettings  # the `alerts:` section's meaning, read once
 
 
 def check_setup(options: RunOptions, previous: Loaded | None = None, *,
@@ -182,7 +190,7 @@ def load_setup(options: RunOptions, previous: Loaded | None = None, *,
                   checked.alert_settings)
 
 
-def crawl_settings(loaded: Loaded, plan: SourcePlan) -> Any:
+def crawl_settings(loaded: Loaded, plan: SourcePlan) -> Settings:
     """Settings of one crawl: the source's timeout closes a hung crawl. Scrapy waits for
     requests in flight when it closes a spider, so the download timeout is bounded too:
     a hung crawl ends at most 1.5 x its timeout after it started."""

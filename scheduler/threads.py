@@ -27,6 +27,7 @@ def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future
             fut.set_exception(value)
 
     def work() -> None:
+        outcome: tuple[bool, Any]
         try:
             outcome = (True, fn(*args, **kwargs))
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine

@@ -243,6 +243,7 @@ def svg_chart(lines: list[tuple[str, list[tuple[datetime, float | None]]]], unti
     parts = [f'<svg class="chart" width="{CHART_W}" height="{CHART_H}" role="img" '
              f'aria-label="{escape(label)}" viewBox="0 0 {CHART_W} {CHART_H}" '
              f'preserveAspectRatio="xMinYMin meet" xmlns="http://www.w3.org/2000/svg">']
+    v: float | None  # a tick, then each point of a series (None: no price then)
     for v in ticks:
         parts.append(f'<line class="grid" x1="{PAD_L}" x2="{CHART_W - PAD_R}" '
                      f'y1="{y(v):.1f}" y2="{y(v):.1f}"/><text x="{PAD_L - 6}" '

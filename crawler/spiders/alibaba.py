@@ -220,7 +220,7 @@ def _percent(value: Any, low: float) -> bool:
 class AlibabaSpider(GpuRadarSpider):
     facts = providers.alibaba.ALIBABA
 
-    @property
+    @property  # an option decides it, where the base class has a plain attribute
     def renders_pages(self) -> bool:  # type: ignore[override]
         """The price file's version is discovered with a browser only when asked to."""
         return bool(self.option("discover_with_browser"))
@@ -380,6 +380,7 @@ class AlibabaSpider(GpuRadarSpider):
             type_id = require(t, "InstanceTypeId", self.name, f"InstanceType[{i}]", str)
             if (t.get("GPUAmount") or 0) > 0:
                 specs[type_id] = t
+        request: scrapy.Request | None
         token = data.get("NextToken")
         if token:
             for request in self.instance_types_request(token):

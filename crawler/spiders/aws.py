@@ -69,7 +69,7 @@ from gpuradar.core.providers.aws import (
     CAPACITY_BLOCK_TYPES,
     CAPACITY_BLOCK_ULTRASERVERS,
 )
-from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
+from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, failed_request, require
 
 ONDEMAND_PAGE = "https://aws.amazon.com/ec2/pricing/on-demand/"
 SPOT_PAGE = "https://aws.amazon.com/ec2/spot/pricing/"
@@ -120,8 +120,8 @@ _REGION_TYPE = "AWS Region"
 # Partitions priced elsewhere (China in CNY on amazonaws.cn, GovCloud for US agencies).
 _OTHER_PARTITIONS = ("cn-", "us-gov-", "us-iso")
 
-_FULL = {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1,
-         "12xlarge": 4, "24xlarge": 4, "48xlarge": 8}
+_FULL: dict[str, float] = {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1,
+                           "12xlarge": 4, "24xlarge": 4, "48xlarge": 8}
 # Family -> (accelerator as AWS names it, memory per accelerator in GB or None for the
 # catalog's, size -> accelerators). Fractional counts are the GPU shares AWS sells (G6f:
 # 1/8, 1/4, 1/2 of an L4); their memory is the whole GPU's, which is what identifies the
@@ -375,7 +375,7 @@ class AwsSpider(GpuRadarSpider):
                                  cb_kwargs={"region": code})
 
     def ondemand_failed(self, failure: Failure) -> Iterator[scrapy.Request]:
-        region = failure.request.cb_kwargs.get("region", "?")
+        region = failed_request(failure).cb_kwargs.get("region", "?")
         self.logger.error("aws: on-demand prices of %s failed (%s); nothing is closed this "
                           "crawl", region, failure.getErrorMessage())
         yield from self.next_ondemand()
@@ -513,7 +513,7 @@ class AwsSpider(GpuRadarSpider):
         data = _json(response, self.name)
         regions = require(require(data, "config", self.name, response.url, dict), "regions",
                           self.name, response.url, list)
-        codes = [r.get("region") for r in regions if isinstance(r, dict) and r.get("region")]
+        codes = [r["region"] for r in regions if isinstance(r, dict) and r.get("region")]
         yield from self.spot_items(data, response.url)
         del data, regions
         self.queue_ondemand(codes)
@@ -547,6 +547,7 @@ class AwsSpider(GpuRadarSpider):
 
     def spot_item(self, region: str, zone: str, instance_type: str, price: Any, url: str,
                   extra: dict[str, Any] | None = None) -> PriceItem:
+        # an accelerated type (checked before): gpu_of knows it, never None
         gpu, memory, count = gpu_of(instance_type)  # type: ignore[misc]
         band, savings = self.bands.get((region, instance_type), (None, None))
         attributes: dict[str, Any] = dict(extra or {})
@@ -627,6 +628,7 @@ class AwsSpider(GpuRadarSpider):
                 self.logger.info("aws: %s is listed at $0 on demand: not sold on demand "
                                  "(Capacity Blocks), so no on-demand offer", instance_type)
             return None
+        # an accelerated type (checked before): gpu_of knows it, never None
         gpu, memory, count = gpu_of(instance_type)  # type: ignore[misc]
         return PriceItem(source=self.name, region=region, instance_type=instance_type,
                          pricing="on_demand", gpu=gpu, gpu_count=count, gpu_memory_gb=memory,
@@ -641,6 +643,8 @@ class AwsSpider(GpuRadarSpider):
         info = root.find("regionInfo")
         if info is None:
             raise ParseError(self.name, "regionInfo", response.url, "is missing")
+        enabled: list[str]
+        disabled: list[str]
         enabled, disabled = [], []
         for item in info.findall("item"):
             name = item.findtext("regionName") or ""
@@ -727,6 +731,7 @@ class AwsSpider(GpuRadarSpider):
             raise ParseError(self.name, "availabilityZone", where, "is missing")
         if not self.is_accelerated(instance_type, True):
             return None
+        # an accelerated type (checked before): gpu_of knows it, never None
         gpu, memory, per_instance = gpu_of(instance_type)  # type: ignore[misc]
         instances = _number(item.findtext("instanceCount")) or 1
         hours = (_number(item.findtext("capacityBlockDurationHours")) or 0) + (

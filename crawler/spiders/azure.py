@@ -67,6 +67,7 @@ from gpuradar.core.spot import band_bounds
 from gpuradar.crawler.spiders.base import (
     GpuRadarSpider,
     ParseError,
+    failed_request,
     require,
     warn_once_per_process,
 )
@@ -155,7 +156,7 @@ class Size(NamedTuple):
 
     gpu: str
     memory_gb: float | None
-    count: float
+    count: float  # type: ignore[assignment]  # shadows tuple.count, which nothing calls
     vcpus: int
 
 
@@ -501,9 +502,9 @@ class AzureSpider(GpuRadarSpider):
         """A region whose answer is an HTTP error: one ERROR line (the crawl is partial: it
         closes nothing), then the next region. Anything else (the host cannot be reached)
         is Scrapy's to report, and no further region is asked."""
-        region = failure.request.cb_kwargs.get("region", "?")
+        region = failed_request(failure).cb_kwargs.get("region", "?")
         self.forget(region)
-        if not failure.check(HttpError):
+        if not isinstance(failure.value, HttpError):
             self._regions.clear()
             return failure
         self.logger.error("azure: the prices of region %s answered HTTP %s: its offers are "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import scrapy
 from scrapy.settings import BaseSettings
@@ -15,6 +15,9 @@ from scrapy.settings import BaseSettings
 from gpuradar.core.config import SourceOptions, data_dir
 from gpuradar.core.providers import Provider
 from gpuradar.crawler.config import source_options, source_status
+
+if TYPE_CHECKING:
+    from twisted.python.failure import Failure
 
 #: Stats keys of uncatalogued products (see GpuRadarSpider.uncatalogued).
 UNCATALOGUED = "gpuradar/uncatalogued"
@@ -57,6 +60,13 @@ def require(obj: Any, key: str, source: str, where: str = "", kind: type | tuple
         names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
         raise ParseError(source, key, where, f"is {type(value).__name__}, expected {names}")
     return value
+
+
+def failed_request(failure: Failure) -> scrapy.Request:
+    """The request an errback's failure is about. Scrapy sets it on the Failure it passes
+    (scrapy/core/scraper.py); Twisted's class does not declare it, so it is read here once."""
+    request: scrapy.Request = failure.request  # type: ignore[attr-defined]  # set by Scrapy
+    return request
 
 
 #: Spider attributes taken from the provider's declaration (gpuradar.core.providers), never

@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterator
 
 import scrapy
+from parsel import Selector
 from scrapy.http import Response
-from scrapy.selector import Selector
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem

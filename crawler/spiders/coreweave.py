@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterator
 
 import scrapy
+from parsel import Selector
 from scrapy.http import Response
-from scrapy.selector import Selector
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
@@ -42,6 +42,7 @@ class CoreweaveSpider(GpuRadarSpider):
         yield scrapy.Request(self.endpoint("pricing"), callback=self.parse)
 
     def parse(self, response: Response) -> Iterator[PriceItem]:
+        items: list[PriceItem]
         rows, items = 0, []
         for section in response.xpath("//div[contains(@class, 'section-content')]"
                                       "[.//div[contains(@class, 'gpu-pricing')]]"):

@@ -17,8 +17,8 @@ import re
 from collections.abc import Iterator
 
 import scrapy
+from parsel import Selector
 from scrapy.http import Response
-from scrapy.selector import Selector
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
@@ -55,6 +55,7 @@ class DigitaloceanSpider(GpuRadarSpider):
         return table[0]
 
     def parse(self, response: Response) -> Iterator[PriceItem]:
+        items: list[PriceItem]
         rows, items = 0, []
         for anchor, pricing in SECTIONS:
             for tr in self.table(response, anchor).xpath(".//tr[td]"):

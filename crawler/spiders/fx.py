@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import scrapy
-from scrapy.http import Response
+from scrapy.http import Response, TextResponse
 
 from gpuradar.core import providers
 from gpuradar.core.items import FxRateItem
@@ -22,6 +22,8 @@ class FxSpider(GpuRadarSpider):
         yield scrapy.Request(self.endpoint("ecb"), callback=self.parse)
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[FxRateItem]:
+        if not isinstance(response, TextResponse):  # only a text answer has a selector
+            raise ParseError(self.name, "body", response.url, "is not XML text")
         response.selector.register_namespace("e", ECB_NS["e"])
         days = response.xpath("//e:Cube[@time]")
         if not days:

@@ -60,7 +60,7 @@ from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
 from gpuradar.core.pricing import CALENDAR, FLEX_START, ON_DEMAND, SPOT
 from gpuradar.core.providers.gcp import SOLD_AS, TERMS
-from gpuradar.crawler.spiders.base import GpuRadarSpider, require
+from gpuradar.crawler.spiders.base import GpuRadarSpider, failed_request, require
 
 PRICING_PAGE = "https://cloud.google.com/compute/gpus-pricing"
 TPU_PRICING_PAGE = "https://cloud.google.com/tpu/pricing"
@@ -302,7 +302,7 @@ class GcpSpider(GpuRadarSpider):
         yield self.page_request()
 
     def page_failed(self, failure: Failure) -> Iterator[PriceItem | scrapy.Request]:
-        service = failure.request.cb_kwargs.get("service", "skus")
+        service = failed_request(failure).cb_kwargs.get("service", "skus")
         self.logger.error("gcp: SKU page of %s failed (%s); offers from the pages read so far "
                           "are kept, nothing is closed", self.endpoint(service).split("/")[-2],
                           failure.getErrorMessage())
@@ -445,6 +445,7 @@ class GcpSpider(GpuRadarSpider):
                 if {currency, core[2], mem[2]} != {currency}:
                     self.count("currency_mismatch")
                     continue
+                # every part is there and positive (`parts`, checked above)
                 total = vcpus * core[1] + ram * mem[1] + gpus * gpu_price  # type: ignore[operator]
                 yield self.item(machine, spec, region, pricing, gpus, vcpus, ram,
                                 round(total, 6), currency,

@@ -137,6 +137,7 @@ class HuaweiSpider(GpuRadarSpider):
         self.domain_id = str(self.option("domain_id") or "")
         if not self.domain_id and self.settings.get("GPURADAR_REPLAY_DIR"):
             self.domain_id = REPLAY_PLACEHOLDER  # a recording answers without asking IAM
+        request: scrapy.Request | None
         if self.domain_id:
             for request in self.after_domain():
                 yield request

@@ -180,6 +180,7 @@ class LambdaSpider(GpuRadarSpider):
         for label in (*_CELLS, price_label or _PRICE_LABEL):
             if label not in cells:
                 raise ParseError(src, f"<td data-label={label}>", where, "is missing")
+        assert price_label is not None  # else _PRICE_LABEL was missing, and raised above
         price_text = cells[price_label].replace(",", "")
         found = _PRICE.match(price_text)
         if not found:

@@ -59,6 +59,7 @@ class NebiusSpider(GpuRadarSpider):
         return rows
 
     def parse(self, response: Response) -> Iterator[PriceItem]:
+        items: list[PriceItem]
         rows, items = self.table(response)[1:], []
         for row in rows:
             if not (isinstance(row, list) and len(row) == len(HEADER)

@@ -261,7 +261,7 @@ class OciSpider(GpuRadarSpider):
                                   (bool, type(None)))
             for region in regions:
                 yield replace(item, region=region, attributes=dict(item.attributes))
-                if preemptible:
+                if preemptible and item.price is not None:
                     yield replace(item, region=region, pricing="spot",
                                   price=round(item.price * PREEMPTIBLE_FACTOR, 6),
                                   attributes={**item.attributes, "derived": True,

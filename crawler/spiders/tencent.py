@@ -131,11 +131,12 @@ class TencentSpider(GpuRadarSpider):
     def sign_again(self, request: scrapy.Request) -> scrapy.Request:
         """A retry carries a new X-TC-Timestamp and signature (Tencent refuses signatures
         older than five minutes); called by the retry middleware."""
-        call = request.meta.get("tencent_call")
+        call: tuple[str, str | None] | None = request.meta.get("tencent_call")
         headers = self.sign(request.url, *call, request.body.decode()) if call else None
         return request.replace(headers=headers) if headers else request
 
     async def start(self):
+        request: scrapy.Request | None
         regions = self.option("regions")
         if regions:
             for region in regions:

@@ -53,7 +53,7 @@ from twisted.python.failure import Failure
 
 from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
-from gpuradar.crawler.spiders.base import GpuRadarSpider, require
+from gpuradar.crawler.spiders.base import GpuRadarSpider, failed_request, require
 
 # gpu_name values Vast uses for datacenter and popular consumer GPUs.
 GPU_NAMES = (
@@ -156,7 +156,7 @@ class VastaiSpider(GpuRadarSpider):
         if failure.check(IgnoreRequest) and not failure.check(HttpError):
             yield from self.next_search()  # dropped by a middleware that said why
             return
-        response = failure.value.response if failure.check(HttpError) else None
+        response = failure.value.response if isinstance(failure.value, HttpError) else None
         if response is not None and response.status == 429:
             try:
                 error = (json.loads(response.text) or {}).get("error")
@@ -172,7 +172,7 @@ class VastaiSpider(GpuRadarSpider):
             return
         what = f"HTTP {response.status}" if response is not None else failure.getErrorMessage()
         self.logger.error("vastai: a search failed (%s, %s); its offers are missing from this "
-                          "crawl", what, failure.request.url)
+                          "crawl", what, failed_request(failure).url)
         yield from self.next_search()
 
     def probe_requests(self) -> list[tuple[str, scrapy.Request]]:

@@ -124,7 +124,7 @@ def _help_keeps_names_whole() -> None:
     if getattr(rich_utils.Table, "keeps_names_whole", False):
         return
 
-    class _Table(rich_utils.Table):  # type: ignore[misc,valid-type]
+    class _Table(rich_utils.Table):
         keeps_names_whole = True
 
         def add_row(self, *cells: Any, **kwargs: Any) -> None:
@@ -138,7 +138,8 @@ def _help_keeps_names_whole() -> None:
                     if isinstance(part, Text):
                         part.overflow = "fold"
 
-    rich_utils.Table = _Table
+    # typer's help draws its tables with rich_utils.Table: the subclass is put in its place
+    rich_utils.Table = _Table  # type: ignore[misc]
 
 
 _NAME = re.compile(r"^-[-\w]+$|^--[\w-]+(,--[\w-]+)*$")

@@ -133,7 +133,9 @@ def starter_config() -> str:
              "# Credentials are best kept in the environment (named below per source).", ""]
     for name, field in root.model_fields.items():
         if name == "sources":
-            _sources(_model(field.annotation), lines)
+            sources = _model(field.annotation)
+            assert sources is not None  # the schema's `sources` is a model of the sources
+            _sources(sources, lines)
             continue
         sub = _model(field.annotation)
         if field.description:

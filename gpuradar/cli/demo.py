@@ -50,6 +50,8 @@ def _unsampled(cfg: "Config", recorded: list[str]) -> list[str]:
     """One line per kind of source without a public sample: what to do instead."""
     from gpuradar.core.providers import PROVIDERS
 
+    need_keys: list[str]
+    public: list[str]
     need_keys, public = [], []
     for provider in PROVIDERS:
         if provider.name in recorded or provider.kind == "fx":

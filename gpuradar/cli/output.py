@@ -300,6 +300,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
                                                             for row in cells)]
     numeric = {i for i in keep if cells and all(_NUMBER.match(row[i]) or row[i] in _EMPTY
                                                 for row in cells)}
+    i: int | None  # a column's index (None: no column has the key, below)
     for i in numeric:
         same_decimals(cells, i)
 

@@ -106,6 +106,7 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
                    "spot_signal": r["spot_signal"] or "no spot offers"} for r in rows]
     # the prose (a paragraph per source) only on request: on a screen it pushed the state
     # of the crawls (last success, items, interval) out of the table
+    columns: list[Col | tuple]
     columns = [("source", "source"), ("enabled", "enabled"), ("interval", "interval", 4),
                ("last_status", "last crawl"), ("last_items", "items", 3),
                Col("last_success", "last success", 2, wrap=True), ("stale", "freshness", 1),

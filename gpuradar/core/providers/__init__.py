@@ -14,8 +14,39 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import TYPE_CHECKING
 
 from gpuradar.core.providers.base import KINDS, Family, Provider, family
+
+if TYPE_CHECKING:  # for mypy, which reads `providers.<name>` only from a submodule imported
+    # (at run time `_discover` imports them all; tests/project checks this list against it)
+    from gpuradar.core.providers import (  # noqa: F401
+        alibaba,
+        autodl,
+        aws,
+        azure,
+        civo,
+        coreweave,
+        crusoe,
+        digitalocean,
+        fx,
+        gcp,
+        hotaisle,
+        huawei,
+        hyperbolic,
+        lambda_,
+        latitude,
+        lium,
+        nebius,
+        oci,
+        runpod,
+        scaleway,
+        tencent,
+        together,
+        vastai,
+        verda,
+        voltagepark,
+    )
 
 __all__ = ["BY_NAME", "KINDS", "PROVIDERS", "Family", "Provider", "family", "get", "names"]
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from gpuradar.core.providers.base import Options, Provider, cn_prefixed_mainland, family
 
@@ -33,7 +34,7 @@ SITES = {
 }
 
 
-def site_of(opts: Options) -> Site:
+def site_of(opts: Options | Mapping[str, Any]) -> Site:
     """The configured site; the China site when none is given."""
     return SITES.get(str(opts.get("site") or "cn"), SITES["cn"])
 
