@@ -350,6 +350,7 @@ class StoragePipeline:
             self.engine, spider.name, replay=replay, started_at=started_at,
             shrink_guard=shrink_guard(self.crawler, spider.name),
             keep_state=self.crawler.settings.getbool("GPURADAR_KEEP_STATE", True),
+            memory=self.crawler.settings.get("GPURADAR_CRAWL_MEMORY"),
             index_params=Params(**self.crawler.settings.getdict("GPURADAR_INDEX_PARAMS")))
         self.log_errors = _CrawlErrors(spider)
         logging.getLogger().addHandler(self.log_errors)

@@ -32,7 +32,7 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import CloseSpider
@@ -42,6 +42,9 @@ from gpuradar.core.items import PriceBatch
 from gpuradar.core.outcome import CrawlStatus
 from gpuradar.core.units import EXIT_INTERRUPTED
 from gpuradar.crawler.runner import CrawlResult, TrackedCrawl, fx_first, spider_classes
+
+if TYPE_CHECKING:
+    from gpuradar.storage.ingest import CrawlMemory
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +58,15 @@ class Crawl:
 
     def __init__(self, spidercls: type, settings: Any, *, time_limit: float | None = None,
                  bound: float | None = None,
-                 on_item: Callable[[str], None] | None = None) -> None:
+                 on_item: Callable[[str], None] | None = None,
+                 memory: CrawlMemory | None = None) -> None:
         from scrapy.crawler import Crawler
 
         self.source: str = spidercls.name
+        if memory is not None:  # the storage pipeline's (gpuradar.storage.ingest.CrawlMemory)
+            settings = settings.copy()
+            settings.frozen = False
+            settings.set("GPURADAR_CRAWL_MEMORY", memory, priority="cmdline")
         self.crawler = Crawler(spidercls, settings)
         self.tracked = TrackedCrawl(self.source, self.crawler)
         self.time_limit = time_limit
@@ -195,13 +203,19 @@ class CrawlService:
     def __init__(self, settings: Any, *, one_shot: bool = False) -> None:
         from scrapy.crawler import AsyncCrawlerProcess, AsyncCrawlerRunner
 
+        from gpuradar.storage.ingest import CrawlMemory
+
         self.runner = AsyncCrawlerProcess(settings) if one_shot else AsyncCrawlerRunner(
             settings)
+        #: What this service's crawls leave for its next crawl of the same source (each
+        #: source's offer state, the index's memo): the daemon's crawls again and again.
+        self.memory = CrawlMemory()
 
     def start(self, spidercls: type, settings: Any, *, time_limit: float | None = None,
               bound: float | None = None) -> Crawl:
         """Start one crawl of `spidercls` with `settings`; await `.done` for its result."""
-        crawl = Crawl(spidercls, settings, time_limit=time_limit, bound=bound)
+        crawl = Crawl(spidercls, settings, time_limit=time_limit, bound=bound,
+                      memory=self.memory)
         crawl.begin(self.runner)
         return crawl
 
