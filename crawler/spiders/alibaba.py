@@ -35,7 +35,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -223,7 +223,8 @@ class AlibabaSpider(GpuRadarSpider):
         if creds is None:
             return None
         query = alibaba_rpc_params(action, {k: str(v) for k, v in params.items()},
-                                   creds["access_key_id"], creds["access_key_secret"])
+                                   creds["access_key_id"], creds["access_key_secret"],
+                                   now=self.clock.now())
         return self.endpoint("api").format(region=endpoint_region) + "?" + urlencode(query)
 
     def sign_again(self, request: scrapy.Request) -> scrapy.Request:
@@ -348,7 +349,7 @@ class AlibabaSpider(GpuRadarSpider):
         # count of one type); DescribeSpotPriceHistory without ZoneId answers every zone.
         for instance_type, by_zone in sorted(zones.items()):
             if spot:
-                start = (datetime.now(UTC) - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+                start = (self.clock.now() - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
                 request = self.spot_history_request(region, {
                     "RegionId": region, "InstanceType": instance_type, "NetworkType": "vpc",
                     "OSType": "linux", "StartTime": start}, specs[instance_type], by_zone, [])

@@ -535,7 +535,7 @@ class AzureSpider(GpuRadarSpider):
         """Keep the page's candidate meters; the next page's URL, if any."""
         page = self.json_body(response)
         items = require(page, "Items", self.name, response.url, list)
-        now, url = datetime.now(UTC), self._share(response.url)
+        now, url = self.clock.now(), self._share(response.url)
         for i, meter in enumerate(items):
             self.consider(meter, f"{response.url} Items[{i}]", url, now)
         next_link = page.get("NextPageLink") if isinstance(page, dict) else None
@@ -572,7 +572,7 @@ class AzureSpider(GpuRadarSpider):
         if not region or region.endswith("euap"):  # canary regions nobody can rent in
             return
         effective = effective_start(meter, where)
-        if effective > (now or datetime.now(UTC)):
+        if effective > (now or self.clock.now()):
             self.count("future_price")  # announced, not yet in effect
             return
         spot = meter_name.endswith(" Spot") or sku_name.endswith(" Spot")

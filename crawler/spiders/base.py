@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import scrapy
 from scrapy.settings import BaseSettings
 
+from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.config import SourceOptions, data_dir
 from gpuradar.core.providers import Provider
 from gpuradar.crawler.config import source_options, source_status
@@ -86,6 +87,9 @@ class GpuRadarSpider(scrapy.Spider):
     #: Whether a crawl may ask for a page rendered with JavaScript (meta "playwright"):
     #: only then does its download handler load scrapy-playwright (crawler/handlers.py).
     renders_pages: bool = False
+    #: Where a spider reads the time (a request's time window, a price's effective date, a
+    #: time budget): passed in, so a test sets a FakeClock.
+    clock: ClassVar[Clock] = SYSTEM
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
