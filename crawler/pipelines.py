@@ -25,6 +25,7 @@ from scrapy.exceptions import DropItem
 from scrapy.utils.log import logformatter_adapter
 
 from gpuradar.core import defaults, gpus, providers
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.currency import FxTable
 from gpuradar.core.interconnect import interconnect_for
 from gpuradar.core.items import PRICINGS, FxRateItem, OfferKey, PriceBatch, PriceItem
@@ -338,6 +339,8 @@ class StoragePipeline:
         if not settings.getbool("GPURADAR_STORE", True):
             return  # `parse`: judged and counted (duplicates too), stored nowhere
         self.engine = open_database(database_url(self.crawler))
+        # the crawl service's (crawler/service.py): its clock, what it keeps between crawls
+        memory = settings.get("GPURADAR_CRAWL_MEMORY")
         replay_dir = settings.get("GPURADAR_REPLAY_DIR")
         staged = settings.getdict("GPURADAR_STAGED")
         started_at = None
@@ -350,7 +353,7 @@ class StoragePipeline:
             self.engine, spider.name, replay=replay, started_at=started_at,
             shrink_guard=shrink_guard(self.crawler, spider.name),
             keep_state=self.crawler.settings.getbool("GPURADAR_KEEP_STATE", True),
-            memory=self.crawler.settings.get("GPURADAR_CRAWL_MEMORY"),
+            memory=memory, clock=memory.clock if memory is not None else SYSTEM,
             index_params=Params(**self.crawler.settings.getdict("GPURADAR_INDEX_PARAMS")))
         self.log_errors = _CrawlErrors(spider)
         logging.getLogger().addHandler(self.log_errors)

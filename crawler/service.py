@@ -38,6 +38,7 @@ from scrapy import signals
 from scrapy.exceptions import CloseSpider
 from scrapy.settings import Settings
 
+from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.items import PriceBatch
 from gpuradar.core.outcome import CrawlStatus
 from gpuradar.core.units import EXIT_INTERRUPTED
@@ -200,7 +201,8 @@ class CrawlService:
     (`AsyncCrawlerRunner`); a one-shot command's starts and stops the asyncio reactor
     (`AsyncCrawlerProcess`, which also sets up Scrapy's logging, DNS resolver and threads)."""
 
-    def __init__(self, settings: Any, *, one_shot: bool = False) -> None:
+    def __init__(self, settings: Any, *, one_shot: bool = False, clock: Clock = SYSTEM) -> None:
+        """`clock`: the one its crawls are dated by (the daemon's)."""
         from scrapy.crawler import AsyncCrawlerProcess, AsyncCrawlerRunner
 
         from gpuradar.storage.ingest import CrawlMemory
@@ -209,7 +211,7 @@ class CrawlService:
             settings)
         #: What this service's crawls leave for its next crawl of the same source (each
         #: source's offer state, the index's memo): the daemon's crawls again and again.
-        self.memory = CrawlMemory()
+        self.memory = CrawlMemory(clock)
 
     def start(self, spidercls: type, settings: Any, *, time_limit: float | None = None,
               bound: float | None = None) -> Crawl:

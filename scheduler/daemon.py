@@ -286,7 +286,7 @@ class Daemon:
         self._eval_lock, self._deliver_lock = asyncio.Lock(), asyncio.Lock()
         self.install_signals(asyncio.get_running_loop())
 
-        self.crawls = CrawlService(self.loaded.settings)
+        self.crawls = CrawlService(self.loaded.settings, clock=self.clock)
         self.scheduler = self.make_scheduler()
         self.scheduler.add_listener(self._job_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
         self.scheduler.start()

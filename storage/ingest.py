@@ -199,11 +199,13 @@ class CrawlMemory:
     """What a crawl service keeps from one crawl of a source to its next (a daemon crawls
     the same sources again and again): each source's offer state, kept by the crawl that
     left it, so that when nobody else wrote the source since, it need not be read back; and
-    the market index's memo of its last update. Owned by the crawl service (a one-shot
-    command's keeps nothing); a test makes a fresh one. Scrapy copies a crawl's settings
-    deeply: the memory rides in them as a handle, never copied."""
+    the market index's memo of its last update. It also carries the service's clock, which
+    dates its crawls. Owned by the crawl service (a one-shot command's keeps nothing); a
+    test makes a fresh one. Scrapy copies a crawl's settings deeply: the memory rides in
+    them as a handle, never copied."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM) -> None:
+        self.clock = clock
         #: (database URL, source) -> (id of the crawl that left this state, offers' state)
         self.states: dict[tuple[str, str], tuple[int, _States]] = {}
         from gpuradar.storage.index import IndexMemo
