@@ -240,6 +240,7 @@ class NormalizePipeline:
         self.fx = FxTable()
         self.unknown: set[str] = set()
         self.ranges: dict[str, tuple[float, float]] = {}
+        self.warned: set[tuple[str, ...]] = set()  # without a crawl service (a test)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
 
     @classmethod
@@ -269,12 +270,14 @@ class NormalizePipeline:
             if item.gpu_raw not in self.unknown:
                 self.unknown.add(item.gpu_raw)
                 self.crawler.stats.set_value("gpuradar/unknown_gpu_names", sorted(self.unknown))
-            warn_once_per_process(log, ("unknown_gpu", item.source, item.gpu_raw),
+            warn_once_per_process(self.crawler, self.warned, log,
+                                  ("unknown_gpu", item.source, item.gpu_raw),
                                   "%s: GPU %r matches nothing in the catalog; kept as-is",
                                   item.source, item.gpu_raw)
         if reason == "implausible_price":
             warn_once_per_process(
-                log, ("implausible", item.source, *item.key, str(item.price)),
+                self.crawler, self.warned, log,
+                ("implausible", item.source, *item.key, str(item.price)),
                 "%s: %s %s %s is priced %s %s, outside the plausible %s-%s USD per GPU-hour; "
                 "quarantined (not stored, the offer keeps its last good price)", item.source,
                 item.region, item.instance_type, item.pricing, item.price, item.currency,

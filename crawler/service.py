@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import os
 import signal
@@ -38,6 +37,7 @@ from scrapy import signals
 from scrapy.exceptions import CloseSpider
 from scrapy.settings import Settings
 
+from gpuradar.core import collector
 from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.items import PriceBatch
 from gpuradar.core.outcome import CrawlStatus
@@ -263,10 +263,11 @@ def crawl_here(spidercls: type, settings: Settings,
     # The reactor's loop (Scrapy reads the same attribute), whatever is current meanwhile.
     loop = reactor._asyncioEventloop  # type: ignore[attr-defined]
     asyncio.set_event_loop(loop)
-    crawl = Crawl(spidercls, settings)
+    service = CrawlService(settings)
+    crawl = Crawl(spidercls, settings, memory=service.memory)
     if prepare is not None:
         prepare(crawl.crawler)
-    runner = CrawlService(settings).runner
+    runner = service.runner
 
     async def run() -> CrawlResult:
         return await crawl.begin(runner)
@@ -405,7 +406,8 @@ def run_once(sources: list[str], settings: Settings,
     settings.set("GPURADAR_KEEP_STATE", False, priority="cmdline")
     service = CrawlService(settings, one_shot=True)
     classes = spider_classes(settings)
-    crawls = {n: Crawl(classes[n], settings, on_item=on_item) for n in sources}
+    crawls = {n: Crawl(classes[n], settings, on_item=on_item, memory=service.memory)
+              for n in sources}
     tracked = {n: c.tracked for n, c in crawls.items()}
     stops = _Stops(reactor, url, tracked, on_interrupt)
 
@@ -416,16 +418,10 @@ def run_once(sources: list[str], settings: Settings,
     for logger in loggers:
         logger.addFilter(guard)
     previous = signal.signal(signal.SIGINT, stops.on_sigint)
-    thresholds = gc.get_threshold()
-    # Everything imported so far lives as long as the process: the collector's full passes
-    # over the crawl's objects (a few per large source) need not walk it again each time.
-    # Offers come and go by the thousand: collect the young generation less often.
-    gc.freeze()
-    gc.set_threshold(10_000, 10, 10)
     try:
-        service.run(lambda: service.in_order(crawls))
+        with collector.for_crawls():
+            service.run(lambda: service.in_order(crawls))
     finally:
-        gc.set_threshold(*thresholds)
         signal.signal(signal.SIGINT, previous)
         for logger in loggers:
             logger.removeFilter(guard)

@@ -208,6 +208,8 @@ class CrawlMemory:
         self.clock = clock
         #: (database URL, source) -> (id of the crawl that left this state, offers' state)
         self.states: dict[tuple[str, str], tuple[int, _States]] = {}
+        #: What the service's crawls have warned of (crawler.spiders.base): said once.
+        self.warned: set[tuple[str, ...]] = set()
         from gpuradar.storage.index import IndexMemo
 
         self.index = IndexMemo()
@@ -220,6 +222,7 @@ class CrawlMemory:
         from gpuradar.storage.index import IndexMemo
 
         self.states.clear()
+        self.warned.clear()
         self.index = IndexMemo()
 
 

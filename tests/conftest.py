@@ -199,15 +199,6 @@ def provider_server():
         yield server
 
 
-@pytest.fixture(autouse=True)
-def _warnings_as_in_a_fresh_process():
-    """Each test is a new process for the once-per-process warnings (uncatalogued products,
-    unknown GPU names): a test that expects a warning must not depend on test order."""
-    from gpuradar.crawler.spiders import base
-
-    base._warned_in_process.clear()
-
-
 # The files that take longest (seconds on the 2-core CI machine, measured with the whole
 # suite running): `make test` hands whole files to its workers (--dist loadfile), longest
 # first, so that no worker is left with a long file while the others are done. Order only;
@@ -233,6 +224,13 @@ LONGEST_FILES = (
     "tests/project/test_deploy.py",  # 28
     "tests/recommend/test_recommend.py",  # 24
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "process: starts a real process because the process is the subject "
+        "(signals, kill -9, two replicas, a child's own reactor); the daemon's logic is "
+        "tested in-process on a fake clock (tests/scheduler/harness.py)")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -648,6 +648,7 @@ class AzureSpider(GpuRadarSpider):
             self.uncatalogued(sku, f"{why}; the Resource SKUs API gives no GPU count for it")
             return None
         warn_once_per_process(
+            getattr(self, "crawler", None), self.__dict__.setdefault("_warned_here", set()),
             self.logger, ("sku_count", self.name, sku),
             "%s: %s is not in gpuradar's size table; its GPU count (%g) is the Resource SKUs "
             "API's", self.name, sku, count)

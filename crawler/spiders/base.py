@@ -24,15 +24,17 @@ UNCATALOGUED_NAMES = "gpuradar/uncatalogued_names"
 #: crawl record; the count still covers every offer.
 UNCATALOGUED_MAX_NAMES = 200
 
-_warned_in_process: set[tuple[str, ...]] = set()
-
-
-def warn_once_per_process(logger: logging.Logger | logging.LoggerAdapter, key: tuple[str, ...],
+def warn_once_per_process(crawler: Any, here: set[tuple[str, ...]],
+                          logger: logging.Logger | logging.LoggerAdapter, key: tuple[str, ...],
                           message: str, *args: Any) -> None:
-    """Log a warning the first time `key` comes up in this process: a daemon crawls the
-    same sources all day, and one line per crawl about the same product is noise."""
-    if key not in _warned_in_process:
-        _warned_in_process.add(key)
+    """Log a warning the first time `key` comes up for the crawl service that runs
+    `crawler` (its CrawlMemory: a daemon's lives as long as the process, which crawls the
+    same sources all day; one line per crawl about the same product would be noise).
+    `here`: the caller's own set, for a crawler that no service runs (a test's)."""
+    memory = crawler.settings.get("GPURADAR_CRAWL_MEMORY") if crawler is not None else None
+    seen = memory.warned if memory is not None else here
+    if key not in seen:
+        seen.add(key)
         logger.warning(message, *args)
 
 
@@ -188,7 +190,8 @@ class GpuRadarSpider(scrapy.Spider):
                 names[raw_name] = names.get(raw_name, 0) + 1
                 stats.set_value(UNCATALOGUED_NAMES, names)
         warn_once_per_process(
-            self.logger, ("uncatalogued", self.name, raw_name),
+            crawler, self.__dict__.setdefault("_warned_here", set()), self.logger,
+            ("uncatalogued", self.name, raw_name),
             "%s: %s is not in gpuradar's catalog (%s); reported as uncatalogued, not stored",
             self.name, raw_name, detail or "GPU model or count unknown")
 

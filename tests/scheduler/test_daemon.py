@@ -4,7 +4,8 @@ webhook receiver, read through /metrics and /healthz, stopped and reloaded by si
 
 Every test can run alone and in any order: the tests that only watch a replayed daemon
 share one; the tests that reload or stop a daemon, the hanging-source and the kill -9 tests
-start their own."""
+start their own. What the daemon decides (its schedule, backoff, the watcher, a rejected
+reload) is tested in-process on a fake clock: test_daemon_logic.py."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ from tests.daemon_helpers import (
 )
 from tests.provider_server import Reply, serve_standard
 from tests.routes.core import AZURE_STANDARD_REQUESTS
+
+pytestmark = pytest.mark.process  # the process's signals, logs, exit and kill -9
 
 SECRET = "SEKRET-vast-key-123456"
 # one source each, so that a cheaper offer from another source does not re-notify
@@ -217,44 +220,6 @@ def test_sighup_with_a_valid_config_applies_new_rules(own_replay):
     d.wait_metric("gpuradar_rules_firing", 2)
     assert sum("H100" in s for s in smtp.subjects()) == 1  # the old rule did not re-fire
     assert "configuration reloaded (SIGHUP): 2 rule(s)" in d.logs()
-
-
-@pytest.mark.parametrize("broken, error", [
-    ("rules: [\"H100 under $100/h\"\n  bad: [", "not valid YAML"),
-    ("rules: [\"H10O under banana\"]\n", "H10O"),
-])
-def test_sighup_with_a_broken_config_keeps_the_old_one(own_replay, broken, error):
-    d = own_replay["daemon"]
-    d.wait_metric("gpuradar_rules_firing", 1)  # the H100 rule of the configuration in force
-    failures = d.value("gpuradar_config_reloads_total", result="failure")
-    own_replay["path"].write_text(broken)
-    crawls = d.value("gpuradar_crawls_total", source="vastai", status="ok")
-    d.signal(signal.SIGHUP)
-    d.wait_metric("gpuradar_config_reloads_total", failures + 1, result="failure")
-    rejected = [json.loads(line) for line in d.logs().splitlines()
-                if "reload (SIGHUP) rejected" in line]
-    assert rejected and error in rejected[-1]["message"]
-    assert rejected[-1]["level"] == "error"
-    # still crawling and evaluating with the old configuration
-    d.wait_metric("gpuradar_crawls_total", crawls + 1, source="vastai", status="ok")
-    assert d.value("gpuradar_rules_firing") == 1
-    assert d.healthz()[0] == 200
-
-
-def test_a_changed_config_file_is_reloaded_without_a_signal(own_replay):
-    d = own_replay["daemon"]
-    config = dict(own_replay["config"],
-                  daemon={**own_replay["config"]["daemon"], "watch_interval": 1})
-    write_config(own_replay["path"], config)
-    reloads = d.value("gpuradar_config_reloads_total", result="success")
-    d.signal(signal.SIGHUP)  # turns the watcher on
-    d.wait_metric("gpuradar_config_reloads_total", reloads + 1, result="success")
-    config["sources"] = {**config["sources"], "oci": {"interval": 7, **FAST}}
-    write_config(own_replay["path"], config)
-    d.wait_metric("gpuradar_config_reloads_total", reloads + 2, result="success")
-    logs = d.logs()
-    assert "configuration reloaded (the config file changed)" in logs
-    assert "oci: every 7s" in logs
 
 
 def test_sigterm_exits_0_within_the_grace_period(own_replay):
