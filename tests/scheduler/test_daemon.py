@@ -79,7 +79,8 @@ def replayed_daemon(work: Path, sqlite_template: Path) -> Iterator[dict[str, Any
 
 @pytest.fixture(scope="module")
 def replay(tmp_path_factory, sqlite_template):
-    """One daemon shared by the tests that only watch it: none of them changes it."""
+    """One daemon for the test that only watches it (its log lines). What it notifies and
+    exports is tested in-process: test_daemon_logic.py."""
     with replayed_daemon(tmp_path_factory.mktemp("daemon"), sqlite_template) as parts:
         yield parts
 
@@ -89,106 +90,6 @@ def own_replay(tmp_path, sqlite_template):
     """A daemon of the test's own, for the tests that reload or stop it."""
     with replayed_daemon(tmp_path, sqlite_template) as parts:
         yield parts
-
-
-def test_a_matching_rule_notifies_by_email_and_webhook_once(replay):
-    d, smtp, hook = replay["daemon"], replay["smtp"], replay["hook"]
-    wait_for(lambda: smtp.messages and hook.posts, 30, "the email and the webhook",
-             on_fail=d.tail)
-    assert "H100" in smtp.subjects()[0]
-    assert "H100" in hook.titles()[0]
-    body = smtp.messages[0].get_body(("plain",)).get_content()
-    assert "vastai" in body
-    # the recording loops: several more crawls and evaluations, no second notification
-    crawls = d.value("gpuradar_crawls_total", source="vastai", status="ok")
-    d.wait_metric("gpuradar_crawls_total", crawls + 2, source="vastai", status="ok")
-    d.wait_metric("gpuradar_rule_evaluations_total", 4, result="ok", rule="")
-    assert len(smtp.messages) == 1 and len(hook.posts) == 1
-
-
-def test_metrics_show_crawls_prices_and_notifications(replay):
-    d = replay["daemon"]
-    d.wait_metric("gpuradar_notifications_total", 1, channel="email", status="sent")
-    d.wait_metric("gpuradar_notifications_total", 1, channel="webhook", status="sent")
-    for source in ("vastai", "lambda", "oci"):
-        d.wait_metric("gpuradar_crawls_total", 1, source=source, status="ok")
-    m = d.metrics()
-
-    def get(name, **labels):
-        return m.get((name, frozenset(labels.items())))
-
-    for source in ("vastai", "lambda", "oci"):
-        assert get("gpuradar_crawls_total", source=source, status="ok") >= 1
-        assert get("gpuradar_crawls_total", source=source, status="failed") == 0
-        assert get("gpuradar_crawl_duration_seconds_count", source=source) >= 1
-        assert get("gpuradar_last_success_timestamp_seconds", source=source) > 1.7e9
-        assert get("gpuradar_source_consecutive_failures", source=source) == 0
-    assert get("gpuradar_crawl_items_total", source="vastai") >= 4
-    assert get("gpuradar_offer_changes_total", source="vastai", change="new") == 4
-    # the interval in force (the config's 2 s), which the staleness alert reads
-    assert get("gpuradar_source_interval_seconds", source="vastai") == 2
-    assert get("gpuradar_offers", source="vastai", pricing="on_demand",
-               availability="available") > 0
-    h100 = [v for (name, labels), v in m.items()
-            if name == "gpuradar_cheapest_usd_per_gpu_hour"
-            and ("gpu", "H100-SXM-80GB") in labels and ("source", "vastai") in labels]
-    assert h100 and all(0 < v < 100 for v in h100)
-    assert get("gpuradar_rules_firing") == 1
-    assert get("gpuradar_outbox_backlog") == 0
-    assert get("gpuradar_database_up") == 1
-    assert [k for k in m if k[0] == "gpuradar_build_info"]
-    assert get("process_resident_memory_bytes") > 0
-    # labels stay bounded: no offer ids, regions or URLs (rule names come from the config)
-    label_names = {k for (_, labels) in m for k, _ in labels}
-    assert label_names <= {"source", "status", "le", "reason", "change", "pricing",
-                           "availability", "gpu", "channel", "result", "rule", "job", "version",
-                           "python", "scrapy", "implementation", "major", "minor",
-                           "patchlevel", "generation", "vendor", "kind", "frameworks",
-                           "stat"}  # the market index: median/p10/p90
-    status, health = d.healthz()
-    assert status == 200 and health["status"] == "ok" and health["database"] == "ok"
-
-
-def test_a_scrape_passes_promtool_with_units_separate_counts_and_zeros(replay):
-    """`promtool check metrics` on a scrape of the running daemon; the index carries its unit
-    in its name (it was gpuradar_price_index_usd) and its offers, providers and excluded
-    offers are separate metrics (they were one, under a label `count`, and cannot be
-    summed); labelled counters have their known series at 0 before any event (they had
-    none until the first, so rate() and absence alerts misbehaved after a restart)."""
-    import subprocess
-
-    from tests.project.test_deploy import tool
-
-    d = replay["daemon"]
-    for source in ("vastai", "lambda", "oci"):
-        d.wait_metric("gpuradar_crawls_total", 1, source=source, status="ok")
-    text = d.metrics_text()
-    proc = subprocess.run([tool("promtool"), "check", "metrics"], input=text,
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0 and not proc.stdout.strip() and not proc.stderr.strip(), proc
-    m = d.metrics()
-
-    def get(name, **labels):
-        return m.get((name, frozenset(labels.items())))
-
-    h100 = {"gpu": "H100-SXM-80GB", "pricing": "on_demand"}
-    assert get("gpuradar_price_index_usd_per_gpu_hour", **h100, stat="median") > 0
-    assert get("gpuradar_price_index_offers", **h100) >= 1
-    assert get("gpuradar_price_index_providers", **h100) >= 1
-    assert get("gpuradar_price_index_excluded_offers", **h100) >= 0
-    assert "gpuradar_price_index_usd{" not in text and 'count="' not in text
-    # known label values, before their first event
-    assert get("gpuradar_notifications_total", channel="slack", status="failed") == 0
-    assert get("gpuradar_notifications_total", channel="email", status="retry") == 0
-    assert get("gpuradar_config_reloads_total", result="failure") == 0
-    assert get("gpuradar_config_reloads_total", result="success") == 0
-    assert get("gpuradar_leader_lock_attempts_total", result="unreachable") == 0
-    for source in ("vastai", "lambda", "oci"):
-        assert get("gpuradar_offer_changes_total", source=source, change="closed") == 0
-        assert get("gpuradar_crawl_dropped_items_total", source=source,
-                   reason="implausible_price") == 0
-        assert get("gpuradar_scheduler_skipped_runs_total", job=f"crawl:{source}",
-                   reason="max_instances") == 0
 
 
 def test_logs_are_json_lines_without_secrets(replay):

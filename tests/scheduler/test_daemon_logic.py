@@ -11,6 +11,11 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,7 +26,10 @@ from prometheus_client import generate_latest
 from gpuradar.core.clock import FakeClock
 from gpuradar.scheduler.daemon import FX_FIRST_DELAY
 from tests.daemon_helpers import (
+    SmtpSink,
+    WebhookSink,
     copy_recordings,
+    free_port,
     only_sources,
     parse_metrics,
     query,
@@ -30,6 +38,7 @@ from tests.daemon_helpers import (
 from tests.scheduler.harness import in_process_daemon
 
 START = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+SECRET = "SEKRET-vast-key-123456"
 NO_JITTER = {"jitter": 0}
 
 
@@ -207,3 +216,144 @@ def test_a_broken_config_is_rejected_and_the_old_one_stays(tmp_path, sqlite_temp
         assert metric(h.daemon, "gpuradar_rules_firing") == 1
         assert h.daemon.health.check()[0] is True
         assert json.dumps(h.daemon.loaded.cfg.rules) == json.dumps(cfg["rules"])
+
+
+# -- a replayed daemon notifying real receivers, read through its /metrics and /healthz ------
+H100_RULE = "H100 under $100/h on vastai"
+
+
+@contextmanager
+def replayed(tmp_path: Path, sqlite_template: Path, monkeypatch: Any
+             ) -> Iterator[tuple[Any, SmtpSink, WebhookSink, int]]:
+    """Three recorded sources on 2-5 s intervals with the H100 rule, notifying a real SMTP
+    server and a real webhook, /metrics and /healthz on a port of their own; the harness
+    after its first crawls, evaluations and deliveries (and its metrics port)."""
+    recordings = copy_recordings(tmp_path / "recordings", ["lambda", "vastai", "oci"])
+    port = free_port()
+    with SmtpSink() as smtp, WebhookSink() as hook:
+        path, _cfg = config(
+            tmp_path, sqlite_template,
+            {"vastai": {"interval": 2, "api_key": SECRET, **NO_JITTER},
+             "lambda": {"interval": 3, **NO_JITTER}, "oci": {"interval": 5, **NO_JITTER}},
+            targets={"mail": smtp.url, "hook": hook.url}, rules=[H100_RULE],
+            metrics={"enabled": True, "address": "127.0.0.1", "port": port},
+            daemon={"outbox_interval": 1, "watch_interval": 0})
+        with in_process_daemon(monkeypatch, path, FakeClock(START), replay=recordings) as h:
+            h.run_due()
+            yield h, smtp, hook, port
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def healthz(port: int) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_a_matching_rule_notifies_by_email_and_webhook_once(tmp_path, sqlite_template,
+                                                            monkeypatch):
+    with replayed(tmp_path, sqlite_template, monkeypatch) as (h, smtp, hook, port):
+        assert len(smtp.messages) == 1 and len(hook.posts) == 1
+        assert "H100" in smtp.subjects()[0]
+        assert "H100" in hook.titles()[0]
+        body = smtp.messages[0].get_body(("plain",)).get_content()
+        assert "vastai" in body
+        # the recording again and again: more crawls and evaluations, no second notification
+        for _ in range(3):
+            h.advance(2)
+        m = parse_metrics(scrape(port))
+        assert m[("gpuradar_crawls_total",
+                  frozenset({"source": "vastai", "status": "ok"}.items()))] == 4
+        assert m[("gpuradar_rule_evaluations_total",
+                  frozenset({"result": "ok", "rule": ""}.items()))] >= 4
+        assert len(smtp.messages) == 1 and len(hook.posts) == 1
+
+
+def test_metrics_show_crawls_prices_and_notifications(tmp_path, sqlite_template, monkeypatch):
+    with replayed(tmp_path, sqlite_template, monkeypatch) as (_h, _smtp, _hook, port):
+        m = parse_metrics(scrape(port))
+
+        def get(name, **labels):
+            return m.get((name, frozenset(labels.items())))
+
+        assert get("gpuradar_notifications_total", channel="email", status="sent") == 1
+        assert get("gpuradar_notifications_total", channel="webhook", status="sent") == 1
+        for source in ("vastai", "lambda", "oci"):
+            assert get("gpuradar_crawls_total", source=source, status="ok") >= 1
+            assert get("gpuradar_crawls_total", source=source, status="failed") == 0
+            assert get("gpuradar_crawl_duration_seconds_count", source=source) >= 1
+            assert get("gpuradar_last_success_timestamp_seconds", source=source) > 1.7e9
+            assert get("gpuradar_source_consecutive_failures", source=source) == 0
+        assert get("gpuradar_crawl_items_total", source="vastai") >= 4
+        assert get("gpuradar_offer_changes_total", source="vastai", change="new") == 4
+        # the interval in force (the config's 2 s), which the staleness alert reads
+        assert get("gpuradar_source_interval_seconds", source="vastai") == 2
+        assert get("gpuradar_offers", source="vastai", pricing="on_demand",
+                   availability="available") > 0
+        h100 = [v for (name, labels), v in m.items()
+                if name == "gpuradar_cheapest_usd_per_gpu_hour"
+                and ("gpu", "H100-SXM-80GB") in labels and ("source", "vastai") in labels]
+        assert h100 and all(0 < v < 100 for v in h100)
+        assert get("gpuradar_rules_firing") == 1
+        assert get("gpuradar_outbox_backlog") == 0
+        assert get("gpuradar_database_up") == 1
+        assert [k for k in m if k[0] == "gpuradar_build_info"]
+        assert get("process_resident_memory_bytes") > 0
+        # labels stay bounded: no offer ids, regions or URLs (rule names come from the config)
+        label_names = {k for (_, labels) in m for k, _ in labels}
+        assert label_names <= {"source", "status", "le", "reason", "change", "pricing",
+                               "availability", "gpu", "channel", "result", "rule", "job",
+                               "version", "python", "scrapy", "implementation", "major",
+                               "minor", "patchlevel", "generation", "vendor", "kind",
+                               "frameworks", "stat"}  # the market index: median/p10/p90
+        status, health = healthz(port)
+        assert status == 200 and health["status"] == "ok" and health["database"] == "ok"
+        assert SECRET not in scrape(port)
+
+
+def test_a_scrape_passes_promtool_with_units_separate_counts_and_zeros(tmp_path,
+                                                                       sqlite_template,
+                                                                       monkeypatch):
+    """`promtool check metrics` on a scrape of the running daemon; the index carries its unit
+    in its name (it was gpuradar_price_index_usd) and its offers, providers and excluded
+    offers are separate metrics (they were one, under a label `count`, and cannot be
+    summed); labelled counters have their known series at 0 before any event (they had
+    none until the first, so rate() and absence alerts misbehaved after a restart)."""
+    from tests.project.test_deploy import tool
+
+    with replayed(tmp_path, sqlite_template, monkeypatch) as (_h, _smtp, _hook, port):
+        text = scrape(port)
+    proc = subprocess.run([tool("promtool"), "check", "metrics"], input=text,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and not proc.stdout.strip() and not proc.stderr.strip(), proc
+    m = parse_metrics(text)
+
+    def get(name, **labels):
+        return m.get((name, frozenset(labels.items())))
+
+    for source in ("vastai", "lambda", "oci"):
+        assert get("gpuradar_crawls_total", source=source, status="ok") == 1
+    h100 = {"gpu": "H100-SXM-80GB", "pricing": "on_demand"}
+    assert get("gpuradar_price_index_usd_per_gpu_hour", **h100, stat="median") > 0
+    assert get("gpuradar_price_index_offers", **h100) >= 1
+    assert get("gpuradar_price_index_providers", **h100) >= 1
+    assert get("gpuradar_price_index_excluded_offers", **h100) >= 0
+    assert "gpuradar_price_index_usd{" not in text and 'count="' not in text
+    # known label values, before their first event
+    assert get("gpuradar_notifications_total", channel="slack", status="failed") == 0
+    assert get("gpuradar_notifications_total", channel="email", status="retry") == 0
+    assert get("gpuradar_config_reloads_total", result="failure") == 0
+    assert get("gpuradar_config_reloads_total", result="success") == 0
+    assert get("gpuradar_leader_lock_attempts_total", result="unreachable") == 0
+    for source in ("vastai", "lambda", "oci"):
+        assert get("gpuradar_offer_changes_total", source=source, change="closed") == 0
+        assert get("gpuradar_crawl_dropped_items_total", source=source,
+                   reason="implausible_price") == 0
+        assert get("gpuradar_scheduler_skipped_runs_total", job=f"crawl:{source}",
+                   reason="max_instances") == 0
