@@ -184,9 +184,15 @@ def in_process_daemon(monkeypatch: Any, config: Path, clock: FakeClock, *,
     fake = _datetime_on(clock)
     for name in _APSCHEDULER_CLOCK_READERS:
         monkeypatch.setattr(importlib.import_module(name), "datetime", fake)
+    from gpuradar.core.logs import REDACT
+
+    secrets = REDACT._secrets  # the daemon masks its configuration's secrets process-wide
     harness = DaemonHarness(config, clock, replay=replay)
-    harness.start()
     try:
+        harness.start()
         yield harness
     finally:
-        harness.stop()
+        try:
+            harness.stop()
+        finally:
+            REDACT.set_secrets(secrets)
