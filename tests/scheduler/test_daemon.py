@@ -2,10 +2,9 @@
 or served over real HTTP on loopback, notifying a real SMTP server (aiosmtpd) and a real
 webhook receiver, read through /metrics and /healthz, stopped and reloaded by signals.
 
-Every test can run alone and in any order: the tests that only watch a replayed daemon
-share one; the tests that reload or stop a daemon, the hanging-source and the kill -9 tests
-start their own. What the daemon decides (its schedule, backoff, the watcher, a rejected
-reload) is tested in-process on a fake clock: test_daemon_logic.py."""
+Every test can run alone and in any order; each starts its own daemon. What the daemon
+decides (its schedule, backoff, the watcher, a rejected reload) and what it notifies and
+exports (/metrics, promtool) is tested in-process on a fake clock: test_daemon_logic.py."""
 
 from __future__ import annotations
 
@@ -77,14 +76,6 @@ def replayed_daemon(work: Path, sqlite_template: Path) -> Iterator[dict[str, Any
             daemon.cleanup()
 
 
-@pytest.fixture(scope="module")
-def replay(tmp_path_factory, sqlite_template):
-    """One daemon for the test that only watches it (its log lines). What it notifies and
-    exports is tested in-process: test_daemon_logic.py."""
-    with replayed_daemon(tmp_path_factory.mktemp("daemon"), sqlite_template) as parts:
-        yield parts
-
-
 @pytest.fixture
 def own_replay(tmp_path, sqlite_template):
     """A daemon of the test's own, for the tests that reload or stop it."""
@@ -92,9 +83,12 @@ def own_replay(tmp_path, sqlite_template):
         yield parts
 
 
-def test_logs_are_json_lines_without_secrets(replay):
-    d = replay["daemon"]
-    # after a crawl and a delivery, the moments a key or a target could leak
+def test_logs_are_json_lines_without_secrets_and_sighup_applies_new_rules(own_replay):
+    """The process's log lines (after a crawl and a delivery, the moments a key or a target
+    could leak), then SIGHUP with a valid configuration: one daemon for both."""
+    d, smtp, hook = own_replay["daemon"], own_replay["smtp"], own_replay["hook"]
+    wait_for(lambda: any("H100" in s for s in smtp.subjects()), 30, "the H100 rule's email",
+             on_fail=d.tail)
     d.wait_metric("gpuradar_notifications_total", 1, channel="email", status="sent")
     logs = wait_for(lambda: "crawl ok" in d.logs() and d.logs(), 30, "a crawl's log line",
                     on_fail=d.tail)
@@ -104,13 +98,7 @@ def test_logs_are_json_lines_without_secrets(replay):
     assert any(r.get("source") == "vastai" and "crawl ok" in r["message"] for r in records)
     assert SECRET not in logs
     assert SECRET not in d.metrics_text()
-    assert replay["smtp"].url not in logs
-
-
-def test_sighup_with_a_valid_config_applies_new_rules(own_replay):
-    d, smtp, hook = own_replay["daemon"], own_replay["smtp"], own_replay["hook"]
-    wait_for(lambda: any("H100" in s for s in smtp.subjects()), 30, "the H100 rule's email",
-             on_fail=d.tail)
+    assert smtp.url not in logs
     config = dict(own_replay["config"], rules=[H100_RULE, A100_RULE])
     write_config(own_replay["path"], config)
     d.signal(signal.SIGHUP)
