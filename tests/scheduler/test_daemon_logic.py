@@ -22,9 +22,12 @@ from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
+from sqlalchemy import update
 
 from gpuradar.core.clock import FakeClock
 from gpuradar.scheduler.daemon import FX_FIRST_DELAY
+from gpuradar.storage.db import get_engine
+from gpuradar.storage.models import CRAWL
 from tests.daemon_helpers import (
     SmtpSink,
     WebhookSink,
@@ -357,3 +360,36 @@ def test_a_scrape_passes_promtool_with_units_separate_counts_and_zeros(tmp_path,
                    reason="implausible_price") == 0
         assert get("gpuradar_scheduler_skipped_runs_total", job=f"crawl:{source}",
                    reason="max_instances") == 0
+
+
+def test_deposed_it_stops_scheduling_and_elected_again_it_resumes_where_the_store_says(
+        tmp_path, sqlite_template, replays, monkeypatch, caplog):
+    """What a lost and a regained leader lock do to the schedule (stand_by() and lead(), as
+    Leadership calls them; the lock itself and two replicas: test_ha.py): deposed, no crawl
+    or outbox job is left and nothing is stalled; elected, the outbox is swept at once and
+    each source is due by its last success in the store, not by the old schedule."""
+    caplog.set_level(logging.INFO, "gpuradar.daemon")
+    path, cfg = config(tmp_path, sqlite_template, {"lambda": {"interval": 600, **NO_JITTER},
+                                                   "vastai": {"interval": 900, **NO_JITTER}},
+                       daemon={"outbox_interval": 30, "watch_interval": 0})
+    db = cfg["database_url"]
+    clock = FakeClock(START)
+    with in_process_daemon(monkeypatch, path, clock, replay=replays) as h:
+        h.run_due()
+        h.daemon.health.stalled["lambda"] = "a stall the standby must not keep"
+        h.call(h.daemon.stand_by)
+        jobs = {j.id for j in h.daemon.scheduler.get_jobs()}
+        assert not {j for j in jobs if j.startswith("crawl:")} and "outbox" not in jobs
+        assert h.daemon.health.stalled == {}
+        h.advance(3600)  # an hour as a standby: nothing crawled
+        assert len(crawls(db, "lambda")) == 1 and len(crawls(db, "vastai")) == 1
+        # the other replica crawled lambda 5 minutes ago (its row, as the store shows it)
+        with get_engine(db).begin() as conn:
+            conn.execute(update(CRAWL).where(CRAWL.c.source == "lambda").values(
+                started_at=clock.now() - timedelta(minutes=5)))
+        h.call(h.daemon.lead)
+        assert h.next_run("outbox") == clock.now()
+        assert h.next_run("crawl:lambda") == clock.now() + timedelta(minutes=5)
+        assert h.next_run("crawl:vastai") == clock.now()  # its last success is an hour old
+        h.run_due()
+        assert len(crawls(db, "vastai")) == 2 and len(crawls(db, "lambda")) == 1
