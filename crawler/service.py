@@ -209,8 +209,9 @@ class CrawlService:
 
         self.runner = AsyncCrawlerProcess(settings) if one_shot else AsyncCrawlerRunner(
             settings)
-        #: What this service's crawls leave for its next crawl of the same source (each
-        #: source's offer state, the index's memo): the daemon's crawls again and again.
+        #: What this service gives its crawls and keeps between them (each source's offer
+        #: state, the index's memo, the warnings given once, its clock): a daemon's
+        #: service crawls the same sources again and again.
         self.memory = CrawlMemory(clock)
 
     def start(self, spidercls: type, settings: Any, *, time_limit: float | None = None,
