@@ -137,6 +137,24 @@ class DaemonHarness:
         self.clock.advance(seconds)
         return self.run_due()
 
+    def advance_without_waiting(self, seconds: float) -> None:
+        """Move the clock and submit what became due, without waiting for it to end (a crawl
+        still running when its next run is due: APScheduler's max_instances)."""
+        self.clock.advance(seconds)
+        self.daemon.scheduler._process_jobs()
+        self.loop.run_until_complete(asyncio.sleep(0))  # the jobs begin
+
+    def wait_until(self, done: Callable[[], bool]) -> None:
+        """Run the loop until `done()` (what the daemon's running jobs do takes real time:
+        a crawl's request); then until nothing it started is left running."""
+
+        async def until() -> None:
+            while not done():
+                await asyncio.sleep(0.01)
+
+        self.loop.run_until_complete(until())
+        self._settle()
+
     def next_run(self, job_id: str) -> datetime | None:
         job = self.daemon.scheduler.get_job(job_id)
         return None if job is None else job.next_run_time
@@ -188,6 +206,13 @@ def in_process_daemon(monkeypatch: Any, config: Path, clock: FakeClock, *,
 
     secrets = REDACT._secrets  # the daemon masks its configuration's secrets process-wide
     harness = DaemonHarness(config, clock, replay=replay)
+    # The reactor never runs here, so its thread pool, where its resolver looks names up,
+    # never starts: names (of loopback servers) are looked up in place instead.
+    from twisted.internet import reactor
+    from twisted.internet.base import BlockingResolver
+
+    resolver = reactor.resolver  # type: ignore[attr-defined]
+    reactor.installResolver(BlockingResolver())  # type: ignore[attr-defined]
     try:
         harness.start()
         yield harness
@@ -196,3 +221,4 @@ def in_process_daemon(monkeypatch: Any, config: Path, clock: FakeClock, *,
             harness.stop()
         finally:
             REDACT.set_secrets(secrets)
+            reactor.installResolver(resolver)  # type: ignore[attr-defined]

@@ -393,3 +393,53 @@ def test_deposed_it_stops_scheduling_and_elected_again_it_resumes_where_the_stor
         assert h.next_run("crawl:vastai") == clock.now()  # its last success is an hour old
         h.run_due()
         assert len(crawls(db, "vastai")) == 2 and len(crawls(db, "lambda")) == 1
+
+
+def test_a_source_whose_crawls_stop_starting_fails_liveness_until_one_starts(
+        tmp_path, sqlite_template, provider_server, monkeypatch, caplog):
+    """APScheduler's own events, in-process: while a crawl is still running (its provider
+    holds the answer), each due run of the source is skipped (max_instances); past
+    `daemon.liveness_intervals` of them (and what the crawl's time limit explains) the
+    health check fails naming the source; once the crawl ends the next run starts and the
+    health check passes again. (The events fed by hand, over HTTP: test_liveness.py.)"""
+    import threading
+
+    from tests.provider_server import serve_standard
+
+    endpoints = serve_standard(provider_server, only=["vastai"])
+    bundles = provider_server.routes[("POST", "/api/v0/bundles/")]
+    answer = threading.Event()
+
+    def held(req: Any) -> Any:  # the provider answers when the test lets it
+        answer.wait(60)
+        return bundles(req)
+
+    provider_server.route("POST", "/api/v0/bundles/", held)
+    path, cfg = config(tmp_path, sqlite_template, {"vastai": {"interval": 60, "timeout": 20,
+                                                              **NO_JITTER}},
+                       endpoints=endpoints, scrapy={"DOWNLOAD_DELAY": 0},
+                       daemon={"liveness_intervals": 3, "watch_interval": 0})
+    caplog.set_level(logging.ERROR, "gpuradar.daemon")
+    clock = FakeClock(START)
+    try:
+        with in_process_daemon(monkeypatch, path, clock) as h:
+            h.advance_without_waiting(0)  # the first crawl starts and waits for its answer
+            for _ in range(3):  # three due runs skipped: allowed
+                h.advance_without_waiting(60)
+            assert h.daemon.health.check()[0] is True
+            h.advance_without_waiting(60)  # the fourth
+            alive, body = h.daemon.health.check()
+            assert alive is False and body["status"] == "unhealthy"
+            assert body["stalled_crawls"] == {"vastai": (
+                "4 due crawls in a row did not start (its previous crawl still holds its "
+                "slot, or the scheduler missed them; allowed: 3)")}
+            assert "vastai: 4 due crawls in a row did not start" in caplog.text
+            answer.set()  # the provider answers: the crawl ends
+            h.wait_until(lambda: h.daemon.state["vastai"].job_task is None)
+            assert [s for s, _ in crawls(cfg["database_url"], "vastai")] == ["ok"], query(
+                cfg["database_url"], "SELECT error, items FROM crawl")
+            h.advance(60)  # the next due run starts
+            assert len(crawls(cfg["database_url"], "vastai")) == 2
+            assert h.daemon.health.check()[0] is True and h.daemon.health.stalled == {}
+    finally:
+        answer.set()
