@@ -185,6 +185,10 @@ def _reactor_loop() -> asyncio.AbstractEventLoop:
     crawls run on it while the harness runs the loop, the reactor itself never runs."""
     from gpuradar.scheduler.daemon import install_asyncio_reactor
 
+    if asyncio._get_running_loop() is not None:
+        raise RuntimeError("the in-process daemon needs this thread's event loop, and one is "
+                           "running here (Playwright's sync API keeps one: use the harness "
+                           "in a module without it)")
     install_asyncio_reactor()
     from twisted.internet import reactor
 

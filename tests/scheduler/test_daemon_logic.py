@@ -29,6 +29,7 @@ from gpuradar.scheduler.daemon import FX_FIRST_DELAY
 from gpuradar.storage.db import get_engine
 from gpuradar.storage.models import CRAWL
 from tests.daemon_helpers import (
+    RECORDINGS,
     SmtpSink,
     WebhookSink,
     copy_recordings,
@@ -251,6 +252,15 @@ def scrape(port: int) -> str:
         return r.read().decode()
 
 
+def request(url: str, method: str = "GET") -> tuple[int, dict[str, str], str]:
+    req = urllib.request.Request(url, method=method, data=b"x" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, dict(r.headers), r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read().decode()
+
+
 def healthz(port: int) -> tuple[int, dict[str, Any]]:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
@@ -443,3 +453,41 @@ def test_a_source_whose_crawls_stop_starting_fails_liveness_until_one_starts(
             assert h.daemon.health.check()[0] is True and h.daemon.health.stalled == {}
     finally:
         answer.set()
+
+
+def test_the_running_service_serves_the_page(tmp_path, sqlite_template, monkeypatch):
+    """The daemon (`gpuradar run --replay`) on every shipped real recording, without any
+    credential (gcp's needs an API key live), crawls each ok and answers `/` on its web port
+    with its offers, dated at their capture and marked replayed (issue #32); its own
+    endpoint keeps /metrics and the health checks only. (Here, not in test_web.py:
+    Playwright's sync API keeps an event loop running in that module's thread.)"""
+    recorded = sorted(p.name for p in RECORDINGS.iterdir() if (p / "index.json").exists())
+    recordings = copy_recordings(tmp_path / "recordings", recorded)
+    shutil.copy(sqlite_template, tmp_path / "gpuradar.db")
+    port, web_port = free_port(), free_port()
+    config = write_config(tmp_path / "gpuradar.yaml", {
+        "database_url": f"sqlite:///{tmp_path / 'gpuradar.db'}",
+        "sources": {name: {"interval": 600, "jitter": 0} for name in recorded},
+        "metrics": {"address": "127.0.0.1", "port": port},
+        "web": {"enabled": True, "address": "127.0.0.1", "port": web_port},
+        "daemon": {"watch_interval": 0}})
+    monkeypatch.setenv("GCP_API_KEY", "")
+    monkeypatch.setenv("VAST_API_KEY", "")
+    clock = FakeClock(START)
+    with in_process_daemon(monkeypatch, config, clock, replay=recordings) as h:
+        h.run_due()
+        statuses = {name: [r[0] for r in query(
+            f"sqlite:///{tmp_path / 'gpuradar.db'}",
+            "SELECT status FROM crawl WHERE source = :s", s=name)] for name in recorded}
+        assert statuses == {name: ["ok"] for name in recorded}
+        status, _headers, body = request(f"http://127.0.0.1:{web_port}/")
+        assert status == 200 and "<table id=\"cheapest\">" in body
+        assert "H100-SXM-80GB" in body and "$0.4001" in body
+        assert "Cheapest live" not in body and "Replayed from recordings, not live" in body
+        assert "vastai captured 2026-08-22" in body and "gcp captured 2023-03-24" in body
+        assert "captured 2026-08-22 (replayed)" in body and " ago</td></tr>" not in body
+        assert request(f"http://127.0.0.1:{web_port}/", "POST")[0] == 405
+        # the daemon's own endpoint keeps /metrics and the health checks only
+        assert request(f"http://127.0.0.1:{port}/")[0] == 404
+        assert request(f"http://127.0.0.1:{port}/api/v1/offers")[0] == 404
+        assert request(f"http://127.0.0.1:{port}/healthz")[0] == 200

@@ -17,9 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.clirun import gpuradar
-from tests.daemon_helpers import RECORDINGS, copy_recordings, write_config
-from tests.daemon_helpers import query as sql
-from tests.helpers import free_port
+from tests.daemon_helpers import RECORDINGS
 from tests.scheduler.test_api import served
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -326,49 +324,6 @@ def test_the_page_is_read_only_and_escapes_what_it_echoes(site):
     status, _, body = request(site + "/?gpu=%22%3E%3Cb%3E&range=24h")  # into the range links
     assert status == 200 and "<b>" not in body and "gpu=%22%3E%3Cb%3E&amp;range=7d" in body
     assert "default-src 'none'" in headers["Content-Security-Policy"]
-
-
-def test_the_running_service_serves_the_page(tmp_path, sqlite_template, monkeypatch):
-    """The daemon (`gpuradar run --replay`, in-process on a fake clock:
-    tests/scheduler/harness.py) on every shipped real recording, without any credential
-    (gcp's needs an API key live), crawls each ok and answers `/` on its web port with its
-    offers, dated at their capture and marked replayed (issue #32); its own endpoint keeps
-    /metrics and the health checks only."""
-    from datetime import UTC
-
-    from gpuradar.core.clock import FakeClock
-    from tests.scheduler.harness import in_process_daemon
-
-    recorded = sorted(p.name for p in RECORDINGS.iterdir() if (p / "index.json").exists())
-    recordings = copy_recordings(tmp_path / "recordings", recorded)
-    shutil.copy(sqlite_template, tmp_path / "gpuradar.db")
-    port, web_port = free_port(), free_port()
-    config = write_config(tmp_path / "gpuradar.yaml", {
-        "database_url": f"sqlite:///{tmp_path / 'gpuradar.db'}",
-        "sources": {name: {"interval": 600, "jitter": 0} for name in recorded},
-        "metrics": {"address": "127.0.0.1", "port": port},
-        "web": {"enabled": True, "address": "127.0.0.1", "port": web_port},
-        "daemon": {"watch_interval": 0}})
-    monkeypatch.setenv("GCP_API_KEY", "")
-    monkeypatch.setenv("VAST_API_KEY", "")
-    clock = FakeClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC))
-    with in_process_daemon(monkeypatch, config, clock, replay=recordings) as h:
-        h.run_due()
-        statuses = {name: [r[0] for r in sql(
-            f"sqlite:///{tmp_path / 'gpuradar.db'}",
-            "SELECT status FROM crawl WHERE source = :s", s=name)] for name in recorded}
-        assert statuses == {name: ["ok"] for name in recorded}
-        status, _headers, body = request(f"http://127.0.0.1:{web_port}/")
-        assert status == 200 and "<table id=\"cheapest\">" in body
-        assert "H100-SXM-80GB" in body and "$0.4001" in body
-        assert "Cheapest live" not in body and "Replayed from recordings, not live" in body
-        assert "vastai captured 2026-08-22" in body and "gcp captured 2023-03-24" in body
-        assert "captured 2026-08-22 (replayed)" in body and " ago</td></tr>" not in body
-        assert request(f"http://127.0.0.1:{web_port}/", "POST")[0] == 405
-        # the daemon's own endpoint keeps /metrics and the health checks only
-        assert request(f"http://127.0.0.1:{port}/")[0] == 404
-        assert request(f"http://127.0.0.1:{port}/api/v1/offers")[0] == 404
-        assert request(f"http://127.0.0.1:{port}/healthz")[0] == 200
 
 
 def test_the_page_offers_every_pricing_kind_and_shows_a_capacity_block_apart(engine):
