@@ -21,7 +21,6 @@ the others are evaluated and notify as usual (`EvaluationResult.errors`).
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import threading
 import time
@@ -58,6 +57,7 @@ from gpuradar.alerts.state import (
     source_transition,
     transition,
 )
+from gpuradar.core import collector
 from gpuradar.core.units import format_duration
 from gpuradar.storage import alerts as store
 
@@ -230,11 +230,6 @@ def match_rules(engine: Engine, rules: list[Rule], *, now: datetime | None = Non
 
 
 # -- one evaluation ----------------------------------------------------------------------
-_gc_lock = threading.Lock()
-_gc_holders = 0          # evaluations running with the collector held off
-_gc_resume = False       # whether the first of them found it enabled
-
-
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """Hold off Python's cyclic garbage collector for the duration (it resumes as it was).
@@ -243,20 +238,10 @@ def gc_paused() -> Iterator[None]:
     matches, messages); reference counting frees them, yet every few thousand allocations
     the collector would traverse every tracked object of the process, the market's 100,000
     offers and the rules' state included: up to a third of a large evaluation's time (see
-    docs/benchmark.md). The few cycles an evaluation leaves are collected once it resumes."""
-    global _gc_holders, _gc_resume
-    with _gc_lock:
-        if _gc_holders == 0:
-            _gc_resume = gc.isenabled()
-            gc.disable()
-        _gc_holders += 1
-    try:
+    docs/benchmark.md). The few cycles an evaluation leaves are collected once it resumes.
+    The collector's one owner: gpuradar.core.collector.PAUSE."""
+    with collector.PAUSE.paused():
         yield
-    finally:
-        with _gc_lock:
-            _gc_holders -= 1
-            if _gc_holders == 0 and _gc_resume:
-                gc.enable()
 
 
 def evaluate(engine: Engine, rules: list[Rule], *, now: datetime | None = None,

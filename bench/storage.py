@@ -29,7 +29,7 @@ from sqlalchemy import (
 
 from bench.workload import Workload
 from gpuradar.storage.db import get_engine, upgrade
-from gpuradar.storage.ingest import CrawlWriter
+from gpuradar.storage.ingest import CrawlMemory, CrawlWriter
 from gpuradar.storage.models import PriceChange
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
@@ -71,11 +71,18 @@ def database(kind: str, workdir: Path, pg_admin: str) -> Iterator[Engine]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+#: What a daemon's crawl service keeps between its crawls (each source's offer state, the
+#: index's memo): the benchmark's crawls are a daemon's, one after the other.
+SERVICE_MEMORY = CrawlMemory()
+
+
 def ingest(engine: Engine, crawls: dict, batch: int = 1000) -> float:
-    """Write one crawl of every source; returns seconds."""
+    """Write one crawl of every source, as the daemon's crawl service does; returns
+    seconds."""
     t0 = time.perf_counter()
     for source, items in crawls.items():
-        writer = CrawlWriter(engine, source, started_at=items[0].observed_at)
+        writer = CrawlWriter(engine, source, started_at=items[0].observed_at,
+                             memory=SERVICE_MEMORY)
         for i in range(0, len(items), batch):
             writer.add(items[i:i + batch])
         writer.finish("ok")

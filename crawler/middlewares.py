@@ -35,6 +35,7 @@ from scrapy.utils.response import response_status_message
 from twisted.internet.error import ConnectError
 from twisted.internet.error import TimeoutError as TxTimeoutError
 
+from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.items import PriceBatch, PriceItem
 from gpuradar.core.logs import IN_OUTCOME
 from gpuradar.storage.ingest import Replay
@@ -126,9 +127,10 @@ class BackoffRetryMiddleware(RetryMiddleware):
       to it) and every other request to it is dropped at once, so an offline crawl ends in
       seconds with one line per source instead of a traceback per request.
 
-    The waits go through `self.sleep` and the times through `self.clock` / `self.now`: the
-    setting GPURADAR_RETRY_SLEEP (a callable or its import path, `async (seconds) -> None`)
-    replaces the sleep, so tests see the computed waits without waiting.
+    The waits go through `self.sleep` and the times through `self.clock` (a
+    gpuradar.core.clock.Clock, a FakeClock in tests): the setting GPURADAR_RETRY_SLEEP (a
+    callable or its import path, `async (seconds) -> None`) replaces the sleep, so tests
+    see the computed waits without waiting.
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -143,8 +145,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
         sleep = settings.get("GPURADAR_RETRY_SLEEP")
         self.sleep: Callable[[float], Awaitable[None]] = (
             load_object(sleep) if isinstance(sleep, str) else sleep or reactor_sleep)
-        self.clock: Callable[[], float] = monotonic
-        self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
+        self.clock: Clock = SYSTEM
         self.started: float | None = None
         self.answered: set[str] = set()
         self.unreachable: dict[str, str] = {}
@@ -180,7 +181,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
         """Nothing of this source has answered, and another attempt could not end in time."""
         if self.answered or self.started is None:
             return False
-        return self.clock() - self.started + self.answer_timeout > self.unreachable_after
+        return self.clock.monotonic() - self.started + self.answer_timeout > self.unreachable_after
 
     def _give_up(self, request: Request, cause: str) -> None:
         host = urlsplit(request.url).netloc
@@ -202,12 +203,12 @@ class BackoffRetryMiddleware(RetryMiddleware):
     async def process_request(self, request: Request) -> None:
         host = urlsplit(request.url).netloc
         if self.started is None:
-            self.started = self.clock()
-        wait = self.resume_at.get(host, 0.0) - self.clock()
+            self.started = self.clock.monotonic()
+        wait = self.resume_at.get(host, 0.0) - self.clock.monotonic()
         if wait > 0:  # the host asked for a pause (or throttled us): every request waits
             await self.sleep(wait)
         if host not in self.unreachable and host not in self.answered and self._out_of_time():
-            waited = self.clock() - self.started
+            waited = self.clock.monotonic() - self.started
             self._give_up(request, f"not tried: nothing answered in {waited:.0f} s")
         if host in self.unreachable:
             self.crawler.stats.inc_value("gpuradar/unreachable_skipped")
@@ -268,7 +269,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
 
     def pause(self, request: Request, response: Response) -> tuple[float | None, float]:
         """(Retry-After in seconds or None, the pause before the retry)."""
-        retry_after = retry_after_seconds(response.headers.get(b"Retry-After"), self.now())
+        retry_after = retry_after_seconds(response.headers.get(b"Retry-After"), self.clock.now())
         if retry_after is not None:
             return retry_after, retry_after
         attempt = request.meta.get("retry_times", 0)
@@ -279,7 +280,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
         (no Retry-After: the provider's rate is unknown) also stays the slot's minimum
         interval for the rest of the crawl."""
         host = urlsplit(request.url).netloc
-        self.resume_at[host] = max(self.resume_at.get(host, 0.0), self.clock() + pause)
+        self.resume_at[host] = max(self.resume_at.get(host, 0.0), self.clock.monotonic() + pause)
         slot = self._slot(request)
         if learned and slot is not None:
             slot.delay = max(slot.delay, pause)
@@ -490,6 +491,7 @@ class Recording:
             self.entries = json.loads(self.index_path.read_text())
         self.by_key = {e["key"]: e for e in self.entries}
         self._dated = False  # provenance written by this recording session
+        self.clock: Clock = SYSTEM  # dates the recording
 
     def provenance(self) -> dict[str, Any]:
         """The recording's provenance; {} when it has none or it cannot be read."""
@@ -531,7 +533,7 @@ class Recording:
         self.index_path.write_text(json.dumps(self.entries, indent=1, ensure_ascii=False))
         if not self._dated:  # the first response of this session dates the recording
             self._dated = True
-            now = datetime.now(UTC).replace(microsecond=0)
+            now = self.clock.now().replace(microsecond=0)
             self.provenance_path.write_text(json.dumps(
                 {**self.provenance(), "captured": now.isoformat().replace("+00:00", "Z"),
                  "recorded_by": "gpuradar crawl --record"}, indent=1, ensure_ascii=False)

@@ -25,6 +25,7 @@ from scrapy.exceptions import DropItem
 from scrapy.utils.log import logformatter_adapter
 
 from gpuradar.core import defaults, gpus, providers
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.currency import FxTable
 from gpuradar.core.interconnect import interconnect_for
 from gpuradar.core.items import PRICINGS, FxRateItem, OfferKey, PriceBatch, PriceItem
@@ -240,6 +241,7 @@ class NormalizePipeline:
         self.fx = FxTable()
         self.unknown: set[str] = set()
         self.ranges: dict[str, tuple[float, float]] = {}
+        self.warned: set[tuple[str, ...]] = set()  # without a crawl service (a test)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
 
     @classmethod
@@ -269,12 +271,14 @@ class NormalizePipeline:
             if item.gpu_raw not in self.unknown:
                 self.unknown.add(item.gpu_raw)
                 self.crawler.stats.set_value("gpuradar/unknown_gpu_names", sorted(self.unknown))
-            warn_once_per_process(log, ("unknown_gpu", item.source, item.gpu_raw),
+            warn_once_per_process(self.crawler, self.warned, log,
+                                  ("unknown_gpu", item.source, item.gpu_raw),
                                   "%s: GPU %r matches nothing in the catalog; kept as-is",
                                   item.source, item.gpu_raw)
         if reason == "implausible_price":
             warn_once_per_process(
-                log, ("implausible", item.source, *item.key, str(item.price)),
+                self.crawler, self.warned, log,
+                ("implausible", item.source, *item.key, str(item.price)),
                 "%s: %s %s %s is priced %s %s, outside the plausible %s-%s USD per GPU-hour; "
                 "quarantined (not stored, the offer keeps its last good price)", item.source,
                 item.region, item.instance_type, item.pricing, item.price, item.currency,
@@ -339,6 +343,8 @@ class StoragePipeline:
         if not settings.getbool("GPURADAR_STORE", True):
             return  # `parse`: judged and counted (duplicates too), stored nowhere
         self.engine = open_database(database_url(self.crawler))
+        # the crawl service's (crawler/service.py): its clock, what it keeps between crawls
+        memory = settings.get("GPURADAR_CRAWL_MEMORY")
         replay_dir = settings.get("GPURADAR_REPLAY_DIR")
         staged = settings.getdict("GPURADAR_STAGED")
         started_at = None
@@ -351,6 +357,7 @@ class StoragePipeline:
             self.engine, spider.name, replay=replay, started_at=started_at,
             shrink_guard=shrink_guard(self.crawler, spider.name),
             keep_state=self.crawler.settings.getbool("GPURADAR_KEEP_STATE", True),
+            memory=memory, clock=memory.clock if memory is not None else SYSTEM,
             index_params=Params(**self.crawler.settings.getdict("GPURADAR_INDEX_PARAMS")))
         self.log_errors = _CrawlErrors(spider)
         logging.getLogger().addHandler(self.log_errors)

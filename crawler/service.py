@@ -27,21 +27,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrapy import Spider, signals
 from scrapy.exceptions import CloseSpider
 from scrapy.settings import Settings
 
+from gpuradar.core import collector
+from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.items import PriceBatch
 from gpuradar.core.outcome import CrawlStatus
 from gpuradar.core.units import EXIT_INTERRUPTED
 from gpuradar.crawler.runner import CrawlResult, TrackedCrawl, fx_first, spider_classes
+
+if TYPE_CHECKING:
+    from gpuradar.storage.ingest import CrawlMemory
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +59,15 @@ class Crawl:
 
     def __init__(self, spidercls: type[Spider], settings: Settings, *,
                  time_limit: float | None = None, bound: float | None = None,
-                 on_item: Callable[[str], None] | None = None) -> None:
+                 on_item: Callable[[str], None] | None = None,
+                 memory: CrawlMemory | None = None) -> None:
         from scrapy.crawler import Crawler
 
         self.source: str = spidercls.name
+        if memory is not None:  # the storage pipeline's (gpuradar.storage.ingest.CrawlMemory)
+            settings = settings.copy()
+            settings.frozen = False
+            settings.set("GPURADAR_CRAWL_MEMORY", memory, priority="cmdline")
         self.crawler = Crawler(spidercls, settings)
         self.tracked = TrackedCrawl(self.source, self.crawler)
         self.time_limit = time_limit
@@ -192,16 +201,24 @@ class CrawlService:
     (`AsyncCrawlerRunner`); a one-shot command's starts and stops the asyncio reactor
     (`AsyncCrawlerProcess`, which also sets up Scrapy's logging, DNS resolver and threads)."""
 
-    def __init__(self, settings: Any, *, one_shot: bool = False) -> None:
+    def __init__(self, settings: Any, *, one_shot: bool = False, clock: Clock = SYSTEM) -> None:
+        """`clock`: the one its crawls are dated by (the daemon's)."""
         from scrapy.crawler import AsyncCrawlerProcess, AsyncCrawlerRunner
+
+        from gpuradar.storage.ingest import CrawlMemory
 
         self.runner = AsyncCrawlerProcess(settings) if one_shot else AsyncCrawlerRunner(
             settings)
+        #: What this service gives its crawls and keeps between them (each source's offer
+        #: state, the index's memo, the warnings given once, its clock): a daemon's
+        #: service crawls the same sources again and again.
+        self.memory = CrawlMemory(clock)
 
     def start(self, spidercls: type[Spider], settings: Settings, *, time_limit: float | None = None,
               bound: float | None = None) -> Crawl:
         """Start one crawl of `spidercls` with `settings`; await `.done` for its result."""
-        crawl = Crawl(spidercls, settings, time_limit=time_limit, bound=bound)
+        crawl = Crawl(spidercls, settings, time_limit=time_limit, bound=bound,
+                      memory=self.memory)
         crawl.begin(self.runner)
         return crawl
 
@@ -251,10 +268,11 @@ def crawl_here(spidercls: type[Spider], settings: Settings,
     # The reactor's loop (Scrapy reads the same attribute), whatever is current meanwhile.
     loop = reactor._asyncioEventloop  # type: ignore[attr-defined]
     asyncio.set_event_loop(loop)
-    crawl = Crawl(spidercls, settings)
+    service = CrawlService(settings)
+    crawl = Crawl(spidercls, settings, memory=service.memory)
     if prepare is not None:
         prepare(crawl.crawler)
-    runner = CrawlService(settings).runner
+    runner = service.runner
 
     async def run() -> CrawlResult:
         return await crawl.begin(runner)
@@ -393,7 +411,8 @@ def run_once(sources: list[str], settings: Settings,
     settings.set("GPURADAR_KEEP_STATE", False, priority="cmdline")
     service = CrawlService(settings, one_shot=True)
     classes = spider_classes(settings)
-    crawls = {n: Crawl(classes[n], settings, on_item=on_item) for n in sources}
+    crawls = {n: Crawl(classes[n], settings, on_item=on_item, memory=service.memory)
+              for n in sources}
     tracked = {n: c.tracked for n, c in crawls.items()}
     stops = _Stops(reactor, url, tracked, on_interrupt)
 
@@ -404,16 +423,10 @@ def run_once(sources: list[str], settings: Settings,
     for logger in loggers:
         logger.addFilter(guard)
     previous = signal.signal(signal.SIGINT, stops.on_sigint)
-    thresholds = gc.get_threshold()
-    # Everything imported so far lives as long as the process: the collector's full passes
-    # over the crawl's objects (a few per large source) need not walk it again each time.
-    # Offers come and go by the thousand: collect the young generation less often.
-    gc.freeze()
-    gc.set_threshold(10_000, 10, 10)
     try:
-        service.run(lambda: service.in_order(crawls))
+        with collector.for_crawls():
+            service.run(lambda: service.in_order(crawls))
     finally:
-        gc.set_threshold(*thresholds)
         signal.signal(signal.SIGINT, previous)
         for logger in loggers:
             logger.removeFilter(guard)

@@ -101,8 +101,9 @@ GPURADAR_PRICE_RANGE = defaults.PRICE_RANGE
 # successful crawl closes nothing (recorded partial) until the next crawl confirms the drop.
 # Per source: `sources.<name>.shrink_guard: 0.3`; 0 turns it off.
 GPURADAR_SHRINK_GUARD = defaults.SHRINK_GUARD
-# Keep each source's offer state in memory after its crawl, so that this process's next
-# crawl of it need not read it back (the daemon); a one-shot `gpuradar crawl` frees it.
+# Keep each source's offer state in memory after its crawl (in the crawl service's
+# CrawlMemory), so that the service's next crawl of it need not read it back (the daemon);
+# a one-shot `gpuradar crawl` frees it.
 GPURADAR_KEEP_STATE = True
 # Record every response under this directory / answer every request from it.
 GPURADAR_RECORD_DIR = None

@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from email.utils import format_datetime
 from urllib.parse import quote, unquote, urlsplit
 
+from gpuradar.core.clock import SYSTEM
+
 
 def _sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -54,7 +56,7 @@ def alibaba_rpc_params(action: str, params: Mapping[str, str], access_key_id: st
                        now: datetime | None = None, nonce: str | None = None) -> dict[str, str]:
     """The full, signed query of one RPC call (common parameters added), as Alibaba's own
     OpenAPI core sends it with the HMAC-SHA1 signature: POST, everything in the query."""
-    now = now or datetime.now(UTC)
+    now = now or SYSTEM.now()
     query = {
         "Action": action, "Version": version, "Format": "json",
         "AccessKeyId": access_key_id, "SignatureMethod": "HMAC-SHA1",
@@ -128,7 +130,7 @@ def huawei_sign(*, access_key: str, secret_key: str, method: str, url: str,
     """`headers` plus X-Sdk-Date, Host and the Authorization header."""
     parts = urlsplit(url)
     out = dict(headers)
-    out.setdefault("X-Sdk-Date", (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ"))
+    out.setdefault("X-Sdk-Date", (now or SYSTEM.now()).strftime("%Y%m%dT%H%M%SZ"))
     out.setdefault("Host", parts.netloc)
     canonical, signed = huawei_canonical_request(method, url, out, body)
     to_sign = "\n".join(["SDK-HMAC-SHA256", out["X-Sdk-Date"],
@@ -184,7 +186,7 @@ def oci_headers(*, method: str, url: str, tenancy: str, user: str, fingerprint: 
         private_key_pem, pass_phrase.encode() if pass_phrase else None)
     if not isinstance(key, rsa.RSAPrivateKey):
         raise ValueError("the OCI API key is not an RSA private key")
-    date = format_datetime(now or datetime.now(UTC), usegmt=True)
+    date = format_datetime(now or SYSTEM.now(), usegmt=True)
     signature = key.sign(oci_signing_string(method, url, date).encode(), padding.PKCS1v15(),
                          hashes.SHA256())
     return {

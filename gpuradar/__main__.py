@@ -5,7 +5,6 @@
 imported: it prints what the command line's `--version` prints, in a blink.
 """
 
-import gc
 import os
 import sys
 
@@ -21,9 +20,11 @@ def main() -> None:
 
         print(f"gpuradar {__version__}")
         return
+    from gpuradar.core import collector
+
     short = sys.argv[1] not in LONG_RUNNING if len(sys.argv) > 1 else True
     if short:
-        collect_young_only()
+        collector.for_short_command()  # ~80 ms of `prices` otherwise (docs/benchmark.md)
     # pydantic looks for plugins in the entry points of every installed distribution when
     # it builds its first model (the configuration's): gpuradar uses none, and the scan is
     # ~2 % of `gpuradar prices`. A user who sets the variable keeps their value.
@@ -37,28 +38,18 @@ def main() -> None:
             skip_last_collection()
 
 
-def collect_young_only() -> None:
-    """A short command's collector looks only at new objects. Its start-up creates some
-    80,000 objects the collector tracks (SQLAlchemy, pydantic and Typer's classes, the
-    configuration's models), which live until it exits; with Python's settings the
-    collector walks them again in its older generations: ~80 ms, 12 % of `gpuradar prices`
-    (timed with gc.callbacks), against ~20 ms for the young generation alone. Garbage cycles
-    among new objects are still collected as usual; older ones wait until 1,000 young
-    collections (700,000 allocations) have passed, which a short command does not reach."""
-    threshold, _, _ = gc.get_threshold()
-    gc.set_threshold(threshold, 1000, 1000)
-
-
 def skip_last_collection() -> None:
     """End a command's process without the interpreter's last garbage collection: over the
     ~100,000 objects SQLAlchemy, pydantic and Typer leave behind it costs about 200 ms of
     CPU, a third of `gpuradar prices`. The one resource of a command that only that
     collection would release, its database connections, is closed here (SQLite removes its
     -wal and -shm files); the service (`gpuradar run`) exits as usual."""
+    from gpuradar.core import collector
+
     db = sys.modules.get("gpuradar.storage.db")
     if db is not None:
         db.dispose_engines()
-    gc.freeze()
+    collector.skip_at_exit()
 
 
 if __name__ == "__main__":

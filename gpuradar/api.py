@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.pricing import parse_pricing
 from gpuradar.core.text import excerpt
 
@@ -281,7 +282,7 @@ def _window(since: datetime | None, until: datetime | None, days: float
     # naive means UTC, as everywhere in gpuradar (a time typed without an offset)
     since = since.replace(tzinfo=UTC) if since and since.tzinfo is None else since
     until = until.replace(tzinfo=UTC) if until and until.tzinfo is None else until
-    until = until or datetime.now(UTC)
+    until = until or SYSTEM.now()
     if since is None:
         days = _amount("days", days) or 0.0
         try:

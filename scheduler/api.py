@@ -19,7 +19,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qs
@@ -28,6 +28,7 @@ import orjson
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.pricing import CHOICES as PRICING_CHOICES
 from gpuradar.core.pricing import PRICINGS, WORDS, parse_pricing
 from gpuradar.storage.dataset import OFFER_SCHEMA, Field, last_change
@@ -194,7 +195,7 @@ class Params:
     def window(self) -> tuple[datetime, datetime]:
         """[since, until]: `since`/`until` as times (ISO 8601, '2d', 'yesterday'), or the
         last `days` days (default 7) before `until` (default now)."""
-        until = self.when("until") or datetime.now(UTC)
+        until = self.when("until") or SYSTEM.now()
         since = self.when("since")
         if since is None:
             days = self.number("days", minimum=0, maximum=MAX_DAYS)

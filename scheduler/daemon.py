@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpuradar.alerts.settings import parse_settings
+from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.config import ConfigError
 from gpuradar.core.logs import REDACT, source_once
 from gpuradar.core.outcome import CrawlStatus
@@ -142,8 +143,14 @@ def _files_stamp(paths: list[Path | None]) -> tuple:
 
 
 class Daemon:
-    def __init__(self, options: RunOptions) -> None:
+    """`gpuradar run`'s process: its schedule, role, crawls, evaluations and deliveries.
+    `clock`: where every decision reads the time (a test's FakeClock drives the schedule,
+    the backoff and liveness without waiting); the scheduler and the signal handlers come
+    from `make_scheduler` and `install_signals`, which an in-process test harness replaces."""
+
+    def __init__(self, options: RunOptions, clock: Clock = SYSTEM) -> None:
         self.options = options
+        self.clock = clock
         self.state: dict[str, SourceState] = {}
         self._tasks: set[asyncio.Task] = set()
         self._busy: dict[asyncio.Future, str] = {}  # leader work running in threads
@@ -210,7 +217,7 @@ class Daemon:
         try:
             self.engine = open_database(url)
             check_writable(self.engine)
-            self.leadership = Leadership(self.engine, self.loaded.opts)
+            self.leadership = Leadership(self.engine, self.loaded.opts, clock=self.clock)
             self.leadership.claim()  # SQLite: one daemon per file
             # PostgreSQL: the leader marks its predecessor's crawls when it takes over
             interrupted = (mark_dead_crawls(self.engine, unowned=True)
@@ -233,7 +240,7 @@ class Daemon:
         self.metrics = Metrics(lambda: self.engine)
         self.leadership.gauge = self.metrics.leader
         self.leadership.attempts = self.metrics.lock_attempts
-        self.health = Health(lambda: self.engine, self._scheduler_running,
+        self.health = Health(lambda: self.engine, self._scheduler_running, clock=self.clock,
                              role=lambda: self.leadership.role,
                              plans=lambda: {n: p.interval for n, p in self.loaded.plans.items()},
                              alert_settings=lambda: parse_settings(self.loaded.alert_settings))
@@ -271,25 +278,34 @@ class Daemon:
         cfg = self.loaded.cfg
         return _files_stamp([cfg.path, cfg.rules_file])
 
-    async def main(self) -> None:
-        from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
-        from apscheduler.schedulers.asyncio import AsyncIOScheduler
-
-        from gpuradar.crawler.service import CrawlService
-
-        loop = asyncio.get_running_loop()
-        self._stop, self._force = asyncio.Event(), asyncio.Event()
-        self._eval_lock, self._deliver_lock = asyncio.Lock(), asyncio.Lock()
+    def install_signals(self, loop: asyncio.AbstractEventLoop) -> None:
+        """SIGTERM/SIGINT stop, SIGHUP reloads (the process's; see the module docstring)."""
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_stop_signal, sig)
         loop.add_signal_handler(signal.SIGHUP, self._on_reload_signal)
 
-        self.crawls = CrawlService(self.loaded.settings)
-        self.scheduler = AsyncIOScheduler(timezone=UTC, job_defaults={
+    def make_scheduler(self) -> Any:
+        """APScheduler on the running loop: one run of a job at a time, missed runs folded
+        into one."""
+        from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+        return AsyncIOScheduler(timezone=UTC, job_defaults={
             "coalesce": True, "max_instances": 1})
+
+    async def main(self) -> None:
+        from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
+
+        from gpuradar.crawler.service import CrawlService
+
+        self._stop, self._force = asyncio.Event(), asyncio.Event()
+        self._eval_lock, self._deliver_lock = asyncio.Lock(), asyncio.Lock()
+        self.install_signals(asyncio.get_running_loop())
+
+        self.crawls = CrawlService(self.loaded.settings, clock=self.clock)
+        self.scheduler = self.make_scheduler()
         self.scheduler.add_listener(self._job_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
         self.scheduler.start()
-        now = datetime.now(UTC)
+        now = self.clock.now()
         self.scheduler.add_job(self._heartbeat, "interval", seconds=_heartbeat_every(),
                                id="heartbeat", next_run_time=now, misfire_grace_time=None)
         self._schedule_watch()
@@ -315,7 +331,7 @@ class Daemon:
             self._have_fx = bool(latest_fx(self.engine))
             for name, st in self.state.items():
                 st.failures = consecutive_failures(self.engine, name)
-        self._schedule_outbox(datetime.now(UTC))
+        self._schedule_outbox(self.clock.now())
         self.apply_plans({}, self.loaded.plans)
         # rules may have changed while no one evaluated: evaluate what is stored now
         self._spawn(self._alerts_after_crawl())
@@ -363,7 +379,7 @@ class Daemon:
 
         if not self.leadership.is_leader:
             return  # a standby schedules nothing; lead() applies the plans in force
-        now = datetime.now(UTC)
+        now = self.clock.now()
         last = last_success(self.engine)
         fx_due = "fx" in new and "fx" not in old and first_run(
             last.get("fx"), new["fx"].interval, now) <= now
@@ -436,7 +452,7 @@ class Daemon:
                 await asyncio.wait({fx.crawl.done}, timeout=FX_WAIT_MAX)
             if self.stopping or not self.leadership.is_leader:
                 return  # stopped or deposed while waiting for the exchange rates
-            started = time.monotonic()
+            started = self.clock.monotonic()
             log.debug("%s: crawl starting", source, extra={"source": source})
             st.crawl = crawl = self.crawls.start(
                 self.loaded.classes[source], self.crawl_settings(plan),
@@ -447,7 +463,7 @@ class Daemon:
                 result = await asyncio.shield(crawl.done)
             finally:
                 st.crawl = None
-            duration = time.monotonic() - started
+            duration = self.clock.monotonic() - started
             self.metrics.observe_crawl(source, result.status, duration, result.items,
                                        result.dropped, result.new_offers, result.changed,
                                        result.closed)
@@ -482,7 +498,7 @@ class Daemon:
         nxt = ""
         if job is not None and not self.stopping:
             if st.failures > 1:
-                job.modify(next_run_time=datetime.now(UTC) + timedelta(seconds=delay))
+                job.modify(next_run_time=self.clock.now() + timedelta(seconds=delay))
             nxt = (f"; {st.failures} failed in a row, "
                    f"next crawl in {format_duration(round(delay))}"
                    if st.failures > 1 else "")
@@ -637,7 +653,7 @@ class Daemon:
         try:
             self.apply_plans(old.plans, new.plans)
             if new.opts.outbox_interval != old.opts.outbox_interval:
-                self._schedule_outbox(datetime.now(UTC))
+                self._schedule_outbox(self.clock.now())
             if (new.opts.watch_interval, new.cfg.path, new.cfg.rules_file) != (
                     old.opts.watch_interval, old.cfg.path, old.cfg.rules_file):
                 self._schedule_watch()

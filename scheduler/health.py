@@ -26,10 +26,9 @@ import json
 import math
 import socket
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -38,6 +37,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from sqlalchemy import Engine, text
 
 from gpuradar.alerts.settings import AlertSettings
+from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.outcome import CrawlStatus
 
 HEARTBEAT_EVERY = 5.0    # seconds between heartbeats from the loop
@@ -55,7 +55,9 @@ class Health:
     engine_fn: Callable[[], Engine]
     scheduler_running: Callable[[], bool] = lambda: False
     role: Callable[[], str] = lambda: "leader"
-    heartbeat: float = field(default_factory=time.monotonic)
+    #: Where the heartbeat's age and readiness's staleness are read (the daemon's).
+    clock: Clock = SYSTEM
+    heartbeat: float = -1.0  # clock.monotonic() of the last beat (the start, at first)
     stopping: bool = False
     # Rules whose last evaluation failed: the service is degraded, not down (still 200).
     failing_rules: list[str] = field(default_factory=list)
@@ -67,8 +69,12 @@ class Health:
     # sets it: see stalled()); liveness fails on any.
     stalled: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.heartbeat < 0:
+            self.heartbeat = self.clock.monotonic()
+
     def beat(self) -> None:
-        self.heartbeat = time.monotonic()
+        self.heartbeat = self.clock.monotonic()
 
     def _database(self) -> str | None:
         """None when the database answers, else why not."""
@@ -91,7 +97,7 @@ class Health:
         return outcome[0]
 
     def check(self) -> tuple[bool, dict[str, Any]]:
-        age = time.monotonic() - self.heartbeat
+        age = self.clock.monotonic() - self.heartbeat
         running = self.scheduler_running() and not self.stopping
         alive = running and age < HEARTBEAT_STALE
         db_error = self._database()
@@ -168,7 +174,7 @@ def readiness(health: Health, now: datetime | None = None) -> tuple[bool, dict[s
         out |= {"status": "not ready", "reason": f"unhealthy: {json.dumps(body)}"}
         return False, out
     try:
-        states = source_states(health.engine_fn(), health.plans(), now or datetime.now(UTC),
+        states = source_states(health.engine_fn(), health.plans(), now or health.clock.now(),
                                health.alert_settings())
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         out |= {"status": "not ready", "reason": f"cannot read the crawls: {exc}"[:300]}

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine
 
 from gpuradar.alerts.delivery import Withheld
+from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.units import format_duration
 from gpuradar.scheduler.jobs import DaemonOptions
 from gpuradar.storage.leader import (
@@ -103,9 +104,12 @@ class SendGate:
 class Leadership:
     """The role of this process, and the lock behind it."""
 
-    def __init__(self, engine: Engine, opts: DaemonOptions, gauge: Gauge | None = None
-                 ) -> None:
+    def __init__(self, engine: Engine, opts: DaemonOptions, gauge: Gauge | None = None,
+                 clock: Clock = SYSTEM) -> None:
+        """`clock`: the wall clock its log lines are dated by (the lock's own retries and
+        checks run on the event loop's time, as the server's timeouts do)."""
         self.engine = engine
+        self.clock = clock
         self.single = engine.dialect.name != "postgresql"
         self.role = STARTING
         self.gauge = gauge
@@ -399,7 +403,7 @@ class Leadership:
             self._set(STANDBY)  # before the lock is free: never two leaders at once
             lock, self._lock = self._lock, None
         if lock is not None:
-            released_at = time.time()
+            released_at = self.clock.now().timestamp()
             await self._give_up(lock, timeout)
             if was_leader:
                 log.info("leader lock released: a standby takes over within %s",

@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlencode
 from jinja2 import Environment
 from sqlalchemy import Engine
 
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.outcome import CrawlStatus
 from gpuradar.core.pricing import PRICINGS, parse_pricing
 from gpuradar.core.pricing import label as pricing_label
@@ -301,7 +302,7 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
     from gpuradar.storage.queries import OfferFilter
     from gpuradar.storage.web import first_observation, overview
 
-    now = now or datetime.now(UTC)
+    now = now or SYSTEM.now()
     q = {k: _one(query, k) for k in ("gpu", "pricing", "region", "source", "range")}
     problems = _control(q)
     try:

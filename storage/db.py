@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import stat
-import weakref
+import threading
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,8 +79,6 @@ def writable_sidecars(database: Path) -> None:
             continue
 
 
-#: Every engine get_engine made in this process and still in use (dispose_engines).
-_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -96,9 +94,8 @@ def sqlite_file(url: str) -> Path | None:
     return Path(parsed.database).expanduser()
 
 
-@cache
-def get_engine(url: str) -> Engine:
-    """One engine per URL and process; raises DatabaseError with a one-line reason."""
+def _new_engine(url: str) -> Engine:
+    """A new engine for `url`; raises DatabaseError with a one-line reason."""
     try:
         parsed = make_url(url)
     except ArgumentError as exc:
@@ -119,16 +116,68 @@ def get_engine(url: str) -> Engine:
         raise DatabaseError(f"cannot use database {redact_url(url)}: {exc}") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
-    _ENGINES.add(engine)
     return engine
 
 
+class Engines:
+    """The engines of a process, one per URL (a pool is made once and shared by every
+    command step, crawl and thread), and the URLs whose schema was found at head (a daemon
+    opens its database for every crawl: checked once). `ENGINES` is the process's; a test
+    that needs a process's first open (nothing cached) makes its own."""
+
+    def __init__(self) -> None:
+        self._by_url: dict[str, Engine] = {}
+        self._at_head: set[str] = set()
+        self._lock = threading.Lock()
+
+    def get(self, url: str) -> Engine:
+        """The engine of `url`, made at its first use; DatabaseError with a one-line reason."""
+        with self._lock:
+            engine = self._by_url.get(url)
+            if engine is None:
+                engine = self._by_url[url] = _new_engine(url)
+            return engine
+
+    def open(self, url: str) -> Engine:
+        """The engine of `url` with the schema at head (see open_database)."""
+        engine = self.get(url)
+        if url not in self._at_head:
+            if not at_head(engine):
+                upgrade(engine)
+            self._at_head.add(url)
+        return engine
+
+    def dispose(self) -> None:
+        """Close the pooled connections of every engine, now rather than when the
+        interpreter's last garbage collection would (SQLite then checkpoints its WAL and
+        removes the -wal and -shm files). The engines stay usable (a new pool)."""
+        with self._lock:
+            engines = list(self._by_url.values())
+        for engine in engines:
+            engine.dispose()
+
+    def forget(self) -> None:
+        """Dispose of every engine and forget them and what was checked: the next use
+        starts as a new process would."""
+        self.dispose()
+        with self._lock:
+            self._by_url.clear()
+            self._at_head.clear()
+
+
+#: The engines of this process.
+ENGINES = Engines()
+
+
+def get_engine(url: str) -> Engine:
+    """One engine per URL and process (`ENGINES`); raises DatabaseError with a one-line
+    reason."""
+    return ENGINES.get(url)
+
+
 def dispose_engines() -> None:
-    """Close the pooled connections of every engine of this process, now rather than when
-    the interpreter's last garbage collection would (SQLite then checkpoints its WAL and
-    removes the -wal and -shm files)."""
-    for engine in list(_ENGINES):
-        engine.dispose()
+    """Close the pooled connections of every engine of this process (Engines.dispose)."""
+    ENGINES.dispose()
 
 
 def dialect_insert(dialect: str, table: Any) -> Any:
@@ -291,16 +340,8 @@ def at_head(engine: Engine) -> bool:
     return list(stored) == [head]
 
 
-_AT_HEAD: set[str] = set()
-
-
 def open_database(url: str) -> Engine:
     """Engine for `url` with the schema at head: what every command and crawl starts with.
     Checked once per process and URL (a daemon opens its database for every crawl); Alembic
     runs only when the stored revision is not the newest migration's."""
-    engine = get_engine(url)
-    if url not in _AT_HEAD:
-        if not at_head(engine):
-            upgrade(engine)
-        _AT_HEAD.add(url)
-    return engine
+    return ENGINES.open(url)

@@ -14,7 +14,6 @@ method and how to reproduce every point from an export.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import ColumnElement, Engine, and_, func, or_, select, tuple_
 
 from gpuradar.core import gpus as catalog
+from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.marketindex import (
     METHOD_VERSION,
     IndexFigure,
@@ -117,11 +117,23 @@ def _groups_of(engine: Engine, ids: Collection[int]) -> set[tuple[str, str]]:
     return found
 
 
-#: database URL -> (the fresh sources, the index table's size and newest time) after this
-#: process's last index update. While both are the same (no source became fresh or stale, no
-#: other process wrote the index), an update after a crawl recomputes only the models its
-#: changed offers belong to (and those with a jump awaiting confirmation).
-_LAST: dict[str, tuple[frozenset[str], tuple[int, int | None]]] = {}
+class IndexMemo:
+    """What one writer of the index (a crawl service, a test) remembers of its last update:
+    per database URL, the fresh sources and the index table's size and newest time. While
+    both are the same (no source became fresh or stale, no other process wrote the index),
+    an update after a crawl recomputes only the models its changed offers belong to (and
+    those with a jump awaiting confirmation). Owned by its writer, so a new one (a new
+    service, a test) starts from nothing, and the next full recompute proves the memo
+    right or discards it."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[frozenset[str], tuple[int, int | None]]] = {}
+
+    def unchanged(self, url: str, fresh: frozenset[str], mark: tuple[int, int | None]) -> bool:
+        return self._last.get(url) == (fresh, mark)
+
+    def remember(self, url: str, fresh: frozenset[str], mark: tuple[int, int | None]) -> None:
+        self._last[url] = (fresh, mark)
 
 
 def _index_mark(engine: Engine) -> tuple[int, int | None]:
@@ -173,22 +185,26 @@ def _row(gpu: str, pricing: str, at: int, figure: IndexFigure | None, params: Pa
 
 
 def update_index(engine: Engine, at: datetime | None = None, params: Params = Params(),
-                 changed_ids: Collection[int] | None = None) -> int:
+                 changed_ids: Collection[int] | None = None, memo: IndexMemo | None = None,
+                 clock: Clock = SYSTEM) -> int:
     """Compute the index dated `at` (the time the crawl's data describes; default now) and
     store the points that changed; the number written. A point is never revised: when one
     already exists at `at`, the new one is dated at the next free second and `corrects` it.
 
     `changed_ids`: the offers a crawl added, repriced, made (un)available or closed, when
-    nothing else about its offers changed. If the fresh sources are those of this process's
-    last update, only their models are recomputed (and any awaiting a jump's confirmation)."""
-    at = at or datetime.now(UTC)
+    nothing else about its offers changed. If the fresh sources are those `memo` holds of its
+    owner's last update, only their models are recomputed (and any awaiting a jump's
+    confirmation); without a memo, every model is. `clock`: the time a point is published
+    (and `at` when not given)."""
+    at = at or clock.now()
     fresh = fresh_sources(engine, at, params)
-    memo = str(engine.url)
+    url = str(engine.url)
     stamp = int(at.timestamp())
     groups: set[tuple[str, str]] | None = None
     with engine.connect() as conn:
         in_force = _rows_in_force(conn, stamp)
-    if changed_ids is not None and _LAST.get(memo) == (frozenset(fresh), _index_mark(engine)):
+    if changed_ids is not None and memo is not None and memo.unchanged(
+            url, frozenset(fresh), _index_mark(engine)):
         waiting = {k for k, r in in_force.items()
                    if any(v.get("reason") == "unconfirmed jump" for v in r["panel"] or [])}
         groups = _groups_of(engine, changed_ids) | waiting if changed_ids else waiting
@@ -196,7 +212,7 @@ def update_index(engine: Engine, at: datetime | None = None, params: Params = Pa
             return 0
     previous = {k: votes_of(r) for k, r in in_force.items()}
     figures = compute_index(index_inputs(engine, at, params, fresh, groups), params, previous)
-    published = int(time.time())
+    published = int(clock.now().timestamp())
     if groups is not None:
         in_force = {k: v for k, v in in_force.items() if k in groups}
     rows = []
@@ -221,7 +237,8 @@ def update_index(engine: Engine, at: datetime | None = None, params: Params = Pa
                     row["corrects"] = stamp
                     row["at"] += 1
             conn.execute(INDEX.insert(), rows)
-    _LAST[memo] = (frozenset(fresh), _index_mark(engine))
+    if memo is not None:
+        memo.remember(url, frozenset(fresh), _index_mark(engine))
     return len(rows)
 
 

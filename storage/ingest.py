@@ -22,12 +22,13 @@ import math
 from array import array
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import BindParameter, Engine, Text, bindparam, cast, func, insert, select, update
 
 from gpuradar.core import defaults
+from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.items import OfferKey, PriceItem
 from gpuradar.core.marketindex import Params
 from gpuradar.core.outcome import CrawlStatus, held_outcome, shrink_hold, stored_outcome
@@ -194,10 +195,35 @@ def _details_of(item: PriceItem) -> int:
                         item.available_count, item.url[:2000], json_dumps(item.attributes or {}))
 
 
-# (database URL, source) -> (id of the crawl that left this state, offers' state). A daemon
-# crawls the same sources again and again: when nobody else wrote the source since our last
-# crawl, its state is already in memory and need not be read back.
-_STATE_CACHE: dict[tuple[str, str], tuple[int, _States]] = {}
+class CrawlMemory:
+    """What a crawl service keeps from one crawl of a source to its next (a daemon crawls
+    the same sources again and again): each source's offer state, kept by the crawl that
+    left it, so that when nobody else wrote the source since, it need not be read back; and
+    the market index's memo of its last update. It also carries the service's clock, which
+    dates its crawls. Owned by the crawl service (a one-shot command's keeps nothing); a
+    test makes a fresh one. Scrapy copies a crawl's settings deeply: the memory rides in
+    them as a handle, never copied."""
+
+    def __init__(self, clock: Clock = SYSTEM) -> None:
+        self.clock = clock
+        #: (database URL, source) -> (id of the crawl that left this state, offers' state)
+        self.states: dict[tuple[str, str], tuple[int, _States]] = {}
+        #: What the service's crawls have warned of (crawler.spiders.base): said once.
+        self.warned: set[tuple[str, ...]] = set()
+        from gpuradar.storage.index import IndexMemo
+
+        self.index = IndexMemo()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CrawlMemory:
+        return self
+
+    def clear(self) -> None:
+        """Forget everything (as a new process would)."""
+        from gpuradar.storage.index import IndexMemo
+
+        self.states.clear()
+        self.warned.clear()
+        self.index = IndexMemo()
 
 
 @dataclass
@@ -228,15 +254,20 @@ class CrawlWriter:
 
     def __init__(self, engine: Engine, source: str, started_at: datetime | None = None,
                  shrink_guard: float = SHRINK_GUARD, replay: Replay | None = None,
-                 keep_state: bool = True, index_params: Params | None = None) -> None:
-        """`keep_state`: leave the source's offer state in memory for this process's next
-        crawl of it (a daemon); a one-shot crawl frees it before the index update.
-        `index_params`: the market index's (its staleness is the configured one)."""
+                 keep_state: bool = True, index_params: Params | None = None,
+                 memory: CrawlMemory | None = None, clock: Clock = SYSTEM) -> None:
+        """`memory`: the crawl service's, where the source's offer state is taken from when
+        still current and, with `keep_state`, left for the service's next crawl of it (a
+        daemon); without it (a one-shot crawl) the state is read from the database and freed
+        before the index update. `index_params`: the market index's (its staleness is the
+        configured one). `clock`: when the crawl starts and finishes."""
         self.engine = engine
-        self.keep_state = keep_state
+        self.clock = clock
+        self.memory = memory
+        self.keep_state = keep_state and memory is not None
         self.index_params = index_params or Params()
         self.source = source
-        self.started_at = started_at or datetime.now(UTC)
+        self.started_at = started_at or clock.now()
         # The time every observation of this crawl describes: a replay's capture time (an
         # unknown one falls back to the replay's start, and is shown as unknown).
         self.replay = replay
@@ -276,7 +307,7 @@ class CrawlWriter:
                                      unknown_gpus=[], error="", uncatalogued={}, held=0)
                 .returning(CRAWL.c.id)
             ).scalar_one()
-            cached = _STATE_CACHE.pop(self._cache_key, None)
+            cached = memory.states.pop(self._cache_key, None) if memory else None
             if cached is not None and cached[0] == latest:
                 self.current: _States = cached[1]
                 return
@@ -441,7 +472,9 @@ class CrawlWriter:
             return
         try:
             update_index(self.engine, self.observed_at, self.index_params, changed_ids=(
-                self.changed_offer_ids if self._index_by_changes else None))
+                self.changed_offer_ids if self._index_by_changes else None),
+                memo=self.memory.index if self.memory is not None else None,
+                clock=self.clock)
         except Exception as exc:  # noqa: BLE001 - the index never fails a stored crawl
             log.warning("%s: updating the market index failed: %s", self.source,
                         str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -471,7 +504,7 @@ class CrawlWriter:
         exchange rates stored by this crawl (the FX source), counted as its items. The
         decisions are gpuradar.core.outcome's (stored_outcome, shrink_hold): this reads the
         facts they need and writes what they decided."""
-        finished = datetime.now(UTC)
+        finished = self.clock.now()
         closed = held = 0
         dropped = dict(dropped or {})
         if self.unstorable:
@@ -536,8 +569,8 @@ class CrawlWriter:
                 new_offers=summary.new_offers, changed=summary.changed, closed=closed,
                 dropped=summary.dropped, unknown_gpus=summary.unknown_gpus, error=summary.error,
                 duration_s=summary.duration_s, uncatalogued=summary.uncatalogued, held=held))
-        if self._clean and self.keep_state:
-            _STATE_CACHE[self._cache_key] = (self.crawl_id, self.current)
+        if self._clean and self.keep_state and self.memory is not None:
+            self.memory.states[self._cache_key] = (self.crawl_id, self.current)
         # The crawl is recorded: its keys (100,000 for a large source) and, unless kept for
         # the next crawl, the offers' state are memory the index update below can use.
         self.seen = set()

@@ -23,6 +23,7 @@ from functools import cache
 
 from sqlalchemy import Engine, and_, select, update
 
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.outcome import CrawlStatus
 from gpuradar.storage.models import CRAWL, CRAWL_NOT_OK
 
@@ -71,7 +72,7 @@ def mark_dead_crawls(engine: Engine, now: datetime | None = None, *,
     """Fail the crawls whose process is gone (the rule above); how many were marked.
     `unowned`: also those that record no owner (made before owners were recorded; the
     single daemon at its start knows they are not running)."""
-    now = now or datetime.now(UTC)
+    now = now or SYSTEM.now()
     old = now - STALE_AFTER
     with engine.begin() as conn:
         rows = conn.execute(select(CRAWL.c.id, CRAWL.c.owner, CRAWL.c.started_at)
@@ -96,7 +97,8 @@ def mark_dead_crawls(engine: Engine, now: datetime | None = None, *,
     return len(dead)
 
 
-def mark_interrupted(engine: Engine, crawl_ids: list[int], why: str) -> int:
+def mark_interrupted(engine: Engine, crawl_ids: list[int], why: str,
+                     now: datetime | None = None) -> int:
     """Fail these crawls of this process (Ctrl-C, a database error): they close nothing."""
     if not crawl_ids:
         return 0
@@ -104,4 +106,4 @@ def mark_interrupted(engine: Engine, crawl_ids: list[int], why: str) -> int:
         return conn.execute(update(CRAWL).where(and_(
             CRAWL.c.id.in_(crawl_ids), CRAWL.c.status == CrawlStatus.RUNNING))
             .values(status=CrawlStatus.FAILED, error=f"interrupted ({why})",
-                    finished_at=datetime.now(UTC))).rowcount
+                    finished_at=now or SYSTEM.now())).rowcount

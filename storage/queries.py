@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import ColumnElement, Engine, ScalarSelect, and_, func, or_, select, true, update
 
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.outcome import CrawlStatus
 from gpuradar.core.units import region_matches
 from gpuradar.storage.db import dialect_insert
@@ -89,13 +90,13 @@ def consecutive_failures(engine: Engine, source: str, limit: int = 50) -> int:
     return n
 
 
-def mark_interrupted_crawls(engine: Engine) -> int:
+def mark_interrupted_crawls(engine: Engine, now: datetime | None = None) -> int:
     """Crawls left 'running' by a killed process are failed: they closed nothing."""
     with engine.begin() as conn:
         return conn.execute(update(CRAWL).where(CRAWL.c.status == CrawlStatus.RUNNING,
                                                CRAWL_NOT_OK).values(
             status=CrawlStatus.FAILED, error="interrupted (process stopped during the crawl)",
-            finished_at=datetime.now(UTC))).rowcount
+            finished_at=now or SYSTEM.now())).rowcount
 
 
 # -- current offers ----------------------------------------------------------------------
@@ -301,7 +302,7 @@ def gpu_spans(engine: Engine, gpus: Sequence[str] | None, since: datetime,
     """Spans overlapping [since, until] of every offer of the given GPUs (None: every GPU),
     each merged with its offer's identity and specs. An open span overlaps every time after
     its start: its price holds until an observation says otherwise."""
-    until = until or datetime.now(UTC)
+    until = until or SYSTEM.now()
     conds: list[ColumnElement[bool]] = []
     if gpus is not None:
         conds.append(OFFER.c.gpu.in_(list(gpus)))
@@ -378,11 +379,12 @@ def latest_fx(engine: Engine) -> dict[str, tuple[float, date, str]]:
         return {c: (u, d, s) for c, u, d, s in conn.execute(q)}
 
 
-def store_fx(engine: Engine, rates: dict[str, float], rate_date: date, origin: str = "ecb") -> int:
-    """Upsert USD-per-unit rates for one date."""
+def store_fx(engine: Engine, rates: dict[str, float], rate_date: date, origin: str = "ecb",
+             now: datetime | None = None) -> int:
+    """Upsert USD-per-unit rates for one date (`now`: when they were fetched)."""
     if not rates:
         return 0
-    now = datetime.now(UTC)
+    now = now or SYSTEM.now()
     rows = [{"currency": c, "rate_date": rate_date, "usd_per_unit": v, "source": origin,
              "fetched_at": now} for c, v in rates.items()]
     ins = dialect_insert(engine.dialect.name, FX)

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select
 
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.units import region_matches
 from gpuradar.storage.alerts import alert_rows, source_health
 from gpuradar.storage.models import OFFER
@@ -95,7 +96,7 @@ def overview(engine: Engine, flt: OfferFilter, days: float = 7.0,
     freshness, firing alerts, the cheapest spot and on-demand price over `days` of every
     listed GPU (`charts`; `uncharted` lists the listed GPUs with no price in the range),
     and the market index's median over `days` of the models with the most offers."""
-    now = now or datetime.now(UTC)
+    now = now or SYSTEM.now()
     since = now - timedelta(days=days)
     cheapest = cheapest_per_gpu(engine, flt)
     listed = list(dict.fromkeys(o["gpu"] for o in cheapest))  # each GPU once, cheapest first

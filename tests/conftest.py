@@ -199,15 +199,6 @@ def provider_server():
         yield server
 
 
-@pytest.fixture(autouse=True)
-def _warnings_as_in_a_fresh_process():
-    """Each test is a new process for the once-per-process warnings (uncatalogued products,
-    unknown GPU names): a test that expects a warning must not depend on test order."""
-    from gpuradar.crawler.spiders import base
-
-    base._warned_in_process.clear()
-
-
 # The files that take longest (seconds on the 2-core CI machine, measured with the whole
 # suite running): `make test` hands whole files to its workers (--dist loadfile), longest
 # first, so that no worker is left with a long file while the others are done. Order only;
@@ -235,6 +226,33 @@ LONGEST_FILES = (
 )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "process: starts a real process because the process is the subject "
+        "(signals, kill -9, two replicas, a child's own reactor); the daemon's logic is "
+        "tested in-process on a fake clock (tests/scheduler/harness.py)")
+
+
+#: Tests outside tests/scheduler that start a real process because the process is their
+#: subject (tests/README.md lists why); marked `process` here (None: the whole file). The
+#: daemon's own are marked in their files.
+PROCESS_TESTS: dict[str, tuple[str, ...] | None] = {
+    "tests/core/test_config.py": ("test_ctrl_c_stops_at_once",
+                                  "test_crawls_of_a_dead_process"),
+    "tests/cli/test_startup_imports.py": None,
+    "tests/cli/test_terminal.py": None,
+    "tests/crawler/test_playwright.py": ("test_rendered_page", "test_crawl_without_rendered"),
+    "tests/project/test_deploy.py": ("test_image_entrypoint_and_healthcheck_run_the_daemon",),
+    "tests/alerts/test_alert_engine.py": ("test_restart_in_a_new_process",
+                                          "test_a_rule_removed_while_the_service_was_down"),
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path, _, name = item.nodeid.partition("::")
+        if path in PROCESS_TESTS and (PROCESS_TESTS[path] is None
+                                      or name.startswith(PROCESS_TESTS[path])):
+            item.add_marker(pytest.mark.process)
     rank = {path: i for i, path in enumerate(LONGEST_FILES)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))

@@ -37,8 +37,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
-from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -146,21 +145,6 @@ class SpotAdvice:
         return {"interruption_unknown": self.failed or "not in DescribeSpotAdvice's answer "
                 "for this type and zone"}
 
-
-def answer_day(response: Response) -> str:
-    """The day an answer describes: a replayed capture's own date, else the HTTP `Date`
-    the API sent, else today (UTC)."""
-    captured = response.meta.get("recording_captured")
-    if captured:
-        return str(captured)[:10]
-    sent = response.headers.get(b"Date")
-    if sent:
-        try:
-            return parsedate_to_datetime(sent.decode("latin-1")).astimezone(UTC).date(
-            ).isoformat()
-        except (TypeError, ValueError):
-            pass
-    return datetime.now(UTC).date().isoformat()
 
 
 def read_spot_advice(data: dict[str, Any], advice: SpotAdvice, day: str,
@@ -320,7 +304,8 @@ class AlibabaSpider(GpuRadarSpider):
         if creds is None:
             return None
         query = alibaba_rpc_params(action, {k: str(v) for k, v in params.items()},
-                                   creds["access_key_id"], creds["access_key_secret"])
+                                   creds["access_key_id"], creds["access_key_secret"],
+                                   now=self.clock.now())
         return self.endpoint("api").format(region=endpoint_region) + "?" + urlencode(query)
 
     def sign_again(self, request: scrapy.Request) -> scrapy.Request:
@@ -474,7 +459,7 @@ class AlibabaSpider(GpuRadarSpider):
             if request is not None:
                 yield request
             return
-        start = (datetime.now(UTC) - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        start = (self.clock.now() - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
         for instance_type, by_zone in sorted(zones.items()):
             request = self.spot_history_request(region, {
                 "RegionId": region, "InstanceType": instance_type, "NetworkType": "vpc",
@@ -500,7 +485,7 @@ class AlibabaSpider(GpuRadarSpider):
                                 "no interruption signal", action, region, code)
             advice.failed = f"DescribeSpotAdvice failed ({code})"
         else:
-            read_spot_advice(data, advice, answer_day(response), self.count)
+            read_spot_advice(data, advice, self.answer_day(response), self.count)
         yield from self.spot_advice(region, chunks[1:], zones, specs, advice)
 
     def api_item(self, spec: dict[str, Any], region: str, zone: str, pricing: str,

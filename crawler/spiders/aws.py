@@ -51,7 +51,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -62,6 +62,7 @@ from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
 from gpuradar.core import providers
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.items import PriceItem
 from gpuradar.core.pricing import CAPACITY_BLOCK
 from gpuradar.core.providers.aws import (
@@ -212,7 +213,7 @@ def advisor_date(response: Response) -> str | None:
             ).isoformat()
         except (TypeError, ValueError):
             pass
-    return datetime.now(UTC).date().isoformat()
+    return SYSTEM.now().date().isoformat()
 
 
 def gpu_of(instance_type: str) -> tuple[str, float | None, float] | None:
@@ -404,7 +405,7 @@ class AwsSpider(GpuRadarSpider):
         """DescribeSpotPriceHistory for `types` (default: every type of the table)."""
         # The price in effect at StartTime plus every change since: the hour keeps the
         # request body stable within the hour (record/replay) and the answer small.
-        start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        start = self.clock.now().replace(minute=0, second=0, microsecond=0)
         params = {"Action": "DescribeSpotPriceHistory", "ProductDescription.1": "Linux/UNIX",
                   "StartTime": start.strftime("%Y-%m-%dT%H:%M:%SZ"), "MaxResults": "1000"}
         if types is None:

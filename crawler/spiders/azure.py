@@ -51,7 +51,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -390,21 +389,6 @@ def read_evictions(page: Any, day: str, rates: dict[tuple[str, str], dict[str, A
     return token if isinstance(token, str) and token else None
 
 
-def answer_day(response: Response) -> str:
-    """The day an answer describes: a replayed capture's own date, else the HTTP `Date`
-    the API sent, else today (UTC)."""
-    captured = response.meta.get("recording_captured")
-    if captured:
-        return str(captured)[:10]
-    sent = response.headers.get(b"Date")
-    if sent:
-        try:
-            return parsedate_to_datetime(sent.decode("latin-1")).astimezone(UTC).date(
-            ).isoformat()
-        except (TypeError, ValueError):
-            pass
-    return datetime.now(UTC).date().isoformat()
-
 
 class AzureSpider(GpuRadarSpider):
     facts = providers.azure.AZURE
@@ -648,7 +632,7 @@ class AzureSpider(GpuRadarSpider):
             except ValueError:
                 raise SkusUnavailable("the Resource Graph answer is not JSON") from None
             rates = self._evictions if self._evictions is not None else {}
-            token = read_evictions(page, answer_day(response), rates, self.count)
+            token = read_evictions(page, self.answer_day(response), rates, self.count)
             seen = self._eviction_pages
             if token is not None and token in seen:
                 raise SkusUnavailable("$skipToken names a page already read")
@@ -696,7 +680,7 @@ class AzureSpider(GpuRadarSpider):
         """Keep the page's candidate meters; the next page's URL, if any."""
         page = self.json_body(response)
         items = require(page, "Items", self.name, response.url, list)
-        now, url = datetime.now(UTC), self._share(response.url)
+        now, url = self.clock.now(), self._share(response.url)
         for i, meter in enumerate(items):
             self.consider(meter, f"{response.url} Items[{i}]", url, now)
         next_link = page.get("NextPageLink") if isinstance(page, dict) else None
@@ -733,7 +717,7 @@ class AzureSpider(GpuRadarSpider):
         if not region or region.endswith("euap"):  # canary regions nobody can rent in
             return
         effective = effective_start(meter, where)
-        if effective > (now or datetime.now(UTC)):
+        if effective > (now or self.clock.now()):
             self.count("future_price")  # announced, not yet in effect
             return
         spot = meter_name.endswith(" Spot") or sku_name.endswith(" Spot")
@@ -811,6 +795,7 @@ class AzureSpider(GpuRadarSpider):
             self.uncatalogued(sku, f"{why}; the Resource SKUs API gives no GPU count for it")
             return None
         warn_once_per_process(
+            getattr(self, "crawler", None), self.__dict__.setdefault("_warned_here", set()),
             self.logger, ("sku_count", self.name, sku),
             "%s: %s is not in gpuradar's size table; its GPU count (%g) is the Resource SKUs "
             "API's", self.name, sku, count)

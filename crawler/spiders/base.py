@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import scrapy
 from scrapy.settings import BaseSettings
 
+from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.config import SourceOptions, data_dir
 from gpuradar.core.providers import Provider
 from gpuradar.crawler.config import source_options, source_status
@@ -26,15 +29,17 @@ UNCATALOGUED_NAMES = "gpuradar/uncatalogued_names"
 #: crawl record; the count still covers every offer.
 UNCATALOGUED_MAX_NAMES = 200
 
-_warned_in_process: set[tuple[str, ...]] = set()
-
-
-def warn_once_per_process(logger: logging.Logger | logging.LoggerAdapter, key: tuple[str, ...],
+def warn_once_per_process(crawler: Any, here: set[tuple[str, ...]],
+                          logger: logging.Logger | logging.LoggerAdapter, key: tuple[str, ...],
                           message: str, *args: Any) -> None:
-    """Log a warning the first time `key` comes up in this process: a daemon crawls the
-    same sources all day, and one line per crawl about the same product is noise."""
-    if key not in _warned_in_process:
-        _warned_in_process.add(key)
+    """Log a warning the first time `key` comes up for the crawl service that runs
+    `crawler` (its CrawlMemory: a daemon's lives as long as the process, which crawls the
+    same sources all day; one line per crawl about the same product would be noise).
+    `here`: the caller's own set, for a crawler that no service runs (a test's)."""
+    memory = crawler.settings.get("GPURADAR_CRAWL_MEMORY") if crawler is not None else None
+    seen = memory.warned if memory is not None else here
+    if key not in seen:
+        seen.add(key)
         logger.warning(message, *args)
 
 
@@ -96,6 +101,9 @@ class GpuRadarSpider(scrapy.Spider):
     #: Whether a crawl may ask for a page rendered with JavaScript (meta "playwright"):
     #: only then does its download handler load scrapy-playwright (crawler/handlers.py).
     renders_pages: bool = False
+    #: Where a spider reads the time (a request's time window, a price's effective date, a
+    #: time budget): passed in, so a test sets a FakeClock.
+    clock: ClassVar[Clock] = SYSTEM
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -138,6 +146,21 @@ class GpuRadarSpider(scrapy.Spider):
     def endpoint(self, name: str) -> str:
         overrides = self.settings.getdict("GPURADAR_ENDPOINTS")
         return overrides.get(f"{self.name}.{name}") or self.endpoints[name]
+
+    def answer_day(self, response: scrapy.http.Response) -> str:
+        """The day an answer describes (a signal's as-of date): a replayed capture's own
+        date, else the HTTP `Date` the provider sent, else today by the spider's clock."""
+        captured = response.meta.get("recording_captured")
+        if captured:
+            return str(captured)[:10]
+        sent = response.headers.get(b"Date")
+        if sent:
+            try:
+                return parsedate_to_datetime(sent.decode("latin-1")).astimezone(UTC).date(
+                ).isoformat()
+            except (TypeError, ValueError):
+                pass
+        return self.clock.now().date().isoformat()
 
     def option(self, name: str, default: Any = None) -> Any:
         """A declared option's value (`default` when not set)."""
@@ -194,7 +217,8 @@ class GpuRadarSpider(scrapy.Spider):
                 names[raw_name] = names.get(raw_name, 0) + 1
                 stats.set_value(UNCATALOGUED_NAMES, names)
         warn_once_per_process(
-            self.logger, ("uncatalogued", self.name, raw_name),
+            crawler, self.__dict__.setdefault("_warned_here", set()), self.logger,
+            ("uncatalogued", self.name, raw_name),
             "%s: %s is not in gpuradar's catalog (%s); reported as uncatalogued, not stored",
             self.name, raw_name, detail or "GPU model or count unknown")
 

@@ -40,9 +40,8 @@ on the same basis.
 from __future__ import annotations
 
 import json
-import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import scrapy
@@ -111,13 +110,10 @@ class VastaiSpider(GpuRadarSpider):
                               cb_kwargs={"search": (tuple(names), mode, gpus)},
                               meta={"handle_httpstatus_list": [UNAUTHORIZED]})
 
-    #: The clock the time budget is measured with (tests replace it).
-    clock: Callable[[], float] = staticmethod(time.monotonic)
-
     async def start(self):
         names = tuple(str(n) for n in self.option("gpu_names", GPU_NAMES))
         self._queue: deque[Search] = deque([(names, "in", None), (names, "notin", None)])
-        self._started = self.clock()
+        self._started = self.clock.monotonic()
         self._stopped = False
         for request in self.next_search():
             yield request
@@ -130,10 +126,10 @@ class VastaiSpider(GpuRadarSpider):
         settings = getattr(self, "settings", None)
         budget = settings.getfloat("CLOSESPIDER_TIMEOUT") if settings else 0.0
         interval = settings.getfloat("DOWNLOAD_DELAY") if settings else 0.0
-        started = self.__dict__.setdefault("_started", self.clock())
+        started = self.__dict__.setdefault("_started", self.clock.monotonic())
         # The next search waits one interval, then needs its answer (allow another interval,
         # at least 5 s): if that ends past the budget, stop here as a partial crawl.
-        if budget and self.clock() - started + interval + max(interval, 5.0) > budget:
+        if budget and self.clock.monotonic() - started + interval + max(interval, 5.0) > budget:
             self.stop(f"the crawl's time budget of {budget:.0f} s would run out before "
                       f"{len(queue)} more search(es) finish")
             return

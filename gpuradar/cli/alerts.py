@@ -1,7 +1,6 @@
 """`gpuradar rules check|test`, `gpuradar alerts`, `gpuradar notify test`."""
 
 
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -24,6 +23,7 @@ from gpuradar.cli.common import (
     pick_format,
 )
 from gpuradar.cli.output import Format, age, console, dump_json, emit, err_console, money
+from gpuradar.core.clock import SYSTEM
 
 if TYPE_CHECKING:
     from gpuradar.core.config import Config
@@ -180,7 +180,7 @@ def _matches(cfg: "Config", rules: list):
     except ConfigError as exc:
         raise fail(str(exc)) from None
     engine = get_engine(cfg, existing=True)
-    now = datetime.now(UTC)
+    now = SYSTEM.now()
     try:
         market = read_market(engine, now, settings, needs_signals(rules))
         matches = match_rules(engine, rules, now=now, alert_settings=settings, market=market)
@@ -317,7 +317,7 @@ def alerts_command(
 
     cfg = get_config(config, database_url)
     engine = get_engine(cfg, existing=True)
-    now = datetime.now(UTC)
+    now = SYSTEM.now()
     alerts = alert_rows(engine, include_inactive=all_alerts)
     log = notification_log(engine, limit=limit)
     f = pick_format(fmt, as_json, as_csv)

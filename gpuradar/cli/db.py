@@ -3,7 +3,7 @@
 
 import json
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Annotated
 
 import typer
@@ -19,6 +19,7 @@ from gpuradar.cli.common import (
     get_engine,
 )
 from gpuradar.cli.output import console
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.units import parse_duration
 
 
@@ -55,7 +56,7 @@ def db_prune(
     from gpuradar.storage import maintenance
 
     try:
-        cutoff = datetime.now(UTC) - parse_age(older_than)
+        cutoff = SYSTEM.now() - parse_age(older_than)
     except (ValueError, OverflowError) as exc:
         raise fail(str(exc)) from None
     engine = get_engine(get_config(config, database_url), existing=True)

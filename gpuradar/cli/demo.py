@@ -11,7 +11,7 @@ import json
 import shutil
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -29,6 +29,7 @@ from gpuradar.cli.common import (
 from gpuradar.cli.crawl import crawl_sources, print_results
 from gpuradar.cli.output import Col, Format, console, money, print_table, table
 from gpuradar.cli.prices import YES_NO, print_gpu_history
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.outcome import CrawlStatus
 
 if TYPE_CHECKING:
@@ -184,7 +185,7 @@ def _timeline(cfg: "Config", pace: float) -> None:
     cfg.rules = [spec["rule"]]
     rules = load_rules(cfg, load_targets(cfg))
     engine = get_engine(cfg)
-    until = datetime.now(UTC).replace(second=0, microsecond=0)
+    until = SYSTEM.now().replace(second=0, microsecond=0)
     start = until - timedelta(hours=max(s["hour"] for s in spec["steps"]))
     console.print(f"[bold]A day of {source} prices in about a minute[/bold]", highlight=False)
     console.print(spec["derivation"], highlight=False)

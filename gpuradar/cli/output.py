@@ -21,7 +21,7 @@ import textwrap
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -30,6 +30,7 @@ from rich.console import Console, ConsoleDimensions
 from rich.table import Table
 from rich.text import Text
 
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.units import age, money  # noqa: F401  (re-exported for the commands)
 
 # Width of prose printed into a pipe (tables there take the width they need).
@@ -392,7 +393,7 @@ def watch_output(show: Any, interval: float, rounds: int | None = None) -> None:
     def frame() -> Group:
         with console.capture() as captured:
             show()
-        stamp = Text(f"every {interval:g}s, last {datetime.now(UTC):%H:%M:%S} UTC; Ctrl-C "
+        stamp = Text(f"every {interval:g}s, last {SYSTEM.now():%H:%M:%S} UTC; Ctrl-C "
                      "stops", style="dim")
         # the stamp first, and what does not fit counted: Live would cut the bottom to "..."
         lines = captured.get().rstrip("\n").split("\n")

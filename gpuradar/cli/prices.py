@@ -2,7 +2,7 @@
 
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Annotated
 
 import typer
@@ -36,6 +36,7 @@ from gpuradar.cli.output import (
     same_decimals,
     watch_output,
 )
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.pricing import CHOICES as PRICING_CHOICES
 from gpuradar.core.pricing import describe_terms, parse_pricing
 from gpuradar.core.spot import offer_signal
@@ -299,7 +300,7 @@ def prices(
             "--min-gpus": min_gpus, "--min-gpu-memory": min_gpu_memory,
             "--available": available}), highlight=False)
         return
-    rows = offer_rows(offers, datetime.now(UTC))
+    rows = offer_rows(offers, SYSTEM.now())
     if group:
         for row, o in zip(rows, offers, strict=True):
             row["gpu"] = f"{_counts(o['gpu_counts'])} {o['gpu']}"
@@ -505,7 +506,7 @@ def history(
     f = pick_format(fmt, as_json, as_csv)
     if gpu:
         names = resolve_gpus(gpu, engine)
-        until = datetime.now(UTC)
+        until = SYSTEM.now()
         since = until - timedelta(days=days)  # days checked: 0 < days <= 3660
         if f is not Format.table:
             series = queries.cheapest_series(engine, names, since, until, buckets=60,

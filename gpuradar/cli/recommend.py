@@ -2,7 +2,7 @@
 
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 import typer
@@ -18,6 +18,7 @@ from gpuradar.cli.common import (
     get_engine,
 )
 from gpuradar.cli.output import Format, age, console, dump_json, emit, err_console, money
+from gpuradar.core.clock import SYSTEM
 
 
 def _split(values: list[str] | None) -> tuple[str, ...]:
@@ -433,7 +434,7 @@ def register(app: typer.Typer) -> None:
         engine = get_engine(get_config(config, database_url), existing=True)
         fx = FxTable(latest_fx(engine))
         fx_note = _fx_note(fx, opts.budget)
-        now = datetime.now(UTC)
+        now = SYSTEM.now()
         # dated by what the data describes: a replay's capture time, not its replay
         seen = {source: o.at for source, o in last_observed(engine).items()}
         offers = with_observed_at(live_offers(engine, include_unavailable=True,

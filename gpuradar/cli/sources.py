@@ -1,7 +1,7 @@
 """`gpuradar sources`: each source, enabled or not and why, and its last crawls."""
 
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated
 
 import typer
@@ -20,6 +20,7 @@ from gpuradar.cli.common import (
     pick_format,
 )
 from gpuradar.cli.output import Col, Format, age, emit
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.logs import source_once
 from gpuradar.core.units import format_duration
 
@@ -76,7 +77,7 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
         latest, ok, observed = last_crawls(engine), last_success(engine), last_observed(engine)
     else:  # nothing crawled yet: the sources as configured, and no database made for that
         latest, ok, observed = {}, {}, {}
-    now = datetime.now(UTC)
+    now = SYSTEM.now()
     rows = []
     for name in setup.schedule:
         enabled, reason = setup.status[name]

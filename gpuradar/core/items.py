@@ -15,16 +15,19 @@ divided by it, exactly as for GPUs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, NamedTuple
 
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.pricing import PRICINGS, Pricing
 
 __all__ = ["PRICINGS", "FxRateItem", "OfferKey", "PriceBatch", "PriceItem", "Pricing", "utcnow"]
 
 
 def utcnow() -> datetime:
-    return datetime.now(UTC)
+    """When an item is observed, unless its spider says: the system clock's now (a spider
+    that knows its answer's time, a replay or a test passes `observed_at` instead)."""
+    return SYSTEM.now()
 
 
 class OfferKey(NamedTuple):

@@ -16,6 +16,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from gpuradar.core import sources
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.text import excerpt
 
 # -- exit codes (documented in `gpuradar --help` and the README) -----------------------------
@@ -109,7 +110,7 @@ def age(ts: datetime | None, now: datetime | None = None) -> str:
     """'3m', '2h', '5d': how old an observation is."""
     if ts is None:
         return "-"
-    seconds = ((now or datetime.now(UTC)) - ts).total_seconds()
+    seconds = ((now or SYSTEM.now()) - ts).total_seconds()
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"
@@ -194,7 +195,7 @@ def parse_when(value: str, now: datetime | None = None) -> datetime:
     its midnight, '2026-08-22 18:00'; with or without offset, naive means UTC).
 
     ValueError with examples for anything else."""
-    now = now or datetime.now(UTC)
+    now = now or SYSTEM.now()
     text = (value or "").strip()
     low = text.lower()
     if low in _BEFORE_NOW:

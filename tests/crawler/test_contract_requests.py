@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, parse_qsl, urlsplit
 import pytest
 from scrapy.settings import Settings
 
+from gpuradar.core.clock import FakeClock
 from tests.provider_server import Reply, fixture
 
 FIXED = datetime(2026, 11, 30, 12, 34, 56, tzinfo=UTC)
@@ -133,17 +134,13 @@ def huawei_sdk(monkeypatch, provider_server):
 
     from gpuradar.crawler import signing
 
-    class Clock(datetime):
+    class SdkClock(datetime):  # the SDK reads datetime itself
         @classmethod
         def utcnow(cls):
             return FIXED.replace(tzinfo=None)
 
-        @classmethod
-        def now(cls, tz=None):
-            return FIXED
-
-    monkeypatch.setattr(signer, "datetime", Clock)
-    monkeypatch.setattr(signing, "datetime", Clock)
+    monkeypatch.setattr(signer, "datetime", SdkClock)
+    monkeypatch.setattr(signing, "SYSTEM", FakeClock(FIXED))  # ours: the clock's default
     provider_server.route("GET", "/v1/0605767b3b00d2c62f05c00b4f1a2c3d/cloudservers/flavors",
                           lambda req: Reply(body=b'{"flavors": []}'))
     provider_server.route("POST", "/v2/bills/ratings/on-demand-resources", lambda req: Reply(
@@ -266,16 +263,11 @@ def test_alibaba_describe_price_request_is_the_sdks(monkeypatch, provider_server
     monkeypatch.setattr(signing, "uuid", SimpleNamespace(uuid4=lambda: SimpleNamespace(
         hex=nonce)))
 
-    class Clock(datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return FIXED
-
-    monkeypatch.setattr(signing, "datetime", Clock)
     provider_server.route("POST", "/", lambda req: Reply(
         body=fixture("alibaba/describe_price_gn7i.json")))
     spider = spider_for(AlibabaSpider, provider_server, access_key_id="LTAIcontract",
                         access_key_secret="contract-secret")
+    spider.clock = FakeClock(FIXED)  # the time it signs with, as the SDK's (patched above)
     spider.settings.set("GPURADAR_ENDPOINTS", {"alibaba.api": provider_server.base + "/"})
     params = {"RegionId": "cn-hangzhou", "ResourceType": "instance",
               "InstanceType": "ecs.gn7i-c8g1.2xlarge", "PriceUnit": "Hour",
@@ -382,18 +374,13 @@ def test_alibaba_throttled_call_is_retried_as_the_sdk_would_send_it(monkeypatch,
     monkeypatch.setattr(Utils, "get_timestamp", staticmethod(
         lambda: FIXED.strftime("%Y-%m-%dT%H:%M:%SZ")))
 
-    class Clock(datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return FIXED
-
-    monkeypatch.setattr(signing, "datetime", Clock)
     throttled = fixture("alibaba/error_throttling_user.json")
     provider_server.route("POST", "/", lambda req: Reply(403, throttled))
     crawler = get_crawler(AlibabaSpider, {"RETRY_TIMES": 1, "RETRY_BACKOFF_MAX": 0.01})
     crawler.spider = spider = spider_for(AlibabaSpider, provider_server,
                                          access_key_id="LTAIcontract",
                                          access_key_secret="contract-secret")
+    spider.clock = FakeClock(FIXED)
     spider.crawler = crawler
     crawler.engine = SimpleNamespace(downloader=SimpleNamespace(slots={}))  # no crawl running
     spider.settings.set("GPURADAR_ENDPOINTS", {"alibaba.api": provider_server.base + "/"})

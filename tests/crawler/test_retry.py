@@ -20,6 +20,7 @@ from scrapy.http import HtmlResponse, TextResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from gpuradar.core.clock import FakeClock
 from gpuradar.crawler.middlewares import BackoffRetryMiddleware, retry_after_seconds
 from gpuradar.crawler.runner import spider_classes as _spider_classes
 from tests.clirun import gpuradar, write_config
@@ -36,21 +37,6 @@ def spider_classes() -> dict:
     return _spider_classes(settings)
 
 
-class Clock:
-    """A fake monotonic clock and a sleep that only records (and advances the clock)."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-        self.waits: list[float] = []
-
-    def __call__(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.t += seconds
-
-
 def middleware(spidercls, **settings):
     project = Settings()
     project.setmodule("gpuradar.crawler.settings", priority="project")
@@ -61,8 +47,12 @@ def middleware(spidercls, **settings):
     crawler = get_crawler(spidercls, values)
     crawler.spider = crawler._create_spider()
     mw = BackoffRetryMiddleware(crawler)
-    clock = Clock()
-    mw.clock, mw.sleep, mw.now = clock, clock.sleep, lambda: NOW
+    clock = FakeClock(NOW)
+
+    async def sleep(seconds: float) -> None:  # records the wait and advances the clock
+        clock.sleep(seconds)
+
+    mw.clock, mw.sleep = clock, sleep
     return mw, clock
 
 
@@ -84,7 +74,7 @@ def test_retry_after_is_waited_for_by_every_source(source, status):
     asyncio.run(mw.process_request(retry))
     asyncio.run(mw.process_request(Request("https://api.example.test/page2")))
     asyncio.run(mw.process_request(Request("https://other.example.test/x")))
-    assert clock.waits == [10.0]
+    assert clock.slept == [10.0]
     assert mw.crawler.stats.get_value("gpuradar/throttled") == 1
 
 
@@ -100,7 +90,7 @@ def test_retry_after_as_an_http_date():
     retry = asyncio.run(mw.process_response(req, answer(req, 429, **{
         "Retry-After": format_datetime(NOW + timedelta(seconds=20), usegmt=True)})))
     asyncio.run(mw.process_request(retry))
-    assert clock.waits == [20.0]
+    assert clock.slept == [20.0]
 
 
 def test_a_retry_after_beyond_the_cap_is_reported_with_the_cap(caplog):
@@ -109,7 +99,7 @@ def test_a_retry_after_beyond_the_cap_is_reported_with_the_cap(caplog):
     with caplog.at_level(logging.ERROR):
         result = asyncio.run(mw.process_response(req, answer(req, 429, **{
             "Retry-After": "3600"})))
-    assert result.status == 429 and clock.waits == []
+    assert result.status == 429 and clock.slept == []
     assert ("azure: prices.azure.example.test answered 429 asking to wait 3600 s "
             "(Retry-After); not retried in this crawl (waits are capped at RETRY_BACKOFF_MAX "
             "= 60 s)") in caplog.text
@@ -122,9 +112,9 @@ def test_without_retry_after_the_backoff_doubles_and_the_retries_are_counted():
     for _ in range(3):
         req = asyncio.run(mw.process_response(req, answer(req, 429)))
         assert isinstance(req, Request)
-        waits.append(mw.resume_at["azure.example.test"] - clock())
+        waits.append(mw.resume_at["azure.example.test"] - clock.monotonic())
         asyncio.run(mw.process_request(req))
-    assert waits == [2.0, 4.0, 8.0] and clock.waits == [2.0, 4.0, 8.0]
+    assert waits == [2.0, 4.0, 8.0] and clock.slept == [2.0, 4.0, 8.0]
     last = asyncio.run(mw.process_response(req, answer(req, 429)))
     assert last.status == 429  # RETRY_TIMES spent: the answer stands
     assert mw.crawler.stats.get_value("retry/max_reached") == 1
@@ -144,7 +134,7 @@ def test_a_spider_can_say_a_response_is_throttling():
                            request=req)
     retry = asyncio.run(mw.process_response(req, refused))
     assert isinstance(retry, Request)
-    assert mw.resume_at["ecs.example.test"] == clock() + 7.0  # the spider's pause holds
+    assert mw.resume_at["ecs.example.test"] == clock.monotonic() + 7.0  # the spider's pause holds
     forbidden = TextResponse(req.url, status=403, body=b'{"Code": "Forbidden"}', request=req)
     assert asyncio.run(mw.process_response(req, forbidden)) is forbidden
 

@@ -15,6 +15,7 @@ import pytest
 from scrapy.utils.test import get_crawler
 
 from gpuradar.core import providers
+from gpuradar.core.clock import FakeClock
 from gpuradar.crawler.spiders.base import ParseError
 from gpuradar.crawler.spiders.vastai import GPU_NAMES, SERVER_CAP, VastaiSpider
 from tests.clirun import gpuradar, write_config
@@ -134,27 +135,19 @@ def test_an_answer_stopping_at_the_observed_server_cap_is_narrowed():
     assert not [o for o in out if hasattr(o, "callback")] and len(out) == 2 * SERVER_CAP
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_searches_that_cannot_finish_in_the_crawl_budget_are_not_made(caplog):
-    clock = Clock()
+    clock = FakeClock()
     crawler = get_crawler(VastaiSpider, {"CLOSESPIDER_TIMEOUT": 300, "DOWNLOAD_DELAY": 6})
     s = VastaiSpider.from_crawler(crawler)
     s.clock = clock
     (first,) = started(s)
-    clock.now += 280  # 20 s left: less than one interval plus an answer (6 + 6 s)... fits
+    clock.advance(280)  # 20 s left: less than one interval plus an answer (6 + 6 s)... fits
     assert [o for o in answer(s, first, vastai_offers()) if hasattr(o, "callback")]
     s = VastaiSpider.from_crawler(get_crawler(
         VastaiSpider, {"CLOSESPIDER_TIMEOUT": 300, "DOWNLOAD_DELAY": 6}))
     s.clock = clock
     (first,) = started(s)
-    clock.now += 290  # 10 s left: the second search could not finish
+    clock.advance(290)  # 10 s left: the second search could not finish
     out = answer(s, first, vastai_offers())
     assert out and not [o for o in out if hasattr(o, "callback")]  # offers kept, no search
     (line,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
@@ -166,12 +159,12 @@ def test_searches_that_cannot_finish_in_the_crawl_budget_are_not_made(caplog):
 def test_a_search_gets_at_least_5_s_of_the_budget_for_its_answer(left, searched):
     # With a short request interval (`request_interval: 1s`) the answer still needs time:
     # the next search goes ahead only if the interval plus 5 s are left.
-    clock = Clock()
+    clock = FakeClock()
     s = VastaiSpider.from_crawler(get_crawler(VastaiSpider, {
         "CLOSESPIDER_TIMEOUT": 300, "GPURADAR_SOURCES": {"vastai": {"request_interval": 1}}}))
     s.clock = clock
     (first,) = started(s)
-    clock.now += 300 - left
+    clock.advance(300 - left)
     out = answer(s, first, vastai_offers())
     assert bool([o for o in out if hasattr(o, "callback")]) is searched
 

@@ -19,8 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.daemon_helpers import only_sources, query, write_config
 from tests.provider_server import Reply, serve_standard
+
+pytestmark = pytest.mark.process  # a child with its own reactor
 
 #: When each crawl is stopped: seconds after it started, or "opening" (from inside the
 #: spider_opened signal, while its pipelines open).

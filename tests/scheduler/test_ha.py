@@ -69,6 +69,7 @@ def leadership_lines(d: Daemon) -> list[dict]:
 
 
 # -- election, standby, fencing -------------------------------------------------------------
+@pytest.mark.process  # two replicas, their signals
 def test_two_replicas_one_leader_and_a_leader_without_its_lock_stops_at_once(tmp_path,
                                                                              pg_url):
     recordings = copy_recordings(tmp_path / "recordings", ["vastai"])
@@ -161,6 +162,7 @@ def _host() -> str:
 
 
 # -- kill -9 of the leader --------------------------------------------------------------------
+@pytest.mark.process  # two replicas, their signals
 def test_kill_9_of_the_leader_mid_delivery_the_standby_takes_over(tmp_path, provider_server,
                                                                   pg_url):
     endpoints = serve_standard(provider_server)
@@ -238,6 +240,7 @@ def test_kill_9_of_the_leader_mid_delivery_the_standby_takes_over(tmp_path, prov
 
 
 # -- SIGTERM of the leader --------------------------------------------------------------------
+@pytest.mark.process  # two replicas, their signals
 def test_sigterm_of_the_leader_hands_over_cleanly(tmp_path, pg_url):
     recordings = copy_recordings(tmp_path / "recordings", ["vastai"])
     with WebhookSink() as hook:
@@ -282,6 +285,7 @@ def test_sigterm_of_the_leader_hands_over_cleanly(tmp_path, pg_url):
 
 
 # -- a frozen leader (the server's view of a lost network) -------------------------------
+@pytest.mark.process  # two replicas, their signals
 def test_a_silent_leader_loses_the_lock_and_sends_nothing_more_when_it_wakes(tmp_path,
                                                                              pg_url):
     """SIGSTOP freezes the leader in the middle of a delivery pass, its connections open:
@@ -376,6 +380,7 @@ def test_a_silent_leader_loses_the_lock_and_sends_nothing_more_when_it_wakes(tmp
 
 
 # -- SQLite: one daemon per file ----------------------------------------------------------------
+@pytest.mark.process  # two processes, one file lock
 def test_a_second_daemon_on_one_sqlite_file_refuses_to_start(tmp_path, sqlite_template):
     from gpuradar.core.units import EXIT_USAGE
 
@@ -528,6 +533,7 @@ def test_compose_ha_is_accepted_by_docker_compose_and_promtool(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.process  # concurrent `db upgrade` processes
 def test_replicas_migrating_a_new_database_together_take_turns(request):
     """Replicas of a new release start at once on a database that needs migrating: each
     waits for the migration lock (held here by an outside session standing in for a first

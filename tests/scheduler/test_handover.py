@@ -42,6 +42,8 @@ from tests.daemon_helpers import (
     write_config,
 )
 
+pytestmark = pytest.mark.process  # replicas killed, stopped and deposed
+
 PER_TARGET = 200
 TARGETS = ("a", "b")
 STOP_TIMEOUT = 4.0

@@ -40,6 +40,8 @@ from tests.scheduler.test_handover import (
     stop_took,
 )
 
+pytestmark = pytest.mark.process  # two replicas
+
 #: Leaderships cut at a crawl's start: both replicas twice each, in turn.
 HITS = 4
 STOPPED = "crawl stopped early: cancelled (not the leader any more)"

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.clirun import gpuradar
-from tests.daemon_helpers import RECORDINGS, Daemon, copy_recordings, write_config
-from tests.helpers import free_port
+from tests.daemon_helpers import RECORDINGS
 from tests.scheduler.test_api import served
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -325,37 +324,6 @@ def test_the_page_is_read_only_and_escapes_what_it_echoes(site):
     status, _, body = request(site + "/?gpu=%22%3E%3Cb%3E&range=24h")  # into the range links
     assert status == 200 and "<b>" not in body and "gpu=%22%3E%3Cb%3E&amp;range=7d" in body
     assert "default-src 'none'" in headers["Content-Security-Policy"]
-
-
-def test_the_running_service_serves_the_page(tmp_path, sqlite_template):
-    """`gpuradar run --replay` on every shipped real recording, without any credential
-    (gcp's needs an API key live), crawls each ok and answers `/` with its offers, dated at
-    their capture and marked replayed (issue #32)."""
-    recorded = sorted(p.name for p in RECORDINGS.iterdir() if (p / "index.json").exists())
-    recordings = copy_recordings(tmp_path / "recordings", recorded)
-    shutil.copy(sqlite_template, tmp_path / "gpuradar.db")
-    config = write_config(tmp_path / "gpuradar.yaml", {
-        "database_url": f"sqlite:///{tmp_path / 'gpuradar.db'}",
-        "sources": {name: {"interval": 600, "jitter": 0} for name in recorded}})
-    port, web_port = free_port(), free_port()
-    daemon = Daemon(tmp_path, config, "--replay", str(recordings), "--metrics-port", str(port),
-                    metrics_port=port, web_port=web_port,
-                    env={"GCP_API_KEY": "", "VAST_API_KEY": ""})
-    try:
-        daemon.wait_ready()
-        for name in recorded:
-            daemon.wait_metric("gpuradar_crawls_total", 1, source=name, status="ok")
-        status, body = daemon.page("/")
-        assert status == 200 and "<table id=\"cheapest\">" in body
-        assert "H100-SXM-80GB" in body and "$0.4001" in body
-        assert "Cheapest live" not in body and "Replayed from recordings, not live" in body
-        assert "vastai captured 2026-08-22" in body and "gcp captured 2023-03-24" in body
-        assert "captured 2026-08-22 (replayed)" in body and " ago</td></tr>" not in body
-        assert request(f"http://127.0.0.1:{web_port}/", "POST")[0] == 405
-        # the daemon's own endpoint keeps /metrics and the health checks only
-        assert daemon.get("/")[0] == 404 and daemon.get("/api/v1/offers")[0] == 404
-    finally:
-        assert daemon.stop() == 0
 
 
 def test_the_page_offers_every_pricing_kind_and_shows_a_capacity_block_apart(engine):

@@ -75,7 +75,8 @@ def test_a_read_only_sqlite_file_leaves_no_read_only_shm():
 def _read_only_then_writable(home: str) -> None:
     script = textwrap.dedent(f"""
         import os, sqlite3
-        from gpuradar.storage.db import DatabaseError, check_writable, get_engine, upgrade
+        from gpuradar.storage.db import (ENGINES, DatabaseError, check_writable, get_engine,
+                                          upgrade)
         url = "sqlite:///{home}/x.db"
         engine = get_engine(url)
         upgrade(engine)
@@ -84,7 +85,7 @@ def _read_only_then_writable(home: str) -> None:
         os.setgid(65534)
         os.setuid(65534)
         os.chmod("{home}/x.db", 0o444)
-        get_engine.cache_clear()
+        ENGINES.forget()
         try:
             check_writable(get_engine(url))
         except DatabaseError as exc:
@@ -93,7 +94,7 @@ def _read_only_then_writable(home: str) -> None:
         for name in sorted(os.listdir("{home}")):
             print(name, oct(os.stat(os.path.join("{home}", name)).st_mode & 0o777))
         os.chmod("{home}/x.db", 0o644)
-        get_engine.cache_clear()
+        ENGINES.forget()
         check_writable(get_engine(url))
         print("writable again")
     """)

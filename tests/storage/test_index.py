@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from gpuradar.core.items import PriceItem
 from gpuradar.core.marketindex import IndexOffer, compute_index, quantile, screen
 from gpuradar.storage import index as store
-from gpuradar.storage.ingest import CrawlWriter
+from gpuradar.storage.ingest import CrawlMemory, CrawlWriter
 from gpuradar.storage.models import PriceIndex
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -107,8 +107,18 @@ def item(source: str, instance: str, per_gpu: float, *, gpu: str = H100, count: 
                      price_per_gpu_usd=per_gpu)
 
 
+#: One crawl service's memory (a daemon's): crawl after crawl, the index update recomputes
+#: only the models a crawl changed while its memo holds. Fresh for each test.
+MEMORY = CrawlMemory()
+
+
+@pytest.fixture(autouse=True)
+def _a_new_crawl_service():
+    MEMORY.clear()
+
+
 def crawl(engine, source: str, items: list[PriceItem], at: datetime, status: str = "ok"):
-    writer = CrawlWriter(engine, source, started_at=at)
+    writer = CrawlWriter(engine, source, started_at=at, memory=MEMORY)
     writer.add(items)
     return writer.finish(status)
 

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from gpuradar.core.items import PriceItem
 from gpuradar.storage import queries
-from gpuradar.storage.ingest import CrawlWriter
+from gpuradar.storage.ingest import CrawlMemory, CrawlWriter
 from gpuradar.storage.models import PriceChange
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -24,8 +24,18 @@ def item(instance: str, price: float, at: datetime, *, region: str = "eastus",
                      observed_at=at, price_usd=price, price_per_gpu_usd=price / count)
 
 
+#: The memory of one crawl service (a daemon's), kept from crawl to crawl; emptied for each
+#: test, and where a test restarts the process.
+MEMORY = CrawlMemory()
+
+
+@pytest.fixture(autouse=True)
+def _a_new_crawl_service():
+    MEMORY.clear()
+
+
 def crawl(engine, items, status="ok", at=None, unreadable=(), error=""):
-    writer = CrawlWriter(engine, "azure", started_at=at)
+    writer = CrawlWriter(engine, "azure", started_at=at, memory=MEMORY)
     writer.add(items)
     return writer.finish(status, unreadable=unreadable, error=error)
 
@@ -197,13 +207,12 @@ def test_region_globs_and_filters(engine):
 
 def test_state_kept_in_memory_is_dropped_when_another_writer_crawled(engine):
     """The in-process state cache must never hide a crawl written by another process."""
-    from gpuradar.storage import ingest
 
     t1, t2 = T0 + timedelta(hours=1), T0 + timedelta(hours=2)
     crawl(engine, [item("A", 80.0, T0)], at=T0)
-    seen_by_us = dict(ingest._STATE_CACHE)          # what this process knew after crawl 1
+    seen_by_us = dict(MEMORY.states)          # what this process knew after crawl 1
     crawl(engine, [item("A", 72.0, t1)], at=t1)     # "another process" changes A
-    ingest._STATE_CACHE.update(seen_by_us)          # ... while we still hold the old state
+    MEMORY.states.update(seen_by_us)          # ... while we still hold the old state
     summary = crawl(engine, [item("A", 72.0, t2)], at=t2)
     assert summary.changed == 0 and span_count(engine) == 2
     # And with an up-to-date cache the same crawl is also unchanged.
@@ -245,11 +254,10 @@ def test_an_ordinary_crawl_reports_nothing_unreadable(engine):
 def test_a_new_process_sees_unchanged_offers_as_unchanged(engine):
     """The offers' state is read back from the database (no state kept in this process):
     the same observation again is no change and writes nothing."""
-    from gpuradar.storage import ingest
 
     t1 = T0 + timedelta(hours=1)
     crawl(engine, [item("A", 80.0, T0), item("B", 40.0, T0)], at=T0)
-    ingest._STATE_CACHE.clear()
+    MEMORY.states.clear()
     summary = crawl(engine, [item("A", 80.0, t1), item("B", 40.0, t1)], at=t1)
     assert (summary.changed, summary.new_offers) == (0, 0) and span_count(engine) == 2
 
@@ -437,7 +445,7 @@ def test_an_offer_whose_write_failed_is_stored_by_the_next_crawl(engine, monkeyp
     def lost(conn, rows):
         raise RuntimeError("connection lost")
 
-    writer = CrawlWriter(engine, "azure", started_at=t1)
+    writer = CrawlWriter(engine, "azure", started_at=t1, memory=MEMORY)
     with monkeypatch.context() as m:
         m.setattr(ingest, "_record_changes", lost)
         with pytest.raises(RuntimeError):
@@ -474,12 +482,11 @@ def test_an_offer_listed_again_unchanged_writes_no_new_span(engine, available):
     """A sold-out offer listed sold out again, or one whose provider never says whether it is
     in stock listed again, is no change, whether this process remembers it or reads it back
     from the database."""
-    from gpuradar.storage import ingest
 
     t1, t2 = T0 + timedelta(hours=1), T0 + timedelta(hours=2)
     crawl(engine, [item("A", 80.0, T0, available=available)], at=T0)
     assert crawl(engine, [item("A", 80.0, t1, available=available)], at=t1).changed == 0
-    ingest._STATE_CACHE.clear()
+    MEMORY.states.clear()
     assert crawl(engine, [item("A", 80.0, t2, available=available)], at=t2).changed == 0
     offer = queries.find_offer(engine, "azure", "A")[0]
     assert [(s["available"], s["valid_from"]) for s in queries.spans(engine, offer["id"])] \
@@ -532,11 +539,10 @@ def test_a_crawl_of_one_source_leaves_every_other_sources_offers_alone(engine):
     """A source's offers read back from the database (a new process) are its own only: a
     crawl of a source named before or after "azure" neither changes nor closes azure's
     offers, not even one with the same region and instance type."""
-    from gpuradar.storage import ingest
 
     crawl(engine, [item("A", 80.0, T0), item("B", 40.0, T0)], at=T0)
     for n, source in enumerate(("aws", "vastai"), start=1):
-        ingest._STATE_CACHE.clear()
+        MEMORY.states.clear()
         at = T0 + timedelta(hours=n)
         writer = CrawlWriter(engine, source, started_at=at)
         writer.add([replace(item("A", 70.0, at), source=source)])
@@ -650,15 +656,14 @@ def test_a_partial_crawl_ends_a_run_of_failures(engine):
 def test_an_offer_closed_before_a_restart_is_not_closed_again_and_reopens_when_listed(engine):
     """After a restart the offers are read back from the database: one a crawl closed stays
     closed (the next crawls close nothing), and is listed again when a crawl lists it."""
-    from gpuradar.storage import ingest
 
     t1, t2, t3 = (T0 + timedelta(hours=h) for h in (1, 2, 3))
     crawl(engine, [item("A", 80.0, T0), item("B", 40.0, T0)], at=T0)
     assert crawl(engine, [item("A", 80.0, t1)], at=t1).closed == 1
-    ingest._STATE_CACHE.clear()
+    MEMORY.states.clear()
     again = crawl(engine, [item("A", 80.0, t2)], at=t2)
     assert (again.closed, again.changed, again.new_offers) == (0, 0, 0)
-    ingest._STATE_CACHE.clear()
+    MEMORY.states.clear()
     back = crawl(engine, [item("A", 80.0, t3), item("B", 40.0, t3)], at=t3)
     assert (back.closed, back.changed, back.new_offers) == (0, 1, 0)
     b = queries.find_offer(engine, "azure", "B")[0]
@@ -670,7 +675,6 @@ def test_an_offer_unreadable_crawl_after_crawl_stays_flagged_since_the_first(eng
     """`unreadable_since` is when gpuradar last could read the offer's price no more: crawls
     that still cannot read it (before or after a restart) keep that time; once read again
     the flag goes, and a later crawl that cannot read it flags it anew."""
-    from gpuradar.storage import ingest
 
     key = ("eastus", "", "B", "on_demand")
     t = [T0 + timedelta(hours=h) for h in range(6)]
@@ -684,10 +688,10 @@ def test_an_offer_unreadable_crawl_after_crawl_stays_flagged_since_the_first(eng
     crawl(engine, [item("A", 80.0, t[0]), item("B", 40.0, t[0])], at=t[0])
     assert since(1) == t[1]
     assert since(2) == t[1]
-    ingest._STATE_CACHE.clear()
+    MEMORY.states.clear()
     assert since(3) == t[1]
     assert since(4, listed_b=True) is None
-    ingest._STATE_CACHE.clear()
+    MEMORY.states.clear()
     assert since(5) == t[5]
 
 
