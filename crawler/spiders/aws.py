@@ -21,8 +21,8 @@ What is read, in this order (one response at a time, see `memory` below):
    refuses an instance type of the request (EC2 answers `InvalidParameterValue`) is asked
    again without it: the type the error names is left out, or the list is split in halves
    until the offender is found.
-   The first crawl of a region and instance type (no per-zone spot offer of that type in
-   the region stored yet) asks for the last 90 days instead of the current hour: the
+   The first crawl of a region (no per-zone spot offer stored there yet) asks for the
+   last 90 days instead of the current hour: the
    latest price per zone is the live offer as always, and every price of the answer is
    also handed on as a `PriceHistory`, which storage keeps as change points at their own
    times, before the offer's first observation. Bounded: 1,000 results a page, at most 20
@@ -431,25 +431,21 @@ class AwsSpider(GpuRadarSpider):
         return tuple(sorted(f"{family}.{size}" for family, (_, _, sizes)
                             in ACCELERATOR_FAMILIES.items() for size in sizes))
 
-    def unfilled_types(self, region: str) -> set[str]:
-        """Types of the table with no per-zone spot offer stored in `region`: their history
-        is back-filled. None stored at all (a first crawl) is every type; no storage (or the
-        `backfill` option off) is none."""
+    def backfills(self, region: str) -> bool:
+        """Whether `region` gets its spot history back-filled: storage holds no per-zone
+        spot offer of this source there yet (its first crawl with credentials), and the
+        `backfill` option is not off. Not per type: a type AWS never answered for would be
+        asked again every crawl; one that appears later starts its history when first seen.
+        Nothing stored to compare with (no storage: `parse`) is no back-fill."""
         keys = self.stored_offer_keys
         if keys is None or not self.option("backfill", True):
-            return set()
-        have = {k[2] for k in keys if k[0] == region and k[1] and k[3] == "spot"}
-        return set(self.all_types()) - have
+            return False
+        return not any(k[0] == region and k[1] and k[3] == "spot" for k in keys)
 
     def spot_history_requests(self, region: str) -> Iterator[scrapy.Request]:
-        """The region's DescribeSpotPriceHistory: the last BACKFILL_DAYS for the types it
-        has no history of, the current hour for the rest."""
-        fill = self.unfilled_types(region)
-        if fill:
-            yield self.spot_history_request(region, types=tuple(sorted(fill)), backfill=True)
-        rest = tuple(t for t in self.all_types() if t not in fill)
-        if rest:
-            yield self.spot_history_request(region, types=None if not fill else rest)
+        """The region's DescribeSpotPriceHistory: the last BACKFILL_DAYS on its first
+        crawl, the current hour after."""
+        yield self.spot_history_request(region, backfill=self.backfills(region))
 
     def spot_history_request(self, region: str, token: str | None = None,
                              types: tuple[str, ...] | None = None, *, backfill: bool = False,

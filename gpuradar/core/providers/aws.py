@@ -26,8 +26,8 @@ CAPACITY_BLOCK_ULTRASERVERS: tuple[str, ...] = ("u-p6e-gb200x36", "u-p6e-gb200x7
 # days, then 7-day steps up to 182 days; botocore's EC2 model), one instance.
 CAPACITY_BLOCK_HOURS = 24
 
-# The back-fill of spot history (with credentials): on the first crawl of a region and
-# instance type (no per-zone spot offer of that type stored for the region yet), the last
+# The back-fill of spot history (with credentials): on the first crawl of a region (no
+# per-zone spot offer stored for the region yet), the last
 # BACKFILL_DAYS of DescribeSpotPriceHistory (EC2 keeps 90 days: botocore's model, "the
 # Spot price history ... up to the past 90 days"), BACKFILL_PAGE_SIZE results a page, at
 # most BACKFILL_MAX_PAGES pages a region: a bound of 20 requests and 20,000 change points
