@@ -400,7 +400,7 @@ class StoragePipeline:
         kept = [(at, p) for at, p in item.points
                 if item.currency == "USD" and item.gpu_count > 0 and isinstance(p, float)
                 and math.isfinite(p) and low <= p / item.gpu_count <= high]
-        self.history_refused += len(item.points) - len(kept)
+        self.history_refused += len(item.points) - len(kept) + item.unreadable
         if kept:
             item.points = kept
             self.history.append(item)

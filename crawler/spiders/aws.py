@@ -904,15 +904,13 @@ class AwsSpider(GpuRadarSpider):
                                  {"price_since": stamp} if stamp else None)
             if not backfill:
                 continue
-            points = []
+            points, unreadable = [], 0
             for when, text in series.items():
-                at, price = _epoch(when), _number(text) if text else None
-                if at is None or price is None or not re.fullmatch(r"\s*\d+(\.\d+)?\s*",
-                                                                  text or ""):
-                    self.count("history_unreadable")
+                at = _epoch(when)
+                if at is None or not re.fullmatch(r"\s*\d+(\.\d+)?\s*", text or ""):
+                    unreadable += 1  # counted in the crawl's summary, never stored
                     continue
-                points.append((at, price))
-            if points:
-                yield PriceHistory(self.name, OfferKey(code, zone, instance_type, "spot"),
-                                   gpu_of(instance_type)[2],  # type: ignore[index]
-                                   "USD", points, BACKFILL_DAYS)
+                points.append((at, float(text or "")))
+            yield PriceHistory(self.name, OfferKey(code, zone, instance_type, "spot"),
+                               gpu_of(instance_type)[2],  # type: ignore[index]
+                               "USD", points, BACKFILL_DAYS, unreadable)

@@ -26,6 +26,8 @@ class PriceHistory:
     points: list[tuple[int, float]]
     #: How far back the history was asked for, in days (for the crawl's summary).
     days: int = 0
+    #: Prices of the answer that could not be read (no number, no time): counted only.
+    unreadable: int = 0
 
 
 @dataclass
