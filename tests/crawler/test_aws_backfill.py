@@ -241,6 +241,29 @@ def test_first_crawl_back_fills_90_days_that_history_and_patterns_show(
     assert changes[0] == pytest.approx(math.log(P5_48 / P5_4)) and set(changes[1:]) == {0.0}
     assert found["trend_7d"] == 0.0 and found["trend_30d"] == 0.0
     assert found["not_enough_history"] == []
+    # the same from the JSON API, as its OpenAPI document states it
+    import json
+    from urllib.parse import quote
+
+    from gpuradar.storage.db import open_database
+    from tests.scheduler.test_api import check, get, served
+
+    engine = open_database(db_url)
+    with served(lambda: engine) as base:
+        status, _, doc = get(f"{base}/api/v1/openapi.json")
+        spec = json.loads(doc)
+        status, _, body = get(f"{base}/api/v1/patterns?gpu=H100&pricing=spot&region="
+                              f"{quote('us-east-1[ab]')}&days=3660")
+        assert status == 200, body
+        answer = check(spec, "/patterns", 200, body)
+        status, _, body = get(f"{base}/api/v1/patterns?pricing=spot")
+        assert status == 400 and b"give gpu" in body
+    engine.dispose()
+    [api] = answer["patterns"]
+    assert {k: v for k, v in api.items() if k != "last"} == {
+        k: v for k, v in found.items() if k != "last"} or api["last"] != found["last"]
+    assert api["weekly_profile"] == found["weekly_profile"] or api["last"] != found["last"]
+    assert api["volatility"] == pytest.approx(found["volatility"], rel=1e-6)
     # the same, as the table says it
     table = gpuradar("patterns", "H100", "--pricing", "spot", "--region", "us-east-1[ab]",
                      "--days", "3660", config=cfg, db_url=db_url, env={"COLUMNS": "250"})
