@@ -400,6 +400,9 @@ ROUTES: dict[str, tuple[Callable[[Engine, Params], dict[str, Any]], tuple[str, .
     "/crawls": (crawls, ("source", "limit")),
 }
 
+#: Parameters an endpoint cannot answer without (a 400 names them).
+REQUIRED: dict[str, tuple[str, ...]] = {"/patterns": ("gpu",)}
+
 
 # -- HTTP ---------------------------------------------------------------------------------
 def encode(body: Any) -> bytes:
@@ -788,7 +791,9 @@ def openapi() -> dict[str, Any]:
                  "repeated single, empty or "
                  "control-character parameter is a 400 (docs/limits.md)."},
         "servers": [{"url": PREFIX}],
-        "paths": {path: _operation(summaries[path][0], summaries[path][1], allowed, table)
+        "paths": {path: _operation(summaries[path][0], summaries[path][1], allowed,
+                                   {**table, **{p: {**table[p], "required": True}
+                                                for p in REQUIRED.get(path, ())}})
                   for path, (_, allowed) in ROUTES.items()},
         "components": {"schemas": SCHEMAS},
     }
