@@ -264,6 +264,21 @@ def test_first_crawl_back_fills_90_days_that_history_and_patterns_show(
         k: v for k, v in found.items() if k != "last"} or api["last"] != found["last"]
     assert api["weekly_profile"] == found["weekly_profile"] or api["last"] != found["last"]
     assert api["volatility"] == pytest.approx(found["volatility"], rel=1e-6)
+    # the web page draws that weekly profile for a GPU picked in its form
+    from gpuradar.scheduler.web import render
+
+    html = render(open_database(db_url), {"gpu": ["H100"], "pricing": ["spot"],
+                                          "region": ["us-east-1[ab]"]})
+    weekly = html[html.index('<div class="charts" id="weekly">'):]
+    # over the page's 90 days (the command's default too): May's dearer hours are older
+    [last90] = gpuradar_json("patterns", "H100", "--pricing", "spot", "--region",
+                             "us-east-1[ab]", config=cfg, db_url=db_url)
+    assert weekly.count('<rect class="hour') == 168
+    assert weekly.count('<rect class="hour cheapest"') == len(last90["cheapest_hours"])
+    first_cheap = last90["cheapest_hours"][0]
+    assert (f"cheapest {first_cheap['label']}" in weekly
+            and f"({last90['weeks']} weeks)" in weekly)
+    assert "Pick a GPU above" in render(open_database(db_url), {})
     # the same, as the table says it
     table = gpuradar("patterns", "H100", "--pricing", "spot", "--region", "us-east-1[ab]",
                      "--days", "3660", config=cfg, db_url=db_url, env={"COLUMNS": "250"})
