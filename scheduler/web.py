@@ -407,13 +407,16 @@ def _weekly(engine: Engine, gpus: list[str], pricing: str, regions: list[str],
                         "detail": "not enough history: " + "; ".join(p.not_enough)})
             continue
         best = p.profile[p.cheapest_hours[0]]
-        hours = ", ".join(p.profile[h].label for h in p.cheapest_hours[:3])
-        more = f" and {len(p.cheapest_hours) - 3} more" if len(p.cheapest_hours) > 3 else ""
+        if len(p.cheapest_hours) == len(p.profile):
+            when = f"the same every hour of the week, {money(best.mean)}"
+        else:
+            hours = ", ".join(p.profile[h].label for h in p.cheapest_hours[:3])
+            more = f" and {len(p.cheapest_hours) - 3} more" if len(p.cheapest_hours) > 3 else ""
+            when = f"cheapest {hours}{more} UTC at {money(best.mean)}"
         out.append({"gpu": p.gpu, "region": p.region, "title": title,
                     "svg": weekly_svg([b.mean for b in p.profile], set(p.cheapest_hours),
                                       f"{title}: mean price per GPU-hour by hour of the week"),
-                    "detail": f"cheapest {hours}{more} UTC at {money(best.mean)} "
-                              f"({p.weeks} weeks); {vol}"})
+                    "detail": f"{when} ({p.weeks} weeks); {vol}"})
     return out
 
 

@@ -40,7 +40,9 @@ def _cells(p) -> dict[str, str]:
             else "no hourly price")
     vol = (f"{p.volatility * 100:.2f}%/day ({p.volatility_changes} days)"
            if p.volatility is not None else "not enough history")
-    if p.profile:
+    if p.profile and len(p.cheapest_hours) == len(p.profile):
+        cheapest = (f"every hour the same: {money(p.profile[0].mean)} ({p.weeks} weeks)")
+    elif p.profile:
         hours = ", ".join(p.profile[h].label for h in p.cheapest_hours[:3])
         more = f" +{len(p.cheapest_hours) - 3}" if len(p.cheapest_hours) > 3 else ""
         cheapest = (f"{hours}{more} UTC: {money(p.profile[p.cheapest_hours[0]].mean)} "

@@ -275,9 +275,10 @@ def test_first_crawl_back_fills_90_days_that_history_and_patterns_show(
                              "us-east-1[ab]", config=cfg, db_url=db_url)
     assert weekly.count('<rect class="hour') == 168
     assert weekly.count('<rect class="hour cheapest"') == len(last90["cheapest_hours"])
-    first_cheap = last90["cheapest_hours"][0]
-    assert (f"cheapest {first_cheap['label']}" in weekly
-            and f"({last90['weeks']} weeks)" in weekly)
+    # every hour at zone a's price since May: one price the whole week, said so
+    assert len(last90["cheapest_hours"]) == 168
+    assert f"the same every hour of the week, $2.5923 ({last90['weeks']} weeks)" in weekly
+    assert last90["volatility"] == 0.0
     assert "Pick a GPU above" in render(open_database(db_url), {})
     # the same, as the table says it
     table = gpuradar("patterns", "H100", "--pricing", "spot", "--region", "us-east-1[ab]",
