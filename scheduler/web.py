@@ -13,7 +13,7 @@ anywhere. Nothing changes state over HTTP: every method but GET and HEAD is answ
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlencode
@@ -387,7 +387,7 @@ PATTERN_DAYS = 90
 MAX_WEEKLY = 6
 
 
-def _weekly(engine: Engine, gpus: list[str], pricing: str, regions: list[str],
+def _weekly(engine: Engine, gpus: list[str], pricing: str, regions: Sequence[str],
             now: datetime) -> list[dict[str, Any]]:
     """The weekly profile of each model and region of these GPUs (gpuradar.core.patterns),
     those resting on the most hours first; a profile the history cannot support says so."""
@@ -435,8 +435,8 @@ def weekly_svg(means: list[float | None], cheapest: set[int], label: str = "") -
              f'aria-label="{escape(label)}" viewBox="0 0 {CHART_W} {CHART_H}" '
              f'preserveAspectRatio="xMinYMin meet" xmlns="http://www.w3.org/2000/svg">',
              '<text x="4" y="13">$/GPU-h</text>']
-    for v, text in ((lo, money(lo)), (hi, money(hi))):
-        y = base - (plot_h * 0.15 if span < 1e-12 or v == lo else plot_h)
+    for bound, text in ((lo, money(lo)), (hi, money(hi))):
+        y = base - (plot_h * 0.15 if span < 1e-12 or bound == lo else plot_h)
         parts.append(f'<line class="grid" x1="{PAD_L}" x2="{CHART_W - PAD_R}" y1="{y:.1f}" '
                      f'y2="{y:.1f}"/><text x="{PAD_L - 6}" y="{y + 4:.1f}" '
                      f'text-anchor="end">{escape(text)}</text>')
