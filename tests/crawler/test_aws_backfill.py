@@ -125,7 +125,8 @@ def test_an_unreadable_price_is_counted_not_kept_as_history():
 
 
 # -- a real crawl ------------------------------------------------------------------------
-def ec2_with_history(server: ProviderServer) -> list[dict[str, str]]:
+def ec2_with_history(server: ProviderServer, page2: bytes | None = None
+                     ) -> list[dict[str, str]]:
     """us-east-1 answers DescribeSpotPriceHistory from the 90-day recording when asked for
     more than a day back (two pages), else with the current hour; the rest as usual.
     Returns the forms of the history requests."""
@@ -139,8 +140,9 @@ def ec2_with_history(server: ProviderServer) -> list[dict[str, str]]:
         start = datetime.fromisoformat(f["StartTime"].replace("Z", "+00:00"))
         if datetime.now(UTC) - start < timedelta(days=1):
             return Reply(body=NOW.read_bytes(), content_type=XML)
-        return Reply(body=(PAGE2 if f.get("NextToken") else PAGE1).read_bytes(),
-                     content_type=XML)
+        if f.get("NextToken"):
+            return Reply(body=page2 or PAGE2.read_bytes(), content_type=XML)
+        return Reply(body=PAGE1.read_bytes(), content_type=XML)
 
     server.route("POST", "/ec2/us-east-1/", handler)
     return asked
@@ -305,3 +307,43 @@ def test_patterns_says_plainly_when_there_is_not_enough_history(
     bad = gpuradar("patterns", "H100", "--days", "0", config=cfg, db_url=sqlite_url)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].endswith(
         "--days must be more than 0 and at most 3660, not 0")
+
+
+def test_the_crawl_summary_says_what_was_back_filled(
+        tmp_path: Path, provider_server: ProviderServer, sqlite_url: str):
+    cfg = config(tmp_path, provider_server, aws={"regions": ["us-east-1"],
+                                                 "capacity_blocks": False})
+    ec2_with_history(provider_server)
+    proc = gpuradar("crawl", "aws", config=cfg, db_url=sqlite_url,
+                    env={**FAKE_AWS, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    assert "aws: back-filled 90 days: 4 price points for 4 types in 1 region" in proc.stdout
+    assert FAKE_AWS["AWS_SECRET_ACCESS_KEY"] not in proc.stdout + proc.stderr
+    # the next crawl has nothing to back-fill, and says nothing of it
+    again = gpuradar("crawl", "aws", config=cfg, db_url=sqlite_url,
+                     env={**FAKE_AWS, "COLUMNS": "200"})
+    assert again.returncode == 0 and "back-filled" not in again.stdout
+
+
+def test_an_unreadable_or_implausible_back_dated_price_is_counted_never_stored(
+        tmp_path: Path, provider_server: ProviderServer, sqlite_url: str):
+    from sqlalchemy import func, select
+
+    from gpuradar.storage.db import open_database
+    from gpuradar.storage.models import CHANGE
+
+    cfg = config(tmp_path, provider_server, aws={"regions": ["us-east-1"],
+                                                 "capacity_blocks": False})
+    # g5.xlarge's older price unreadable, its newer one far past the plausible range
+    text = PAGE2.read_text().replace("<spotPrice>0.517900</spotPrice>",
+                                     "<spotPrice>99999.000000</spotPrice>", 1)
+    text = text.replace("<spotPrice>0.517900</spotPrice>", "<spotPrice>N/A</spotPrice>", 1)
+    ec2_with_history(provider_server, page2=text.encode())
+    result = crawl(cfg, sqlite_url, "aws", env=FAKE_AWS)["aws"]
+    assert result["backfilled"]["refused"] == 2
+    assert "g5.xlarge" not in result["backfilled"]["types"]
+    # and the live offer of that absurd price is quarantined as any live price is
+    assert result["dropped"].get("implausible_price") == 1
+    engine = open_database(sqlite_url)
+    with engine.connect() as conn:
+        assert conn.execute(select(func.max(CHANGE.c.price_micros))).scalar() < 99_999_000_000
