@@ -91,14 +91,21 @@ def patterns(
     if f is not Format.table:
         emit([], [], f, raw_rows=[p.as_dict() for p in found])
         return
-    if not found:
-        console.print(f"no stored {gpu} prices in the last {days:g} days"
-                      + (f" ({pricing.replace('_', '-')})" if pricing else ""),
-                      highlight=False)
+    shown = [p for p in found if p.samples]
+    if not shown:
+        console.print(f"not enough history: no {gpu} price"
+                      + (f" ({pricing.replace('_', '-')})" if pricing else "")
+                      + f" observed for a whole hour in the last {days:g} days"
+                      + (" (a replayed capture is dated at its capture: --days reaches "
+                         "further back)" if found else ""), highlight=False)
         return
-    emit([_cells(p) for p in found],
+    emit([_cells(p) for p in shown],
          [("gpu", "GPU"), ("pricing", "pricing"), ("region", "region"),
           ("history", "hourly prices", 2), ("volatility", "volatility"),
           ("cheapest", "cheapest hours of the week"), ("trend_7d", "7-day trend"),
           ("trend_30d", "30-day trend", 1)], f,
          title=f"{gpu} patterns, last {days:g} days (docs/patterns.md)")
+    if len(shown) < len(found):  # one line, not a row of "not enough history" each
+        console.print(f"not enough history for {len(found) - len(shown)} more model, pricing "
+                      f"and region series: no price observed for a whole hour in the last "
+                      f"{days:g} days (--json lists them)", highlight=False)

@@ -141,7 +141,7 @@ def compute(spans: Sequence[Span], now: datetime) -> Pattern:
     prices = hourly_prices(spans, int(now.timestamp()))
     pattern.samples = len(prices)
     if not prices:
-        pattern.not_enough.append("less than one whole hour of prices observed")
+        pattern.not_enough.append("no whole hour of prices observed in the window read")
         return pattern
     first, last = min(prices), max(prices)
     pattern.first = datetime.fromtimestamp(first, UTC)

@@ -303,7 +303,7 @@ def test_patterns_says_plainly_when_there_is_not_enough_history(
     [found] = gpuradar_json("patterns", "H100", "--pricing", "spot", config=cfg,
                             db_url=sqlite_url)
     assert found["volatility"] is None and found["weekly_profile"] == []
-    assert found["not_enough_history"] == ["less than one whole hour of prices observed"]
+    assert found["not_enough_history"] == ["no whole hour of prices observed in the window read"]
     bad = gpuradar("patterns", "H100", "--days", "0", config=cfg, db_url=sqlite_url)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].endswith(
         "--days must be more than 0 and at most 3660, not 0")
