@@ -282,6 +282,13 @@ def test_first_crawl_back_fills_90_days_that_history_and_patterns_show(
     assert f"the same every hour of the week, $2.5923 ({last90['weeks']} weeks)" in weekly
     assert last90["volatility"] == 0.0
     assert "Pick a GPU above" in render(open_database(db_url), {})
+    # and its 90-day price chart starts at the left edge: a price from the range's first day
+    from gpuradar.scheduler.web import PAD_L
+
+    page = render(open_database(db_url), {"gpu": ["H100"], "pricing": ["spot"],
+                                          "region": ["us-east-1[ab]"], "range": ["90d"]})
+    chart = page[page.index('<div class="charts" id="history">'):page.index('id="weekly"')]
+    assert f'd="M{PAD_L:.1f},' in chart
     # the same, as the table says it
     table = gpuradar("patterns", "H100", "--pricing", "spot", "--region", "us-east-1[ab]",
                      "--days", "3660", config=cfg, db_url=db_url, env={"COLUMNS": "250"})
