@@ -22,12 +22,12 @@ What is read, in this order (one response at a time, see `memory` below):
    again without it: the type the error names is left out, or the list is split in halves
    until the offender is found.
    The first crawl of a region (no per-zone spot offer stored there yet) asks for the
-   last 90 days instead of the current hour: the
-   latest price per zone is the live offer as always, and every price of the answer is
-   also handed on as a `PriceHistory`, which storage keeps as change points at their own
-   times, before the offer's first observation. Bounded: 1,000 results a page, at most 20
-   pages a region (the provider facts' BACKFILL_*); a history that does not fit is not
-   stored, said, and the region is asked for the current hour instead.
+   last 90 days instead of the current hour: the latest price per zone is the live offer
+   as always, and every price of the answer is also handed on as a `PriceHistory`, which
+   storage keeps as change points at their own times, before the offer's first
+   observation. Bounded: 1,000 results a page, at most 20 pages a region (the provider
+   facts' BACKFILL_*); a history that does not fit is not stored, said, and the region is
+   asked for the current hour instead.
 6. With AWS credentials, also `DescribeCapacityBlockOfferings` in every enabled region for
    each type EC2 sells as Capacity Blocks for ML and each UltraServer type (the provider
    facts' CAPACITY_BLOCK_TYPES, CAPACITY_BLOCK_ULTRASERVERS): a 24-hour block of one
