@@ -97,3 +97,33 @@ def test_one_pattern_per_gpu_pricing_and_region():
                          span(T0, None, 4.0, seen, pricing="on_demand")], MONDAY + timedelta(2))
     assert [(p.pricing, p.region) for p in found] == [
         ("on_demand", "us-east-1"), ("spot", "us-east-1"), ("spot", "us-west-2")]
+
+
+def _hour_by_hour(spans: list[Span], now: int) -> dict[int, float]:
+    """The definition, literally: every whole hour, the lowest price of the spans in force."""
+    first = -(-min(s.start for s in spans) // H) * H
+    last = min(now, max(s.seen_until for s in spans)) // H * H
+    out: dict[int, float] = {}
+    for h in range(first, last + 1, H):
+        live = [s.price for s in spans if s.start <= h
+                and h < (s.end if s.end is not None else s.seen_until + 1)]
+        if live:
+            out[h] = min(live)
+    return out
+
+
+def test_the_sweep_gives_the_definition_on_random_markets():
+    import random
+
+    rng = random.Random(7)  # deterministic
+    for _ in range(200):
+        spans = []
+        for _ in range(rng.randint(1, 6)):
+            seen = T0 + rng.randint(0, 20 * D)
+            cuts = sorted(rng.sample(range(T0, T0 + 20 * D), rng.randint(1, 5)))
+            for i, c in enumerate(cuts):
+                end = (cuts[i + 1] if i + 1 < len(cuts)
+                       else None if rng.random() < 0.7 else c + rng.randint(1, 9 * H))
+                spans.append(span(c, end, round(rng.uniform(1, 3), 4), max(seen, c)))
+        now = T0 + rng.randint(0, 25 * D)
+        assert hourly_prices(spans, now) == _hour_by_hour(spans, now)
