@@ -87,12 +87,11 @@ class Pattern:
     not_enough: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
-        """The JSON form (API, `patterns --json`)."""
+        """The JSON form (API, `patterns --json`; each encoder writes the times its way)."""
         return {
             "gpu": self.gpu, "pricing": self.pricing, "region": self.region,
             "hourly_samples": self.samples,
-            "first": self.first.isoformat() if self.first else None,
-            "last": self.last.isoformat() if self.last else None,
+            "first": self.first, "last": self.last,
             "volatility": self.volatility, "volatility_daily_changes": self.volatility_changes,
             "weeks": self.weeks,
             "cheapest_hours": [{"hour_of_week": h, "label": self.profile[h].label,
