@@ -25,6 +25,7 @@ from scrapy.exceptions import DropItem
 from scrapy.utils.log import logformatter_adapter
 
 from gpuradar.core import defaults, gpus, providers
+from gpuradar.core.backfill import PriceHistory
 from gpuradar.core.clock import SYSTEM
 from gpuradar.core.currency import FxTable
 from gpuradar.core.interconnect import interconnect_for
@@ -320,11 +321,15 @@ class StoragePipeline:
         # Keys of the offers in `batch`; those already flushed are the writer's (listed()):
         # one set of 100,000 keys per crawl, not two.
         self.keys: set[tuple[str, str, str, str]] = set()
+        self.ranges: dict[str, tuple[float, float]] = {}
         self.unreadable: set[OfferKey] = set()
         self.fx: dict[tuple[str, date], float] = {}
         self.errors: list[str] = []
         self.writer: CrawlWriter | None = None
         self.summary: CrawlSummary | None = None
+        # Back-dated prices (gpuradar.core.backfill), stored once the crawl's offers are.
+        self.history: list[PriceHistory] = []
+        self.history_refused = 0
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self.spider_error, signal=signals.spider_error)
@@ -362,6 +367,9 @@ class StoragePipeline:
         self.log_errors = _CrawlErrors(spider)
         logging.getLogger().addHandler(self.log_errors)
         self.crawler.stats.set_value("gpuradar/crawl_id", self.writer.crawl_id)
+        # What the source already has: a spider asks for back-dated history only for
+        # offers it has none of (the AWS spider's first crawl of a region).
+        spider.stored_offer_keys = self.writer.offer_keys()
 
     def spider_error(self, failure, response, spider) -> None:
         # Also logged (and collected) by Scrapy; keep the message for the crawl record.
@@ -378,6 +386,8 @@ class StoragePipeline:
     def judge(self, item: Any) -> Any:
         if isinstance(item, FxRateItem):
             self.fx[(item.currency, date.fromisoformat(item.rate_date))] = item.per_eur
+        elif isinstance(item, PriceHistory):
+            self.keep_history(item)
         elif isinstance(item, PriceItem):
             key = item.key
             if key in self.keys or (self.writer is not None and self.writer.listed(key)):
@@ -388,6 +398,20 @@ class StoragePipeline:
                 if len(self.batch) >= self.batch_size:
                     self.flush()
         return item
+
+    def keep_history(self, item: PriceHistory) -> None:
+        """Keep the back-dated prices a live price would pass: storable, and per GPU within
+        the source's plausible range (USD); the rest are counted, never stored."""
+        if item.source not in self.ranges:
+            self.ranges[item.source] = price_range(self.crawler, item.source)
+        low, high = self.ranges[item.source]
+        kept = [(at, p) for at, p in item.points
+                if item.currency == "USD" and item.gpu_count > 0 and isinstance(p, float)
+                and math.isfinite(p) and low <= p / item.gpu_count <= high]
+        self.history_refused += len(item.points) - len(kept) + item.unreadable
+        if kept:
+            item.points = kept
+            self.history.append(item)
 
     def flush(self) -> None:
         if self.batch and self.writer is not None:
@@ -427,6 +451,12 @@ class StoragePipeline:
             log.exception("%s: storing items failed", spider.name)
             self.errors.append(f"storage error: {exc}")
             reason = "storage_error"
+        if (self.history or self.history_refused) and reason != "storage_error":
+            try:
+                self.writer.backfill(self.history, self.history_refused)
+            except Exception as exc:  # the back-fill never costs the crawl its offers
+                log.exception("%s: storing back-dated history failed", spider.name)
+                self.errors.append(f"storage error (history): {exc}")
         rates = self._store_fx() if self.fx else 0
         status, error = crawl_outcome(self._seen(reason))
         stats = self.crawler.stats.get_stats()

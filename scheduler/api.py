@@ -2,7 +2,8 @@
 3.1 document at `/api/v1/openapi.json`.
 
 Offers (filters as in `gpuradar prices`), offer history, the market index and its history,
-sources and crawls: the reads of gpuradar.storage.dataset and gpuradar.storage.index, as
+the market's patterns, sources and crawls: the reads of gpuradar.storage.dataset and
+gpuradar.storage.index (the patterns: gpuradar.core.patterns over storage's spans), as
 JSON. Every answer carries a strong ETag (the SHA-256 of its body); a request whose
 If-None-Match names it gets 304 and no body; the server caches each answer per data
 version, so a dashboard polling every few seconds costs neither the reads nor the
@@ -346,6 +347,31 @@ def index_closes(engine: Engine, params: Params) -> dict[str, Any]:
             "closes": rows}
 
 
+#: The history `/patterns` reads unless `days` says otherwise: the 90 days AWS back-fills.
+PATTERN_DAYS = 90
+
+
+def patterns(engine: Engine, params: Params) -> dict[str, Any]:
+    """Volatility, weekly profile and trends per GPU, pricing and region
+    (gpuradar.core.patterns; docs/patterns.md), from the stored history of the last `days`."""
+    from gpuradar.core.patterns import compute_all
+    from gpuradar.storage.queries import pattern_spans
+
+    if not params.one("gpu"):
+        raise BadRequest("give gpu (a family such as H100, or a model)")
+    days = params.number("days", minimum=0, maximum=MAX_DAYS)
+    until = SYSTEM.now()
+    try:
+        since = until - timedelta(days=PATTERN_DAYS if days is None else days)
+    except (OverflowError, ValueError):
+        raise BadRequest(f"days {shown(params.one('days') or '')} reaches before the year 1"
+                         ) from None
+    found = compute_all(pattern_spans(engine, _gpus(engine, params), since, until,
+                                      params.pricing(), params.many("region")), until)
+    return {"since": since, "until": until, "count": len(found),
+            "patterns": [p.as_dict() for p in found]}
+
+
 def sources(engine: Engine, params: Params) -> dict[str, Any]:
     from gpuradar.storage import dataset
 
@@ -370,9 +396,13 @@ ROUTES: dict[str, tuple[Callable[[Engine, Params], dict[str, Any]], tuple[str, .
     "/index": (index, ("gpu", "pricing")),
     "/index/history": (index_history, ("gpu", "pricing", *WINDOW)),
     "/index/closes": (index_closes, ("gpu", "pricing", "cadence", *WINDOW)),
+    "/patterns": (patterns, ("gpu", "pricing", "region", "days")),
     "/sources": (sources, ()),
     "/crawls": (crawls, ("source", "limit")),
 }
+
+#: Parameters an endpoint cannot answer without (a 400 names them).
+REQUIRED: dict[str, tuple[str, ...]] = {"/patterns": ("gpu",)}
 
 
 # -- HTTP ---------------------------------------------------------------------------------
@@ -603,6 +633,31 @@ SCHEMAS: dict[str, Any] = {
                          cadence={"type": "string", "enum": ["hour", "day"]}),
     "Sources": _page("sources", "Source"),
     "Crawls": _page("crawls", "Crawl"),
+    "Pattern": _obj({
+        "gpu": {"type": "string"}, "pricing": PRICING, "region": {"type": "string"},
+        "hourly_samples": {"type": "integer", "minimum": 0,
+                           "description": "whole UTC hours with a price"},
+        "first": NULL_TIME, "last": NULL_TIME,
+        "volatility": _n("number", description="sample standard deviation of the daily log "
+                         "changes of the price at 00:00 UTC"),
+        "volatility_daily_changes": {"type": "integer", "minimum": 0},
+        "weeks": {"type": "integer", "minimum": 0,
+                  "description": "the fewest samples any hour of the week rests on"},
+        "cheapest_hours": {"type": "array", "items": _obj({
+            "hour_of_week": {"type": "integer", "minimum": 0, "maximum": 167},
+            "label": {"type": "string"}, "mean_usd_per_gpu_hour": USD})},
+        "weekly_profile": {"type": "array", "items": _obj({
+            "hour_of_week": {"type": "integer", "minimum": 0, "maximum": 167},
+            "label": {"type": "string"}, "mean_usd_per_gpu_hour": _n("number"),
+            "weeks": {"type": "integer", "minimum": 0}}),
+            "description": "168 hours (Monday 00:00 UTC is 0), or empty: not enough history"},
+        "trend_7d": _n("number", description="relative change over 7 days"),
+        "trend_30d": _n("number", description="relative change over 30 days"),
+        "not_enough_history": {"type": "array", "items": {"type": "string"},
+                               "description": "each figure the history cannot support, "
+                                              "with its threshold"}},
+        "The patterns of one GPU, pricing and region (docs/patterns.md)."),
+    "Patterns": _page("patterns", "Pattern", since=TIME, until=TIME),
 }
 
 
@@ -719,6 +774,10 @@ def openapi() -> dict[str, Any]:
         "/index/closes": ("The market index at a fixed cadence (hourly or daily closes), "
                           "gaps as gaps; give `since` or `days`, not both; at most 9,000 "
                           "closes (a year of hours).", "IndexCloses"),
+        "/patterns": ("Volatility, weekly profile (the cheapest hours of the week) and "
+                      "7- and 30-day trends per GPU, pricing and region, from the stored "
+                      "history of the last `days` (default 90); `gpu` is required "
+                      "(docs/patterns.md).", "Patterns"),
         "/sources": ("Each crawled source: latest crawl, last success, failures.", "Sources"),
         "/crawls": ("Crawl records, newest first.", "Crawls"),
     }
@@ -733,7 +792,9 @@ def openapi() -> dict[str, Any]:
                  "repeated single, empty or "
                  "control-character parameter is a 400 (docs/limits.md)."},
         "servers": [{"url": PREFIX}],
-        "paths": {path: _operation(summaries[path][0], summaries[path][1], allowed, table)
+        "paths": {path: _operation(summaries[path][0], summaries[path][1], allowed,
+                                   {**table, **{p: {**table[p], "required": True}
+                                                for p in REQUIRED.get(path, ())}})
                   for path, (_, allowed) in ROUTES.items()},
         "components": {"schemas": SCHEMAS},
     }

@@ -4,7 +4,8 @@ Server-rendered HTML that needs no JavaScript: the cheapest live offer per GPU (
 GPU, pricing, region and source through query parameters), each source's freshness and
 health, the alerts firing now, the market index's median per model and a price-history chart
 for every listed GPU with spot and on-demand apart (or a note saying why a GPU has none),
-drawn as inline SVG over a range chosen by link (`?range=24h|7d|30d|90d|365d|all`). A meta refresh
+drawn as inline SVG over a range chosen by link (`?range=24h|7d|30d|90d|365d|all`), and for
+a GPU picked in the form, its weekly profile per region (docs/patterns.md). A meta refresh
 reloads it; CSS alone fits it to a phone. The CSS is inline too: the page makes no request
 anywhere. Nothing changes state over HTTP: every method but GET and HEAD is answered 405.
 """
@@ -12,7 +13,7 @@ anywhere. Nothing changes state over HTTP: every method but GET and HEAD is answ
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlencode
@@ -74,6 +75,7 @@ svg .axis{stroke:#98a2b3}svg .grid{stroke:#eaecf0}
 .capacity-block,.flex-start,.calendar{stroke:#15803d;fill:#15803d}
 svg .line.capacity-block,svg .line.flex-start,svg .line.calendar{stroke-dasharray:1 3}
 svg .line.spot{stroke-dasharray:5 3}
+svg .hour{fill:#cbd5e1}svg .hour.cheapest{fill:#c2410c}
 .legend{display:flex;flex-wrap:wrap;gap:0 1em;font-size:.9em}
 .key::before{content:"";display:inline-block;width:1.4em;margin-right:.3em;
 vertical-align:middle;border-top:2px solid}
@@ -195,6 +197,20 @@ title="lowest and highest of the cheapest {{ k.label }} price, last {{ range_lab
 class="gpu">{{ g }}</span>{% if not loop.last %}, {% endif %}{% endfor %}</li>
 {% endfor %}</ul>
 {% elif not charts %}<p class="muted">No history yet.</p>{% endif %}
+
+<h2>Cheapest hours of the week, last {{ pattern_days }} days</h2>
+{% if weekly is none %}<p class="muted" id="weekly-none">Pick a GPU above to see, per
+pricing and region, the mean price of each hour of the week (UTC), its cheapest hours and
+how many weeks they rest on (<a href="/api/v1/openapi.json">/api/v1/patterns</a>;
+docs/patterns.md).</p>{% else %}
+<p class="muted">{{ weekly_pricing }}: the mean hourly price of each hour of the week, Monday
+00:00 UTC on the left; the cheapest hours darker. Volatility: the standard deviation of the
+daily change of the midnight price.</p>
+<div class="charts" id="weekly">{% for w in weekly %}
+<figure data-gpu="{{ w.gpu }}" data-region="{{ w.region }}"><figcaption>{{ w.title }}</figcaption>
+{% if w.svg %}{{ w.svg }}{% endif %}<div class="muted">{{ w.detail }}</div></figure>
+{% else %}<p class="muted">No history of these offers in the last {{ pattern_days }} days.</p>
+{% endfor %}</div>{% endif %}
 </body></html>
 """
 
@@ -332,6 +348,8 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
              else "No offers stored yet: the first crawls are still running.")
     filters = {k: v for k, v in q.items() if v}
     uncharted = _uncharted(data["uncharted"], data["since"], now)
+    weekly_pricing = pricing or "spot"
+    weekly = _weekly(engine, names, weekly_pricing, flt.regions, now) if q["gpu"] else None
     return _TEMPLATE.render(
         css=CSS, q=q, pricing_choices=PRICING_CHOICES, now=f"{now:%Y-%m-%d %H:%M}",
         problem="; ".join(problems), empty=empty,
@@ -360,7 +378,89 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
         uncharted=uncharted, listed=len(data["listed"]),
         uncharted_count=len({o["gpu"] for o in data["uncharted"]}),
         index=[_index_chart(c, data["until"]) for c in data["index"]],
-        index_hidden=data["index_total"] - len(data["index"]))
+        index_hidden=data["index_total"] - len(data["index"]),
+        weekly=weekly, pattern_days=PATTERN_DAYS,
+        weekly_pricing=PRICING_LABEL.get(weekly_pricing, weekly_pricing).capitalize())
+
+
+#: The history the weekly profiles read (the API's default for /patterns), and how many
+#: GPU-region profiles the page draws at most (the API has them all).
+PATTERN_DAYS = 90
+MAX_WEEKLY = 6
+
+
+def _weekly(engine: Engine, gpus: list[str], pricing: str, regions: Sequence[str],
+            now: datetime) -> list[dict[str, Any]]:
+    """The weekly profile of each model and region of these GPUs (gpuradar.core.patterns),
+    those resting on the most hours first; a profile the history cannot support says so."""
+    from gpuradar.core.patterns import compute_all
+    from gpuradar.storage.queries import pattern_spans
+
+    found = compute_all(pattern_spans(engine, gpus, now - timedelta(days=PATTERN_DAYS), now,
+                                      pricing, regions), now)
+    found.sort(key=lambda p: -p.samples)
+    out = []
+    for p in found[:MAX_WEEKLY]:
+        title = f"{p.gpu} {PRICING_LABEL.get(p.pricing, p.pricing)} {p.region}"
+        vol = (f"volatility {p.volatility * 100:.2f}%/day over {p.volatility_changes} days"
+               if p.volatility is not None else "volatility: not enough history")
+        if not p.profile:
+            out.append({"gpu": p.gpu, "region": p.region, "title": title, "svg": "",
+                        "detail": "not enough history: " + "; ".join(p.not_enough)})
+            continue
+        best = p.profile[p.cheapest_hours[0]]
+        if len(p.cheapest_hours) == len(p.profile):
+            when = f"the same every hour of the week, {money(best.mean)}"
+        else:
+            hours = ", ".join(p.profile[h].label for h in p.cheapest_hours[:3])
+            more = f" and {len(p.cheapest_hours) - 3} more" if len(p.cheapest_hours) > 3 else ""
+            when = f"cheapest {hours}{more} UTC at {money(best.mean)}"
+        out.append({"gpu": p.gpu, "region": p.region, "title": title,
+                    "svg": weekly_svg([b.mean for b in p.profile], set(p.cheapest_hours),
+                                      f"{title}: mean price per GPU-hour by hour of the week"),
+                    "detail": f"{when} ({p.weeks} weeks); {vol}"})
+    return out
+
+
+def weekly_svg(means: list[float | None], cheapest: set[int], label: str = "") -> str:
+    """168 bars, one per hour of the week (Monday 00:00 UTC first), their height the mean
+    price between the lowest and the highest; the cheapest hours in the spot colour."""
+    from markupsafe import Markup, escape
+
+    values = [v for v in means if v is not None]
+    lo, hi = min(values), max(values)
+    span = hi - lo
+    plot_w, plot_h = CHART_W - PAD_L - PAD_R, CHART_H - PAD_T - PAD_B
+    step = plot_w / len(means)
+    base = CHART_H - PAD_B
+    parts = [f'<svg class="chart" width="{CHART_W}" height="{CHART_H}" role="img" '
+             f'aria-label="{escape(label)}" viewBox="0 0 {CHART_W} {CHART_H}" '
+             f'preserveAspectRatio="xMinYMin meet" xmlns="http://www.w3.org/2000/svg">',
+             '<text x="4" y="13">$/GPU-h</text>']
+    for bound, text in ((lo, money(lo)), (hi, money(hi))):
+        y = base - (plot_h * 0.15 if span < 1e-12 or bound == lo else plot_h)
+        parts.append(f'<line class="grid" x1="{PAD_L}" x2="{CHART_W - PAD_R}" y1="{y:.1f}" '
+                     f'y2="{y:.1f}"/><text x="{PAD_L - 6}" y="{y + 4:.1f}" '
+                     f'text-anchor="end">{escape(text)}</text>')
+    for i, v in enumerate(means):
+        if v is None:
+            continue
+        # the lowest mean still shows: 15 % of the plot, the highest all of it
+        height = plot_h * (0.15 + 0.85 * ((v - lo) / span if span > 1e-12 else 0))
+        css = "hour cheapest" if i in cheapest else "hour"
+        parts.append(f'<rect class="{css}" x="{PAD_L + i * step:.2f}" y="{base - height:.1f}" '
+                     f'width="{step * 0.9:.2f}" height="{height:.1f}"><title>'
+                     f'{escape(["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"][i // 24])} '
+                     f'{i % 24:02d}:00 UTC {escape(money(v))}</title></rect>')
+    parts.append(f'<line class="axis" x1="{PAD_L}" x2="{CHART_W - PAD_R}" y1="{base}" '
+                 f'y2="{base}"/>')
+    for day, name in enumerate(("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")):
+        x = PAD_L + day * 24 * step
+        parts.append(f'<line class="axis" x1="{x:.1f}" x2="{x:.1f}" y1="{base}" '
+                     f'y2="{base + 4}"/><text x="{x + 12 * step:.1f}" y="{base + 17}" '
+                     f'text-anchor="middle">{name}</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
 
 
 def _history_chart(chart: dict[str, Any], until: datetime, range_label: str) -> dict[str, Any]:

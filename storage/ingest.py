@@ -22,12 +22,13 @@ import math
 from array import array
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import BindParameter, Engine, Text, bindparam, cast, func, insert, select, update
 
 from gpuradar.core import defaults
+from gpuradar.core.backfill import Backfilled, PriceHistory
 from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.items import OfferKey, PriceItem
 from gpuradar.core.marketindex import Params
@@ -247,6 +248,8 @@ class CrawlSummary:
     unreadable: int = 0
     #: Offers not closed because the crawl listed far fewer than the last successful one.
     held: int = 0
+    #: History stored from before the first crawl (gpuradar.core.backfill); None: none.
+    backfilled: Backfilled | None = None
 
 
 class CrawlWriter:
@@ -284,6 +287,7 @@ class CrawlWriter:
         self._index_by_changes = True
         self._cache_key = (engine.url.render_as_string(hide_password=False), source)
         self._clean = True  # False once a write failed: memory may then differ from the DB
+        self.backfilled: Backfilled | None = None
         # The attributes as their stored JSON text (json_dumps wrote it): hashed as they are.
         cols: list[Any] = [OFFER.c[f] for f in ("id", *OfferKey._fields, "price", "available",
                                                 "active", *DETAIL_FIELDS[:-1])]
@@ -460,6 +464,61 @@ class CrawlWriter:
             self.changed_offer_ids.add(ids[i])
         self.changed += len(changed)
 
+    # -- history from before the first crawl ----------------------------------------------
+    def offer_keys(self) -> frozenset[tuple]:
+        """The keys of every offer the source has stored (listed or not): a spider asks for
+        history only for offers it has none of."""
+        return frozenset(self.current.keys)
+
+    def backfill(self, histories: Iterable[PriceHistory], refused: int = 0) -> Backfilled:
+        """Store back-dated prices as change points at their own times, call after the
+        crawl's observations are added. Only points older than the offer's first stored
+        change point are written: live data always wins, and a second back-fill of the same
+        offer writes nothing it already has (the key (offer, time) is never written twice).
+        Consecutive equal prices are one change point. `first_seen` moves back to the oldest
+        point; nothing is closed, and the offer's current price, `changed_at` and the
+        market index's published points stay as they are. `refused`: points the pipeline
+        did not pass (counted in the summary)."""
+        done = Backfilled(refused=refused)
+        wanted: dict[int, PriceHistory] = {}
+        for h in histories:
+            done.days = max(done.days, h.days)
+            i = self.current.index.get(h.key)
+            if i is not None and not self.refused:  # an offer this crawl did not store: none
+                wanted[self.current.ids[i]] = h
+        if wanted:
+            with self.engine.begin() as conn:
+                firsts = dict(conn.execute(
+                    select(CHANGE.c.offer_id, func.min(CHANGE.c.at))
+                    .where(CHANGE.c.offer_id.in_(list(wanted))).group_by(CHANGE.c.offer_id)
+                ).all())
+                rows: list[dict[str, Any]] = []
+                oldest: list[dict[str, Any]] = []
+                for oid, h in wanted.items():
+                    first, last = firsts.get(oid), None
+                    for at, price in sorted(h.points):
+                        if first is not None and at >= first:
+                            break
+                        if (m := micros(price)) != last:
+                            rows.append({"offer_id": oid, "at": at, "price_micros": m,
+                                         "available": None})
+                            last = m
+                    if last is not None:
+                        oldest.append({"_id": oid, "_at": datetime.fromtimestamp(
+                            min(at for at, _ in h.points), UTC)})
+                        done.types.add(h.key.instance_type)
+                        done.regions.add(h.key.region)
+                if rows:
+                    ins = dialect_insert(conn.dialect.name, CHANGE)
+                    conn.execute(ins.on_conflict_do_nothing(index_elements=["offer_id", "at"]),
+                                 rows)
+                    conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id"),
+                                                     OFFER.c.first_seen > bindparam("_at"))
+                                 .values(first_seen=bindparam("_at")), oldest)
+                done.points = len(rows)
+        self.backfilled = done
+        return done
+
     # -- end of crawl -------------------------------------------------------------------
     def _update_index(self) -> None:
         """Bring the market index up to date with what this crawl stored (or, failed, with
@@ -562,7 +621,7 @@ class CrawlWriter:
                 error=error[:4000], duration_s=(finished - self.started_at).total_seconds(),
                 changed_offer_ids=self.changed_offer_ids,
                 uncatalogued=dict(sorted((uncatalogued or {}).items())), unreadable=len(kept),
-                held=held,
+                held=held, backfilled=self.backfilled,
             )
             conn.execute(update(CRAWL).where(CRAWL.c.id == self.crawl_id).values(
                 finished_at=finished, status=status, items=summary.items,
@@ -580,4 +639,6 @@ class CrawlWriter:
         self._update_index()
         log.info("%s crawl %s: %s, %d items, %d new, %d changed, %d closed", self.source,
                  self.crawl_id, status, summary.items, self.new_offers, self.changed, closed)
+        if self.backfilled is not None:
+            log.info("%s: %s", self.source, self.backfilled.line())
         return summary

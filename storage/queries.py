@@ -1,4 +1,5 @@
-"""Every read gpuradar makes, in one place."""
+"""Every read gpuradar makes, in one place (the spans the market's patterns rest on:
+`pattern_spans`, computed by gpuradar.core.patterns)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from sqlalchemy import ColumnElement, Engine, ScalarSelect, and_, func, or_, sel
 
 from gpuradar.core.clock import SYSTEM
 from gpuradar.core.outcome import CrawlStatus
+from gpuradar.core.patterns import Span
 from gpuradar.core.units import region_matches
 from gpuradar.storage.db import dialect_insert
 from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, CRAWL_NOT_OK, FX, OFFER
@@ -322,6 +324,28 @@ def gpu_spans(engine: Engine, gpus: Sequence[str] | None, since: datetime,
                     or span["price_per_gpu_usd"] is None:
                 continue
             out.append({**{k: v for k, v in offer.items() if k not in span}, **span})
+    return out
+
+
+def pattern_spans(engine: Engine, gpus: Sequence[str] | None, since: datetime,
+                  until: datetime, pricing: str | None = None,
+                  regions: Sequence[str] = ()) -> list[Span]:
+    """The spans of every offer of these GPUs within [since, until], as
+    gpuradar.core.patterns.Span (price per GPU-hour in USD, epoch seconds), filtered by
+    region globs as `prices --region` is. Only spans with a USD price are returned, and
+    none of a time the offer was known unavailable."""
+    out = []
+    for s in gpu_spans(engine, gpus, since, until, pricing):
+        if s["available"] is False:
+            continue
+        if regions and not region_matches(s["region"], s["zone"], regions, s["source"]):
+            continue
+        end = s["valid_to"]
+        # a span begun before the window counts from the window's start
+        out.append(Span(s["gpu"], s["pricing"], s["region"],
+                        int(max(s["valid_from"], since).timestamp()),
+                        None if end is None else int(end.timestamp()),
+                        int(s["seen_until"].timestamp()), s["price_per_gpu_usd"]))
     return out
 
 

@@ -21,6 +21,13 @@ What is read, in this order (one response at a time, see `memory` below):
    refuses an instance type of the request (EC2 answers `InvalidParameterValue`) is asked
    again without it: the type the error names is left out, or the list is split in halves
    until the offender is found.
+   The first crawl of a region (no per-zone spot offer stored there yet) asks for the
+   last 90 days instead of the current hour: the latest price per zone is the live offer
+   as always, and every price of the answer is also handed on as a `PriceHistory`, which
+   storage keeps as change points at their own times, before the offer's first
+   observation. Bounded: 1,000 results a page, at most 20 pages a region (the provider
+   facts' BACKFILL_*); a history that does not fit is not stored, said, and the region is
+   asked for the current hour instead.
 6. With AWS credentials, also `DescribeCapacityBlockOfferings` in every enabled region for
    each type EC2 sells as Capacity Blocks for ML and each UltraServer type (the provider
    facts' CAPACITY_BLOCK_TYPES, CAPACITY_BLOCK_ULTRASERVERS): a 24-hour block of one
@@ -51,7 +58,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -62,10 +69,14 @@ from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
 from gpuradar.core import providers
+from gpuradar.core.backfill import PriceHistory
 from gpuradar.core.clock import SYSTEM
-from gpuradar.core.items import PriceItem
+from gpuradar.core.items import OfferKey, PriceItem
 from gpuradar.core.pricing import CAPACITY_BLOCK
 from gpuradar.core.providers.aws import (
+    BACKFILL_DAYS,
+    BACKFILL_MAX_PAGES,
+    BACKFILL_PAGE_SIZE,
     CAPACITY_BLOCK_HOURS,
     CAPACITY_BLOCK_TYPES,
     CAPACITY_BLOCK_ULTRASERVERS,
@@ -268,6 +279,15 @@ def region_of_zone(zone: str) -> str:
     return found.group(1) if found else zone
 
 
+def _epoch(stamp: str) -> int | None:
+    """EC2's timestamp ('2026-09-25T17:02:11.000Z') as epoch seconds; None if unreadable."""
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return int(when.timestamp()) if when.tzinfo is not None else None
+
+
 class AwsSpider(GpuRadarSpider):
     facts = providers.aws.AWS
 
@@ -287,6 +307,13 @@ class AwsSpider(GpuRadarSpider):
         self.other_zones: set[str] = set()
         # Capacity Block types the on-demand files list at $0: logged once a crawl.
         self.not_on_demand: set[str] = set()
+        # The keys of the offers storage holds for this source (set by the storage
+        # pipeline when the crawl opens; None: nothing is stored, so nothing back-filled).
+        self.stored_offer_keys: frozenset[tuple] | None = None
+        # A back-fill's prices so far, per request chain (region, types): (zone, type) ->
+        # {timestamp: price text}.
+        self.history: dict[tuple[str, tuple[str, ...]],
+                           dict[tuple[str, str], dict[str, str | None]]] = {}
 
     # -- configuration -----------------------------------------------------------------
     def wanted_regions(self) -> set[str] | None:
@@ -400,21 +427,47 @@ class AwsSpider(GpuRadarSpider):
                               cb_kwargs={"region": region, "params": params,
                                          **(cb_kwargs or {})}, **kwargs)
 
+    def all_types(self) -> tuple[str, ...]:
+        """Every instance type of the table, sorted."""
+        return tuple(sorted(f"{family}.{size}" for family, (_, _, sizes)
+                            in ACCELERATOR_FAMILIES.items() for size in sizes))
+
+    def backfills(self, region: str) -> bool:
+        """Whether `region` gets its spot history back-filled: storage holds no per-zone
+        spot offer of this source there yet (its first crawl with credentials), and the
+        `backfill` option is not off. Not per type: a type AWS never answered for would be
+        asked again every crawl; one that appears later starts its history when first seen.
+        Nothing stored to compare with (no storage: `parse`) is no back-fill."""
+        keys = self.stored_offer_keys
+        if keys is None or not self.option("backfill", True):
+            return False
+        return not any(k[0] == region and k[1] and k[3] == "spot" for k in keys)
+
+    def spot_history_requests(self, region: str) -> Iterator[scrapy.Request]:
+        """The region's DescribeSpotPriceHistory: the last BACKFILL_DAYS on its first
+        crawl, the current hour after."""
+        yield self.spot_history_request(region, backfill=self.backfills(region))
+
     def spot_history_request(self, region: str, token: str | None = None,
-                             types: tuple[str, ...] | None = None) -> scrapy.Request:
-        """DescribeSpotPriceHistory for `types` (default: every type of the table)."""
+                             types: tuple[str, ...] | None = None, *, backfill: bool = False,
+                             page: int = 1) -> scrapy.Request:
+        """DescribeSpotPriceHistory for `types` (default: every type of the table); with
+        `backfill`, from BACKFILL_DAYS ago (page `page` of at most BACKFILL_MAX_PAGES)."""
         # The price in effect at StartTime plus every change since: the hour keeps the
         # request body stable within the hour (record/replay) and the answer small.
         start = self.clock.now().replace(minute=0, second=0, microsecond=0)
+        if backfill:
+            start -= timedelta(days=BACKFILL_DAYS)
         params = {"Action": "DescribeSpotPriceHistory", "ProductDescription.1": "Linux/UNIX",
-                  "StartTime": start.strftime("%Y-%m-%dT%H:%M:%SZ"), "MaxResults": "1000"}
+                  "StartTime": start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                  "MaxResults": str(BACKFILL_PAGE_SIZE)}
         if types is None:
-            types = tuple(sorted(f"{family}.{size}" for family, (_, _, sizes)
-                                 in ACCELERATOR_FAMILIES.items() for size in sizes))
+            types = self.all_types()
         params.update({f"InstanceType.{i}": t for i, t in enumerate(types, 1)})
         if token:
             params["NextToken"] = token
-        return self.signed_request(region, params, {"types": types},
+        return self.signed_request(region, params, {"types": types, "backfill": backfill,
+                                                    "page": page},
                                    callback=self.parse_spot_history)
 
     # -- parsers -------------------------------------------------------------------------
@@ -659,7 +712,7 @@ class AwsSpider(GpuRadarSpider):
             self.logger.info("aws: regions not enabled for this account, skipped: %s",
                              ", ".join(skipped))
         for code in sorted(r for r in set(enabled) if wanted is None or r in wanted):
-            yield self.spot_history_request(code)
+            yield from self.spot_history_requests(code)
             if self.option("capacity_blocks", True):
                 yield from self.capacity_block_requests(code)
 
@@ -764,8 +817,8 @@ class AwsSpider(GpuRadarSpider):
         self.logger.error("aws: %s in %s refused: %s %s", action, region, code, message)
         return True
 
-    def retry_without_refused(self, root: ET.Element, region: str, types: tuple[str, ...]
-                              ) -> Iterator[scrapy.Request]:
+    def retry_without_refused(self, root: ET.Element, region: str, types: tuple[str, ...],
+                              backfill: bool = False) -> Iterator[scrapy.Request]:
         """After `InvalidParameterValue`: ask again without the instance type EC2 refused --
         the one its message names, else find it by halves. One unknown type must not cost a
         region all its per-zone spot prices."""
@@ -780,31 +833,35 @@ class AwsSpider(GpuRadarSpider):
                                refused, message)
             rest = tuple(t for t in types if t not in named)
             if rest:
-                yield self.spot_history_request(region, types=rest)
+                yield self.spot_history_request(region, types=rest, backfill=backfill)
             return
         half = len(types) // 2
         self.logger.info("aws: DescribeSpotPriceHistory in %s refused %d instance types "
                          "without naming one (%s); asking in halves", region, len(types),
                          message)
-        yield self.spot_history_request(region, types=types[:half])
-        yield self.spot_history_request(region, types=types[half:])
+        yield self.spot_history_request(region, types=types[:half], backfill=backfill)
+        yield self.spot_history_request(region, types=types[half:], backfill=backfill)
 
     def parse_spot_history(self, response: Response, region: str = "",
-                           types: tuple[str, ...] = (), **kwargs: Any
-                           ) -> Iterator[PriceItem | scrapy.Request]:
+                           types: tuple[str, ...] = (), backfill: bool = False, page: int = 1,
+                           **kwargs: Any) -> Iterator[PriceItem | PriceHistory | scrapy.Request]:
         root = _xml(response, self.name)
         refused = root.findtext(".//Error/Code") == _INVALID_VALUE
         if refused and self.aws_credentials is not None and (
                 len(types) > 1 or any(t in (root.findtext(".//Error/Message") or "")
                                       for t in types)):
-            yield from self.retry_without_refused(root, region, tuple(types))
+            self.history.pop((region, tuple(types)), None)
+            yield from self.retry_without_refused(root, region, tuple(types), backfill)
             return
         if self.api_error(root, response, "DescribeSpotPriceHistory", region):
+            self.history.pop((region, tuple(types)), None)
             return
         history = root.find("spotPriceHistorySet")
         if history is None:
             raise ParseError(self.name, "spotPriceHistorySet", response.url, "is missing")
-        latest: dict[tuple[str, str], tuple[str, str | None]] = {}
+        # (zone, type) -> {timestamp: price text}: every price of this page
+        prices: dict[tuple[str, str], dict[str, str | None]] = (
+            self.history.setdefault((region, tuple(types)), {}) if backfill else {})
         for item in history.findall("item"):
             instance_type = item.findtext("instanceType") or ""
             zone = item.findtext("availabilityZone") or ""
@@ -815,13 +872,51 @@ class AwsSpider(GpuRadarSpider):
             if not self.is_accelerated(instance_type, False):
                 continue
             stamp = item.findtext("timestamp") or ""
-            key = (zone, instance_type)
-            if key not in latest or stamp > latest[key][0]:
-                latest[key] = (stamp, item.findtext("spotPrice"))
-        for (zone, instance_type), (stamp, price) in sorted(latest.items()):
-            yield self.spot_item(region or region_of_zone(zone), zone, instance_type, price,
-                                 SPOT_PAGE, {"price_since": stamp} if stamp else None)
+            series = prices.setdefault((zone, instance_type), {})
+            if backfill:
+                series.setdefault(stamp, item.findtext("spotPrice"))
+            elif not series or stamp > next(iter(series)):  # the latest only
+                prices[(zone, instance_type)] = {stamp: item.findtext("spotPrice")}
         token = (root.findtext("nextToken") or "").strip()
-        if token and region and self.aws_credentials is not None:
+        more = bool(token and region and self.aws_credentials is not None)
+        if backfill and more and page >= BACKFILL_MAX_PAGES:
+            # Not the whole history: storing a part would invent the price of the rest.
+            self.history.pop((region, tuple(types)), None)
+            self.count("backfill_over_cap")
+            self.logger.warning(
+                "aws: the %d-day spot history of %s does not fit %d pages of %d; not "
+                "back-filled, asking for the current hour instead", BACKFILL_DAYS, region,
+                BACKFILL_MAX_PAGES, BACKFILL_PAGE_SIZE)
+            yield self.spot_history_request(region, types=tuple(types))
+            return
+        if backfill and more:
+            yield self.spot_history_request(region, token, tuple(types), backfill=True,
+                                            page=page + 1)
+            return
+        if backfill:
+            self.history.pop((region, tuple(types)), None)
+        yield from self.history_items(region, prices, backfill)
+        if more and not backfill:
             yield self.spot_history_request(region, token, tuple(types) or None)
 
+    def history_items(self, region: str, prices: dict[tuple[str, str], dict[str, str | None]],
+                      backfill: bool) -> Iterator[PriceItem | PriceHistory]:
+        """The latest price per zone and type as the live offer; with `backfill`, every
+        readable price also as that offer's history (an unreadable one is counted)."""
+        for (zone, instance_type), series in sorted(prices.items()):
+            stamp = max(series)
+            code = region or region_of_zone(zone)
+            yield self.spot_item(code, zone, instance_type, series[stamp], SPOT_PAGE,
+                                 {"price_since": stamp} if stamp else None)
+            if not backfill:
+                continue
+            points, unreadable = [], 0
+            for when, text in series.items():
+                at = _epoch(when)
+                if at is None or not re.fullmatch(r"\s*\d+(\.\d+)?\s*", text or ""):
+                    unreadable += 1  # counted in the crawl's summary, never stored
+                    continue
+                points.append((at, float(text or "")))
+            yield PriceHistory(self.name, OfferKey(code, zone, instance_type, "spot"),
+                               gpu_of(instance_type)[2],  # type: ignore[index]
+                               "USD", points, BACKFILL_DAYS, unreadable)

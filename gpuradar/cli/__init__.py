@@ -14,6 +14,7 @@ from gpuradar.cli import (
     export,
     healthcheck,
     index,
+    patterns,
     prices,
     recommend,
     run,
@@ -24,7 +25,7 @@ from gpuradar.cli.common import app, decorate, run_app
 
 # Each module adds its commands to `app` when imported (decorators) or in register(app).
 _MODULES = (crawl, sources, prices, db, demo, alerts, recommend, run, serve, config,
-            config_init, healthcheck, export, index)
+            config_init, healthcheck, export, index, patterns)
 for _module in _MODULES:
     if hasattr(_module, "register"):
         _module.register(app)

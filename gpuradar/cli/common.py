@@ -50,7 +50,8 @@ def _unwrap(text: str) -> str:
 # Where each command is listed in `gpuradar --help` (Typer's rich_help_panel).
 DAILY, SERVICE, ALERTS, DATA, DEVELOPER = ("Daily use", "Service", "Alerts", "Data",
                                            "Developer")
-PANELS = {"demo": DAILY, "prices": DAILY, "history": DAILY, "recommend": DAILY,
+PANELS = {"demo": DAILY, "prices": DAILY, "history": DAILY, "patterns": DAILY,
+          "recommend": DAILY,
           "sources": DAILY, "run": SERVICE, "serve": SERVICE, "healthcheck": SERVICE,
           "config": SERVICE,
           "alerts": ALERTS, "rules": ALERTS, "notify": ALERTS, "crawl": DATA, "db": DATA,
@@ -70,6 +71,8 @@ EXAMPLES: dict[str, list[str]] = {
     "history": ["gpuradar history --gpu H100 --days 30", "gpuradar history aws p5.48xlarge "
                 "--region us-east-1 --pricing on-demand", "gpuradar history vastai "
                 "148199:1xH100_SXM --pricing spot --at yesterday"],
+    "patterns": ["gpuradar patterns H100", "gpuradar patterns H100 --pricing spot --region "
+                 "'us-*'", "gpuradar patterns A100 --days 30 --json"],
     "recommend": ["gpuradar recommend -p 7B -t qlora", "gpuradar recommend -p 70B -t "
                   "finetune --tokens 2B --spot no", "gpuradar recommend -p 8B -t inference "
                   "--precision fp8 --budget '$3/h' -r 'us-*'", "gpuradar recommend -p 70B -t "

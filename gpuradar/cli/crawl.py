@@ -122,7 +122,8 @@ def print_results(results, fmt: Format) -> None:
                      "uncatalogued": uncatalogued_cell(r.uncatalogued) or "-",
                      "duration": f"{r.duration_s:.1f}s",
                      "error": source_once(r.error, r.source) or "-"})
-    raw = [{k: v for k, v in vars(r).items() if k != "changed_offer_ids"} for r in results]
+    raw = [{k: v.as_dict() if k == "backfilled" and v is not None else v
+            for k, v in vars(r).items() if k != "changed_offer_ids"} for r in results]
     emit(rows, [("source", "source"), ("status", "status"), ("items", "items"),
                 ("new", "new", 2), ("changed", "changed", 2), ("closed", "closed", 2),
                 ("dropped", "dropped", 3), ("unknown_gpus", "unknown GPUs", 4),
@@ -130,6 +131,9 @@ def print_results(results, fmt: Format) -> None:
                 ("error", "error")],
          fmt, title="crawl summary", raw_rows=raw)
     if fmt is Format.table and results:
+        for r in results:  # history stored from before the first crawl (docs/patterns.md)
+            if r.backfilled is not None:
+                console.print(f"{r.source}: {r.backfilled.line()}", highlight=False)
         console.print(summary_line(results), highlight=False)
 
 

@@ -471,8 +471,9 @@ def history(
     source: Annotated[str | None, typer.Argument(help="Source of one offer.",
                                                             autocompletion=complete_source)] = None,
     instance_type: Annotated[str | None, typer.Argument(help="Its instance type / id.")] = None,
-    region: Annotated[str | None, typer.Option("--region", "-r", help="Region of the offer, "
-                                               "when it is listed in several.")] = None,
+    region: Annotated[str | None, typer.Option("--region", "-r", help="Region (or zone) of "
+                                               "the offer, when it is listed in several.")
+                      ] = None,
     pricing: Annotated[str | None, typer.Option(help=f"{PRICING_CHOICES}.",
                                                 autocompletion=complete_pricing)] = None,
     gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="Cheapest price of this GPU "
@@ -519,6 +520,8 @@ def history(
     if not (source and instance_type):
         raise fail("give SOURCE and INSTANCE_TYPE of an offer, or --gpu")
     offers = queries.find_offer(engine, source, instance_type, region, pricing)
+    if not offers and region:  # a zone names one per-zone offer (us-east-1a)
+        offers = queries.find_offer(engine, source, instance_type, None, pricing, zone=region)
     if not offers:
         raise fail(f"no offer {source} {instance_type}" + (f" in {region}" if region else ""))
     if len(offers) > 1:

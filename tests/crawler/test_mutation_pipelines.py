@@ -303,4 +303,5 @@ def test_a_crawl_that_never_reached_storage_reports_nothing_stored():
         "crawl_id": None, "source": "azure", "status": "failed",
         "error": "crawl did not start: ValueError: bad setting", "items": 0, "new_offers": 0,
         "changed": 0, "closed": 0, "dropped": {}, "unknown_gpus": [], "duration_s": 0.0,
-        "changed_offer_ids": set(), "uncatalogued": {}, "unreadable": 0, "held": 0}
+        "changed_offer_ids": set(), "uncatalogued": {}, "unreadable": 0, "held": 0,
+        "backfilled": None}

@@ -84,7 +84,7 @@ ENDPOINTS = ["/offers", "/offers?gpu=H100&pricing=spot&available=true",
              "/offers?source=lambda,oci&region=*&max_price=5&min_gpus=8&limit=3",
              "/history?gpu=H100&days=36500", "/index", "/index?gpu=H100&pricing=on-demand",
              "/index/history?gpu=H100&days=1", "/index/closes?gpu=H100&days=3650",
-             "/sources", "/crawls?source=vastai&limit=2"]
+             "/patterns?gpu=H100&days=36500", "/sources", "/crawls?source=vastai&limit=2"]
 
 
 @pytest.mark.parametrize("query", ENDPOINTS)

@@ -26,6 +26,17 @@ CAPACITY_BLOCK_ULTRASERVERS: tuple[str, ...] = ("u-p6e-gb200x36", "u-p6e-gb200x7
 # days, then 7-day steps up to 182 days; botocore's EC2 model), one instance.
 CAPACITY_BLOCK_HOURS = 24
 
+# The back-fill of spot history (with credentials): on the first crawl of a region (no
+# per-zone spot offer stored for the region yet), the last
+# BACKFILL_DAYS of DescribeSpotPriceHistory (EC2 keeps 90 days: botocore's model, "the
+# Spot price history ... up to the past 90 days"), BACKFILL_PAGE_SIZE results a page, at
+# most BACKFILL_MAX_PAGES pages a region: a bound of 20 requests and 20,000 change points
+# per region. A region whose history does not fit is not back-filled (said, counted) and
+# gets the ordinary current-hour request instead.
+BACKFILL_DAYS = 90
+BACKFILL_PAGE_SIZE = 1000
+BACKFILL_MAX_PAGES = 20
+
 #: What an AWS spot offer's interruption band is read from (attributes["interruption_source"]).
 ADVISOR_SOURCE = "AWS Spot Advisor"
 
@@ -108,12 +119,14 @@ AWS = Provider(
         "ec2": "https://ec2.{region}.amazonaws.com/",
     },
     options={"regions": str | list[str], "spot_history": bool, "capacity_blocks": bool,
+             "backfill": bool,
              "profile": str,
              "home_region": str, "access_key_id": str, "secret_access_key": str,
              "session_token": str},
     notes=("Public on-demand and spot price files (GPU, Trainium, Inferentia and Gaudi "
            "instances), Spot Advisor interruption bands; AWS credentials add per-zone spot "
-           "prices (DescribeSpotPriceHistory) and Capacity Block offerings "
+           "prices (DescribeSpotPriceHistory; the first crawl of a region back-fills its last 90 "
+           "days) and Capacity Block offerings "
            "(DescribeCapacityBlockOfferings: a 24 h block of one instance or UltraServer). "
            "Cannot see: capacity blocks without credentials, On-Demand Capacity "
            "Reservations, Savings Plans, availability of on-demand capacity; types listed "
