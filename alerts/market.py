@@ -22,7 +22,6 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from itertools import product
 from operator import attrgetter
 from typing import Any
@@ -123,12 +122,13 @@ class Market:
             old.update(self.by_source.get(source, {}))
         differ: list[int] = []
         attrs = store.spot_attributes(engine, sources) if self.signals else {}
+        held, keep, signals = old.pop, differ.append, self.signals
         for values in store.offer_values(engine, sources):
             # Its key never changes: the rest of the row tells whether the offer did.
-            before = old.pop(values[0], None)
+            before = held(values[0], None)
             if (before is None or before[6:18] != values[1:]
-                    or before.attributes != attrs.get(values[0])):
-                differ.append(values[0])
+                    or (signals and before.attributes != attrs.get(values[0]))):
+                keep(values[0])
         rows = store.offer_rows(engine, differ) if differ else ()
         changes: list[Change] = [
             (self.offers.get(row.id),
@@ -186,12 +186,14 @@ class PoolKey:
 
     @classmethod
     def of(cls, condition: Condition) -> PoolKey:
-        return _pool_key(condition)
-
-
-@lru_cache(maxsize=65536)
-def _pool_key(condition: Condition) -> PoolKey:
-    return PoolKey(condition.offers, condition.currency, condition.basis, condition.job)
+        """The condition's pool key, kept on the condition (frozen, so it cannot go stale):
+        every evaluation looks it up for every rule, and a cache keyed by the condition
+        would compare whole conditions field by field to find it."""
+        key = condition.__dict__.get("_pool_key")
+        if key is None:
+            key = cls(condition.offers, condition.currency, condition.basis, condition.job)
+            object.__setattr__(condition, "_pool_key", key)
+        return key
 
 
 def selector_filter(sel: Selector) -> Callable[[OfferRow], bool]:
@@ -355,18 +357,25 @@ class Pool:
         """Apply one changed offer; the lowest price it had or has here (None: untouched).
         Its old price is computed as when it was added: the FX rates and the stale sources
         are those of the pool's last build (a change of either rebuilds the pools)."""
+        fx = market.fx
+        old = None if before is None else self._entry(before, fx)
+        new = None if after is None else self._entry(after, fx)
         touched: float | None = None
-        if before is not None and (v := self._entry(before, market.fx)) is not None:
-            self._remove(v, before.id, before.source in market.stale)
-            touched = v
-        if after is not None and (v := self._entry(after, market.fx)) is not None:
+        if before is not None and old is not None:
+            if new == old and after is not None and after.source == before.source:
+                # Its price here is the same (the crawl changed something else): so is its
+                # place in the lists. Still touched: the rule shows the offer as it is now.
+                return old
+            self._remove(old, before.id, before.source in market.stale)
+            touched = old
+        if after is not None and new is not None:
             values, ids = self._lists(after.source in market.stale)
-            i = bisect_left(values, v)  # after equal prices of older offers, as `build`
-            while i < len(values) and values[i] == v and ids[i] < after.id:
+            i = bisect_left(values, new)  # after equal prices of older offers, as `build`
+            while i < len(values) and values[i] == new and ids[i] < after.id:
                 i += 1
-            values.insert(i, v)
+            values.insert(i, new)
             ids.insert(i, after.id)
-            touched = v if touched is None else min(touched, v)
+            touched = new if touched is None else min(touched, new)
         return touched
 
     def _lists(self, stale: bool) -> tuple[list[float], list[int]]:
