@@ -38,7 +38,7 @@ from gpuradar.core.units import region_matches
 from gpuradar.recommend import Fit, Job, MemoryEstimate, estimate_memory, fit_offer, price_in
 from gpuradar.storage import alerts as store
 from gpuradar.storage.offers import OfferRow
-from gpuradar.storage.queries import latest_fx
+from gpuradar.storage.queries import latest_fx, source_health
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class Market:
         fx_changed = rates != self.fx_rates
         if fx_changed:
             self.fx_rates, self.fx = rates, FxTable(rates)
-        health = store.source_health(engine)
+        health = source_health(engine)
         self.now = now
         self.last_success = {s: at for s, (at, _) in health.items()}
         self.failures = {s: n for s, (_, n) in health.items()}
