@@ -360,19 +360,25 @@ class Pool:
         fx = market.fx
         old = None if before is None else self._entry(before, fx)
         new = None if after is None else self._entry(after, fx)
+        if (before is not None and old is not None and after is not None and new is not None
+                and after.source == before.source):
+            # The same offer, still here: moved from its old place to its new one.
+            if new != old:
+                self._move(old, new, after.id, after.source in market.stale)
+            # (an unchanged price keeps its place; the offer is still touched: the rule
+            # shows it as it is now)
+            return min(old, new)
         touched: float | None = None
         if before is not None and old is not None:
-            if new == old and after is not None and after.source == before.source:
-                # Its price here is the same (the crawl changed something else): so is its
-                # place in the lists. Still touched: the rule shows the offer as it is now.
-                return old
-            self._remove(old, before.id, before.source in market.stale)
+            values, ids = self._lists(before.source in market.stale)
+            i = self._index(values, ids, old, before.id)
+            if i is not None:
+                del values[i]
+                del ids[i]
             touched = old
         if after is not None and new is not None:
             values, ids = self._lists(after.source in market.stale)
-            i = bisect_left(values, new)  # after equal prices of older offers, as `build`
-            while i < len(values) and values[i] == new and ids[i] < after.id:
-                i += 1
+            i = _slot(values, ids, new, after.id)
             values.insert(i, new)
             ids.insert(i, after.id)
             touched = new if touched is None else min(touched, new)
@@ -381,16 +387,47 @@ class Pool:
     def _lists(self, stale: bool) -> tuple[list[float], list[int]]:
         return (self.stale_values, self.stale_ids) if stale else (self.values, self.ids)
 
-    def _remove(self, v: float, oid: int, stale: bool) -> None:
-        values, ids = self._lists(stale)
+    def _index(self, values: list[float], ids: list[int], v: float, oid: int) -> int | None:
+        """Where offer `oid` at price `v` is in the lists (None: not there)."""
         i = bisect_left(values, v)
         while i < len(values) and values[i] == v:
             if ids[i] == oid:
-                del values[i]
-                del ids[i]
-                return
+                return i
             i += 1
         log.debug("pool %s: offer %d not found at %s", self.key, oid, v)
+        return None
+
+    def _move(self, old: float, new: float, oid: int, stale: bool) -> None:
+        """Move an offer from price `old` to `new`: only the entries between its old and
+        its new place shift (a price moves by a few percent), where a removal and an
+        insertion would each shift the whole rest of a list of tens of thousands."""
+        values, ids = self._lists(stale)
+        at = self._index(values, ids, old, oid)
+        if at is None:  # not found (logged): add it at its new place
+            i = _slot(values, ids, new, oid)
+            values.insert(i, new)
+            ids.insert(i, oid)
+            return
+        # its place in the lists without it (the entries before it there, as `build`
+        # orders them: by price, then id)
+        to = _slot(values, ids, new, oid) - (1 if old < new else 0)
+        if to > at:
+            values[at:to] = values[at + 1:to + 1]
+            ids[at:to] = ids[at + 1:to + 1]
+        elif to < at:
+            values[to + 1:at + 1] = values[to:at]
+            ids[to + 1:at + 1] = ids[to:at]
+        values[to] = new
+        ids[to] = oid
+
+
+def _slot(values: list[float], ids: list[int], v: float, oid: int) -> int:
+    """How many entries come before (v, oid): lower prices, and equal prices of lower ids
+    (older offers), as `Pool.build` orders them."""
+    i = bisect_left(values, v)
+    while i < len(values) and values[i] == v and ids[i] < oid:
+        i += 1
+    return i
 
 
 def band(rule: Rule, settings: AlertSettings) -> float | None:

@@ -234,3 +234,55 @@ def test_delivery_reads_its_clock_and_keeps_its_own_stragglers(market_engine):
     # the retry is scheduled from the clock's time, not the wall clock's
     assert row["next_attempt_at"].replace(tzinfo=None) == (
         clock.now() + timedelta(seconds=30)).replace(tzinfo=None)
+
+
+def test_a_pool_updated_offer_by_offer_equals_one_built_afresh():
+    """The match stage reads pools kept up to date change by change (a price moving within
+    its list, offers appearing and leaving, equal prices ordered by id): after every change
+    the lists are those a pool built from the market as it is then has (a seeded sequence,
+    the same at every run)."""
+    import random
+
+    from gpuradar.alerts.market import Pool, PoolKey
+    from gpuradar.storage.offers import OfferRow
+
+    rng = random.Random(52)
+    market = Market()
+    market.now = T0
+    key = PoolKey.of(rule("H100 under $5/h").condition)
+
+    def row(oid: int, per_gpu: float) -> OfferRow:
+        return OfferRow(oid, "lambda", "us-east-1", "", f"i-{oid}", "on_demand",
+                        "H100-SXM-80GB", 8, 80, 208, 1800, per_gpu * 8, "USD", per_gpu * 8,
+                        per_gpu, True, None, "")
+
+    prices = [1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 4.5, 4.99, 5.5, 6.0]  # ties, and beyond the band
+    market._load([row(i, rng.choice(prices)) for i in range(60)])
+    kept = Pool(key, 5.0)
+    kept.build(market)
+    next_id = 60
+    for _ in range(400):
+        ids = sorted(market.offers)
+        what = rng.random()
+        if what < 0.6 and ids:          # a price changes (possibly to the same)
+            before = market.offers[rng.choice(ids)]
+            after = before._replace(price_per_gpu_usd=rng.choice(prices))
+        elif what < 0.8 and ids:        # an offer leaves
+            before, after = market.offers[rng.choice(ids)], None
+        else:                           # an offer appears
+            before, after = None, row(next_id, rng.choice(prices))
+            next_id += 1
+        if before is not None:
+            del market.offers[before.id]
+            del market.buckets[(before.gpu, before.pricing, before.source)][before.id]
+        if after is not None:
+            market.offers[after.id] = after
+            market.buckets.setdefault((after.gpu, after.pricing, after.source), {})[
+                after.id] = after
+        touched = kept.update(before, after, market)
+        in_band = [v for v in ((before and before.price_per_gpu_usd),
+                               (after and after.price_per_gpu_usd)) if v and v <= 5.0]
+        assert touched == (min(in_band) if in_band else None)
+        fresh = Pool(key, 5.0)
+        fresh.build(market)
+        assert (kept.values, kept.ids) == (fresh.values, fresh.ids)
