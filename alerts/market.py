@@ -22,7 +22,6 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from itertools import product
 from operator import attrgetter
 from typing import Any
@@ -39,7 +38,7 @@ from gpuradar.core.units import region_matches
 from gpuradar.recommend import Fit, Job, MemoryEstimate, estimate_memory, fit_offer, price_in
 from gpuradar.storage import alerts as store
 from gpuradar.storage.offers import OfferRow
-from gpuradar.storage.queries import latest_fx
+from gpuradar.storage.queries import latest_fx, source_health
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +94,7 @@ class Market:
         fx_changed = rates != self.fx_rates
         if fx_changed:
             self.fx_rates, self.fx = rates, FxTable(rates)
-        health = store.source_health(engine)
+        health = source_health(engine)
         self.now = now
         self.last_success = {s: at for s, (at, _) in health.items()}
         self.failures = {s: n for s, (_, n) in health.items()}
@@ -123,12 +122,13 @@ class Market:
             old.update(self.by_source.get(source, {}))
         differ: list[int] = []
         attrs = store.spot_attributes(engine, sources) if self.signals else {}
+        held, keep, signals = old.pop, differ.append, self.signals
         for values in store.offer_values(engine, sources):
             # Its key never changes: the rest of the row tells whether the offer did.
-            before = old.pop(values[0], None)
+            before = held(values[0], None)
             if (before is None or before[6:18] != values[1:]
-                    or before.attributes != attrs.get(values[0])):
-                differ.append(values[0])
+                    or (signals and before.attributes != attrs.get(values[0]))):
+                keep(values[0])
         rows = store.offer_rows(engine, differ) if differ else ()
         changes: list[Change] = [
             (self.offers.get(row.id),
@@ -186,12 +186,14 @@ class PoolKey:
 
     @classmethod
     def of(cls, condition: Condition) -> PoolKey:
-        return _pool_key(condition)
-
-
-@lru_cache(maxsize=65536)
-def _pool_key(condition: Condition) -> PoolKey:
-    return PoolKey(condition.offers, condition.currency, condition.basis, condition.job)
+        """The condition's pool key, kept on the condition (frozen, so it cannot go stale):
+        every evaluation looks it up for every rule, and a cache keyed by the condition
+        would compare whole conditions field by field to find it."""
+        key = condition.__dict__.get("_pool_key")
+        if key is None:
+            key = cls(condition.offers, condition.currency, condition.basis, condition.job)
+            object.__setattr__(condition, "_pool_key", key)
+        return key
 
 
 def selector_filter(sel: Selector) -> Callable[[OfferRow], bool]:
@@ -355,33 +357,77 @@ class Pool:
         """Apply one changed offer; the lowest price it had or has here (None: untouched).
         Its old price is computed as when it was added: the FX rates and the stale sources
         are those of the pool's last build (a change of either rebuilds the pools)."""
+        fx = market.fx
+        old = None if before is None else self._entry(before, fx)
+        new = None if after is None else self._entry(after, fx)
+        if (before is not None and old is not None and after is not None and new is not None
+                and after.source == before.source):
+            # The same offer, still here: moved from its old place to its new one.
+            if new != old:
+                self._move(old, new, after.id, after.source in market.stale)
+            # (an unchanged price keeps its place; the offer is still touched: the rule
+            # shows it as it is now)
+            return min(old, new)
         touched: float | None = None
-        if before is not None and (v := self._entry(before, market.fx)) is not None:
-            self._remove(v, before.id, before.source in market.stale)
-            touched = v
-        if after is not None and (v := self._entry(after, market.fx)) is not None:
+        if before is not None and old is not None:
+            values, ids = self._lists(before.source in market.stale)
+            i = self._index(values, ids, old, before.id)
+            if i is not None:
+                del values[i]
+                del ids[i]
+            touched = old
+        if after is not None and new is not None:
             values, ids = self._lists(after.source in market.stale)
-            i = bisect_left(values, v)  # after equal prices of older offers, as `build`
-            while i < len(values) and values[i] == v and ids[i] < after.id:
-                i += 1
-            values.insert(i, v)
+            i = _slot(values, ids, new, after.id)
+            values.insert(i, new)
             ids.insert(i, after.id)
-            touched = v if touched is None else min(touched, v)
+            touched = new if touched is None else min(touched, new)
         return touched
 
     def _lists(self, stale: bool) -> tuple[list[float], list[int]]:
         return (self.stale_values, self.stale_ids) if stale else (self.values, self.ids)
 
-    def _remove(self, v: float, oid: int, stale: bool) -> None:
-        values, ids = self._lists(stale)
+    def _index(self, values: list[float], ids: list[int], v: float, oid: int) -> int | None:
+        """Where offer `oid` at price `v` is in the lists (None: not there)."""
         i = bisect_left(values, v)
         while i < len(values) and values[i] == v:
             if ids[i] == oid:
-                del values[i]
-                del ids[i]
-                return
+                return i
             i += 1
         log.debug("pool %s: offer %d not found at %s", self.key, oid, v)
+        return None
+
+    def _move(self, old: float, new: float, oid: int, stale: bool) -> None:
+        """Move an offer from price `old` to `new`: only the entries between its old and
+        its new place shift (a price moves by a few percent), where a removal and an
+        insertion would each shift the whole rest of a list of tens of thousands."""
+        values, ids = self._lists(stale)
+        at = self._index(values, ids, old, oid)
+        if at is None:  # not found (logged): add it at its new place
+            i = _slot(values, ids, new, oid)
+            values.insert(i, new)
+            ids.insert(i, oid)
+            return
+        # its place in the lists without it (the entries before it there, as `build`
+        # orders them: by price, then id)
+        to = _slot(values, ids, new, oid) - (1 if old < new else 0)
+        if to > at:
+            values[at:to] = values[at + 1:to + 1]
+            ids[at:to] = ids[at + 1:to + 1]
+        elif to < at:
+            values[to + 1:at + 1] = values[to:at]
+            ids[to + 1:at + 1] = ids[to:at]
+        values[to] = new
+        ids[to] = oid
+
+
+def _slot(values: list[float], ids: list[int], v: float, oid: int) -> int:
+    """How many entries come before (v, oid): lower prices, and equal prices of lower ids
+    (older offers), as `Pool.build` orders them."""
+    i = bisect_left(values, v)
+    while i < len(values) and values[i] == v and ids[i] < oid:
+        i += 1
+    return i
 
 
 def band(rule: Rule, settings: AlertSettings) -> float | None:

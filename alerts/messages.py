@@ -13,7 +13,7 @@ per GPU-hour; the rule's own basis comes first. A per-GPU price is never written
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,6 +23,7 @@ from markupsafe import Markup
 
 from gpuradar.alerts.market import Market, Pool, RuleMatch
 from gpuradar.alerts.rules import Rule, duration_text
+from gpuradar.core.clock import SYSTEM
 from gpuradar.core.units import age, money
 from gpuradar.storage.offers import OfferRow
 
@@ -167,7 +168,7 @@ class Renderer:
         if shown is None:
             shown = self._shown[key] = ShownOffer(**_display(
                 offer_summary(value, o, rule, market, pool), rule.condition.currency,
-                market.now or datetime.now(UTC)), renderer_=self)
+                market.now or SYSTEM.now()), renderer_=self)
         return shown
 
     def _template(self, name: str) -> Template:
@@ -207,7 +208,7 @@ class Renderer:
                      resolved_best: float | None = None) -> Message:
         rule = match.rule
         cur = rule.condition.currency
-        now = market.now or datetime.now(UTC)
+        now = market.now or SYSTEM.now()
         offers = [self._offer(v, o, rule, market, match.pool) for v, o in match.matches[:top]]
         context = {
             "kind": kind, "rule": SimpleNamespace(name=rule.name, text=rule.text,
@@ -235,7 +236,7 @@ class Renderer:
 
     def source_message(self, kind: str, source: str, market: Market) -> Message:
         seen = market.last_success.get(source)
-        now = market.now or datetime.now(UTC)
+        now = market.now or SYSTEM.now()
         context = {
             "kind": kind, "rule": SimpleNamespace(name=f"source:{source}",
                                                   text=f"source {source}", reading=""),
@@ -252,7 +253,7 @@ class Renderer:
     def test_message(self, target: str) -> Message:
         context = {
             "kind": "test", "rule": SimpleNamespace(name="test", text="test", reading=""),
-            "now": datetime.now(UTC), "count": 0, "offers": [], "more": 0, "best": "",
+            "now": SYSTEM.now(), "count": 0, "offers": [], "more": 0, "best": "",
             "previous": "", "limit": "", "reference": "", "reference_name": "",
             "cheapest_now": "", "unit": "h",
             "per_instance": False, "source": None, "target": target,

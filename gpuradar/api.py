@@ -393,9 +393,9 @@ class Store:
 
     def sources(self) -> Records[Source]:
         """Each crawled source: its latest crawl, last success and failures since."""
-        from gpuradar.storage import dataset
+        from gpuradar.storage import queries
 
-        return _records(Source, dataset.sources(self.engine))
+        return _records(Source, queries.sources(self.engine))
 
     def crawls(self, source: str | None = None, limit: int | None = 50) -> Records[Crawl]:
         """Crawl records, newest first."""

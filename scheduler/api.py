@@ -373,9 +373,9 @@ def patterns(engine: Engine, params: Params) -> dict[str, Any]:
 
 
 def sources(engine: Engine, params: Params) -> dict[str, Any]:
-    from gpuradar.storage import dataset
+    from gpuradar.storage import queries
 
-    rows = dataset.sources(engine)
+    rows = queries.sources(engine)
     return {"count": len(rows), "sources": rows}
 
 

@@ -29,7 +29,6 @@ import functools
 import logging
 import os
 import signal
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -67,6 +66,8 @@ if TYPE_CHECKING:  # imported where they are used, when the daemon starts
     from scrapy.settings import Settings
     from sqlalchemy.engine import Engine
 
+    from gpuradar.alerts.delivery import Delivery
+    from gpuradar.alerts.engine import Evaluator
     from gpuradar.crawler.runner import CrawlResult
     from gpuradar.crawler.service import Crawl, CrawlService
     from gpuradar.scheduler.health import Health
@@ -157,6 +158,10 @@ class Daemon:
         self._closed = False  # stopping: no evaluation or delivery starts any more
         self.exit_now = False  # leave without releasing the lock (see the module docstring)
         self._eval_lock: asyncio.Lock | None = None
+        # The alert engine and delivery of this daemon's database, made at first use (the
+        # alerting side is imported only then).
+        self.evaluator: Evaluator | None = None
+        self.delivery: Delivery | None = None
         self._deliver_lock: asyncio.Lock | None = None
         self._deliver_wanted = False
         self._stop: asyncio.Event | None = None
@@ -525,7 +530,7 @@ class Daemon:
 
     async def evaluate(self) -> None:
         """One rule evaluation at a time (each sees everything stored so far)."""
-        from gpuradar.alerts.engine import evaluate
+        from gpuradar.alerts.engine import Evaluator
 
         assert self._eval_lock is not None
         async with self._eval_lock:
@@ -534,8 +539,10 @@ class Daemon:
             if self._closed:
                 return  # stopping, past the budget: nothing new starts
             loaded = self.loaded
+            if self.evaluator is None:
+                self.evaluator = Evaluator(self.engine, self.clock)
             try:
-                result = await self._work("rule evaluation", evaluate, self.engine,
+                result = await self._work("rule evaluation", self.evaluator.evaluate,
                                           loaded.rules, alert_settings=loaded.alert_settings)
             except Exception as exc:  # noqa: BLE001 - retried after the next crawl
                 self.metrics.evaluations.labels("error", "").inc()
@@ -555,7 +562,7 @@ class Daemon:
         two deliveries never race for the same notification. Every message is sent inside
         the leadership's guard (the send gate and the fence): once this replica stops or
         is deposed, nothing more is sent and the rest stays pending."""
-        from gpuradar.alerts.delivery import deliver_pending, send
+        from gpuradar.alerts.delivery import Delivery, send
 
         assert self._deliver_lock is not None
         self._deliver_wanted = True
@@ -568,9 +575,11 @@ class Daemon:
                     return  # fencing: a replica without the lock delivers nothing
                 if self.stopping:
                     return
+                if self.delivery is None:
+                    self.delivery = Delivery(self.engine, self.clock)
                 try:
                     results = await self._work(
-                        "delivery", deliver_pending, self.engine, self.loaded.targets,
+                        "delivery", self.delivery.deliver_pending, self.loaded.targets,
                         limit=DELIVERY_BATCH, sender=send, guard=self.leadership.guard())
                 except Exception as exc:  # noqa: BLE001 - the periodic sweep retries
                     log.error("notification delivery failed: %s", exc, exc_info=exc)
@@ -689,8 +698,6 @@ class Daemon:
 
     async def shutdown(self) -> None:
         """Stop within `daemon.stop_timeout` (see the module docstring for the order)."""
-        from gpuradar.alerts.delivery import sends_may_run_until
-
         self.stopping = True
         self.health.stopping = True
         # at once: no message starts any more; those in flight finish
@@ -722,7 +729,7 @@ class Daemon:
         # the evaluations started by finished crawls write their notifications; the
         # delivery pass in flight ends with its last send
         await self._wait(set(self._tasks) | set(self._busy), end - loop.time())
-        linger = sends_may_run_until() - time.monotonic()
+        linger = self._sends_may_run_until() - self.clock.monotonic()
         if linger > 0:  # a send apprise gave up waiting for may still run in its worker
             await self._wait({asyncio.ensure_future(asyncio.sleep(linger))},
                              min(linger, end - loop.time()))
@@ -753,14 +760,16 @@ class Daemon:
             self.web.stop()
         log.info("gpuradar daemon stopped")
 
+    def _sends_may_run_until(self) -> float:
+        """Until when a send apprise gave up waiting for may still run (0: none)."""
+        return 0.0 if self.delivery is None else self.delivery.sends_may_run_until()
+
     def _still_running(self) -> list[str]:
         """What of this process may still crawl, write or send."""
-        from gpuradar.alerts.delivery import sends_may_run_until
-
         out = [f"the crawl of {n}" for n, s in self.state.items()
                if s.job_task is not None and not s.job_task.done()]
         out += sorted({what for f, what in self._busy.items() if not f.done()})
-        if self.leadership.gate.in_flight or sends_may_run_until() > time.monotonic():
+        if self.leadership.gate.in_flight or self._sends_may_run_until() > self.clock.monotonic():
             out.append("a notification being sent")
         return list(dict.fromkeys(out))
 

@@ -143,8 +143,7 @@ def source_states(engine: Engine, plans: dict[str, float], now: datetime,
     """Each scheduled source: 'ok', 'pending' (not crawled yet), 'failing: <error>' (its
     last crawl failed) or 'stale: ...', judged as its stale alert and the page judge it
     (AlertSettings.stale: a replay's data is as old as its capture)."""
-    from gpuradar.storage.alerts import source_health
-    from gpuradar.storage.queries import last_crawls
+    from gpuradar.storage.queries import last_crawls, source_health
 
     latest, health = last_crawls(engine), source_health(engine)
     out = {}

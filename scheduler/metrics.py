@@ -144,7 +144,7 @@ class DatabaseCollector(Collector):
             labels=["gpu", "pricing", "source"])
         uncatalogued: dict[str, int] = {}
         listed: set[str] = set()
-        for gpu, pricing, source, usd in queries.cheapest_per_gpu(engine):
+        for gpu, pricing, source, usd in queries.cheapest_per_source(engine):
             if catalog_gpu(gpu):
                 cheapest.add_metric([gpu, pricing, source], usd)
                 listed.add(gpu)

@@ -27,10 +27,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from gpuradar.core.outcome import CrawlStatus
 from gpuradar.core.pricing import SPOT
 from gpuradar.storage.db import driver_rows
-from gpuradar.storage.models import CRAWL, CRAWL_NOT_OK, OFFER, OUTBOX, STATE
+from gpuradar.storage.models import CRAWL, OFFER, OUTBOX, STATE
 from gpuradar.storage.offers import COLUMNS, OfferRow
 from gpuradar.storage.queries import newest_crawl_ids
 
@@ -48,31 +47,6 @@ def crawl_versions(engine: Engine) -> dict[str, tuple[int, str]]:
          .where(CRAWL.c.id.in_(newest_crawl_ids())))
     with engine.connect() as conn:
         return {source: (cid, status) for source, cid, status in conn.execute(q)}
-
-
-def source_health(engine: Engine, *, by_run: bool = False
-                  ) -> dict[str, tuple[datetime | None, int]]:
-    """source -> (what its last successful crawl observed, failed crawls since then). The
-    time is the data's: a crawl replayed from a recording counts from the recording's
-    capture time, so replayed data from months ago is as stale to rules as it is old.
-    `by_run`: the time the crawl ran instead (the market index, like `last_success`)."""
-    observed = CRAWL.c.started_at if by_run else func.coalesce(CRAWL.c.observed_at,
-                                                               CRAWL.c.started_at)
-    last_ok = (select(CRAWL.c.source, CRAWL.c.id.label("ok_id"), observed.label("ok_at"))
-               .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == CrawlStatus.OK)))
-               .subquery())
-    fails = (select(CRAWL.c.source, func.count().label("n"))
-             .select_from(CRAWL.outerjoin(last_ok, last_ok.c.source == CRAWL.c.source))
-             .where(CRAWL.c.status.in_((CrawlStatus.FAILED, CrawlStatus.PARTIAL)), CRAWL_NOT_OK,
-                    or_(last_ok.c.ok_id.is_(None), CRAWL.c.id > last_ok.c.ok_id))
-             .group_by(CRAWL.c.source))
-    out: dict[str, tuple[datetime | None, int]] = {}
-    with engine.connect() as conn:
-        for source, _id, at in conn.execute(select(last_ok)):
-            out[source] = (_aware(at), 0)
-        for source, n in conn.execute(fails):
-            out[source] = (out.get(source, (None, 0))[0], n)
-    return out
 
 
 # An offer's identity never changes while it is stored (its key: source, region, zone,

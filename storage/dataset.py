@@ -248,15 +248,6 @@ def crawls(engine: Engine, source: str | Sequence[str] | None = None, limit: int
         return [crawl_record(dict(r._mapping)) for r in conn.execute(q)]
 
 
-def sources(engine: Engine) -> list[dict[str, Any]]:
-    """Each crawled source: its latest crawl's outcome, last success, failures since."""
-    from gpuradar.storage.web import sources as source_rows
-
-    return [{**s, "last_crawl": aware(s["last_crawl"]), "last_success": aware(
-        s["last_success"]), "observed_at": aware(s.get("observed_at"))}
-            for s in source_rows(engine)]
-
-
 def live_crawls(path: Path) -> int:
     """How many crawls of the SQLite file at `path` were live (not replayed); 0 when it is
     not a gpuradar database. Opened read-only by SQLite itself: nothing is migrated or

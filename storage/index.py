@@ -67,7 +67,7 @@ def fresh_sources(engine: Engine, at: datetime, params: Params = Params()) -> di
     describes: the last successful crawl's data (a replay: its capture) lies within
     `stale_after` of `at`, either side (crawls of two sources overlap, replays come in any
     order), and fewer than `stale_after_failures` crawls of it failed since."""
-    from gpuradar.storage.alerts import source_health
+    from gpuradar.storage.queries import source_health
 
     out = {}
     for source, (last_ok, failures) in source_health(engine).items():

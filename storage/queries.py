@@ -1,5 +1,27 @@
-"""Every read gpuradar makes, in one place (the spans the market's patterns rest on:
-`pattern_spans`, computed by gpuradar.core.patterns)."""
+"""The read side: every read of the store is here, or in one of the read modules named
+below, and each read exists once (one `sources()`, one `cheapest_per_gpu()`), used by the
+command line, the page, the JSON API and the Python API alike.
+
+Here: crawls and source health (`last_success`, `last_crawls`, `source_health`,
+`sources`), current offers (`current_offers`, `cheapest_per_gpu`, `cheapest_per_source`,
+`offer_counts`, `gpu_names`), price history (`spans`, `gpu_spans`, `price_at`,
+`cheapest_over`), FX rates, and the spans the market's patterns rest on (`pattern_spans`,
+computed by gpuradar.core.patterns).
+
+The read modules beside it, each for one reader:
+* storage.dataset: the records the API, the Python API and exports publish (offers,
+  history and crawls as records; GPU names resolved from a query);
+* storage.web: what the web page gathers in one call (`overview`, `price_history`,
+  `data_version`, `first_observation`);
+* storage.offers: the compact offer row (`OfferRow`, `live_offers`) alert rules and
+  `recommend` keep in memory;
+* storage.alerts: what rule evaluation reads (offers and their changed columns, crawl
+  versions, alert state) beside the alert state and outbox it writes;
+* storage.index: the market index's points (`current_index`, `index_history`,
+  `index_series`, `index_closes`) beside the writer of those points.
+A write never lives in a read module but for storage.alerts and storage.index, which
+keep a table's reads next to its one writer.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +38,14 @@ from gpuradar.core.patterns import Span
 from gpuradar.core.units import region_matches
 from gpuradar.storage.db import dialect_insert
 from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, CRAWL_NOT_OK, FX, OFFER
+
+
+def _aware(ts: datetime | None) -> datetime | None:
+    """A time read as UTC when the database handed it back without a zone."""
+    if ts is not None and ts.tzinfo is None:
+        return ts.replace(tzinfo=UTC)
+    return ts
+
 
 # Times come back aware, in UTC, on both databases: the models' datetime columns are
 # sqlmodel's UTCDateTime, which adds the zone SQLite does not keep (MAX and COALESCE of such a
@@ -99,6 +129,55 @@ def mark_interrupted_crawls(engine: Engine, now: datetime | None = None) -> int:
                                                CRAWL_NOT_OK).values(
             status=CrawlStatus.FAILED, error="interrupted (process stopped during the crawl)",
             finished_at=now or SYSTEM.now())).rowcount
+
+
+def source_health(engine: Engine, *, by_run: bool = False
+                  ) -> dict[str, tuple[datetime | None, int]]:
+    """source -> (what its last successful crawl observed, failed crawls since then). The
+    time is the data's: a crawl replayed from a recording counts from the recording's
+    capture time, so replayed data from months ago is as stale to rules as it is old.
+    `by_run`: the time the crawl ran instead (the market index, like `last_success`)."""
+    observed = CRAWL.c.started_at if by_run else func.coalesce(CRAWL.c.observed_at,
+                                                               CRAWL.c.started_at)
+    last_ok = (select(CRAWL.c.source, CRAWL.c.id.label("ok_id"), observed.label("ok_at"))
+               .where(CRAWL.c.id.in_(newest_crawl_ids(CRAWL.c.status == CrawlStatus.OK)))
+               .subquery())
+    fails = (select(CRAWL.c.source, func.count().label("n"))
+             .select_from(CRAWL.outerjoin(last_ok, last_ok.c.source == CRAWL.c.source))
+             .where(CRAWL.c.status.in_((CrawlStatus.FAILED, CrawlStatus.PARTIAL)), CRAWL_NOT_OK,
+                    or_(last_ok.c.ok_id.is_(None), CRAWL.c.id > last_ok.c.ok_id))
+             .group_by(CRAWL.c.source))
+    out: dict[str, tuple[datetime | None, int]] = {}
+    with engine.connect() as conn:
+        for source, _id, at in conn.execute(select(last_ok)):
+            out[source] = (_aware(at), 0)
+        for source, n in conn.execute(fails):
+            out[source] = (out.get(source, (None, 0))[0], n)
+    return out
+
+
+
+def sources(engine: Engine) -> list[dict[str, Any]]:
+    """Each crawled source: its latest crawl, last success and failures since then, and
+    what its stored data describes (`observed_at`; a replay's capture date, `replayed`),
+    times in UTC: the page, the API and the Python API (`gpuradar.open().sources()`)."""
+    health, ok, observed = source_health(engine), last_success(engine), last_observed(engine)
+    out = []
+    for name, crawl in sorted(last_crawls(engine).items()):
+        failures = health.get(name, (None, 0))[1]
+        last_ok, seen = ok.get(name), observed.get(name)
+        started = crawl["started_at"]
+        out.append({"source": name, "status": crawl["status"],
+                    "last_crawl": _aware(started),
+                    "last_success": _aware(last_ok), "failures": failures,
+                    "offers": crawl["items"],
+                    "observed_at": _aware(seen.at) if seen else None,
+                    "replayed": seen.replayed if seen else False,
+                    "captured": seen.captured if seen else None,
+                    "error": (crawl["error"] or "").splitlines()[0][:300]
+                    if crawl["error"] else ""})
+    return out
+
 
 
 # -- current offers ----------------------------------------------------------------------
@@ -187,14 +266,28 @@ def offer_counts(engine: Engine) -> list[tuple[str, str, str, int]]:
     return out
 
 
-def cheapest_per_gpu(engine: Engine) -> list[tuple[str, str, str, float]]:
-    """(gpu, pricing, source, min USD per GPU-hour) over listed, not-unavailable offers."""
+def cheapest_per_source(engine: Engine) -> list[tuple[str, str, str, float]]:
+    """(gpu, pricing, source, min USD per GPU-hour) over listed, not-unavailable offers,
+    aggregated by the database on a covering index (ix_offer_cheapest): the metrics'
+    gauge, read at every scrape."""
     q = (select(OFFER.c.gpu, OFFER.c.pricing, OFFER.c.source, func.min(OFFER.c.price_per_gpu_usd))
          .where(OFFER.c.active.is_(True), OFFER.c.price_per_gpu_usd.is_not(None),
                 or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None)))
          .group_by(OFFER.c.gpu, OFFER.c.pricing, OFFER.c.source))
     with engine.connect() as conn:
         return [tuple(r) for r in conn.execute(q)]
+
+
+
+def cheapest_per_gpu(engine: Engine, flt: OfferFilter | None = None) -> list[dict[str, Any]]:
+    """The cheapest listed offer of each GPU and pricing (not known to be unavailable),
+    cheapest first: a model's on-demand price is never hidden behind its spot one (the
+    page, `gpuradar demo`)."""
+    best: dict[tuple[str, str], dict[str, Any]] = {}
+    for o in current_offers(engine, flt):
+        if o["price_per_gpu_usd"] is not None and o["available"] is not False:
+            best.setdefault((o["gpu"], o["pricing"]), o)
+    return sorted(best.values(), key=lambda o: o["price_per_gpu_usd"])
 
 
 # -- history -----------------------------------------------------------------------------

@@ -10,30 +10,18 @@ from sqlalchemy import Engine, func, select
 
 from gpuradar.core.clock import SYSTEM
 from gpuradar.core.units import region_matches
-from gpuradar.storage.alerts import alert_rows, source_health
+from gpuradar.storage.alerts import alert_rows
 from gpuradar.storage.models import OFFER
 from gpuradar.storage.queries import (
     OfferFilter,
-    current_offers,
+    cheapest_per_gpu,
     gpu_names,
     gpu_spans,
-    last_crawls,
-    last_observed,
-    last_success,
     min_per_bucket,
+    sources,
 )
 
 MAX_INDEX_CHARTS = 8  # the models with the most offers; the API has every one
-
-
-def cheapest_per_gpu(engine: Engine, flt: OfferFilter) -> list[dict[str, Any]]:
-    """The cheapest listed offer of each GPU and pricing (not known to be unavailable),
-    cheapest first: a model's on-demand price is never hidden behind its spot one."""
-    best: dict[tuple[str, str], dict[str, Any]] = {}
-    for o in current_offers(engine, flt):
-        if o["price_per_gpu_usd"] is not None and o["available"] is not False:
-            best.setdefault((o["gpu"], o["pricing"]), o)
-    return sorted(best.values(), key=lambda o: o["price_per_gpu_usd"])
 
 
 def first_observation(engine: Engine) -> datetime | None:
@@ -44,27 +32,6 @@ def first_observation(engine: Engine) -> datetime | None:
     if isinstance(first, str):  # SQLite hands an aggregate's timestamp back as text
         first = datetime.fromisoformat(first)
     return first if first is None or first.tzinfo else first.replace(tzinfo=UTC)
-
-
-def sources(engine: Engine) -> list[dict[str, Any]]:
-    """Each crawled source: its latest crawl, last success and failures since then, and
-    what its stored data describes (`observed_at`; a replay's capture date, `replayed`)."""
-    health, ok, observed = source_health(engine), last_success(engine), last_observed(engine)
-    out = []
-    for name, crawl in sorted(last_crawls(engine).items()):
-        failures = health.get(name, (None, 0))[1]
-        last_ok, seen = ok.get(name), observed.get(name)
-        started = crawl["started_at"]
-        out.append({"source": name, "status": crawl["status"],
-                    "last_crawl": started if started is None or started.tzinfo
-                    else started.replace(tzinfo=UTC),
-                    "last_success": last_ok, "failures": failures, "offers": crawl["items"],
-                    "observed_at": seen.at if seen else None,
-                    "replayed": seen.replayed if seen else False,
-                    "captured": seen.captured if seen else None,
-                    "error": (crawl["error"] or "").splitlines()[0][:300]
-                    if crawl["error"] else ""})
-    return out
 
 
 def price_history(engine: Engine, gpus: list[str], flt: OfferFilter, since: datetime,

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
@@ -329,7 +328,7 @@ class AlibabaSpider(GpuRadarSpider):
             return None
         if not str(code).startswith("Throttling"):
             return None
-        pause = 60.0 - time.time() % 60.0 + 1.0
+        pause = 60.0 - self.clock.now().timestamp() % 60.0 + 1.0
         return min(pause, self.settings.getfloat("RETRY_BACKOFF_MAX", 60.0))
 
     def api_body(self, response: Response, action: str) -> dict[str, Any] | None:

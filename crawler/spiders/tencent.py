@@ -27,7 +27,6 @@ a call whose Region is financial must go to that region's own host,
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -126,7 +125,7 @@ class TencentSpider(GpuRadarSpider):
         return tencent_tc3_headers(
             secret_id=creds["secret_id"], secret_key=creds["secret_key"], service="cvm",
             host=urlsplit(url).netloc, action=action, version=API_VERSION, region=region,
-            payload=body, timestamp=int(time.time()))
+            payload=body, timestamp=int(self.clock.now().timestamp()))
 
     def sign_again(self, request: scrapy.Request) -> scrapy.Request:
         """A retry carries a new X-TC-Timestamp and signature (Tencent refuses signatures

@@ -132,8 +132,7 @@ def _check_keep(keep: Path) -> None:
 
 
 def _snapshot(cfg: "Config", verbose: bool) -> None:
-    from gpuradar.storage.queries import OfferFilter
-    from gpuradar.storage.web import cheapest_per_gpu
+    from gpuradar.storage.queries import OfferFilter, cheapest_per_gpu
 
     sources = recorded_sources()
     # Its own data's known gaps (products the catalog lacks) are counted in the crawl

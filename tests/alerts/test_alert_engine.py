@@ -24,7 +24,7 @@ from gpuradar.alerts.market import band_best
 from gpuradar.core.items import PriceItem
 from gpuradar.core.units import format_duration
 from gpuradar.storage import alerts as store
-from gpuradar.storage.db import get_engine
+from gpuradar.storage.db import Engines
 from gpuradar.storage.ingest import CrawlWriter
 from gpuradar.storage.models import AlertState, Notification
 from gpuradar.storage.queries import store_fx
@@ -1006,7 +1006,7 @@ def test_rules_loaded_again_unchanged_are_not_looked_at_again(engine):
 def another_process(db_url: str) -> Engine:
     """An engine of its own, with nothing kept in memory yet, as another process has
     (`get_engine` keeps one engine per URL in a process)."""
-    return get_engine.__wrapped__(db_url)
+    return Engines().get(db_url)
 
 
 @pytest.mark.parametrize("mine,theirs", [("H100 under $2/h", "H100 under $3/h"),

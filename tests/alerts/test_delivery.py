@@ -17,7 +17,7 @@ import responses
 from aiosmtpd.controller import Controller
 from sqlalchemy import select
 
-from gpuradar.alerts.delivery import channel_of, deliver_pending
+from gpuradar.alerts.delivery import channel_of, deliver_pending, delivery_for
 from gpuradar.alerts.engine import evaluate
 from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.loader import load_targets, parse_targets
@@ -297,11 +297,15 @@ def test_a_webhook_that_never_answers_times_out_after_send_timeout(engine):
     with WebhookReceiver(delay=20) as hook:
         targets = with_send_timeout(2, hook=hook.url())
         fire(engine, ("hook",))
+        before = time.monotonic()
         (result,) = deliver_pending(engine, targets)
         assert result.status == "retry" and result.attempts == 1
         assert result.error.endswith("timed out after 2 s")
         assert "Connection error" not in result.error
         assert len(hook.posts) == 1           # one attempt, no hidden retries
+        # apprise's worker may go on until its socket timeouts (2 s each) have run out:
+        # this engine's Delivery knows until when (a stopping daemon waits for it)
+        assert delivery_for(engine).sends_may_run_until() >= before + 2 * 2 + 1
     row = rows(engine)["hook"]
     assert row["status"] == "pending" and row["last_error"].endswith("timed out after 2 s")
 

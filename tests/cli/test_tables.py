@@ -155,8 +155,7 @@ def test_piped_output_is_not_squeezed(dbs):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_demo_fits_and_cuts_nothing(dbs, width):
     from gpuradar.storage.db import open_database
-    from gpuradar.storage.queries import OfferFilter
-    from gpuradar.storage.web import cheapest_per_gpu
+    from gpuradar.storage.queries import OfferFilter, cheapest_per_gpu
 
     proc = gpuradar("demo", env={"COLUMNS": str(width)})
     assert proc.returncode == 0, proc.stderr

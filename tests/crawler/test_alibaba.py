@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from scrapy.settings import Settings
 
+from gpuradar.core.clock import FakeClock
 from gpuradar.crawler.parsing import ParseFailed, parse_files
 from gpuradar.crawler.signing import alibaba_rpc_signature, alibaba_string_to_sign
 from gpuradar.crawler.spiders.alibaba import AlibabaSpider, gpu_spec
@@ -467,15 +468,13 @@ def test_parse_refuses_a_json_file_it_does_not_know(tmp_path):
 THROTTLED = (FIX / "error_throttling_user.json").read_bytes()  # Alibaba's documented answer
 
 
-def test_a_throttling_answer_waits_for_the_next_minute(monkeypatch):
+def test_a_throttling_answer_waits_for_the_next_minute():
     """ECS "API throttling": a call throttled in minute T may be made again from minute T+1.
     Alibaba says so with HTTP 403 or 400 and a `Throttling*` code (not 429): the pause runs
     to a second past the next minute, capped by RETRY_BACKOFF_MAX; other refusals are no
     throttling and keep no pause."""
-    from gpuradar.crawler.spiders import alibaba
-
-    monkeypatch.setattr(alibaba.time, "time", lambda: 60 * 29_000_000 + 45.0)  # hh:mm:45
     spider = api_spider()
+    spider.clock = FakeClock(datetime.fromtimestamp(60 * 29_000_000 + 45.0, UTC))  # hh:mm:45
     url = "https://ecs.cn-hangzhou.aliyuncs.com/"
     assert spider.throttle_pause(response(THROTTLED, url, status=403)) == 16.0
     body = json.loads(THROTTLED)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -306,7 +307,7 @@ def test_configured_regions_are_asked_directly_and_a_failed_call_is_retried(
     assert [r for r in sent if r.body == first.body and r is not first]
 
 
-def test_a_retry_is_signed_afresh(monkeypatch):
+def test_a_retry_is_signed_afresh():
     """Tencent refuses signatures older than five minutes: a call the gateway refuses late
     (503, answered a second after it was signed: a fake clock) is retried by the backoff
     middleware with a new X-TC-Timestamp and signature."""
@@ -315,18 +316,17 @@ def test_a_retry_is_signed_afresh(monkeypatch):
 
     from scrapy.http import TextResponse
 
+    from gpuradar.core.clock import FakeClock
     from gpuradar.crawler.middlewares import BackoffRetryMiddleware
-    from gpuradar.crawler.spiders import tencent
 
-    now = [1_764_506_096.0]
-    monkeypatch.setattr(tencent, "time", SimpleNamespace(time=lambda: now[0]))
     spider = callback_spider(TencentSpider, {"RETRY_TIMES": 1, "RETRY_BACKOFF_BASE": 0.0},
                              secret_id="AKIDtest", secret_key=SECRET_KEY)
+    clock = spider.clock = FakeClock(datetime.fromtimestamp(1_764_506_096.0, UTC))
     crawler = spider.crawler
     crawler.spider = spider
     crawler.engine = SimpleNamespace(downloader=SimpleNamespace(slots={}))  # no crawl running
     first = next(spider.region_requests("ap-guangzhou"))
-    now[0] += 1.0  # the refusal comes a second later
+    clock.advance(1.0)  # the refusal comes a second later
     refused = TextResponse(first.url, status=503, body=b"service unavailable", request=first)
     retry = asyncio.run(BackoffRetryMiddleware.from_crawler(crawler).process_response(
         first, refused))

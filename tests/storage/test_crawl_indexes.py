@@ -11,10 +11,10 @@ from sqlalchemy import inspect, select
 
 from gpuradar.core.items import PriceItem
 from gpuradar.storage import dataset, queries
-from gpuradar.storage.alerts import source_health
 from gpuradar.storage.db import alembic_config, upgrade
 from gpuradar.storage.ingest import CrawlWriter
 from gpuradar.storage.models import CRAWL
+from gpuradar.storage.queries import source_health
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 HEAD = {"ix_crawl_source_id": ["source", "id", "status"],

@@ -201,9 +201,9 @@ def test_history_of_an_offer_is_an_index_scan(big_engine):
     assert all(kind in INDEX_SCANS for kind, _ in reads), reads
 
 
-def test_current_cheapest_per_gpu_uses_indexes(big_engine):
+def test_current_cheapest_per_source_uses_indexes(big_engine):
     # what Prometheus scrapes: the cheapest offer of every GPU, pricing and source
-    reads = reads_of(big_engine, lambda: queries.cheapest_per_gpu(big_engine), "offer")
+    reads = reads_of(big_engine, lambda: queries.cheapest_per_source(big_engine), "offer")
     assert reads == [("Index Only Scan", "ix_offer_cheapest")], reads
     # what `gpuradar prices --gpu H100` and the alert rules of one GPU ask
     flt = queries.OfferFilter(gpus=["H100-SXM-80GB", "H100-PCIE-80GB"], available_only=True)
@@ -230,7 +230,7 @@ def test_running_crawls_and_failures_since_the_last_success_are_index_ranges(big
     updates = explained(big_engine, lambda: queries.mark_interrupted_crawls(big_engine))
     assert [access(plan, "crawl") for _, plan in updates] == [
         [("Index Scan", "ix_crawl_not_ok")]], updates
-    fails = [plan for statement, plan in plans(big_engine, lambda: alerts.source_health(
+    fails = [plan for statement, plan in plans(big_engine, lambda: queries.source_health(
         big_engine)) if "count(*)" in statement]
     assert len(fails) == 1
     assert ("Index Only Scan", "ix_crawl_not_ok") in access(fails[0], "crawl"), fails
@@ -287,11 +287,11 @@ def test_crawl_reads_use_the_crawl_indexes_on_sqlite(sqlite_url):
     assert details(lambda: owner.mark_dead_crawls(engine)) == [not_ok]
     assert details(lambda: queries.mark_interrupted_crawls(engine)) == [not_ok]
     assert "SEARCH crawl USING COVERING INDEX ix_crawl_not_ok (status=?)" in details(
-        lambda: alerts.source_health(engine))
+        lambda: queries.source_health(engine))
     assert details(lambda: queries.consecutive_failures(engine, "aws")) == [
         "SEARCH crawl USING COVERING INDEX ix_crawl_source_id (source=?)"]
     for call in (queries.last_success, queries.last_observed, queries.last_crawls,
-                 queries.uncatalogued_offers, alerts.crawl_versions, alerts.source_health):
+                 queries.uncatalogued_offers, alerts.crawl_versions, queries.source_health):
         found = details(lambda call=call: call(engine))
         assert "SCAN crawl USING COVERING INDEX ix_crawl_source_id" in found, (call, found)
         assert "SEARCH crawl USING INTEGER PRIMARY KEY (rowid=?)" in found, (call, found)

@@ -14,8 +14,8 @@ from gpuradar.alerts.grammar import parse_rule
 from gpuradar.core.items import PriceItem
 from gpuradar.crawler.middlewares import Recording, capture_time
 from gpuradar.storage import queries
-from gpuradar.storage.alerts import source_health
 from gpuradar.storage.ingest import CrawlWriter, Replay
+from gpuradar.storage.queries import source_health
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 AUGUST = datetime(2026, 8, 22, tzinfo=UTC)

@@ -393,8 +393,11 @@ def test_the_cheapest_price_per_gpu_skips_offers_known_unavailable(engine):
     crawl(engine, [item("A", 80.0, T0), item("B", 8.0, T0, available=False),
                    item("C", 40.0, T0, gpu="A100-SXM-80GB", available=None),
                    item("D", 8.0, T0, gpu="A100-SXM-80GB", available=False)], at=T0)
-    assert sorted(queries.cheapest_per_gpu(engine)) == [
+    assert sorted(queries.cheapest_per_source(engine)) == [
         ("A100-SXM-80GB", "on_demand", "azure", 5.0), ("H100-SXM-80GB", "on_demand", "azure", 10.0)]
+    assert [(o["gpu"], o["instance_type"], o["price_per_gpu_usd"])
+            for o in queries.cheapest_per_gpu(engine)] == [
+        ("A100-SXM-80GB", "C", 5.0), ("H100-SXM-80GB", "A", 10.0)]
 
 
 def test_the_cheapest_price_over_a_window_skips_spans_known_unavailable(engine):

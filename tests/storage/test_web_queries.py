@@ -59,3 +59,36 @@ def test_every_listed_gpu_is_charted_with_its_price_carried_forward(engine):
     assert [c["gpu"] for c in data["charts"]] == listed and data["uncharted"] == []
     old = next(c for c in data["charts"] if c["gpu"] == names[0])
     assert values(old["series"]["on_demand"]) == [1.0] * 7
+
+
+def test_the_page_the_api_and_the_python_api_read_sources_and_cheapest_offers_once(engine):
+    """One `sources()` and one `cheapest_per_gpu()` (storage.queries) behind every reader:
+    the page, the JSON API's /sources, `gpuradar.open().sources()` and the metrics' gauge
+    show the same thing."""
+    from gpuradar.api import Store
+    from gpuradar.scheduler import api as json_api
+    from gpuradar.storage import queries
+
+    crawl(engine, "lambda", [item("lambda", "A", 2.0), item("lambda", "B", 1.5)], T0)
+    crawl(engine, "vastai", [item("vastai", "C", 1.2, pricing="spot"),
+                             item("vastai", "D", 1.9)], T0)
+    crawl(engine, "vastai", [], T0 + HOUR, status="failed")
+    rows = queries.sources(engine)
+    assert [(r["source"], r["status"], r["failures"]) for r in rows] == [
+        ("lambda", "ok", 0), ("vastai", "failed", 1)]
+    assert all(r["last_success"].tzinfo is not None and r["last_crawl"].tzinfo is not None
+               for r in rows)
+    page = overview(engine, OfferFilter(), now=T0 + 2 * HOUR)
+    assert page["sources"] == rows
+    assert json_api.sources(engine, None) == {"count": 2, "sources": rows}
+    assert [s.source for s in Store(engine).sources()] == ["lambda", "vastai"]
+    assert [s.failures for s in Store(engine).sources()] == [0, 1]
+
+    cheapest = queries.cheapest_per_gpu(engine)
+    assert [(o["pricing"], o["instance_type"], o["price_per_gpu_usd"]) for o in cheapest] == [
+        ("spot", "C", 1.2), ("on_demand", "B", 1.5)]
+    assert page["cheapest"] == queries.cheapest_per_gpu(engine, OfferFilter())
+    by_source = queries.cheapest_per_source(engine)   # the gauge: per source too
+    assert sorted(by_source) == [(H100, "on_demand", "lambda", 1.5),
+                                 (H100, "on_demand", "vastai", 1.9),
+                                 (H100, "spot", "vastai", 1.2)]
