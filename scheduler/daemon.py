@@ -232,13 +232,15 @@ class Daemon:
                 raise StartupError(f"{exc}; set metrics.port / --metrics-port (or "
                                    "metrics.enabled: false)") from None
         w = self.loaded.cfg.web
-        if w.enabled:  # the page and the API, on their own server (scheduler/server.py)
-            from gpuradar.scheduler.server import ReadServer, read_app
+        if w.enabled:  # the page and the API: a process of their own (web_child.py)
+            from gpuradar.scheduler.web_child import WebChild
 
             try:
-                self.web = ReadServer(read_app(lambda: self.engine, REDACT,
-                                               cors=m.cors_origins),
-                                      w.address, w.port, w.threads).start()
+                self.web = WebChild(w.address, w.port, {
+                    "database_url": url, "threads": w.threads, "cors": list(m.cors_origins),
+                    "secrets": sorted(self._secrets), "log_format": self.options.log_format,
+                    "log_level": self.options.log_level}, on_up=self.metrics.web_up.set,
+                    on_restart=self.metrics.web_restarts.inc).start()
             except EndpointError as exc:
                 raise StartupError(f"{exc}; set web.port / GPURADAR_WEB_PORT (or "
                                    "web.enabled: false)") from None
@@ -613,6 +615,8 @@ class Daemon:
             return False
         self._secrets |= new.secrets  # old tokens may still be in flight: keep masking them
         REDACT.set_secrets(self._secrets)
+        if self.web is not None:
+            self.web.set_secrets(self._secrets)
         old = self.loaded
         self.loaded = new
         self._stamp = self._watched_stamp()

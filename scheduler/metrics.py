@@ -245,6 +245,12 @@ class Metrics:
                                   "started, by job and reason (max_instances: the previous run "
                                   "was still going; missed: later than the misfire grace).",
                                   ["job", "reason"], registry=r)
+        self.web_up = Gauge(f"{PREFIX}_web_up", "1 while the process serving the web page "
+                            "and the JSON API (web.port) runs, 0 when it has died and is not "
+                            "back yet (or web.enabled is false).", registry=r)
+        self.web_restarts = Counter(f"{PREFIX}_web_restarts", "Times the process serving "
+                                    "the web page and the JSON API was started again after "
+                                    "it died.", registry=r)
         # every label value known in advance starts at zero (as crawls_total per source):
         # a counter with no series until its first event breaks rate() and absent()
         for channel in CHANNELS:

@@ -24,6 +24,7 @@ import gzip
 import hashlib
 import json
 import logging
+import socket
 import threading
 import time
 from collections import OrderedDict
@@ -276,13 +277,19 @@ class ReadServer:
     """`app` on waitress at address:port, from a thread of its own (`run`) or the calling
     thread (`serve`, until stop())."""
 
-    def __init__(self, app: Callable, address: str, port: int, threads: int = 4) -> None:
+    def __init__(self, app: Callable, address: str, port: int, threads: int = 4,
+                 sockets: Sequence[socket.socket] = ()) -> None:
+        """`sockets`: listening sockets to serve instead of address:port (the page child of
+        `gpuradar run` serves the daemon's, scheduler/web_child.py)."""
         from waitress.server import create_server
 
+        where: dict[str, Any] = ({"sockets": list(sockets)} if sockets else
+                                 {"host": address, "port": port})
         try:
-            self.server: Any = create_server(app, host=address, port=port, threads=threads,
+            self.server: Any = create_server(app, **where, threads=threads,
                                              ident="gpuradar", max_request_header_size=MAX_HEAD,
-                                             clear_untrusted_proxy_headers=True)
+                                             clear_untrusted_proxy_headers=True,
+                                             asyncore_use_poll=True)
             for one in getattr(self.server, "map", {0: self.server}).values():
                 one.channel_class = _channel_class()
         except (OSError, ValueError) as exc:
