@@ -227,7 +227,8 @@ class Daemon:
         if m.enabled:
             try:
                 self.httpd = serve(m.address, m.port,
-                                   make_app(self.metrics.registry, self.health, REDACT))
+                                   make_app(self.metrics.registry, self.health, REDACT,
+                                            self.metrics.exposition))
             except EndpointError as exc:
                 raise StartupError(f"{exc}; set metrics.port / --metrics-port (or "
                                    "metrics.enabled: false)") from None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -45,6 +46,9 @@ RESTART_MAX = 30.0
 STEADY = 60.0
 #: SIGTERM, then this long for the requests under way, then SIGKILL.
 STOP_WAIT = 5.0
+#: The child's niceness above the daemon's: when readers keep every core busy, the kernel
+#: still gives the daemon (its crawls, its scrapes and health checks) most of a core.
+NICE = 5
 
 
 def listen(address: str, port: int) -> list[socket.socket]:
@@ -202,6 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Ctrl-C in a terminal reaches the whole process group: the daemon decides when the
     # child stops, not the terminal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
     line = sys.stdin.buffer.readline()
     if not line:
         return 0  # the daemon is gone already
