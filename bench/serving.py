@@ -8,9 +8,10 @@ and `/` answers from
   drawing every answer;
 
 each in a process of its own, loaded by wrk (Debian's `wrk`: keep-alive where the server
-keeps it) at 50 connections; and `/metrics` of a running `gpuradar run` scraped as
-Prometheus does (OpenMetrics, gzip), first alone and then while its page, served by its
-child process (scheduler/web_child.py), is under the same load. The data: every shipped
+keeps it) at 50 connections (the ceiling and `serve` in turns, ROUNDS rounds); and
+`/metrics` of a running `gpuradar run` scraped as Prometheus does (OpenMetrics, gzip),
+first alone and then while its page, served by its child process
+(scheduler/web_child.py), is under the same load. The data: every shipped
 recording replayed.
 
 `python -m bench.serving` prints the figures alone; `python -m bench` adds them as rows.
@@ -35,6 +36,11 @@ REPO = Path(__file__).resolve().parents[1]
 RECORDINGS = REPO / "gpuradar" / "recordings"
 CONNECTIONS = 50
 SECONDS = 5
+#: The ceiling and `serve` are loaded in turns, this many rounds of ROUND_SECONDS each: on a
+#: machine others load too, the ratio of each round's pair is steadier than one long run
+#: of each, measured a minute apart. The figures given are the medians of the rounds.
+ROUNDS = 3
+ROUND_SECONDS = 3
 PATHS = ("/api/v1/offers", "/")
 UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
 
@@ -72,11 +78,13 @@ def wrk(url: str, seconds: int = SECONDS) -> dict[str, float]:
         raise RuntimeError(f"wrk said:\n{out}")
     latency = re.search(r"Latency\s+\S+\s+\S+\s+(\S+)", out)
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    done = re.search(r"(\d+) requests in", out)
     socket_errors = re.search(r"Socket errors: (.*)", out)
     return {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
             "p50": _ms(pct["50"]), "p99": _ms(pct["99"]),
             "max": _ms(latency.group(1)) if latency else float("nan"),
             "non_2xx": int(errors.group(1)) if errors else 0,
+            "requests": int(done.group(1)) if done else 0,
             "socket_errors": socket_errors.group(1) if socket_errors else ""}
 
 
@@ -153,22 +161,43 @@ def measure() -> dict[str, Any]:
                         str(RECORDINGS), "--database-url", url], env=env, check=True,
                        capture_output=True, cwd=REPO)
         out["offers"] = _offers(url)
-        for kind in ("static", "serve", "wsgiref"):
-            port = _port()
-            args = ([sys.executable, "-m", "gpuradar", "serve", "--database-url", url,
-                     "--port", str(port)] if kind == "serve" else
-                    [sys.executable, "-m", "bench.serving", kind, url, str(port)])
-            proc = subprocess.Popen(args, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)
-            try:
-                base = f"http://127.0.0.1:{port}"
-                _wait(base + "/")
-                out[kind] = {path: wrk(base + path) for path in PATHS}
-            finally:
+        procs, bases = [], {}
+        try:
+            for kind in ("static", "serve", "wsgiref"):
+                port = _port()
+                args = ([sys.executable, "-m", "gpuradar", "serve", "--database-url", url,
+                         "--port", str(port)] if kind == "serve" else
+                        [sys.executable, "-m", "bench.serving", kind, url, str(port)])
+                procs.append(subprocess.Popen(args, env=env, cwd=REPO,
+                                              stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL))
+                bases[kind] = f"http://127.0.0.1:{port}"
+                _wait(bases[kind] + "/")
+            rounds: dict[str, dict[str, list[dict[str, float]]]] = {
+                kind: {path: [] for path in PATHS} for kind in ("static", "serve")}
+            for _ in range(ROUNDS):
+                for path in PATHS:
+                    for kind in ("static", "serve"):
+                        rounds[kind][path].append(wrk(bases[kind] + path, ROUND_SECONDS))
+            for kind, by_path in rounds.items():
+                out[kind] = {path: _median(runs) for path, runs in by_path.items()}
+            out["ratio"] = {path: statistics.median(
+                s["rps"] / c["rps"] for s, c in zip(rounds["serve"][path],
+                                                    rounds["static"][path], strict=True))
+                for path in PATHS}
+            out["wsgiref"] = {path: wrk(bases["wsgiref"] + path) for path in PATHS}
+        finally:
+            for proc in procs:
                 proc.terminate()
                 proc.wait(30)
         out["metrics"] = _daemon_metrics(tmp, url, env)
     return out
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's median over the rounds."""
+    return {k: statistics.median(r[k] for r in runs) if isinstance(runs[0][k], (int, float))
+            else runs[0][k] for k in runs[0]}
 
 
 def _offers(url: str) -> int:
@@ -212,16 +241,21 @@ def add_figures(figs: Any, size: dict) -> None:
     m = measure()
     for path in PATHS:
         ceiling, serve, old = (m[k][path] for k in ("static", "serve", "wsgiref"))
+        ratio = m["ratio"][path]
         name = f"`{path}` ({m['offers']} offers)" if path != "/" else "`/` (the page)"
-        for kind, r in (("static bytes, same server (ceiling)", ceiling),
-                        ("gpuradar serve", serve), ("former in-daemon server", old)):
-            figs.add(f"{name} at {CONNECTIONS} in flight: {kind}; p50 {r['p50']:.1f} ms, "
-                     f"p99 {r['p99']:.1f} ms, max {r['max']:.0f} ms", r["rps"], None,
-                     "printed" if kind != "gpuradar serve" else
+        for kind, r in ((f"static bytes, same server (ceiling; median of {ROUNDS} rounds)",
+                         ceiling),
+                        (f"gpuradar serve ({ratio:.2f} x the ceiling, median of the rounds' "
+                         f"ratios; {serve['rps'] / max(old['rps'], 1e-9):.0f} x former)",
+                         serve), ("former in-daemon server", old)):
+            timing = (f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, max {r['max']:.0f} ms"
+                      if r["requests"] else f"no answer within {SECONDS} s")
+            figs.add(f"{name} at {CONNECTIONS} in flight: {kind}; {timing}", r["rps"], None,
+                     "printed" if r is not serve else
                      ">= 0.5 x ceiling, >= 10 x former, p99 <= 100 ms",
-                     None if kind != "gpuradar serve" else
-                     r["rps"] >= 0.5 * ceiling["rps"] and r["rps"] >= 10 * old["rps"]
-                     and r["p99"] <= 100, "req/s")
+                     None if r is not serve else
+                     ratio >= 0.5 and r["rps"] >= 10 * old["rps"] and r["p99"] <= 100,
+                     "req/s")
     d = m["metrics"]
     alone = d["alone"]
     figs.add(f"daemon /metrics alone (p99 of {alone['scrapes']} scrapes; p50 "

@@ -720,8 +720,8 @@ class Daemon:
         if self.httpd is not None:
             self.httpd.shutdown()
             self.httpd.server_close()
-        if self.web is not None:
-            self.web.stop()
+        if self.web is not None:  # the page's process, within what is left of the budget
+            self.web.stop(max(0.5, min(5.0, started + opts.stop_timeout - loop.time())))
         log.info("gpuradar daemon stopped")
 
     def _still_running(self) -> list[str]:
