@@ -236,4 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # not sys.exit(): the interpreter's shutdown would wait for the stdin reader's lock, which
+    # its thread holds while it blocks on the pipe (a fatal error at shutdown)
+    logging.shutdown()
+    os._exit(code)

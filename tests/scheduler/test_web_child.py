@@ -105,6 +105,7 @@ def test_the_page_is_served_by_a_child_that_comes_back_when_it_dies(daemon):
 
     assert daemon.stop() == 0
     wait_for(lambda: not alive(second), 10, "the page process to end", every=0.05)
+    assert "Traceback" not in daemon.logs() and "Fatal Python error" not in daemon.logs()
 
 
 def test_a_daemon_killed_with_sigkill_leaves_no_page_process(daemon):
