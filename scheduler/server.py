@@ -83,8 +83,9 @@ class Answer:
             common.append(("Last-Modified", format_datetime(modified, usegmt=True)))
 
         def variant(tag: str, data: bytes, extra: list[tuple[str, str]]) -> Variant:
-            said = [*common, ("ETag", tag), *extra]
-            return Variant(tag, data, [*said, ("Content-Length", str(len(data)))],
+            said = [*common, ("ETag", tag)]
+            # a 304 carries no representation metadata (RFC 9110 15.4.5): no type, encoding
+            return Variant(tag, data, [*said, *extra, ("Content-Length", str(len(data)))],
                            [h for h in said if h[0] != "Content-Type"])
 
         # a representation's tag: the gzipped bytes are another one than the plain

@@ -91,6 +91,31 @@ def test_an_answer_is_drawn_once_per_data_version_and_a_crawl_renews_it(engine):
         event.remove(engine, "before_cursor_execute", listen)
 
 
+def test_head_and_the_gzipped_variant_have_their_own_length_and_tag(engine):
+    """HEAD says the length GET sends, without a body; the gzipped bytes are another
+    representation (their own ETag, answered 304 when named), and a 304 carries no
+    representation metadata (RFC 9110 15.4.5: no Content-Type, no Content-Encoding)."""
+    crawl(engine, "azure", [item("azure", f"A{n}", 2.0 + n / 10) for n in range(30)], T0)
+    with served(lambda: engine) as base:
+        conn = connect(base)
+        status, plain, body = ask(conn, "/api/v1/offers")
+        assert status == 200 and int(plain["Content-Length"]) == len(body)
+        conn.request("HEAD", "/api/v1/offers")
+        reply = conn.getresponse()
+        assert reply.status == 200 and reply.read() == b""
+        assert reply.headers["Content-Length"] == plain["Content-Length"]
+        assert reply.headers["ETag"] == plain["ETag"]
+        status, packed, zipped = ask(conn, "/api/v1/offers", Accept_Encoding="gzip")
+        assert status == 200 and int(packed["Content-Length"]) == len(zipped) < len(body)
+        assert packed["ETag"] == plain["ETag"][:-1] + '-gzip"'
+        assert packed["Last-Modified"] == plain["Last-Modified"]
+        status, again, empty = ask(conn, "/api/v1/offers", Accept_Encoding="gzip",
+                                   If_None_Match=packed["ETag"])
+        assert status == 304 and empty == b"" and again["ETag"] == packed["ETag"]
+        assert again["Content-Encoding"] is None and again["Content-Type"] is None
+        conn.close()
+
+
 def test_an_error_is_not_cached_and_a_write_is_refused(engine):
     """A 400 stays a 400 (never stored as the answer), and POST is 405 as before."""
     crawl(engine, "azure", [item("azure", "A", 2.0)], T0)
