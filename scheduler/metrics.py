@@ -268,6 +268,8 @@ class Metrics:
         self.registry = registry or CollectorRegistry()
         # the series kept in memory; `registry` holds them and the database's
         self.live = CollectorRegistry()
+        # each in-memory family's text as last rendered, by format (see _live_text)
+        self._rendered: dict[str, dict[str, tuple[Any, bytes]]] = {}
         self.database: DatabaseCollector | None = None
         r = self.live
         ProcessCollector(registry=r)
@@ -342,13 +344,27 @@ class Metrics:
         """(/metrics' body in the format `accept` asks for, its content type): the
         in-memory series rendered now, the database's as rendered once per data version."""
         encoder, content_type = choose_encoder(accept or "")
-        live = encoder(self.live)
+        live = self._live_text(encoder, content_type)
+        end = EOF if content_type.startswith("application/openmetrics-text") else b""
         if self.database is None:
-            return live, content_type
+            return live + end, content_type
         up, fresh, _, text = self.database.snapshot(encoder, content_type)
-        tail = _render(encoder, [up, *fresh])
-        end = EOF if live.endswith(EOF) else b""
-        return live[:len(live) - len(end)] + tail + text + end, content_type
+        return live + _render(encoder, [up, *fresh]) + text + end, content_type
+
+    def _live_text(self, encoder: Callable, form: str) -> bytes:
+        """The in-memory series' text: a family whose samples are those of the previous
+        scrape is not rendered again (prometheus-client escapes every label name and value
+        character by character: most of a scrape's time, for series that rarely change)."""
+        kept = self._rendered.setdefault(form, {})
+        parts = []
+        for family in self.live.collect():
+            key = (family.type, family.documentation, family.unit, [
+                (s.name, s.labels, s.value, s.timestamp, s.exemplar) for s in family.samples])
+            found = kept.get(family.name)
+            if found is None or found[0] != key:
+                found = kept[family.name] = (key, _render(encoder, [family]))
+            parts.append(found[1])
+        return b"".join(parts)
 
     def schedule_source(self, source: str, interval: float | None) -> None:
         """The interval a source is crawled at now; None: it is no longer scheduled."""

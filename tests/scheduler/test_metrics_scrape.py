@@ -1,7 +1,7 @@
 """/metrics stays cheap whatever is stored (scheduler/metrics.py): the series read from the
 database are drawn once per data version, and a scrape that finds the version unchanged
-reads no offer; what a crawl changes is in the very next scrape; over HTTP, both exposition
-formats and gzip carry every series."""
+reads no offer; what a crawl changes is in the very next scrape, as is an event counted in
+memory; over HTTP, both exposition formats and gzip carry every series."""
 
 from __future__ import annotations
 
@@ -81,6 +81,17 @@ def test_the_endpoint_serves_every_series_in_both_formats_gzipped(engine):
         assert {s.labels["instance_type"] if "instance_type" in s.labels else s.labels.get(
             "source") for s in families["gpuradar_offers"].samples} == {"azure"}
         assert families["gpuradar_database_up"].samples[0].value == 1
+        # an event between two scrapes is in the second (a family's text is kept only
+        # while its samples are unchanged)
+        metrics.crawls.labels("azure", "ok").inc()
+        metrics.crawls.labels("lambda", "failed").inc()
+        with urllib.request.urlopen(ask, timeout=10) as reply:
+            text = gzip.decompress(reply.read()).decode()
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for f in openmetrics_families(text) for s in f.samples}
+        assert samples[("gpuradar_crawls_total", (("source", "azure"), ("status", "ok")))] == 2
+        assert samples[("gpuradar_crawls_total", (("source", "lambda"),
+                                                  ("status", "failed")))] == 1
         with urllib.request.urlopen(base + "/metrics", timeout=10) as reply:
             assert reply.headers["Content-Type"].startswith("text/plain")
             classic = parse_metrics(reply.read().decode())
