@@ -7,9 +7,9 @@ longer listed disappears from /metrics instead of lingering, and the figures are
 a restart. That state changes only when a crawl starts or ends, an index point is written or
 an alert changes, which the data version (storage.web.data_version, one tiny query) says:
 a scrape reads it and the outbox's count, and draws the rest again only when it changed;
-the text of those series is rendered once per version (`Metrics.exposition`). So a scrape
-costs about a millisecond of database time and the in-memory series' text, whatever is
-stored. Every label has a bounded set of values: sources,
+the text of those series is rendered once per version (`Metrics.exposition`), and an
+in-memory family's text again only when its samples changed. So a scrape's cost does not
+grow with what is stored. Every label has a bounded set of values: sources,
 statuses, drop reasons, accelerator models of the catalog (GPUs, TPUs, NPUs) and their
 vendors and kinds, pricing, notification channels.
 """
