@@ -68,7 +68,7 @@ def _ms(text: str) -> float:
     return float(number) * UNITS[unit]
 
 
-def wrk(url: str, seconds: int = SECONDS) -> dict[str, float]:
+def wrk(url: str, seconds: int = SECONDS) -> dict[str, Any]:
     """wrk's figures for `url` at CONNECTIONS in flight: req/s, p50, p99, max (ms), errors."""
     out = subprocess.run(["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency",
                           "--timeout", "30s", url], capture_output=True, text=True,

@@ -159,7 +159,7 @@ class DatabaseCollector(Collector):
             up.add_metric([], 0)
             return up, [], [], b""
         up.add_metric([], 1)
-        live = [GaugeMetricFamily(f"{PREFIX}_outbox_backlog",
+        live: list[Metric] = [GaugeMetricFamily(f"{PREFIX}_outbox_backlog",
                                   "Notifications waiting in the outbox to be delivered.",
                                   value=backlog)]
         return up, live, families, text
@@ -245,10 +245,10 @@ class _Forward(Collector):
         self.registry = registry
 
     def collect(self) -> Iterator[Metric]:
-        return self.registry.collect()
+        return iter(self.registry.collect())
 
     def describe(self) -> Iterator[Metric]:
-        return self.registry.collect()  # the names a `name[]` selection looks for
+        return iter(self.registry.collect())  # the names a `name[]` selection looks for
 
 
 #: The label values each labelled counter knows before its first event.

@@ -142,9 +142,9 @@ class ReadCache:
         self.app, self.engine_fn, self.recheck = app, engine_fn, recheck
         self.clock, self.wall = clock, wall
         self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[str, ...], Answer] = OrderedDict()
+        self._entries: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
         self._bytes = 0
-        self._pending: dict[tuple[str, ...], threading.Lock] = {}
+        self._pending: dict[tuple[Any, ...], threading.Lock] = {}
         self._version: tuple[Any, ...] | None = None
         self._generation = 0  # counts the versions seen: part of every cache key
         self._modified: datetime | None = None
@@ -187,14 +187,15 @@ class ReadCache:
         if found is None:
             try:
                 with self._key_lock(key):  # one thread draws it; the others wait for it
-                    found = self._lookup(key) or self._draw(environ, key, modified)
+                    drawn = self._lookup(key) or self._draw(environ, key, modified)
             finally:
                 with self._lock:
                     self._pending.pop(key, None)
-            if isinstance(found, tuple):  # not a 200: sent as the app said it
-                status, headers, body = found
+            if isinstance(drawn, tuple):  # not a 200: sent as the app said it
+                status, headers, body = drawn
                 start_response(status, headers)
                 return [body]
+            found = drawn
         return self._send(found, environ, start_response)
 
     def _lookup(self, key: tuple[Any, ...]) -> Answer | None:

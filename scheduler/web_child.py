@@ -60,7 +60,7 @@ def listen(address: str, port: int) -> list[socket.socket]:
     except socket.gaierror as exc:
         raise EndpointError(f"cannot resolve web address {address!r}: {exc}") from None
     out: list[socket.socket] = []
-    seen: set[tuple[int, str]] = set()
+    seen: set[tuple[int, Any]] = set()
     try:
         for family, kind, proto, _, sockaddr in infos:
             if (family, sockaddr[0]) in seen:
