@@ -136,3 +136,32 @@ def test_without_the_page_there_is_no_child(tmp_path, sqlite_template):
         assert "web page disabled" in d.logs()
     finally:
         assert d.stop() == 0
+
+
+def test_a_taken_web_port_is_one_line_and_exit_2(tmp_path, sqlite_template):
+    """Another program on web.port: the daemon says which address and what to set, in one
+    line, and exits 2 before starting anything (no page process)."""
+    import socket
+
+    recordings = copy_recordings(tmp_path / "recordings", ["lambda"])
+    shutil.copy(sqlite_template, tmp_path / "gpuradar.db")
+    config = write_config(tmp_path / "gpuradar.yaml", {
+        "database_url": f"sqlite:///{tmp_path / 'gpuradar.db'}",
+        "sources": {"lambda": {"interval": 600, "jitter": 0}}})
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        web_port = taken.getsockname()[1]
+        port = free_port()
+        d = Daemon(tmp_path, config, "--replay", str(recordings), "--metrics-port",
+                   str(port), metrics_port=port, web_port=web_port)
+        try:
+            assert d.proc.wait(60) == 2
+        finally:
+            d.cleanup()
+    errors = [line for line in d.logs().splitlines() if "ERROR" in line]
+    assert errors == [f"{errors[0][:errors[0].index('ERROR')]}ERROR gpuradar.daemon: cannot "
+                      f"start: cannot listen on 127.0.0.1:{web_port} for the web page and "
+                      "API: Address already in use; set web.port / GPURADAR_WEB_PORT (or "
+                      "web.enabled: false)"], d.logs()
+    assert "Traceback" not in d.logs() and children(d.proc.pid) == []
