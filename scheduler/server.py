@@ -329,6 +329,10 @@ class ReadServer:
         `gpuradar run` serves the daemon's, scheduler/web_child.py)."""
         from waitress.server import create_server
 
+        # waitress warns "Task queue depth is N" for every request that waits for a worker
+        # thread: at 50 in flight on 4 threads, a line per request, formatted and written
+        # under load (the backlog is bounded and waiting is normal, not a warning)
+        logging.getLogger("waitress.queue").setLevel(logging.ERROR)
         where: dict[str, Any] = ({"sockets": list(sockets)} if sockets else
                                  {"host": address, "port": port})
         try:

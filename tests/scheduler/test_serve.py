@@ -197,3 +197,29 @@ def test_gpuradar_serve_never_migrates_a_reader(tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert "no database file at" in proc.stderr and "reading creates none" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_requests_waiting_for_a_worker_are_not_logged(engine, caplog):
+    """Many requests at once on one worker thread: each answered, and no log line per request
+    that waited (waitress warns "Task queue depth is N" for each: a line per request under
+    load, in the service's log)."""
+    import logging
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpuradar.scheduler.server import ReadServer, read_app
+
+    crawl(engine, "azure", [item("azure", "A", 2.0)], T0)
+    server = ReadServer(read_app(lambda: engine, str), "127.0.0.1", 0, threads=1).start()
+    try:
+        def one(_: int) -> int:
+            conn = connect(server.url)
+            try:
+                return ask(conn, "/api/v1/offers")[0]
+            finally:
+                conn.close()
+
+        with caplog.at_level(logging.DEBUG), ThreadPoolExecutor(16) as pool:
+            assert list(pool.map(one, range(64))) == [200] * 64
+    finally:
+        server.stop()
+    assert not [r for r in caplog.records if r.name.startswith("waitress")], caplog.text
