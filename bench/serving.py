@@ -190,7 +190,7 @@ def measure() -> dict[str, Any]:
             for proc in procs:
                 proc.terminate()
                 proc.wait(30)
-        out["metrics"] = _daemon_metrics(tmp, url, env)
+        out["metrics"] = _daemon_metrics(tmp, url, env, len(names))
     return out
 
 
@@ -207,8 +207,20 @@ def _offers(url: str) -> int:
     return len(current_offers(get_engine(url)))
 
 
-def _daemon_metrics(tmp: str, url: str, env: dict[str, str]) -> dict[str, Any]:
-    """`gpuradar run --replay`: /metrics scraped alone, then while wrk loads its page."""
+def _crawled(metrics_url: str) -> float:
+    """The daemon's finished crawls so far (gpuradar_crawls_total, every source and status)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(metrics_url, timeout=30) as r:
+        text = r.read().decode()
+    return sum(s.value for f in text_string_to_metric_families(text) if f.name ==
+               "gpuradar_crawls" for s in f.samples if s.name == "gpuradar_crawls_total")
+
+
+def _daemon_metrics(tmp: str, url: str, env: dict[str, str], sources: int
+                    ) -> dict[str, Any]:
+    """`gpuradar run --replay`: once its first crawl of each of `sources` has ended (they
+    would load the machine too), /metrics scraped alone, then while wrk loads its page."""
     metrics_port, web_port = _port(), _port()
     config = Path(tmp) / "run.yaml"
     config.write_text(f"database_url: {url}\nmetrics: {{port: {metrics_port}}}\n"
@@ -221,6 +233,9 @@ def _daemon_metrics(tmp: str, url: str, env: dict[str, str]) -> dict[str, Any]:
     try:
         _wait(f"http://127.0.0.1:{metrics_port}/healthz")
         _wait(f"http://127.0.0.1:{web_port}/")
+        deadline = time.monotonic() + 120
+        while _crawled(metrics) < sources and time.monotonic() < deadline:
+            time.sleep(0.2)
         alone = _summary(_scrapes(metrics, SECONDS))
         times: list[float] = []
         stop = threading.Event()
