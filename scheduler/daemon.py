@@ -73,7 +73,7 @@ if TYPE_CHECKING:  # imported where they are used, when the daemon starts
     from gpuradar.scheduler.health import Health
     from gpuradar.scheduler.leadership import Leadership
     from gpuradar.scheduler.metrics import Metrics
-    from gpuradar.scheduler.server import ReadServer
+    from gpuradar.scheduler.web_child import WebChild
 
 log = logging.getLogger("gpuradar.daemon")
 
@@ -169,7 +169,7 @@ class Daemon:
         self.stopping = False
         self.exit_code = EXIT_OK
         self.httpd: ThreadingWSGIServer | None = None  # the metrics endpoint, when enabled
-        self.web: ReadServer | None = None  # the page and API, when enabled
+        self.web: WebChild | None = None  # the page and API (a child process), when enabled
         # set by prepare() (the database and what reports on it) and main() (the rest)
         self.engine: Engine
         self.leadership: Leadership
@@ -253,18 +253,21 @@ class Daemon:
         if m.enabled:
             try:
                 self.httpd = serve(m.address, m.port,
-                                   make_app(self.metrics.registry, self.health, REDACT))
+                                   make_app(self.metrics.registry, self.health, REDACT,
+                                            self.metrics.exposition))
             except EndpointError as exc:
                 raise StartupError(f"{exc}; set metrics.port / --metrics-port (or "
                                    "metrics.enabled: false)") from None
         w = self.loaded.cfg.web
-        if w.enabled:  # the page and the API, on their own server (scheduler/server.py)
-            from gpuradar.scheduler.server import ReadServer, read_app
+        if w.enabled:  # the page and the API: a process of their own (web_child.py)
+            from gpuradar.scheduler.web_child import WebChild
 
             try:
-                self.web = ReadServer(read_app(lambda: self.engine, REDACT,
-                                               cors=m.cors_origins),
-                                      w.address, w.port, w.threads).start()
+                self.web = WebChild(w.address, w.port, {
+                    "database_url": url, "threads": w.threads, "cors": list(m.cors_origins),
+                    "secrets": sorted(self._secrets), "log_format": self.options.log_format,
+                    "log_level": self.options.log_level}, on_up=self.metrics.web_up.set,
+                    on_restart=self.metrics.web_restarts.inc).start()
             except EndpointError as exc:
                 raise StartupError(f"{exc}; set web.port / GPURADAR_WEB_PORT (or "
                                    "web.enabled: false)") from None
@@ -655,6 +658,8 @@ class Daemon:
             return False
         self._secrets |= new.secrets  # old tokens may still be in flight: keep masking them
         REDACT.set_secrets(self._secrets)
+        if self.web is not None:
+            self.web.set_secrets(self._secrets)
         old = self.loaded
         self.loaded = new
         self._stamp = self._watched_stamp()
@@ -756,8 +761,8 @@ class Daemon:
         if self.httpd is not None:
             self.httpd.shutdown()
             self.httpd.server_close()
-        if self.web is not None:
-            self.web.stop()
+        if self.web is not None:  # the page's process, within what is left of the budget
+            self.web.stop(max(0.5, min(5.0, started + opts.stop_timeout - loop.time())))
         log.info("gpuradar daemon stopped")
 
     def _sends_may_run_until(self) -> float:

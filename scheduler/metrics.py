@@ -2,9 +2,14 @@
 
 Events (crawls, notifications, reloads) are counters and a histogram updated as they
 happen. State that lives in the database (offers, cheapest prices, last successes, alerts
-firing, outbox backlog) is read at scrape time by a custom collector, so an offer that
-vanished or a GPU no longer listed disappears from /metrics instead of lingering, and the
-figures are right after a restart. Every label has a bounded set of values: sources,
+firing, outbox backlog) comes from a custom collector, so an offer that vanished or a GPU no
+longer listed disappears from /metrics instead of lingering, and the figures are right after
+a restart. That state changes only when a crawl starts or ends, an index point is written or
+an alert changes, which the data version (storage.web.data_version, one tiny query) says:
+a scrape reads it and the outbox's count, and draws the rest again only when it changed;
+the text of those series is rendered once per version (`Metrics.exposition`), and an
+in-memory family's text again only when its samples changed. So a scrape's cost does not
+grow with what is stored. Every label has a bounded set of values: sources,
 statuses, drop reasons, accelerator models of the catalog (GPUs, TPUs, NPUs) and their
 vendors and kinds, pricing, notification channels.
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import platform
+import threading
 import time
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -27,7 +33,8 @@ from prometheus_client import (
     Info,
     ProcessCollector,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 
@@ -100,34 +107,62 @@ def index_families(engine: Engine) -> Iterator[GaugeMetricFamily]:
 
 
 class DatabaseCollector(Collector):
-    """Series computed from the database at scrape time."""
+    """Series computed from the database, drawn again only when the data version changed
+    (see the module's docstring)."""
 
     def __init__(self, engine_fn: Callable[[], Engine]) -> None:
         self.engine_fn = engine_fn
         self._warned_at = 0.0
+        self._lock = threading.Lock()
+        self._version: tuple[Any, ...] | None = None
+        self._families: list[Metric] = []
+        self._text: dict[str, bytes] = {}
 
     def describe(self) -> list:
         return []  # unchecked: the series depend on what is stored
 
     def collect(self) -> Iterator[Any]:
+        up, live, families, _ = self.snapshot()
+        yield up
+        yield from families
+        yield from live
+
+    def snapshot(self, encoder: Callable | None = None, form: str = ""
+                 ) -> tuple[GaugeMetricFamily, list[Metric], list[Metric], bytes]:
+        """(database_up, the series read at every scrape, the series of this data version,
+        and their text in `encoder`'s format `form` (its content type) when asked, rendered
+        once per version)."""
         from gpuradar.storage import queries
+        from gpuradar.storage.alerts import outbox_backlog
+        from gpuradar.storage.web import data_version
 
         up = GaugeMetricFamily(f"{PREFIX}_database_up",
                                "1 when the database answered the last scrape's queries.")
         try:
             engine = self.engine_fn()
-            families = list(self._collect(engine, queries))
+            version, _ = data_version(engine)
+            backlog = outbox_backlog(engine)
+            with self._lock:
+                if version != self._version:
+                    self._families = list(self._collect(engine, queries))
+                    self._version, self._text = version, {}
+                families = self._families
+                text = b""
+                if encoder is not None:
+                    text = self._text.get(form) or _render(encoder, families)
+                    self._text[form] = text
         except Exception as exc:  # noqa: BLE001 - a scrape must not fail on a database error
             now = time.monotonic()
             if now - self._warned_at > 60:
                 self._warned_at = now
                 log.warning("metrics: database query failed: %s", str(exc).splitlines()[0])
             up.add_metric([], 0)
-            yield up
-            return
+            return up, [], [], b""
         up.add_metric([], 1)
-        yield up
-        yield from families
+        live: list[Metric] = [GaugeMetricFamily(f"{PREFIX}_outbox_backlog",
+                                  "Notifications waiting in the outbox to be delivered.",
+                                  value=backlog)]
+        return up, live, families, text
 
     def _collect(self, engine: Engine, queries: Any) -> Iterator[Any]:
         offers = GaugeMetricFamily(
@@ -182,9 +217,38 @@ class DatabaseCollector(Collector):
 
         yield GaugeMetricFamily(f"{PREFIX}_rules_firing", "Alert rules currently firing.",
                                 value=alert_store.firing_count(engine))
-        yield GaugeMetricFamily(f"{PREFIX}_outbox_backlog",
-                                "Notifications waiting in the outbox to be delivered.",
-                                value=alert_store.outbox_backlog(engine))
+
+
+#: The end of an OpenMetrics exposition (the classic text format has none).
+EOF = b"# EOF\n"
+
+
+class _Fixed(Collector):
+    """Families already drawn, for an encoder to render."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
+
+
+def _render(encoder: Callable, families: list[Metric]) -> bytes:
+    text = encoder(_Fixed(families))
+    return text[:-len(EOF)] if text.endswith(EOF) else text
+
+
+class _Forward(Collector):
+    """Another registry's series, so that `Metrics.registry` holds them all."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.registry.collect())
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(self.registry.collect())  # the names a `name[]` selection looks for
 
 
 #: The label values each labelled counter knows before its first event.
@@ -202,7 +266,12 @@ class Metrics:
                  registry: CollectorRegistry | None = None) -> None:
         prometheus_client.disable_created_metrics()
         self.registry = registry or CollectorRegistry()
-        r = self.registry
+        # the series kept in memory; `registry` holds them and the database's
+        self.live = CollectorRegistry()
+        # each in-memory family's text as last rendered, by format (see _live_text)
+        self._rendered: dict[str, dict[str, tuple[Any, bytes]]] = {}
+        self.database: DatabaseCollector | None = None
+        r = self.live
         ProcessCollector(registry=r)
         prometheus_client.PlatformCollector(registry=r)
         prometheus_client.GCCollector(registry=r)
@@ -245,6 +314,12 @@ class Metrics:
                                   "started, by job and reason (max_instances: the previous run "
                                   "was still going; missed: later than the misfire grace).",
                                   ["job", "reason"], registry=r)
+        self.web_up = Gauge(f"{PREFIX}_web_up", "1 while the process serving the web page "
+                            "and the JSON API (web.port) runs, 0 when it has died and is not "
+                            "back yet (or web.enabled is false).", registry=r)
+        self.web_restarts = Counter(f"{PREFIX}_web_restarts", "Times the process serving "
+                                    "the web page and the JSON API was started again after "
+                                    "it died.", registry=r)
         # every label value known in advance starts at zero (as crawls_total per source):
         # a counter with no series until its first event breaks rate() and absent()
         for channel in CHANNELS:
@@ -260,8 +335,36 @@ class Metrics:
 
         self.build.info({"version": __version__, "python": platform.python_version(),
                          "scrapy": scrapy.__version__})
+        self.registry.register(_Forward(self.live))  # now that their names are known
         if engine_fn is not None:
-            r.register(DatabaseCollector(engine_fn))
+            self.database = DatabaseCollector(engine_fn)
+            self.registry.register(self.database)
+
+    def exposition(self, accept: str | None) -> tuple[bytes, str]:
+        """(/metrics' body in the format `accept` asks for, its content type): the
+        in-memory series rendered now, the database's as rendered once per data version."""
+        encoder, content_type = choose_encoder(accept or "")
+        live = self._live_text(encoder, content_type)
+        end = EOF if content_type.startswith("application/openmetrics-text") else b""
+        if self.database is None:
+            return live + end, content_type
+        up, fresh, _, text = self.database.snapshot(encoder, content_type)
+        return live + _render(encoder, [up, *fresh]) + text + end, content_type
+
+    def _live_text(self, encoder: Callable, form: str) -> bytes:
+        """The in-memory series' text: a family whose samples are those of the previous
+        scrape is not rendered again (prometheus-client escapes every label name and value
+        character by character: most of a scrape's time, for series that rarely change)."""
+        kept = self._rendered.setdefault(form, {})
+        parts = []
+        for family in self.live.collect():
+            key = (family.type, family.documentation, family.unit, [
+                (s.name, s.labels, s.value, s.timestamp, s.exemplar) for s in family.samples])
+            found = kept.get(family.name)
+            if found is None or found[0] != key:
+                found = kept[family.name] = (key, _render(encoder, [family]))
+            parts.append(found[1])
+        return b"".join(parts)
 
     def schedule_source(self, source: str, interval: float | None) -> None:
         """The interval a source is crawled at now; None: it is no longer scheduled."""

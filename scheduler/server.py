@@ -4,9 +4,9 @@ bounded backlog), answers cached per data version and sent gzip-compressed to cl
 take it.
 
 `gpuradar serve` runs it alone, stateless and read-only (any number of replicas, on a read
-replica of the database); `gpuradar run` runs the same app in-process on its own port, so
-that page and API readers never queue in front of the daemon's /metrics and /healthz
-(scheduler/health.py).
+replica of the database); `gpuradar run` runs the same app in a child process on its own
+port (scheduler/web_child.py), so that page and API readers never queue in front of the
+daemon's /metrics and /healthz (scheduler/health.py) nor share its interpreter lock.
 
 Every answer is a function of what is stored and, for the page, of the minute it is drawn
 (its ages: "5 minutes ago"). What is stored changes only when a crawl starts or ends, an
@@ -24,6 +24,7 @@ import gzip
 import hashlib
 import json
 import logging
+import socket
 import threading
 import time
 from collections import OrderedDict
@@ -53,22 +54,72 @@ CLOCK_PATHS = (api.PREFIX + "/history", api.PREFIX + "/index/history")
 
 
 @dataclass(frozen=True)
-class Answer:
-    """One cached 200 answer: its headers (without length and encoding), body and gzip."""
+class Variant:
+    """One representation of a cached answer (plain or gzipped), everything a request for
+    it needs made once: its tag, the headers of a 200 (its length included) and of a 304."""
 
-    headers: list[tuple[str, str]]
+    tag: str
     body: bytes
-    gzipped: bytes | None
+    ok: list[tuple[str, str]]
+    not_modified: list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One cached 200 answer: its plain and (when worth it) gzipped variant."""
+
+    plain: Variant
+    gzipped: Variant | None
     etag: str
+    modified: datetime | None
+
+    @classmethod
+    def of(cls, headers: list[tuple[str, str]], body: bytes, modified: datetime | None
+           ) -> Answer:
+        packed = gzip.compress(body, 6, mtime=0) if len(body) >= GZIP_MIN else None
+        tag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+        common = [*headers, ("Cache-Control", "no-cache"), ("Vary", "Accept-Encoding")]
+        if modified is not None:
+            common.append(("Last-Modified", format_datetime(modified, usegmt=True)))
+
+        def variant(tag: str, data: bytes, extra: list[tuple[str, str]]) -> Variant:
+            said = [*common, ("ETag", tag)]
+            # a 304 carries no representation metadata (RFC 9110 15.4.5): no type, encoding
+            return Variant(tag, data, [*said, *extra, ("Content-Length", str(len(data)))],
+                           [h for h in said if h[0] != "Content-Type"])
+
+        # a representation's tag: the gzipped bytes are another one than the plain
+        zipped = None if packed is None else variant(
+            tag[:-1] + '-gzip"', packed, [("Content-Encoding", "gzip")])
+        return cls(variant(tag, body, []), zipped, tag, modified)
+
+    @property
+    def size(self) -> int:
+        return len(self.plain.body) + (len(self.gzipped.body) if self.gzipped else 0)
 
 
-def _accepts_gzip(header: str) -> bool:
+def _parse_accepts_gzip(header: str) -> bool:
     for part in header.split(","):
         coding, _, params = part.strip().partition(";")
         if coding.strip().lower() in ("gzip", "*"):
             return params.replace(" ", "").lower() not in ("q=0", "q=0.0", "q=0.00",
                                                           "q=0.000")
     return False
+
+
+#: Accept-Encoding values seen, and whether they take gzip: clients send a handful of
+#: distinct ones, so each is parsed once (at most this many kept).
+_GZIP_SEEN: dict[str, bool] = {}
+GZIP_SEEN_MAX = 256
+
+
+def _accepts_gzip(header: str) -> bool:
+    found = _GZIP_SEEN.get(header)
+    if found is None:
+        found = _parse_accepts_gzip(header)
+        if len(_GZIP_SEEN) < GZIP_SEEN_MAX:
+            _GZIP_SEEN[header] = found
+    return found
 
 
 def _not_modified_since(header: str | None, at: datetime | None) -> bool:
@@ -91,16 +142,17 @@ class ReadCache:
         self.app, self.engine_fn, self.recheck = app, engine_fn, recheck
         self.clock, self.wall = clock, wall
         self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[str, ...], Answer] = OrderedDict()
+        self._entries: OrderedDict[tuple[Any, ...], Answer] = OrderedDict()
         self._bytes = 0
-        self._pending: dict[tuple[str, ...], threading.Lock] = {}
+        self._pending: dict[tuple[Any, ...], threading.Lock] = {}
         self._version: tuple[Any, ...] | None = None
+        self._generation = 0  # counts the versions seen: part of every cache key
         self._modified: datetime | None = None
         self._checked = float("-inf")
 
-    def version(self) -> tuple[tuple[Any, ...], datetime | None]:
-        """The data version, read again when `recheck` seconds have passed; a new one
-        empties the cache."""
+    def version(self) -> tuple[int, datetime | None]:
+        """(the data version's number in this process, its time), read again when
+        `recheck` seconds have passed; a new one empties the cache."""
         from gpuradar.storage.web import data_version
 
         now = self.clock()
@@ -111,8 +163,9 @@ class ReadCache:
                     self._entries.clear()
                     self._bytes = 0
                     self._version, self._modified = key, modified
+                    self._generation += 1
                 self._checked = now
-        return self._version or (), self._modified
+        return self._generation, self._modified
 
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
@@ -126,17 +179,15 @@ class ReadCache:
         try:
             version, modified = self.version()
         except Exception:  # noqa: BLE001 - the app says why (503, or 500 and logged)
-            version = None
-        if version is None:
             return self.app(environ, start_response)
-        minute = str(int(self.wall() // 60)) if path == "/" else ""
+        minute = int(self.wall() // 60) if path == "/" else 0
         # the CORS headers answer the request's Origin: one entry per origin
-        key = (repr(version), path, query, minute, environ.get("HTTP_ORIGIN") or "")
-        found = self._lookup(key)
+        key = (version, path, query, minute, environ.get("HTTP_ORIGIN") or "")
+        found = self._entries.get(key)  # a dict read: atomic, no lock on the hot path
         if found is None:
             try:
                 with self._key_lock(key):  # one thread draws it; the others wait for it
-                    drawn = self._lookup(key) or self._draw(environ, key)
+                    drawn = self._lookup(key) or self._draw(environ, key, modified)
             finally:
                 with self._lock:
                     self._pending.pop(key, None)
@@ -145,20 +196,21 @@ class ReadCache:
                 start_response(status, headers)
                 return [body]
             found = drawn
-        return self._send(found, environ, start_response, modified)
+        return self._send(found, environ, start_response)
 
-    def _lookup(self, key: tuple[str, ...]) -> Answer | None:
+    def _lookup(self, key: tuple[Any, ...]) -> Answer | None:
         with self._lock:
             found = self._entries.get(key)
             if found is not None:
                 self._entries.move_to_end(key)
             return found
 
-    def _key_lock(self, key: tuple[str, ...]) -> threading.Lock:
+    def _key_lock(self, key: tuple[Any, ...]) -> threading.Lock:
         with self._lock:
             return self._pending.setdefault(key, threading.Lock())
 
-    def _draw(self, environ: dict[str, Any], key: tuple[str, ...]
+    def _draw(self, environ: dict[str, Any], key: tuple[Any, ...],
+              modified: datetime | None
               ) -> Answer | tuple[str, list[tuple[str, str]], bytes]:
         """Run the app for the full GET answer; cache it when it is a 200."""
         inner = {k: v for k, v in environ.items()
@@ -183,45 +235,39 @@ class ReadCache:
             return status, headers, body
         kept = [(k, v) for k, v in headers if k.lower() not in (
             "content-length", "etag", "cache-control", "last-modified")]
-        tag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-        packed = gzip.compress(body, 6, mtime=0) if len(body) >= GZIP_MIN else None
-        answer = Answer([*kept, ("Cache-Control", "no-cache"), ("Vary", "Accept-Encoding")],
-                        body, packed, tag)
-        size = len(body) + len(packed or b"")
+        answer = Answer.of(kept, body, modified)
+        size = answer.size
         if size > MAX_BYTES:
             return answer
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
-                self._bytes -= len(old.body) + len(old.gzipped or b"")
+                self._bytes -= old.size
             self._entries[key] = answer
             self._bytes += size
             while len(self._entries) > MAX_ENTRIES or self._bytes > MAX_BYTES:
                 _, old = self._entries.popitem(last=False)
-                self._bytes -= len(old.body) + len(old.gzipped or b"")
+                self._bytes -= old.size
         return answer
 
-    def _send(self, answer: Answer, environ: dict[str, Any], start_response: Callable,
-              modified: datetime | None) -> Iterable[bytes]:
-        zipped = answer.gzipped is not None and _accepts_gzip(
-            environ.get("HTTP_ACCEPT_ENCODING") or "")
-        # a representation's tag: the gzipped bytes are another one than the plain
-        tag = answer.etag[:-1] + '-gzip"' if zipped else answer.etag
-        headers = [*answer.headers, ("ETag", tag)]
-        if modified is not None:
-            headers.append(("Last-Modified", format_datetime(modified, usegmt=True)))
+    @staticmethod
+    def _send(answer: Answer, environ: dict[str, Any], start_response: Callable
+              ) -> Iterable[bytes]:
+        """The stored bytes and headers of the variant the client takes, or a 304."""
+        variant = answer.plain
+        if answer.gzipped is not None and _accepts_gzip(
+                environ.get("HTTP_ACCEPT_ENCODING") or ""):
+            variant = answer.gzipped
         if_none = environ.get("HTTP_IF_NONE_MATCH")
-        if (api.etag_matches(if_none, answer.etag) or api.etag_matches(if_none, tag)) or (
-                if_none is None and _not_modified_since(
-                    environ.get("HTTP_IF_MODIFIED_SINCE"), modified)):
-            start_response("304 Not Modified",
-                           [h for h in headers if h[0] != "Content-Type"])
+        since = environ.get("HTTP_IF_MODIFIED_SINCE")
+        if (if_none is not None or since is not None) and (
+                (api.etag_matches(if_none, answer.etag)
+                 or api.etag_matches(if_none, variant.tag))
+                or (if_none is None and _not_modified_since(since, answer.modified))):
+            start_response("304 Not Modified", variant.not_modified)
             return [b""]
-        body = answer.gzipped if zipped and answer.gzipped is not None else answer.body
-        if zipped:
-            headers.append(("Content-Encoding", "gzip"))
-        start_response("200 OK", [*headers, ("Content-Length", str(len(body)))])
-        return [b"" if environ.get("REQUEST_METHOD") == "HEAD" else body]
+        start_response("200 OK", variant.ok)
+        return [b"" if environ.get("REQUEST_METHOD") == "HEAD" else variant.body]
 
 
 def route(engine_fn: Callable[[], Engine], redact: Callable[[str], str],
@@ -279,13 +325,23 @@ class ReadServer:
     """`app` on waitress at address:port, from a thread of its own (`run`) or the calling
     thread (`serve`, until stop())."""
 
-    def __init__(self, app: Callable, address: str, port: int, threads: int = 4) -> None:
+    def __init__(self, app: Callable, address: str, port: int, threads: int = 4,
+                 sockets: Sequence[socket.socket] = ()) -> None:
+        """`sockets`: listening sockets to serve instead of address:port (the page child of
+        `gpuradar run` serves the daemon's, scheduler/web_child.py)."""
         from waitress.server import create_server
 
+        # waitress warns "Task queue depth is N" for every request that waits for a worker
+        # thread: at 50 in flight on 4 threads, a line per request, formatted and written
+        # under load (the backlog is bounded and waiting is normal, not a warning)
+        logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+        where: dict[str, Any] = ({"sockets": list(sockets)} if sockets else
+                                 {"host": address, "port": port})
         try:
-            self.server: Any = create_server(app, host=address, port=port, threads=threads,
+            self.server: Any = create_server(app, **where, threads=threads,
                                              ident="gpuradar", max_request_header_size=MAX_HEAD,
-                                             clear_untrusted_proxy_headers=True)
+                                             clear_untrusted_proxy_headers=True,
+                                             asyncore_use_poll=True)
             for one in getattr(self.server, "map", {0: self.server}).values():
                 one.channel_class = _channel_class()
         except (OSError, ValueError) as exc:

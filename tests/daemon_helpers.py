@@ -189,8 +189,8 @@ class Daemon:
         memory: what bench/daemon.py measures."""
         self.workdir = workdir
         self.port = metrics_port
-        # the page and the API (their own server); 0: any free port, so that daemons running
-        # side by side never compete for the default one
+        # the page and the API (a process of their own): only for a test that reads them,
+        # as their start competes with the daemon's first crawls for the machine
         self.web_port = web_port
         n = len(list(workdir.glob("daemon-*")))
         folder = workdir / f"daemon-{n}"  # its stdout, stderr (and exit code when forked)
@@ -200,7 +200,8 @@ class Daemon:
         full_env = {k: v for k, v in os.environ.items()
                     if k not in ("GPURADAR_CONFIG", "GPURADAR_DATABASE_URL")}
         full_env |= {"GPURADAR_DATA_DIR": str(workdir / "data"), "PYTHONUNBUFFERED": "1",
-                     "GPURADAR_WEB_PORT": str(web_port or 0)}
+                     "GPURADAR_WEB_PORT": str(web_port or 0),
+                     "GPURADAR_WEB_ENABLED": "true" if web_port else "false"}
         full_env |= env or {}
         run_args = ["run", "--config", str(config), *args]
         self.proc: subprocess.Popen | ForkedProcess
@@ -222,8 +223,10 @@ class Daemon:
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
 
-    def page(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
-        """GET from the page and API server (started with `web_port`)."""
+    def page(self, path: str, timeout: float = 30.0) -> tuple[int, str]:
+        """GET from the page and API server (started with `web_port`): a child process of
+        the daemon, whose first answer waits for its start (its connection waits in the
+        port's backlog meanwhile: seconds on a loaded machine)."""
         assert self.web_port, "start the Daemon with web_port to read its page"
         return self.get(path, timeout, self.web_port)
 

@@ -35,7 +35,7 @@ def get(url: str, headers: dict[str, str] | None = None, method: str = "GET"
 
 @contextlib.contextmanager
 def served(engine_fn, redact=lambda text: text) -> Iterator[str]:
-    """The page and API server (`gpuradar serve`'s, `run`'s in-process) on a free loopback
+    """The page and API server (`gpuradar serve`'s, and `run`'s child's) on a free loopback
     port; its base URL. The data version is read again at every request: a test that
     writes between two requests sees the second answer the new data."""
     from gpuradar.scheduler.server import ReadServer, read_app

@@ -193,11 +193,16 @@ def test_database_collector_reads_current_state(engine):
     assert get("gpuradar_build_info", version=__import__("gpuradar").__version__,
                python=__import__("platform").python_version(),
                scrapy=__import__("scrapy").__version__) == 1
-    # an offer that vanished disappears at the next scrape
+    # an offer that vanished disappears at the scrape after the crawl that closed it (the
+    # series are drawn again when the data version moves: a crawl started or ended)
+    from gpuradar.storage.ingest import CrawlWriter
+
+    writer = CrawlWriter(engine, "azure", started_at=datetime.now(UTC))
     with engine.begin() as conn:
         conn.execute(update(table).where(table.c.source == "azure").values(active=False))
     series = parse_metrics(generate_latest(m.registry).decode())
     assert not [k for k in series if ("source", "azure") in k[1]]
+    writer.finish("failed")
 
 
 def test_health_endpoint(sqlite_url, tmp_path):

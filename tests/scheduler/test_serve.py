@@ -91,6 +91,31 @@ def test_an_answer_is_drawn_once_per_data_version_and_a_crawl_renews_it(engine):
         event.remove(engine, "before_cursor_execute", listen)
 
 
+def test_head_and_the_gzipped_variant_have_their_own_length_and_tag(engine):
+    """HEAD says the length GET sends, without a body; the gzipped bytes are another
+    representation (their own ETag, answered 304 when named), and a 304 carries no
+    representation metadata (RFC 9110 15.4.5: no Content-Type, no Content-Encoding)."""
+    crawl(engine, "azure", [item("azure", f"A{n}", 2.0 + n / 10) for n in range(30)], T0)
+    with served(lambda: engine) as base:
+        conn = connect(base)
+        status, plain, body = ask(conn, "/api/v1/offers")
+        assert status == 200 and int(plain["Content-Length"]) == len(body)
+        conn.request("HEAD", "/api/v1/offers")
+        reply = conn.getresponse()
+        assert reply.status == 200 and reply.read() == b""
+        assert reply.headers["Content-Length"] == plain["Content-Length"]
+        assert reply.headers["ETag"] == plain["ETag"]
+        status, packed, zipped = ask(conn, "/api/v1/offers", Accept_Encoding="gzip")
+        assert status == 200 and int(packed["Content-Length"]) == len(zipped) < len(body)
+        assert packed["ETag"] == plain["ETag"][:-1] + '-gzip"'
+        assert packed["Last-Modified"] == plain["Last-Modified"]
+        status, again, empty = ask(conn, "/api/v1/offers", Accept_Encoding="gzip",
+                                   If_None_Match=packed["ETag"])
+        assert status == 304 and empty == b"" and again["ETag"] == packed["ETag"]
+        assert again["Content-Encoding"] is None and again["Content-Type"] is None
+        conn.close()
+
+
 def test_an_error_is_not_cached_and_a_write_is_refused(engine):
     """A 400 stays a 400 (never stored as the answer), and POST is 405 as before."""
     crawl(engine, "azure", [item("azure", "A", 2.0)], T0)
@@ -172,3 +197,29 @@ def test_gpuradar_serve_never_migrates_a_reader(tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert "no database file at" in proc.stderr and "reading creates none" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_requests_waiting_for_a_worker_are_not_logged(engine, caplog):
+    """Many requests at once on one worker thread: each answered, and no log line per request
+    that waited (waitress warns "Task queue depth is N" for each: a line per request under
+    load, in the service's log)."""
+    import logging
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpuradar.scheduler.server import ReadServer, read_app
+
+    crawl(engine, "azure", [item("azure", "A", 2.0)], T0)
+    server = ReadServer(read_app(lambda: engine, str), "127.0.0.1", 0, threads=1).start()
+    try:
+        def one(_: int) -> int:
+            conn = connect(server.url)
+            try:
+                return ask(conn, "/api/v1/offers")[0]
+            finally:
+                conn.close()
+
+        with caplog.at_level(logging.DEBUG), ThreadPoolExecutor(16) as pool:
+            assert list(pool.map(one, range(64))) == [200] * 64
+    finally:
+        server.stop()
+    assert not [r for r in caplog.records if r.name.startswith("waitress")], caplog.text

@@ -139,6 +139,8 @@ def _env_value(keys: Key, text: str) -> Any:
             return int(text)
         except ValueError:
             return text
+    if keys == ("web", "enabled"):  # anything else is refused by the schema, with the text
+        return {"true": True, "false": False}.get(text.strip().lower(), text)
     return text
 
 

@@ -19,6 +19,7 @@ ENV_KEYS: dict[str, tuple[str, ...]] = {
     "GPURADAR_METRICS_PORT": ("metrics", "port"),
     "GPURADAR_WEB_ADDRESS": ("web", "address"),
     "GPURADAR_WEB_PORT": ("web", "port"),
+    "GPURADAR_WEB_ENABLED": ("web", "enabled"),
 }
 SCRAPY_SETTINGS_MODULE = "gpuradar.crawler.settings"
 

@@ -86,9 +86,9 @@ class MetricsSection(Section):
 
 
 class WebSection(Section):
-    """`web:` the page and JSON API (`gpuradar serve`, and `run` in-process), on a server of
-    their own so that readers never slow /metrics and /healthz. Port 0: any free port (the
-    log says which)."""
+    """`web:` the page and JSON API (`gpuradar serve`, and `run` from a child process), on a
+    server of their own so that readers never slow /metrics and /healthz. Port 0: any free
+    port (the log says which)."""
 
     enabled: bool = True
     address: str = Field("127.0.0.1", min_length=1)
