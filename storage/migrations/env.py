@@ -8,12 +8,11 @@ import logging
 
 from alembic import context
 from sqlalchemy import text
-from sqlmodel import SQLModel
 
-import gpuradar.storage.models  # noqa: F401  (registers the tables)
 from gpuradar.storage.leader import MIGRATION_LOCK_KEY
+from gpuradar.storage.models import metadata
 
-target_metadata = SQLModel.metadata
+target_metadata = metadata
 log = logging.getLogger("gpuradar.storage")
 
 

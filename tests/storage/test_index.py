@@ -14,7 +14,7 @@ from gpuradar.core.items import PriceItem
 from gpuradar.core.marketindex import IndexOffer, compute_index, quantile, screen
 from gpuradar.storage import index as store
 from gpuradar.storage.ingest import CrawlWriter
-from gpuradar.storage.models import PriceIndex
+from gpuradar.storage.models import INDEX
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 H100 = "H100-SXM-80GB"
@@ -115,7 +115,7 @@ def crawl(engine, source: str, items: list[PriceItem], at: datetime, status: str
 
 def rows(engine) -> int:
     with engine.connect() as conn:
-        return conn.execute(select(func.count()).select_from(PriceIndex)).scalar_one()
+        return conn.execute(select(func.count()).select_from(INDEX)).scalar_one()
 
 
 def test_a_crawl_stores_the_index_of_each_model_and_pricing(engine):

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from gpuradar.core.items import PriceItem
 from gpuradar.storage import queries
 from gpuradar.storage.ingest import CrawlWriter
-from gpuradar.storage.models import PriceChange
+from gpuradar.storage.models import CHANGE
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -32,7 +32,7 @@ def crawl(engine, items, status="ok", at=None, unreadable=(), error=""):
 
 def span_count(engine) -> int:
     with engine.connect() as conn:
-        return conn.execute(select(func.count()).select_from(PriceChange)).scalar_one()
+        return conn.execute(select(func.count()).select_from(CHANGE)).scalar_one()
 
 
 def test_unchanged_observation_writes_no_span(engine):
