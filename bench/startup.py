@@ -4,21 +4,20 @@ CPU time, in instructions and in what they import.
 Every command runs as the installed `gpuradar` script (what a user's shell starts), with no
 configuration file, next to `python -c pass` (the interpreter's own start-up on this
 machine, for scale), on one of two data directories (GPURADAR_DATA_DIR): `empty` (a new
-database) or `demo` (what `gpuradar demo` stores: every shipped recording replayed, the
-data issue #54's targets name).
+database, made by `gpuradar db upgrade`) or `demo` (what `gpuradar demo` stores: every
+shipped recording replayed, the data issue #54's targets name).
 
 * Time: the runs are interleaved, one of each command in turn, so a burst of load from
   elsewhere on the machine slows them all alike, and each figure is the median of its runs;
   the CPU time the process used (user + system) is kept too, as it depends far less on that
-  load than the wall time. One unmeasured round runs first: `prices` then finds its
-  database already created, as it does every time after the first, and Python has written
+  load than the wall time. One unmeasured round runs first: Python has then written
   the bytecode of gpuradar's modules, as an installed package has it
   (PYTHONDONTWRITEBYTECODE is not passed on).
 * Instructions (`instructions()`): each command once under callgrind (valgrind): the count
   of instructions the process executed is the same from run to run whatever else the
   machine does, so it compares two versions on a loaded machine where times do not.
-* Imports (`imports()`): `python -X importtime`'s cumulative time of each top-level package
-  the command imported, and their number: which libraries a command pays for.
+* Imports (`imports()`): `python -X importtime`'s own time of each module, summed per
+  top-level package, and the number of modules: which libraries a command pays for.
 
 `python -m bench.startup [RUNS] [--data empty|demo] [--instructions] [--imports]`.
 """
@@ -80,14 +79,16 @@ def commands(data: str = "empty") -> Iterator[tuple[dict[str, list[str]], dict[s
         env |= {"GPURADAR_DATA_DIR": str(Path(tmp) / "data"), "COLUMNS": "120",
                 "XDG_CONFIG_HOME": str(Path(tmp) / "config")}
         base = gpuradar_command()
-        if data == "demo":
-            db = Path(tmp) / "data" / "gpuradar.db"
-            db.parent.mkdir()
-            done = subprocess.run([*base, "demo", "--keep", str(db)], env=env, text=True,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            if done.returncode != 0:
-                raise RuntimeError(f"gpuradar demo exited {done.returncode}: "
-                                   f"{done.stderr[-500:]}")
+        db = Path(tmp) / "data" / "gpuradar.db"
+        db.parent.mkdir()
+        # a new database at the newest schema (`prices` refuses a missing file: a command
+        # that only reads creates none), or the demo's
+        setup = ["db", "upgrade"] if data == "empty" else ["demo", "--keep", str(db)]
+        done = subprocess.run([*base, *setup], env=env, text=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if done.returncode != 0:
+            raise RuntimeError(f"gpuradar {' '.join(setup)} exited {done.returncode}: "
+                               f"{done.stderr[-500:]}")
         argvs = {PYTHON: [sys.executable, "-c", "pass"]}
         argvs |= {label: base + [a.format(rules=rules) for a in args]
                   for label, args in COMMANDS}
@@ -154,9 +155,10 @@ def instructions(data: str = "empty", labels: list[str] | None = None) -> dict[s
 
 def imports(data: str = "empty", labels: list[str] | None = None
             ) -> dict[str, dict[str, int]]:
-    """label -> {top-level package: cumulative import microseconds} of one run under
-    `python -X importtime` (PYTHONPROFILEIMPORTTIME), with "(modules)" the number of
-    modules imported: the evidence of what a command loads."""
+    """label -> {top-level package: microseconds spent importing its own modules} of one
+    run under `python -X importtime` (PYTHONPROFILEIMPORTTIME: each module's self time,
+    summed per package, so the figures add up), with "(modules)" the number of modules
+    imported: the evidence of what a command loads."""
     out: dict[str, dict[str, int]] = {}
     with commands(data) as (argvs, env):
         for label, argv in argvs.items():
@@ -171,11 +173,10 @@ def imports(data: str = "empty", labels: list[str] | None = None
             for line in proc.stderr.splitlines():
                 if not line.startswith("import time:") or "self [us]" in line:
                     continue
-                _, cumulative, name = line.split("|", 2)
+                own, _, name = line.split("|", 2)
                 modules += 1
                 root = name.strip().split(".")[0]
-                # a package's first import is its outermost line: keep the largest figure
-                roots[root] = max(roots.get(root, 0), int(cumulative))
+                roots[root] = roots.get(root, 0) + int(own.removeprefix("import time:"))
             out[label] = {"(modules)": modules, **roots}
     return out
 
