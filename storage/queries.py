@@ -14,9 +14,9 @@ from gpuradar.core.units import region_matches
 from gpuradar.storage.db import dialect_insert
 from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, CRAWL_NOT_OK, FX, OFFER
 
-# Times come back aware, in UTC, on both databases: the models' datetime columns are
-# sqlmodel's UTCDateTime, which adds the zone SQLite does not keep (MAX and COALESCE of such a
-# column keep its type).
+# Times come back aware, in UTC, on both databases: the tables' datetime columns are
+# storage.models.UTCDateTime, which adds the zone SQLite does not keep (MAX and COALESCE of
+# such a column keep its type).
 
 
 # -- crawls ------------------------------------------------------------------------------
