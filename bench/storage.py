@@ -30,7 +30,7 @@ from sqlalchemy import (
 from bench.workload import Workload
 from gpuradar.storage.db import get_engine, upgrade
 from gpuradar.storage.ingest import CrawlMemory, CrawlWriter
-from gpuradar.storage.models import PriceChange
+from gpuradar.storage.models import CHANGE
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -91,7 +91,7 @@ def ingest(engine: Engine, crawls: dict, batch: int = 1000) -> float:
 
 def change_rows(engine: Engine) -> int:
     with engine.connect() as conn:
-        return conn.execute(select(func.count()).select_from(PriceChange)).scalar_one()
+        return conn.execute(select(func.count()).select_from(CHANGE)).scalar_one()
 
 
 def ingest_figures(engine: Engine, n: int) -> dict[str, float]:

@@ -14,6 +14,7 @@ method and how to reproduce every point from an export.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -89,20 +90,60 @@ def index_inputs(engine: Engine, at: datetime, params: Params = Params(),
     if not fresh:
         return []
     q = (select(OFFER.c.id, OFFER.c.gpu, OFFER.c.pricing, OFFER.c.source,
-                OFFER.c.price_per_gpu_usd)
-         .where(OFFER.c.active.is_(True), OFFER.c.price_per_gpu_usd.is_not(None),
-                or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None)),
-                OFFER.c.source.in_(sorted(fresh))))
-    if groups is None:
-        q = q.where(OFFER.c.gpu.in_(sorted(catalog.CATALOG)))
-    else:  # after a crawl: the few (model, pricing) pairs its changes touched
-        q = q.where(tuple_(OFFER.c.gpu, OFFER.c.pricing).in_(
-            sorted(g for g in groups if g[0] in catalog.CATALOG)))
+                OFFER.c.price_per_gpu_usd).where(*_input_conditions(fresh)))
+    if groups is not None:  # after a crawl: the (model, pricing) pairs its changes touched
+        q = q.where(tuple_(OFFER.c.gpu, OFFER.c.pricing).in_(sorted(groups)))
     with engine.connect() as conn:
         # the driver's tuples, without SQLAlchemy's per-row processing: the columns are
-        # plain integers, strings and floats, read after every crawl
+        # plain integers, strings and floats
         return [IndexOffer(r[0], r[1], r[2], r[3], r[4], fresh[r[3]])
                 for r in driver_rows(conn, q)]
+
+
+def _input_conditions(fresh: Mapping[str, int]) -> list[ColumnElement[bool]]:
+    """The offers that count: listed, priced, not known unavailable, from a fresh source,
+    of a catalog model."""
+    return [OFFER.c.active.is_(True), OFFER.c.price_per_gpu_usd.is_not(None),
+            or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None)),
+            OFFER.c.source.in_(sorted(fresh)), OFFER.c.gpu.in_(sorted(catalog.CATALOG))]
+
+
+def cheapest_inputs(engine: Engine, at: datetime, params: Params = Params(),
+                    fresh: Mapping[str, int] | None = None,
+                    groups: Collection[tuple[str, str]] | None = None) -> list[IndexOffer]:
+    """What index_inputs gives, reduced by the database to what the method's votes are made
+    of: per (model, pricing) and source, its cheapest offer (ties: the lowest id) standing
+    for all of them (`IndexOffer.offers`). The index is the same (a test holds it to a
+    recompute from every offer); a crawl's update then reads a few hundred rows, not every
+    offer of the models it touched, which was most of an ingest's time (issue #54). Two
+    groupings on ix_offer_cheapest, not a window function: SQLite sorts for the window."""
+    if fresh is None:
+        fresh = fresh_sources(engine, at, params)
+    if not fresh:
+        return []
+    price, key = OFFER.c.price_per_gpu_usd, (OFFER.c.gpu, OFFER.c.pricing, OFFER.c.source)
+    # a positive, finite price (compute_index's own guard, here in the query: NaN and
+    # infinity are above every bound on PostgreSQL)
+    conds = [*_input_conditions(fresh), price > 0, price < math.inf]
+    if groups is not None:
+        # the models and pricings of `groups`, each a list (PostgreSQL turns a list of
+        # pairs into one OR per pair, tested on every row); pairs outside `groups` are
+        # whole groups too, left out below
+        conds += [OFFER.c.gpu.in_(sorted({g for g, _ in groups})),
+                  OFFER.c.pricing.in_(sorted({p for _, p in groups}))]
+    best = (select(*key, func.count().label("offers"), func.min(price).label("price"))
+            .where(*conds).group_by(*key).subquery())
+    q = (select(func.min(OFFER.c.id), best.c.gpu, best.c.pricing, best.c.source, best.c.price,
+                best.c.offers)
+         .join_from(best, OFFER, and_(OFFER.c.gpu == best.c.gpu,
+                                      OFFER.c.pricing == best.c.pricing,
+                                      OFFER.c.source == best.c.source, price == best.c.price))
+         .where(OFFER.c.active.is_(True),
+                or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None)))
+         .group_by(best.c.gpu, best.c.pricing, best.c.source, best.c.price, best.c.offers))
+    with engine.connect() as conn:
+        return [IndexOffer(r[0], r[1], r[2], r[3], r[4], fresh[r[3]], r[5])
+                for r in driver_rows(conn, q) if groups is None or (r[1], r[2]) in groups]
 
 
 def _groups_of(engine: Engine, ids: Collection[int]) -> set[tuple[str, str]]:
@@ -211,7 +252,8 @@ def update_index(engine: Engine, at: datetime | None = None, params: Params = Pa
         if not groups:
             return 0
     previous = {k: votes_of(r) for k, r in in_force.items()}
-    figures = compute_index(index_inputs(engine, at, params, fresh, groups), params, previous)
+    figures = compute_index(cheapest_inputs(engine, at, params, fresh, groups), params,
+                            previous)
     published = int(clock.now().timestamp())
     if groups is not None:
         in_force = {k: v for k, v in in_force.items() if k in groups}

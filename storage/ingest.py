@@ -56,6 +56,9 @@ MAX_STORABLE_PRICE = (2**63 - 1) / 1_000_000
 # Default shrink guard (gpuradar.core.defaults): a clean crawl listing fewer than this share
 # of the offers of the source's last successful crawl closes nothing until confirmed.
 SHRINK_GUARD = defaults.SHRINK_GUARD
+#: New offers from which a crawl renews PostgreSQL's planner statistics at once
+#: (CrawlWriter._refresh_statistics).
+ANALYZE_MIN_NEW = 1000
 
 
 def storable(price: Any) -> bool:
@@ -520,6 +523,20 @@ class CrawlWriter:
         return done
 
     # -- end of crawl -------------------------------------------------------------------
+    def _refresh_statistics(self, before: int) -> None:
+        """After a crawl that added many offers to a PostgreSQL database (a first crawl, a
+        new source), renew the planner's statistics of the tables it wrote now, as
+        PostgreSQL advises after a bulk load, rather than when autovacuum next looks (up to
+        a minute later): until then the planner takes the tables for as small as they were,
+        and the index update after the next crawl read 100,000 offers through a plan made
+        for a few hundred (a sort on disk; issue #54). The threshold is autovacuum's own
+        (10 % of the rows), counted over this source's offers, from 1,000 new ones."""
+        if self.engine.dialect.name != "postgresql" or self.new_offers < max(
+                ANALYZE_MIN_NEW, before // 10):
+            return
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql(f"ANALYZE {OFFER.name}, {CHANGE.name}")
+
     def _update_index(self) -> None:
         """Bring the market index up to date with what this crawl stored (or, failed, with
         its source's freshness), dated at the time its data describes (a replay: the capture).
@@ -572,6 +589,7 @@ class CrawlWriter:
         # Listed but unreadable: kept open with the last good price (a key read fine
         # elsewhere in this crawl is not unreadable).
         current = self.current
+        before = len(current.keys) - self.new_offers  # the offers stored before this crawl
         kept = [i for k in (set(unreadable) | self.unstorable) - self.seen
                 if (i := current.index.get(k)) is not None and current.active[i]]
         status, error = stored_outcome(
@@ -636,6 +654,7 @@ class CrawlWriter:
         del current
         if not self.keep_state:
             self.current = _States()
+        self._refresh_statistics(before)
         self._update_index()
         log.info("%s crawl %s: %s, %d items, %d new, %d changed, %d closed", self.source,
                  self.crawl_id, status, summary.items, self.new_offers, self.changed, closed)

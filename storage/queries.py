@@ -47,9 +47,9 @@ def _aware(ts: datetime | None) -> datetime | None:
     return ts
 
 
-# Times come back aware, in UTC, on both databases: the models' datetime columns are
-# sqlmodel's UTCDateTime, which adds the zone SQLite does not keep (MAX and COALESCE of such a
-# column keep its type).
+# Times come back aware, in UTC, on both databases: the tables' datetime columns are
+# storage.models.UTCDateTime, which adds the zone SQLite does not keep (MAX and COALESCE of
+# such a column keep its type).
 
 
 # -- crawls ------------------------------------------------------------------------------

@@ -308,7 +308,17 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
     def natural(i: int) -> int:
         return max(len(v) for v in [cols[i].header, *(row[i] for row in cells)])
 
+    # A column's floor is asked for again at every step of the fitting below (one character
+    # at a time): kept until its cells change (a prefix left out), not computed over every
+    # row each time (most of `gpuradar prices`'s time on a full market, issue #54).
+    floors: dict[tuple[int, bool], int] = {}
+
     def floor(i: int, last_resort: bool = False) -> int:
+        if (i, last_resort) not in floors:
+            floors[i, last_resort] = _floor(i, last_resort)
+        return floors[i, last_resort]
+
+    def _floor(i: int, last_resort: bool) -> int:
         if i in numeric:  # its numbers whole; its header may wrap ('whole offer /h')
             return max([_longest_word(cols[i].header), *(len(row[i]) for row in cells)])
         if not (cols[i].wraps or cols[i].split_count or last_resort):
@@ -338,6 +348,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
         if i is not None and any(row[i].startswith(prefix) for row in cells):
             for row in cells:
                 row[i] = row[i].removeprefix(prefix)
+            floors.clear()
             notes.append(f"{cols[i].header} names without {prefix}")
     if room is not None and total({i: floor(i) for i in keep}) > room:
         gap = 1  # one space between columns before any column is left out

@@ -61,7 +61,9 @@ class Params:
 
 class IndexOffer(NamedTuple):
     """One offer as the index sees it. `observed`: epoch seconds its source's data
-    describes (a replay: the capture), which tells a later crawl from the same one."""
+    describes (a replay: the capture), which tells a later crawl from the same one.
+    `offers`: how many of its source's offers of the model and pricing it stands for, when
+    storage reads only each source's cheapest (a vote needs no more); 1 otherwise."""
 
     offer_id: int
     gpu: str
@@ -69,6 +71,7 @@ class IndexOffer(NamedTuple):
     source: str
     usd_per_gpu_hour: float
     observed: int = 0
+    offers: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +171,7 @@ def _votes(members: Sequence[IndexOffer],
     best: dict[str, IndexOffer] = {}
     counts: dict[str, int] = {}
     for o in members:
-        counts[o.source] = counts.get(o.source, 0) + 1
+        counts[o.source] = counts.get(o.source, 0) + o.offers
         b = best.get(o.source)
         if b is None or (o.usd_per_gpu_hour, o.offer_id) < (b.usd_per_gpu_hour, b.offer_id):
             best[o.source] = o

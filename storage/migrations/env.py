@@ -5,16 +5,26 @@ start together on a new release migrate one after the other, and the later ones 
 schema already at head instead of colliding on the same tables."""
 
 import logging
+from typing import Any, Literal
 
 from alembic import context
 from sqlalchemy import text
-from sqlmodel import SQLModel
 
-import gpuradar.storage.models  # noqa: F401  (registers the tables)
 from gpuradar.storage.leader import MIGRATION_LOCK_KEY
+from gpuradar.storage.models import UTCDateTime, metadata
 
-target_metadata = SQLModel.metadata
+target_metadata = metadata
 log = logging.getLogger("gpuradar.storage")
+
+
+def render_item(kind: str, obj: Any, autogen_context: Any) -> str | Literal[False]:
+    """A new migration names the time columns' type as the earlier ones do
+    (sqlmodel.sql.sqltypes.UTCDateTime, the same behaviour as storage.models.UTCDateTime),
+    so that it imports nothing from gpuradar; everything else is rendered as Alembic does."""
+    if kind == "type" and isinstance(obj, UTCDateTime):
+        autogen_context.imports.add("import sqlmodel")
+        return "sqlmodel.sql.sqltypes.UTCDateTime()"
+    return False
 
 
 def run_migrations_online() -> None:
@@ -31,6 +41,7 @@ def run_migrations_online() -> None:
             target_metadata=target_metadata,
             render_as_batch=connection.dialect.name == "sqlite",
             compare_type=True,
+            render_item=render_item,
         )
         with context.begin_transaction():
             context.run_migrations()

@@ -26,7 +26,7 @@ from gpuradar.core.units import format_duration
 from gpuradar.storage import alerts as store
 from gpuradar.storage.db import Engines
 from gpuradar.storage.ingest import CrawlWriter
-from gpuradar.storage.models import AlertState, Notification
+from gpuradar.storage.models import OUTBOX, STATE
 from gpuradar.storage.queries import store_fx
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
@@ -51,7 +51,7 @@ def crawl(engine, items, *, source: str = "lambda", at: datetime = T0, status: s
 
 def outbox(engine) -> list[dict]:
     with engine.connect() as conn:
-        rows = conn.execute(select(Notification.__table__).order_by(Notification.id))
+        rows = conn.execute(select(OUTBOX).order_by(OUTBOX.c.id))
         return [dict(r._mapping) for r in rows]
 
 
@@ -565,7 +565,7 @@ def test_a_stored_rule_whose_meaning_changed_starts_afresh(engine):
     old = {"big": "2a77ca9cfe90484a", "cheap": "8dfde82874ca01d1"}   # digests as stored then
     with engine.begin() as conn:
         for name, digest in old.items():
-            conn.execute(AlertState.__table__.insert().values(
+            conn.execute(STATE.insert().values(
                 key=f"rule:{name}", kind="rule", name=name, rule_hash=digest, description="",
                 state="firing", active_count=1, fired_at=T0, last_notified_at=T0,
                 notified_value=1.5, best_value=1.5, currency="USD", match_count=1, best={},
@@ -777,7 +777,7 @@ def test_the_database_stays_the_truth_for_the_state_kept_in_the_process(engine):
     rules = [rule("H100 under $2/h")]
     assert evaluate(engine, rules, now=T0).notifications == 1
     with engine.begin() as conn:          # another process (an operator) clears the state
-        conn.execute(AlertState.__table__.delete())
+        conn.execute(STATE.delete())
     again = evaluate(engine, rules, now=T0 + timedelta(hours=1))
     assert again.fired == ["h100-under-2"] and again.notifications == 1
 
@@ -1100,7 +1100,7 @@ def test_the_state_is_read_again_only_after_another_process_wrote_it(engine):
         evaluate(engine, rules, now=T0 + timedelta(hours=2))
         assert loads == []
         with engine.begin() as conn:                # another process (an operator) clears it
-            conn.execute(AlertState.__table__.delete())
+            conn.execute(STATE.delete())
         assert evaluate(engine, rules, now=T0 + timedelta(hours=3)).fired == ["h100-under-2"]
         assert len(loads) == 1
     finally:
@@ -1456,8 +1456,6 @@ def test_only_targets_told_of_a_firing_hear_of_its_resolution(engine):
     every target when the alert fired while muted or with no target at all."""
     from sqlalchemy import update
 
-    from gpuradar.storage.models import OUTBOX
-
     later = T0 + timedelta(hours=3)
 
     def episode(before: dict, after: dict, give_up: str | None = None) -> list[tuple]:
@@ -1472,7 +1470,7 @@ def test_only_targets_told_of_a_firing_hear_of_its_resolution(engine):
         sent = [(n["kind"], n["target"]) for n in outbox(engine)]
         with engine.begin() as conn:
             conn.execute(OUTBOX.delete())
-            conn.execute(AlertState.__table__.delete())
+            conn.execute(STATE.delete())
         return sent
 
     assert episode({"notify": ("a",)}, {"notify": ("a", "b")}) == [

@@ -23,7 +23,7 @@ from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.loader import load_targets, parse_targets
 from gpuradar.core.config import Config
 from gpuradar.storage import alerts as store
-from gpuradar.storage.models import Notification
+from gpuradar.storage.models import OUTBOX
 from tests.alerts.test_alert_engine import crawl, offer
 from tests.helpers import SilentServer, free_port
 
@@ -111,7 +111,7 @@ def fire(engine, targets: tuple[str, ...], text: str = "H100 under $2/h") -> Non
 def rows(engine) -> dict[str, dict]:
     with engine.connect() as conn:
         return {r.target: dict(r._mapping) for r in conn.execute(
-            select(Notification.__table__).order_by(Notification.id))}
+            select(OUTBOX).order_by(OUTBOX.c.id))}
 
 
 def test_email_arrives_with_subject_text_and_html(engine):
@@ -356,7 +356,7 @@ def test_every_message_for_a_target_removed_from_the_config_fails(engine):
     assert [r.status for r in results] == ["failed", "failed"]
     assert all("not configured" in r.error for r in results)
     with engine.connect() as conn:
-        stored = conn.execute(select(Notification.status)).scalars().all()
+        stored = conn.execute(select(OUTBOX.c.status)).scalars().all()
     assert stored == ["failed", "failed"]
 
 

@@ -144,6 +144,28 @@ def test_sources_loads_no_botocore_when_no_aws_credentials_can_exist(home, tmp_p
     assert "botocore" in chains and "AWS credentials found (env)" in proc.stdout
 
 
+#: What no everyday command needs either (issue #54): SQLAlchemy's ORM and SQLModel (the
+#: tables are Core tables: storage/models.py) and the AWS SDK (botocore: only where AWS
+#: credentials may exist, to look for them).
+ORM_AND_SDK = ("sqlalchemy.orm", "sqlmodel", "botocore")
+
+
+@pytest.mark.parametrize("command", ["prices", "sources", "rules check"])
+def test_an_everyday_command_loads_no_orm_nor_the_aws_sdk(command, home, tmp_path):
+    """On a machine whose environment holds only AWS SDK settings (AWS_CA_BUNDLE, a
+    region), which never yield credentials, and no AWS or boto credentials file."""
+    env = {k: v for k, v in home.items() if not k.startswith("AWS_") and k != "BOTO_CONFIG"}
+    env |= {"HOME": str(tmp_path), "AWS_CA_BUNDLE": str(tmp_path / "ca.pem"),
+            "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL_EC2": "http://127.0.0.1:9"}
+    args, expected = COMMANDS[command]
+    proc, chains = imports_of(args, env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert expected in proc.stdout + proc.stderr, proc.stdout[-2000:]
+    assert "sqlalchemy" in chains or command == "rules check"  # it read the database
+    pulled = heavy_imports(chains, ORM_AND_SDK)
+    assert not pulled, f"`gpuradar {' '.join(args)}` imported:\n  " + "\n  ".join(pulled)
+
+
 def test_rules_check_loads_no_database_library(home):
     """Checking a rules file reads no database: fit rules name a job (gpuradar.recommend)
     whose ranking takes the offers storage reads, but only as a type."""

@@ -775,7 +775,7 @@ def test_migrations_from_empty_and_from_the_previous_revision(empty_url):
     from sqlalchemy import insert, select
 
     from gpuradar.storage.db import alembic_config, get_engine, upgrade
-    from gpuradar.storage.models import Crawl, Offer, PriceChange
+    from gpuradar.storage.models import CHANGE, CRAWL, OFFER
     from tests.clirun import gpuradar
 
     head = head_revision()
@@ -793,22 +793,22 @@ def test_migrations_from_empty_and_from_the_previous_revision(empty_url):
 
     now = datetime.now(UTC)
     with engine.begin() as conn:
-        oid = conn.execute(insert(Offer.__table__).values(
+        oid = conn.execute(insert(OFFER).values(
             source="azure", region="eastus", zone="", instance_type="NC40", pricing="spot",
             gpu="H100-NVL-94GB", gpu_count=1, price=2.5, currency="USD", url="",
             attributes={"a": 1}, first_seen=now, changed_at=now, active=True,
-        ).returning(Offer.__table__.c.id)).scalar_one()
-        conn.execute(insert(PriceChange.__table__).values(
+        ).returning(OFFER.c.id)).scalar_one()
+        conn.execute(insert(CHANGE).values(
             offer_id=oid, at=int(now.timestamp()), price_micros=2_500_000, available=True))
-        conn.execute(insert(Crawl.__table__).values(
+        conn.execute(insert(CRAWL).values(
             source="azure", started_at=now, status="ok", dropped={}, unknown_gpus=[]))
     upgrade(engine)
     assert current_revision(engine) == head
     assert index_names(engine) >= QUERY_INDEXES
     with engine.connect() as conn:
-        price = conn.execute(select(PriceChange.__table__.c.price_micros)).scalar_one()
+        price = conn.execute(select(CHANGE.c.price_micros)).scalar_one()
         assert price == 2_500_000
-        assert conn.execute(select(Offer.__table__.c.attributes)).scalar_one() == {"a": 1}
+        assert conn.execute(select(OFFER.c.attributes)).scalar_one() == {"a": 1}
 
 
 def test_migrated_schema_matches_the_models(engine):
@@ -816,13 +816,12 @@ def test_migrated_schema_matches_the_models(engine):
     0003 when the models do not declare them (yet)."""
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
-    from sqlmodel import SQLModel
 
-    import gpuradar.storage.models  # noqa: F401
+    from gpuradar.storage.models import metadata
 
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}),
-                                SQLModel.metadata)
+                                metadata)
     drift = [d for d in diff
              if not (isinstance(d, tuple) and d[0] == "remove_index" and d[1].name in
                      QUERY_INDEXES)]

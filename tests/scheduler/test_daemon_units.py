@@ -158,9 +158,9 @@ def test_database_collector_reads_current_state(engine):
     from sqlalchemy import insert, update
 
     from gpuradar.scheduler.metrics import Metrics
-    from gpuradar.storage.models import Offer
+    from gpuradar.storage.models import OFFER
 
-    table = Offer.__table__
+    table = OFFER
     with engine.begin() as conn:
         conn.execute(insert(table), [
             _offer("vastai", "H100-SXM-80GB", 1.9),

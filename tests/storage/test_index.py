@@ -14,7 +14,7 @@ from gpuradar.core.items import PriceItem
 from gpuradar.core.marketindex import IndexOffer, compute_index, quantile, screen
 from gpuradar.storage import index as store
 from gpuradar.storage.ingest import CrawlMemory, CrawlWriter
-from gpuradar.storage.models import PriceIndex
+from gpuradar.storage.models import INDEX
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 H100 = "H100-SXM-80GB"
@@ -125,7 +125,7 @@ def crawl(engine, source: str, items: list[PriceItem], at: datetime, status: str
 
 def rows(engine) -> int:
     with engine.connect() as conn:
-        return conn.execute(select(func.count()).select_from(PriceIndex)).scalar_one()
+        return conn.execute(select(func.count()).select_from(INDEX)).scalar_one()
 
 
 def test_a_crawl_stores_the_index_of_each_model_and_pricing(engine):
@@ -233,6 +233,39 @@ def stored_index(engine) -> dict:
     return {(r["gpu"], r["pricing"]): (r["median"], r["p10"], r["p90"], r["offers"],
                                        r["providers"], r["status"])
             for r in store.current_index(engine) if r["offers"]}
+
+
+def test_the_cheapest_offers_read_makes_the_index_of_every_offer(engine):
+    """The update reads each source's cheapest offer per model and pricing, counted for
+    all of its offers (storage.index.cheapest_inputs): the figures, panels (the offer each
+    vote names, ties to the lowest id, its offer count) and digests are those of the index
+    made from every offer, and offers that do not count (unavailable, unknown model, stale
+    source) count there neither."""
+    a100 = "A100-SXM-80GB"
+    crawl(engine, "azure", [item("azure", "A", 2.0), item("azure", "B", 2.0),
+                            item("azure", "C", 4.0), item("azure", "D", 1.0, available=False),
+                            item("azure", "E", 3.0, gpu=a100),
+                            item("azure", "S", 1.5, pricing="spot"),
+                            item("azure", "X", 0.5, gpu="made-up GPU")], T0)
+    crawl(engine, "gcp", [item("gcp", "G", 2.5), item("gcp", "H", 2.2, available=None),
+                          item("gcp", "I", 9.0, gpu=a100)], T0)
+    crawl(engine, "lambda", [item("lambda", "L", 1.0)], T0 - timedelta(days=5))  # stale
+    at = T0 + timedelta(minutes=1)
+    every = compute_index(store.index_inputs(engine, at))
+    cheapest = store.cheapest_inputs(engine, at)
+    assert compute_index(cheapest) == every
+    assert sorted(every) == [(a100, "on_demand"), (H100, "on_demand"), (H100, "spot")]
+    votes = {(o.gpu, o.pricing, o.source): (o.usd_per_gpu_hour, o.offers) for o in cheapest}
+    assert votes[(H100, "on_demand", "azure")] == (2.0, 3)  # A and B tie, C; D unavailable
+    assert votes[(H100, "on_demand", "gcp")] == (2.2, 2)  # availability unknown counts
+    assert len(cheapest) == len(votes) == 5
+    tie = [o.offer_id for o in store.index_inputs(engine, at)
+           if o.gpu == H100 and o.pricing == "on_demand" and o.usd_per_gpu_hour == 2.0]
+    assert len(tie) == 2
+    panel = every[(H100, "on_demand")].panel
+    assert {v.source: v.offer_id for v in panel}["azure"] == min(tie)
+    only = store.cheapest_inputs(engine, at, groups={(H100, "spot"), (a100, "spot")})
+    assert [(o.gpu, o.pricing, o.source) for o in only] == [(H100, "spot", "azure")]
 
 
 def test_an_update_after_a_crawl_agrees_with_a_full_recompute(engine):

@@ -574,17 +574,20 @@ def test_an_exchange_rate_that_cannot_be_right_is_not_stored(tmp_path, provider_
 
 
 def test_unknown_gpu_and_uncatalogued_names_are_warned_once_per_process(caplog):
-    """A daemon crawls all day in one process: the second crawl says nothing new."""
+    """A daemon crawls all day with one crawl service (its CrawlMemory): the second crawl
+    says nothing new."""
     import logging
 
     from scrapy.utils.test import get_crawler
 
     from gpuradar.crawler.pipelines import NormalizePipeline
     from gpuradar.crawler.spiders.oci import OciSpider
+    from gpuradar.storage.ingest import CrawlMemory
 
+    memory = CrawlMemory()
     with caplog.at_level(logging.WARNING):
         for _crawl_number in range(2):
-            crawler = get_crawler(OciSpider)
+            crawler = get_crawler(OciSpider, {"GPURADAR_CRAWL_MEMORY": memory})
             pipeline = NormalizePipeline(crawler)
             pipeline.process_item(_item("A", 98.32, T0, gpu="Quantum QPU 9000", source="vastai"))
             assert crawler.stats.get_value("gpuradar/unknown_gpu_names") == ["Quantum QPU 9000"]

@@ -11,7 +11,7 @@ from sqlalchemy import func, insert, select
 
 from gpuradar.storage import maintenance, queries
 from gpuradar.storage.db import open_database
-from gpuradar.storage.models import Crawl, Notification, Offer, PriceChange
+from gpuradar.storage.models import CHANGE, CRAWL, OFFER, OUTBOX
 from tests.clirun import gpuradar
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -27,13 +27,13 @@ def add_offer(conn, instance: str, changes: list[tuple[float, float | None, bool
     """An offer with change points (days ago, price or None for 'not listed', available)."""
     last = changes[-1]
     price = next((p for _, p, _ in reversed(changes) if p is not None), 1.0)
-    oid = conn.execute(insert(Offer.__table__).values(
+    oid = conn.execute(insert(OFFER).values(
         source=source, region="eastus", zone="", instance_type=instance, pricing="on_demand",
         gpu="H100-SXM-80GB", gpu_count=1, price=price, currency="USD", price_usd=price,
         price_per_gpu_usd=price, available=last[2], url="", attributes={},
         first_seen=days_ago(changes[0][0]), changed_at=days_ago(last[0]), active=active,
-    ).returning(Offer.__table__.c.id)).scalar_one()
-    conn.execute(insert(PriceChange.__table__), [
+    ).returning(OFFER.c.id)).scalar_one()
+    conn.execute(insert(CHANGE), [
         {"offer_id": oid, "at": int(days_ago(d).timestamp()),
          "price_micros": None if p is None else round(p * 1_000_000), "available": a}
         for d, p, a in changes])
@@ -41,16 +41,16 @@ def add_offer(conn, instance: str, changes: list[tuple[float, float | None, bool
 
 
 def add_crawl(conn, source: str, days: float, status: str) -> int:
-    return conn.execute(insert(Crawl.__table__).values(
+    return conn.execute(insert(CRAWL).values(
         source=source, started_at=days_ago(days), finished_at=days_ago(days), status=status,
-        dropped={}, unknown_gpus=[], error="").returning(Crawl.__table__.c.id)).scalar_one()
+        dropped={}, unknown_gpus=[], error="").returning(CRAWL.c.id)).scalar_one()
 
 
 def add_notification(conn, days: float, status: str) -> int:
-    return conn.execute(insert(Notification.__table__).values(
+    return conn.execute(insert(OUTBOX).values(
         created_at=days_ago(days), alert_key="rule:h100", kind="firing", target="slack",
         title="H100 under $2/h", status=status, next_attempt_at=days_ago(days),
-    ).returning(Notification.__table__.c.id)).scalar_one()
+    ).returning(OUTBOX.c.id)).scalar_one()
 
 
 @pytest.fixture
@@ -105,10 +105,10 @@ def count(engine, table) -> int:
 def test_prune_keeps_what_the_cutoff_still_answers(engine, history):
     ids, notes = history
     before = answers(engine, ids)
-    changes_before, crawls_before = count(engine, PriceChange), count(engine, Crawl)
+    changes_before, crawls_before = count(engine, CHANGE), count(engine, CRAWL)
 
     dry = maintenance.prune(engine, CUTOFF, dry_run=True)
-    assert (count(engine, PriceChange), count(engine, Crawl)) == (changes_before, crawls_before)
+    assert (count(engine, CHANGE), count(engine, CRAWL)) == (changes_before, crawls_before)
 
     result = maintenance.prune(engine, CUTOFF)
     # A loses 500 and 450 (420 is in force at the cutoff), C loses 500 (its 'gone' point
@@ -124,7 +124,7 @@ def test_prune_keeps_what_the_cutoff_still_answers(engine, history):
     assert queries.spans(engine, ids["C"]) == []
     assert len(queries.spans(engine, ids["D"])) == 2
     with engine.connect() as conn:
-        left = set(conn.execute(select(Notification.__table__.c.id)).scalars())
+        left = set(conn.execute(select(OUTBOX.c.id)).scalars())
     assert left == {notes["old_pending"], notes["new_sent"]}
 
     again = maintenance.prune(engine, CUTOFF)

@@ -46,6 +46,14 @@ ADVISOR_SOURCE = "AWS Spot Advisor"
 #: the config and shared credentials files, boto's files; each file's AWS_*/BOTO_CONFIG
 #: variable counts as an AWS_* variable). With none of them there is nothing to find.
 CREDENTIAL_FILES = ("~/.aws/config", "~/.aws/credentials", "/etc/boto.cfg", "~/.boto")
+#: AWS_* variables that only tune the SDK (botocore.configprovider, 1.40), never a source of
+#: credentials: set alone (AWS_CA_BUNDLE on a machine with a corporate CA), they do not make
+#: `sources` load botocore (with AWS_ENDPOINT_URL and its per-service AWS_ENDPOINT_URL_*).
+AWS_SETTINGS = frozenset({
+    "AWS_CA_BUNDLE", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE",
+    "AWS_USE_FIPS_ENDPOINT", "AWS_USE_DUALSTACK_ENDPOINT", "AWS_STS_REGIONAL_ENDPOINTS",
+    "AWS_DEFAULTS_MODE", "AWS_SDK_UA_APP_ID", "AWS_METADATA_SERVICE_TIMEOUT",
+    "AWS_METADATA_SERVICE_NUM_ATTEMPTS", "AWS_EXECUTION_ENV"})
 
 
 def _nowhere_to_look(opts: Options) -> bool:
@@ -53,7 +61,9 @@ def _nowhere_to_look(opts: Options) -> bool:
     says so without loading botocore (a third of a second of imports)."""
     if opts.get("profile") or opts.get("access_key_id"):
         return False
-    if any(k.startswith("AWS_") or k == "BOTO_CONFIG" for k in os.environ):
+    if any((k.startswith("AWS_") and k not in AWS_SETTINGS
+            and not k.startswith("AWS_ENDPOINT_URL")) or k == "BOTO_CONFIG"
+           for k in os.environ):
         return False
     return not any(Path(p).expanduser().exists() for p in CREDENTIAL_FILES)
 
