@@ -141,15 +141,12 @@ def fit_offer(offer: OfferRow, est: MemoryEstimate, *, any_interconnect: bool = 
         if not memory:
             raise _NoFit("GPU memory unknown")
         per_node = _gpus_per_machine(offer)
-        est, precision, precision_flag = _in_computed_format(est, offer.gpu)
+        est, precision, flags = _in_computed_format(est, offer.gpu)
         needed = _gpus_needed(est, memory)
         info = offer_interconnect(offer)
-        nodes = max(1, math.ceil(needed / per_node))
-        if nodes > max_nodes:
-            raise _NoFit(f"needs more than {max_nodes} machines")
+        nodes = _machines_for(needed, per_node, max_nodes)
         sharded = needed > 1
-        flags = [f for f in (precision_flag, _sharding_flag(info, est, per_node, sharded,
-                                                          any_interconnect)) if f]
+        flags += _sharding_flags(info, est, per_node, sharded, any_interconnect)
         spot = spot_overhead if offer.pricing == "spot" else 0.0
         tflops, basis = tflops_of(offer.gpu, precision)
         if deadline_hours is not None:
@@ -164,12 +161,10 @@ def fit_offer(offer: OfferRow, est: MemoryEstimate, *, any_interconnect: bool = 
     gpus = nodes * per_node
     fit = Fit(offer=offer, gpu_memory_gb=memory, gpus_needed=needed, nodes=nodes, gpus=gpus,
               per_gpu_gb=est.per_gpu_gb(gpus if sharded else 1), usable_gb=usable_gb(memory),
-              interconnect=info, sharded=sharded,
-              hourly_usd=offer.price_usd * nodes if offer.price_usd is not None else None,
+              interconnect=info, sharded=sharded, hourly_usd=_times(offer.price_usd, nodes),
               hourly_quoted=offer.price * nodes, flags=flags, precision=precision,
               spot_overhead=spot, deadline_hours=deadline_hours)
-    if info.get("basis") == "form factor" and sharded:
-        flags.append(f"{info.get('intra_node')} inferred from the form factor")
+    flags += _inferred_links_flags(info, sharded)
     _add_timing(fit, est, tflops, basis)
     return fit, ""
 
@@ -183,7 +178,7 @@ def _gpus_per_machine(offer: OfferRow) -> int:
 
 
 def _in_computed_format(est: MemoryEstimate, gpu: str,
-                        ) -> tuple[MemoryEstimate, str, str | None]:
+                        ) -> tuple[MemoryEstimate, str, list[str]]:
     """The estimate in the format the job computes in on `gpu` (redone when that is a
     fallback from fp8: weights and, serving, the KV cache then take 16 bits), the format,
     and what the user must be told about it."""
@@ -192,7 +187,7 @@ def _in_computed_format(est: MemoryEstimate, gpu: str,
         raise _NoFit(f"accelerator computes in {compute.refused}")
     if est.job.precision == "fp8" and compute.precision != "fp8":
         est = estimate_memory(replace(est.job, precision="bf16", mfu=est.job.mfu))
-    return est, compute.precision, compute.flag
+    return est, compute.precision, [compute.flag] if compute.flag else []
 
 
 def _gpus_needed(est: MemoryEstimate, memory: float) -> int:
@@ -203,19 +198,27 @@ def _gpus_needed(est: MemoryEstimate, memory: float) -> int:
     return needed
 
 
-def _sharding_flag(info: dict[str, Any], est: MemoryEstimate, per_node: int, sharded: bool,
-                   any_interconnect: bool) -> str | None:
+def _sharding_flags(info: dict[str, Any], est: MemoryEstimate, per_node: int, sharded: bool,
+                    any_interconnect: bool) -> list[str]:
     """What sharding over this machine's GPU links means: nothing on NVLink-class links;
     slower links refuse training (unless `any_interconnect`) and are flagged otherwise."""
     if not sharded or per_node <= 1 or fast_intra(info):
-        return None
+        return []
     link = info.get("intra_node") or "unknown links"
     training = est.job.task in TRAINING
     if training and not any_interconnect:
         raise _NoFit("sharding needs NVLink/NVSwitch; " + (
             "GPUs linked by PCIe" if link == "pcie" else "GPU links not published"))
-    return (f"sharded over {'PCIe' if link == 'pcie' else 'unpublished links'}: "
-            + ("slow" if training else "use pipeline parallelism"))
+    return [f"sharded over {'PCIe' if link == 'pcie' else 'unpublished links'}: "
+            + ("slow" if training else "use pipeline parallelism")]
+
+
+def _machines_for(needed: int, per_node: int, max_nodes: int) -> int:
+    """Machines of this offer that hold `needed` GPUs, at most `max_nodes`."""
+    nodes = max(1, math.ceil(needed / per_node))
+    if nodes > max_nodes:
+        raise _NoFit(f"needs more than {max_nodes} machines")
+    return nodes
 
 
 def _machines_flags(offer: OfferRow, info: dict[str, Any], nodes: int,
@@ -243,6 +246,17 @@ def _stack_flags(offer: OfferRow, est: MemoryEstimate) -> list[str]:
     entry = catalog.CATALOG.get(offer.gpu)
     note = stack_note(est.job.task, entry.vendor) if entry is not None else None
     return [note] if note else []
+
+
+def _inferred_links_flags(info: dict[str, Any], sharded: bool) -> list[str]:
+    """A sharded job's links guessed from the GPU's form factor (no table names them)."""
+    if info.get("basis") == "form factor" and sharded:
+        return [f"{info.get('intra_node')} inferred from the form factor"]
+    return []
+
+
+def _times(price: float | None, nodes: int) -> float | None:
+    return price * nodes if price is not None else None
 
 
 def _add_timing(fit: Fit, est: MemoryEstimate, tflops: float | None, basis: str) -> None:
