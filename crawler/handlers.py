@@ -37,8 +37,8 @@ def _shallow_inspect_stack() -> Iterator[None]:
     """While Scrapy's TLS modules are imported: `inspect.stack()` gives only the caller's
     frames. Scrapy's `create_deprecated_class` (three calls at the import of
     scrapy.core.downloader.tls and .contextfactory) calls `inspect.stack()[1]` to name the
-    module the class is made in; the whole stack, with its source lines, of an import ~80
-    frames deep costs ~0.1 s of CPU per call here. The frames it reads are the same."""
+    module the class is made in; the whole stack, with its source lines, of a deep import
+    costs noticeable CPU per call (docs/benchmark.md). The frames it reads are the same."""
     real = inspect.stack
 
     def stack(context: int = 1) -> list[inspect.FrameInfo]:

@@ -630,8 +630,9 @@ class SavedFilesMiddleware:
     provider, so that `parse` and the demo timeline run the source's parser through the same
     crawl, pipelines and rules as `crawl`. As a spider middleware it starts one request per
     file (the spider's `parse_file` picks the parser from the content) and reports a parser's
-    exception whole with its file; as a downloader middleware it answers those requests from
-    the files and drops every other request (a saved file leads nowhere)."""
+    exception whole with its file (saved_file_failed), once; as a downloader middleware it
+    answers those requests from the files and drops every other request (a saved file leads
+    nowhere)."""
 
     def __init__(self, crawler: Crawler) -> None:
         files = crawler.settings.getlist("GPURADAR_SAVED_FILES")
@@ -657,8 +658,18 @@ class SavedFilesMiddleware:
             raise IgnoreRequest(f"a crawl of saved files fetches nothing: {request.url}")
         return response_for(Path(path), request)
 
-    def process_spider_exception(self, response: Response, exception: Exception) -> None:
+    def process_spider_exception(self, response: Response, exception: Exception
+                                 ) -> list[Any] | None:
         path = response.meta.get("saved_file")
-        if path is not None:
-            self.crawler.signals.send_catch_log(saved_file_failed, path=path,
-                                                exception=exception)
+        if path is None:
+            return None
+        self.crawler.signals.send_catch_log(saved_file_failed, path=path, exception=exception)
+        # Its caller (`parse`, `demo`) says the failure in one line naming the file, so the
+        # record is part of the outcome (gpuradar.core.logs.IN_OUTCOME): it still fails the
+        # crawl, and is shown only at DEBUG, as is where the parser stopped. Handled here,
+        # so neither UnreadableResponseMiddleware nor Scrapy says it a second time.
+        spider = crawling(self.crawler)
+        log.error("%s: %s", path, exception, extra={"spider": spider, IN_OUTCOME: True})
+        log.debug("%s: where the parser stopped", path, exc_info=exception,
+                  extra={"spider": spider})
+        return []

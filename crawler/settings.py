@@ -15,7 +15,7 @@ USER_AGENT = "gpuradar/0.1 (+https://github.com/gpuradar/gpuradar)"
 ROBOTSTXT_OBEY = False  # official pricing APIs, not crawled sites
 TELNETCONSOLE_ENABLED = False
 # Scrapy's remote control (on by default in 2.19) would listen for commands and load aiohttp's
-# web server into every crawl and the daemon (~8 MB): gpuradar is controlled by its own CLI.
+# web server into every crawl and the daemon: gpuradar is controlled by its own CLI.
 # Left out of the base list, not set to None in EXTENSIONS: Scrapy imports every class named
 # there, None or not.
 REMOTE_CONTROL_ENABLED = False

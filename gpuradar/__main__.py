@@ -23,11 +23,12 @@ def main() -> None:
     from gpuradar.core import collector
 
     short = sys.argv[1] not in LONG_RUNNING if len(sys.argv) > 1 else True
-    if short:
-        collector.for_short_command()  # ~80 ms of `prices` otherwise (docs/benchmark.md)
+    if short:  # full collections were a share of `prices` worth saving (docs/benchmark.md)
+        collector.for_short_command()
     # pydantic looks for plugins in the entry points of every installed distribution when
-    # it builds its first model (the configuration's): gpuradar uses none, and the scan is
-    # ~2 % of `gpuradar prices`. A user who sets the variable keeps their value.
+    # it builds its first model (the configuration's): gpuradar uses none, and the scan is a
+    # measurable share of `gpuradar prices` (docs/benchmark.md). A user who sets the
+    # variable keeps their value.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     from gpuradar.cli import main as run
 
@@ -40,8 +41,8 @@ def main() -> None:
 
 def skip_last_collection() -> None:
     """End a command's process without the interpreter's last garbage collection: over the
-    ~100,000 objects SQLAlchemy, pydantic and Typer leave behind it costs about 200 ms of
-    CPU, a third of `gpuradar prices`. The one resource of a command that only that
+    objects SQLAlchemy, pydantic and Typer leave behind it is a large share of a short
+    command's CPU (docs/benchmark.md). The one resource of a command that only that
     collection would release, its database connections, is closed here (SQLite removes its
     -wal and -shm files); the service (`gpuradar run`) exits as usual."""
     from gpuradar.core import collector

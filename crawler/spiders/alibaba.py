@@ -43,9 +43,9 @@ from urllib.parse import urlencode
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import gpus, providers
+from gpuradar.core import gpus
 from gpuradar.core.items import PriceItem
-from gpuradar.core.providers.alibaba import ADVICE_SOURCE
+from gpuradar.core.providers.alibaba import ADVICE_SOURCE, ALIBABA
 from gpuradar.core.spot import band_bounds
 from gpuradar.crawler.signing import alibaba_rpc_params, signing_credentials
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
@@ -201,7 +201,7 @@ def _percent(value: Any, low: float) -> bool:
 
 
 class AlibabaSpider(GpuRadarSpider):
-    facts = providers.alibaba.ALIBABA
+    facts = ALIBABA
 
     @property  # an option decides it, where the base class has a plain attribute
     def renders_pages(self) -> bool:  # type: ignore[override]

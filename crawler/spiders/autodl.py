@@ -26,8 +26,8 @@ from typing import Any
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.autodl import AUTODL
 from gpuradar.crawler.signing import REPLAY_PLACEHOLDER
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
@@ -50,7 +50,7 @@ GIB = 1024**3
 
 
 class AutodlSpider(GpuRadarSpider):
-    facts = providers.autodl.AUTODL
+    facts = AUTODL
     custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1}
 
     def token(self, name: str) -> str | None:

@@ -68,18 +68,20 @@ from scrapy.http import Response
 from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
-from gpuradar.core import providers
 from gpuradar.core.backfill import PriceHistory
 from gpuradar.core.clock import SYSTEM
 from gpuradar.core.items import OfferKey, PriceItem
 from gpuradar.core.pricing import CAPACITY_BLOCK
 from gpuradar.core.providers.aws import (
+    ADVISOR_SOURCE,
+    AWS,
     BACKFILL_DAYS,
     BACKFILL_MAX_PAGES,
     BACKFILL_PAGE_SIZE,
     CAPACITY_BLOCK_HOURS,
     CAPACITY_BLOCK_TYPES,
     CAPACITY_BLOCK_ULTRASERVERS,
+    credential_source,
 )
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, failed_request, require
 
@@ -289,7 +291,7 @@ def _epoch(stamp: str) -> int | None:
 
 
 class AwsSpider(GpuRadarSpider):
-    facts = providers.aws.AWS
+    facts = AWS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -327,7 +329,7 @@ class AwsSpider(GpuRadarSpider):
         """botocore Credentials for these settings' options (the declaration's lookup,
         gpuradar.core.providers.aws.credential_source); None if none, the exception when
         they cannot be loaded. `with_roles=False` skips the instance-metadata lookups."""
-        return providers.aws.credential_source(cls.options_from(settings), with_roles)
+        return credential_source(cls.options_from(settings), with_roles)
 
     # -- requests ------------------------------------------------------------------------
     async def start(self):
@@ -607,7 +609,7 @@ class AwsSpider(GpuRadarSpider):
         attributes: dict[str, Any] = dict(extra or {})
         if band:
             attributes["interruption"] = band
-            attributes["interruption_source"] = providers.aws.ADVISOR_SOURCE
+            attributes["interruption_source"] = ADVISOR_SOURCE
             if self.advisor_as_of:
                 attributes["interruption_as_of"] = self.advisor_as_of
         if savings is not None:

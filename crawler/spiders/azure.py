@@ -59,9 +59,8 @@ from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
-from gpuradar.core.providers.azure import EVICTION_SOURCE
+from gpuradar.core.providers.azure import AZURE, EVICTION_SOURCE, REGIONS
 from gpuradar.core.spot import band_bounds
 from gpuradar.crawler.spiders.base import (
     GpuRadarSpider,
@@ -391,7 +390,7 @@ def read_evictions(page: Any, day: str, rates: dict[tuple[str, str], dict[str, A
 
 
 class AzureSpider(GpuRadarSpider):
-    facts = providers.azure.AZURE
+    facts = AZURE
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -437,7 +436,7 @@ class AzureSpider(GpuRadarSpider):
                               cb_kwargs={"region": region})
 
     async def start(self):
-        self._regions = list(self.option("regions") or providers.azure.REGIONS)
+        self._regions = list(self.option("regions") or REGIONS)
         for request in self.next_region():
             yield request
         for request in self.sku_requests():

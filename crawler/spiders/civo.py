@@ -18,8 +18,8 @@ import scrapy
 from parsel import Selector
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.civo import CIVO
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError
 
 HEADER = ["Size", "RAM", "vCPU", "Storage", "Data Transfer", "On-demand", "Commitment"]
@@ -34,7 +34,7 @@ def _text(node: Selector) -> str:
 
 
 class CivoSpider(GpuRadarSpider):
-    facts = providers.civo.CIVO
+    facts = CIVO
 
     async def start(self):
         yield scrapy.Request(self.endpoint("pricing"), callback=self.parse)

@@ -19,8 +19,8 @@ import scrapy
 from parsel import Selector
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.coreweave import COREWEAVE
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError
 
 COLUMNS = {"On-Demand Price (Per Hour)": "on_demand", "Spot Price (Per Hour)": "spot"}
@@ -36,7 +36,7 @@ def _text(node: Selector) -> str:
 
 
 class CoreweaveSpider(GpuRadarSpider):
-    facts = providers.coreweave.COREWEAVE
+    facts = COREWEAVE
 
     async def start(self):
         yield scrapy.Request(self.endpoint("pricing"), callback=self.parse)

@@ -22,9 +22,8 @@ from typing import Any
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
-from gpuradar.core.providers.crusoe import COLUMNS, MIN_PRICED
+from gpuradar.core.providers.crusoe import COLUMNS, CRUSOE, MIN_PRICED
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError
 
 _PRICE = re.compile(r"^\$(\d+(?:\.\d+)?)/GPU-hr$")
@@ -38,7 +37,7 @@ def _text(node: Any) -> str:
 
 
 class CrusoeSpider(GpuRadarSpider):
-    facts = providers.crusoe.CRUSOE
+    facts = CRUSOE
 
     async def start(self) -> Any:
         yield scrapy.Request(self.endpoint("pricing"))

@@ -20,8 +20,8 @@ import scrapy
 from parsel import Selector
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.digitalocean import DIGITALOCEAN
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError
 
 SECTIONS = (("on-demand-gpu-droplet-pricing", "on_demand"), ("spot-gpu-droplet-pricing", "spot"))
@@ -32,7 +32,7 @@ _COOLING = re.compile(r",\s*(air-cooled|liquid-cooled)$")
 
 
 class DigitaloceanSpider(GpuRadarSpider):
-    facts = providers.digitalocean.DIGITALOCEAN
+    facts = DIGITALOCEAN
 
     async def start(self):
         yield scrapy.Request(self.endpoint("pricing"), callback=self.parse)

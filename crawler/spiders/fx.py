@@ -8,15 +8,15 @@ from typing import Any
 import scrapy
 from scrapy.http import Response, TextResponse
 
-from gpuradar.core import providers
 from gpuradar.core.items import FxRateItem
+from gpuradar.core.providers.fx import FX
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError
 
 ECB_NS = {"e": "http://www.ecb.int/vocabulary/2002-08-01/eurofxref"}
 
 
 class FxSpider(GpuRadarSpider):
-    facts = providers.fx.FX
+    facts = FX
 
     async def start(self):
         yield scrapy.Request(self.endpoint("ecb"), callback=self.parse)

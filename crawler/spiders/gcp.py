@@ -56,10 +56,9 @@ import scrapy
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
 from gpuradar.core.pricing import CALENDAR, FLEX_START, ON_DEMAND, SPOT
-from gpuradar.core.providers.gcp import SOLD_AS, TERMS
+from gpuradar.core.providers.gcp import GCP, SOLD_AS, TERMS
 from gpuradar.crawler.spiders.base import GpuRadarSpider, failed_request, require
 
 PRICING_PAGE = "https://cloud.google.com/compute/gpus-pricing"
@@ -263,7 +262,7 @@ class SkuIndex:
 
 
 class GcpSpider(GpuRadarSpider):
-    facts = providers.gcp.GCP
+    facts = GCP
     services = ("skus", "tpu_skus")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -20,9 +20,8 @@ from typing import Any
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
-from gpuradar.core.providers.hotaisle import COMMITTED_KICKERS, ON_DEMAND_KICKER
+from gpuradar.core.providers.hotaisle import COMMITTED_KICKERS, HOTAISLE, ON_DEMAND_KICKER
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError
 
 _PRICE = re.compile(r"^\$(\d+(?:\.\d+)?)/GPU/hr\b")
@@ -31,7 +30,7 @@ _KICKER = "p[contains(@class, 'uppercase')]"
 
 
 class HotaisleSpider(GpuRadarSpider):
-    facts = providers.hotaisle.HOTAISLE
+    facts = HOTAISLE
 
     async def start(self) -> Any:
         yield scrapy.Request(self.endpoint("pricing"))

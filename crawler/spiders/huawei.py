@@ -46,9 +46,8 @@ from urllib.parse import urlencode, urlsplit
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
-from gpuradar.core.providers.huawei import Site, site_of
+from gpuradar.core.providers.huawei import HUAWEI, Site, site_of
 from gpuradar.crawler.signing import REPLAY_PLACEHOLDER, huawei_sign, signing_credentials
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
@@ -94,7 +93,7 @@ def flavor_gpu(specs: dict[str, Any]) -> tuple[str, float, float | None] | None:
 
 
 class HuaweiSpider(GpuRadarSpider):
-    facts = providers.huawei.HUAWEI
+    facts = HUAWEI
 
     # -- requests --------------------------------------------------------------------------
     def signed(self, method: str, url: str, callback, body: dict | None = None,

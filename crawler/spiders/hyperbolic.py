@@ -19,13 +19,13 @@ from typing import Any
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.hyperbolic import HYPERBOLIC
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 
 class HyperbolicSpider(GpuRadarSpider):
-    facts = providers.hyperbolic.HYPERBOLIC
+    facts = HYPERBOLIC
 
     async def start(self) -> Any:
         yield scrapy.Request(self.endpoint("rental_options"),

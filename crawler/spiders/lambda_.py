@@ -27,8 +27,8 @@ from typing import Any
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.lambda_ import LAMBDA
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 GIB = 1.073741824  # GB per GiB
@@ -52,7 +52,7 @@ def _size_gb(text: str) -> float | None:
 
 
 class LambdaSpider(GpuRadarSpider):
-    facts = providers.lambda_.LAMBDA
+    facts = LAMBDA
     custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1}
 
     async def start(self):

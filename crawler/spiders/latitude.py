@@ -18,16 +18,15 @@ from typing import Any
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
-from gpuradar.core.providers.latitude import STOCK
+from gpuradar.core.providers.latitude import LATITUDE, STOCK
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 MARKER = '"plansData":'
 
 
 class LatitudeSpider(GpuRadarSpider):
-    facts = providers.latitude.LATITUDE
+    facts = LATITUDE
 
     async def start(self):
         yield scrapy.Request(self.endpoint("pricing"), callback=self.parse)

@@ -19,9 +19,8 @@ from typing import Any
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
-from gpuradar.core.providers.lium import TIERS
+from gpuradar.core.providers.lium import LIUM, TIERS
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 #: Characters of a node's id (a UUID) in its offers' instance type: the first group, unique
@@ -30,7 +29,7 @@ SHORT_ID = 8
 
 
 class LiumSpider(GpuRadarSpider):
-    facts = providers.lium.LIUM
+    facts = LIUM
 
     async def start(self) -> Any:
         yield scrapy.Request(self.endpoint("nodes"), headers={"Accept": "application/json"})

@@ -22,8 +22,8 @@ from typing import Any
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.nebius import NEBIUS
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError
 
 TITLE = '"title":"NVIDIA GPU Instances"'
@@ -35,7 +35,7 @@ _HOST = re.compile(r"\s+with\s+.+$")
 
 
 class NebiusSpider(GpuRadarSpider):
-    facts = providers.nebius.NEBIUS
+    facts = NEBIUS
 
     async def start(self):
         yield scrapy.Request(self.endpoint("prices"), callback=self.parse)

@@ -37,8 +37,9 @@ from urllib.parse import urlencode
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import gpus, providers
+from gpuradar.core import gpus
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.oci import API_KEY, OCI
 from gpuradar.crawler.signing import oci_headers
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
@@ -80,7 +81,7 @@ def gpu_of_shape(name: str) -> str | None:
 
 
 class OciSpider(GpuRadarSpider):
-    facts = providers.oci.OCI
+    facts = OCI
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -130,7 +131,7 @@ class OciSpider(GpuRadarSpider):
     def api_key(self) -> dict[str, str] | None:
         """The API key's settings, or None unless all are given (a replay without them keeps
         the recording's public answers: no placeholder key to sign with)."""
-        values = {name: self.option(name) for name in providers.oci.API_KEY}
+        values = {name: self.option(name) for name in API_KEY}
         return {n: str(v) for n, v in values.items()} if all(values.values()) else None
 
     def signed(self, url: str, callback: Any, **cb_kwargs: Any) -> scrapy.Request:

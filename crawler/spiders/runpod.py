@@ -34,8 +34,8 @@ from typing import Any
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.runpod import RUNPOD
 from gpuradar.core.units import EVERYWHERE
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
@@ -63,7 +63,7 @@ def stock_query(count: int) -> str:
 
 
 class RunpodSpider(GpuRadarSpider):
-    facts = providers.runpod.RUNPOD
+    facts = RUNPOD
 
     def request(self, count: int) -> scrapy.Request:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}

@@ -16,9 +16,8 @@ from typing import Any
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
-from gpuradar.core.providers.scaleway import STOCK, ZONES
+from gpuradar.core.providers.scaleway import SCALEWAY, STOCK, ZONES
 from gpuradar.crawler.spiders.base import GpuRadarSpider, require
 
 PER_PAGE = 100
@@ -28,7 +27,7 @@ GIB = 1024 ** 3
 
 
 class ScalewaySpider(GpuRadarSpider):
-    facts = providers.scaleway.SCALEWAY
+    facts = SCALEWAY
 
     async def start(self):
         for zone in self.option("zones") or ZONES:

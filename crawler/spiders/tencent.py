@@ -34,9 +34,8 @@ from urllib.parse import urlsplit
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
-from gpuradar.core.providers.tencent import site_currency
+from gpuradar.core.providers.tencent import TENCENT, site_currency
 from gpuradar.crawler.signing import signing_credentials, tencent_tc3_headers
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
@@ -91,7 +90,7 @@ def region_of_zone(zone: str) -> str:
 
 
 class TencentSpider(GpuRadarSpider):
-    facts = providers.tencent.TENCENT
+    facts = TENCENT
 
     # -- requests --------------------------------------------------------------------------
     def api_url(self, region: str | None) -> str:

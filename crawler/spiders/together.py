@@ -23,9 +23,14 @@ from typing import Any
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
-from gpuradar.core.providers.together import COLUMNS, MIN_PRICED, PER_GPU_HOUR, TABLE_HEADING
+from gpuradar.core.providers.together import (
+    COLUMNS,
+    MIN_PRICED,
+    PER_GPU_HOUR,
+    TABLE_HEADING,
+    TOGETHER,
+)
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError
 
 _PRICE = re.compile(r"^\$(\d+(?:\.\d+)?)$")
@@ -38,7 +43,7 @@ def _text(node: Any) -> str:
 
 
 class TogetherSpider(GpuRadarSpider):
-    facts = providers.together.TOGETHER
+    facts = TOGETHER
 
     async def start(self) -> Any:
         yield scrapy.Request(self.endpoint("pricing"))

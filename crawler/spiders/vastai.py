@@ -50,8 +50,8 @@ from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.vastai import VASTAI
 from gpuradar.crawler.spiders.base import GpuRadarSpider, failed_request, require
 
 # gpu_name values Vast uses for datacenter and popular consumer GPUs.
@@ -75,7 +75,7 @@ Search = tuple[tuple[str, ...], str, dict[str, int] | None]
 
 
 class VastaiSpider(GpuRadarSpider):
-    facts = providers.vastai.VASTAI
+    facts = VASTAI
     custom_settings = {"CONCURRENT_REQUESTS_PER_DOMAIN": 1}
 
     @property

@@ -23,8 +23,8 @@ from typing import Any
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
+from gpuradar.core.providers.verda import VERDA
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 #: Offer description -> (pricing, product); a description not here is a product gpuradar
@@ -42,7 +42,7 @@ _CC = re.compile(r"\s+CC\b")
 
 
 class VerdaSpider(GpuRadarSpider):
-    facts = providers.verda.VERDA
+    facts = VERDA
 
     async def start(self):
         yield scrapy.Request(self.endpoint("pricing"), callback=self.parse)

@@ -19,14 +19,13 @@ from typing import Any
 import scrapy
 from scrapy.http import Response
 
-from gpuradar.core import providers
 from gpuradar.core.items import PriceItem
-from gpuradar.core.providers.voltagepark import NETWORKS
+from gpuradar.core.providers.voltagepark import NETWORKS, VOLTAGEPARK
 from gpuradar.crawler.spiders.base import GpuRadarSpider, ParseError, require
 
 
 class VoltageparkSpider(GpuRadarSpider):
-    facts = providers.voltagepark.VOLTAGEPARK
+    facts = VOLTAGEPARK
 
     async def start(self) -> Any:
         yield scrapy.Request(self.endpoint("locations"), headers={"Accept": "application/json"})

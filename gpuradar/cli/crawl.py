@@ -230,10 +230,9 @@ def parse(source: Annotated[str, typer.Argument(help="Source whose parser to run
 
     cfg = get_config(config)
     # The parser's warnings (a row skipped, and why) on stderr; stdout is the items. The
-    # crawl's own log handler would otherwise take them where nobody reads them.
+    # crawl's own log handler would otherwise take them where nobody reads them. A parser's
+    # error is said once, below (its record is part of the outcome: gpuradar.core.logs).
     setup_logging("text", "WARNING")
-    for handler in logging.getLogger().handlers:  # a parser error is said once, below
-        handler.addFilter(lambda record: record.levelno < logging.ERROR)
     settings = scrapy_settings(cfg)
     try:
         for item in parse_files(source, files, settings, url=url):

@@ -120,6 +120,11 @@ def _round(v: float | None, digits: int = 4) -> float | None:
     return None if v is None else round(v, digits)
 
 
+class _NoFit(Exception):
+    """Why the job does not run on an offer: raised by a step of `fit_offer`, which returns
+    it as its reason, so each step says no where it decides."""
+
+
 def fit_offer(offer: OfferRow, est: MemoryEstimate, *, any_interconnect: bool = False,
               max_nodes: int = 16, deadline_hours: float | None = None,
               spot_overhead: float = 0.0) -> tuple[Fit | None, str]:
@@ -131,77 +136,141 @@ def fit_offer(offer: OfferRow, est: MemoryEstimate, *, any_interconnect: bool = 
     size), the fewest machines (up to `max_nodes`) that finish in time: the cheapest plan of
     this offer, since every machine more costs scaling efficiency. `spot_overhead` is the
     extra time a spot offer takes for interruptions and checkpoints."""
-    memory = gpu_memory_of(offer)
-    if not memory:
-        return None, "GPU memory unknown"
-    count = float(offer.gpu_count or 0)
-    if count < 1 or count != int(count):
-        return None, "shared or fractional GPU"
-    per_node = int(count)
-    compute = compute_precision(est.job, offer.gpu)
-    if compute.precision is None:
-        return None, f"accelerator computes in {compute.refused}"
-    flags: list[str] = [compute.flag] if compute.flag else []
-    if est.job.precision == "fp8" and compute.precision != "fp8":
-        # The fallback holds weights (and, serving, the KV cache) in 16 bits.
-        est = estimate_memory(replace(est.job, precision="bf16", mfu=est.job.mfu))
-    needed = est.gpus_needed(memory)
-    if needed is None:
-        return None, (f"activations alone ({est.per_gpu_fixed_gb:.1f} GB) exceed one "
-                      f"{memory:g} GB GPU")
-    info = offer_interconnect(offer)
-    training = est.job.task in TRAINING
-    nodes = max(1, math.ceil(needed / per_node))
-    if nodes > max_nodes:
-        return None, f"needs more than {max_nodes} machines"
-    sharded = needed > 1
-    if sharded and per_node > 1 and not fast_intra(info):
-        link = info.get("intra_node") or "unknown links"
-        if training and not any_interconnect:
-            return None, "sharding needs NVLink/NVSwitch; " + (
-                "GPUs linked by PCIe" if link == "pcie" else "GPU links not published")
-        flags.append(f"sharded over {'PCIe' if link == 'pcie' else 'unpublished links'}: "
-                     + ("slow" if training else "use pipeline parallelism"))
-    fabric = inter_node_status(info)
-    spot = spot_overhead if offer.pricing == "spot" else 0.0
-    tflops, basis = tflops_of(offer.gpu, compute.precision)
-    if deadline_hours is not None:
-        nodes, reason = _plan_nodes(est, nodes, per_node, sharded, info, tflops,
-                                    max_nodes, deadline_hours, spot, any_interconnect)
-        if reason:
-            return None, reason
-    if nodes > 1:
-        if fabric != "fabric":
-            if not any_interconnect:
-                return None, ("needs several machines; no InfiniBand/EFA/RDMA between them"
-                              if fabric == "none" else
-                              "needs several machines; fabric between them unknown")
-            flags.append("several machines without a published GPU fabric: slow")
-        available = offer.available_count
-        flags.append(f"{nodes} machines" + (
-            "" if available is not None and available >= nodes else " (capacity not checked)"))
-    entry = catalog.CATALOG.get(offer.gpu)
-    note = stack_note(est.job.task, entry.vendor) if entry is not None else None
-    if note:
-        flags.append(note)
+    try:
+        memory = gpu_memory_of(offer)
+        if not memory:
+            raise _NoFit("GPU memory unknown")
+        per_node = _gpus_per_machine(offer)
+        est, precision, flags = _in_computed_format(est, offer.gpu)
+        needed = _gpus_needed(est, memory)
+        info = offer_interconnect(offer)
+        nodes = _machines_for(needed, per_node, max_nodes)
+        sharded = needed > 1
+        flags += _sharding_flags(info, est, per_node, sharded, any_interconnect)
+        spot = spot_overhead if offer.pricing == "spot" else 0.0
+        tflops, basis = tflops_of(offer.gpu, precision)
+        if deadline_hours is not None:
+            nodes, reason = _plan_nodes(est, nodes, per_node, sharded, info, tflops,
+                                        max_nodes, deadline_hours, spot, any_interconnect)
+            if reason:
+                raise _NoFit(reason)
+        flags += _machines_flags(offer, info, nodes, any_interconnect)
+    except _NoFit as no:
+        return None, str(no)
+    flags += _stack_flags(offer, est)
     gpus = nodes * per_node
-    hourly_usd = offer.price_usd * nodes if offer.price_usd is not None else None
     fit = Fit(offer=offer, gpu_memory_gb=memory, gpus_needed=needed, nodes=nodes, gpus=gpus,
               per_gpu_gb=est.per_gpu_gb(gpus if sharded else 1), usable_gb=usable_gb(memory),
-              interconnect=info, sharded=sharded, hourly_usd=hourly_usd,
-              hourly_quoted=offer.price * nodes, flags=flags, precision=compute.precision,
+              interconnect=info, sharded=sharded, hourly_usd=_times(offer.price_usd, nodes),
+              hourly_quoted=offer.price * nodes, flags=flags, precision=precision,
               spot_overhead=spot, deadline_hours=deadline_hours)
+    flags += _inferred_links_flags(info, sharded)
+    _add_timing(fit, est, tflops, basis)
+    return fit, ""
+
+
+def _gpus_per_machine(offer: OfferRow) -> int:
+    """Whole GPUs per machine: a share of one cannot be planned with."""
+    count = float(offer.gpu_count or 0)
+    if count < 1 or count != int(count):
+        raise _NoFit("shared or fractional GPU")
+    return int(count)
+
+
+def _in_computed_format(est: MemoryEstimate, gpu: str,
+                        ) -> tuple[MemoryEstimate, str, list[str]]:
+    """The estimate in the format the job computes in on `gpu` (redone when that is a
+    fallback from fp8: weights and, serving, the KV cache then take 16 bits), the format,
+    and what the user must be told about it."""
+    compute = compute_precision(est.job, gpu)
+    if compute.precision is None:
+        raise _NoFit(f"accelerator computes in {compute.refused}")
+    if est.job.precision == "fp8" and compute.precision != "fp8":
+        est = estimate_memory(replace(est.job, precision="bf16", mfu=est.job.mfu))
+    return est, compute.precision, [compute.flag] if compute.flag else []
+
+
+def _gpus_needed(est: MemoryEstimate, memory: float) -> int:
+    needed = est.gpus_needed(memory)
+    if needed is None:
+        raise _NoFit(f"activations alone ({est.per_gpu_fixed_gb:.1f} GB) exceed one "
+                     f"{memory:g} GB GPU")
+    return needed
+
+
+def _sharding_flags(info: dict[str, Any], est: MemoryEstimate, per_node: int, sharded: bool,
+                    any_interconnect: bool) -> list[str]:
+    """What sharding over this machine's GPU links means: nothing on NVLink-class links;
+    slower links refuse training (unless `any_interconnect`) and are flagged otherwise."""
+    if not sharded or per_node <= 1 or fast_intra(info):
+        return []
+    link = info.get("intra_node") or "unknown links"
+    training = est.job.task in TRAINING
+    if training and not any_interconnect:
+        raise _NoFit("sharding needs NVLink/NVSwitch; " + (
+            "GPUs linked by PCIe" if link == "pcie" else "GPU links not published"))
+    return [f"sharded over {'PCIe' if link == 'pcie' else 'unpublished links'}: "
+            + ("slow" if training else "use pipeline parallelism")]
+
+
+def _machines_for(needed: int, per_node: int, max_nodes: int) -> int:
+    """Machines of this offer that hold `needed` GPUs, at most `max_nodes`."""
+    nodes = max(1, math.ceil(needed / per_node))
+    if nodes > max_nodes:
+        raise _NoFit(f"needs more than {max_nodes} machines")
+    return nodes
+
+
+def _machines_flags(offer: OfferRow, info: dict[str, Any], nodes: int,
+                    any_interconnect: bool) -> list[str]:
+    """What running on `nodes` machines means: several need a GPU fabric between them
+    (slower ones refused unless `any_interconnect`, then flagged), and capacity for them."""
+    if nodes <= 1:
+        return []
+    flags = []
+    fabric = inter_node_status(info)
+    if fabric != "fabric":
+        if not any_interconnect:
+            raise _NoFit("needs several machines; no InfiniBand/EFA/RDMA between them"
+                         if fabric == "none" else
+                         "needs several machines; fabric between them unknown")
+        flags.append("several machines without a published GPU fabric: slow")
+    available = offer.available_count
+    flags.append(f"{nodes} machines" + (
+        "" if available is not None and available >= nodes else " (capacity not checked)"))
+    return flags
+
+
+def _stack_flags(offer: OfferRow, est: MemoryEstimate) -> list[str]:
+    """The software-stack caveat of the GPU's vendor for this task, if any."""
+    entry = catalog.CATALOG.get(offer.gpu)
+    note = stack_note(est.job.task, entry.vendor) if entry is not None else None
+    return [note] if note else []
+
+
+def _inferred_links_flags(info: dict[str, Any], sharded: bool) -> list[str]:
+    """A sharded job's links guessed from the GPU's form factor (no table names them)."""
     if info.get("basis") == "form factor" and sharded:
-        flags.append(f"{info.get('intra_node')} inferred from the form factor")
+        return [f"{info.get('intra_node')} inferred from the form factor"]
+    return []
+
+
+def _times(price: float | None, nodes: int) -> float | None:
+    return price * nodes if price is not None else None
+
+
+def _add_timing(fit: Fit, est: MemoryEstimate, tflops: float | None, basis: str) -> None:
+    """The fit's throughput, scaling efficiency, wall time and total cost, with the
+    assumptions they rest on flagged."""
     fit.tflops, fit.tflops_basis = tflops, basis
     if basis.startswith("bf16 (no"):
-        flags.append("no published fp8 rate: bf16 rate")
-    fit.efficiency, assumed = efficiency(info, nodes, per_node, sharded)
-    flags.extend(a for a in assumed if a not in flags)
-    fit.wall_hours = wall_hours(est, gpus, tflops, fit.efficiency, spot)
+        fit.flags.append("no published fp8 rate: bf16 rate")
+    fit.efficiency, assumed = efficiency(fit.interconnect, fit.nodes, fit.gpus // fit.nodes,
+                                         fit.sharded)
+    fit.flags.extend(a for a in assumed if a not in fit.flags)
+    fit.wall_hours = wall_hours(est, fit.gpus, tflops, fit.efficiency, fit.spot_overhead)
     if fit.wall_hours is not None and fit.hourly_usd is not None:
         fit.total_usd = fit.wall_hours * fit.hourly_usd
-    return fit, ""
 
 
 def wall_hours(est: MemoryEstimate, gpus: int, tflops: float | None, eff: float,

@@ -124,12 +124,12 @@ def test_every_provider_fact_comes_from_its_declaration():
 def test_a_spider_cannot_write_a_fact_its_declaration_holds():
     """A spider that sets `endpoints` (or any other declared fact) beside its `facts` is
     refused when its class is made: the second copy would drift from the one core reads."""
-    from gpuradar.core import providers
+    from gpuradar.core.providers.azure import AZURE
     from gpuradar.crawler.spiders.base import GpuRadarSpider
 
     with pytest.raises(TypeError, match=r"sets endpoints, notes: these come from its "
                                         r"declaration, gpuradar.core.providers \('azure'\)"):
-        type("Azure2", (GpuRadarSpider,), {"facts": providers.azure.AZURE,
+        type("Azure2", (GpuRadarSpider,), {"facts": AZURE,
                                            "endpoints": {}, "notes": "x"})
 
 
@@ -327,20 +327,3 @@ def test_the_type_checker_is_strict_and_names_each_untyped_package():
         package = Path(next(iter(spec.submodule_search_locations)))
         assert not (package / "py.typed").exists(), f"{top} ships types: drop its override"
         assert not (package.parent / f"{top}-stubs").exists(), f"{top} has stubs installed"
-
-
-def test_the_provider_modules_mypy_reads_are_every_provider():
-    """core/providers imports each provider module for mypy only (under TYPE_CHECKING; at
-    run time they are discovered): the list names every module the discovery finds."""
-    import ast
-    import pkgutil
-
-    from gpuradar.core import providers
-
-    tree = ast.parse(Path(providers.__file__).read_text())
-    guarded = [node for node in ast.walk(tree) if isinstance(node, ast.If)
-               and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"]
-    listed = {alias.name for node in guarded for imp in node.body
-              if isinstance(imp, ast.ImportFrom) for alias in imp.names}
-    modules = {m.name for m in pkgutil.iter_modules(providers.__path__)} - {"base"}
-    assert listed == modules

@@ -13,13 +13,13 @@ from gpuradar.core.config.errors import ConfigError, Key, Marks, dotted
 from gpuradar.core.text import excerpt
 
 # PyYAML is imported when a file is read: a command run without a config file does not pay
-# for its import (~4 % of the instructions of `gpuradar prices`).
+# for its import (a measurable share of `gpuradar prices`: docs/benchmark.md).
 if TYPE_CHECKING:
     import yaml
 
 # Limits of a YAML file gpuradar reads (the config file, a rules file): a configuration is a
 # few kilobytes; these refuse a hostile or broken file in milliseconds, before it is built.
-MAX_YAML_BYTES = 256 * 1024       # the whole file (PyYAML reads ~50 KB/s on a busy core)
+MAX_YAML_BYTES = 256 * 1024       # the whole file (PyYAML's pure-Python reader is slow)
 MAX_SCALAR_CHARS = 64 * 1024      # one value (after ${VAR} expansion)
 MAX_YAML_NODES = 100_000          # values once every alias is expanded (billion laughs)
 MAX_YAML_DEPTH = 50               # nesting of mappings and lists

@@ -5,7 +5,8 @@ one `Provider` at module level, and `PROVIDERS` holds them in name order. The co
 the daemon's intervals, the mainland region alias, the interconnect table, `sources`, rules,
 the web page, the API, exports, metrics and `demo` read it, and nothing above the crawler
 loads a spider to learn a fact. Each spider in crawler/spiders/ takes its facts from its
-declaration (`facts = providers.<name>.<NAME>`); a test checks that this list and
+declaration, imported from its module
+(`from gpuradar.core.providers.lambda_ import LAMBDA`); a test checks that this list and
 `scrapy list` name the same sources. Adding a provider: a module here and its spider
 (docs/providers.md, "Adding a provider").
 """
@@ -14,39 +15,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import TYPE_CHECKING
 
 from gpuradar.core.providers.base import KINDS, Family, Provider, family
-
-if TYPE_CHECKING:  # for mypy, which reads `providers.<name>` only from a submodule imported
-    # (at run time `_discover` imports them all; tests/project checks this list against it)
-    from gpuradar.core.providers import (  # noqa: F401
-        alibaba,
-        autodl,
-        aws,
-        azure,
-        civo,
-        coreweave,
-        crusoe,
-        digitalocean,
-        fx,
-        gcp,
-        hotaisle,
-        huawei,
-        hyperbolic,
-        lambda_,
-        latitude,
-        lium,
-        nebius,
-        oci,
-        runpod,
-        scaleway,
-        tencent,
-        together,
-        vastai,
-        verda,
-        voltagepark,
-    )
 
 __all__ = ["BY_NAME", "KINDS", "PROVIDERS", "Family", "Provider", "family", "get", "names"]
 
