@@ -51,13 +51,12 @@ def test_tencent_zone_config_request_is_the_sdks(monkeypatch, provider_server):
 
     from gpuradar.crawler.spiders import tencent
 
-    clock = SimpleNamespace(time=lambda: FIXED.timestamp())
-    monkeypatch.setattr(abstract_client, "time", clock)
-    monkeypatch.setattr(tencent, "time", clock)
+    monkeypatch.setattr(abstract_client, "time", SimpleNamespace(time=lambda: FIXED.timestamp()))
     provider_server.route("POST", "/", lambda req: Reply(
         body=b'{"Response": {"InstanceTypeQuotaSet": [], "RequestId": "1"}}'))
     spider = spider_for(tencent.TencentSpider, provider_server, secret_id="AKIDcontract",
                         secret_key="contract-secret")
+    spider.clock = FakeClock(FIXED)  # the time it signs with, as the SDK's (patched above)
     ours = next(spider.region_requests("ap-guangzhou"))
 
     http = HttpProfile(protocol="http", endpoint=provider_server.base.removeprefix("http://"))
@@ -92,10 +91,9 @@ def test_tencent_host_of_a_region_is_the_sdks(monkeypatch, region):
 
     from gpuradar.crawler.spiders import tencent
 
-    clock = SimpleNamespace(time=lambda: FIXED.timestamp())
-    monkeypatch.setattr(abstract_client, "time", clock)
-    monkeypatch.setattr(tencent, "time", clock)
+    monkeypatch.setattr(abstract_client, "time", SimpleNamespace(time=lambda: FIXED.timestamp()))
     spider = tencent.TencentSpider()
+    spider.clock = FakeClock(FIXED)  # the time it signs with, as the SDK's (patched above)
     spider.settings = Settings()
     spider.settings.set("GPURADAR_SOURCES", {"tencent": {"secret_id": "AKIDcontract",
                                                           "secret_key": "contract-secret"}})
@@ -309,16 +307,11 @@ def test_alibaba_describe_spot_advice_request_is_the_sdks(monkeypatch, provider_
     monkeypatch.setattr(signing, "uuid", SimpleNamespace(uuid4=lambda: SimpleNamespace(
         hex=nonce)))
 
-    class Clock(datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return FIXED
-
-    monkeypatch.setattr(signing, "datetime", Clock)
     provider_server.route("POST", "/", lambda req: Reply(
         body=fixture("alibaba/describe_spot_advice_gn7i.json")))
     spider = spider_for(AlibabaSpider, provider_server, access_key_id="LTAIcontract",
                         access_key_secret="contract-secret")
+    spider.clock = FakeClock(FIXED)  # the time it signs with, as the SDK's (patched above)
     spider.settings.set("GPURADAR_ENDPOINTS", {"alibaba.api": provider_server.base + "/"})
     types = ["ecs.gn7i-c8g1.2xlarge", "ecs.gn7e-c16g1.4xlarge"]
     [ours] = spider.spot_advice("cn-hangzhou", [types], {t: {} for t in types}, {},
