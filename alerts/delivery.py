@@ -40,7 +40,7 @@ from sqlalchemy import Engine
 from gpuradar.alerts.loader import Target, Targets, channel_of, redact
 from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.config import AlertsSection
-from gpuradar.storage import alerts as store
+from gpuradar.storage import alert_store as store
 
 log = logging.getLogger(__name__)
 

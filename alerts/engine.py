@@ -56,7 +56,7 @@ from gpuradar.alerts.state import AlertState, Policy, failed
 from gpuradar.core import collector
 from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.units import format_duration
-from gpuradar.storage import alerts as store
+from gpuradar.storage import alert_store as store
 
 log = logging.getLogger(__name__)
 

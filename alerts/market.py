@@ -36,7 +36,7 @@ from gpuradar.core.pricing import OPEN_MARKET
 from gpuradar.core.spot import signal_of
 from gpuradar.core.units import region_matches
 from gpuradar.recommend import Fit, Job, MemoryEstimate, estimate_memory, fit_offer, price_in
-from gpuradar.storage import alerts as store
+from gpuradar.storage import alert_store as store
 from gpuradar.storage.offers import OfferRow
 from gpuradar.storage.queries import latest_fx, source_health
 

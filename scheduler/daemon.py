@@ -53,7 +53,7 @@ from gpuradar.scheduler.jobs import (
     first_run,
 )
 from gpuradar.scheduler.setup import (  # noqa: F401  (RunOptions: the command line's)
-    Loaded,
+    DaemonSetup,
     RunOptions,
     crawl_settings,
     load_setup,
@@ -180,10 +180,10 @@ class Daemon:
         self._stamp: tuple = ()
         self._secrets: set[str] = set()
         self._have_fx = False
-        self.loaded: Loaded
+        self.loaded: DaemonSetup
 
     # -- configuration --------------------------------------------------------------------
-    def load(self, previous: Loaded | None = None) -> Loaded:
+    def load(self, previous: DaemonSetup | None = None) -> DaemonSetup:
         """Read and check the whole configuration (gpuradar.scheduler.setup); raises
         ConfigError/RuleError and changes nothing, so a reload can reject a broken file and
         keep the running one."""
@@ -780,7 +780,7 @@ class Daemon:
 
     async def _left_over(self, timeout: float) -> int:
         """Notifications still pending (0 when the database does not answer in time)."""
-        from gpuradar.storage.alerts import outbox_backlog
+        from gpuradar.storage.alert_store import outbox_backlog
 
         try:
             return await asyncio.wait_for(in_thread(outbox_backlog, self.engine),

@@ -5,7 +5,7 @@ happen. State that lives in the database (offers, cheapest prices, last successe
 firing, outbox backlog) comes from a custom collector, so an offer that vanished or a GPU no
 longer listed disappears from /metrics instead of lingering, and the figures are right after
 a restart. That state changes only when a crawl starts or ends, an index point is written or
-an alert changes, which the data version (storage.web.data_version, one tiny query) says:
+an alert changes, which the data version (storage.page_reads.data_version, one tiny query) says:
 a scrape reads it and the outbox's count, and draws the rest again only when it changed;
 the text of those series is rendered once per version (`Metrics.exposition`), and an
 in-memory family's text again only when its samples changed. So a scrape's cost does not
@@ -133,8 +133,8 @@ class DatabaseCollector(Collector):
         and their text in `encoder`'s format `form` (its content type) when asked, rendered
         once per version)."""
         from gpuradar.storage import queries
-        from gpuradar.storage.alerts import outbox_backlog
-        from gpuradar.storage.web import data_version
+        from gpuradar.storage.alert_store import outbox_backlog
+        from gpuradar.storage.page_reads import data_version
 
         up = GaugeMetricFamily(f"{PREFIX}_database_up",
                                "1 when the database answered the last scrape's queries.")
@@ -213,7 +213,7 @@ class DatabaseCollector(Collector):
             last.add_metric([source], ts.timestamp())
         yield last
 
-        from gpuradar.storage import alerts as alert_store
+        from gpuradar.storage import alert_store
 
         yield GaugeMetricFamily(f"{PREFIX}_rules_firing", "Alert rules currently firing.",
                                 value=alert_store.firing_count(engine))

@@ -1,4 +1,4 @@
-"""The read side: the web page (scheduler/web.py) and the JSON API (scheduler/api.py) as one
+"""The read side: the web page (scheduler/web.py) and the JSON API (scheduler/http_api.py) as one
 WSGI app on waitress, a production HTTP/1.1 server (keep-alive, a pool of worker threads, a
 bounded backlog), answers cached per data version and sent gzip-compressed to clients that
 take it.
@@ -10,7 +10,7 @@ daemon's /metrics and /healthz (scheduler/health.py) nor share its interpreter l
 
 Every answer is a function of what is stored and, for the page, of the minute it is drawn
 (its ages: "5 minutes ago"). What is stored changes only when a crawl starts or ends, an
-index point is written or an alert changes: storage.web.data_version reads that cheaply, at
+index point is written or an alert changes: storage.page_reads.data_version reads that cheaply, at
 most every `recheck` seconds, and a change empties the cache. So a page that took a second
 to draw is drawn once per version and minute and then sent as stored bytes; its ETag (the
 SHA-256 of the body) and Last-Modified (the version's newest change) let a client
@@ -36,7 +36,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from gpuradar.scheduler import api, web
+from gpuradar.scheduler import http_api, web
 from gpuradar.scheduler.health import EndpointError
 
 log = logging.getLogger("gpuradar.web")
@@ -50,7 +50,7 @@ MAX_BYTES = 64 * 1024 * 1024
 GZIP_MIN = 1024
 #: Answers that read the clock besides the store: a window ending "now" unless `until` is
 #: given. Never cached (their `until` would be stale).
-CLOCK_PATHS = (api.PREFIX + "/history", api.PREFIX + "/index/history")
+CLOCK_PATHS = (http_api.PREFIX + "/history", http_api.PREFIX + "/index/history")
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ class ReadCache:
     def version(self) -> tuple[int, datetime | None]:
         """(the data version's number in this process, its time), read again when
         `recheck` seconds have passed; a new one empties the cache."""
-        from gpuradar.storage.web import data_version
+        from gpuradar.storage.page_reads import data_version
 
         now = self.clock()
         if self._version is None or now - self._checked >= self.recheck:
@@ -172,7 +172,7 @@ class ReadCache:
         query = environ.get("QUERY_STRING") or ""
         method = environ.get("REQUEST_METHOD", "GET")
         cacheable = method in ("GET", "HEAD") and (
-            path == "/" or path.startswith(api.PREFIX + "/")) and not (
+            path == "/" or path.startswith(http_api.PREFIX + "/")) and not (
             path in CLOCK_PATHS and "until=" not in query)
         if not cacheable:
             return self.app(environ, start_response)
@@ -261,8 +261,8 @@ class ReadCache:
         if_none = environ.get("HTTP_IF_NONE_MATCH")
         since = environ.get("HTTP_IF_MODIFIED_SINCE")
         if (if_none is not None or since is not None) and (
-                (api.etag_matches(if_none, answer.etag)
-                 or api.etag_matches(if_none, variant.tag))
+                (http_api.etag_matches(if_none, answer.etag)
+                 or http_api.etag_matches(if_none, variant.tag))
                 or (if_none is None and _not_modified_since(since, answer.modified))):
             start_response("304 Not Modified", variant.not_modified)
             return [b""]
@@ -279,8 +279,8 @@ def route(engine_fn: Callable[[], Engine], redact: Callable[[str], str],
         path = environ.get("PATH_INFO") or "/"
         if path == "/":
             return web.page(environ, start_response, engine_fn(), redact)
-        if path == api.PREFIX or path.startswith(api.PREFIX + "/"):
-            return api.answer(environ, start_response, engine_fn, redact, tuple(cors))
+        if path == http_api.PREFIX or path.startswith(http_api.PREFIX + "/"):
+            return http_api.answer(environ, start_response, engine_fn, redact, tuple(cors))
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"not found; try / or /api/v1/openapi.json\n"]
 

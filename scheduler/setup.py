@@ -58,7 +58,7 @@ class RunOptions:
 
 
 @dataclass
-class Loaded:
+class DaemonSetup:
     """Everything derived from one configuration; swapped as a whole on reload."""
 
     cfg: Config
@@ -77,7 +77,7 @@ class Loaded:
 
 
 @dataclass
-class Checked:
+class CheckedConfig:
     """The part of a configuration that can be refused, read and checked: what load_setup
     builds the crawler's side from (nothing of that can refuse a checked file)."""
 
@@ -89,8 +89,8 @@ class Checked:
     alert_settings: AlertSettings  # the `alerts:` section's meaning, read once
 
 
-def check_setup(options: RunOptions, previous: Loaded | None = None, *,
-                rules: bool = True) -> Checked:
+def check_setup(options: RunOptions, previous: DaemonSetup | None = None, *,
+                rules: bool = True) -> CheckedConfig:
     """Read and check the whole configuration as load_setup does, without loading Scrapy
     (unless the file has a `scrapy:` section, whose keys only Scrapy can name): what
     `rules check` and `crawl` refuse a file with. Raises ConfigError/RuleError."""
@@ -111,14 +111,14 @@ def check_setup(options: RunOptions, previous: Loaded | None = None, *,
     alert_settings = load_settings(cfg)  # once per load: every evaluation uses it as it is
     targets = load_targets(cfg)
     loaded_rules = load_rules(cfg, targets, alert_settings) if rules else []
-    return Checked(cfg, opts, mopts, loaded_rules, targets, alert_settings)
+    return CheckedConfig(cfg, opts, mopts, loaded_rules, targets, alert_settings)
 
 
 @dataclass
 class SourcesInForce:
     """Every source's schedule and status under one configuration: what `gpuradar sources`
     shows, read from the providers' declarations without Scrapy (sources_in_force), and
-    the part of a Loaded that says what the daemon runs."""
+    the part of a DaemonSetup that says what the daemon runs."""
 
     cfg: Config
     schedule: dict[str, SourcePlan]          # every source, scheduled or not
@@ -127,7 +127,7 @@ class SourcesInForce:
     skipped: dict[str, str]                  # the others, and why
 
 
-def plan_sources(checked: Checked, options: RunOptions, default_timeout: float
+def plan_sources(checked: CheckedConfig, options: RunOptions, default_timeout: float
                  ) -> SourcesInForce:
     """Each source's schedule and status (its declaration's, gpuradar.core.providers), in
     name order, and which of them run: an enabled source with a recording when replaying."""
@@ -159,8 +159,8 @@ def sources_in_force(options: RunOptions, *, rules: bool = True) -> SourcesInFor
     return plan_sources(checked, options, timeout)
 
 
-def load_setup(options: RunOptions, previous: Loaded | None = None, *,
-               rules: bool = True) -> Loaded:
+def load_setup(options: RunOptions, previous: DaemonSetup | None = None, *,
+               rules: bool = True) -> DaemonSetup:
     """Read and check the whole configuration (check_setup), then build the Scrapy settings
     and every source's schedule and status (plan_sources); raises ConfigError/RuleError and
     changes nothing, so a reload can reject a broken file and keep the running one.
@@ -185,12 +185,12 @@ def load_setup(options: RunOptions, previous: Loaded | None = None, *,
     default_timeout = settings.getfloat("CLOSESPIDER_TIMEOUT") or defaults.CRAWL_TIMEOUT
     found = plan_sources(checked, o, default_timeout)
     secrets = config_secrets(cfg, credential_env_values())
-    return Loaded(cfg, opts, mopts, checked.rules, checked.targets, settings, classes,
+    return DaemonSetup(cfg, opts, mopts, checked.rules, checked.targets, settings, classes,
                   found.plans, found.skipped, secrets, found.schedule, found.status,
                   checked.alert_settings)
 
 
-def crawl_settings(loaded: Loaded, plan: SourcePlan) -> Settings:
+def crawl_settings(loaded: DaemonSetup, plan: SourcePlan) -> Settings:
     """Settings of one crawl: the source's timeout closes a hung crawl. Scrapy waits for
     requests in flight when it closes a spider, so the download timeout is bounded too:
     a hung crawl ends at most 1.5 x its timeout after it started."""

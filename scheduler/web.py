@@ -27,7 +27,7 @@ from gpuradar.core.pricing import PRICINGS, parse_pricing
 from gpuradar.core.pricing import label as pricing_label
 from gpuradar.core.spot import offer_signal
 from gpuradar.core.units import age, money
-from gpuradar.scheduler.api import DATABASE_ERRORS, first_line
+from gpuradar.scheduler.http_api import DATABASE_ERRORS, first_line
 
 log = logging.getLogger("gpuradar.web")
 
@@ -315,8 +315,8 @@ def _row(o: dict[str, Any], now: datetime) -> dict[str, Any]:
 def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = None) -> str:
     """The page for these query parameters."""
     from gpuradar.storage.dataset import UnknownGpu, resolve_gpus
+    from gpuradar.storage.page_reads import first_observation, overview
     from gpuradar.storage.queries import OfferFilter
-    from gpuradar.storage.web import first_observation, overview
 
     now = now or SYSTEM.now()
     q = {k: _one(query, k) for k in ("gpu", "pricing", "region", "source", "range")}

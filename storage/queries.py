@@ -11,15 +11,15 @@ computed by gpuradar.core.patterns).
 The read modules beside it, each for one reader:
 * storage.dataset: the records the API, the Python API and exports publish (offers,
   history and crawls as records; GPU names resolved from a query);
-* storage.web: what the web page gathers in one call (`overview`, `price_history`,
+* storage.page_reads: what the web page gathers in one call (`overview`, `price_history`,
   `data_version`, `first_observation`);
 * storage.offers: the compact offer row (`OfferRow`, `live_offers`) alert rules and
   `recommend` keep in memory;
-* storage.alerts: what rule evaluation reads (offers and their changed columns, crawl
+* storage.alert_store: what rule evaluation reads (offers and their changed columns, crawl
   versions, alert state) beside the alert state and outbox it writes;
 * storage.index: the market index's points (`current_index`, `index_history`,
   `index_series`, `index_closes`) beside the writer of those points.
-A write never lives in a read module but for storage.alerts and storage.index, which
+A write never lives in a read module but for storage.alert_store and storage.index, which
 keep a table's reads next to its one writer.
 """
 

@@ -204,7 +204,7 @@ def rules_test(
     """What each rule would match and fire on now, against the stored offers, and how it was
     read (sends nothing, changes nothing)."""
     from gpuradar.alerts.messages import offer_summary, reference_name
-    from gpuradar.storage.alerts import load_states
+    from gpuradar.storage.alert_store import load_states
 
     cfg = get_config(config, database_url)
     rules = _rules_to_test(cfg, rule)
@@ -313,7 +313,7 @@ def alerts_command(
     as_json: JsonOpt = False, as_csv: CsvOpt = False, wide: WideOpt = False,
 ) -> None:
     """Firing alerts and the notification log (delivery status per target)."""
-    from gpuradar.storage.alerts import alert_rows, notification_log
+    from gpuradar.storage.alert_store import alert_rows, notification_log
 
     cfg = get_config(config, database_url)
     engine = get_engine(cfg, existing=True)

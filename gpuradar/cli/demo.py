@@ -173,7 +173,7 @@ def _timeline(cfg: "Config", pace: float) -> None:
     from gpuradar.alerts.loader import load_rules, load_targets
     from gpuradar.core import gpus
     from gpuradar.core.config import TargetSpec
-    from gpuradar.storage.alerts import notification_log
+    from gpuradar.storage.alert_store import notification_log
 
     spec = json.loads(TIMELINE.read_text())
     source = spec["source"]

@@ -23,7 +23,7 @@ from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.market import band_best
 from gpuradar.core.items import PriceItem
 from gpuradar.core.units import format_duration
-from gpuradar.storage import alerts as store
+from gpuradar.storage import alert_store as store
 from gpuradar.storage.db import Engines
 from gpuradar.storage.ingest import CrawlWriter
 from gpuradar.storage.models import OUTBOX, STATE

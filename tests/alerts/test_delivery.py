@@ -22,7 +22,7 @@ from gpuradar.alerts.engine import evaluate
 from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.loader import load_targets, parse_targets
 from gpuradar.core.config import Config
-from gpuradar.storage import alerts as store
+from gpuradar.storage import alert_store as store
 from gpuradar.storage.models import OUTBOX
 from tests.alerts.test_alert_engine import crawl, offer
 from tests.helpers import SilentServer, free_port

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from gpuradar.alerts.delivery import SendOutcome, Withheld, deliver_pending
 from gpuradar.alerts.loader import parse_targets
-from gpuradar.storage import alerts as store
+from gpuradar.storage import alert_store as store
 from gpuradar.storage.db import open_database
 
 T0 = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)

@@ -196,7 +196,7 @@ def test_docs_limits_states_each_limit_as_the_code_has_it():
     and value are there."""
     from gpuradar.core.config import yamlfile
     from gpuradar.core.text import MAX_ECHO
-    from gpuradar.scheduler import api
+    from gpuradar.scheduler import http_api
     from gpuradar.storage.dataset import MAX_GPU_QUERY
     from gpuradar.storage.export import MAX_MANIFEST_BYTES
 
@@ -209,11 +209,11 @@ def test_docs_limits_states_each_limit_as_the_code_has_it():
               "MAX_YAML_DEPTH": f"{yamlfile.MAX_YAML_DEPTH} levels",
               "MAX_PROBLEMS": f"| {yamlfile.MAX_PROBLEMS} |",
               "MAX_ECHO": f"at most {MAX_ECHO} characters",
-              "MAX_REQUEST_LINE": f"{api.MAX_REQUEST_LINE:,} bytes",
-              "MAX_FIELDS": f"| {api.MAX_FIELDS} |",
-              "MAX_VALUE_CHARS": f"{api.MAX_VALUE_CHARS} characters",
-              "MAX_ITEMS": f"| {api.MAX_ITEMS} |",
-              "MAX_DAYS": f"{api.MAX_DAYS:,} (100 years)",
+              "MAX_REQUEST_LINE": f"{http_api.MAX_REQUEST_LINE:,} bytes",
+              "MAX_FIELDS": f"| {http_api.MAX_FIELDS} |",
+              "MAX_VALUE_CHARS": f"{http_api.MAX_VALUE_CHARS} characters",
+              "MAX_ITEMS": f"| {http_api.MAX_ITEMS} |",
+              "MAX_DAYS": f"{http_api.MAX_DAYS:,} (100 years)",
               "MAX_GPU_QUERY": f"longer than {MAX_GPU_QUERY} characters",
               "MAX_MANIFEST_BYTES": f"at most {MAX_MANIFEST_BYTES // 2**20} MiB"}
     for name, value in stated.items():

@@ -25,7 +25,7 @@ def site(engine):
 
 @pytest.fixture(scope="module")
 def spec():
-    from gpuradar.scheduler.api import openapi
+    from gpuradar.scheduler.http_api import openapi
 
     return json.loads(json.dumps(openapi(), default=str))
 
@@ -263,7 +263,7 @@ def test_hostile_requests_are_refused_without_work_and_health_answers(engine):
     from prometheus_client import CollectorRegistry
 
     from gpuradar.core import units
-    from gpuradar.scheduler import api
+    from gpuradar.scheduler import http_api
     from gpuradar.scheduler.health import Health, make_app
     from gpuradar.scheduler.health import serve as start
     from gpuradar.scheduler.server import ReadServer, read_app
@@ -285,9 +285,9 @@ def test_hostile_requests_are_refused_without_work_and_health_answers(engine):
         barrier.wait()
         return get(url)[0]
 
-    original = api.ROUTES["/offers"]
+    original = http_api.ROUTES["/offers"]
     try:
-        with mock.patch.dict(api.ROUTES, {"/offers": (
+        with mock.patch.dict(http_api.ROUTES, {"/offers": (
                 lambda e, p: reads.append("offers") or original[0](e, p), original[1])}), \
                 mock.patch.object(units, "region_pattern",
                                   side_effect=AssertionError("a glob was compiled")), \

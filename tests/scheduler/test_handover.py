@@ -221,7 +221,7 @@ def lock_backend(db_url: str, d: Daemon) -> int:
 
 def seed_backlog(db_url: str, per_target: int = PER_TARGET) -> list[tuple[str, str]]:
     """The outbox as evaluations leave it: one pending row per message and target."""
-    from gpuradar.storage import alerts as store
+    from gpuradar.storage import alert_store as store
     from gpuradar.storage.db import get_engine
 
     now = datetime.now(UTC)

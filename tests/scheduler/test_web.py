@@ -357,7 +357,7 @@ def test_what_the_page_shows_agrees_and_answers_bad_filters(site, site_engine, b
     from gpuradar.alerts.engine import evaluate
     from gpuradar.alerts.grammar import parse_rule
     from gpuradar.scheduler.metrics import Metrics
-    from gpuradar.storage.alerts import alert_rows
+    from gpuradar.storage.alert_store import alert_rows
     from gpuradar.storage.db import open_database
     from tests.daemon_helpers import parse_metrics
 

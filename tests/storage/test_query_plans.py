@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event
 
-from gpuradar.storage import alerts, maintenance, owner, queries
+from gpuradar.storage import alert_store, maintenance, owner, queries
 from gpuradar.storage.db import get_engine
 
 OFFERS = 20_000
@@ -237,7 +237,7 @@ def test_running_crawls_and_failures_since_the_last_success_are_index_ranges(big
     # each source's newest (successful) crawl, then its row by primary key: one pass over
     # the crawls whatever the plan, never one per source or per crawl
     for call in (queries.last_success, queries.last_observed, queries.last_crawls,
-                 alerts.crawl_versions):
+                 alert_store.crawl_versions):
         for statement, plan in plans(big_engine, lambda call=call: call(big_engine)):
             assert ("Index Scan", "crawl_pkey") in access(plan, "crawl"), statement
             assert not per_row_scans(plan, "crawl"), (statement, plan)
@@ -291,7 +291,7 @@ def test_crawl_reads_use_the_crawl_indexes_on_sqlite(sqlite_url):
     assert details(lambda: queries.consecutive_failures(engine, "aws")) == [
         "SEARCH crawl USING COVERING INDEX ix_crawl_source_id (source=?)"]
     for call in (queries.last_success, queries.last_observed, queries.last_crawls,
-                 queries.uncatalogued_offers, alerts.crawl_versions, queries.source_health):
+                 queries.uncatalogued_offers, alert_store.crawl_versions, queries.source_health):
         found = details(lambda call=call: call(engine))
         assert "SCAN crawl USING COVERING INDEX ix_crawl_source_id" in found, (call, found)
         assert "SEARCH crawl USING INTEGER PRIMARY KEY (rowid=?)" in found, (call, found)

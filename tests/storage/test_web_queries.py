@@ -1,4 +1,4 @@
-"""The reads behind the web page (storage/web.py): price history per GPU with spot and
+"""The reads behind the web page (storage/page_reads.py): price history per GPU with spot and
 on-demand apart, under the page's filters, and a chart or a reason for every listed GPU."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from gpuradar.core.gpus import CATALOG
+from gpuradar.storage.page_reads import overview, price_history
 from gpuradar.storage.queries import OfferFilter
-from gpuradar.storage.web import overview, price_history
 from tests.storage.test_index import H100, T0, crawl, item
 
 HOUR = timedelta(hours=1)
@@ -66,7 +66,7 @@ def test_the_page_the_api_and_the_python_api_read_sources_and_cheapest_offers_on
     the page, the JSON API's /sources, `gpuradar.open().sources()` and the metrics' gauge
     show the same thing."""
     from gpuradar.api import Store
-    from gpuradar.scheduler import api as json_api
+    from gpuradar.scheduler import http_api as json_api
     from gpuradar.storage import queries
 
     crawl(engine, "lambda", [item("lambda", "A", 2.0), item("lambda", "B", 1.5)], T0)

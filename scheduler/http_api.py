@@ -35,7 +35,7 @@ from gpuradar.core.pricing import PRICINGS, WORDS, parse_pricing
 from gpuradar.storage.dataset import OFFER_SCHEMA, Field, last_change
 from gpuradar.storage.db import DatabaseError
 
-log = logging.getLogger("gpuradar.api")
+log = logging.getLogger("gpuradar.http_api")
 
 PREFIX = "/api/v1"
 # What a read of the store raises when the database cannot be read (locked, gone, not a

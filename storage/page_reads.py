@@ -10,7 +10,7 @@ from sqlalchemy import Engine, func, select
 
 from gpuradar.core.clock import SYSTEM
 from gpuradar.core.units import region_matches
-from gpuradar.storage.alerts import alert_rows
+from gpuradar.storage.alert_store import alert_rows
 from gpuradar.storage.models import OFFER
 from gpuradar.storage.queries import (
     OfferFilter,
