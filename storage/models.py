@@ -87,6 +87,25 @@ class PriceChange(SQLModel, table=True):
     available: bool | None = None
 
 
+class InterruptionChange(SQLModel, table=True):
+    """One change point of one spot offer's interruption signal (gpuradar.core.spot): from
+    `at` on, its provider published this band (and rate, period, source), until its next
+    change. Written like prices: only when band, rate, period or source differ from the last
+    stored; `as_of` is the day the provider's data described when this value was first
+    read. An unknown signal is never a row (migration 0010)."""
+
+    __tablename__ = "interruption_change"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    offer_id: int = Field(foreign_key="offer.id", primary_key=True)
+    at: int = Field(primary_key=True, sa_type=BigInteger)  # epoch seconds, UTC
+    band: str = Field(max_length=32)  # as published: "<5%", "5-10%", "0-5", "20+"
+    rate: float | None = None  # a published average rate, in percent (Alibaba)
+    period: str | None = Field(default=None, max_length=16)  # the stated window ("month")
+    source: str = Field(max_length=64)  # who published it ("AWS Spot Advisor")
+    as_of: str | None = Field(default=None, max_length=10)  # ISO day; None: not stated
+
+
 # The crawls ix_crawl_not_ok holds: running, failed, partial.
 _NOT_OK = "status <> 'ok'"
 
@@ -269,6 +288,7 @@ def table_of(model: type[SQLModel]) -> Table:
 
 OFFER = table_of(Offer)
 CHANGE = table_of(PriceChange)
+SIGNAL = table_of(InterruptionChange)
 CRAWL = table_of(Crawl)
 # A read of running, failed or partial crawls states ix_crawl_not_ok's condition too: SQLite
 # uses a partial index only for a query that names its condition (status = 'running' is not
