@@ -1,0 +1,51 @@
+"""`gpuradar history SOURCE INSTANCE` shows a spot offer's interruption signal over time
+beside its prices, and `--signals` that series alone (issue #51), from two crawls of the
+real AWS Spot Advisor capture (the second with the band moved)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+
+from tests.clirun import gpuradar, gpuradar_json
+from tests.storage.test_signal_series import ADVISOR, T0, aws_items, crawl, moved
+
+P5 = ("aws", "p5.48xlarge", "--region", "us-east-1")
+
+
+@pytest.fixture
+def two_bands(sqlite_url):
+    from gpuradar.storage.db import open_database
+
+    engine = open_database(sqlite_url)
+    crawl(engine, "aws", aws_items(ADVISOR, "2025-06-28", T0), T0)
+    later = T0 + timedelta(days=2)
+    crawl(engine, "aws", aws_items(moved(0), "2025-07-05", later), later)
+    engine.dispose()
+    return sqlite_url
+
+
+def test_history_shows_the_signals_changes_beside_the_prices(two_bands):
+    proc = gpuradar("history", *P5, "--pricing", "spot", db_url=two_bands,
+                    env={"COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "p5.48xlarge spot: interruption signal" in out
+    assert re.search(r"2026-12-01 12:00\s+2026-12-03 12:00\s+interruption >20%/month "
+                     r"\(AWS Spot Advisor, 2025-06-28\)\s+high", out), out
+    assert re.search(r"2026-12-03 12:00\s+latest\s+interruption <5%/month "
+                     r"\(AWS Spot Advisor, 2025-07-05\)\s+low", out), out
+
+
+def test_signals_view_as_json_and_an_offer_without_one_is_unknown(two_bands):
+    points = gpuradar_json("history", *P5, "--pricing", "spot", "--signals", db_url=two_bands)
+    assert [(p["band"], p["as_of"], p["valid_from"], p["valid_to"]) for p in points] == [
+        (">20%", "2025-06-28", "2026-12-01T12:00:00Z", "2026-12-03T12:00:00Z"),
+        ("<5%", "2025-07-05", "2026-12-03T12:00:00Z", None)]
+    # the capture gives no band for g6f.xlarge in us-east-1: unknown, not a default
+    proc = gpuradar("history", "aws", "g6f.xlarge", "--region", "us-east-1", "--pricing",
+                    "spot", "--signals", db_url=two_bands)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "aws us-east-1 g6f.xlarge spot: none stored (unknown)"
