@@ -49,3 +49,19 @@ def test_signals_view_as_json_and_an_offer_without_one_is_unknown(two_bands):
                     "spot", "--signals", db_url=two_bands)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "aws us-east-1 g6f.xlarge spot: none stored (unknown)"
+
+
+def test_the_python_api_gives_the_same_series(two_bands):
+    import gpuradar
+
+    with gpuradar.open(two_bands) as store:
+        [offer] = [o for o in store.offers("H100", pricing="spot", source="aws")
+                   if (o.region, o.instance_type) == ("us-east-1", "p5.48xlarge")]
+        points = store.signals(offer.id)
+        assert [(p.band, p.as_of, p.risk, p.valid_to) for p in points] == [
+            (">20%", "2025-06-28", "high", T0 + timedelta(days=2)),
+            ("<5%", "2025-07-05", "low", None)]
+        assert isinstance(points[0], gpuradar.SignalPoint)
+        assert list(store.signals(10**9)) == []  # no such offer: nothing stored
+        with pytest.raises(ValueError, match="offer_id must be a whole number"):
+            store.signals(-1)
