@@ -490,7 +490,7 @@ class CrawlWriter:
                 if current.signals is not None:
                     current.signals[oid] = point.value
         if rows:
-            record(conn, rows)
+            record(conn, rows, new=new)
 
     # -- history from before the first crawl ----------------------------------------------
     def offer_keys(self) -> frozenset[tuple]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 
 from gpuradar.core.pricing import SPOT
 from gpuradar.core.spot import AWS_ADVISOR
@@ -65,9 +65,22 @@ def last_points(conn: Any, source: str) -> dict[int, tuple[str, float | None, st
     return {oid: (band, rate, period, src) for oid, band, rate, period, src in conn.execute(q)}
 
 
-def record(conn: Any, rows: list[dict[str, Any]]) -> None:
+_COLUMNS = ("offer_id", "at", "band", "rate", "period", "source", "as_of")
+
+
+def record(conn: Any, rows: list[dict[str, Any]], new: bool = False) -> None:
     """Insert signal change points; a second change of one offer within the same second
-    replaces the first (the later value is the one that held)."""
+    replaces the first (the later value is the one that held). `new`: the offers' first
+    points (none can conflict), handed to the driver as they are on SQLite, as the first
+    price points are (SQLAlchemy's per-row processing would cost a first crawl a fifth)."""
+    if new and conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(
+            f"INSERT INTO {SIGNAL.name} ({', '.join(_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [tuple(r[c] for c in _COLUMNS) for r in rows])
+        return
+    if new:
+        conn.execute(insert(SIGNAL), rows)
+        return
     ins = dialect_insert(conn.dialect.name, SIGNAL)
     conn.execute(ins.on_conflict_do_update(
         index_elements=["offer_id", "at"],
