@@ -65,3 +65,20 @@ def test_the_python_api_gives_the_same_series(two_bands):
         assert list(store.signals(10**9)) == []  # no such offer: nothing stored
         with pytest.raises(ValueError, match="offer_id must be a whole number"):
             store.signals(-1)
+
+
+def test_a_replayed_crawl_stores_the_demos_bands_as_the_series_start(sqlite_url):
+    """Through the whole crawl (Scrapy, the pipelines, the writer): the AWS recording the
+    demo replays gives each banded spot offer its first point, dated at the capture."""
+    from pathlib import Path
+
+    import gpuradar as package
+
+    recordings = Path(package.__file__).parent / "recordings"
+    for _ in range(2):  # the same capture again: nothing more
+        proc = gpuradar("crawl", "aws", "--replay", str(recordings), db_url=sqlite_url)
+        assert proc.returncode == 0, proc.stderr
+    points = gpuradar_json("history", *P5, "--pricing", "spot", "--signals", db_url=sqlite_url)
+    assert [(p["band"], p["as_of"], p["source"], p["valid_to"]) for p in points] == [
+        (">20%", "2025-06-28", "AWS Spot Advisor", None)]
+    assert points[0]["valid_from"].startswith("2026-08-09")  # the recording's capture
