@@ -223,3 +223,33 @@ def test_signals_cost_no_query_per_offer(engine):
             assert len(reads) == (0, 0, 1, 0)[n], (n, reads)
     finally:
         event.remove(engine, "before_cursor_execute", seen)
+
+
+def test_migration_0010_starts_the_series_from_the_stored_signals(db_url):
+    """Downgraded to 0009 the table is gone and the stored prices stay; upgraded again, it
+    starts with each listed spot offer's current band, dated at its source's last
+    successful crawl (known to hold from then on); the next crawl's unchanged band adds
+    nothing, and an offer without a band has no point."""
+    from alembic import command
+    from sqlalchemy import inspect
+
+    from gpuradar.storage import db
+
+    engine = db.open_database(db_url)
+    first = aws_items(ADVISOR, "2025-06-28", T0)
+    crawl(engine, "aws", first, T0)
+    stored = signal_rows(engine)
+    prices = price_rows(engine)
+    command.downgrade(db.alembic_config(engine), "0009_index_v2")
+    assert "interruption_change" not in inspect(engine).get_table_names()
+    assert price_rows(engine) == prices
+    command.upgrade(db.alembic_config(engine), "head")
+    assert signal_rows(engine) == stored == len(
+        {i.key for i in first if "interruption" in i.attributes})
+    [point] = queries.signal_changes(engine, offer_id(engine, "aws", *P5))
+    assert (point["band"], point["as_of"], point["valid_from"]) == (">20%", "2025-06-28", T0)
+    assert queries.signal_changes(engine, offer_id(engine, "aws", "us-east-1",
+                                                   "g6f.xlarge")) == []
+    later = T0 + timedelta(days=1)
+    crawl(engine, "aws", aws_items(ADVISOR, "2025-06-29", later), later)
+    assert signal_rows(engine) == stored
