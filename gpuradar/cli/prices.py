@@ -573,8 +573,14 @@ def print_signal_changes(engine, offer: dict[str, Any], f: Format, title: str) -
 
     points = queries.signal_changes(engine, offer["id"])
     if f is Format.table and not points:
-        console.print(f"{title}: " + ("none stored (unknown)" if offer["pricing"] == "spot"
-                                      else "none (not a spot offer)"), highlight=False)
+        signal = offer_signal(offer["source"], offer["pricing"], offer.get("attributes"))
+        if signal is None:
+            said = "none (not a spot offer)"
+        elif signal.kind == "host reliability":  # a score, not a published rate
+            said = f"not kept as a series ({signal.label()})"
+        else:
+            said = "none stored (unknown)"
+        console.print(f"{title}: {said}", highlight=False)
         return
     rows = [{"from": f"{p['valid_from']:%Y-%m-%d %H:%M}",
              "to": f"{p['valid_to']:%Y-%m-%d %H:%M}" if p["valid_to"] else "latest",

@@ -82,3 +82,21 @@ def test_a_replayed_crawl_stores_the_demos_bands_as_the_series_start(sqlite_url)
     assert [(p["band"], p["as_of"], p["source"], p["valid_to"]) for p in points] == [
         (">20%", "2025-06-28", "AWS Spot Advisor", None)]
     assert points[0]["valid_from"].startswith("2026-08-09")  # the recording's capture
+
+
+def test_vastais_host_reliability_is_shown_as_not_a_series(sqlite_url):
+    """A score read with each offer is not a published rate: said, not stored as one."""
+    from pathlib import Path
+
+    import gpuradar as package
+
+    recordings = Path(package.__file__).parent / "recordings"
+    proc = gpuradar("crawl", "vastai", "--replay", str(recordings), db_url=sqlite_url)
+    assert proc.returncode == 0, proc.stderr
+    proc = gpuradar("history", "vastai", "59380:1xH100_SXM", "--pricing", "spot",
+                    db_url=sqlite_url, env={"COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    assert ("59380:1xH100_SXM spot: interruption signal: not kept as a series (host "
+            "reliability score") in proc.stdout
+    assert gpuradar_json("history", "vastai", "59380:1xH100_SXM", "--pricing", "spot",
+                         "--signals", db_url=sqlite_url) == []
