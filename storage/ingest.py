@@ -36,7 +36,7 @@ from gpuradar.core.outcome import CrawlStatus, held_outcome, shrink_hold, stored
 from gpuradar.storage.db import dialect_insert, json_dumps
 from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, OFFER
 from gpuradar.storage.owner import process_owner
-from gpuradar.storage.signals import last_points, point_of, record, row
+from gpuradar.storage.signals import last_points, point_of, point_row, record_points
 
 log = logging.getLogger(__name__)
 
@@ -486,11 +486,11 @@ class CrawlWriter:
             if current.signals is None and not new:  # a new offer has no point yet
                 current.signals = last_points(conn, self.source)
             if current.signals is None or current.signals.get(oid) != point.value:
-                rows.append(row(oid, epoch(item.observed_at), point))
+                rows.append(point_row(oid, epoch(item.observed_at), point))
                 if current.signals is not None:
                     current.signals[oid] = point.value
         if rows:
-            record(conn, rows, new=new)
+            record_points(conn, rows, new=new)
 
     # -- history from before the first crawl ----------------------------------------------
     def offer_keys(self) -> frozenset[tuple]:

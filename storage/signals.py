@@ -68,7 +68,7 @@ def last_points(conn: Any, source: str) -> dict[int, tuple[str, float | None, st
 _COLUMNS = ("offer_id", "at", "band", "rate", "period", "source", "as_of")
 
 
-def record(conn: Any, rows: list[dict[str, Any]], new: bool = False) -> None:
+def record_points(conn: Any, rows: list[dict[str, Any]], new: bool = False) -> None:
     """Insert signal change points; a second change of one offer within the same second
     replaces the first (the later value is the one that held). `new`: the offers' first
     points (none can conflict), handed to the driver as they are on SQLite, as the first
@@ -88,5 +88,5 @@ def record(conn: Any, rows: list[dict[str, Any]], new: bool = False) -> None:
         rows)
 
 
-def row(offer_id: int, at: int, point: Point) -> dict[str, Any]:
+def point_row(offer_id: int, at: int, point: Point) -> dict[str, Any]:
     return {"offer_id": offer_id, "at": at, **point._asdict()}
