@@ -25,7 +25,8 @@ def open(url: str | None = None) -> Store:  # noqa: A001 - gpuradar.open, like a
 
 def __getattr__(name: str) -> Any:
     """The API's types (gpuradar.Offer, gpuradar.Store, ...) on first use."""
-    if name in ("Store", "Offer", "Span", "IndexFigure", "IndexPoint", "Source", "Crawl"):
+    if name in ("Store", "Offer", "Span", "SignalPoint", "IndexFigure", "IndexPoint", "Source",
+                "Crawl"):
         from gpuradar import api
 
         return getattr(api, name)

@@ -5,9 +5,10 @@
     >>> [f.median for f in store.index(gpu="H100", pricing="spot")]  # doctest: +SKIP
 
 `gpuradar.open(url)` gives a `Store`; its methods answer with frozen dataclasses (`Offer`,
-`Span`, `IndexFigure`, `IndexPoint`, `Source`, `Crawl`) holding the same fields as the JSON
-API (/api/v1/openapi.json) and exports. Nothing is written: the store must already be at
-the schema this gpuradar knows (`gpuradar db upgrade`), so it is safe on a standby replica.
+`Span`, `SignalPoint`, `IndexFigure`, `IndexPoint`, `Source`, `Crawl`) holding the same
+fields as the JSON API (/api/v1/openapi.json) and exports. Nothing is written: the store
+must already be at the schema this gpuradar knows (`gpuradar db upgrade`), so it is safe on
+a standby replica.
 docs/python-api.md has examples the test suite runs.
 """
 
@@ -25,8 +26,8 @@ from gpuradar.core.clock import SYSTEM
 from gpuradar.core.pricing import parse_pricing
 from gpuradar.core.text import excerpt
 
-__all__ = ["Crawl", "IndexFigure", "IndexPoint", "Offer", "Records", "Source", "Span", "Store",
-           "open"]
+__all__ = ["Crawl", "IndexFigure", "IndexPoint", "Offer", "Records", "SignalPoint", "Source",
+           "Span", "Store", "open"]
 
 T = TypeVar("T")
 
@@ -98,6 +99,27 @@ class Span:
     valid_to: datetime | None
     seen_until: datetime
     open: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SignalPoint:
+    """One value of a spot offer's interruption signal from `valid_from` until the next
+    (`valid_to` None: the last value stored). `band` as published, `rate` a published
+    average in percent, `monthly_low`/`monthly_high` the band as a monthly share where its
+    provider states the period (gpuradar.core.spot); an unknown signal is never a point."""
+
+    offer_id: int
+    valid_from: datetime
+    valid_to: datetime | None
+    band: str
+    rate: float | None
+    period: str | None
+    source: str
+    as_of: str | None
+    text: str
+    monthly_low: float | None
+    monthly_high: float | None
+    risk: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +378,15 @@ class Store:
                                    until=until, pricing=_pricing(pricing),
                                    sources=_list("source", source))
         return _records(Span, rows)
+
+    def signals(self, offer_id: int) -> Records[SignalPoint]:
+        """One spot offer's interruption signal over time, oldest first: a point for each
+        change of the band, rate or source its provider published (none stored: empty)."""
+        from gpuradar.storage.queries import signal_changes
+
+        if _count("offer_id", offer_id, MAX_ID) is None:
+            raise ValueError("give offer_id (from offers())")
+        return _records(SignalPoint, signal_changes(self.engine, offer_id))
 
     def index(self, gpu: str | None = None, pricing: str | None = None) -> Records[IndexFigure]:
         """The market index of each model (of `gpu`'s family) and pricing, as it stands."""

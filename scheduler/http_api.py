@@ -1,14 +1,15 @@
 """The read-only JSON API under `/api/v1/` (served by scheduler/server.py), and its OpenAPI
 3.1 document at `/api/v1/openapi.json`.
 
-Offers (filters as in `gpuradar prices`), offer history, the market index and its history,
-the market's patterns, sources and crawls: the reads of gpuradar.storage.dataset and
-gpuradar.storage.index (the patterns: gpuradar.core.patterns over storage's spans), as
-JSON. Every answer carries a strong ETag (the SHA-256 of its body); a request whose
-If-None-Match names it gets 304 and no body; the server caches each answer per data
-version, so a dashboard polling every few seconds costs neither the reads nor the
-transfer. Answers pass through the same redaction as logs and the page: no configured
-secret reaches a client. Safe on a standby replica: nothing is written.
+Offers (filters as in `gpuradar prices`), offer history, a spot offer's interruption signal
+over time, the market index and its history, the market's patterns, sources and crawls: the
+reads of gpuradar.storage.dataset, gpuradar.storage.queries and gpuradar.storage.index (the
+patterns: gpuradar.core.patterns over storage's spans), as JSON. Every answer carries a
+strong ETag (the SHA-256 of its body); a request whose If-None-Match names it gets 304 and
+no body; the server caches each answer per data version, so a dashboard polling every few
+seconds costs neither the reads nor the transfer. Answers pass through the same redaction
+as logs and the page: no configured secret reaches a client. Safe on a standby replica:
+nothing is written.
 """
 
 from __future__ import annotations
@@ -313,6 +314,19 @@ def history(engine: Engine, params: Params) -> dict[str, Any]:
     return {"since": since, "until": until, "count": len(spans), "spans": spans}
 
 
+def signals(engine: Engine, params: Params) -> dict[str, Any]:
+    """One spot offer's interruption signal over time: each stored change of the band, rate
+    or source its provider published (storage.queries.signal_changes); none stored is an
+    empty list (unknown), as an offer id not stored is."""
+    from gpuradar.storage.queries import signal_changes
+
+    offer = params.ident("offer_id")
+    if offer is None:
+        raise BadRequest("give offer_id (from /offers)")
+    points = signal_changes(engine, offer)
+    return {"offer_id": offer, "count": len(points), "signals": points}
+
+
 def index(engine: Engine, params: Params) -> dict[str, Any]:
     from gpuradar.storage.index import current_index
 
@@ -393,6 +407,7 @@ WINDOW = ("since", "until", "days")
 ROUTES: dict[str, tuple[Callable[[Engine, Params], dict[str, Any]], tuple[str, ...]]] = {
     "/offers": (offers, OFFER_PARAMS),
     "/history": (history, ("offer_id", "gpu", "pricing", "source", *WINDOW)),
+    "/signals": (signals, ("offer_id",)),
     "/index": (index, ("gpu", "pricing")),
     "/index/history": (index_history, ("gpu", "pricing", *WINDOW)),
     "/index/closes": (index_closes, ("gpu", "pricing", "cadence", *WINDOW)),
@@ -402,7 +417,7 @@ ROUTES: dict[str, tuple[Callable[[Engine, Params], dict[str, Any]], tuple[str, .
 }
 
 #: Parameters an endpoint cannot answer without (a 400 names them).
-REQUIRED: dict[str, tuple[str, ...]] = {"/patterns": ("gpu",)}
+REQUIRED: dict[str, tuple[str, ...]] = {"/patterns": ("gpu",), "/signals": ("offer_id",)}
 
 
 # -- HTTP ---------------------------------------------------------------------------------
@@ -577,6 +592,21 @@ SCHEMAS: dict[str, Any] = {
         "valid_from": TIME, "valid_to": NULL_TIME,
         "seen_until": {**TIME, "description": "an open span: the source's last success"},
         "open": {"type": "boolean"}}, "One price and availability of one offer over time."),
+    "SignalPoint": _obj({
+        "offer_id": {"type": "integer"}, "valid_from": TIME,
+        "valid_to": {**NULL_TIME, "description": "null: the last value stored (a signal "
+                     "read as unknown since is not a change)"},
+        "band": {"type": "string", "description": "as the provider published it"},
+        "rate": _n("number", description="a published average rate, in percent"),
+        "period": _n("string", description="the window the provider states"),
+        "source": {"type": "string"},
+        "as_of": _n("string", description="the day the provider's data described when this "
+                    "value was first read (ISO date)"),
+        "text": {"type": "string"},
+        "monthly_low": _n("number"), "monthly_high": _n("number"),
+        "risk": {"type": "string", "enum": ["low", "medium", "high", "unknown"]}},
+        "One value of a spot offer's interruption signal, from `valid_from` until the next "
+        "(gpuradar.core.spot; docs/sources.md)."),
     "Vote": _obj({
         "source": _n("string"), "offer_id": {"type": "integer"}, "price": _n("number"),
         "offers": _n("integer"), "observed": _n("integer"), "ref": _n("number"),
@@ -619,6 +649,7 @@ SCHEMAS: dict[str, Any] = {
                     next_cursor={**_n("string"), "description": "the next page's `cursor` "
                                  "(null: this is the last page)"}),
     "History": _page("spans", "Span", since=TIME, until=TIME),
+    "Signals": _page("signals", "SignalPoint", offer_id={"type": "integer"}),
     "Index": _page("index", "IndexFigure"),
     "IndexHistory": _page("points", "IndexPoint", since=TIME, until=TIME),
     "IndexClose": _obj({
@@ -767,6 +798,9 @@ def openapi() -> dict[str, Any]:
         "/history": ("Price spans of one offer (offer_id) or of every offer of a model (gpu): "
                      "give exactly one of the two, and `since` or `days`, not both.",
                      "History"),
+        "/signals": ("One spot offer's interruption signal over time: a point for each "
+                     "change of the band, rate or source its provider published; an unknown "
+                     "signal is never a point (empty: none stored).", "Signals"),
         "/index": ("The market index of each model and pricing: one vote per provider, the "
                    "panel and the votes its screens excluded (docs/index.md).", "Index"),
         "/index/history": ("The market index's change points; give `since` or `days`, not "

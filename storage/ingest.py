@@ -36,6 +36,7 @@ from gpuradar.core.outcome import CrawlStatus, held_outcome, shrink_hold, stored
 from gpuradar.storage.db import dialect_insert, json_dumps
 from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, OFFER
 from gpuradar.storage.owner import process_owner
+from gpuradar.storage.signals import last_points, point_of, point_row, record_points
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class _States:
     compared for equality: their hash changes whenever one of them does (see details_hash)."""
 
     __slots__ = ("index", "keys", "ids", "prices", "available", "active", "details",
-                 "unreadable")
+                 "unreadable", "signals")
 
     def __init__(self) -> None:
         self.index: dict[tuple, int] = {}
@@ -146,6 +147,9 @@ class _States:
         self.details = array("q")
         #: index -> since when the offer's listed price could not be read (few offers).
         self.unreadable: dict[int, datetime] = {}
+        #: offer id -> its last stored interruption signal (storage.signals); None until a
+        #: crawl first needs it (read once, then kept up to date with every point written).
+        self.signals: dict[int, tuple] | None = None
 
     def add(self, key: tuple, offer_id: int, price: float | None, available: bool | None,
             active: bool, details: int, unreadable_since: datetime | None = None) -> int:
@@ -400,6 +404,7 @@ class CrawlWriter:
             if changed:
                 self._apply_changes(conn, changed)
             if details:  # rare: FX moved, stock count changed, specs corrected, readable again
+                self._record_signals(conn, [(current.ids[i], item) for i, item, _ in details])
                 self._index_by_changes = False
                 conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
                     {**{f: bindparam(f) for f in DETAIL_FIELDS}, "unreadable_since": None}),
@@ -451,6 +456,8 @@ class CrawlWriter:
             self.current.add(key, oid, _kept_price(i), i.available, True, _details_of(i))
         self.new_offers += len(new)
         self.changed_offer_ids.update(ids)
+        self._record_signals(conn, [(oid, i) for oid, (_, i) in zip(ids, new, strict=True)],
+                             new=True)
 
     def _apply_changes(self, conn, changed: list[tuple[int, PriceItem]]) -> None:
         ids = self.current.ids
@@ -466,6 +473,27 @@ class CrawlWriter:
             self.current.set_observed(i, _kept_price(item), item.available, _details_of(item))
             self.changed_offer_ids.add(ids[i])
         self.changed += len(changed)
+        self._record_signals(conn, [(ids[i], item) for i, item in changed])
+
+    def _record_signals(self, conn, offers: list[tuple[int, PriceItem]],
+                        new: bool = False) -> None:
+        """Store the interruption signals of offers whose row this crawl wrote (a changed
+        signal always changes an offer's attributes): a change point only where band, rate,
+        period or source differ from the offer's last one (storage.signals); an unknown
+        signal is no change. The last ones are read once per crawl, when first needed."""
+        current, rows = self.current, []
+        for oid, item in offers:
+            point = point_of(item.pricing, item.attributes)
+            if point is None:
+                continue
+            if current.signals is None and not new:  # a new offer has no point yet
+                current.signals = last_points(conn, self.source)
+            if current.signals is None or current.signals.get(oid) != point.value:
+                rows.append(point_row(oid, epoch(item.observed_at), point))
+                if current.signals is not None:
+                    current.signals[oid] = point.value
+        if rows:
+            record_points(conn, rows, new=new)
 
     # -- history from before the first crawl ----------------------------------------------
     def offer_keys(self) -> frozenset[tuple]:

@@ -134,6 +134,23 @@ CHANGE = Table(
     sqlite_with_rowid=False,
 )
 
+# One change point of one spot offer's interruption signal (gpuradar.core.spot): from `at`
+# on, its provider published this band (and rate, period, source), until its next change.
+# Written like prices: only when band, rate, period or source differ from the last stored;
+# `as_of` is the day the provider's data described when this value was first read. An
+# unknown signal is never a row (migration 0010).
+SIGNAL = Table(
+    "interruption_change", metadata,
+    Column("offer_id", Integer, ForeignKey("offer.id"), primary_key=True),
+    Column("at", BigInteger, primary_key=True),  # epoch seconds, UTC
+    _text(32, name="band"),  # as published: "<5%", "5-10%", "0-5", "20+"
+    Column("rate", Float),  # a published average rate, in percent (Alibaba)
+    _text(16, name="period", nullable=True),  # the stated window ("month")
+    _text(64, name="source"),  # who published it ("AWS Spot Advisor")
+    _text(10, name="as_of", nullable=True),  # ISO day; None: not stated
+    sqlite_with_rowid=False,
+)
+
 # The crawls ix_crawl_not_ok holds: running, failed, partial.
 _NOT_OK = "status <> 'ok'"
 

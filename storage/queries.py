@@ -363,6 +363,33 @@ def spans(engine: Engine, offer_id: int) -> list[dict[str, Any]]:
     return out
 
 
+def signal_changes(engine: Engine, offer_id: int) -> list[dict[str, Any]]:
+    """One offer's interruption signal over time (table interruption_change), oldest first:
+    each value from `valid_from` until the next (`valid_to` None: the last one stored), as
+    gpuradar.core.spot reads it. Only published values: where the signal was unknown, the
+    last known value is not shown as ending (unknown is not stored)."""
+    from gpuradar.core.spot import signal_of
+    from gpuradar.storage.models import SIGNAL
+
+    q = (select(SIGNAL.c.at, SIGNAL.c.band, SIGNAL.c.rate, SIGNAL.c.period, SIGNAL.c.source,
+                SIGNAL.c.as_of).where(SIGNAL.c.offer_id == offer_id).order_by(SIGNAL.c.at))
+    with engine.connect() as conn:
+        points = conn.execute(q).all()
+    out = []
+    for n, (at, band, rate, period, source, as_of) in enumerate(points):
+        signal = signal_of({"interruption": band, "interruption_rate": rate,
+                            "interruption_window": period, "interruption_source": source,
+                            "interruption_as_of": as_of})
+        record = signal.record()
+        out.append({"offer_id": offer_id, "valid_from": _when(at),
+                    "valid_to": _when(points[n + 1][0]) if n + 1 < len(points) else None,
+                    "band": band, "rate": rate, "period": period, "source": source,
+                    "as_of": as_of, "text": signal.label(),
+                    "monthly_low": record["monthly_low"],
+                    "monthly_high": record["monthly_high"], "risk": record["risk"]})
+    return out
+
+
 def replayed_sources(engine: Engine, gpus: Sequence[str] | None = None,
                      pricing: str | None = None) -> dict[str, str | None]:
     """Sources whose stored offers (of these GPUs) come from a replayed recording, with

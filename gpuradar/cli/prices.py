@@ -3,7 +3,7 @@
 
 import re
 from datetime import datetime, timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -485,6 +485,10 @@ def history(
                                            "yesterday, 2d (ago), 2026-08-22, "
                                            "'2026-08-22 18:00' (UTC unless an offset is "
                                            "given).")] = None,
+    signals: Annotated[bool, typer.Option("--signals", help="The offer's interruption signal "
+                                          "over time (each change of the band, rate or "
+                                          "source its provider published) instead of its "
+                                          "prices.")] = False,
     config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt = Format.table,
     as_json: JsonOpt = False, as_csv: CsvOpt = False, wide: WideOpt = False,
 ) -> None:
@@ -529,6 +533,11 @@ def history(
                                     for o in offers})[:10])
         raise fail(f"{len(offers)} offers match; narrow with --region/--pricing ({choices})")
     offer = offers[0]
+    title = (f"{source} {offer['region']} {instance_type} "
+             f"{offer['pricing'].replace('_', '-')}")
+    if signals:
+        print_signal_changes(engine, offer, f, title)
+        return
     if when is not None:
         span = queries.price_at(engine, offer["id"], when)
         if span is None:
@@ -552,5 +561,29 @@ def history(
              "available": YES_NO[s["available"]]} for s in spans]
     emit(rows, [("from", "from (UTC)"), ("to", "to"), ("price", "price/h"),
                 ("per_gpu", "$/GPU-h"), ("available", "available", 1)], f,
-         title=f"{source} {offer['region']} {instance_type} "
-               f"{offer['pricing'].replace('_', '-')}", raw_rows=spans)
+         title=title, raw_rows=spans)
+    if f is Format.table and offer["pricing"] == "spot":  # beside the prices: the signal
+        print_signal_changes(engine, offer, f, f"{title}: interruption signal")
+
+
+def print_signal_changes(engine, offer: dict[str, Any], f: Format, title: str) -> None:
+    """An offer's interruption signal over time (queries.signal_changes), or, in a table,
+    that none is stored: unknown, never a default."""
+    from gpuradar.storage import queries
+
+    points = queries.signal_changes(engine, offer["id"])
+    if f is Format.table and not points:
+        signal = offer_signal(offer["source"], offer["pricing"], offer.get("attributes"))
+        if signal is None:
+            said = "none (not a spot offer)"
+        elif signal.kind == "host reliability":  # a score, not a published rate
+            said = f"not kept as a series ({signal.label()})"
+        else:
+            said = "none stored (unknown)"
+        console.print(f"{title}: {said}", highlight=False)
+        return
+    rows = [{"from": f"{p['valid_from']:%Y-%m-%d %H:%M}",
+             "to": f"{p['valid_to']:%Y-%m-%d %H:%M}" if p["valid_to"] else "latest",
+             "signal": p["text"], "risk": p["risk"]} for p in points]
+    emit(rows, [("from", "from (UTC)"), ("to", "to"), ("signal", "interruption signal"),
+                ("risk", "risk", 1)], f, title=title, raw_rows=points)

@@ -104,7 +104,7 @@ def test_python_api_refuses_a_database_behind_the_schema(tmp_path):
     engine = get_engine(url)
     upgrade(engine, "0005_crawl_owner")
     with pytest.raises(DatabaseError, match="is at schema 0005_crawl_owner, this gpuradar "
-                                            "reads 0009_index_v2: run `gpuradar db "
+                                            "reads 0010_interruption_series: run `gpuradar db "
                                             "upgrade"):
         gpuradar.open(url)
     command.upgrade(alembic_config(engine), "head")

@@ -779,7 +779,7 @@ def test_migrations_from_empty_and_from_the_previous_revision(empty_url):
     from tests.clirun import gpuradar
 
     head = head_revision()
-    assert head == "0009_index_v2"
+    assert head == "0010_interruption_series"
     proc = gpuradar("db", "upgrade", db_url=empty_url)
     assert proc.returncode == 0, proc.stderr
     engine = get_engine(empty_url)

@@ -38,7 +38,7 @@ def test_the_same_database_exports_byte_identical_files(stored, tmp_path):
 def test_manifest_counts_rows_and_states_schema_and_time_range(stored, tmp_path):
     manifest = export(stored, tmp_path)
     assert json.loads((tmp_path / "manifest.json").read_text()) == manifest
-    assert manifest["schema_version"] == "0009_index_v2"
+    assert manifest["schema_version"] == "0010_interruption_series"
     # three offers; 3 first change points + A's price change + S closed
     assert {t: v["rows"] for t, v in manifest["tables"].items()} == {
         "offers": 3, "price_changes": 5, "fx_rates": 0, "index": 4, "crawls": 2}
