@@ -167,6 +167,7 @@ def _in_process(args: list[str], env: dict[str, str]) -> subprocess.CompletedPro
 
     out, err = io.StringIO(), io.StringIO()
     saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
+    saved_main = sys.modules["__main__"]
     saved_streams = sys.stdin, sys.stdout, sys.stderr
     saved_sigint = signal.getsignal(signal.SIGINT)
     root = logging.getLogger()
@@ -181,7 +182,10 @@ def _in_process(args: list[str], env: dict[str, str]) -> subprocess.CompletedPro
     try:
         with open(os.devnull) as stdin:
             sys.stdin, sys.stdout, sys.stderr = stdin, out, err
-            sys.argv = ["gpuradar", *args]
+            # as `python -m gpuradar`: Click names the program from __main__ ("python -m
+            # gpuradar" in its usage lines), not from pytest's
+            sys.argv = [entry.__file__, *args]
+            sys.modules["__main__"] = entry
             from gpuradar.cli import output
 
             for name, kwargs in _CONSOLES.items():
@@ -204,6 +208,7 @@ def _in_process(args: list[str], env: dict[str, str]) -> subprocess.CompletedPro
         ENGINES.forget()
         sys.stdin, sys.stdout, sys.stderr = saved_streams
         sys.argv = saved_argv
+        sys.modules["__main__"] = saved_main
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
