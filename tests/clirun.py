@@ -149,6 +149,11 @@ _CONSOLES = {"console": {}, "err_console": {"stderr": True, "soft_wrap": True},
              "progress_console": {"stderr": True}}
 
 
+#: One in-process call at a time: the streams, environment and argv it swaps are the
+#: process's (a test calling from threads gets its calls one after another, not mixed).
+_IN_PROCESS = threading.Lock()
+
+
 def _needs_process(args: tuple[str, ...]) -> bool:
     first = next((a for a in args if not a.startswith("-")), "")
     return first in REACTOR_COMMANDS or (first == "sources" and "--check" in args)
@@ -241,7 +246,8 @@ def gpuradar(*args: str, db_url: str | None = None, config: Path | None = None,
                               text=True, env=full_env, timeout=timeout)
     if process or ALWAYS_FORK or _needs_process(args):
         return _FORK_SERVER.run(list(args), full_env, timeout)
-    return _in_process(list(args), full_env)
+    with _IN_PROCESS:
+        return _in_process(list(args), full_env)
 
 
 def start_gpuradar(*args: str, db_url: str | None = None, config: Path | None = None,
