@@ -1,14 +1,22 @@
-"""Running the real `gpuradar` command as its own process, as a user does.
+"""Running the real `gpuradar` command as a user does: its arguments, environment, working
+directory, stdout, stderr and exit code.
 
-`gpuradar(...)` forks the command from tests/forkserver.py (one per test process), so each
-call is a fresh process without the 1-2 s of imports (`ForkedProcess` does the same for a
-long-running one: the daemon in tests/daemon_helpers.py); `start_gpuradar(...)` and
-GPURADAR_TEST_SUBPROCESS=1 start `python -m gpuradar` for real (the process itself is the
-subject: signals, the daemon, the installed entry point)."""
+`gpuradar(...)` runs the command in the test's own process (`gpuradar.__main__.main()` with
+the call's argv, environment and streams, the process-wide state it touches put back after)
+when the test's subject is the command's output; a command that runs Twisted's reactor (a
+reactor does not restart: `crawl`, `demo`, `run`, `serve`) or a call with `process=True`
+is forked from tests/forkserver.py instead (one per test process): a fresh process without
+the 1-2 s of imports (`ForkedProcess` does the same for a long-running one: the daemon in
+tests/daemon_helpers.py). `start_gpuradar(...)` and GPURADAR_TEST_SUBPROCESS=1 start
+`python -m gpuradar` for real (the process itself is the subject: signals, the daemon, the
+installed entry point)."""
 
 from __future__ import annotations
 
+import gc
+import io
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -16,12 +24,15 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 REAL_SUBPROCESS = os.environ.get("GPURADAR_TEST_SUBPROCESS") == "1"
+#: GPURADAR_TEST_FORK=1: every `gpuradar(...)` call forked, none in-process (to compare)
+ALWAYS_FORK = os.environ.get("GPURADAR_TEST_FORK") == "1"
 
 
 def write_config(path: Path, **sections: Any) -> Path:
@@ -128,14 +139,115 @@ class ForkedProcess:
         self.send_signal(signal.SIGKILL)
 
 
+#: Commands that start Twisted's reactor, which runs once per process: always a process
+#: (and `sources --check`, whose checks are crawls).
+REACTOR_COMMANDS = frozenset({"crawl", "demo", "run", "serve"})
+
+# The consoles gpuradar.cli.output makes at import, made again for each in-process call
+# (rich reads the colour and terminal settings from the environment when one is made).
+_CONSOLES = {"console": {}, "err_console": {"stderr": True, "soft_wrap": True},
+             "progress_console": {"stderr": True}}
+
+
+#: One in-process call at a time: the streams, environment and argv it swaps are the
+#: process's (a test calling from threads gets its calls one after another, not mixed).
+_IN_PROCESS = threading.Lock()
+
+
+def _needs_process(args: tuple[str, ...]) -> bool:
+    first = next((a for a in args if not a.startswith("-")), "")
+    return first in REACTOR_COMMANDS or (first == "sources" and "--check" in args)
+
+
+def _in_process(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`gpuradar ARGS` in this process, as `python -m gpuradar` would run it: argv,
+    environment, stdin at /dev/null, stdout and stderr captured, the exit code from its
+    SystemExit. What the command changes process-wide — the environment, argv, streams,
+    SIGINT's handler, the root logger, the collector, the engines per URL, the secrets
+    masked in logs — is put back (or started over) after, so the next call and the test
+    meet it as before."""
+    import gpuradar.__main__ as entry
+    from gpuradar.core.logs import REDACT
+    from gpuradar.storage.db import ENGINES
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_argv, saved_cwd = dict(os.environ), sys.argv, os.getcwd()
+    saved_main = sys.modules["__main__"]
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    saved_sigint = signal.getsignal(signal.SIGINT)
+    root = logging.getLogger()
+    saved_logging = root.handlers[:], root.level, {
+        name: logging.getLogger(name).level for name in logging.root.manager.loggerDict}
+    saved_gc, secrets = gc.get_threshold(), REDACT._secrets
+    saved_warnings = warnings.showwarning, logging._warnings_showwarning  # type: ignore[attr-defined]
+    code = 0
+    os.environ.clear()
+    os.environ.update(env)
+    ENGINES.forget()  # the command opens its databases as a new process does
+    try:
+        with open(os.devnull) as stdin:
+            sys.stdin, sys.stdout, sys.stderr = stdin, out, err
+            # as `python -m gpuradar`: Click names the program from __main__ ("python -m
+            # gpuradar" in its usage lines), not from pytest's
+            sys.argv = [entry.__file__, *args]
+            sys.modules["__main__"] = entry
+            from gpuradar.cli import output
+
+            for name, kwargs in _CONSOLES.items():
+                console = getattr(output, name)
+                type(console).__init__(console, **kwargs)
+            try:
+                entry.main()
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                if not isinstance(exc.code, int | None):
+                    print(exc.code, file=err)
+            except KeyboardInterrupt:
+                code = -signal.SIGINT
+            except Exception:  # as the interpreter does with an uncaught exception
+                import traceback
+
+                traceback.print_exc(file=err)
+                code = 1
+    finally:
+        ENGINES.forget()
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        sys.argv = saved_argv
+        sys.modules["__main__"] = saved_main
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        signal.signal(signal.SIGINT, saved_sigint)
+        handlers, level, levels = saved_logging
+        for handler in root.handlers[:]:
+            root.removeHandler(handler)
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(level)
+        for name, old in levels.items():
+            logging.getLogger(name).setLevel(old)
+        warnings.showwarning, logging._warnings_showwarning = saved_warnings  # type: ignore[attr-defined]
+        gc.unfreeze()
+        gc.set_threshold(*saved_gc)
+        REDACT.set_secrets(secrets)
+    return subprocess.CompletedProcess(["gpuradar", *args], code, out.getvalue(),
+                                       err.getvalue())
+
+
 def gpuradar(*args: str, db_url: str | None = None, config: Path | None = None,
-             env: dict[str, str] | None = None,
-             timeout: float = 120) -> subprocess.CompletedProcess:
-    """`gpuradar ARGS` run to its end: exit code, stdout and stderr as text."""
+             env: dict[str, str] | None = None, timeout: float = 120,
+             process: bool = False) -> subprocess.CompletedProcess:
+    """`gpuradar ARGS` run to its end: exit code, stdout and stderr as text. In this
+    process unless `process` (the process is the subject) or the command runs Twisted's
+    reactor (REACTOR_COMMANDS); `timeout` bounds a process only."""
+    full_env = _env(db_url, config, env)
     if REAL_SUBPROCESS:
         return subprocess.run([sys.executable, "-m", "gpuradar", *args], capture_output=True,
-                              text=True, env=_env(db_url, config, env), timeout=timeout)
-    return _FORK_SERVER.run(list(args), _env(db_url, config, env), timeout)
+                              text=True, env=full_env, timeout=timeout)
+    if process or ALWAYS_FORK or _needs_process(args):
+        return _FORK_SERVER.run(list(args), full_env, timeout)
+    with _IN_PROCESS:
+        return _in_process(list(args), full_env)
 
 
 def start_gpuradar(*args: str, db_url: str | None = None, config: Path | None = None,
