@@ -139,8 +139,8 @@ def signal_of(attributes: dict[str, Any] | None) -> Signal:
 def offer_signal(source: str, pricing: str, attributes: dict[str, Any] | None
                  ) -> Signal | None:
     """The signal of one offer as every output shows it: None for an offer that is not
-    spot; for a spot offer without one, why, when its provider publishes a signal gpuradar
-    cannot read (Alibaba, Azure: credentials)."""
+    spot; for a spot offer without one, why: its provider publishes a signal gpuradar
+    cannot read (Alibaba, Azure: credentials), or one that does not name this offer."""
     if pricing != SPOT:
         return None
     signal = signal_of(attributes)
@@ -151,4 +151,9 @@ def offer_signal(source: str, pricing: str, attributes: dict[str, Any] | None
         said = provider.spot_signal if provider is not None else None
         if said and said.endswith(NOT_READ):
             return Signal(said, None, None)
+        if said and said != NO_SIGNAL.text:
+            # The provider publishes a signal, read, that names no band for this offer (a
+            # type newer than the feed, say): unknown, not "none published".
+            return Signal("interruption unknown: not in its provider's published signal",
+                          None, None)
     return signal
