@@ -177,7 +177,9 @@ def _in_process(args: list[str], env: dict[str, str]) -> subprocess.CompletedPro
     saved_sigint = signal.getsignal(signal.SIGINT)
     root = logging.getLogger()
     saved_logging = root.handlers[:], root.level, {
-        name: logging.getLogger(name).level for name in logging.root.manager.loggerDict}
+        name: (lg.level, lg.propagate, lg.disabled, lg.handlers[:])
+        for name, lg in logging.root.manager.loggerDict.items()
+        if isinstance(lg, logging.Logger)}
     saved_gc, secrets = gc.get_threshold(), REDACT._secrets
     saved_warnings = warnings.showwarning, logging._warnings_showwarning  # type: ignore[attr-defined]
     code = 0
@@ -224,8 +226,13 @@ def _in_process(args: list[str], env: dict[str, str]) -> subprocess.CompletedPro
         for handler in handlers:
             root.addHandler(handler)
         root.setLevel(level)
-        for name, old in levels.items():
-            logging.getLogger(name).setLevel(old)
+        # every logger as it was, and one the command made as a new one is: a level set
+        # on it would otherwise silence it for the rest of this test process
+        for name, lg in list(logging.root.manager.loggerDict.items()):
+            if isinstance(lg, logging.Logger):
+                lg.level, lg.propagate, lg.disabled, lg.handlers[:] = levels.get(
+                    name, (logging.NOTSET, True, False, []))
+        logging.root.manager._clear_cache()  # type: ignore[attr-defined]
         warnings.showwarning, logging._warnings_showwarning = saved_warnings  # type: ignore[attr-defined]
         gc.unfreeze()
         gc.set_threshold(*saved_gc)

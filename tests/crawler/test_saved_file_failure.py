@@ -49,8 +49,11 @@ def test_the_failure_record_is_part_of_the_outcome(tmp_path, caplog):
     with the traceback."""
     bad = refused(tmp_path)
     caplog.set_level(logging.DEBUG)
+    settings = spider_settings("vastai")
+    # a store of its own: the crawl is recorded there, whatever the test process ran before
+    settings.set("GPURADAR_DATABASE_URL", f"sqlite:///{tmp_path / 'store.db'}")
     with pytest.raises(ParseFailed, match="field 'offers' is str"):
-        crawl_files("vastai", [bad], spider_settings("vastai"))
+        crawl_files("vastai", [bad], settings)
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert [(str(bad) in r.getMessage(), getattr(r, IN_OUTCOME, False)) for r in errors] == [
         (True, True)]
