@@ -235,3 +235,48 @@ def test_no_command_option_is_an_annotation_string():
     strings = [f"{f.__module__}.{f.__name__}({name})" for f in callbacks
                for name, value in inspect.get_annotations(f).items() if isinstance(value, str)]
     assert not strings, strings
+
+
+def test_prices_on_sqlite_loads_no_postgresql_dialect(home):
+    """ix_crawl_not_ok's PostgreSQL condition is added only where PostgreSQL is used
+    (storage/models.py): declared in the table, it imported SQLAlchemy's PostgreSQL dialect
+    into every command on SQLite to validate it."""
+    proc, chains = imports_of(["prices", "--json"], home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "sqlalchemy" in chains  # it read the database
+    pulled = heavy_imports(chains, ("sqlalchemy.dialects.postgresql", "psycopg"))
+    assert not pulled, "`gpuradar prices` imported:\n  " + "\n  ".join(pulled)
+
+
+#: In a new process (nothing has added the condition yet), the schema built from
+#: storage/models.py alone on PostgreSQL, by an engine storage.db did not make.
+_CREATE_ON_POSTGRESQL = """
+import sys
+from sqlalchemy import create_engine, inspect
+from gpuradar.storage.models import metadata
+engine = create_engine(sys.argv[1])
+metadata.create_all(engine)
+(ix,) = [ix for ix in inspect(engine).get_indexes("crawl") if ix["name"] == "ix_crawl_not_ok"]
+print(ix["dialect_options"].get("postgresql_where"))
+engine.dispose()
+"""
+
+
+def test_the_schema_on_postgresql_keeps_the_partial_index_condition():
+    """Moving the condition out of the table's declaration changes nothing on PostgreSQL:
+    the index created from the tables still holds only the crawls that are not ok."""
+    import uuid
+
+    from tests.conftest import _pg_connect, pg_url
+
+    name = f"gpuradar_pgwhere_{uuid.uuid4().hex[:10]}"
+    with _pg_connect() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        proc = subprocess.run([sys.executable, "-c", _CREATE_ON_POSTGRESQL, pg_url(name)],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        with _pg_connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "((status)::text <> 'ok'::text)", proc.stdout
