@@ -280,3 +280,27 @@ def test_the_schema_on_postgresql_keeps_the_partial_index_condition():
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "((status)::text <> 'ok'::text)", proc.stdout
+
+
+def test_a_config_file_builds_the_options_model_of_the_sources_it_names_only(tmp_path):
+    """Loading the configuration builds the options model of each source the file names,
+    not of all 25 (issue #54: `prices` paid for every one); a misspelt source is still
+    refused with its file, line and the known name it resembles, and a source left out
+    still has its defaults when asked (a crawl, `sources`)."""
+    from gpuradar.core.config import ConfigError, load_config
+    from gpuradar.core.config.sections import source_model
+
+    path = tmp_path / "gpuradar.yaml"
+    path.write_text("sources:\n  runpod:\n    enabled: false\n")
+    source_model.cache_clear()
+    cfg = load_config(path)
+    assert source_model.cache_info().currsize == 1
+    assert cfg.source_options("runpod").enabled is False
+    assert cfg.source_options("lambda").enabled is True
+    assert len(cfg.options) >= 23 and cfg.options["runpod"].enabled is False
+
+    path.write_text("sources:\n  runpod:\n    enabled: false\n  lamda:\n    enabled: false\n")
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert str(refused.value) == (f"{path}:4: unknown source 'lamda' in sources — did you "
+                                  "mean 'lambda'?")
