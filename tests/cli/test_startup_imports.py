@@ -304,3 +304,18 @@ def test_a_config_file_builds_the_options_model_of_the_sources_it_names_only(tmp
         load_config(path)
     assert str(refused.value) == (f"{path}:4: unknown source 'lamda' in sources — did you "
                                   "mean 'lambda'?")
+
+
+def test_prices_loads_no_emoji_table_and_prints_emoji_codes_as_written(home):
+    """The consoles print text as it is: a provider's ':fire:' stays ':fire:' rather than
+    becoming an emoji, so rich's emoji table is never loaded by `prices`."""
+    from gpuradar.cli.output import console, err_console
+
+    for out in (console, err_console):
+        with out.capture() as captured:
+            out.print("spot :fire: deal")
+        assert captured.get() == "spot :fire: deal\n"
+    proc, chains = imports_of(["prices"], home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rich.table" in chains  # it drew with rich
+    assert not heavy_imports(chains, ("rich._emoji_codes",)), chains["rich._emoji_codes"]
