@@ -116,6 +116,10 @@ def _new_engine(url: str) -> Engine:
         raise DatabaseError(f"cannot use database {redact_url(url)}: {exc}") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+    elif engine.dialect.name == "postgresql":
+        from gpuradar.storage.models import with_postgresql_options
+
+        with_postgresql_options()  # the partial index's PostgreSQL condition
     return engine
 
 

@@ -77,13 +77,15 @@ class _Console(Console):
             self._forced = None
 
 
-console = _Console()
+# emoji=False: a text is printed as it is (a provider's note with ':fire:' in it stays so),
+# and rich's emoji table (a measurable share of `gpuradar prices`, issue #54) is not loaded.
+console = _Console(emoji=False)
 # Errors and warnings: one line whatever the terminal (it shows a long one over several
 # rows, but a path or URL in it stays whole when copied), as into a pipe or a log file.
-err_console = _Console(stderr=True, soft_wrap=True)
+err_console = _Console(stderr=True, soft_wrap=True, emoji=False)
 # A progress line redrawn in place (rich Live): wrapped to the terminal, since Live must
 # know how many rows it takes to draw over them.
-progress_console = _Console(stderr=True)
+progress_console = _Console(stderr=True, emoji=False)
 
 # A cell that is one number with its sign or unit: '$1.3867', '¥14.00', '79.6 GB', '8x',
 # '3d', '12.50 CHF', '40%'. Its parts, so that a column can share one number of decimals.

@@ -235,3 +235,87 @@ def test_no_command_option_is_an_annotation_string():
     strings = [f"{f.__module__}.{f.__name__}({name})" for f in callbacks
                for name, value in inspect.get_annotations(f).items() if isinstance(value, str)]
     assert not strings, strings
+
+
+def test_prices_on_sqlite_loads_no_postgresql_dialect(home):
+    """ix_crawl_not_ok's PostgreSQL condition is added only where PostgreSQL is used
+    (storage/models.py): declared in the table, it imported SQLAlchemy's PostgreSQL dialect
+    into every command on SQLite to validate it."""
+    proc, chains = imports_of(["prices", "--json"], home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "sqlalchemy" in chains  # it read the database
+    pulled = heavy_imports(chains, ("sqlalchemy.dialects.postgresql", "psycopg"))
+    assert not pulled, "`gpuradar prices` imported:\n  " + "\n  ".join(pulled)
+
+
+#: In a new process (nothing has added the condition yet), the schema built from
+#: storage/models.py alone on PostgreSQL, by an engine storage.db did not make.
+_CREATE_ON_POSTGRESQL = """
+import sys
+from sqlalchemy import create_engine, inspect
+from gpuradar.storage.models import metadata
+engine = create_engine(sys.argv[1])
+metadata.create_all(engine)
+(ix,) = [ix for ix in inspect(engine).get_indexes("crawl") if ix["name"] == "ix_crawl_not_ok"]
+print(ix["dialect_options"].get("postgresql_where"))
+engine.dispose()
+"""
+
+
+def test_the_schema_on_postgresql_keeps_the_partial_index_condition():
+    """Moving the condition out of the table's declaration changes nothing on PostgreSQL:
+    the index created from the tables still holds only the crawls that are not ok."""
+    import uuid
+
+    from tests.conftest import _pg_connect, pg_url
+
+    name = f"gpuradar_pgwhere_{uuid.uuid4().hex[:10]}"
+    with _pg_connect() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        proc = subprocess.run([sys.executable, "-c", _CREATE_ON_POSTGRESQL, pg_url(name)],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        with _pg_connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "((status)::text <> 'ok'::text)", proc.stdout
+
+
+def test_a_config_file_builds_the_options_model_of_the_sources_it_names_only(tmp_path):
+    """Loading the configuration builds the options model of each source the file names,
+    not of all 25 (issue #54: `prices` paid for every one); a misspelt source is still
+    refused with its file, line and the known name it resembles, and a source left out
+    still has its defaults when asked (a crawl, `sources`)."""
+    from gpuradar.core.config import ConfigError, load_config
+    from gpuradar.core.config.sections import source_model
+
+    path = tmp_path / "gpuradar.yaml"
+    path.write_text("sources:\n  runpod:\n    enabled: false\n")
+    source_model.cache_clear()
+    cfg = load_config(path)
+    assert source_model.cache_info().currsize == 1
+    assert cfg.source_options("runpod").enabled is False
+    assert cfg.source_options("lambda").enabled is True
+    assert len(cfg.options) >= 23 and cfg.options["runpod"].enabled is False
+
+    path.write_text("sources:\n  runpod:\n    enabled: false\n  lamda:\n    enabled: false\n")
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert str(refused.value) == (f"{path}:4: unknown source 'lamda' in sources — did you "
+                                  "mean 'lambda'?")
+
+
+def test_prices_loads_no_emoji_table_and_prints_emoji_codes_as_written(home):
+    """The consoles print text as it is: a provider's ':fire:' stays ':fire:' rather than
+    becoming an emoji, so rich's emoji table is never loaded by `prices`."""
+    from gpuradar.cli.output import console, err_console
+
+    for out in (console, err_console):
+        with out.capture() as captured:
+            out.print("spot :fire: deal")
+        assert captured.get() == "spot :fire: deal\n"
+    proc, chains = imports_of(["prices"], home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rich.table" in chains  # it drew with rich
+    assert not heavy_imports(chains, ("rich._emoji_codes",)), chains["rich._emoji_codes"]

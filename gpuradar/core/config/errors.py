@@ -202,6 +202,9 @@ def _model_at(root: type[BaseModel], keys: Key) -> Any:
 
 def _allowed_keys(model: Any) -> list[str]:
     if isinstance(model, type) and issubclass(model, BaseModel):
+        known = getattr(model, "KNOWN_NAMES", None)  # `sources` built for a file's names
+        if known is not None:
+            return list(known)
         return [f.alias or n for n, f in model.model_fields.items()]
     return []
 

@@ -72,9 +72,6 @@ class Config:
     marks: Marks | None = None
     #: load_config's sections are its checked model's: nothing to check again
     checked: InitVar[bool] = False
-    #: Every known source's options, the file's or else its defaults: checked once, here,
-    #: and passed down (scrapy_settings puts them in GPURADAR_SOURCES for the spiders).
-    options: dict[str, SourceOptions] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self, checked: bool) -> None:
         if not checked:
@@ -85,8 +82,14 @@ class Config:
                 for name, value in sections_of(model).items():
                     if name in plain:
                         setattr(self, name, value)
-        self.options = {p.name: self.sources.get(p.name) or source_model(p.name)()
-                        for p in providers.PROVIDERS} | self.sources
+
+    @property
+    def options(self) -> dict[str, SourceOptions]:
+        """Every known source's options, the file's or else its defaults, as passed down
+        (scrapy_settings puts them in GPURADAR_SOURCES for the spiders). Built when asked:
+        a command that reads only the database builds no source's model."""
+        return {p.name: self.source_options(p.name) for p in providers.PROVIDERS} | \
+            self.sources
 
     @property
     def reader_url(self) -> str:
@@ -95,7 +98,7 @@ class Config:
 
     def source_options(self, name: str) -> SourceOptions:
         """The options of source `name`: as the file sets them, else its defaults."""
-        return self.options.get(name) or source_model(name)()
+        return self.sources.get(name) or source_model(name)()
 
     def located(self) -> Marks:
         return self.marks or Marks(path=self.path)
@@ -175,7 +178,9 @@ def load_config(path: Path | str | None = None, *, database_url: str | None = No
         raw["database_url"] = database_url
         raw.pop("read_database_url", None)
         marks.origins[("database_url",)] = "--database-url"
-    model = validate_section(schema(), raw, (), marks, scrapy_names=scrapy_names)
+    named = raw.get("sources")  # only the sources the file names get their model built
+    model = validate_section(schema(named if isinstance(named, dict) else ()), raw, (), marks,
+                             scrapy_names=scrapy_names)
     rules_file = Path(model.rules_file) if model.rules_file else None
     if rules_file is not None and not rules_file.is_absolute() and path is not None:
         rules_file = path.parent / rules_file

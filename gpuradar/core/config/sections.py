@@ -5,6 +5,7 @@ Scrapy-free declarations (gpuradar.core.providers)."""
 from __future__ import annotations
 
 import typing
+from collections.abc import Iterable
 from functools import cache
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -314,18 +315,36 @@ def source_model(name: str) -> type[SourceOptions]:
     return create_model(f"Source_{provider.name}", __base__=SourceOptions, **opts)
 
 
-@cache
-def schema() -> type[BaseModel]:
+def schema(names: Iterable[str] | None = None) -> type[BaseModel]:
     """The whole file: static sections plus one options model per source, built from the
-    providers' declarations (gpuradar.core.providers)."""
-    sources: dict[str, Any] = {p.name: (source_model(p.name) | None, None)
-                               for p in providers.PROVIDERS}
-    sources_model = create_model("Sources", __base__=Section, **sources)
+    providers' declarations (gpuradar.core.providers).
+
+    With `names` (the sources a file names), `sources` holds the models of those known
+    sources only: a file is checked the same, but a command does not build the options
+    model of each of the 25 sources the file does not mention (a share of `gpuradar
+    prices`' start-up, issue #54). Any other name is still refused as an unknown source,
+    with every source named as allowed (`KNOWN_NAMES`)."""
+    known = [p.name for p in providers.PROVIDERS]
+    wanted = known if names is None else [n for n in known if n in set(names)]
+    return _schema(tuple(wanted))
+
+
+@cache
+def _schema(names: tuple[str, ...]) -> type[BaseModel]:
+    sources: dict[str, Any] = {name: (source_model(name) | None, None) for name in names}
+    sources_model = create_model("Sources", __base__=_Sources, **sources)
     return create_model(
         "ConfigFile", __base__=_Root,
         sources=(sources_model, Field(default_factory=sources_model,
                                       description=KNOWN_KEYS["sources"])),
     )
+
+
+class _Sources(Section):
+    """The `sources` mapping: a field per source (schema() adds them)."""
+
+    #: every source's name: what an unknown name is refused against (errors.py)
+    KNOWN_NAMES: ClassVar[tuple[str, ...]] = tuple(p.name for p in providers.PROVIDERS)
 
 
 KNOWN_KEYS = {
