@@ -145,8 +145,6 @@ REACTOR_COMMANDS = frozenset({"crawl", "demo", "run", "serve"})
 
 # The consoles gpuradar.cli.output makes at import, made again for each in-process call
 # (rich reads the colour and terminal settings from the environment when one is made).
-_CONSOLES = {"console": {}, "err_console": {"stderr": True, "soft_wrap": True},
-             "progress_console": {"stderr": True}}
 
 
 #: One in-process call at a time: the streams, environment and argv it swaps are the
@@ -195,7 +193,7 @@ def _in_process(args: list[str], env: dict[str, str]) -> subprocess.CompletedPro
             sys.modules["__main__"] = entry
             from gpuradar.cli import output
 
-            for name, kwargs in _CONSOLES.items():
+            for name, kwargs in output.CONSOLES.items():
                 console = getattr(output, name)
                 type(console).__init__(console, **kwargs)
             try:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict
 
 from rich import box
 from rich.console import Console, ConsoleDimensions
@@ -77,15 +77,27 @@ class _Console(Console):
             self._forced = None
 
 
-# emoji=False: a text is printed as it is (a provider's note with ':fire:' in it stays so),
-# and rich's emoji table (a measurable share of `gpuradar prices`, issue #54) is not loaded.
-console = _Console(emoji=False)
-# Errors and warnings: one line whatever the terminal (it shows a long one over several
-# rows, but a path or URL in it stays whole when copied), as into a pipe or a log file.
-err_console = _Console(stderr=True, soft_wrap=True, emoji=False)
-# A progress line redrawn in place (rich Live): wrapped to the terminal, since Live must
-# know how many rows it takes to draw over them.
-progress_console = _Console(stderr=True, emoji=False)
+# How each console is made (one place: a test that runs the command in its own process
+# makes them afresh from this). emoji=False: a text is printed as it is (a provider's note
+# with ':fire:' in it stays so), and rich's emoji table (a measurable share of `gpuradar
+# prices`, issue #54) is not loaded. Errors and warnings: one line whatever the terminal (it
+# shows a long one over several rows, but a path or URL in it stays whole when copied), as
+# into a pipe or a log file. The progress line is redrawn in place (rich Live): wrapped to
+# the terminal, since Live must know how many rows it takes to draw over them.
+class ConsoleOptions(TypedDict, total=False):
+    stderr: bool
+    soft_wrap: bool
+    emoji: bool
+
+
+CONSOLES: dict[str, ConsoleOptions] = {
+    "console": {"emoji": False},
+    "err_console": {"stderr": True, "soft_wrap": True, "emoji": False},
+    "progress_console": {"stderr": True, "emoji": False},
+}
+console = _Console(**CONSOLES["console"])
+err_console = _Console(**CONSOLES["err_console"])
+progress_console = _Console(**CONSOLES["progress_console"])
 
 # A cell that is one number with its sign or unit: '$1.3867', '¥14.00', '79.6 GB', '8x',
 # '3d', '12.50 CHF', '40%'. Its parts, so that a column can share one number of decimals.

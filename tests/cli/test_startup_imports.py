@@ -288,13 +288,20 @@ def test_a_config_file_builds_the_options_model_of_the_sources_it_names_only(tmp
     refused with its file, line and the known name it resembles, and a source left out
     still has its defaults when asked (a crawl, `sources`)."""
     from gpuradar.core.config import ConfigError, load_config
-    from gpuradar.core.config.sections import source_model
+    from gpuradar.core.config.sections import _schema, source_model
 
     path = tmp_path / "gpuradar.yaml"
     path.write_text("sources:\n  runpod:\n    enabled: false\n")
+    # Both caches emptied together, before and after: a schema built earlier holds the
+    # models it was built with, and later tests compare against source_model()'s.
     source_model.cache_clear()
-    cfg = load_config(path)
-    assert source_model.cache_info().currsize == 1
+    _schema.cache_clear()
+    try:
+        cfg = load_config(path)
+        assert source_model.cache_info().currsize == 1
+    finally:
+        source_model.cache_clear()
+        _schema.cache_clear()
     assert cfg.source_options("runpod").enabled is False
     assert cfg.source_options("lambda").enabled is True
     assert len(cfg.options) >= 23 and cfg.options["runpod"].enabled is False
