@@ -26,7 +26,6 @@ import contextlib
 import logging
 import re
 import threading
-import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -41,6 +40,7 @@ from gpuradar.alerts.loader import Target, Targets, channel_of, redact
 from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.config import AlertsSection
 from gpuradar.storage import alert_store as store
+from gpuradar.storage.db import PerEngine
 
 log = logging.getLogger(__name__)
 
@@ -339,17 +339,12 @@ class RetryPolicy:
 # -- for one-off callers -------------------------------------------------------------------
 # The CLI and tests deliver by engine: each engine's Delivery lives as long as the engine
 # (the daemon makes and keeps its own).
-_DELIVERIES: weakref.WeakKeyDictionary[Engine, Delivery] = weakref.WeakKeyDictionary()
-_DELIVERIES_LOCK = threading.Lock()
+_DELIVERIES: PerEngine[Delivery] = PerEngine(Delivery)
 
 
-def delivery_for(engine: Engine, clock: Clock = SYSTEM) -> Delivery:
+def delivery_for(engine: Engine) -> Delivery:
     """The Delivery `deliver_pending()` uses for `engine` (made at the first call)."""
-    with _DELIVERIES_LOCK:
-        found = _DELIVERIES.get(engine)
-        if found is None:
-            found = _DELIVERIES[engine] = Delivery(engine, clock)
-        return found
+    return _DELIVERIES.get(engine)
 
 
 def deliver_pending(engine: Engine, targets: Targets, *, now: datetime | None = None,
@@ -360,7 +355,7 @@ def deliver_pending(engine: Engine, targets: Targets, *, now: datetime | None = 
                     guard: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
                     clock: Clock = SYSTEM) -> list[DeliveryResult]:
     """`Delivery.deliver_pending` with the engine's Delivery (`delivery_for`)."""
-    return delivery_for(engine, clock).deliver_pending(
+    return delivery_for(engine).deliver_pending(
         targets, now=now or clock.now(), limit=limit, max_attempts=max_attempts,
         retry_backoff=retry_backoff, max_backoff=max_backoff, timeout=timeout,
         sender=sender, guard=guard)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -57,6 +56,7 @@ from gpuradar.core import collector
 from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.units import format_duration
 from gpuradar.storage import alert_store as store
+from gpuradar.storage.db import PerEngine
 
 log = logging.getLogger(__name__)
 
@@ -375,17 +375,12 @@ def _due(state: AlertState, pol: Policy, now: datetime) -> bool:
 # -- for one-off callers -------------------------------------------------------------------
 # The CLI and tests evaluate by engine: each engine's Evaluator lives as long as the engine
 # (a long-running caller such as the daemon makes and keeps its own).
-_EVALUATORS: weakref.WeakKeyDictionary[Engine, Evaluator] = weakref.WeakKeyDictionary()
-_EVALUATORS_LOCK = threading.Lock()
+_EVALUATORS: PerEngine[Evaluator] = PerEngine(Evaluator)
 
 
-def evaluator_for(engine: Engine, clock: Clock = SYSTEM) -> Evaluator:
+def evaluator_for(engine: Engine) -> Evaluator:
     """The Evaluator `evaluate()` uses for `engine` (made at the first call)."""
-    with _EVALUATORS_LOCK:
-        ev = _EVALUATORS.get(engine)
-        if ev is None:
-            ev = _EVALUATORS[engine] = Evaluator(engine, clock)
-        return ev
+    return _EVALUATORS.get(engine)
 
 
 def evaluate(engine: Engine, rules: list[Rule], *, now: datetime | None = None,
@@ -393,5 +388,5 @@ def evaluate(engine: Engine, rules: list[Rule], *, now: datetime | None = None,
              clock: Clock = SYSTEM) -> EvaluationResult:
     """`Evaluator.evaluate` with the engine's Evaluator (`evaluator_for`); `now` defaults
     to `clock`'s time."""
-    return evaluator_for(engine, clock).evaluate(rules, now=now or clock.now(),
+    return evaluator_for(engine).evaluate(rules, now=now or clock.now(),
                                                  alert_settings=alert_settings)

@@ -13,9 +13,11 @@ import os
 import re
 import stat
 import threading
+import weakref
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import orjson
 from sqlalchemy import Engine, create_engine, event, text
@@ -171,6 +173,27 @@ class Engines:
 
 #: The engines of this process.
 ENGINES = Engines()
+
+
+_T = TypeVar("_T")
+
+
+class PerEngine(Generic[_T]):
+    """One object per engine, made by `make` at the engine's first use and kept as long
+    as the engine lives: what one-off callers (the CLI, tests) share for one database, such
+    as the alert Evaluator and Delivery (a daemon makes and keeps its own)."""
+
+    def __init__(self, make: Callable[[Engine], _T]) -> None:
+        self._make = make
+        self._made: weakref.WeakKeyDictionary[Engine, _T] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def get(self, engine: Engine) -> _T:
+        with self._lock:
+            found = self._made.get(engine)
+            if found is None:
+                found = self._made[engine] = self._make(engine)
+            return found
 
 
 def get_engine(url: str) -> Engine:

@@ -58,8 +58,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -69,7 +68,6 @@ from scrapy.settings import BaseSettings
 from twisted.python.failure import Failure
 
 from gpuradar.core.backfill import PriceHistory
-from gpuradar.core.clock import SYSTEM
 from gpuradar.core.items import OfferKey, PriceItem
 from gpuradar.core.pricing import CAPACITY_BLOCK
 from gpuradar.core.providers.aws import (
@@ -209,24 +207,6 @@ _NOT_SOLD_HERE = (_INVALID_VALUE, "InvalidParameterCombination", "Unsupported",
                   "UnsupportedOperation", "InvalidInstanceType")
 # The AWS page that explains Capacity Block prices (fee up front, per the block).
 CAPACITY_BLOCKS_PAGE = "https://aws.amazon.com/ec2/capacityblocks/pricing/"
-
-
-def advisor_date(response: Response) -> str | None:
-    """The day the Spot Advisor feed describes: a replayed capture's own date (a recording
-    can hold answers older than the rest of it), else the feed's `Last-Modified` (S3 serves
-    one), else the day it was fetched. The bands are a trailing month's figure, so a
-    band is only as good as its date."""
-    captured = response.meta.get("recording_captured")
-    if captured:
-        return str(captured)[:10]
-    modified = response.headers.get(b"Last-Modified")
-    if modified:
-        try:
-            return parsedate_to_datetime(modified.decode("latin-1")).astimezone(UTC).date(
-            ).isoformat()
-        except (TypeError, ValueError):
-            pass
-    return SYSTEM.now().date().isoformat()
 
 
 def gpu_of(instance_type: str) -> tuple[str, float | None, float] | None:
@@ -507,7 +487,9 @@ class AwsSpider(GpuRadarSpider):
 
     def parse_advisor(self, response: Response, **kwargs: Any) -> Iterator[scrapy.Request]:
         self.read_advisor(_json(response, self.name), response.url)
-        self.advisor_as_of = advisor_date(response)
+        # S3 serves the feed's Last-Modified: the bands are a trailing month's figure, so a
+        # band is only as good as its date
+        self.advisor_as_of = self.answer_day(response, b"Last-Modified")
         yield from self.after_advisor()
 
     def read_advisor(self, data: Any, where: str) -> None:

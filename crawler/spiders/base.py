@@ -147,13 +147,15 @@ class GpuRadarSpider(scrapy.Spider):
         overrides = self.settings.getdict("GPURADAR_ENDPOINTS")
         return overrides.get(f"{self.name}.{name}") or self.endpoints[name]
 
-    def answer_day(self, response: scrapy.http.Response) -> str:
+    def answer_day(self, response: scrapy.http.Response, header: bytes = b"Date") -> str:
         """The day an answer describes (a signal's as-of date): a replayed capture's own
-        date, else the HTTP `Date` the provider sent, else today by the spider's clock."""
+        date (a recording can hold answers older than the rest of it), else the day in the
+        HTTP `header` the provider sent (`Date`; a file's `Last-Modified`), else today by
+        the spider's clock."""
         captured = response.meta.get("recording_captured")
         if captured:
             return str(captured)[:10]
-        sent = response.headers.get(b"Date")
+        sent = response.headers.get(header)
         if sent:
             try:
                 return parsedate_to_datetime(sent.decode("latin-1")).astimezone(UTC).date(
