@@ -17,10 +17,10 @@ import responses
 from aiosmtpd.controller import Controller
 from sqlalchemy import select
 
-from gpuradar.alerts.delivery import channel_of, deliver_pending, delivery_for
+from gpuradar.alerts.delivery import channel_of, deliver_pending, delivery_for, lease_for
 from gpuradar.alerts.engine import evaluate
 from gpuradar.alerts.grammar import parse_rule
-from gpuradar.alerts.loader import load_targets, parse_targets
+from gpuradar.alerts.loader import Target, load_targets, parse_targets
 from gpuradar.core.config import Config
 from gpuradar.storage import alert_store as store
 from gpuradar.storage.models import OUTBOX
@@ -406,3 +406,13 @@ def test_a_message_is_given_up_after_eight_attempts_by_default(engine):
                 for r in deliver_pending(engine, targets, now=now + timedelta(days=n))]
     assert statuses == ["retry"] * 7 + ["failed"]
     assert rows(engine)["hook"]["attempts"] == 8
+
+
+def test_a_row_is_reserved_for_every_url_s_attempt_and_a_margin_to_record_it():
+    """A send to a target of three URLs may take three timeouts, and the outcome is written
+    after: the row's lease covers that (a margin of the timeout, at most 5 s), so no other
+    process takes it up while it may still be sent; a one-off send counts one URL."""
+    three = Target("team", ("json://a.example/x", "json://b.example/y", "json://c.example/z"))
+    assert lease_for(three, 2.0) == timedelta(seconds=3 * 2.0 + 2.0)
+    assert lease_for(three, 30.0) == timedelta(seconds=3 * 30.0 + 5.0)
+    assert lease_for(None, 10.0) == timedelta(seconds=10.0 + 5.0)

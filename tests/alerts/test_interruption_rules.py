@@ -136,6 +136,22 @@ def test_the_median_rule_is_one_object_in_both_forms_and_says_how_it_reads():
         parse_rule(MEDIAN + " drops 10% below its 7-day low")
 
 
+def test_the_median_counts_only_the_window_and_never_an_unavailable_price(engine):
+    """p5.a held $1.00 from 60 days ago until 22 days ago, then $3.00: of the last 30 days,
+    $1.00 held 8 and $3.00 22, so the median is $3.00 (counted from the crawl 60 days back,
+    $1.00 would hold 38 of 60 days and be the median). p5.b listed at $0.50 but unavailable
+    the whole time: a price nobody could rent is no part of the median (with it, $0.50 would
+    hold half of 60 offer-days)."""
+    t60, t22 = T0 - timedelta(days=60), T0 - timedelta(days=22)
+    crawl(engine, [spot("p5.a", 1.00, None, at=t60),
+                   spot("p5.b", 0.50, None, at=t60, available=False)], source="aws", at=t60)
+    for at in (t22, T0):  # the last crawl, unchanged, keeps the source fresh
+        crawl(engine, [spot("p5.a", 3.00, None, at=at),
+                       spot("p5.b", 0.50, None, at=at, available=False)], source="aws", at=at)
+    (by10,) = match_rules(engine, [rule(MEDIAN.replace("20%", "10%"))], now=T0)
+    assert by10.reference == pytest.approx(3.00) and by10.limit == pytest.approx(2.70)
+
+
 def test_the_median_is_weighted_by_how_long_each_price_held(engine):
     """p5.a held $3.00 for 15 days then $2.00 for 5; p5.b held $2.50 for 20 days. Sorted
     with their days: 2.00 (5), 2.50 (20), 3.00 (15) -- 40 offer-days, half is 20, reached at
