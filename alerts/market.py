@@ -565,23 +565,21 @@ def match(rule: Rule, pool: Pool, market: Market, settings: AlertSettings, *,
         return RuleMatch(rule, None, note=f"no exchange rate for {c.currency}")
     limit = c.max_price
     result = RuleMatch(rule, limit, pool=pool)
-    if c.drop_pct is not None and c.drop_window is not None:
-        ref = drop_reference(rule, pool, market, history or [])
+    if c.drop_pct is not None and (c.drop_window is not None or c.median_window is not None):
+        # the price N% is taken off: the low before the drop (drop_reference) or the
+        # window's median (median_reference)
+        if c.drop_window is not None:
+            ref = drop_reference(rule, pool, market, history or [])
+            missing = "no earlier price to compare with in the window"
+        else:
+            ref = median_reference(rule, pool, market, history or [])
+            missing = "no stored price in the window to take the median of"
         result.reference = ref
         if ref is None:
-            result.note = "no earlier price to compare with in the window"
+            result.note = missing
             return result
-        drop_limit = ref * (1 - c.drop_pct)
-        limit = drop_limit if limit is None else min(limit, drop_limit)
-        result.limit = limit
-    elif c.drop_pct is not None and c.median_window is not None:
-        ref = median_reference(rule, pool, market, history or [])
-        result.reference = ref
-        if ref is None:
-            result.note = "no stored price in the window to take the median of"
-            return result
-        median_limit = ref * (1 - c.drop_pct)
-        limit = median_limit if limit is None else min(limit, median_limit)
+        relative = ref * (1 - c.drop_pct)
+        limit = relative if limit is None else min(limit, relative)
         result.limit = limit
     top = None if limit is None else limit * (1 + hysteresis(rule, settings))
     values = pool.values

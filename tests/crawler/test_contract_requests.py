@@ -244,12 +244,11 @@ def test_huawei_rating_request_is_the_sdks(huawei_sdk):
 
 
 # -- Alibaba Cloud (alibabacloud-tea-openapi, the ECS client) ----------------------------------
-def test_alibaba_describe_price_request_is_the_sdks(monkeypatch, provider_server):
-    from alibabacloud_ecs20140526 import models
-    from alibabacloud_ecs20140526.client import Client
-    from alibabacloud_tea_openapi import models as openapi
+def alibaba_spider_signing_as_the_sdk(monkeypatch, provider_server, answer: str):
+    """An Alibaba spider on `provider_server` (answering with the fixture `answer`) that
+    signs with the nonce and time the SDK is given too (both patched), so that the two
+    requests can be compared byte for byte."""
     from alibabacloud_tea_openapi.utils import Utils
-    from darabonba.runtime import RuntimeOptions
 
     from gpuradar.crawler import signing
     from gpuradar.crawler.spiders.alibaba import AlibabaSpider
@@ -260,13 +259,22 @@ def test_alibaba_describe_price_request_is_the_sdks(monkeypatch, provider_server
         lambda: FIXED.strftime("%Y-%m-%dT%H:%M:%SZ")))
     monkeypatch.setattr(signing, "uuid", SimpleNamespace(uuid4=lambda: SimpleNamespace(
         hex=nonce)))
-
-    provider_server.route("POST", "/", lambda req: Reply(
-        body=fixture("alibaba/describe_price_gn7i.json")))
+    provider_server.route("POST", "/", lambda req: Reply(body=fixture(answer)))
     spider = spider_for(AlibabaSpider, provider_server, access_key_id="LTAIcontract",
                         access_key_secret="contract-secret")
     spider.clock = FakeClock(FIXED)  # the time it signs with, as the SDK's (patched above)
     spider.settings.set("GPURADAR_ENDPOINTS", {"alibaba.api": provider_server.base + "/"})
+    return spider
+
+
+def test_alibaba_describe_price_request_is_the_sdks(monkeypatch, provider_server):
+    from alibabacloud_ecs20140526 import models
+    from alibabacloud_ecs20140526.client import Client
+    from alibabacloud_tea_openapi import models as openapi
+    from darabonba.runtime import RuntimeOptions
+
+    spider = alibaba_spider_signing_as_the_sdk(monkeypatch, provider_server,
+                                               "alibaba/describe_price_gn7i.json")
     params = {"RegionId": "cn-hangzhou", "ResourceType": "instance",
               "InstanceType": "ecs.gn7i-c8g1.2xlarge", "PriceUnit": "Hour",
               "SystemDisk.Category": "cloud_essd"}
@@ -294,25 +302,12 @@ def test_alibaba_describe_spot_advice_request_is_the_sdks(monkeypatch, provider_
     from alibabacloud_ecs20140526 import models
     from alibabacloud_ecs20140526.client import Client
     from alibabacloud_tea_openapi import models as openapi
-    from alibabacloud_tea_openapi.utils import Utils
     from darabonba.runtime import RuntimeOptions
 
-    from gpuradar.crawler import signing
-    from gpuradar.crawler.spiders.alibaba import AlibabaSpider, SpotAdvice
+    from gpuradar.crawler.spiders.alibaba import SpotAdvice
 
-    nonce = "3ee8c1b883d344afa94f4e0ad82fd6cf"
-    monkeypatch.setattr(Utils, "get_nonce", staticmethod(lambda: nonce))
-    monkeypatch.setattr(Utils, "get_timestamp", staticmethod(
-        lambda: FIXED.strftime("%Y-%m-%dT%H:%M:%SZ")))
-    monkeypatch.setattr(signing, "uuid", SimpleNamespace(uuid4=lambda: SimpleNamespace(
-        hex=nonce)))
-
-    provider_server.route("POST", "/", lambda req: Reply(
-        body=fixture("alibaba/describe_spot_advice_gn7i.json")))
-    spider = spider_for(AlibabaSpider, provider_server, access_key_id="LTAIcontract",
-                        access_key_secret="contract-secret")
-    spider.clock = FakeClock(FIXED)  # the time it signs with, as the SDK's (patched above)
-    spider.settings.set("GPURADAR_ENDPOINTS", {"alibaba.api": provider_server.base + "/"})
+    spider = alibaba_spider_signing_as_the_sdk(monkeypatch, provider_server,
+                                               "alibaba/describe_spot_advice_gn7i.json")
     types = ["ecs.gn7i-c8g1.2xlarge", "ecs.gn7e-c16g1.4xlarge"]
     [ours] = spider.spot_advice("cn-hangzhou", [types], {t: {} for t in types}, {},
                                 SpotAdvice())
