@@ -1,4 +1,5 @@
-"""Reproducible exports: offers, change points, the market index and crawls as Parquet, CSV
+"""Reproducible exports: offers, change points (prices and interruption signals), the
+market index and crawls as Parquet, CSV
 and JSON Lines, with a manifest (row counts, time range, schema version, SHA-256 per file).
 
 Reproducible means byte-identical: the same database exported twice gives the same files.
@@ -28,11 +29,12 @@ from gpuradar.core.files import not_a_file
 from gpuradar.core.text import excerpt
 from gpuradar.core.units import utc_text
 from gpuradar.storage.dataset import INTERRUPTION_FIELDS, OFFER_SCHEMA, interruption_fields
-from gpuradar.storage.models import CHANGE, CRAWL, FX, INDEX, OFFER
+from gpuradar.storage.models import CHANGE, CRAWL, FX, INDEX, OFFER, SIGNAL
 
 #: 3: offers carry their interruption signal (interruption, interruption_kind, _source,
-#: _as_of, _monthly_low, _monthly_high).
-FORMAT_VERSION = 3
+#: _as_of, _monthly_low, _monthly_high). 4: the interruption-signal series
+#: (interruption_changes).
+FORMAT_VERSION = 4
 MAX_MANIFEST_BYTES = 1024 * 1024  # a manifest is a few kilobytes; verify reads no more
 FORMATS = ("parquet", "csv", "jsonl")
 MANIFEST = "manifest.json"
@@ -120,6 +122,12 @@ TABLES = (
           lambda: select(CHANGE, OFFER.c.currency)
           .join(OFFER, OFFER.c.id == CHANGE.c.offer_id)
           .order_by(CHANGE.c.offer_id, CHANGE.c.at), _change),
+    # each change of a spot offer's published interruption signal (storage/signals.py)
+    Table("interruption_changes", (("offer_id", "int"), ("at", "time"), ("band", "str"),
+                                   ("rate", "float"), ("period", "str"), ("source", "str"),
+                                   ("as_of", "str")),
+          lambda: select(SIGNAL).order_by(SIGNAL.c.offer_id, SIGNAL.c.at),
+          lambda r: {**r, "at": _epoch(r["at"])}),
     # the exchange rates prices were converted with (USD per unit, by ECB reference date)
     Table("fx_rates", (("currency", "str"), ("rate_date", "str"), ("usd_per_unit", "float"),
                        ("source", "str"), ("fetched_at", "time")),

@@ -40,7 +40,8 @@ def _reason(exc: Exception) -> str:
 def db_prune(
     older_than: Annotated[str, typer.Option(
         "--older-than", help="Delete history older than this (e.g. 400d, 58w): change points "
-        "before the one in force at the cutoff, crawl records, sent or failed notifications.",
+        "before the one in force at the cutoff (prices and interruption signals), crawl records, "
+        "sent or failed notifications.",
         show_default=False)],
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Count what would be deleted; delete nothing.")] = False,
@@ -74,7 +75,8 @@ def db_prune(
         return
     verb = "would delete" if dry_run else "deleted"
     console.print(f"cutoff {cutoff:%Y-%m-%d %H:%M} UTC: {verb} "
-                  f"{result.price_changes} change point(s), {result.crawls} crawl record(s), "
+                  f"{result.price_changes} change point(s), {result.signal_changes} "
+                  f"interruption-signal change(s), {result.crawls} crawl record(s), "
                   f"{result.notifications} notification(s)", highlight=False)
 
 

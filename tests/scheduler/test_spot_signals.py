@@ -83,7 +83,7 @@ def test_every_offer_carries_its_signal_in_the_same_fields_on_every_surface(engi
     assert (row["interruption_source"], row["interruption_monthly_low"],
             row["interruption_monthly_high"]) == ("AWS Spot Advisor", "0.2", "")
     manifest = json.loads((tmp_path / "export" / "manifest.json").read_text())
-    assert manifest["format_version"] == 3
+    assert manifest["format_version"] == 4
 
 
 def test_an_unread_signal_says_why_and_a_missing_one_says_none(engine):

@@ -10,8 +10,10 @@ from datetime import timedelta
 import pyarrow.parquet as pq
 import pytest
 
-from gpuradar.storage.export import ExportError, export, verify
+from gpuradar.storage import queries
+from gpuradar.storage.export import ExportError, export, read_table, verify
 from tests.storage.test_index import T0, crawl, item
+from tests.storage.test_signal_series import ADVISOR, P5, aws_items, moved, offer_id, signal_rows
 
 
 @pytest.fixture
@@ -41,11 +43,45 @@ def test_manifest_counts_rows_and_states_schema_and_time_range(stored, tmp_path)
     assert manifest["schema_version"] == "0010_interruption_series"
     # three offers; 3 first change points + A's price change + S closed
     assert {t: v["rows"] for t, v in manifest["tables"].items()} == {
-        "offers": 3, "price_changes": 5, "fx_rates": 0, "index": 4, "crawls": 2}
+        "offers": 3, "price_changes": 5, "interruption_changes": 0, "fx_rates": 0,
+        "index": 4, "crawls": 2}
+    assert manifest["format_version"] == 4
     assert manifest["time_range"]["from"] == "2026-11-01T12:00:00Z"
     assert {f["path"] for f in manifest["files"]} == {
-        f"{t}.{x}" for t in ("offers", "price_changes", "fx_rates", "index", "crawls")
+        f"{t}.{x}" for t in ("offers", "price_changes", "interruption_changes", "fx_rates",
+                             "index", "crawls")
         for x in ("parquet", "csv", "jsonl")}
+
+
+def test_the_interruption_signal_series_is_exported(engine, tmp_path):
+    """Each stored change of a spot offer's published band is a row of
+    interruption_changes, in every format, as `history --signals` reads it; the export
+    stays byte-identical and verifiable."""
+    t1 = T0 + timedelta(days=2)
+    crawl(engine, "aws", aws_items(ADVISOR, "2025-06-28", T0), T0)
+    crawl(engine, "aws", aws_items(moved(0), "2025-07-05", t1), t1)  # p5's band moves
+    manifest = export(engine, tmp_path / "one")
+    assert manifest == export(engine, tmp_path / "two")
+    assert verify(tmp_path / "one") == []
+    assert manifest["tables"]["interruption_changes"]["rows"] == signal_rows(engine) > 10
+
+    p5 = offer_id(engine, "aws", *P5)
+    stored = [(p["valid_from"], p["band"], p["rate"], p["period"], p["source"], p["as_of"])
+              for p in queries.signal_changes(engine, p5)]
+    assert [b for _, b, *_ in stored] == [">20%", "<5%"]
+    lines = [json.loads(line) for line in (tmp_path / "one" / "interruption_changes.jsonl")
+             .open()]
+    assert [(r["at"], r["band"], r["as_of"]) for r in lines if r["offer_id"] == p5] == [
+        ("2026-11-01T12:00:00Z", ">20%", "2025-06-28"),
+        ("2026-11-03T12:00:00Z", "<5%", "2025-07-05")]
+    table = pq.read_table(tmp_path / "one" / "interruption_changes.parquet").to_pylist()
+    with (tmp_path / "one" / "interruption_changes.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(table) == len(rows) == len(lines)
+    assert [r["band"] for r in table] == [r["band"] for r in rows] == [r["band"] for r in lines]
+    assert [(r["at"], r["band"], r["rate"], r["period"], r["source"], r["as_of"])
+            for r in read_table(tmp_path / "one", "interruption_changes")
+            if r["offer_id"] == p5] == stored
 
 
 def test_every_format_holds_the_same_rows(stored, tmp_path):

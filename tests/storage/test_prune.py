@@ -11,7 +11,7 @@ from sqlalchemy import func, insert, select
 
 from gpuradar.storage import maintenance, queries
 from gpuradar.storage.db import open_database
-from gpuradar.storage.models import CHANGE, CRAWL, OFFER, OUTBOX
+from gpuradar.storage.models import CHANGE, CRAWL, OFFER, OUTBOX, SIGNAL
 from tests.clirun import gpuradar
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -37,6 +37,17 @@ def add_offer(conn, instance: str, changes: list[tuple[float, float | None, bool
         {"offer_id": oid, "at": int(days_ago(d).timestamp()),
          "price_micros": None if p is None else round(p * 1_000_000), "available": a}
         for d, p, a in changes])
+    return oid
+
+
+def add_signals(conn, instance: str, bands: list[tuple[float, str]]) -> int:
+    """A spot offer with interruption-signal change points (days ago, AWS band)."""
+    oid = add_offer(conn, instance, [(bands[0][0], 0.5, True)])
+    conn.execute(OFFER.update().where(OFFER.c.id == oid).values(pricing="spot"))
+    conn.execute(insert(SIGNAL), [
+        {"offer_id": oid, "at": int(days_ago(d).timestamp()), "band": band, "rate": None,
+         "period": "month", "source": "AWS Spot Advisor", "as_of": None}
+        for d, band in bands])
     return oid
 
 
@@ -68,6 +79,12 @@ def history(engine):
             # only recent history: untouched
             "D": add_offer(conn, "D", [(300, 6.0, True), (100, 5.5, None)]),
         }
+        # interruption bands: the 420-day band is in force at the cutoff, 500 and 450 go;
+        # T's one old band is in force today; U's bands are all recent
+        signals = {"S": add_signals(conn, "S", [(500, "<5%"), (450, "5-10%"), (420, "10-15%"),
+                                                (10, ">20%")]),
+                   "T": add_signals(conn, "T", [(600, "<5%")]),
+                   "U": add_signals(conn, "U", [(300, "<5%"), (100, "5-10%")])}
         # azure crawls every so often; aws stopped (disabled) 500 days ago: its last
         # success and last crawl must survive, they are what its freshness is read from
         crawls = [("azure", d, "ok") for d in (700, 600, 450, 401, 399, 1)]
@@ -79,7 +96,7 @@ def history(engine):
                  "old_failed": add_notification(conn, 450, "failed"),
                  "old_pending": add_notification(conn, 450, "pending"),
                  "new_sent": add_notification(conn, 5, "sent")}
-    return ids, notes
+    return ids, notes, signals
 
 
 def answers(engine, ids: dict[str, int]) -> dict:
@@ -97,14 +114,26 @@ def answers(engine, ids: dict[str, int]) -> dict:
     return out
 
 
+def bands_from_cutoff(engine, signals: dict[str, int]) -> dict:
+    """Each offer's interruption band in force at the cutoff and at every later change."""
+    out = {}
+    for name, oid in signals.items():
+        series = queries.signal_changes(engine, oid)
+        at_cutoff = [p["band"] for p in series if p["valid_from"] <= CUTOFF]
+        out[name] = (at_cutoff[-1] if at_cutoff else None,
+                     [(p["valid_from"], p["band"]) for p in series if p["valid_from"] > CUTOFF])
+    return out
+
+
 def count(engine, table) -> int:
     with engine.connect() as conn:
         return conn.execute(select(func.count()).select_from(table)).scalar_one()
 
 
 def test_prune_keeps_what_the_cutoff_still_answers(engine, history):
-    ids, notes = history
+    ids, notes, signals = history
     before = answers(engine, ids)
+    bands_before = bands_from_cutoff(engine, signals)
     changes_before, crawls_before = count(engine, CHANGE), count(engine, CRAWL)
 
     dry = maintenance.prune(engine, CUTOFF, dry_run=True)
@@ -116,7 +145,12 @@ def test_prune_keeps_what_the_cutoff_still_answers(engine, history):
     # its latest crawl, loses the failure before them
     assert (result.price_changes, result.crawls, result.notifications) == (3, 6, 2)
     assert (dry.price_changes, dry.crawls, dry.notifications) == (3, 6, 2)
+    assert (result.signal_changes, dry.signal_changes) == (2, 2)  # S's 500 and 450 days
     assert answers(engine, ids) == before
+    assert bands_from_cutoff(engine, signals) == bands_before
+    assert [(p["valid_from"], p["band"]) for p in queries.signal_changes(engine, signals["S"])
+            ] == [(days_ago(420), "10-15%"), (days_ago(10), ">20%")]
+    assert count(engine, SIGNAL) == 5
 
     first = queries.spans(engine, ids["A"])[0]
     assert first["valid_from"] == days_ago(420) and first["price"] == 2.0
@@ -129,32 +163,35 @@ def test_prune_keeps_what_the_cutoff_still_answers(engine, history):
 
     again = maintenance.prune(engine, CUTOFF)
     assert (again.price_changes, again.crawls, again.notifications) == (0, 0, 0)
+    assert again.signal_changes == 0
 
 
 def test_prune_with_vacuum_gives_a_working_database(engine, history):
-    ids, _ = history
+    ids, _, _ = history
     maintenance.prune(engine, CUTOFF)
     maintenance.vacuum(engine)
     assert queries.price_at(engine, ids["A"], days_ago(5))["price"] == 1.5
 
 
 def test_db_prune_command(db_url, history):
-    ids, _ = history
+    ids, _, _ = history
     proc = gpuradar("db", "prune", "--older-than", "400d", "--dry-run", "--json", db_url=db_url)
     assert proc.returncode == 0, proc.stderr
     dry = json.loads(proc.stdout)
     assert dry["dry_run"] is True
-    assert dry["deleted"] == {"price_change": 3, "crawl": 6, "notification": 2}
+    assert dry["deleted"] == {"price_change": 3, "interruption_change": 2, "crawl": 6,
+                              "notification": 2}
 
     proc = gpuradar("db", "prune", "--older-than", "400d", "--vacuum", db_url=db_url)
     assert proc.returncode == 0, proc.stderr
-    assert "deleted 3 change point(s), 6 crawl record(s), 2 notification(s)" in proc.stdout
+    assert ("deleted 3 change point(s), 2 interruption-signal change(s), 6 crawl record(s), "
+            "2 notification(s)") in proc.stdout
 
     engine = open_database(db_url)
     assert queries.price_at(engine, ids["A"], days_ago(399))["price"] == 2.0
     proc = gpuradar("db", "prune", "--older-than", "400d", "--json", db_url=db_url)
-    assert json.loads(proc.stdout)["deleted"] == {"price_change": 0, "crawl": 0,
-                                                  "notification": 0}
+    assert json.loads(proc.stdout)["deleted"] == {"price_change": 0, "interruption_change": 0,
+                                                  "crawl": 0, "notification": 0}
 
 
 @pytest.mark.parametrize("bad", ["400", "400x", "forever", "", "-3d"])
