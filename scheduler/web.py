@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 
 from gpuradar.core.clock import SYSTEM
 from gpuradar.core.outcome import CrawlStatus
-from gpuradar.core.pricing import PRICINGS, parse_pricing
+from gpuradar.core.pricing import PRICINGS, SPOT, parse_pricing
 from gpuradar.core.pricing import label as pricing_label
 from gpuradar.core.spot import offer_signal
 from gpuradar.core.units import age, money
@@ -137,7 +137,9 @@ seen are under its name; memory, region and availability need a wider screen.</p
 {{ o.source }} {{ o.instance }}, {{ o.seen }}</div></td><td class="num lo">{{ o.count }}</td>
 <td class="num">{{ o.per_gpu }}</td><td class="num">{{ o.per_hour }}</td>
 <td class="pricing">{{ o.pricing }}{% if o.signal %}<br>
-<span class="muted signal">{{ o.signal }}</span>{% endif %}</td><td class="lo">{{ o.source }}</td>
+<span class="muted signal">{{ o.signal }}</span>{% endif %}{% if o.bands %}<br>
+<span class="muted signal bands">{{ o.bands }}</span>{% endif %}</td>
+<td class="lo">{{ o.source }}</td>
 <td class="inst lo">{{ o.instance }}</td>
 <td class="inst lo">{{ o.region }}</td><td class="num lo">{{ o.memory }}</td>
 <td class="lo">{{ o.available }}</td><td class="inst lo">{{ o.seen }}</td></tr>
@@ -296,7 +298,24 @@ def svg_chart(lines: list[tuple[str, list[tuple[datetime, float | None]]]], unti
     return Markup("".join(parts))
 
 
-def _row(o: dict[str, Any], now: datetime) -> dict[str, Any]:
+#: How many of a spot offer's last band changes its row lists (the API has them all).
+MAX_BANDS = 4
+
+
+def band_history(points: list[tuple[int, str]] | None) -> str:
+    """A spot offer's published band over time, under its row: each band from the day it
+    was first read, the last MAX_BANDS; empty for an offer whose band never changed (its
+    signal line says it)."""
+    if not points or len(points) < 2:
+        return ""
+    shown = [f"{band} from {datetime.fromtimestamp(at, UTC):%Y-%m-%d}"
+             for at, band in points[-MAX_BANDS:]]
+    earlier = len(points) - len(shown)
+    return "band history: " + (f"{earlier} earlier, " if earlier else "") + ", ".join(shown)
+
+
+def _row(o: dict[str, Any], now: datetime,
+         bands: list[tuple[int, str]] | None = None) -> dict[str, Any]:
     memory = o.get("gpu_memory_gb")
     return {"gpu": o["gpu"], "count": f"{o['gpu_count']:g}",
             "memory": f"{memory:g} GiB" if memory else "-",
@@ -305,6 +324,7 @@ def _row(o: dict[str, Any], now: datetime) -> dict[str, Any]:
             # a spot offer's interruption signal with its source and date (core.spot)
             "signal": (signal.label() if (signal := offer_signal(
                 o["source"], o["pricing"], o.get("attributes"))) is not None else ""),
+            "bands": band_history(bands),
             "region": o["region"] + (f"/{o['zone']}" if o["zone"] else ""),
             "instance": o["instance_type"],
             "available": {True: "yes", False: "no", None: "?"}[o["available"]],
@@ -317,6 +337,7 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
     from gpuradar.storage.dataset import UnknownGpu, resolve_gpus
     from gpuradar.storage.page_reads import first_observation, overview
     from gpuradar.storage.queries import OfferFilter
+    from gpuradar.storage.signals import band_histories
 
     now = now or SYSTEM.now()
     q = {k: _one(query, k) for k in ("gpu", "pricing", "region", "source", "range")}
@@ -350,6 +371,7 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
     uncharted = _uncharted(data["uncharted"], data["since"], now)
     weekly_pricing = pricing or "spot"
     weekly = _weekly(engine, names, weekly_pricing, flt.regions, now) if q["gpu"] else None
+    bands = band_histories(engine, [o["id"] for o in data["cheapest"] if o["pricing"] == SPOT])
     return _TEMPLATE.render(
         css=CSS, q=q, pricing_choices=PRICING_CHOICES, now=f"{now:%Y-%m-%d %H:%M}",
         problem="; ".join(problems), empty=empty,
@@ -360,7 +382,7 @@ def render(engine: Engine, query: dict[str, list[str]], now: datetime | None = N
         ranges=[{"label": label, "current": key == range_key,
                  "href": "/?" + urlencode({**filters, "range": key})}
                 for key, (label, _, _) in RANGES.items()],
-        cheapest=[_row(o, now) for o in data["cheapest"]],
+        cheapest=[_row(o, now, bands.get(o["id"])) for o in data["cheapest"]],
         alerts=[{"name": a["name"], "description": a["description"],
                  "since": f"{_aware(a['fired_at']):%Y-%m-%d %H:%M}" if a["fired_at"]
                  else "-", "best": money(a["best_value"], a["currency"] or "USD"),

@@ -7,14 +7,16 @@ last stored point, read once per crawl when first needed and kept with the offer
 Only a published interruption rate is stored: an unknown signal (nothing published, not
 read, credentials missing) is no value, so it is never a row and never a change; Vast.ai's
 host reliability is a per-host score read with every offer, not a published rate, and is
-not stored as a series.
+not stored as a series. `band_histories` reads the series back for many offers at once
+(the web page's band history under each spot row).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, NamedTuple
 
-from sqlalchemy import insert, select
+from sqlalchemy import Engine, insert, select
 
 from gpuradar.core.pricing import SPOT
 from gpuradar.core.spot import AWS_ADVISOR
@@ -90,3 +92,19 @@ def record_points(conn: Any, rows: list[dict[str, Any]], new: bool = False) -> N
 
 def point_row(offer_id: int, at: int, point: Point) -> dict[str, Any]:
     return {"offer_id": offer_id, "at": at, **point._asdict()}
+
+
+def band_histories(engine: Engine, offer_ids: Collection[int]
+                   ) -> dict[int, list[tuple[int, str]]]:
+    """Each of these offers' stored bands, oldest first, as (epoch seconds, band), in one
+    query (a page lists dozens of offers); an offer with no stored point is absent."""
+    out: dict[int, list[tuple[int, str]]] = {}
+    if not offer_ids:
+        return out
+    q = (select(SIGNAL.c.offer_id, SIGNAL.c.at, SIGNAL.c.band)
+         .where(SIGNAL.c.offer_id.in_(sorted(set(offer_ids))))
+         .order_by(SIGNAL.c.offer_id, SIGNAL.c.at))
+    with engine.connect() as conn:
+        for oid, at, band in conn.execute(q):
+            out.setdefault(oid, []).append((at, band))
+    return out

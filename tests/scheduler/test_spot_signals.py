@@ -105,6 +105,36 @@ def test_the_page_shows_the_signal_under_a_spot_offers_pricing(engine):
             '(AWS Spot Advisor, 2025-06-28)</span>') in table
 
 
+def test_the_page_shows_a_spot_offers_band_history_where_it_has_one(engine):
+    """Under a spot row, the bands its provider published over time (from the series the
+    crawls stored, each from the day first read), the last four; an offer whose band never
+    changed shows only its signal."""
+    from datetime import timedelta
+
+    _market(engine)  # p5.48xlarge: >20% from T0
+    for n, band in enumerate(("10-15%", "5-10%", "<5%", "15-20%"), start=1):
+        at = T0 + timedelta(days=n)
+        banded = item("aws", "p5.48xlarge", 2.59, pricing="spot", at=at)
+        banded.attributes.update(BAND, interruption=band)
+        crawl(engine, "aws", [banded, item("aws", "p5.4xlarge", 2.63, pricing="spot",
+                                           count=1, at=at)], at)
+    page = render(engine, {"pricing": ["spot"], "source": ["aws"]}, now=T0 + timedelta(days=5))
+    table = page[page.index('<table id="cheapest">'):page.index("</table>")]
+    assert ('<span class="muted signal bands">band history: 1 earlier, 10-15% from '
+            '2026-11-02, 5-10% from 2026-11-03, &lt;5% from 2026-11-04, 15-20% from '
+            '2026-11-05</span>') in table
+    assert table.count("band history") == 1  # p5.4xlarge publishes no band
+
+    crawl(engine, "alibaba", [item("alibaba", "ecs.gn7i-c8g1.2xlarge", 0.5, pricing="spot",
+                                   count=1)], T0)
+    advice = item("alibaba", "ecs.gn7i-c8g1.2xlarge", 0.5, pricing="spot", count=1)
+    advice.attributes.update(interruption="0-3%", interruption_source="Alibaba "
+                             "DescribeSpotAdvice", interruption_as_of="2026-11-01")
+    crawl(engine, "alibaba", [advice], T0 + timedelta(hours=1))
+    page = render(engine, {"pricing": ["spot"], "source": ["alibaba"]}, now=T0)
+    assert "band history" not in page  # one band, shown by its signal line
+
+
 def test_the_page_shows_alibaba_and_azure_bands_with_source_and_date(engine):
     advice = item("alibaba", "ecs.gn7i-c8g1.2xlarge", 0.50, pricing="spot", count=1)
     advice.attributes.update(interruption="0-3%", interruption_rate=1.2,
