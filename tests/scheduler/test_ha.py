@@ -119,8 +119,10 @@ def test_two_replicas_one_leader_and_a_leader_without_its_lock_stops_at_once(tmp
                      on_fail=leader.tail)
             wait_for(holder.held, 10, "the outsider to get the lock")
             assert leader.value("gpuradar_leader") == 0 == standby.value("gpuradar_leader")
-            assert any("leader lock lost" in r["message"] and r["level"] == "error"
-                       for r in leadership_lines(leader))
+            # the role flips (and /healthz says standby) before the line is logged: wait for it
+            wait_for(lambda: any("leader lock lost" in r["message"] and r["level"] == "error"
+                                 for r in leadership_lines(leader)), 30,
+                     "the deposed leader's log line", on_fail=leader.tail)
 
             # nobody holds it: no crawl starts, and a new matching rule notifies nobody
             write_config(path, dict(config, rules=[H100_RULE]))
@@ -344,7 +346,9 @@ def test_a_silent_leader_loses_the_lock_and_sends_nothing_more_when_it_wakes(tmp
             a.signal(signal.SIGCONT)
             wait_for(lambda: role(a) == "standby", 30, "the woken leader to stand down",
                      on_fail=a.tail)
-            assert "leader lock lost" in a.logs()
+            # the role flips (and /healthz says standby) before the line is logged: wait for it
+            wait_for(lambda: "leader lock lost" in a.logs(), 30,
+                     "the woken leader's 'leader lock lost' line", on_fail=a.tail)
             # its pass ends: the next send is refused. (The send in flight was answered while
             # the process was frozen for longer than send_timeout: whether it counts it
             # sent or timed out is a race, and not what matters; the receiver's count is.)
