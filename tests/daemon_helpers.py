@@ -261,14 +261,23 @@ class Daemon:
 
     def wait_metric(self, name: str, at_least: float, timeout: float = 30.0,
                     **labels: str) -> float:
-        """Wait until the series `name{labels}` exists with a value >= at_least."""
+        """Wait until the series `name{labels}` exists with a value >= at_least; the value
+        seen. A scrape that gets no answer in time (a busy daemon on a loaded machine) is
+        asked again until `timeout`, not an error."""
+        seen: list[float] = []
+
         def reached() -> bool:
-            v = self.value(name, None, **labels)
-            return v is not None and v >= at_least
+            try:
+                v = self.value(name, None, **labels)
+            except OSError:  # no answer within get()'s timeout: ask again
+                return False
+            if v is not None and v >= at_least:
+                seen.append(v)
+            return bool(seen)
 
         wait_for(reached, timeout, f"{name}{labels} >= {at_least}", every=0.2,
                  on_fail=self.tail)
-        return self.value(name, **labels) or 0.0
+        return seen[0]
 
     # process ----------------------------------------------------------------------------
     def logs(self) -> str:

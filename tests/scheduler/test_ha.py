@@ -325,12 +325,12 @@ def test_a_silent_leader_loses_the_lock_and_sends_nothing_more_when_it_wakes(tmp
                 d.wait_metric("gpuradar_config_reloads_total", 1, result="success")
             wait_for(lambda: hook.posts, 30, "the first notification", on_fail=a.tail)
 
-            def done(d):
-                return sum(d.value("gpuradar_crawls_total", source="vastai", status=s)
-                           for s in ("ok", "partial", "failed"))
+            def done(d):  # crawls ended, whatever their status
+                return d.wait_metric("gpuradar_crawls_total", 0, source="vastai")
 
-            evaluated = a.value("gpuradar_rule_evaluations_total", result="ok")
-            crawled = done(a)  # read last, just before the freeze
+            def evaluations(d):
+                return d.wait_metric("gpuradar_rule_evaluations_total", 0, result="ok")
+
             a.signal(signal.SIGSTOP)
             assert query(pg_url, "SELECT COUNT(*) FROM notification WHERE status = "
                          "'pending'") == [(2,)]
@@ -344,6 +344,11 @@ def test_a_silent_leader_loses_the_lock_and_sends_nothing_more_when_it_wakes(tmp
             b.wait_metric("gpuradar_crawls_total", 2, source="vastai", status="ok")
 
             a.signal(signal.SIGCONT)
+            # read as soon as it wakes: from here on at most what was in flight at the freeze
+            # ends (one crawl, one evaluation: each runs one at a time), nothing new starts.
+            # (Read before the freeze, the counts raced it: a loaded machine could end a
+            # crawl and an evaluation between the read and the signal.)
+            crawled, evaluated = done(a), evaluations(a)
             wait_for(lambda: role(a) == "standby", 30, "the woken leader to stand down",
                      on_fail=a.tail)
             # the role flips (and /healthz says standby) before the line is logged: wait for it
@@ -356,20 +361,26 @@ def test_a_silent_leader_loses_the_lock_and_sends_nothing_more_when_it_wakes(tmp
                      "the woken leader to refuse its next send", on_fail=a.tail)
             # at most the frozen send, if it timed out; the refused one counts nothing (and
             # the rows below show the late replica wrote nothing)
-            assert a.value("gpuradar_notifications_total", channel="webhook",
-                           status="retry") <= 1
-            assert holder_pid(pg_url) == b.proc.pid and role(b) == "leader"
-            # at most the crawl in flight at the freeze finished (and one more may have ended
-            # between reading the metrics and the freeze, on a loaded machine); nothing new
-            # was started or evaluated by the old leader
-            assert done(a) <= crawled + 2
-            assert a.value("gpuradar_rule_evaluations_total", result="ok") <= evaluated + 2
+            assert a.wait_metric("gpuradar_notifications_total", 0, channel="webhook",
+                                 status="retry") <= 1
+            assert holder_pid(pg_url) == b.proc.pid
+            # (role() is None while a scrape gets no answer in time: asked until it does)
+            assert wait_for(lambda: role(b), 30, "b's /healthz", on_fail=b.tail) == "leader"
+            # at most the crawl and the evaluation in flight at the freeze ended after it
+            # woke; nothing new was started or evaluated by the old leader
+            assert done(a) <= crawled + 1
+            assert evaluations(a) <= evaluated + 1
             b.wait_metric("gpuradar_rule_evaluations_total", 3, result="ok")
             assert a.stop() == 0 and b.stop() == 0
         finally:
             hook.release()
             if a.proc.poll() is None:
                 a.signal(signal.SIGCONT)
+            # read as soon as it wakes: from here on at most what was in flight at the freeze
+            # ends (one crawl, one evaluation: each runs one at a time), nothing new starts.
+            # (Read before the freeze, the counts raced it: a loaded machine could end a
+            # crawl and an evaluation between the read and the signal.)
+            crawled, evaluated = done(a), evaluations(a)
             a.cleanup()
             if b is not None:
                 b.cleanup()
