@@ -54,6 +54,12 @@ FILL = [
     SELECT 1 + g / 50, extract(epoch FROM now())::bigint - (50 - g % 50) * 3600 * 24 * 8,
         1000000 + (g % 1000) * 1000, g % 7 <> 0
     FROM generate_series(0, {CHANGES - 1}) g""",
+    # each spot offer's interruption band: five points 60 days apart
+    f"""INSERT INTO interruption_change (offer_id, at, band, rate, period, source, as_of)
+    SELECT o, extract(epoch FROM now())::bigint - k * 3600 * 24 * 60,
+        (ARRAY['<5%', '5-10%', '10-15%', '15-20%', '>20%'])[k], NULL, 'month',
+        'AWS Spot Advisor', NULL
+    FROM generate_series(3, {OFFERS}, 3) o, generate_series(1, 5) k""",
     f"""INSERT INTO crawl (source, started_at, finished_at, status, items, new_offers, changed,
         closed, dropped, unknown_gpus, error)
     SELECT ({_array(SOURCES)})[1 + g % 11], now() - ({CRAWLS} - g) * interval '5 minutes',
@@ -250,19 +256,21 @@ def test_prune_of_a_million_change_points(big_engine):
     cutoff = datetime.now(UTC) - timedelta(days=100)
     result = maintenance.prune(big_engine, cutoff, dry_run=True)
     assert result.price_changes == OFFERS * 37
+    # the bands of 180, 240 and 300 days ago go; the one of 120 days ago is in force
+    assert result.signal_changes == OFFERS // 3 * 3
     # What keeps it fast on any machine: the deletes it sends (EXPLAINed, not run) read
-    # price_change and crawl once, or through an index, never once per change point or
-    # crawl; the counts of the dry run are the same statements as SELECTs.
+    # price_change, interruption_change and crawl once, or through an index, never once per
+    # change point or crawl; the counts of the dry run are the same statements as SELECTs.
     deletes = explained(big_engine, lambda: maintenance.prune(big_engine, cutoff))
     assert [statement.split()[2] for statement, _ in deletes] == [
-        "price_change", "crawl", "notification"]
+        "price_change", "interruption_change", "crawl", "notification"]
     counts = plans(big_engine, lambda: maintenance.prune(big_engine, cutoff, dry_run=True))
-    assert len(counts) == 3
+    assert len(counts) == 4
     for statement, plan in deletes + counts:
-        for table in ("price_change", "crawl"):
+        for table in ("price_change", "interruption_change", "crawl"):
             assert not per_row_scans(plan, table), (statement, plan)
     # each source's newest crawls, which prune keeps, come from the index
-    assert ("Index Only Scan", "ix_crawl_source_id") in access(deletes[1][1], "crawl")
+    assert ("Index Only Scan", "ix_crawl_source_id") in access(deletes[2][1], "crawl")
     assert maintenance.prune(big_engine, cutoff, dry_run=True) == result  # nothing deleted
 
 
