@@ -1,6 +1,6 @@
 """Reproducible exports: offers, change points (prices and interruption signals), the
-market index and crawls as Parquet, CSV
-and JSON Lines, with a manifest (row counts, time range, schema version, SHA-256 per file).
+market index and crawls as Parquet, CSV and JSON Lines, with a manifest (row counts, time
+range, schema version, SHA-256 per file).
 
 Reproducible means byte-identical: the same database exported twice gives the same files.
 So every table is read in primary-key order inside one read transaction (a consistent
