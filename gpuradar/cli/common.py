@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
-from typer.models import DefaultPlaceholder
+from typer.models import CommandInfo, DefaultPlaceholder
 
 from gpuradar import __version__
 from gpuradar.cli.output import Format, console, err_console, set_wide
@@ -213,6 +213,13 @@ def _plain(cls: Any, base: type) -> bool:
     return cls is None or cls is base or isinstance(cls, DefaultPlaceholder)
 
 
+def command_name(info: CommandInfo) -> str:
+    """A registered command's name: given, or its function's (as Typer names it)."""
+    if info.name:
+        return info.name
+    return info.callback.__name__.replace("_", "-") if info.callback else ""
+
+
 def decorate(group: typer.Typer, path: str = "") -> None:
     """Every command's help, once all are registered: docstrings unwrapped, flags shown as
     flags, the panel it is listed in, its Examples (EXAMPLES)."""
@@ -224,8 +231,7 @@ def decorate(group: typer.Typer, path: str = "") -> None:
             info.help = _unwrap(info.help)
         elif info.callback is not None and info.callback.__doc__:
             info.callback.__doc__ = _unwrap(info.callback.__doc__)
-        name = info.name or (info.callback.__name__.replace("_", "-") if info.callback
-                             else "")
+        name = command_name(info)
         full = f"{path} {name}".strip()
         info.cls = _Command if _plain(info.cls, TyperCommand) else info.cls
         info.epilog = info.epilog or _examples(full)
