@@ -21,7 +21,7 @@ from gpuradar.cli.common import (
     complete_source,
     fail,
     finite,
-    get_config,
+    get_database,
     get_engine,
     pick_format,
 )
@@ -264,7 +264,7 @@ def prices(
     pricing = pricing_option(pricing)
     check_gpu_given(gpu)
     check_accelerator_filters(vendor or [], kind or [])
-    cfg = get_config(config, database_url)
+    cfg = get_database(config, database_url)
     engine = get_engine(cfg, existing=True)
     if index:
         ignored = [name for name, value in (
@@ -506,7 +506,7 @@ def history(
             when = parse_when(at)
         except ValueError as exc:
             raise fail(f"--at: {exc}") from None
-    cfg = get_config(config, database_url)
+    cfg = get_database(config, database_url)
     engine = get_engine(cfg, existing=True)
     f = pick_format(fmt, as_json, as_csv)
     if gpu:
