@@ -8,7 +8,7 @@ signatures of its two commands rather than of all thirty. `--help`, shell comple
 unknown word load every module, as does `gpuradar.cli.app` (what tests and tools read).
 """
 
-import importlib
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,7 +33,9 @@ def load(names: Iterable[str] | None = None) -> None:
     """Add the commands `names` (every command when None) to the app, each module once."""
     wanted = COMMANDS if names is None else [n for n in names if n in COMMANDS]
     for module_name in dict.fromkeys(m for name in wanted for m in COMMANDS[name]):
-        module = importlib.import_module(f"gpuradar.cli.{module_name}")
+        name = f"gpuradar.cli.{module_name}"
+        __import__(name)  # not importlib's: `python -X importtime` lists this one
+        module = sys.modules[name]
         register = getattr(module, "register", None)
         if register is not None and module_name not in _registered:
             _registered.add(module_name)
@@ -57,7 +59,6 @@ def main() -> None:
     """Run `gpuradar` with sys.argv, having loaded only the command it names (all of them
     for `--help`, completion or an unknown word, which lists or suggests the others)."""
     import os
-    import sys
 
     name = command_of(sys.argv[1:])
     completing = any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ)

@@ -199,8 +199,10 @@ class _GivenValues:
     also for an option left out (None) or at its default, whose value it passes on as it is:
     18 for `gpuradar prices`, and with them most of pydantic's import, about a sixth of the
     command's start-up (issue #54). Those two values are passed on here as Typer passes them
-    (None; () for a repeatable option); any other value goes through Typer's own coercion
-    and checks, built on first use. Called as Typer calls `get_runtime_param()`."""
+    (None; () for a repeatable option), and so is text given for a text option (`--gpu
+    H100`, `--source a --source b`), which Typer's coercion returns unchanged (a list);
+    any other value (a number, a choice, a path) goes through Typer's own coercion and
+    checks, built on first use. Called as Typer calls `get_runtime_param()`."""
 
     def __init__(self, param: Any) -> None:
         self._param = param
@@ -212,8 +214,15 @@ class _GivenValues:
     def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
         if value is None:
             return () if param.multiple or param.nargs == -1 else None
-        if value is param.default and _as_written(value, param.type_descriptor.annotation):
-            return value
+        described = param.type_descriptor
+        if described.parameter_info.parser is None:
+            if value is param.default and _as_written(value, described.annotation):
+                return value
+            if described.annotation is str and isinstance(value, str):
+                return value  # text as typed: what Typer's coercion returns for it
+            if (described.annotation == list[str] and isinstance(value, list | tuple)
+                    and all(isinstance(v, str) for v in value)):
+                return list(value)
         return self._build().coerce(value, param=param, ctx=ctx)
 
 

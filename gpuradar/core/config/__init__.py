@@ -17,7 +17,7 @@ that only reads the database, with nothing configured but it, asks `paths` for i
 loads neither pydantic nor the schema.
 """
 
-import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -87,7 +87,8 @@ def __getattr__(name: str) -> Any:
     """`gpuradar.core.config.NAME`: imported from its module on first use."""
     if name in __all__:
         for module in _MODULES:
-            found = importlib.import_module(f"{__name__}.{module}").__dict__
+            __import__(f"{__name__}.{module}")  # not importlib's: -X importtime lists it
+            found = sys.modules[f"{__name__}.{module}"].__dict__
             if name in found:
                 globals()[name] = found[name]
                 return found[name]
