@@ -8,6 +8,7 @@ signatures of its two commands rather than of all thirty. `--help`, shell comple
 unknown word load every module, as does `gpuradar.cli.app` (what tests and tools read).
 """
 
+import os
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -58,8 +59,6 @@ def command_of(args: list[str]) -> str | None:
 def main() -> None:
     """Run `gpuradar` with sys.argv, having loaded only the command it names (all of them
     for `--help`, completion or an unknown word, which lists or suggests the others)."""
-    import os
-
     name = command_of(sys.argv[1:])
     completing = any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ)
     load(None if name is None or completing else [name])
