@@ -157,25 +157,32 @@ def source_health(engine: Engine, *, by_run: bool = False
 
 
 
-def sources(engine: Engine) -> list[dict[str, Any]]:
+def sources(engine: Engine, *, whole: bool = False) -> list[dict[str, Any]]:
     """Each crawled source: its latest crawl, last success and failures since then, and
     what its stored data describes (`observed_at`; a replay's capture date, `replayed`),
-    times in UTC: the page, the API and the Python API (`gpuradar.open().sources()`)."""
+    times in UTC: the page, the API and the Python API (`gpuradar.open().sources()`).
+    `whole` adds what `gpuradar sources` shows of the latest crawl besides: its whole
+    error (`last_error`; `error` is its first line) and the names it could not map to a
+    GPU model or count (`uncatalogued`, name -> offers)."""
     health, ok, observed = source_health(engine), last_success(engine), last_observed(engine)
     out = []
     for name, crawl in sorted(last_crawls(engine).items()):
         failures = health.get(name, (None, 0))[1]
         last_ok, seen = ok.get(name), observed.get(name)
         started = crawl["started_at"]
-        out.append({"source": name, "status": crawl["status"],
-                    "last_crawl": _aware(started),
-                    "last_success": _aware(last_ok), "failures": failures,
-                    "offers": crawl["items"],
-                    "observed_at": _aware(seen.at) if seen else None,
-                    "replayed": seen.replayed if seen else False,
-                    "captured": seen.captured if seen else None,
-                    "error": (crawl["error"] or "").splitlines()[0][:300]
-                    if crawl["error"] else ""})
+        row = {"source": name, "status": crawl["status"],
+               "last_crawl": _aware(started),
+               "last_success": _aware(last_ok), "failures": failures,
+               "offers": crawl["items"],
+               "observed_at": _aware(seen.at) if seen else None,
+               "replayed": seen.replayed if seen else False,
+               "captured": seen.captured if seen else None,
+               "error": (crawl["error"] or "").splitlines()[0][:300]
+               if crawl["error"] else ""}
+        if whole:
+            row |= {"last_error": crawl["error"] or "",
+                    "uncatalogued": crawl["uncatalogued"] or {}}
+        out.append(row)
     return out
 
 

@@ -8,6 +8,7 @@ import inspect
 import math
 import re
 import signal
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -16,7 +17,7 @@ from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
-from typer.models import DefaultPlaceholder
+from typer.models import CommandInfo, DefaultPlaceholder
 
 from gpuradar import __version__
 from gpuradar.cli.output import Format, console, err_console, set_wide
@@ -31,6 +32,7 @@ from gpuradar.core.units import (  # noqa: F401  (the commands import them from 
 
 if TYPE_CHECKING:
     from gpuradar.core.config import Config
+    from gpuradar.core.config.paths import DatabaseOnly
 
 # The configuration (pydantic), the database (SQLAlchemy, Alembic), Scrapy and the alerting
 # side are imported inside the functions that use them: `gpuradar --version` and `--help`
@@ -184,7 +186,53 @@ class _FlagsAsFlags:
         for param in params:
             if getattr(param, "is_flag", False) and param.metavar is None:
                 param.metavar = ""
+            if hasattr(param, "get_runtime_param") and not isinstance(
+                    param.get_runtime_param, _GivenValues):
+                param.get_runtime_param = _GivenValues(param)
         return params
+
+
+class _GivenValues:
+    """A Typer parameter's coercion, built for a value the command line gave only.
+
+    Typer 0.29 builds a pydantic TypeAdapter for each parameter of the command it runs,
+    also for an option left out (None) or at its default, whose value it passes on as it is:
+    18 for `gpuradar prices`, and with them most of pydantic's import, about a sixth of the
+    command's start-up (issue #54). Those two values are passed on here as Typer passes them
+    (None; () for a repeatable option), and so is text given for a text option (`--gpu
+    H100`, `--source a --source b`), which Typer's coercion returns unchanged (a list);
+    any other value (a number, a choice, a path) goes through Typer's own coercion and
+    checks, built on first use. Called as Typer calls `get_runtime_param()`."""
+
+    def __init__(self, param: Any) -> None:
+        self._param = param
+        self._build = param.get_runtime_param  # Typer's own, which keeps what it builds
+
+    def __call__(self) -> "_GivenValues":
+        return self
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        if value is None:
+            return () if param.multiple or param.nargs == -1 else None
+        described = param.type_descriptor
+        if described.parameter_info.parser is None:
+            if value is param.default and _as_written(value, described.annotation):
+                return value
+            if described.annotation is str and isinstance(value, str):
+                return value  # text as typed: what Typer's coercion returns for it
+            if (described.annotation == list[str] and isinstance(value, list | tuple)
+                    and all(isinstance(v, str) for v in value)):
+                return list(value)
+        return self._build().coerce(value, param=param, ctx=ctx)
+
+
+def _as_written(value: Any, annotation: Any) -> bool:
+    """Whether a default is already what Typer's coercion would make of it: a number, text
+    or enum member of the parameter's own type (a default Path or list is still coerced)."""
+    if isinstance(value, bool) or not isinstance(annotation, type):
+        return False
+    return isinstance(value, annotation) and (issubclass(annotation, Enum)
+                                              or annotation in (int, float, str))
 
 
 class _Command(_FlagsAsFlags, TyperCommand):
@@ -213,6 +261,13 @@ def _plain(cls: Any, base: type) -> bool:
     return cls is None or cls is base or isinstance(cls, DefaultPlaceholder)
 
 
+def command_name(info: CommandInfo) -> str:
+    """A registered command's name: given, or its function's (as Typer names it)."""
+    if info.name:
+        return info.name
+    return info.callback.__name__.replace("_", "-") if info.callback else ""
+
+
 def decorate(group: typer.Typer, path: str = "") -> None:
     """Every command's help, once all are registered: docstrings unwrapped, flags shown as
     flags, the panel it is listed in, its Examples (EXAMPLES)."""
@@ -224,8 +279,7 @@ def decorate(group: typer.Typer, path: str = "") -> None:
             info.help = _unwrap(info.help)
         elif info.callback is not None and info.callback.__doc__:
             info.callback.__doc__ = _unwrap(info.callback.__doc__)
-        name = info.name or (info.callback.__name__.replace("_", "-") if info.callback
-                             else "")
+        name = command_name(info)
         full = f"{path} {name}".strip()
         info.cls = _Command if _plain(info.cls, TyperCommand) else info.cls
         info.epilog = info.epilog or _examples(full)
@@ -329,6 +383,21 @@ def get_config(config: Path | None, database_url: str | None = None, *,
     return cfg
 
 
+def get_database(config: Path | None, database_url: str | None = None
+                 ) -> "Config | DatabaseOnly":
+    """What a command that only uses the database needs of the configuration: with nothing
+    but the database configured, its URL without loading the schema (pydantic is a sixth of
+    `gpuradar prices`' start-up, issue #54); else the configuration as get_config checks it,
+    so a file or variable every command refuses is refused here too."""
+    from gpuradar.core.config.paths import database_only
+
+    plain = database_only(config, database_url)
+    if plain is None:
+        return get_config(config, database_url)
+    _mask_secrets(plain)
+    return plain
+
+
 def scrapy_names() -> set[str]:
     """Scrapy's setting names, for the wording of a refused `scrapy:` key (Scrapy is loaded
     only when the file has one)."""
@@ -369,7 +438,7 @@ def _loaded(load: Any, config: Path | None, database_url: str | None, rules: boo
     return loaded
 
 
-def _mask_secrets(cfg: "Config") -> None:
+def _mask_secrets(cfg: "Config | DatabaseOnly") -> None:
     """Mask the configuration's secrets in everything this command logs (a library's debug
     line, apprise's "Loaded JSON URL ..." with a webhook token, included), as the daemon
     does."""
@@ -378,7 +447,7 @@ def _mask_secrets(cfg: "Config") -> None:
     REDACT.set_secrets(config_secrets(cfg, credential_env_values()))
 
 
-def missing_database(cfg: "Config") -> Path | None:
+def missing_database(cfg: "Config | DatabaseOnly") -> Path | None:
     """The SQLite file of the configuration when it does not exist (else None)."""
     from gpuradar.storage.db import sqlite_file
 
@@ -386,7 +455,8 @@ def missing_database(cfg: "Config") -> Path | None:
     return path if path is not None and not path.exists() else None
 
 
-def get_engine(cfg: "Config", *, write: bool = False, existing: bool = False):
+def get_engine(cfg: "Config | DatabaseOnly", *, write: bool = False,
+               existing: bool = False):
     """The database, migrated; crawls a dead process left `running` are marked failed
     (gpuradar.storage.owner). `write`: check now that this process can write (crawls).
     `existing`: a command that only reads refuses a SQLite file that is not there rather

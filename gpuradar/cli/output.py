@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import Any, TypedDict
 
 from rich import box
-from rich.console import Console, ConsoleDimensions
+from rich.console import Console, ConsoleDimensions, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -304,106 +304,143 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[Col | tuple],
     column of numbers is never narrower than its numbers (its header may wrap). The caption
     says what was left out."""
     cols = [_col(c) for c in columns]
-    abbreviate = {**ABBREVIATE, **(abbreviate or {})}
     for rank, key in enumerate(optional, 1):
         cols = [replace(c, priority=max(c.priority, rank)) if c.key == key else c
                 for c in cols]
-    room = width if width is not None else fit_width()
-    cells = [[str(r.get(c.key)) if r.get(c.key) is not None else "-" for c in cols]
-             for r in rows]
-    keep = [i for i in range(len(cols)) if not rows or any(row[i] not in _EMPTY
-                                                            for row in cells)]
-    numeric = {i for i in keep if cells and all(_NUMBER.match(row[i]) or row[i] in _EMPTY
-                                                for row in cells)}
-    i: int | None  # a column's index (None: no column has the key, below)
-    for i in numeric:
-        same_decimals(cells, i)
-
-    def natural(i: int) -> int:
-        return max(len(v) for v in [cols[i].header, *(row[i] for row in cells)])
-
-    # A column's floor is asked for again at every step of the fitting below (one character
-    # at a time): kept until its cells change (a prefix left out), not computed over every
-    # row each time (most of `gpuradar prices`'s time on a full market, issue #54).
-    floors: dict[tuple[int, bool], int] = {}
-
-    def floor(i: int, last_resort: bool = False) -> int:
-        if (i, last_resort) not in floors:
-            floors[i, last_resort] = _floor(i, last_resort)
-        return floors[i, last_resort]
-
-    def _floor(i: int, last_resort: bool) -> int:
-        if i in numeric:  # its numbers whole; its header may wrap ('whole offer /h')
-            return max([_longest_word(cols[i].header), *(len(row[i]) for row in cells)])
-        if not (cols[i].wraps or cols[i].split_count or last_resort):
-            return natural(i)
-        split = cols[i].split_count  # a count over its model before a column goes
-        return max(_longest_word(v, split) for v in [cols[i].header, *(row[i] for row in cells)])
-
-    gap = GAP
-
-    def total(widths: dict[int, int]) -> int:  # with the table's two edge spaces
-        return sum(widths.values()) + gap * (len(widths) - 1) + 2
-
+    layout = _Layout(cols, rows, width if width is not None else fit_width())
     notes = [caption] if caption else []
-    if room is not None and abbreviate and total({i: natural(i) for i in keep}) > room:
+    notes += layout.abbreviate({**ABBREVIATE, **(abbreviate or {})})
+    notes += layout.leave_out_prefixes(prefixes or {})
+    notes += layout.hide_columns()
+    return layout.draw(title, "; ".join(notes) or None)
+
+
+class _Layout:
+    """The cells of one table and the steps that fit them into `room` columns (None: as
+    wide as they need), each its own method, in the order table() takes them."""
+
+    def __init__(self, cols: list[Col], rows: Sequence[dict[str, Any]], room: int | None
+                 ) -> None:
+        self.cols, self.room, self.gap = cols, room, GAP
+        self.cells = [[str(r.get(c.key)) if r.get(c.key) is not None else "-" for c in cols]
+                      for r in rows]
+        # an empty column is left out (unless there is no row at all: the headers show)
+        self.keep = [i for i in range(len(cols)) if not rows or any(
+            row[i] not in _EMPTY for row in self.cells)]
+        self.numeric = {i for i in self.keep if self.cells and all(
+            _NUMBER.match(row[i]) or row[i] in _EMPTY for row in self.cells)}
+        for i in self.numeric:
+            same_decimals(self.cells, i)
+        # A column's floor is asked for again at every step of the fitting (one character
+        # at a time): kept until its cells change (a prefix left out), not computed over
+        # every row each time (most of `gpuradar prices`'s time on a full market, issue #54).
+        self.floors: dict[tuple[int, bool], int] = {}
+
+    def natural(self, i: int) -> int:
+        """Column i's width with nothing wrapped."""
+        return max(len(v) for v in [self.cols[i].header, *(row[i] for row in self.cells)])
+
+    def floor(self, i: int, last_resort: bool = False) -> int:
+        """The narrowest column i may be: its numbers whole; a prose column (or, as a last
+        resort, any) its longest word."""
+        if (i, last_resort) not in self.floors:
+            col = self.cols[i]
+            if i in self.numeric:  # its header may wrap ('whole offer /h')
+                found = max([_longest_word(col.header), *(len(r[i]) for r in self.cells)])
+            elif not (col.wraps or col.split_count or last_resort):
+                found = self.natural(i)
+            else:  # a count over its model before a column goes
+                found = max(_longest_word(v, col.split_count)
+                            for v in [col.header, *(row[i] for row in self.cells)])
+            self.floors[i, last_resort] = found
+        return self.floors[i, last_resort]
+
+    def total(self, widths: dict[int, int]) -> int:
+        """The table's width, with its two edge spaces."""
+        return sum(widths.values()) + self.gap * (len(widths) - 1) + 2
+
+    def too_wide(self, widths: dict[int, int]) -> bool:
+        return self.room is not None and self.total(widths) > self.room
+
+    def abbreviate(self, short: dict[str, dict[str, str]]) -> list[str]:
+        """Values shortened when the table does not fit as it is; the notes saying so."""
+        if not short or not self.too_wide({i: self.natural(i) for i in self.keep}):
+            return []
         used = {}
-        for i in keep:
-            short = abbreviate.get(cols[i].key, {})
-            for row in cells:
-                if row[i] in short:
-                    used[short[row[i]]] = row[i]
-                    row[i] = short[row[i]]
-        notes += [f"{a} = {v}" for a, v in used.items()]
-    for key, prefix in (prefixes or {}).items():  # too wide: the shared prefix goes first
-        if room is None or total({i: floor(i) for i in keep}) <= room:
-            break
-        i = next((i for i in keep if cols[i].key == key), None)
-        if i is not None and any(row[i].startswith(prefix) for row in cells):
-            for row in cells:
-                row[i] = row[i].removeprefix(prefix)
-            floors.clear()
-            notes.append(f"{cols[i].header} names without {prefix}")
-    if room is not None and total({i: floor(i) for i in keep}) > room:
-        gap = 1  # one space between columns before any column is left out
-    hidden: list[str] = []
-    while room is not None and total({i: floor(i) for i in keep}) > room:
-        droppable = [i for i in keep if cols[i].priority > 0]
-        if not droppable:
-            break
-        drop = max(droppable, key=lambda i: (cols[i].priority, i))
-        keep.remove(drop)
-        hidden.append(cols[drop].header)
-    if hidden:
-        notes.append(f"+{len(hidden)} column{'s' if len(hidden) > 1 else ''} hidden "
-                     f"({', '.join(reversed(hidden))}): --wide")
-    widths = {i: natural(i) for i in keep}
-    if room is not None:
+        for i in self.keep:
+            words = short.get(self.cols[i].key, {})
+            for row in self.cells:
+                if row[i] in words:
+                    used[words[row[i]]] = row[i]
+                    row[i] = words[row[i]]
+        return [f"{a} = {v}" for a, v in used.items()]
+
+    def leave_out_prefixes(self, prefixes: dict[str, str]) -> list[str]:
+        """A prefix a column's values share, left out while the table is too wide."""
+        notes = []
+        for key, prefix in prefixes.items():
+            if not self.too_wide({i: self.floor(i) for i in self.keep}):
+                break
+            i = next((i for i in self.keep if self.cols[i].key == key), None)
+            if i is not None and any(row[i].startswith(prefix) for row in self.cells):
+                for row in self.cells:
+                    row[i] = row[i].removeprefix(prefix)
+                self.floors.clear()
+                notes.append(f"{self.cols[i].header} names without {prefix}")
+        return notes
+
+    def hide_columns(self) -> list[str]:
+        """One space between columns, then columns of priority 1, 2, ... left out (highest
+        first) while the table cannot fit; the note saying which."""
+        if self.too_wide({i: self.floor(i) for i in self.keep}):
+            self.gap = 1
+        hidden: list[str] = []
+        while self.too_wide({i: self.floor(i) for i in self.keep}):
+            droppable = [i for i in self.keep if self.cols[i].priority > 0]
+            if not droppable:
+                break
+            drop = max(droppable, key=lambda i: (self.cols[i].priority, i))
+            self.keep.remove(drop)
+            hidden.append(self.cols[drop].header)
+        if not hidden:
+            return []
+        return [f"+{len(hidden)} column{'s' if len(hidden) > 1 else ''} hidden "
+                f"({', '.join(reversed(hidden))}): --wide"]
+
+    def widths(self) -> dict[int, int]:
+        """Each kept column's width: its natural one, narrowed one character at a time
+        while the table is too wide (prose first, as it wraps between words anyway, then a
+        GPU count before an id, then the column with most room), to its floor, then to its
+        last resort's."""
+        widths = {i: self.natural(i) for i in self.keep}
         for last_resort in (False, True):
-            while total(widths) > room:
-                slack = [i for i in keep if widths[i] > floor(i, last_resort)]
+            while self.too_wide(widths):
+                slack = [i for i in self.keep if widths[i] > self.floor(i, last_resort)]
                 if not slack:
                     break
-                # prose first (it wraps between words anyway), then a GPU count before an
-                # id, then the one with most room
-                widest = max(slack, key=lambda i: (cols[i].wraps, cols[i].split_count,
-                                                   widths[i] - floor(i, last_resort)))
+                widest = max(slack, key=lambda i: (self.cols[i].wraps, self.cols[i].split_count,
+                                                   widths[i] - self.floor(i, last_resort)))
                 widths[widest] -= 1
-    out = Table(title=title, caption="; ".join(notes) or None, header_style="bold",
-                padding=(0, 1) if gap == GAP else (0, 0),
-                box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
-                title_justify="left", caption_justify="left")
-    for i in keep:
-        out.add_column(Text("\n".join(_wrap(cols[i].header, widths[i])),
-                            justify="right" if i in numeric else "left"),
-                       justify="right" if i in numeric else "left",
-                       no_wrap=True, overflow="fold", width=widths[i])
-    for row in cells:
-        out.add_row(*[Text(row[i], justify="right") if i in numeric
-                      else Text("\n".join(_wrap(row[i], widths[i], cols[i].split_count)))
-                      for i in keep])
-    out.needed_width = total(widths)  # type: ignore[attr-defined]
-    return out
+        return widths
+
+    def draw(self, title: str | None, caption: str | None) -> Table:
+        """The rich table of the kept columns at their widths, cells wrapped to them."""
+        widths = self.widths()
+        out = Table(title=title, caption=caption, header_style="bold",
+                    padding=(0, 1) if self.gap == GAP else (0, 0),
+                    box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                    title_justify="left", caption_justify="left")
+        for i in self.keep:
+            justify: JustifyMethod = "right" if i in self.numeric else "left"
+            out.add_column(Text("\n".join(_wrap(self.cols[i].header, widths[i])),
+                                justify=justify),
+                           justify=justify, no_wrap=True, overflow="fold", width=widths[i])
+        for row in self.cells:
+            out.add_row(*[Text(row[i], justify="right") if i in self.numeric
+                          else Text("\n".join(_wrap(row[i], widths[i], self.cols[i].split_count)))
+                          for i in self.keep])
+        out.needed_width = self.total(widths)  # type: ignore[attr-defined]
+        return out
 
 
 def watch_output(show: Any, interval: float, rounds: int | None = None) -> None:

@@ -21,7 +21,7 @@ from gpuradar.cli.common import (
     complete_source,
     fail,
     finite,
-    get_config,
+    get_database,
     get_engine,
     pick_format,
 )
@@ -251,75 +251,95 @@ def prices(
         help="Refresh the table in place every SECONDS (Ctrl-C to stop).")] = None,
 ) -> None:
     """Current offers, cheapest USD per GPU-hour first (or, with --index, the market index)."""
-    from gpuradar.storage.queries import OfferFilter, current_offers
-
+    f = pick_format(fmt, as_json, as_csv)
     if watch:
-        if pick_format(fmt, as_json, as_csv) is not Format.table:
+        if f is not Format.table:
             raise fail("--watch refreshes a table; not with --json or --csv")
-        again = {k: v for k, v in locals().items() if k not in ("watch", "OfferFilter",
-                                                                 "current_offers")}
+        again = {k: v for k, v in locals().items() if k not in ("watch", "f")}
         watch_output(lambda: prices(**again), watch)
         return
-
     pricing = pricing_option(pricing)
     check_gpu_given(gpu)
     check_accelerator_filters(vendor or [], kind or [])
-    cfg = get_config(config, database_url)
-    engine = get_engine(cfg, existing=True)
+    engine = get_engine(get_database(config, database_url), existing=True)
     if index:
-        ignored = [name for name, value in (
-            ("--vendor", vendor), ("--kind", kind), ("--source", source), ("--region", region),
-            ("--max-price", max_price), ("--min-gpus", min_gpus),
-            ("--min-gpu-memory", min_gpu_memory), ("--available", available),
-            ("--all", all_offers), ("--group", group)) if value]
-        if ignored:  # the index is over every source and region: refuse, not ignore
-            raise fail(f"--index takes --gpu and --pricing, not {ignored[0]}")
-        print_index(engine, resolve_gpus(gpu, engine), pricing,
-                    pick_format(fmt, as_json, as_csv), gpu)
+        refuse_offer_filters_with_index({
+            "--vendor": vendor, "--kind": kind, "--source": source, "--region": region,
+            "--max-price": max_price, "--min-gpus": min_gpus,
+            "--min-gpu-memory": min_gpu_memory, "--available": available, "--all": all_offers,
+            "--group": group})
+        print_index(engine, resolve_gpus(gpu, engine), pricing, f, gpu)
         return
     source = [s for s in source or [] if s.strip()]  # a blank one is not given, as in the API
     check_sources(engine, source)
-    flt = OfferFilter(gpus=resolve_gpus(gpu, engine), vendors=vendor or [], kinds=kind or [],
-                      pricing=pricing, sources=source or [],
-                      regions=region or [], max_price=max_price, min_gpus=min_gpus,
-                      min_gpu_memory=min_gpu_memory, available_only=available,
-                      include_inactive=all_offers)
+    flt = offer_filter(engine, gpu=gpu, vendors=vendor or [], kinds=kind or [],
+                       pricing=pricing, sources=source, regions=region or [],
+                       max_price=max_price, min_gpus=min_gpus,
+                       min_gpu_memory=min_gpu_memory, available_only=available,
+                       include_inactive=all_offers)
+    offers, more = listed_offers(engine, flt, group, limit)
+    if f is Format.table and not offers:
+        err_console.print(nothing_matched(engine, {
+            "--gpu": gpu, "--vendor": ",".join(vendor or []), "--kind": ",".join(kind or []),
+            "--pricing": pricing and pricing.replace("_", "-"),
+            "--source": ",".join(source), "--region": ",".join(region or []),
+            "--max-price": max_price, "--min-gpus": min_gpus,
+            "--min-gpu-memory": min_gpu_memory, "--available": available}), highlight=False)
+        return
+    print_offers(offers, f, group, limit if more else None)
+
+
+def refuse_offer_filters_with_index(given: dict[str, object]) -> None:
+    """`prices --index` is over every source and region: a filter of offers given with it
+    is refused (the first one named), not ignored."""
+    ignored = [name for name, value in given.items() if value]
+    if ignored:
+        raise fail(f"--index takes --gpu and --pricing, not {ignored[0]}")
+
+
+def offer_filter(engine, gpu: str | None, **given: Any):
+    """The listing's filter: `--gpu` resolved to catalog names, the rest as given."""
+    from gpuradar.storage.queries import OfferFilter
+
+    return OfferFilter(gpus=resolve_gpus(gpu, engine), **given)
+
+
+def listed_offers(engine, flt, group: bool, limit: int) -> tuple[list[dict], bool]:
+    """The offers a listing shows (grouped with --group, at most `limit`; 0: all) and
+    whether more matched than it shows."""
+    from gpuradar.storage.queries import current_offers
+
     # one row more than shown: whether the table must say that it stops at --limit
     offers = current_offers(engine, flt, limit=None if group or not limit else limit + 1)
     if group:
         offers = group_variants(offers)
     more = bool(limit) and len(offers) > limit
-    offers = offers[:limit or None]
-    f = pick_format(fmt, as_json, as_csv)
-    if f is Format.table and not offers:
-        err_console.print(nothing_matched(engine, {
-            "--gpu": gpu, "--vendor": ",".join(vendor or []), "--kind": ",".join(kind or []),
-            "--pricing": pricing and pricing.replace("_", "-"),
-            "--source": ",".join(source or []),
-            "--region": ",".join(region or []), "--max-price": max_price,
-            "--min-gpus": min_gpus, "--min-gpu-memory": min_gpu_memory,
-            "--available": available}), highlight=False)
-        return
+    return offers[:limit or None], more
+
+
+def print_offers(offers: list[dict], f: Format, group: bool, cut: int | None) -> None:
+    """The offers as a table (what a person reads) or as JSON or CSV (their records);
+    `cut`: the --limit that left out offers, said beside the data."""
     rows = offer_rows(offers, SYSTEM.now())
     if group:
         for row, o in zip(rows, offers, strict=True):
             row["gpu"] = f"{_counts(o['gpu_counts'])} {o['gpu']}"
             if len(o["gpu_counts"]) > 1:
                 row["instance_usd"] = None  # one price per GPU, several instance prices
-    # Azure's sizes all start with Standard_ (its own portal lists them without it)
     notes = [REPLAYED_NOTE] if any(o.get("replayed") for o in offers) else []
-    if more:
-        notes.append(f"the {limit} cheapest shown: --limit 0 for all")
+    if cut:
+        notes.append(f"the {cut} cheapest shown: --limit 0 for all")
     # JSON and CSV: an offer's declared fields (as the API, the Python API and the export
     # carry them), then what --group adds
     from gpuradar.storage.dataset import OFFER_FIELDS, offer_record
 
     raw = [{**offer_record(o), **{k: v for k, v in o.items() if k not in OFFER_FIELDS}}
            for o in offers]
+    # Azure's sizes all start with Standard_ (its own portal lists them without it)
     emit(rows, PRICE_COLUMNS, f, raw_rows=raw, prefixes={"instance": "Standard_"},
          caption="; ".join(notes) or None, abbreviate={"where": short_ids(rows, "where")})
-    if more and f is not Format.table:  # said beside the data, not in it
-        err_console.print(f"the {limit} cheapest offers only: --limit 0 for all",
+    if cut and f is not Format.table:  # said beside the data, not in it
+        err_console.print(f"the {cut} cheapest offers only: --limit 0 for all",
                           highlight=False)
 
 
@@ -506,7 +526,7 @@ def history(
             when = parse_when(at)
         except ValueError as exc:
             raise fail(f"--at: {exc}") from None
-    cfg = get_config(config, database_url)
+    cfg = get_database(config, database_url)
     engine = get_engine(cfg, existing=True)
     f = pick_format(fmt, as_json, as_csv)
     if gpu:

@@ -43,6 +43,44 @@ def _success_cell(row: dict, now: datetime) -> str:
     return ran
 
 
+def crawled(cfg) -> dict[str, dict]:
+    """Each crawled source's row of storage.queries.sources (with its latest crawl's whole
+    error and uncatalogued names), by name; none before anything was crawled, and no
+    database made for that."""
+    if missing_database(cfg) is not None:
+        return {}
+    from gpuradar.storage.queries import sources as crawled_sources
+
+    return {r["source"]: r for r in crawled_sources(get_engine(cfg, existing=True),
+                                                    whole=True)}
+
+
+def source_rows(setup, crawls: dict[str, dict], now: datetime) -> list[dict]:
+    """One row per source in force (every declared one): whether it runs and why, its
+    interval, its latest crawl and the freshness of its data, what it reads."""
+    from gpuradar.core import providers
+
+    rows = []
+    for name, plan in setup.schedule.items():
+        enabled, reason = setup.status[name]
+        last = crawls.get(name) or {}
+        seen = last.get("observed_at")
+        # Freshness is the data's age: a replay counts from its recording's capture time.
+        stale = seen is None or (now - seen).total_seconds() > 3 * float(plan.interval)
+        provider = providers.get(name)
+        rows.append({"source": name, "enabled": enabled, "why": reason,
+                     "interval_s": plan.interval, "last_status": last.get("status"),
+                     "last_items": last.get("offers"), "last_error": last.get("last_error", ""),
+                     "uncatalogued": last.get("uncatalogued", {}),
+                     "last_success": last.get("last_success"), "observed_at": seen,
+                     "replayed": last.get("replayed", False),
+                     "captured": last.get("captured"),
+                     "stale": stale if enabled else None,
+                     "price_source": provider.price_source,
+                     "spot_signal": provider.spot_signal, "notes": provider.notes})
+    return rows
+
+
 #: How `sources` names where a source's prices come from (Provider.price_source).
 PRICE_SOURCE_CELL = {"api": "API", "list_page": "list page"}
 
@@ -62,9 +100,6 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
                 "add (always in --json and --csv).")] = False,
             ) -> None:
     """Each source: enabled or not and why, its interval in force, last crawl, staleness."""
-    from gpuradar.core import providers
-    from gpuradar.storage.queries import last_crawls, last_observed, last_success
-
     # the configuration as `gpuradar run` reads it; the status from the declarations, so
     # no spider and no Scrapy is loaded
     setup = get_sources(config, database_url)
@@ -72,31 +107,8 @@ def sources(config: ConfigOpt = None, database_url: DbOpt = None, fmt: FormatOpt
         from gpuradar.cli.check import run_check
 
         raise typer.Exit(run_check(setup.cfg, pick_format(fmt, as_json, as_csv), verbose))
-    if missing_database(setup.cfg) is None:
-        engine = get_engine(setup.cfg, existing=True)
-        latest, ok, observed = last_crawls(engine), last_success(engine), last_observed(engine)
-    else:  # nothing crawled yet: the sources as configured, and no database made for that
-        latest, ok, observed = {}, {}, {}
     now = SYSTEM.now()
-    rows = []
-    for name in setup.schedule:
-        enabled, reason = setup.status[name]
-        last = latest.get(name) or {}
-        interval = setup.schedule[name].interval
-        success, seen = ok.get(name), observed.get(name)
-        # Freshness is the data's age: a replay counts from its recording's capture time.
-        stale = seen is None or (now - seen.at).total_seconds() > 3 * float(interval)
-        rows.append({"source": name, "enabled": enabled, "why": reason,
-                     "interval_s": interval, "last_status": last.get("status"),
-                     "last_items": last.get("items"), "last_error": last.get("error") or "",
-                     "uncatalogued": last.get("uncatalogued") or {},
-                     "last_success": success, "observed_at": seen.at if seen else None,
-                     "replayed": seen.replayed if seen else False,
-                     "captured": seen.captured if seen else None,
-                     "stale": stale if enabled else None,
-                     "price_source": providers.get(name).price_source,
-                     "spot_signal": providers.get(name).spot_signal,
-                     "notes": providers.get(name).notes})
+    rows = source_rows(setup, crawled(setup.cfg), now)
     table_rows = [{**r, "enabled": "yes" if r["enabled"] else "no",
                    "interval": format_duration(r["interval_s"]),
                    "last_success": _success_cell(r, now),

@@ -15,7 +15,7 @@ from gpuradar.alerts.grammar import parse_fit_clause, parse_rule
 from gpuradar.alerts.loader import parse_rules
 from gpuradar.alerts.mapping import rule_from_mapping
 from gpuradar.alerts.rules import RuleError
-from gpuradar.cli.common import app
+from gpuradar.cli import app  # every command
 from gpuradar.recommend import Job
 from gpuradar.storage.offers import OfferRow
 from gpuradar.storage.queries import store_fx

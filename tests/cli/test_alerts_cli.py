@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from gpuradar.alerts.delivery import deliver_pending
 from gpuradar.alerts.engine import evaluate
 from gpuradar.alerts.loader import load_rules, load_targets
-from gpuradar.cli.common import app
+from gpuradar.cli import app  # every command
 from gpuradar.core.config import load_config
 from gpuradar.storage.db import open_database
 from tests.alerts.test_alert_engine import T0, crawl, offer

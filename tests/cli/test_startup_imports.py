@@ -227,8 +227,7 @@ def test_no_command_option_is_an_annotation_string():
     compiled and evaluated, ~370 of them, a few per cent of every command's start-up."""
     import inspect
 
-    import gpuradar.cli  # noqa: F401  (registers the commands)
-    from gpuradar.cli.common import app
+    from gpuradar.cli import app  # every command
 
     callbacks = _callbacks(app)
     assert len(callbacks) >= 20, callbacks  # the whole command line was found
@@ -326,3 +325,66 @@ def test_prices_loads_no_emoji_table_and_prints_emoji_codes_as_written(home):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "rich.table" in chains  # it drew with rich
     assert not heavy_imports(chains, ("rich._emoji_codes",)), chains["rich._emoji_codes"]
+
+
+#: What `prices` needs none of with nothing but the database configured (issue #54): the
+#: other commands' modules (their imports, and Typer reading their signatures), pydantic
+#: (Typer's coercion of options left out, the configuration's schema) and the schema.
+NOT_FOR_PRICES = ("gpuradar.cli.alerts", "gpuradar.cli.crawl", "gpuradar.cli.demo",
+                  "gpuradar.cli.recommend", "gpuradar.cli.run", "gpuradar.cli.sources",
+                  "gpuradar.cli.config", "pydantic", "pydantic_core",
+                  "gpuradar.core.config.sections", "gpuradar.core.config.load")
+
+
+@pytest.mark.parametrize("args", [["prices"], ["prices", "--gpu", "H100", "--source", "aws",
+                                               "--source", "lambda", "--region", "us-*"],
+                                  ["history", "--gpu", "H100", "--json"]])
+def test_prices_with_only_a_database_loads_no_other_command_nor_pydantic(args, home):
+    proc, chains = imports_of(args, home)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "sqlalchemy" in chains and "gpuradar.cli.prices" in chains  # it did its work
+    pulled = heavy_imports(chains, NOT_FOR_PRICES)
+    assert not pulled, f"`gpuradar {' '.join(args)}` imported:\n  " + "\n  ".join(pulled)
+
+
+def test_prices_still_checks_a_configuration_that_sets_more_than_the_database(home,
+                                                                             tmp_path):
+    """With a file, or a variable of another key, the schema checks the configuration as
+    for any command: a bad value refuses `prices` (exit 2), a file's database is used."""
+    proc, chains = imports_of(["prices"], home | {"GPURADAR_METRICS_PORT": "many"})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "GPURADAR_METRICS_PORT: metrics.port: must be a whole number" in proc.stderr
+    assert "pydantic" in chains
+    config = tmp_path / "gpuradar.yaml"
+    config.write_text("database_url: sqlite:///nowhere/at/all.db\n")
+    proc = subprocess.run([*_command(), "prices", "--config", str(config)], env=home,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3 and "nowhere/at/all.db" in proc.stderr, proc.stderr
+
+
+def test_a_value_given_is_still_checked_by_typer(home):
+    """Only an option left out or at its default skips Typer's coercion: a number given is
+    still checked (and loads pydantic for it)."""
+    proc, chains = imports_of(["prices", "--limit", "-1"], home)
+    assert proc.returncode == 2 and "--limit" in proc.stderr, proc.stderr
+    assert "pydantic" in chains
+
+
+def test_each_command_is_loaded_from_the_modules_the_table_names():
+    """gpuradar.cli.COMMANDS names, for every command and group `gpuradar.cli.app` has, the
+    modules that add it; `gpuradar --help` lists them in that order within a panel."""
+    from gpuradar.cli import COMMANDS, app, command_of
+    from gpuradar.cli.common import command_name
+
+    found = {command_name(c): c.callback.__module__ for c in app.registered_commands}
+    found |= {g.name: {c.callback.__module__ for c in g.typer_instance.registered_commands}
+              for g in app.registered_groups}
+    assert set(found) == set(COMMANDS)
+    for name, modules in found.items():
+        for module in [modules] if isinstance(modules, str) else modules:
+            assert module.removeprefix("gpuradar.cli.") in COMMANDS[name], (name, module)
+    order = list(COMMANDS)
+    listed = [command_name(c) for c in app.registered_commands]
+    assert listed == sorted(listed, key=order.index)
+    assert command_of(["prices", "--gpu", "H100"]) == "prices"
+    assert command_of(["--help"]) is None and command_of(["pricez"]) is None

@@ -11,53 +11,61 @@ ports, URLs), so an error names the file, the line and the key (`errors`). What 
 higher layer (apprise for target URLs, the rule grammar, the daemon's plans) is checked on
 top of this by gpuradar.scheduler.setup, which every command that acts on the configuration
 runs; the Scrapy settings a crawl runs with are built by gpuradar.crawler.config.
+
+The names below are imported from their module when first used (issue #54): a command
+that only reads the database, with nothing configured but it, asks `paths` for its URL and
+loads neither pydantic nor the schema.
 """
 
-from gpuradar.core.config.errors import (
-    ConfigError,
-    Key,
-    Marks,
-    SettingNames,
-    dotted,
-    validate_section,
-)
-from gpuradar.core.config.load import Config, check_settings_module, load_config
-from gpuradar.core.config.paths import (
-    ENV_CONFIG,
-    ENV_DATABASE_URL,
-    ENV_KEYS,
-    SCRAPY_SETTINGS_MODULE,
-    data_dir,
-    default_config_path,
-    default_database_url,
-)
-from gpuradar.core.config.sections import (
-    KINDS,
-    KNOWN_KEYS,
-    AlertsSection,
-    DaemonSection,
-    MetricsSection,
-    PlaywrightLaunch,
-    ScrapySection,
-    SourceOptions,
-    TargetSpec,
-    WebSection,
-    known_endpoints,
-    schema,
-    source_model,
-    source_option_types,
-)
-from gpuradar.core.config.values import MAX_REQUEST_INTERVAL, Section, one_of
-from gpuradar.core.config.yamlfile import (
-    MAX_EXPANDED_CHARS,
-    MAX_INT_DIGITS,
-    MAX_SCALAR_CHARS,
-    MAX_YAML_BYTES,
-    MAX_YAML_DEPTH,
-    MAX_YAML_NODES,
-    expand_env,
-    read_yaml,
-)
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpuradar.core.config.errors import (
+        ConfigError,
+        Key,
+        Marks,
+        SettingNames,
+        dotted,
+        validate_section,
+    )
+    from gpuradar.core.config.load import Config, check_settings_module, load_config
+    from gpuradar.core.config.paths import (
+        ENV_CONFIG,
+        ENV_DATABASE_URL,
+        ENV_KEYS,
+        SCRAPY_SETTINGS_MODULE,
+        data_dir,
+        default_config_path,
+        default_database_url,
+    )
+    from gpuradar.core.config.sections import (
+        KINDS,
+        KNOWN_KEYS,
+        AlertsSection,
+        DaemonSection,
+        MetricsSection,
+        PlaywrightLaunch,
+        ScrapySection,
+        SourceOptions,
+        TargetSpec,
+        WebSection,
+        known_endpoints,
+        schema,
+        source_model,
+        source_option_types,
+    )
+    from gpuradar.core.config.values import MAX_REQUEST_INTERVAL, Section, one_of
+    from gpuradar.core.config.yamlfile import (
+        MAX_EXPANDED_CHARS,
+        MAX_INT_DIGITS,
+        MAX_SCALAR_CHARS,
+        MAX_YAML_BYTES,
+        MAX_YAML_DEPTH,
+        MAX_YAML_NODES,
+        expand_env,
+        read_yaml,
+    )
 
 __all__ = [
     "ENV_CONFIG", "ENV_DATABASE_URL", "ENV_KEYS", "KINDS", "KNOWN_KEYS", "MAX_EXPANDED_CHARS",
@@ -70,3 +78,18 @@ __all__ = [
     "default_database_url", "dotted", "expand_env", "known_endpoints", "load_config",
     "one_of", "read_yaml", "schema", "source_model", "source_option_types", "validate_section",
 ]
+
+#: The modules of the package, cheapest first: `paths` loads neither pydantic nor YAML.
+_MODULES = ("paths", "errors", "values", "yamlfile", "sections", "load")
+
+
+def __getattr__(name: str) -> Any:
+    """`gpuradar.core.config.NAME`: imported from its module on first use."""
+    if name in __all__:
+        for module in _MODULES:
+            __import__(f"{__name__}.{module}")  # not importlib's: -X importtime lists it
+            found = sys.modules[f"{__name__}.{module}"].__dict__
+            if name in found:
+                globals()[name] = found[name]
+                return found[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

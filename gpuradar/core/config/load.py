@@ -97,8 +97,9 @@ class Config:
         return self.read_database_url or self.database_url
 
     def source_options(self, name: str) -> SourceOptions:
-        """The options of source `name`: as the file sets them, else its defaults."""
-        return self.sources.get(name) or source_model(name)()
+        """The options of source `name`: as the file sets them, else its defaults (as
+        written in the model: there is nothing to check)."""
+        return self.sources.get(name) or source_model(name).model_construct()
 
     def located(self) -> Marks:
         return self.marks or Marks(path=self.path)

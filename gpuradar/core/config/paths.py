@@ -4,7 +4,10 @@ that stand for keys of the file."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -38,3 +41,29 @@ def default_config_path() -> Path | None:
         return Path(env)
     path = Path(platformdirs.user_config_dir("gpuradar")) / "config.yaml"
     return path if path.exists() else None
+
+
+@dataclass(frozen=True)
+class DatabaseOnly:
+    """The configuration in force when nothing but the database is configured: no file, no
+    variable of a key but GPURADAR_DATABASE_URL, gpuradar's own Scrapy settings. The schema
+    would give every section its defaults, which hold no target, source option or secret:
+    a command that only uses the database needs neither pydantic nor the schema for it
+    (issue #54). Read as a Config is where it stands for one (its database, its secrets)."""
+
+    database_url: str
+    targets: Mapping[str, Any] = field(default_factory=dict)
+    sources: Mapping[str, Any] = field(default_factory=dict)
+    scrapy: None = None
+
+
+def database_only(path: Path | str | None, database_url: str | None) -> DatabaseOnly | None:
+    """The configuration when only the database is configured (`path`: the --config file,
+    `database_url`: --database-url, as load_config takes them), else None: load_config."""
+    if path or default_config_path() is not None:
+        return None
+    if any(os.environ.get(env) for env in ENV_KEYS if env != ENV_DATABASE_URL):
+        return None
+    if os.environ.get("SCRAPY_SETTINGS_MODULE") not in (None, "", SCRAPY_SETTINGS_MODULE):
+        return None
+    return DatabaseOnly(database_url or default_database_url())

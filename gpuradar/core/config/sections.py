@@ -13,6 +13,7 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
+    ConfigDict,
     Field,
     create_model,
     field_validator,
@@ -51,7 +52,13 @@ ASYNCIO_REACTOR: str = typing.get_args(AsyncioReactor)[0]
 
 # -- sections --------------------------------------------------------------------------------
 class SourceOptions(Section):
-    """Options every source takes; each provider declares its own options and credentials."""
+    """Options every source takes; each provider declares its own options and credentials.
+
+    Each source's model is checked the first time it checks a value (`defer_build`): a
+    source the file leaves out has its defaults, as they are written, without it (`gpuradar
+    sources` shows all 25 sources, issue #54)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     enabled: bool = True
     interval: OptionalPositiveSeconds = None
@@ -365,7 +372,10 @@ KNOWN_KEYS = {
 
 
 class _Root(Section):
-    """The top level of the file (`sources` is added per provider by schema())."""
+    """The top level of the file (`sources` is added per provider by schema()). Checked
+    only as schema()'s subclass: built only then (`defer_build`), not also at import."""
+
+    model_config = ConfigDict(defer_build=True)
 
     database_url: str | None = Field(None, description=KNOWN_KEYS["database_url"])
     read_database_url: str | None = Field(None, description=KNOWN_KEYS["read_database_url"])
