@@ -31,9 +31,9 @@ def export(
                                          "writing one (no database needed).")] = False,
     config: ConfigOpt = None, database_url: DbOpt = None,
 ) -> None:
-    """Write offers, change points, the market index and crawls as Parquet, CSV and JSON
-    Lines with a manifest (row counts, time range, schema version, SHA-256 per file). The
-    same database exported twice gives byte-identical files."""
+    """Write offers, change points, interruption-signal changes, the market index and crawls
+    as Parquet, CSV and JSON Lines with a manifest (row counts, time range, schema version,
+    SHA-256 per file). The same database exported twice gives byte-identical files."""
     from gpuradar.storage.export import ExportError, other_files, stale_files
     from gpuradar.storage.export import export as write
     from gpuradar.storage.export import verify as check
