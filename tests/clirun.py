@@ -141,7 +141,7 @@ class ForkedProcess:
 
 #: Commands that start Twisted's reactor, which runs once per process: always a process
 #: (and `sources --check`, whose checks are crawls).
-REACTOR_COMMANDS = frozenset({"crawl", "demo", "run", "serve"})
+REACTOR_COMMANDS = frozenset({"run", "serve"})
 
 # The consoles gpuradar.cli.output makes at import, made again for each in-process call
 # (rich reads the colour and terminal settings from the environment when one is made).
