@@ -345,20 +345,22 @@ def _cancel_leftovers(loop: asyncio.AbstractEventLoop, reactor: Any) -> None:
 def scrapy_logging(settings: Settings) -> Iterator[None]:
     """Scrapy's logging set-up for a command's crawls (as its `AsyncCrawlerProcess` did):
     Twisted's log routed to the `twisted` logger, warnings captured, Scrapy's logger levels
-    and root handler. Twisted's observer is removed after, so a second run in the same
-    process does not log Twisted's records twice."""
-    from scrapy.utils.log import configure_logging, log_scrapy_info
+    and root handler. Twisted's observer and Scrapy's root handler are removed after: a
+    later run in the same process would log Twisted's records twice, and each later crawl
+    would install Scrapy's handler again (it does when one is installed)."""
+    from scrapy.utils import log as scrapy_log
     from twisted.python import log as twisted_log
 
     before = list(twisted_log.theLogPublisher.observers)
-    configure_logging(settings)
-    log_scrapy_info(settings)
+    scrapy_log.configure_logging(settings)
+    scrapy_log.log_scrapy_info(settings)
     try:
         yield
     finally:
         for observer in twisted_log.theLogPublisher.observers:
             if observer not in before:
                 twisted_log.removeObserver(observer)
+        scrapy_log._uninstall_scrapy_root_handler()  # private: Scrapy has no public undo
 
 
 # -- one-shot commands: `crawl`, `crawl --replay`, the demo snapshot ------------------------
