@@ -265,6 +265,7 @@ class CrawlService:
 
 
 async def _as_coroutine(main: Callable[[], Awaitable[T]]) -> T:
+    """`main()` called on the running loop: a crawl begins there (`Crawl.begin`)."""
     return await main()
 
 
