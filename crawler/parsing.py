@@ -85,18 +85,21 @@ def crawl_files(source: str, files: list[Path], settings: Settings, url: str | N
     (each item the pipelines dropped carries `dropped`: the reason they counted) and its
     result. ParseFailed names a file that cannot be read or that its parser refused."""
     from gpuradar.crawler.runner import spider_classes
-    from gpuradar.crawler.service import crawl_here
+    from gpuradar.crawler.service import Crawl, CrawlService
 
     classes = spider_classes(settings)
     if source not in classes:
         raise ParseFailed(f"unknown source {source!r}; known: {', '.join(classes)}")
     check_files(files)
-    collected: list[_Collected] = []
-    result = crawl_here(classes[source], saved_files_settings(settings, files, url),
-                        prepare=lambda crawler: collected.append(_Collected(crawler)))
-    if collected[0].failure is not None:
-        raise ParseFailed(collected[0].failure)
-    return collected[0].records, result
+    settings = saved_files_settings(settings, files, url)
+    service = CrawlService(settings)
+    crawl = Crawl(classes[source], settings, memory=service.memory)
+    collected = _Collected(crawl.crawler)
+    result = service.run(lambda: crawl.begin(service.runner))
+    assert result is not None  # nothing stops this run early
+    if collected.failure is not None:
+        raise ParseFailed(collected.failure)
+    return collected.records, result
 
 
 def parse_files(source: str, files: list[Path], settings: Settings,

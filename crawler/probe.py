@@ -183,25 +183,22 @@ def probe_class(cls: type[GpuRadarSpider]) -> type[GpuRadarSpider]:
 
 
 def run_probes(sources: list[str], settings: Settings) -> list[ProbeResult]:
-    """Probe `sources` through the crawl service (starts a reactor: once per process).
-    Nothing is stored."""
-    from scrapy.utils.reactor import install_reactor
-
-    from gpuradar.crawler.service import Crawl, CrawlService
+    """Probe `sources` through the crawl service. Nothing is stored."""
+    from gpuradar.crawler.service import Crawl, CrawlService, scrapy_logging
 
     settings = settings.copy()
     settings.set("ITEM_PIPELINES", {}, priority="cmdline")
     settings.set("RETRY_HTTP_CODES", [], priority="cmdline")
     settings.set("CLOSESPIDER_TIMEOUT", 120, priority="cmdline")
-    install_reactor(settings["TWISTED_REACTOR"])
-    service = CrawlService(settings, one_shot=True)
+    service = CrawlService(settings)
     classes = spider_classes(settings)
     found = {name: _Found() for name in sources}
     crawls = {}
     for name in sources:
         crawls[name] = crawl = Crawl(probe_class(classes[name]), settings)
         crawl.crawler.signals.connect(found[name].add, signal=probe_reported, weak=False)
-    service.run(lambda: service.in_order(crawls), install_signal_handlers=True)
+    with scrapy_logging(settings):
+        service.run(lambda: service.in_order(crawls), shutdown_signals=True)
     results: list[ProbeResult] = []
     for name in sources:
         results.extend(found[name] or [ProbeResult(

@@ -1,8 +1,10 @@
-"""The crawl service: the one place that starts a Scrapy crawl — the daemon's on its own
-loop (Scrapy's `AsyncCrawlerRunner`, as its "Common practices" page describes for running
-crawls from a script), a one-shot command's on a reactor it starts (`AsyncCrawlerProcess`:
-`crawl`, `crawl --replay`, the demo snapshot through `run_once`, `sources --check` through
-gpuradar.crawler.probe) — and a stop that always stops.
+"""The crawl service: the one place that starts a Scrapy crawl, one way — Scrapy's
+`AsyncCrawlerRunner` (as its "Common practices" page describes for running crawls from a
+script) on Twisted's asyncio reactor's loop: the daemon's while it runs the reactor, a
+command's (`crawl`, `crawl --replay`, the demo through `run_once`, `parse` and the demo
+timeline through gpuradar.crawler.parsing, `sources --check` through gpuradar.crawler.probe)
+while `CrawlService.run` drives that loop, so a process may crawl again and again — and a
+stop that always stops.
 
 Why a stop of our own: in Scrapy 2.19 `Crawler.stop_async()` called before the engine runs
 only clears the crawler's `crawling` flag. The engine then starts anyway, and when its
@@ -30,8 +32,8 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from scrapy import Spider, signals
 from scrapy.exceptions import CloseSpider
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     from gpuradar.storage.ingest import CrawlMemory
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Seconds a stopped crawl gets to close through Scrapy before it is abandoned.
 STOP_BOUND = 15.0
@@ -197,22 +200,26 @@ class Crawl:
 
 
 class CrawlService:
-    """Starts every crawl of a process. The daemon's runs on a loop it runs itself
-    (`AsyncCrawlerRunner`); a one-shot command's starts and stops the asyncio reactor
-    (`AsyncCrawlerProcess`, which also sets up Scrapy's logging, DNS resolver and threads)."""
+    """Starts every crawl of a process, through one Scrapy `AsyncCrawlerRunner` on Twisted's
+    asyncio reactor's loop: the daemon's while it runs the reactor; a command's while `run`
+    drives that loop to the end of its crawls (the reactor itself never started, so a
+    process may crawl again and again)."""
 
-    def __init__(self, settings: Any, *, one_shot: bool = False, clock: Clock = SYSTEM) -> None:
+    def __init__(self, settings: Any, *, clock: Clock = SYSTEM) -> None:
         """`clock`: the one its crawls are dated by (the daemon's)."""
-        from scrapy.crawler import AsyncCrawlerProcess, AsyncCrawlerRunner
+        from scrapy.crawler import AsyncCrawlerRunner
+        from scrapy.utils.reactor import install_reactor, is_reactor_installed
 
         from gpuradar.storage.ingest import CrawlMemory
 
-        self.runner = AsyncCrawlerProcess(settings) if one_shot else AsyncCrawlerRunner(
-            settings)
+        if not is_reactor_installed():  # before anything imports (and so installs) another
+            install_reactor(settings["TWISTED_REACTOR"])
+        self.runner = AsyncCrawlerRunner(settings)
         #: What this service gives its crawls and keeps between them (each source's offer
         #: state, the index's memo, the warnings given once, its clock): a daemon's
         #: service crawls the same sources again and again.
         self.memory = CrawlMemory(clock)
+        self._stopped: asyncio.Future[None] | None = None
 
     def start(self, spidercls: type[Spider], settings: Settings, *, time_limit: float | None = None,
               bound: float | None = None) -> Crawl:
@@ -229,55 +236,132 @@ class CrawlService:
             await asyncio.gather(*(crawls[n].begin(self.runner) for n in group))
         return [c.result() for c in crawls.values()]
 
-    def run(self, main: Callable[[], Awaitable[Any]], *,
-            install_signal_handlers: bool = False) -> None:
-        """One-shot: run the asyncio reactor until `main()` is done (or the reactor is
-        stopped or crashed from outside). Once per process: a reactor does not restart.
-        `install_signal_handlers`: Scrapy's (Ctrl-C stops the crawls gracefully)."""
-        from scrapy.crawler import AsyncCrawlerProcess
+    def run(self, main: Callable[[], Awaitable[T]], *, shutdown_signals: bool = False) -> T | None:
+        """A command's crawls: `main()` run to its end on Twisted's asyncio reactor's loop,
+        driven with `run_until_complete` rather than by starting the reactor (which starts
+        once per process), so that a process may do it again. What the reactor's start gave
+        crawls is set up for the run and put back after (`_reactor_for_crawls`). None when
+        `stop_now()` ended it first. `shutdown_signals`: Scrapy's Ctrl-C (and SIGTERM) — the
+        first stops the crawls gracefully, the second at once."""
+        with _reactor_for_crawls(self.runner) as loop:
+            self._stopped = loop.create_future()
+            task = loop.create_task(_as_coroutine(main))
+            either: set[asyncio.Future[Any]] = {task, self._stopped}
+            with _shutdown_signals(self) if shutdown_signals else contextlib.nullcontext():
+                loop.run_until_complete(asyncio.wait(either,
+                                                     return_when=asyncio.FIRST_COMPLETED))
+            return task.result() if task.done() and not task.cancelled() else None
+
+    def stop_now(self) -> None:
+        """End `run` at once, its crawls left as they are (nothing more is recorded): what
+        crashing the reactor did. Safe from a signal handler or another thread."""
         from twisted.internet import reactor
 
-        if not isinstance(self.runner, AsyncCrawlerProcess):
-            raise RuntimeError("run() is a one-shot service's (CrawlService(one_shot=True))")
+        def stop() -> None:
+            if self._stopped is not None and not self._stopped.done():
+                self._stopped.set_result(None)
 
-        def started() -> None:
-            task = asyncio.ensure_future(main())
-            task.add_done_callback(lambda _t: reactor.callLater(0, _stop))
-
-        def _stop() -> None:
-            if reactor.running:
-                reactor.stop()
-
-        reactor.callWhenRunning(started)
-        self.runner.start(stop_after_crawl=False,
-                          install_signal_handlers=install_signal_handlers)
+        reactor.callFromThread(stop)  # type: ignore[attr-defined]
 
 
-def crawl_here(spidercls: type[Spider], settings: Settings,
-               prepare: Callable[[Any], None] | None = None) -> CrawlResult:
-    """One crawl run to its end on this thread's asyncio loop, Twisted's asyncio reactor
-    installed but not run, so a process may do it again and again (`parse`, the demo
-    timeline's steps, tests): only for crawls that reach no network (saved files).
-    `prepare(crawler)` connects to its signals before it starts."""
-    from scrapy.utils.reactor import install_reactor, is_reactor_installed
+async def _as_coroutine(main: Callable[[], Awaitable[T]]) -> T:
+    """`main()` called on the running loop: a crawl begins there (`Crawl.begin`)."""
+    return await main()
 
-    if not is_reactor_installed():
-        install_reactor(settings["TWISTED_REACTOR"])
+
+@contextlib.contextmanager
+def _shutdown_signals(service: CrawlService) -> Iterator[None]:
+    """Scrapy's shutdown signals (SIGINT, SIGTERM) for `service.run`: the first stops every
+    crawl gracefully (each records its outcome), the second stops at once."""
+    from scrapy.utils.ossignal import install_shutdown_handlers, signal_names
+    from twisted.internet import reactor
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def graceful(signum: int, _frame: Any) -> None:
+        install_shutdown_handlers(kill)
+        reactor.callFromThread(log.info, "received %s, shutting down gracefully; send "  # type: ignore[attr-defined]
+                               "again to force", signal_names[signum])
+        reactor.callFromThread(  # type: ignore[attr-defined]
+            lambda: asyncio.ensure_future(service.runner.stop()).add_done_callback(
+                lambda _f: service.stop_now()))
+
+    def kill(signum: int, _frame: Any) -> None:
+        install_shutdown_handlers(signal.SIG_IGN)
+        service.stop_now()
+
+    install_shutdown_handlers(graceful)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _reactor_for_crawls(runner: Any) -> Iterator[asyncio.AbstractEventLoop]:
+    """Twisted's asyncio reactor's loop (installed by the service, never started), with what
+    starting the reactor gave crawls: Scrapy's DNS resolver and the thread pool it (and
+    `deferToThread`) works in. After, what the run set up or left is put back: the
+    resolver, the pool stopped (its threads would hold up the process's exit), the delayed
+    calls and tasks its crawls left on the loop cancelled — nothing of one run meets the
+    next."""
+    from scrapy.utils.misc import build_from_crawler, load_object
     from twisted.internet import reactor
 
     # The reactor's loop (Scrapy reads the same attribute), whatever is current meanwhile.
-    loop = reactor._asyncioEventloop  # type: ignore[attr-defined]
+    loop: asyncio.AbstractEventLoop = reactor._asyncioEventloop  # type: ignore[attr-defined]
     asyncio.set_event_loop(loop)
-    service = CrawlService(settings)
-    crawl = Crawl(spidercls, settings, memory=service.memory)
-    if prepare is not None:
-        prepare(crawl.crawler)
-    runner = service.runner
+    resolver = reactor.nameResolver  # type: ignore[attr-defined]
+    # as Scrapy's AsyncCrawlerProcess does when it starts the reactor
+    build_from_crawler(load_object(runner.settings["TWISTED_DNS_RESOLVER"]), runner,
+                       reactor=reactor).install_on_reactor()
+    pool = reactor.getThreadPool()  # type: ignore[attr-defined]
+    pool.adjustPoolsize(maxthreads=runner.settings.getint("REACTOR_THREADPOOL_MAXSIZE"))
+    pool.start()
+    try:
+        yield loop
+    finally:
+        try:
+            _cancel_leftovers(loop, reactor)
+        finally:
+            reactor._stopThreadPool()  # type: ignore[attr-defined]  # the reactor's own stop step
+            reactor.installNameResolver(resolver)  # type: ignore[attr-defined]
 
-    async def run() -> CrawlResult:
-        return await crawl.begin(runner)
 
-    return loop.run_until_complete(run())
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop, reactor: Any) -> None:
+    """Cancel the tasks a run left on `loop` (a crawl stopped at once, a download in flight)
+    and let them end, then the reactor's delayed calls (heartbeats, timeouts)."""
+    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.wait(tasks, timeout=STOP_BOUND))
+    for call in reactor.getDelayedCalls():
+        if call.active():
+            call.cancel()
+
+
+@contextlib.contextmanager
+def scrapy_logging(settings: Settings) -> Iterator[None]:
+    """Scrapy's logging set-up for a command's crawls (as its `AsyncCrawlerProcess` did):
+    Twisted's log routed to the `twisted` logger, warnings captured, Scrapy's logger levels
+    and root handler. Twisted's observer and Scrapy's root handler are removed after: a
+    later run in the same process would log Twisted's records twice, and each later crawl
+    would install Scrapy's handler again (it does when one is installed)."""
+    from scrapy.utils import log as scrapy_log
+    from twisted.python import log as twisted_log
+
+    before = list(twisted_log.theLogPublisher.observers)
+    scrapy_log.configure_logging(settings)
+    scrapy_log.log_scrapy_info(settings)
+    try:
+        yield
+    finally:
+        for observer in twisted_log.theLogPublisher.observers:
+            if observer not in before:
+                twisted_log.removeObserver(observer)
+        scrapy_log._uninstall_scrapy_root_handler()  # private: Scrapy has no public undo
 
 
 # -- one-shot commands: `crawl`, `crawl --replay`, the demo snapshot ------------------------
@@ -335,24 +419,20 @@ def _crawl_ids(crawls: dict[str, TrackedCrawl]) -> list[int]:
 
 
 class _Stops:
-    """Why and how `run_once` stops its reactor early: Ctrl-C (once: say so, record the
+    """Why and how `run_once` stops its crawls early: Ctrl-C (once: say so, record the
     running crawls interrupted; twice: exit at once) or a database that failed."""
 
-    def __init__(self, reactor: Any, url: str, crawls: dict[str, TrackedCrawl],
+    def __init__(self, service: CrawlService, url: str, crawls: dict[str, TrackedCrawl],
                  on_interrupt: Callable[[], None] | None) -> None:
-        self.reactor, self.url, self.crawls = reactor, url, crawls
+        self.service, self.url, self.crawls = service, url, crawls
         self.on_interrupt = on_interrupt
         self.why: dict[str, str] = {}
 
-    def at_once(self) -> None:
-        # Not reactor.stop(): its shutdown triggers close every spider gracefully, which
-        # waits for the requests in flight and then records the crawls over our record.
-        if self.reactor.running:
-            self.reactor.crash()
-
     def database_failed(self, problem: str) -> None:
         self.why.setdefault("database", problem)
-        self.reactor.callFromThread(self.at_once)  # the crawls stop; each closed nothing
+        # Not a graceful stop: closing the spiders waits for the requests in flight and
+        # then records the crawls over our record. Each closed nothing.
+        self.service.stop_now()
 
     def _interrupted_now(self) -> None:
         from gpuradar.storage.db import get_engine
@@ -362,22 +442,20 @@ class _Stops:
             mark_interrupted(get_engine(self.url), _crawl_ids(self.crawls), "Ctrl-C")
         except Exception:  # noqa: BLE001 - the next command marks them (process gone)
             log.debug("could not record the interrupted crawls", exc_info=True)
-        self.at_once()
+        self.service.stop_now()
 
     def on_sigint(self, signum: int, frame: Any) -> None:
+        from twisted.internet import reactor
+
         if "interrupt" in self.why:
             os._exit(EXIT_INTERRUPTED)  # a second Ctrl-C: stop without waiting
         self.why["interrupt"] = "interrupted"
         if self.on_interrupt is not None:
             self.on_interrupt()
-        self.reactor.callFromThread(self._interrupted_now)
+        reactor.callFromThread(self._interrupted_now)  # type: ignore[attr-defined]
 
     def results(self, results: list[CrawlResult]) -> list[CrawlResult]:
         """The crawls' results, or the exception that says why they stopped early."""
-        if self.why:  # crashed, not stopped: end the reactor's threads, or the exit waits
-            pool = getattr(self.reactor, "threadpool", None)
-            if pool is not None:
-                pool.stop()
         if "interrupt" in self.why:
             for r in results:
                 if r.status == CrawlStatus.FAILED:
@@ -394,27 +472,22 @@ def run_once(sources: list[str], settings: Settings,
              on_item: Callable[[str], None] | None = None,
              on_interrupt: Callable[[], None] | None = None) -> list[CrawlResult]:
     """Crawl `sources` and wait for all of them, through the crawl service (exchange rates
-    first). Starts and stops a reactor: once per process.
+    first), on the reactor's loop (`CrawlService.run`: again and again in one process).
 
     Ctrl-C calls `on_interrupt` at once (to say "stopping"), records the running crawls
     failed (interrupted) and raises CrawlInterrupted; a second Ctrl-C exits at once. A
     database that fails during the crawls stops them and raises DatabaseUnusable.
     """
-    from scrapy.utils.reactor import install_reactor
-
-    install_reactor(settings["TWISTED_REACTOR"])  # before anything imports the reactor
-    from twisted.internet import reactor
-
     url = settings.get("GPURADAR_DATABASE_URL") or ""
     settings = settings.copy()
     # One crawl of each source in this process: no next crawl would use their offers' state.
     settings.set("GPURADAR_KEEP_STATE", False, priority="cmdline")
-    service = CrawlService(settings, one_shot=True)
+    service = CrawlService(settings)
     classes = spider_classes(settings)
     crawls = {n: Crawl(classes[n], settings, on_item=on_item, memory=service.memory)
               for n in sources}
     tracked = {n: c.tracked for n, c in crawls.items()}
-    stops = _Stops(reactor, url, tracked, on_interrupt)
+    stops = _Stops(service, url, tracked, on_interrupt)
 
     quiet = settings.get("LOG_LEVEL", "DEBUG") not in ("DEBUG", "INFO")
     guard = _DatabaseGuard(url, stops.database_failed, quiet)
@@ -424,7 +497,7 @@ def run_once(sources: list[str], settings: Settings,
         logger.addFilter(guard)
     previous = signal.signal(signal.SIGINT, stops.on_sigint)
     try:
-        with collector.for_crawls():
+        with collector.for_crawls(), scrapy_logging(settings):
             service.run(lambda: service.in_order(crawls))
     finally:
         signal.signal(signal.SIGINT, previous)

@@ -35,6 +35,19 @@ REAL_SUBPROCESS = os.environ.get("GPURADAR_TEST_SUBPROCESS") == "1"
 ALWAYS_FORK = os.environ.get("GPURADAR_TEST_FORK") == "1"
 
 
+#: GPURADAR_TEST_PROCESS_LOG=FILE: each process a test starts (forked or real) appends a line
+#: "test id<TAB>command" there, to count the tests that still start one (tests/README.md)
+PROCESS_LOG = os.environ.get("GPURADAR_TEST_PROCESS_LOG")
+
+
+def note_process(args: list[str] | tuple[str, ...]) -> None:
+    """Count a started process in PROCESS_LOG, if set."""
+    if PROCESS_LOG:
+        test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0]
+        with open(PROCESS_LOG, "a") as log:
+            log.write(f"{test}\t{' '.join(args[:2])}\n")
+
+
 def write_config(path: Path, **sections: Any) -> Path:
     path.write_text(yaml.safe_dump(sections))
     return path
@@ -77,6 +90,7 @@ class _ForkServer:
 
     def fork(self, args: list[str], env: dict[str, str], cwd: str, folder: str) -> int:
         """Fork `gpuradar ARGS` writing into `folder` (stdout, stderr, rc); its pid."""
+        note_process(args)
         with self.lock:
             server = self._server()
             assert server.stdin is not None and server.stdout is not None
@@ -139,9 +153,10 @@ class ForkedProcess:
         self.send_signal(signal.SIGKILL)
 
 
-#: Commands that start Twisted's reactor, which runs once per process: always a process
-#: (and `sources --check`, whose checks are crawls).
-REACTOR_COMMANDS = frozenset({"crawl", "demo", "run", "serve"})
+#: Commands that run Twisted's reactor, which runs once per process: always a process. The
+#: crawls of `crawl`, `demo`, `parse` and `sources --check` run on the reactor's loop
+#: without starting it (gpuradar.crawler.service.CrawlService.run): in this process.
+REACTOR_COMMANDS = frozenset({"run", "serve"})
 
 # The consoles gpuradar.cli.output makes at import, made again for each in-process call
 # (rich reads the colour and terminal settings from the environment when one is made).
@@ -153,8 +168,12 @@ _IN_PROCESS = threading.Lock()
 
 
 def _needs_process(args: tuple[str, ...]) -> bool:
+    """A reactor command; or a call made while an event loop runs on this thread (Playwright's
+    sync API keeps one), where a command's crawls cannot drive the reactor's loop."""
+    import asyncio
+
     first = next((a for a in args if not a.startswith("-")), "")
-    return first in REACTOR_COMMANDS or (first == "sources" and "--check" in args)
+    return first in REACTOR_COMMANDS or asyncio._get_running_loop() is not None
 
 
 def _in_process(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -247,6 +266,7 @@ def gpuradar(*args: str, db_url: str | None = None, config: Path | None = None,
     reactor (REACTOR_COMMANDS); `timeout` bounds a process only."""
     full_env = _env(db_url, config, env)
     if REAL_SUBPROCESS:
+        note_process(args)
         return subprocess.run([sys.executable, "-m", "gpuradar", *args], capture_output=True,
                               text=True, env=full_env, timeout=timeout)
     if process or ALWAYS_FORK or _needs_process(args):
@@ -258,6 +278,7 @@ def gpuradar(*args: str, db_url: str | None = None, config: Path | None = None,
 def start_gpuradar(*args: str, db_url: str | None = None, config: Path | None = None,
                    env: dict[str, str] | None = None) -> subprocess.Popen:
     """`gpuradar` started in the background (its output read with `communicate`)."""
+    note_process(args)
     return subprocess.Popen([sys.executable, "-m", "gpuradar", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_env(db_url, config, env))
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from tests.clirun import REAL_SUBPROCESS, ForkedProcess
+from tests.clirun import REAL_SUBPROCESS, ForkedProcess, note_process
 from tests.helpers import free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -206,6 +206,7 @@ class Daemon:
         run_args = ["run", "--config", str(config), *args]
         self.proc: subprocess.Popen | ForkedProcess
         if real:
+            note_process(run_args)
             self.proc = subprocess.Popen(
                 [*GPURADAR, *run_args], cwd=workdir, env=full_env,
                 stdout=self.out_path.open("wb"), stderr=self.err_path.open("wb"))

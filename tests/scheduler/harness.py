@@ -8,7 +8,7 @@ liveness, reloads and the leader's start are thereby tested without starting a p
 without waiting for time to pass: the fake clock says when things are due.
 
 What still runs for real: the crawls (Scrapy's `AsyncCrawlerRunner` on Twisted's asyncio
-reactor's loop, which the harness runs without running the reactor, as `crawl_here` does;
+reactor's loop, which the harness runs without running the reactor, as a command's crawls do;
 replayed recordings or real HTTP on loopback), SQLite, the SMTP and webhook receivers.
 
 APScheduler 3 reads `datetime.now()` itself (its scheduler, triggers and executors): the
@@ -181,7 +181,7 @@ class DaemonHarness:
 
 
 def _reactor_loop() -> asyncio.AbstractEventLoop:
-    """Twisted's asyncio reactor's loop (installed if need be), as crawl_here uses it: the
+    """Twisted's asyncio reactor's loop (installed if need be), as CrawlService.run uses it: the
     crawls run on it while the harness runs the loop, the reactor itself never runs."""
     from gpuradar.scheduler.daemon import install_asyncio_reactor
 
