@@ -133,8 +133,11 @@ def test_export_twice_gives_identical_digests_and_verify_passes(replayed, tmp_pa
         assert "exported to" in result.output and "offers 35" in result.output
     one, two = (json.loads((tmp_path / n / "manifest.json").read_text()) for n in ("one", "two"))
     assert [f["sha256"] for f in one["files"]] == [f["sha256"] for f in two["files"]]
-    # five tables (offers, price changes, exchange rates, index, crawls) in three formats
-    assert len(one["files"]) == 15
+    # six tables (offers, price changes, interruption changes, exchange rates, index, crawls)
+    # in three formats
+    assert len(one["files"]) == 18
+    assert {f["table"] for f in one["files"]} >= {"offers", "price_changes",
+                                                    "interruption_changes"}
     runner = CliRunner()
     from gpuradar.cli import app
 
