@@ -32,7 +32,13 @@ from gpuradar.core.backfill import Backfilled, PriceHistory
 from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.items import OfferKey, PriceItem
 from gpuradar.core.marketindex import Params
-from gpuradar.core.outcome import CrawlStatus, held_outcome, shrink_hold, stored_outcome
+from gpuradar.core.outcome import (
+    CrawlStatus,
+    ShrinkHold,
+    held_outcome,
+    shrink_hold,
+    stored_outcome,
+)
 from gpuradar.storage.db import dialect_insert, json_dumps
 from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, OFFER
 from gpuradar.storage.owner import process_owner
@@ -607,81 +613,37 @@ class CrawlWriter:
         read or believed) nor, unconfirmed, after a large drop (the shrink guard). `rates`:
         exchange rates stored by this crawl (the FX source), counted as its items. The
         decisions are gpuradar.core.outcome's (stored_outcome, shrink_hold): this reads the
-        facts they need and writes what they decided."""
+        facts they need and writes what they decided, one step per method."""
         finished = self.clock.now()
         closed = held = 0
-        dropped = dict(dropped or {})
-        if self.unstorable:
-            dropped["unstorable_price"] = dropped.get("unstorable_price", 0) + len(
-                self.unstorable)
-        # Listed but unreadable: kept open with the last good price (a key read fine
-        # elsewhere in this crawl is not unreadable).
         current = self.current
         before = len(current.keys) - self.new_offers  # the offers stored before this crawl
-        kept = [i for k in (set(unreadable) | self.unstorable) - self.seen
-                if (i := current.index.get(k)) is not None and current.active[i]]
+        kept = self._kept_unreadable(unreadable)
         status, error = stored_outcome(
             CrawlStatus(status), error, refused=self.refused, stored=self.items,
             kept_unreadable=len(kept), listed_before=any(current.active))
         with self.engine.begin() as conn:
-            flag = [i for i in kept if i not in current.unreadable]
-            if flag:
-                conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
-                    unreadable_since=self.observed_at), [{"_id": current.ids[i]} for i in flag])
-                for i in flag:
-                    current.unreadable[i] = self.observed_at
-            kept_set = set(kept)
-            gone = [i for i, k in enumerate(current.keys)
-                    if current.active[i] and k not in self.seen and i not in kept_set]
-            listed = len(self.seen) + len(kept)
-            hold = (shrink_hold(listed=listed, gone=len(gone), guard=self.shrink_guard,
-                                baseline=self._shrink_baseline(conn))
-                    if status == CrawlStatus.OK and gone and self.shrink_guard > 0 else None)
-            if hold is not None and self._drop_reported(conn):
-                log.info("%s: the drop to %d offers is confirmed (last successful crawl: %d); "
-                         "closing the missing ones", self.source, listed, hold.baseline)
-                hold = None
+            self._flag_unreadable(conn, kept)
+            gone = self._missing(kept)
+            hold = self._hold(conn, status, listed=len(self.seen) + len(kept), gone=gone)
             if hold is not None:
                 held = hold.held
                 status, error = held_outcome(hold, error)
             elif status == CrawlStatus.OK and gone:
-                at = epoch(self.observed_at)
-                gone_ids = [current.ids[i] for i in gone]
-                _record_changes(conn, [{"offer_id": oid, "at": at, "price_micros": None,
-                                        "available": False} for oid in gone_ids])
-                conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
-                    active=False, available=False, changed_at=self.observed_at,
-                    available_count=None, unreadable_since=None),
-                    [{"_id": oid} for oid in gone_ids])
-                closed = len(gone)
-                self.changed_offer_ids.update(gone_ids)
-                for i in gone:
-                    # Its details no longer matter: an offer listed again is a change,
-                    # which stores them anew.
-                    current.active[i], current.available[i] = 0, _available_code(False)
-                    current.unreadable.pop(i, None)
+                closed = self._close(conn, gone)
             summary = CrawlSummary(
                 crawl_id=self.crawl_id, source=self.source, status=status,
                 items=self.items + rates, new_offers=self.new_offers, changed=self.changed,
-                closed=closed, dropped=dropped, unknown_gpus=sorted(set(unknown_gpus)),
-                error=error[:4000], duration_s=(finished - self.started_at).total_seconds(),
+                closed=closed, dropped=self._dropped(dropped),
+                unknown_gpus=sorted(set(unknown_gpus)), error=error[:4000],
+                duration_s=(finished - self.started_at).total_seconds(),
                 changed_offer_ids=self.changed_offer_ids,
                 uncatalogued=dict(sorted((uncatalogued or {}).items())), unreadable=len(kept),
                 held=held, backfilled=self.backfilled,
             )
-            conn.execute(update(CRAWL).where(CRAWL.c.id == self.crawl_id).values(
-                finished_at=finished, status=status, items=summary.items,
-                new_offers=summary.new_offers, changed=summary.changed, closed=closed,
-                dropped=summary.dropped, unknown_gpus=summary.unknown_gpus, error=summary.error,
-                duration_s=summary.duration_s, uncatalogued=summary.uncatalogued, held=held))
-        if self._clean and self.keep_state and self.memory is not None:
-            self.memory.states[self._cache_key] = (self.crawl_id, self.current)
-        # The crawl is recorded: its keys (100,000 for a large source) and, unless kept for
-        # the next crawl, the offers' state are memory the index update below can use.
-        self.seen = set()
+            self._record_outcome(conn, summary, finished)
         del current
-        if not self.keep_state:
-            self.current = _States()
+        self._release_state()
         self._refresh_statistics(before)
         self._update_index()
         log.info("%s crawl %s: %s, %d items, %d new, %d changed, %d closed", self.source,
@@ -689,3 +651,86 @@ class CrawlWriter:
         if self.backfilled is not None:
             log.info("%s: %s", self.source, self.backfilled.line())
         return summary
+
+    def _dropped(self, dropped: Mapping[str, int] | None) -> dict[str, int]:
+        """The pipeline's drop counts, with the prices this writer found unstorable."""
+        out = dict(dropped or {})
+        if self.unstorable:
+            out["unstorable_price"] = out.get("unstorable_price", 0) + len(self.unstorable)
+        return out
+
+    def _kept_unreadable(self, unreadable: Iterable[tuple]) -> list[int]:
+        """The listed offers kept open with their last good price: listed with a price that
+        could not be read or stored (a key read fine elsewhere in this crawl is not
+        unreadable), and listed before."""
+        current = self.current
+        return [i for k in (set(unreadable) | self.unstorable) - self.seen
+                if (i := current.index.get(k)) is not None and current.active[i]]
+
+    def _flag_unreadable(self, conn, kept: list[int]) -> None:
+        """Mark the kept offers not flagged yet as unreadable since this crawl's time."""
+        current = self.current
+        flag = [i for i in kept if i not in current.unreadable]
+        if flag:
+            conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
+                unreadable_since=self.observed_at), [{"_id": current.ids[i]} for i in flag])
+            for i in flag:
+                current.unreadable[i] = self.observed_at
+
+    def _missing(self, kept: list[int]) -> list[int]:
+        """The offers listed before that this crawl did not see (nor kept as unreadable)."""
+        current, seen, kept_set = self.current, self.seen, set(kept)
+        return [i for i, k in enumerate(current.keys)
+                if current.active[i] and k not in seen and i not in kept_set]
+
+    def _hold(self, conn, status: str, listed: int, gone: list[int]) -> ShrinkHold | None:
+        """The shrink guard's hold of a clean crawl that misses offers (None: close them):
+        none when the crawl before reported the same drop, which this one confirms."""
+        if status != CrawlStatus.OK or not gone or self.shrink_guard <= 0:
+            return None
+        hold = shrink_hold(listed=listed, gone=len(gone), guard=self.shrink_guard,
+                           baseline=self._shrink_baseline(conn))
+        if hold is not None and self._drop_reported(conn):
+            log.info("%s: the drop to %d offers is confirmed (last successful crawl: %d); "
+                     "closing the missing ones", self.source, listed, hold.baseline)
+            return None
+        return hold
+
+    def _close(self, conn, gone: list[int]) -> int:
+        """Close the offers a clean crawl did not list: a change point with no price, the
+        offer row no longer active; the number closed."""
+        current = self.current
+        at = epoch(self.observed_at)
+        gone_ids = [current.ids[i] for i in gone]
+        _record_changes(conn, [{"offer_id": oid, "at": at, "price_micros": None,
+                                "available": False} for oid in gone_ids])
+        conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
+            active=False, available=False, changed_at=self.observed_at,
+            available_count=None, unreadable_since=None),
+            [{"_id": oid} for oid in gone_ids])
+        self.changed_offer_ids.update(gone_ids)
+        for i in gone:
+            # Its details no longer matter: an offer listed again is a change, which
+            # stores them anew.
+            current.active[i], current.available[i] = 0, _available_code(False)
+            current.unreadable.pop(i, None)
+        return len(gone)
+
+    def _record_outcome(self, conn, summary: CrawlSummary, finished: datetime) -> None:
+        """The crawl's row: its outcome and counts."""
+        conn.execute(update(CRAWL).where(CRAWL.c.id == self.crawl_id).values(
+            finished_at=finished, status=summary.status, items=summary.items,
+            new_offers=summary.new_offers, changed=summary.changed, closed=summary.closed,
+            dropped=summary.dropped, unknown_gpus=summary.unknown_gpus, error=summary.error,
+            duration_s=summary.duration_s, uncatalogued=summary.uncatalogued,
+            held=summary.held))
+
+    def _release_state(self) -> None:
+        """The crawl is recorded: leave the offers' state for the service's next crawl of
+        the source (when every write succeeded), and free what the index update can use
+        (the keys, 100,000 for a large source, and the state unless kept)."""
+        if self._clean and self.keep_state and self.memory is not None:
+            self.memory.states[self._cache_key] = (self.crawl_id, self.current)
+        self.seen = set()
+        if not self.keep_state:
+            self.current = _States()
