@@ -17,15 +17,16 @@ Everything goes through SQLAlchemy Core bulk statements, one transaction per bat
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from array import array
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import BindParameter, Engine, Text, bindparam, cast, func, insert, select, update
+from sqlalchemy import Engine, Text, bindparam, cast, func, insert, select, update
 
 from gpuradar.core import defaults
 from gpuradar.core.backfill import Backfilled, PriceHistory
@@ -39,7 +40,7 @@ from gpuradar.core.outcome import (
     shrink_hold,
     stored_outcome,
 )
-from gpuradar.storage.db import dialect_insert, json_dumps
+from gpuradar.storage.db import PerEngine, dialect_insert, json_dumps
 from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, OFFER
 from gpuradar.storage.owner import process_owner
 from gpuradar.storage.signals import last_points, point_of, point_row, record_points
@@ -72,18 +73,25 @@ def storable(price: Any) -> bool:
     """Whether `price` fits a change point: a finite, positive number within 64-bit
     micro-units. The pipeline's plausibility range is far narrower; this is the last guard,
     so that no single value can fail a crawl's transaction."""
+    # (NaN and the infinities fail the comparison: no isfinite call per observation)
     return (isinstance(price, int | float) and not isinstance(price, bool)
-            and math.isfinite(price) and 0 < price < MAX_STORABLE_PRICE)
+            and 0 < price < MAX_STORABLE_PRICE)
+
+
+@functools.cache
+def _change_upsert(dialect: str) -> Any:
+    """The INSERT of change points of `dialect`, made once (statements a crawl runs batch
+    after batch are built once, not per batch)."""
+    ins = dialect_insert(dialect, CHANGE)
+    return ins.on_conflict_do_update(
+        index_elements=["offer_id", "at"],
+        set_={"price_micros": ins.excluded.price_micros, "available": ins.excluded.available})
 
 
 def _record_changes(conn, rows: list[dict[str, Any]]) -> None:
     """Insert change points; a second change of one offer within the same second replaces
     the first (the later state is the one that held)."""
-    ins = dialect_insert(conn.dialect.name, CHANGE)
-    conn.execute(ins.on_conflict_do_update(
-        index_elements=["offer_id", "at"],
-        set_={"price_micros": ins.excluded.price_micros, "available": ins.excluded.available}),
-        rows)
+    conn.execute(_change_upsert(conn.dialect.name), rows)
 
 def _insert_new_pg(conn, rows: list[dict[str, Any]],
                    changes: Callable[[list[int]], list[dict[str, Any]]]) -> list[int]:
@@ -114,6 +122,11 @@ def _insert_new_pg(conn, rows: list[dict[str, Any]],
 # Columns that only describe the offer: a difference updates the offer row, no change point.
 DETAIL_FIELDS = ("gpu", "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb", "currency",
                  "price_usd", "price_per_gpu_usd", "available_count", "url", "attributes")
+
+#: An observed offer's row rewritten: its price, availability and details (`_id`, `_at`).
+_OBSERVED = update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
+    {**{f: bindparam(f) for f in ("price", "available", *DETAIL_FIELDS)},
+     "changed_at": bindparam("_at"), "active": True, "unreadable_since": None})
 
 
 @dataclass(frozen=True)
@@ -203,10 +216,16 @@ def _details(item: PriceItem) -> tuple:
             item.url[:2000], item.attributes or {})
 
 
+#: The stored JSON of no attributes (most offers have none): written once, not per offer.
+NO_ATTRIBUTES = json_dumps({})
+
+
 def _details_of(item: PriceItem) -> int:
+    attributes = item.attributes
     return details_hash(item.gpu, item.gpu_count, item.gpu_memory_gb, item.vcpus,
                         item.memory_gb, item.currency, item.price_usd, item.price_per_gpu_usd,
-                        item.available_count, item.url[:2000], json_dumps(item.attributes or {}))
+                        item.available_count, item.url[:2000],
+                        json_dumps(attributes) if attributes else NO_ATTRIBUTES)
 
 
 class CrawlMemory:
@@ -238,6 +257,35 @@ class CrawlMemory:
         self.states.clear()
         self.warned.clear()
         self.index = IndexMemo()
+
+
+class Written(NamedTuple):
+    """What one finished crawl of a source wrote to its offers, as this process saw it."""
+
+    crawl_id: int
+    after: int | None             # the source's newest crawl when it started (None: none)
+    offer_ids: frozenset[int] | None  # every offer whose row it changed; None: not known
+
+
+#: Per engine, each source's last crawl finished by this process (`Written`): a reader of
+#: the offers in the same process (the daemon's rule evaluation) reads again only the offers
+#: a crawl wrote, not the whole source (`written_since`).
+WRITTEN: PerEngine[dict[str, Written]] = PerEngine(lambda engine: {})
+
+
+def written_since(engine: Engine, source: str, seen: tuple[int, str] | None,
+                  now: tuple[int, str] | None) -> frozenset[int] | None:
+    """The offers of `source` whose rows can differ from what a reader saw when the
+    source's newest crawl was `seen` ((id, status), as storage.alert_store.crawl_versions
+    gives it), now that it is `now`: those the one crawl since wrote, when this process
+    stored that crawl and the one seen had finished when the reader saw it (its writes were
+    all there). None when that is not known: the reader reads the whole source again."""
+    if seen is None or now is None or seen[1] == CrawlStatus.RUNNING:
+        return None
+    written = WRITTEN.get(engine).get(source)
+    if written is None or written.crawl_id != now[0] or written.after != seen[0]:
+        return None
+    return written.offer_ids
 
 
 @dataclass
@@ -293,7 +341,7 @@ class CrawlWriter:
         self.shrink_guard = shrink_guard
         self.seen: set[tuple] = set()
         self.items = self.new_offers = self.changed = 0
-        self.unstorable: set[OfferKey] = set()
+        self.unstorable: set[tuple] = set()  # keys (OfferKey or equal tuples)
         self.changed_offer_ids: set[int] = set()
         # False once an offer's details were rewritten (FX, specs, stock): its model or USD
         # price may have moved, so the index update cannot be limited to changed offers.
@@ -306,8 +354,8 @@ class CrawlWriter:
                                                 "active", *DETAIL_FIELDS[:-1])]
         cols += [cast(OFFER.c.attributes, Text), OFFER.c.unreadable_since]
         with engine.begin() as conn:
-            latest = conn.execute(select(func.max(CRAWL.c.id))
-                                  .where(CRAWL.c.source == source)).scalar()
+            latest = self._after = conn.execute(select(func.max(CRAWL.c.id))
+                                                .where(CRAWL.c.source == source)).scalar()
             if replay is not None:
                 self.refused = self._older_than_stored(conn)
             self.crawl_id: int = conn.execute(
@@ -368,7 +416,7 @@ class CrawlWriter:
         if self.refused:
             return
         replayed = self.replay is not None
-        new: list[tuple[OfferKey, PriceItem]] = []
+        new: list[tuple[tuple, PriceItem]] = []
         changed: list[tuple[int, PriceItem]] = []
         details: list[tuple[int, PriceItem, int]] = []
         seen, current = self.seen, self.current
@@ -377,7 +425,9 @@ class CrawlWriter:
         for item in items:
             if replayed:
                 item.observed_at = self.observed_at
-            key = item.key
+            # The offer's key (OfferKey) as a plain tuple, equal to it: an OfferKey made per
+            # observation costs a tenth of an unchanged crawl's storage time.
+            key = (item.region, item.zone, item.instance_type, item.pricing)
             if key in seen:
                 continue  # the pipeline counts duplicates (duplicate_offer); first one wins
             if not storable(item.price):
@@ -385,7 +435,7 @@ class CrawlWriter:
                 # keeps one absurd value from failing the whole batch's transaction.
                 self.unstorable.add(key)  # listed all the same: kept open, like unreadable
                 log.warning("%s: price %r of %s is not storable; skipped", self.source,
-                            item.price, key)
+                            item.price, item.key)
                 continue
             self.items += 1
             i = index.get(key)
@@ -430,7 +480,7 @@ class CrawlWriter:
         return {"offer_id": offer_id, "at": epoch(item.observed_at),
                 "price_micros": micros(item.price), "available": item.available}
 
-    def _insert_new(self, conn, new: list[tuple[OfferKey, PriceItem]]) -> None:
+    def _insert_new(self, conn, new: list[tuple[tuple, PriceItem]]) -> None:
         rows = [{"source": self.source, "region": i.region, "zone": i.zone,
                  "instance_type": i.instance_type, "pricing": i.pricing, "price": i.price,
                  "available": i.available, "first_seen": i.observed_at,
@@ -468,11 +518,7 @@ class CrawlWriter:
     def _apply_changes(self, conn, changed: list[tuple[int, PriceItem]]) -> None:
         ids = self.current.ids
         _record_changes(conn, [self._change(ids[i], item) for i, item in changed])
-        values: dict[str, BindParameter[Any]] = {
-            f: bindparam(f) for f in ("price", "available", *DETAIL_FIELDS)}
-        conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
-            **values, changed_at=bindparam("_at"), active=True, unreadable_since=None),
-            [{"_id": ids[i], "_at": item.observed_at, "price": item.price,
+        conn.execute(_OBSERVED, [{"_id": ids[i], "_at": item.observed_at, "price": item.price,
               "available": item.available, **self._detail_values(item)}
              for i, item in changed])
         for i, item in changed:
@@ -584,7 +630,7 @@ class CrawlWriter:
             update_index(self.engine, self.observed_at, self.index_params, changed_ids=(
                 self.changed_offer_ids if self._index_by_changes else None),
                 memo=self.memory.index if self.memory is not None else None,
-                clock=self.clock)
+                clock=self.clock, source=self.source)
         except Exception as exc:  # noqa: BLE001 - the index never fails a stored crawl
             log.warning("%s: updating the market index failed: %s", self.source,
                         str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -642,6 +688,9 @@ class CrawlWriter:
                 held=held, backfilled=self.backfilled,
             )
             self._record_outcome(conn, summary, finished)
+        WRITTEN.get(self.engine)[self.source] = Written(
+            self.crawl_id, self._after,
+            frozenset(self.changed_offer_ids) if self._index_by_changes else None)
         del current
         self._release_state()
         self._refresh_statistics(before)
