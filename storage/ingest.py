@@ -688,9 +688,13 @@ class CrawlWriter:
                 held=held, backfilled=self.backfilled,
             )
             self._record_outcome(conn, summary, finished)
+        # (a crawl that wrote more than a quarter of a large source's offers, a first one
+        # above all, records none: reading the source is then about as cheap, and the ids
+        # are not kept in memory)
+        few = len(self.changed_offer_ids) <= max(1000, len(current.keys) // 4)
         WRITTEN.get(self.engine)[self.source] = Written(
             self.crawl_id, self._after,
-            frozenset(self.changed_offer_ids) if self._index_by_changes else None)
+            frozenset(self.changed_offer_ids) if self._index_by_changes and few else None)
         del current
         self._release_state()
         self._refresh_statistics(before)
