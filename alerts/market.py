@@ -4,7 +4,8 @@
   and by (GPU, pricing, source); which sources are fresh; the FX rates. `refresh()` reloads
   only the sources that crawled since the last call (in the daemon: the one that just
   finished), reading the columns that can change and whole rows only for the offers that
-  did, and says which offers changed.
+  did (or, when this process stored that crawl, only the rows it wrote), and says which
+  offers changed.
 * `Pool`: the offers one kind of rule can match — same `Selector`, currency, price basis and
   job, whatever the price limit — each priced in the rule's currency and unit, sorted, up to
   the highest limit (plus hysteresis) of the rules that share it. A pool is built once and
