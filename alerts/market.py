@@ -4,7 +4,8 @@
   and by (GPU, pricing, source); which sources are fresh; the FX rates. `refresh()` reloads
   only the sources that crawled since the last call (in the daemon: the one that just
   finished), reading the columns that can change and whole rows only for the offers that
-  did, and says which offers changed.
+  did (or, when this process stored that crawl, only the rows it wrote), and says which
+  offers changed.
 * `Pool`: the offers one kind of rule can match — same `Selector`, currency, price basis and
   job, whatever the price limit — each priced in the rule's currency and unit, sorted, up to
   the highest limit (plus hysteresis) of the rules that share it. A pool is built once and
@@ -88,7 +89,7 @@ class Market:
                         for r in rows]
             changes = self._load(rows)
         elif changed:
-            changes = self._reload(engine, changed)
+            changes = self._reload(engine, changed, versions)
         self.versions = versions
         rates = latest_fx(engine)
         fx_changed = rates != self.fx_rates
@@ -113,10 +114,42 @@ class Market:
             buckets.setdefault((o.gpu, o.pricing, o.source), {})[o.id] = o
         return [(None, o) for o in rows]
 
-    def _reload(self, engine: Engine, sources: set[str]) -> list[Change]:
-        """Read the offers of `sources` again; the ones that changed. Only the columns that
+    def _reload(self, engine: Engine, sources: set[str],
+                versions: dict[str, tuple[int, str]]) -> list[Change]:
+        """The offers of `sources` that changed, applied: those a crawl of this process
+        wrote when that is known (storage.ingest.written_since), else every offer of the
+        source read again and compared."""
+        from gpuradar.storage.ingest import written_since
+
+        assert self.versions is not None
+        known: dict[str, frozenset[int]] = {}
+        if not self.signals:  # (an offer's signal is read apart: the whole source, then)
+            for source in sources:
+                ids = written_since(engine, source, self.versions.get(source),
+                                    versions.get(source))
+                if ids is not None:
+                    known[source] = ids
+        changes = self._compared(engine, sources - known.keys())
+        if known:
+            changes += self._rows_of(engine, known)
+        for before, after in changes:
+            if before is not None:
+                self.offers.pop(before.id, None)
+                self.by_source[before.source].pop(before.id, None)
+                self.buckets[(before.gpu, before.pricing, before.source)].pop(before.id, None)
+            if after is not None:
+                self.offers[after.id] = after
+                self.by_source.setdefault(after.source, {})[after.id] = after
+                self.buckets.setdefault((after.gpu, after.pricing, after.source), {})[
+                    after.id] = after
+        return changes
+
+    def _compared(self, engine: Engine, sources: set[str]) -> list[Change]:
+        """The offers of `sources` read again; the ones that changed. Only the columns that
         can change are read and compared; whole rows are read for the offers that did
         (after a crawl, a few percent of the source's offers)."""
+        if not sources:
+            return []
         old: dict[int, OfferRow] = {}
         for source in sources:
             old.update(self.by_source.get(source, {}))
@@ -135,16 +168,21 @@ class Market:
              row._replace(attributes=attrs[row.id]) if row.id in attrs else row)
             for row in rows]
         changes.extend((row, None) for row in old.values())  # listed no more
-        for before, after in changes:
-            if before is not None:
-                self.offers.pop(before.id, None)
-                self.by_source[before.source].pop(before.id, None)
-                self.buckets[(before.gpu, before.pricing, before.source)].pop(before.id, None)
-            if after is not None:
-                self.offers[after.id] = after
-                self.by_source.setdefault(after.source, {})[after.id] = after
-                self.buckets.setdefault((after.gpu, after.pricing, after.source), {})[
-                    after.id] = after
+        return changes
+
+    def _rows_of(self, engine: Engine, written: dict[str, frozenset[int]]) -> list[Change]:
+        """The offers the crawls of these sources wrote, read again; those that differ
+        from what is held (new, changed, listed no more)."""
+        ids = sorted(set().union(*written.values()))
+        now = {row.id: row for row in store.offer_rows(engine, ids)} if ids else {}
+        changes: list[Change] = []
+        for oid in ids:
+            before, after = self.offers.get(oid), now.get(oid)
+            if before is None and after is None:
+                continue
+            if before is not None and after is not None and before[6:18] == after[6:18]:
+                continue  # written, yet as it was (an offer's key never changes)
+            changes.append((before, after))
         return changes
 
     def gpus(self) -> set[str]:

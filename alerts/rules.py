@@ -386,8 +386,6 @@ def duration_text(d: timedelta) -> str:
 
 
 # -- options (shared by both forms) ------------------------------------------------------
-OPTION_KEYS = {"name", "notify", "for", "repeat", "min_drop", "send_resolved", "top",
-               "mute_until", "hysteresis"}
 # A price as one word: '$2/h', '1.5USD/h', '¥2', '14cny' (alerts.grammar reads the parts).
 PRICE_WORD = re.compile(r"^(?P<pre>[$¥￥€£])?(?P<num>\d+(?:\.\d+)?)(?P<post>[$¥￥€£]|[a-z]{3})?"
                         r"(?P<unit>/\S*)?$", re.IGNORECASE)
@@ -444,72 +442,105 @@ def _duration(value: Any, what: str) -> timedelta:
         raise ValueError(f"{what}: {exc}") from None
 
 
+# Each option's reading: its value -> the Rule fields it sets; raises ValueError naming the
+# option. One function per option, so that each reads (and is tested) alone (issue #52).
+def _name_option(value: Any) -> dict[str, Any]:
+    if not str(value).strip():
+        raise ValueError("name: must not be empty")
+    return {"name": str(value).strip()[:200]}
+
+
+def _notify_option(value: Any) -> dict[str, Any]:
+    """Target names or tags: one, a comma-separated string, a list, or {targets, tags}."""
+    if isinstance(value, str):
+        items = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, list | tuple):
+        items = [str(v).strip() for v in value]
+    elif isinstance(value, dict):
+        unknown = set(value) - {"targets", "tags"}
+        if unknown:
+            raise ValueError(f"notify: unknown key(s) {', '.join(sorted(unknown))}; "
+                             "use targets and tags")
+        items = [*_as_list(value.get("targets")), *_as_list(value.get("tags"))]
+    else:
+        raise ValueError("notify: a target name, a tag, or a list of them")
+    return {"notify": tuple(items)}
+
+
+def _for_option(value: Any) -> dict[str, Any]:
+    """A number of evaluations (an integer, or digits) or a duration."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ValueError("for: at least 1 (evaluation)")
+        return {"for_count": value}
+    text = str(value).strip()
+    if text.isdigit():
+        return {"for_count": max(1, int(text))}
+    return {"for_duration": _duration(text, "for")}
+
+
+def _repeat_option(value: Any) -> dict[str, Any]:
+    """A duration, or never (set explicitly either way: the default does not apply)."""
+    if value is False or str(value).lower() in ("never", "no", "off", "0"):
+        return {"repeat_set": True, "repeat": None}
+    d = _duration(value, "repeat")
+    if d <= timedelta(0):
+        raise ValueError("repeat: must be longer than zero (or `never`)")
+    return {"repeat_set": True, "repeat": d}
+
+
+def _min_drop_option(value: Any) -> dict[str, Any]:
+    pct, amount = parse_pct_or_amount(value, "min_drop")
+    if pct is None and amount is None:
+        raise ValueError("min_drop: missing value")
+    return {"min_drop_pct": pct, "min_drop_abs": amount}
+
+
+def _send_resolved_option(value: Any) -> dict[str, Any]:
+    if not isinstance(value, bool):
+        raise ValueError("send_resolved: true or false")
+    return {"send_resolved": value}
+
+
+def _top_option(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
+        raise ValueError("top: a whole number of offers, 1 to 1000")
+    return {"top": value}
+
+
+def _mute_until_option(value: Any) -> dict[str, Any]:
+    return {"mute_until": parse_datetime(value)}
+
+
+def _hysteresis_option(value: Any) -> dict[str, Any]:
+    pct, _amount = parse_pct_or_amount(value, "hysteresis")
+    if pct is None:
+        raise ValueError("hysteresis: a percentage, e.g. 2%")
+    return {"hysteresis": pct}
+
+
+OPTIONS: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "name": _name_option, "notify": _notify_option, "for": _for_option,
+    "repeat": _repeat_option, "min_drop": _min_drop_option,
+    "send_resolved": _send_resolved_option, "top": _top_option,
+    "mute_until": _mute_until_option, "hysteresis": _hysteresis_option}
+
+
+#: The options either form of a rule may carry.
+OPTION_KEYS = frozenset(OPTIONS)
+
+
 def apply_options(rule: Rule, options: dict[str, Any]) -> Rule:
-    """Rule with the per-rule options set; raises ValueError naming the option."""
+    """Rule with the per-rule options set (None: left out); raises ValueError naming the
+    option, the first in `options`' order that is wrong."""
     changes: dict[str, Any] = {}
     for key, value in options.items():
         if value is None:
             continue
-        if key == "name":
-            if not str(value).strip():
-                raise ValueError("name: must not be empty")
-            changes["name"] = str(value).strip()[:200]
-        elif key == "notify":
-            if isinstance(value, str):
-                items = [v.strip() for v in value.split(",") if v.strip()]
-            elif isinstance(value, list | tuple):
-                items = [str(v).strip() for v in value]
-            elif isinstance(value, dict):
-                items = [*_as_list(value.get("targets")), *_as_list(value.get("tags"))]
-                unknown = set(value) - {"targets", "tags"}
-                if unknown:
-                    raise ValueError(f"notify: unknown key(s) {', '.join(sorted(unknown))}; "
-                                     "use targets and tags")
-            else:
-                raise ValueError("notify: a target name, a tag, or a list of them")
-            changes["notify"] = tuple(items)
-        elif key == "for":
-            if isinstance(value, int) and not isinstance(value, bool):
-                if value < 1:
-                    raise ValueError("for: at least 1 (evaluation)")
-                changes["for_count"] = value
-            else:
-                text = str(value).strip()
-                if text.isdigit():
-                    changes["for_count"] = max(1, int(text))
-                else:
-                    changes["for_duration"] = _duration(text, "for")
-        elif key == "repeat":
-            changes["repeat_set"] = True
-            if value is False or str(value).lower() in ("never", "no", "off", "0"):
-                changes["repeat"] = None
-            else:
-                d = _duration(value, "repeat")
-                if d <= timedelta(0):
-                    raise ValueError("repeat: must be longer than zero (or `never`)")
-                changes["repeat"] = d
-        elif key == "min_drop":
-            pct, amount = parse_pct_or_amount(value, "min_drop")
-            changes["min_drop_pct"], changes["min_drop_abs"] = pct, amount
-            if pct is None and amount is None:
-                raise ValueError("min_drop: missing value")
-        elif key == "send_resolved":
-            if not isinstance(value, bool):
-                raise ValueError("send_resolved: true or false")
-            changes["send_resolved"] = value
-        elif key == "top":
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
-                raise ValueError("top: a whole number of offers, 1 to 1000")
-            changes["top"] = value
-        elif key == "mute_until":
-            changes["mute_until"] = parse_datetime(value)
-        elif key == "hysteresis":
-            pct, amount = parse_pct_or_amount(value, "hysteresis")
-            if pct is None:
-                raise ValueError("hysteresis: a percentage, e.g. 2%")
-            changes["hysteresis"] = pct
-        else:
+        read = OPTIONS.get(key)
+        if read is None:
             raise ValueError(f"unknown option {key!r}")
+        changes.update(read(value))
     return replace(rule, **changes)
 
 

@@ -48,10 +48,11 @@ class AlertState:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> AlertState:
-        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})
+        return cls(**{name: row[name] for name in _FIELDS if name in row})
 
     def as_row(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        # (field names looked up once, not per state: 10,000 new states at a first pass)
+        return dict(zip(_FIELDS, _values(self), strict=True))
 
     @property
     def was_firing(self) -> bool:
@@ -67,7 +68,9 @@ class AlertState:
                 if value != before}
 
 
-_COMPARED = tuple(f.name for f in fields(AlertState) if f.name != "updated_at")
+_FIELDS = tuple(f.name for f in fields(AlertState))
+_values = attrgetter(*_FIELDS)  # every field's value, as one tuple
+_COMPARED = tuple(name for name in _FIELDS if name != "updated_at")
 _compared = attrgetter(*_COMPARED)  # their values, as one tuple
 
 

@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Engine, and_, func, or_, select, tuple_
+from sqlalchemy import ColumnElement, Engine, Select, and_, func, or_, select, tuple_
 
 from gpuradar.core import gpus as catalog
 from gpuradar.core.clock import SYSTEM, Clock
@@ -100,7 +100,7 @@ def index_inputs(engine: Engine, at: datetime, params: Params = Params(),
                 for r in driver_rows(conn, q)]
 
 
-def _input_conditions(fresh: Mapping[str, int]) -> list[ColumnElement[bool]]:
+def _input_conditions(fresh: Collection[str]) -> list[ColumnElement[bool]]:
     """The offers that count: listed, priced, not known unavailable, from a fresh source,
     of a catalog model."""
     return [OFFER.c.active.is_(True), OFFER.c.price_per_gpu_usd.is_not(None),
@@ -121,6 +121,19 @@ def cheapest_inputs(engine: Engine, at: datetime, params: Params = Params(),
         fresh = fresh_sources(engine, at, params)
     if not fresh:
         return []
+    return [_offer(r, fresh) for r in _cheapest_rows(engine, _cheapest_query(fresh, groups),
+                                                     groups)]
+
+
+#: One source's cheapest offer of one (model, pricing), as cheapest_inputs reads it: (offer
+#: id, model, pricing, source, USD per GPU-hour, offers it stands for).
+Cheapest = tuple[int, str, str, str, float, int]
+
+
+def _cheapest_query(fresh: Collection[str], groups: Collection[tuple[str, str]] | None
+                    ) -> Select[Any]:
+    """cheapest_inputs' query: the cheapest offer of each (model, pricing) and source among
+    `fresh` sources (of `groups`' models and pricings, when given)."""
     price, key = OFFER.c.price_per_gpu_usd, (OFFER.c.gpu, OFFER.c.pricing, OFFER.c.source)
     # a positive, finite price (compute_index's own guard, here in the query: NaN and
     # infinity are above every bound on PostgreSQL)
@@ -133,17 +146,40 @@ def cheapest_inputs(engine: Engine, at: datetime, params: Params = Params(),
                   OFFER.c.pricing.in_(sorted({p for _, p in groups}))]
     best = (select(*key, func.count().label("offers"), func.min(price).label("price"))
             .where(*conds).group_by(*key).subquery())
-    q = (select(func.min(OFFER.c.id), best.c.gpu, best.c.pricing, best.c.source, best.c.price,
-                best.c.offers)
-         .join_from(best, OFFER, and_(OFFER.c.gpu == best.c.gpu,
-                                      OFFER.c.pricing == best.c.pricing,
-                                      OFFER.c.source == best.c.source, price == best.c.price))
-         .where(OFFER.c.active.is_(True),
-                or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None)))
-         .group_by(best.c.gpu, best.c.pricing, best.c.source, best.c.price, best.c.offers))
+    return (select(func.min(OFFER.c.id), best.c.gpu, best.c.pricing, best.c.source,
+                   best.c.price, best.c.offers)
+            .join_from(best, OFFER, and_(OFFER.c.gpu == best.c.gpu,
+                                         OFFER.c.pricing == best.c.pricing,
+                                         OFFER.c.source == best.c.source,
+                                         price == best.c.price))
+            .where(OFFER.c.active.is_(True),
+                   or_(OFFER.c.available.is_(True), OFFER.c.available.is_(None)))
+            .group_by(best.c.gpu, best.c.pricing, best.c.source, best.c.price, best.c.offers))
+
+
+def _cheapest_after_crawl(engine: Engine, fresh: Mapping[str, int],
+                          groups: Collection[tuple[str, str]], source: str,
+                          kept: Mapping[tuple[str, str, str], Cheapest]
+                          ) -> tuple[list[IndexOffer], list[Cheapest]]:
+    """cheapest_inputs of `groups` after a crawl of `source`: its offers read again, every
+    other fresh source's cheapest as remembered (`kept`); and the rows read."""
+    read = (_cheapest_rows(engine, _cheapest_query([source], groups), groups)
+            if source in fresh else [])
+    rows = [r for k, r in kept.items()
+            if k[2] != source and k[2] in fresh and (k[0], k[1]) in groups] + read
+    return [_offer(r, fresh) for r in sorted(rows, key=lambda r: (r[1], r[2], r[3]))], read
+
+
+def _offer(row: Cheapest, fresh: Mapping[str, int]) -> IndexOffer:
+    """A source's cheapest offer as the index's input, dated at its source's data time."""
+    return IndexOffer(row[0], row[1], row[2], row[3], row[4], fresh[row[3]], row[5])
+
+
+def _cheapest_rows(engine: Engine, q: Select[Any],
+                   groups: Collection[tuple[str, str]] | None) -> list[Cheapest]:
     with engine.connect() as conn:
-        return [IndexOffer(r[0], r[1], r[2], r[3], r[4], fresh[r[3]], r[5])
-                for r in driver_rows(conn, q) if groups is None or (r[1], r[2]) in groups]
+        return [tuple(r) for r in driver_rows(conn, q)
+                if groups is None or (r[1], r[2]) in groups]
 
 
 def _groups_of(engine: Engine, ids: Collection[int]) -> set[tuple[str, str]]:
@@ -160,21 +196,51 @@ def _groups_of(engine: Engine, ids: Collection[int]) -> set[tuple[str, str]]:
 
 class IndexMemo:
     """What one writer of the index (a crawl service, a test) remembers of its last update:
-    per database URL, the fresh sources and the index table's size and newest time. While
-    both are the same (no source became fresh or stale, no other process wrote the index),
-    an update after a crawl recomputes only the models its changed offers belong to (and
-    those with a jump awaiting confirmation). Owned by its writer, so a new one (a new
-    service, a test) starts from nothing, and the next full recompute proves the memo
-    right or discards it."""
+    per database URL, the fresh sources, the index table's size and newest time, and each
+    fresh source's cheapest offer per (model, pricing). While the first two are the same (no
+    source became fresh or stale, no other process wrote the index), an update after a
+    crawl recomputes only the models its changed offers belong to (and those with a jump
+    awaiting confirmation), reading only the crawled source's offers again: the other
+    sources' votes are those remembered (a crawl changes its own source's offers alone).
+    Owned by its writer, so a new one (a new service, a test) starts from nothing, and the
+    next full recompute proves the memo right or discards it."""
 
     def __init__(self) -> None:
         self._last: dict[str, tuple[frozenset[str], tuple[int, int | None]]] = {}
+        self._cheapest: dict[str, dict[tuple[str, str, str], Cheapest]] = {}
 
     def unchanged(self, url: str, fresh: frozenset[str], mark: tuple[int, int | None]) -> bool:
         return self._last.get(url) == (fresh, mark)
 
     def remember(self, url: str, fresh: frozenset[str], mark: tuple[int, int | None]) -> None:
         self._last[url] = (fresh, mark)
+
+    def forget(self, url: str) -> None:
+        """Trust nothing remembered of `url` until an update is stored (the next update
+        recomputes every model): one is under way, and may fail."""
+        self._last.pop(url, None)
+
+    def cheapest(self, url: str) -> dict[tuple[str, str, str], Cheapest] | None:
+        """The cheapest offers remembered for `url` (None: none; trust them only while
+        `unchanged`)."""
+        return self._cheapest.get(url)
+
+    def keep_cheapest(self, url: str, rows: list[Cheapest],
+                      groups: Collection[tuple[str, str]] | None = None,
+                      source: str | None = None) -> None:
+        """Remember `rows`, read for `groups` (None: every one) of `source` (None: every
+        source), in place of what was remembered of those. Rows of some groups alone
+        are remembered only over a whole read: never taken for all there is."""
+        if groups is None:
+            self._cheapest[url] = {(r[1], r[2], r[3]): r for r in rows}
+            return
+        kept = self._cheapest.get(url)
+        if kept is None:
+            return
+        for k in [k for k in kept if (k[0], k[1]) in groups
+                  and (source is None or k[2] == source)]:
+            del kept[k]
+        kept.update(((r[1], r[2], r[3]), r) for r in rows)
 
 
 def _index_mark(engine: Engine) -> tuple[int, int | None]:
@@ -227,7 +293,7 @@ def _row(gpu: str, pricing: str, at: int, figure: IndexFigure | None, params: Pa
 
 def update_index(engine: Engine, at: datetime | None = None, params: Params = Params(),
                  changed_ids: Collection[int] | None = None, memo: IndexMemo | None = None,
-                 clock: Clock = SYSTEM) -> int:
+                 clock: Clock = SYSTEM, source: str | None = None) -> int:
     """Compute the index dated `at` (the time the crawl's data describes; default now) and
     store the points that changed; the number written. A point is never revised: when one
     already exists at `at`, the new one is dated at the next free second and `corrects` it.
@@ -235,13 +301,16 @@ def update_index(engine: Engine, at: datetime | None = None, params: Params = Pa
     `changed_ids`: the offers a crawl added, repriced, made (un)available or closed, when
     nothing else about its offers changed. If the fresh sources are those `memo` holds of its
     owner's last update, only their models are recomputed (and any awaiting a jump's
-    confirmation); without a memo, every model is. `clock`: the time a point is published
-    (and `at` when not given)."""
+    confirmation); without a memo, every model is. `source`: the source whose crawl made
+    those changes (they are its offers'): then only its offers are read again, the other
+    sources' cheapest are the memo's. `clock`: the time a point is published (and `at` when
+    not given)."""
     at = at or clock.now()
     fresh = fresh_sources(engine, at, params)
     url = str(engine.url)
     stamp = int(at.timestamp())
     groups: set[tuple[str, str]] | None = None
+    kept = None
     with engine.connect() as conn:
         in_force = _rows_in_force(conn, stamp)
     if changed_ids is not None and memo is not None and memo.unchanged(
@@ -251,9 +320,18 @@ def update_index(engine: Engine, at: datetime | None = None, params: Params = Pa
         groups = _groups_of(engine, changed_ids) | waiting if changed_ids else waiting
         if not groups:
             return 0
+        kept = memo.cheapest(url) if source is not None else None
+    if memo is not None:
+        memo.forget(url)
     previous = {k: votes_of(r) for k, r in in_force.items()}
-    figures = compute_index(cheapest_inputs(engine, at, params, fresh, groups), params,
-                            previous)
+    if kept is not None and groups is not None and source is not None:
+        inputs, read = _cheapest_after_crawl(engine, fresh, groups, source, kept)
+    else:
+        source = None  # every source's offers read
+        inputs = cheapest_inputs(engine, at, params, fresh, groups)
+        read = [(o.offer_id, o.gpu, o.pricing, o.source, o.usd_per_gpu_hour, o.offers)
+                for o in inputs]
+    figures = compute_index(inputs, params, previous)
     published = int(clock.now().timestamp())
     if groups is not None:
         in_force = {k: v for k, v in in_force.items() if k in groups}
@@ -281,6 +359,7 @@ def update_index(engine: Engine, at: datetime | None = None, params: Params = Pa
             conn.execute(INDEX.insert(), rows)
     if memo is not None:
         memo.remember(url, frozenset(fresh), _index_mark(engine))
+        memo.keep_cheapest(url, read, groups, source)
     return len(rows)
 
 

@@ -17,23 +17,30 @@ Everything goes through SQLAlchemy Core bulk statements, one transaction per bat
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from array import array
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import BindParameter, Engine, Text, bindparam, cast, func, insert, select, update
+from sqlalchemy import Engine, Text, bindparam, cast, func, insert, select, update
 
 from gpuradar.core import defaults
 from gpuradar.core.backfill import Backfilled, PriceHistory
 from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.items import OfferKey, PriceItem
 from gpuradar.core.marketindex import Params
-from gpuradar.core.outcome import CrawlStatus, held_outcome, shrink_hold, stored_outcome
-from gpuradar.storage.db import dialect_insert, json_dumps
+from gpuradar.core.outcome import (
+    CrawlStatus,
+    ShrinkHold,
+    held_outcome,
+    shrink_hold,
+    stored_outcome,
+)
+from gpuradar.storage.db import PerEngine, dialect_insert, json_dumps
 from gpuradar.storage.models import CHANGE, CRAWL, CRAWL_FINISHED, OFFER
 from gpuradar.storage.owner import process_owner
 from gpuradar.storage.signals import last_points, point_of, point_row, record_points
@@ -66,18 +73,25 @@ def storable(price: Any) -> bool:
     """Whether `price` fits a change point: a finite, positive number within 64-bit
     micro-units. The pipeline's plausibility range is far narrower; this is the last guard,
     so that no single value can fail a crawl's transaction."""
+    # (NaN and the infinities fail the comparison: no isfinite call per observation)
     return (isinstance(price, int | float) and not isinstance(price, bool)
-            and math.isfinite(price) and 0 < price < MAX_STORABLE_PRICE)
+            and 0 < price < MAX_STORABLE_PRICE)
+
+
+@functools.cache
+def _change_upsert(dialect: str) -> Any:
+    """The INSERT of change points of `dialect`, made once (statements a crawl runs batch
+    after batch are built once, not per batch)."""
+    ins = dialect_insert(dialect, CHANGE)
+    return ins.on_conflict_do_update(
+        index_elements=["offer_id", "at"],
+        set_={"price_micros": ins.excluded.price_micros, "available": ins.excluded.available})
 
 
 def _record_changes(conn, rows: list[dict[str, Any]]) -> None:
     """Insert change points; a second change of one offer within the same second replaces
     the first (the later state is the one that held)."""
-    ins = dialect_insert(conn.dialect.name, CHANGE)
-    conn.execute(ins.on_conflict_do_update(
-        index_elements=["offer_id", "at"],
-        set_={"price_micros": ins.excluded.price_micros, "available": ins.excluded.available}),
-        rows)
+    conn.execute(_change_upsert(conn.dialect.name), rows)
 
 def _insert_new_pg(conn, rows: list[dict[str, Any]],
                    changes: Callable[[list[int]], list[dict[str, Any]]]) -> list[int]:
@@ -108,6 +122,11 @@ def _insert_new_pg(conn, rows: list[dict[str, Any]],
 # Columns that only describe the offer: a difference updates the offer row, no change point.
 DETAIL_FIELDS = ("gpu", "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb", "currency",
                  "price_usd", "price_per_gpu_usd", "available_count", "url", "attributes")
+
+#: An observed offer's row rewritten: its price, availability and details (`_id`, `_at`).
+_OBSERVED = update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
+    {**{f: bindparam(f) for f in ("price", "available", *DETAIL_FIELDS)},
+     "changed_at": bindparam("_at"), "active": True, "unreadable_since": None})
 
 
 @dataclass(frozen=True)
@@ -197,10 +216,16 @@ def _details(item: PriceItem) -> tuple:
             item.url[:2000], item.attributes or {})
 
 
+#: The stored JSON of no attributes (most offers have none): written once, not per offer.
+NO_ATTRIBUTES = json_dumps({})
+
+
 def _details_of(item: PriceItem) -> int:
+    attributes = item.attributes
     return details_hash(item.gpu, item.gpu_count, item.gpu_memory_gb, item.vcpus,
                         item.memory_gb, item.currency, item.price_usd, item.price_per_gpu_usd,
-                        item.available_count, item.url[:2000], json_dumps(item.attributes or {}))
+                        item.available_count, item.url[:2000],
+                        json_dumps(attributes) if attributes else NO_ATTRIBUTES)
 
 
 class CrawlMemory:
@@ -232,6 +257,35 @@ class CrawlMemory:
         self.states.clear()
         self.warned.clear()
         self.index = IndexMemo()
+
+
+class Written(NamedTuple):
+    """What one finished crawl of a source wrote to its offers, as this process saw it."""
+
+    crawl_id: int
+    after: int | None             # the source's newest crawl when it started (None: none)
+    offer_ids: frozenset[int] | None  # every offer whose row it changed; None: not known
+
+
+#: Per engine, each source's last crawl finished by this process (`Written`): a reader of
+#: the offers in the same process (the daemon's rule evaluation) reads again only the offers
+#: a crawl wrote, not the whole source (`written_since`).
+WRITTEN: PerEngine[dict[str, Written]] = PerEngine(lambda engine: {})
+
+
+def written_since(engine: Engine, source: str, seen: tuple[int, str] | None,
+                  now: tuple[int, str] | None) -> frozenset[int] | None:
+    """The offers of `source` whose rows can differ from what a reader saw when the
+    source's newest crawl was `seen` ((id, status), as storage.alert_store.crawl_versions
+    gives it), now that it is `now`: those the one crawl since wrote, when this process
+    stored that crawl and the one seen had finished when the reader saw it (its writes were
+    all there). None when that is not known: the reader reads the whole source again."""
+    if seen is None or now is None or seen[1] == CrawlStatus.RUNNING:
+        return None
+    written = WRITTEN.get(engine).get(source)
+    if written is None or written.crawl_id != now[0] or written.after != seen[0]:
+        return None
+    return written.offer_ids
 
 
 @dataclass
@@ -287,7 +341,7 @@ class CrawlWriter:
         self.shrink_guard = shrink_guard
         self.seen: set[tuple] = set()
         self.items = self.new_offers = self.changed = 0
-        self.unstorable: set[OfferKey] = set()
+        self.unstorable: set[tuple] = set()  # keys (OfferKey or equal tuples)
         self.changed_offer_ids: set[int] = set()
         # False once an offer's details were rewritten (FX, specs, stock): its model or USD
         # price may have moved, so the index update cannot be limited to changed offers.
@@ -300,8 +354,8 @@ class CrawlWriter:
                                                 "active", *DETAIL_FIELDS[:-1])]
         cols += [cast(OFFER.c.attributes, Text), OFFER.c.unreadable_since]
         with engine.begin() as conn:
-            latest = conn.execute(select(func.max(CRAWL.c.id))
-                                  .where(CRAWL.c.source == source)).scalar()
+            latest = self._after = conn.execute(select(func.max(CRAWL.c.id))
+                                                .where(CRAWL.c.source == source)).scalar()
             if replay is not None:
                 self.refused = self._older_than_stored(conn)
             self.crawl_id: int = conn.execute(
@@ -362,7 +416,7 @@ class CrawlWriter:
         if self.refused:
             return
         replayed = self.replay is not None
-        new: list[tuple[OfferKey, PriceItem]] = []
+        new: list[tuple[tuple, PriceItem]] = []
         changed: list[tuple[int, PriceItem]] = []
         details: list[tuple[int, PriceItem, int]] = []
         seen, current = self.seen, self.current
@@ -371,7 +425,9 @@ class CrawlWriter:
         for item in items:
             if replayed:
                 item.observed_at = self.observed_at
-            key = item.key
+            # The offer's key (OfferKey) as a plain tuple, equal to it: an OfferKey made per
+            # observation costs a tenth of an unchanged crawl's storage time.
+            key = (item.region, item.zone, item.instance_type, item.pricing)
             if key in seen:
                 continue  # the pipeline counts duplicates (duplicate_offer); first one wins
             if not storable(item.price):
@@ -379,7 +435,7 @@ class CrawlWriter:
                 # keeps one absurd value from failing the whole batch's transaction.
                 self.unstorable.add(key)  # listed all the same: kept open, like unreadable
                 log.warning("%s: price %r of %s is not storable; skipped", self.source,
-                            item.price, key)
+                            item.price, item.key)
                 continue
             self.items += 1
             i = index.get(key)
@@ -424,7 +480,7 @@ class CrawlWriter:
         return {"offer_id": offer_id, "at": epoch(item.observed_at),
                 "price_micros": micros(item.price), "available": item.available}
 
-    def _insert_new(self, conn, new: list[tuple[OfferKey, PriceItem]]) -> None:
+    def _insert_new(self, conn, new: list[tuple[tuple, PriceItem]]) -> None:
         rows = [{"source": self.source, "region": i.region, "zone": i.zone,
                  "instance_type": i.instance_type, "pricing": i.pricing, "price": i.price,
                  "available": i.available, "first_seen": i.observed_at,
@@ -462,11 +518,7 @@ class CrawlWriter:
     def _apply_changes(self, conn, changed: list[tuple[int, PriceItem]]) -> None:
         ids = self.current.ids
         _record_changes(conn, [self._change(ids[i], item) for i, item in changed])
-        values: dict[str, BindParameter[Any]] = {
-            f: bindparam(f) for f in ("price", "available", *DETAIL_FIELDS)}
-        conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
-            **values, changed_at=bindparam("_at"), active=True, unreadable_since=None),
-            [{"_id": ids[i], "_at": item.observed_at, "price": item.price,
+        conn.execute(_OBSERVED, [{"_id": ids[i], "_at": item.observed_at, "price": item.price,
               "available": item.available, **self._detail_values(item)}
              for i, item in changed])
         for i, item in changed:
@@ -578,7 +630,7 @@ class CrawlWriter:
             update_index(self.engine, self.observed_at, self.index_params, changed_ids=(
                 self.changed_offer_ids if self._index_by_changes else None),
                 memo=self.memory.index if self.memory is not None else None,
-                clock=self.clock)
+                clock=self.clock, source=self.source)
         except Exception as exc:  # noqa: BLE001 - the index never fails a stored crawl
             log.warning("%s: updating the market index failed: %s", self.source,
                         str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -607,81 +659,44 @@ class CrawlWriter:
         read or believed) nor, unconfirmed, after a large drop (the shrink guard). `rates`:
         exchange rates stored by this crawl (the FX source), counted as its items. The
         decisions are gpuradar.core.outcome's (stored_outcome, shrink_hold): this reads the
-        facts they need and writes what they decided."""
+        facts they need and writes what they decided, one step per method."""
         finished = self.clock.now()
         closed = held = 0
-        dropped = dict(dropped or {})
-        if self.unstorable:
-            dropped["unstorable_price"] = dropped.get("unstorable_price", 0) + len(
-                self.unstorable)
-        # Listed but unreadable: kept open with the last good price (a key read fine
-        # elsewhere in this crawl is not unreadable).
         current = self.current
         before = len(current.keys) - self.new_offers  # the offers stored before this crawl
-        kept = [i for k in (set(unreadable) | self.unstorable) - self.seen
-                if (i := current.index.get(k)) is not None and current.active[i]]
+        kept = self._kept_unreadable(unreadable)
         status, error = stored_outcome(
             CrawlStatus(status), error, refused=self.refused, stored=self.items,
             kept_unreadable=len(kept), listed_before=any(current.active))
         with self.engine.begin() as conn:
-            flag = [i for i in kept if i not in current.unreadable]
-            if flag:
-                conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
-                    unreadable_since=self.observed_at), [{"_id": current.ids[i]} for i in flag])
-                for i in flag:
-                    current.unreadable[i] = self.observed_at
-            kept_set = set(kept)
-            gone = [i for i, k in enumerate(current.keys)
-                    if current.active[i] and k not in self.seen and i not in kept_set]
-            listed = len(self.seen) + len(kept)
-            hold = (shrink_hold(listed=listed, gone=len(gone), guard=self.shrink_guard,
-                                baseline=self._shrink_baseline(conn))
-                    if status == CrawlStatus.OK and gone and self.shrink_guard > 0 else None)
-            if hold is not None and self._drop_reported(conn):
-                log.info("%s: the drop to %d offers is confirmed (last successful crawl: %d); "
-                         "closing the missing ones", self.source, listed, hold.baseline)
-                hold = None
+            self._flag_unreadable(conn, kept)
+            gone = self._missing(kept)
+            hold = self._hold(conn, status, listed=len(self.seen) + len(kept), gone=gone)
             if hold is not None:
                 held = hold.held
                 status, error = held_outcome(hold, error)
             elif status == CrawlStatus.OK and gone:
-                at = epoch(self.observed_at)
-                gone_ids = [current.ids[i] for i in gone]
-                _record_changes(conn, [{"offer_id": oid, "at": at, "price_micros": None,
-                                        "available": False} for oid in gone_ids])
-                conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
-                    active=False, available=False, changed_at=self.observed_at,
-                    available_count=None, unreadable_since=None),
-                    [{"_id": oid} for oid in gone_ids])
-                closed = len(gone)
-                self.changed_offer_ids.update(gone_ids)
-                for i in gone:
-                    # Its details no longer matter: an offer listed again is a change,
-                    # which stores them anew.
-                    current.active[i], current.available[i] = 0, _available_code(False)
-                    current.unreadable.pop(i, None)
+                closed = self._close(conn, gone)
             summary = CrawlSummary(
                 crawl_id=self.crawl_id, source=self.source, status=status,
                 items=self.items + rates, new_offers=self.new_offers, changed=self.changed,
-                closed=closed, dropped=dropped, unknown_gpus=sorted(set(unknown_gpus)),
-                error=error[:4000], duration_s=(finished - self.started_at).total_seconds(),
+                closed=closed, dropped=self._dropped(dropped),
+                unknown_gpus=sorted(set(unknown_gpus)), error=error[:4000],
+                duration_s=(finished - self.started_at).total_seconds(),
                 changed_offer_ids=self.changed_offer_ids,
                 uncatalogued=dict(sorted((uncatalogued or {}).items())), unreadable=len(kept),
                 held=held, backfilled=self.backfilled,
             )
-            conn.execute(update(CRAWL).where(CRAWL.c.id == self.crawl_id).values(
-                finished_at=finished, status=status, items=summary.items,
-                new_offers=summary.new_offers, changed=summary.changed, closed=closed,
-                dropped=summary.dropped, unknown_gpus=summary.unknown_gpus, error=summary.error,
-                duration_s=summary.duration_s, uncatalogued=summary.uncatalogued, held=held))
-        if self._clean and self.keep_state and self.memory is not None:
-            self.memory.states[self._cache_key] = (self.crawl_id, self.current)
-        # The crawl is recorded: its keys (100,000 for a large source) and, unless kept for
-        # the next crawl, the offers' state are memory the index update below can use.
-        self.seen = set()
+            self._record_outcome(conn, summary, finished)
+        # (a crawl that wrote more than a quarter of a large source's offers, a first one
+        # above all, records none: reading the source is then about as cheap, and the ids
+        # are not kept in memory)
+        few = len(self.changed_offer_ids) <= max(1000, len(current.keys) // 4)
+        WRITTEN.get(self.engine)[self.source] = Written(
+            self.crawl_id, self._after,
+            frozenset(self.changed_offer_ids) if self._index_by_changes and few else None)
         del current
-        if not self.keep_state:
-            self.current = _States()
+        self._release_state()
         self._refresh_statistics(before)
         self._update_index()
         log.info("%s crawl %s: %s, %d items, %d new, %d changed, %d closed", self.source,
@@ -689,3 +704,86 @@ class CrawlWriter:
         if self.backfilled is not None:
             log.info("%s: %s", self.source, self.backfilled.line())
         return summary
+
+    def _dropped(self, dropped: Mapping[str, int] | None) -> dict[str, int]:
+        """The pipeline's drop counts, with the prices this writer found unstorable."""
+        out = dict(dropped or {})
+        if self.unstorable:
+            out["unstorable_price"] = out.get("unstorable_price", 0) + len(self.unstorable)
+        return out
+
+    def _kept_unreadable(self, unreadable: Iterable[tuple]) -> list[int]:
+        """The listed offers kept open with their last good price: listed with a price that
+        could not be read or stored (a key read fine elsewhere in this crawl is not
+        unreadable), and listed before."""
+        current = self.current
+        return [i for k in (set(unreadable) | self.unstorable) - self.seen
+                if (i := current.index.get(k)) is not None and current.active[i]]
+
+    def _flag_unreadable(self, conn, kept: list[int]) -> None:
+        """Mark the kept offers not flagged yet as unreadable since this crawl's time."""
+        current = self.current
+        flag = [i for i in kept if i not in current.unreadable]
+        if flag:
+            conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
+                unreadable_since=self.observed_at), [{"_id": current.ids[i]} for i in flag])
+            for i in flag:
+                current.unreadable[i] = self.observed_at
+
+    def _missing(self, kept: list[int]) -> list[int]:
+        """The offers listed before that this crawl did not see (nor kept as unreadable)."""
+        current, seen, kept_set = self.current, self.seen, set(kept)
+        return [i for i, k in enumerate(current.keys)
+                if current.active[i] and k not in seen and i not in kept_set]
+
+    def _hold(self, conn, status: str, listed: int, gone: list[int]) -> ShrinkHold | None:
+        """The shrink guard's hold of a clean crawl that misses offers (None: close them):
+        none when the crawl before reported the same drop, which this one confirms."""
+        if status != CrawlStatus.OK or not gone or self.shrink_guard <= 0:
+            return None
+        hold = shrink_hold(listed=listed, gone=len(gone), guard=self.shrink_guard,
+                           baseline=self._shrink_baseline(conn))
+        if hold is not None and self._drop_reported(conn):
+            log.info("%s: the drop to %d offers is confirmed (last successful crawl: %d); "
+                     "closing the missing ones", self.source, listed, hold.baseline)
+            return None
+        return hold
+
+    def _close(self, conn, gone: list[int]) -> int:
+        """Close the offers a clean crawl did not list: a change point with no price, the
+        offer row no longer active; the number closed."""
+        current = self.current
+        at = epoch(self.observed_at)
+        gone_ids = [current.ids[i] for i in gone]
+        _record_changes(conn, [{"offer_id": oid, "at": at, "price_micros": None,
+                                "available": False} for oid in gone_ids])
+        conn.execute(update(OFFER).where(OFFER.c.id == bindparam("_id")).values(
+            active=False, available=False, changed_at=self.observed_at,
+            available_count=None, unreadable_since=None),
+            [{"_id": oid} for oid in gone_ids])
+        self.changed_offer_ids.update(gone_ids)
+        for i in gone:
+            # Its details no longer matter: an offer listed again is a change, which
+            # stores them anew.
+            current.active[i], current.available[i] = 0, _available_code(False)
+            current.unreadable.pop(i, None)
+        return len(gone)
+
+    def _record_outcome(self, conn, summary: CrawlSummary, finished: datetime) -> None:
+        """The crawl's row: its outcome and counts."""
+        conn.execute(update(CRAWL).where(CRAWL.c.id == self.crawl_id).values(
+            finished_at=finished, status=summary.status, items=summary.items,
+            new_offers=summary.new_offers, changed=summary.changed, closed=summary.closed,
+            dropped=summary.dropped, unknown_gpus=summary.unknown_gpus, error=summary.error,
+            duration_s=summary.duration_s, uncatalogued=summary.uncatalogued,
+            held=summary.held))
+
+    def _release_state(self) -> None:
+        """The crawl is recorded: leave the offers' state for the service's next crawl of
+        the source (when every write succeeded), and free what the index update can use
+        (the keys, 100,000 for a large source, and the state unless kept)."""
+        if self._clean and self.keep_state and self.memory is not None:
+            self.memory.states[self._cache_key] = (self.crawl_id, self.current)
+        self.seen = set()
+        if not self.keep_state:
+            self.current = _States()

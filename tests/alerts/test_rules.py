@@ -640,6 +640,40 @@ def test_options_past_their_limits_are_refused(option, value, message):
         rule_from_mapping({"gpu": "H100", "under": "$2/h", option: value})
 
 
+@pytest.mark.parametrize(("option", "value", "fields"), [
+    ("name", "  cheap h100  ", {"name": "cheap h100"}),
+    ("notify", "ops, #oncall", {"notify": ("ops", "#oncall")}),
+    ("notify", ["ops", 7], {"notify": ("ops", "7")}),
+    ("notify", {"targets": "ops", "tags": ["team"]}, {"notify": ("ops", "team")}),
+    ("for", "3", {"for_count": 3, "for_duration": None}),
+    ("for", "10m", {"for_count": None, "for_duration": timedelta(minutes=10)}),
+    ("repeat", "never", {"repeat": None, "repeat_set": True}),
+    ("min_drop", "5%", {"min_drop_pct": 0.05, "min_drop_abs": None}),
+    ("min_drop", "$0.10", {"min_drop_pct": None, "min_drop_abs": 0.1}),
+    ("send_resolved", False, {"send_resolved": False}),
+    ("mute_until", "2026-12-01T08:00", {"mute_until": datetime(2026, 12, 1, 8, tzinfo=UTC)}),
+    ("hysteresis", "2%", {"hysteresis": 0.02}),
+    ("top", None, {"top": None})])  # None: left out
+def test_each_option_sets_the_rule_fields_it_names(option, value, fields):
+    r = rule_from_mapping({"gpu": "H100", "under": "$2/h", option: value})
+    assert {f: getattr(r, f) for f in fields} == fields
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("name", "  ", "name: must not be empty"),
+    ("notify", {"targets": "ops", "team": "x"},
+     "notify: unknown key(s) team; use targets and tags"),
+    ("notify", 5, "notify: a target name, a tag, or a list of them"),
+    ("min_drop", "", "min_drop: write a percentage (5%) or an amount ($0.10), not ''"),
+    ("send_resolved", "yes", "send_resolved: true or false"),
+    ("hysteresis", "$0.10", "hysteresis: a percentage, e.g. 2%"),
+    ("mute_until", "soon", "not a date/time: 'soon' (write e.g. 2026-12-01T08:00Z)")])
+def test_each_option_refuses_a_bad_value_in_one_line_naming_it(option, value, message):
+    with pytest.raises(RuleError) as err:
+        parse_rule("H100 under $2/h", **{option: value})
+    assert str(err.value) == f"{message}\n    H100 under $2/h"
+
+
 # -- survivors of the third fresh rules sample (issue #31) ------------------------------
 @pytest.mark.parametrize("text", ["", "   ", None])
 def test_an_empty_or_missing_rule_is_refused_in_plain_words(text):

@@ -268,6 +268,40 @@ def test_the_cheapest_offers_read_makes_the_index_of_every_offer(engine):
     assert [(o.gpu, o.pricing, o.source) for o in only] == [(H100, "spot", "azure")]
 
 
+def test_after_a_failed_update_or_another_writer_every_source_is_read_again(
+        engine, monkeypatch):
+    """An update after a crawl reads only the crawled source's offers again and takes the
+    other sources' cheapest from the service's memo: after an update that failed (the crawl
+    is stored, the index is not), or the index written by another service, the next update
+    reads every source again, and the index is the whole market's."""
+    real = store.compute_index
+
+    def failing_once(*args, **kwargs):
+        monkeypatch.setattr(store, "compute_index", real)
+        raise RuntimeError("disk full")
+
+    at = T0
+    crawl(engine, "azure", [item("azure", "A", 3.0, at=at)], at)
+    crawl(engine, "lambda", [item("lambda", "L", 5.0, at=at)], at)
+    # the index update after azure's crawl fails
+    at += timedelta(minutes=10)
+    monkeypatch.setattr(store, "compute_index", failing_once)
+    crawl(engine, "azure", [item("azure", "A", 2.0, at=at)], at)
+    at += timedelta(minutes=1)
+    crawl(engine, "lambda", [item("lambda", "L", 4.0, at=at)], at)
+    assert stored_index(engine) == full_index(engine, at)
+    # another crawl service stores azure's next crawl (and the index)
+    at += timedelta(minutes=10)
+    writer = CrawlWriter(engine, "azure", started_at=at, memory=CrawlMemory())
+    writer.add([item("azure", "A", 1.5, at=at)])
+    writer.finish("ok")
+    at += timedelta(minutes=1)
+    crawl(engine, "lambda", [item("lambda", "L", 3.5, at=at)], at)
+    assert stored_index(engine) == full_index(engine, at)
+    median, *_, providers, _status = stored_index(engine)[(H100, "on_demand")]
+    assert (median, providers) == (2.5, 2)  # azure's $1.50 and lambda's $3.50
+
+
 def test_an_update_after_a_crawl_agrees_with_a_full_recompute(engine):
     """After a crawl only the models its changed offers belong to are recomputed (while no
     source became fresh or stale): the stored index must still be the whole market's, through

@@ -5,6 +5,7 @@ crawl that suddenly lists far fewer offers closes nothing until confirmed."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from prometheus_client import generate_latest
@@ -285,6 +286,20 @@ def test_the_largest_price_a_change_point_holds_is_stored_and_the_next_is_not(en
     assert [(o["instance_type"], o["price"]) for o in queries.current_offers(engine)] == [
         ("A", largest)]
 
+
+
+@pytest.mark.parametrize("price", [math.nan, math.inf, -math.inf, 0, -2.0, True, 10**400])
+def test_a_price_no_change_point_can_hold_is_dropped_and_fails_nothing(engine, price):
+    """Not a finite positive number within 64-bit micro-units (an integer too large for a
+    float among them): dropped as unstorable, the crawl's other offers stored."""
+    from gpuradar.storage import queries
+
+    bad = _item("A", 80.0, T0)
+    bad.price = price
+    summary = _crawl(engine, [bad, _item("B", 40.0, T0)], T0)
+    assert (summary.status, summary.items, summary.dropped) == (
+        "ok", 1, {"unstorable_price": 1})
+    assert [o["instance_type"] for o in queries.current_offers(engine)] == ["B"]
 
 
 def test_a_crawl_listing_exactly_the_guards_share_closes_the_missing_offers(engine):
