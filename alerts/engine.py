@@ -36,10 +36,10 @@ from typing import Any
 from sqlalchemy import Engine
 
 from gpuradar.alerts import messages
+from gpuradar.alerts.alert_settings import SETTING_KEYS, AlertSettings, parse_settings
 from gpuradar.alerts.index_rules import read_index
 from gpuradar.alerts.market import EPS, Market, Pool, PoolKey, PoolSet, RuleMatch, needs_signals
 from gpuradar.alerts.rules import Rule
-from gpuradar.alerts.settings import SETTING_KEYS, AlertSettings, parse_settings
 from gpuradar.alerts.stages import (
     INDEX_KEY,
     Composer,

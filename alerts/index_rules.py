@@ -17,9 +17,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from gpuradar.alerts.alert_settings import AlertSettings
 from gpuradar.alerts.market import EPS, RuleMatch, hysteresis
 from gpuradar.alerts.rules import Rule
-from gpuradar.alerts.settings import AlertSettings
 from gpuradar.storage.index import current_index, index_history
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from gpuradar.alerts.alert_settings import AlertSettingError, AlertSettings
 from gpuradar.alerts.grammar import parse_rule
 from gpuradar.alerts.mapping import rule_from_mapping
 from gpuradar.alerts.rules import Rule, RuleError
-from gpuradar.alerts.settings import AlertSettingError, AlertSettings
 from gpuradar.core.config import Config, ConfigError, Marks, read_yaml
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

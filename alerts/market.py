@@ -29,8 +29,8 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from gpuradar.alerts.alert_settings import AlertSettings
 from gpuradar.alerts.rules import Condition, Rule, Selector, cached_hash
-from gpuradar.alerts.settings import AlertSettings
 from gpuradar.core import gpus as catalog
 from gpuradar.core.currency import FxTable
 from gpuradar.core.pricing import OPEN_MARKET

@@ -22,10 +22,10 @@ from datetime import datetime
 from typing import Any
 
 from gpuradar.alerts import messages
+from gpuradar.alerts.alert_settings import AlertSettings
 from gpuradar.alerts.index_rules import IndexMatch, index_match
 from gpuradar.alerts.market import Market, Pool, PoolKey, PoolSet, RuleMatch, band, band_best, match
 from gpuradar.alerts.rules import Rule
-from gpuradar.alerts.settings import AlertSettings
 from gpuradar.alerts.state import (
     AlertState,
     Policy,

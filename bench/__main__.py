@@ -102,7 +102,7 @@ def run(full: bool, with_pg: bool) -> Figures:
         measure(figs, {**size, "with_pg": with_pg})
     from bench.parsing import parse_figures
     from gpuradar.core.config import load_config
-    from gpuradar.crawler.config import scrapy_settings
+    from gpuradar.crawler.crawl_settings import scrapy_settings
 
     for source, r in parse_figures(scrapy_settings(load_config(None))).items():
         if "error" in r:

@@ -31,7 +31,7 @@ from gpuradar.core.currency import FxTable
 from gpuradar.core.interconnect import interconnect_for
 from gpuradar.core.items import PRICINGS, FxRateItem, OfferKey, PriceBatch, PriceItem
 from gpuradar.core.outcome import CrawlSeen, crawl_outcome
-from gpuradar.crawler.config import source_options
+from gpuradar.crawler.crawl_settings import source_options
 from gpuradar.crawler.middlewares import Recording, crawling
 from gpuradar.crawler.spiders.base import UNCATALOGUED_NAMES, warn_once_per_process
 

@@ -13,7 +13,7 @@ from scrapy.settings import Settings
 from scrapy.spiderloader import get_spider_loader
 
 from gpuradar.core.outcome import CrawlStatus
-from gpuradar.crawler.config import source_status
+from gpuradar.crawler.crawl_settings import source_status
 from gpuradar.crawler.pipelines import crawl_recorded
 from gpuradar.crawler.spiders.base import GpuRadarSpider
 from gpuradar.storage.ingest import CrawlSummary

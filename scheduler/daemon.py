@@ -35,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gpuradar.alerts.settings import parse_settings
+from gpuradar.alerts.alert_settings import parse_settings
 from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.config import ConfigError
 from gpuradar.core.logs import REDACT, source_once

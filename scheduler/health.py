@@ -37,7 +37,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer, gzip_accepted
 from sqlalchemy import Engine, text
 
-from gpuradar.alerts.settings import AlertSettings
+from gpuradar.alerts.alert_settings import AlertSettings
 from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.outcome import CrawlStatus
 

@@ -27,9 +27,9 @@ from gpuradar.core.sources import default_interval
 if TYPE_CHECKING:  # imported where used: `rules check` loads no Scrapy
     from scrapy.settings import Settings
 
+    from gpuradar.alerts.alert_settings import AlertSettings
     from gpuradar.alerts.loader import Targets
     from gpuradar.alerts.rules import Rule
-    from gpuradar.alerts.settings import AlertSettings
     from gpuradar.crawler.spiders.base import GpuRadarSpider
 from gpuradar.scheduler.jobs import (
     DaemonOptions,
@@ -95,7 +95,7 @@ def check_setup(options: RunOptions, previous: DaemonSetup | None = None, *,
     (unless the file has a `scrapy:` section, whose keys only Scrapy can name): what
     `rules check` and `crawl` refuse a file with. Raises ConfigError/RuleError."""
     from gpuradar.alerts.loader import load_rules, load_settings, load_targets
-    from gpuradar.crawler.config import scrapy_setting_names  # calls Scrapy only when asked
+    from gpuradar.crawler.crawl_settings import scrapy_setting_names  # calls Scrapy only when asked
 
     o = options
     cfg = load_config(o.config, database_url=o.database_url, scrapy_names=scrapy_setting_names)
@@ -165,7 +165,7 @@ def load_setup(options: RunOptions, previous: DaemonSetup | None = None, *,
     and every source's schedule and status (plan_sources); raises ConfigError/RuleError and
     changes nothing, so a reload can reject a broken file and keep the running one.
     `rules=False` leaves the rules unparsed (`rules check` reports every bad rule itself)."""
-    from gpuradar.crawler.config import scrapy_settings
+    from gpuradar.crawler.crawl_settings import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
 
     o = options

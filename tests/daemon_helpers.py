@@ -141,7 +141,7 @@ class WebhookSink:
 # -- configuration -------------------------------------------------------------------------
 def all_source_names() -> list[str]:
     from gpuradar.core.config import Config
-    from gpuradar.crawler.config import scrapy_settings
+    from gpuradar.crawler.crawl_settings import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
 
     return list(spider_classes(scrapy_settings(Config(database_url="sqlite://"))))

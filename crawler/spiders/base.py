@@ -17,7 +17,7 @@ from scrapy.settings import BaseSettings
 from gpuradar.core.clock import SYSTEM, Clock
 from gpuradar.core.config import SourceOptions, data_dir
 from gpuradar.core.providers import Provider
-from gpuradar.crawler.config import source_options, source_status
+from gpuradar.crawler.crawl_settings import source_options, source_status
 
 if TYPE_CHECKING:
     from twisted.python.failure import Failure
@@ -171,7 +171,7 @@ class GpuRadarSpider(scrapy.Spider):
     @classmethod
     def options_from(cls, settings: BaseSettings) -> SourceOptions:
         """Source options: the config file's `sources.<name>` section as the schema checked
-        it (gpuradar.crawler.config.source_options), then environment variables for the
+        it (gpuradar.crawler.crawl_settings.source_options), then environment variables for the
         credentials it leaves out."""
         return cls.facts.with_env_credentials(source_options(settings, cls.name))
 

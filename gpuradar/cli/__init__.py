@@ -19,12 +19,13 @@ from gpuradar.cli import common
 #: register(app)), in the order `gpuradar --help` lists them within a panel (commands
 #: before groups, as Typer lists them).
 COMMANDS: dict[str, tuple[str, ...]] = {
-    "crawl": ("crawl",), "parse": ("crawl",), "prices": ("prices",), "history": ("prices",),
-    "demo": ("demo",), "export": ("export",), "patterns": ("patterns",),
-    "serve": ("serve",), "sources": ("sources",), "alerts": ("alerts",),
-    "recommend": ("recommend",), "run": ("run",), "healthcheck": ("healthcheck",),
-    "db": ("db",), "index": ("index",), "rules": ("alerts",), "notify": ("alerts",),
-    "config": ("config", "config_init"),
+    "crawl": ("crawl_cmd",), "parse": ("crawl_cmd",), "prices": ("prices_cmd",),
+    "history": ("prices_cmd",), "demo": ("demo_cmd",), "export": ("export_cmd",),
+    "patterns": ("patterns_cmd",), "serve": ("serve_cmd",), "sources": ("sources_cmd",),
+    "alerts": ("alerts_cmd",), "recommend": ("recommend_cmd",), "run": ("run_cmd",),
+    "healthcheck": ("healthcheck_cmd",), "db": ("db_cmd",), "index": ("index_cmd",),
+    "rules": ("alerts_cmd",), "notify": ("alerts_cmd",),
+    "config": ("config_cmd", "config_init_cmd"),
 }
 
 _registered: set[str] = set()  # modules whose register(app) has run

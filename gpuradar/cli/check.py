@@ -6,7 +6,7 @@ each with the fix to try. The work is done by gpuradar.crawler.probe."""
 from gpuradar.cli.output import Format, console, emit, fit_width, print_table, table
 from gpuradar.core.config import Config
 from gpuradar.core.units import EXIT_FAILED, EXIT_OK
-from gpuradar.crawler.config import scrapy_settings
+from gpuradar.crawler.crawl_settings import scrapy_settings
 
 COLUMNS = [("source", "source"), ("check", "check"), ("result", "result"),
            ("detail", "detail"), ("fix", "fix to try")]

@@ -401,7 +401,7 @@ def get_database(config: Path | None, database_url: str | None = None
 def scrapy_names() -> set[str]:
     """Scrapy's setting names, for the wording of a refused `scrapy:` key (Scrapy is loaded
     only when the file has one)."""
-    from gpuradar.crawler.config import scrapy_setting_names
+    from gpuradar.crawler.crawl_settings import scrapy_setting_names
 
     return scrapy_setting_names()
 

@@ -18,7 +18,7 @@ from gpuradar.core.units import MAINLAND_ALIASES, region_matches
 from gpuradar.recommend.fit import Fit, fit_offer, price_in
 from gpuradar.recommend.job import TRAINING, Budget, Job, RecommendError
 from gpuradar.recommend.memory import MemoryEstimate, estimate_memory
-from gpuradar.recommend.spot import spot_run
+from gpuradar.recommend.spot_cost import spot_run
 
 if TYPE_CHECKING:  # the offers come from storage; recommending needs no database
     from gpuradar.storage.offers import OfferRow
@@ -119,7 +119,7 @@ class Options:
     #: Extra time on spot for interruptions, restarts and checkpoints (0.10 = +10 %).
     spot_overhead: float = 0.10
     #: The run's checkpoint interval and restart time, hours: the spot run model's inputs
-    #: (gpuradar.recommend.spot). Assumptions the user states; defaults: hourly checkpoints
+    #: (gpuradar.recommend.spot_cost). Assumptions the user states; defaults: hourly checkpoints
     #: (what the spot warnings advise) and 10 minutes to restart.
     checkpoint_hours: float = 1.0
     restart_hours: float = 10 / 60
@@ -295,7 +295,7 @@ def _max_age_hint(offers: Sequence[OfferRow], job: Job, opts: Options, fx: FxTab
 def _attach_spot(fits: list[Fit], job: Job, opts: Options) -> None:
     """Each spot option's interruption signal, what it means for this job and, for a job
     of known size, the whole run's expected interruptions, lost hours and cost
-    (gpuradar.recommend.spot) from the work itself (without --spot-overhead)."""
+    (gpuradar.recommend.spot_cost) from the work itself (without --spot-overhead)."""
     deadline = opts.deadline.total_seconds() / 3600 if opts.deadline else None
     for fit in fits:
         signal = spot_signal(fit.offer)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuradar.alerts.alert_settings import SETTING_KEYS, AlertSettings, parse_settings
 from gpuradar.alerts.loader import load_settings
-from gpuradar.alerts.settings import SETTING_KEYS, AlertSettings, parse_settings
 from gpuradar.core.config import AlertsSection, Config, ConfigError
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from gpuradar.alerts.alert_settings import AlertSettings
 from gpuradar.alerts.engine import evaluate
-from gpuradar.alerts.settings import AlertSettings
 from gpuradar.scheduler.setup import RunOptions, load_setup
 from gpuradar.storage.db import get_engine
 from tests.daemon_helpers import write_config

@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine
 
+from gpuradar.alerts.alert_settings import parse_settings
 from gpuradar.alerts.delivery import Delivery, SendOutcome
 from gpuradar.alerts.engine import Evaluator, read_market
 from gpuradar.alerts.market import Market, PoolSet
 from gpuradar.alerts.messages import Renderer
-from gpuradar.alerts.settings import parse_settings
 from gpuradar.alerts.stages import (
     INDEX_KEY,
     Composer,

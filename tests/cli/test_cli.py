@@ -231,7 +231,7 @@ def test_the_history_chart_labels_share_one_number_of_decimals():
     --days 200` on the demo): money()'s 2 decimals above $10, 4 below."""
     from datetime import UTC, datetime, timedelta
 
-    from gpuradar.cli.prices import chart
+    from gpuradar.cli.prices_cmd import chart
 
     start = datetime(2026, 8, 1, tzinfo=UTC)
     series = [(start + timedelta(days=i), v) for i, v in enumerate([10.0, None, 0.4001])]

@@ -330,9 +330,9 @@ def test_prices_loads_no_emoji_table_and_prints_emoji_codes_as_written(home):
 #: What `prices` needs none of with nothing but the database configured (issue #54): the
 #: other commands' modules (their imports, and Typer reading their signatures), pydantic
 #: (Typer's coercion of options left out, the configuration's schema) and the schema.
-NOT_FOR_PRICES = ("gpuradar.cli.alerts", "gpuradar.cli.crawl", "gpuradar.cli.demo",
-                  "gpuradar.cli.recommend", "gpuradar.cli.run", "gpuradar.cli.sources",
-                  "gpuradar.cli.config", "pydantic", "pydantic_core",
+NOT_FOR_PRICES = ("gpuradar.cli.alerts_cmd", "gpuradar.cli.crawl_cmd", "gpuradar.cli.demo_cmd",
+                  "gpuradar.cli.recommend_cmd", "gpuradar.cli.run_cmd", "gpuradar.cli.sources_cmd",
+                  "gpuradar.cli.config_cmd", "pydantic", "pydantic_core",
                   "gpuradar.core.config.sections", "gpuradar.core.config.load")
 
 
@@ -342,7 +342,7 @@ NOT_FOR_PRICES = ("gpuradar.cli.alerts", "gpuradar.cli.crawl", "gpuradar.cli.dem
 def test_prices_with_only_a_database_loads_no_other_command_nor_pydantic(args, home):
     proc, chains = imports_of(args, home)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "sqlalchemy" in chains and "gpuradar.cli.prices" in chains  # it did its work
+    assert "sqlalchemy" in chains and "gpuradar.cli.prices_cmd" in chains  # it did its work
     pulled = heavy_imports(chains, NOT_FOR_PRICES)
     assert not pulled, f"`gpuradar {' '.join(args)}` imported:\n  " + "\n  ".join(pulled)
 

@@ -44,7 +44,7 @@ def run(monkeypatch, width: int, db: str, *args: str):
         return out
 
     monkeypatch.setattr(output, "table", recording)
-    monkeypatch.setattr("gpuradar.cli.demo.table", recording, raising=False)
+    monkeypatch.setattr("gpuradar.cli.demo_cmd.table", recording, raising=False)
     result = runner.invoke(app, list(args), env={"COLUMNS": str(width), "GPURADAR_CONFIG": None,
                                                 "GPURADAR_DATABASE_URL": db})
     assert result.exit_code in (0, 1), result.output
@@ -205,7 +205,7 @@ def test_the_job_line_has_no_stray_comma(dbs, monkeypatch):
 
 
 def test_prices_watch_refreshes_the_table_in_place(dbs, monkeypatch):
-    import gpuradar.cli.prices as prices_cli
+    import gpuradar.cli.prices_cmd as prices_cli
 
     calls = []
     real = output.watch_output

@@ -626,7 +626,7 @@ def test_every_supported_scrapy_setting_is_a_real_one():
     import scrapy_playwright.handler as playwright_handler
 
     from gpuradar.core.config import ScrapySection
-    from gpuradar.crawler.config import scrapy_defaults
+    from gpuradar.crawler.crawl_settings import scrapy_defaults
 
     source = Path(playwright_handler.__file__).read_text()
     for name in ScrapySection.model_fields:
@@ -790,7 +790,7 @@ def test_every_source_option_a_spider_reads_is_declared():
     """A spider reads its options by name (self.option("x"), opts.get("x"), opts["x"]): each
     must be declared, or the schema would refuse a working configuration."""
     from gpuradar.core.config import source_option_types
-    from gpuradar.crawler.config import scrapy_settings
+    from gpuradar.crawler.crawl_settings import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
 
     for name, cls in spider_classes(scrapy_settings(Config(database_url="sqlite://"))).items():

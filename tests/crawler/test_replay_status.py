@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuradar.core.config import Config
-from gpuradar.crawler.config import scrapy_settings
+from gpuradar.crawler.crawl_settings import scrapy_settings
 from gpuradar.crawler.runner import enabled_sources, spider_classes
 
 RECORDINGS = Path(__file__).parents[2] / "gpuradar" / "recordings"

@@ -8,7 +8,7 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from gpuradar.core.config import Config, ConfigError, source_model
-from gpuradar.crawler.config import scrapy_settings, source_options
+from gpuradar.crawler.crawl_settings import scrapy_settings, source_options
 from gpuradar.crawler.pipelines import price_range, shrink_guard
 from gpuradar.crawler.spiders.vastai import VastaiSpider
 

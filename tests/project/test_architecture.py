@@ -89,7 +89,7 @@ def test_every_provider_fact_comes_from_its_declaration():
     one home and core never loads a spider to learn one."""
     from gpuradar.core import providers, sources
     from gpuradar.core.config import Config
-    from gpuradar.crawler.config import scrapy_settings
+    from gpuradar.crawler.crawl_settings import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
     from gpuradar.crawler.spiders.base import FACTS
     from gpuradar.scheduler.jobs import KINDS

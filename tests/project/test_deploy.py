@@ -364,7 +364,7 @@ def test_compose_services_volumes_ports_and_environment(compose):
 
 def test_compose_passes_only_variables_gpuradar_reads(compose):
     from gpuradar.core.config import Config
-    from gpuradar.crawler.config import scrapy_settings
+    from gpuradar.crawler.crawl_settings import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
 
     code = "\n".join(p.read_text() for d in ("gpuradar", "scheduler", "storage", "crawler")
@@ -523,7 +523,7 @@ def test_image_entrypoint_and_healthcheck_run_the_daemon(request, tmp_path, pg_t
     the HEALTHCHECK command passing against it on the port the config file sets (not the
     default); SIGTERM stops it cleanly. (tests/project/test_image.py does it in the image.)"""
     from gpuradar.core.config import Config
-    from gpuradar.crawler.config import scrapy_settings
+    from gpuradar.crawler.crawl_settings import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
     from tests.conftest import _pg_database
 
@@ -680,7 +680,7 @@ def test_example_config_documents_every_key_with_its_default():
     from gpuradar.alerts.engine import SETTING_KEYS, AlertSettings, parse_settings
     from gpuradar.alerts.loader import load_rules, load_targets
     from gpuradar.core.config import KNOWN_KEYS, Config, load_config
-    from gpuradar.crawler.config import scrapy_settings
+    from gpuradar.crawler.crawl_settings import scrapy_settings
     from gpuradar.crawler.runner import spider_classes
     from gpuradar.scheduler.jobs import (
         DAEMON_DEFAULTS,

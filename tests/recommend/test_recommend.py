@@ -773,7 +773,7 @@ def test_cli_exit_codes(market_url):
 def test_an_unpublished_interconnect_is_shown_as_unknown(engine):
     """An Azure size no Microsoft page describes the links of (4x V100 in NCv3, a board the
     catalog does not track) is not a PCIe box: `recommend` says "unknown" and flags it."""
-    from gpuradar.cli.recommend import _rows
+    from gpuradar.cli.recommend_cmd import _rows
 
     item = _item("azure", "eastus", "Standard_NC24s_v3", "V100-16GB", 4, 12.24)
     writer = CrawlWriter(engine, "azure")

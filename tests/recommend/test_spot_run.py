@@ -1,4 +1,4 @@
-"""The whole run on spot (gpuradar.recommend.spot), recomputed by hand from the formulas of
+"""The whole run on spot (gpuradar.recommend.spot_cost), recomputed by hand from the formulas of
 docs/recommend.md: a band's range, an unknown signal's range, several machines, a deadline."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 
 from gpuradar.core.spot import BAND_MONTHLY
-from gpuradar.recommend.spot import spot_run
+from gpuradar.recommend.spot_cost import spot_run
 
 
 def test_a_band_gives_the_range_of_its_bounds_by_the_documented_formulas():

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from prometheus_client import CollectorRegistry
 
-from gpuradar.alerts.settings import AlertSettings
+from gpuradar.alerts.alert_settings import AlertSettings
 from gpuradar.core.config import AlertsSection
 from gpuradar.scheduler.health import Health, make_app, readiness, serve
 from gpuradar.storage.ingest import CrawlWriter

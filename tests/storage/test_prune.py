@@ -197,7 +197,7 @@ def test_db_prune_command(db_url, history):
 @pytest.mark.parametrize("bad", ["400", "400x", "forever", "", "-3d"])
 def test_an_age_without_a_unit_is_refused(bad):
     import gpuradar.cli  # noqa: F401  (loads the command modules in their order)
-    from gpuradar.cli.db import parse_age
+    from gpuradar.cli.db_cmd import parse_age
 
     with pytest.raises(ValueError, match="--older-than"):
         parse_age(bad)

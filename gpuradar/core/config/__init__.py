@@ -10,7 +10,7 @@ Every command reads the file through `load_config`: YAML with the line of every 
 ports, URLs), so an error names the file, the line and the key (`errors`). What needs a
 higher layer (apprise for target URLs, the rule grammar, the daemon's plans) is checked on
 top of this by gpuradar.scheduler.setup, which every command that acts on the configuration
-runs; the Scrapy settings a crawl runs with are built by gpuradar.crawler.config.
+runs; the Scrapy settings a crawl runs with are built by gpuradar.crawler.crawl_settings.
 
 The names below are imported from their module when first used (issue #54): a command
 that only reads the database, with nothing configured but it, asks `paths` for its URL and

@@ -18,7 +18,7 @@ from gpuradar.core.logs import SECRET_NAMES  # option names whose values are sec
 
 Key = tuple[str | int, ...]
 #: The names of every setting Scrapy and the project's settings module define; asked only
-#: for a key of `scrapy:` the file may not set (gpuradar.crawler.config passes Scrapy's).
+#: for a key of `scrapy:` the file may not set (gpuradar.crawler.crawl_settings passes Scrapy's).
 SettingNames = Callable[[], Collection[str]]
 
 

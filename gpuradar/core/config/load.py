@@ -154,7 +154,7 @@ def load_config(path: Path | str | None = None, *, database_url: str | None = No
 
     `database_url` is the command line's (it wins over GPURADAR_DATABASE_URL and the file).
     `scrapy_names` tells a Scrapy setting gpuradar refuses from a misspelt one in `scrapy:`
-    (gpuradar.crawler.config.scrapy_setting_names; core itself never loads Scrapy)."""
+    (gpuradar.crawler.crawl_settings.scrapy_setting_names; core itself never loads Scrapy)."""
     check_settings_module()
     path = Path(path) if path else default_config_path()
     marks = Marks(path=path)

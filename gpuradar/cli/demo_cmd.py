@@ -26,9 +26,9 @@ from gpuradar.cli.common import (
     get_config,
     get_engine,
 )
-from gpuradar.cli.crawl import crawl_sources, print_results
+from gpuradar.cli.crawl_cmd import crawl_sources, print_results
 from gpuradar.cli.output import Col, Format, console, money, print_table, table
-from gpuradar.cli.prices import YES_NO, print_gpu_history
+from gpuradar.cli.prices_cmd import YES_NO, print_gpu_history
 from gpuradar.core.clock import SYSTEM
 from gpuradar.core.outcome import CrawlStatus
 
@@ -220,7 +220,7 @@ def _store_step(cfg: "Config", source: str, body: Path, at: datetime,
     crawl, recorded at the staged time `at` as replayed from the capture of `captured` (the
     prices are that capture's; only their timing is staged); the cheapest on-demand price
     per GPU it kept."""
-    from gpuradar.crawler.config import scrapy_settings
+    from gpuradar.crawler.crawl_settings import scrapy_settings
     from gpuradar.crawler.parsing import ParseFailed, crawl_files
 
     settings = scrapy_settings(cfg)

@@ -105,7 +105,7 @@ def rules_check(
 ) -> None:
     """Validate rules (and the targets they notify) and say how each was read; exit 1 when
     any is wrong."""
-    from gpuradar.alerts.settings import parse_settings
+    from gpuradar.alerts.alert_settings import parse_settings
     from gpuradar.core.config import ConfigError
 
     if file is not None and not is_file(file, "exists"):
@@ -170,9 +170,9 @@ def _matches(cfg: "Config", rules: list):
     """(settings, market, matches) against the stored offers; database trouble is one line."""
     from sqlalchemy.exc import SQLAlchemyError
 
+    from gpuradar.alerts.alert_settings import parse_settings
     from gpuradar.alerts.engine import match_rules, read_market
     from gpuradar.alerts.market import needs_signals
-    from gpuradar.alerts.settings import parse_settings
     from gpuradar.core.config import ConfigError
 
     try:
@@ -383,10 +383,10 @@ def notify_test(
     """Send a test message to targets now and report apprise's result for each URL."""
     import difflib
 
+    from gpuradar.alerts.alert_settings import parse_settings
     from gpuradar.alerts.delivery import send
     from gpuradar.alerts.loader import channel_of
     from gpuradar.alerts.messages import Renderer
-    from gpuradar.alerts.settings import parse_settings
     from gpuradar.core.config import ConfigError
 
     cfg = get_config(config)

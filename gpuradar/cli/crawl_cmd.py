@@ -42,7 +42,7 @@ def crawl_sources(cfg: "Config", sources: list[str], record: Path | None, replay
     from rich.text import Text
 
     from gpuradar.core.logs import setup_logging
-    from gpuradar.crawler.config import scrapy_settings
+    from gpuradar.crawler.crawl_settings import scrapy_settings
     from gpuradar.crawler.runner import UnknownSource, resolve_sources
     from gpuradar.crawler.service import CrawlInterrupted, DatabaseUnusable, run_once
 
@@ -110,7 +110,7 @@ def _not_in_summary(record: logging.LogRecord) -> bool:
 
 
 def print_results(results, fmt: Format) -> None:
-    from gpuradar.cli.sources import uncatalogued_cell
+    from gpuradar.cli.sources_cmd import uncatalogued_cell
     from gpuradar.core.logs import source_once
 
     rows = []
@@ -225,7 +225,7 @@ def parse(source: Annotated[str, typer.Argument(help="Source whose parser to run
           config: ConfigOpt = None) -> None:
     """Run a source's parser on saved responses; print normalised items as JSON lines."""
     from gpuradar.core.logs import setup_logging
-    from gpuradar.crawler.config import scrapy_settings
+    from gpuradar.crawler.crawl_settings import scrapy_settings
     from gpuradar.crawler.parsing import ParseFailed, parse_files
 
     cfg = get_config(config)

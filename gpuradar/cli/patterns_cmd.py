@@ -23,7 +23,7 @@ from gpuradar.cli.common import (
     pick_format,
 )
 from gpuradar.cli.output import Format, console, emit, money
-from gpuradar.cli.prices import check_gpu_given, pricing_option, resolve_gpus
+from gpuradar.cli.prices_cmd import check_gpu_given, pricing_option, resolve_gpus
 from gpuradar.core.clock import SYSTEM
 from gpuradar.core.pricing import CHOICES as PRICING_CHOICES
 

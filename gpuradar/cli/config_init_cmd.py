@@ -185,6 +185,6 @@ def config_init(
 
 
 def register(app: typer.Typer) -> None:
-    from gpuradar.cli.config import config_app
+    from gpuradar.cli.config_cmd import config_app
 
     config_app.command("init")(config_init)

@@ -363,7 +363,7 @@ def _span(pair: list[float | None], fmt: Any) -> str:
 
 def _print_spot_runs(rec: Any, within: Any) -> None:
     """Each spot option's whole run, from its interruption signal (best to worst case of
-    the signal), beside the best on-demand option (gpuradar.recommend.spot)."""
+    the signal), beside the best on-demand option (gpuradar.recommend.spot_cost)."""
     runs = [(i, f) for i, f in enumerate(rec.fits, 1) if (f.spot or {}).get("run")]
     if not runs:
         return

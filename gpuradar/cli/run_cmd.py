@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
 
         if replay is not None and not replay.is_dir():
             from gpuradar.cli.common import fail
-            from gpuradar.cli.crawl import recording_problem
+            from gpuradar.cli.crawl_cmd import recording_problem
 
             raise fail(recording_problem(replay))
         code = run_daemon(RunOptions(
