@@ -4,7 +4,7 @@ In the daemon's process, page readers shared the interpreter lock with the `/met
 scrape and the health checks: a loaded page slowed the monitoring of the service. So the
 daemon binds the page's port itself and hands the listening socket to a child process (a
 fresh interpreter, `python -m gpuradar.scheduler.web_child`), which serves the same app on
-waitress as `gpuradar serve` does (scheduler/server.py).
+uvicorn as `gpuradar serve` does (scheduler/server.py).
 
 The daemon supervises it (`WebChild`): the child is started with the daemon, started again
 when it dies (logged, `gpuradar_web_up` 0 and `gpuradar_web_restarts_total` counted until it
@@ -219,8 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     engine = get_engine(spec["database_url"])
     sockets = [socket.socket(fileno=fd) for fd in spec["fds"]]
-    server = ReadServer(read_app(lambda: engine, REDACT, cors=spec.get("cors", ())),
-                        "", 0, spec.get("threads", 4), sockets=sockets)
+    server = ReadServer(read_app(lambda: engine, REDACT, cors=spec.get("cors", ()),
+                                 threads=spec.get("threads", 4)), "", 0, sockets=sockets)
 
     def follow() -> None:
         for more in sys.stdin.buffer:
