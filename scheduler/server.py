@@ -14,13 +14,15 @@ Every answer is a function of what is stored and, for the page, of the minute it
 (its ages: "5 minutes ago"). What is stored changes only when a crawl starts or ends, an
 index point is written or an alert changes: storage.page_reads.data_version reads that cheaply, at
 most every `recheck` seconds, and a change empties the cache. So a page that took a second
-to draw is drawn once per version and minute and then sent as stored bytes; its ETag (the
+to draw is drawn once per version and minute and then sent as stored bytes (while the page
+of a new minute is drawn, other readers get the previous minute's: the same data); its ETag (the
 SHA-256 of the body) and Last-Modified (the version's newest change) let a client
 revalidate for a 304.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gzip
 import hashlib
@@ -31,6 +33,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import format_datetime, parsedate_to_datetime
@@ -238,7 +241,13 @@ class ReadCache:
                 origin = value.decode("latin-1")
         key = self.key(scope["method"], path, scope["query_string"].decode("latin-1"), origin,
                        version)
-        found = None if key is None else self._entries.get(key)  # a dict read: atomic
+        if key is None:
+            return None
+        found = self._entries.get(key)  # a dict read: atomic
+        if found is None and path == "/" and key in self._pending:
+            # the page of a new minute is being drawn (its ages): until it is, the previous
+            # minute's page of the same data, rather than every reader waiting for the draw
+            found = self._entries.get((*key[:3], key[3] - 1, *key[4:]))
         if found is None:
             return None
         variant, current = found.reply(accept, if_none, since)
@@ -369,18 +378,43 @@ class ReadApp:
         self.cache = cache
         self.wsgi = web.read_only(cache)
         self.bridge = WSGIMiddleware(self.wsgi, workers=threads)
+        # the data version is read in a thread of its own, never behind a long draw
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="web-version")
+        self._reading: asyncio.Future[Any] | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and (found := self.cache.hit(scope)) is not None:
-            status, headers, body = found
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-            return
+        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
+            if self.cache.recheck > 0 and self.cache.fresh() is None:
+                await self._read_version()
+            found = self.cache.hit(scope)
+            if found is not None:
+                status, headers, body = found
+                await send({"type": "http.response.start", "status": status,
+                            "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
         await self.bridge(scope, receive, send)
+
+    async def _read_version(self) -> None:
+        """Read the data version again, once for all the requests that found it stale (each
+        second under load: without this, every request of that moment would go to a worker
+        thread and read it). A failure is left to the WSGI app to answer (a 503)."""
+        if self._reading is None:
+            self._reading = asyncio.get_running_loop().run_in_executor(
+                self._reader, self.cache.version)
+            self._reading.add_done_callback(self._read)
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self._reading)
+
+    def _read(self, reading: asyncio.Future[Any]) -> None:
+        self._reading = None
+        if not reading.cancelled():
+            reading.exception()  # seen here, whether or not a request still awaits it
 
     def close(self) -> None:
         """Let the worker threads end (a draw under way finishes; none waiting starts)."""
         self.bridge.executor.shutdown(wait=False, cancel_futures=True)
+        self._reader.shutdown(wait=False, cancel_futures=True)
 
 
 def read_app(engine_fn: Callable[[], Engine], redact: Callable[[str], str] = str,

@@ -306,3 +306,67 @@ def test_a_cached_answer_follows_the_data_once_recheck_has_passed(engine):
         conn.close()
     finally:
         server.stop()
+
+
+def test_while_a_new_minute_s_page_is_drawn_readers_get_the_last_one(engine):
+    """The page is drawn again each minute (its ages): the reader that asks first waits for
+    the draw, the others meanwhile get the previous minute's page of the same data at once.
+    After a crawl, no reader gets the former data that way: each waits for the new page."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    from unittest import mock
+
+    from gpuradar.scheduler import web
+    from gpuradar.scheduler.server import ReadApp, ReadCache, ReadServer, route
+
+    wall, clock = [600.0], [0.0]
+    crawl(engine, "azure", [item("azure", "A", 2.0)], T0)
+    cache = ReadCache(route(lambda: engine, str), lambda: engine, recheck=3600,
+                      clock=lambda: clock[0], wall=lambda: wall[0])
+    server = ReadServer(ReadApp(cache), "127.0.0.1", 0).start()
+    original = web.page
+    request = {"type": "http", "method": "GET", "path": "/", "query_string": b"",
+               "headers": []}
+
+    def held_draw(release: threading.Event) -> tuple[mock.Mock, threading.Event]:
+        drawing = threading.Event()
+
+        def held(*args, **kwargs):
+            drawing.set()
+            release.wait(30)
+            return original(*args, **kwargs)
+
+        return mock.patch.object(web, "page", held), drawing
+
+    release = threading.Event()
+    try:
+        conn = connect(server.url)
+        status, first, page = ask(conn, "/")
+        assert status == 200
+        wall[0] = 660.0  # the next minute
+        patch, drawing = held_draw(release)
+        with patch, ThreadPoolExecutor(1) as pool:
+            slow = pool.submit(lambda: ask(connect(server.url), "/"))
+            assert drawing.wait(10)
+            status, meanwhile, same = ask(conn, "/")
+            assert status == 200 and same == page and meanwhile["ETag"] == first["ETag"]
+            assert not slow.done()
+            release.set()
+            status, _, drawn = slow.result(10)
+            assert status == 200 and b'<table id="cheapest">' in drawn
+
+        crawl(engine, "lambda", [item("lambda", "L", 1.0)], T0 + timedelta(hours=1))
+        clock[0], wall[0] = 3600.0, 720.0  # the version read again, and a new minute
+        release = threading.Event()
+        patch, drawing = held_draw(release)
+        with patch, ThreadPoolExecutor(1) as pool:
+            slow = pool.submit(lambda: ask(connect(server.url), "/"))
+            assert drawing.wait(10)
+            assert cache.hit(request) is None  # not from the loop: it waits for the draw
+            release.set()
+            status, _, drawn = slow.result(10)
+            assert status == 200 and b"lambda" in drawn
+        conn.close()
+    finally:
+        release.set()
+        server.stop()
