@@ -324,6 +324,83 @@ def candidates() -> dict[str, Any]:
         for path, runs in by_path.items()} for kind, by_path in rounds.items()}
 
 
+#: Requests each server answers under callgrind per path and batch (`instructions`), and
+#: the batches: the figure is the fewest instructions of a batch, as a batch that met the
+#: page's redraw of a new minute (a wall-clock event) counts that draw too.
+COUNTED = 400
+BATCHES = 3
+
+
+def _fire(url: str, count: int) -> None:
+    """`count` GET requests of `url`, CONNECTIONS at once on keep-alive connections."""
+    import http.client
+    from concurrent.futures import ThreadPoolExecutor
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+
+    def one_connection(requests: int) -> None:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
+        for _ in range(requests):
+            conn.request("GET", parts.path)
+            reply = conn.getresponse()
+            reply.read()
+            if reply.status != 200:
+                raise RuntimeError(f"{url}: {reply.status}")
+        conn.close()
+
+    with ThreadPoolExecutor(CONNECTIONS) as pool:
+        list(pool.map(one_connection, [count // CONNECTIONS] * CONNECTIONS))
+
+
+def instructions(kinds: tuple[str, ...] = ("static", "waitress-static", "serve",
+                                           "waitress-app")) -> dict[str, Any]:
+    """Instructions per answer of each server in `kinds` (installed), counted by callgrind
+    while COUNTED requests of each path are answered, CONNECTIONS in flight (so that,
+    unlike a time, the figure repeats on a loaded machine). Each server runs under
+    valgrind; its start-up and a first request of each path (the draw) are not counted."""
+    import glob
+    import importlib.util
+
+    kinds = tuple(k for k in kinds if k in ("static", "serve") or
+                  importlib.util.find_spec(k.split("-")[0]) is not None)
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        url, env, _ = _replayed(tmp)
+        for kind in kinds:
+            port = _port()
+            args = (["-m", "gpuradar", "serve", "--database-url", url, "--port", str(port)]
+                    if kind == "serve" else ["-m", "bench.serving", kind, url, str(port)])
+            proc = subprocess.Popen(
+                ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                 f"--callgrind-out-file={tmp}/{kind}.%p", sys.executable, *args],
+                env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            base = f"http://127.0.0.1:{port}"
+            out[kind] = {}
+            try:
+                _wait(base + "/", timeout=600)
+                for path in PATHS:
+                    _wait(base + path, timeout=120)  # drawn and cached before counting
+                    counts = []
+                    for _ in range(BATCHES):
+                        for command in ("--zero", "--instr=on"):  # one a call
+                            subprocess.run(["callgrind_control", command, str(proc.pid)],
+                                           check=True, capture_output=True)
+                        _fire(base + path, COUNTED)
+                        for command in ("--dump", "--instr=off"):  # off first: dumps 0
+                            subprocess.run(["callgrind_control", command, str(proc.pid)],
+                                           check=True, capture_output=True)
+                        newest = max(glob.glob(f"{tmp}/{kind}.{proc.pid}.*"),
+                                     key=lambda f: int(f.rsplit(".", 1)[1]))
+                        total = re.search(r"^(?:summary|totals): (\d+)",
+                                          Path(newest).read_text(errors="replace"), re.M)
+                        counts.append(int(total.group(1)) / COUNTED)  # type: ignore[union-attr]
+                    out[kind][path] = min(counts)
+            finally:
+                _stop([proc])
+    return out
+
+
 def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Each figure's median over the rounds."""
     return {k: statistics.median(r[k] for r in runs) if isinstance(runs[0][k], (int, float))
@@ -418,5 +495,6 @@ if __name__ == "__main__":
     else:
         import json
 
-        print(json.dumps(candidates() if sys.argv[1:] == ["candidates"] else measure(),
+        print(json.dumps(instructions() if sys.argv[1:] == ["instructions"] else
+                         candidates() if sys.argv[1:] == ["candidates"] else measure(),
                          indent=1))
