@@ -32,7 +32,7 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -47,6 +47,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from gpuradar.scheduler import http_api, web
 
 log = logging.getLogger("gpuradar.web")
+
+#: An answer as ASGI sends it: status, headers (lower-case bytes), body.
+Reply = tuple[int, list[tuple[bytes, bytes]], bytes]
 
 #: Answers kept per data version (distinct paths and queries), and their bytes (plain and
 #: gzipped) at most: past either, the least recently used goes first. An answer larger than
@@ -218,13 +221,16 @@ class ReadCache:
         # the CORS headers answer the request's Origin: one entry per origin
         return (version, path, query, minute, origin)
 
-    def hit(self, scope: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
+    def hit(self, scope: dict[str, Any], drawing: Container[tuple[Any, ...]] = ()
+            ) -> tuple[Reply | None, tuple[Any, ...] | None]:
         """An ASGI request's answer when it is cached and the data version is fresh: (status,
         headers, body), made without a query nor a lock, on the event loop; else None (the
-        WSGI app then draws or finds it in a worker thread)."""
+        WSGI app then draws or finds it in a worker thread). And the request's cache key
+        (None: never cached, or the version is to be read). `drawing`: the keys of pages
+        being drawn, for which the previous minute's page will do."""
         version = self.fresh()
         if version is None:
-            return None
+            return None, None
         path: str = scope["path"]
         if not path.isascii():  # as WSGI has it (PEP 3333): UTF-8 bytes read as Latin-1
             path = path.encode().decode("latin-1")
@@ -242,18 +248,18 @@ class ReadCache:
         key = self.key(scope["method"], path, scope["query_string"].decode("latin-1"), origin,
                        version)
         if key is None:
-            return None
+            return None, None
         found = self._entries.get(key)  # a dict read: atomic
-        if found is None and path == "/" and key in self._pending:
+        if found is None and path == "/" and key in drawing:
             # the page of a new minute is being drawn (its ages): until it is, the previous
             # minute's page of the same data, rather than every reader waiting for the draw
             found = self._entries.get((*key[:3], key[3] - 1, *key[4:]))
         if found is None:
-            return None
+            return None, key
         variant, current = found.reply(accept, if_none, since)
         if current:
-            return 304, variant.raw_not_modified, b""
-        return 200, variant.raw_ok, b"" if scope["method"] == "HEAD" else variant.body
+            return (304, variant.raw_not_modified, b""), key
+        return (200, variant.raw_ok, b"" if scope["method"] == "HEAD" else variant.body), key
 
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
@@ -381,17 +387,26 @@ class ReadApp:
         # the data version is read in a thread of its own, never behind a long draw
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="web-version")
         self._reading: asyncio.Future[Any] | None = None
+        self._drawing: set[tuple[Any, ...]] = set()  # pages being drawn (the loop's alone)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
             if self.cache.recheck > 0 and self.cache.fresh() is None:
                 await self._read_version()
-            found = self.cache.hit(scope)
+            found, key = self.cache.hit(scope, self._drawing)
             if found is not None:
                 status, headers, body = found
                 await send({"type": "http.response.start", "status": status,
                             "headers": headers})
                 await send({"type": "http.response.body", "body": body})
+                return
+            if key is not None and key[1] == "/" and key not in self._drawing:
+                # this request draws the page; those that come meanwhile are not held
+                self._drawing.add(key)
+                try:
+                    await self.bridge(scope, receive, send)
+                finally:
+                    self._drawing.discard(key)
                 return
         await self.bridge(scope, receive, send)
 

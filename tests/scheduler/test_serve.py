@@ -362,7 +362,10 @@ def test_while_a_new_minute_s_page_is_drawn_readers_get_the_last_one(engine):
         with patch, ThreadPoolExecutor(1) as pool:
             slow = pool.submit(lambda: ask(connect(server.url), "/"))
             assert drawing.wait(10)
-            assert cache.hit(request) is None  # not from the loop: it waits for the draw
+            # the page of this minute is being drawn, and the last minute's is of the former
+            # data: no answer from the loop, the request waits for the draw
+            key = cache.key("GET", "/", "", "", cache.fresh())
+            assert cache.hit(request, {key}) == (None, key)
             release.set()
             status, _, drawn = slow.result(10)
             assert status == 200 and b"lambda" in drawn
