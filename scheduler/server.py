@@ -45,6 +45,7 @@ from sqlalchemy import Engine
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gpuradar.scheduler import http_api, web
+from gpuradar.scheduler.sockets import BACKLOG, listen
 
 log = logging.getLogger("gpuradar.web")
 
@@ -502,8 +503,6 @@ class ReadServer:
         """`sockets`: listening sockets to serve instead of address:port (the page child of
         `gpuradar run` serves the daemon's, scheduler/web_child.py). Raises EndpointError
         (one line) when the port cannot be had."""
-        from gpuradar.scheduler.web_child import BACKLOG, listen
-
         self.app = app
         self.sockets = list(sockets) or listen(address, port)
         # uvicorn says at INFO when it starts and stops, each time; its errors still show
