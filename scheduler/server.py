@@ -368,7 +368,7 @@ def route(engine_fn: Callable[[], Engine], redact: Callable[[str], str],
 
 #: Worker threads that draw answers not yet cached (config web.threads).
 THREADS = 4
-#: An idle keep-alive connection is closed after this long.
+#: A connection idle this long (before its first request or between two) is closed.
 KEEP_ALIVE = 60
 #: On stop, the answers under way get this long to finish.
 STOP_WAIT = 5
@@ -454,6 +454,13 @@ class _Protocol(HttpToolsProtocol):
     and the connection closed (httptools has no bound on a head of its own)."""
 
     head = 0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        # a connection that sends no request is closed as an idle keep-alive one is (uvicorn
+        # times a connection out only between two requests)
+        self.timeout_keep_alive_task = self.loop.call_later(
+            self.timeout_keep_alive, self.timeout_keep_alive_handler)
 
     def on_message_begin(self) -> None:
         self.head = 0

@@ -373,3 +373,21 @@ def test_while_a_new_minute_s_page_is_drawn_readers_get_the_last_one(engine):
     finally:
         release.set()
         server.stop()
+
+
+def test_a_connection_that_sends_no_request_is_closed(engine, monkeypatch):
+    """A client that connects and says nothing does not hold a connection for ever: it is
+    closed after the keep-alive time, as an idle connection between two requests is."""
+    import socket
+
+    from gpuradar.scheduler import server as read_server
+
+    monkeypatch.setattr(read_server, "KEEP_ALIVE", 0.2)
+    server = read_server.ReadServer(read_server.read_app(lambda: engine, str), "127.0.0.1",
+                                    0).start()
+    try:
+        host, port = server.listening[0]
+        with socket.create_connection((host, port), timeout=10) as sock:
+            assert sock.recv(1) == b""  # closed by the server (a timeout here: left open)
+    finally:
+        server.stop()
