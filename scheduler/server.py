@@ -514,9 +514,11 @@ class ReadServer:
         self.sockets = list(sockets) or listen(address, port)
         # uvicorn says at INFO when it starts and stops, each time; its errors still show
         logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+        # proxy_headers off: no answer depends on the client's address or scheme, and a
+        # proxy's X-Forwarded-* headers are not taken on trust (as waitress was told)
         config = uvicorn.Config(
             app, http=_Protocol, loop="auto", lifespan="off", interface="asgi3",
-            log_config=None, access_log=False, server_header=False,
+            log_config=None, access_log=False, server_header=False, proxy_headers=False,
             headers=[("Server", "gpuradar")], backlog=BACKLOG,
             timeout_keep_alive=KEEP_ALIVE, timeout_graceful_shutdown=STOP_WAIT)
         self.server = _Server(config)
