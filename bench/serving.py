@@ -1,7 +1,8 @@
 """The read side under load, side by side in one run (issue #54): the same `/api/v1/offers`
 and `/` answers from
 
-* `static`: precomputed bytes on waitress, the server `gpuradar serve` uses (the ceiling);
+* `static`: precomputed bytes sent from the event loop of the server `gpuradar serve` uses
+  (scheduler/server.py's ReadServer: uvicorn; the ceiling);
 * `serve`: `gpuradar serve` itself (scheduler/server.py);
 * `wsgiref`: the daemon's former server for the page and API, prometheus-client's
   ThreadingWSGIServer (the standard library's wsgiref: HTTP/1.0, a thread per request),
@@ -15,6 +16,9 @@ first alone and then while its page, served by its child process
 recording replayed.
 
 `python -m bench.serving` prints the figures alone; `python -m bench` adds them as rows.
+`python -m bench.serving candidates` compares the servers that were weighed for the read side
+(docs/architecture.md), each in turn in one run: static bytes on each, and the read app on
+each that can run it; those not installed (waitress, granian: not dependencies) are left out.
 """
 
 from __future__ import annotations
@@ -88,32 +92,96 @@ def wrk(url: str, seconds: int = SECONDS) -> dict[str, Any]:
             "socket_errors": socket_errors.group(1) if socket_errors else ""}
 
 
-def _server(kind: str, url: str, port: int) -> None:
-    """The `static` and `wsgiref` servers (run as `python -m bench.serving KIND URL PORT`)."""
-    from gpuradar.scheduler.server import ReadServer, route
+def _bodies(url: str) -> dict[str, tuple[str, list[tuple[str, str]], bytes]]:
+    """Each path's answer as the app draws it (status, headers less the length, body)."""
+    from gpuradar.scheduler.server import route
     from gpuradar.storage.db import get_engine
 
     engine = get_engine(url)
     app = route(lambda: engine, str)
-    if kind == "wsgiref":
-        from gpuradar.scheduler.health import serve
-        from gpuradar.scheduler.web import read_only
-
-        serve("127.0.0.1", port, read_only(app))
-        threading.Event().wait()
-    bodies: dict[str, tuple[str, list[tuple[str, str]], bytes]] = {}
+    bodies = {}
     for path in PATHS:
         said: list[Any] = []
         body = b"".join(app({"PATH_INFO": path, "REQUEST_METHOD": "GET", "QUERY_STRING": ""},
                             lambda status, headers, said=said: said.extend([status, headers])))
         bodies[path] = (said[0], [(k, v) for k, v in said[1] if k != "Content-Length"], body)
+    return bodies
+
+
+def _static_wsgi(url: str) -> Any:
+    """A WSGI app sending the precomputed answers."""
+    bodies = _bodies(url)
 
     def static(environ: dict[str, Any], start_response: Any) -> list[bytes]:
         status, headers, body = bodies[environ["PATH_INFO"]]
         start_response(status, [*headers, ("Content-Length", str(len(body)))])
         return [body]
 
-    ReadServer(static, "127.0.0.1", port).run()
+    return static
+
+
+def _read_wsgi() -> Any:
+    """The read side's WSGI app (cached, read-only) over BENCH_DATABASE_URL: what a WSGI
+    server would run in ReadApp's place."""
+    import os
+
+    from gpuradar.scheduler.server import read_app
+    from gpuradar.storage.db import get_engine
+
+    engine = get_engine(os.environ["BENCH_DATABASE_URL"])
+    return read_app(lambda: engine, str).wsgi
+
+
+def _static_wsgi_env() -> Any:
+    import os
+
+    return _static_wsgi(os.environ["BENCH_DATABASE_URL"])
+
+
+def _server(kind: str, url: str, port: int) -> None:
+    """The servers other than `gpuradar serve` (run as `python -m bench.serving KIND URL
+    PORT`)."""
+    from gpuradar.scheduler.server import ReadServer
+
+    if kind == "wsgiref":
+        from gpuradar.scheduler.health import serve
+        from gpuradar.scheduler.server import route
+        from gpuradar.scheduler.web import read_only
+        from gpuradar.storage.db import get_engine
+
+        engine = get_engine(url)
+        serve("127.0.0.1", port, read_only(route(lambda: engine, str)))
+        threading.Event().wait()
+    elif kind == "static":
+        bodies = {path: (int(status.split()[0]), [
+            (k.lower().encode(), v.encode()) for k, v in
+            [*headers, ("Content-Length", str(len(body)))]], body)
+            for path, (status, headers, body) in _bodies(url).items()}
+
+        async def static(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            status, headers, body = bodies[scope["path"]]
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+        ReadServer(static, "127.0.0.1", port).run()
+    elif kind in ("waitress-static", "waitress-app"):
+        import os
+
+        from waitress import serve as waitress_serve
+
+        os.environ["BENCH_DATABASE_URL"] = url
+        waitress_serve(_static_wsgi(url) if kind == "waitress-static" else _read_wsgi(),
+                       host="127.0.0.1", port=port, threads=4, _quiet=True)
+    elif kind in ("granian-static", "granian-app"):
+        import os
+
+        from granian import Granian
+
+        os.environ["BENCH_DATABASE_URL"] = url
+        target = "_static_wsgi_env" if kind == "granian-static" else "_read_wsgi"
+        Granian(f"bench.serving:{target}", address="127.0.0.1", port=port,
+                interface="wsgi", workers=1, blocking_threads=4, factory=True,
+                log_enabled=False).serve()
 
 
 #: What Prometheus asks for.
@@ -153,26 +221,13 @@ def measure() -> dict[str, Any]:
         raise RuntimeError("wrk is not installed (Debian: apt-get install wrk)")
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        url = f"sqlite:///{tmp}/bench.db"
-        env = {"GPURADAR_DATA_DIR": f"{tmp}/data", "GCP_API_KEY": "", "VAST_API_KEY": "",
-               "PATH": "/usr/bin:/bin"}
-        names = sorted(p.name for p in RECORDINGS.iterdir() if (p / "index.json").exists())
-        subprocess.run([sys.executable, "-m", "gpuradar", "crawl", *names, "--replay",
-                        str(RECORDINGS), "--database-url", url], env=env, check=True,
-                       capture_output=True, cwd=REPO)
+        url, env, names = _replayed(tmp)
         out["offers"] = _offers(url)
         procs, bases = [], {}
         try:
             for kind in ("static", "serve", "wsgiref"):
-                port = _port()
-                args = ([sys.executable, "-m", "gpuradar", "serve", "--database-url", url,
-                         "--port", str(port)] if kind == "serve" else
-                        [sys.executable, "-m", "bench.serving", kind, url, str(port)])
-                procs.append(subprocess.Popen(args, env=env, cwd=REPO,
-                                              stdout=subprocess.DEVNULL,
-                                              stderr=subprocess.DEVNULL))
-                bases[kind] = f"http://127.0.0.1:{port}"
-                _wait(bases[kind] + "/")
+                proc, bases[kind] = _start(kind, url, env)
+                procs.append(proc)
             rounds: dict[str, dict[str, list[dict[str, float]]]] = {
                 kind: {path: [] for path in PATHS} for kind in ("static", "serve")}
             for _ in range(ROUNDS):
@@ -187,10 +242,162 @@ def measure() -> dict[str, Any]:
                 for path in PATHS}
             out["wsgiref"] = {path: wrk(bases["wsgiref"] + path) for path in PATHS}
         finally:
-            for proc in procs:
-                proc.terminate()
-                proc.wait(30)
+            _stop(procs)
         out["metrics"] = _daemon_metrics(tmp, url, env, len(names))
+    return out
+
+
+def _replayed(tmp: str) -> tuple[str, dict[str, str], list[str]]:
+    """Every shipped recording replayed into a new SQLite database: its URL, the
+    environment of the processes that read it, the sources."""
+    url = f"sqlite:///{tmp}/bench.db"
+    env = {"GPURADAR_DATA_DIR": f"{tmp}/data", "GCP_API_KEY": "", "VAST_API_KEY": "",
+           "PATH": "/usr/bin:/bin"}
+    names = sorted(p.name for p in RECORDINGS.iterdir() if (p / "index.json").exists())
+    subprocess.run([sys.executable, "-m", "gpuradar", "crawl", *names, "--replay",
+                    str(RECORDINGS), "--database-url", url], env=env, check=True,
+                   capture_output=True, cwd=REPO)
+    return url, env, names
+
+
+def _start(kind: str, url: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    """A server of `kind` (`serve`: `gpuradar serve`; else _server's) on a free port, once
+    it answers: its process and base URL."""
+    port = _port()
+    args = ([sys.executable, "-m", "gpuradar", "serve", "--database-url", url,
+             "--port", str(port)] if kind == "serve" else
+            [sys.executable, "-m", "bench.serving", kind, url, str(port)])
+    proc = subprocess.Popen(args, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait(base + "/")
+    except RuntimeError:
+        _stop([proc])
+        raise
+    return proc, base
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+#: The servers weighed for the read side (docs/architecture.md): precomputed bytes on each,
+#: and the read app on each (`serve`: the one shipped, ReadApp on uvicorn; `waitress-app`:
+#: the former, the WSGI app on waitress; `granian-app`: the WSGI app on granian).
+CANDIDATES = ("static", "waitress-static", "granian-static", "serve", "waitress-app",
+              "granian-app")
+
+
+def candidates() -> dict[str, Any]:
+    """Each candidate installed, loaded in turns (ROUNDS rounds of each path): the medians of
+    its figures and of its ratio to `static` (uvicorn's ceiling) in the same round."""
+    import importlib.util
+
+    if shutil.which("wrk") is None:
+        raise RuntimeError("wrk is not installed (Debian: apt-get install wrk)")
+    kinds = [k for k in CANDIDATES if k in ("static", "serve") or
+             importlib.util.find_spec(k.split("-")[0]) is not None]
+    with tempfile.TemporaryDirectory() as tmp:
+        url, env, _ = _replayed(tmp)
+        procs, bases = [], {}
+        try:
+            for kind in kinds:
+                proc, bases[kind] = _start(kind, url, env)
+                procs.append(proc)
+            rounds: dict[str, dict[str, list[dict[str, float]]]] = {
+                kind: {path: [] for path in PATHS} for kind in kinds}
+            for _ in range(ROUNDS):
+                for path in PATHS:
+                    for kind in kinds:
+                        rounds[kind][path].append(wrk(bases[kind] + path, ROUND_SECONDS))
+        finally:
+            _stop(procs)
+    return {kind: {path: {**_median(runs), "of_static": statistics.median(
+        r["rps"] / s["rps"] for r, s in zip(runs, rounds["static"][path], strict=True))}
+        for path, runs in by_path.items()} for kind, by_path in rounds.items()}
+
+
+#: Requests each server answers under callgrind per path and batch (`instructions`), and
+#: the batches: the figure is the fewest instructions of a batch, as a batch that met the
+#: page's redraw of a new minute (a wall-clock event) counts that draw too.
+COUNTED = 400
+BATCHES = 3
+
+
+def _fire(url: str, count: int) -> None:
+    """`count` GET requests of `url`, CONNECTIONS at once on keep-alive connections."""
+    import http.client
+    from concurrent.futures import ThreadPoolExecutor
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+
+    def one_connection(requests: int) -> None:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
+        for _ in range(requests):
+            conn.request("GET", parts.path)
+            reply = conn.getresponse()
+            reply.read()
+            if reply.status != 200:
+                raise RuntimeError(f"{url}: {reply.status}")
+        conn.close()
+
+    with ThreadPoolExecutor(CONNECTIONS) as pool:
+        list(pool.map(one_connection, [count // CONNECTIONS] * CONNECTIONS))
+
+
+def instructions(kinds: tuple[str, ...] = ("static", "waitress-static", "serve",
+                                           "waitress-app")) -> dict[str, Any]:
+    """Instructions per answer of each server in `kinds` (installed), counted by callgrind
+    while COUNTED requests of each path are answered, CONNECTIONS in flight (so that,
+    unlike a time, the figure repeats on a loaded machine). Each server runs under
+    valgrind; its start-up and a first request of each path (the draw) are not counted."""
+    import glob
+    import importlib.util
+
+    kinds = tuple(k for k in kinds if k in ("static", "serve") or
+                  importlib.util.find_spec(k.split("-")[0]) is not None)
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        url, env, _ = _replayed(tmp)
+        for kind in kinds:
+            port = _port()
+            args = (["-m", "gpuradar", "serve", "--database-url", url, "--port", str(port)]
+                    if kind == "serve" else ["-m", "bench.serving", kind, url, str(port)])
+            proc = subprocess.Popen(
+                ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                 f"--callgrind-out-file={tmp}/{kind}.%p", sys.executable, *args],
+                env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            base = f"http://127.0.0.1:{port}"
+            out[kind] = {}
+            try:
+                _wait(base + "/", timeout=600)
+                for path in PATHS:
+                    _wait(base + path, timeout=120)  # drawn and cached before counting
+                    counts = []
+                    for _ in range(BATCHES):
+                        for command in ("--zero", "--instr=on"):  # one a call
+                            subprocess.run(["callgrind_control", command, str(proc.pid)],
+                                           check=True, capture_output=True)
+                        _fire(base + path, COUNTED)
+                        for command in ("--dump", "--instr=off"):  # off first: dumps 0
+                            subprocess.run(["callgrind_control", command, str(proc.pid)],
+                                           check=True, capture_output=True)
+                        newest = max(glob.glob(f"{tmp}/{kind}.{proc.pid}.*"),
+                                     key=lambda f: int(f.rsplit(".", 1)[1]))
+                        total = re.search(r"^(?:summary|totals): (\d+)",
+                                          Path(newest).read_text(errors="replace"), re.M)
+                        counts.append(int(total.group(1)) / COUNTED)  # type: ignore[union-attr]
+                    out[kind][path] = min(counts)
+            finally:
+                _stop([proc])
     return out
 
 
@@ -288,4 +495,6 @@ if __name__ == "__main__":
     else:
         import json
 
-        print(json.dumps(measure(), indent=1))
+        print(json.dumps(instructions() if sys.argv[1:] == ["instructions"] else
+                         candidates() if sys.argv[1:] == ["candidates"] else measure(),
+                         indent=1))

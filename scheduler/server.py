@@ -1,7 +1,9 @@
 """The read side: the web page (scheduler/web.py) and the JSON API (scheduler/http_api.py) as one
-WSGI app on waitress, a production HTTP/1.1 server (keep-alive, a pool of worker threads, a
-bounded backlog), answers cached per data version and sent gzip-compressed to clients that
-take it.
+app on uvicorn (uvloop's event loop, httptools' parser: HTTP/1.1 keep-alive), answers cached
+per data version and sent gzip-compressed to clients that take it. A cached answer is sent
+from the event loop as stored bytes and headers; anything else (a first request, an error,
+a 405) is drawn by the WSGI app in a worker thread (a2wsgi's bridge), so a slow draw never
+holds back the cached answers. Why this server: docs/architecture.md.
 
 `gpuradar serve` runs it alone, stateless and read-only (any number of replicas, on a read
 replica of the database); `gpuradar run` runs the same app in a child process on its own
@@ -12,13 +14,15 @@ Every answer is a function of what is stored and, for the page, of the minute it
 (its ages: "5 minutes ago"). What is stored changes only when a crawl starts or ends, an
 index point is written or an alert changes: storage.page_reads.data_version reads that cheaply, at
 most every `recheck` seconds, and a change empties the cache. So a page that took a second
-to draw is drawn once per version and minute and then sent as stored bytes; its ETag (the
+to draw is drawn once per version and minute and then sent as stored bytes (while the page
+of a new minute is drawn, other readers get the previous minute's: the same data); its ETag (the
 SHA-256 of the body) and Last-Modified (the version's newest change) let a client
 revalidate for a 304.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gzip
 import hashlib
@@ -28,18 +32,25 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
 
+import httptools
+import uvicorn
 from sqlalchemy import Engine
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gpuradar.scheduler import http_api, web
-from gpuradar.scheduler.health import EndpointError
+from gpuradar.scheduler.sockets import BACKLOG, listen
 
 log = logging.getLogger("gpuradar.web")
+
+#: An answer as ASGI sends it: status, headers (lower-case bytes), body.
+Reply = tuple[int, list[tuple[bytes, bytes]], bytes]
 
 #: Answers kept per data version (distinct paths and queries), and their bytes (plain and
 #: gzipped) at most: past either, the least recently used goes first. An answer larger than
@@ -56,12 +67,23 @@ CLOCK_PATHS = (http_api.PREFIX + "/history", http_api.PREFIX + "/index/history")
 @dataclass(frozen=True)
 class Variant:
     """One representation of a cached answer (plain or gzipped), everything a request for
-    it needs made once: its tag, the headers of a 200 (its length included) and of a 304."""
+    it needs made once: its tag, the headers of a 200 (its length included) and of a 304,
+    as WSGI takes them and as ASGI does (`raw_ok`, `raw_not_modified`: lower-case bytes)."""
 
     tag: str
     body: bytes
     ok: list[tuple[str, str]]
     not_modified: list[tuple[str, str]]
+    raw_ok: list[tuple[bytes, bytes]] = field(init=False)
+    raw_not_modified: list[tuple[bytes, bytes]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "raw_ok", _raw(self.ok))
+        object.__setattr__(self, "raw_not_modified", _raw(self.not_modified))
+
+
+def _raw(headers: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
 
 
 @dataclass(frozen=True)
@@ -96,6 +118,20 @@ class Answer:
     @property
     def size(self) -> int:
         return len(self.plain.body) + (len(self.gzipped.body) if self.gzipped else 0)
+
+    def reply(self, accept_encoding: str, if_none_match: str | None,
+              if_modified_since: str | None) -> tuple[Variant, bool]:
+        """The variant a request takes, and whether the client's copy of it is current (a
+        304)."""
+        variant = self.plain
+        if self.gzipped is not None and _accepts_gzip(accept_encoding):
+            variant = self.gzipped
+        if if_none_match is None and if_modified_since is None:
+            return variant, False
+        return variant, (http_api.etag_matches(if_none_match, self.etag)
+                         or http_api.etag_matches(if_none_match, variant.tag)
+                         or (if_none_match is None
+                             and _not_modified_since(if_modified_since, self.modified)))
 
 
 def _parse_accepts_gzip(header: str) -> bool:
@@ -167,22 +203,77 @@ class ReadCache:
                 self._checked = now
         return self._generation, self._modified
 
+    def fresh(self) -> int | None:
+        """The data version's number when it was read less than `recheck` seconds ago (no
+        query needed), else None."""
+        if self._version is None or self.clock() - self._checked >= self.recheck:
+            return None
+        return self._generation
+
+    def key(self, method: str, path: str, query: str, origin: str, version: int
+            ) -> tuple[Any, ...] | None:
+        """The cache key of a request, or None for one never cached: a write, a path
+        outside the page and the API, a window ending now."""
+        if method not in ("GET", "HEAD") or not (
+                path == "/" or path.startswith(http_api.PREFIX + "/")) or (
+                path in CLOCK_PATHS and "until=" not in query):
+            return None
+        minute = int(self.wall() // 60) if path == "/" else 0
+        # the CORS headers answer the request's Origin: one entry per origin
+        return (version, path, query, minute, origin)
+
+    def hit(self, scope: dict[str, Any], drawing: Container[tuple[Any, ...]] = ()
+            ) -> tuple[Reply | None, tuple[Any, ...] | None]:
+        """An ASGI request's answer when it is cached and the data version is fresh: (status,
+        headers, body), made without a query nor a lock, on the event loop; else None (the
+        WSGI app then draws or finds it in a worker thread). And the request's cache key
+        (None: never cached, or the version is to be read). `drawing`: the keys of pages
+        being drawn, for which the previous minute's page will do."""
+        version = self.fresh()
+        if version is None:
+            return None, None
+        path: str = scope["path"]
+        if not path.isascii():  # as WSGI has it (PEP 3333): UTF-8 bytes read as Latin-1
+            path = path.encode().decode("latin-1")
+        origin = accept = ""
+        if_none = since = None
+        for name, value in scope["headers"]:
+            if name == b"accept-encoding":
+                accept = value.decode("latin-1")
+            elif name == b"if-none-match":
+                if_none = value.decode("latin-1")
+            elif name == b"if-modified-since":
+                since = value.decode("latin-1")
+            elif name == b"origin":
+                origin = value.decode("latin-1")
+        key = self.key(scope["method"], path, scope["query_string"].decode("latin-1"), origin,
+                       version)
+        if key is None:
+            return None, None
+        found = self._entries.get(key)  # a dict read: atomic
+        if found is None and path == "/" and key in drawing:
+            # the page of a new minute is being drawn (its ages): until it is, the previous
+            # minute's page of the same data, rather than every reader waiting for the draw
+            found = self._entries.get((*key[:3], key[3] - 1, *key[4:]))
+        if found is None:
+            return None, key
+        variant, current = found.reply(accept, if_none, since)
+        if current:
+            return (304, variant.raw_not_modified, b""), key
+        return (200, variant.raw_ok, b"" if scope["method"] == "HEAD" else variant.body), key
+
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
         query = environ.get("QUERY_STRING") or ""
         method = environ.get("REQUEST_METHOD", "GET")
-        cacheable = method in ("GET", "HEAD") and (
-            path == "/" or path.startswith(http_api.PREFIX + "/")) and not (
-            path in CLOCK_PATHS and "until=" not in query)
-        if not cacheable:
+        if self.key(method, path, query, "", 0) is None:
             return self.app(environ, start_response)
         try:
             version, modified = self.version()
         except Exception:  # noqa: BLE001 - the app says why (503, or 500 and logged)
             return self.app(environ, start_response)
-        minute = int(self.wall() // 60) if path == "/" else 0
-        # the CORS headers answer the request's Origin: one entry per origin
-        key = (version, path, query, minute, environ.get("HTTP_ORIGIN") or "")
+        key = self.key(method, path, query, environ.get("HTTP_ORIGIN") or "", version)
+        assert key is not None
         found = self._entries.get(key)  # a dict read: atomic, no lock on the hot path
         if found is None:
             try:
@@ -196,7 +287,14 @@ class ReadCache:
                 start_response(status, headers)
                 return [body]
             found = drawn
-        return self._send(found, environ, start_response)
+        variant, current = found.reply(environ.get("HTTP_ACCEPT_ENCODING") or "",
+                                       environ.get("HTTP_IF_NONE_MATCH"),
+                                       environ.get("HTTP_IF_MODIFIED_SINCE"))
+        if current:
+            start_response("304 Not Modified", variant.not_modified)
+            return [b""]
+        start_response("200 OK", variant.ok)
+        return [b"" if method == "HEAD" else variant.body]
 
     def _lookup(self, key: tuple[Any, ...]) -> Answer | None:
         with self._lock:
@@ -250,25 +348,6 @@ class ReadCache:
                 self._bytes -= old.size
         return answer
 
-    @staticmethod
-    def _send(answer: Answer, environ: dict[str, Any], start_response: Callable
-              ) -> Iterable[bytes]:
-        """The stored bytes and headers of the variant the client takes, or a 304."""
-        variant = answer.plain
-        if answer.gzipped is not None and _accepts_gzip(
-                environ.get("HTTP_ACCEPT_ENCODING") or ""):
-            variant = answer.gzipped
-        if_none = environ.get("HTTP_IF_NONE_MATCH")
-        since = environ.get("HTTP_IF_MODIFIED_SINCE")
-        if (if_none is not None or since is not None) and (
-                (http_api.etag_matches(if_none, answer.etag)
-                 or http_api.etag_matches(if_none, variant.tag))
-                or (if_none is None and _not_modified_since(since, answer.modified))):
-            start_response("304 Not Modified", variant.not_modified)
-            return [b""]
-        start_response("200 OK", variant.ok)
-        return [b"" if environ.get("REQUEST_METHOD") == "HEAD" else variant.body]
-
 
 def route(engine_fn: Callable[[], Engine], redact: Callable[[str], str],
           cors: Sequence[str] = ()) -> Callable:
@@ -287,77 +366,168 @@ def route(engine_fn: Callable[[], Engine], redact: Callable[[str], str],
     return app
 
 
+#: Worker threads that draw answers not yet cached (config web.threads).
+THREADS = 4
+#: A connection idle this long (before its first request or between two) is closed.
+KEEP_ALIVE = 60
+#: On stop, the answers under way get this long to finish.
+STOP_WAIT = 5
+
+
+class ReadApp:
+    """The read side as an ASGI app: a cached answer sent from the event loop
+    (ReadCache.hit), anything else by the WSGI app (`wsgi`: read-only, cached) in one of
+    `threads` worker threads."""
+
+    def __init__(self, cache: ReadCache, threads: int = THREADS) -> None:
+        from a2wsgi import WSGIMiddleware
+
+        self.cache = cache
+        self.wsgi = web.read_only(cache)
+        self.bridge = WSGIMiddleware(self.wsgi, workers=threads)
+        # the data version is read in a thread of its own, never behind a long draw
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="web-version")
+        self._reading: asyncio.Future[Any] | None = None
+        self._drawing: set[tuple[Any, ...]] = set()  # pages being drawn (the loop's alone)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
+            if self.cache.recheck > 0 and self.cache.fresh() is None:
+                await self._read_version()
+            found, key = self.cache.hit(scope, self._drawing)
+            if found is not None:
+                status, headers, body = found
+                await send({"type": "http.response.start", "status": status,
+                            "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+            if key is not None and key[1] == "/" and key not in self._drawing:
+                # this request draws the page; those that come meanwhile are not held
+                self._drawing.add(key)
+                try:
+                    await self.bridge(scope, receive, send)
+                finally:
+                    self._drawing.discard(key)
+                return
+        await self.bridge(scope, receive, send)
+
+    async def _read_version(self) -> None:
+        """Read the data version again, once for all the requests that found it stale (each
+        second under load: without this, every request of that moment would go to a worker
+        thread and read it). A failure is left to the WSGI app to answer (a 503)."""
+        if self._reading is None:
+            self._reading = asyncio.get_running_loop().run_in_executor(
+                self._reader, self.cache.version)
+            self._reading.add_done_callback(self._read)
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self._reading)
+
+    def _read(self, reading: asyncio.Future[Any]) -> None:
+        self._reading = None
+        if not reading.cancelled():
+            reading.exception()  # seen here, whether or not a request still awaits it
+
+    def close(self) -> None:
+        """Let the worker threads end (a draw under way finishes; none waiting starts)."""
+        self.bridge.executor.shutdown(wait=False, cancel_futures=True)
+        self._reader.shutdown(wait=False, cancel_futures=True)
+
+
 def read_app(engine_fn: Callable[[], Engine], redact: Callable[[str], str] = str,
-             recheck: float = 1.0, cors: Sequence[str] = ()) -> Callable:
-    """The read side's WSGI app: read-only (405 for anything but GET and HEAD), cached."""
-    return web.read_only(ReadCache(route(engine_fn, redact, cors), engine_fn, recheck))
+             recheck: float = 1.0, cors: Sequence[str] = (), threads: int = THREADS
+             ) -> ReadApp:
+    """The read side's app: read-only (405 for anything but GET and HEAD), cached."""
+    return ReadApp(ReadCache(route(engine_fn, redact, cors), engine_fn, recheck), threads)
 
 
 #: Request head refused beyond this (a URL over 64 KiB, or headers as long): 431.
 MAX_HEAD = 64 * 1024
 
 
-def _channel_class() -> type:
-    """waitress's connection, answering a request it refuses before the app (a head too
-    large, no HTTP at all) with one line of JSON, as the API's own errors."""
-    from waitress.channel import HTTPChannel
-    from waitress.task import ErrorTask
+class _HeadTooLarge(Exception):
+    """Raised from the parser's callbacks: the request's head passed MAX_HEAD."""
 
-    class JsonError(ErrorTask):
-        def execute(self) -> None:
-            # types-waitress calls `request` an Error: it is the parser that holds one
-            error = self.request.error  # type: ignore[attr-defined]
-            body = json.dumps({"error": f"{error.reason}: {error.body}"}).encode() + b"\n"
-            self.status = f"{error.code} {error.reason}"
-            self.response_headers.append(  # type: ignore[attr-defined]  # a list (stub: Sequence)
-                ("Content-Type", "application/json"))
-            self.set_close_on_finish()
-            self.content_length = len(body)
-            self.write(body)
 
-    class Channel(HTTPChannel):
-        error_task_class = JsonError
+class _Protocol(HttpToolsProtocol):
+    """uvicorn's HTTP connection (httptools), refusing a request head over MAX_HEAD with a
+    431 and one it cannot parse with a 400, each one line of JSON as the API's own errors,
+    and the connection closed (httptools has no bound on a head of its own)."""
 
-    return Channel
+    head = 0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        # a connection that sends no request is closed as an idle keep-alive one is (uvicorn
+        # times a connection out only between two requests)
+        self.timeout_keep_alive_task = self.loop.call_later(
+            self.timeout_keep_alive, self.timeout_keep_alive_handler)
+
+    def on_message_begin(self) -> None:
+        self.head = 0
+        super().on_message_begin()
+
+    def _count(self, size: int) -> None:
+        self.head += size
+        if self.head > MAX_HEAD:
+            raise _HeadTooLarge
+
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value) + 4)  # ": " and CRLF
+        super().on_header(name, value)
+
+    def data_received(self, data: bytes) -> None:
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            pass  # no protocol to upgrade to: the request is answered as it is
+        except httptools.HttpParserError as exc:
+            if isinstance(exc.__context__, _HeadTooLarge):
+                self.refuse("431 Request Header Fields Too Large",
+                            f"request head larger than {MAX_HEAD} bytes")
+            else:
+                self.refuse("400 Bad Request", f"unreadable request: {exc}")
+
+    def refuse(self, status: str, why: str) -> None:
+        body = json.dumps({"error": f"{status[4:]}: {why}"}).encode() + b"\n"
+        self.transport.write(
+            f"HTTP/1.1 {status}\r\nServer: gpuradar\r\nContent-Type: application/json"
+            f"\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body)
+        self.transport.close()
 
 
 class ReadServer:
-    """`app` on waitress at address:port, from a thread of its own (`run`) or the calling
-    thread (`serve`, until stop())."""
+    """An ASGI `app` (read_app's) on uvicorn at address:port, from a thread of its own
+    (`start`) or the calling thread (`run`, until stop())."""
 
-    def __init__(self, app: Callable, address: str, port: int, threads: int = 4,
+    def __init__(self, app: Callable, address: str, port: int,
                  sockets: Sequence[socket.socket] = ()) -> None:
         """`sockets`: listening sockets to serve instead of address:port (the page child of
-        `gpuradar run` serves the daemon's, scheduler/web_child.py)."""
-        from waitress.server import create_server
-
-        # waitress warns "Task queue depth is N" for every request that waits for a worker
-        # thread: at 50 in flight on 4 threads, a line per request, formatted and written
-        # under load (the backlog is bounded and waiting is normal, not a warning)
-        logging.getLogger("waitress.queue").setLevel(logging.ERROR)
-        where: dict[str, Any] = ({"sockets": list(sockets)} if sockets else
-                                 {"host": address, "port": port})
-        try:
-            self.server: Any = create_server(app, **where, threads=threads,
-                                             ident="gpuradar", max_request_header_size=MAX_HEAD,
-                                             clear_untrusted_proxy_headers=True,
-                                             asyncore_use_poll=True)
-            for one in getattr(self.server, "map", {0: self.server}).values():
-                one.channel_class = _channel_class()
-        except (OSError, ValueError) as exc:
-            why = getattr(exc, "strerror", None) or exc
-            raise EndpointError(f"cannot listen on {address}:{port} for the web page and "
-                                f"API: {why}") from None
-        # one listening socket, or several (a name such as localhost: IPv4 and IPv6)
-        self._map = getattr(self.server, "_map", None) or getattr(self.server, "map", None)
-        self._stopping = threading.Event()
+        `gpuradar run` serves the daemon's, scheduler/web_child.py). Raises EndpointError
+        (one line) when the port cannot be had."""
+        self.app = app
+        self.sockets = list(sockets) or listen(address, port)
+        # uvicorn says at INFO when it starts and stops, each time; its errors still show
+        logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+        # proxy_headers off: no answer depends on the client's address or scheme, and a
+        # proxy's X-Forwarded-* headers are not taken on trust (as waitress was told)
+        config = uvicorn.Config(
+            app, http=_Protocol, loop="auto", lifespan="off", interface="asgi3",
+            log_config=None, access_log=False, server_header=False, proxy_headers=False,
+            headers=[("Server", "gpuradar")], backlog=BACKLOG,
+            timeout_keep_alive=KEEP_ALIVE, timeout_graceful_shutdown=STOP_WAIT)
+        self.server = _Server(config)
         self.thread: threading.Thread | None = None
 
     @property
     def listening(self) -> list[tuple[str, int]]:
         """(host, port) of each listening socket (a port 0 asked for is the one taken)."""
-        found = getattr(self.server, "effective_listen", None)
-        return found or [(self.server.effective_host, self.server.effective_port)]
+        return [sock.getsockname()[:2] for sock in self.sockets]
 
     @property
     def url(self) -> str:
@@ -370,21 +540,29 @@ class ReadServer:
         return self
 
     def run(self) -> None:
-        """Serve until stop(); then finish the requests under way and close every socket,
-        from this thread (closing them from another one races the poll loop)."""
-        from waitress import wasyncore
-
-        while not self._stopping.is_set():
-            wasyncore.loop(timeout=self.server.adj.asyncore_loop_timeout, map=self._map,
-                           use_poll=self.server.adj.asyncore_use_poll, count=1)
-        self.server.task_dispatcher.shutdown()
-        wasyncore.close_all(self._map)
+        """Serve until stop(); then finish the answers under way (STOP_WAIT at most) and
+        close every socket."""
+        try:
+            self.server.run(sockets=self.sockets)
+        finally:
+            close = getattr(self.app, "close", None)
+            if close is not None:
+                close()
+            for sock in self.sockets:
+                sock.close()
 
     def stop(self) -> None:
-        self._stopping.set()
-        # wakes the poll loop now; a trigger already closed means the loop is ending anyway
-        # (it checks _stopping at least every asyncore_loop_timeout, 1 s)
-        with contextlib.suppress(OSError):
-            self.server.pull_trigger()
-        if self.thread is not None:
-            self.thread.join(10)
+        """Ask the server to stop (it looks every 0.1 s; safe from a signal handler or
+        another thread) and wait for it when it runs in its own thread."""
+        self.server.should_exit = True
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(STOP_WAIT + 5)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server without its signal handling: the caller's handlers call stop()
+    (uvicorn's would raise the signal again once stopped: an exit by SIGTERM, not 0)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield

@@ -4,7 +4,7 @@ In the daemon's process, page readers shared the interpreter lock with the `/met
 scrape and the health checks: a loaded page slowed the monitoring of the service. So the
 daemon binds the page's port itself and hands the listening socket to a child process (a
 fresh interpreter, `python -m gpuradar.scheduler.web_child`), which serves the same app on
-waitress as `gpuradar serve` does (scheduler/server.py).
+uvicorn as `gpuradar serve` does (scheduler/server.py).
 
 The daemon supervises it (`WebChild`): the child is started with the daemon, started again
 when it dies (logged, `gpuradar_web_up` 0 and `gpuradar_web_restarts_total` counted until it
@@ -33,12 +33,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any
 
-from gpuradar.scheduler.health import EndpointError
+from gpuradar.scheduler.sockets import listen
 
 log = logging.getLogger("gpuradar.web")
 
-#: Connections the kernel queues for the child (while it starts or restarts, too).
-BACKLOG = 1024
 #: The first restart waits this long; each quick death doubles it, up to RESTART_MAX.
 RESTART_DELAY = 0.5
 RESTART_MAX = 30.0
@@ -49,37 +47,6 @@ STOP_WAIT = 5.0
 #: The child's niceness above the daemon's: when readers keep every core busy, the kernel
 #: still gives the daemon (its crawls, its scrapes and health checks) most of a core.
 NICE = 5
-
-
-def listen(address: str, port: int) -> list[socket.socket]:
-    """Listening sockets on every address `address` resolves to (a name such as localhost:
-    IPv4 and IPv6), all on one port (port 0: the one the first was given)."""
-    try:
-        infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM,
-                                   flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise EndpointError(f"cannot resolve web address {address!r}: {exc}") from None
-    out: list[socket.socket] = []
-    seen: set[tuple[int, Any]] = set()
-    try:
-        for family, kind, proto, _, sockaddr in infos:
-            if (family, sockaddr[0]) in seen:
-                continue
-            seen.add((family, sockaddr[0]))
-            sock = socket.socket(family, kind, proto)
-            out.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            chosen = out[0].getsockname()[1] if len(out) > 1 else port
-            sock.bind((sockaddr[0], chosen, *sockaddr[2:]))
-            sock.listen(BACKLOG)
-    except OSError as exc:
-        for sock in out:
-            sock.close()
-        raise EndpointError(f"cannot listen on {address}:{port} for the web page and API: "
-                            f"{exc.strerror or exc}") from None
-    return out
 
 
 class WebChild:
@@ -219,8 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     engine = get_engine(spec["database_url"])
     sockets = [socket.socket(fileno=fd) for fd in spec["fds"]]
-    server = ReadServer(read_app(lambda: engine, REDACT, cors=spec.get("cors", ())),
-                        "", 0, spec.get("threads", 4), sockets=sockets)
+    server = ReadServer(read_app(lambda: engine, REDACT, cors=spec.get("cors", ()),
+                                 threads=spec.get("threads", 4)), "", 0, sockets=sockets)
 
     def follow() -> None:
         for more in sys.stdin.buffer:

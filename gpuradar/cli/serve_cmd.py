@@ -20,8 +20,8 @@ def serve(
         "--port", help="Port (config web.port; default 9109; 0: any free port).", min=0,
         max=65535)] = None,
     threads: Annotated[int | None, typer.Option(
-        "--threads", help="Worker threads (config web.threads; default 4).", min=1,
-        max=64)] = None,
+        "--threads", help="Worker threads drawing answers not yet cached (config "
+        "web.threads; default 4).", min=1, max=64)] = None,
 ) -> None:
     """Serve the web page at / and the JSON API under /api/v1 from the database, on a
     production HTTP/1.1 server (keep-alive, gzip, answers cached per data version), without
@@ -36,9 +36,9 @@ def serve(
     engine = read_engine(url)
     web = cfg.web
     try:
-        server = ReadServer(read_app(lambda: engine, REDACT, cors=cfg.metrics.cors_origins),
-                            address or web.address,
-                            web.port if port is None else port, threads or web.threads)
+        server = ReadServer(read_app(lambda: engine, REDACT, cors=cfg.metrics.cors_origins,
+                                     threads=threads or web.threads),
+                            address or web.address, web.port if port is None else port)
     except EndpointError as exc:
         raise fail(f"{exc}; set --port / web.port") from None
 

@@ -12,6 +12,7 @@ import shutil
 import urllib.error
 import urllib.request
 from datetime import datetime
+from email.message import Message
 from pathlib import Path
 
 import pytest
@@ -31,13 +32,14 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-def request(url: str, method: str = "GET") -> tuple[int, dict[str, str], str]:
+def request(url: str, method: str = "GET") -> tuple[int, Message, str]:
+    """Status, headers (names in any case, as HTTP has them) and body."""
     req = urllib.request.Request(url, method=method, data=b"x" if method == "POST" else None)
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, dict(r.headers), r.read().decode()
+            return r.status, r.headers, r.read().decode()
     except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read().decode()
+        return exc.code, exc.headers, exc.read().decode()
 
 
 @pytest.fixture(scope="module")
