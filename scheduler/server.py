@@ -555,6 +555,7 @@ class ReadServer:
         """Ask the server to stop (it looks every 0.1 s; safe from a signal handler or
         another thread) and wait for it when it runs in its own thread."""
         self.server.should_exit = True
+        self.server.wake()
         if self.thread is not None and self.thread is not threading.current_thread():
             self.thread.join(STOP_WAIT + 5)
 
@@ -563,6 +564,29 @@ class _Server(uvicorn.Server):
     """uvicorn's server without its signal handling: the caller's handlers call stop()
     (uvicorn's would raise the signal again once stopped: an exit by SIGTERM, not 0)."""
 
+    _loop: asyncio.AbstractEventLoop | None = None
+    _woken: asyncio.Event | None = None
+
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    def wake(self) -> None:
+        """Let main_loop see should_exit now rather than at its next 0.1 s tick (safe from
+        any thread; a stop asked before the loop runs is seen at its first tick)."""
+        loop, woken = self._loop, self._woken
+        if loop is not None and woken is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has already closed
+                loop.call_soon_threadsafe(woken.set)
+
+    async def main_loop(self) -> None:
+        """uvicorn's ticks (its Date header, once a second), but woken by stop(): every
+        `serve` and page process stops as soon as asked, not up to a tick later."""
+        self._loop, self._woken = asyncio.get_running_loop(), asyncio.Event()
+        counter = 0
+        should_exit = await self.on_tick(counter)
+        while not should_exit:
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), 0.1)
+            should_exit = await self.on_tick(counter)
