@@ -763,10 +763,11 @@ def test_a_long_name_is_cut_to_200_characters():
     assert parse_rule("H100 under $2/h", name="n" * 250).name == "n" * 200
 
 
-def test_an_unknown_option_is_refused():
+@pytest.mark.parametrize("key", ["colour", "volume"])  # named before and after `top`
+def test_an_unknown_option_is_refused(key):
     with pytest.raises(RuleError) as err:
-        parse_rule("H100 under $2/h", colour="red")
-    assert str(err.value) == "unknown option 'colour'\n    H100 under $2/h"
+        parse_rule("H100 under $2/h", **{key: 5})
+    assert str(err.value) == f"unknown option {key!r}\n    H100 under $2/h"
 
 
 def test_a_too_long_rule_is_quoted_by_its_first_40_characters():
@@ -886,3 +887,12 @@ def test_a_gpu_name_running_to_the_end_of_a_long_rule_points_at_its_bad_word():
     """Past 256 words (where `is` and `==` part ways) the GPU words may end the rule."""
     text = "H100 " + " ".join(["x"] * 299)
     assert show(text).splitlines() == ["unexpected word 'x'", f"    {text}", "         ^"]
+
+
+@pytest.mark.parametrize("text", ["H100 under $2/h fast+", "H100 under $2/h +"])
+def test_a_word_ending_in_a_plus_that_is_no_quantity_is_an_unexpected_word(text):
+    """`32+ vCPUs` is a clause; `fast+` is not: it gets the unexpected-word error and its
+    caret, like any word the grammar does not know."""
+    word = text.split()[-1]
+    assert show(text).splitlines() == [f"unexpected word {word!r}", f"    {text}",
+                                       "    " + " " * text.index(word) + "^" * len(word)]
