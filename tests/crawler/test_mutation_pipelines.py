@@ -327,10 +327,12 @@ def test_back_dated_prices_at_either_end_of_the_plausible_range_are_stored(sqlit
     storage.process_item(live)
     storage.process_item(PriceHistory("azure", live.key, 8, "USD", [
         (now - 4 * day, 3.92), (now - 3 * day, 4.0), (now - 2 * day, 32.0),
-        (now - day, 32.08)], 90))
+        (now - day, 32.08)], 90, unreadable=3))
     storage.spider_closed(spider, "finished")
     done = storage.summary.backfilled
-    assert (done.points, done.refused) == (2, 2)
+    assert (done.points, done.refused) == (2, 5)  # with the 3 the answer gave unreadable
+    (stored,) = queries.find_offer(storage.engine, "azure", "X")
+    assert [s["price"] for s in queries.spans(storage.engine, stored["id"])] == [4.0, 32.0, 16.0]
 
 
 @pytest.mark.parametrize("gpus, currency", [(0, "USD"), (8, "EUR")])
@@ -356,3 +358,32 @@ def test_back_dated_prices_of_no_gpus_or_not_in_usd_are_refused(sqlite_url, gpus
     summary = storage.summary
     assert (summary.status, summary.items, summary.backfilled.points,
             summary.backfilled.refused) == ("ok", 1, 0, 2)
+
+
+def test_an_offer_listed_twice_in_a_refused_replay_is_still_dropped_as_a_duplicate(sqlite_url):
+    """A replay older than the stored data stores nothing, yet its offers are judged as a
+    crawl's are: one listed a second time, batches apart, is dropped as a duplicate."""
+    from datetime import timedelta
+
+    from scrapy.exceptions import DropItem
+    from scrapy.utils.test import get_crawler
+
+    from gpuradar.crawler.pipelines import StoragePipeline
+    from gpuradar.crawler.spiders.azure import AzureSpider
+    from gpuradar.storage.db import open_database
+
+    stored = CrawlWriter(open_database(sqlite_url), "azure", started_at=T0)
+    stored.add([offer(2.5, price_usd=2.5, price_per_gpu_usd=2.5)])
+    stored.finish("ok")
+    crawler = get_crawler(AzureSpider, {
+        "GPURADAR_DATABASE_URL": sqlite_url, "GPURADAR_BATCH_SIZE": 1,
+        "GPURADAR_STAGED": {"at": T0 - timedelta(days=1), "captured": "2026-10-31"}})
+    crawler.spider = spider = crawler._create_spider()
+    storage = StoragePipeline(crawler)
+    storage.spider_opened(spider)
+    storage.process_item(offer(3.0, it="A", price_usd=3.0, price_per_gpu_usd=3.0))
+    storage.process_item(offer(3.0, it="B", price_usd=3.0, price_per_gpu_usd=3.0))
+    with pytest.raises(DropItem, match="duplicate_offer: azure eastus A on_demand"):
+        storage.process_item(offer(3.0, it="A", price_usd=3.0, price_per_gpu_usd=3.0))
+    storage.spider_closed(spider, "finished")
+    assert storage.summary.status == "refused"
