@@ -896,3 +896,20 @@ def test_a_word_ending_in_a_plus_that_is_no_quantity_is_an_unexpected_word(text)
     word = text.split()[-1]
     assert show(text).splitlines() == [f"unexpected word {word!r}", f"    {text}",
                                        "    " + " " * text.index(word) + "^" * len(word)]
+
+
+@pytest.mark.parametrize("text, message, start, width", [
+    ("H100 under $2/h per", "`per` needs `instance` or `GPU`", 16, 3),
+    ("H100 under its 30-day median", "the percentage is missing: write `under its 30-day "
+     "median by 20%`", 28, 1),
+    ("H100 under its 30-day median by", "the percentage is missing: write `under its 30-day "
+     "median by 20%`", 31, 1),
+    ("H100 under its 30-day price by 10%", "`median` is missing: write `under its 30-day "
+     "median by 20%`", 22, 5)])
+def test_a_rule_cut_short_or_misworded_after_per_or_its_window_points_at_the_place(
+        text, message, start, width):
+    """`per` as the last word, a median rule ending before its percentage, and a word
+    other than `median` (one sorting after it too) after the window: each the error and
+    its caret, at the word or just past the end."""
+    assert show(text).splitlines() == [message, f"    {text}",
+                                       "    " + " " * start + "^" * width]
