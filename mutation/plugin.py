@@ -34,5 +34,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller has them all
+        return
     if path := os.environ.get("MUTATION_DURATIONS"):
         Path(path).write_text(json.dumps(DURATIONS, indent=0, sort_keys=True))

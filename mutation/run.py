@@ -95,7 +95,10 @@ def record_coverage(name: str, target: dict, defaults: dict) -> None:
     env = {**os.environ, "COVERAGE_FILE": str(data), "GPURADAR_TEST_SUBPROCESS": "1",
            "MUTATION_DURATIONS": str(data.with_suffix(".durations.json")),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
-    code = subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "plugin",
+    # Two xdist workers (the suite's files are independent): the coverage run is most of a
+    # small sample's time; each worker's contexts are combined as one process's would be.
+    code = subprocess.run([sys.executable, "-m", "pytest", *args, "-n", "2", "--dist=loadfile",
+                           "-p", "plugin",
                            "--cov-context=test", f"--cov-config={HERE / 'coveragerc'}",
                            "--cov-report=", *(f"--cov={s}" for s in sources)],
                           cwd=REPO, env=env).returncode

@@ -797,10 +797,11 @@ def test_a_long_name_is_cut_to_200_characters():
     assert parse_rule("H100 under $2/h", name="n" * 250).name == "n" * 200
 
 
-def test_an_unknown_option_is_refused():
+@pytest.mark.parametrize("key", ["colour", "volume"])  # named before and after `top`
+def test_an_unknown_option_is_refused(key):
     with pytest.raises(RuleError) as err:
-        parse_rule("H100 under $2/h", colour="red")
-    assert str(err.value) == "unknown option 'colour'\n    H100 under $2/h"
+        parse_rule("H100 under $2/h", **{key: 5})
+    assert str(err.value) == f"unknown option {key!r}\n    H100 under $2/h"
 
 
 def test_a_too_long_rule_is_quoted_by_its_first_40_characters():
@@ -920,3 +921,29 @@ def test_a_gpu_name_running_to_the_end_of_a_long_rule_points_at_its_bad_word():
     """Past 256 words (where `is` and `==` part ways) the GPU words may end the rule."""
     text = "H100 " + " ".join(["x"] * 299)
     assert show(text).splitlines() == ["unexpected word 'x'", f"    {text}", "         ^"]
+
+
+@pytest.mark.parametrize("text", ["H100 under $2/h fast+", "H100 under $2/h +"])
+def test_a_word_ending_in_a_plus_that_is_no_quantity_is_an_unexpected_word(text):
+    """`32+ vCPUs` is a clause; `fast+` is not: it gets the unexpected-word error and its
+    caret, like any word the grammar does not know."""
+    word = text.split()[-1]
+    assert show(text).splitlines() == [f"unexpected word {word!r}", f"    {text}",
+                                       "    " + " " * text.index(word) + "^" * len(word)]
+
+
+@pytest.mark.parametrize("text, message, start, width", [
+    ("H100 under $2/h per", "`per` needs `instance` or `GPU`", 16, 3),
+    ("H100 under its 30-day median", "the percentage is missing: write `under its 30-day "
+     "median by 20%`", 28, 1),
+    ("H100 under its 30-day median by", "the percentage is missing: write `under its 30-day "
+     "median by 20%`", 31, 1),
+    ("H100 under its 30-day price by 10%", "`median` is missing: write `under its 30-day "
+     "median by 20%`", 22, 5)])
+def test_a_rule_cut_short_or_misworded_after_per_or_its_window_points_at_the_place(
+        text, message, start, width):
+    """`per` as the last word, a median rule ending before its percentage, and a word
+    other than `median` (one sorting after it too) after the window: each the error and
+    its caret, at the word or just past the end."""
+    assert show(text).splitlines() == [message, f"    {text}",
+                                       "    " + " " * start + "^" * width]

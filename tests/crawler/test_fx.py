@@ -46,3 +46,32 @@ def test_unknown_currency_is_dropped():
     item = cny_item()
     item.currency = "XYZ"
     assert normalize(item, FxTable({})) == "unknown_currency"
+
+
+def test_a_day_of_ecb_rates_without_usd_is_reported_and_the_other_days_are_stored(engine,
+                                                                                   db_url):
+    """The ECB's rates are per euro; a day that lacks the USD rate cannot be converted to
+    USD: the crawl says so, and the days before and after it are stored all the same. A
+    currency worth more than a euro (under 1 per EUR) is stored like any other; a rate of
+    zero is no rate."""
+    from scrapy.utils.test import get_crawler
+
+    from gpuradar.core.items import FxRateItem
+    from gpuradar.crawler.pipelines import StoragePipeline
+    from gpuradar.crawler.spiders.fx import FxSpider
+
+    crawler = get_crawler(FxSpider, {"GPURADAR_DATABASE_URL": db_url})
+    crawler.spider = spider = crawler._create_spider()
+    storage = StoragePipeline(crawler)
+    storage.spider_opened(spider)
+    for currency, per_eur, day in (("USD", 1.16, "2026-11-25"), ("CNY", 8.2, "2026-11-25"),
+                                   ("CNY", 8.1, "2026-11-26"), ("USD", 1.17, "2026-11-27"),
+                                   ("CNY", 8.3, "2026-11-27"), ("GBP", 0.87, "2026-11-27"),
+                                   ("JPY", 0.0, "2026-11-27")):
+        storage.process_item(FxRateItem(currency=currency, per_eur=per_eur, rate_date=day))
+    storage.spider_closed(spider, "finished")
+    assert storage.summary.error == "ECB rates of 2026-11-26 have no USD rate"
+    rates = latest_fx(engine)
+    assert rates["CNY"][:2] == (pytest.approx(1.17 / 8.3), date(2026, 11, 27))
+    assert rates["GBP"][:2] == (pytest.approx(1.17 / 0.87), date(2026, 11, 27))
+    assert rates["EUR"][:2] == (1.17, date(2026, 11, 27)) and "JPY" not in rates

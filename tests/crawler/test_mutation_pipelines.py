@@ -305,3 +305,85 @@ def test_a_crawl_that_never_reached_storage_reports_nothing_stored():
         "changed": 0, "closed": 0, "dropped": {}, "unknown_gpus": [], "duration_s": 0.0,
         "changed_offer_ids": set(), "uncatalogued": {}, "unreadable": 0, "held": 0,
         "backfilled": None}
+
+
+def test_back_dated_prices_at_either_end_of_the_plausible_range_are_stored(sqlite_url):
+    """A back-dated price is judged per GPU against the source's plausible range as a live
+    one is, both ends included: of an 8-GPU offer's history in a $0.50-$4 range, $4 and $32
+    are stored, $3.92 and $32.08 (a cent per GPU outside) are counted as refused."""
+    from scrapy.utils.test import get_crawler
+
+    from gpuradar.core.backfill import PriceHistory
+    from gpuradar.crawler.pipelines import StoragePipeline
+    from gpuradar.crawler.spiders.azure import AzureSpider
+
+    crawler = get_crawler(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url,
+                                        "GPURADAR_PRICE_RANGE": [0.5, 4.0]})
+    crawler.spider = spider = crawler._create_spider()
+    storage = StoragePipeline(crawler)
+    storage.spider_opened(spider)
+    live = offer(16.0, count=8, price_usd=16.0, price_per_gpu_usd=2.0)
+    day, now = 86400, int(T0.timestamp())
+    storage.process_item(live)
+    storage.process_item(PriceHistory("azure", live.key, 8, "USD", [
+        (now - 4 * day, 3.92), (now - 3 * day, 4.0), (now - 2 * day, 32.0),
+        (now - day, 32.08)], 90, unreadable=3))
+    storage.spider_closed(spider, "finished")
+    done = storage.summary.backfilled
+    assert (done.points, done.refused) == (2, 5)  # with the 3 the answer gave unreadable
+    (stored,) = queries.find_offer(storage.engine, "azure", "X")
+    assert [s["price"] for s in queries.spans(storage.engine, stored["id"])] == [4.0, 32.0, 16.0]
+
+
+@pytest.mark.parametrize("gpus, currency", [(0, "USD"), (8, "EUR")])
+def test_back_dated_prices_of_no_gpus_or_not_in_usd_are_refused(sqlite_url, gpus, currency):
+    """The range is in USD per GPU: a history in another currency, or of an offer of no GPUs,
+    cannot be judged against it, so none of its prices is stored; the crawl goes on."""
+    from scrapy.utils.test import get_crawler
+
+    from gpuradar.core.backfill import PriceHistory
+    from gpuradar.crawler.pipelines import StoragePipeline
+    from gpuradar.crawler.spiders.azure import AzureSpider
+
+    crawler = get_crawler(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
+    crawler.spider = spider = crawler._create_spider()
+    storage = StoragePipeline(crawler)
+    storage.spider_opened(spider)
+    live = offer(16.0, count=8, price_usd=16.0, price_per_gpu_usd=2.0)
+    now = int(T0.timestamp())
+    storage.process_item(live)
+    storage.process_item(PriceHistory("azure", live.key, gpus, currency,
+                                      [(now - 86400, 12.0), (now - 3600, 14.0)], 90))
+    storage.spider_closed(spider, "finished")
+    summary = storage.summary
+    assert (summary.status, summary.items, summary.backfilled.points,
+            summary.backfilled.refused) == ("ok", 1, 0, 2)
+
+
+def test_an_offer_listed_twice_in_a_refused_replay_is_still_dropped_as_a_duplicate(sqlite_url):
+    """A replay older than the stored data stores nothing, yet its offers are judged as a
+    crawl's are: one listed a second time, batches apart, is dropped as a duplicate."""
+    from datetime import timedelta
+
+    from scrapy.exceptions import DropItem
+    from scrapy.utils.test import get_crawler
+
+    from gpuradar.crawler.pipelines import StoragePipeline
+    from gpuradar.crawler.spiders.azure import AzureSpider
+    from gpuradar.storage.db import open_database
+
+    stored = CrawlWriter(open_database(sqlite_url), "azure", started_at=T0)
+    stored.add([offer(2.5, price_usd=2.5, price_per_gpu_usd=2.5)])
+    stored.finish("ok")
+    crawler = get_crawler(AzureSpider, {
+        "GPURADAR_DATABASE_URL": sqlite_url, "GPURADAR_BATCH_SIZE": 1,
+        "GPURADAR_STAGED": {"at": T0 - timedelta(days=1), "captured": "2026-10-31"}})
+    crawler.spider = spider = crawler._create_spider()
+    storage = StoragePipeline(crawler)
+    storage.spider_opened(spider)
+    storage.process_item(offer(3.0, it="A", price_usd=3.0, price_per_gpu_usd=3.0))
+    storage.process_item(offer(3.0, it="B", price_usd=3.0, price_per_gpu_usd=3.0))
+    with pytest.raises(DropItem, match="duplicate_offer: azure eastus A on_demand"):
+        storage.process_item(offer(3.0, it="A", price_usd=3.0, price_per_gpu_usd=3.0))
+    storage.spider_closed(spider, "finished")
+    assert storage.summary.status == "refused"

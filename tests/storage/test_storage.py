@@ -1007,3 +1007,19 @@ def test_a_crawl_adding_many_offers_renews_postgresql_statistics(engine):
         assert planner_rows() == 1250
     finally:
         autovacuum("RESET (autovacuum_enabled)")
+
+
+def test_an_offer_read_again_then_unreadable_again_is_flagged_anew_by_a_running_service(
+        engine):
+    """The same as above without a restart in between: the crawl service's memory forgets
+    the first episode once the price is read again, so the second is flagged from its own
+    crawl, not left unflagged."""
+    key = ("eastus", "", "B", "on_demand")
+    t = [T0 + timedelta(hours=h) for h in range(4)]
+    crawl(engine, [item("A", 80.0, t[0]), item("B", 40.0, t[0])], at=t[0])
+    found = []
+    for n, listed_b in ((1, False), (2, True), (3, False)):
+        items = [item("A", 80.0, t[n])] + ([item("B", 40.0, t[n])] if listed_b else [])
+        crawl(engine, items, at=t[n], unreadable=() if listed_b else [key])
+        found.append(queries.find_offer(engine, "azure", "B")[0]["unreadable_since"])
+    assert found == [t[1], None, t[3]]
