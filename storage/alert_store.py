@@ -87,7 +87,7 @@ def offer_rows(engine: Engine, ids: Iterable[int] | None = None) -> list[OfferRo
     attributes; strings that repeat (source, region, GPU, ...) shared between rows."""
     shared: dict[Any, Any] = {}
     one = shared.setdefault
-    make = OfferRow._make
+    new = tuple.__new__  # OfferRow._make without its Python call and length check per row
     with engine.connect() as conn:
         if ids is None:
             rows = driver_rows(conn, _listed(select(*OFFER.c[COLUMNS])))
@@ -95,15 +95,20 @@ def offer_rows(engine: Engine, ids: Iterable[int] | None = None) -> list[OfferRo
             # By primary key alone, whether listed is checked here: with the conditions in
             # the query, SQLite scans an index of every listed offer instead.
             wanted = sorted(set(ids))
-            rows = (r for at in range(0, len(wanted), 5000)  # a statement's parameters
+            rows = (r[:18] for at in range(0, len(wanted), 5000)  # a statement's parameters
                     for r in driver_rows(conn, select(*OFFER.c[COLUMNS], OFFER.c.active)
-                                          .where(OFFER.c.id.in_(wanted[at:at + 5000])))
+                                         .where(OFFER.c.id.in_(wanted[at:at + 5000])))
                     if r[18] and r[15] != 0)  # not known unavailable: 0 or False
-        return [make((r[0], one(r[1], r[1]), one(r[2], r[2]), one(r[3] or "", r[3] or ""),
-                      r[4], one(r[5], r[5]), one(r[6], r[6]), r[7], r[8], r[9], r[10], r[11],
-                      one(r[12], r[12]), r[13], r[14], None if r[15] is None else bool(r[15]),
-                      r[16], r[17] or "", None, None))
-                for r in rows]
+        # (unpacked by name rather than indexed 18 times: 100,000 rows at a first read)
+        return [new(OfferRow, (oid, one(source, source), one(region, region),
+                               one(zone or "", zone or ""), itype, one(pricing, pricing),
+                               one(gpu, gpu), count, memory, vcpus, ram, price,
+                               one(currency, currency), usd, per_gpu_usd,
+                               None if available is None else bool(available), available_count,
+                               url or "", None, None))
+                for (oid, source, region, zone, itype, pricing, gpu, count, memory, vcpus, ram,
+                     price, currency, usd, per_gpu_usd, available, available_count, url)
+                in rows]
 
 
 def offer_history(engine: Engine, gpus: Iterable[str] | None,
