@@ -183,27 +183,30 @@ def insert_many(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) 
         # Rows that leave a column to its default (or differ): SQLAlchemy fills them in.
         conn.execute(insert(table), list(rows))
         return
-    columns: list[tuple[str, Any, dict[Any, Any] | None]] = []
+    # Column by column, each column's values converted in one pass, then zipped into rows:
+    # a Python step per value fewer than row by row (18 columns of 10,000 new alert
+    # states at a process's first evaluation).
+    columns: list[list[Any]] = []
     for name in order:
         kind = table.c[name].type
         convert = kind.dialect_impl(dialect).bind_processor(dialect)
         base = kind.impl if isinstance(kind, TypeDecorator) else kind
-        columns.append((name, convert, {} if isinstance(base, DateTime) else None))
-    params: list[Any] = []
-    for row in rows:
-        values = []
-        for name, convert, seen in columns:
-            v = row[name]
-            if convert is not None and v is not None:
-                if seen is None:
-                    v = convert(v)
-                else:  # equal instants in other zones are written apart
+        values = [row[name] for row in rows]
+        if convert is None:
+            pass
+        elif not isinstance(base, DateTime):
+            values = [None if v is None else convert(v) for v in values]
+        else:  # a time repeats down its column: converted once per instant and zone
+            seen: dict[Any, Any] = {}
+            for i, v in enumerate(values):
+                if v is not None:
                     key = (v, v.tzinfo)
                     hit = seen.get(key)
-                    v = seen[key] = convert(v) if hit is None else hit
-            values.append(v)
-        params.append(tuple(values) if compiled.positional else dict(zip(order, values,
-                                                                          strict=True)))
+                    values[i] = seen[key] = convert(v) if hit is None else hit
+        columns.append(values)
+    rows_out = zip(*columns, strict=True)
+    params: list[Any] = (list(rows_out) if compiled.positional
+                         else [dict(zip(order, values, strict=True)) for values in rows_out])
     conn.exec_driver_sql(compiled.string, params)
 
 
