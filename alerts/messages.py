@@ -212,7 +212,7 @@ class Renderer:
         variables in its context, never in `variables`."""
         context = template.new_context(variables, shared=True)
         try:
-            return self.env.concat(template.root_render_func(context))  # type: ignore[attr-defined]
+            return self.env.concat(template.root_render_func(context))
         except Exception:
             self.env.handle_exception()
             raise  # (handle_exception always raises)
