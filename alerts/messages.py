@@ -191,17 +191,31 @@ class Renderer:
         return Markup(text) if name.endswith(".html.j2") else text
 
     def render(self, context: dict[str, Any], notify_type: str) -> Message:
+        """The four forms of one message. Their templates share one context: the
+        environment's globals merged with `context` once, not once per template as
+        `Template.render` does (a message costs four renders)."""
         if self._templates is None:
             self._templates = [self._template(name) for name in TEMPLATE_NAMES]
         title_t, markdown_t, text_t, html_t = self._templates
-        title = title_t.render(context).strip()
-        context["title"] = title
+        shared = {**title_t.globals, **context}
+        title = self._render(title_t, shared).strip()
+        shared["title"] = title
         return Message(
             title=" ".join(title.split()),
-            markdown=markdown_t.render(context).strip(),
-            text=text_t.render(context).strip(),
-            html=html_t.render(context).strip(),
+            markdown=self._render(markdown_t, shared).strip(),
+            text=self._render(text_t, shared).strip(),
+            html=self._render(html_t, shared).strip(),
             notify_type=notify_type)
+
+    def _render(self, template: Template, variables: dict[str, Any]) -> str:
+        """`template.render(variables)` without copying them: a template assigns its own
+        variables in its context, never in `variables`."""
+        context = template.new_context(variables, shared=True)
+        try:
+            return self.env.concat(template.root_render_func(context))
+        except Exception:
+            self.env.handle_exception()
+            raise  # (handle_exception always raises)
 
     def rule_message(self, kind: str, match: RuleMatch, market: Market, top: int,
                      previous: float | None = None,

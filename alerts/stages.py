@@ -17,7 +17,7 @@ be tested alone, as Alertmanager composes its notification pipeline from stages.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +30,7 @@ from gpuradar.alerts.state import (
     AlertState,
     Policy,
     Seen,
+    evolve,
     fresh_state,
     source_transition,
     transition,
@@ -130,7 +131,7 @@ def starting_state(rule: Rule, old: AlertState | None) -> AlertState:
     st = old if old is not None and old.rule_hash == digest else fresh_state(
         rule.key, rule.name, digest, rule.condition.currency, rule.text[:1000])
     if st.description != rule.text[:1000]:  # reworded, same condition (and currency)
-        st = replace(st, description=rule.text[:1000])
+        st = evolve(st, description=rule.text[:1000])
     return st
 
 

@@ -16,7 +16,7 @@ Nothing here reads the database or the clock: alerts.engine feeds it and stores 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from operator import attrgetter
 from typing import Any
@@ -72,6 +72,20 @@ _FIELDS = tuple(f.name for f in fields(AlertState))
 _values = attrgetter(*_FIELDS)  # every field's value, as one tuple
 _COMPARED = tuple(name for name in _FIELDS if name != "updated_at")
 _compared = attrgetter(*_COMPARED)  # their values, as one tuple
+# Each field's slot, to set on a copy directly (frozen: the class refuses `setattr`).
+_SLOTS = {name: getattr(AlertState, name).__set__ for name in _FIELDS}
+
+
+def evolve(alert: AlertState, /, **changes: Any) -> AlertState:
+    """`dataclasses.replace(alert, **changes)` at half its cost: every rule's state moves
+    at every evaluation it is looked at (10,000 at a process's first), and `replace`
+    checks each field's definition and runs `__init__`'s frozen assignments every time."""
+    new = object.__new__(AlertState)
+    for set_value, value in zip(_SLOTS.values(), _values(alert), strict=True):
+        set_value(new, value)
+    for name, value in changes.items():
+        _SLOTS[name](new, value)
+    return new
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +148,7 @@ def transition(state: AlertState, seen: Seen, policy: Policy,
     st = state
     if st.state == "error":  # go on from the state it had before it failed
         firing = st.was_firing
-        st = replace(st, state="firing" if firing else "inactive", best={},
+        st = evolve(st, state="firing" if firing else "inactive", best={},
                      active_count=st.active_count if firing else 0,
                      pending_since=st.pending_since if firing else None)
     changes: dict[str, Any] = {}
@@ -174,12 +188,12 @@ def transition(state: AlertState, seen: Seen, policy: Policy,
         changes["last_notified_at"] = now
         if kind != "resolved":
             changes["notified_value"] = seen.best
-    return replace(st, **changes), kind
+    return evolve(st, **changes), kind
 
 
 def failed(state: AlertState, message: str) -> AlertState:
     """The state of a rule whose evaluation raised: `error`, the rest kept as it was."""
-    return replace(state, state="error", best={"error": message[:500]})
+    return evolve(state, state="error", best={"error": message[:500]})
 
 
 def source_transition(state: AlertState | None, source: str, is_stale: bool, failures: int,
@@ -204,4 +218,4 @@ def source_transition(state: AlertState | None, source: str, is_stale: bool, fai
         changes["notified_value"] = 1.0 if kind == "stale" else None
     elif kind is not None:
         kind = None
-    return replace(state, **changes), kind
+    return evolve(state, **changes), kind

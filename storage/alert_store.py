@@ -87,7 +87,7 @@ def offer_rows(engine: Engine, ids: Iterable[int] | None = None) -> list[OfferRo
     attributes; strings that repeat (source, region, GPU, ...) shared between rows."""
     shared: dict[Any, Any] = {}
     one = shared.setdefault
-    make = OfferRow._make
+    new = tuple.__new__  # OfferRow._make without its Python call and length check per row
     with engine.connect() as conn:
         if ids is None:
             rows = driver_rows(conn, _listed(select(*OFFER.c[COLUMNS])))
@@ -95,15 +95,20 @@ def offer_rows(engine: Engine, ids: Iterable[int] | None = None) -> list[OfferRo
             # By primary key alone, whether listed is checked here: with the conditions in
             # the query, SQLite scans an index of every listed offer instead.
             wanted = sorted(set(ids))
-            rows = (r for at in range(0, len(wanted), 5000)  # a statement's parameters
+            rows = (r[:18] for at in range(0, len(wanted), 5000)  # a statement's parameters
                     for r in driver_rows(conn, select(*OFFER.c[COLUMNS], OFFER.c.active)
-                                          .where(OFFER.c.id.in_(wanted[at:at + 5000])))
+                                         .where(OFFER.c.id.in_(wanted[at:at + 5000])))
                     if r[18] and r[15] != 0)  # not known unavailable: 0 or False
-        return [make((r[0], one(r[1], r[1]), one(r[2], r[2]), one(r[3] or "", r[3] or ""),
-                      r[4], one(r[5], r[5]), one(r[6], r[6]), r[7], r[8], r[9], r[10], r[11],
-                      one(r[12], r[12]), r[13], r[14], None if r[15] is None else bool(r[15]),
-                      r[16], r[17] or "", None, None))
-                for r in rows]
+        # (unpacked by name rather than indexed 18 times: 100,000 rows at a first read)
+        return [new(OfferRow, (oid, one(source, source), one(region, region),
+                               one(zone or "", zone or ""), itype, one(pricing, pricing),
+                               one(gpu, gpu), count, memory, vcpus, ram, price,
+                               one(currency, currency), usd, per_gpu_usd,
+                               None if available is None else bool(available), available_count,
+                               url or "", None, None))
+                for (oid, source, region, zone, itype, pricing, gpu, count, memory, vcpus, ram,
+                     price, currency, usd, per_gpu_usd, available, available_count, url)
+                in rows]
 
 
 def offer_history(engine: Engine, gpus: Iterable[str] | None,
@@ -178,27 +183,30 @@ def insert_many(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) 
         # Rows that leave a column to its default (or differ): SQLAlchemy fills them in.
         conn.execute(insert(table), list(rows))
         return
-    columns: list[tuple[str, Any, dict[Any, Any] | None]] = []
+    # Column by column, each column's values converted in one pass, then zipped into rows:
+    # a Python step per value fewer than row by row (18 columns of 10,000 new alert
+    # states at a process's first evaluation).
+    columns: list[list[Any]] = []
     for name in order:
         kind = table.c[name].type
         convert = kind.dialect_impl(dialect).bind_processor(dialect)
         base = kind.impl if isinstance(kind, TypeDecorator) else kind
-        columns.append((name, convert, {} if isinstance(base, DateTime) else None))
-    params: list[Any] = []
-    for row in rows:
-        values = []
-        for name, convert, seen in columns:
-            v = row[name]
-            if convert is not None and v is not None:
-                if seen is None:
-                    v = convert(v)
-                else:  # equal instants in other zones are written apart
+        values = [row[name] for row in rows]
+        if convert is None:
+            pass
+        elif not isinstance(base, DateTime):
+            values = [None if v is None else convert(v) for v in values]
+        else:  # a time repeats down its column: converted once per instant and zone
+            seen: dict[Any, Any] = {}
+            for i, v in enumerate(values):
+                if v is not None:
                     key = (v, v.tzinfo)
                     hit = seen.get(key)
-                    v = seen[key] = convert(v) if hit is None else hit
-            values.append(v)
-        params.append(tuple(values) if compiled.positional else dict(zip(order, values,
-                                                                          strict=True)))
+                    values[i] = seen[key] = convert(v) if hit is None else hit
+        columns.append(values)
+    rows_out = zip(*columns, strict=True)
+    params: list[Any] = (list(rows_out) if compiled.positional
+                         else [dict(zip(order, values, strict=True)) for values in rows_out])
     conn.exec_driver_sql(compiled.string, params)
 
 
