@@ -63,7 +63,10 @@ class ScalewaySpider(GpuRadarSpider):
         yield from self.offers(kwargs["types"], kwargs["zone"], kwargs["url"], None)
 
     def parse_file(self, response: Response) -> Iterator[PriceItem]:
-        """A saved catalog page (zone from its URL when it has one, else unknown)."""
+        """A saved catalog page (zone from its URL when it has one, else unknown). A saved
+        stock answer (`.../servers/availability`) lists no prices: it yields nothing."""
+        if response.url.split("?")[0].endswith("/servers/availability"):
+            return
         zone = response.url.split("/zones/")[1].split("/")[0] if "/zones/" in response.url \
             else "unknown"
         servers = require(self.json_body(response), "servers", self.name, response.url, dict)

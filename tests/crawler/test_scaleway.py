@@ -67,3 +67,19 @@ def test_a_changed_catalog_fails_the_crawl_and_keeps_the_offers(tmp_path, provid
     changed_answer_fails("scaleway", provider_server, tmp_path, sqlite_url,
                          "/instance/v1/zones/fr-par-2/products/servers", reshaped,
                          "unexpected response shape: field 'servers' is missing")
+
+
+def test_a_saved_stock_answer_lists_no_prices_and_a_saved_catalog_page_does():
+    """`gpuradar parse scaleway` (and the parse benchmark) on the two answers a crawl saves:
+    the stock answer carries no prices, so it yields no offer instead of failing as a
+    catalog page without GPUs."""
+    from scrapy.http import TextResponse
+
+    spider = ScalewaySpider()
+    spider.settings = Settings()
+    stock = TextResponse(URL + "/availability?per_page=100", body=(
+        FIX / "availability_fr-par-2_real.json").read_bytes(), encoding="utf-8")
+    assert list(spider.parse_file(stock)) == []
+    catalog = TextResponse(URL + "?per_page=100&page=1", body=(
+        FIX / "servers_fr-par-2_real.json").read_bytes(), encoding="utf-8")
+    assert {i.instance_type for i in spider.parse_file(catalog)} >= {"H100-SXM-8-80G"}
