@@ -111,7 +111,7 @@ class Crawl:
             return
         self.why = why
         if bound is not None:
-            self.bound = STOP_BOUND if bound is None else bound
+            self.bound = bound
         log.info("%s: stopping the crawl (%s)", self.source, why,
                  extra={"source": self.source})
         self._timers.append(asyncio.get_running_loop().call_later(self.bound, self._abandon))
