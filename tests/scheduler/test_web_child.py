@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,18 +56,24 @@ def niceness(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
 
 
-@pytest.fixture
-def daemon(tmp_path, sqlite_template):
-    """`gpuradar run --replay` of lambda with its page on a port of the test's own."""
+def lambda_daemon(tmp_path: Path, sqlite_template: Path, **kwargs: Any) -> Daemon:
+    """`gpuradar run --replay` of lambda on a SQLite copy of the migrated template, its
+    /metrics on a port of the test's own (`kwargs`: Daemon's, e.g. web_port or env)."""
     recordings = copy_recordings(tmp_path / "recordings", ["lambda"])
     shutil.copy(sqlite_template, tmp_path / "gpuradar.db")
     config = write_config(tmp_path / "gpuradar.yaml", {
         "database_url": f"sqlite:///{tmp_path / 'gpuradar.db'}",
         "sources": {"lambda": {"interval": 600, "jitter": 0}},
         "daemon": {"watch_interval": 0}})
-    port, web_port = free_port(), free_port()
-    d = Daemon(tmp_path, config, "--replay", str(recordings), "--metrics-port", str(port),
-               metrics_port=port, web_port=web_port)
+    port = free_port()
+    return Daemon(tmp_path, config, "--replay", str(recordings), "--metrics-port", str(port),
+                  metrics_port=port, **kwargs)
+
+
+@pytest.fixture
+def daemon(tmp_path, sqlite_template):
+    """`gpuradar run --replay` of lambda with its page on a port of the test's own."""
+    d = lambda_daemon(tmp_path, sqlite_template, web_port=free_port())
     try:
         d.wait_ready()
         d.wait_metric("gpuradar_crawls_total", 1, source="lambda", status="ok")
@@ -120,15 +127,7 @@ def test_a_daemon_killed_with_sigkill_leaves_no_page_process(daemon):
 def test_without_the_page_there_is_no_child(tmp_path, sqlite_template):
     """GPURADAR_WEB_ENABLED=false (web.enabled: false) starts no page process, and /metrics
     says the page is not up."""
-    recordings = copy_recordings(tmp_path / "recordings", ["lambda"])
-    shutil.copy(sqlite_template, tmp_path / "gpuradar.db")
-    config = write_config(tmp_path / "gpuradar.yaml", {
-        "database_url": f"sqlite:///{tmp_path / 'gpuradar.db'}",
-        "sources": {"lambda": {"interval": 600, "jitter": 0}},
-        "daemon": {"watch_interval": 0}})
-    port = free_port()
-    d = Daemon(tmp_path, config, "--replay", str(recordings), "--metrics-port", str(port),
-               metrics_port=port, env={"GPURADAR_WEB_ENABLED": "False"})
+    d = lambda_daemon(tmp_path, sqlite_template, env={"GPURADAR_WEB_ENABLED": "False"})
     try:
         d.wait_ready()
         assert children(d.proc.pid) == []
