@@ -18,9 +18,12 @@ The read modules beside it, each for one reader:
 * storage.alert_store: what rule evaluation reads (offers and their changed columns, crawl
   versions, alert state) beside the alert state and outbox it writes;
 * storage.index: the market index's points (`current_index`, `index_history`,
-  `index_series`, `index_closes`) beside the writer of those points.
-A write never lives in a read module but for storage.alert_store and storage.index, which
-keep a table's reads next to its one writer.
+  `index_series`, `index_closes`) beside the writer of those points;
+* storage.signals: each offer's last interruption-signal point (`last_points`, what the
+  crawl writer compares with) and the band histories the page shows (`band_histories`),
+  beside the writer of that series (one offer's whole series is `signal_changes` here).
+A write never lives in a read module but for storage.alert_store, storage.index and
+storage.signals, which keep a table's reads next to its one writer.
 """
 
 from __future__ import annotations
