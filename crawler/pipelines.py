@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import sys
+import weakref
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -291,15 +292,31 @@ class NormalizePipeline:
 
 class _CrawlErrors(logging.Handler):
     """Collects ERROR records about one spider. Scrapy's `log_count/ERROR` cannot be used:
-    its handler counts every crawler's errors in every crawler running in the process."""
+    its handler counts every crawler's errors in every crawler running in the process.
+
+    It listens on the root logger (Scrapy's own records about the spider) and on the
+    spider's logger, named after the spider: a package may claim that name and stop its
+    records from propagating (the Vast.ai SDK does so with "vastai"). A record both see is
+    kept once."""
 
     def __init__(self, spider) -> None:
         super().__init__(level=logging.ERROR)
         self.spider = spider
         self.messages: list[str] = []
+        self.loggers = (logging.getLogger(), logging.getLogger(spider.name))
+        self._seen: weakref.WeakSet[logging.LogRecord] = weakref.WeakSet()
+
+    def attach(self) -> None:
+        for logger in self.loggers:
+            logger.addHandler(self)
+
+    def detach(self) -> None:
+        for logger in self.loggers:
+            logger.removeHandler(self)
 
     def emit(self, record: logging.LogRecord) -> None:
-        if getattr(record, "spider", None) is self.spider:
+        if getattr(record, "spider", None) is self.spider and record not in self._seen:
+            self._seen.add(record)
             try:
                 message = record.getMessage().splitlines()[0]
             except Exception:  # noqa: BLE001 - a broken log call must not break the crawl
@@ -365,7 +382,7 @@ class StoragePipeline:
             memory=memory, clock=memory.clock if memory is not None else SYSTEM,
             index_params=Params(**self.crawler.settings.getdict("GPURADAR_INDEX_PARAMS")))
         self.log_errors = _CrawlErrors(spider)
-        logging.getLogger().addHandler(self.log_errors)
+        self.log_errors.attach()
         self.crawler.stats.set_value("gpuradar/crawl_id", self.writer.crawl_id)
         # What the source already has: a spider asks for back-dated history only for
         # offers it has none of (the AWS spider's first crawl of a region).
@@ -444,7 +461,7 @@ class StoragePipeline:
     def spider_closed(self, spider, reason: str) -> None:
         if self.writer is None:
             return
-        logging.getLogger().removeHandler(self.log_errors)
+        self.log_errors.detach()
         try:
             self.flush()
         except Exception as exc:  # storage failed mid-crawl: record it, close nothing

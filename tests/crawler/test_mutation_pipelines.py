@@ -281,6 +281,34 @@ def test_a_spiders_error_lines_reach_its_crawl_as_logged(sqlite_url):
     assert storage.summary.error == "eastus: the page has no prices; westus: the answer was cut"
 
 
+def test_a_spiders_error_reaches_its_crawl_when_its_logger_does_not_propagate(sqlite_url):
+    """The Vast.ai SDK, once imported, claims the logger "vastai" (its own handler,
+    propagate off): the spider of that name still fails its crawl with its own line, once,
+    and the logger is left as the package set it."""
+    import logging
+
+    from scrapy.utils.test import get_crawler
+
+    from gpuradar.crawler.pipelines import StoragePipeline
+    from gpuradar.crawler.spiders.vastai import VastaiSpider
+
+    claimed = logging.getLogger("vastai")
+    saved = claimed.propagate, claimed.handlers[:]
+    claimed.propagate, claimed.handlers[:] = False, [logging.NullHandler()]
+    try:
+        crawler = get_crawler(VastaiSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
+        crawler.spider = spider = crawler._create_spider()
+        storage = StoragePipeline(crawler)
+        storage.spider_opened(spider)
+        spider.logger.error("vastai: Vast refused the API key: HTTP 404 Invalid user key")
+        storage.spider_closed(spider, "finished")
+        assert len(claimed.handlers) == 1 and not claimed.propagate
+    finally:
+        claimed.propagate, claimed.handlers[:] = saved
+    assert storage.summary.status == "failed", storage.summary
+    assert storage.summary.error == "vastai: Vast refused the API key: HTTP 404 Invalid user key"
+
+
 @pytest.mark.parametrize("missing", ["region", "instance_type"])
 def test_an_offer_without_its_region_or_instance_type_is_dropped_as_no_identity(missing):
     # Either one missing is enough: such an offer cannot be told from another one.
