@@ -14,13 +14,17 @@ from tests.scheduler.test_api import check, get, served
 from tests.storage.test_index import T0, crawl, item
 
 
-@pytest.fixture
-def site(engine):
-    """The endpoint over one stored offer, on each database."""
+@pytest.fixture(scope="module")
+def site(module_db_url):
+    """The endpoint over one stored offer, on each database; the tests using it only read."""
+    from gpuradar.storage.db import open_database
+
+    engine = open_database(module_db_url)
     crawl(engine, "azure", [item("azure", "A", 2.0)], T0)
     crawl(engine, "azure", [item("azure", "A", 2.5)], T0 + timedelta(hours=1))
     with served(lambda: engine) as base:
         yield base
+    engine.dispose()
 
 
 @pytest.fixture(scope="module")
