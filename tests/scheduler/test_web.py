@@ -250,32 +250,45 @@ def test_readable_on_a_phone_390_px_wide(site, browser, artefacts):
     def on_screen(box) -> bool:
         return box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 0.5
 
-    rows = page.locator("#cheapest tbody tr")
-    assert rows.count() > 12
-    for i in range(rows.count()):
-        cells = rows.nth(i).locator("td")
+    # Every box read in one call (a locator's bounding_box is a round trip each: 5 s here).
+    # A box is None where Playwright's would be: an element with no size or hidden.
+    shown = page.evaluate("""() => {
+      const box = e => { const r = e.getBoundingClientRect();
+        return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== 'hidden'
+          ? {x: r.x, width: r.width} : null; };
+      const visible = sel => [...document.querySelectorAll(sel)].filter(e => box(e));
+      return {
+        rows: [...document.querySelectorAll('#cheapest tbody tr')].map(tr => {
+          const cells = tr.querySelectorAll('td');
+          return {cells: [...cells].map(c => ({box: box(c), text: c.innerText})),
+                  sub: cells[0].querySelector('.sub').innerText}; }),
+        since: (c => ({box: box(c), text: c.innerText}))(
+          [...document.querySelectorAll('#alerts tbody td')].pop()),
+        numbers: visible('#cheapest td.num, #alerts td.num, #sources td.num').map(box),
+        charts: [...document.querySelectorAll('svg.chart')].map(svg => ({
+          box: box(svg), dots: [...svg.querySelectorAll('circle.dot')].map(box)})),
+      }; }""")
+    rows = shown["rows"]
+    assert len(rows) > 12
+    for i, row in enumerate(rows):
         for col in (GPU, PER_GPU, PER_HOUR, PRICING):
-            assert on_screen(cells.nth(col).bounding_box()), (i, cells.nth(col).inner_text())
-        sub = cells.nth(GPU).locator(".sub").inner_text()
-        assert re.match(r"\d+(\.\d+)?x, \w+ .+, (captured|\d)", sub), sub
+            assert on_screen(row["cells"][col]["box"]), (i, row["cells"][col]["text"])
+        assert re.match(r"\d+(\.\d+)?x, \w+ .+, (captured|\d)", row["sub"]), row["sub"]
     assert "on-demand" in page.locator("#cheapest").inner_text()
-    since = page.locator("#alerts tbody td").last
-    assert on_screen(since.bounding_box()) and re.fullmatch(
-        r"\d{4}-\d\d-\d\d\s\d\d:\d\d", since.inner_text().strip())
-    numbers = page.locator("#cheapest td.num:visible, #alerts td.num:visible, "
-                           "#sources td.num:visible")
-    assert numbers.count() > 2 * rows.count()
-    assert all(on_screen(numbers.nth(i).bounding_box()) for i in range(numbers.count()))
+    since = shown["since"]
+    assert on_screen(since["box"]) and re.fullmatch(
+        r"\d{4}-\d\d-\d\d\s\d\d:\d\d", since["text"].strip())
+    assert len(shown["numbers"]) > 2 * len(rows)
+    assert all(on_screen(box) for box in shown["numbers"])
     # whole, not cut inside its cell
     assert page.evaluate("[...document.querySelectorAll('td')].filter(c => c.offsetParent)"
                          ".every(c => c.scrollWidth <= c.clientWidth)")
-    charts = page.locator("svg.chart")
-    assert charts.count() >= 3
-    for i in range(charts.count()):
-        box = charts.nth(i).bounding_box()
+    charts = shown["charts"]
+    assert len(charts) >= 3
+    for chart in charts:
+        box = chart["box"]
         assert on_screen(box) and box["width"] > 300
-        for dot in charts.nth(i).locator("circle.dot").all():  # the newest price, whole
-            dot_box = dot.bounding_box()
+        for dot_box in chart["dots"]:  # the newest price, whole
             assert on_screen(dot_box) and dot_box["x"] + dot_box["width"] <= box["x"] + \
                 box["width"] + 0.01
     page.screenshot(path=str(artefacts / "page-390.png"), full_page=True)
