@@ -63,10 +63,23 @@ def home(tmp_path_factory) -> dict[str, str]:
     return env
 
 
+_RUNS: dict[tuple, tuple[subprocess.CompletedProcess, dict[str, list[str]]]] = {}
+
+
 def imports_of(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess,
                                                                 dict[str, list[str]]]:
     """Run `gpuradar ARGS`; (the process, each module it imported -> the chain of modules
-    that imported it, outermost first)."""
+    that imported it, outermost first). A command run with the same arguments and
+    environment before in this module is not run again: its imports are the same (the
+    tests only read its output), and a process costs a second of CPU."""
+    key = (tuple(args), tuple(sorted(env.items())))
+    if key not in _RUNS:
+        _RUNS[key] = _imports_of(args, env)
+    return _RUNS[key]
+
+
+def _imports_of(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess,
+                                                                 dict[str, list[str]]]:
     args = [a.format(rules=env["RULES"]) for a in args]
     proc = subprocess.run([*_command(), *args], env={**env, "PYTHONPROFILEIMPORTTIME": "1"},
                           capture_output=True, text=True, timeout=120)
