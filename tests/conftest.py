@@ -278,8 +278,6 @@ PROCESS_TESTS: dict[str, tuple[str, ...] | None] = {
     "tests/cli/test_terminal.py": None,
     "tests/crawler/test_playwright.py": ("test_rendered_page", "test_crawl_without_rendered"),
     "tests/project/test_deploy.py": ("test_image_entrypoint_and_healthcheck_run_the_daemon",),
-    "tests/alerts/test_alert_engine.py": ("test_restart_in_a_new_process",
-                                          "test_a_rule_removed_while_the_service_was_down"),
 }
 
 

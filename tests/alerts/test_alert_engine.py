@@ -3,10 +3,7 @@ hysteresis, staleness, restarts, and the outbox written with the state."""
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -253,24 +250,24 @@ def test_stale_notice_is_opt_in(engine):
 
 
 def evaluate_after_restart(db_url: str, *rules: tuple[str, str]) -> list[int]:
-    """Evaluate `rules` ((text, name) pairs, notifying "team") at T0 + 1 h in a new process,
-    as a restarted service does: nothing held in memory, everything read from the database.
-    Returns [firing, notifications]."""
-    script = (
-        "import json, sys; from datetime import datetime, UTC\n"
-        "from gpuradar.storage.db import open_database\n"
-        "from gpuradar.alerts.engine import evaluate\n"
-        "from gpuradar.alerts.grammar import parse_rule\n"
-        "rules = [parse_rule(t, name=n, notify=('team',)) for t, n in json.loads(sys.argv[2])]\n"
-        "r = evaluate(open_database(sys.argv[1]), rules,\n"
-        "             now=datetime(2026, 11, 2, 13, 0, tzinfo=UTC))\n"
-        "print(json.dumps([r.firing, r.notifications]))\n")
-    done = subprocess.run([sys.executable, "-c", script, db_url, json.dumps(rules)],
-                          capture_output=True, text=True, timeout=120, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """Evaluate `rules` ((text, name) pairs, notifying "team") at T0 + 1 h as a restarted
+    service does: a new engine of its own (nothing cached for the URL) and a new Evaluator
+    (no state, market or pools in memory), everything read from the database. Returns
+    [firing, notifications]."""
+    from gpuradar.alerts.engine import Evaluator
+    from gpuradar.storage.db import Engines
+
+    engines = Engines()
+    try:
+        restarted = Evaluator(engines.open(db_url))
+        result = restarted.evaluate([parse_rule(t, name=n, notify=("team",)) for t, n in rules],
+                                    now=T0 + timedelta(hours=1))
+    finally:
+        engines.dispose()
+    return [result.firing, result.notifications]
 
 
-def test_restart_in_a_new_process_sends_nothing_twice(engine, db_url):
+def test_a_restarted_service_sends_nothing_twice(engine, db_url):
     crawl(engine, [offer("a", 1.5)])
     assert evaluate(engine, [rule("H100 under $2/h")], now=T0).notifications == 1
     assert evaluate_after_restart(db_url, ("H100 under $2/h", "h100-under-2")) == [1, 0]
