@@ -68,13 +68,24 @@ def site(site_engine):
 
 
 @pytest.fixture(scope="module")
-def artefacts(tmp_path_factory) -> Path:
-    """Where the screenshots go: $GPURADAR_TEST_ARTEFACTS/web when set (CI keeps that
-    folder), else pytest's temporary directory (tests/README.md)."""
+def artefacts() -> Path | None:
+    """Where the screenshots go: $GPURADAR_TEST_ARTEFACTS/web when set (point it at a folder
+    your CI keeps); unset, none is taken (tests/README.md): a full-page screenshot is a
+    second of Chromium's CPU, and nobody would look at it."""
     root = os.environ.get("GPURADAR_TEST_ARTEFACTS")
-    path = Path(root) / "web" if root else tmp_path_factory.mktemp("artefacts")
+    if not root:
+        return None
+    path = Path(root) / "web"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def screenshot(page, artefacts: Path | None, name: str) -> None:
+    """The whole page into `artefacts`/`name`, when screenshots are kept; a page drawn
+    (more than 10 kB of PNG)."""
+    if artefacts is not None:
+        page.screenshot(path=str(artefacts / name), full_page=True)
+        assert (artefacts / name).stat().st_size > 10_000, name
 
 
 @pytest.fixture(scope="module")
@@ -137,10 +148,9 @@ def test_page_renders_table_alerts_sources_and_chart_in_chromium(site, browser, 
     assert page.evaluate("[...document.querySelectorAll('.scroll')]"
                          ".every(e => e.scrollWidth <= e.clientWidth)")
     assert page.evaluate("document.documentElement.scrollWidth") <= DESKTOP["width"]
-    page.screenshot(path=str(artefacts / "page-1280.png"), full_page=True)
-    assert (artefacts / "page-1280.png").stat().st_size > 10_000
+    screenshot(page, artefacts, "page-1280.png")
     page.goto(site + "/?gpu=H100&range=24h")  # the demo's day, spot and on-demand apart
-    page.screenshot(path=str(artefacts / "page-1280-h100-24h.png"), full_page=True)
+    screenshot(page, artefacts, "page-1280-h100-24h.png")
     # everything came from the service itself: no CDN, no font, no script
     assert requested and all(u.startswith(site) for u in requested)
     page.close()
@@ -291,11 +301,10 @@ def test_readable_on_a_phone_390_px_wide(site, browser, artefacts):
         for dot_box in chart["dots"]:  # the newest price, whole
             assert on_screen(dot_box) and dot_box["x"] + dot_box["width"] <= box["x"] + \
                 box["width"] + 0.01
-    page.screenshot(path=str(artefacts / "page-390.png"), full_page=True)
-    assert (artefacts / "page-390.png").stat().st_size > 10_000
+    screenshot(page, artefacts, "page-390.png")
     page.goto(site + "/?gpu=H100&range=24h")
     assert page.evaluate("document.documentElement.scrollWidth") <= width
-    page.screenshot(path=str(artefacts / "page-390-h100-24h.png"), full_page=True)
+    screenshot(page, artefacts, "page-390-h100-24h.png")
     page.close()
 
 
@@ -389,7 +398,7 @@ def test_what_the_page_shows_agrees_and_answers_bad_filters(site, site_engine, b
     assert page.locator("#uncharted").count() == 0
     assert page.locator("#history figure").count() == len(set(
         page.locator("#cheapest tbody tr td:first-child").all_inner_texts()))
-    page.screenshot(path=str(artefacts / "page-1280-all.png"), full_page=True)
+    screenshot(page, artefacts, "page-1280-all.png")
     page.goto(site + "/?range=365d")
     assert page.locator("#range [aria-current=page]").inner_text() == "365 days"
     assert page.locator("p.bad").count() == 0
