@@ -269,13 +269,21 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 #: Tests outside tests/scheduler that start a real process because the process is their
-#: subject (tests/README.md lists why); marked `process` here (None: the whole file). The
-#: daemon's own are marked in their files.
+#: subject (tests/README.md lists why), by name prefix, marked `process` here (None: the
+#: whole file). The daemon's own are marked in their files.
 PROCESS_TESTS: dict[str, tuple[str, ...] | None] = {
     "tests/core/test_config.py": ("test_ctrl_c_stops_at_once",
                                   "test_crawls_of_a_dead_process"),
-    "tests/cli/test_startup_imports.py": None,
-    "tests/cli/test_terminal.py": None,
+    # what a new process imports (three of its tests read the command line in-process)
+    "tests/cli/test_startup_imports.py": ("test_an_everyday", "test_version", "test_sources",
+                                          "test_rules_check", "test_a_command_leaves",
+                                          "test_a_crawl", "test_prices", "test_the_schema",
+                                          "test_a_value"),
+    # a pseudo-terminal is their subject; what a command says at 80 columns runs in-process
+    "tests/cli/test_terminal.py": ("test_an_error", "test_a_usage_error", "test_watch",
+                                   "test_prices_gpu_h100", "test_sources_shows",
+                                   "test_history_note", "test_run_help",
+                                   "test_a_reading_command", "test_demo_into_head"),
     "tests/crawler/test_playwright.py": ("test_rendered_page", "test_crawl_without_rendered"),
     "tests/project/test_deploy.py": ("test_image_entrypoint_and_healthcheck_run_the_daemon",),
 }

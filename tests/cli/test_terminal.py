@@ -134,6 +134,15 @@ def quick_start(tmp_path_factory) -> dict[str, str]:
     return {"GPURADAR_DATABASE_URL": f"sqlite:///{db}"}
 
 
+def at_80_columns(*args: str, env: dict[str, str]) -> tuple[int, str]:
+    """(exit code, stdout then stderr) of `gpuradar ARGS` at 80 columns, in this process:
+    for what a command says, where the terminal itself is not the subject."""
+    from tests.clirun import gpuradar
+
+    proc = gpuradar(*args, env={**env, "COLUMNS": "80", "LINES": "24"})
+    return proc.returncode, proc.stdout + proc.stderr
+
+
 def _rows(out: str) -> list[str]:
     """The body of the one table in `out`: the lines between its rule and its blank end."""
     lines = out.splitlines()
@@ -212,7 +221,7 @@ def test_history_carries_each_capture_forward_to_now(quick_start):
     dashes: a replayed offer existed only at its capture instant. A price holds until the
     next observation says otherwise, so from the first capture on the line is unbroken and
     ends, today, at the cheapest price listed; the note says the prices are carried."""
-    code, out = in_terminal("history", "--gpu", "H100", "--days", "130", env=quick_start)
+    code, out = at_80_columns("history", "--gpu", "H100", "--days", "130", env=quick_start)
     assert code == 0, out
     columns = _chart_columns(out)
     first = next(i for i, c in enumerate(columns) if c.strip())
@@ -230,11 +239,11 @@ def test_history_at_a_time_after_a_capture_carries_its_price(quick_start):
     (its span was the capture instant): the price holds, and the screen says it is a
     capture carried forward. Before the capture it is still not known."""
     offer = ("history", "vastai", "148199:1xH100_SXM", "--pricing", "spot")
-    code, out = in_terminal(*offer, "--at", "2026-08-25", env=quick_start)
+    code, out = at_80_columns(*offer, "--at", "2026-08-25", env=quick_start)
     assert code == 0, out
     assert out.split() == ["$0.4001/h", "($0.4001/GPU-h),", "available:", "yes", "carried",
                            "forward", "from", "its", "capture", "of", "2026-08-22"], out
-    code, out = in_terminal(*offer, "--at", "2026-08-21", env=quick_start)
+    code, out = at_80_columns(*offer, "--at", "2026-08-21", env=quick_start)
     assert code == 1 and "not listed (or not yet known) at 2026-08-21" in out, out
 
 
@@ -252,12 +261,12 @@ def test_run_help_cuts_no_word_at_80_columns():
 def test_recommend_on_the_quick_start_data_says_which_max_age_answers(quick_start):
     """Every `recommend` scenario on the quick-start data ended "no live offer fits: 204
     stale", with no hint of the option that makes it answer."""
-    code, out = in_terminal("recommend", "-p", "7B", "-t", "qlora", env=quick_start)
+    code, out = at_80_columns("recommend", "-p", "7B", "-t", "qlora", env=quick_start)
     assert code == 1, out
     hint = re.search(r"--max-age (\d+d) answers \(the newest data that fits was seen "
                      r"2026-\d\d-\d\d\)", " ".join(out.split()))
     assert hint, out
-    code, out = in_terminal("recommend", "-p", "7B", "-t", "qlora", "--max-age", hint[1],
+    code, out = at_80_columns("recommend", "-p", "7B", "-t", "qlora", "--max-age", hint[1],
                             env=quick_start)
     assert code == 0 and "cheapest by hourly price" in out, out
 
@@ -265,7 +274,7 @@ def test_recommend_on_the_quick_start_data_says_which_max_age_answers(quick_star
 def test_recommend_fits_on_names_the_small_cards_it_ranks(quick_start):
     """"Fits on: 1x 16+ GB", then a ranking of 8 GB cards first: the hardware table skipped
     the sizes under 16 GB that the job does fit on."""
-    code, out = in_terminal("recommend", "-p", "7B", "-t", "qlora", "--budget", "1/h",
+    code, out = at_80_columns("recommend", "-p", "7B", "-t", "qlora", "--budget", "1/h",
                             "--max-age", "1000d", env=quick_start)
     assert code == 0, out
     assert "Fits on: 1x 8+ GB" in out, out
