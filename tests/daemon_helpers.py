@@ -130,7 +130,7 @@ class WebhookSink:
         return [str(p.get("title", "")) for p in self.posts]
 
     def __enter__(self) -> WebhookSink:
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     def __exit__(self, *exc: Any) -> None:

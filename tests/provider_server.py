@@ -93,7 +93,7 @@ class ProviderServer:
         self.httpd = _Server(("127.0.0.1", 0), _H)
         self.httpd.daemon_threads = True
         self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
 
     def __enter__(self) -> ProviderServer:
         self.thread.start()

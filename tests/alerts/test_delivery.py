@@ -65,7 +65,7 @@ class WebhookReceiver:
         self.server.daemon_threads = True  # a handler still sleeping does not hold up close
         self.server.block_on_close = False
         self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
 
     def url(self, path: str = "hook") -> str:
         return f"json://127.0.0.1:{self.port}/{path}?retry=0"

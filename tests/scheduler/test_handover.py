@@ -123,7 +123,7 @@ class SlowReceiver:
             return [r for r in self.received if r[1] == replica]
 
     def __enter__(self) -> SlowReceiver:
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -41,7 +41,7 @@ def _serve(address: str, status: int) -> Iterator[int]:
     server_class = type("Server", (http.server.ThreadingHTTPServer,),
                         {"address_family": family})
     server = server_class((address, 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
         yield server.server_address[1]
     finally:
