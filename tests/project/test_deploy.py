@@ -468,9 +468,10 @@ def test_image_installs_like_the_makefile_and_ci():
     assert ["."] in targets and ["/dev/stdin"] in targets, targets
     assert not any("requirements" in r or "playwright install" in r for r in runs)
     makefile = (REPO / "Makefile").read_text()
-    assert re.search(r"^PIP_INSTALL := \$\(BIN\)/uv pip install ", makefile, re.M)  # uv's pip
+    assert re.search(r"^UV_INSTALL := \$\(BIN\)/uv pip install ", makefile, re.M)  # uv's pip
+    assert re.search(r"^PIP_INSTALL := \$\(UV_INSTALL\) --compile-bytecode$", makefile, re.M)
     assert re.search(r"\$\(PIP_INSTALL\) -q [-\w ]*\.$", makefile, re.M)  # make install
-    assert re.search(r"\$\(PIP_INSTALL\) -q -e '\.\[test,contract\]'", makefile)  # install-test
+    assert re.search(r"\$\(UV_INSTALL\) -q -e '\.\[test,contract\]'", makefile)  # install-test
     assert "make test" in (REPO / ".ci" / "run").read_text()
 
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
