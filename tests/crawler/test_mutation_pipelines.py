@@ -211,6 +211,17 @@ def test_the_catalog_fills_in_the_memory_only_where_the_provider_gives_none():
     assert normalize(stated, FxTable()) is None and stated.gpu_memory_gb == 79.6
 
 
+def test_an_offer_says_where_its_price_was_read_and_a_spiders_own_word_for_it_stands():
+    """Azure's offers come from its price API; an offer whose spider says where its price
+    was read (Lambda's pricing page, read without a key from a source whose API is the
+    default) keeps what its spider said."""
+    plain = offer(2.5)
+    from_page = offer(2.5, attributes={"price_source": "list_page"})
+    assert normalize(plain, FxTable()) is None and normalize(from_page, FxTable()) is None
+    assert plain.attributes["price_source"] == "api"
+    assert from_page.attributes["price_source"] == "list_page"
+
+
 def test_a_multi_gpu_offer_says_what_links_its_gpus_and_a_single_gpu_offer_does_not():
     eight = offer(20.0, count=8, it="Standard_ND96isr_H100_v5")
     two = offer(7.0, count=2, it="Standard_NC80adis_H100_v5")
@@ -414,6 +425,25 @@ def test_back_dated_prices_whose_currency_was_read_from_an_answer_are_stored(sql
     assert (done.points, done.refused) == (2, 0)
     (stored,) = queries.find_offer(storage.engine, "azure", "X")
     assert [s["price"] for s in queries.spans(storage.engine, stored["id"])] == [12.0, 14.0, 16.0]
+
+
+def test_a_crawl_without_back_dated_prices_reports_no_back_fill(sqlite_url):
+    """Only a crawl that read back-dated prices (AWS's first crawl of a region) says what it
+    back-filled; any other crawl's summary has nothing to say of it (no "back-filled 0
+    points" line under `gpuradar crawl`, `backfilled: null` in its JSON)."""
+    from scrapy.utils.test import get_crawler
+
+    from gpuradar.crawler.pipelines import StoragePipeline
+    from gpuradar.crawler.spiders.azure import AzureSpider
+
+    crawler = get_crawler(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
+    crawler.spider = spider = crawler._create_spider()
+    storage = StoragePipeline(crawler)
+    storage.spider_opened(spider)
+    storage.process_item(offer(2.5))
+    storage.spider_closed(spider, "finished")
+    assert (storage.summary.status, storage.summary.items) == ("ok", 1)
+    assert storage.summary.backfilled is None
 
 
 def test_an_offer_listed_twice_in_a_refused_replay_is_still_dropped_as_a_duplicate(sqlite_url):
