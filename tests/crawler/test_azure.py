@@ -583,6 +583,20 @@ def test_what_the_sku_answer_does_not_count_stays_uncatalogued(unlisted_a100):
     assert by_key(items)[("eastus", "Standard_NC24ads_A100_v4", "spot")].gpu_count == 1
 
 
+def test_an_entry_without_a_name_or_capabilities_does_not_end_the_sku_page(unlisted_a100):
+    """Entries the SKU answer gives no name or no capabilities list are passed over, not
+    taken for the page's end: the sizes listed after them still get their GPU counts."""
+    entry = sku_entry("Standard_NC24ads_A100_v4")
+    page = load("resource_skus_southcentralus_real.json")
+    page["value"] = [{**entry, "name": None}, {**entry, "name": "Standard_X", "capabilities": None},
+                     *page["value"]]
+    s = with_creds()
+    items = crawl_with_skus(s, PAGES, [page])
+    a100 = by_key(items)[("eastus", "Standard_NC24ads_A100_v4", "on_demand")]
+    assert (a100.gpu_count, a100.attributes["gpu_count_from"]) == (1, "Resource SKUs API")
+    assert "gpuradar/uncatalogued_names" not in stats(s)
+
+
 def test_the_sku_answer_is_read_to_the_end_of_its_next_link_chain(unlisted_a100):
     """The real answer split in two pages (the envelope's `nextLink` added)."""
     real = load("resource_skus_southcentralus_real.json")
@@ -954,6 +968,25 @@ def test_a_failed_eviction_query_costs_the_signal_alone(caplog, status, body, sa
     [line] = [r.getMessage() for r in caplog.records if "eviction" in r.getMessage()]
     assert line.startswith("azure: spot eviction rates unavailable (") and said in line
     assert TOKEN not in caplog.text
+
+
+def test_a_long_eviction_query_error_is_cut_in_its_warning_and_in_each_spot_offer(caplog):
+    """ARM's real 403 body with its `code` made 400 characters long: the WARNING line gives
+    its first 300 characters, each spot offer its first 120."""
+    body = load("arm_error_authorization_failed_real.json")
+    body["error"]["code"] = "X" * 400
+    s = with_creds()
+    starts(s)
+    [skus, graph] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    feed(s, s.parse_evictions, body, graph.url, 403)
+    prices(s)
+    items, _ = feed(s, s.parse_skus, load("resource_skus_southcentralus_real.json"), skus.url)
+    [line] = [r.getMessage() for r in caplog.records if "eviction" in r.getMessage()]
+    why = line.removeprefix("azure: spot eviction rates unavailable (").removesuffix(
+        "): spot offers carry no interruption signal")
+    assert why.endswith("X" * 100) and "HTTP 403" in why and len(why) == 300
+    whys = {i.attributes["interruption_unknown"] for i in items if i.pricing == "spot"}
+    assert whys == {f"the Resource Graph eviction rates failed ({why[:120]})"}
 
 
 def test_without_credentials_azure_spot_offers_say_the_signal_needs_them():
