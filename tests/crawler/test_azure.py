@@ -620,6 +620,15 @@ def test_the_sku_answer_is_read_to_the_end_of_its_next_link_chain(unlisted_a100)
     items, follow = feed(s, s.parse_skus, {**first, "nextLink": "https://evil.example/x"},
                          SKUS_URL)
     assert follow == [] and "Standard_NC24ads_A100_v4" not in {i.instance_type for i in items}
+    # ... whichever way the host or the scheme differs
+    for away in ("https://other.example/x", "http://management.azure.com/x"):
+        s = with_creds()
+        starts(s)
+        authorize(s)
+        prices(s)
+        items, follow = feed(s, s.parse_skus, {**first, "nextLink": away}, SKUS_URL)
+        assert follow == [], away
+        assert "Standard_NC24ads_A100_v4" not in {i.instance_type for i in items}
     # A nextLink back to a page already read would hold the offers for ever: refused.
     s = with_creds()
     starts(s)
@@ -873,6 +882,29 @@ def test_a_region_answering_an_error_loses_that_region_alone(tmp_path, provider_
     assert regions == {"eastus", "westus3"}
 
 
+def test_a_region_whose_next_page_is_lost_keeps_none_of_its_offers(tmp_path, provider_server,
+                                                                   sqlite_url):
+    """eastus's chain is two pages and its second answers HTTP 400: the offers of its first
+    page are not stored either (the price in effect of any of them may be on the lost
+    page), the other region's are, and the crawl is partial."""
+    from tests.routes.core import azure_handler, azure_region
+
+    endpoints = serve_standard(provider_server, ["azure"])
+    provider_server.route("GET", "/api/retail/prices", lambda req: (
+        Reply(400, b'{"Error": "bad"}')
+        if azure_region(req) == "eastus" and req.query.get("$skip") else azure_handler(req)))
+    cfg = write_config(tmp_path / "c.yaml", endpoints=endpoints, scrapy={"DOWNLOAD_DELAY": 0},
+                       sources={"azure": {"regions": ["eastus", "westus3"]}})
+    proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "partial", result
+    assert [r.query.get("$skip") for r in provider_server.requests
+            if azure_region(r) == "eastus"] == [None, ["5"]]  # its first page was read
+    regions = {o["region"] for o in gpuradar_json("prices", "--source", "azure", config=cfg,
+                                                  db_url=sqlite_url)}
+    assert regions == {"westus3"}
+
+
 # -- spot eviction rates: Azure Resource Graph --------------------------------------------------
 def test_the_eviction_query_is_a_resource_graph_query_request():
     """POST .../Microsoft.ResourceGraph/resources?api-version=2021-03-01 with the bearer
@@ -968,6 +1000,17 @@ def test_a_failed_eviction_query_costs_the_signal_alone(caplog, status, body, sa
     [line] = [r.getMessage() for r in caplog.records if "eviction" in r.getMessage()]
     assert line.startswith("azure: spot eviction rates unavailable (") and said in line
     assert TOKEN not in caplog.text
+
+
+def test_an_unreadable_eviction_band_is_quoted_to_its_first_20_characters():
+    from gpuradar.crawler.spiders.azure import read_evictions
+
+    band = "between 5 and 10 percent, mostly"
+    rates: dict = {}
+    read_evictions({"data": [{"skuName": "Standard_NC4as_T4_v3", "location": "eastus",
+                              "evictionRate": band}]}, "2026-12-06", rates, lambda what: None)
+    assert rates == {("standard_nc4as_t4_v3", "eastus"): {
+        "interruption_unknown": "Azure eviction rate 'between 5 and 10 per' not understood"}}
 
 
 def test_a_long_eviction_query_error_is_cut_in_its_warning_and_in_each_spot_offer(caplog):
