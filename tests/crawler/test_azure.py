@@ -239,6 +239,23 @@ def test_superseded_and_future_prices_are_ignored_whatever_the_page_order():
         assert stats(s)["gpuradar/skipped/future_price"] == 1
 
 
+def test_a_price_taking_effect_this_instant_is_in_effect():
+    """A copy of the real ND row whose `effectiveStartDate` is the crawl's own time: that
+    price is the offer's, not one for the future."""
+    from datetime import UTC, datetime
+
+    from gpuradar.core.clock import FakeClock
+
+    page = load("westus_real_rows.json")
+    row = next(i for i in page["Items"] if i["armSkuName"] == "Standard_ND96is_noIB_H100_v5")
+    now = {**row, "effectiveStartDate": "2026-12-06T12:00:00Z", "retailPrice": 120.0}
+    s = spider()
+    s.clock = FakeClock(datetime(2026, 12, 6, 12, 0, tzinfo=UTC))
+    items, _ = chain({**page, "Items": [row, now], "NextPageLink": None}, s=s)
+    assert [(i.instance_type, i.price) for i in items] == [("Standard_ND96is_noIB_H100_v5", 120.0)]
+    assert "gpuradar/skipped/future_price" not in stats(s)
+
+
 def test_the_same_meter_twice_is_a_duplicate_and_a_meter_not_per_hour_is_skipped():
     page = load("westus_real_rows.json")
     row = next(i for i in page["Items"] if i["armSkuName"] == "Standard_ND96is_noIB_H100_v5")
@@ -597,6 +614,17 @@ def test_an_entry_without_a_name_or_capabilities_does_not_end_the_sku_page(unlis
     assert "gpuradar/uncatalogued_names" not in stats(s)
 
 
+def test_a_sku_page_whose_next_link_is_no_link_is_the_last(unlisted_a100):
+    """A `nextLink` that is not a string (or an empty one) names no page: the answer ends
+    there and its GPU counts are used."""
+    for no_link in (7, {"href": SKUS_URL}, ""):
+        page = {**load("resource_skus_southcentralus_real.json"), "nextLink": no_link}
+        s = with_creds()
+        items = crawl_with_skus(s, PAGES, [page])
+        a100 = by_key(items)[("eastus", "Standard_NC24ads_A100_v4", "on_demand")]
+        assert (a100.gpu_count, a100.attributes["gpu_count_from"]) == (1, "Resource SKUs API")
+
+
 def test_the_sku_answer_is_read_to_the_end_of_its_next_link_chain(unlisted_a100):
     """The real answer split in two pages (the envelope's `nextLink` added)."""
     real = load("resource_skus_southcentralus_real.json")
@@ -834,6 +862,13 @@ def test_a_size_restricted_for_the_subscription_is_unavailable_there():
     assert restricted.attributes["restriction"] == "NotAvailableForSubscription"
     other = items[("eastus", "Standard_NC40ads_H100_v5", "on_demand")]
     assert other.available is None and "restriction" not in other.attributes
+    # a restriction of another type (a zone) listed first does not hide the region's
+    a100["restrictions"].insert(0, {
+        "type": "Zone", "values": ["westus"],
+        "restrictionInfo": {"locations": ["westus"], "zones": ["1"]},
+        "reasonCode": "NotAvailableForSubscription"})
+    items = by_key(crawl_with_skus(with_creds(), PAGES, [page]))
+    assert items[("eastus", "Standard_NC24ads_A100_v4", "on_demand")].available is False
 
 
 # -- the walk, one region at a time ------------------------------------------------------------
