@@ -335,6 +335,26 @@ def test_a_retry_is_signed_afresh():
     assert retry.headers["Authorization"] != first.headers["Authorization"]
 
 
+def test_the_wait_after_request_limit_exceeded_doubles_from_the_base():
+    """RequestLimitExceeded in an HTTP 200 answer: the first retry waits RETRY_BACKOFF_BASE,
+    each later one twice the one before. Another status is not the spider's to read (the
+    retry middleware's rules for it stand: a 400 is not asked again)."""
+    from scrapy.http import TextResponse
+
+    spider = callback_spider(TencentSpider, {"RETRY_BACKOFF_BASE": 1.5},
+                             secret_id="AKIDtest", secret_key=SECRET_KEY)
+    first = next(spider.region_requests("ap-guangzhou"))
+    body = (FIX / "error_request_limit.json").read_bytes()
+
+    def answer(status: int = 200, retries: int | None = None) -> TextResponse:
+        meta = {} if retries is None else {"retry_times": retries}
+        return TextResponse(first.url, status=status, body=body,
+                            request=first.replace(meta={**first.meta, **meta}))
+
+    assert [spider.throttle_pause(answer(retries=n)) for n in (None, 1, 2)] == [1.5, 3.0, 6.0]
+    assert spider.throttle_pause(answer(status=400)) is None
+
+
 def test_financial_regions_are_called_at_their_own_host():
     """CVM "Request Structure": financial regions are isolated from the others, and a call
     whose Region is ap-shanghai-fsi or ap-shenzhen-fsi goes to cvm.<region>.tencentcloudapi.com
