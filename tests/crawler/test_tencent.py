@@ -356,6 +356,10 @@ def test_the_wait_after_request_limit_exceeded_doubles_from_the_base():
     # an answer not tied to its request (no retries known) is a first one
     assert spider.throttle_pause(TextResponse(first.url, status=200, body=body)) == 1.5
     assert spider.throttle_pause(answer(status=400)) is None
+    # a page that is no API answer (a gateway's HTML naming the error) is not one to pause on
+    html = b"<html><body>RequestLimitExceeded</body></html>"
+    assert spider.throttle_pause(TextResponse(first.url, status=200, body=html,
+                                              request=first)) is None
 
 
 def test_financial_regions_are_called_at_their_own_host():
