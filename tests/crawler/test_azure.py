@@ -239,6 +239,23 @@ def test_superseded_and_future_prices_are_ignored_whatever_the_page_order():
         assert stats(s)["gpuradar/skipped/future_price"] == 1
 
 
+def test_a_price_taking_effect_this_instant_is_in_effect():
+    """A copy of the real ND row whose `effectiveStartDate` is the crawl's own time: that
+    price is the offer's, not one for the future."""
+    from datetime import UTC, datetime
+
+    from gpuradar.core.clock import FakeClock
+
+    page = load("westus_real_rows.json")
+    row = next(i for i in page["Items"] if i["armSkuName"] == "Standard_ND96is_noIB_H100_v5")
+    now = {**row, "effectiveStartDate": "2026-12-06T12:00:00Z", "retailPrice": 120.0}
+    s = spider()
+    s.clock = FakeClock(datetime(2026, 12, 6, 12, 0, tzinfo=UTC))
+    items, _ = chain({**page, "Items": [row, now], "NextPageLink": None}, s=s)
+    assert [(i.instance_type, i.price) for i in items] == [("Standard_ND96is_noIB_H100_v5", 120.0)]
+    assert "gpuradar/skipped/future_price" not in stats(s)
+
+
 def test_the_same_meter_twice_is_a_duplicate_and_a_meter_not_per_hour_is_skipped():
     page = load("westus_real_rows.json")
     row = next(i for i in page["Items"] if i["armSkuName"] == "Standard_ND96is_noIB_H100_v5")
@@ -583,6 +600,31 @@ def test_what_the_sku_answer_does_not_count_stays_uncatalogued(unlisted_a100):
     assert by_key(items)[("eastus", "Standard_NC24ads_A100_v4", "spot")].gpu_count == 1
 
 
+def test_an_entry_without_a_name_or_capabilities_does_not_end_the_sku_page(unlisted_a100):
+    """Entries the SKU answer gives no name or no capabilities list are passed over, not
+    taken for the page's end: the sizes listed after them still get their GPU counts."""
+    entry = sku_entry("Standard_NC24ads_A100_v4")
+    page = load("resource_skus_southcentralus_real.json")
+    page["value"] = [{**entry, "name": None}, {**entry, "name": "Standard_X", "capabilities": None},
+                     *page["value"]]
+    s = with_creds()
+    items = crawl_with_skus(s, PAGES, [page])
+    a100 = by_key(items)[("eastus", "Standard_NC24ads_A100_v4", "on_demand")]
+    assert (a100.gpu_count, a100.attributes["gpu_count_from"]) == (1, "Resource SKUs API")
+    assert "gpuradar/uncatalogued_names" not in stats(s)
+
+
+def test_a_sku_page_whose_next_link_is_no_link_is_the_last(unlisted_a100):
+    """A `nextLink` that is not a string (or an empty one) names no page: the answer ends
+    there and its GPU counts are used."""
+    for no_link in (7, {"href": SKUS_URL}, ""):
+        page = {**load("resource_skus_southcentralus_real.json"), "nextLink": no_link}
+        s = with_creds()
+        items = crawl_with_skus(s, PAGES, [page])
+        a100 = by_key(items)[("eastus", "Standard_NC24ads_A100_v4", "on_demand")]
+        assert (a100.gpu_count, a100.attributes["gpu_count_from"]) == (1, "Resource SKUs API")
+
+
 def test_the_sku_answer_is_read_to_the_end_of_its_next_link_chain(unlisted_a100):
     """The real answer split in two pages (the envelope's `nextLink` added)."""
     real = load("resource_skus_southcentralus_real.json")
@@ -606,6 +648,15 @@ def test_the_sku_answer_is_read_to_the_end_of_its_next_link_chain(unlisted_a100)
     items, follow = feed(s, s.parse_skus, {**first, "nextLink": "https://evil.example/x"},
                          SKUS_URL)
     assert follow == [] and "Standard_NC24ads_A100_v4" not in {i.instance_type for i in items}
+    # ... whichever way the host or the scheme differs
+    for away in ("https://other.example/x", "http://management.azure.com/x"):
+        s = with_creds()
+        starts(s)
+        authorize(s)
+        prices(s)
+        items, follow = feed(s, s.parse_skus, {**first, "nextLink": away}, SKUS_URL)
+        assert follow == [], away
+        assert "Standard_NC24ads_A100_v4" not in {i.instance_type for i in items}
     # A nextLink back to a page already read would hold the offers for ever: refused.
     s = with_creds()
     starts(s)
@@ -811,6 +862,13 @@ def test_a_size_restricted_for_the_subscription_is_unavailable_there():
     assert restricted.attributes["restriction"] == "NotAvailableForSubscription"
     other = items[("eastus", "Standard_NC40ads_H100_v5", "on_demand")]
     assert other.available is None and "restriction" not in other.attributes
+    # a restriction of another type (a zone) listed first does not hide the region's
+    a100["restrictions"].insert(0, {
+        "type": "Zone", "values": ["westus"],
+        "restrictionInfo": {"locations": ["westus"], "zones": ["1"]},
+        "reasonCode": "NotAvailableForSubscription"})
+    items = by_key(crawl_with_skus(with_creds(), PAGES, [page]))
+    assert items[("eastus", "Standard_NC24ads_A100_v4", "on_demand")].available is False
 
 
 # -- the walk, one region at a time ------------------------------------------------------------
@@ -857,6 +915,29 @@ def test_a_region_answering_an_error_loses_that_region_alone(tmp_path, provider_
     regions = {o["region"] for o in gpuradar_json("prices", "--source", "azure", config=cfg,
                                                   db_url=sqlite_url)}
     assert regions == {"eastus", "westus3"}
+
+
+def test_a_region_whose_next_page_is_lost_keeps_none_of_its_offers(tmp_path, provider_server,
+                                                                   sqlite_url):
+    """eastus's chain is two pages and its second answers HTTP 400: the offers of its first
+    page are not stored either (the price in effect of any of them may be on the lost
+    page), the other region's are, and the crawl is partial."""
+    from tests.routes.core import azure_handler, azure_region
+
+    endpoints = serve_standard(provider_server, ["azure"])
+    provider_server.route("GET", "/api/retail/prices", lambda req: (
+        Reply(400, b'{"Error": "bad"}')
+        if azure_region(req) == "eastus" and req.query.get("$skip") else azure_handler(req)))
+    cfg = write_config(tmp_path / "c.yaml", endpoints=endpoints, scrapy={"DOWNLOAD_DELAY": 0},
+                       sources={"azure": {"regions": ["eastus", "westus3"]}})
+    proc = gpuradar("crawl", "azure", "--json", config=cfg, db_url=sqlite_url)
+    [result] = json.loads(proc.stdout)
+    assert result["status"] == "partial", result
+    assert [r.query.get("$skip") for r in provider_server.requests
+            if azure_region(r) == "eastus"] == [None, ["5"]]  # its first page was read
+    regions = {o["region"] for o in gpuradar_json("prices", "--source", "azure", config=cfg,
+                                                  db_url=sqlite_url)}
+    assert regions == {"westus3"}
 
 
 # -- spot eviction rates: Azure Resource Graph --------------------------------------------------
@@ -954,6 +1035,36 @@ def test_a_failed_eviction_query_costs_the_signal_alone(caplog, status, body, sa
     [line] = [r.getMessage() for r in caplog.records if "eviction" in r.getMessage()]
     assert line.startswith("azure: spot eviction rates unavailable (") and said in line
     assert TOKEN not in caplog.text
+
+
+def test_an_unreadable_eviction_band_is_quoted_to_its_first_20_characters():
+    from gpuradar.crawler.spiders.azure import read_evictions
+
+    band = "between 5 and 10 percent, mostly"
+    rates: dict = {}
+    read_evictions({"data": [{"skuName": "Standard_NC4as_T4_v3", "location": "eastus",
+                              "evictionRate": band}]}, "2026-12-06", rates, lambda what: None)
+    assert rates == {("standard_nc4as_t4_v3", "eastus"): {
+        "interruption_unknown": "Azure eviction rate 'between 5 and 10 per' not understood"}}
+
+
+def test_a_long_eviction_query_error_is_cut_in_its_warning_and_in_each_spot_offer(caplog):
+    """ARM's real 403 body with its `code` made 400 characters long: the WARNING line gives
+    its first 300 characters, each spot offer its first 120."""
+    body = load("arm_error_authorization_failed_real.json")
+    body["error"]["code"] = "X" * 400
+    s = with_creds()
+    starts(s)
+    [skus, graph] = feed(s, s.parse_token, token_answer(), TOKEN_URL)[1]
+    feed(s, s.parse_evictions, body, graph.url, 403)
+    prices(s)
+    items, _ = feed(s, s.parse_skus, load("resource_skus_southcentralus_real.json"), skus.url)
+    [line] = [r.getMessage() for r in caplog.records if "eviction" in r.getMessage()]
+    why = line.removeprefix("azure: spot eviction rates unavailable (").removesuffix(
+        "): spot offers carry no interruption signal")
+    assert why.endswith("X" * 100) and "HTTP 403" in why and len(why) == 300
+    whys = {i.attributes["interruption_unknown"] for i in items if i.pricing == "spot"}
+    assert whys == {f"the Resource Graph eviction rates failed ({why[:120]})"}
 
 
 def test_without_credentials_azure_spot_offers_say_the_signal_needs_them():

@@ -98,6 +98,11 @@ def east_gpu_flavors(spider: HuaweiSpider) -> list[dict[str, Any]]:
     return [f for f in infos if f is not None]
 
 
+def test_a_flavors_file_read_without_a_region_takes_it_from_the_flavors_links():
+    items = list(parse_files("huawei", [FIX / "flavors_cn-north-4.json"], project_settings()))
+    assert items and {i["region"] for i in items} == {"cn-north-4"}
+
+
 def test_parse_flavors_file_shows_offers_without_price():
     items = list(parse_files("huawei", [FIX / "flavors_cn-north-4.json"],
                              project_settings(region="cn-north-4")))
@@ -418,6 +423,10 @@ def test_the_documented_az_list_names_the_regions_zones():
     doc["availabilityZoneInfo"][1]["zoneState"]["available"] = False
     [request] = spider.parse_zones(response(doc, url), region="cn-east-2", project_id="p")
     assert request.cb_kwargs["region_zones"] == {"cn-east-2a"}
+    # only an explicit false: a state that does not say (null) leaves the AZ listed
+    doc["availabilityZoneInfo"][1]["zoneState"]["available"] = None
+    [request] = spider.parse_zones(response(doc, url), region="cn-east-2", project_id="p")
+    assert request.cb_kwargs["region_zones"] == {"cn-east-2a", "cn-east-2b"}
 
 
 def test_crawl_offers_a_flavor_in_the_azs_it_does_not_list(tmp_path, provider_server,

@@ -156,11 +156,33 @@ def test_api_cpu_only_types_are_skipped_wherever_they_are_listed():
     cpu = {"cpu_4x_general": {"instance_type": {
         "name": "cpu_4x_general", "description": "4x vCPU", "price_cents_per_hour": 12,
         "specs": {"vcpus": 4, "memory_gib": 16, "storage_gib": 128, "gpus": 0}},
-        "regions_with_capacity_available": []}}
+        "regions_with_capacity_available": [{"name": "us-east-1"}]}}
     data["data"] = {**cpu, **data["data"]}  # listed first
     items = api(data)
     assert "cpu_4x_general" not in {i.instance_type for i in items}
     assert len({i.instance_type for i in items}) == 7  # the GPU types with capacity
+
+
+@pytest.mark.parametrize("description, specs, gpu_description", [
+    ("1x H100 (80 GB SXM5)", {"vcpus": 26, "gpus": 0}, "H100 (80 GB SXM5)"),  # no GPU counted
+    ("Custom instance", {"vcpus": 26, "gpus": 1}, None),  # a GPU counted, but no model named
+    ("Custom instance", {"vcpus": 26, "gpus": 1}, ""),
+])
+def test_api_type_without_both_a_gpu_count_and_a_gpu_model_gives_no_offer(
+        description, specs, gpu_description):
+    """An offer needs how many GPUs and which: a type with capacity that lacks either is
+    skipped like a CPU-only one, not offered with 0 GPUs or with no GPU model."""
+    itype = {"name": "gpu_odd", "description": description, "price_cents_per_hour": 300,
+             "specs": specs}
+    if gpu_description is not None:
+        itype["gpu_description"] = gpu_description
+    data = {"data": {"gpu_odd": {"instance_type": itype,
+                                 "regions_with_capacity_available": [{"name": "us-east-1"}]}}}
+    assert api(data) == []
+    itype["specs"] = {**specs, "gpus": 1}
+    itype["gpu_description"] = "H100 (80 GB SXM5)"
+    [item] = api(data)  # with both, the same type is offered
+    assert (item.instance_type, item.gpu_count, item.gpu) == ("gpu_odd", 1, "H100 (80 GB SXM5)")
 
 
 def test_api_storage_is_stored_in_gb_and_a_price_that_is_no_number_is_an_error():

@@ -182,7 +182,8 @@ def test_a_spiders_error_reaches_its_own_crawl_result_as_written(tmp_path, provi
                                                                  sqlite_url):
     """Lambda's page loses one tab's panel while Azure crawls in the same process: Lambda's
     crawl keeps the other tabs and is partial, its error is the spider's message with its
-    values filled in (cut at 500 characters), and Azure's crawl is not touched by it."""
+    values filled in (cut at 500 characters), and Azure's crawl is not touched by it. The
+    site has no robots.txt (its 404 is asked first): no error of the crawl, not in its error."""
     from tests.routes.lambda_ import pricing_handler
 
     gone = "tabpanel-" + "x" * 600
@@ -200,6 +201,7 @@ def test_a_spiders_error_reaches_its_own_crawl_result_as_written(tmp_path, provi
     message = (f"lambda: {provider_server.base}/pricing: the 8x tab's panel {gone!r} is "
                "missing")
     assert message[:500] in lam["error"] and message[:501] not in lam["error"]
+    assert lam["error"] == message[:500]  # nothing else: no "0 response(s) with HTTP 404"
 
 
 def test_the_catalog_fills_in_the_memory_only_where_the_provider_gives_none():
@@ -207,6 +209,17 @@ def test_the_catalog_fills_in_the_memory_only_where_the_provider_gives_none():
     assert normalize(bare, FxTable()) is None and bare.gpu_memory_gb == 80
     stated = offer(2.5, gpu_memory_gb=79.6)  # as a provider in GiB rounding states it
     assert normalize(stated, FxTable()) is None and stated.gpu_memory_gb == 79.6
+
+
+def test_an_offer_says_where_its_price_was_read_and_a_spiders_own_word_for_it_stands():
+    """Azure's offers come from its price API; an offer whose spider says where its price
+    was read (Lambda's pricing page, read without a key from a source whose API is the
+    default) keeps what its spider said."""
+    plain = offer(2.5)
+    from_page = offer(2.5, attributes={"price_source": "list_page"})
+    assert normalize(plain, FxTable()) is None and normalize(from_page, FxTable()) is None
+    assert plain.attributes["price_source"] == "api"
+    assert from_page.attributes["price_source"] == "list_page"
 
 
 def test_a_multi_gpu_offer_says_what_links_its_gpus_and_a_single_gpu_offer_does_not():
@@ -386,6 +399,51 @@ def test_back_dated_prices_of_no_gpus_or_not_in_usd_are_refused(sqlite_url, gpus
     summary = storage.summary
     assert (summary.status, summary.items, summary.backfilled.points,
             summary.backfilled.refused) == ("ok", 1, 0, 2)
+
+
+def test_back_dated_prices_whose_currency_was_read_from_an_answer_are_stored(sqlite_url):
+    """A history's currency as a provider's JSON states it (a string made while reading the
+    answer, not this code's own literal) is USD when it reads "USD": its prices are stored."""
+    from scrapy.utils.test import get_crawler
+
+    from gpuradar.core.backfill import PriceHistory
+    from gpuradar.crawler.pipelines import StoragePipeline
+    from gpuradar.crawler.spiders.azure import AzureSpider
+
+    crawler = get_crawler(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
+    crawler.spider = spider = crawler._create_spider()
+    storage = StoragePipeline(crawler)
+    storage.spider_opened(spider)
+    live = offer(16.0, count=8, price_usd=16.0, price_per_gpu_usd=2.0)
+    now = int(T0.timestamp())
+    stated = json.loads('{"currencyCode": "USD"}')["currencyCode"]
+    storage.process_item(live)
+    storage.process_item(PriceHistory("azure", live.key, 8, stated,
+                                      [(now - 86400, 12.0), (now - 3600, 14.0)], 90))
+    storage.spider_closed(spider, "finished")
+    done = storage.summary.backfilled
+    assert (done.points, done.refused) == (2, 0)
+    (stored,) = queries.find_offer(storage.engine, "azure", "X")
+    assert [s["price"] for s in queries.spans(storage.engine, stored["id"])] == [12.0, 14.0, 16.0]
+
+
+def test_a_crawl_without_back_dated_prices_reports_no_back_fill(sqlite_url):
+    """Only a crawl that read back-dated prices (AWS's first crawl of a region) says what it
+    back-filled; any other crawl's summary has nothing to say of it (no "back-filled 0
+    points" line under `gpuradar crawl`, `backfilled: null` in its JSON)."""
+    from scrapy.utils.test import get_crawler
+
+    from gpuradar.crawler.pipelines import StoragePipeline
+    from gpuradar.crawler.spiders.azure import AzureSpider
+
+    crawler = get_crawler(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
+    crawler.spider = spider = crawler._create_spider()
+    storage = StoragePipeline(crawler)
+    storage.spider_opened(spider)
+    storage.process_item(offer(2.5))
+    storage.spider_closed(spider, "finished")
+    assert (storage.summary.status, storage.summary.items) == ("ok", 1)
+    assert storage.summary.backfilled is None
 
 
 def test_an_offer_listed_twice_in_a_refused_replay_is_still_dropped_as_a_duplicate(sqlite_url):

@@ -253,6 +253,17 @@ def test_a_refusal_with_an_unreadable_body_stops_as_too_frequent(caplog):
     assert "still refuses searches as too frequent (HTTP 429)" in line
 
 
+def test_a_long_refusal_is_quoted_to_its_first_120_characters(caplog):
+    """A 404 that is not the invalid-key one (a wrong endpoint) with a long `msg`: the error
+    line gives Vast's words cut at 120 characters."""
+    said = "no such endpoint: " + "x" * 300
+    resp = TextResponse(url=URL, status=404, body=json.dumps({"msg": said}).encode())
+    list(spider().parse(resp))
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert line == (f"vastai: a search failed (HTTP 404 {said[:120]}, {URL}); its offers are "
+                    "missing from this crawl")
+
+
 def test_another_failed_search_is_reported_and_the_next_one_goes_ahead(caplog):
     out, queued = refused(spider(), 500, b"oops")
     assert [json.loads(r.body)["gpu_name"].keys() for r in out] == [{"notin": 0}.keys()]

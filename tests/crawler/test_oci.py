@@ -164,10 +164,14 @@ def test_hidden_inactive_and_unreadable_shapes_are_not_offers(caplog):
     by_name = {s["name"]: s for s in shapes["items"]}
     by_name["BM.GPU.H200.8"]["hidden"] = True
     by_name["BM.GPU.B200.8"]["status"] = "DEPRECATED"
+    by_name["BM.GPU.B300.8"]["status"] = None  # none stated, or one sorting before ACTIVE
+    by_name["BM.GPU.MI355X.8"]["status"] = "ABANDONED"
     by_name["BM.GPU.L40S.4"]["gpuQty"] = None
     by_name["VM.GPU.A10.1"]["name"] = "VM.GPU.A10.Flex"
     names = {s for s, _ in offers(shapes)}
-    assert not {"BM.GPU.H200.8", "BM.GPU.B200.8", "BM.GPU.L40S.4", "VM.GPU.A10.Flex"} & names
+    assert not {"BM.GPU.H200.8", "BM.GPU.B200.8", "BM.GPU.B300.8", "BM.GPU.MI355X.8",
+                "BM.GPU.L40S.4", "VM.GPU.A10.Flex"} & names
+    assert "BM.GPU.H100.8" in names
     # A GPU shape it cannot read is reported as uncatalogued, with what it lacks.
     assert [r.getMessage() for r in caplog.records if "catalog" in r.getMessage()] == [
         "oci: VM.GPU.A10.Flex is not in gpuradar's catalog (GPU model not recognised from the "

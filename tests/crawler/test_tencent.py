@@ -144,6 +144,7 @@ def test_documented_non_gpu_example_yields_nothing_and_errors_are_named():
     (lambda row: row.pop("Zone"), "'Zone' is missing"),
     # GB: the other ChargeUnit of Tencent's ItemPrice (SDK docs, traffic): never an hourly price
     (lambda row: row["Price"].update(ChargeUnit="GB"), "ChargeUnit.*'GB', expected 'HOUR'"),
+    (lambda row: row["Price"].update(ChargeUnit="MONTH"), "ChargeUnit.*'MONTH', expected 'HOUR'"),
 ])
 def test_changed_answer_is_a_clear_error(tmp_path, edit, error):
     """A renamed field or a price per another unit stops the parse with the field named."""
@@ -335,6 +336,32 @@ def test_a_retry_is_signed_afresh():
     assert retry.headers["Authorization"] != first.headers["Authorization"]
 
 
+def test_the_wait_after_request_limit_exceeded_doubles_from_the_base():
+    """RequestLimitExceeded in an HTTP 200 answer: the first retry waits RETRY_BACKOFF_BASE,
+    each later one twice the one before. Another status is not the spider's to read (the
+    retry middleware's rules for it stand: a 400 is not asked again)."""
+    from scrapy.http import TextResponse
+
+    spider = callback_spider(TencentSpider, {"RETRY_BACKOFF_BASE": 1.5},
+                             secret_id="AKIDtest", secret_key=SECRET_KEY)
+    first = next(spider.region_requests("ap-guangzhou"))
+    body = (FIX / "error_request_limit.json").read_bytes()
+
+    def answer(status: int = 200, retries: int | None = None) -> TextResponse:
+        meta = {} if retries is None else {"retry_times": retries}
+        return TextResponse(first.url, status=status, body=body,
+                            request=first.replace(meta={**first.meta, **meta}))
+
+    assert [spider.throttle_pause(answer(retries=n)) for n in (None, 1, 2)] == [1.5, 3.0, 6.0]
+    # an answer not tied to its request (no retries known) is a first one
+    assert spider.throttle_pause(TextResponse(first.url, status=200, body=body)) == 1.5
+    assert spider.throttle_pause(answer(status=400)) is None
+    # a page that is no API answer (a gateway's HTML naming the error) is not one to pause on
+    html = b"<html><body>RequestLimitExceeded</body></html>"
+    assert spider.throttle_pause(TextResponse(first.url, status=200, body=html,
+                                              request=first)) is None
+
+
 def test_financial_regions_are_called_at_their_own_host():
     """CVM "Request Structure": financial regions are isolated from the others, and a call
     whose Region is ap-shanghai-fsi or ap-shenzhen-fsi goes to cvm.<region>.tencentcloudapi.com
@@ -357,6 +384,33 @@ def test_every_gpu_family_of_the_table_is_in_the_catalog():
              if name is not None}
     assert [family for family, gpu in named.items() if gpu is None] == []
     assert named["GN8"].name == "P40"
+
+
+def test_a_family_not_in_the_table_is_reported_with_its_type_name(tmp_path, caplog):
+    """An unknown GPU family is uncatalogued, the warning naming it with Tencent's TypeName
+    (or saying there is none)."""
+    said = []
+    for family, type_name in (("ZZ9", "GPU ZZ9 type"), ("ZZ8", None)):
+        def edit(row: dict, family=family, type_name=type_name) -> None:
+            row.update(InstanceFamily=family, InstanceType=f"{family}.2XLARGE32",
+                       TypeName=type_name)
+        path = edited_answer(tmp_path, "zone_instance_config_postpaid_gpu.json", edit)
+        list(parse_files("tencent", [path], project_settings()))
+        said += [r.getMessage() for r in caplog.records if f"{family}.2XLARGE32" in r.getMessage()]
+    assert len(said) == 2
+    assert "instance family ZZ9 (GPU ZZ9 type): its GPU is not in gpuradar's Tencent family" \
+        in said[0]
+    assert "instance family ZZ8 (no type name): its GPU is not" in said[1]
+
+
+def test_the_families_option_is_asked_for_five_families_a_call():
+    spider = callback_spider(TencentSpider, secret_id="AKIDtest", secret_key=SECRET_KEY,
+                             families=["GN7", "GN10Xp", "GT4", "PNV4", "GN7vw", "PNV5b"],
+                             charge_types=["POSTPAID_BY_HOUR"])
+    asked = [json.loads(r.body)["Filters"] for r in spider.region_requests("ap-guangzhou")]
+    assert asked == [[{"Name": "instance-charge-type", "Values": ["POSTPAID_BY_HOUR"]},
+                      {"Name": "instance-family", "Values": values}]
+                     for values in (["GN7", "GN10Xp", "GT4", "PNV4", "GN7vw"], ["PNV5b"])]
 
 
 def test_h20_and_l20_families_are_named(tmp_path):
