@@ -242,22 +242,17 @@ def test_an_offer_a_stage_fails_on_is_reported_with_its_traceback_and_its_batch_
     (no price) is logged without one."""
     import logging
 
-    from scrapy.utils.test import get_crawler
-
     from gpuradar.core.items import PriceBatch
-    from gpuradar.crawler.pipelines import StoragePipeline, ValidatePipeline
+    from gpuradar.crawler.pipelines import ValidatePipeline
     from gpuradar.crawler.spiders.azure import AzureSpider
 
-    crawler = get_crawler(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
-    crawler.spider = spider = crawler._create_spider()
-    storage = StoragePipeline(crawler)
-    storage.spider_opened(spider)
+    storage, spider = opened_storage(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
     good = offer(2.5, it="A")
     bad = offer(20.0, count="8", it="B")
     unpriced = offer(None, it="C")
     also_good = offer(3.5, it="D")
     with caplog.at_level(logging.DEBUG, logger="scrapy.core.scraper"):
-        batch = ValidatePipeline(crawler).process_item(
+        batch = ValidatePipeline(storage.crawler).process_item(
             PriceBatch([good, bad, unpriced, also_good]))
         assert batch.items == [good, also_good]  # in order
         storage.process_item(batch)
@@ -274,18 +269,27 @@ def test_an_offer_a_stage_fails_on_is_reported_with_its_traceback_and_its_batch_
     assert dropped.exc_info is None and "no_price" in dropped.getMessage()
 
 
-def test_a_spiders_error_lines_reach_its_crawl_as_logged(sqlite_url):
-    """What a spider logs as an error is the crawl's error as a user reads it: the first line
-    of a message, and no ": None" for a traceback asked for outside any exception."""
+
+def opened_storage(spidercls: type, settings: dict) -> tuple:
+    """(the storage pipeline, the spider) of a crawl of `spidercls` with Scrapy `settings`,
+    its spider opened: as a crawl's start leaves them."""
     from scrapy.utils.test import get_crawler
 
     from gpuradar.crawler.pipelines import StoragePipeline
-    from gpuradar.crawler.spiders.azure import AzureSpider
 
-    crawler = get_crawler(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
+    crawler = get_crawler(spidercls, settings)
     crawler.spider = spider = crawler._create_spider()
     storage = StoragePipeline(crawler)
     storage.spider_opened(spider)
+    return storage, spider
+
+def test_a_spiders_error_lines_reach_its_crawl_as_logged(sqlite_url):
+    """What a spider logs as an error is the crawl's error as a user reads it: the first line
+    of a message, and no ": None" for a traceback asked for outside any exception."""
+
+    from gpuradar.crawler.spiders.azure import AzureSpider
+
+    storage, spider = opened_storage(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
     storage.process_item(offer(2.5))
     spider.logger.error("eastus: the page has no prices\nits body: {}")
     spider.logger.error("westus: the answer was cut", exc_info=True)
@@ -300,19 +304,13 @@ def test_a_spiders_error_reaches_its_crawl_when_its_logger_does_not_propagate(sq
     and the logger is left as the package set it."""
     import logging
 
-    from scrapy.utils.test import get_crawler
-
-    from gpuradar.crawler.pipelines import StoragePipeline
     from gpuradar.crawler.spiders.vastai import VastaiSpider
 
     claimed = logging.getLogger("vastai")
     saved = claimed.propagate, claimed.handlers[:]
     claimed.propagate, claimed.handlers[:] = False, [logging.NullHandler()]
     try:
-        crawler = get_crawler(VastaiSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
-        crawler.spider = spider = crawler._create_spider()
-        storage = StoragePipeline(crawler)
-        storage.spider_opened(spider)
+        storage, spider = opened_storage(VastaiSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
         spider.logger.error("vastai: Vast refused the API key: HTTP 404 Invalid user key")
         storage.spider_closed(spider, "finished")
         assert len(claimed.handlers) == 1 and not claimed.propagate
@@ -352,17 +350,12 @@ def test_back_dated_prices_at_either_end_of_the_plausible_range_are_stored(sqlit
     """A back-dated price is judged per GPU against the source's plausible range as a live
     one is, both ends included: of an 8-GPU offer's history in a $0.50-$4 range, $4 and $32
     are stored, $3.92 and $32.08 (a cent per GPU outside) are counted as refused."""
-    from scrapy.utils.test import get_crawler
 
     from gpuradar.core.backfill import PriceHistory
-    from gpuradar.crawler.pipelines import StoragePipeline
     from gpuradar.crawler.spiders.azure import AzureSpider
 
-    crawler = get_crawler(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url,
+    storage, spider = opened_storage(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url,
                                         "GPURADAR_PRICE_RANGE": [0.5, 4.0]})
-    crawler.spider = spider = crawler._create_spider()
-    storage = StoragePipeline(crawler)
-    storage.spider_opened(spider)
     live = offer(16.0, count=8, price_usd=16.0, price_per_gpu_usd=2.0)
     day, now = 86400, int(T0.timestamp())
     storage.process_item(live)
@@ -380,16 +373,11 @@ def test_back_dated_prices_at_either_end_of_the_plausible_range_are_stored(sqlit
 def test_back_dated_prices_of_no_gpus_or_not_in_usd_are_refused(sqlite_url, gpus, currency):
     """The range is in USD per GPU: a history in another currency, or of an offer of no GPUs,
     cannot be judged against it, so none of its prices is stored; the crawl goes on."""
-    from scrapy.utils.test import get_crawler
 
     from gpuradar.core.backfill import PriceHistory
-    from gpuradar.crawler.pipelines import StoragePipeline
     from gpuradar.crawler.spiders.azure import AzureSpider
 
-    crawler = get_crawler(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
-    crawler.spider = spider = crawler._create_spider()
-    storage = StoragePipeline(crawler)
-    storage.spider_opened(spider)
+    storage, spider = opened_storage(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
     live = offer(16.0, count=8, price_usd=16.0, price_per_gpu_usd=2.0)
     now = int(T0.timestamp())
     storage.process_item(live)
@@ -404,16 +392,11 @@ def test_back_dated_prices_of_no_gpus_or_not_in_usd_are_refused(sqlite_url, gpus
 def test_back_dated_prices_whose_currency_was_read_from_an_answer_are_stored(sqlite_url):
     """A history's currency as a provider's JSON states it (a string made while reading the
     answer, not this code's own literal) is USD when it reads "USD": its prices are stored."""
-    from scrapy.utils.test import get_crawler
 
     from gpuradar.core.backfill import PriceHistory
-    from gpuradar.crawler.pipelines import StoragePipeline
     from gpuradar.crawler.spiders.azure import AzureSpider
 
-    crawler = get_crawler(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
-    crawler.spider = spider = crawler._create_spider()
-    storage = StoragePipeline(crawler)
-    storage.spider_opened(spider)
+    storage, spider = opened_storage(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
     live = offer(16.0, count=8, price_usd=16.0, price_per_gpu_usd=2.0)
     now = int(T0.timestamp())
     stated = json.loads('{"currencyCode": "USD"}')["currencyCode"]
@@ -431,15 +414,10 @@ def test_a_crawl_without_back_dated_prices_reports_no_back_fill(sqlite_url):
     """Only a crawl that read back-dated prices (AWS's first crawl of a region) says what it
     back-filled; any other crawl's summary has nothing to say of it (no "back-filled 0
     points" line under `gpuradar crawl`, `backfilled: null` in its JSON)."""
-    from scrapy.utils.test import get_crawler
 
-    from gpuradar.crawler.pipelines import StoragePipeline
     from gpuradar.crawler.spiders.azure import AzureSpider
 
-    crawler = get_crawler(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
-    crawler.spider = spider = crawler._create_spider()
-    storage = StoragePipeline(crawler)
-    storage.spider_opened(spider)
+    storage, spider = opened_storage(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
     storage.process_item(offer(2.5))
     storage.spider_closed(spider, "finished")
     assert (storage.summary.status, storage.summary.items) == ("ok", 1)
@@ -452,21 +430,16 @@ def test_an_offer_listed_twice_in_a_refused_replay_is_still_dropped_as_a_duplica
     from datetime import timedelta
 
     from scrapy.exceptions import DropItem
-    from scrapy.utils.test import get_crawler
 
-    from gpuradar.crawler.pipelines import StoragePipeline
     from gpuradar.crawler.spiders.azure import AzureSpider
     from gpuradar.storage.db import open_database
 
     stored = CrawlWriter(open_database(sqlite_url), "azure", started_at=T0)
     stored.add([offer(2.5, price_usd=2.5, price_per_gpu_usd=2.5)])
     stored.finish("ok")
-    crawler = get_crawler(AzureSpider, {
+    storage, spider = opened_storage(AzureSpider, {
         "GPURADAR_DATABASE_URL": sqlite_url, "GPURADAR_BATCH_SIZE": 1,
         "GPURADAR_STAGED": {"at": T0 - timedelta(days=1), "captured": "2026-10-31"}})
-    crawler.spider = spider = crawler._create_spider()
-    storage = StoragePipeline(crawler)
-    storage.spider_opened(spider)
     storage.process_item(offer(3.0, it="A", price_usd=3.0, price_per_gpu_usd=3.0))
     storage.process_item(offer(3.0, it="B", price_usd=3.0, price_per_gpu_usd=3.0))
     with pytest.raises(DropItem, match="duplicate_offer: azure eastus A on_demand"):
