@@ -5,8 +5,9 @@ uv's `--compile-bytecode` compiles every module of the environment, 13,800 files
 `make install-test`'s 26 s on the 2-core machine), most of which no test imports; left to
 the suite, its four workers would compile the libraries they all import at start four
 times over. This compiles the packages of the fork server's preload list (the libraries
-every command and daemon imports), of the product and of the test helpers, once; what only
-a few tests import (an SDK, pandas) is compiled by the process that first imports it.
+every command and daemon imports) and those the test helpers and pytest's plugins import,
+once (the Makefile compiles the product itself); what only a few tests import (an SDK,
+pandas) is compiled by the process that first imports it.
 """
 
 from __future__ import annotations
@@ -14,11 +15,9 @@ from __future__ import annotations
 import compileall
 import importlib.util
 import sys
-from pathlib import Path
 
 from tests.forkserver import PRELOAD
 
-ROOT = Path(__file__).resolve().parent.parent
 #: Imported by the test helpers and pytest's plugins in every worker, beside PRELOAD.
 ALSO = ("_pytest", "pytest", "xdist", "execnet", "pluggy", "hypothesis", "aiosmtpd",
         "playwright", "uvicorn", "a2wsgi", "prometheus_client", "apscheduler", "w3lib",
@@ -27,7 +26,7 @@ ALSO = ("_pytest", "pytest", "xdist", "execnet", "pluggy", "hypothesis", "aiosmt
         "certifi", "charset_normalizer", "attr", "attrs", "zope", "cryptography", "OpenSSL",
         "service_identity", "hyperlink", "incremental", "automat", "constantly", "protego",
         "queuelib", "tldextract", "filelock", "defusedxml", "cssselect", "jmespath", "mako",
-        "greenlet", "sqlalchemy", "httptools", "uvloop", "h11", "anyio", "sniffio")
+        "greenlet", "httptools", "uvloop", "h11", "anyio", "sniffio")
 
 
 def package_dirs(names: tuple[str, ...]) -> list[str]:
@@ -44,9 +43,9 @@ def package_dirs(names: tuple[str, ...]) -> list[str]:
 
 
 def main() -> int:
-    dirs = package_dirs(PRELOAD + ALSO)
-    ok = all(compileall.compile_dir(d, quiet=1, workers=2) for d in dirs)
-    return 0 if ok else 1
+    compiled = [compileall.compile_dir(d, quiet=1, workers=2)
+                for d in package_dirs(PRELOAD + ALSO)]  # every one, even after a failure
+    return 0 if all(compiled) else 1
 
 
 if __name__ == "__main__":
