@@ -191,32 +191,37 @@ def _drop_clean_databases():
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def _sqlite_copy(folder: Path, sqlite_template: Path) -> str:
+    """The URL of a copy of the migrated SQLite template in `folder`."""
+    path = folder / "gpuradar.db"
+    shutil.copy(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+def _database(request, folder: Path, sqlite_template: Path) -> str:
+    """A fresh, migrated database of the fixture's kind (its param), for as long as the
+    fixture's scope: a SQLite file in `folder`, or a PostgreSQL database."""
+    if request.param == "sqlite":
+        return _sqlite_copy(folder, sqlite_template)
+    return _pg_database(request, request.getfixturevalue("pg_template"))
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request, tmp_path, sqlite_template) -> str:
     """A fresh, migrated database: a SQLite file, then a PostgreSQL database."""
-    if request.param == "sqlite":
-        path = tmp_path / "gpuradar.db"
-        shutil.copy(sqlite_template, path)
-        return f"sqlite:///{path}"
-    return _pg_database(request, request.getfixturevalue("pg_template"))
+    return _database(request, tmp_path, sqlite_template)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def module_db_url(request, tmp_path_factory, sqlite_template) -> str:
     """As db_url, one per module and database: for a module's tests that only read what
     their fixture stored (a server per test cost test_api_input a third of its time)."""
-    if request.param == "sqlite":
-        path = tmp_path_factory.mktemp("module_db") / "gpuradar.db"
-        shutil.copy(sqlite_template, path)
-        return f"sqlite:///{path}"
-    return _pg_database(request, request.getfixturevalue("pg_template"))
+    return _database(request, tmp_path_factory.mktemp("module_db"), sqlite_template)
 
 
 @pytest.fixture
 def sqlite_url(tmp_path, sqlite_template) -> str:
-    path = tmp_path / "gpuradar.db"
-    shutil.copy(sqlite_template, path)
-    return f"sqlite:///{path}"
+    return _sqlite_copy(tmp_path, sqlite_template)
 
 
 @pytest.fixture
