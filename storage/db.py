@@ -14,7 +14,7 @@ import re
 import stat
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -162,13 +162,25 @@ class Engines:
         for engine in engines:
             engine.dispose()
 
-    def forget(self) -> None:
-        """Dispose of every engine and forget them and what was checked: the next use
-        starts as a new process would."""
-        self.dispose()
+    def urls(self) -> set[str]:
+        """The URLs an engine was made for."""
         with self._lock:
-            self._by_url.clear()
-            self._at_head.clear()
+            return set(self._by_url)
+
+    def forget(self, urls: Iterable[str] | None = None) -> None:
+        """Dispose of the engines of `urls` (of every one by default) and forget them and
+        what was checked: the next use starts as a new process would. An engine keeps its
+        compiled statements until then (a test suite's thousand databases would keep a
+        million objects for the garbage collector to walk)."""
+        with self._lock:
+            named = list(self._by_url) if urls is None else [u for u in urls
+                                                             if u in self._by_url]
+            gone = [self._by_url.pop(u) for u in named]
+            self._at_head.difference_update(named)
+        for engine in gone:
+            engine.dispose()
+            for store in list(_PER_ENGINE):
+                store.drop(engine)
 
 
 #: The engines of this process.
@@ -179,14 +191,17 @@ _T = TypeVar("_T")
 
 
 class PerEngine(Generic[_T]):
-    """One object per engine, made by `make` at the engine's first use and kept as long
-    as the engine lives: what one-off callers (the CLI, tests) share for one database, such
-    as the alert Evaluator and Delivery (a daemon makes and keeps its own)."""
+    """One object per engine, made by `make` at the engine's first use and kept until the
+    engine is forgotten (Engines.forget) or gone: what one-off callers (the CLI, tests)
+    share for one database, such as the alert Evaluator and Delivery (a daemon makes and
+    keeps its own). An object that holds its engine would keep it alive in a weak mapping
+    alone: forgetting the engine drops it."""
 
     def __init__(self, make: Callable[[Engine], _T]) -> None:
         self._make = make
         self._made: weakref.WeakKeyDictionary[Engine, _T] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        _PER_ENGINE.add(self)
 
     def get(self, engine: Engine) -> _T:
         with self._lock:
@@ -194,6 +209,15 @@ class PerEngine(Generic[_T]):
             if found is None:
                 found = self._made[engine] = self._make(engine)
             return found
+
+    def drop(self, engine: Engine) -> None:
+        """Forget the object made for `engine`, if one was."""
+        with self._lock:
+            self._made.pop(engine, None)
+
+
+#: Every PerEngine, told when an engine is forgotten.
+_PER_ENGINE: weakref.WeakSet[PerEngine[Any]] = weakref.WeakSet()
 
 
 def get_engine(url: str) -> Engine:

@@ -206,6 +206,18 @@ def _database(request, folder: Path, sqlite_template: Path) -> str:
     return _pg_database(request, request.getfixturevalue("pg_template"))
 
 
+@pytest.fixture(autouse=True)
+def _engines_made_by_the_test_go_with_it():
+    """The engines a test made (one per database URL) are forgotten after it: each keeps
+    its compiled statements, which would otherwise pile up, test after test, in the
+    worker's heap for the garbage collector to walk again at each full pass."""
+    from gpuradar.storage.db import ENGINES
+
+    before = ENGINES.urls()
+    yield
+    ENGINES.forget(ENGINES.urls() - before)
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request, tmp_path, sqlite_template) -> str:
     """A fresh, migrated database: a SQLite file, then a PostgreSQL database."""
