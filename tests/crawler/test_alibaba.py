@@ -396,6 +396,23 @@ def test_the_newest_spot_point_wins_in_any_order():
         ("cn-hangzhou-i", 3.41, "2026-11-02T07:00:00Z")]
 
 
+def test_a_spot_point_of_the_classic_network_is_no_offer_one_without_a_network_is_vpc():
+    """Only VPC spot prices are offers: a zone whose points are all of the classic network
+    (NetworkType "classic") gives none; a point that names no network is a VPC one."""
+    data = json.loads((FIX / "describe_spot_price_history_gn7i.json").read_text())
+    points = data["SpotPrices"]["SpotPriceType"]
+    for p in points:
+        if p["ZoneId"] == "cn-hangzhou-k":
+            p["NetworkType"] = "classic"
+        else:
+            del p["NetworkType"]
+    spec = instance_types()["ecs.gn7i-c8g1.2xlarge"]
+    items = list(api_spider().parse_spot(response(data), action="DescribeSpotPriceHistory",
+                                         region="cn-hangzhou", spec=spec,
+                                         zones={"cn-hangzhou-i": True, "cn-hangzhou-k": True}))
+    assert [(i.zone, i.price) for i in items] == [("cn-hangzhou-i", 3.41)]
+
+
 def test_a_type_without_an_hourly_price_costs_only_itself(tmp_path):
     """A price file entry with no hourly price (only monthly and yearly) is no offer; the
     types listed after it are still read."""

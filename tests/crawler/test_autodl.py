@@ -61,6 +61,16 @@ def test_stock_file_without_prices_shows_dropped_offers():
     assert r3090["available"] is False and r3090["available_count"] == 0
 
 
+def test_a_stock_count_below_zero_is_no_idle_gpu(tmp_path):
+    """An idle count under zero (no real answer has one) never makes a model available."""
+    body = {"code": "Success", "msg": "", "data": [
+        {"RTX 4090": {"idle_gpu_num": -1, "total_gpu_num": 480}}]}
+    path = tmp_path / "gpu_stock.json"
+    path.write_text(json.dumps(body))
+    [item] = parse_files("autodl", [path], project_settings(prices={"RTX 4090": 1.98}))
+    assert item["instance_type"] == "stock:RTX 4090" and item["available"] is False
+
+
 def test_expired_token_is_a_clear_error():
     with pytest.raises(ParseFailed, match="AuthorizeFailed"):
         list(parse_files("autodl", [FIX / "error_authorize_failed.json"], project_settings()))

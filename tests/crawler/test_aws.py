@@ -760,6 +760,20 @@ def test_an_ultraserver_block_counts_every_gpu_and_a_block_without_a_fee_is_not_
     assert validate(offer) == "no_price"
 
 
+def test_an_offering_that_states_no_instance_count_is_a_block_of_one_instance():
+    # `instanceCount` left out of an offering: a block of one instance (the count asked
+    # for), its GPUs those of one p5.48xlarge, never more.
+    body = (FIX / "capacity_blocks_us-east-1.xml").read_text()
+    first = body[body.index("<item>"):body.index("</item>") + len("</item>")]
+    text = (body[:body.index("<item>")] + first.replace("<instanceCount>1</instanceCount>", "")
+            + body[body.rindex("</item>") + 7:])
+    [offer] = items(signing_spider().parse_capacity_blocks(
+        response(text.encode(), kind="xml"), region="us-east-1"))
+    assert (offer.instance_type, offer.gpu_count, offer.price) == (
+        "p5.48xlarge", 8, pytest.approx(39.33))
+    assert offer.attributes["terms"]["instance_count"] == 1
+
+
 def test_a_region_that_sells_no_blocks_of_a_type_is_no_failure(caplog):
     spider = signing_spider()
     body = (FIX / "error_invalid_instance_type.xml").read_bytes()
