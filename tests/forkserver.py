@@ -106,13 +106,17 @@ def _child(request: dict, reply_fd: int) -> None:
         os._exit(code & 0xFF)
 
 
-def _reap(children: dict[int, str], lock: threading.Lock) -> None:
-    """Wait for every child and write its exit code where the client looks for it."""
+def _reap(children: dict[int, str], lock: threading.Lock, forked: threading.Event) -> None:
+    """Wait for every child and write its exit code where the client looks for it; with no
+    child, wait (without waking) for the next fork."""
     while True:
+        forked.wait()
         try:
             pid, status = os.wait()
-        except ChildProcessError:
-            threading.Event().wait(0.01)
+        except ChildProcessError:  # none left: sleep until serve() forks again
+            with lock:
+                if not children:
+                    forked.clear()
             continue
         with lock:
             folder = children.pop(pid, None)
@@ -136,7 +140,8 @@ def serve() -> None:
     os.dup2(2, 1)  # whatever a preloaded library prints does not corrupt the protocol
     reply.write(json.dumps({"ready": os.getpid()}) + "\n")
     reply.flush()
-    threading.Thread(target=_reap, args=(children, lock), daemon=True).start()
+    forked = threading.Event()
+    threading.Thread(target=_reap, args=(children, lock, forked), daemon=True).start()
     for line in sys.stdin:
         request = json.loads(line)
         with lock:  # the reaper must know the child before it can end
@@ -144,6 +149,7 @@ def serve() -> None:
             if pid == 0:
                 _child(request, reply.fileno())
             children[pid] = request["dir"]
+            forked.set()
         reply.write(json.dumps({"pid": pid}) + "\n")
         reply.flush()
 
