@@ -291,10 +291,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "tested in-process on a fake clock (tests/scheduler/harness.py)")
     # A worker runs ~900 tests in one process; the collector's full passes walked its whole
     # heap (0.5-1.5 million objects: the libraries, the test modules, what module fixtures
-    # keep) 12-18 times, 5-10 s of CPU per worker. Full passes now wait for 1,000 collections
-    # of the middle generation: cycles still die young, and pytest's last collection at the
-    # session's end still finds what a finalizer raised.
-    gc.set_threshold(gc.get_threshold()[0], 10, 1000)
+    # keep) 12-18 times, 5-10 s of CPU per worker, and its young passes ran 4,000-6,000
+    # times. Now, as for a crawl (gpuradar.core.collector.for_crawls), the young generation
+    # is collected after 10,000 allocations and full passes wait for 1,000 collections of
+    # the middle one: cycles still die young, and pytest's last collection at the session's
+    # end still finds what a finalizer raised.
+    gc.set_threshold(10_000, 10, 1000)
 
 
 #: Tests outside tests/scheduler that start a real process because the process is their

@@ -23,6 +23,7 @@ from __future__ import annotations
 import compileall
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,9 @@ from pathlib import Path
 from tests.forkserver import PRELOAD
 
 TESTS = Path(__file__).resolve().parent
+#: Folders of those packages the suite's processes hardly import, a fifth of their files:
+#: the packages' own tests and Pygments' lexers (a process that imports one compiles it).
+NEVER_IMPORTED = re.compile(r"[/\\](tests?|lexers)[/\\]")
 
 #: Imported by the test helpers and pytest's plugins in every worker, beside PRELOAD.
 ALSO = ("_pytest", "pytest", "xdist", "execnet", "pluggy", "hypothesis", "aiosmtpd",
@@ -80,7 +84,7 @@ class _NoTrace:
 
 
 def main() -> int:
-    compiled = [compileall.compile_dir(d, quiet=1, workers=2)
+    compiled = [compileall.compile_dir(d, quiet=1, workers=2, rx=NEVER_IMPORTED)
                 for d in package_dirs(PRELOAD + ALSO)]  # every one, even after a failure
     # bytecode written, whatever PYTHONDONTWRITEBYTECODE says (the suite writes it too)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
