@@ -4,27 +4,23 @@ test files once.
 
 uv's `--compile-bytecode` compiles every module of the environment, 13,800 files (15 s of
 `make install-test`'s 26 s on the 2-core machine), most of which no test imports; left to
-the suite, its four workers would compile the libraries they all import at start four
-times over. This compiles the packages of the fork server's preload list (the libraries
-every command and daemon imports) and those the test helpers and pytest's plugins import,
-once (the Makefile compiles the product itself); what only a few tests import (an SDK,
-pandas) is compiled by the process that first imports it.
+the suite, each worker would compile the libraries they all import at start. This compiles
+the packages of the fork server's preload list (the libraries every command and daemon
+imports) and those the test helpers and pytest import, once (the Makefile compiles the
+product itself); what only a few tests import (an SDK, pandas) is compiled by the process
+that first imports it.
 
-pytest rewrites the asserts of every test file, and of the packages of its plugins
-(hypothesis, schemathesis, anyio, xdist), when it imports them, and keeps the result beside
-the bytecode; in a fresh clone each of the four workers would rewrite all of them at start
-(6.6 s of CPU each, of a collection's 10 s on the 2-core machine). This rewrites the test
-files with pytest's own functions (a pytest without them is left to do it itself) while a
-collection of the one file that imports schemathesis rewrites the plugins' packages.
+pytest rewrites the asserts of every test file when it imports it and keeps the result
+beside the bytecode; in a fresh clone each worker would rewrite all of them at start (5 s
+of CPU each on the 2-core machine). This rewrites them once, with pytest's own functions (a
+pytest without them is left to do it itself).
 """
 
 from __future__ import annotations
 
 import compileall
 import importlib.util
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -36,7 +32,7 @@ TESTS = Path(__file__).resolve().parent
 NEVER_IMPORTED = re.compile(r"[/\\](tests?|lexers)[/\\]")
 
 #: Imported by the test helpers and pytest's plugins in every worker, beside PRELOAD.
-ALSO = ("_pytest", "pytest", "xdist", "execnet", "pluggy", "hypothesis", "aiosmtpd",
+ALSO = ("_pytest", "pytest", "xdist", "execnet", "pluggy", "aiosmtpd",
         "playwright", "uvicorn", "a2wsgi", "prometheus_client", "apscheduler", "w3lib",
         "parsel", "lxml", "itemadapter", "markupsafe", "pygments", "click", "annotated_types",
         "pydantic_core", "typing_extensions", "dateutil", "requests", "urllib3", "idna",
@@ -86,13 +82,7 @@ class _NoTrace:
 def main() -> int:
     compiled = [compileall.compile_dir(d, quiet=1, workers=2, rx=NEVER_IMPORTED)
                 for d in package_dirs(PRELOAD + ALSO)]  # every one, even after a failure
-    # bytecode written, whatever PYTHONDONTWRITEBYTECODE says (the suite writes it too)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    plugins = subprocess.Popen([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
-                                "no:cacheprovider", str(TESTS / "scheduler" / "test_api_fuzz.py")],
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rewrite_test_files()
-    plugins.wait()  # a file that fails to collect is the suite's to report, not this step's
     return 0 if all(compiled) else 1
 
 
