@@ -57,7 +57,6 @@ PYTEST_WORKERS ?= 5
 # pytest's assertion rewriting of a test file is then kept, not redone in every worker and
 # subprocess, and a library only some tests import is compiled once.
 test: install-test system-deps
-	$(BIN)/python -m compileall -q -j 2 gpuradar alerts crawler scheduler storage
 	$(BIN)/python -m tests.precompile
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile \
 	  --no-loadscope-reorder --ignore tests/project/test_image.py

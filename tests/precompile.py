@@ -1,14 +1,13 @@
-"""`make test`'s step before the suite: compile the libraries its processes import to
-bytecode, both cores at once, where that was not done yet, then have pytest rewrite the
-test files once.
+"""`make test`'s step before the suite: compile the product and the libraries its
+processes import to bytecode, both cores at once, where that was not done yet, then have
+pytest rewrite the test files once.
 
 uv's `--compile-bytecode` compiles every module of the environment, 13,800 files (15 s of
 `make install-test`'s 26 s on the 2-core machine), most of which no test imports; left to
 the suite, each worker would compile the libraries they all import at start. This compiles
-the packages of the fork server's preload list (the libraries every command and daemon
-imports) and those the test helpers and pytest import, once (the Makefile compiles the
-product itself); what only a few tests import (an SDK, pandas) is compiled by the process
-that first imports it.
+the product's folders, the packages of the fork server's preload list (the libraries every
+command and daemon imports) and those the test helpers and pytest import, once; what only
+a few tests import (an SDK, pandas) is compiled by the process that first imports it.
 
 pytest rewrites the asserts of every test file when it imports it and keeps the result
 beside the bytecode; in a fresh clone each worker would rewrite all of them at start (5 s
@@ -27,6 +26,9 @@ from pathlib import Path
 from tests.forkserver import PRELOAD
 
 TESTS = Path(__file__).resolve().parent
+#: The product's folders (gpuradar/ links the other four, which compileall does not follow).
+PRODUCT = tuple(str(TESTS.parent / name)
+                for name in ("gpuradar", "alerts", "crawler", "scheduler", "storage"))
 #: Folders of those packages the suite's processes hardly import, a fifth of their files:
 #: the packages' own tests and Pygments' lexers (a process that imports one compiles it).
 NEVER_IMPORTED = re.compile(r"[/\\](tests?|lexers)[/\\]")
@@ -43,7 +45,8 @@ ALSO = ("_pytest", "pytest", "xdist", "execnet", "pluggy", "aiosmtpd",
 
 
 def package_dirs(names: tuple[str, ...]) -> list[str]:
-    """The folder of each top-level package among `names` that is installed."""
+    """The folder of each top-level package among `names` that is installed (the product's
+    own among them, the editable install's)."""
     found: set[str] = set()
     for name in names:
         try:
@@ -80,8 +83,9 @@ class _NoTrace:
 
 
 def main() -> int:
+    folders = sorted({*PRODUCT, *package_dirs(PRELOAD + ALSO)})
     compiled = [compileall.compile_dir(d, quiet=1, workers=2, rx=NEVER_IMPORTED)
-                for d in package_dirs(PRELOAD + ALSO)]  # every one, even after a failure
+                for d in folders]  # every one, even after a failure
     rewrite_test_files()
     return 0 if all(compiled) else 1
 
