@@ -294,8 +294,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # keep) 12-18 times, 5-10 s of CPU per worker, and its young passes ran 4,000-6,000
     # times. Now, as for a crawl (gpuradar.core.collector.for_crawls), the young generation
     # is collected after 10,000 allocations and full passes wait for 1,000 collections of
-    # the middle one: cycles still die young, and pytest's last collection at the session's
-    # end still finds what a finalizer raised.
+    # the middle one: cycles still die young (what outlives them waits for the process's
+    # end: see pytest_unconfigure).
     gc.set_threshold(10_000, 10, 1000)
 
 
