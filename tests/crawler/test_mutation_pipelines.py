@@ -269,7 +269,6 @@ def test_an_offer_a_stage_fails_on_is_reported_with_its_traceback_and_its_batch_
     assert dropped.exc_info is None and "no_price" in dropped.getMessage()
 
 
-
 def opened_storage(spidercls: type, settings: dict) -> tuple:
     """(the storage pipeline, the spider) of a crawl of `spidercls` with Scrapy `settings`,
     its spider opened: as a crawl's start leaves them."""
@@ -283,10 +282,10 @@ def opened_storage(spidercls: type, settings: dict) -> tuple:
     storage.spider_opened(spider)
     return storage, spider
 
+
 def test_a_spiders_error_lines_reach_its_crawl_as_logged(sqlite_url):
     """What a spider logs as an error is the crawl's error as a user reads it: the first line
     of a message, and no ": None" for a traceback asked for outside any exception."""
-
     from gpuradar.crawler.spiders.azure import AzureSpider
 
     storage, spider = opened_storage(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
@@ -350,12 +349,11 @@ def test_back_dated_prices_at_either_end_of_the_plausible_range_are_stored(sqlit
     """A back-dated price is judged per GPU against the source's plausible range as a live
     one is, both ends included: of an 8-GPU offer's history in a $0.50-$4 range, $4 and $32
     are stored, $3.92 and $32.08 (a cent per GPU outside) are counted as refused."""
-
     from gpuradar.core.backfill import PriceHistory
     from gpuradar.crawler.spiders.azure import AzureSpider
 
     storage, spider = opened_storage(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url,
-                                        "GPURADAR_PRICE_RANGE": [0.5, 4.0]})
+                                                   "GPURADAR_PRICE_RANGE": [0.5, 4.0]})
     live = offer(16.0, count=8, price_usd=16.0, price_per_gpu_usd=2.0)
     day, now = 86400, int(T0.timestamp())
     storage.process_item(live)
@@ -373,7 +371,6 @@ def test_back_dated_prices_at_either_end_of_the_plausible_range_are_stored(sqlit
 def test_back_dated_prices_of_no_gpus_or_not_in_usd_are_refused(sqlite_url, gpus, currency):
     """The range is in USD per GPU: a history in another currency, or of an offer of no GPUs,
     cannot be judged against it, so none of its prices is stored; the crawl goes on."""
-
     from gpuradar.core.backfill import PriceHistory
     from gpuradar.crawler.spiders.azure import AzureSpider
 
@@ -392,7 +389,6 @@ def test_back_dated_prices_of_no_gpus_or_not_in_usd_are_refused(sqlite_url, gpus
 def test_back_dated_prices_whose_currency_was_read_from_an_answer_are_stored(sqlite_url):
     """A history's currency as a provider's JSON states it (a string made while reading the
     answer, not this code's own literal) is USD when it reads "USD": its prices are stored."""
-
     from gpuradar.core.backfill import PriceHistory
     from gpuradar.crawler.spiders.azure import AzureSpider
 
@@ -414,7 +410,6 @@ def test_a_crawl_without_back_dated_prices_reports_no_back_fill(sqlite_url):
     """Only a crawl that read back-dated prices (AWS's first crawl of a region) says what it
     back-filled; any other crawl's summary has nothing to say of it (no "back-filled 0
     points" line under `gpuradar crawl`, `backfilled: null` in its JSON)."""
-
     from gpuradar.crawler.spiders.azure import AzureSpider
 
     storage, spider = opened_storage(AzureSpider, {"GPURADAR_DATABASE_URL": sqlite_url})
