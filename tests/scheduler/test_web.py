@@ -105,6 +105,24 @@ DESKTOP = {"width": 1280, "height": 900}
 GPU, COUNT, PER_GPU, PER_HOUR, PRICING, SOURCE = range(6)  # the table's first columns
 
 
+@pytest.fixture(scope="module")
+def page(browser):
+    """One 1280 px wide page, JavaScript on, for the module's tests (each goes to its own
+    address first): a page of its own was a renderer process started per test, half a
+    second of Chromium's CPU each."""
+    page = browser.new_page(viewport=DESKTOP)
+    yield page
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def page_without_js(browser):
+    """As `page`, in a context with JavaScript off."""
+    context = browser.new_context(java_script_enabled=False, viewport=DESKTOP)
+    yield context.new_page()
+    context.close()
+
+
 def follow(page, selector: str) -> None:
     """Click a link or a submit button and wait until the page it leads to has loaded: a
     click returns once the navigation starts, and reading the page before it ends reads
@@ -118,10 +136,13 @@ def row_of(page, gpu: str) -> list[str]:
         has=page.locator(f"td:first-child:text-is('{gpu}')")).locator("td").all_inner_texts()
 
 
-def test_page_renders_table_alerts_sources_and_chart_in_chromium(site, browser, artefacts):
-    page = browser.new_page(viewport=DESKTOP)
+def test_page_renders_table_alerts_sources_and_chart_in_chromium(site, page, artefacts):
     requested: list[str] = []
-    page.on("request", lambda r: requested.append(r.url))
+
+    def note(request) -> None:
+        requested.append(request.url)
+
+    page.on("request", note)
     page.goto(site + "/")
     cells = row_of(page, "H100-SXM-80GB")
     # a spot offer's interruption signal under its pricing: Vast.ai's host reliability
@@ -151,15 +172,14 @@ def test_page_renders_table_alerts_sources_and_chart_in_chromium(site, browser, 
     screenshot(page, artefacts, "page-1280.png")
     page.goto(site + "/?gpu=H100&range=24h")  # the demo's day, spot and on-demand apart
     screenshot(page, artefacts, "page-1280-h100-24h.png")
+    page.remove_listener("request", note)
     # everything came from the service itself: no CDN, no font, no script
     assert requested and all(u.startswith(site) for u in requested)
-    page.close()
 
 
-def test_spot_and_on_demand_are_separate_lines(site, browser):
+def test_spot_and_on_demand_are_separate_lines(site, page):
     """Issue #35: one line mixing both made a spot offer appearing look like an on-demand
     drop from $1.74 to $0.40. Each pricing is its own line and legend entry."""
-    page = browser.new_page(viewport=DESKTOP)
     page.goto(site + "/?gpu=H100")
     figure = page.locator("#history figure[data-gpu='H100-SXM-80GB']")
     lines = figure.locator("path.line")
@@ -181,14 +201,12 @@ def test_spot_and_on_demand_are_separate_lines(site, browser):
     assert figure.locator("path.line").evaluate_all(
         "ps => ps.map(p => p.dataset.pricing)") == ["on_demand"]
     assert "spot" not in figure.locator(".legend").inner_text()
-    page.close()
 
 
-def test_every_listed_gpu_has_a_chart_in_every_range(site, browser):
+def test_every_listed_gpu_has_a_chart_in_every_range(site, page):
     """Each listed GPU is charted whatever the range: a replayed capture's price holds until
     the next observation says otherwise (with months-old captures, 7 and 30 days charted
     none of them: "No chart for 30 of 30 GPUs")."""
-    page = browser.new_page(viewport=DESKTOP)
     for query in ("/", "/?range=24h", "/?range=30d", "/?pricing=spot"):
         page.goto(site + query)
         listed = list(dict.fromkeys(page.locator("#cheapest tbody tr td:first-child")
@@ -198,12 +216,10 @@ def test_every_listed_gpu_has_a_chart_in_every_range(site, browser):
         assert len(listed) > 12 and sorted(charted) == sorted(listed), query
         assert page.locator("#history figcaption").all_inner_texts() == charted
         assert page.locator("#uncharted").count() == 0
-    page.close()
 
 
-def test_range_links_choose_the_history_shown_without_javascript(site, browser):
-    context = browser.new_context(java_script_enabled=False, viewport=DESKTOP)
-    page = context.new_page()
+def test_range_links_choose_the_history_shown_without_javascript(site, page_without_js):
+    page = page_without_js
     page.goto(site + "/?gpu=H100")
     assert page.locator("#range [aria-current=page]").inner_text() == "7 days"
     assert "Price history, last 7 days" in page.content()
@@ -229,19 +245,16 @@ def test_range_links_choose_the_history_shown_without_javascript(site, browser):
     page.goto(site + "/?range=1y")
     assert "range '1y' is not one of 24h, 7d, 30d, 90d, 365d, all: showing 7 days" in \
         page.locator("p.bad").inner_text()
-    context.close()
 
 
-def test_the_page_reloads_itself_and_works_without_javascript(site, browser):
-    context = browser.new_context(java_script_enabled=False, viewport=DESKTOP)
-    page = context.new_page()
+def test_the_page_reloads_itself_and_works_without_javascript(site, page_without_js):
+    page = page_without_js
     page.goto(site + "/?range=24h&gpu=H100")
     assert page.locator("meta[http-equiv=refresh]").get_attribute("content") == "300"
     assert "reloads itself every 5 minutes" in page.locator("body").inner_text()
     assert page.locator("script").count() == 0
     listed = set(page.locator("#cheapest tbody tr td:first-child").all_inner_texts())
     assert page.locator("#history svg.chart").count() == len(listed) > 0
-    context.close()
 
 
 def test_readable_on_a_phone_390_px_wide(site, browser, artefacts):
@@ -316,9 +329,8 @@ def test_run_help_names_the_page():
     assert "Port of /metrics, /healthz and /readyz" in text and "gpuradar serve" in text
 
 
-def test_filters_are_query_parameters_and_need_no_javascript(site, browser):
-    context = browser.new_context(java_script_enabled=False)
-    page = context.new_page()
+def test_filters_are_query_parameters_and_need_no_javascript(site, page_without_js):
+    page = page_without_js
     page.goto(site + "/")
     page.select_option("select[name=pricing]", "on-demand")
     follow(page, "button[type=submit]")
@@ -335,7 +347,6 @@ def test_filters_are_query_parameters_and_need_no_javascript(site, browser):
     # (each pricing's first line: a spot offer's interruption signal follows it)
     assert [t.splitlines()[0] for t in page.locator(
         "#cheapest tbody tr td:nth-child(5)").all_inner_texts()] == ["spot", "on-demand"]
-    context.close()
 
 
 def test_the_page_is_read_only_and_escapes_what_it_echoes(site):
@@ -369,7 +380,7 @@ def test_the_page_offers_every_pricing_kind_and_shows_a_capacity_block_apart(eng
             "not &#39;reserved&#39;") in bad
 
 
-def test_what_the_page_shows_agrees_and_answers_bad_filters(site, site_engine, browser,
+def test_what_the_page_shows_agrees_and_answers_bad_filters(site, site_engine, page,
                                                             artefacts, tmp_path):
     """Issue #50, the web page: both prices of a model (H100-SXM's on-demand $1.3867 was
     hidden behind its spot $0.40); ranges long enough for the captures, up to all the data,
@@ -385,7 +396,6 @@ def test_what_the_page_shows_agrees_and_answers_bad_filters(site, site_engine, b
     from gpuradar.storage.db import open_database
     from tests.daemon_helpers import parse_metrics
 
-    page = browser.new_page(viewport=DESKTOP)
     page.goto(site + "/?gpu=H100")
     rows = page.locator("#cheapest tbody tr").all()
     # (the pricing's first line: a spot offer's interruption signal follows it)
@@ -431,4 +441,3 @@ def test_what_the_page_shows_agrees_and_answers_bad_filters(site, site_engine, b
     assert series[("gpuradar_rules_firing", frozenset())] == len(shown)
     assert stale and all(freshness[s].startswith("stale since ") for s in stale), freshness
     assert all(v == "-" for k, v in freshness.items() if k not in stale), freshness
-    page.close()
