@@ -5,8 +5,12 @@ BIN    := $(VENV)/bin
 
 .PHONY: install install-test system-deps demo test lint bench mutation image image-browser test-image
 
+# The environment is made without pip, which uv then installs with the rest: ensurepip
+# unpacks pip into every new environment (3.4 s of a fresh clone's `make test` on the 2-core
+# machine; all of this step 2.3 s instead of 4.8 s). uv comes from the interpreter's own pip
+# (pip >= 22.3 installs into another environment with --python); without one, ensurepip.
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --without-pip $(VENV)
 
 # uv installs what pip would, from the same pyproject.toml, in seconds instead of one to
 # two minutes (pip's resolver and installer; measured in tests/README.md). Like pip, it
@@ -15,7 +19,10 @@ $(BIN)/python:
 # imports again. The test environment is not compiled whole (13,800 files, 15 s here, most
 # never imported): `make test` compiles what its processes import (tests/precompile.py).
 $(BIN)/uv: $(BIN)/python
-	$(BIN)/python -m pip install -q --disable-pip-version-check uv
+	$(PYTHON) -m pip --python $(BIN)/python install -q --disable-pip-version-check uv \
+	  2>/dev/null || { $(BIN)/python -m ensurepip -q && \
+	  $(BIN)/python -m pip install -q --disable-pip-version-check uv; }
+	$(BIN)/uv pip install --python $(BIN)/python -q pip
 UV_INSTALL := $(BIN)/uv pip install --python $(BIN)/python
 PIP_INSTALL := $(UV_INSTALL) --compile-bytecode
 
