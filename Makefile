@@ -20,7 +20,7 @@ $(BIN)/python:
 # never imported): `make test` compiles what its processes import (tests/precompile.py).
 $(BIN)/uv: $(BIN)/python
 	$(PYTHON) -m pip --python $(BIN)/python install -q --disable-pip-version-check uv \
-	  2>/dev/null || { $(BIN)/python -m ensurepip >/dev/null && \
+	  2>/dev/null || { $(BIN)/python -m ensurepip --default-pip >/dev/null && \
 	  $(BIN)/python -m pip install -q --disable-pip-version-check uv; }
 	$(BIN)/uv pip install --python $(BIN)/python -q pip
 UV_INSTALL := $(BIN)/uv pip install --python $(BIN)/python
