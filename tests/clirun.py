@@ -5,20 +5,23 @@ directory, stdout, stderr and exit code.
 the call's argv, environment and streams, the process-wide state it touches put back after)
 when the test's subject is the command's output; a command that runs Twisted's reactor (a
 reactor does not restart: `crawl`, `demo`, `run`, `serve`) or a call with `process=True`
-is forked from tests/forkserver.py instead (one per test process): a fresh process without
-the 1-2 s of imports (`ForkedProcess` does the same for a long-running one: the daemon in
-tests/daemon_helpers.py). `start_gpuradar(...)` and GPURADAR_TEST_SUBPROCESS=1 start
-`python -m gpuradar` for real (the process itself is the subject: signals, the daemon, the
-installed entry point)."""
+is forked from tests/forkserver.py instead (one per run, shared by its xdist workers): a
+fresh process without the 1-2 s of imports (`ForkedProcess` does the same for a
+long-running one: the daemon in tests/daemon_helpers.py). `start_gpuradar(...)` and
+GPURADAR_TEST_SUBPROCESS=1 start `python -m gpuradar` for real (the process itself is the
+subject: signals, the daemon, the installed entry point)."""
 
 from __future__ import annotations
 
+import atexit
 import gc
 import io
 import json
 import logging
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -69,35 +72,62 @@ def _env(db_url: str | None, config: Path | None, env: dict[str, str] | None) ->
     return full_env
 
 
+#: The socket of the fork server the xdist controller started for its workers
+#: (tests/conftest.py); unset, a test process starts its own on first use.
+SHARED_FORK_SERVER = "GPURADAR_TEST_FORK_SERVER"
+
+
+def start_fork_server(path: str) -> subprocess.Popen:
+    """tests/forkserver.py listening on the Unix socket `path` (there once its preload is
+    done) until this process closes the server's stdin, or ends."""
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPURADAR_")}
+    return subprocess.Popen([sys.executable, "-m", "tests.forkserver", path], cwd=root,
+                            env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+
+
 class _ForkServer:
-    """The client of tests/forkserver.py: started on first use, restarted if it died."""
+    """The client of tests/forkserver.py: the controller's, else one of this process's own,
+    started on first use; connected again (its own started again) if it went away."""
 
     def __init__(self) -> None:
-        self.proc: subprocess.Popen | None = None
+        self.own: subprocess.Popen | None = None
+        self.own_path = ""
+        self.conn: Any = None  # the connection's reader and writer
         self.lock = threading.Lock()
 
-    def _server(self) -> subprocess.Popen:
-        if self.proc is None or self.proc.poll() is not None:
-            root = Path(__file__).resolve().parent.parent
-            env = {k: v for k, v in os.environ.items() if not k.startswith("GPURADAR_")}
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.forkserver"], cwd=root, env=env,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-            assert self.proc.stdout is not None
-            ready = self.proc.stdout.readline()
-            assert ready.startswith('{"ready"'), f"fork server did not start: {ready!r}"
-        return self.proc
+    def _connection(self) -> Any:
+        if self.conn is None:
+            path = os.environ.get(SHARED_FORK_SERVER)
+            if not path:
+                if self.own is None or self.own.poll() is not None:
+                    folder = tempfile.mkdtemp(prefix="gpuradar-forkserver-")
+                    atexit.register(shutil.rmtree, folder, True)
+                    self.own_path = folder + "/socket"
+                    self.own = start_fork_server(self.own_path)
+                path = self.own_path
+            self.conn = _connect(path, self.own if path == self.own_path else None
+                                 ).makefile("rwb", buffering=0)
+        return self.conn
 
     def fork(self, args: list[str], env: dict[str, str], cwd: str, folder: str) -> int:
         """Fork `gpuradar ARGS` writing into `folder` (stdout, stderr, rc); its pid."""
         note_process(args)
+        request = json.dumps({"args": args, "env": env, "cwd": cwd, "dir": folder}).encode()
         with self.lock:
-            server = self._server()
-            assert server.stdin is not None and server.stdout is not None
-            server.stdin.write(json.dumps({"args": args, "env": env, "cwd": cwd,
-                                           "dir": folder}) + "\n")
-            server.stdin.flush()
-            return json.loads(server.stdout.readline())["pid"]
+            conn = self._connection()
+            try:
+                conn.write(request + b"\n")
+                reply = conn.readline()
+            except OSError:
+                reply = b""
+            if not reply:  # the server went away: one more try, on a new connection
+                conn.close()
+                self.conn = None
+                conn = self._connection()
+                conn.write(request + b"\n")
+                reply = conn.readline()
+            return json.loads(reply)["pid"]
 
     def run(self, args: list[str], env: dict[str, str], timeout: float
             ) -> subprocess.CompletedProcess:
@@ -111,6 +141,25 @@ class _ForkServer:
             out = (proc.folder / "stdout").read_text(errors="replace")
             err = (proc.folder / "stderr").read_text(errors="replace")
             return subprocess.CompletedProcess(proc.args, code, out, err)
+
+
+def _connect(path: str, server: subprocess.Popen | None, timeout: float = 60.0
+             ) -> socket.socket:
+    """A connection to the fork server at `path`, waiting while it preloads (`server`: the
+    process, when this one started it: its end is an error at once)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+            return sock
+        except (FileNotFoundError, ConnectionRefusedError):
+            sock.close()
+            if server is not None and server.poll() is not None:
+                raise AssertionError(f"the fork server exited ({server.returncode})") from None
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no fork server at {path} after {timeout} s") from None
+            time.sleep(0.01)
 
 
 _FORK_SERVER = _ForkServer()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import os
 import shutil
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -297,14 +298,38 @@ def pytest_configure(config: pytest.Config) -> None:
     # the middle one: cycles still die young (what outlives them waits for the process's
     # end: see pytest_unconfigure).
     gc.set_threshold(10_000, 10, 1000)
+    if not hasattr(config, "workerinput") and (config.getoption("numprocesses", None) or 0):
+        _start_shared_fork_server()
+
+
+#: The fork server this run's xdist controller started for its workers, and its folder.
+_SHARED_FORK_SERVER: list[tuple[subprocess.Popen, str]] = []
+
+
+def _start_shared_fork_server() -> None:
+    """One fork server for every worker (tests/forkserver.py), started while they start:
+    the workers inherit its socket's path from the environment."""
+    import tempfile
+
+    from tests.clirun import SHARED_FORK_SERVER, start_fork_server
+
+    folder = tempfile.mkdtemp(prefix="gpuradar-forkserver-")
+    _SHARED_FORK_SERVER.append((start_fork_server(f"{folder}/socket"), folder))
+    os.environ[SHARED_FORK_SERVER] = f"{folder}/socket"
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The worker's tests are done: what they left is frozen out of pytest's two last
     collections, which would walk the whole heap (up to 1.5 million objects, 1-2 s of CPU
-    per worker as the suite ends) only to report a finalizer's exception as a warning."""
+    per worker as the suite ends) only to report a finalizer's exception as a warning. The
+    controller stops the workers' fork server (its stdin closed)."""
     gc.freeze()
+    for server, folder in _SHARED_FORK_SERVER:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(30)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 #: Tests outside tests/scheduler that start a real process because the process is their

@@ -8,8 +8,12 @@ whole package again (1-2 s a call on this machine), it is forked from a server p
 has imported them once and done nothing else. The server never runs a test, so each child
 starts from the state of a fresh `python -m gpuradar` that has just finished its imports.
 
-Protocol (one JSON object per line on the server's stdin): {"args", "env", "cwd", "dir"};
-the server answers {"pid": N} on its stdout once the child is forked, and writes the exit
+One server serves every pytest-xdist worker of a run (each preloading its own cost 1.7 s
+of CPU): `python -m tests.forkserver SOCKET` listens on the Unix socket SOCKET, which appears
+once the preload is done, and stops when its stdin ends (whoever started it is gone).
+tests/conftest.py starts it in the xdist controller; a run without workers starts its own
+(tests/clirun.py). Protocol, per connection: one JSON object per line, {"args", "env",
+"cwd", "dir"}; the server answers {"pid": N} once the child is forked, and writes the exit
 code (a negative signal number, as subprocess reports it) into `dir/rc` when the child has
 ended. The child writes stdout and stderr into `dir/stdout` and `dir/stderr`.
 
@@ -20,9 +24,12 @@ environment (terminal width, colour) when imported, so the child imports it itse
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import selectors
 import signal
+import socket
 import sys
 import threading
 
@@ -54,11 +61,13 @@ def _preload() -> None:
     assert "twisted.internet.reactor" not in sys.modules, "preloading installed a reactor"
 
 
-def _child(request: dict, reply_fd: int) -> None:
-    """In the forked child: become `python -m gpuradar ARGS` and exit with its code."""
+def _child(request: dict, server_fds: list[int]) -> None:
+    """In the forked child: become `python -m gpuradar ARGS` and exit with its code
+    (`server_fds`: the server's sockets, closed)."""
     import runpy
 
-    os.close(reply_fd)
+    for fd in server_fds:
+        os.close(fd)
     out = os.open(os.path.join(request["dir"], "stdout"), os.O_WRONLY | os.O_CREAT, 0o600)
     err = os.open(os.path.join(request["dir"], "stderr"), os.O_WRONLY | os.O_CREAT, 0o600)
     null = os.open(os.devnull, os.O_RDONLY)
@@ -132,27 +141,64 @@ def _reap(children: dict[int, str], lock: threading.Lock, forked: threading.Even
             pass
 
 
-def serve() -> None:
+def serve(path: str) -> None:
+    """Preload, then listen on the Unix socket `path` and fork a child per request, until
+    stdin ends. One thread: forking while another thread holds a lock would leave the
+    child that lock held (the reaper only waits and writes files)."""
     _preload()
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # what a preloaded library prints: nowhere
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(f"{path}.{os.getpid()}")
+    listener.listen(64)
+    os.replace(f"{path}.{os.getpid()}", path)  # there for clients once it answers
     children: dict[int, str] = {}
     lock = threading.Lock()
-    reply = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)  # whatever a preloaded library prints does not corrupt the protocol
-    reply.write(json.dumps({"ready": os.getpid()}) + "\n")
-    reply.flush()
     forked = threading.Event()
     threading.Thread(target=_reap, args=(children, lock, forked), daemon=True).start()
-    for line in sys.stdin:
-        request = json.loads(line)
-        with lock:  # the reaper must know the child before it can end
-            pid = os.fork()
-            if pid == 0:
-                _child(request, reply.fileno())
-            children[pid] = request["dir"]
-            forked.set()
-        reply.write(json.dumps({"pid": pid}) + "\n")
-        reply.flush()
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    selector.register(0, selectors.EVENT_READ)
+    unread: dict[socket.socket, bytes] = {}  # per client, what follows its last newline
+    try:
+        while True:
+            for key, _ in selector.select():
+                if key.fileobj == 0:
+                    if not os.read(0, 4096):
+                        return
+                elif key.fileobj is listener:
+                    conn, _ = listener.accept()
+                    unread[conn] = b""
+                    selector.register(conn, selectors.EVENT_READ)
+                else:
+                    conn = key.fileobj  # type: ignore[assignment]
+                    data = conn.recv(1 << 16)
+                    if not data:
+                        selector.unregister(conn)
+                        del unread[conn]
+                        conn.close()
+                        continue
+                    *lines, unread[conn] = (unread[conn] + data).split(b"\n")
+                    for line in lines:
+                        pid = _fork(json.loads(line), children, lock, forked,
+                                    [listener.fileno(), *(c.fileno() for c in unread),
+                                     *([selector.fileno()] if hasattr(selector, "fileno")
+                                       else [])])
+                        conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def _fork(request: dict, children: dict[int, str], lock: threading.Lock,
+          forked: threading.Event, server_fds: list[int]) -> int:
+    with lock:  # the reaper must know the child before it can end
+        pid = os.fork()
+        if pid == 0:
+            _child(request, server_fds)
+        children[pid] = request["dir"]
+        forked.set()
+    return pid
 
 
 if __name__ == "__main__":
-    serve()
+    serve(sys.argv[1])
