@@ -54,10 +54,12 @@ demo: install
 
 # The suite on pytest-xdist workers (tests/README.md); the container image is its own stage
 # (`make test-image`), which .ci/run runs after this one. Each worker takes whole files,
-# the longest first (tests/conftest.py: LONGEST_FILES): none is left with a long file at
-# the end, and a file's module fixtures start once. Five on the 2-core machine: while one
-# worker waits on a daemon's timers the others have the cores (4: 158 s, 5: 151 s, 6: 161 s).
-PYTEST_WORKERS ?= 5
+# the longest first (tests/conftest.py: LONGEST_FILES), and the files that mostly wait on
+# a daemon's timers in two lanes of their own (WAITING_LANES): none is left with a long
+# file at the end, and the other two workers keep both cores busy. Four on the 2-core
+# machine: a fifth cost more CPU than it filled idle time (the same tree, back to back:
+# 4 -> 154 s, 290 s of CPU; 5 -> 171 s, 335 s).
+PYTEST_WORKERS ?= 4
 # The working tree and the libraries every process imports are compiled once first
 # (tests/precompile.py): the suite starts hundreds of processes. Bytecode may be written
 # during the suite even where PYTHONDONTWRITEBYTECODE is set (as on the CI machine):

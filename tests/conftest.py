@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -258,31 +259,62 @@ def provider_server():
 # first, so that no worker is left with a long file while the others are done. Order only;
 # a file missing here runs after these, in the usual order.
 LONGEST_FILES = (
-    # (wall s, CPU s of the file and every process it starts), 2026-12-06 14:45 UTC, the
+    # (wall s, CPU s of the file and every process it starts), 2026-12-06 20:30 UTC, the
     # whole suite on 4 workers. Those that mostly wait (on a daemon's timers, a timeout)
-    # start beside those that use the CPU, so the two cores have work from the start.
-    "tests/scheduler/test_ha.py",  # 93, 15
-    "tests/alerts/test_alert_engine.py",  # 14, 9
-    "tests/scheduler/test_web.py",  # 11, 14 (and Chromium)
-    "tests/project/test_architecture.py",  # 8, 4 (the type checker: 13 s without its cache)
-    "tests/alerts/test_delivery.py",  # 39, 3
-    "tests/storage/test_offers_trust.py",  # 14, 7
-    "tests/scheduler/test_daemon.py",  # 36, 6
-    "tests/core/test_config.py",  # 13, 5
-    "tests/storage/test_storage.py",  # 10, 6
-    "tests/scheduler/test_handover.py",  # 18, 4
-    "tests/cli/test_terminal.py",  # 9, 6
-    "tests/crawler/test_mutation_pipelines.py",  # 15, 3
-    "tests/cli/test_startup_imports.py",  # 8, 6
-    "tests/scheduler/test_crawl_stop.py",  # 15, 1
-    "tests/cli/test_tables.py",  # 7, 5
-    "tests/e2e/test_crawl_e2e.py",  # 14, 3
-    "tests/scheduler/test_daemon_logic.py",  # 7, 7
-    "tests/scheduler/test_handover_crawls.py",  # 14, 1
-    "tests/crawler/test_aws.py",  # 11, 4
-    "tests/crawler/test_playwright.py",  # 7, 5
-    "tests/crawler/test_alibaba.py",  # 10, 2
+    # go in two lanes (WAITING_LANES), beside those that use the CPU.
+    "tests/scheduler/test_ha.py",  # 103, 19
+    "tests/scheduler/test_crawl_stop.py",  # 15, 2
+    "tests/scheduler/test_handover_crawls.py",  # 14, 2
+    "tests/alerts/test_alert_engine.py",  # 37, 12
+    "tests/alerts/test_delivery.py",  # 52, 7
+    "tests/scheduler/test_daemon.py",  # 38, 9
+    "tests/scheduler/test_handover.py",  # 25, 9
+    "tests/crawler/test_mutation_pipelines.py",  # 19, 5
+    "tests/scheduler/test_serve.py",  # 11, 3
+    "tests/scheduler/test_web.py",  # 17, 16 (with Chromium's)
+    "tests/project/test_architecture.py",  # 29, 9 (the type checker: 16 s without its cache)
+    "tests/e2e/test_crawl_e2e.py",  # 17, 6
+    "tests/scheduler/test_web_child.py",  # 7, 3
+    "tests/storage/test_offers_trust.py",  # 37, 14
+    "tests/core/test_config.py",  # 18, 9
+    "tests/storage/test_storage.py",  # 24, 9
+    "tests/cli/test_terminal.py",  # 18, 10
+    "tests/cli/test_startup_imports.py",  # 15, 10
+    "tests/cli/test_tables.py",  # 12, 7
+    "tests/scheduler/test_daemon_logic.py",  # 7, 6
+    "tests/crawler/test_aws.py",  # 16, 6
+    "tests/crawler/test_playwright.py",  # 15, 7
+    "tests/crawler/test_alibaba.py",  # 8, 3
 )
+
+#: The files that mostly wait (on a daemon's timers, a send's timeout), in two lanes: each
+#: lane is handed whole to one worker (pytest_xdist_make_scheduler below), so that at most
+#: two of them run at once and the other workers keep both cores busy. Handed out file by
+#: file, four of them ran side by side at times, both cores idle for seconds.
+WAITING_LANES = {
+    "tests/scheduler/test_ha.py": "waiting-1",
+    "tests/scheduler/test_crawl_stop.py": "waiting-1",
+    "tests/scheduler/test_handover_crawls.py": "waiting-1",
+    "tests/alerts/test_delivery.py": "waiting-2",
+    "tests/scheduler/test_daemon.py": "waiting-2",
+    "tests/scheduler/test_handover.py": "waiting-2",
+    "tests/crawler/test_mutation_pipelines.py": "waiting-2",
+    "tests/scheduler/test_serve.py": "waiting-2",
+}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """--dist loadfile, each of WAITING_LANES handed out as one file."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Lanes(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return WAITING_LANES.get(path, path)
+
+    return Lanes(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:
