@@ -379,7 +379,7 @@ PROCESS_TESTS: dict[str, tuple[str, ...] | None] = {
     "tests/cli/test_terminal.py": ("test_an_error", "test_a_usage_error", "test_watch",
                                    "test_prices_gpu_h100", "test_sources_shows",
                                    "test_history_note", "test_run_help",
-                                   "test_a_reading_command", "test_demo_into_head"),
+                                   "test_demo_into_head"),
     "tests/crawler/test_playwright.py": ("test_rendered_page", "test_crawl_without_rendered"),
     "tests/project/test_deploy.py": ("test_image_entrypoint_and_healthcheck_run_the_daemon",),
 }

@@ -292,6 +292,23 @@ def test_a_database_folder_that_cannot_be_made_is_one_line_exit_3(tmp_path, args
                                    f"{blocker}"), proc.stderr
 
 
+def test_a_reading_command_on_a_missing_database_says_so_and_creates_nothing(tmp_path):
+    """`prices --database-url sqlite:///nonexistent/dir/x.db` made the folders and an empty
+    database (so did the quick start's relative sqlite:///demo.db from another folder)."""
+    missing = tmp_path / "nonexistent" / "dir" / "x.db"
+    for args in (["prices"], ["history", "--gpu", "H100"], ["alerts"],
+                 ["recommend", "-p", "7B", "-t", "qlora"], ["rules", "test", "H100 under $2/h"]):
+        proc = gpuradar(*args, db_url=f"sqlite:///{missing}")
+        assert proc.returncode == 3, proc.stderr
+        [line] = proc.stderr.strip().splitlines()  # one line, naming the path
+        assert line.startswith(f"error: no database at {missing} (a command that only reads "
+                               "creates none)"), line
+        assert not (tmp_path / "nonexistent").exists(), args
+    proc = gpuradar("sources", db_url=f"sqlite:///{missing}")
+    assert proc.returncode == 0 and "never" in proc.stdout, proc.stdout
+    assert not (tmp_path / "nonexistent").exists()
+
+
 def test_crawl_record_into_a_path_it_cannot_create_is_refused_before_crawling(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")

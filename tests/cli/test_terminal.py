@@ -285,23 +285,6 @@ def test_recommend_fits_on_names_the_small_cards_it_ranks(quick_start):
     assert any(" V520 " in line for line in ranked), out  # AWS's 8 GB V520, $0.1241
 
 
-def test_a_reading_command_on_a_missing_database_says_so_and_creates_nothing(tmp_path):
-    """`prices --database-url sqlite:///nonexistent/dir/x.db` made the folders and an empty
-    database (so did the quick start's relative sqlite:///demo.db from another folder)."""
-    missing = tmp_path / "nonexistent" / "dir" / "x.db"
-    for args in (["prices"], ["history", "--gpu", "H100"], ["alerts"],
-                 ["recommend", "-p", "7B", "-t", "qlora"], ["rules", "test", "H100 under $2/h"]):
-        code, out = in_terminal(*args, "--database-url", f"sqlite:///{missing}")
-        lines = [line for line in out.splitlines() if line.strip()]
-        assert code == 3, out
-        assert lines[-1].startswith(f"error: no database at {missing} (a command that only "
-                                    "reads creates none)"), out
-        assert not (tmp_path / "nonexistent").exists(), args
-    code, out = in_terminal("sources", "--database-url", f"sqlite:///{missing}")
-    assert code == 0 and "never" in out, out
-    assert not (tmp_path / "nonexistent").exists()
-
-
 def test_demo_into_head_exits_0_quietly():
     """`gpuradar demo | head -3` exited 1 silently (`prices | head` exits 0): the reader
     closing the pipe is not a failure."""
