@@ -1,25 +1,26 @@
-"""`make test`'s step before the suite: compile the product and the libraries its
-processes import to bytecode, both cores at once, where that was not done yet, then have
-pytest rewrite the test files once.
+"""`make test`'s step before the suite: compile to bytecode what the suite's processes
+import, once, both cores at once, where that was not done yet.
 
 uv's `--compile-bytecode` compiles every module of the environment, 13,800 files (15 s of
 `make install-test`'s 26 s on the 2-core machine), most of which no test imports; left to
-the suite, each worker would compile the libraries they all import at start. This compiles
-the product's folders, the packages of the fork server's preload list (the libraries every
-command and daemon imports) and those the test helpers and pytest import, once; what only
-a few tests import (an SDK, pandas) is compiled by the process that first imports it.
-
-pytest rewrites the asserts of every test file when it imports it and keeps the result
-beside the bytecode; in a fresh clone each worker would rewrite all of them at start (5 s
-of CPU each on the 2-core machine). This rewrites them once, with pytest's own functions (a
-pytest without them is left to do it itself).
+the suite, each worker would compile the libraries they all import at start, at the same
+time. Compiling whole packages (the fork server's preload list, what pytest and the test
+helpers import) compiled 2,700 files of which half were never imported. So this imports
+instead, with bytecode written, in two processes at once: pytest collecting the suite
+(every test module and what it imports at its top; pytest rewrites each test file for its
+asserts once, not in every worker) and the fork server's preload list with the libraries
+the workers import while testing (ALSO); and compiles the product's own folders whole.
+What only a few tests import (an SDK, pandas) is compiled by the process that first
+imports it.
 """
 
 from __future__ import annotations
 
 import compileall
-import importlib.util
-import re
+import contextlib
+import importlib
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -29,65 +30,29 @@ TESTS = Path(__file__).resolve().parent
 #: The product's folders (gpuradar/ links the other four, which compileall does not follow).
 PRODUCT = tuple(str(TESTS.parent / name)
                 for name in ("gpuradar", "alerts", "crawler", "scheduler", "storage"))
-#: Folders of those packages the suite's processes hardly import, a fifth of their files:
-#: the packages' own tests and Pygments' lexers (a process that imports one compiles it).
-NEVER_IMPORTED = re.compile(r"[/\\](tests?|lexers)[/\\]")
-
 #: Imported by the test helpers and pytest's plugins in every worker, beside PRELOAD.
-ALSO = ("_pytest", "pytest", "xdist", "execnet", "pluggy", "aiosmtpd",
-        "playwright", "uvicorn", "a2wsgi", "prometheus_client", "apscheduler", "w3lib",
-        "parsel", "lxml", "itemadapter", "markupsafe", "pygments", "click", "annotated_types",
-        "pydantic_core", "typing_extensions", "dateutil", "requests", "urllib3", "idna",
-        "certifi", "charset_normalizer", "attr", "attrs", "zope", "cryptography", "OpenSSL",
-        "service_identity", "hyperlink", "incremental", "automat", "constantly", "protego",
-        "queuelib", "tldextract", "filelock", "defusedxml", "cssselect", "jmespath", "mako",
-        "greenlet", "httptools", "uvloop", "h11", "anyio", "sniffio")
+ALSO = ("xdist", "execnet", "aiosmtpd.controller", "playwright.sync_api", "uvicorn", "a2wsgi",
+        "prometheus_client", "apscheduler.schedulers.background", "requests", "dateutil",
+        "tests.clirun", "tests.daemon_helpers", "tests.provider_server")
 
 
-def package_dirs(names: tuple[str, ...]) -> list[str]:
-    """The folder of each top-level package among `names` that is installed (the product's
-    own among them, the editable install's)."""
-    found: set[str] = set()
-    for name in names:
-        try:
-            spec = importlib.util.find_spec(name.split(".")[0])
-        except (ImportError, ValueError):
-            continue
-        if spec is not None and spec.submodule_search_locations:
-            found.update(spec.submodule_search_locations)
-    return sorted(found)
-
-
-def rewrite_test_files() -> None:
-    """Each test file and conftest.py rewritten and written where pytest's workers look."""
-    try:  # private, so looked up: another version of pytest rewrites its own way, at start
-        from _pytest.assertion.rewrite import PYC_TAIL, _rewrite_test, _write_pyc, get_cache_dir
-    except ImportError:
-        return
-    for path in sorted(TESTS.rglob("*.py")):
-        if path.name.startswith("test_") or path.name == "conftest.py":
-            cache = get_cache_dir(path)
-            cache.mkdir(exist_ok=True)
-            source_hash, code = _rewrite_test(path, None)
-            _write_pyc(_NoTrace(), code, source_hash,
-                       cache / (path.name[:-3] + PYC_TAIL))
-
-
-class _NoTrace:
-    """pytest's assertion state, as far as writing a file uses it: a trace of failures,
-    which only cost the workers a rewrite of their own."""
-
-    @staticmethod
-    def trace(message: str) -> None:
-        pass
+def import_all() -> None:
+    """Import PRELOAD and ALSO (an optional one missing is left out)."""
+    for name in PRELOAD + ALSO:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
 
 def main() -> int:
-    folders = sorted({*PRODUCT, *package_dirs(PRELOAD + ALSO)})
-    compiled = [compileall.compile_dir(d, quiet=1, workers=2, rx=NEVER_IMPORTED)
-                for d in folders]  # every one, even after a failure
-    rewrite_test_files()
-    return 0 if all(compiled) else 1
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": ""}  # empty: bytecode written
+    root = str(TESTS.parent)
+    quiet = {"cwd": root, "env": env, "stdout": subprocess.DEVNULL}
+    collect = subprocess.Popen([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                                "-p", "no:cacheprovider"], **quiet)
+    preload = subprocess.Popen([sys.executable, "-c",
+                                "import tests.precompile as p; p.import_all()"], **quiet)
+    compiled = all([compileall.compile_dir(d, quiet=1) for d in PRODUCT])
+    return 0 if compiled and preload.wait() == 0 and collect.wait() == 0 else 1
 
 
 if __name__ == "__main__":
