@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-import responses
 from aiosmtpd.controller import Controller
 from sqlalchemy import select
 
@@ -166,6 +165,8 @@ def test_webhook_receives_the_markdown_message(engine):
 
 
 def test_slack_payload_is_slack_markdown(engine):
+    import responses
+
     targets = parse_targets({"team-slack": SLACK_HOOK})
     fire(engine, ("team-slack",))
     with responses.RequestsMock() as rsps:

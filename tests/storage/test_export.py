@@ -6,14 +6,23 @@ from __future__ import annotations
 import csv
 import json
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 
 from gpuradar.storage import queries
 from gpuradar.storage.export import ExportError, export, read_table, verify
 from tests.storage.test_index import T0, crawl, item
 from tests.storage.test_signal_series import ADVISOR, P5, aws_items, moved, offer_id, signal_rows
+
+
+def read_parquet(path: Path) -> Any:
+    """A Parquet file as pyarrow's table (pyarrow imported here: every worker collects this
+    module, and importing pyarrow costs each a quarter of a second)."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path)
 
 
 @pytest.fixture
@@ -74,7 +83,7 @@ def test_the_interruption_signal_series_is_exported(engine, tmp_path):
     assert [(r["at"], r["band"], r["as_of"]) for r in lines if r["offer_id"] == p5] == [
         ("2026-11-01T12:00:00Z", ">20%", "2025-06-28"),
         ("2026-11-03T12:00:00Z", "<5%", "2025-07-05")]
-    table = pq.read_table(tmp_path / "one" / "interruption_changes.parquet").to_pylist()
+    table = read_parquet(tmp_path / "one" / "interruption_changes.parquet").to_pylist()
     with (tmp_path / "one" / "interruption_changes.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert len(table) == len(rows) == len(lines)
@@ -86,7 +95,7 @@ def test_the_interruption_signal_series_is_exported(engine, tmp_path):
 
 def test_every_format_holds_the_same_rows(stored, tmp_path):
     export(stored, tmp_path)
-    table = pq.read_table(tmp_path / "price_changes.parquet").to_pylist()
+    table = read_parquet(tmp_path / "price_changes.parquet").to_pylist()
     with (tmp_path / "price_changes.csv").open() as f:
         rows = list(csv.DictReader(f))
     lines = [json.loads(line) for line in (tmp_path / "price_changes.jsonl").open()]
@@ -97,7 +106,7 @@ def test_every_format_holds_the_same_rows(stored, tmp_path):
     assert lines[1]["at"] == "2026-11-01T13:00:00Z"
     # each change with the currency its price is in
     assert [r["currency"] for r in lines] == ["USD"] * 5 and rows[0]["currency"] == "USD"
-    index = pq.read_table(tmp_path / "index.parquet").to_pylist()
+    index = read_parquet(tmp_path / "index.parquet").to_pylist()
     # one vote (azure's cheapest offer: A), thin below three providers
     assert [(r["pricing"], r["median"], r["offers"], r["status"]) for r in index] == [
         ("on_demand", 2.0, 2, "thin"), ("on_demand", 2.5, 2, "thin"), ("spot", 0.7, 1, "thin"),
