@@ -272,10 +272,10 @@ LONGEST_FILES = (
     "tests/scheduler/test_handover.py",  # 23, 1
     "tests/crawler/test_mutation_pipelines.py",  # 17, 4
     "tests/scheduler/test_serve.py",  # 7, 1
-    "tests/scheduler/test_web.py",  # 18, 15 (with Chromium's)
-    "tests/project/test_architecture.py",  # 9, 6 (the type checker: 15 s more without its cache)
     "tests/e2e/test_crawl_e2e.py",  # 12, 4
     "tests/scheduler/test_web_child.py",  # 3, 0
+    "tests/scheduler/test_web.py",  # 18, 15 (with Chromium's)
+    "tests/project/test_architecture.py",  # 9, 6 (the type checker: 15 s more without its cache)
     "tests/storage/test_offers_trust.py",  # 14, 9
     "tests/core/test_config.py",  # 13, 7
     "tests/storage/test_storage.py",  # 12, 7
@@ -301,6 +301,8 @@ WAITING_LANES = {
     "tests/scheduler/test_handover.py": "waiting-2",
     "tests/crawler/test_mutation_pipelines.py": "waiting-2",
     "tests/scheduler/test_serve.py": "waiting-2",
+    "tests/e2e/test_crawl_e2e.py": "waiting-2",
+    "tests/scheduler/test_web_child.py": "waiting-2",
 }
 
 
