@@ -142,18 +142,38 @@ def _new_name() -> str:
     return f"gpuradar_test_{uuid.uuid4().hex[:10]}"
 
 
+_ADMIN: list[Any] = []  # this worker's connection to the server's `postgres` database
+
+
+def _admin(sql: str) -> None:
+    """Run `sql` (CREATE, ALTER or DROP DATABASE) over this worker's kept connection to the
+    server's own database: a connection per test cost the server a backend's start each
+    time. Connected again once if a test ended it (every session terminated)."""
+    import psycopg
+
+    for attempt in (1, 2):
+        if not _ADMIN or _ADMIN[0].closed:
+            _ADMIN[:] = [_pg_connect()]
+        try:
+            _ADMIN[0].execute(sql)
+            return
+        except psycopg.OperationalError:
+            _ADMIN[0].close()
+            if attempt == 2:
+                raise
+
+
 def _pg_database(request, pg_template):
     """A migrated, empty PostgreSQL database of the test's own, dropped or emptied after it."""
     if _clean_databases:
         name = _clean_databases.pop()
     else:
         name = _new_name()
-        with _pg_connect() as conn:
-            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
-            # A test's commits need not wait for the disk (4 ms each here, 0.25 ms
-            # without): what they assert on is what other connections and processes see,
-            # which is the same.
-            conn.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
+        _admin(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
+        # A test's commits need not wait for the disk (4 ms each here, 0.25 ms without):
+        # what they assert on is what other connections and processes see, which is the
+        # same.
+        _admin(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
         if not _clean_schema:
             with _pg_connect(name) as conn:
                 _clean_schema.append(_schema(conn))
@@ -171,14 +191,12 @@ def _pg_database(request, pg_template):
                 # engine, the schema checked, the alert engine's state, a source's last
                 # offers) never meets the next test
                 fresh = _new_name()
-                with _pg_connect() as conn:
-                    conn.execute(f'ALTER DATABASE "{name}" RENAME TO "{fresh}"')
+                _admin(f'ALTER DATABASE "{name}" RENAME TO "{fresh}"')
                 _clean_databases.append(fresh)
                 return
         except psycopg.Error:  # gone already, or a session came back: dropped below
             pass
-        with _pg_connect() as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     request.addfinalizer(release)
     return url
@@ -188,10 +206,10 @@ def _pg_database(request, pg_template):
 def _drop_clean_databases():
     """The emptied databases go at the end of the session."""
     yield
-    if _clean_databases:
-        with _pg_connect() as conn:
-            for name in _clean_databases:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    for name in _clean_databases:
+        _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    if _ADMIN:
+        _ADMIN[0].close()
 
 
 def _sqlite_copy(folder: Path, sqlite_template: Path) -> str:
