@@ -60,8 +60,9 @@ demo: install
 # machine: a fifth cost more CPU than it filled idle time (the same tree, back to back:
 # 4 -> 154 s, 290 s of CPU; 5 -> 171 s, 335 s).
 PYTEST_WORKERS ?= 4
-# The working tree and the libraries every process imports are compiled once first
-# (tests/precompile.py): the suite starts hundreds of processes. Bytecode may be written
+# What the suite's processes import (the working tree, the libraries, the test files
+# rewritten for pytest's asserts) is compiled once first (tests/precompile.py): the suite
+# starts hundreds of processes. Bytecode may be written
 # during the suite even where PYTHONDONTWRITEBYTECODE is set (as on the CI machine):
 # pytest's assertion rewriting of a test file is then kept, not redone in every worker and
 # subprocess, and a library only some tests import is compiled once.
