@@ -324,6 +324,7 @@ WAITING_LANES = {
 }
 
 
+@pytest.hookimpl(optionalhook=True)  # a run without pytest-xdist (-p no:xdist) has no such hook
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """--dist loadfile, each of WAITING_LANES handed out as one file."""
     if config.getoption("dist", None) != "loadfile":
