@@ -77,13 +77,17 @@ def _env(db_url: str | None, config: Path | None, env: dict[str, str] | None) ->
 SHARED_FORK_SERVER = "GPURADAR_TEST_FORK_SERVER"
 
 
-def start_fork_server(path: str) -> subprocess.Popen:
-    """tests/forkserver.py listening on the Unix socket `path` (there once its preload is
-    done) until this process closes the server's stdin, or ends."""
+def start_fork_server() -> tuple[subprocess.Popen, str]:
+    """tests/forkserver.py, listening on a Unix socket in a folder of its own (there once its
+    preload is done; the folder removed when this process ends) until this process closes
+    the server's stdin, or ends; (the server, the socket's path)."""
+    folder = tempfile.mkdtemp(prefix="gpuradar-forkserver-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = f"{folder}/socket"
     root = Path(__file__).resolve().parent.parent
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPURADAR_")}
     return subprocess.Popen([sys.executable, "-m", "tests.forkserver", path], cwd=root,
-                            env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+                            env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL), path
 
 
 class _ForkServer:
@@ -91,42 +95,40 @@ class _ForkServer:
     started on first use; connected again (its own started again) if it went away."""
 
     def __init__(self) -> None:
-        self.own: subprocess.Popen | None = None
-        self.own_path = ""
+        self.own: tuple[subprocess.Popen, str] | None = None
         self.conn: Any = None  # the connection's reader and writer
         self.lock = threading.Lock()
 
     def _connection(self) -> Any:
         if self.conn is None:
-            path = os.environ.get(SHARED_FORK_SERVER)
+            path, server = os.environ.get(SHARED_FORK_SERVER), None
             if not path:
-                if self.own is None or self.own.poll() is not None:
-                    folder = tempfile.mkdtemp(prefix="gpuradar-forkserver-")
-                    atexit.register(shutil.rmtree, folder, True)
-                    self.own_path = folder + "/socket"
-                    self.own = start_fork_server(self.own_path)
-                path = self.own_path
-            self.conn = _connect(path, self.own if path == self.own_path else None
-                                 ).makefile("rwb", buffering=0)
+                if self.own is None or self.own[0].poll() is not None:
+                    self.own = start_fork_server()
+                server, path = self.own
+            self.conn = _connect(path, server).makefile("rwb", buffering=0)
         return self.conn
+
+    def _ask(self, request: bytes) -> bytes:
+        """The server's answer to `request` (nothing: it went away)."""
+        conn = self._connection()
+        try:
+            conn.write(request + b"\n")
+            return conn.readline()
+        except OSError:
+            return b""
 
     def fork(self, args: list[str], env: dict[str, str], cwd: str, folder: str) -> int:
         """Fork `gpuradar ARGS` writing into `folder` (stdout, stderr, rc); its pid."""
         note_process(args)
         request = json.dumps({"args": args, "env": env, "cwd": cwd, "dir": folder}).encode()
         with self.lock:
-            conn = self._connection()
-            try:
-                conn.write(request + b"\n")
-                reply = conn.readline()
-            except OSError:
-                reply = b""
-            if not reply:  # the server went away: one more try, on a new connection
-                conn.close()
+            reply = self._ask(request)
+            if not reply:  # the server went away: one more try, connected again
+                self.conn.close()
                 self.conn = None
-                conn = self._connection()
-                conn.write(request + b"\n")
-                reply = conn.readline()
+                reply = self._ask(request)
+            assert reply, "the fork server did not answer"
             return json.loads(reply)["pid"]
 
     def run(self, args: list[str], env: dict[str, str], timeout: float

@@ -356,20 +356,17 @@ def pytest_configure(config: pytest.Config) -> None:
         _start_shared_fork_server()
 
 
-#: The fork server this run's xdist controller started for its workers, and its folder.
-_SHARED_FORK_SERVER: list[tuple[subprocess.Popen, str]] = []
+#: The fork server this run's xdist controller started for its workers.
+_SHARED_FORK_SERVER: list[subprocess.Popen] = []
 
 
 def _start_shared_fork_server() -> None:
     """One fork server for every worker (tests/forkserver.py), started while they start:
     the workers inherit its socket's path from the environment."""
-    import tempfile
-
     from tests.clirun import SHARED_FORK_SERVER, start_fork_server
 
-    folder = tempfile.mkdtemp(prefix="gpuradar-forkserver-")
-    _SHARED_FORK_SERVER.append((start_fork_server(f"{folder}/socket"), folder))
-    os.environ[SHARED_FORK_SERVER] = f"{folder}/socket"
+    server, os.environ[SHARED_FORK_SERVER] = start_fork_server()
+    _SHARED_FORK_SERVER.append(server)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -379,11 +376,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     per worker as the suite ends) only to report a finalizer's exception as a warning. The
     controller stops the workers' fork server (its stdin closed)."""
     gc.freeze()
-    for server, folder in _SHARED_FORK_SERVER:
+    for server in _SHARED_FORK_SERVER:
         assert server.stdin is not None
         server.stdin.close()
         server.wait(30)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 #: Tests outside tests/scheduler that start a real process because the process is their
